@@ -16,6 +16,8 @@
 #![deny(missing_docs)]
 
 pub mod canonical;
+pub mod fixtures;
+pub mod memory_scope;
 pub mod record;
 
 pub use record::{

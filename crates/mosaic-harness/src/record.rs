@@ -69,7 +69,10 @@ impl MemoryKind {
             (self, subject),
             (MemoryKind::Working, MemorySubject::Run { .. })
                 | (MemoryKind::Episodic, MemorySubject::Principal { .. })
-                | (MemoryKind::Episodic, MemorySubject::PrincipalInWorkspace { .. })
+                | (
+                    MemoryKind::Episodic,
+                    MemorySubject::PrincipalInWorkspace { .. }
+                )
                 | (MemoryKind::Semantic, MemorySubject::Principal { .. })
                 | (MemoryKind::Semantic, MemorySubject::Workspace { .. })
                 | (MemoryKind::Procedural, MemorySubject::Procedure { .. })
@@ -128,12 +131,18 @@ impl MemorySubject {
             MemorySubject::PrincipalInWorkspace {
                 workspace_id,
                 principal_id,
-            } => vec![("workspace_id", workspace_id), ("principal_id", principal_id)],
+            } => vec![
+                ("workspace_id", workspace_id),
+                ("principal_id", principal_id),
+            ],
             MemorySubject::Workspace { workspace_id } => vec![("workspace_id", workspace_id)],
             MemorySubject::Procedure {
                 workspace_id,
                 procedure_id,
-            } => vec![("workspace_id", workspace_id), ("procedure_id", procedure_id)],
+            } => vec![
+                ("workspace_id", workspace_id),
+                ("procedure_id", procedure_id),
+            ],
         }
     }
 
@@ -207,7 +216,7 @@ pub enum MemoryStatus {
 }
 
 /// One piece of evidence a record rests on.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySource {
     /// Stable identity of the source (unique within one record).
@@ -375,7 +384,8 @@ impl Problems {
 
     pub(crate) fn schema(&mut self, version: u32) {
         if version != MEMORY_SCHEMA_VERSION {
-            self.0.push(InvalidField::UnknownSchemaVersion { found: version });
+            self.0
+                .push(InvalidField::UnknownSchemaVersion { found: version });
         }
     }
 
@@ -494,7 +504,9 @@ impl MemoryRecord {
     /// Half-open validity: `created_at <= now < expires_at`.
     pub fn is_live_at(&self, now_unix_ms: u64) -> bool {
         self.created_at_unix_ms <= now_unix_ms
-            && self.expires_at_unix_ms.is_none_or(|expires| now_unix_ms < expires)
+            && self
+                .expires_at_unix_ms
+                .is_none_or(|expires| now_unix_ms < expires)
     }
 }
 
@@ -552,7 +564,9 @@ mod tests {
 
     #[test]
     fn record_valid_fixture_passes() {
-        record("r1", MemoryKind::Semantic, principal("p")).validate().unwrap();
+        record("r1", MemoryKind::Semantic, principal("p"))
+            .validate()
+            .unwrap();
     }
 
     #[test]
@@ -605,7 +619,11 @@ mod tests {
         }));
         assert!(problems.contains(&InvalidField::ExpiryNotAfterCreation));
         assert!(problems.contains(&InvalidField::NoSources));
-        assert!(problems.iter().any(|p| matches!(p, InvalidField::KindSubjectMismatch { .. })));
+        assert!(
+            problems
+                .iter()
+                .any(|p| matches!(p, InvalidField::KindSubjectMismatch { .. }))
+        );
         assert_eq!(problems.len(), 5);
     }
 
@@ -618,7 +636,11 @@ mod tests {
         r.sources.push(r.sources[0].clone());
         let problems = r.validate().unwrap_err();
         assert!(problems.contains(&InvalidField::SelfSupersession));
-        assert!(problems.iter().any(|p| matches!(p, InvalidField::DuplicateSourceId { .. })));
+        assert!(
+            problems
+                .iter()
+                .any(|p| matches!(p, InvalidField::DuplicateSourceId { .. }))
+        );
     }
 
     #[test]

@@ -1,0 +1,111 @@
+//! Chapter 7's fixture: eight records, four selected, four dropped, and the
+//! three digests that make the selection reproducible.
+//!
+//! Run: `cargo run -q -p mosaic-harness --example scoped_memory_selection`
+
+use mosaic_harness::fixtures::{scoped_selection_context, scoped_selection_records};
+use mosaic_harness::memory_scope::{
+    DecisionOutcome, MemorySelectionReceipt, record_set_digest, select_memory,
+    verify_memory_selection,
+};
+
+/// What the example prints, computed without printing (so tests pin it).
+struct Report {
+    receipt: MemorySelectionReceipt,
+    read_context_sha256: String,
+    record_set_sha256: String,
+}
+
+fn run() -> Result<Report, Box<dyn std::error::Error>> {
+    let ctx = scoped_selection_context();
+    let records: Vec<_> = scoped_selection_records()
+        .into_iter()
+        .map(|(record, _)| record)
+        .collect();
+    let selection = select_memory(&ctx, &records)?;
+    verify_memory_selection(&ctx, &records, None, &selection.receipt)?;
+    Ok(Report {
+        read_context_sha256: ctx.digest()?,
+        record_set_sha256: record_set_digest(&records)?,
+        receipt: selection.receipt,
+    })
+}
+
+fn main() {
+    let report = match run() {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::exit(2);
+        }
+    };
+    println!("selected");
+    for id in &report.receipt.selected_record_ids {
+        println!("  {id}");
+    }
+    println!("decisions");
+    for decision in &report.receipt.decisions {
+        let outcome = match &decision.outcome {
+            DecisionOutcome::Selected { rank } => format!("selected (rank {rank})"),
+            DecisionOutcome::Dropped { reason } => format!("dropped: {}", reason.as_str()),
+        };
+        println!(
+            "  {:<20} {:<11} {outcome}",
+            decision.record_id,
+            decision.kind.as_str()
+        );
+    }
+    println!("read context SHA-256    {}", report.read_context_sha256);
+    println!("record set SHA-256      {}", report.record_set_sha256);
+    println!("receipt SHA-256         {}", report.receipt.receipt_sha256);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mosaic_harness::memory_scope::DropReason;
+
+    #[test]
+    fn scoped_memory_selection_example_is_pinned() {
+        let report = run().unwrap();
+        assert_eq!(
+            report.receipt.selected_record_ids,
+            [
+                "working-current",
+                "semantic-user",
+                "procedure-build",
+                "episode-user"
+            ]
+        );
+        let dropped: Vec<(&str, DropReason)> = report
+            .receipt
+            .decisions
+            .iter()
+            .filter_map(|d| match d.outcome {
+                DecisionOutcome::Dropped { reason } => Some((d.record_id.as_str(), reason)),
+                DecisionOutcome::Selected { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            dropped,
+            [
+                ("episode-expired", DropReason::Expired),
+                ("procedure-revoked", DropReason::Revoked),
+                ("semantic-other", DropReason::SubjectMismatch),
+                ("working-old", DropReason::SubjectMismatch),
+            ]
+        );
+        assert_eq!(
+            report.read_context_sha256,
+            "5754c13ffd0c9e38f65bd6a5139d252825bce540e670196d128a682bb27decef"
+        );
+        assert_eq!(
+            report.record_set_sha256,
+            "b348b7d20ee02f8a4a059f1e6d0026eb5dd0431a76898582d66dbfd6ede8e600"
+        );
+        assert_eq!(
+            report.receipt.receipt_sha256,
+            "abbfa23b5201fc2debb8294738a29f82405001fec92f80583adba3fbf5d1f54c"
+        );
+    }
+}

@@ -1,0 +1,628 @@
+//! The scoped read selector of chapter 7.
+//!
+//! [`select_memory`] checks every supplied record against the current
+//! [`MemoryReadContext`], in a fixed order, and records one decision per
+//! record. Eligible records are ordered working, semantic, procedural, then
+//! episodic; newer first; record id breaks exact ties. (With a
+//! [`RelevanceReceipt`] the eligible records are ordered by relevance instead,
+//! see [`select_memory_ranked`].) The [`MemorySelectionReceipt`] binds the
+//! read context, the canonical record set, the ordered selection and every
+//! decision; [`verify_memory_selection`] recomputes it from independently
+//! supplied inputs.
+//!
+//! Input order never matters: the record set is canonicalized by record id
+//! before hashing and decisions are listed by record id.
+
+mod clock;
+mod handoff;
+mod manifest;
+mod relevance;
+mod supersession;
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{CanonicalError, domain_digest};
+use crate::record::{
+    InvalidField, MemoryKind, MemoryRecord, MemoryStatus, MemorySubject, Problems,
+};
+
+pub use clock::{Clock, ManualClock};
+pub use handoff::{
+    AllocationDropReason, ContextAllocation, ContextBudget, ContextItem, ContextLane,
+    ContextPlacement, ContextTrust, MemoryContextReport, RECALLED_MEMORY_NOTICE, RenderError,
+    allocate_context, allocate_selected_memory, memory_context_items, render_recalled_memory,
+};
+pub use handoff::{DroppedItem, escape_memory_text};
+pub use manifest::{
+    ManifestError, SignedSourceSetManifest, SourceSetManifest, TrustedManifestKey, sign_source_set,
+    verify_summary_sources,
+};
+pub use relevance::{
+    EligibleEntry, EligibleSet, RankedResult, RelevanceError, RelevanceInput, RelevanceReceipt,
+    ScoredCandidate, eligible_set, fixed_point_score, rank_relevance, verify_relevance_receipt,
+};
+pub use supersession::SupersessionProblem;
+
+/// Domain tag of the read-context digest.
+pub const READ_CONTEXT_DOMAIN: &str = "mosaic.memory.read_context.v1";
+/// Domain tag of the canonical record-set digest.
+pub const RECORD_SET_DOMAIN: &str = "mosaic.memory.record_set.v1";
+/// Domain tag of the selection-receipt digest.
+pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v1";
+
+/// Most records one read may select.
+pub const MAX_SELECTION: usize = 10_000;
+
+/// The current authorization and time context of one read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReadContext {
+    /// Must equal [`crate::MEMORY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The selector release that makes (and must reproduce) the decisions.
+    pub selector_release: String,
+    /// The reading tenant.
+    pub tenant_id: String,
+    /// Digest of the policy in force for this read.
+    pub policy_sha256: String,
+    /// First instant the policy is in force (inclusive).
+    pub policy_valid_from_unix_ms: u64,
+    /// Instant the policy stops being in force (exclusive), if any.
+    pub policy_valid_until_unix_ms: Option<u64>,
+    /// The reading principal.
+    pub principal_id: String,
+    /// The current workspace.
+    pub workspace_id: String,
+    /// The current run.
+    pub run_id: String,
+    /// The read instant, from an injected clock.
+    pub now_unix_ms: u64,
+    /// Kinds this route may recall.
+    pub allowed_kinds: Vec<MemoryKind>,
+    /// Most records to select (at most [`MAX_SELECTION`]).
+    pub max_records: usize,
+}
+
+impl MemoryReadContext {
+    /// Checks the context's own shape and returns every problem, sorted.
+    pub fn validate(&self) -> Result<(), Vec<InvalidField>> {
+        let mut p = Problems::default();
+        p.schema(self.schema_version);
+        p.id("selector_release", &self.selector_release);
+        p.id("tenant_id", &self.tenant_id);
+        p.sha("policy_sha256", &self.policy_sha256);
+        p.id("principal_id", &self.principal_id);
+        p.id("workspace_id", &self.workspace_id);
+        p.id("run_id", &self.run_id);
+        p.int("now_unix_ms", self.now_unix_ms);
+        p.int("policy_valid_from_unix_ms", self.policy_valid_from_unix_ms);
+        if let Some(until) = self.policy_valid_until_unix_ms {
+            p.int("policy_valid_until_unix_ms", until);
+            if until <= self.policy_valid_from_unix_ms {
+                p.0.push(InvalidField::BadIdentifier {
+                    field: "policy_valid_until_unix_ms".into(),
+                });
+            }
+        }
+        if self.max_records > MAX_SELECTION {
+            p.0.push(InvalidField::IntegerOutOfRange {
+                field: "max_records".into(),
+            });
+        }
+        p.finish()
+    }
+
+    /// The canonical digest of this context (`mosaic.memory.read_context.v1`).
+    /// `allowed_kinds` is hashed sorted and deduplicated, so listing the
+    /// same kinds in another order names the same context.
+    pub fn digest(&self) -> Result<String, CanonicalError> {
+        let mut canonical = self.clone();
+        canonical.allowed_kinds.sort();
+        canonical.allowed_kinds.dedup();
+        domain_digest(READ_CONTEXT_DOMAIN, &canonical)
+    }
+
+    fn subject_matches(&self, subject: &MemorySubject) -> bool {
+        match subject {
+            MemorySubject::Run { run_id } => run_id == &self.run_id,
+            MemorySubject::Principal { principal_id } => principal_id == &self.principal_id,
+            MemorySubject::PrincipalInWorkspace {
+                workspace_id,
+                principal_id,
+            } => principal_id == &self.principal_id && workspace_id == &self.workspace_id,
+            MemorySubject::Workspace { workspace_id }
+            | MemorySubject::Procedure { workspace_id, .. } => workspace_id == &self.workspace_id,
+        }
+    }
+
+    fn policy_in_force(&self) -> bool {
+        self.policy_valid_from_unix_ms <= self.now_unix_ms
+            && self
+                .policy_valid_until_unix_ms
+                .is_none_or(|until| self.now_unix_ms < until)
+    }
+}
+
+/// Why a record was not selected. The declaration order is the order the
+/// checks run in; the first failing check names the drop.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The record's kind is not enabled for this route.
+    KindDisabled,
+    /// The record belongs to another tenant.
+    WrongTenant,
+    /// The record was written under another policy than the current one.
+    PolicyMismatch,
+    /// The current policy is not in force at the read instant.
+    PolicyNotInForce,
+    /// The record is contested.
+    Contested,
+    /// The record was revoked at or before the read instant.
+    Revoked,
+    /// The record was replaced by another record.
+    Superseded,
+    /// The record's validity has not started (`now < created_at`).
+    NotYetValid,
+    /// The record's validity ended (`now >= expires_at`).
+    Expired,
+    /// The record's run, principal or workspace is not the reader's.
+    SubjectMismatch,
+    /// Eligible, but ranked below a relevance cut-off.
+    NotRelevant,
+    /// Eligible, but the selection limit was already reached.
+    SelectionLimit,
+}
+
+impl DropReason {
+    /// The snake_case wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::KindDisabled => "kind_disabled",
+            DropReason::WrongTenant => "wrong_tenant",
+            DropReason::PolicyMismatch => "policy_mismatch",
+            DropReason::PolicyNotInForce => "policy_not_in_force",
+            DropReason::Contested => "contested",
+            DropReason::Revoked => "revoked",
+            DropReason::Superseded => "superseded",
+            DropReason::NotYetValid => "not_yet_valid",
+            DropReason::Expired => "expired",
+            DropReason::SubjectMismatch => "subject_mismatch",
+            DropReason::NotRelevant => "not_relevant",
+            DropReason::SelectionLimit => "selection_limit",
+        }
+    }
+}
+
+/// Whether `record` may be read under `ctx`, ignoring the selection limit.
+///
+/// Checks run in the spec's order: kind enabled, tenant, policy (match, then
+/// in force), status (contested, revoked, superseded), time (half-open
+/// `created_at <= now < expires_at`), subject. The first failure is returned.
+pub fn eligibility(ctx: &MemoryReadContext, record: &MemoryRecord) -> Result<(), DropReason> {
+    if !ctx.allowed_kinds.contains(&record.kind) {
+        return Err(DropReason::KindDisabled);
+    }
+    if record.tenant_id != ctx.tenant_id {
+        return Err(DropReason::WrongTenant);
+    }
+    if record.policy_sha256 != ctx.policy_sha256 {
+        return Err(DropReason::PolicyMismatch);
+    }
+    if !ctx.policy_in_force() {
+        return Err(DropReason::PolicyNotInForce);
+    }
+    match &record.status {
+        MemoryStatus::Verified => {}
+        MemoryStatus::Contested => return Err(DropReason::Contested),
+        MemoryStatus::Revoked { revoked_at_unix_ms } => {
+            if ctx.now_unix_ms >= *revoked_at_unix_ms {
+                return Err(DropReason::Revoked);
+            }
+        }
+        MemoryStatus::Superseded { .. } => return Err(DropReason::Superseded),
+    }
+    if ctx.now_unix_ms < record.created_at_unix_ms {
+        return Err(DropReason::NotYetValid);
+    }
+    if record
+        .expires_at_unix_ms
+        .is_some_and(|expires| ctx.now_unix_ms >= expires)
+    {
+        return Err(DropReason::Expired);
+    }
+    if !ctx.subject_matches(&record.subject) {
+        return Err(DropReason::SubjectMismatch);
+    }
+    Ok(())
+}
+
+/// The outcome for one input record.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DecisionOutcome {
+    /// Selected at this zero-based position.
+    Selected {
+        /// Position in the ordered selection.
+        rank: u32,
+    },
+    /// Not selected, and why.
+    Dropped {
+        /// The first failing check.
+        reason: DropReason,
+    },
+}
+
+/// One decision per input record.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryDecision {
+    /// The record decided on.
+    pub record_id: String,
+    /// Its kind (for per-kind metrics without the record at hand).
+    pub kind: MemoryKind,
+    /// Selected or dropped.
+    pub outcome: DecisionOutcome,
+}
+
+/// How eligible records were ordered.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectionOrdering {
+    /// Kind priority, then newest first, then record id.
+    KindRecency,
+    /// The order of a bound relevance receipt.
+    Relevance,
+}
+
+/// Proof of one selection, reproducible from its inputs.
+///
+/// `receipt_sha256` is the `mosaic.memory.selection_receipt.v1` digest of
+/// every other field.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySelectionReceipt {
+    /// Must equal [`crate::MEMORY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The selector release from the read context.
+    pub selector_release: String,
+    /// Digest of the read context.
+    pub read_context_sha256: String,
+    /// Digest of the record set, canonicalized by record id.
+    pub record_set_sha256: String,
+    /// How eligible records were ordered.
+    pub ordering: SelectionOrdering,
+    /// Digest of the bound relevance receipt, when ordering is by relevance.
+    pub relevance_receipt_sha256: Option<String>,
+    /// Selected record ids, in selection order.
+    pub selected_record_ids: Vec<String>,
+    /// One decision per input record, sorted by record id.
+    pub decisions: Vec<MemoryDecision>,
+    /// Digest of all fields above.
+    pub receipt_sha256: String,
+}
+
+#[derive(Serialize)]
+struct ReceiptBody<'a> {
+    schema_version: u32,
+    selector_release: &'a str,
+    read_context_sha256: &'a str,
+    record_set_sha256: &'a str,
+    ordering: SelectionOrdering,
+    relevance_receipt_sha256: &'a Option<String>,
+    selected_record_ids: &'a [String],
+    decisions: &'a [MemoryDecision],
+}
+
+impl MemorySelectionReceipt {
+    /// Recomputes the digest of this receipt's body.
+    pub fn compute_digest(&self) -> Result<String, CanonicalError> {
+        domain_digest(
+            SELECTION_RECEIPT_DOMAIN,
+            &ReceiptBody {
+                schema_version: self.schema_version,
+                selector_release: &self.selector_release,
+                read_context_sha256: &self.read_context_sha256,
+                record_set_sha256: &self.record_set_sha256,
+                ordering: self.ordering,
+                relevance_receipt_sha256: &self.relevance_receipt_sha256,
+                selected_record_ids: &self.selected_record_ids,
+                decisions: &self.decisions,
+            },
+        )
+    }
+}
+
+/// The result of one selection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemorySelection {
+    /// The receipt (holds the ordered selection and every decision).
+    pub receipt: MemorySelectionReceipt,
+}
+
+impl MemorySelection {
+    /// Selected record ids in selection order.
+    pub fn selected_ids(&self) -> &[String] {
+        &self.receipt.selected_record_ids
+    }
+
+    /// The decision for `record_id`, if it was an input.
+    pub fn decision(&self, record_id: &str) -> Option<&DecisionOutcome> {
+        self.receipt
+            .decisions
+            .binary_search_by(|d| d.record_id.as_str().cmp(record_id))
+            .ok()
+            .map(|idx| &self.receipt.decisions[idx].outcome)
+    }
+}
+
+/// An execution error: the inputs cannot be decided on at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    /// The read context is malformed.
+    #[error("invalid read context: {0:?}")]
+    InvalidContext(Vec<InvalidField>),
+    /// A record is malformed.
+    #[error("invalid record {record_id}: {problems:?}")]
+    InvalidRecord {
+        /// The record.
+        record_id: String,
+        /// Everything wrong with it.
+        problems: Vec<InvalidField>,
+    },
+    /// Two input records share one identity.
+    #[error("duplicate record id {0}")]
+    DuplicateRecordId(String),
+    /// A supersession edge is invalid.
+    #[error("invalid supersession of {record_id}: {problem:?}")]
+    InvalidSupersession {
+        /// The superseded record.
+        record_id: String,
+        /// What is wrong with the edge.
+        problem: SupersessionProblem,
+    },
+    /// The relevance receipt does not belong to this read.
+    #[error("relevance receipt does not match this read: {0}")]
+    RelevanceMismatch(String),
+    /// Canonical encoding failed.
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
+}
+
+/// The digest of `records` canonicalized by record id
+/// (`mosaic.memory.record_set.v1` over the JSON array of full records).
+pub fn record_set_digest(records: &[MemoryRecord]) -> Result<String, CanonicalError> {
+    let mut sorted: Vec<&MemoryRecord> = records.iter().collect();
+    sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+    domain_digest(RECORD_SET_DOMAIN, &sorted)
+}
+
+fn kind_recency_order(a: &MemoryRecord, b: &MemoryRecord) -> Ordering {
+    a.kind
+        .selection_rank()
+        .cmp(&b.kind.selection_rank())
+        .then(b.created_at_unix_ms.cmp(&a.created_at_unix_ms))
+        .then(a.record_id.cmp(&b.record_id))
+}
+
+fn validate_inputs(
+    ctx: &MemoryReadContext,
+    records: &[MemoryRecord],
+) -> Result<(), SelectionError> {
+    ctx.validate().map_err(SelectionError::InvalidContext)?;
+    let mut by_id: BTreeMap<&str, &MemoryRecord> = BTreeMap::new();
+    for record in records {
+        record
+            .validate()
+            .map_err(|problems| SelectionError::InvalidRecord {
+                record_id: record.record_id.clone(),
+                problems,
+            })?;
+        if by_id.insert(&record.record_id, record).is_some() {
+            return Err(SelectionError::DuplicateRecordId(record.record_id.clone()));
+        }
+    }
+    supersession::validate_edges(&by_id)
+        .map_err(|(record_id, problem)| SelectionError::InvalidSupersession { record_id, problem })
+}
+
+/// Selects memory for one read, ordered by kind and recency.
+pub fn select_memory(
+    ctx: &MemoryReadContext,
+    records: &[MemoryRecord],
+) -> Result<MemorySelection, SelectionError> {
+    validate_inputs(ctx, records)?;
+    let mut eligible: Vec<&MemoryRecord> = Vec::new();
+    let mut decisions: Vec<MemoryDecision> = Vec::with_capacity(records.len());
+    for record in records {
+        match eligibility(ctx, record) {
+            Ok(()) => eligible.push(record),
+            Err(reason) => decisions.push(dropped(record, reason)),
+        }
+    }
+    eligible.sort_by(|a, b| kind_recency_order(a, b));
+    finish(
+        ctx,
+        records,
+        eligible,
+        decisions,
+        SelectionOrdering::KindRecency,
+        None,
+    )
+}
+
+/// Selects memory ordered by a relevance receipt computed over this read's
+/// eligible set (see [`eligible_set`] and [`rank_relevance`]). Eligible
+/// records the receipt did not rank are dropped as `not_relevant`.
+pub fn select_memory_ranked(
+    ctx: &MemoryReadContext,
+    records: &[MemoryRecord],
+    relevance: &RelevanceReceipt,
+) -> Result<MemorySelection, SelectionError> {
+    validate_inputs(ctx, records)?;
+    let snapshot = eligible_set(ctx, records)?;
+    if snapshot.digest()? != relevance.eligible_set_sha256 {
+        return Err(SelectionError::RelevanceMismatch(
+            "eligible_set_sha256 differs from this read's eligible set".into(),
+        ));
+    }
+    if relevance.compute_digest()? != relevance.receipt_sha256 {
+        return Err(SelectionError::RelevanceMismatch(
+            "relevance receipt digest does not match its body".into(),
+        ));
+    }
+    let rank_of: BTreeMap<&str, usize> = relevance
+        .results
+        .iter()
+        .enumerate()
+        .map(|(idx, r)| (r.record_id.as_str(), idx))
+        .collect();
+    let mut eligible: Vec<(usize, &MemoryRecord)> = Vec::new();
+    let mut decisions = Vec::with_capacity(records.len());
+    for record in records {
+        match eligibility(ctx, record) {
+            Ok(()) => match rank_of.get(record.record_id.as_str()) {
+                Some(&rank) => eligible.push((rank, record)),
+                None => decisions.push(dropped(record, DropReason::NotRelevant)),
+            },
+            Err(reason) => decisions.push(dropped(record, reason)),
+        }
+    }
+    eligible.sort_by_key(|(rank, _)| *rank);
+    let ordered = eligible.into_iter().map(|(_, r)| r).collect();
+    finish(
+        ctx,
+        records,
+        ordered,
+        decisions,
+        SelectionOrdering::Relevance,
+        Some(relevance.receipt_sha256.clone()),
+    )
+}
+
+fn dropped(record: &MemoryRecord, reason: DropReason) -> MemoryDecision {
+    MemoryDecision {
+        record_id: record.record_id.clone(),
+        kind: record.kind,
+        outcome: DecisionOutcome::Dropped { reason },
+    }
+}
+
+fn finish(
+    ctx: &MemoryReadContext,
+    records: &[MemoryRecord],
+    ordered_eligible: Vec<&MemoryRecord>,
+    mut decisions: Vec<MemoryDecision>,
+    ordering: SelectionOrdering,
+    relevance_receipt_sha256: Option<String>,
+) -> Result<MemorySelection, SelectionError> {
+    let mut selected_record_ids = Vec::with_capacity(ctx.max_records.min(ordered_eligible.len()));
+    for (position, record) in ordered_eligible.into_iter().enumerate() {
+        let outcome = if position < ctx.max_records {
+            selected_record_ids.push(record.record_id.clone());
+            // position < max_records <= MAX_SELECTION, so it fits in u32.
+            DecisionOutcome::Selected {
+                rank: position as u32,
+            }
+        } else {
+            DecisionOutcome::Dropped {
+                reason: DropReason::SelectionLimit,
+            }
+        };
+        decisions.push(MemoryDecision {
+            record_id: record.record_id.clone(),
+            kind: record.kind,
+            outcome,
+        });
+    }
+    decisions.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+    let mut receipt = MemorySelectionReceipt {
+        schema_version: crate::MEMORY_SCHEMA_VERSION,
+        selector_release: ctx.selector_release.clone(),
+        read_context_sha256: ctx.digest()?,
+        record_set_sha256: record_set_digest(records)?,
+        ordering,
+        relevance_receipt_sha256,
+        selected_record_ids,
+        decisions,
+        receipt_sha256: String::new(),
+    };
+    receipt.receipt_sha256 = receipt.compute_digest()?;
+    Ok(MemorySelection { receipt })
+}
+
+/// Why a stored selection receipt failed verification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionVerifyError {
+    /// The supplied inputs cannot be selected over at all.
+    #[error("inputs are invalid: {0}")]
+    Inputs(#[from] SelectionError),
+    /// The stored digest does not match the stored body: the receipt was
+    /// edited after it was issued.
+    #[error("stored receipt digest does not match its body")]
+    DigestMismatch,
+    /// The stored body differs from the recomputed one in `field`.
+    #[error("receipt_mismatch: {field}")]
+    ReceiptMismatch {
+        /// The first field (in receipt order) that differs.
+        field: &'static str,
+    },
+}
+
+/// Recomputes the selection from independently supplied inputs and checks
+/// `stored` against it, field by field, then its digest.
+pub fn verify_memory_selection(
+    ctx: &MemoryReadContext,
+    records: &[MemoryRecord],
+    relevance: Option<&RelevanceReceipt>,
+    stored: &MemorySelectionReceipt,
+) -> Result<(), SelectionVerifyError> {
+    let fresh = match relevance {
+        Some(relevance) => select_memory_ranked(ctx, records, relevance)?,
+        None => select_memory(ctx, records)?,
+    }
+    .receipt;
+    let checks: [(&'static str, bool); 8] = [
+        (
+            "schema_version",
+            fresh.schema_version == stored.schema_version,
+        ),
+        (
+            "selector_release",
+            fresh.selector_release == stored.selector_release,
+        ),
+        (
+            "read_context_sha256",
+            fresh.read_context_sha256 == stored.read_context_sha256,
+        ),
+        (
+            "record_set_sha256",
+            fresh.record_set_sha256 == stored.record_set_sha256,
+        ),
+        ("ordering", fresh.ordering == stored.ordering),
+        (
+            "relevance_receipt_sha256",
+            fresh.relevance_receipt_sha256 == stored.relevance_receipt_sha256,
+        ),
+        (
+            "selected_record_ids",
+            fresh.selected_record_ids == stored.selected_record_ids,
+        ),
+        ("decisions", fresh.decisions == stored.decisions),
+    ];
+    if let Some((field, _)) = checks.iter().find(|(_, same)| !same) {
+        return Err(SelectionVerifyError::ReceiptMismatch { field });
+    }
+    if stored.compute_digest().map_err(SelectionError::from)? != stored.receipt_sha256
+        || fresh.receipt_sha256 != stored.receipt_sha256
+    {
+        return Err(SelectionVerifyError::DigestMismatch);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,260 @@
+//! The relevance stage: a typed, canonical receipt for ranking *after*
+//! eligibility. The ranker itself (lexical, vector, fusion) lives outside the
+//! core; this module binds its output to the exact query, eligible-set
+//! snapshot, feature release and ranker release, and fixes the order:
+//! higher fixed-point score first, record id breaking ties.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::{MemoryReadContext, SelectionError, eligibility, validate_inputs};
+use crate::canonical::{CanonicalError, MAX_CANONICAL_INT, domain_digest, is_sha256_hex};
+use crate::record::{MemoryRecord, is_identifier};
+
+/// Domain tag of the eligible-set snapshot digest.
+pub const ELIGIBLE_SET_DOMAIN: &str = "mosaic.memory.eligible_set.v1";
+/// Domain tag of the relevance receipt digest.
+pub const RELEVANCE_RECEIPT_DOMAIN: &str = "mosaic.memory.relevance_receipt.v1";
+
+/// Scores are fixed-point integers with six decimal places (1.0 = 1_000_000).
+pub const SCORE_SCALE: u64 = 1_000_000;
+
+/// `numerator / denominator` as a fixed-point score, rounded down; `None` on
+/// a zero denominator or overflow.
+pub fn fixed_point_score(numerator: u64, denominator: u64) -> Option<u64> {
+    let scaled = u128::from(numerator).checked_mul(u128::from(SCORE_SCALE))?;
+    let score = scaled.checked_div(u128::from(denominator))?;
+    u64::try_from(score)
+        .ok()
+        .filter(|s| *s <= MAX_CANONICAL_INT)
+}
+
+/// One eligible record's identity in a snapshot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct EligibleEntry {
+    /// The record.
+    pub record_id: String,
+    /// Its content digest (so a changed content is a changed snapshot).
+    pub content_sha256: String,
+}
+
+/// The records eligible under one read context, sorted by record id.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct EligibleSet {
+    /// The read context the set was computed under.
+    pub read_context_sha256: String,
+    /// Eligible records, sorted by record id.
+    pub entries: Vec<EligibleEntry>,
+}
+
+impl EligibleSet {
+    /// `mosaic.memory.eligible_set.v1` digest of the snapshot.
+    pub fn digest(&self) -> Result<String, CanonicalError> {
+        domain_digest(ELIGIBLE_SET_DOMAIN, self)
+    }
+}
+
+/// The eligible-set snapshot of `records` under `ctx` (before the selection
+/// limit, which applies after ranking).
+pub fn eligible_set(
+    ctx: &MemoryReadContext,
+    records: &[MemoryRecord],
+) -> Result<EligibleSet, SelectionError> {
+    validate_inputs(ctx, records)?;
+    let mut entries: Vec<EligibleEntry> = records
+        .iter()
+        .filter(|r| eligibility(ctx, r).is_ok())
+        .map(|r| EligibleEntry {
+            record_id: r.record_id.clone(),
+            content_sha256: r.content_sha256.clone(),
+        })
+        .collect();
+    entries.sort();
+    Ok(EligibleSet {
+        read_context_sha256: ctx.digest()?,
+        entries,
+    })
+}
+
+/// A ranker's score for one eligible record.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct ScoredCandidate {
+    /// The record scored.
+    pub record_id: String,
+    /// Fixed-point score (see [`SCORE_SCALE`]).
+    pub score: u64,
+}
+
+/// Everything the relevance stage is computed from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct RelevanceInput {
+    /// SHA-256 of the complete query (text and parameters); the raw query is
+    /// never stored in a receipt.
+    pub query_sha256: String,
+    /// The eligible-set snapshot being ranked.
+    pub eligible: EligibleSet,
+    /// Release of the feature extraction (tokenizer, embedder, ...).
+    pub feature_release: String,
+    /// Release of the ranker / fusion.
+    pub ranker_release: String,
+    /// Scores; every one must name an eligible record, at most once.
+    pub scores: Vec<ScoredCandidate>,
+    /// Keep at most this many results.
+    pub max_results: usize,
+}
+
+/// One ranked result.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct RankedResult {
+    /// The record.
+    pub record_id: String,
+    /// Its fixed-point score.
+    pub score: u64,
+}
+
+/// Proof of one relevance ranking. `receipt_sha256` is the
+/// `mosaic.memory.relevance_receipt.v1` digest of every other field.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct RelevanceReceipt {
+    /// Must equal [`crate::MEMORY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Digest of the complete query.
+    pub query_sha256: String,
+    /// Digest of the eligible-set snapshot.
+    pub eligible_set_sha256: String,
+    /// Feature release.
+    pub feature_release: String,
+    /// Ranker release.
+    pub ranker_release: String,
+    /// The cut-off applied.
+    pub max_results: usize,
+    /// Results, best first; equal scores ordered by record id.
+    pub results: Vec<RankedResult>,
+    /// Digest of all fields above.
+    pub receipt_sha256: String,
+}
+
+#[derive(Serialize)]
+struct RelevanceBody<'a> {
+    schema_version: u32,
+    query_sha256: &'a str,
+    eligible_set_sha256: &'a str,
+    feature_release: &'a str,
+    ranker_release: &'a str,
+    max_results: usize,
+    results: &'a [RankedResult],
+}
+
+impl RelevanceReceipt {
+    /// Recomputes the digest of this receipt's body.
+    pub fn compute_digest(&self) -> Result<String, CanonicalError> {
+        domain_digest(
+            RELEVANCE_RECEIPT_DOMAIN,
+            &RelevanceBody {
+                schema_version: self.schema_version,
+                query_sha256: &self.query_sha256,
+                eligible_set_sha256: &self.eligible_set_sha256,
+                feature_release: &self.feature_release,
+                ranker_release: &self.ranker_release,
+                max_results: self.max_results,
+                results: &self.results,
+            },
+        )
+    }
+}
+
+/// Why a relevance stage could not be computed or verified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RelevanceError {
+    /// The query digest is not SHA-256 hex.
+    #[error("query_sha256 is not SHA-256 hex")]
+    MalformedQueryDigest,
+    /// A release identifier is malformed.
+    #[error("{0} is not a valid release identifier")]
+    BadRelease(&'static str),
+    /// The ranker scored a record outside the eligible set: ranking must
+    /// never widen eligibility.
+    #[error("scored record {0} is not in the eligible set")]
+    ScoredIneligible(String),
+    /// One record was scored twice.
+    #[error("record {0} was scored twice")]
+    DuplicateScore(String),
+    /// A score exceeds 2^53 - 1.
+    #[error("score of {0} is out of range")]
+    ScoreOutOfRange(String),
+    /// A stored receipt differs from the recomputed one.
+    #[error("receipt_mismatch")]
+    ReceiptMismatch,
+    /// Canonical encoding failed.
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
+}
+
+/// Orders the scores and issues the relevance receipt.
+pub fn rank_relevance(input: &RelevanceInput) -> Result<RelevanceReceipt, RelevanceError> {
+    if !is_sha256_hex(&input.query_sha256) {
+        return Err(RelevanceError::MalformedQueryDigest);
+    }
+    if !is_identifier(&input.feature_release) {
+        return Err(RelevanceError::BadRelease("feature_release"));
+    }
+    if !is_identifier(&input.ranker_release) {
+        return Err(RelevanceError::BadRelease("ranker_release"));
+    }
+    let eligible: BTreeSet<&str> = input
+        .eligible
+        .entries
+        .iter()
+        .map(|e| e.record_id.as_str())
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut results = Vec::with_capacity(input.scores.len());
+    for scored in &input.scores {
+        if !eligible.contains(scored.record_id.as_str()) {
+            return Err(RelevanceError::ScoredIneligible(scored.record_id.clone()));
+        }
+        if !seen.insert(scored.record_id.as_str()) {
+            return Err(RelevanceError::DuplicateScore(scored.record_id.clone()));
+        }
+        if scored.score > MAX_CANONICAL_INT {
+            return Err(RelevanceError::ScoreOutOfRange(scored.record_id.clone()));
+        }
+        results.push(RankedResult {
+            record_id: scored.record_id.clone(),
+            score: scored.score,
+        });
+    }
+    results.sort_by(|a, b| b.score.cmp(&a.score).then(a.record_id.cmp(&b.record_id)));
+    results.truncate(input.max_results);
+    let mut receipt = RelevanceReceipt {
+        schema_version: crate::MEMORY_SCHEMA_VERSION,
+        query_sha256: input.query_sha256.clone(),
+        eligible_set_sha256: input.eligible.digest()?,
+        feature_release: input.feature_release.clone(),
+        ranker_release: input.ranker_release.clone(),
+        max_results: input.max_results,
+        results,
+        receipt_sha256: String::new(),
+    };
+    receipt.receipt_sha256 = receipt.compute_digest()?;
+    Ok(receipt)
+}
+
+/// Recomputes the relevance receipt from `input` and compares it with `stored`.
+pub fn verify_relevance_receipt(
+    input: &RelevanceInput,
+    stored: &RelevanceReceipt,
+) -> Result<(), RelevanceError> {
+    let fresh = rank_relevance(input)?;
+    if &fresh != stored || stored.compute_digest()? != stored.receipt_sha256 {
+        return Err(RelevanceError::ReceiptMismatch);
+    }
+    Ok(())
+}
