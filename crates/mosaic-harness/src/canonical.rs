@@ -71,6 +71,33 @@ pub fn domain_digest<T: Serialize + ?Sized>(
     Ok(sha256_hex(&domain_bytes(domain_tag, value)?))
 }
 
+/// The digest of a JSON array of `items`, exactly as
+/// [`domain_digest`] over the whole slice would compute it, but streamed into
+/// the hash one element at a time (large record sets never materialize as
+/// one JSON tree).
+pub fn domain_digest_seq<'a, T, I>(domain_tag: &str, items: I) -> Result<String, CanonicalError>
+where
+    T: Serialize + 'a,
+    I: IntoIterator<Item = &'a T>,
+{
+    let mut hasher = Sha256::new();
+    hasher.update(domain_tag.as_bytes());
+    hasher.update(b"\n[");
+    let mut buf = Vec::with_capacity(1024);
+    for (idx, item) in items.into_iter().enumerate() {
+        buf.clear();
+        if idx > 0 {
+            buf.push(b',');
+        }
+        let tree =
+            serde_json::to_value(item).map_err(|e| CanonicalError::Serialize(e.to_string()))?;
+        write_value(&tree, &mut buf)?;
+        hasher.update(&buf);
+    }
+    hasher.update(b"]");
+    Ok(hex::encode(hasher.finalize()))
+}
+
 /// Lowercase hex SHA-256 of raw bytes (used for content digests, which cover
 /// the exact stored bytes with no domain tag).
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -79,7 +106,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// True when `s` is exactly 64 lowercase hexadecimal characters.
 pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
@@ -170,7 +199,10 @@ mod tests {
         // U+10000 is the surrogate pair D800 DC00, which sorts before U+E000
         // in UTF-16 although its UTF-8 bytes sort after.
         let bytes = canonical_json(&json!({"\u{e000}": 1, "\u{10000}": 2})).unwrap();
-        assert_eq!(String::from_utf8(bytes).unwrap(), "{\"\u{10000}\":2,\"\u{e000}\":1}");
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "{\"\u{10000}\":2,\"\u{e000}\":1}"
+        );
     }
 
     #[test]
@@ -202,6 +234,20 @@ mod tests {
         assert_eq!(
             domain_bytes("t.v1", &json!([])).unwrap(),
             b"t.v1\n[]".to_vec()
+        );
+    }
+
+    #[test]
+    fn streamed_sequence_digest_equals_whole_array_digest() {
+        let items = vec![json!({"b": 1, "a": "x"}), json!([true, null]), json!("\n")];
+        assert_eq!(
+            domain_digest_seq("t.v1", &items).unwrap(),
+            domain_digest("t.v1", &items).unwrap()
+        );
+        let empty: Vec<Value> = Vec::new();
+        assert_eq!(
+            domain_digest_seq("t.v1", &empty).unwrap(),
+            domain_digest("t.v1", &empty).unwrap()
         );
     }
 

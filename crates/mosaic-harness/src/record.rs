@@ -124,24 +124,26 @@ pub enum MemorySubject {
 }
 
 impl MemorySubject {
-    fn ids(&self) -> Vec<(&'static str, &str)> {
+    fn ids(&self) -> [Option<(&'static str, &str)>; 2] {
         match self {
-            MemorySubject::Run { run_id } => vec![("run_id", run_id)],
-            MemorySubject::Principal { principal_id } => vec![("principal_id", principal_id)],
+            MemorySubject::Run { run_id } => [Some(("run_id", run_id)), None],
+            MemorySubject::Principal { principal_id } => {
+                [Some(("principal_id", principal_id)), None]
+            }
             MemorySubject::PrincipalInWorkspace {
                 workspace_id,
                 principal_id,
-            } => vec![
-                ("workspace_id", workspace_id),
-                ("principal_id", principal_id),
+            } => [
+                Some(("workspace_id", workspace_id)),
+                Some(("principal_id", principal_id)),
             ],
-            MemorySubject::Workspace { workspace_id } => vec![("workspace_id", workspace_id)],
+            MemorySubject::Workspace { workspace_id } => [Some(("workspace_id", workspace_id)), None],
             MemorySubject::Procedure {
                 workspace_id,
                 procedure_id,
-            } => vec![
-                ("workspace_id", workspace_id),
-                ("procedure_id", procedure_id),
+            } => [
+                Some(("workspace_id", workspace_id)),
+                Some(("procedure_id", procedure_id)),
             ],
         }
     }
@@ -390,8 +392,12 @@ impl Problems {
     }
 
     pub(crate) fn subject(&mut self, prefix: &str, subject: &MemorySubject) {
-        for (name, value) in subject.ids() {
-            self.id(&format!("{prefix}.{name}"), value);
+        for (name, value) in subject.ids().into_iter().flatten() {
+            if !is_identifier(value) {
+                self.0.push(InvalidField::BadIdentifier {
+                    field: format!("{prefix}.{name}"),
+                });
+            }
         }
     }
 
@@ -404,19 +410,23 @@ impl Problems {
         }
         let mut seen = BTreeSet::new();
         for (idx, source) in sources.iter().enumerate() {
-            self.id(&format!("{prefix}[{idx}].source_id"), &source.source_id);
-            self.sha(
-                &format!("{prefix}[{idx}].content_sha256"),
-                &source.content_sha256,
-            );
-            self.sha(
-                &format!("{prefix}[{idx}].provenance_sha256"),
-                &source.provenance_sha256,
-            );
-            self.sha(
-                &format!("{prefix}[{idx}].locator_sha256"),
-                &source.locator_sha256,
-            );
+            // Field names are formatted only when a check fails: validation
+            // runs on every record of every read.
+            let field = |name: &str| format!("{prefix}[{idx}].{name}");
+            if !is_identifier(&source.source_id) {
+                self.0.push(InvalidField::BadIdentifier {
+                    field: field("source_id"),
+                });
+            }
+            for (name, digest) in [
+                ("content_sha256", &source.content_sha256),
+                ("provenance_sha256", &source.provenance_sha256),
+                ("locator_sha256", &source.locator_sha256),
+            ] {
+                if !is_sha256_hex(digest) {
+                    self.0.push(InvalidField::MalformedSha256 { field: field(name) });
+                }
+            }
             if !seen.insert(source.source_id.as_str()) {
                 self.0.push(InvalidField::DuplicateSourceId {
                     source_id: source.source_id.clone(),

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{CanonicalError, domain_digest};
+use crate::canonical::{CanonicalError, domain_digest, domain_digest_seq};
 use crate::record::{
     InvalidField, MemoryKind, MemoryRecord, MemoryStatus, MemorySubject, Problems,
 };
@@ -397,7 +397,7 @@ pub enum SelectionError {
 pub fn record_set_digest(records: &[MemoryRecord]) -> Result<String, CanonicalError> {
     let mut sorted: Vec<&MemoryRecord> = records.iter().collect();
     sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
-    domain_digest(RECORD_SET_DOMAIN, &sorted)
+    domain_digest_seq(RECORD_SET_DOMAIN, sorted)
 }
 
 fn kind_recency_order(a: &MemoryRecord, b: &MemoryRecord) -> Ordering {

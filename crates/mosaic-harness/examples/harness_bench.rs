@@ -1,0 +1,116 @@
+//! Throughput of the pure core on this machine.
+//!
+//! Run: `cargo run --release -p mosaic-harness --example harness_bench -- [RECORDS] [PRINCIPALS]`
+//! (defaults: 1,000,000 records over 10,000 principals). Single-threaded.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use mosaic_harness::fixtures::{fixture_record, scoped_selection_context};
+use mosaic_harness::memory_scope::{eligibility, select_memory};
+use mosaic_harness::{MemoryKind, MemoryRecord, MemoryStatus, MemorySubject};
+
+fn generate(n_records: usize, n_principals: usize) -> Vec<MemoryRecord> {
+    let ctx = scoped_selection_context();
+    (0..n_records)
+        .map(|idx| {
+            let principal = if idx % n_principals == 0 {
+                ctx.principal_id.clone()
+            } else {
+                format!("user-{:05}", idx % n_principals)
+            };
+            let (kind, subject) = match idx % 4 {
+                0 => (MemoryKind::Semantic, MemorySubject::Principal { principal_id: principal }),
+                1 => (MemoryKind::Episodic, MemorySubject::Principal { principal_id: principal }),
+                2 => (
+                    MemoryKind::Working,
+                    MemorySubject::Run {
+                        run_id: format!("run-{}", idx % 7),
+                    },
+                ),
+                _ => (
+                    MemoryKind::Semantic,
+                    MemorySubject::Workspace {
+                        workspace_id: format!("ws-{}", idx % 3),
+                    },
+                ),
+            };
+            let mut record = fixture_record(
+                &format!("rec-{idx:08}"),
+                kind,
+                subject,
+                "generated",
+                ctx.now_unix_ms - 1_000 - (idx as u64 % 86_400_000),
+            );
+            if idx % 97 == 0 {
+                record.status = MemoryStatus::Contested;
+            }
+            record
+        })
+        .collect()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n_records: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let n_principals: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000).max(1);
+    eprintln!("generating {n_records} records over {n_principals} principals...");
+    let records = generate(n_records, n_principals);
+    let ctx = scoped_selection_context();
+
+    // 1. The decision kernel: one eligibility decision per record.
+    let rounds = 5;
+    let start = Instant::now();
+    let mut eligible = 0usize;
+    for _ in 0..rounds {
+        for record in &records {
+            if eligibility(black_box(&ctx), black_box(record)).is_ok() {
+                eligible += 1;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let decisions = (rounds * records.len()) as f64;
+    println!(
+        "eligibility decisions/s      {:>14.0}   ({} decisions, {} eligible per round, {:.3} s)",
+        decisions / secs,
+        rounds * records.len(),
+        eligible / rounds,
+        secs
+    );
+
+    // 2. A full selection over every record: validation, decisions,
+    //    ordering, canonical record-set digest and receipt.
+    let start = Instant::now();
+    let selection = match select_memory(&ctx, &records) {
+        Ok(selection) => selection,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::exit(2);
+        }
+    };
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "full select_memory           {:>14.0} records/s ({} records, {} selected, {:.3} s incl. receipt)",
+        records.len() as f64 / secs,
+        records.len(),
+        selection.selected_ids().len(),
+        secs
+    );
+
+    // 3. Typical reads: 200 candidate records each, receipt included.
+    let window = 200.min(records.len()).max(1);
+    let reads = 2_000;
+    let start = Instant::now();
+    for read in 0..reads {
+        let offset = (read * window) % records.len().saturating_sub(window).max(1);
+        let slice = &records[offset..offset + window.min(records.len())];
+        black_box(select_memory(&ctx, slice).map(|s| s.receipt.receipt_sha256.len()).ok());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "receipted reads of {window} records  {:>10.0} reads/s ({:.1} µs each)",
+        reads as f64 / secs,
+        secs * 1e6 / reads as f64
+    );
+}

@@ -1,0 +1,128 @@
+//! Golden vectors for every read-side digest kind: fixture → canonical bytes
+//! → SHA-256. The expected values live in `tests/golden/memory_scope.json`;
+//! an accidental encoding change fails here. After an intentional change,
+//! regenerate with `UPDATE_GOLDEN=1 cargo test -p mosaic-harness --test
+//! golden_memory_scope` and review the diff.
+
+use std::collections::BTreeMap;
+
+use mosaic_harness::canonical::{domain_bytes, sha256_hex};
+use mosaic_harness::fixtures::{
+    fixture_source, scoped_selection_context, scoped_selection_records,
+};
+use mosaic_harness::memory_scope::{
+    ContextBudget, ContextLane, RECORD_SET_DOMAIN, READ_CONTEXT_DOMAIN, RelevanceInput,
+    ScoredCandidate, SourceSetManifest, allocate_selected_memory, eligible_set, rank_relevance,
+    record_set_digest, select_memory, sign_source_set,
+};
+use serde_json::{Value, json};
+
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/memory_scope.json");
+
+fn vectors() -> BTreeMap<String, Value> {
+    let ctx = scoped_selection_context();
+    let records: Vec<_> = scoped_selection_records()
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    let receipt = select_memory(&ctx, &records).unwrap().receipt;
+    let eligible = eligible_set(&ctx, &records).unwrap();
+    let relevance = rank_relevance(&RelevanceInput {
+        query_sha256: sha256_hex(b"golden query"),
+        eligible: eligible.clone(),
+        feature_release: "bm25-v1".into(),
+        ranker_release: "rrf-v1".into(),
+        scores: vec![
+            ScoredCandidate {
+                record_id: "semantic-user".into(),
+                score: 750_000,
+            },
+            ScoredCandidate {
+                record_id: "episode-user".into(),
+                score: 750_000,
+            },
+        ],
+        max_results: 5,
+    })
+    .unwrap();
+    let manifest = SourceSetManifest::new(
+        "summarizer-v1",
+        vec![fixture_source("b"), fixture_source("a")],
+    );
+    let signed = sign_source_set(manifest.clone(), "key-1", &[9u8; 32]).unwrap();
+    let budget = ContextBudget {
+        token_counter_release: "whitespace-v1".into(),
+        total_tokens: 30,
+        lane_limits: [(ContextLane::Memory, 25)].into_iter().collect(),
+    };
+    let (allocation, report) = allocate_selected_memory(&receipt, &records, &[], &budget).unwrap();
+
+    let context_bytes = domain_bytes(READ_CONTEXT_DOMAIN, &{
+        let mut c = ctx.clone();
+        c.allowed_kinds.sort();
+        c
+    })
+    .unwrap();
+    let mut out = BTreeMap::new();
+    out.insert(
+        "mosaic.memory.read_context.v1".into(),
+        json!({"bytes": String::from_utf8(context_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&context_bytes)}),
+    );
+    assert_eq!(sha256_hex(&context_bytes), ctx.digest().unwrap());
+    let set_bytes = domain_bytes(RECORD_SET_DOMAIN, &{
+        let mut sorted = records.clone();
+        sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+        sorted
+    })
+    .unwrap();
+    assert_eq!(sha256_hex(&set_bytes), record_set_digest(&records).unwrap());
+    out.insert(
+        "mosaic.memory.record_set.v1".into(),
+        json!({"bytes_len": set_bytes.len(), "sha256": sha256_hex(&set_bytes)}),
+    );
+    out.insert(
+        "mosaic.memory.selection_receipt.v1".into(),
+        json!({"sha256": receipt.receipt_sha256}),
+    );
+    out.insert(
+        "mosaic.memory.eligible_set.v1".into(),
+        json!({"sha256": eligible.digest().unwrap()}),
+    );
+    out.insert(
+        "mosaic.memory.relevance_receipt.v1".into(),
+        json!({"sha256": relevance.receipt_sha256}),
+    );
+    out.insert(
+        "mosaic.memory.source_set.v1".into(),
+        json!({"sha256": manifest.digest().unwrap(), "ed25519_signature": signed.signature_hex}),
+    );
+    out.insert(
+        "mosaic.context.allocation.v1".into(),
+        json!({"sha256": allocation.allocation_sha256}),
+    );
+    out.insert(
+        "mosaic.memory.context_report.v1".into(),
+        json!({"sha256": report.report_sha256}),
+    );
+    out
+}
+
+#[test]
+fn memory_scope_golden_vectors_match() {
+    let actual = vectors();
+    let rendered = serde_json::to_string_pretty(&actual).unwrap() + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(GOLDEN, &rendered).unwrap();
+    }
+    let expected: BTreeMap<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(GOLDEN).unwrap()).unwrap();
+    for (domain, value) in &actual {
+        assert_eq!(
+            expected.get(domain),
+            Some(value),
+            "golden vector for {domain} changed"
+        );
+    }
+    assert_eq!(expected.len(), actual.len(), "golden file lists other domains");
+}
