@@ -18,6 +18,7 @@
 pub mod canonical;
 pub mod fixtures;
 pub mod memory_scope;
+pub mod memory_write;
 pub mod record;
 
 pub use record::{
