@@ -24,8 +24,9 @@
 //! domain tag; an accidental encoding change fails those tests.
 
 use serde::Serialize;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::canonical_ser::Canon;
 
 /// Largest integer allowed anywhere in canonical JSON: 2^53 - 1.
 pub const MAX_CANONICAL_INT: u64 = (1u64 << 53) - 1;
@@ -44,9 +45,8 @@ pub enum CanonicalError {
 
 /// Serializes `value` to its canonical JSON bytes.
 pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CanonicalError> {
-    let tree = serde_json::to_value(value).map_err(|e| CanonicalError::Serialize(e.to_string()))?;
     let mut out = Vec::with_capacity(256);
-    write_value(&tree, &mut out)?;
+    value.serialize(Canon { out: &mut out })?;
     Ok(out)
 }
 
@@ -89,9 +89,7 @@ where
         if idx > 0 {
             buf.push(b',');
         }
-        let tree =
-            serde_json::to_value(item).map_err(|e| CanonicalError::Serialize(e.to_string()))?;
-        write_value(&tree, &mut buf)?;
+        item.serialize(Canon { out: &mut buf })?;
         hasher.update(&buf);
     }
     hasher.update(b"]");
@@ -111,7 +109,11 @@ pub fn is_sha256_hex(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+/// Reference implementation over a `serde_json::Value` tree, kept to
+/// cross-check the streaming serializer in tests.
+#[cfg(test)]
+fn write_value(value: &serde_json::Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+    use serde_json::Value;
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -160,26 +162,37 @@ fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
     Ok(())
 }
 
-fn write_string(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn write_string(s: &str, out: &mut Vec<u8>) {
+    out.reserve(s.len() + 2);
     out.push(b'"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\u{08}' => out.extend_from_slice(b"\\b"),
-            '\u{0c}' => out.extend_from_slice(b"\\f"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
-            }
-            c => {
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-            }
+    let bytes = s.as_bytes();
+    let mut run_start = 0;
+    for (idx, &byte) in bytes.iter().enumerate() {
+        // Only ASCII bytes are ever escaped; UTF-8 continuation and lead
+        // bytes are >= 0x80 and are copied verbatim in runs.
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[run_start..idx]);
+        run_start = idx + 1;
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0x0f)]);
+        } else {
+            out.extend_from_slice(escape);
         }
     }
+    out.extend_from_slice(&bytes[run_start..]);
     out.push(b'"');
 }
 
@@ -240,15 +253,53 @@ mod tests {
     #[test]
     fn streamed_sequence_digest_equals_whole_array_digest() {
         let items = vec![json!({"b": 1, "a": "x"}), json!([true, null]), json!("\n")];
+        let _: &Vec<serde_json::Value> = &items;
         assert_eq!(
             domain_digest_seq("t.v1", &items).unwrap(),
             domain_digest("t.v1", &items).unwrap()
         );
-        let empty: Vec<Value> = Vec::new();
+        let empty: Vec<serde_json::Value> = Vec::new();
         assert_eq!(
             domain_digest_seq("t.v1", &empty).unwrap(),
             domain_digest("t.v1", &empty).unwrap()
         );
+    }
+
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            (0u64..=MAX_CANONICAL_INT).prop_map(serde_json::Value::from),
+            (-(MAX_CANONICAL_INT as i64)..0).prop_map(serde_json::Value::from),
+            any::<String>().prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn streaming_serializer_matches_reference(value in arb_json()) {
+            let mut reference = Vec::new();
+            write_value(&value, &mut reference).unwrap();
+            proptest::prop_assert_eq!(canonical_json(&value).unwrap(), reference);
+        }
+    }
+
+    #[test]
+    fn streaming_serializer_matches_reference_on_records() {
+        for (record, _) in crate::fixtures::scoped_selection_records() {
+            let tree = serde_json::to_value(&record).unwrap();
+            let mut reference = Vec::new();
+            write_value(&tree, &mut reference).unwrap();
+            assert_eq!(canonical_json(&record).unwrap(), reference);
+        }
     }
 
     #[test]

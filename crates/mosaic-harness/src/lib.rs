@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod canonical;
+mod canonical_ser;
 pub mod fixtures;
 pub mod memory_scope;
 pub mod memory_write;
