@@ -1,0 +1,227 @@
+//! Embeddings behind one trait, [`Embedder`]:
+//!
+//! * [`HashEmbedder`]: deterministic feature hashing of words and character
+//!   trigrams, L2-normalised. No model, no I/O: for tests and benchmarks.
+//! * [`HttpEmbedder`]: an OpenAI-compatible `POST {base_url}/embeddings`.
+//! * `MiniLmEmbedder` (feature `local-model`): all-MiniLM-L6-v2 with candle;
+//!   see [`crate::local_model`].
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::IndexError;
+use crate::text::{stem, words};
+
+/// Turns texts into L2-normalised vectors of one fixed dimension.
+pub trait Embedder: Send + Sync {
+    /// Identity of the embedding (model and parameters); part of the
+    /// feature release bound into relevance receipts.
+    fn release(&self) -> &str;
+
+    /// Vector dimension.
+    fn dimension(&self) -> usize;
+
+    /// Embeds several texts; one vector per text, in order.
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError>;
+
+    /// Embeds one text.
+    fn embed(&self, text: &str) -> Result<Vec<f32>, IndexError> {
+        self.embed_batch(&[text])?
+            .pop()
+            .ok_or(IndexError::BadEmbedding {
+                expected: self.dimension(),
+                actual: 0,
+            })
+    }
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn l2_normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// Checks dimension and finiteness of an embedding.
+pub fn check_embedding(v: &[f32], dim: usize) -> Result<(), IndexError> {
+    if v.len() != dim || !v.iter().all(|x| x.is_finite()) {
+        return Err(IndexError::BadEmbedding {
+            expected: dim,
+            actual: v.len(),
+        });
+    }
+    Ok(())
+}
+
+fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Deterministic feature-hashing embedder: each stemmed word (weight 1) and
+/// each character trigram of a word (weight 0.5) adds a signed unit to one
+/// bucket; the result is L2-normalised.
+#[derive(Clone, Debug)]
+pub struct HashEmbedder {
+    dim: usize,
+    release: String,
+}
+
+impl HashEmbedder {
+    /// A hashing embedder of `dim` dimensions (at least 8).
+    pub fn new(dim: usize) -> Self {
+        let dim = dim.max(8);
+        HashEmbedder {
+            dim,
+            release: format!("hash-embedder-v1-d{dim}"),
+        }
+    }
+
+    fn one(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0.0f32; self.dim];
+        let mut add = |feature: &[u8], weight: f32| {
+            let h = fnv1a(feature, 0x5eed);
+            let bucket = (h % self.dim as u64) as usize;
+            let sign = if (h >> 63) == 0 { 1.0 } else { -1.0 };
+            v[bucket] += sign * weight;
+        };
+        for word in words(text) {
+            let stemmed = stem(&word);
+            add(stemmed.as_bytes(), 1.0);
+            let padded: Vec<char> = format!("#{word}#").chars().collect();
+            for gram in padded.windows(3) {
+                let g: String = gram.iter().collect();
+                add(g.as_bytes(), 0.5);
+            }
+        }
+        l2_normalise(&mut v);
+        v
+    }
+}
+
+impl Embedder for HashEmbedder {
+    fn release(&self) -> &str {
+        &self.release
+    }
+
+    fn dimension(&self) -> usize {
+        self.dim
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+        Ok(texts.iter().map(|t| self.one(t)).collect())
+    }
+}
+
+/// An OpenAI-compatible embedding service (`POST {base_url}/embeddings`
+/// with `{"model", "input": [...]}`; answers `{"data": [{"index",
+/// "embedding"}]}`). Plain HTTP works in every build; HTTPS needs the
+/// `http-tls` feature. Vectors are checked and L2-normalised.
+pub struct HttpEmbedder {
+    agent: ureq::Agent,
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    dim: usize,
+    release: String,
+}
+
+#[derive(Serialize)]
+struct EmbeddingRequest<'a> {
+    model: &'a str,
+    input: &'a [&'a str],
+}
+
+#[derive(Deserialize)]
+struct EmbeddingResponse {
+    data: Vec<EmbeddingDatum>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingDatum {
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+impl HttpEmbedder {
+    /// A client for `base_url` (for example `http://127.0.0.1:8080/v1`),
+    /// `model` of `dim` dimensions, with an optional bearer key.
+    pub fn new(base_url: &str, model: &str, dim: usize, api_key: Option<String>) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        HttpEmbedder {
+            agent,
+            url: format!("{}/embeddings", base_url.trim_end_matches('/')),
+            model: model.to_owned(),
+            api_key,
+            dim,
+            release: format!("http-embedder-v1:{model}:d{dim}"),
+        }
+    }
+}
+
+impl Embedder for HttpEmbedder {
+    fn release(&self) -> &str {
+        &self.release
+    }
+
+    fn dimension(&self) -> usize {
+        self.dim
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let body = serde_json::to_vec(&EmbeddingRequest {
+            model: &self.model,
+            input: texts,
+        })
+        .map_err(|e| IndexError::EmbeddingService(e.to_string()))?;
+        let mut request = self
+            .agent
+            .post(&self.url)
+            .header("Content-Type", "application/json");
+        if let Some(key) = &self.api_key {
+            request = request.header("Authorization", &format!("Bearer {key}"));
+        }
+        // Errors name the failure, never the texts sent.
+        let mut response = request
+            .send(&body[..])
+            .map_err(|e| IndexError::EmbeddingService(e.to_string()))?;
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| IndexError::EmbeddingService(e.to_string()))?;
+        let parsed: EmbeddingResponse = serde_json::from_str(&text)
+            .map_err(|e| IndexError::EmbeddingService(format!("malformed response: {e}")))?;
+        if parsed.data.len() != texts.len() {
+            return Err(IndexError::EmbeddingService(format!(
+                "asked for {} embeddings, got {}",
+                texts.len(),
+                parsed.data.len()
+            )));
+        }
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        for datum in parsed.data {
+            check_embedding(&datum.embedding, self.dim)?;
+            let slot = out.get_mut(datum.index).ok_or_else(|| {
+                IndexError::EmbeddingService(format!("index {} out of range", datum.index))
+            })?;
+            let mut v = datum.embedding;
+            l2_normalise(&mut v);
+            *slot = Some(v);
+        }
+        out.into_iter()
+            .map(|v| v.ok_or_else(|| IndexError::EmbeddingService("an index was missing".into())))
+            .collect()
+    }
+}

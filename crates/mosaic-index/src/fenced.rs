@@ -1,0 +1,272 @@
+//! A generation-fenced index target over any backend.
+
+use crate::error::IndexError;
+use crate::scope::{DocSet, Eligible};
+use crate::target::{
+    AckOutcome, Acknowledgement, DocId, Fence, IndexTarget, LiveEntry, PublishMessage, PublishPlan,
+    RebuildEntry, SlotState, TargetSnapshot, TombstonePlan,
+};
+use mosaic_harness::canonical::sha256_hex;
+
+/// The data structure behind a target. It never sees generations: the
+/// fence decides what to apply.
+pub trait Backend {
+    /// Per-document work that can be done in a batch ahead of insertion
+    /// (an embedding, for the vector backend).
+    type Prepared;
+
+    /// Prepares several entries at once.
+    fn prepare(&self, entries: &[&LiveEntry]) -> Vec<Result<Self::Prepared, IndexError>>;
+
+    /// Inserts a prepared document.
+    fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: Self::Prepared);
+
+    /// Removes a document and erases what was derived from its content.
+    fn remove(&mut self, doc: DocId);
+
+    /// Docs whose scope is in `subject_keys` of `tenant_id` (for scope
+    /// predicates).
+    fn subject_docs(&self, tenant_id: &str, subject_key: &str) -> Vec<DocId>;
+}
+
+/// A target: a [`Backend`] behind the generation fence.
+pub struct FencedIndex<B: Backend> {
+    pub(crate) fence: Fence,
+    pub(crate) backend: B,
+}
+
+fn live_entry(m: &PublishMessage) -> LiveEntry {
+    LiveEntry {
+        scope: m.scope.clone(),
+        created_at_unix_ms: m.created_at_unix_ms,
+        claim_keys: m.claim_keys.clone(),
+        text_sha256: sha256_hex(m.text.as_bytes()),
+        text: m.text.clone(),
+    }
+}
+
+impl<B: Backend> FencedIndex<B> {
+    /// An empty target named `target` over `backend`.
+    pub fn with_backend(target: &str, backend: B) -> Self {
+        FencedIndex {
+            fence: Fence::new(target),
+            backend,
+        }
+    }
+
+    fn apply_publish(
+        &mut self,
+        m: &PublishMessage,
+        prepared: Option<Result<B::Prepared, IndexError>>,
+    ) -> Result<Acknowledgement, IndexError> {
+        match self.fence.plan_publish(m)? {
+            PublishPlan::Duplicate => {
+                Ok(self
+                    .fence
+                    .ack(&m.record_id, m.generation, AckOutcome::AlreadyApplied))
+            }
+            PublishPlan::Apply { old_doc } => {
+                let entry = live_entry(m);
+                let prepared = match prepared {
+                    Some(p) => p?,
+                    None => self.backend.prepare(&[&entry]).pop().unwrap_or(Err(
+                        IndexError::InvalidMessage {
+                            field: "text",
+                            problem: "backend prepared nothing",
+                        },
+                    ))?,
+                };
+                let doc = self.fence.allocate_doc(&m.record_id);
+                self.backend.insert(doc, &entry, prepared);
+                if let Some(old) = old_doc {
+                    self.backend.remove(old);
+                }
+                self.fence.commit_publish(m, doc, old_doc);
+                Ok(self
+                    .fence
+                    .ack(&m.record_id, m.generation, AckOutcome::Applied))
+            }
+        }
+    }
+
+    /// The logical state (what a snapshot persists and tests compare).
+    pub fn snapshot(&self) -> TargetSnapshot {
+        self.fence.snapshot()
+    }
+
+    /// Loads a snapshot into this (empty) target, re-deriving the backend
+    /// (for the vector target: re-embedding the texts).
+    pub fn restore(&mut self, snapshot: &TargetSnapshot) -> Result<(), IndexError> {
+        let live: Vec<(&String, &SlotState, &LiveEntry)> = snapshot
+            .slots
+            .iter()
+            .filter_map(|(id, s)| s.live.as_ref().map(|l| (id, s, l)))
+            .collect();
+        let entries: Vec<&LiveEntry> = live.iter().map(|(_, _, l)| *l).collect();
+        let prepared = self.backend.prepare(&entries);
+        for ((id, state, entry), prepared) in live.into_iter().zip(prepared) {
+            let prepared = prepared?;
+            let doc = self.fence.allocate_doc(id);
+            self.backend.insert(doc, entry, prepared);
+            self.fence.restore_live(id, state.clone(), doc);
+        }
+        for (id, state) in snapshot.slots.iter().filter(|(_, s)| s.live.is_none()) {
+            self.fence.restore_tombstone(id, state.clone());
+        }
+        Ok(())
+    }
+
+    /// Rebuilds this (empty) target from the store's records: live
+    /// publications and tombstones. Equal to a live target that received
+    /// the same final messages.
+    pub fn rebuild_from(&mut self, entries: &[RebuildEntry]) -> Result<(), IndexError> {
+        let mut publications = Vec::new();
+        for entry in entries {
+            match entry {
+                RebuildEntry::Live(m) => publications.push(m.clone()),
+                RebuildEntry::Tombstone {
+                    record_id,
+                    generation,
+                } => {
+                    self.tombstone(record_id, *generation)?;
+                }
+            }
+        }
+        for result in self.publish_batch(&publications) {
+            result?;
+        }
+        Ok(())
+    }
+
+    /// Increases whenever the target's content changes.
+    pub fn snapshot_generation(&self) -> u64 {
+        self.fence.snapshot_generation()
+    }
+
+    /// Number of tombstones applied since this target was created.
+    pub fn revocation_epoch(&self) -> u64 {
+        self.fence.revocation_epoch()
+    }
+
+    /// Number of live records.
+    pub fn live_count(&self) -> usize {
+        self.fence.live_count()
+    }
+
+    /// The acknowledged generation of a live record.
+    pub fn live_generation(&self, record_id: &str) -> Option<u64> {
+        self.fence.live_generation(record_id)
+    }
+
+    /// The live entry of a record (scope, text digest, text).
+    pub fn live_entry(&self, record_id: &str) -> Option<&LiveEntry> {
+        self.fence.live_entry(record_id)
+    }
+
+    /// The docs an eligibility resolves to in this target: live records
+    /// only, and only those of `tenant_id` under `policy_sha256`.
+    pub(crate) fn resolve(
+        &self,
+        eligible: &Eligible<'_>,
+        tenant_id: &str,
+        policy_sha256: &str,
+    ) -> DocSet {
+        let mut set = DocSet::with_capacity(self.fence.doc_capacity());
+        let in_scope = |doc: DocId| {
+            self.fence
+                .record_of(doc)
+                .and_then(|r| self.fence.live_entry(r))
+                .is_some_and(|l| {
+                    l.scope.tenant_id == tenant_id && l.scope.policy_sha256 == policy_sha256
+                })
+        };
+        match eligible {
+            Eligible::Records(ids) => {
+                for id in ids.iter() {
+                    if let Some(doc) = self.fence.doc_of(id) {
+                        if in_scope(doc) {
+                            set.insert(doc);
+                        }
+                    }
+                }
+            }
+            Eligible::Scope(predicate) => {
+                for subject in &predicate.subject_keys {
+                    for doc in self.backend.subject_docs(tenant_id, subject) {
+                        let kind_ok = self
+                            .fence
+                            .record_of(doc)
+                            .and_then(|r| self.fence.live_entry(r))
+                            .is_some_and(|l| predicate.kinds.contains(&l.scope.kind));
+                        if kind_ok && in_scope(doc) {
+                            set.insert(doc);
+                        }
+                    }
+                }
+            }
+        }
+        set
+    }
+
+    /// The record id of a live doc.
+    pub(crate) fn record_of(&self, doc: DocId) -> Option<&str> {
+        self.fence.record_of(doc)
+    }
+}
+
+impl<B: Backend> IndexTarget for FencedIndex<B> {
+    fn target_name(&self) -> &str {
+        self.fence.target()
+    }
+
+    fn publish(&mut self, message: &PublishMessage) -> Result<Acknowledgement, IndexError> {
+        self.apply_publish(message, None)
+    }
+
+    fn tombstone(
+        &mut self,
+        record_id: &str,
+        generation: u64,
+    ) -> Result<Acknowledgement, IndexError> {
+        match self.fence.plan_tombstone(record_id, generation)? {
+            TombstonePlan::Duplicate => {
+                Ok(self
+                    .fence
+                    .ack(record_id, generation, AckOutcome::AlreadyApplied))
+            }
+            TombstonePlan::Apply { old_doc } => {
+                if let Some(old) = old_doc {
+                    self.backend.remove(old);
+                }
+                self.fence.commit_tombstone(record_id, generation, old_doc);
+                Ok(self.fence.ack(record_id, generation, AckOutcome::Applied))
+            }
+        }
+    }
+
+    fn publish_batch(
+        &mut self,
+        messages: &[PublishMessage],
+    ) -> Vec<Result<Acknowledgement, IndexError>> {
+        // Prepare (embed) in one batch everything the fence would apply now;
+        // then apply one by one, re-checking the fence each time so messages
+        // inside one batch fence each other exactly as if sent one by one.
+        let entries: Vec<(usize, LiveEntry)> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(self.fence.plan_publish(m), Ok(PublishPlan::Apply { .. })))
+            .map(|(i, m)| (i, live_entry(m)))
+            .collect();
+        let refs: Vec<&LiveEntry> = entries.iter().map(|(_, e)| e).collect();
+        let mut prepared: Vec<Option<Result<B::Prepared, IndexError>>> =
+            messages.iter().map(|_| None).collect();
+        for ((i, _), p) in entries.iter().zip(self.backend.prepare(&refs)) {
+            prepared[*i] = Some(p);
+        }
+        messages
+            .iter()
+            .zip(prepared)
+            .map(|(m, p)| self.apply_publish(m, p))
+            .collect()
+    }
+}

@@ -1,0 +1,517 @@
+//! The retrieval funnel:
+//!
+//! ```text
+//! eligible set (from the read selector)          ── never widened
+//!   → lexical (BM25) + semantic (vectors) + structured (claim keys)
+//!   → weighted reciprocal-rank fusion in integers, neighbouring-record
+//!     context, ties by record id
+//!   → RelevanceInput → rank_relevance → RelevanceReceipt
+//!   → select_memory_ranked → context handoff (see [`hand_off`])
+//! ```
+//!
+//! Results are cached under every identity that can change them: tenant,
+//! policy, both targets' snapshot generations, the index and store
+//! revocation generations, selector release, read subject and the digest of
+//! the complete query (text, parameters, eligible-set digest). A new
+//! snapshot generation drops every older cached entry.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use mosaic_harness::MemoryRecord;
+use mosaic_harness::canonical::domain_digest;
+use mosaic_harness::memory_scope::{
+    ContextAllocation, ContextBudget, ContextItem, EligibleSet, MemoryContextReport,
+    MemoryReadContext, MemorySelection, RelevanceInput, RelevanceReceipt, ScoredCandidate,
+    allocate_selected_memory, fixed_point_score, rank_relevance, render_recalled_memory,
+    select_memory_ranked,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::ann::{AnnConfig, SearchPlan};
+use crate::embed::Embedder;
+use crate::error::IndexError;
+use crate::lexical::LexicalIndex;
+use crate::scope::Eligible;
+use crate::text::{ANALYZER_RELEASE, terms};
+use crate::vector::VectorIndex;
+
+/// Domain tag of the query digest.
+pub const QUERY_DOMAIN: &str = "mosaic.index.recall_query.v1";
+/// Release of the fusion below; bound into every relevance receipt.
+pub const RANKER_RELEASE: &str = "funnel-wrrf-neighbour-v1";
+
+/// Which candidate generators run.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum RetrievalMode {
+    /// BM25 (+ structured) only.
+    Lexical,
+    /// Vectors (+ structured) only.
+    Vector,
+    /// Both, fused.
+    Hybrid,
+}
+
+/// Fusion parameters (integers, so fusion is exact and reproducible).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FunnelConfig {
+    /// Candidates taken from each generator.
+    pub candidate_depth: usize,
+    /// Reciprocal-rank constant `k` in `w / (k + rank)`.
+    pub rrf_k: u64,
+    /// Weight of the lexical list.
+    pub lexical_weight: u64,
+    /// Weight of the vector list.
+    pub vector_weight: u64,
+    /// Weight of an exact claim-key match.
+    pub structured_weight: u64,
+    /// Per-mille of the mean of a record's two neighbours' scores (the
+    /// records just before and after it in its subject's timeline) added to
+    /// its own; 0 disables neighbouring-record context.
+    pub neighbour_permille: u64,
+    /// Most cached results.
+    pub cache_capacity: usize,
+}
+
+impl Default for FunnelConfig {
+    fn default() -> Self {
+        FunnelConfig {
+            candidate_depth: 50,
+            rrf_k: 60,
+            lexical_weight: 1_000,
+            vector_weight: 1_000,
+            structured_weight: 2_000,
+            neighbour_permille: 500,
+            cache_capacity: 4_096,
+        }
+    }
+}
+
+/// One read's query.
+#[derive(Clone, Debug)]
+pub struct RecallQuery<'a> {
+    /// Reading tenant.
+    pub tenant_id: &'a str,
+    /// Current policy digest.
+    pub policy_sha256: &'a str,
+    /// Selector release of the read context.
+    pub selector_release: &'a str,
+    /// The read subject (principal, workspace and run of the read context).
+    pub read_subject: &'a str,
+    /// The store's current revocation generation.
+    pub revocation_generation: u64,
+    /// Query text (never logged, never stored: only its digest).
+    pub text: &'a str,
+    /// Claim keys to match exactly.
+    pub claim_keys: &'a [String],
+    /// The eligible set of this read (see
+    /// `mosaic_harness::memory_scope::eligible_set`).
+    pub eligible: &'a EligibleSet,
+    /// Keep at most this many results.
+    pub max_results: usize,
+    /// Generators to run.
+    pub mode: RetrievalMode,
+}
+
+/// Why a record was ranked where it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// The record.
+    pub record_id: String,
+    /// Rank in the lexical list (0-based), if present.
+    pub lexical_rank: Option<usize>,
+    /// Rank in the vector list (0-based), if present.
+    pub vector_rank: Option<usize>,
+    /// Matched a claim key exactly.
+    pub structured: bool,
+    /// Score added from neighbouring records.
+    pub neighbour_bonus: u64,
+}
+
+/// A recall: the relevance input, its receipt and explanations.
+#[derive(Clone, Debug)]
+pub struct Recall {
+    /// Input of the relevance stage (re-verifiable).
+    pub input: RelevanceInput,
+    /// The receipt (ordered results).
+    pub receipt: RelevanceReceipt,
+    /// One explanation per result, in result order.
+    pub explanations: Vec<Explanation>,
+    /// The vector plan used, if vectors ran.
+    pub vector_plan: Option<SearchPlan>,
+    /// Served from the cache.
+    pub cache_hit: bool,
+}
+
+impl Recall {
+    /// Result record ids, best first.
+    pub fn record_ids(&self) -> Vec<&str> {
+        self.receipt
+            .results
+            .iter()
+            .map(|r| r.record_id.as_str())
+            .collect()
+    }
+}
+
+/// The identity a cached result is stored under.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CacheKey {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Policy digest.
+    pub policy_sha256: String,
+    /// Snapshot generations of the lexical and vector targets.
+    pub index_snapshot_generation: (u64, u64),
+    /// Tombstones applied by the targets (index revocation generation).
+    pub index_revocation_generation: u64,
+    /// The store's revocation generation.
+    pub store_revocation_generation: u64,
+    /// Selector release.
+    pub selector_release: String,
+    /// Read subject.
+    pub read_subject: String,
+    /// Digest of the complete query.
+    pub query_sha256: String,
+}
+
+/// A bounded result cache that forgets everything older than the newest
+/// snapshot it has seen.
+#[derive(Default)]
+pub struct ResultCache {
+    entries: HashMap<CacheKey, Recall>,
+    snapshot: (u64, u64, u64),
+    capacity: usize,
+}
+
+impl ResultCache {
+    fn get(&self, key: &CacheKey) -> Option<&Recall> {
+        self.entries.get(key)
+    }
+
+    fn put(&mut self, key: CacheKey, value: Recall) {
+        let snapshot = (
+            key.index_snapshot_generation.0,
+            key.index_snapshot_generation.1,
+            key.index_revocation_generation,
+        );
+        if snapshot != self.snapshot || self.entries.len() >= self.capacity {
+            self.entries.clear();
+            self.snapshot = snapshot;
+        }
+        if self.capacity > 0 {
+            self.entries.insert(key, value);
+        }
+    }
+
+    /// Cached entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Both targets plus the funnel and its cache.
+pub struct Retriever {
+    /// The lexical target (fed by the `lexical` outbox).
+    pub lexical: LexicalIndex,
+    /// The vector target (fed by the `vector` outbox).
+    pub vector: VectorIndex,
+    config: FunnelConfig,
+    cache: ResultCache,
+}
+
+#[derive(Serialize)]
+struct QueryBody<'a> {
+    text: &'a str,
+    claim_keys: &'a [String],
+    eligible_set_sha256: &'a str,
+    max_results: usize,
+    mode: RetrievalMode,
+    config: &'a FunnelConfig,
+    feature_release: &'a str,
+}
+
+impl Retriever {
+    /// A retriever with empty targets.
+    pub fn new(embedder: Arc<dyn Embedder>, ann: AnnConfig, config: FunnelConfig) -> Self {
+        let cache = ResultCache {
+            capacity: config.cache_capacity,
+            ..ResultCache::default()
+        };
+        Retriever {
+            lexical: LexicalIndex::new(),
+            vector: VectorIndex::new(embedder, ann),
+            config,
+            cache,
+        }
+    }
+
+    /// The fusion parameters.
+    pub fn config(&self) -> &FunnelConfig {
+        &self.config
+    }
+
+    /// The result cache.
+    pub fn cache(&self) -> &ResultCache {
+        &self.cache
+    }
+
+    /// Analyzer and embedder releases.
+    pub fn feature_release(&self) -> String {
+        format!("{ANALYZER_RELEASE}+{}", self.vector.embedder().release())
+    }
+
+    /// Embeds a query (exposed so callers can time it separately).
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, IndexError> {
+        self.vector.embedder().embed(text)
+    }
+
+    /// Runs the funnel, embedding the query if vectors are needed.
+    pub fn recall(&mut self, query: &RecallQuery<'_>) -> Result<Recall, IndexError> {
+        let vector = match query.mode {
+            RetrievalMode::Lexical => None,
+            _ => Some(self.embed_query(query.text)?),
+        };
+        self.recall_embedded(query, vector.as_deref())
+    }
+
+    /// The cache key of `query` against the current snapshot.
+    pub fn cache_key(&self, query: &RecallQuery<'_>) -> Result<CacheKey, IndexError> {
+        let feature_release = self.feature_release();
+        let query_sha256 = domain_digest(
+            QUERY_DOMAIN,
+            &QueryBody {
+                text: query.text,
+                claim_keys: query.claim_keys,
+                eligible_set_sha256: &query.eligible.digest()?,
+                max_results: query.max_results,
+                mode: query.mode,
+                config: &self.config,
+                feature_release: &feature_release,
+            },
+        )?;
+        Ok(CacheKey {
+            tenant_id: query.tenant_id.to_owned(),
+            policy_sha256: query.policy_sha256.to_owned(),
+            index_snapshot_generation: (
+                self.lexical.snapshot_generation(),
+                self.vector.snapshot_generation(),
+            ),
+            index_revocation_generation: self.lexical.revocation_epoch()
+                + self.vector.revocation_epoch(),
+            store_revocation_generation: query.revocation_generation,
+            selector_release: query.selector_release.to_owned(),
+            read_subject: query.read_subject.to_owned(),
+            query_sha256,
+        })
+    }
+
+    /// Runs the funnel with a precomputed query vector (`None` skips the
+    /// vector generator).
+    pub fn recall_embedded(
+        &mut self,
+        query: &RecallQuery<'_>,
+        query_vector: Option<&[f32]>,
+    ) -> Result<Recall, IndexError> {
+        let key = self.cache_key(query)?;
+        if let Some(hit) = self.cache.get(&key) {
+            let mut hit = hit.clone();
+            hit.cache_hit = true;
+            return Ok(hit);
+        }
+        let recall = self.compute(query, query_vector, &key.query_sha256)?;
+        self.cache.put(key, recall.clone());
+        Ok(recall)
+    }
+
+    fn compute(
+        &self,
+        query: &RecallQuery<'_>,
+        query_vector: Option<&[f32]>,
+        query_sha256: &str,
+    ) -> Result<Recall, IndexError> {
+        let ids: Vec<String> = query
+            .eligible
+            .entries
+            .iter()
+            .map(|e| e.record_id.clone())
+            .collect();
+        let eligible = Eligible::Records(&ids);
+        let depth = self.config.candidate_depth;
+        let lex_docs = self
+            .lexical
+            .resolve(&eligible, query.tenant_id, query.policy_sha256);
+        let lexical_hits = match query.mode {
+            RetrievalMode::Vector => Vec::new(),
+            _ => self
+                .lexical
+                .search_docs(&terms(query.text), &lex_docs, depth),
+        };
+        let (vector_plan, vector_hits) = match (query.mode, query_vector) {
+            (RetrievalMode::Lexical, _) | (_, None) => (None, Vec::new()),
+            (_, Some(v)) => {
+                let docs = self
+                    .vector
+                    .resolve(&eligible, query.tenant_id, query.policy_sha256);
+                let (plan, hits) = self.vector.search_docs(v, &docs, depth);
+                (Some(plan), hits)
+            }
+        };
+        let mut structured: Vec<String> = query
+            .claim_keys
+            .iter()
+            .flat_map(|k| self.lexical.claim_docs(query.tenant_id, k, &lex_docs))
+            .collect();
+        structured.sort();
+        structured.dedup();
+
+        let c = &self.config;
+        let rrf = |weight: u64, rank: usize| -> u64 {
+            fixed_point_score(weight, c.rrf_k + rank as u64 + 1).unwrap_or(0)
+        };
+        let mut base: BTreeMap<String, u64> = BTreeMap::new();
+        let mut explain: BTreeMap<String, Explanation> = BTreeMap::new();
+        let blank = |id: &str| Explanation {
+            record_id: id.to_owned(),
+            lexical_rank: None,
+            vector_rank: None,
+            structured: false,
+            neighbour_bonus: 0,
+        };
+        for (rank, hit) in lexical_hits.iter().enumerate() {
+            *base.entry(hit.record_id.clone()).or_default() += rrf(c.lexical_weight, rank);
+            explain
+                .entry(hit.record_id.clone())
+                .or_insert_with(|| blank(&hit.record_id))
+                .lexical_rank = Some(rank);
+        }
+        for (rank, hit) in vector_hits.iter().enumerate() {
+            *base.entry(hit.record_id.clone()).or_default() += rrf(c.vector_weight, rank);
+            explain
+                .entry(hit.record_id.clone())
+                .or_insert_with(|| blank(&hit.record_id))
+                .vector_rank = Some(rank);
+        }
+        for id in &structured {
+            *base.entry(id.clone()).or_default() += rrf(c.structured_weight, 0);
+            explain
+                .entry(id.clone())
+                .or_insert_with(|| blank(id))
+                .structured = true;
+        }
+        let mut fused = base.clone();
+        if c.neighbour_permille > 0 {
+            let mut neighbour_cache: HashMap<String, Vec<String>> = HashMap::new();
+            let mut targets: Vec<String> = base.keys().cloned().collect();
+            for id in base.keys() {
+                let n = self.lexical.neighbours(id, &lex_docs);
+                targets.extend(n.iter().cloned());
+                neighbour_cache.insert(id.clone(), n);
+            }
+            targets.sort();
+            targets.dedup();
+            for id in targets {
+                let neighbours = match neighbour_cache.get(&id) {
+                    Some(n) => n.clone(),
+                    None => self.lexical.neighbours(&id, &lex_docs),
+                };
+                let sum: u64 = neighbours.iter().filter_map(|n| base.get(n)).sum();
+                let bonus = sum.saturating_mul(c.neighbour_permille) / 2_000;
+                if bonus > 0 {
+                    *fused.entry(id.clone()).or_default() += bonus;
+                    explain
+                        .entry(id.clone())
+                        .or_insert_with(|| blank(&id))
+                        .neighbour_bonus = bonus;
+                }
+            }
+        }
+        let scores: Vec<ScoredCandidate> = fused
+            .into_iter()
+            .map(|(record_id, score)| ScoredCandidate { record_id, score })
+            .collect();
+        let input = RelevanceInput {
+            query_sha256: query_sha256.to_owned(),
+            eligible: query.eligible.clone(),
+            feature_release: self.feature_release(),
+            ranker_release: RANKER_RELEASE.to_owned(),
+            scores,
+            max_results: query.max_results,
+        };
+        let receipt = rank_relevance(&input)?;
+        let explanations = receipt
+            .results
+            .iter()
+            .map(|r| {
+                explain
+                    .remove(&r.record_id)
+                    .unwrap_or_else(|| blank(&r.record_id))
+            })
+            .collect();
+        Ok(Recall {
+            input,
+            receipt,
+            explanations,
+            vector_plan,
+            cache_hit: false,
+        })
+    }
+}
+
+/// The end of the funnel: the ranked selection, its context allocation and
+/// the rendered `<recalled-memory>` blocks of the included records.
+#[derive(Clone, Debug)]
+pub struct Handoff {
+    /// The selection ordered by the relevance receipt.
+    pub selection: MemorySelection,
+    /// The context allocation.
+    pub allocation: ContextAllocation,
+    /// Which selected memories made it into the context.
+    pub report: MemoryContextReport,
+    /// Rendered data blocks, in inclusion order.
+    pub blocks: Vec<String>,
+}
+
+/// Selects with `select_memory_ranked`, allocates context and renders the
+/// included records. `contents` maps record id to its exact content.
+pub fn hand_off(
+    ctx: &MemoryReadContext,
+    records: &[MemoryRecord],
+    contents: &BTreeMap<String, String>,
+    relevance: &RelevanceReceipt,
+    other_items: &[ContextItem],
+    budget: &ContextBudget,
+) -> Result<Handoff, IndexError> {
+    let selection = select_memory_ranked(ctx, records, relevance)
+        .map_err(|e| IndexError::Selection(e.to_string()))?;
+    let (allocation, report) =
+        allocate_selected_memory(&selection.receipt, records, other_items, budget)
+            .map_err(|e| IndexError::Selection(e.to_string()))?;
+    let by_id: BTreeMap<&str, &MemoryRecord> =
+        records.iter().map(|r| (r.record_id.as_str(), r)).collect();
+    let mut blocks = Vec::new();
+    for id in &report.included_memory {
+        let record = by_id
+            .get(id.as_str())
+            .ok_or_else(|| IndexError::Selection(format!("record {id} not supplied")))?;
+        let content = contents
+            .get(id)
+            .ok_or_else(|| IndexError::Selection(format!("content of {id} not supplied")))?;
+        blocks.push(
+            render_recalled_memory(record, content)
+                .map_err(|e| IndexError::Selection(e.to_string()))?,
+        );
+    }
+    Ok(Handoff {
+        selection,
+        allocation,
+        report,
+        blocks,
+    })
+}

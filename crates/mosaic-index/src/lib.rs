@@ -1,0 +1,58 @@
+//! # mosaic-index
+//!
+//! The retrieval layer of Mosaic Memory. It is fed only by the store's
+//! outbox and answers only inside an eligible set the read selector
+//! computed; ranking never widens eligibility.
+//!
+//! * [`target`]: the [`IndexTarget`] interface outbox workers call
+//!   (`publish`, `tombstone`, idempotent by `(record_id, generation,
+//!   target)`, generation-fenced so nothing revoked comes back),
+//!   snapshots and `rebuild_from`.
+//! * [`lexical`]: BM25 over an in-memory inverted index partitioned by
+//!   scope, with deletions, claim keys and per-subject timelines.
+//! * [`embed`]: the [`Embedder`] trait, a deterministic hashing embedder and
+//!   an OpenAI-compatible HTTP embedder; [`local_model`]: all-MiniLM-L6-v2.
+//! * [`ann`] and [`vector`]: exact scan and a filter-aware HNSW graph,
+//!   planned per query.
+//! * [`funnel`]: candidates → integer fusion → relevance receipt →
+//!   selection → context handoff, with a result cache.
+//!
+//! I/O: the HTTP embedder talks to the configured service; snapshots and
+//! model files are read from paths the caller gives. Nothing else: no
+//! clock, no environment, no logging of memory content.
+//!
+//! ## Feature flags
+//! * `local-model` (off): the candle all-MiniLM-L6-v2 embedder.
+//! * `http-tls` (off): HTTPS for the HTTP embedder.
+//!
+//! Non-features: persistence of record truth (the store owns it; these
+//! indexes are derived and rebuildable), authorization (the caller supplies
+//! the eligible set), approximate search inside tiny scopes (exact scan).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod ann;
+pub mod embed;
+pub mod error;
+pub mod fenced;
+pub mod funnel;
+pub mod lexical;
+pub mod local_model;
+pub mod scope;
+pub mod target;
+pub mod text;
+pub mod vector;
+
+pub use ann::{AnnConfig, AnnIndex, SearchPlan};
+pub use embed::{Embedder, HashEmbedder, HttpEmbedder};
+pub use error::{IndexError, ModelError, StaleReason};
+pub use funnel::{
+    CacheKey, FunnelConfig, Handoff, Recall, RecallQuery, RetrievalMode, Retriever, hand_off,
+};
+pub use lexical::{Hit, LexicalIndex};
+pub use scope::{DocSet, Eligible, ScopePredicate};
+pub use target::{
+    AckOutcome, Acknowledgement, IndexTarget, PublishMessage, RebuildEntry, ScopeKeys,
+    TargetSnapshot,
+};
+pub use vector::VectorIndex;

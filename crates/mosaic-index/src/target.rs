@@ -1,0 +1,525 @@
+//! The index-target interface the store's outbox workers call, and the
+//! generation fence every target shares.
+//!
+//! Each outbox row is keyed by `(record_id, generation, target)`. A target
+//! applies a message at most once, acknowledges the exact generation it
+//! applied, and refuses a stale one, so retries, duplicates, reordering and
+//! crashes converge to one state and nothing revoked comes back:
+//!
+//! * per record the fence keeps the highest generation applied and a
+//!   revocation watermark (the highest generation at which the record was
+//!   revoked, from tombstones and from the `revocation_generation` that
+//!   publications carry);
+//! * a publication is applied only if its generation is above both; the same
+//!   publication again is acknowledged as a duplicate;
+//! * a tombstone is applied if its generation is not older than the held
+//!   one; at equal generations the tombstone wins.
+//!
+//! The final state therefore depends only on the set of messages delivered,
+//! never on their order or multiplicity: for each record, the message with
+//! the greatest `(generation, is_tombstone)`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use mosaic_harness::MemoryKind;
+use mosaic_harness::canonical::sha256_hex;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{IndexError, StaleReason};
+
+/// Internal dense document number inside one target.
+pub type DocId = u32;
+
+/// The scope a record is indexed under. Only identities: no content.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeKeys {
+    /// Owning tenant.
+    pub tenant_id: String,
+    /// Policy the record was written under.
+    pub policy_sha256: String,
+    /// `MemorySubject::key()` of the record (`principal:alice`, ...).
+    pub subject_key: String,
+    /// Memory kind.
+    pub kind: MemoryKind,
+}
+
+/// One `publish` outbox message.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishMessage {
+    /// The record.
+    pub record_id: String,
+    /// Generation being published.
+    pub generation: u64,
+    /// Highest generation at which the record was revoked before this
+    /// publication (0 if never); must be below `generation`.
+    pub revocation_generation: u64,
+    /// Scope keys.
+    pub scope: ScopeKeys,
+    /// Record creation instant (orders a subject's records in time).
+    pub created_at_unix_ms: u64,
+    /// Structured claim keys for exact matching (`subject|predicate|qualifiers`).
+    pub claim_keys: Vec<String>,
+    /// Text to index.
+    pub text: String,
+}
+
+impl PublishMessage {
+    fn validate(&self) -> Result<(), IndexError> {
+        let id_ok = |s: &str| !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control);
+        if !id_ok(&self.record_id) {
+            return Err(IndexError::InvalidMessage {
+                field: "record_id",
+                problem: "empty, too long or has control characters",
+            });
+        }
+        if !id_ok(&self.scope.tenant_id) {
+            return Err(IndexError::InvalidMessage {
+                field: "tenant_id",
+                problem: "empty, too long or has control characters",
+            });
+        }
+        if !mosaic_harness::canonical::is_sha256_hex(&self.scope.policy_sha256) {
+            return Err(IndexError::InvalidMessage {
+                field: "policy_sha256",
+                problem: "not SHA-256 hex",
+            });
+        }
+        if !id_ok(&self.scope.subject_key) {
+            return Err(IndexError::InvalidMessage {
+                field: "subject_key",
+                problem: "empty, too long or has control characters",
+            });
+        }
+        if self.generation == 0 {
+            return Err(IndexError::InvalidMessage {
+                field: "generation",
+                problem: "generations start at 1",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether an acknowledged message changed the index.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum AckOutcome {
+    /// Applied now.
+    Applied,
+    /// Already applied before (an idempotent retry).
+    AlreadyApplied,
+}
+
+/// The acknowledgement a worker hands back to the store's outbox.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Acknowledgement {
+    /// The target that applied it.
+    pub target: String,
+    /// The record.
+    pub record_id: String,
+    /// The exact generation applied.
+    pub generation: u64,
+    /// Applied now or before.
+    pub outcome: AckOutcome,
+}
+
+/// What the store's outbox workers call, once per `(record, generation,
+/// target)` row and as often as they retry.
+pub trait IndexTarget {
+    /// The outbox target name (`lexical`, `vector`).
+    fn target_name(&self) -> &str;
+
+    /// Publishes one generation of a record.
+    fn publish(&mut self, message: &PublishMessage) -> Result<Acknowledgement, IndexError>;
+
+    /// Removes every trace of the record's content, fencing out older
+    /// generations.
+    fn tombstone(
+        &mut self,
+        record_id: &str,
+        generation: u64,
+    ) -> Result<Acknowledgement, IndexError>;
+
+    /// Publishes several messages; one result per message, in order.
+    fn publish_batch(
+        &mut self,
+        messages: &[PublishMessage],
+    ) -> Vec<Result<Acknowledgement, IndexError>> {
+        messages.iter().map(|m| self.publish(m)).collect()
+    }
+}
+
+/// A live record inside a target.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LiveEntry {
+    /// Scope keys.
+    pub scope: ScopeKeys,
+    /// Creation instant.
+    pub created_at_unix_ms: u64,
+    /// Claim keys.
+    pub claim_keys: Vec<String>,
+    /// SHA-256 of the indexed text.
+    pub text_sha256: String,
+    /// The indexed text (kept so a target can be snapshotted and rebuilt
+    /// without the store; erased on tombstone).
+    pub text: String,
+}
+
+/// Per-record state of a target.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SlotState {
+    /// Highest generation applied.
+    pub generation: u64,
+    /// Highest generation at which the record was revoked (0 if never).
+    pub revoked_through: u64,
+    /// The live entry, or `None` for a tombstone.
+    pub live: Option<LiveEntry>,
+}
+
+/// The logical, order-independent state of one target: what the tests
+/// compare and what a snapshot persists.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSnapshot {
+    /// Slots by record id.
+    pub slots: BTreeMap<String, SlotState>,
+}
+
+impl TargetSnapshot {
+    /// Encodes the snapshot as JSON bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, IndexError> {
+        serde_json::to_vec(self).map_err(|e| IndexError::Snapshot(e.to_string()))
+    }
+
+    /// Decodes a snapshot (strict: unknown fields are errors).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, IndexError> {
+        serde_json::from_slice(bytes).map_err(|e| IndexError::Snapshot(e.to_string()))
+    }
+
+    /// Writes the snapshot atomically (temporary file, then rename).
+    pub fn save(&self, path: &std::path::Path) -> Result<(), IndexError> {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.to_bytes()?).map_err(|e| IndexError::Snapshot(e.to_string()))?;
+        std::fs::rename(&tmp, path).map_err(|e| IndexError::Snapshot(e.to_string()))
+    }
+
+    /// Reads a snapshot written by [`TargetSnapshot::save`].
+    pub fn load(path: &std::path::Path) -> Result<Self, IndexError> {
+        let bytes = std::fs::read(path).map_err(|e| IndexError::Snapshot(e.to_string()))?;
+        Self::from_bytes(&bytes)
+    }
+}
+
+/// One entry of a rebuild: the store's view of a record for this target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RebuildEntry {
+    /// The record's current publication.
+    Live(PublishMessage),
+    /// The record is revoked/erased at this generation.
+    Tombstone {
+        /// The record.
+        record_id: String,
+        /// The tombstone generation.
+        generation: u64,
+    },
+}
+
+/// What the fence decided for a publication.
+pub(crate) enum PublishPlan {
+    /// Already applied: acknowledge as a duplicate.
+    Duplicate,
+    /// Apply, replacing `old_doc` if any.
+    Apply {
+        /// The doc to remove after inserting the new one.
+        old_doc: Option<DocId>,
+    },
+}
+
+/// What the fence decided for a tombstone.
+pub(crate) enum TombstonePlan {
+    Duplicate,
+    Apply { old_doc: Option<DocId> },
+}
+
+struct Slot {
+    state: SlotState,
+    doc: Option<DocId>,
+}
+
+/// The generation fence shared by every target: slots, doc numbering and
+/// the counters caches key on.
+pub(crate) struct Fence {
+    target: String,
+    slots: HashMap<String, Slot>,
+    doc_records: Vec<Option<String>>,
+    snapshot_generation: u64,
+    revocation_epoch: u64,
+}
+
+impl Fence {
+    pub(crate) fn new(target: &str) -> Self {
+        Fence {
+            target: target.to_owned(),
+            slots: HashMap::new(),
+            doc_records: Vec::new(),
+            snapshot_generation: 0,
+            revocation_epoch: 0,
+        }
+    }
+
+    pub(crate) fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn stale(&self, record_id: &str, offered: u64, held: u64, reason: StaleReason) -> IndexError {
+        IndexError::StaleGeneration {
+            target: self.target.clone(),
+            record_id: record_id.to_owned(),
+            offered,
+            held,
+            reason,
+        }
+    }
+
+    pub(crate) fn ack(
+        &self,
+        record_id: &str,
+        generation: u64,
+        outcome: AckOutcome,
+    ) -> Acknowledgement {
+        Acknowledgement {
+            target: self.target.clone(),
+            record_id: record_id.to_owned(),
+            generation,
+            outcome,
+        }
+    }
+
+    pub(crate) fn plan_publish(&self, m: &PublishMessage) -> Result<PublishPlan, IndexError> {
+        m.validate()?;
+        if m.revocation_generation >= m.generation {
+            return Err(self.stale(
+                &m.record_id,
+                m.generation,
+                m.revocation_generation,
+                StaleReason::RevokedAtOrAfter,
+            ));
+        }
+        let Some(slot) = self.slots.get(&m.record_id) else {
+            return Ok(PublishPlan::Apply { old_doc: None });
+        };
+        if m.generation <= slot.state.revoked_through {
+            return Err(self.stale(
+                &m.record_id,
+                m.generation,
+                slot.state.revoked_through,
+                StaleReason::RevokedAtOrAfter,
+            ));
+        }
+        if m.generation < slot.state.generation {
+            return Err(self.stale(
+                &m.record_id,
+                m.generation,
+                slot.state.generation,
+                StaleReason::OlderThanHeld,
+            ));
+        }
+        if m.generation == slot.state.generation {
+            return match &slot.state.live {
+                Some(live)
+                    if live.text_sha256 == sha256_hex(m.text.as_bytes())
+                        && live.scope == m.scope
+                        && live.claim_keys == m.claim_keys
+                        && live.created_at_unix_ms == m.created_at_unix_ms =>
+                {
+                    Ok(PublishPlan::Duplicate)
+                }
+                _ => Err(IndexError::GenerationConflict {
+                    target: self.target.clone(),
+                    record_id: m.record_id.clone(),
+                    generation: m.generation,
+                }),
+            };
+        }
+        Ok(PublishPlan::Apply { old_doc: slot.doc })
+    }
+
+    /// A fresh doc number for `record_id`.
+    pub(crate) fn allocate_doc(&mut self, record_id: &str) -> DocId {
+        let doc = DocId::try_from(self.doc_records.len()).unwrap_or(DocId::MAX);
+        self.doc_records.push(Some(record_id.to_owned()));
+        doc
+    }
+
+    /// Number of doc numbers handed out (live or not).
+    pub(crate) fn doc_capacity(&self) -> usize {
+        self.doc_records.len()
+    }
+
+    pub(crate) fn commit_publish(
+        &mut self,
+        m: &PublishMessage,
+        doc: DocId,
+        old_doc: Option<DocId>,
+    ) {
+        if let Some(old) = old_doc {
+            if let Some(entry) = self.doc_records.get_mut(old as usize) {
+                *entry = None;
+            }
+        }
+        let revoked_through = self
+            .slots
+            .get(&m.record_id)
+            .map_or(0, |s| s.state.revoked_through)
+            .max(m.revocation_generation);
+        self.slots.insert(
+            m.record_id.clone(),
+            Slot {
+                state: SlotState {
+                    generation: m.generation,
+                    revoked_through,
+                    live: Some(LiveEntry {
+                        scope: m.scope.clone(),
+                        created_at_unix_ms: m.created_at_unix_ms,
+                        claim_keys: m.claim_keys.clone(),
+                        text_sha256: sha256_hex(m.text.as_bytes()),
+                        text: m.text.clone(),
+                    }),
+                },
+                doc: Some(doc),
+            },
+        );
+        self.snapshot_generation += 1;
+    }
+
+    pub(crate) fn plan_tombstone(
+        &self,
+        record_id: &str,
+        generation: u64,
+    ) -> Result<TombstonePlan, IndexError> {
+        if record_id.is_empty() || generation == 0 {
+            return Err(IndexError::InvalidMessage {
+                field: "tombstone",
+                problem: "empty record id or generation 0",
+            });
+        }
+        let Some(slot) = self.slots.get(record_id) else {
+            return Ok(TombstonePlan::Apply { old_doc: None });
+        };
+        if generation < slot.state.generation {
+            return Err(self.stale(
+                record_id,
+                generation,
+                slot.state.generation,
+                StaleReason::OlderThanHeld,
+            ));
+        }
+        if generation == slot.state.generation && slot.state.live.is_none() {
+            return Ok(TombstonePlan::Duplicate);
+        }
+        Ok(TombstonePlan::Apply { old_doc: slot.doc })
+    }
+
+    pub(crate) fn commit_tombstone(
+        &mut self,
+        record_id: &str,
+        generation: u64,
+        old_doc: Option<DocId>,
+    ) {
+        if let Some(old) = old_doc {
+            if let Some(entry) = self.doc_records.get_mut(old as usize) {
+                *entry = None;
+            }
+        }
+        let revoked_through = self
+            .slots
+            .get(record_id)
+            .map_or(0, |s| s.state.revoked_through)
+            .max(generation);
+        self.slots.insert(
+            record_id.to_owned(),
+            Slot {
+                state: SlotState {
+                    generation,
+                    revoked_through,
+                    live: None,
+                },
+                doc: None,
+            },
+        );
+        self.snapshot_generation += 1;
+        self.revocation_epoch += 1;
+    }
+
+    /// The live doc of `record_id`, if any.
+    pub(crate) fn doc_of(&self, record_id: &str) -> Option<DocId> {
+        self.slots.get(record_id).and_then(|s| s.doc)
+    }
+
+    /// The live entry of `record_id`, if any.
+    pub(crate) fn live_entry(&self, record_id: &str) -> Option<&LiveEntry> {
+        self.slots
+            .get(record_id)
+            .and_then(|s| s.state.live.as_ref())
+    }
+
+    /// The record a live doc belongs to.
+    pub(crate) fn record_of(&self, doc: DocId) -> Option<&str> {
+        self.doc_records
+            .get(doc as usize)
+            .and_then(|r| r.as_deref())
+    }
+
+    /// The acknowledged generation of `record_id`, if live.
+    pub(crate) fn live_generation(&self, record_id: &str) -> Option<u64> {
+        self.slots
+            .get(record_id)
+            .filter(|s| s.state.live.is_some())
+            .map(|s| s.state.generation)
+    }
+
+    pub(crate) fn snapshot(&self) -> TargetSnapshot {
+        TargetSnapshot {
+            slots: self
+                .slots
+                .iter()
+                .map(|(id, slot)| (id.clone(), slot.state.clone()))
+                .collect(),
+        }
+    }
+
+    pub(crate) fn snapshot_generation(&self) -> u64 {
+        self.snapshot_generation
+    }
+
+    pub(crate) fn revocation_epoch(&self) -> u64 {
+        self.revocation_epoch
+    }
+
+    pub(crate) fn live_count(&self) -> usize {
+        self.slots.values().filter(|s| s.doc.is_some()).count()
+    }
+
+    /// Restores a tombstone slot from a snapshot or rebuild.
+    pub(crate) fn restore_tombstone(&mut self, record_id: &str, state: SlotState) {
+        self.slots
+            .insert(record_id.to_owned(), Slot { state, doc: None });
+        self.snapshot_generation += 1;
+    }
+
+    /// Restores a live slot from a snapshot.
+    pub(crate) fn restore_live(&mut self, record_id: &str, state: SlotState, doc: DocId) {
+        self.slots.insert(
+            record_id.to_owned(),
+            Slot {
+                state,
+                doc: Some(doc),
+            },
+        );
+        self.snapshot_generation += 1;
+    }
+}

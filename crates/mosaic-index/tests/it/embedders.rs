@@ -1,0 +1,170 @@
+//! Point 3: embedders (hashing, HTTP against a local server, local model).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::thread;
+
+use mosaic_index::local_model::verify_model_dir;
+use mosaic_index::{Embedder, HashEmbedder, HttpEmbedder, IndexError, ModelError};
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn hash_embedder_is_deterministic_normalised_and_lexically_sensitive() {
+    let e = HashEmbedder::new(256);
+    let a = e.embed("Caroline went hiking in the mountains").unwrap();
+    let b = e.embed("Caroline went hiking in the mountains").unwrap();
+    let c = e.embed("Melanie hikes mountain trails").unwrap();
+    let d = e.embed("quarterly tax invoice overdue").unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 256);
+    assert!((cosine(&a, &a) - 1.0).abs() < 1e-5);
+    assert!(cosine(&a, &c) > cosine(&a, &d));
+    assert_eq!(e.release(), "hash-embedder-v1-d256");
+}
+
+/// A one-shot OpenAI-compatible server on 127.0.0.1:0. Returns the base
+/// URL and a handle yielding the request body it received.
+fn serve_once(status: u16, body: String) -> (String, thread::JoinHandle<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut content_length = 0usize;
+        let mut request_line = String::new();
+        reader.read_line(&mut request_line).unwrap();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                content_length = v.trim().parse().unwrap();
+            }
+        }
+        let mut received = vec![0u8; content_length];
+        reader.read_exact(&mut received).unwrap();
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        format!(
+            "{}{}",
+            request_line.trim_end(),
+            String::from_utf8(received).unwrap()
+        )
+    });
+    (format!("http://{addr}/v1"), handle)
+}
+
+#[test]
+fn http_embedder_posts_model_and_input_and_normalises() {
+    let reply = r#"{"object":"list","data":[{"object":"embedding","index":1,"embedding":[0.0,3.0,4.0]},{"object":"embedding","index":0,"embedding":[2.0,0.0,0.0]}],"model":"m"}"#;
+    let (base, server) = serve_once(200, reply.into());
+    let e = HttpEmbedder::new(&base, "tiny-model", 3, Some("k".into()));
+    let vectors = e.embed_batch(&["first", "second"]).unwrap();
+    let request = server.join().unwrap();
+    assert!(request.starts_with("POST /v1/embeddings"), "{request}");
+    let body: serde_json::Value =
+        serde_json::from_str(request.trim_start_matches("POST /v1/embeddings HTTP/1.1")).unwrap();
+    assert_eq!(body["model"], "tiny-model");
+    assert_eq!(body["input"], serde_json::json!(["first", "second"]));
+    assert_eq!(vectors, vec![vec![1.0, 0.0, 0.0], vec![0.0, 0.6, 0.8]]);
+}
+
+#[test]
+fn http_embedder_rejects_wrong_dimensions_and_errors() {
+    let (base, server) = serve_once(
+        200,
+        r#"{"data":[{"index":0,"embedding":[1.0,2.0]}]}"#.into(),
+    );
+    let err = HttpEmbedder::new(&base, "m", 3, None)
+        .embed("x")
+        .unwrap_err();
+    server.join().unwrap();
+    assert!(
+        matches!(
+            err,
+            IndexError::BadEmbedding {
+                expected: 3,
+                actual: 2
+            }
+        ),
+        "{err}"
+    );
+    let (base, server) = serve_once(500, r#"{"error":"boom"}"#.into());
+    let err = HttpEmbedder::new(&base, "m", 3, None)
+        .embed("x")
+        .unwrap_err();
+    server.join().unwrap();
+    assert!(matches!(err, IndexError::EmbeddingService(_)), "{err}");
+}
+
+#[test]
+fn missing_model_files_name_the_fix() {
+    let dir = std::env::temp_dir().join(format!("mosaic-no-model-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = verify_model_dir(&dir).unwrap_err();
+    assert!(matches!(&err, ModelError::MissingFile { file, .. } if file == "model.safetensors"));
+    let text = err.to_string();
+    assert!(text.contains("scripts/fetch-model.sh"), "{text}");
+    println!("missing-model error: {text}");
+    // Corrupt files are named with their digest mismatch.
+    for name in ["model.safetensors", "tokenizer.json", "config.json"] {
+        std::fs::write(dir.join(name), b"not a model").unwrap();
+    }
+    let err = verify_model_dir(&dir).unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        matches!(&err, ModelError::DigestMismatch { file, .. } if file == "model.safetensors"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("scripts/fetch-model.sh"));
+}
+
+/// With `--features local-model` and `MOSAIC_MODEL_DIR` set, loads the real
+/// model and checks paraphrase vs unrelated similarity. Otherwise checks
+/// that the feature state is reported clearly.
+#[test]
+fn local_model_embeds_when_available() {
+    let dir = std::env::var_os("MOSAIC_MODEL_DIR").map(PathBuf::from);
+    #[cfg(feature = "local-model")]
+    {
+        let Some(dir) = dir else {
+            println!("local-model: MOSAIC_MODEL_DIR not set; only the file checks ran");
+            return;
+        };
+        let e = mosaic_index::local_model::MiniLmEmbedder::load(&dir).unwrap();
+        let v = e
+            .embed_batch(&[
+                "A man is playing a guitar.",
+                "Someone plays the guitar.",
+                "The stock market fell sharply today.",
+            ])
+            .unwrap();
+        assert_eq!(v[0].len(), 384);
+        let para = cosine(&v[0], &v[1]);
+        let unrelated = cosine(&v[0], &v[2]);
+        println!("local-model: cos(paraphrase)={para:.3} cos(unrelated)={unrelated:.3}");
+        assert!(para > 0.6 && unrelated < 0.3);
+        // Batch padding must not change a sentence's embedding.
+        let alone = e.embed("A man is playing a guitar.").unwrap();
+        assert!(cosine(&alone, &v[0]) > 0.9999);
+    }
+    #[cfg(not(feature = "local-model"))]
+    {
+        let _ = dir;
+        let err = ModelError::FeatureDisabled.to_string();
+        println!("local-model feature off: {err}");
+        assert!(err.contains("--features local-model"));
+    }
+}

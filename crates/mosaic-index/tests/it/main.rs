@@ -1,0 +1,9 @@
+//! Integration tests of mosaic-index (one binary).
+
+mod common;
+mod embedders;
+mod funnel;
+mod hygiene;
+mod lexical;
+mod outbox;
+mod vector_recall;
