@@ -74,29 +74,41 @@ fn validate_input(input: &MemoryWriteInput) -> Result<(), MemoryWriteError> {
     field_problems(input).map_err(|problems| MemoryWriteError::Malformed { problems })?;
     unique(
         "judgment",
-        input.judgments.iter().map(|j| j.judgment_sha256.clone()),
+        input
+            .judgments
+            .iter()
+            .map(|j| vec![j.judgment_sha256.as_str()]),
     )?;
     unique(
         "conflict_observation",
-        input.conflicts.iter().map(|o| o.observation_id.clone()),
+        input
+            .conflicts
+            .iter()
+            .map(|o| vec![o.observation_id.as_str()]),
     )?;
     unique(
         "adjudication",
         input
             .adjudications
             .iter()
-            .map(|a| a.adjudication_id.clone()),
+            .map(|a| vec![a.adjudication_id.as_str()]),
     )?;
     unique(
         "adjudication_unit",
-        input
-            .adjudications
-            .iter()
-            .map(|a| format!("{}#{}", a.source_id, a.claim_id.as_deref().unwrap_or(""))),
+        input.adjudications.iter().map(|a| {
+            vec![
+                a.source_id.as_str(),
+                a.claim_id.as_deref().unwrap_or_default(),
+            ]
+        }),
     )?;
     unique(
         "claim",
-        input.proposal.claims.iter().map(|c| c.claim_id.clone()),
+        input
+            .proposal
+            .claims
+            .iter()
+            .map(|c| vec![c.claim_id.as_str()]),
     )?;
     check_consistency(input)
 }
@@ -108,12 +120,22 @@ fn bound(what: &'static str, found: usize, max: usize) -> Result<(), MemoryWrite
     Ok(())
 }
 
-fn unique(what: &'static str, ids: impl Iterator<Item = String>) -> Result<(), MemoryWriteError> {
+/// Fails on the first repeated identity. An identity is a list of
+/// components (compared as a list, so no separator can make two different
+/// identities collide), shown joined by `/`.
+fn unique<'a>(
+    what: &'static str,
+    ids: impl Iterator<Item = Vec<&'a str>>,
+) -> Result<(), MemoryWriteError> {
     let mut seen = BTreeSet::new();
     for id in ids {
-        if !seen.insert(id.clone()) {
-            return Err(MemoryWriteError::DuplicateIdentity { what, id });
+        if seen.contains(&id) {
+            return Err(MemoryWriteError::DuplicateIdentity {
+                what,
+                id: id.join("/"),
+            });
         }
+        seen.insert(id);
     }
     Ok(())
 }

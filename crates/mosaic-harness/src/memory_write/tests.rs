@@ -987,6 +987,23 @@ fn memory_write_duplicate_input_identities_are_execution_errors() {
     input.proposal.claims[1].claim_id = CLAIM_ID.into();
     dup(&input, "claim", CLAIM_ID);
     let mut input = base();
+    let adjudication = |id: &str| Adjudication {
+        adjudication_id: id.into(),
+        source_id: SOURCE_ID.into(),
+        claim_id: claim(CLAIM_ID),
+        disputed_judgment_sha256: vec![],
+        supports_proposal: true,
+        adjudicator_release: "human-review-2026.07".into(),
+    };
+    input.adjudications = vec![adjudication("adj-1"), adjudication("adj-1")];
+    dup(&input, "adjudication", "adj-1");
+    input.adjudications = vec![adjudication("adj-1"), adjudication("adj-2")];
+    dup(
+        &input,
+        "adjudication_unit",
+        &format!("{SOURCE_ID}/{CLAIM_ID}"),
+    );
+    let mut input = base();
     input
         .proposal
         .sources
