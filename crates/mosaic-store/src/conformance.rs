@@ -1,0 +1,1076 @@
+//! The backend-independent conformance suite.
+//!
+//! Every check is a function generic over a [`StoreFactory`]; a backend
+//! passes the suite when each returns `Ok(())`. The checks **panic** (with
+//! `assert!`) on a violated guarantee, like any test, and return `Err` only
+//! when the backend itself fails unexpectedly. The SQLite backend runs them
+//! from `tests/it/conformance.rs`; a PostgreSQL backend implements
+//! [`StoreFactory`] (a fresh schema per [`StoreFactory::fresh`], one
+//! connection per [`StoreFactory::connect`]) and calls the same list.
+//!
+//! [`fixtures`] builds valid policies, grants, consents and write requests
+//! so the checks (and other crates' tests) exercise the real gate.
+
+use std::sync::{Arc, Barrier};
+
+use mosaic_harness::MemorySubject;
+use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation, MemoryWriteViolation};
+
+use crate::audit::AuditVerification;
+use crate::error::{StoreError, StoreResult};
+use crate::revocation::RevocationState;
+use crate::store::Store;
+use crate::types::{
+    DerivedAction, EligibilityQuery, OutboxOp, RecordState, ReviewAction, ReviewStatus,
+    RevocationReason, RevocationStage, StoreConfig, WriteDecision,
+};
+
+pub mod fixtures;
+
+use fixtures::{Spec, T0};
+
+/// Makes databases and connections for the suite.
+pub trait StoreFactory: Sync {
+    /// A connection.
+    type Store: Store + 'static;
+    /// One empty database (dropped at the end of a check).
+    type Db: Send + Sync;
+
+    /// A new, empty database.
+    fn fresh(&self) -> StoreResult<Self::Db>;
+
+    /// Opens a connection to `db` with `config`. Calling it again after
+    /// dropping every connection is a restart.
+    fn connect(&self, db: &Self::Db, config: &StoreConfig) -> StoreResult<Self::Store>;
+}
+
+/// One conformance check.
+pub type Check<F> = fn(&F) -> StoreResult<()>;
+
+/// Every check, by name, for a backend's test harness.
+pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
+    vec![
+        (
+            "accepted_write_commits_and_is_idempotent",
+            accepted_write_commits_and_is_idempotent::<F>,
+        ),
+        (
+            "rejected_write_stores_only_its_receipt",
+            rejected_write_stores_only_its_receipt::<F>,
+        ),
+        (
+            "content_digest_mismatch_stores_nothing",
+            content_digest_mismatch_stores_nothing::<F>,
+        ),
+        (
+            "reads_wait_for_every_required_index",
+            reads_wait_for_every_required_index::<F>,
+        ),
+        (
+            "supersession_is_generation_fenced",
+            supersession_is_generation_fenced::<F>,
+        ),
+        (
+            "concurrent_supersession_has_one_winner",
+            concurrent_supersession_has_one_winner::<F>,
+        ),
+        (
+            "revocation_walks_every_state_to_a_receipt",
+            revocation_walks_every_state_to_a_receipt::<F>,
+        ),
+        (
+            "stale_index_generation_is_refused",
+            stale_index_generation_is_refused::<F>,
+        ),
+        (
+            "consent_withdrawal_revokes_dependents_and_derived",
+            consent_withdrawal_revokes_dependents_and_derived::<F>,
+        ),
+        (
+            "derived_records_can_be_quarantined",
+            derived_records_can_be_quarantined::<F>,
+        ),
+        (
+            "conflicts_open_review_cases_with_receipts",
+            conflicts_open_review_cases_with_receipts::<F>,
+        ),
+        ("reads_never_cross_scope", reads_never_cross_scope::<F>),
+        (
+            "snapshot_identity_ignores_insertion_order",
+            snapshot_identity_ignores_insertion_order::<F>,
+        ),
+        (
+            "batch_write_is_one_transaction",
+            batch_write_is_one_transaction::<F>,
+        ),
+        (
+            "deletion_lag_is_measured_against_deadline",
+            deletion_lag_is_measured_against_deadline::<F>,
+        ),
+        ("state_survives_reopen", state_survives_reopen::<F>),
+    ]
+}
+
+/// Runs every check, stopping at the first failure.
+pub fn run_all<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    for (_, check) in all_checks::<F>() {
+        check(factory)?;
+    }
+    Ok(())
+}
+
+/// Two index targets, quick deadline: the configuration the checks use.
+pub fn test_config() -> StoreConfig {
+    StoreConfig {
+        required_index_targets: vec!["lexical".into(), "vector".into()],
+        deletion_deadline_ms: 60_000,
+        derived_on_source_revocation: DerivedAction::Revoke,
+    }
+}
+
+fn setup<F: StoreFactory>(factory: &F, config: &StoreConfig) -> StoreResult<(F::Db, F::Store)> {
+    let db = factory.fresh()?;
+    let mut store = factory.connect(&db, config)?;
+    fixtures::seed(&mut store, fixtures::TENANT_A, &["alice", "bob"])?;
+    fixtures::seed(&mut store, fixtures::TENANT_B, &["alice"])?;
+    Ok((db, store))
+}
+
+/// Acknowledges every pending outbox message for every target.
+pub fn publish_all<S: Store + ?Sized>(
+    store: &mut S,
+    targets: &[String],
+    at: u64,
+) -> StoreResult<()> {
+    for target in targets {
+        for task in store.pending_outbox(target, usize::MAX)? {
+            store.acknowledge_index(&task.record_id, task.generation, target, at)?;
+        }
+    }
+    Ok(())
+}
+
+fn accepted_id(decision: &WriteDecision) -> Option<&str> {
+    match decision {
+        WriteDecision::Accepted { record_id, .. } => Some(record_id),
+        WriteDecision::Rejected { .. } => None,
+    }
+}
+
+fn query(tenant: &str, principal: &str, workspace: &str, run: &str, now: u64) -> EligibilityQuery {
+    EligibilityQuery {
+        tenant_id: tenant.into(),
+        policy_sha256: fixtures::policy(tenant).policy_sha256,
+        principal_id: principal.into(),
+        workspace_id: workspace.into(),
+        run_id: run.into(),
+        now_unix_ms: now,
+        kinds: mosaic_harness::MemoryKind::ALL.to_vec(),
+    }
+}
+
+fn readable_ids<S: Store + ?Sized>(
+    store: &mut S,
+    q: &EligibilityQuery,
+) -> StoreResult<Vec<String>> {
+    Ok(store
+        .eligible_records(q)?
+        .records
+        .into_iter()
+        .map(|r| r.record.record_id)
+        .collect())
+}
+
+/// Point 2: one accepted write commits record, receipt, sources, outbox and
+/// audit; retrying it creates nothing new; its receipt re-verifies.
+pub fn accepted_write_commits_and_is_idempotent<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    let first = store.write(&request)?;
+    assert!(
+        first.is_accepted(),
+        "baseline write must be accepted: {:?}",
+        first.decision
+    );
+    assert!(!first.replayed);
+    let audit_before = match store.verify_audit_chain()? {
+        AuditVerification::Intact { events, .. } => events,
+        broken => panic!("audit chain broken: {broken:?}"),
+    };
+    let stored = store.get_record("r1")?.expect("record stored");
+    assert_eq!(stored.state, RecordState::Publishing);
+    assert_eq!(stored.content, request.content);
+    assert_eq!(stored.line_generation, 1);
+    for target in &config.required_index_targets {
+        let tasks = store.pending_outbox(target, 10)?;
+        assert_eq!(tasks.len(), 1, "one outbox row per target");
+        assert_eq!(tasks[0].op, OutboxOp::Publish);
+        assert_eq!(tasks[0].content.as_deref(), Some(request.content.as_str()));
+    }
+    store.verify_write_receipt(&request.proposal.proposal_id)?;
+
+    // Retry, even at a later instant: same decision, nothing new.
+    let mut retry = request.clone();
+    retry.now_unix_ms += 5_000;
+    let second = store.write(&retry)?;
+    assert!(second.replayed);
+    assert_eq!(second.decision, first.decision);
+    assert_eq!(second.receipt, first.receipt);
+    match store.verify_audit_chain()? {
+        AuditVerification::Intact { events, .. } => assert_eq!(events, audit_before),
+        broken => panic!("audit chain broken: {broken:?}"),
+    }
+    for target in &config.required_index_targets {
+        assert_eq!(store.pending_outbox(target, 10)?.len(), 1);
+    }
+    // Same proposal id, different request: refused.
+    let mut reused = Spec::principal(fixtures::TENANT_A, "alice", "r1-other").build();
+    reused.proposal.proposal_id = request.proposal.proposal_id.clone();
+    assert!(matches!(
+        store.write(&reused),
+        Err(StoreError::ProposalIdReused(_))
+    ));
+    let report = store.integrity_check()?;
+    assert!(report.is_ok(), "integrity: {report:?}");
+    Ok(())
+}
+
+/// Point 2: a rejected proposal stores its receipt and nothing else.
+pub fn rejected_write_stores_only_its_receipt<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    // Principal semantic memory without consent: the gate rejects.
+    let mut spec = Spec::principal(fixtures::TENANT_A, "alice", "r-noconsent");
+    spec.with_consent = false;
+    let request = spec.build();
+    let events_before = audit_events(&mut store)?;
+    let outcome = store.write(&request)?;
+    match &outcome.decision {
+        WriteDecision::Rejected {
+            violations,
+            review_case_ids,
+        } => {
+            assert!(
+                violations
+                    .iter()
+                    .any(|v| matches!(v, MemoryWriteViolation::MissingConsent { .. })),
+                "{violations:?}"
+            );
+            assert!(review_case_ids.is_empty());
+        }
+        other => panic!("expected rejection, got {other:?}"),
+    }
+    assert!(store.get_record("r-noconsent")?.is_none());
+    for target in &config.required_index_targets {
+        assert!(store.pending_outbox(target, 10)?.is_empty());
+    }
+    assert_eq!(audit_events(&mut store)?, events_before);
+    // The rejection receipt is stored and re-verifies.
+    store.verify_write_receipt(&request.proposal.proposal_id)?;
+    let replay = store.write(&request)?;
+    assert!(replay.replayed && !replay.is_accepted());
+    Ok(())
+}
+
+fn audit_events<S: Store + ?Sized>(store: &mut S) -> StoreResult<u64> {
+    match store.verify_audit_chain()? {
+        AuditVerification::Intact { events, .. } => Ok(events),
+        broken => panic!("audit chain broken: {broken:?}"),
+    }
+}
+
+/// Point 2: the store binds content bytes to `content_sha256`.
+pub fn content_digest_mismatch_stores_nothing<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let (_db, mut store) = setup(factory, &test_config())?;
+    let mut request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    request.content.push_str(" (tampered)");
+    assert!(matches!(
+        store.write(&request),
+        Err(StoreError::ContentDigestMismatch)
+    ));
+    assert!(store.get_record("r1")?.is_none());
+    assert!(matches!(
+        store.verify_write_receipt(&request.proposal.proposal_id),
+        Err(StoreError::NotFound { .. })
+    ));
+    Ok(())
+}
+
+/// Point 8: a record is unreadable until every required index acknowledged
+/// its publication generation.
+pub fn reads_wait_for_every_required_index<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    store.write(&request)?;
+    let q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    assert!(
+        readable_ids(&mut store, &q)?.is_empty(),
+        "publishing record must be unreadable"
+    );
+    let lexical = store.pending_outbox("lexical", 10)?;
+    let ack = store.acknowledge_index("r1", lexical[0].generation, "lexical", T0 + 1)?;
+    assert!(!ack.activated);
+    assert!(
+        readable_ids(&mut store, &q)?.is_empty(),
+        "one of two indexes is not enough"
+    );
+    // Duplicate acknowledgement is idempotent.
+    assert!(
+        store
+            .acknowledge_index("r1", lexical[0].generation, "lexical", T0 + 2)?
+            .duplicate
+    );
+    let vector = store.pending_outbox("vector", 10)?;
+    let ack = store.acknowledge_index("r1", vector[0].generation, "vector", T0 + 3)?;
+    assert!(ack.activated);
+    assert_eq!(readable_ids(&mut store, &q)?, vec!["r1".to_string()]);
+    assert!(store.pending_outbox("vector", 10)?.is_empty());
+    // A generation never issued is refused.
+    assert!(
+        store
+            .acknowledge_index("r1", vector[0].generation + 7, "vector", T0 + 4)
+            .is_err()
+    );
+    Ok(())
+}
+
+/// Point 3: supersession is immutable and fenced on the line generation.
+pub fn supersession_is_generation_fenced<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let base = Spec::principal(fixtures::TENANT_A, "alice", "v1").build();
+    store.write(&base)?;
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+
+    let mut s2 = Spec::principal(fixtures::TENANT_A, "alice", "v2");
+    s2.supersedes = Some(("v1".into(), 1));
+    let second = store.write(&s2.build())?;
+    match &second.decision {
+        WriteDecision::Accepted {
+            line_id,
+            line_generation,
+            ..
+        } => {
+            assert_eq!(line_id, "v1");
+            assert_eq!(*line_generation, 2);
+        }
+        other => panic!("supersession rejected: {other:?}"),
+    }
+    let old = store.get_record("v1")?.expect("old record kept");
+    assert_eq!(old.state, RecordState::Superseded);
+    assert_eq!(old.content, base.content, "history is immutable");
+
+    // A second writer that also observed generation 1 loses.
+    let mut s3 = Spec::principal(fixtures::TENANT_A, "alice", "v3");
+    s3.supersedes = Some(("v1".into(), 1));
+    match store.write(&s3.build()) {
+        Err(StoreError::StaleGeneration {
+            found_record_id,
+            found_generation,
+            ..
+        }) => {
+            assert_eq!(found_record_id, "v2");
+            assert_eq!(found_generation, 2);
+        }
+        other => panic!("expected StaleGeneration, got {other:?}"),
+    }
+    assert!(store.get_record("v3")?.is_none());
+    // Reads see exactly one generation of the line once published.
+    publish_all(&mut store, &config.required_index_targets, T0 + 1)?;
+    let q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    assert_eq!(readable_ids(&mut store, &q)?, vec!["v2".to_string()]);
+    Ok(())
+}
+
+/// Point 3: two threads, two connections, one barrier: exactly one of two
+/// concurrent supersessions of one generation wins.
+pub fn concurrent_supersession_has_one_winner<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    for round in 0..4 {
+        let (db, mut store) = setup(factory, &config)?;
+        let base = Spec::principal(fixtures::TENANT_A, "alice", "base").build();
+        store.write(&base)?;
+        let mut requests = Vec::new();
+        for writer in ["a", "b"] {
+            let mut spec = Spec::principal(
+                fixtures::TENANT_A,
+                "alice",
+                &format!("next-{writer}-{round}"),
+            );
+            spec.supersedes = Some(("base".into(), 1));
+            requests.push(spec.build());
+        }
+        drop(store);
+        let barrier = Arc::new(Barrier::new(2));
+        let results: Vec<StoreResult<crate::types::WriteOutcome>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = requests
+                .iter()
+                .map(|request| {
+                    let barrier = Arc::clone(&barrier);
+                    let db = &db;
+                    let config = &config;
+                    scope.spawn(move || {
+                        let mut conn = factory.connect(db, config)?;
+                        barrier.wait();
+                        conn.write(request)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(StoreError::Backend("writer panicked".into())))
+                })
+                .collect()
+        });
+        let winners = results
+            .iter()
+            .filter(|r| matches!(r, Ok(o) if o.is_accepted()))
+            .count();
+        let stale = results
+            .iter()
+            .filter(|r| matches!(r, Err(StoreError::StaleGeneration { .. })))
+            .count();
+        assert_eq!((winners, stale), (1, 1), "round {round}: {results:?}");
+        let mut store = factory.connect(&db, &config)?;
+        let heads: Vec<_> = requests
+            .iter()
+            .filter_map(|r| store.get_record(&r.proposal.record_id).transpose())
+            .collect::<Result<_, _>>()?;
+        assert_eq!(heads.len(), 1, "exactly one new generation stored");
+        assert_eq!(heads[0].line_generation, 2);
+    }
+    Ok(())
+}
+
+/// Point 4: active → ineligible → deletion requested → indexes acknowledged
+/// → erased → receipt, with a tombstone left and content gone.
+pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    store.write(&request)?;
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+    let q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    let before = store.eligible_records(&q)?;
+    assert_eq!(before.records.len(), 1);
+
+    let auth = fixtures::authorization("alice");
+    let ineligible = store.revoke("r1", &RevocationReason::Requested, &auth, T0 + 100)?;
+    // Ineligible at once, and the read's generation moved.
+    let after = store.eligible_records(&q)?;
+    assert!(after.records.is_empty());
+    assert!(after.snapshot.revocation_generation > before.snapshot.revocation_generation);
+    assert_eq!(
+        ineligible.revocation_generation(),
+        after.snapshot.revocation_generation
+    );
+    // Revoking twice is refused.
+    assert!(
+        store
+            .revoke("r1", &RevocationReason::Requested, &auth, T0 + 101)
+            .is_err()
+    );
+    // Workers see no erase before deletion is requested.
+    assert!(store.pending_outbox("lexical", 10)?.is_empty());
+
+    let requested = store.request_deletion(ineligible, T0 + 200)?;
+    let erase_tasks = store.pending_outbox("lexical", 10)?;
+    assert_eq!(erase_tasks.len(), 1);
+    assert_eq!(erase_tasks[0].op, OutboxOp::Erase);
+    assert_eq!(
+        erase_tasks[0].content, None,
+        "erase messages carry no content"
+    );
+    store.acknowledge_index("r1", erase_tasks[0].generation, "lexical", T0 + 300)?;
+    // Not every index acknowledged: the step is refused, the token comes back
+    // through resume_revocation.
+    assert!(matches!(
+        store.confirm_indexes_acknowledged(requested, T0 + 301),
+        Err(StoreError::RevocationNotReady { .. })
+    ));
+    let Some(RevocationState::DeletionRequested(requested)) = store.resume_revocation("r1")? else {
+        panic!("expected deletion_requested stage");
+    };
+    let vector = store.pending_outbox("vector", 10)?;
+    store.acknowledge_index("r1", vector[0].generation, "vector", T0 + 400)?;
+    let acknowledged = store.confirm_indexes_acknowledged(requested, T0 + 401)?;
+    let erased = store.erase(acknowledged, T0 + 500)?;
+    assert!(store.get_record("r1")?.is_none(), "content erased");
+    let receipt = store.finalize_deletion(erased, T0 + 600)?;
+    assert!(receipt.verify());
+    let stores: Vec<_> = receipt
+        .body
+        .stores
+        .iter()
+        .map(|s| s.store.as_str())
+        .collect();
+    assert_eq!(stores, ["lexical", "primary", "vector"]);
+    assert!(
+        receipt
+            .body
+            .stores
+            .iter()
+            .all(|s| s.acknowledged_generation == receipt.body.revocation_generation)
+    );
+    assert_eq!(receipt.body.tombstone.erased_at_unix_ms, Some(T0 + 500));
+    let tombstone = store.tombstone("r1")?.expect("tombstone kept");
+    assert_eq!(tombstone.reason, RevocationReason::Requested);
+    assert_eq!(tombstone.authorization, auth);
+    assert!(
+        matches!(store.resume_revocation("r1")?, Some(RevocationState::Finalized(r)) if *r == receipt)
+    );
+    assert!(store.pending_deletions(T0 + 700)?.is_empty());
+    // The record id stays burned.
+    assert!(matches!(store.write(&request), Ok(o) if o.replayed));
+    let mut reuse = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    reuse.proposal.proposal_id = "p-reuse".into();
+    assert!(matches!(
+        store.write(&reuse),
+        Err(StoreError::RecordIdInUse(_))
+    ));
+    let report = store.integrity_check()?;
+    assert!(report.is_ok(), "integrity: {report:?}");
+    Ok(())
+}
+
+/// Point 4: a worker holding the publication generation cannot publish a
+/// record revoked at a newer generation.
+pub fn stale_index_generation_is_refused<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    store.write(&request)?;
+    let task = store.pending_outbox("lexical", 10)?.remove(0);
+    store.revoke(
+        "r1",
+        &RevocationReason::Requested,
+        &fixtures::authorization("ops"),
+        T0 + 5,
+    )?;
+    match store.acknowledge_index("r1", task.generation, "lexical", T0 + 6) {
+        Err(StoreError::StaleIndexGeneration { held, current, .. }) => assert!(held < current),
+        other => panic!("expected StaleIndexGeneration, got {other:?}"),
+    }
+    assert_eq!(
+        store.get_record("r1")?.map(|r| r.state),
+        Some(RecordState::Revoked)
+    );
+    Ok(())
+}
+
+/// Point 5: withdrawing consent makes every dependent record (and what was
+/// derived from it) ineligible in one transaction and starts deletion.
+pub fn consent_withdrawal_revokes_dependents_and_derived<F: StoreFactory>(
+    factory: &F,
+) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    for id in ["c1", "c2"] {
+        let request = Spec::principal(fixtures::TENANT_A, "alice", id).build();
+        assert!(store.write(&request)?.is_accepted());
+    }
+    // A workspace summary derived from c1 (no consent of its own).
+    let mut summary = Spec::workspace(fixtures::TENANT_A, "alice", "sum1");
+    summary.derived_from = vec!["c1".into()];
+    assert!(store.write(&summary.build())?.is_accepted());
+    // Bob's record uses Bob's consent and must survive.
+    let bob = Spec::principal(fixtures::TENANT_A, "bob", "b1").build();
+    assert!(store.write(&bob)?.is_accepted());
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+
+    let consent = fixtures::consent(fixtures::TENANT_A, "alice");
+    let digest = fixtures::consent_digest(&consent);
+    let withdrawal = store.withdraw_consent(
+        fixtures::TENANT_A,
+        &digest,
+        &fixtures::authorization("alice"),
+        T0 + 50,
+    )?;
+    let ids: Vec<&str> = withdrawal.revoked.iter().map(|t| t.record_id()).collect();
+    assert_eq!(ids, ["c1", "c2", "sum1"]);
+    for id in ["c1", "c2", "sum1"] {
+        assert_eq!(
+            store.get_record(id)?.map(|r| r.state),
+            Some(RecordState::Revoked),
+            "{id}"
+        );
+        assert!(matches!(
+            store.resume_revocation(id)?,
+            Some(RevocationState::DeletionRequested(_))
+        ));
+    }
+    assert_eq!(
+        store.get_record("b1")?.map(|r| r.state),
+        Some(RecordState::Active)
+    );
+    assert_eq!(
+        store.tombstone("sum1")?.map(|t| t.reason),
+        Some(RevocationReason::SourceRevoked {
+            source_record_id: "c1".into()
+        })
+    );
+    // A later proposal relying on the withdrawn consent is rejected.
+    let late = Spec::principal(fixtures::TENANT_A, "alice", "c3").build();
+    assert!(!store.write(&late)?.is_accepted());
+    // Withdrawing twice is refused.
+    assert!(
+        store
+            .withdraw_consent(
+                fixtures::TENANT_A,
+                &digest,
+                &fixtures::authorization("alice"),
+                T0 + 51
+            )
+            .is_err()
+    );
+    Ok(())
+}
+
+/// Point 5: with `DerivedAction::Quarantine`, a derived record becomes
+/// unreadable and a review case opens instead of a revocation.
+pub fn derived_records_can_be_quarantined<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let mut config = test_config();
+    config.derived_on_source_revocation = DerivedAction::Quarantine;
+    let (_db, mut store) = setup(factory, &config)?;
+    let source = Spec::workspace(fixtures::TENANT_A, "alice", "src1").build();
+    store.write(&source)?;
+    let mut derived = Spec::workspace(fixtures::TENANT_A, "alice", "sum1");
+    derived.derived_from = vec!["src1".into()];
+    store.write(&derived.build())?;
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+    let q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    assert_eq!(
+        readable_ids(&mut store, &q)?,
+        vec!["src1".to_string(), "sum1".to_string()]
+    );
+    store.revoke(
+        "src1",
+        &RevocationReason::Requested,
+        &fixtures::authorization("ops"),
+        T0 + 20,
+    )?;
+    assert!(readable_ids(&mut store, &q)?.is_empty());
+    assert_eq!(
+        store.get_record("sum1")?.map(|r| r.state),
+        Some(RecordState::Quarantined)
+    );
+    let cases = store.open_review_cases(fixtures::TENANT_A)?;
+    assert_eq!(cases.len(), 1);
+    assert_eq!(cases[0].existing_record_id, "sum1");
+    Ok(())
+}
+
+/// Point 6: a contradiction opens a review case with both identities; every
+/// review action is an operation with a receipt.
+pub fn conflicts_open_review_cases_with_receipts<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let existing = Spec::principal(fixtures::TENANT_A, "alice", "old").build();
+    store.write(&existing)?;
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+
+    let contradicting = |id: &str, relation: ConflictRelation| {
+        let mut spec = Spec::principal(fixtures::TENANT_A, "alice", id);
+        spec.conflicts = vec![ConflictObservation {
+            observation_id: format!("obs-{id}"),
+            existing_record_id: "old".into(),
+            relation,
+            detector_release: "detector-v1".into(),
+            existing_claim: None,
+        }];
+        Ok::<_, StoreError>(spec.build())
+    };
+    let reviewer = fixtures::authorization("reviewer");
+    let mut case_ids = Vec::new();
+    for (id, relation) in [
+        ("new1", ConflictRelation::Contradicts),
+        ("new2", ConflictRelation::Duplicate),
+        ("new3", ConflictRelation::Contradicts),
+        ("new4", ConflictRelation::Contradicts),
+    ] {
+        let request = contradicting(id, relation)?;
+        let outcome = store.write(&request)?;
+        let WriteDecision::Rejected {
+            review_case_ids, ..
+        } = &outcome.decision
+        else {
+            panic!("conflict must reject: {:?}", outcome.decision);
+        };
+        assert_eq!(review_case_ids.len(), 1);
+        let case = store
+            .review_case(&review_case_ids[0])?
+            .expect("case stored");
+        assert_eq!(
+            (
+                case.proposed_record_id.as_str(),
+                case.existing_record_id.as_str()
+            ),
+            (id, "old")
+        );
+        assert_eq!(case.status, ReviewStatus::Open);
+        assert!(
+            store.get_record(id)?.is_none(),
+            "rejected proposal is not a record"
+        );
+        case_ids.push(review_case_ids[0].clone());
+    }
+    assert_eq!(store.open_review_cases(fixtures::TENANT_A)?.len(), 4);
+
+    // Request stronger evidence: stays open.
+    let r = store.resolve_review(
+        &case_ids[0],
+        ReviewAction::RequestEvidence,
+        &reviewer,
+        T0 + 1,
+    )?;
+    assert_eq!(r.body.status_after, ReviewStatus::EvidenceRequested);
+    // Reject the proposal.
+    let r = store.resolve_review(
+        &case_ids[1],
+        ReviewAction::RejectProposal,
+        &reviewer,
+        T0 + 2,
+    )?;
+    assert_eq!(r.body.status_after, ReviewStatus::Resolved);
+    assert!(
+        store
+            .resolve_review(
+                &case_ids[1],
+                ReviewAction::RejectProposal,
+                &reviewer,
+                T0 + 3
+            )
+            .is_err()
+    );
+    // Accept a narrower proposition (a new, gated proposal).
+    let narrower = Spec::principal(fixtures::TENANT_A, "alice", "narrow").build();
+    let r = store.resolve_review(
+        &case_ids[2],
+        ReviewAction::AcceptNarrower(Box::new(narrower)),
+        &reviewer,
+        T0 + 4,
+    )?;
+    assert_eq!(r.body.new_proposal_accepted, Some(true));
+    assert!(store.get_record("narrow")?.is_some());
+    // Supersede the existing record.
+    let mut sup = Spec::principal(fixtures::TENANT_A, "alice", "replacement");
+    sup.supersedes = Some(("old".into(), 1));
+    let r = store.resolve_review(
+        &case_ids[3],
+        ReviewAction::Supersede(Box::new(sup.build())),
+        &reviewer,
+        T0 + 5,
+    )?;
+    assert_eq!(r.body.new_proposal_accepted, Some(true));
+    assert_eq!(
+        store.get_record("old")?.map(|r| r.state),
+        Some(RecordState::Superseded)
+    );
+    // The superseded record can no longer be contested; close that case.
+    assert!(matches!(
+        store.resolve_review(
+            &case_ids[0],
+            ReviewAction::ContestExisting,
+            &reviewer,
+            T0 + 6
+        ),
+        Err(StoreError::InvalidState { .. })
+    ));
+    store.resolve_review(
+        &case_ids[0],
+        ReviewAction::RejectProposal,
+        &reviewer,
+        T0 + 7,
+    )?;
+    assert!(store.open_review_cases(fixtures::TENANT_A)?.is_empty());
+
+    // Contest: the existing record becomes unreadable.
+    let other = Spec::principal(fixtures::TENANT_A, "alice", "other").build();
+    store.write(&other)?;
+    publish_all(&mut store, &config.required_index_targets, T0 + 8)?;
+    let mut spec = Spec::principal(fixtures::TENANT_A, "alice", "new5");
+    spec.conflicts = vec![ConflictObservation {
+        observation_id: "obs-new5".into(),
+        existing_record_id: "other".into(),
+        relation: ConflictRelation::Contradicts,
+        detector_release: "detector-v1".into(),
+        existing_claim: None,
+    }];
+    let outcome = store.write(&spec.build())?;
+    let WriteDecision::Rejected {
+        review_case_ids, ..
+    } = &outcome.decision
+    else {
+        panic!("conflict must reject");
+    };
+    let q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    assert!(readable_ids(&mut store, &q)?.contains(&"other".to_string()));
+    let r = store.resolve_review(
+        &review_case_ids[0],
+        ReviewAction::ContestExisting,
+        &reviewer,
+        T0 + 9,
+    )?;
+    assert_eq!(r.body.status_after, ReviewStatus::Resolved);
+    assert_eq!(
+        store.get_record("other")?.map(|r| r.state),
+        Some(RecordState::Contested)
+    );
+    assert!(!readable_ids(&mut store, &q)?.contains(&"other".to_string()));
+    assert!(matches!(
+        store.verify_audit_chain()?,
+        AuditVerification::Intact { .. }
+    ));
+    Ok(())
+}
+
+/// Point 8 / invariant 2: no read returns another tenant's, principal's,
+/// run's or workspace's record.
+pub fn reads_never_cross_scope<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let specs = [
+        Spec::principal(fixtures::TENANT_A, "alice", "a-alice"),
+        Spec::principal(fixtures::TENANT_A, "bob", "a-bob"),
+        Spec::principal(fixtures::TENANT_B, "alice", "b-alice"),
+        Spec::workspace(fixtures::TENANT_A, "alice", "a-ws"),
+        Spec::run(fixtures::TENANT_A, "alice", "a-run1", "run-1"),
+        Spec::run(fixtures::TENANT_A, "alice", "a-run2", "run-2"),
+    ];
+    for spec in specs {
+        let request = spec.build();
+        assert!(
+            store.write(&request)?.is_accepted(),
+            "{}",
+            request.proposal.record_id
+        );
+    }
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+    let cases = [
+        (
+            fixtures::TENANT_A,
+            "alice",
+            fixtures::WORKSPACE,
+            "run-1",
+            vec!["a-alice", "a-run1", "a-ws"],
+        ),
+        (
+            fixtures::TENANT_A,
+            "bob",
+            fixtures::WORKSPACE,
+            "run-9",
+            vec!["a-bob", "a-ws"],
+        ),
+        (
+            fixtures::TENANT_A,
+            "alice",
+            "ws-other",
+            "run-2",
+            vec!["a-alice", "a-run2"],
+        ),
+        (
+            fixtures::TENANT_B,
+            "alice",
+            fixtures::WORKSPACE,
+            "run-1",
+            vec!["b-alice"],
+        ),
+        (
+            fixtures::TENANT_B,
+            "bob",
+            fixtures::WORKSPACE,
+            "run-1",
+            vec![],
+        ),
+    ];
+    for (tenant, principal, workspace, run, expected) in cases {
+        let q = query(tenant, principal, workspace, run, T0 + 10);
+        assert_eq!(
+            readable_ids(&mut store, &q)?,
+            expected,
+            "{tenant}/{principal}/{workspace}/{run}"
+        );
+    }
+    // Expiry is half-open.
+    let q = query(
+        fixtures::TENANT_A,
+        "bob",
+        fixtures::WORKSPACE,
+        "run-9",
+        T0 + fixtures::TTL_MS,
+    );
+    assert!(readable_ids(&mut store, &q)?.is_empty());
+    let q = query(
+        fixtures::TENANT_A,
+        "bob",
+        fixtures::WORKSPACE,
+        "run-9",
+        T0 + fixtures::TTL_MS - 1,
+    );
+    assert_eq!(readable_ids(&mut store, &q)?.len(), 2);
+    // A stale policy digest sees nothing.
+    let mut q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    q.policy_sha256 = fixtures::policy(fixtures::TENANT_B).policy_sha256;
+    assert!(readable_ids(&mut store, &q)?.is_empty());
+    Ok(())
+}
+
+/// Point 8: the snapshot identity is canonical, not iteration order.
+pub fn snapshot_identity_ignores_insertion_order<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let mut snapshots = Vec::new();
+    for order in [["x1", "x2", "x3"], ["x3", "x1", "x2"]] {
+        let (_db, mut store) = setup(factory, &config)?;
+        for id in order {
+            let request = Spec::workspace(fixtures::TENANT_A, "alice", id).build();
+            store.write(&request)?;
+        }
+        publish_all(&mut store, &config.required_index_targets, T0)?;
+        let q = query(
+            fixtures::TENANT_A,
+            "alice",
+            fixtures::WORKSPACE,
+            "run-1",
+            T0 + 10,
+        );
+        let set = store.eligible_records(&q)?;
+        let ids: Vec<_> = set
+            .records
+            .iter()
+            .map(|r| r.record.record_id.clone())
+            .collect();
+        assert_eq!(ids, ["x1", "x2", "x3"]);
+        snapshots.push(set.snapshot);
+    }
+    assert_eq!(snapshots[0], snapshots[1]);
+    Ok(())
+}
+
+/// Point 12: a batch commits several gate outcomes in one transaction, and
+/// an error in any request rolls back all of them.
+pub fn batch_write_is_one_transaction<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let mut batch = Vec::new();
+    for idx in 0..5 {
+        batch.push(Spec::workspace(fixtures::TENANT_A, "alice", &format!("batch-{idx}")).build());
+    }
+    let mut bad = batch.clone();
+    bad[3].content.push('!');
+    assert!(matches!(
+        store.write_batch(&bad),
+        Err(StoreError::ContentDigestMismatch)
+    ));
+    for idx in 0..5 {
+        assert!(
+            store.get_record(&format!("batch-{idx}"))?.is_none(),
+            "batch must roll back"
+        );
+    }
+    let outcomes = store.write_batch(&batch)?;
+    assert_eq!(outcomes.len(), 5);
+    assert!(outcomes.iter().all(|o| o.is_accepted() && !o.replayed));
+    assert!(accepted_id(&outcomes[4].decision) == Some("batch-4"));
+    assert_eq!(store.pending_outbox("lexical", 100)?.len(), 5);
+    assert!(store.write_batch(&[]).is_err());
+    Ok(())
+}
+
+/// Point 4: pending deletions report their age against the declared deadline.
+pub fn deletion_lag_is_measured_against_deadline<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let request = Spec::workspace(fixtures::TENANT_A, "alice", "r1").build();
+    store.write(&request)?;
+    let token = store.revoke(
+        "r1",
+        &RevocationReason::PolicyForbids,
+        &fixtures::authorization("ops"),
+        T0 + 1_000,
+    )?;
+    store.request_deletion(token, T0 + 1_000)?;
+    let lag = store.pending_deletions(T0 + 1_000 + config.deletion_deadline_ms)?;
+    assert_eq!(lag.len(), 1);
+    assert_eq!(lag[0].stage, RevocationStage::DeletionRequested);
+    assert_eq!(lag[0].age_ms, config.deletion_deadline_ms);
+    assert!(!lag[0].deadline_exceeded);
+    assert_eq!(lag[0].unacknowledged_targets, ["lexical", "vector"]);
+    let lag = store.pending_deletions(T0 + 1_001 + config.deletion_deadline_ms)?;
+    assert!(lag[0].deadline_exceeded);
+    Ok(())
+}
+
+/// Point 10/11: everything committed survives dropping every connection.
+pub fn state_survives_reopen<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (db, mut store) = setup(factory, &config)?;
+    let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    let outcome = store.write(&request)?;
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+    let token = store.revoke(
+        "r1",
+        &RevocationReason::Requested,
+        &fixtures::authorization("alice"),
+        T0 + 5,
+    )?;
+    let generation = token.revocation_generation();
+    drop(token);
+    drop(store);
+    let mut store = factory.connect(&db, &config)?;
+    assert_eq!(store.revocation_generation()?, generation);
+    assert!(matches!(
+        store.resume_revocation("r1")?,
+        Some(RevocationState::Ineligible(_))
+    ));
+    assert_eq!(store.write(&request)?.receipt, outcome.receipt);
+    store.verify_write_receipt(&request.proposal.proposal_id)?;
+    let report = store.integrity_check()?;
+    assert!(report.is_ok(), "integrity: {report:?}");
+    // Subjects keep their shape.
+    let stored = store.get_record("r1")?.expect("still stored until erased");
+    assert!(matches!(
+        stored.record.subject,
+        MemorySubject::Principal { .. }
+    ));
+    Ok(())
+}

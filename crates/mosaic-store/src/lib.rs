@@ -1,0 +1,53 @@
+//! # mosaic-store
+//!
+//! Durable state of Mosaic Memory behind one synchronous [`Store`] trait,
+//! and its embedded backend [`SqliteStore`] (one SQLite file, WAL,
+//! `synchronous=FULL`).
+//!
+//! What the store guarantees (chapter 8, "Transaction and publication
+//! protocol"):
+//!
+//! * **One transaction per write.** [`Store::write`] begins an immediate
+//!   transaction, re-reads the tenant's policy, the principal's grant, the
+//!   consent receipt and the supersession line head *from the store*, checks
+//!   the content bytes against `proposal.content_sha256`, runs the pure gate
+//!   (`mosaic_harness::memory_write::evaluate_memory_write`) and persists
+//!   only what the gate's `GateOutcome` says: record, receipt, source edges,
+//!   consent link, lineage, audit event and one outbox row per required
+//!   index, or just the rejection receipt (plus a review case for a
+//!   conflict). Retrying a proposal id returns the stored decision.
+//! * **Publication.** A record is unreadable (`publishing`) until every
+//!   required index acknowledged its generation through
+//!   [`Store::acknowledge_index`].
+//! * **Generation fences.** Supersession is a compare-and-swap on the line
+//!   head; the loser of a race gets [`StoreError::StaleGeneration`]. A
+//!   store-wide revocation generation is carried by reads
+//!   ([`SnapshotIdentity`]) and index messages; a worker holding an older one
+//!   is refused.
+//! * **Revocation** is a typed state machine ([`revocation`]) ending in a
+//!   canonical [`DeletionReceipt`]; consent withdrawal and lineage cascade in
+//!   the same transaction.
+//! * **Audit** events are hash-chained ([`audit`]); tampering is detected by
+//!   [`Store::verify_audit_chain`].
+//!
+//! The [`conformance`] module holds the backend-independent test suite; a
+//! new backend passes it by implementing [`conformance::StoreFactory`].
+//!
+//! Non-features: no network service, no index implementation (workers live
+//! in `mosaic-index`), no logging of memory content.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod audit;
+pub mod conformance;
+mod error;
+pub mod read;
+pub mod revocation;
+pub mod sqlite;
+mod store;
+mod types;
+
+pub use error::{StoreError, StoreResult};
+pub use sqlite::SqliteStore;
+pub use store::Store;
+pub use types::*;

@@ -1,0 +1,250 @@
+//! Versioned schema migrations for the SQLite backend.
+//!
+//! The version lives in SQLite's `PRAGMA user_version` (and, for humans, in
+//! `meta.schema_version`). `MIGRATIONS[i]` upgrades version `i` to `i + 1`;
+//! each runs in the same `BEGIN IMMEDIATE` transaction as the version bump.
+//! A file whose version is above [`SCHEMA_VERSION`] is refused with
+//! [`StoreError::SchemaTooNew`] before anything is written.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{StoreError, StoreResult};
+
+/// The newest schema version this release reads and writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1
+    r#"
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY,
+    int_value INTEGER,
+    text_value TEXT
+) STRICT;
+
+CREATE TABLE policies (
+    tenant_id TEXT PRIMARY KEY,
+    policy_sha256 TEXT NOT NULL,
+    policy_json TEXT NOT NULL,
+    updated_at_ms INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE grants (
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    grant_id TEXT NOT NULL,
+    grant_json TEXT NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, principal_id)
+) STRICT;
+
+CREATE TABLE consents (
+    tenant_id TEXT NOT NULL,
+    consent_sha256 TEXT NOT NULL,
+    consent_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    receipt_json TEXT NOT NULL,
+    stored_at_ms INTEGER NOT NULL,
+    withdrawn_at_ms INTEGER,
+    PRIMARY KEY (tenant_id, consent_sha256)
+) STRICT;
+
+-- One row per decided proposal: the idempotency key and the gate receipt.
+CREATE TABLE proposals (
+    proposal_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    request_sha256 TEXT NOT NULL,
+    accepted INTEGER NOT NULL,
+    record_id TEXT NOT NULL,
+    decision_json TEXT NOT NULL,
+    receipt_json TEXT NOT NULL,
+    input_json TEXT,               -- NULL once the record is erased
+    review_case_ids TEXT NOT NULL, -- JSON array
+    decided_at_ms INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE lines (
+    line_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    head_record_id TEXT NOT NULL,
+    generation INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE records (
+    record_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    subject_type TEXT NOT NULL,
+    subject_a TEXT NOT NULL,
+    subject_b TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    expires_at_ms INTEGER,
+    state TEXT NOT NULL,
+    superseded_by TEXT,
+    line_id TEXT NOT NULL REFERENCES lines(line_id),
+    line_generation INTEGER NOT NULL,
+    consent_sha256 TEXT,
+    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
+    required_targets TEXT NOT NULL, -- JSON array, fixed at write time
+    record_json TEXT NOT NULL,
+    content TEXT NOT NULL
+) STRICT;
+
+-- The read path's eligibility filter: every predicate is an equality on the
+-- index prefix (tenant, policy, state, subject) before kind and expiry.
+CREATE INDEX idx_records_eligibility ON records
+    (tenant_id, policy_sha256, state, subject_type, subject_a, subject_b, kind, expires_at_ms);
+CREATE INDEX idx_records_consent ON records (tenant_id, consent_sha256) WHERE consent_sha256 IS NOT NULL;
+CREATE INDEX idx_records_line ON records (line_id, line_generation);
+
+CREATE TABLE record_sources (
+    record_id TEXT NOT NULL REFERENCES records(record_id) ON DELETE CASCADE,
+    source_id TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    provenance_sha256 TEXT NOT NULL,
+    locator_sha256 TEXT NOT NULL,
+    PRIMARY KEY (record_id, source_id)
+) STRICT;
+
+-- Lineage: derived record -> the records it was derived from (identities only).
+CREATE TABLE lineage (
+    derived_record_id TEXT NOT NULL,
+    source_record_id TEXT NOT NULL,
+    PRIMARY KEY (derived_record_id, source_record_id)
+) STRICT;
+CREATE INDEX idx_lineage_source ON lineage (source_record_id);
+
+-- One row per (record, index target). `generation` is the revocation
+-- generation the message was issued at; workers acknowledge exactly it.
+-- `dispatch` = 'pending' (visible to workers), 'held' (erase not yet
+-- requested) or 'done'.
+CREATE TABLE outbox (
+    record_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    op TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    dispatch TEXT NOT NULL,
+    enqueued_at_ms INTEGER NOT NULL,
+    acknowledged_generation INTEGER,
+    acknowledged_at_ms INTEGER,
+    PRIMARY KEY (record_id, target)
+) STRICT;
+CREATE INDEX idx_outbox_pending ON outbox (target, dispatch, enqueued_at_ms);
+
+CREATE TABLE revocations (
+    record_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    reason_json TEXT NOT NULL,
+    authorization_json TEXT NOT NULL,
+    revoked_at_ms INTEGER NOT NULL,
+    revocation_generation INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    deletion_requested_at_ms INTEGER,
+    indexes_acknowledged_at_ms INTEGER,
+    erased_at_ms INTEGER,
+    finalized_at_ms INTEGER,
+    receipt_json TEXT,
+    receipt_sha256 TEXT
+) STRICT;
+CREATE INDEX idx_revocations_stage ON revocations (stage);
+
+CREATE TABLE review_cases (
+    case_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    trigger_kind TEXT NOT NULL,
+    proposal_id TEXT NOT NULL,
+    proposed_record_id TEXT NOT NULL,
+    existing_record_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    opened_at_ms INTEGER NOT NULL
+) STRICT;
+CREATE INDEX idx_review_open ON review_cases (tenant_id, status);
+
+CREATE TABLE review_actions (
+    case_id TEXT NOT NULL REFERENCES review_cases(case_id),
+    seq INTEGER NOT NULL,
+    receipt_json TEXT NOT NULL,
+    receipt_sha256 TEXT NOT NULL,
+    PRIMARY KEY (case_id, seq)
+) STRICT;
+
+-- Append-only, hash-chained.
+CREATE TABLE audit_events (
+    seq INTEGER PRIMARY KEY,
+    at_ms INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    ref_id TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    prev_sha256 TEXT NOT NULL,
+    event_sha256 TEXT NOT NULL
+) STRICT;
+
+INSERT INTO meta (key, int_value, text_value) VALUES
+    ('revocation_generation', 0, NULL),
+    ('audit_head_seq', 0, NULL),
+    ('audit_head_sha256', NULL, '0000000000000000000000000000000000000000000000000000000000000000');
+"#,
+];
+
+/// Brings the database to [`SCHEMA_VERSION`], or refuses a newer file.
+pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
+    let current = user_version(conn)?;
+    check_supported(current)?;
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Re-read under the write lock: another process may have migrated.
+    let current: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    check_supported(current)?;
+    if current == 0 {
+        let foreign: i64 = tx.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |row| row.get(0),
+        )?;
+        if foreign > 0 {
+            return Err(StoreError::NotAStore(
+                "tables exist but user_version is 0".into(),
+            ));
+        }
+    }
+    let mut version = current;
+    while version < SCHEMA_VERSION {
+        let idx = usize::try_from(version)
+            .map_err(|_| StoreError::Corrupt(format!("schema version {version}")))?;
+        let sql = MIGRATIONS
+            .get(idx)
+            .ok_or_else(|| StoreError::Corrupt(format!("no migration from {version}")))?;
+        tx.execute_batch(sql)?;
+        version += 1;
+    }
+    tx.execute(
+        "INSERT INTO meta (key, int_value) VALUES ('schema_version', ?1)
+         ON CONFLICT (key) DO UPDATE SET int_value = excluded.int_value",
+        [version],
+    )?;
+    tx.pragma_update(None, "user_version", version)?;
+    tx.commit()?;
+    Ok(())
+}
+
+pub(crate) fn user_version(conn: &Connection) -> StoreResult<i64> {
+    Ok(conn.query_row("PRAGMA user_version", [], |row| row.get(0))?)
+}
+
+fn check_supported(found: i64) -> StoreResult<()> {
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < 0 {
+        return Err(StoreError::NotAStore(format!("user_version {found}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! The one storage interface every backend implements.
+
+use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
+
+use crate::audit::AuditVerification;
+use crate::error::StoreResult;
+use crate::revocation::{
+    DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
+};
+use crate::types::{
+    AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
+    IntegrityReport, OutboxTask, PendingDeletion, ReviewAction, ReviewCase, ReviewReceipt,
+    RevocationReason, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+};
+
+/// Durable state of Mosaic Memory.
+///
+/// Synchronous by design: one value is one connection; a server calls it
+/// from a blocking thread pool. Every method is one transaction: it commits
+/// entirely or not at all. Instants are passed in (`at_unix_ms`, `now`), so
+/// tests drive a manual clock.
+///
+/// **Invariant.** A record is returned by [`Store::eligible_records`] only
+/// when its accepted write receipt is stored, it is in state `active` (every
+/// required index acknowledged its publication generation), it is not
+/// revoked, superseded, contested or quarantined, and it is live at `now`.
+pub trait Store: Send {
+    /// The schema version of the open database.
+    fn schema_version(&mut self) -> StoreResult<i64>;
+
+    /// The current store-wide revocation generation (monotonic; advanced by
+    /// every transaction that makes records ineligible).
+    fn revocation_generation(&mut self) -> StoreResult<u64>;
+
+    /// Stores (or replaces) the tenant's current write policy.
+    fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()>;
+
+    /// Stores (or replaces) a principal's write grant; the grant in force for
+    /// `(tenant, principal)` is the last one stored.
+    fn put_grant(&mut self, grant: &MemoryWriteGrant, at_unix_ms: u64) -> StoreResult<()>;
+
+    /// Stores a consent receipt and returns its digest (the value proposals
+    /// name in `consent_receipt_sha256`).
+    fn put_consent(&mut self, consent: &ConsentReceipt, at_unix_ms: u64) -> StoreResult<String>;
+
+    /// Withdraws a consent: in one transaction every record that depends on
+    /// it (and every record derived from those) becomes ineligible and its
+    /// deletion is requested; later proposals naming it are rejected.
+    fn withdraw_consent(
+        &mut self,
+        tenant_id: &str,
+        consent_sha256: &str,
+        authorization: &Authorization,
+        at_unix_ms: u64,
+    ) -> StoreResult<ConsentWithdrawal>;
+
+    /// Runs the chapter 8 write transaction for one proposal. Idempotent by
+    /// proposal id.
+    fn write(&mut self, request: &WriteRequest) -> StoreResult<WriteOutcome>;
+
+    /// Like [`Store::write`] for several proposals in **one** transaction:
+    /// every outcome (accepted or rejected) commits together, or none does
+    /// when any request fails with an error.
+    fn write_batch(&mut self, requests: &[WriteRequest]) -> StoreResult<Vec<WriteOutcome>>;
+
+    /// Pending outbox messages for one index target, oldest first.
+    fn pending_outbox(&mut self, target: &str, limit: usize) -> StoreResult<Vec<OutboxTask>>;
+
+    /// An index worker acknowledges `(record_id, generation, target)`.
+    /// Refused with [`crate::StoreError::StaleIndexGeneration`] when the
+    /// outbox now requires a newer generation (the record was revoked after
+    /// the worker took the message). The last publish acknowledgement makes
+    /// the record readable.
+    fn acknowledge_index(
+        &mut self,
+        record_id: &str,
+        generation: u64,
+        target: &str,
+        at_unix_ms: u64,
+    ) -> StoreResult<AckOutcome>;
+
+    /// Makes a record ineligible in this transaction (and, per
+    /// configuration, revokes or quarantines what was derived from it).
+    fn revoke(
+        &mut self,
+        record_id: &str,
+        reason: &RevocationReason,
+        authorization: &Authorization,
+        at_unix_ms: u64,
+    ) -> StoreResult<Ineligible>;
+
+    /// Queues an erase message for every required index.
+    fn request_deletion(
+        &mut self,
+        token: Ineligible,
+        at_unix_ms: u64,
+    ) -> StoreResult<DeletionRequested>;
+
+    /// Confirms every index acknowledged the erase at the revocation
+    /// generation; [`crate::StoreError::RevocationNotReady`] otherwise.
+    fn confirm_indexes_acknowledged(
+        &mut self,
+        token: DeletionRequested,
+        at_unix_ms: u64,
+    ) -> StoreResult<IndexesAcknowledged>;
+
+    /// Erases the content (and every content-bearing row); keeps a tombstone.
+    fn erase(&mut self, token: IndexesAcknowledged, at_unix_ms: u64) -> StoreResult<Erased>;
+
+    /// Writes the final deletion receipt.
+    fn finalize_deletion(&mut self, token: Erased, at_unix_ms: u64)
+    -> StoreResult<DeletionReceipt>;
+
+    /// The stored stage of a record's revocation, if any, as a token.
+    fn resume_revocation(&mut self, record_id: &str) -> StoreResult<Option<RevocationState>>;
+
+    /// Revocations not yet finalized, with their age against the declared
+    /// deadline, sorted by record id.
+    fn pending_deletions(&mut self, now_unix_ms: u64) -> StoreResult<Vec<PendingDeletion>>;
+
+    /// The tombstone of a revoked record.
+    fn tombstone(&mut self, record_id: &str) -> StoreResult<Option<Tombstone>>;
+
+    /// One review case.
+    fn review_case(&mut self, case_id: &str) -> StoreResult<Option<ReviewCase>>;
+
+    /// Review cases of a tenant that are not resolved, sorted by case id.
+    fn open_review_cases(&mut self, tenant_id: &str) -> StoreResult<Vec<ReviewCase>>;
+
+    /// Applies a review action and returns its receipt.
+    fn resolve_review(
+        &mut self,
+        case_id: &str,
+        action: ReviewAction,
+        reviewer: &Authorization,
+        at_unix_ms: u64,
+    ) -> StoreResult<ReviewReceipt>;
+
+    /// The store-side eligibility query (indexed), sorted by record id, with
+    /// a canonical snapshot identity.
+    fn eligible_records(&mut self, query: &EligibilityQuery) -> StoreResult<EligibleSet>;
+
+    /// A record in any state (for inspection and tests), or `None` once
+    /// erased.
+    fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>>;
+
+    /// Re-verifies the stored gate receipt of a proposal from its stored
+    /// independent inputs.
+    fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()>;
+
+    /// Walks the audit chain.
+    fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification>;
+
+    /// Backend integrity check plus cross-table invariants.
+    fn integrity_check(&mut self) -> StoreResult<IntegrityReport>;
+}

@@ -1,0 +1,725 @@
+//! Values that cross the [`crate::Store`] interface. No SQL row shapes here:
+//! mapping to rows is each backend's business.
+
+use mosaic_harness::MemoryRecord;
+use mosaic_harness::canonical::{CanonicalError, domain_digest};
+use mosaic_harness::memory_write::{
+    Adjudication, ConflictObservation, MemoryWriteProposal, MemoryWriteReceipt,
+    MemoryWriteViolation, ProcedureEvaluation, SourceJudgment,
+};
+use serde::{Deserialize, Serialize};
+
+/// Domain tag of [`WriteRequest::identity_sha256`] (the idempotency check).
+pub const WRITE_REQUEST_DOMAIN: &str = "mosaic.store.write_request.v1";
+/// Domain tag of the read snapshot identity.
+pub const SNAPSHOT_DOMAIN: &str = "mosaic.store.snapshot.v1";
+/// Domain tag of the deletion receipt.
+pub const DELETION_RECEIPT_DOMAIN: &str = "mosaic.store.deletion_receipt.v1";
+/// Domain tag of a review-action receipt.
+pub const REVIEW_RECEIPT_DOMAIN: &str = "mosaic.store.review_receipt.v1";
+/// The name the primary store has in deletion receipts.
+pub const PRIMARY_STORE: &str = "primary";
+
+/// Store-wide settings a backend is opened with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Index targets every accepted record must be acknowledged by before it
+    /// becomes readable, for example `["lexical", "vector"]`. Empty means a
+    /// record is readable as soon as it commits.
+    pub required_index_targets: Vec<String>,
+    /// Declared deletion service objective: a revoked record should reach a
+    /// finalized deletion receipt within this many milliseconds.
+    pub deletion_deadline_ms: u64,
+    /// What revoking a source does to records derived from it.
+    pub derived_on_source_revocation: DerivedAction,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            required_index_targets: vec!["lexical".into(), "vector".into()],
+            deletion_deadline_ms: 24 * 60 * 60 * 1000,
+            derived_on_source_revocation: DerivedAction::Revoke,
+        }
+    }
+}
+
+/// What happens to a derived record (summary) when a source is revoked.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum DerivedAction {
+    /// Revoke the derived record too (transitively), in the same transaction.
+    Revoke,
+    /// Quarantine it (unreadable) and open a review case.
+    Quarantine,
+}
+
+/// One proposal plus the independent inputs the caller obtained, and the
+/// exact content bytes. Policy, grant and consent are *not* here: the store
+/// re-reads them inside the write transaction.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct WriteRequest {
+    /// The authenticated tenant (selects the policy). Comes from
+    /// authentication, never from the proposal body.
+    pub tenant_id: String,
+    /// The authenticated writing principal (selects the grant). Comes from
+    /// authentication, never from the proposal body.
+    pub principal_id: String,
+    /// The untrusted proposal. Its `proposed_at_unix_ms` is overwritten with
+    /// `now_unix_ms` before the gate runs.
+    pub proposal: MemoryWriteProposal,
+    /// The content whose SHA-256 the proposal names.
+    pub content: String,
+    /// Independent source judgments.
+    pub judgments: Vec<SourceJudgment>,
+    /// Independent adjudications of verifier disagreements.
+    pub adjudications: Vec<Adjudication>,
+    /// Conflict retrieval results.
+    pub conflicts: Vec<ConflictObservation>,
+    /// Held-out evaluation result for a procedure candidate.
+    pub procedure_evaluation: Option<ProcedureEvaluation>,
+    /// Existing records this one is derived from (a summary's inputs). Each
+    /// must also be a declared source (`source_id == record_id`).
+    pub derived_from: Vec<String>,
+    /// For a supersession: the line generation the writer observed for the
+    /// superseded record. The store refuses with
+    /// [`crate::StoreError::StaleGeneration`] if the line moved on.
+    pub expected_line_generation: Option<u64>,
+    /// The decision instant from the caller's clock.
+    pub now_unix_ms: u64,
+}
+
+#[derive(Serialize)]
+struct RequestIdentity<'a> {
+    tenant_id: &'a str,
+    principal_id: &'a str,
+    proposal: &'a MemoryWriteProposal,
+    judgments: Vec<&'a SourceJudgment>,
+    adjudications: Vec<&'a Adjudication>,
+    conflicts: Vec<&'a ConflictObservation>,
+    procedure_evaluation: &'a Option<ProcedureEvaluation>,
+    derived_from: Vec<&'a String>,
+    expected_line_generation: Option<u64>,
+}
+
+impl WriteRequest {
+    /// The idempotency identity: everything except the decision instant (a
+    /// retry happens later) and the content (bound through
+    /// `proposal.content_sha256`). Unordered inputs are sorted by identity.
+    pub fn identity_sha256(&self) -> Result<String, CanonicalError> {
+        let mut proposal = self.proposal.clone();
+        proposal.proposed_at_unix_ms = 0;
+        let mut judgments: Vec<_> = self.judgments.iter().collect();
+        judgments.sort_by(|a, b| a.judgment_sha256.cmp(&b.judgment_sha256));
+        let mut adjudications: Vec<_> = self.adjudications.iter().collect();
+        adjudications.sort_by(|a, b| a.adjudication_id.cmp(&b.adjudication_id));
+        let mut conflicts: Vec<_> = self.conflicts.iter().collect();
+        conflicts.sort_by(|a, b| a.observation_id.cmp(&b.observation_id));
+        let mut derived_from: Vec<_> = self.derived_from.iter().collect();
+        derived_from.sort();
+        domain_digest(
+            WRITE_REQUEST_DOMAIN,
+            &RequestIdentity {
+                tenant_id: &self.tenant_id,
+                principal_id: &self.principal_id,
+                proposal: &proposal,
+                judgments,
+                adjudications,
+                conflicts,
+                procedure_evaluation: &self.procedure_evaluation,
+                derived_from,
+                expected_line_generation: self.expected_line_generation,
+            },
+        )
+    }
+}
+
+/// What the store decided for one proposal.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WriteDecision {
+    /// Committed; the record is publishing (or active when no index is
+    /// required) at this line generation.
+    Accepted {
+        /// The new record.
+        record_id: String,
+        /// Its line (subject/claim lineage) identity.
+        line_id: String,
+        /// Its generation within the line (1 for a new line).
+        line_generation: u64,
+    },
+    /// Refused by the gate; only the rejection receipt (and a review case for
+    /// a conflict) was stored.
+    Rejected {
+        /// Every violation.
+        violations: Vec<MemoryWriteViolation>,
+        /// Review cases opened for duplicate/contradiction conflicts.
+        review_case_ids: Vec<String>,
+    },
+}
+
+/// The result of [`crate::Store::write`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The proposal decided.
+    pub proposal_id: String,
+    /// The decision.
+    pub decision: WriteDecision,
+    /// The gate's receipt, as stored.
+    pub receipt: MemoryWriteReceipt,
+    /// True when this is a retry that returned the stored decision.
+    pub replayed: bool,
+}
+
+impl WriteOutcome {
+    /// True when accepted.
+    pub fn is_accepted(&self) -> bool {
+        matches!(self.decision, WriteDecision::Accepted { .. })
+    }
+}
+
+/// A record's lifecycle in the store (beside its epistemic status).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordState {
+    /// Committed, waiting for required index acknowledgements. Unreadable.
+    Publishing,
+    /// Readable (subject to the read selector).
+    Active,
+    /// Replaced by a newer generation of its line. Unreadable.
+    Superseded,
+    /// Contested through review. Unreadable.
+    Contested,
+    /// Quarantined (derived from a revoked source). Unreadable.
+    Quarantined,
+    /// Revoked: see [`RevocationStage`]. Unreadable.
+    Revoked,
+}
+
+impl RecordState {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordState::Publishing => "publishing",
+            RecordState::Active => "active",
+            RecordState::Superseded => "superseded",
+            RecordState::Contested => "contested",
+            RecordState::Quarantined => "quarantined",
+            RecordState::Revoked => "revoked",
+        }
+    }
+
+    /// Parses [`RecordState::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "publishing" => RecordState::Publishing,
+            "active" => RecordState::Active,
+            "superseded" => RecordState::Superseded,
+            "contested" => RecordState::Contested,
+            "quarantined" => RecordState::Quarantined,
+            "revoked" => RecordState::Revoked,
+            _ => return None,
+        })
+    }
+}
+
+/// A stored record with its content and store-side lifecycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRecord {
+    /// The record; its `status` reflects the store state (superseded,
+    /// contested, revoked), so the pure selector sees the truth.
+    pub record: MemoryRecord,
+    /// The exact content bytes.
+    pub content: String,
+    /// Store lifecycle.
+    pub state: RecordState,
+    /// Line identity.
+    pub line_id: String,
+    /// Generation within the line.
+    pub line_generation: u64,
+    /// The proposal that created it.
+    pub proposal_id: String,
+}
+
+/// The store-side eligibility filter of a read (chapter 7 "Retrieval over a
+/// large memory store": narrow by tenant/policy/status/expiry/subject/kind
+/// before ranking). The pure selector re-checks everything afterwards.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct EligibilityQuery {
+    /// Reading tenant.
+    pub tenant_id: String,
+    /// Current policy digest.
+    pub policy_sha256: String,
+    /// Reading principal.
+    pub principal_id: String,
+    /// Current workspace.
+    pub workspace_id: String,
+    /// Current run.
+    pub run_id: String,
+    /// Read instant.
+    pub now_unix_ms: u64,
+    /// Kinds the route may recall.
+    pub kinds: Vec<mosaic_harness::MemoryKind>,
+}
+
+/// The canonical identity of what a read saw: independent of database
+/// iteration order.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotIdentity {
+    /// Store-wide revocation generation the read ran at.
+    pub revocation_generation: u64,
+    /// `SHA-256(SNAPSHOT_DOMAIN || 0x0A || canonical_json({query, revocation_generation, records: sorted [(record_id, line_generation)]}))`.
+    pub snapshot_sha256: String,
+}
+
+#[derive(Serialize)]
+struct SnapshotBody<'a> {
+    query: &'a EligibilityQuery,
+    revocation_generation: u64,
+    records: Vec<(&'a str, u64)>,
+}
+
+impl SnapshotIdentity {
+    /// Computes the identity over `records` in any order.
+    pub fn compute(
+        query: &EligibilityQuery,
+        revocation_generation: u64,
+        records: &[StoredRecord],
+    ) -> Result<Self, CanonicalError> {
+        let mut query = query.clone();
+        query.kinds.sort();
+        query.kinds.dedup();
+        let mut ids: Vec<(&str, u64)> = records
+            .iter()
+            .map(|r| (r.record.record_id.as_str(), r.line_generation))
+            .collect();
+        ids.sort();
+        let snapshot_sha256 = domain_digest(
+            SNAPSHOT_DOMAIN,
+            &SnapshotBody {
+                query: &query,
+                revocation_generation,
+                records: ids,
+            },
+        )?;
+        Ok(SnapshotIdentity {
+            revocation_generation,
+            snapshot_sha256,
+        })
+    }
+}
+
+/// Records that passed the store-side eligibility filter, sorted by record id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EligibleSet {
+    /// The candidates, sorted by record id.
+    pub records: Vec<StoredRecord>,
+    /// What the read saw.
+    pub snapshot: SnapshotIdentity,
+}
+
+/// What an outbox message asks an index worker to do.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxOp {
+    /// Index the record's content.
+    Publish,
+    /// Remove every trace of the record from the index.
+    Erase,
+}
+
+impl OutboxOp {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxOp::Publish => "publish",
+            OutboxOp::Erase => "erase",
+        }
+    }
+
+    /// Parses [`OutboxOp::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "publish" => Some(OutboxOp::Publish),
+            "erase" => Some(OutboxOp::Erase),
+            _ => None,
+        }
+    }
+}
+
+/// One pending outbox message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxTask {
+    /// The record.
+    pub record_id: String,
+    /// Tenant (indexes partition by it).
+    pub tenant_id: String,
+    /// The index target.
+    pub target: String,
+    /// Publish or erase.
+    pub op: OutboxOp,
+    /// The revocation generation the message was issued at; the worker must
+    /// acknowledge exactly this generation.
+    pub generation: u64,
+    /// Content to index (publish only).
+    pub content: Option<String>,
+}
+
+/// Result of an index acknowledgement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckOutcome {
+    /// The record's state after the acknowledgement.
+    pub record_state: Option<RecordState>,
+    /// True when this acknowledgement made the record readable.
+    pub activated: bool,
+    /// True when it was already acknowledged (idempotent retry).
+    pub duplicate: bool,
+}
+
+/// Why a record is revoked.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(tag = "reason", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RevocationReason {
+    /// The principal or an operator asked for it.
+    Requested,
+    /// The consent it depended on was withdrawn.
+    ConsentWithdrawn {
+        /// The consent receipt digest.
+        consent_sha256: String,
+    },
+    /// A record it was derived from was revoked.
+    SourceRevoked {
+        /// The revoked source record.
+        source_record_id: String,
+    },
+    /// Current policy forbids it.
+    PolicyForbids,
+}
+
+/// Who authorized an operation (identity only).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct Authorization {
+    /// The authenticated actor (principal, operator or service).
+    pub actor_id: String,
+    /// A ticket, request or grant identity that authorizes the actor.
+    pub authority_ref: String,
+}
+
+/// Where a revocation is in its state machine.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum RevocationStage {
+    /// Unreadable; nothing else done yet.
+    Ineligible,
+    /// Erase messages issued to every index.
+    DeletionRequested,
+    /// Every index acknowledged the erase at the revocation generation.
+    DerivedIndexesAcknowledged,
+    /// Primary content erased; tombstone kept.
+    Erased,
+    /// Deletion receipt finalized.
+    Finalized,
+}
+
+impl RevocationStage {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RevocationStage::Ineligible => "ineligible",
+            RevocationStage::DeletionRequested => "deletion_requested",
+            RevocationStage::DerivedIndexesAcknowledged => "derived_indexes_acknowledged",
+            RevocationStage::Erased => "erased",
+            RevocationStage::Finalized => "finalized",
+        }
+    }
+
+    /// Parses [`RevocationStage::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ineligible" => RevocationStage::Ineligible,
+            "deletion_requested" => RevocationStage::DeletionRequested,
+            "derived_indexes_acknowledged" => RevocationStage::DerivedIndexesAcknowledged,
+            "erased" => RevocationStage::Erased,
+            "finalized" => RevocationStage::Finalized,
+            _ => return None,
+        })
+    }
+}
+
+/// The minimal trace an erased record leaves.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct Tombstone {
+    /// Identity.
+    pub record_id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Why.
+    pub reason: RevocationReason,
+    /// Who authorized it.
+    pub authorization: Authorization,
+    /// When it became ineligible.
+    pub revoked_at_unix_ms: u64,
+    /// When content was erased (`None` until then).
+    pub erased_at_unix_ms: Option<u64>,
+}
+
+/// One store or index in a deletion receipt.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct StoreAcknowledgement {
+    /// `primary` or an index target.
+    pub store: String,
+    /// The revocation generation acknowledged.
+    pub acknowledged_generation: u64,
+    /// When.
+    pub acknowledged_at_unix_ms: u64,
+}
+
+/// Proof that a revoked record is gone from every store and index.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct DeletionReceiptBody {
+    /// Receipt schema version (1).
+    pub schema_version: u32,
+    /// The tombstone.
+    pub tombstone: Tombstone,
+    /// The revocation generation of the revocation.
+    pub revocation_generation: u64,
+    /// Every store and index, sorted by name, with its acknowledgement.
+    pub stores: Vec<StoreAcknowledgement>,
+    /// Policy-governed backup exception, if any (none in this release).
+    pub backup_exception: Option<String>,
+    /// Finalization instant.
+    pub finalized_at_unix_ms: u64,
+}
+
+/// A finalized deletion receipt and its digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeletionReceipt {
+    /// The canonical body.
+    pub body: DeletionReceiptBody,
+    /// `SHA-256(DELETION_RECEIPT_DOMAIN || 0x0A || canonical_json(body))`.
+    pub receipt_sha256: String,
+}
+
+impl DeletionReceipt {
+    /// Builds the receipt and its digest.
+    pub fn new(body: DeletionReceiptBody) -> Result<Self, CanonicalError> {
+        let receipt_sha256 = domain_digest(DELETION_RECEIPT_DOMAIN, &body)?;
+        Ok(DeletionReceipt {
+            body,
+            receipt_sha256,
+        })
+    }
+
+    /// Recomputes the digest.
+    pub fn verify(&self) -> bool {
+        domain_digest(DELETION_RECEIPT_DOMAIN, &self.body).is_ok_and(|d| d == self.receipt_sha256)
+    }
+}
+
+/// A revocation whose deletion has not finalized, with its lag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingDeletion {
+    /// The record.
+    pub record_id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Where it is.
+    pub stage: RevocationStage,
+    /// When it became ineligible.
+    pub revoked_at_unix_ms: u64,
+    /// `now - revoked_at` (saturating).
+    pub age_ms: u64,
+    /// The declared objective.
+    pub deadline_ms: u64,
+    /// `age_ms > deadline_ms`.
+    pub deadline_exceeded: bool,
+    /// Index targets that have not acknowledged the erase yet.
+    pub unacknowledged_targets: Vec<String>,
+}
+
+/// What withdrawing a consent did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConsentWithdrawal {
+    /// The consent digest.
+    pub consent_sha256: String,
+    /// Revocation generation of the withdrawal transaction.
+    pub revocation_generation: u64,
+    /// Records made ineligible (direct dependents and derived records), with
+    /// deletion requested, sorted by record id.
+    pub revoked: Vec<crate::revocation::DeletionRequested>,
+    /// Derived records quarantined instead (when so configured).
+    pub quarantined: Vec<String>,
+}
+
+/// Conflict relation that opened a review case.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewTrigger {
+    /// The proposal duplicates the existing record.
+    Duplicate,
+    /// The proposal contradicts the existing record.
+    Contradiction,
+    /// The existing record was derived from a revoked source.
+    RevokedSource,
+}
+
+/// Lifecycle of a review case.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewStatus {
+    /// Waiting for a reviewer.
+    Open,
+    /// Waiting for stronger evidence.
+    EvidenceRequested,
+    /// Closed by an action.
+    Resolved,
+}
+
+impl ReviewStatus {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewStatus::Open => "open",
+            ReviewStatus::EvidenceRequested => "evidence_requested",
+            ReviewStatus::Resolved => "resolved",
+        }
+    }
+
+    /// Parses [`ReviewStatus::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "open" => Some(ReviewStatus::Open),
+            "evidence_requested" => Some(ReviewStatus::EvidenceRequested),
+            "resolved" => Some(ReviewStatus::Resolved),
+            _ => None,
+        }
+    }
+}
+
+/// A quarantined conflict review case holding both identities.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewCase {
+    /// Identity.
+    pub case_id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// What opened it.
+    pub trigger: ReviewTrigger,
+    /// The proposal (or, for a revoked source, the revoked record).
+    pub proposal_id: String,
+    /// The record id the proposal would have had.
+    pub proposed_record_id: String,
+    /// The existing record in conflict.
+    pub existing_record_id: String,
+    /// Status.
+    pub status: ReviewStatus,
+    /// When it was opened.
+    pub opened_at_unix_ms: u64,
+}
+
+/// What a reviewer does with a case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReviewAction {
+    /// Keep the existing record; the proposal stays rejected.
+    RejectProposal,
+    /// Mark the existing record contested (unreadable until adjudicated).
+    ContestExisting,
+    /// Write a narrower proposition instead (a new proposal, same tenant and
+    /// subject, gated like any other write).
+    AcceptNarrower(Box<WriteRequest>),
+    /// Write a record superseding the existing one (its proposal must name
+    /// the existing record in `supersedes_record_id`).
+    Supersede(Box<WriteRequest>),
+    /// Ask for stronger evidence; the case stays open.
+    RequestEvidence,
+}
+
+impl ReviewAction {
+    /// The snake_case name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReviewAction::RejectProposal => "reject_proposal",
+            ReviewAction::ContestExisting => "contest_existing",
+            ReviewAction::AcceptNarrower(_) => "accept_narrower",
+            ReviewAction::Supersede(_) => "supersede",
+            ReviewAction::RequestEvidence => "request_evidence",
+        }
+    }
+}
+
+/// The canonical body of a review-action receipt.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewReceiptBody {
+    /// The case.
+    pub case_id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Action name.
+    pub action: String,
+    /// Who acted.
+    pub reviewer: Authorization,
+    /// When.
+    pub at_unix_ms: u64,
+    /// Case status after the action.
+    pub status_after: ReviewStatus,
+    /// The proposal decided by the action, if it wrote one.
+    pub new_proposal_id: Option<String>,
+    /// Whether that proposal was accepted.
+    pub new_proposal_accepted: Option<bool>,
+    /// Digest of the gate receipt of that proposal.
+    pub new_proposal_receipt_sha256: Option<String>,
+}
+
+/// A review-action receipt and its digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReviewReceipt {
+    /// The body.
+    pub body: ReviewReceiptBody,
+    /// `SHA-256(REVIEW_RECEIPT_DOMAIN || 0x0A || canonical_json(body))`.
+    pub receipt_sha256: String,
+}
+
+impl ReviewReceipt {
+    /// Builds the receipt and its digest.
+    pub fn new(body: ReviewReceiptBody) -> Result<Self, CanonicalError> {
+        let receipt_sha256 = domain_digest(REVIEW_RECEIPT_DOMAIN, &body)?;
+        Ok(ReviewReceipt {
+            body,
+            receipt_sha256,
+        })
+    }
+}
+
+/// Result of a backend integrity check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntegrityReport {
+    /// Backend's own check (`PRAGMA integrity_check` for SQLite) passed.
+    pub storage_ok: bool,
+    /// Backend's message when it did not.
+    pub storage_detail: String,
+    /// Committed records that lack an outbox row for a required target.
+    pub records_missing_outbox: Vec<String>,
+    /// Accepted proposals without their record (and not revoked/erased).
+    pub proposals_missing_record: Vec<String>,
+    /// Audit chain verification.
+    pub audit: crate::audit::AuditVerification,
+}
+
+impl IntegrityReport {
+    /// True when nothing is wrong.
+    pub fn is_ok(&self) -> bool {
+        self.storage_ok
+            && self.records_missing_outbox.is_empty()
+            && self.proposals_missing_record.is_empty()
+            && matches!(self.audit, crate::audit::AuditVerification::Intact { .. })
+    }
+}

@@ -1,0 +1,4 @@
+//! Integration tests of mosaic-store: one binary, one module per area.
+
+mod common;
+mod conformance;
