@@ -2,3 +2,5 @@
 
 mod common;
 mod conformance;
+mod crash;
+mod sqlite;

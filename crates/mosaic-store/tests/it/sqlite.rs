@@ -1,0 +1,494 @@
+//! SQLite-specific guarantees: migrations, query plans, tampering, faults.
+
+use mosaic_harness::memory_scope::{MemoryReadContext, verify_memory_selection};
+use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind};
+use mosaic_store::audit::{AuditProblem, AuditVerification};
+use mosaic_store::conformance::fixtures::{self, Spec, T0};
+use mosaic_store::conformance::{publish_all, test_config};
+use mosaic_store::read::{eligibility_query, select_from_store};
+use mosaic_store::revocation::RevocationState;
+use mosaic_store::sqlite::schema::SCHEMA_VERSION;
+use mosaic_store::{
+    EligibilityQuery, ReviewAction, RevocationReason, SqliteStore, Store, StoreError, WriteDecision,
+};
+use rusqlite::Connection;
+
+fn seeded() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("store.sqlite");
+    let mut store = SqliteStore::open(&path, test_config()).expect("open");
+    fixtures::seed(&mut store, fixtures::TENANT_A, &["alice", "bob"]).expect("seed");
+    (dir, path, store)
+}
+
+fn raw(path: &std::path::Path) -> Connection {
+    Connection::open(path).expect("raw connection")
+}
+
+#[test]
+fn opens_in_wal_with_full_sync_and_current_schema() {
+    let (_dir, path, mut store) = seeded();
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let conn = raw(&path);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("mode");
+    assert_eq!(mode, "wal");
+    // synchronous is per connection: check the store's own setting through
+    // a reopen, which must keep the data.
+    drop(store);
+    let mut again = SqliteStore::open(&path, test_config()).expect("reopen");
+    assert_eq!(again.schema_version().expect("version"), SCHEMA_VERSION);
+}
+
+#[test]
+fn newer_schema_is_a_typed_error_and_leaves_the_file_alone() {
+    let (_dir, path, store) = seeded();
+    drop(store);
+    raw(&path)
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .expect("bump");
+    let before = std::fs::read(&path).expect("read");
+    match SqliteStore::open(&path, test_config()) {
+        Err(StoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+        }
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).expect("read"), before);
+}
+
+#[test]
+fn foreign_database_is_not_a_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("other.sqlite");
+    raw(&path)
+        .execute_batch("CREATE TABLE t (x INTEGER);")
+        .expect("create");
+    assert!(matches!(
+        SqliteStore::open(&path, test_config()),
+        Err(StoreError::NotAStore(_))
+    ));
+}
+
+#[test]
+fn eligibility_query_uses_the_index() {
+    let (_dir, _path, mut store) = seeded();
+    let q = EligibilityQuery {
+        tenant_id: fixtures::TENANT_A.into(),
+        policy_sha256: fixtures::policy(fixtures::TENANT_A).policy_sha256,
+        principal_id: "alice".into(),
+        workspace_id: fixtures::WORKSPACE.into(),
+        run_id: "run-1".into(),
+        now_unix_ms: T0,
+        kinds: MemoryKind::ALL.to_vec(),
+    };
+    let plan = store.explain_eligibility(&q).expect("plan");
+    let on_records: Vec<_> = plan.iter().filter(|l| l.contains(" r ")).collect();
+    assert_eq!(
+        on_records.len(),
+        5,
+        "one lookup per subject shape: {plan:?}"
+    );
+    for line in &on_records {
+        assert!(
+            line.starts_with("SEARCH r USING INDEX idx_records_eligibility"),
+            "{line}"
+        );
+    }
+    assert!(!plan.iter().any(|l| l.starts_with("SCAN")), "{plan:?}");
+}
+
+fn read_context(principal: &str, now: u64) -> MemoryReadContext {
+    MemoryReadContext {
+        schema_version: MEMORY_SCHEMA_VERSION,
+        selector_release: "selector-v1".into(),
+        tenant_id: fixtures::TENANT_A.into(),
+        policy_sha256: fixtures::policy(fixtures::TENANT_A).policy_sha256,
+        policy_valid_from_unix_ms: T0 - fixtures::DAY_MS,
+        policy_valid_until_unix_ms: None,
+        principal_id: principal.into(),
+        workspace_id: fixtures::WORKSPACE.into(),
+        run_id: "run-1".into(),
+        now_unix_ms: now,
+        allowed_kinds: MemoryKind::ALL.to_vec(),
+        max_records: 10,
+    }
+}
+
+#[test]
+fn store_read_feeds_the_pure_selector_with_a_verifiable_receipt() {
+    let (_dir, _path, mut store) = seeded();
+    for spec in [
+        Spec::principal(fixtures::TENANT_A, "alice", "m-alice"),
+        Spec::principal(fixtures::TENANT_A, "bob", "m-bob"),
+        Spec::workspace(fixtures::TENANT_A, "alice", "m-ws"),
+        Spec::run(fixtures::TENANT_A, "alice", "m-run", "run-1"),
+    ] {
+        assert!(store.write(&spec.build()).expect("write").is_accepted());
+    }
+    publish_all(&mut store, &test_config().required_index_targets, T0).expect("publish");
+    let ctx = read_context("alice", T0 + 10);
+    let read = select_from_store(&mut store, &ctx).expect("select");
+    let mut selected = read.selection.selected_ids().to_vec();
+    selected.sort();
+    assert_eq!(selected, ["m-alice", "m-run", "m-ws"]);
+    let records: Vec<_> = read
+        .eligible
+        .records
+        .iter()
+        .map(|r| r.record.clone())
+        .collect();
+    verify_memory_selection(&ctx, &records, None, &read.selection.receipt).expect("verify");
+    // The snapshot moves with the revocation generation.
+    store
+        .revoke(
+            "m-ws",
+            &RevocationReason::Requested,
+            &fixtures::authorization("ops"),
+            T0 + 20,
+        )
+        .expect("revoke");
+    let again = select_from_store(&mut store, &ctx).expect("select");
+    assert_ne!(again.eligible.snapshot, read.eligible.snapshot);
+    assert_eq!(
+        again.eligible.snapshot.revocation_generation,
+        read.eligible.snapshot.revocation_generation + 1
+    );
+    assert_eq!(eligibility_query(&ctx).tenant_id, fixtures::TENANT_A);
+}
+
+fn populated() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
+    let (dir, path, mut store) = seeded();
+    for id in ["a1", "a2", "a3"] {
+        store
+            .write(&Spec::principal(fixtures::TENANT_A, "alice", id).build())
+            .expect("write");
+    }
+    publish_all(&mut store, &test_config().required_index_targets, T0).expect("publish");
+    (dir, path, store)
+}
+
+fn broken_at(store: &mut SqliteStore) -> (u64, AuditProblem) {
+    match store.verify_audit_chain().expect("verify") {
+        AuditVerification::Broken { seq, problem } => (seq, problem),
+        intact => panic!("tampering not detected: {intact:?}"),
+    }
+}
+
+#[test]
+fn audit_chain_detects_an_edited_event() {
+    let (_dir, path, mut store) = populated();
+    assert!(matches!(
+        store.verify_audit_chain().expect("verify"),
+        AuditVerification::Intact { .. }
+    ));
+    raw(&path)
+        .execute(
+            "UPDATE audit_events SET payload_json = '{\"forged\":true}' WHERE seq = 5",
+            [],
+        )
+        .expect("tamper");
+    assert_eq!(broken_at(&mut store), (5, AuditProblem::DigestMismatch));
+}
+
+#[test]
+fn audit_chain_detects_a_deleted_event() {
+    let (_dir, path, mut store) = populated();
+    raw(&path)
+        .execute("DELETE FROM audit_events WHERE seq = 4", [])
+        .expect("tamper");
+    assert_eq!(
+        broken_at(&mut store),
+        (5, AuditProblem::Gap { expected: 4 })
+    );
+}
+
+#[test]
+fn audit_chain_detects_reordered_events() {
+    let (_dir, path, mut store) = populated();
+    // Swap the bodies (and digests) of events 6 and 7, keeping seq numbers.
+    let conn = raw(&path);
+    conn.execute_batch(
+        "UPDATE audit_events SET seq = -6 WHERE seq = 6;
+         UPDATE audit_events SET seq = 6 WHERE seq = 7;
+         UPDATE audit_events SET seq = 7 WHERE seq = -6;",
+    )
+    .expect("tamper");
+    let (seq, problem) = broken_at(&mut store);
+    assert_eq!(seq, 6);
+    assert!(matches!(
+        problem,
+        AuditProblem::BadLink | AuditProblem::DigestMismatch
+    ));
+}
+
+#[test]
+fn audit_chain_detects_tail_truncation() {
+    let (_dir, path, mut store) = populated();
+    raw(&path)
+        .execute(
+            "DELETE FROM audit_events WHERE seq = (SELECT max(seq) FROM audit_events)",
+            [],
+        )
+        .expect("tamper");
+    assert!(matches!(
+        broken_at(&mut store).1,
+        AuditProblem::HeadMismatch { .. }
+    ));
+}
+
+#[test]
+fn stored_receipt_mutation_is_detected() {
+    let (_dir, path, mut store) = populated();
+    store.verify_write_receipt("p-a1").expect("intact receipt");
+    raw(&path)
+        .execute(
+            "UPDATE proposals SET input_json = replace(input_json, 'extractor-v1', 'extractor-v2')
+             WHERE proposal_id = 'p-a1'",
+            [],
+        )
+        .expect("tamper");
+    assert!(matches!(
+        store.verify_write_receipt("p-a1"),
+        Err(StoreError::ReceiptMismatch(_))
+    ));
+}
+
+/// Every table's rows, in rowid order, as text.
+fn dump(path: &std::path::Path) -> Vec<String> {
+    let conn = raw(path);
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("tables")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let mut out = Vec::new();
+    for table in tables {
+        let mut stmt = conn
+            .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))
+            .expect("select");
+        let n = stmt.column_count();
+        let rows = stmt
+            .query_map([], |r| {
+                let mut line = format!("{table}:");
+                for idx in 0..n {
+                    line.push_str(&format!("{:?}|", r.get_ref(idx)?));
+                }
+                Ok(line)
+            })
+            .expect("rows");
+        for row in rows {
+            out.push(row.expect("row"));
+        }
+    }
+    out
+}
+
+type Op = fn(&mut SqliteStore) -> Result<(), StoreError>;
+
+fn supersede(store: &mut SqliteStore) -> Result<(), StoreError> {
+    let mut spec = Spec::principal(fixtures::TENANT_A, "alice", "a1-v2");
+    spec.supersedes = Some(("a1".into(), 1));
+    match store.write(&spec.build())?.decision {
+        WriteDecision::Accepted { .. } => Ok(()),
+        other => panic!("supersession rejected: {other:?}"),
+    }
+}
+
+fn batch(store: &mut SqliteStore) -> Result<(), StoreError> {
+    let requests: Vec<_> = ["b1", "b2", "b3"]
+        .iter()
+        .map(|id| Spec::workspace(fixtures::TENANT_A, "alice", id).build())
+        .collect();
+    store.write_batch(&requests).map(|_| ())
+}
+
+fn withdraw(store: &mut SqliteStore) -> Result<(), StoreError> {
+    let digest = fixtures::consent_digest(&fixtures::consent(fixtures::TENANT_A, "alice"));
+    store
+        .withdraw_consent(
+            fixtures::TENANT_A,
+            &digest,
+            &fixtures::authorization("alice"),
+            T0 + 5,
+        )
+        .map(|_| ())
+}
+
+fn full_deletion(store: &mut SqliteStore) -> Result<(), StoreError> {
+    let token = store.revoke(
+        "a2",
+        &RevocationReason::Requested,
+        &fixtures::authorization("alice"),
+        T0 + 5,
+    )?;
+    let requested = store.request_deletion(token, T0 + 6)?;
+    publish_all(store, &test_config().required_index_targets, T0 + 7)?;
+    let acknowledged = store.confirm_indexes_acknowledged(requested, T0 + 8)?;
+    let erased = store.erase(acknowledged, T0 + 9)?;
+    store.finalize_deletion(erased, T0 + 10).map(|_| ())
+}
+
+fn review(store: &mut SqliteStore) -> Result<(), StoreError> {
+    let mut spec = Spec::principal(fixtures::TENANT_A, "alice", "c1");
+    spec.conflicts = vec![mosaic_harness::memory_write::ConflictObservation {
+        observation_id: "obs".into(),
+        existing_record_id: "a3".into(),
+        relation: mosaic_harness::memory_write::ConflictRelation::Contradicts,
+        detector_release: "detector-v1".into(),
+        existing_claim: None,
+    }];
+    let outcome = store.write(&spec.build())?;
+    let WriteDecision::Rejected {
+        review_case_ids, ..
+    } = outcome.decision
+    else {
+        panic!("conflict must reject");
+    };
+    store
+        .resolve_review(
+            &review_case_ids[0],
+            ReviewAction::ContestExisting,
+            &fixtures::authorization("reviewer"),
+            T0 + 11,
+        )
+        .map(|_| ())
+}
+
+/// Fails the n-th statement for n = 1, 2, ... until the operation succeeds,
+/// and checks each failure left the database exactly as before (and each
+/// single-transaction success moved it). Multi-transaction operations
+/// (`full_deletion`) check that every prefix of committed steps is a
+/// consistent state instead.
+#[test]
+fn injected_faults_are_all_or_nothing() {
+    let cases: [(&str, Op, bool); 5] = [
+        ("supersede", supersede, true),
+        ("batch", batch, true),
+        ("withdraw_consent", withdraw, true),
+        ("review", review, false),
+        ("full_deletion", full_deletion, false),
+    ];
+    let (_dir, base_path, base) = populated();
+    drop(base);
+    for (name, op, single_tx) in cases {
+        let mut n = 1;
+        loop {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("store.sqlite");
+            std::fs::copy(&base_path, &path).expect("copy");
+            let before = dump(&path);
+            let mut store = SqliteStore::open(&path, test_config()).expect("open");
+            store.inject_fault_at(Some(n));
+            let result = op(&mut store);
+            drop(store);
+            let mut reopened = SqliteStore::open(&path, test_config()).expect("reopen");
+            let report = reopened.integrity_check().expect("integrity");
+            assert!(report.is_ok(), "{name} fault {n}: {report:?}");
+            match result {
+                Err(StoreError::InjectedFault(at)) => {
+                    assert_eq!(at, n);
+                    if single_tx {
+                        assert_eq!(
+                            dump(&path),
+                            before,
+                            "{name}: fault {n} left a partial write"
+                        );
+                    }
+                }
+                Ok(()) => {
+                    assert_ne!(dump(&path), before, "{name}: success changed nothing");
+                    assert!(n > 3, "{name}: suspiciously few statements");
+                    break;
+                }
+                Err(other) => panic!("{name} fault {n}: unexpected {other:?}"),
+            }
+            n += 1;
+            assert!(n < 500, "{name}: never succeeded");
+        }
+    }
+}
+
+#[test]
+fn resumed_revocation_continues_after_restart() {
+    let (_dir, path, mut store) = populated();
+    let token = store
+        .revoke(
+            "a1",
+            &RevocationReason::Requested,
+            &fixtures::authorization("alice"),
+            T0 + 5,
+        )
+        .expect("revoke");
+    store.request_deletion(token, T0 + 6).expect("request");
+    drop(store);
+    let mut store = SqliteStore::open(&path, test_config()).expect("reopen");
+    publish_all(&mut store, &test_config().required_index_targets, T0 + 7).expect("acks");
+    let Some(RevocationState::DeletionRequested(token)) =
+        store.resume_revocation("a1").expect("resume")
+    else {
+        panic!("stage lost across restart");
+    };
+    let acknowledged = store
+        .confirm_indexes_acknowledged(token, T0 + 8)
+        .expect("confirm");
+    let erased = store.erase(acknowledged, T0 + 9).expect("erase");
+    let receipt = store.finalize_deletion(erased, T0 + 10).expect("finalize");
+    assert!(receipt.verify());
+    // No content survives anywhere in the file's tables.
+    let content = Spec::principal(fixtures::TENANT_A, "alice", "a1").content();
+    assert!(!dump(&path).iter().any(|row| row.contains(&content)));
+}
+
+#[test]
+fn every_error_variant_formats() {
+    let errors = [
+        StoreError::SchemaTooNew {
+            found: 2,
+            supported: 1,
+        },
+        StoreError::NotAStore("x".into()),
+        StoreError::Backend("x".into()),
+        StoreError::InjectedFault(3),
+        StoreError::Corrupt("x".into()),
+        StoreError::ContentDigestMismatch,
+        StoreError::Gate("x".into()),
+        StoreError::NotFound {
+            what: "record",
+            id: "r".into(),
+        },
+        StoreError::ProposalIdReused("p".into()),
+        StoreError::StaleGeneration {
+            line_id: "l".into(),
+            expected_record_id: "a".into(),
+            expected_generation: 1,
+            found_record_id: "b".into(),
+            found_generation: 2,
+        },
+        StoreError::InvalidState {
+            record_id: "r".into(),
+            state: "revoked".into(),
+            operation: "revoke",
+        },
+        StoreError::StaleIndexGeneration {
+            record_id: "r".into(),
+            target: "lexical".into(),
+            held: 1,
+            current: 2,
+        },
+        StoreError::RevocationNotReady {
+            record_id: "r".into(),
+            reason: "x".into(),
+        },
+        StoreError::RecordIdInUse("r".into()),
+        StoreError::ReceiptMismatch("x".into()),
+        StoreError::InvalidBatch("x".into()),
+        StoreError::InvalidArgument("x".into()),
+    ];
+    for error in errors {
+        assert!(!error.to_string().is_empty(), "{error:?}");
+    }
+}
