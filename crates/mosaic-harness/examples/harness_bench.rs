@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use mosaic_harness::fixtures::{fixture_record, scoped_selection_context};
 use mosaic_harness::memory_scope::{eligibility, select_memory};
+use mosaic_harness::memory_write::{MemoryWriteDecision, evaluate_memory_write, reference};
 use mosaic_harness::{MemoryKind, MemoryRecord, MemoryStatus, MemorySubject};
 
 fn generate(n_records: usize, n_principals: usize) -> Vec<MemoryRecord> {
@@ -20,8 +21,18 @@ fn generate(n_records: usize, n_principals: usize) -> Vec<MemoryRecord> {
                 format!("user-{:05}", idx % n_principals)
             };
             let (kind, subject) = match idx % 4 {
-                0 => (MemoryKind::Semantic, MemorySubject::Principal { principal_id: principal }),
-                1 => (MemoryKind::Episodic, MemorySubject::Principal { principal_id: principal }),
+                0 => (
+                    MemoryKind::Semantic,
+                    MemorySubject::Principal {
+                        principal_id: principal,
+                    },
+                ),
+                1 => (
+                    MemoryKind::Episodic,
+                    MemorySubject::Principal {
+                        principal_id: principal,
+                    },
+                ),
                 2 => (
                     MemoryKind::Working,
                     MemorySubject::Run {
@@ -52,8 +63,15 @@ fn generate(n_records: usize, n_principals: usize) -> Vec<MemoryRecord> {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n_records: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
-    let n_principals: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000).max(1);
+    let n_records: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let n_principals: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000)
+        .max(1);
     eprintln!("generating {n_records} records over {n_principals} principals...");
     let records = generate(n_records, n_principals);
     let ctx = scoped_selection_context();
@@ -105,7 +123,11 @@ fn main() {
     for read in 0..reads {
         let offset = (read * window) % records.len().saturating_sub(window).max(1);
         let slice = &records[offset..offset + window.min(records.len())];
-        black_box(select_memory(&ctx, slice).map(|s| s.receipt.receipt_sha256.len()).ok());
+        black_box(
+            select_memory(&ctx, slice)
+                .map(|s| s.receipt.receipt_sha256.len())
+                .ok(),
+        );
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
@@ -113,4 +135,34 @@ fn main() {
         reads as f64 / secs,
         secs * 1e6 / reads as f64
     );
+
+    // 4. Write-gate decisions: the reference proposal (accepted) and one
+    //    rejected mutation, each with its full receipt.
+    let accepted = match reference::baseline_input() {
+        Ok(input) => input,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::exit(2);
+        }
+    };
+    let mut rejected = accepted.clone();
+    rejected.proposal.tenant_id = "tenant-other".into();
+    let gate_rounds = 20_000;
+    for (label, input) in [("accepted", &accepted), ("rejected", &rejected)] {
+        let start = Instant::now();
+        let mut n_accepted = 0usize;
+        for _ in 0..gate_rounds {
+            if let Ok(outcome) = evaluate_memory_write(black_box(input))
+                && matches!(outcome.decision(), MemoryWriteDecision::Accepted { .. })
+            {
+                n_accepted += 1;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "gate decisions/s ({label})    {:>10.0}   ({:.1} µs each, receipt included, {n_accepted} accepted)",
+            gate_rounds as f64 / secs,
+            secs * 1e6 / gate_rounds as f64
+        );
+    }
 }

@@ -42,7 +42,8 @@ pub use manifest::{
 };
 pub use relevance::{
     EligibleEntry, EligibleSet, RankedResult, RelevanceError, RelevanceInput, RelevanceReceipt,
-    ScoredCandidate, eligible_set, fixed_point_score, rank_relevance, verify_relevance_receipt,
+    SCORE_SCALE, ScoredCandidate, eligible_set, fixed_point_score, rank_relevance,
+    verify_relevance_receipt,
 };
 pub use supersession::SupersessionProblem;
 
