@@ -3,4 +3,5 @@
 mod common;
 mod conformance;
 mod crash;
+mod model;
 mod sqlite;
