@@ -1,11 +1,55 @@
 //! The read path: the store's indexed eligibility query feeds the pure
 //! selector of chapter 7.
 
+use mosaic_harness::canonical::domain_digest;
 use mosaic_harness::memory_scope::{MemoryReadContext, MemorySelection, select_memory};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{StoreError, StoreResult};
 use crate::store::Store;
-use crate::types::{EligibilityQuery, EligibleSet};
+use crate::types::{EligibilityQuery, EligibleSet, SnapshotIdentity};
+
+/// Domain tag of [`StoreReadReceipt`].
+pub const STORE_READ_RECEIPT_DOMAIN: &str = "mosaic.store.read_receipt.v1";
+
+/// Binds a selection receipt to the store snapshot it was computed from:
+/// `SHA-256(STORE_READ_RECEIPT_DOMAIN || 0x0A || canonical_json({snapshot,
+/// selection_receipt_sha256}))`. Both parts are canonical (sorted by record
+/// id), never database iteration order.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct StoreReadReceipt {
+    /// What the read saw, including the revocation generation.
+    pub snapshot: SnapshotIdentity,
+    /// The pure selector's receipt digest.
+    pub selection_receipt_sha256: String,
+    /// Digest of the two fields above.
+    pub read_receipt_sha256: String,
+}
+
+#[derive(Serialize)]
+struct ReadReceiptBody<'a> {
+    snapshot: &'a SnapshotIdentity,
+    selection_receipt_sha256: &'a str,
+}
+
+impl StoreReadReceipt {
+    /// Builds the receipt.
+    pub fn new(snapshot: SnapshotIdentity, selection_receipt_sha256: String) -> StoreResult<Self> {
+        let read_receipt_sha256 = domain_digest(
+            STORE_READ_RECEIPT_DOMAIN,
+            &ReadReceiptBody {
+                snapshot: &snapshot,
+                selection_receipt_sha256: &selection_receipt_sha256,
+            },
+        )?;
+        Ok(StoreReadReceipt {
+            snapshot,
+            selection_receipt_sha256,
+            read_receipt_sha256,
+        })
+    }
+}
 
 /// The store-side query for a read context.
 pub fn eligibility_query(ctx: &MemoryReadContext) -> EligibilityQuery {
@@ -28,6 +72,8 @@ pub struct StoreSelection {
     pub eligible: EligibleSet,
     /// The selector's decision over exactly those candidates.
     pub selection: MemorySelection,
+    /// Snapshot and selection bound together.
+    pub receipt: StoreReadReceipt,
 }
 
 /// Runs the eligibility query, then [`select_memory`] over its result.
@@ -39,8 +85,13 @@ pub fn select_from_store<S: Store + ?Sized>(
     let records: Vec<_> = eligible.records.iter().map(|r| r.record.clone()).collect();
     let selection =
         select_memory(ctx, &records).map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+    let receipt = StoreReadReceipt::new(
+        eligible.snapshot.clone(),
+        selection.receipt.receipt_sha256.clone(),
+    )?;
     Ok(StoreSelection {
         eligible,
         selection,
+        receipt,
     })
 }

@@ -151,6 +151,14 @@ fn store_read_feeds_the_pure_selector_with_a_verifiable_receipt() {
         .expect("revoke");
     let again = select_from_store(&mut store, &ctx).expect("select");
     assert_ne!(again.eligible.snapshot, read.eligible.snapshot);
+    assert_ne!(
+        again.receipt.read_receipt_sha256,
+        read.receipt.read_receipt_sha256
+    );
+    assert_eq!(
+        read.receipt.selection_receipt_sha256,
+        read.selection.receipt.receipt_sha256
+    );
     assert_eq!(
         again.eligible.snapshot.revocation_generation,
         read.eligible.snapshot.revocation_generation + 1
