@@ -1,0 +1,526 @@
+//! Request and response bodies of the service layer. They are plain serde
+//! types, shared by the HTTP API, the command line and (later) MCP.
+//! Requests are decoded strictly: unknown fields are errors.
+
+use std::collections::BTreeMap;
+
+use mosaic_harness::memory_scope::{
+    MemoryContextReport, MemoryDecision, MemorySelectionReceipt, RelevanceReceipt,
+};
+use mosaic_harness::memory_write::{
+    Adjudication, ConflictObservation, MemoryPurpose, MemoryWriteReceipt, MemoryWriteViolation,
+    ProcedureEvaluation, SourceJudgment, StructuredClaim,
+};
+use mosaic_harness::{MemoryKind, MemoryRecord, MemorySource, MemorySubject, SummaryDescriptor};
+use mosaic_index::RetrievalMode;
+use mosaic_store::{
+    DeletionReceiptBody, ReviewCase, ReviewReceiptBody, SnapshotIdentity, Tombstone,
+};
+use serde::{Deserialize, Serialize};
+
+/// A memory proposal. The server computes the content digest from
+/// `content`, stamps the decision instant from its clock and takes tenant
+/// and principal from the credential. `tenant_id` / `principal_id` may be
+/// sent only if they name the credential's own (otherwise 403).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProposeRequest {
+    /// The exact content to remember.
+    pub content: String,
+    /// The memory job.
+    pub kind: MemoryKind,
+    /// Why it is written.
+    pub purpose: MemoryPurpose,
+    /// Who or what it is about.
+    pub subject: MemorySubject,
+    /// Declared evidence.
+    pub sources: Vec<MemorySource>,
+    /// Independent verifier judgments of the sources.
+    #[serde(default)]
+    pub judgments: Vec<SourceJudgment>,
+    /// Independent resolutions of verifier disagreements.
+    #[serde(default)]
+    pub adjudications: Vec<Adjudication>,
+    /// Conflict retrieval results.
+    #[serde(default)]
+    pub conflicts: Vec<ConflictObservation>,
+    /// Held-out evaluation of a procedure candidate.
+    #[serde(default)]
+    pub procedure_evaluation: Option<ProcedureEvaluation>,
+    /// The consent receipt digest this memory relies on.
+    #[serde(default)]
+    pub consent_receipt_sha256: Option<String>,
+    /// Structured claims the content asserts.
+    #[serde(default)]
+    pub claims: Vec<StructuredClaim>,
+    /// Lossy-summary descriptor.
+    #[serde(default)]
+    pub summary: Option<SummaryDescriptor>,
+    /// Records this one is derived from (each also a declared source).
+    #[serde(default)]
+    pub derived_from: Vec<String>,
+    /// A record this one supersedes.
+    #[serde(default)]
+    pub supersedes_record_id: Option<String>,
+    /// The line generation observed for the superseded record.
+    #[serde(default)]
+    pub expected_line_generation: Option<u64>,
+    /// Record id (default: derived from the request).
+    #[serde(default)]
+    pub record_id: Option<String>,
+    /// Proposal id, the idempotency key (default: derived from the request).
+    #[serde(default)]
+    pub proposal_id: Option<String>,
+    /// Requested lifetime in milliseconds (default: 30 days, capped by policy).
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
+    /// Token count (default: whitespace-separated words).
+    #[serde(default)]
+    pub token_count: Option<u32>,
+    /// Token counter release (default `whitespace-v1`).
+    #[serde(default)]
+    pub token_counter_release: Option<String>,
+    /// Provenance digest (default: derived from principal and writer).
+    #[serde(default)]
+    pub provenance_sha256: Option<String>,
+    /// The writer (default `api-client-v1`).
+    #[serde(default)]
+    pub writer_release: Option<String>,
+    /// Must equal the credential's tenant when present.
+    #[serde(default)]
+    pub tenant_id: Option<String>,
+    /// Must equal the credential's principal when present.
+    #[serde(default)]
+    pub principal_id: Option<String>,
+}
+
+/// What the write gate and the store decided.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ProposeResponse {
+    /// The proposal.
+    pub proposal_id: String,
+    /// The record id it has (or would have had).
+    pub record_id: String,
+    /// `accepted` or `rejected`.
+    pub decision: String,
+    /// Every violation of a rejection.
+    pub violations: Vec<MemoryWriteViolation>,
+    /// Review cases opened by a conflict.
+    pub review_case_ids: Vec<String>,
+    /// Line of an accepted record.
+    pub line_id: Option<String>,
+    /// Generation within the line.
+    pub line_generation: Option<u64>,
+    /// True when a retry returned the stored decision.
+    pub replayed: bool,
+    /// The gate's receipt.
+    pub receipt: MemoryWriteReceipt,
+}
+
+/// A recall. Tenant and principal come from the credential.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RecallRequest {
+    /// Current workspace (must be granted; default: the grant's first).
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// Current run (must be granted). Without it working memory is not read.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Kinds to recall (default: all).
+    #[serde(default)]
+    pub kinds: Option<Vec<MemoryKind>>,
+    /// Most records to select (default 10).
+    #[serde(default)]
+    pub max_records: Option<usize>,
+    /// Query text: ranks the eligible records (lexical + vector funnel).
+    #[serde(default)]
+    pub query: Option<String>,
+    /// Claim keys to match exactly.
+    #[serde(default)]
+    pub claim_keys: Vec<String>,
+    /// Retrieval mode (default hybrid).
+    #[serde(default)]
+    pub mode: Option<RetrievalMode>,
+    /// Token budget for the context blocks (default 4096).
+    #[serde(default)]
+    pub token_budget: Option<u64>,
+    /// Must equal the credential's tenant when present.
+    #[serde(default)]
+    pub tenant_id: Option<String>,
+    /// Must equal the credential's principal when present.
+    #[serde(default)]
+    pub principal_id: Option<String>,
+}
+
+/// What a recall selected, why, and the proofs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct RecallResponse {
+    /// The notice plus every block, ready to place in a prompt.
+    pub context: String,
+    /// `<recalled-memory>` data blocks, in inclusion order.
+    pub blocks: Vec<String>,
+    /// Selected record ids, in selection order.
+    pub selected_record_ids: Vec<String>,
+    /// One decision per candidate.
+    pub decisions: Vec<MemoryDecision>,
+    /// The selection receipt.
+    pub selection_receipt: MemorySelectionReceipt,
+    /// The relevance receipt when a query ranked the candidates.
+    pub relevance_receipt: Option<RelevanceReceipt>,
+    /// Which selected memories fit the token budget.
+    pub context_report: MemoryContextReport,
+    /// The store snapshot the read is bound to.
+    pub snapshot: SnapshotIdentity,
+}
+
+/// One memory as stored.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct MemoryView {
+    /// The record.
+    pub record: MemoryRecord,
+    /// Store lifecycle state.
+    pub state: String,
+    /// The exact content.
+    pub content: String,
+    /// Line identity.
+    pub line_id: String,
+    /// Generation within the line.
+    pub line_generation: u64,
+    /// The proposal that created it.
+    pub proposal_id: String,
+}
+
+/// A memory that is gone or going: its tombstone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ListEntry {
+    /// Record id.
+    pub record_id: String,
+    /// Store state (`active`, `publishing`, `revoked`, ..., or `erased`).
+    pub state: String,
+    /// Kind.
+    pub kind: String,
+    /// Subject key.
+    pub subject_key: String,
+    /// Creation instant.
+    pub created_at_unix_ms: u64,
+}
+
+/// Query of a list by subject (the subject's fields, tagged by `type`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `run`, `principal`, `principal_in_workspace`, `workspace`, `procedure`.
+    #[serde(rename = "type")]
+    pub subject_type: String,
+    /// Run of a run subject.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Principal of a principal subject.
+    #[serde(default)]
+    pub principal_id: Option<String>,
+    /// Workspace of a workspace, procedure or principal-in-workspace subject.
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// Procedure of a procedure subject.
+    #[serde(default)]
+    pub procedure_id: Option<String>,
+}
+
+/// A revocation request.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeRequest {
+    /// Ticket or request identity that authorizes it (default: the key id).
+    #[serde(default)]
+    pub authority_ref: Option<String>,
+}
+
+/// Where a revocation is, and its deletion receipt once finalized.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct RevocationResponse {
+    /// The record.
+    pub record_id: String,
+    /// Current stage (`finalized` when the receipt is present).
+    pub stage: String,
+    /// The revocation generation.
+    pub revocation_generation: u64,
+    /// The tombstone.
+    pub tombstone: Option<Tombstone>,
+    /// The deletion receipt, once finalized.
+    pub deletion_receipt: Option<DeletionReceiptView>,
+}
+
+/// A deletion receipt on the wire.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DeletionReceiptView {
+    /// The canonical body.
+    pub body: DeletionReceiptBody,
+    /// Its digest.
+    pub receipt_sha256: String,
+}
+
+/// A consent given by the credential's principal.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ConsentRequest {
+    /// What for.
+    pub purpose: MemoryPurpose,
+    /// The UI release that presented the request.
+    pub ui_release: String,
+    /// Consent id (default: derived).
+    #[serde(default)]
+    pub consent_id: Option<String>,
+}
+
+/// A stored consent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ConsentResponse {
+    /// The digest proposals name in `consent_receipt_sha256`.
+    pub consent_sha256: String,
+}
+
+/// What withdrawing a consent did.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct WithdrawResponse {
+    /// The consent.
+    pub consent_sha256: String,
+    /// Revocation generation of the withdrawal.
+    pub revocation_generation: u64,
+    /// Deletions of the dependent records.
+    pub revocations: Vec<RevocationResponse>,
+    /// Derived records quarantined instead.
+    pub quarantined: Vec<String>,
+}
+
+/// What erasing a principal did.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ErasureResponse {
+    /// Tenant.
+    pub tenant_id: String,
+    /// The erased principal.
+    pub principal_id: String,
+    /// One entry per memory about or by the principal.
+    pub revocations: Vec<RevocationResponse>,
+    /// Consents withdrawn.
+    pub consents_withdrawn: Vec<String>,
+    /// True when every deletion reached a finalized receipt.
+    pub complete: bool,
+}
+
+/// Verify a receipt.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum VerifyRequest {
+    /// Re-verify a stored write receipt from its stored independent inputs.
+    Write {
+        /// The proposal.
+        proposal_id: String,
+    },
+    /// Recompute a deletion receipt's digest.
+    Deletion {
+        /// The receipt.
+        receipt: Box<DeletionReceiptView>,
+    },
+}
+
+/// The verdict.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct VerifyResponse {
+    /// True when the receipt verifies.
+    pub valid: bool,
+    /// Why not.
+    pub problem: Option<String>,
+}
+
+/// Create a tenant or replace its policy. The server computes the policy
+/// digest over the canonical policy document.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRequest {
+    /// Kinds the tenant may write (default: all).
+    #[serde(default)]
+    pub allowed_kinds: Option<Vec<MemoryKind>>,
+    /// Longest TTL (default 365 days).
+    #[serde(default)]
+    pub max_ttl_ms: Option<u64>,
+    /// Whether principal semantic memory needs consent (default true).
+    #[serde(default)]
+    pub require_consent_for_principal_semantic: Option<bool>,
+    /// Fewest held-out cases a procedure needs (default 20).
+    #[serde(default)]
+    pub minimum_procedure_eval_cases: Option<u32>,
+}
+
+/// Create a tenant.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTenantRequest {
+    /// The tenant id.
+    pub tenant_id: String,
+    /// Its policy.
+    #[serde(default)]
+    pub policy: Option<PolicyRequest>,
+}
+
+/// The grant part of a key or grant request.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GrantRequest {
+    /// Kinds (default: working, episodic, semantic).
+    #[serde(default)]
+    pub allowed_kinds: Option<Vec<MemoryKind>>,
+    /// Purposes (default: run continuity, personalization, workspace knowledge).
+    #[serde(default)]
+    pub allowed_purposes: Option<Vec<MemoryPurpose>>,
+    /// Workspaces (default `["default"]`).
+    #[serde(default)]
+    pub allowed_workspace_ids: Option<Vec<String>>,
+    /// Runs (default none).
+    #[serde(default)]
+    pub allowed_run_ids: Option<Vec<String>>,
+    /// Exclusive expiry (default: one year from now).
+    #[serde(default)]
+    pub expires_at_unix_ms: Option<u64>,
+}
+
+/// Create a principal's key (and its grant).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CreateKeyRequest {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Principal.
+    pub principal_id: String,
+    /// The write grant stored for the principal.
+    #[serde(default)]
+    pub grant: Option<GrantRequest>,
+}
+
+/// A new key: shown once.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct CreateKeyResponse {
+    /// Public identity.
+    pub key_id: String,
+    /// The secret; store it now, it is not shown again.
+    pub key: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Principal.
+    pub principal_id: String,
+    /// The grant in force.
+    pub grant: mosaic_harness::memory_write::MemoryWriteGrant,
+}
+
+/// A review action by the admin.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewActionRequest {
+    /// `reject_proposal`, `contest_existing` or `request_evidence`.
+    pub action: String,
+    /// Ticket or request identity.
+    #[serde(default)]
+    pub authority_ref: Option<String>,
+}
+
+/// A review receipt on the wire.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ReviewReceiptView {
+    /// The body.
+    pub body: ReviewReceiptBody,
+    /// Its digest.
+    pub receipt_sha256: String,
+}
+
+/// Open review cases.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ReviewList {
+    /// Cases, sorted by id.
+    pub cases: Vec<ReviewCase>,
+}
+
+/// One export line (`{"type":"memory","data":{...}}`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(
+    tag = "type",
+    content = "data",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
+pub enum ExportLine {
+    /// A memory and the request that created it (with content), so an
+    /// import re-runs the gate on it.
+    Memory(Box<ExportedMemory>),
+}
+
+/// An exported memory.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedMemory {
+    /// The record as stored.
+    pub record: MemoryRecord,
+    /// Store state.
+    pub state: String,
+    /// The propose request, content included.
+    pub request: ProposeRequest,
+}
+
+/// What an import did.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ImportResponse {
+    /// Lines read.
+    pub lines: usize,
+    /// Accepted proposals.
+    pub accepted: usize,
+    /// Rejected proposals.
+    pub rejected: usize,
+    /// Lines that failed (line number → error code).
+    pub errors: BTreeMap<usize, String>,
+}
+
+/// What a reconcile pass did.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct ReconcileReport {
+    /// Publications applied and acknowledged.
+    pub published: usize,
+    /// Erasures applied and acknowledged.
+    pub erased: usize,
+    /// Deletions finalized.
+    pub deletions_finalized: usize,
+    /// Outbox messages that failed (retried next pass).
+    pub failures: usize,
+}
+
+/// What a reindex did.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct ReindexReport {
+    /// Records indexed.
+    pub live: usize,
+    /// Tombstones applied.
+    pub tombstones: usize,
+}
+
+/// Health.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct HealthResponse {
+    /// `ok`.
+    pub status: String,
+    /// Store schema version.
+    pub store_schema_version: i64,
+    /// Store revocation generation.
+    pub revocation_generation: u64,
+    /// Live records in the lexical index.
+    pub indexed_records: usize,
+    /// Crate version.
+    pub version: String,
+}
+
+/// Who the credential is.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct WhoAmI {
+    /// The credential.
+    pub credential: crate::auth::Credential,
+    /// The grant in force (principal keys).
+    pub grant: Option<mosaic_harness::memory_write::MemoryWriteGrant>,
+}

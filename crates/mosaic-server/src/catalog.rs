@@ -1,0 +1,518 @@
+//! The server's own small catalog (one SQLite file beside the store):
+//! API-key hashes, tenants and their current policy document, the grant in
+//! force per principal, consents given, and an identity-only index of
+//! memories (who wrote which record about which subject) that list, export,
+//! erasure and reindexing walk.
+//!
+//! The store stays the truth for every record's state and content: the
+//! catalog holds no memory content, only identities and digests, and every
+//! read it serves is re-checked against the store.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::auth::Credential;
+use crate::error::{ServiceError, ServiceResult};
+
+/// Version of the catalog schema.
+pub const CATALOG_SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tenants (
+    tenant_id TEXT PRIMARY KEY,
+    policy_json TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    policy_valid_from_ms INTEGER NOT NULL,
+    created_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY,
+    key_sha256 TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL,
+    tenant_id TEXT,
+    principal_id TEXT,
+    created_at_ms INTEGER NOT NULL,
+    disabled INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS grants (
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    grant_json TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, principal_id)
+);
+CREATE TABLE IF NOT EXISTS consents (
+    consent_sha256 TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS proposals (
+    proposal_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    accepted INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memories (
+    record_id TEXT PRIMARY KEY,
+    proposal_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    writer_principal_id TEXT NOT NULL,
+    subject_key TEXT NOT NULL,
+    subject_principal_id TEXT,
+    kind TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    request_json TEXT
+);
+CREATE INDEX IF NOT EXISTS memories_subject ON memories (tenant_id, subject_key);
+CREATE INDEX IF NOT EXISTS memories_subject_principal ON memories (tenant_id, subject_principal_id);
+CREATE INDEX IF NOT EXISTS memories_writer ON memories (tenant_id, writer_principal_id);
+";
+
+/// A tenant and its current policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantRow {
+    /// The current policy document.
+    pub policy: MemoryWritePolicy,
+    /// When it came into force.
+    pub policy_valid_from_ms: u64,
+}
+
+/// The identity-only catalog entry of one accepted memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryRow {
+    /// The record.
+    pub record_id: String,
+    /// The proposal that created it.
+    pub proposal_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Who proposed it.
+    pub writer_principal_id: String,
+    /// `MemorySubject::key()`.
+    pub subject_key: String,
+    /// The principal the subject names, if any.
+    pub subject_principal_id: Option<String>,
+    /// Memory kind name.
+    pub kind: String,
+    /// Creation instant.
+    pub created_at_ms: u64,
+    /// The propose request without its content (for export), cleared on
+    /// erasure.
+    pub request_json: Option<String>,
+}
+
+/// One API key's public description.
+#[derive(serde::Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// Identity.
+    pub key_id: String,
+    /// `admin` or `principal`.
+    pub role: String,
+    /// Tenant of a principal key.
+    pub tenant_id: Option<String>,
+    /// Principal of a principal key.
+    pub principal_id: Option<String>,
+    /// Creation instant.
+    pub created_at_ms: u64,
+    /// Whether the key is disabled.
+    pub disabled: bool,
+}
+
+/// The catalog connection.
+#[derive(Debug)]
+pub struct Catalog {
+    conn: Connection,
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> ServiceResult<T> {
+    serde_json::from_str(text)
+        .map_err(|e| ServiceError::Internal(format!("catalog {what} does not decode: {e}")))
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> ServiceResult<String> {
+    serde_json::to_string(value).map_err(|e| ServiceError::Internal(format!("catalog encode: {e}")))
+}
+
+const MEMORY_COLUMNS: &str = "record_id, proposal_id, tenant_id, writer_principal_id, subject_key, subject_principal_id, kind, created_at_ms, request_json";
+
+fn memory_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRow> {
+    Ok(MemoryRow {
+        record_id: r.get(0)?,
+        proposal_id: r.get(1)?,
+        tenant_id: r.get(2)?,
+        writer_principal_id: r.get(3)?,
+        subject_key: r.get(4)?,
+        subject_principal_id: r.get(5)?,
+        kind: r.get(6)?,
+        created_at_ms: to_u64(r.get(7)?),
+        request_json: r.get(8)?,
+    })
+}
+
+impl Catalog {
+    /// Opens (creating if needed) the catalog at `path`.
+    pub fn open(path: &Path) -> ServiceResult<Self> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > CATALOG_SCHEMA_VERSION {
+            return Err(ServiceError::Internal(format!(
+                "catalog schema version {version} is newer than this release ({CATALOG_SCHEMA_VERSION})"
+            )));
+        }
+        conn.execute_batch(SCHEMA)?;
+        conn.pragma_update(None, "user_version", CATALOG_SCHEMA_VERSION)?;
+        Ok(Catalog { conn })
+    }
+
+    /// The schema version stored in the file.
+    pub fn schema_version(&self) -> ServiceResult<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    /// `PRAGMA integrity_check` result (`ok` when healthy).
+    pub fn integrity_check(&self) -> ServiceResult<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+
+    // ------------------------------------------------------------ tenants
+
+    /// Creates or replaces a tenant's policy.
+    pub fn put_tenant(&self, policy: &MemoryWritePolicy, valid_from_ms: u64) -> ServiceResult<()> {
+        self.conn.execute(
+            "INSERT INTO tenants (tenant_id, policy_json, policy_sha256, policy_valid_from_ms, created_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?4)
+             ON CONFLICT (tenant_id) DO UPDATE SET policy_json = ?2, policy_sha256 = ?3, policy_valid_from_ms = ?4",
+            params![policy.tenant_id, encode(policy)?, policy.policy_sha256, to_i64(valid_from_ms)],
+        )?;
+        Ok(())
+    }
+
+    /// A tenant, if it exists.
+    pub fn tenant(&self, tenant_id: &str) -> ServiceResult<Option<TenantRow>> {
+        let row: Option<(String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT policy_json, policy_valid_from_ms FROM tenants WHERE tenant_id = ?1",
+                [tenant_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        row.map(|(json, from)| {
+            Ok(TenantRow {
+                policy: decode("policy", &json)?,
+                policy_valid_from_ms: to_u64(from),
+            })
+        })
+        .transpose()
+    }
+
+    /// Every tenant id, sorted.
+    pub fn tenant_ids(&self) -> ServiceResult<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT tenant_id FROM tenants ORDER BY tenant_id")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    // ------------------------------------------------------------ keys
+
+    /// Stores a key hash with its binding.
+    pub fn insert_key(
+        &self,
+        key_sha256: &str,
+        key_id: &str,
+        tenant_and_principal: Option<(&str, &str)>,
+        at_ms: u64,
+    ) -> ServiceResult<()> {
+        let (role, tenant, principal) = match tenant_and_principal {
+            Some((t, p)) => ("principal", Some(t), Some(p)),
+            None => ("admin", None, None),
+        };
+        self.conn.execute(
+            "INSERT INTO api_keys (key_id, key_sha256, role, tenant_id, principal_id, created_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![key_id, key_sha256, role, tenant, principal, to_i64(at_ms)],
+        )?;
+        Ok(())
+    }
+
+    /// The credential of an enabled key with this hash.
+    pub fn credential(&self, key_sha256: &str) -> ServiceResult<Option<Credential>> {
+        let row: Option<(String, String, Option<String>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT key_id, role, tenant_id, principal_id FROM api_keys WHERE key_sha256 = ?1 AND disabled = 0",
+                [key_sha256],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?;
+        Ok(match row {
+            Some((key_id, role, _, _)) if role == "admin" => Some(Credential::Admin { key_id }),
+            Some((key_id, _, Some(tenant_id), Some(principal_id))) => Some(Credential::Principal {
+                key_id,
+                tenant_id,
+                principal_id,
+            }),
+            _ => None,
+        })
+    }
+
+    /// Disables one key; false when there is no such key.
+    pub fn disable_key(&self, key_id: &str) -> ServiceResult<bool> {
+        Ok(self.conn.execute(
+            "UPDATE api_keys SET disabled = 1 WHERE key_id = ?1",
+            [key_id],
+        )? > 0)
+    }
+
+    /// Disables every key of a principal.
+    pub fn disable_principal_keys(
+        &self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> ServiceResult<usize> {
+        Ok(self.conn.execute(
+            "UPDATE api_keys SET disabled = 1 WHERE tenant_id = ?1 AND principal_id = ?2",
+            [tenant_id, principal_id],
+        )?)
+    }
+
+    /// Every key, sorted by id.
+    pub fn keys(&self) -> ServiceResult<Vec<KeyInfo>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT key_id, role, tenant_id, principal_id, created_at_ms, disabled FROM api_keys ORDER BY key_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(KeyInfo {
+                key_id: r.get(0)?,
+                role: r.get(1)?,
+                tenant_id: r.get(2)?,
+                principal_id: r.get(3)?,
+                created_at_ms: to_u64(r.get(4)?),
+                disabled: r.get::<_, i64>(5)? != 0,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Number of enabled admin keys.
+    pub fn admin_key_count(&self) -> ServiceResult<u64> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND disabled = 0",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(to_u64(n))
+    }
+
+    // ------------------------------------------------------------ grants
+
+    /// Stores the grant in force for its principal.
+    pub fn put_grant(&self, grant: &MemoryWriteGrant) -> ServiceResult<()> {
+        self.conn.execute(
+            "INSERT INTO grants (tenant_id, principal_id, grant_json) VALUES (?1, ?2, ?3)
+             ON CONFLICT (tenant_id, principal_id) DO UPDATE SET grant_json = ?3",
+            params![grant.tenant_id, grant.principal_id, encode(grant)?],
+        )?;
+        Ok(())
+    }
+
+    /// The grant in force for a principal.
+    pub fn grant(
+        &self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> ServiceResult<Option<MemoryWriteGrant>> {
+        let json: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2",
+                [tenant_id, principal_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        json.map(|j| decode("grant", &j)).transpose()
+    }
+
+    /// Every grant of a tenant.
+    pub fn grants_of_tenant(&self, tenant_id: &str) -> ServiceResult<Vec<MemoryWriteGrant>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT grant_json FROM grants WHERE tenant_id = ?1 ORDER BY principal_id")?;
+        let rows: Vec<String> = stmt
+            .query_map([tenant_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        rows.iter().map(|j| decode("grant", j)).collect()
+    }
+
+    // ------------------------------------------------------------ consents
+
+    /// Records who gave a consent.
+    pub fn insert_consent(
+        &self,
+        consent_sha256: &str,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> ServiceResult<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO consents (consent_sha256, tenant_id, principal_id) VALUES (?1, ?2, ?3)",
+            [consent_sha256, tenant_id, principal_id],
+        )?;
+        Ok(())
+    }
+
+    /// Tenant and principal of a consent.
+    pub fn consent_owner(&self, consent_sha256: &str) -> ServiceResult<Option<(String, String)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT tenant_id, principal_id FROM consents WHERE consent_sha256 = ?1",
+                [consent_sha256],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    /// Every consent a principal gave.
+    pub fn consents_of(&self, tenant_id: &str, principal_id: &str) -> ServiceResult<Vec<String>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT consent_sha256 FROM consents WHERE tenant_id = ?1 AND principal_id = ?2 ORDER BY consent_sha256",
+        )?;
+        let rows = stmt.query_map([tenant_id, principal_id], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    // ------------------------------------------------------------ proposals
+
+    /// Records who made a proposal and what was decided.
+    pub fn insert_proposal(
+        &self,
+        proposal_id: &str,
+        tenant_id: &str,
+        principal_id: &str,
+        record_id: &str,
+        accepted: bool,
+    ) -> ServiceResult<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO proposals (proposal_id, tenant_id, principal_id, record_id, accepted)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![proposal_id, tenant_id, principal_id, record_id, i64::from(accepted)],
+        )?;
+        Ok(())
+    }
+
+    /// Tenant and principal of a proposal.
+    pub fn proposal_owner(&self, proposal_id: &str) -> ServiceResult<Option<(String, String)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT tenant_id, principal_id FROM proposals WHERE proposal_id = ?1",
+                [proposal_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    // ------------------------------------------------------------ memories
+
+    /// Records an accepted memory (idempotent).
+    pub fn insert_memory(&self, row: &MemoryRow) -> ServiceResult<()> {
+        self.conn.execute(
+            &format!("INSERT OR IGNORE INTO memories ({MEMORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+            params![
+                row.record_id,
+                row.proposal_id,
+                row.tenant_id,
+                row.writer_principal_id,
+                row.subject_key,
+                row.subject_principal_id,
+                row.kind,
+                to_i64(row.created_at_ms),
+                row.request_json
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// One memory's catalog entry.
+    pub fn memory(&self, record_id: &str) -> ServiceResult<Option<MemoryRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE record_id = ?1"),
+                [record_id],
+                memory_row,
+            )
+            .optional()?)
+    }
+
+    fn memories_where(&self, clause: &str, args: &[&str]) -> ServiceResult<Vec<MemoryRow>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE {clause} ORDER BY record_id"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), memory_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Memories of a tenant about one subject.
+    pub fn memories_by_subject(
+        &self,
+        tenant_id: &str,
+        subject_key: &str,
+    ) -> ServiceResult<Vec<MemoryRow>> {
+        self.memories_where(
+            "tenant_id = ?1 AND subject_key = ?2",
+            &[tenant_id, subject_key],
+        )
+    }
+
+    /// Memories of a tenant about a principal or written by them.
+    pub fn memories_of_principal(
+        &self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> ServiceResult<Vec<MemoryRow>> {
+        self.memories_where(
+            "tenant_id = ?1 AND (subject_principal_id = ?2 OR writer_principal_id = ?2)",
+            &[tenant_id, principal_id],
+        )
+    }
+
+    /// Every memory of a tenant.
+    pub fn memories_of_tenant(&self, tenant_id: &str) -> ServiceResult<Vec<MemoryRow>> {
+        self.memories_where("tenant_id = ?1", &[tenant_id])
+    }
+
+    /// Every memory.
+    pub fn all_memories(&self) -> ServiceResult<Vec<MemoryRow>> {
+        self.memories_where("1 = 1", &[])
+    }
+
+    /// Forgets the export copy of a memory's request (on erasure).
+    pub fn clear_request(&self, record_id: &str) -> ServiceResult<()> {
+        self.conn.execute(
+            "UPDATE memories SET request_json = NULL WHERE record_id = ?1",
+            [record_id],
+        )?;
+        Ok(())
+    }
+}

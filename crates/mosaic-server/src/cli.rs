@@ -1,0 +1,646 @@
+//! Argument parsing and the verbs.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Parser, Subcommand};
+use mosaic_server::api::{ProposeRequest, RecallRequest};
+use mosaic_server::service::ADMIN_KEY_FILE;
+use mosaic_server::{ServerConfig, Service};
+use serde_json::{Value, json};
+
+/// Mosaic Memory: governed long-term memory for LLM agents.
+#[derive(Parser, Debug)]
+#[command(name = "mosaic", version, about)]
+pub struct Cli {
+    /// Print JSON lines (`{"type","data"}`) instead of human output.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How a client verb reaches the server.
+#[derive(Args, Debug, Clone)]
+pub struct Remote {
+    /// Server URL.
+    #[arg(long, env = "MOSAIC_URL", default_value = "http://127.0.0.1:7070")]
+    pub url: String,
+    /// API key (`mk_...`).
+    #[arg(long, env = "MOSAIC_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+}
+
+/// Service configuration flags (over the config file and MOSAIC_* variables).
+#[derive(Args, Debug, Clone)]
+pub struct ServeFlags {
+    /// TOML configuration file.
+    #[arg(long, env = "MOSAIC_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen address (default 127.0.0.1:7070).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Data directory (default ./mosaic-data).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// PostgreSQL URL (scale-out store).
+    #[arg(long)]
+    pub postgres: Option<String>,
+    /// Largest request body in bytes.
+    #[arg(long)]
+    pub body_limit_bytes: Option<usize>,
+    /// Requests per second per API key.
+    #[arg(long)]
+    pub rate_limit_per_second: Option<u32>,
+    /// Token-bucket burst per API key.
+    #[arg(long)]
+    pub rate_limit_burst: Option<u32>,
+    /// Per-request timeout in milliseconds.
+    #[arg(long)]
+    pub request_timeout_ms: Option<u64>,
+}
+
+/// The verbs.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the service.
+    Serve(ServeFlags),
+    /// Check configuration, data directory, schema, audit chain and indexes.
+    Doctor(ServeFlags),
+    /// Propose a memory from a JSON request file (`-` for stdin).
+    Propose {
+        #[command(flatten)]
+        remote: Remote,
+        /// ProposeRequest JSON file.
+        file: PathBuf,
+    },
+    /// Recall memories for the key's principal.
+    Recall {
+        #[command(flatten)]
+        remote: Remote,
+        /// Query text (ranks the eligible memories).
+        #[arg(long)]
+        query: Option<String>,
+        /// Workspace.
+        #[arg(long)]
+        workspace: Option<String>,
+        /// Run.
+        #[arg(long)]
+        run: Option<String>,
+        /// Most memories to select.
+        #[arg(long)]
+        max: Option<usize>,
+    },
+    /// Revoke a memory and print its deletion receipt.
+    Revoke {
+        #[command(flatten)]
+        remote: Remote,
+        /// Record id.
+        record_id: String,
+    },
+    /// Verify a write receipt (by proposal id) or a deletion receipt (file).
+    Verify {
+        #[command(flatten)]
+        remote: Remote,
+        /// Proposal whose stored write receipt to re-verify.
+        #[arg(long, conflicts_with = "deletion_receipt")]
+        proposal: Option<String>,
+        /// Deletion receipt JSON file (`{body, receipt_sha256}`).
+        #[arg(long)]
+        deletion_receipt: Option<PathBuf>,
+    },
+    /// Export the key's memories as JSON lines.
+    Export {
+        #[command(flatten)]
+        remote: Remote,
+        /// Output file (default stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Import JSON lines (each line is proposed again through the gate).
+    Import {
+        #[command(flatten)]
+        remote: Remote,
+        /// JSON lines file.
+        file: PathBuf,
+    },
+    /// Rebuild the indexes from the store (admin key, or --data-dir offline).
+    Reindex {
+        #[command(flatten)]
+        remote: Remote,
+        /// Operate on a stopped server's data directory directly.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Publish pending outbox rows and advance deletions (admin key, or --data-dir offline).
+    Reconcile {
+        #[command(flatten)]
+        remote: Remote,
+        /// Operate on a stopped server's data directory directly.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// A guided tour against an embedded service in a temporary directory.
+    Demo,
+}
+
+/// Runs one command.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    let json = cli.json;
+    match cli.command {
+        Command::Serve(flags) => serve(&flags),
+        Command::Doctor(flags) => doctor(&flags, json),
+        Command::Propose { remote, file } => {
+            let request: ProposeRequest = serde_json::from_str(&read_input(&file)?)
+                .context("the file is not a ProposeRequest")?;
+            let (status, body) = http(
+                &remote,
+                "POST",
+                "/v1/memories",
+                Some(&serde_json::to_value(&request)?),
+            )?;
+            finish(json, "propose", status, &body, |b| {
+                let decision = b["decision"].as_str().unwrap_or("?");
+                let mut out = format!(
+                    "{decision} {} (proposal {})",
+                    b["record_id"].as_str().unwrap_or("?"),
+                    b["proposal_id"].as_str().unwrap_or("?")
+                );
+                if let Some(violations) = b["violations"].as_array() {
+                    for v in violations {
+                        out.push_str(&format!("\n  violation: {v}"));
+                    }
+                }
+                out.push_str(&format!(
+                    "\n  receipt {}",
+                    b["receipt"]["receipt_sha256"].as_str().unwrap_or("?")
+                ));
+                out
+            })
+        }
+        Command::Recall {
+            remote,
+            query,
+            workspace,
+            run,
+            max,
+        } => {
+            let request = RecallRequest {
+                workspace_id: workspace,
+                run_id: run,
+                max_records: max,
+                query,
+                ..RecallRequest::default()
+            };
+            let (status, body) = http(
+                &remote,
+                "POST",
+                "/v1/recall",
+                Some(&serde_json::to_value(&request)?),
+            )?;
+            let code = finish(json, "recall", status, &body, |b| {
+                let context = b["context"].as_str().unwrap_or("");
+                let receipt = b["selection_receipt"]["receipt_sha256"]
+                    .as_str()
+                    .unwrap_or("?");
+                if context.is_empty() {
+                    format!("nothing recalled (selection receipt {receipt})")
+                } else {
+                    format!("{context}\n\nselection receipt {receipt}")
+                }
+            })?;
+            let empty = body["selected_record_ids"]
+                .as_array()
+                .is_some_and(Vec::is_empty);
+            Ok(if code == ExitCode::SUCCESS && empty {
+                ExitCode::from(1)
+            } else {
+                code
+            })
+        }
+        Command::Revoke { remote, record_id } => {
+            let path = format!("/v1/memories/{}/revoke", encode_segment(&record_id));
+            let (status, body) = http(&remote, "POST", &path, Some(&json!({})))?;
+            finish(json, "revoke", status, &body, |b| {
+                format!(
+                    "{} is {}; deletion receipt {}",
+                    b["record_id"].as_str().unwrap_or("?"),
+                    b["stage"].as_str().unwrap_or("?"),
+                    b["deletion_receipt"]["receipt_sha256"]
+                        .as_str()
+                        .unwrap_or("(pending)")
+                )
+            })
+        }
+        Command::Verify {
+            remote,
+            proposal,
+            deletion_receipt,
+        } => {
+            let request = match (proposal, deletion_receipt) {
+                (Some(p), _) => json!({"kind": "write", "proposal_id": p}),
+                (None, Some(file)) => {
+                    let receipt: Value = serde_json::from_str(&read_input(&file)?)
+                        .context("the file is not JSON")?;
+                    json!({"kind": "deletion", "receipt": receipt})
+                }
+                (None, None) => bail!("name --proposal ID or --deletion-receipt FILE"),
+            };
+            let (status, body) = http(&remote, "POST", "/v1/verify", Some(&request))?;
+            let code = finish(json, "verify", status, &body, |b| {
+                if b["valid"].as_bool() == Some(true) {
+                    "valid".to_owned()
+                } else {
+                    format!("INVALID: {}", b["problem"].as_str().unwrap_or("?"))
+                }
+            })?;
+            Ok(
+                if code == ExitCode::SUCCESS && body["valid"].as_bool() != Some(true) {
+                    ExitCode::from(2)
+                } else {
+                    code
+                },
+            )
+        }
+        Command::Export { remote, out } => {
+            let (status, text) = http_text(&remote, "GET", "/v1/export", None)?;
+            if status >= 400 {
+                let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                return finish(json, "export", status, &body, |_| String::new());
+            }
+            let n = text.lines().filter(|l| !l.trim().is_empty()).count();
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, &text)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    if !json {
+                        println!("exported {n} memories to {}", path.display());
+                    } else {
+                        print_line("export", &json!({"memories": n, "file": path}));
+                    }
+                }
+                None => {
+                    let mut stdout = std::io::stdout().lock();
+                    if stdout.write_all(text.as_bytes()).is_err() {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+            }
+            Ok(if n == 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Import { remote, file } => import(&remote, &file, json),
+        Command::Reindex { remote, data_dir } => maintenance(&remote, data_dir, json, "reindex"),
+        Command::Reconcile { remote, data_dir } => {
+            maintenance(&remote, data_dir, json, "reconcile")
+        }
+        Command::Demo => crate::demo::run(json),
+    }
+}
+
+fn read_input(path: &Path) -> Result<String> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    }
+}
+
+fn encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn print_line(kind: &str, data: &Value) {
+    let line = json!({"type": kind, "data": data});
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe is not an error.
+    let _ = writeln!(stdout, "{line}");
+}
+
+/// Prints the answer and maps the HTTP status to an exit code.
+fn finish(
+    json: bool,
+    kind: &str,
+    status: u16,
+    body: &Value,
+    human: impl Fn(&Value) -> String,
+) -> Result<ExitCode> {
+    if status >= 400 {
+        let code = body["error"]["code"].as_str().unwrap_or("http_error");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        if json {
+            print_line(
+                "error",
+                &json!({"status": status, "code": code, "message": message}),
+            );
+        } else {
+            eprintln!("error: {code} ({status}): {message}");
+        }
+        return Ok(if status == 404 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::from(2)
+        });
+    }
+    if json {
+        print_line(kind, body);
+    } else {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{}", human(body));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+fn http_text(
+    remote: &Remote,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+) -> Result<(u16, String)> {
+    let key = remote
+        .key
+        .as_deref()
+        .ok_or_else(|| anyhow!("no API key: pass --key or set MOSAIC_KEY"))?;
+    let url = format!("{}{path}", remote.url.trim_end_matches('/'));
+    let auth = format!("Bearer {key}");
+    let agent = agent();
+    let result = match (method, body) {
+        ("GET", _) => agent.get(&url).header("Authorization", &auth).call(),
+        ("POST", Some(b)) => agent
+            .post(&url)
+            .header("Authorization", &auth)
+            .header("Content-Type", "application/json")
+            .send(b.as_bytes()),
+        ("POST", None) => agent.post(&url).header("Authorization", &auth).send_empty(),
+        _ => bail!("unsupported method {method}"),
+    };
+    let mut response = result.with_context(|| format!("cannot reach {}", remote.url))?;
+    let status = response.status().as_u16();
+    let text = response
+        .body_mut()
+        .with_config()
+        .limit(1 << 30)
+        .read_to_string()
+        .context("cannot read the response")?;
+    Ok((status, text))
+}
+
+fn http(remote: &Remote, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value)> {
+    let (status, text) = http_text(remote, method, path, body.map(Value::to_string))?;
+    let value = serde_json::from_str(&text)
+        .unwrap_or_else(|_| json!({"error": {"code": "bad_response", "message": text}}));
+    Ok((status, value))
+}
+
+fn import(remote: &Remote, file: &Path, json: bool) -> Result<ExitCode> {
+    let text = read_input(file)?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let bar = if json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(lines.len() as u64)
+    };
+    let (mut accepted, mut rejected, mut failed) = (0usize, 0usize, 0usize);
+    // Send in chunks so each request stays under the body limit.
+    for chunk in lines.chunks(100) {
+        let body = chunk.join("\n");
+        let (status, text) = http_text(remote, "POST", "/v1/import", Some(body))?;
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status >= 400 {
+            bar.finish_and_clear();
+            return finish(json, "import", status, &value, |_| String::new());
+        }
+        accepted += value["accepted"].as_u64().unwrap_or(0) as usize;
+        rejected += value["rejected"].as_u64().unwrap_or(0) as usize;
+        failed += value["errors"].as_object().map_or(0, serde_json::Map::len);
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    let summary =
+        json!({"lines": lines.len(), "accepted": accepted, "rejected": rejected, "errors": failed});
+    if json {
+        print_line("import", &summary);
+    } else {
+        println!(
+            "imported {} lines: {accepted} accepted, {rejected} rejected, {failed} errors",
+            lines.len()
+        );
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(2)
+    } else if accepted == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn maintenance(
+    remote: &Remote,
+    data_dir: Option<PathBuf>,
+    json: bool,
+    verb: &str,
+) -> Result<ExitCode> {
+    let value = match data_dir {
+        Some(dir) => {
+            let config = ServerConfig {
+                data_dir: dir,
+                ..ServerConfig::default()
+            };
+            let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;
+            if verb == "reindex" {
+                let bar = if json {
+                    indicatif::ProgressBar::hidden()
+                } else {
+                    indicatif::ProgressBar::new(0)
+                };
+                let progress = |done: usize, total: usize| {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                };
+                let report = service
+                    .reindex(Some(&progress))
+                    .map_err(|e| anyhow!("{e}"))?;
+                bar.finish_and_clear();
+                serde_json::to_value(report)?
+            } else {
+                serde_json::to_value(service.reconcile().map_err(|e| anyhow!("{e}"))?)?
+            }
+        }
+        None => {
+            let bar = if json || verb != "reindex" {
+                indicatif::ProgressBar::hidden()
+            } else {
+                indicatif::ProgressBar::new_spinner()
+            };
+            bar.set_message("rebuilding indexes");
+            let (status, body) = http(
+                remote,
+                "POST",
+                &format!("/v1/admin/{verb}"),
+                Some(&json!({})),
+            )?;
+            bar.finish_and_clear();
+            if status >= 400 {
+                return finish(json, verb, status, &body, |_| String::new());
+            }
+            body
+        }
+    };
+    finish(json, verb, 200, &value, |v| format!("{verb}: {v}"))
+}
+
+fn load_config(flags: &ServeFlags) -> Result<ServerConfig> {
+    let mut config = match &flags.config {
+        Some(path) => ServerConfig::from_toml_file(path).map_err(|e| anyhow!("{e}"))?,
+        None => ServerConfig::default(),
+    };
+    config
+        .apply_env(std::env::vars())
+        .map_err(|e| anyhow!("{e}"))?;
+    if let Some(v) = flags.listen {
+        config.listen = v;
+    }
+    if let Some(v) = &flags.data_dir {
+        config.data_dir.clone_from(v);
+    }
+    if let Some(v) = &flags.postgres {
+        config.postgres = Some(v.clone());
+    }
+    if let Some(v) = flags.body_limit_bytes {
+        config.body_limit_bytes = v;
+    }
+    if let Some(v) = flags.rate_limit_per_second {
+        config.rate_limit_per_second = v;
+    }
+    if let Some(v) = flags.rate_limit_burst {
+        config.rate_limit_burst = v;
+    }
+    if let Some(v) = flags.request_timeout_ms {
+        config.request_timeout_ms = v;
+    }
+    if let Err(problems) = config.validate() {
+        bail!("invalid configuration: {}", problems.join("; "));
+    }
+    Ok(config)
+}
+
+fn serve(flags: &ServeFlags) -> Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .init();
+    let config = load_config(flags)?;
+    let (service, report) = Service::open(config.clone()).map_err(|e| anyhow!("{e}"))?;
+    let state = Arc::new(service);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        println!("mosaic: serving on http://{addr}");
+        println!("mosaic: data directory {}", config.data_dir.display());
+        let key_file = config.data_dir.join(ADMIN_KEY_FILE);
+        match report.admin_key_file {
+            Some(path) => println!("mosaic: bootstrap admin key written to {} (mode 0600; shown nowhere else)", path.display()),
+            None => println!("mosaic: admin key file {} (from the first start)", key_file.display()),
+        }
+        println!("mosaic: try  curl http://{addr}/health");
+        println!("mosaic:      curl -H \"Authorization: Bearer $(cat {})\" http://{addr}/v1/admin/tenants", key_file.display());
+        let reconciler = mosaic_server::http::spawn_reconciler(state.clone());
+        let app = mosaic_server::app(state.clone());
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        reconciler.abort();
+        let flush = state.clone();
+        let _ = tokio::task::spawn_blocking(move || flush.flush()).await;
+        println!("mosaic: stopped");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn doctor(flags: &ServeFlags, json: bool) -> Result<ExitCode> {
+    let mut problems: Vec<(String, String)> = Vec::new();
+    let config = match load_config(flags) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            problems.push(("config".into(), format!("{e:#}")));
+            None
+        }
+    };
+    if let Some(config) = config {
+        if !config.data_dir.exists() {
+            problems.push((
+                "data directory".into(),
+                format!(
+                    "{} does not exist (run `mosaic serve` once)",
+                    config.data_dir.display()
+                ),
+            ));
+        } else {
+            let key_file = config.data_dir.join(ADMIN_KEY_FILE);
+            #[cfg(unix)]
+            if let Ok(meta) = std::fs::metadata(&key_file) {
+                use std::os::unix::fs::PermissionsExt;
+                if meta.permissions().mode() & 0o077 != 0 {
+                    problems.push((
+                        "admin key file".into(),
+                        format!("{} is readable by others (chmod 600)", key_file.display()),
+                    ));
+                }
+            }
+            match Service::open(config) {
+                Ok((service, _)) => match service.doctor() {
+                    Ok(found) => problems.extend(found),
+                    Err(e) => problems.push(("checks".into(), e.to_string())),
+                },
+                Err(e) => problems.push(("open".into(), e.to_string())),
+            }
+        }
+    }
+    if json {
+        print_line(
+            "doctor",
+            &json!({"ok": problems.is_empty(), "problems": problems.iter().map(|(c, p)| json!({"check": c, "problem": p})).collect::<Vec<_>>()}),
+        );
+    } else if problems.is_empty() {
+        println!("doctor: everything checks out");
+    } else {
+        for (check, problem) in &problems {
+            println!("doctor: {check}: {problem}");
+        }
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}

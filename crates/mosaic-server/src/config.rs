@@ -1,0 +1,127 @@
+//! Service configuration: defaults, a TOML file, then `MOSAIC_*` environment
+//! variables and command-line flags (the binary applies flags last).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ServiceError, ServiceResult};
+
+/// Everything `mosaic serve` is configured with.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Data directory (store file, catalog, index snapshots, admin key).
+    pub data_dir: PathBuf,
+    /// PostgreSQL URL; when set the store is PostgreSQL instead of SQLite.
+    pub postgres: Option<String>,
+    /// Largest accepted request body, in bytes.
+    pub body_limit_bytes: usize,
+    /// Requests per second each credential may sustain.
+    pub rate_limit_per_second: u32,
+    /// Burst size of each credential's token bucket.
+    pub rate_limit_burst: u32,
+    /// Per-request timeout in milliseconds.
+    pub request_timeout_ms: u64,
+    /// How often the background worker publishes the outbox and advances
+    /// deletions, in milliseconds.
+    pub reconcile_interval_ms: u64,
+    /// Dimensions of the built-in deterministic hashing embedder.
+    pub embedding_dim: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            data_dir: PathBuf::from("./mosaic-data"),
+            postgres: None,
+            body_limit_bytes: 1024 * 1024,
+            rate_limit_per_second: 50,
+            rate_limit_burst: 100,
+            request_timeout_ms: 10_000,
+            reconcile_interval_ms: 1_000,
+            embedding_dim: 256,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Reads a TOML file over the defaults (unknown keys are errors).
+    pub fn from_toml_file(path: &Path) -> ServiceResult<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ServiceError::bad_request(
+                "invalid_config",
+                format!("cannot read config file {}: {e}", path.display()),
+            )
+        })?;
+        Self::from_toml_str(&text)
+    }
+
+    /// Parses TOML over the defaults (unknown keys are errors).
+    pub fn from_toml_str(text: &str) -> ServiceResult<Self> {
+        toml::from_str(text)
+            .map_err(|e| ServiceError::bad_request("invalid_config", format!("config file: {e}")))
+    }
+
+    /// Applies `MOSAIC_*` variables from `vars` (pass `std::env::vars()`).
+    pub fn apply_env(
+        &mut self,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> ServiceResult<()> {
+        fn parse<T: std::str::FromStr>(name: &str, value: &str) -> ServiceResult<T> {
+            value.parse().map_err(|_| {
+                ServiceError::bad_request(
+                    "invalid_config",
+                    format!("{name}={value:?} does not parse"),
+                )
+            })
+        }
+        for (name, value) in vars {
+            match name.as_str() {
+                "MOSAIC_LISTEN" => self.listen = parse(&name, &value)?,
+                "MOSAIC_DATA_DIR" => self.data_dir = PathBuf::from(value),
+                "MOSAIC_POSTGRES" => self.postgres = Some(value),
+                "MOSAIC_BODY_LIMIT_BYTES" => self.body_limit_bytes = parse(&name, &value)?,
+                "MOSAIC_RATE_LIMIT_PER_SECOND" => {
+                    self.rate_limit_per_second = parse(&name, &value)?
+                }
+                "MOSAIC_RATE_LIMIT_BURST" => self.rate_limit_burst = parse(&name, &value)?,
+                "MOSAIC_REQUEST_TIMEOUT_MS" => self.request_timeout_ms = parse(&name, &value)?,
+                "MOSAIC_RECONCILE_INTERVAL_MS" => {
+                    self.reconcile_interval_ms = parse(&name, &value)?
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the values make sense; lists every problem.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        if self.body_limit_bytes < 1024 {
+            problems.push("body_limit_bytes must be at least 1024".to_owned());
+        }
+        if self.rate_limit_per_second == 0 || self.rate_limit_burst == 0 {
+            problems.push("rate_limit_per_second and rate_limit_burst must be positive".to_owned());
+        }
+        if self.request_timeout_ms == 0 {
+            problems.push("request_timeout_ms must be positive".to_owned());
+        }
+        if self.reconcile_interval_ms == 0 {
+            problems.push("reconcile_interval_ms must be positive".to_owned());
+        }
+        if !(8..=4096).contains(&self.embedding_dim) {
+            problems.push("embedding_dim must be between 8 and 4096".to_owned());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+}

@@ -1,0 +1,680 @@
+//! The HTTP JSON API: [`app`] builds the whole router. Handlers decode,
+//! authenticate, call one [`Service`] function on a blocking thread and
+//! encode; every failure is a JSON error with a stable code.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{
+    DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Path, Query, Request, State,
+};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post, put};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::*;
+use crate::auth::Credential;
+use crate::error::{ServiceError, ServiceResult};
+use crate::service::Service;
+
+/// Shared state of the router.
+pub type AppState = Arc<Service>;
+
+/// A service error as an HTTP response.
+#[derive(Debug)]
+pub struct ApiError(pub ServiceError);
+
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> Self {
+        ApiError(err)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(self.0.body())).into_response()
+    }
+}
+
+/// A strictly decoded JSON body: malformed JSON, unknown fields, wrong types
+/// and oversized bodies become JSON errors. An empty body reads as `{}`.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError(ServiceError::BodyTooLarge { limit })
+            } else {
+                ApiError(ServiceError::bad_request(
+                    "unreadable_body",
+                    "the request body could not be read",
+                ))
+            }
+        })?;
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        decode_json(bytes).map(ApiJson).map_err(ApiError)
+    }
+}
+
+/// Decodes JSON strictly, classifying the failure.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> ServiceResult<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        use serde_json::error::Category;
+        let message = e.to_string();
+        match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => ServiceError::bad_request(
+                "malformed_json",
+                format!("the body is not valid JSON: {message}"),
+            ),
+            Category::Data
+                if message.contains("unknown field") || message.contains("unknown variant") =>
+            {
+                ServiceError::bad_request("unknown_field", message)
+            }
+            Category::Data => ServiceError::bad_request("invalid_field", message),
+        }
+    })
+}
+
+/// A raw text body (JSON lines), size-limited like [`ApiJson`].
+pub struct ApiText(pub String);
+
+impl<S: Send + Sync> FromRequest<S> for ApiText {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError(ServiceError::BodyTooLarge { limit })
+            } else {
+                ApiError(ServiceError::bad_request(
+                    "unreadable_body",
+                    "the request body could not be read",
+                ))
+            }
+        })?;
+        String::from_utf8(bytes.to_vec()).map(ApiText).map_err(|_| {
+            ApiError(ServiceError::bad_request(
+                "malformed_body",
+                "the body is not UTF-8 text",
+            ))
+        })
+    }
+}
+
+/// A strictly decoded query string.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::try_from_uri(&parts.uri)
+            .map(|Query(q)| ApiQuery(q))
+            .map_err(|e| ApiError(ServiceError::bad_request("invalid_query", e.body_text())))
+    }
+}
+
+/// Path parameters, as JSON errors when they do not decode.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| ApiPath(p))
+            .map_err(|e| ApiError(ServiceError::bad_request("invalid_path", e.body_text())))
+    }
+}
+
+/// The authenticated, rate-limited credential of a request.
+pub struct Auth(pub Credential);
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let presented = match parts.headers.get(header::AUTHORIZATION) {
+            None => None,
+            Some(value) => {
+                let text = value
+                    .to_str()
+                    .map_err(|_| ApiError(ServiceError::InvalidKey))?;
+                Some(
+                    text.strip_prefix("Bearer ")
+                        .ok_or(ApiError(ServiceError::InvalidKey))?
+                        .trim()
+                        .to_owned(),
+                )
+            }
+        };
+        let service = state.clone();
+        let credential = blocking(move || service.authenticate(presented.as_deref())).await?;
+        state.check_rate(&credential)?;
+        Ok(Auth(credential))
+    }
+}
+
+/// An empty JSON object body (`{}` or nothing).
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+#[derive(Clone, Copy)]
+struct BodyLimit(usize);
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ServiceResult<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(ApiError),
+        Err(_) => Err(ApiError(ServiceError::Internal(
+            "worker task failed".into(),
+        ))),
+    }
+}
+
+type Reply<T> = Result<axum::Json<T>, ApiError>;
+
+async fn call<T: Serialize + Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&Service) -> ServiceResult<T> + Send + 'static,
+) -> Reply<T> {
+    let service = state.clone();
+    blocking(move || f(&service)).await.map(axum::Json)
+}
+
+fn json_lines<T: Serialize>(items: &[T]) -> Result<Response, ApiError> {
+    let mut out = String::new();
+    for item in items {
+        out.push_str(
+            &serde_json::to_string(item)
+                .map_err(|e| ApiError(ServiceError::Internal(e.to_string())))?,
+        );
+        out.push('\n');
+    }
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], out).into_response())
+}
+
+// ---------------------------------------------------------------- handlers
+
+async fn health(State(s): State<AppState>) -> Reply<HealthResponse> {
+    call(&s, |s| s.health()).await
+}
+
+async fn metrics(State(s): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics().render(),
+    )
+        .into_response()
+}
+
+async fn openapi() -> axum::Json<serde_json::Value> {
+    axum::Json(crate::openapi::document())
+}
+
+async fn whoami(State(s): State<AppState>, Auth(c): Auth) -> Reply<WhoAmI> {
+    call(&s, move |s| s.whoami(&c)).await
+}
+
+async fn propose(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<ProposeRequest>,
+) -> Reply<ProposeResponse> {
+    call(&s, move |s| s.propose(&c, &r)).await
+}
+
+async fn list_memories(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Reply<Vec<ListEntry>> {
+    call(&s, move |s| s.list_by_subject(&c, &q)).await
+}
+
+async fn get_memory(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<MemoryView> {
+    call(&s, move |s| s.get_memory(&c, &id)).await
+}
+
+async fn revoke(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(r): ApiJson<RevokeRequest>,
+) -> Reply<RevocationResponse> {
+    call(&s, move |s| s.revoke(&c, &id, &r)).await
+}
+
+async fn deletion(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<RevocationResponse> {
+    call(&s, move |s| s.deletion_status(&c, &id)).await
+}
+
+async fn recall(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<RecallRequest>,
+) -> Reply<RecallResponse> {
+    call(&s, move |s| s.recall(&c, &r)).await
+}
+
+async fn consent(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<ConsentRequest>,
+) -> Reply<ConsentResponse> {
+    call(&s, move |s| s.give_consent(&c, &r)).await
+}
+
+async fn withdraw(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(sha): ApiPath<String>,
+    ApiJson(Empty {}): ApiJson<Empty>,
+) -> Reply<WithdrawResponse> {
+    call(&s, move |s| s.withdraw_consent(&c, &sha)).await
+}
+
+async fn erasure(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(Empty {}): ApiJson<Empty>,
+) -> Reply<ErasureResponse> {
+    call(&s, move |s| s.erase_self(&c)).await
+}
+
+async fn verify(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<VerifyRequest>,
+) -> Reply<VerifyResponse> {
+    call(&s, move |s| s.verify(&c, &r)).await
+}
+
+async fn export(State(s): State<AppState>, Auth(c): Auth) -> Result<Response, ApiError> {
+    let service = s.clone();
+    let lines = blocking(move || service.export(&c, None)).await?;
+    json_lines(&lines)
+}
+
+async fn import(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiText(body): ApiText,
+) -> Reply<ImportResponse> {
+    call(&s, move |s| s.import(&c, &body)).await
+}
+
+async fn policy(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+) -> Reply<mosaic_harness::memory_write::MemoryWritePolicy> {
+    call(&s, move |s| s.get_policy(&c, None)).await
+}
+
+async fn list_tenants(State(s): State<AppState>, Auth(c): Auth) -> Reply<Vec<String>> {
+    call(&s, move |s| s.list_tenants(&c)).await
+}
+
+async fn create_tenant(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<CreateTenantRequest>,
+) -> Reply<mosaic_harness::memory_write::MemoryWritePolicy> {
+    call(&s, move |s| s.create_tenant(&c, &r)).await
+}
+
+async fn tenant_policy(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+) -> Reply<mosaic_harness::memory_write::MemoryWritePolicy> {
+    call(&s, move |s| {
+        c.require_admin()?;
+        s.get_policy(&c, Some(&t))
+    })
+    .await
+}
+
+async fn put_policy(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+    ApiJson(r): ApiJson<PolicyRequest>,
+) -> Reply<mosaic_harness::memory_write::MemoryWritePolicy> {
+    call(&s, move |s| s.put_policy(&c, &t, &r, false)).await
+}
+
+async fn put_grant(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath((t, p)): ApiPath<(String, String)>,
+    ApiJson(r): ApiJson<GrantRequest>,
+) -> Reply<mosaic_harness::memory_write::MemoryWriteGrant> {
+    call(&s, move |s| s.put_grant(&c, &t, &p, &r)).await
+}
+
+async fn erase_principal(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath((t, p)): ApiPath<(String, String)>,
+    ApiJson(Empty {}): ApiJson<Empty>,
+) -> Reply<ErasureResponse> {
+    call(&s, move |s| s.erase_principal(&c, &t, &p)).await
+}
+
+async fn review(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+) -> Reply<ReviewList> {
+    call(&s, move |s| s.review_cases(&c, &t)).await
+}
+
+async fn tenant_export(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let service = s.clone();
+    let lines = blocking(move || {
+        c.require_admin()?;
+        service.export(&c, Some(&t))
+    })
+    .await?;
+    json_lines(&lines)
+}
+
+async fn resolve_review(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(case): ApiPath<String>,
+    ApiJson(r): ApiJson<ReviewActionRequest>,
+) -> Reply<ReviewReceiptView> {
+    call(&s, move |s| s.resolve_review(&c, &case, &r)).await
+}
+
+async fn list_keys(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+) -> Reply<Vec<crate::catalog::KeyInfo>> {
+    call(&s, move |s| s.list_keys(&c)).await
+}
+
+async fn create_key(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<CreateKeyRequest>,
+) -> Reply<CreateKeyResponse> {
+    call(&s, move |s| s.create_key(&c, &r)).await
+}
+
+async fn delete_key(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<serde_json::Value> {
+    call(&s, move |s| {
+        s.disable_key(&c, &id)?;
+        Ok(serde_json::json!({"key_id": id, "disabled": true}))
+    })
+    .await
+}
+
+async fn reconcile(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(Empty {}): ApiJson<Empty>,
+) -> Reply<ReconcileReport> {
+    call(&s, move |s| {
+        c.require_admin()?;
+        s.reconcile()
+    })
+    .await
+}
+
+async fn reindex(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(Empty {}): ApiJson<Empty>,
+) -> Reply<ReindexReport> {
+    call(&s, move |s| {
+        c.require_admin()?;
+        s.reindex(None)
+    })
+    .await
+}
+
+async fn route_not_found() -> ApiError {
+    ApiError(ServiceError::NotFound {
+        what: "route",
+        id: "no such path".into(),
+    })
+}
+
+async fn method_not_allowed() -> Response {
+    let body = ServiceError::bad_request(
+        "method_not_allowed",
+        "this path does not accept this method",
+    )
+    .body();
+    (StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response()
+}
+
+// ---------------------------------------------------------------- middleware
+
+async fn limits(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    req.extensions_mut()
+        .insert(BodyLimit(s.config().body_limit_bytes));
+    let timeout = Duration::from_millis(s.config().request_timeout_ms);
+    let response = match tokio::time::timeout(timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError(ServiceError::Timeout(s.config().request_timeout_ms)).into_response(),
+    };
+    let status = response.status().as_u16().to_string();
+    s.metrics().incr(
+        "mosaic_http_requests_total",
+        &[
+            ("route", &route),
+            ("method", method.as_str()),
+            ("status", &status),
+        ],
+    );
+    s.metrics().observe(
+        "mosaic_http_request_duration_seconds",
+        &[("route", &route)],
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    let body = ServiceError::Internal("the request handler failed".into()).body();
+    let mut response = (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Records every `(method, path)` as the router is built, so tests can
+/// compare the routes with the OpenAPI document.
+struct Routes {
+    router: Router<AppState>,
+    registered: Vec<(String, String)>,
+}
+
+impl Routes {
+    fn add(
+        mut self,
+        path: &'static str,
+        methods: &[Method],
+        handler: MethodRouter<AppState>,
+    ) -> Self {
+        for m in methods {
+            self.registered
+                .push((m.as_str().to_owned(), path.to_owned()));
+        }
+        self.router = self.router.route(path, handler);
+        self
+    }
+}
+
+fn routes() -> Routes {
+    let routes = Routes {
+        router: Router::new(),
+        registered: Vec::new(),
+    };
+    routes
+        .add("/health", &[Method::GET], get(health))
+        .add("/metrics", &[Method::GET], get(metrics))
+        .add("/openapi.json", &[Method::GET], get(openapi))
+        .add("/v1/whoami", &[Method::GET], get(whoami))
+        .add(
+            "/v1/memories",
+            &[Method::POST, Method::GET],
+            post(propose).get(list_memories),
+        )
+        .add("/v1/memories/{record_id}", &[Method::GET], get(get_memory))
+        .add(
+            "/v1/memories/{record_id}/revoke",
+            &[Method::POST],
+            post(revoke),
+        )
+        .add(
+            "/v1/memories/{record_id}/deletion",
+            &[Method::GET],
+            get(deletion),
+        )
+        .add("/v1/recall", &[Method::POST], post(recall))
+        .add("/v1/consents", &[Method::POST], post(consent))
+        .add(
+            "/v1/consents/{consent_sha256}/withdraw",
+            &[Method::POST],
+            post(withdraw),
+        )
+        .add("/v1/erasure", &[Method::POST], post(erasure))
+        .add("/v1/verify", &[Method::POST], post(verify))
+        .add("/v1/export", &[Method::GET], get(export))
+        .add("/v1/import", &[Method::POST], post(import))
+        .add("/v1/policy", &[Method::GET], get(policy))
+        .add(
+            "/v1/admin/tenants",
+            &[Method::GET, Method::POST],
+            get(list_tenants).post(create_tenant),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/policy",
+            &[Method::GET, Method::PUT],
+            get(tenant_policy).put(put_policy),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/grant",
+            &[Method::PUT],
+            put(put_grant),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/erase",
+            &[Method::POST],
+            post(erase_principal),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/review",
+            &[Method::GET],
+            get(review),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/export",
+            &[Method::GET],
+            get(tenant_export),
+        )
+        .add(
+            "/v1/admin/review/{case_id}",
+            &[Method::POST],
+            post(resolve_review),
+        )
+        .add(
+            "/v1/admin/keys",
+            &[Method::GET, Method::POST],
+            get(list_keys).post(create_key),
+        )
+        .add(
+            "/v1/admin/keys/{key_id}",
+            &[Method::DELETE],
+            delete(delete_key),
+        )
+        .add("/v1/admin/reconcile", &[Method::POST], post(reconcile))
+        .add("/v1/admin/reindex", &[Method::POST], post(reindex))
+}
+
+/// Every `(METHOD, path)` the router serves.
+pub fn registered_routes() -> Vec<(String, String)> {
+    routes().registered
+}
+
+/// The whole HTTP API over one service.
+pub fn app(state: AppState) -> Router {
+    let body_limit = state.config().body_limit_bytes;
+    routes()
+        .router
+        .fallback(route_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), limits))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panic_response,
+        ))
+        .with_state(state)
+}
+
+/// Runs the background reconcile loop until the returned handle is aborted.
+pub fn spawn_reconciler(state: AppState) -> tokio::task::JoinHandle<()> {
+    let interval = Duration::from_millis(state.config().reconcile_interval_ms);
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        loop {
+            ticker.tick().await;
+            let service = state.clone();
+            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || service.reconcile()).await {
+                tracing::warn!(code = e.code(), "reconcile pass failed");
+            }
+        }
+    })
+}

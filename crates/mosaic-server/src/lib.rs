@@ -1,0 +1,48 @@
+//! # mosaic-server
+//!
+//! The Mosaic Memory service: one [`service::Service`] layer with every
+//! operation (propose, recall, get, list, revoke, consent, erasure, verify,
+//! export, import, policies, grants, keys, review, reconcile, reindex) as
+//! plain synchronous functions over a [`auth::Credential`], and the HTTP JSON
+//! API over it ([`http::app`]). An MCP server can call the same functions.
+//!
+//! * **Authentication.** API keys (32 random bytes, shown once, stored as
+//!   SHA-256) resolve to the admin or to one principal of one tenant. Tenant
+//!   and principal come only from the key; a body naming others gets 403.
+//! * **Writes** run the store's chapter 8 transaction (which runs the pure
+//!   gate) and are then published synchronously to the in-process lexical
+//!   and vector indexes through the store's outbox; a background reconcile
+//!   loop retries anything left pending and advances deletions.
+//! * **Reads** take the store's eligibility query, rank with the index
+//!   funnel when a query is given, select with the pure selector and hand
+//!   off escaped `<recalled-memory>` blocks with every receipt.
+//! * **Limits**: body size, per-key token-bucket rate, request timeout.
+//! * **Metrics** in Prometheus text at `/metrics`, an OpenAPI 3 document at
+//!   `/openapi.json`.
+//!
+//! I/O: the data directory (SQLite store, the server catalog, index
+//! snapshots, the bootstrap admin key file) and the listening socket.
+//! Nothing is logged that carries memory content or secrets.
+//!
+//! Non-features (this release): PostgreSQL (the store has no backend yet:
+//! `--postgres` is refused with a clear error), MCP transport, TLS
+//! (terminate it in front), review actions that write (`accept_narrower`,
+//! `supersede`).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod auth;
+pub mod catalog;
+pub mod config;
+mod error;
+pub mod examples;
+pub mod http;
+pub mod metrics;
+pub mod openapi;
+pub mod service;
+
+pub use config::ServerConfig;
+pub use error::{ErrorBody, ErrorDetail, ServiceError, ServiceResult};
+pub use http::app;
+pub use service::Service;

@@ -1,0 +1,363 @@
+//! The hand-written OpenAPI 3 document served at `/openapi.json`. A test
+//! checks it against the router: every documented path and method exists,
+//! and every route is documented.
+
+use serde_json::{Value, json};
+
+/// One documented operation.
+#[derive(Clone, Copy, Debug)]
+pub struct Operation {
+    /// HTTP method, upper case.
+    pub method: &'static str,
+    /// Path template (`{name}` for parameters).
+    pub path: &'static str,
+    /// One line.
+    pub summary: &'static str,
+    /// `none`, `principal`, `admin` or `any` key.
+    pub auth: &'static str,
+    /// Request body schema name, if the operation takes a JSON body.
+    pub body: Option<&'static str>,
+}
+
+const fn op(
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    auth: &'static str,
+    body: Option<&'static str>,
+) -> Operation {
+    Operation {
+        method,
+        path,
+        summary,
+        auth,
+        body,
+    }
+}
+
+/// Every operation of the API.
+pub const OPERATIONS: &[Operation] = &[
+    op(
+        "GET",
+        "/health",
+        "Liveness, store schema version and index size",
+        "none",
+        None,
+    ),
+    op(
+        "GET",
+        "/metrics",
+        "Prometheus metrics (no content, no principal ids)",
+        "none",
+        None,
+    ),
+    op("GET", "/openapi.json", "This document", "none", None),
+    op(
+        "GET",
+        "/v1/whoami",
+        "The credential and its grant",
+        "any",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/memories",
+        "Propose a memory: the gate decides, the store commits, the receipt proves it",
+        "principal",
+        Some("ProposeRequest"),
+    ),
+    op(
+        "GET",
+        "/v1/memories",
+        "List memories about one subject (query: type, principal_id, workspace_id, run_id, procedure_id)",
+        "principal",
+        None,
+    ),
+    op(
+        "GET",
+        "/v1/memories/{record_id}",
+        "One memory with its content and state",
+        "any",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/memories/{record_id}/revoke",
+        "Revoke a memory and drive its deletion to a receipt",
+        "principal",
+        Some("RevokeRequest"),
+    ),
+    op(
+        "GET",
+        "/v1/memories/{record_id}/deletion",
+        "Revocation stage and deletion receipt",
+        "any",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/recall",
+        "Recall: eligibility, ranking, selection, <recalled-memory> blocks and receipts",
+        "principal",
+        Some("RecallRequest"),
+    ),
+    op(
+        "POST",
+        "/v1/consents",
+        "Give consent (the credential's principal)",
+        "principal",
+        Some("ConsentRequest"),
+    ),
+    op(
+        "POST",
+        "/v1/consents/{consent_sha256}/withdraw",
+        "Withdraw a consent; dependent memories are revoked and deleted",
+        "principal",
+        Some("Empty"),
+    ),
+    op(
+        "POST",
+        "/v1/erasure",
+        "Right to erasure for the credential's principal",
+        "principal",
+        Some("Empty"),
+    ),
+    op(
+        "POST",
+        "/v1/verify",
+        "Verify a write receipt or a deletion receipt",
+        "any",
+        Some("VerifyRequest"),
+    ),
+    op(
+        "GET",
+        "/v1/export",
+        "Export the principal's memories as JSON lines",
+        "principal",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/import",
+        "Import JSON lines (each re-proposed through the gate)",
+        "principal",
+        Some("ExportLines"),
+    ),
+    op(
+        "GET",
+        "/v1/policy",
+        "The current policy of the credential's tenant",
+        "principal",
+        None,
+    ),
+    op("GET", "/v1/admin/tenants", "List tenants", "admin", None),
+    op(
+        "POST",
+        "/v1/admin/tenants",
+        "Create a tenant with its policy",
+        "admin",
+        Some("CreateTenantRequest"),
+    ),
+    op(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/policy",
+        "A tenant's current policy",
+        "admin",
+        None,
+    ),
+    op(
+        "PUT",
+        "/v1/admin/tenants/{tenant_id}/policy",
+        "Replace a tenant's policy",
+        "admin",
+        Some("PolicyRequest"),
+    ),
+    op(
+        "PUT",
+        "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/grant",
+        "Store a principal's write grant",
+        "admin",
+        Some("GrantRequest"),
+    ),
+    op(
+        "POST",
+        "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/erase",
+        "Erase a principal and disable its keys",
+        "admin",
+        Some("Empty"),
+    ),
+    op(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/review",
+        "Open review cases",
+        "admin",
+        None,
+    ),
+    op(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/export",
+        "Export a tenant as JSON lines",
+        "admin",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/admin/review/{case_id}",
+        "Apply a review action",
+        "admin",
+        Some("ReviewActionRequest"),
+    ),
+    op(
+        "GET",
+        "/v1/admin/keys",
+        "List API keys (no secrets)",
+        "admin",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/admin/keys",
+        "Create a principal key and its grant (the key is shown once)",
+        "admin",
+        Some("CreateKeyRequest"),
+    ),
+    op(
+        "DELETE",
+        "/v1/admin/keys/{key_id}",
+        "Disable a key",
+        "admin",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/admin/reconcile",
+        "Publish pending outbox rows and advance deletions",
+        "admin",
+        Some("Empty"),
+    ),
+    op(
+        "POST",
+        "/v1/admin/reindex",
+        "Rebuild the indexes from the store",
+        "admin",
+        Some("Empty"),
+    ),
+];
+
+fn parameters(path: &str) -> Vec<Value> {
+    path.split('/')
+        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect()
+}
+
+/// The OpenAPI 3.0 document.
+pub fn document() -> Value {
+    let mut paths = serde_json::Map::new();
+    for operation in OPERATIONS {
+        let mut item = json!({
+            "summary": operation.summary,
+            "operationId": format!("{} {}", operation.method, operation.path),
+            "parameters": parameters(operation.path),
+            "responses": {
+                "200": {"description": "Success", "content": {"application/json": {"schema": {"type": "object"}}}},
+                "default": {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            },
+            "x-mosaic-auth": operation.auth,
+        });
+        if operation.auth != "none" {
+            item["security"] = json!([{"bearer": []}]);
+        }
+        if let Some(body) = operation.body {
+            let media = if body == "ExportLines" {
+                "application/x-ndjson"
+            } else {
+                "application/json"
+            };
+            item["requestBody"] = json!({
+                "required": body != "Empty" && body != "RevokeRequest",
+                "content": {media: {"schema": {"$ref": format!("#/components/schemas/{body}")}}}
+            });
+        }
+        let entry = paths
+            .entry(operation.path.to_owned())
+            .or_insert_with(|| json!({}));
+        entry[operation.method.to_ascii_lowercase()] = item;
+    }
+    let object = |description: &str| json!({"type": "object", "description": description});
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Mosaic Memory",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Governed long-term memory for LLM agents. Tenant and principal always come from the API key, never from the request body. Every error is {\"error\":{\"code\",\"message\"}} with a stable code."
+        },
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "mk_ followed by 64 hex digits"}},
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
+                        "code": {"type": "string"}, "message": {"type": "string"}}}}
+                },
+                "Empty": {"type": "object", "additionalProperties": false},
+                "ProposeRequest": {
+                    "type": "object",
+                    "required": ["content", "kind", "purpose", "subject", "sources"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "content": {"type": "string"},
+                        "kind": {"type": "string", "enum": ["working", "episodic", "semantic", "procedural"]},
+                        "purpose": {"type": "string", "enum": ["run_continuity", "personalization", "workspace_knowledge", "procedure_improvement"]},
+                        "subject": {"type": "object", "description": "{\"type\":\"principal\",\"principal_id\":...} and the other chapter 7 subjects"},
+                        "sources": {"type": "array", "items": {"type": "object"}},
+                        "judgments": {"type": "array", "items": {"type": "object"}},
+                        "adjudications": {"type": "array", "items": {"type": "object"}},
+                        "conflicts": {"type": "array", "items": {"type": "object"}},
+                        "procedure_evaluation": {"type": "object"},
+                        "consent_receipt_sha256": {"type": "string"},
+                        "claims": {"type": "array", "items": {"type": "object"}},
+                        "summary": {"type": "object"},
+                        "derived_from": {"type": "array", "items": {"type": "string"}},
+                        "supersedes_record_id": {"type": "string"},
+                        "expected_line_generation": {"type": "integer"},
+                        "record_id": {"type": "string"},
+                        "proposal_id": {"type": "string"},
+                        "ttl_ms": {"type": "integer"},
+                        "token_count": {"type": "integer"},
+                        "token_counter_release": {"type": "string"},
+                        "provenance_sha256": {"type": "string"},
+                        "writer_release": {"type": "string"},
+                        "tenant_id": {"type": "string", "description": "Must equal the key's tenant"},
+                        "principal_id": {"type": "string", "description": "Must equal the key's principal"}
+                    }
+                },
+                "RecallRequest": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "properties": {
+                        "workspace_id": {"type": "string"}, "run_id": {"type": "string"},
+                        "kinds": {"type": "array", "items": {"type": "string"}},
+                        "max_records": {"type": "integer"}, "query": {"type": "string"},
+                        "claim_keys": {"type": "array", "items": {"type": "string"}},
+                        "mode": {"type": "string", "enum": ["lexical", "vector", "hybrid"]},
+                        "token_budget": {"type": "integer"},
+                        "tenant_id": {"type": "string"}, "principal_id": {"type": "string"}
+                    }
+                },
+                "RevokeRequest": {"type": "object", "additionalProperties": false, "properties": {"authority_ref": {"type": "string"}}},
+                "ConsentRequest": {"type": "object", "additionalProperties": false, "required": ["purpose", "ui_release"], "properties": {
+                    "purpose": {"type": "string"}, "ui_release": {"type": "string"}, "consent_id": {"type": "string"}}},
+                "VerifyRequest": object("{\"kind\":\"write\",\"proposal_id\":...} or {\"kind\":\"deletion\",\"receipt\":{body, receipt_sha256}}"),
+                "ExportLines": {"type": "string", "description": "One {\"type\":\"memory\",\"data\":{record,state,request}} object per line"},
+                "CreateTenantRequest": object("{tenant_id, policy?}"),
+                "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?}"),
+                "GrantRequest": object("{allowed_kinds?, allowed_purposes?, allowed_workspace_ids?, allowed_run_ids?, expires_at_unix_ms?}"),
+                "CreateKeyRequest": object("{tenant_id, principal_id, grant?}"),
+                "ReviewActionRequest": object("{action: reject_proposal|contest_existing|request_evidence, authority_ref?}")
+            }
+        }
+    })
+}

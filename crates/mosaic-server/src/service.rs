@@ -1,0 +1,1933 @@
+//! The service layer: every operation of the product as a plain synchronous
+//! function over a [`Credential`]. The HTTP handlers (and an MCP server)
+//! only decode, call one of these, and encode. No axum types here.
+//!
+//! **Invariant.** Tenant and principal of every data operation come from
+//! the credential. A request that names another tenant or principal is
+//! refused (`tenant_mismatch`, `principal_mismatch`); a record that the
+//! credential may not see answers exactly like a record that does not
+//! exist (404).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
+use mosaic_harness::memory_scope::{
+    ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE, allocate_selected_memory,
+    eligible_set, render_recalled_memory, select_memory,
+};
+use mosaic_harness::memory_write::{
+    ConsentReceipt, MemoryPurpose, MemoryWriteGrant, MemoryWritePolicy, MemoryWriteProposal,
+};
+use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
+use mosaic_index::{
+    AnnConfig, FunnelConfig, HashEmbedder, IndexTarget, PublishMessage, RebuildEntry, RecallQuery,
+    RetrievalMode, Retriever, ScopeKeys, TargetSnapshot, hand_off,
+};
+use mosaic_store::read::eligibility_query;
+use mosaic_store::revocation::RevocationState;
+use mosaic_store::{
+    Authorization, DeletionReceipt, OutboxOp, RecordState, ReviewAction, RevocationReason,
+    SqliteStore, Store, StoreConfig, StoreError, WriteDecision, WriteRequest,
+};
+
+use crate::api::*;
+use crate::auth::{self, Credential};
+use crate::catalog::{Catalog, MemoryRow};
+use crate::config::ServerConfig;
+use crate::error::{ServiceError, ServiceResult};
+use crate::metrics::Metrics;
+
+/// Release of the read selector configuration this server runs.
+pub const SELECTOR_RELEASE: &str = "mosaic-server-selector-v1";
+/// Token counter assumed when a proposal names none (and the recall budget's).
+pub const DEFAULT_TOKEN_COUNTER: &str = "whitespace-v1";
+/// Writer release assumed when a proposal names none.
+pub const DEFAULT_WRITER: &str = "api-client-v1";
+/// Domain tag of a server-computed policy digest.
+pub const POLICY_DOCUMENT_DOMAIN: &str = "mosaic.server.policy_document.v1";
+/// Domain tag of derived proposal and record ids.
+pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
+/// Index targets every record must reach before it is readable.
+pub const INDEX_TARGETS: [&str; 2] = ["lexical", "vector"];
+/// Default workspace of a grant made without one.
+pub const DEFAULT_WORKSPACE: &str = "default";
+/// Run id used by a recall that names no run (working memory is not read).
+pub const NO_RUN: &str = "no-run";
+
+const DAY_MS: u64 = 86_400_000;
+const STORE_FILE: &str = "store.sqlite";
+const CATALOG_FILE: &str = "catalog.sqlite";
+/// File (in the data directory) the bootstrap admin key is written to.
+pub const ADMIN_KEY_FILE: &str = "admin.key";
+
+/// Where the service's clock comes from.
+pub trait ServiceClock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn now_unix_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl ServiceClock for SystemClock {
+    fn now_unix_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    }
+}
+
+struct Inner {
+    store: Box<dyn Store>,
+    catalog: Catalog,
+    retriever: Retriever,
+    index_dirty: bool,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The running service: store, catalog, indexes, limits and metrics.
+pub struct Service {
+    inner: Mutex<Inner>,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    clock: Arc<dyn ServiceClock>,
+    config: ServerConfig,
+    metrics: Metrics,
+}
+
+/// What opening a data directory did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenReport {
+    /// Where a freshly generated bootstrap admin key was written (first
+    /// start only). The key itself is never returned or logged.
+    pub admin_key_file: Option<PathBuf>,
+    /// Whether the data directory was created.
+    pub created_data_dir: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> ServiceResult<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| ServiceError::Internal("service state lock poisoned".into()))
+}
+
+fn invalid_digest(field: &str) -> ServiceError {
+    ServiceError::bad_request(
+        "invalid_digest",
+        format!("{field} is not a SHA-256 digest (64 lowercase hex digits)"),
+    )
+}
+
+fn check_digest(field: &str, value: &str) -> ServiceResult<()> {
+    if is_sha256_hex(value) {
+        Ok(())
+    } else {
+        Err(invalid_digest(field))
+    }
+}
+
+fn check_identity(
+    cred_tenant: &str,
+    cred_principal: &str,
+    tenant: &Option<String>,
+    principal: &Option<String>,
+) -> ServiceResult<()> {
+    if tenant.as_deref().is_some_and(|t| t != cred_tenant) {
+        return Err(ServiceError::forbidden(
+            "tenant_mismatch",
+            "the request names a tenant other than the credential's",
+        ));
+    }
+    if principal.as_deref().is_some_and(|p| p != cred_principal) {
+        return Err(ServiceError::forbidden(
+            "principal_mismatch",
+            "the request names a principal other than the credential's",
+        ));
+    }
+    Ok(())
+}
+
+fn stage_name(state: &RevocationState) -> &'static str {
+    match state {
+        RevocationState::Ineligible(_) => "ineligible",
+        RevocationState::DeletionRequested(_) => "deletion_requested",
+        RevocationState::IndexesAcknowledged(_) => "derived_indexes_acknowledged",
+        RevocationState::Erased(_) => "erased",
+        RevocationState::Finalized(_) => "finalized",
+    }
+}
+
+fn receipt_view(receipt: &DeletionReceipt) -> DeletionReceiptView {
+    DeletionReceiptView {
+        body: receipt.body.clone(),
+        receipt_sha256: receipt.receipt_sha256.clone(),
+    }
+}
+
+/// Whether a credential's grant lets it see memories about `subject`.
+fn subject_visible(principal_id: &str, grant: &MemoryWriteGrant, subject: &MemorySubject) -> bool {
+    let workspace_ok = |w: &str| grant.allowed_workspace_ids.iter().any(|g| g == w);
+    match subject {
+        MemorySubject::Principal { principal_id: p } => p == principal_id,
+        MemorySubject::PrincipalInWorkspace {
+            workspace_id,
+            principal_id: p,
+        } => p == principal_id && workspace_ok(workspace_id),
+        MemorySubject::Workspace { workspace_id }
+        | MemorySubject::Procedure { workspace_id, .. } => workspace_ok(workspace_id),
+        MemorySubject::Run { run_id } => grant.allowed_run_ids.iter().any(|r| r == run_id),
+    }
+}
+
+/// Whether a catalog row (by its subject key) is visible: the catalog keeps
+/// keys, the check needs the subject, so the stored record supplies it.
+fn policy_digest(policy: &MemoryWritePolicy) -> ServiceResult<String> {
+    let mut doc = policy.clone();
+    doc.policy_sha256 = String::new();
+    doc.allowed_kinds.sort();
+    doc.allowed_kinds.dedup();
+    Ok(domain_digest(POLICY_DOCUMENT_DOMAIN, &doc)?)
+}
+
+impl Service {
+    /// Opens (creating if missing) the data directory named by `config`
+    /// and starts the service state. On first start a bootstrap admin key is
+    /// generated into `ADMIN_KEY_FILE` (mode 0600).
+    pub fn open(config: ServerConfig) -> ServiceResult<(Self, OpenReport)> {
+        Self::open_with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// [`Service::open`] with an explicit clock.
+    pub fn open_with_clock(
+        config: ServerConfig,
+        clock: Arc<dyn ServiceClock>,
+    ) -> ServiceResult<(Self, OpenReport)> {
+        if let Err(problems) = config.validate() {
+            return Err(ServiceError::bad_request(
+                "invalid_config",
+                problems.join("; "),
+            ));
+        }
+        if config.postgres.is_some() {
+            return Err(ServiceError::Unavailable(
+                "the PostgreSQL backend is not available yet: mosaic-store has no PostgreSQL \
+                 implementation in this release. Run without --postgres to use the embedded \
+                 SQLite store."
+                    .into(),
+            ));
+        }
+        let created_data_dir = !config.data_dir.exists();
+        std::fs::create_dir_all(config.data_dir.join("index")).map_err(|e| {
+            ServiceError::Internal(format!(
+                "cannot create data directory {}: {e}",
+                config.data_dir.display()
+            ))
+        })?;
+        let store_config = StoreConfig {
+            required_index_targets: INDEX_TARGETS.iter().map(|t| (*t).to_owned()).collect(),
+            ..StoreConfig::default()
+        };
+        let store = SqliteStore::open(config.data_dir.join(STORE_FILE), store_config)?;
+        let catalog = Catalog::open(&config.data_dir.join(CATALOG_FILE))?;
+        let retriever = new_retriever(config.embedding_dim);
+        let service = Service {
+            inner: Mutex::new(Inner {
+                store: Box::new(store),
+                catalog,
+                retriever,
+                index_dirty: false,
+            }),
+            buckets: Mutex::new(HashMap::new()),
+            clock,
+            metrics: Metrics::default(),
+            config,
+        };
+        let admin_key_file = service.bootstrap_admin_key()?;
+        service.load_indexes()?;
+        Ok((
+            service,
+            OpenReport {
+                admin_key_file,
+                created_data_dir,
+            },
+        ))
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Now, from the service clock.
+    pub fn now(&self) -> u64 {
+        self.clock.now_unix_ms()
+    }
+
+    fn bootstrap_admin_key(&self) -> ServiceResult<Option<PathBuf>> {
+        let inner = lock(&self.inner)?;
+        if inner.catalog.admin_key_count()? > 0 {
+            return Ok(None);
+        }
+        let key = auth::generate_key()?;
+        let path = self.config.data_dir.join(ADMIN_KEY_FILE);
+        write_secret_file(&path, &key)?;
+        let sha = auth::key_sha256(&key);
+        inner
+            .catalog
+            .insert_key(&sha, &auth::key_id(&sha), None, self.now())?;
+        Ok(Some(path))
+    }
+
+    // ------------------------------------------------------------ auth, limits
+
+    /// Resolves a presented bearer key to its credential.
+    pub fn authenticate(&self, presented: Option<&str>) -> ServiceResult<Credential> {
+        let key = presented.ok_or(ServiceError::MissingKey)?;
+        if !auth::well_formed(key) {
+            return Err(ServiceError::InvalidKey);
+        }
+        let inner = lock(&self.inner)?;
+        inner
+            .catalog
+            .credential(&auth::key_sha256(key))?
+            .ok_or(ServiceError::InvalidKey)
+    }
+
+    /// Takes one token from the credential's bucket, or 429.
+    pub fn check_rate(&self, credential: &Credential) -> ServiceResult<()> {
+        let rate = f64::from(self.config.rate_limit_per_second);
+        let burst = f64::from(self.config.rate_limit_burst);
+        let mut buckets = lock(&self.buckets)?;
+        let now = Instant::now();
+        let bucket = buckets
+            .entry(credential.key_id().to_owned())
+            .or_insert(Bucket {
+                tokens: burst,
+                at: now,
+            });
+        let elapsed = now.duration_since(bucket.at).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            self.metrics.incr("mosaic_rate_limited_total", &[]);
+            Err(ServiceError::RateLimited)
+        }
+    }
+
+    fn tenant_and_grant(
+        &self,
+        inner: &Inner,
+        tenant: &str,
+        principal: &str,
+    ) -> ServiceResult<(crate::catalog::TenantRow, MemoryWriteGrant)> {
+        let tenant_row = inner.catalog.tenant(tenant)?.ok_or_else(|| {
+            ServiceError::forbidden(
+                "tenant_not_configured",
+                "the credential's tenant has no policy",
+            )
+        })?;
+        let grant = inner.catalog.grant(tenant, principal)?.ok_or_else(|| {
+            ServiceError::forbidden("no_grant", "the credential's principal has no grant")
+        })?;
+        if self.now() >= grant.expires_at_unix_ms {
+            return Err(ServiceError::forbidden(
+                "grant_expired",
+                "the credential's grant has expired",
+            ));
+        }
+        Ok((tenant_row, grant))
+    }
+
+    // ------------------------------------------------------------ propose
+
+    /// Runs one proposal through the store's write transaction (which runs
+    /// the gate), then publishes it to the indexes.
+    pub fn propose(
+        &self,
+        credential: &Credential,
+        request: &ProposeRequest,
+    ) -> ServiceResult<ProposeResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let mut inner = lock(&self.inner)?;
+        let response = self.propose_locked(&mut inner, tenant, principal, request)?;
+        self.publish_pending(&mut inner)?;
+        Ok(response)
+    }
+
+    fn propose_locked(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &ProposeRequest,
+    ) -> ServiceResult<ProposeResponse> {
+        check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
+        if request
+            .subject
+            .principal_id()
+            .is_some_and(|p| p != principal)
+        {
+            return Err(ServiceError::forbidden(
+                "principal_mismatch",
+                "the subject names a principal other than the credential's",
+            ));
+        }
+        validate_digests(request)?;
+        let (tenant_row, _grant) = self.tenant_and_grant(inner, tenant, principal)?;
+        let policy = &tenant_row.policy;
+        let now = self.now();
+        let content_sha256 = sha256_hex(request.content.as_bytes());
+        let mut id_basis = request.clone();
+        id_basis.content = content_sha256.clone();
+        id_basis.tenant_id = Some(tenant.to_owned());
+        id_basis.principal_id = Some(principal.to_owned());
+        let basis = domain_digest(REQUEST_ID_DOMAIN, &id_basis)?;
+        let short = basis.get(..32).unwrap_or(&basis);
+        let record_id = request
+            .record_id
+            .clone()
+            .unwrap_or_else(|| format!("m-{short}"));
+        let proposal_id = request
+            .proposal_id
+            .clone()
+            .unwrap_or_else(|| format!("p-{short}"));
+        let writer_release = request
+            .writer_release
+            .clone()
+            .unwrap_or_else(|| DEFAULT_WRITER.to_owned());
+        let ttl = request
+            .ttl_ms
+            .unwrap_or_else(|| (30 * DAY_MS).min(policy.max_ttl_ms));
+        let token_count = match request.token_count {
+            Some(n) => n,
+            None => u32::try_from(request.content.split_whitespace().count()).unwrap_or(u32::MAX),
+        };
+        let provenance_sha256 = match &request.provenance_sha256 {
+            Some(p) => p.clone(),
+            None => sha256_hex(
+                format!("mosaic.server.provenance.v1\n{tenant}\n{principal}\n{writer_release}")
+                    .as_bytes(),
+            ),
+        };
+        let proposal = MemoryWriteProposal {
+            proposal_id: proposal_id.clone(),
+            record_id: record_id.clone(),
+            kind: request.kind,
+            purpose: request.purpose,
+            tenant_id: tenant.to_owned(),
+            policy_sha256: policy.policy_sha256.clone(),
+            subject: request.subject.clone(),
+            content_sha256,
+            provenance_sha256,
+            token_count,
+            token_counter_release: request
+                .token_counter_release
+                .clone()
+                .unwrap_or_else(|| DEFAULT_TOKEN_COUNTER.to_owned()),
+            proposed_at_unix_ms: now,
+            requested_expiry_unix_ms: now.saturating_add(ttl),
+            writer_release,
+            sources: request.sources.clone(),
+            summary: request.summary.clone(),
+            consent_receipt_sha256: request.consent_receipt_sha256.clone(),
+            procedure_evaluation: request.procedure_evaluation.clone(),
+            supersedes_record_id: request.supersedes_record_id.clone(),
+            claims: request.claims.clone(),
+        };
+        let write = WriteRequest {
+            tenant_id: tenant.to_owned(),
+            principal_id: principal.to_owned(),
+            proposal,
+            content: request.content.clone(),
+            judgments: request.judgments.clone(),
+            adjudications: request.adjudications.clone(),
+            conflicts: request.conflicts.clone(),
+            procedure_evaluation: request.procedure_evaluation.clone(),
+            derived_from: request.derived_from.clone(),
+            expected_line_generation: request.expected_line_generation,
+            now_unix_ms: now,
+        };
+        let outcome = inner.store.write(&write)?;
+        let accepted = outcome.is_accepted();
+        inner
+            .catalog
+            .insert_proposal(&proposal_id, tenant, principal, &record_id, accepted)?;
+        let mut response = ProposeResponse {
+            proposal_id: proposal_id.clone(),
+            record_id: record_id.clone(),
+            decision: if accepted { "accepted" } else { "rejected" }.to_owned(),
+            violations: Vec::new(),
+            review_case_ids: Vec::new(),
+            line_id: None,
+            line_generation: None,
+            replayed: outcome.replayed,
+            receipt: outcome.receipt.clone(),
+        };
+        match outcome.decision {
+            WriteDecision::Accepted {
+                line_id,
+                line_generation,
+                ..
+            } => {
+                let mut export_copy = request.clone();
+                export_copy.content = String::new();
+                export_copy.record_id = Some(record_id.clone());
+                export_copy.proposal_id = Some(proposal_id.clone());
+                inner.catalog.insert_memory(&MemoryRow {
+                    record_id: record_id.clone(),
+                    proposal_id,
+                    tenant_id: tenant.to_owned(),
+                    writer_principal_id: principal.to_owned(),
+                    subject_key: request.subject.key(),
+                    subject_principal_id: request.subject.principal_id().map(str::to_owned),
+                    kind: request.kind.as_str().to_owned(),
+                    created_at_ms: now,
+                    request_json: Some(
+                        serde_json::to_string(&export_copy)
+                            .map_err(|e| ServiceError::Internal(e.to_string()))?,
+                    ),
+                })?;
+                response.line_id = Some(line_id);
+                response.line_generation = Some(line_generation);
+            }
+            WriteDecision::Rejected {
+                violations,
+                review_case_ids,
+            } => {
+                response.violations = violations;
+                response.review_case_ids = review_case_ids;
+            }
+        }
+        self.metrics.incr(
+            "mosaic_write_decisions_total",
+            &[("decision", &response.decision)],
+        );
+        Ok(response)
+    }
+
+    // ------------------------------------------------------------ recall
+
+    /// Store eligibility → (query: index funnel) → selector → context handoff.
+    pub fn recall(
+        &self,
+        credential: &Credential,
+        request: &RecallRequest,
+    ) -> ServiceResult<RecallResponse> {
+        let (tenant, principal) = credential.principal()?;
+        check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
+        let mut inner = lock(&self.inner)?;
+        let (tenant_row, grant) = self.tenant_and_grant(&inner, tenant, principal)?;
+        let workspace_id = match &request.workspace_id {
+            Some(w) => w.clone(),
+            None => grant
+                .allowed_workspace_ids
+                .first()
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_WORKSPACE.to_owned()),
+        };
+        if !grant.allowed_workspace_ids.contains(&workspace_id) {
+            return Err(ServiceError::forbidden(
+                "workspace_not_granted",
+                "the credential's grant does not include this workspace",
+            ));
+        }
+        let mut kinds = request
+            .kinds
+            .clone()
+            .unwrap_or_else(|| MemoryKind::ALL.to_vec());
+        let run_id = match &request.run_id {
+            Some(r) if grant.allowed_run_ids.contains(r) => r.clone(),
+            Some(_) => {
+                return Err(ServiceError::forbidden(
+                    "run_not_granted",
+                    "the credential's grant does not include this run",
+                ));
+            }
+            None => {
+                kinds.retain(|k| *k != MemoryKind::Working);
+                NO_RUN.to_owned()
+            }
+        };
+        let max_records = request.max_records.unwrap_or(10);
+        let ctx = MemoryReadContext {
+            schema_version: MEMORY_SCHEMA_VERSION,
+            selector_release: SELECTOR_RELEASE.to_owned(),
+            tenant_id: tenant.to_owned(),
+            policy_sha256: tenant_row.policy.policy_sha256.clone(),
+            policy_valid_from_unix_ms: tenant_row.policy_valid_from_ms,
+            policy_valid_until_unix_ms: None,
+            principal_id: principal.to_owned(),
+            workspace_id: workspace_id.clone(),
+            run_id: run_id.clone(),
+            now_unix_ms: self.now(),
+            allowed_kinds: kinds,
+            max_records,
+        };
+        if let Err(problems) = ctx.validate() {
+            return Err(ServiceError::bad_request(
+                "invalid_read_context",
+                format!("the read context is invalid: {problems:?}"),
+            ));
+        }
+        let eligible = inner.store.eligible_records(&eligibility_query(&ctx))?;
+        let records: Vec<_> = eligible.records.iter().map(|r| r.record.clone()).collect();
+        let contents: BTreeMap<String, String> = eligible
+            .records
+            .iter()
+            .map(|r| (r.record.record_id.clone(), r.content.clone()))
+            .collect();
+        let budget = ContextBudget {
+            token_counter_release: DEFAULT_TOKEN_COUNTER.to_owned(),
+            total_tokens: request.token_budget.unwrap_or(4096),
+            lane_limits: BTreeMap::new(),
+        };
+        let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
+        let query_text = request.query.as_deref().filter(|q| !q.trim().is_empty());
+        let (selection, relevance, report, blocks) = match query_text {
+            Some(text) => {
+                let set = eligible_set(&ctx, &records).map_err(|e| internal(&e))?;
+                let read_subject = format!("{principal}/{workspace_id}/{run_id}");
+                let query = RecallQuery {
+                    tenant_id: tenant,
+                    policy_sha256: &ctx.policy_sha256,
+                    selector_release: SELECTOR_RELEASE,
+                    read_subject: &read_subject,
+                    revocation_generation: eligible.snapshot.revocation_generation,
+                    text,
+                    claim_keys: &request.claim_keys,
+                    eligible: &set,
+                    max_results: max_records,
+                    mode: request.mode.unwrap_or(RetrievalMode::Hybrid),
+                };
+                let recall = inner.retriever.recall(&query)?;
+                let handoff = hand_off(&ctx, &records, &contents, &recall.receipt, &[], &budget)?;
+                (
+                    handoff.selection,
+                    Some(recall.receipt),
+                    handoff.report,
+                    handoff.blocks,
+                )
+            }
+            None => {
+                let selection = select_memory(&ctx, &records).map_err(|e| internal(&e))?;
+                let (_, report) =
+                    allocate_selected_memory(&selection.receipt, &records, &[], &budget)
+                        .map_err(|e| internal(&e))?;
+                let by_id: BTreeMap<&str, &mosaic_harness::MemoryRecord> =
+                    records.iter().map(|r| (r.record_id.as_str(), r)).collect();
+                let mut blocks = Vec::new();
+                for id in &report.included_memory {
+                    let (Some(record), Some(content)) = (by_id.get(id.as_str()), contents.get(id))
+                    else {
+                        return Err(ServiceError::Internal(format!(
+                            "selected record {id} not supplied"
+                        )));
+                    };
+                    blocks.push(render_recalled_memory(record, content).map_err(|e| internal(&e))?);
+                }
+                (selection, None, report, blocks)
+            }
+        };
+        let context = if blocks.is_empty() {
+            String::new()
+        } else {
+            format!("{RECALLED_MEMORY_NOTICE}\n\n{}", blocks.join("\n\n"))
+        };
+        self.metrics.incr("mosaic_recalls_total", &[]);
+        self.metrics.add(
+            "mosaic_recall_selected_total",
+            &[],
+            selection.receipt.selected_record_ids.len() as u64,
+        );
+        Ok(RecallResponse {
+            context,
+            blocks,
+            selected_record_ids: selection.receipt.selected_record_ids.clone(),
+            decisions: selection.receipt.decisions.clone(),
+            selection_receipt: selection.receipt,
+            relevance_receipt: relevance,
+            context_report: report,
+            snapshot: eligible.snapshot,
+        })
+    }
+
+    // ------------------------------------------------------------ get, list
+
+    /// The catalog row of a record the credential may see, else 404.
+    fn visible_row(
+        &self,
+        inner: &Inner,
+        credential: &Credential,
+        record_id: &str,
+    ) -> ServiceResult<MemoryRow> {
+        let row = inner
+            .catalog
+            .memory(record_id)?
+            .ok_or_else(|| ServiceError::not_found("memory", record_id))?;
+        match credential {
+            Credential::Admin { .. } => Ok(row),
+            Credential::Principal {
+                tenant_id,
+                principal_id,
+                ..
+            } => {
+                if &row.tenant_id != tenant_id {
+                    return Err(ServiceError::not_found("memory", record_id));
+                }
+                let grant = inner.catalog.grant(tenant_id, principal_id)?;
+                let subject = parse_subject_key(&row.subject_key);
+                let visible = match (grant, subject) {
+                    (Some(grant), Some(subject)) => subject_visible(principal_id, &grant, &subject),
+                    _ => false,
+                };
+                if visible {
+                    Ok(row)
+                } else {
+                    Err(ServiceError::not_found("memory", record_id))
+                }
+            }
+        }
+    }
+
+    /// One memory with its content and state.
+    pub fn get_memory(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+    ) -> ServiceResult<MemoryView> {
+        let mut inner = lock(&self.inner)?;
+        if let Credential::Principal {
+            tenant_id,
+            principal_id,
+            ..
+        } = credential
+        {
+            self.tenant_and_grant(&inner, tenant_id, principal_id)?;
+        }
+        self.visible_row(&inner, credential, record_id)?;
+        let stored = inner
+            .store
+            .get_record(record_id)?
+            .ok_or_else(|| ServiceError::not_found("memory", record_id))?;
+        Ok(MemoryView {
+            record: stored.record,
+            state: stored.state.as_str().to_owned(),
+            content: stored.content,
+            line_id: stored.line_id,
+            line_generation: stored.line_generation,
+            proposal_id: stored.proposal_id,
+        })
+    }
+
+    /// Memories about one subject (any state), identities only.
+    pub fn list_by_subject(
+        &self,
+        credential: &Credential,
+        query: &ListQuery,
+    ) -> ServiceResult<Vec<ListEntry>> {
+        let (tenant, principal) = credential.principal()?;
+        let subject = subject_from_query(query)?;
+        let mut inner = lock(&self.inner)?;
+        let (_, grant) = self.tenant_and_grant(&inner, tenant, principal)?;
+        if !subject_visible(principal, &grant, &subject) {
+            return Err(ServiceError::forbidden(
+                "subject_not_permitted",
+                "the credential may not read memories about this subject",
+            ));
+        }
+        let rows = inner.catalog.memories_by_subject(tenant, &subject.key())?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let state = match inner.store.get_record(&row.record_id)? {
+                Some(stored) => stored.state.as_str().to_owned(),
+                None => "erased".to_owned(),
+            };
+            out.push(ListEntry {
+                record_id: row.record_id,
+                state,
+                kind: row.kind,
+                subject_key: row.subject_key,
+                created_at_unix_ms: row.created_at_ms,
+            });
+        }
+        Ok(out)
+    }
+
+    // ------------------------------------------------------------ revocation
+
+    /// Revokes a record (ineligible in the same transaction) and drives its
+    /// deletion to a finalized receipt.
+    pub fn revoke(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+        request: &RevokeRequest,
+    ) -> ServiceResult<RevocationResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let mut inner = lock(&self.inner)?;
+        self.tenant_and_grant(&inner, tenant, principal)?;
+        self.visible_row(&inner, credential, record_id)?;
+        let authorization = Authorization {
+            actor_id: principal.to_owned(),
+            authority_ref: request
+                .authority_ref
+                .clone()
+                .unwrap_or_else(|| credential.key_id().to_owned()),
+        };
+        self.revoke_and_drive(&mut inner, record_id, &authorization)
+    }
+
+    fn revoke_and_drive(
+        &self,
+        inner: &mut Inner,
+        record_id: &str,
+        authorization: &Authorization,
+    ) -> ServiceResult<RevocationResponse> {
+        let state = match inner.store.resume_revocation(record_id)? {
+            Some(state) => state,
+            None => {
+                let token = inner.store.revoke(
+                    record_id,
+                    &RevocationReason::Requested,
+                    authorization,
+                    self.now(),
+                )?;
+                self.metrics.incr("mosaic_revocations_total", &[]);
+                RevocationState::Ineligible(token)
+            }
+        };
+        self.drive(inner, record_id, state)
+    }
+
+    /// Advances a revocation as far as it can go now.
+    fn drive(
+        &self,
+        inner: &mut Inner,
+        record_id: &str,
+        mut state: RevocationState,
+    ) -> ServiceResult<RevocationResponse> {
+        let generation = |s: &RevocationState| match s {
+            RevocationState::Ineligible(t) => t.revocation_generation(),
+            RevocationState::DeletionRequested(t) => t.revocation_generation(),
+            RevocationState::IndexesAcknowledged(t) => t.revocation_generation(),
+            RevocationState::Erased(t) => t.revocation_generation(),
+            RevocationState::Finalized(r) => r.body.revocation_generation,
+        };
+        loop {
+            let now = self.now();
+            state = match state {
+                RevocationState::Ineligible(token) => {
+                    RevocationState::DeletionRequested(inner.store.request_deletion(token, now)?)
+                }
+                RevocationState::DeletionRequested(token) => {
+                    self.publish_pending(inner)?;
+                    match inner.store.confirm_indexes_acknowledged(token, now) {
+                        Ok(next) => RevocationState::IndexesAcknowledged(next),
+                        Err(StoreError::RevocationNotReady { .. }) => {
+                            let current = inner.store.resume_revocation(record_id)?;
+                            let stage = current.as_ref().map_or("deletion_requested", stage_name);
+                            return Ok(RevocationResponse {
+                                record_id: record_id.to_owned(),
+                                stage: stage.to_owned(),
+                                revocation_generation: current.as_ref().map_or(0, generation),
+                                tombstone: inner.store.tombstone(record_id)?,
+                                deletion_receipt: None,
+                            });
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                RevocationState::IndexesAcknowledged(token) => {
+                    let erased = inner.store.erase(token, now)?;
+                    inner.catalog.clear_request(record_id)?;
+                    RevocationState::Erased(erased)
+                }
+                RevocationState::Erased(token) => {
+                    let receipt = inner.store.finalize_deletion(token, now)?;
+                    self.metrics.incr("mosaic_deletions_finalized_total", &[]);
+                    RevocationState::Finalized(Box::new(receipt))
+                }
+                RevocationState::Finalized(receipt) => {
+                    return Ok(RevocationResponse {
+                        record_id: record_id.to_owned(),
+                        stage: "finalized".to_owned(),
+                        revocation_generation: receipt.body.revocation_generation,
+                        tombstone: Some(receipt.body.tombstone.clone()),
+                        deletion_receipt: Some(receipt_view(&receipt)),
+                    });
+                }
+            };
+        }
+    }
+
+    /// The revocation stage (and receipt) of a visible record.
+    pub fn deletion_status(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+    ) -> ServiceResult<RevocationResponse> {
+        let mut inner = lock(&self.inner)?;
+        self.visible_row(&inner, credential, record_id)?;
+        match inner.store.resume_revocation(record_id)? {
+            Some(state) => self.drive(&mut inner, record_id, state),
+            None => Err(ServiceError::not_found("revocation", record_id)),
+        }
+    }
+
+    // ------------------------------------------------------------ consent
+
+    /// Stores the credential principal's consent.
+    pub fn give_consent(
+        &self,
+        credential: &Credential,
+        request: &ConsentRequest,
+    ) -> ServiceResult<ConsentResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let mut inner = lock(&self.inner)?;
+        let (tenant_row, _) = self.tenant_and_grant(&inner, tenant, principal)?;
+        let now = self.now();
+        let consent = ConsentReceipt {
+            consent_id: request
+                .consent_id
+                .clone()
+                .unwrap_or_else(|| format!("consent-{principal}-{now}")),
+            tenant_id: tenant.to_owned(),
+            policy_sha256: tenant_row.policy.policy_sha256.clone(),
+            principal_id: principal.to_owned(),
+            purpose: request.purpose,
+            ui_release: request.ui_release.clone(),
+            granted_at_unix_ms: now,
+            revoked_at_unix_ms: None,
+        };
+        let consent_sha256 = inner.store.put_consent(&consent, now)?;
+        inner
+            .catalog
+            .insert_consent(&consent_sha256, tenant, principal)?;
+        Ok(ConsentResponse { consent_sha256 })
+    }
+
+    /// Withdraws one of the principal's consents: every dependent record is
+    /// revoked in that transaction, then deleted to a receipt.
+    pub fn withdraw_consent(
+        &self,
+        credential: &Credential,
+        consent_sha256: &str,
+    ) -> ServiceResult<WithdrawResponse> {
+        let (tenant, principal) = credential.principal()?;
+        check_digest("consent_sha256", consent_sha256)?;
+        let mut inner = lock(&self.inner)?;
+        self.tenant_and_grant(&inner, tenant, principal)?;
+        match inner.catalog.consent_owner(consent_sha256)? {
+            Some((t, p)) if t == tenant && p == principal => {}
+            _ => return Err(ServiceError::not_found("consent", consent_sha256)),
+        }
+        let authorization = Authorization {
+            actor_id: principal.to_owned(),
+            authority_ref: credential.key_id().to_owned(),
+        };
+        self.withdraw_locked(&mut inner, tenant, consent_sha256, &authorization)
+    }
+
+    fn withdraw_locked(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        consent_sha256: &str,
+        authorization: &Authorization,
+    ) -> ServiceResult<WithdrawResponse> {
+        let withdrawal =
+            inner
+                .store
+                .withdraw_consent(tenant, consent_sha256, authorization, self.now())?;
+        let mut revocations = Vec::new();
+        for token in withdrawal.revoked {
+            let record_id = token.record_id().to_owned();
+            revocations.push(self.drive(
+                inner,
+                &record_id,
+                RevocationState::DeletionRequested(token),
+            )?);
+        }
+        Ok(WithdrawResponse {
+            consent_sha256: withdrawal.consent_sha256,
+            revocation_generation: withdrawal.revocation_generation,
+            revocations,
+            quarantined: withdrawal.quarantined,
+        })
+    }
+
+    /// Right to erasure for the credential's own principal.
+    pub fn erase_self(&self, credential: &Credential) -> ServiceResult<ErasureResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let mut inner = lock(&self.inner)?;
+        let authorization = Authorization {
+            actor_id: principal.to_owned(),
+            authority_ref: credential.key_id().to_owned(),
+        };
+        self.erase_locked(&mut inner, tenant, principal, &authorization)
+    }
+
+    /// Right to erasure by the admin; also disables the principal's keys.
+    pub fn erase_principal(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        principal: &str,
+    ) -> ServiceResult<ErasureResponse> {
+        credential.require_admin()?;
+        let mut inner = lock(&self.inner)?;
+        if inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        let authorization = Authorization {
+            actor_id: "admin".to_owned(),
+            authority_ref: credential.key_id().to_owned(),
+        };
+        let response = self.erase_locked(&mut inner, tenant, principal, &authorization)?;
+        inner.catalog.disable_principal_keys(tenant, principal)?;
+        Ok(response)
+    }
+
+    fn erase_locked(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        authorization: &Authorization,
+    ) -> ServiceResult<ErasureResponse> {
+        let mut consents_withdrawn = Vec::new();
+        let mut revocations = Vec::new();
+        for consent in inner.catalog.consents_of(tenant, principal)? {
+            match self.withdraw_locked(inner, tenant, &consent, authorization) {
+                Ok(w) => {
+                    consents_withdrawn.push(consent);
+                    revocations.extend(w.revocations);
+                }
+                // Already withdrawn (or never stored): nothing depends on it any more.
+                Err(
+                    ServiceError::Conflict { .. }
+                    | ServiceError::NotFound { .. }
+                    | ServiceError::BadRequest { .. },
+                ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for row in inner.catalog.memories_of_principal(tenant, principal)? {
+            if revocations
+                .iter()
+                .any(|r: &RevocationResponse| r.record_id == row.record_id)
+            {
+                continue;
+            }
+            let exists = inner.store.get_record(&row.record_id)?.is_some();
+            let revoked = inner.store.resume_revocation(&row.record_id)?;
+            if !exists && revoked.is_none() {
+                continue;
+            }
+            revocations.push(self.revoke_and_drive(inner, &row.record_id, authorization)?);
+        }
+        revocations.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+        let complete = revocations.iter().all(|r| r.deletion_receipt.is_some());
+        Ok(ErasureResponse {
+            tenant_id: tenant.to_owned(),
+            principal_id: principal.to_owned(),
+            revocations,
+            consents_withdrawn,
+            complete,
+        })
+    }
+
+    // ------------------------------------------------------------ verify
+
+    /// Verifies a write receipt (from stored inputs) or a deletion receipt.
+    pub fn verify(
+        &self,
+        credential: &Credential,
+        request: &VerifyRequest,
+    ) -> ServiceResult<VerifyResponse> {
+        match request {
+            VerifyRequest::Write { proposal_id } => {
+                let mut inner = lock(&self.inner)?;
+                let owner = inner.catalog.proposal_owner(proposal_id)?;
+                let allowed = match (credential, &owner) {
+                    (Credential::Admin { .. }, _) => true,
+                    (Credential::Principal { tenant_id, .. }, Some((t, _))) => t == tenant_id,
+                    _ => false,
+                };
+                if !allowed {
+                    return Err(ServiceError::not_found("proposal", proposal_id.as_str()));
+                }
+                match inner.store.verify_write_receipt(proposal_id) {
+                    Ok(()) => Ok(VerifyResponse {
+                        valid: true,
+                        problem: None,
+                    }),
+                    Err(StoreError::ReceiptMismatch(problem)) => Ok(VerifyResponse {
+                        valid: false,
+                        problem: Some(problem),
+                    }),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            VerifyRequest::Deletion { receipt } => {
+                check_digest("receipt.receipt_sha256", &receipt.receipt_sha256)?;
+                let receipt = DeletionReceipt {
+                    body: receipt.body.clone(),
+                    receipt_sha256: receipt.receipt_sha256.clone(),
+                };
+                let valid = receipt.verify();
+                Ok(VerifyResponse {
+                    valid,
+                    problem: (!valid)
+                        .then(|| "receipt_sha256 does not match the canonical body".to_owned()),
+                })
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ export, import
+
+    /// The credential's memories (principal: about or by them; admin: a
+    /// whole tenant) that are still readable or publishing, as export lines.
+    pub fn export(
+        &self,
+        credential: &Credential,
+        tenant_for_admin: Option<&str>,
+    ) -> ServiceResult<Vec<ExportLine>> {
+        let mut inner = lock(&self.inner)?;
+        let rows = match credential {
+            Credential::Principal {
+                tenant_id,
+                principal_id,
+                ..
+            } => {
+                self.tenant_and_grant(&inner, tenant_id, principal_id)?;
+                inner
+                    .catalog
+                    .memories_of_principal(tenant_id, principal_id)?
+            }
+            Credential::Admin { .. } => {
+                let tenant = tenant_for_admin.ok_or_else(|| {
+                    ServiceError::bad_request("missing_tenant", "the admin export needs a tenant")
+                })?;
+                inner.catalog.memories_of_tenant(tenant)?
+            }
+        };
+        let mut lines = Vec::new();
+        for row in rows {
+            if self
+                .visible_row(&inner, credential, &row.record_id)
+                .is_err()
+            {
+                continue;
+            }
+            let Some(stored) = inner.store.get_record(&row.record_id)? else {
+                continue;
+            };
+            if !matches!(stored.state, RecordState::Active | RecordState::Publishing) {
+                continue;
+            }
+            let Some(json) = row.request_json else {
+                continue;
+            };
+            let mut request: ProposeRequest = serde_json::from_str(&json).map_err(|e| {
+                ServiceError::Internal(format!("catalog request does not decode: {e}"))
+            })?;
+            request.content = stored.content;
+            lines.push(ExportLine::Memory(Box::new(ExportedMemory {
+                record: stored.record,
+                state: stored.state.as_str().to_owned(),
+                request,
+            })));
+        }
+        drop(inner);
+        Ok(lines)
+    }
+
+    /// Imports JSON lines: every line's request is proposed again under the
+    /// credential (the gate decides each one afresh).
+    pub fn import(&self, credential: &Credential, body: &str) -> ServiceResult<ImportResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let mut report = ImportResponse {
+            lines: 0,
+            accepted: 0,
+            rejected: 0,
+            errors: BTreeMap::new(),
+        };
+        let mut inner = lock(&self.inner)?;
+        for (idx, line) in body.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            report.lines += 1;
+            let line_no = idx + 1;
+            let request = match serde_json::from_str::<ExportLine>(line) {
+                Ok(ExportLine::Memory(m)) => m.request,
+                Err(_) => {
+                    report.errors.insert(line_no, "malformed_line".to_owned());
+                    continue;
+                }
+            };
+            match self.propose_locked(&mut inner, tenant, principal, &request) {
+                Ok(r) if r.decision == "accepted" => report.accepted += 1,
+                Ok(_) => report.rejected += 1,
+                Err(e) => {
+                    report.errors.insert(line_no, e.code().to_owned());
+                }
+            }
+        }
+        self.publish_pending(&mut inner)?;
+        Ok(report)
+    }
+
+    // ------------------------------------------------------------ admin
+
+    /// Creates a tenant with its policy.
+    pub fn create_tenant(
+        &self,
+        credential: &Credential,
+        request: &CreateTenantRequest,
+    ) -> ServiceResult<MemoryWritePolicy> {
+        credential.require_admin()?;
+        if !mosaic_harness::record::is_identifier(&request.tenant_id) {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "tenant_id is not a valid identifier",
+            ));
+        }
+        {
+            let inner = lock(&self.inner)?;
+            if inner.catalog.tenant(&request.tenant_id)?.is_some() {
+                return Err(ServiceError::Conflict {
+                    code: "tenant_exists",
+                    message: format!("tenant {} already exists", request.tenant_id),
+                });
+            }
+        }
+        let policy = request.policy.clone().unwrap_or(PolicyRequest {
+            allowed_kinds: None,
+            max_ttl_ms: None,
+            require_consent_for_principal_semantic: None,
+            minimum_procedure_eval_cases: None,
+        });
+        self.put_policy(credential, &request.tenant_id, &policy, true)
+    }
+
+    /// Replaces a tenant's policy (grants are re-bound to the new digest;
+    /// records written under the old policy stop being readable).
+    pub fn put_policy(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        request: &PolicyRequest,
+        create: bool,
+    ) -> ServiceResult<MemoryWritePolicy> {
+        credential.require_admin()?;
+        let mut inner = lock(&self.inner)?;
+        if !create && inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        let mut policy = MemoryWritePolicy {
+            tenant_id: tenant.to_owned(),
+            policy_sha256: String::new(),
+            allowed_kinds: request
+                .allowed_kinds
+                .clone()
+                .unwrap_or_else(|| MemoryKind::ALL.to_vec()),
+            max_ttl_ms: request.max_ttl_ms.unwrap_or(365 * DAY_MS),
+            require_consent_for_principal_semantic: request
+                .require_consent_for_principal_semantic
+                .unwrap_or(true),
+            minimum_procedure_eval_cases: request.minimum_procedure_eval_cases.unwrap_or(20),
+        };
+        policy.policy_sha256 = policy_digest(&policy)?;
+        let now = self.now();
+        inner.store.put_policy(&policy, now)?;
+        inner.catalog.put_tenant(&policy, now)?;
+        for mut grant in inner.catalog.grants_of_tenant(tenant)? {
+            if grant.policy_sha256 != policy.policy_sha256 {
+                grant.policy_sha256 = policy.policy_sha256.clone();
+                inner.store.put_grant(&grant, now)?;
+                inner.catalog.put_grant(&grant)?;
+            }
+        }
+        Ok(policy)
+    }
+
+    /// The current policy of the credential's tenant (admin: of `tenant`).
+    pub fn get_policy(
+        &self,
+        credential: &Credential,
+        tenant: Option<&str>,
+    ) -> ServiceResult<MemoryWritePolicy> {
+        let tenant = match credential {
+            Credential::Principal { tenant_id, .. } => tenant_id.as_str(),
+            Credential::Admin { .. } => tenant
+                .ok_or_else(|| ServiceError::bad_request("missing_tenant", "name a tenant"))?,
+        };
+        let inner = lock(&self.inner)?;
+        inner
+            .catalog
+            .tenant(tenant)?
+            .map(|t| t.policy)
+            .ok_or_else(|| ServiceError::not_found("tenant", tenant))
+    }
+
+    /// Every tenant id.
+    pub fn list_tenants(&self, credential: &Credential) -> ServiceResult<Vec<String>> {
+        credential.require_admin()?;
+        lock(&self.inner)?.catalog.tenant_ids()
+    }
+
+    /// Stores the grant in force for a principal.
+    pub fn put_grant(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        principal: &str,
+        request: &GrantRequest,
+    ) -> ServiceResult<MemoryWriteGrant> {
+        credential.require_admin()?;
+        let mut inner = lock(&self.inner)?;
+        self.put_grant_locked(&mut inner, tenant, principal, request)
+    }
+
+    fn put_grant_locked(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &GrantRequest,
+    ) -> ServiceResult<MemoryWriteGrant> {
+        if !mosaic_harness::record::is_identifier(principal) {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "principal_id is not a valid identifier",
+            ));
+        }
+        let tenant_row = inner
+            .catalog
+            .tenant(tenant)?
+            .ok_or_else(|| ServiceError::not_found("tenant", tenant))?;
+        let now = self.now();
+        let grant = MemoryWriteGrant {
+            grant_id: format!("grant-{tenant}-{principal}-{now}"),
+            tenant_id: tenant.to_owned(),
+            policy_sha256: tenant_row.policy.policy_sha256,
+            principal_id: principal.to_owned(),
+            allowed_kinds: request.allowed_kinds.clone().unwrap_or_else(|| {
+                vec![
+                    MemoryKind::Working,
+                    MemoryKind::Episodic,
+                    MemoryKind::Semantic,
+                ]
+            }),
+            allowed_purposes: request.allowed_purposes.clone().unwrap_or_else(|| {
+                vec![
+                    MemoryPurpose::RunContinuity,
+                    MemoryPurpose::Personalization,
+                    MemoryPurpose::WorkspaceKnowledge,
+                ]
+            }),
+            allowed_workspace_ids: request
+                .allowed_workspace_ids
+                .clone()
+                .unwrap_or_else(|| vec![DEFAULT_WORKSPACE.to_owned()]),
+            allowed_run_ids: request.allowed_run_ids.clone().unwrap_or_default(),
+            expires_at_unix_ms: request
+                .expires_at_unix_ms
+                .unwrap_or(now.saturating_add(365 * DAY_MS)),
+        };
+        inner.store.put_grant(&grant, now)?;
+        inner.catalog.put_grant(&grant)?;
+        Ok(grant)
+    }
+
+    /// Creates a principal key (and stores its grant). The key is returned
+    /// once; only its hash is kept.
+    pub fn create_key(
+        &self,
+        credential: &Credential,
+        request: &CreateKeyRequest,
+    ) -> ServiceResult<CreateKeyResponse> {
+        credential.require_admin()?;
+        let mut inner = lock(&self.inner)?;
+        let grant_request = request.grant.clone().unwrap_or(GrantRequest {
+            allowed_kinds: None,
+            allowed_purposes: None,
+            allowed_workspace_ids: None,
+            allowed_run_ids: None,
+            expires_at_unix_ms: None,
+        });
+        let grant = self.put_grant_locked(
+            &mut inner,
+            &request.tenant_id,
+            &request.principal_id,
+            &grant_request,
+        )?;
+        let key = auth::generate_key()?;
+        let sha = auth::key_sha256(&key);
+        let key_id = auth::key_id(&sha);
+        inner.catalog.insert_key(
+            &sha,
+            &key_id,
+            Some((&request.tenant_id, &request.principal_id)),
+            self.now(),
+        )?;
+        Ok(CreateKeyResponse {
+            key_id,
+            key,
+            tenant_id: request.tenant_id.clone(),
+            principal_id: request.principal_id.clone(),
+            grant,
+        })
+    }
+
+    /// Disables a key.
+    pub fn disable_key(&self, credential: &Credential, key_id: &str) -> ServiceResult<()> {
+        credential.require_admin()?;
+        if lock(&self.inner)?.catalog.disable_key(key_id)? {
+            Ok(())
+        } else {
+            Err(ServiceError::not_found("key", key_id))
+        }
+    }
+
+    /// Every key's public description.
+    pub fn list_keys(
+        &self,
+        credential: &Credential,
+    ) -> ServiceResult<Vec<crate::catalog::KeyInfo>> {
+        credential.require_admin()?;
+        lock(&self.inner)?.catalog.keys()
+    }
+
+    /// Who the credential is, with its grant.
+    pub fn whoami(&self, credential: &Credential) -> ServiceResult<WhoAmI> {
+        let grant = match credential {
+            Credential::Principal {
+                tenant_id,
+                principal_id,
+                ..
+            } => lock(&self.inner)?.catalog.grant(tenant_id, principal_id)?,
+            Credential::Admin { .. } => None,
+        };
+        Ok(WhoAmI {
+            credential: credential.clone(),
+            grant,
+        })
+    }
+
+    /// Open review cases of a tenant.
+    pub fn review_cases(&self, credential: &Credential, tenant: &str) -> ServiceResult<ReviewList> {
+        credential.require_admin()?;
+        let mut inner = lock(&self.inner)?;
+        Ok(ReviewList {
+            cases: inner.store.open_review_cases(tenant)?,
+        })
+    }
+
+    /// Applies a review action.
+    pub fn resolve_review(
+        &self,
+        credential: &Credential,
+        case_id: &str,
+        request: &ReviewActionRequest,
+    ) -> ServiceResult<ReviewReceiptView> {
+        credential.require_admin()?;
+        let action = match request.action.as_str() {
+            "reject_proposal" => ReviewAction::RejectProposal,
+            "contest_existing" => ReviewAction::ContestExisting,
+            "request_evidence" => ReviewAction::RequestEvidence,
+            other => {
+                return Err(ServiceError::bad_request(
+                    "unsupported_action",
+                    format!(
+                        "review action {other:?} is not one of reject_proposal, contest_existing, request_evidence"
+                    ),
+                ));
+            }
+        };
+        let reviewer = Authorization {
+            actor_id: "admin".to_owned(),
+            authority_ref: request
+                .authority_ref
+                .clone()
+                .unwrap_or_else(|| credential.key_id().to_owned()),
+        };
+        let mut inner = lock(&self.inner)?;
+        let receipt = inner
+            .store
+            .resolve_review(case_id, action, &reviewer, self.now())?;
+        Ok(ReviewReceiptView {
+            body: receipt.body,
+            receipt_sha256: receipt.receipt_sha256,
+        })
+    }
+
+    // ------------------------------------------------------------ outbox, indexes
+
+    /// One reconcile pass: publish every pending outbox row, then advance
+    /// every unfinished deletion. The background worker calls it
+    /// periodically; it is idempotent.
+    pub fn reconcile(&self) -> ServiceResult<ReconcileReport> {
+        let mut inner = lock(&self.inner)?;
+        let mut report = self.publish_pending(&mut inner)?;
+        for pending in inner.store.pending_deletions(self.now())? {
+            if let Some(state) = inner.store.resume_revocation(&pending.record_id)? {
+                let done = self.drive(&mut inner, &pending.record_id, state)?;
+                if done.deletion_receipt.is_some() {
+                    report.deletions_finalized += 1;
+                }
+            }
+        }
+        if inner.index_dirty {
+            self.save_indexes(&inner)?;
+            inner.index_dirty = false;
+        }
+        Ok(report)
+    }
+
+    /// Publishes pending outbox rows to the indexes and acknowledges them.
+    fn publish_pending(&self, inner: &mut Inner) -> ServiceResult<ReconcileReport> {
+        let mut report = ReconcileReport::default();
+        for target in INDEX_TARGETS {
+            let tasks = inner.store.pending_outbox(target, 10_000)?;
+            for task in tasks {
+                let applied = match task.op {
+                    OutboxOp::Publish => {
+                        let Some(stored) = inner.store.get_record(&task.record_id)? else {
+                            report.failures += 1;
+                            continue;
+                        };
+                        let message = PublishMessage {
+                            record_id: task.record_id.clone(),
+                            generation: task.generation + 1,
+                            revocation_generation: 0,
+                            scope: ScopeKeys {
+                                tenant_id: stored.record.tenant_id.clone(),
+                                policy_sha256: stored.record.policy_sha256.clone(),
+                                subject_key: stored.record.subject.key(),
+                                kind: stored.record.kind,
+                            },
+                            created_at_unix_ms: stored.record.created_at_unix_ms,
+                            claim_keys: Vec::new(),
+                            text: task.content.clone().unwrap_or(stored.content),
+                        };
+                        if target == "lexical" {
+                            inner.retriever.lexical.publish(&message).map(|_| ())
+                        } else {
+                            inner.retriever.vector.publish(&message).map(|_| ())
+                        }
+                    }
+                    OutboxOp::Erase => {
+                        let generation = task.generation + 1;
+                        if target == "lexical" {
+                            inner
+                                .retriever
+                                .lexical
+                                .tombstone(&task.record_id, generation)
+                                .map(|_| ())
+                        } else {
+                            inner
+                                .retriever
+                                .vector
+                                .tombstone(&task.record_id, generation)
+                                .map(|_| ())
+                        }
+                    }
+                };
+                if applied.is_err() {
+                    report.failures += 1;
+                    self.metrics
+                        .incr("mosaic_outbox_failures_total", &[("target", target)]);
+                    continue;
+                }
+                match inner.store.acknowledge_index(
+                    &task.record_id,
+                    task.generation,
+                    target,
+                    self.now(),
+                ) {
+                    Ok(_) => {
+                        inner.index_dirty = true;
+                        let op = task.op.as_str();
+                        self.metrics.incr(
+                            "mosaic_outbox_applied_total",
+                            &[("target", target), ("op", op)],
+                        );
+                        match task.op {
+                            OutboxOp::Publish => report.published += 1,
+                            OutboxOp::Erase => report.erased += 1,
+                        }
+                    }
+                    Err(_) => {
+                        report.failures += 1;
+                        self.metrics
+                            .incr("mosaic_outbox_failures_total", &[("target", target)]);
+                    }
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    fn index_path(&self, target: &str) -> PathBuf {
+        self.config
+            .data_dir
+            .join("index")
+            .join(format!("{target}.json"))
+    }
+
+    fn save_indexes(&self, inner: &Inner) -> ServiceResult<()> {
+        inner
+            .retriever
+            .lexical
+            .snapshot()
+            .save(&self.index_path("lexical"))?;
+        inner
+            .retriever
+            .vector
+            .snapshot()
+            .save(&self.index_path("vector"))?;
+        Ok(())
+    }
+
+    /// Saves the index snapshots now (also done by reconcile when dirty).
+    pub fn flush(&self) -> ServiceResult<()> {
+        let inner = lock(&self.inner)?;
+        self.save_indexes(&inner)
+    }
+
+    /// Loads saved snapshots (when both decode), then rebuilds from the
+    /// store when they are missing or disagree with it.
+    fn load_indexes(&self) -> ServiceResult<()> {
+        let lexical = TargetSnapshot::load(&self.index_path("lexical"));
+        let vector = TargetSnapshot::load(&self.index_path("vector"));
+        if let (Ok(lexical), Ok(vector)) = (lexical, vector) {
+            let mut inner = lock(&self.inner)?;
+            let mut retriever = new_retriever(self.config.embedding_dim);
+            if retriever.lexical.restore(&lexical).is_ok()
+                && retriever.vector.restore(&vector).is_ok()
+            {
+                inner.retriever = retriever;
+                let problems = index_problems(&mut inner)?;
+                if problems.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
+        self.reindex(None).map(|_| ())
+    }
+
+    /// Rebuilds both indexes from the store (every active record live,
+    /// every revoked record a tombstone). `progress` is told each record.
+    pub fn reindex(&self, progress: Option<&dyn Fn(usize, usize)>) -> ServiceResult<ReindexReport> {
+        let mut inner = lock(&self.inner)?;
+        let rows = inner.catalog.all_memories()?;
+        let generation = inner.store.revocation_generation()? + 1;
+        let mut entries = Vec::new();
+        let mut report = ReindexReport::default();
+        for (idx, row) in rows.iter().enumerate() {
+            if let Some(p) = progress {
+                p(idx + 1, rows.len());
+            }
+            match inner.store.get_record(&row.record_id)? {
+                Some(stored) if stored.state == RecordState::Active => {
+                    report.live += 1;
+                    entries.push(RebuildEntry::Live(PublishMessage {
+                        record_id: row.record_id.clone(),
+                        generation,
+                        revocation_generation: 0,
+                        scope: ScopeKeys {
+                            tenant_id: stored.record.tenant_id.clone(),
+                            policy_sha256: stored.record.policy_sha256.clone(),
+                            subject_key: stored.record.subject.key(),
+                            kind: stored.record.kind,
+                        },
+                        created_at_unix_ms: stored.record.created_at_unix_ms,
+                        claim_keys: Vec::new(),
+                        text: stored.content,
+                    }));
+                }
+                Some(stored) if stored.state != RecordState::Revoked => {}
+                _ => {
+                    report.tombstones += 1;
+                    entries.push(RebuildEntry::Tombstone {
+                        record_id: row.record_id.clone(),
+                        generation,
+                    });
+                }
+            }
+        }
+        let mut retriever = new_retriever(self.config.embedding_dim);
+        retriever.lexical.rebuild_from(&entries)?;
+        retriever.vector.rebuild_from(&entries)?;
+        inner.retriever = retriever;
+        self.save_indexes(&inner)?;
+        inner.index_dirty = false;
+        Ok(report)
+    }
+
+    // ------------------------------------------------------------ health, doctor
+
+    /// Liveness and a few numbers.
+    pub fn health(&self) -> ServiceResult<HealthResponse> {
+        let mut inner = lock(&self.inner)?;
+        Ok(HealthResponse {
+            status: "ok".to_owned(),
+            store_schema_version: inner.store.schema_version()?,
+            revocation_generation: inner.store.revocation_generation()?,
+            indexed_records: inner.retriever.lexical.live_count(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        })
+    }
+
+    /// Everything `mosaic doctor` checks on an open service, as a list of
+    /// `(check, problem)`; empty when healthy.
+    pub fn doctor(&self) -> ServiceResult<Vec<(String, String)>> {
+        let mut problems = Vec::new();
+        let mut inner = lock(&self.inner)?;
+        let version = inner.store.schema_version()?;
+        if version != mosaic_store::sqlite::schema::SCHEMA_VERSION {
+            problems.push((
+                "store schema".to_owned(),
+                format!(
+                    "version {version}, expected {}",
+                    mosaic_store::sqlite::schema::SCHEMA_VERSION
+                ),
+            ));
+        }
+        let integrity = inner.store.integrity_check()?;
+        if !integrity.is_ok() {
+            problems.push(("store integrity".to_owned(), format!("{integrity:?}")));
+        }
+        match inner.store.verify_audit_chain()? {
+            mosaic_store::audit::AuditVerification::Intact { .. } => {}
+            broken => problems.push(("audit chain".to_owned(), format!("{broken:?}"))),
+        }
+        let catalog = inner.catalog.integrity_check()?;
+        if catalog != "ok" {
+            problems.push(("catalog integrity".to_owned(), catalog));
+        }
+        if inner.catalog.admin_key_count()? == 0 {
+            problems.push(("admin key".to_owned(), "no enabled admin key".to_owned()));
+        }
+        for target in INDEX_TARGETS {
+            let pending = inner.store.pending_outbox(target, 10_000)?.len();
+            if pending > 0 {
+                problems.push((
+                    format!("outbox {target}"),
+                    format!("{pending} messages pending (run `mosaic reconcile`)"),
+                ));
+            }
+        }
+        for (record, problem) in index_problems(&mut inner)? {
+            problems.push(("index state".to_owned(), format!("{record}: {problem}")));
+        }
+        for target in INDEX_TARGETS {
+            let path = self.index_path(target);
+            if let Err(e) = TargetSnapshot::load(&path) {
+                problems.push((format!("index snapshot {target}"), format!("{e}")));
+            }
+        }
+        Ok(problems)
+    }
+}
+
+/// Records whose index state disagrees with the store: active but not live
+/// in a target, or revoked/erased but still live.
+fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
+    let mut problems = Vec::new();
+    for row in inner.catalog.all_memories()? {
+        let stored = inner.store.get_record(&row.record_id)?;
+        let lexical = inner
+            .retriever
+            .lexical
+            .live_generation(&row.record_id)
+            .is_some();
+        let vector = inner
+            .retriever
+            .vector
+            .live_generation(&row.record_id)
+            .is_some();
+        match stored {
+            Some(s) if s.state == RecordState::Active => {
+                if !lexical || !vector {
+                    problems.push((
+                        row.record_id.clone(),
+                        "active in the store but missing from an index".to_owned(),
+                    ));
+                }
+            }
+            Some(s) if s.state != RecordState::Revoked => {}
+            _ => {
+                if lexical || vector {
+                    problems.push((
+                        row.record_id.clone(),
+                        "revoked or erased but still live in an index".to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(problems)
+}
+
+fn new_retriever(dim: usize) -> Retriever {
+    Retriever::new(
+        Arc::new(HashEmbedder::new(dim)),
+        AnnConfig::default(),
+        FunnelConfig::default(),
+    )
+}
+
+fn validate_digests(request: &ProposeRequest) -> ServiceResult<()> {
+    for (idx, source) in request.sources.iter().enumerate() {
+        check_digest(
+            &format!("sources[{idx}].content_sha256"),
+            &source.content_sha256,
+        )?;
+        check_digest(
+            &format!("sources[{idx}].provenance_sha256"),
+            &source.provenance_sha256,
+        )?;
+        check_digest(
+            &format!("sources[{idx}].locator_sha256"),
+            &source.locator_sha256,
+        )?;
+    }
+    for (idx, judgment) in request.judgments.iter().enumerate() {
+        check_digest(
+            &format!("judgments[{idx}].source_content_sha256"),
+            &judgment.source_content_sha256,
+        )?;
+        check_digest(
+            &format!("judgments[{idx}].judgment_sha256"),
+            &judgment.judgment_sha256,
+        )?;
+    }
+    for (idx, adjudication) in request.adjudications.iter().enumerate() {
+        for d in &adjudication.disputed_judgment_sha256 {
+            check_digest(&format!("adjudications[{idx}].disputed_judgment_sha256"), d)?;
+        }
+    }
+    if let Some(c) = &request.consent_receipt_sha256 {
+        check_digest("consent_receipt_sha256", c)?;
+    }
+    if let Some(p) = &request.provenance_sha256 {
+        check_digest("provenance_sha256", p)?;
+    }
+    if let Some(s) = &request.summary {
+        check_digest("summary.source_set_sha256", &s.source_set_sha256)?;
+    }
+    if let Some(e) = &request.procedure_evaluation {
+        check_digest("procedure_evaluation.suite_sha256", &e.suite_sha256)?;
+    }
+    Ok(())
+}
+
+/// Inverse of `MemorySubject::key()`.
+pub fn parse_subject_key(key: &str) -> Option<MemorySubject> {
+    let (kind, rest) = key.split_once(':')?;
+    let two = || {
+        rest.split_once('/')
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    };
+    Some(match kind {
+        "run" => MemorySubject::Run {
+            run_id: rest.to_owned(),
+        },
+        "principal" => MemorySubject::Principal {
+            principal_id: rest.to_owned(),
+        },
+        "principal_in_workspace" => {
+            let (workspace_id, principal_id) = two()?;
+            MemorySubject::PrincipalInWorkspace {
+                workspace_id,
+                principal_id,
+            }
+        }
+        "workspace" => MemorySubject::Workspace {
+            workspace_id: rest.to_owned(),
+        },
+        "procedure" => {
+            let (workspace_id, procedure_id) = two()?;
+            MemorySubject::Procedure {
+                workspace_id,
+                procedure_id,
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn subject_from_query(q: &ListQuery) -> ServiceResult<MemorySubject> {
+    let need = |field: &'static str, v: &Option<String>| {
+        v.clone().ok_or_else(|| {
+            ServiceError::bad_request(
+                "invalid_subject",
+                format!("subject type {} needs {field}", q.subject_type),
+            )
+        })
+    };
+    Ok(match q.subject_type.as_str() {
+        "run" => MemorySubject::Run {
+            run_id: need("run_id", &q.run_id)?,
+        },
+        "principal" => MemorySubject::Principal {
+            principal_id: need("principal_id", &q.principal_id)?,
+        },
+        "principal_in_workspace" => MemorySubject::PrincipalInWorkspace {
+            workspace_id: need("workspace_id", &q.workspace_id)?,
+            principal_id: need("principal_id", &q.principal_id)?,
+        },
+        "workspace" => MemorySubject::Workspace {
+            workspace_id: need("workspace_id", &q.workspace_id)?,
+        },
+        "procedure" => MemorySubject::Procedure {
+            workspace_id: need("workspace_id", &q.workspace_id)?,
+            procedure_id: need("procedure_id", &q.procedure_id)?,
+        },
+        other => {
+            return Err(ServiceError::bad_request(
+                "invalid_subject",
+                format!("unknown subject type {other:?}"),
+            ));
+        }
+    })
+}
+
+/// Writes `secret` to `path` readable by the owner only (0600), refusing to
+/// overwrite an existing file.
+pub fn write_secret_file(path: &Path, secret: &str) -> ServiceResult<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .map_err(|e| ServiceError::Internal(format!("cannot create {}: {e}", path.display())))?;
+    file.write_all(format!("{secret}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| ServiceError::Internal(format!("cannot write {}: {e}", path.display())))
+}
