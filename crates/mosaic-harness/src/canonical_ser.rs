@@ -307,7 +307,8 @@ impl ser::SerializeMap for Members<'_> {
     type Ok = ();
     type Error = CanonicalError;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> R {
-        let value = serde_json::to_value(key).map_err(|e| CanonicalError::Serialize(e.to_string()))?;
+        let value =
+            serde_json::to_value(key).map_err(|e| CanonicalError::Serialize(e.to_string()))?;
         match value {
             serde_json::Value::String(s) => {
                 self.pending_key = Some(s);

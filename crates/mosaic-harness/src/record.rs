@@ -137,7 +137,9 @@ impl MemorySubject {
                 Some(("workspace_id", workspace_id)),
                 Some(("principal_id", principal_id)),
             ],
-            MemorySubject::Workspace { workspace_id } => [Some(("workspace_id", workspace_id)), None],
+            MemorySubject::Workspace { workspace_id } => {
+                [Some(("workspace_id", workspace_id)), None]
+            }
             MemorySubject::Procedure {
                 workspace_id,
                 procedure_id,
@@ -424,7 +426,8 @@ impl Problems {
                 ("locator_sha256", &source.locator_sha256),
             ] {
                 if !is_sha256_hex(digest) {
-                    self.0.push(InvalidField::MalformedSha256 { field: field(name) });
+                    self.0
+                        .push(InvalidField::MalformedSha256 { field: field(name) });
                 }
             }
             if !seen.insert(source.source_id.as_str()) {

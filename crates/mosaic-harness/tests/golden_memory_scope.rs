@@ -11,13 +11,16 @@ use mosaic_harness::fixtures::{
     fixture_source, scoped_selection_context, scoped_selection_records,
 };
 use mosaic_harness::memory_scope::{
-    ContextBudget, ContextLane, RECORD_SET_DOMAIN, READ_CONTEXT_DOMAIN, RelevanceInput,
+    ContextBudget, ContextLane, READ_CONTEXT_DOMAIN, RECORD_SET_DOMAIN, RelevanceInput,
     ScoredCandidate, SourceSetManifest, allocate_selected_memory, eligible_set, rank_relevance,
     record_set_digest, select_memory, sign_source_set,
 };
 use serde_json::{Value, json};
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/memory_scope.json");
+const GOLDEN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/golden/memory_scope.json"
+);
 
 fn vectors() -> BTreeMap<String, Value> {
     let ctx = scoped_selection_context();
@@ -124,5 +127,9 @@ fn memory_scope_golden_vectors_match() {
             "golden vector for {domain} changed"
         );
     }
-    assert_eq!(expected.len(), actual.len(), "golden file lists other domains");
+    assert_eq!(
+        expected.len(),
+        actual.len(),
+        "golden file lists other domains"
+    );
 }
