@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS proposals (
     tenant_id TEXT NOT NULL,
     principal_id TEXT NOT NULL,
     record_id TEXT NOT NULL,
-    accepted INTEGER NOT NULL
+    accepted INTEGER NOT NULL,
+    decided_at_ms INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS memories (
     record_id TEXT PRIMARY KEY,
@@ -411,13 +412,33 @@ impl Catalog {
         principal_id: &str,
         record_id: &str,
         accepted: bool,
+        decided_at_ms: u64,
     ) -> ServiceResult<()> {
         self.conn.execute(
-            "INSERT OR IGNORE INTO proposals (proposal_id, tenant_id, principal_id, record_id, accepted)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![proposal_id, tenant_id, principal_id, record_id, i64::from(accepted)],
+            "INSERT OR IGNORE INTO proposals (proposal_id, tenant_id, principal_id, record_id, accepted, decided_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![proposal_id, tenant_id, principal_id, record_id, i64::from(accepted), to_i64(decided_at_ms)],
         )?;
         Ok(())
+    }
+
+    /// When a proposal of this tenant and principal was first decided (a
+    /// retry reuses that instant for its expiry, so it replays exactly).
+    pub fn proposal_decided_at(
+        &self,
+        proposal_id: &str,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> ServiceResult<Option<u64>> {
+        let at: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT decided_at_ms FROM proposals WHERE proposal_id = ?1 AND tenant_id = ?2 AND principal_id = ?3",
+                [proposal_id, tenant_id, principal_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(at.map(to_u64))
     }
 
     /// Tenant and principal of a proposal.

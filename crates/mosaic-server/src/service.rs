@@ -413,6 +413,11 @@ impl Service {
         let ttl = request
             .ttl_ms
             .unwrap_or_else(|| (30 * DAY_MS).min(policy.max_ttl_ms));
+        // A retry keeps the first decision's expiry so the store replays it.
+        let first_decided = inner
+            .catalog
+            .proposal_decided_at(&proposal_id, tenant, principal)?
+            .unwrap_or(now);
         let token_count = match request.token_count {
             Some(n) => n,
             None => u32::try_from(request.content.split_whitespace().count()).unwrap_or(u32::MAX),
@@ -440,7 +445,7 @@ impl Service {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_TOKEN_COUNTER.to_owned()),
             proposed_at_unix_ms: now,
-            requested_expiry_unix_ms: now.saturating_add(ttl),
+            requested_expiry_unix_ms: first_decided.saturating_add(ttl),
             writer_release,
             sources: request.sources.clone(),
             summary: request.summary.clone(),
@@ -464,9 +469,14 @@ impl Service {
         };
         let outcome = inner.store.write(&write)?;
         let accepted = outcome.is_accepted();
-        inner
-            .catalog
-            .insert_proposal(&proposal_id, tenant, principal, &record_id, accepted)?;
+        inner.catalog.insert_proposal(
+            &proposal_id,
+            tenant,
+            principal,
+            &record_id,
+            accepted,
+            now,
+        )?;
         let mut response = ProposeResponse {
             proposal_id: proposal_id.clone(),
             record_id: record_id.clone(),
@@ -1176,13 +1186,16 @@ impl Service {
             }
             report.lines += 1;
             let line_no = idx + 1;
-            let request = match serde_json::from_str::<ExportLine>(line) {
+            let mut request = match serde_json::from_str::<ExportLine>(line) {
                 Ok(ExportLine::Memory(m)) => m.request,
                 Err(_) => {
                     report.errors.insert(line_no, "malformed_line".to_owned());
                     continue;
                 }
             };
+            // Identities are derived afresh under the importing credential.
+            request.record_id = None;
+            request.proposal_id = None;
             match self.propose_locked(&mut inner, tenant, principal, &request) {
                 Ok(r) if r.decision == "accepted" => report.accepted += 1,
                 Ok(_) => report.rejected += 1,
@@ -1192,6 +1205,12 @@ impl Service {
             }
         }
         self.publish_pending(&mut inner)?;
+        if report.lines == 0 || report.errors.len() == report.lines {
+            return Err(ServiceError::bad_request(
+                "malformed_body",
+                "the body holds no importable line (one {\"type\":\"memory\",\"data\":{...}} object per line)",
+            ));
+        }
         Ok(report)
     }
 

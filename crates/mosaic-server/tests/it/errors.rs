@@ -1,0 +1,399 @@
+//! Point 4: every bad input is a JSON error with a stable code and a 4xx
+//! status, never a 5xx, never a partial write.
+
+use axum::http::StatusCode;
+use mosaic_server::api::{CreateKeyRequest, GrantRequest};
+use mosaic_server::examples::preference;
+use mosaic_server::openapi::OPERATIONS;
+use serde_json::{Value, json};
+
+use crate::common::{error_code, send, send_raw, world, world_with};
+
+fn concrete(path: &str) -> String {
+    path.split('/')
+        .map(|seg| if seg.starts_with('{') { "nope" } else { seg })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn malformed_bodies(valid: &Value) -> Vec<(String, Vec<u8>)> {
+    let text = valid.to_string();
+    let mut corpus = vec![
+        (
+            "truncated".to_owned(),
+            text.as_bytes()[..text.len() / 2].to_vec(),
+        ),
+        ("not json".to_owned(), b"this is not json".to_vec()),
+        ("array".to_owned(), b"[1,2,3]".to_vec()),
+        ("number".to_owned(), b"42".to_vec()),
+        (
+            "unknown field".to_owned(),
+            json!({"surprise": true}).to_string().into_bytes(),
+        ),
+        ("nul bytes".to_owned(), vec![0, 0, 0, 123]),
+        ("invalid utf8".to_owned(), vec![0xff, 0xfe, b'{', b'}']),
+        (
+            "huge".to_owned(),
+            format!("{{\"content\":\"{}\"}}", "x".repeat(200 * 1024)).into_bytes(),
+        ),
+        (
+            "deep nesting".to_owned(),
+            format!("{}{}", "[".repeat(5000), "]".repeat(5000)).into_bytes(),
+        ),
+    ];
+    if let Value::Object(map) = valid {
+        for (field, value) in map {
+            let mut wrong = valid.clone();
+            wrong[field] = match value {
+                Value::String(_) => json!(12345),
+                _ => json!("wrong type"),
+            };
+            corpus.push((
+                format!("wrong type {field}"),
+                wrong.to_string().into_bytes(),
+            ));
+            let mut extra = valid.clone();
+            extra["unexpected_field"] = json!(1);
+            corpus.push((
+                "unknown field beside valid".to_owned(),
+                extra.to_string().into_bytes(),
+            ));
+        }
+    }
+    corpus
+}
+
+#[tokio::test]
+async fn malformed_corpus_against_every_route_gets_json_4xx() {
+    let w = world();
+    let principal = &w.principals[0];
+    let valid_propose = serde_json::to_value(preference(
+        "corpus",
+        &principal.principal,
+        "tea",
+        Some(principal.consent.clone()),
+    ))
+    .expect("json");
+    let mut checked = 0usize;
+    for op in OPERATIONS {
+        let path = concrete(op.path);
+        let keys: Vec<Option<&str>> = vec![
+            None,
+            Some("mk_short"),
+            Some(&principal.key),
+            Some(&w.admin_key),
+        ];
+        // Wrong methods.
+        for method in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
+            if OPERATIONS
+                .iter()
+                .any(|o| o.path == op.path && o.method == method)
+            {
+                continue;
+            }
+            let (status, _, body) = send_raw(
+                &w.router,
+                method,
+                &path,
+                Some(&principal.key),
+                Some(b"{}".to_vec()),
+            )
+            .await;
+            assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert_eq!(error_code(&body), "method_not_allowed");
+            checked += 1;
+        }
+        if op.body.is_none() {
+            for key in &keys {
+                let (status, raw, _) = send_raw(
+                    &w.router,
+                    op.method,
+                    &format!("{path}?bogus=%ZZ&type=%00"),
+                    *key,
+                    None,
+                )
+                .await;
+                assert!(status.as_u16() < 500, "{} {path}: {status}", op.method);
+                if status.is_client_error() {
+                    let body: Value = serde_json::from_slice(&raw)
+                        .unwrap_or_else(|_| panic!("{} {path} answered non-JSON", op.method));
+                    error_code(&body);
+                }
+                checked += 1;
+            }
+            continue;
+        }
+        let valid = if op.path == "/v1/memories" {
+            valid_propose.clone()
+        } else {
+            json!({})
+        };
+        for key in &keys {
+            for (what, bytes) in malformed_bodies(&valid) {
+                let (status, raw, body) =
+                    send_raw(&w.router, op.method, &path, *key, Some(bytes)).await;
+                assert!(
+                    status.is_client_error(),
+                    "{} {path} [{what}] with key {key:?}: {status} {}",
+                    op.method,
+                    String::from_utf8_lossy(&raw)
+                );
+                if body.is_null() {
+                    panic!(
+                        "{} {path} [{what}]: non-JSON answer {}",
+                        op.method,
+                        String::from_utf8_lossy(&raw)
+                    );
+                }
+                error_code(&body);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500, "corpus too small: {checked}");
+    // Nothing was written by the corpus.
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&principal.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(r["selected_record_ids"], json!([]));
+}
+
+#[tokio::test]
+async fn each_error_has_its_status_and_code() {
+    let w = world();
+    let p = &w.principals[0];
+    let valid = serde_json::to_value(preference(
+        "codes",
+        &p.principal,
+        "tea",
+        Some(p.consent.clone()),
+    ))
+    .expect("json");
+    type Case<'a> = (
+        &'a str,
+        Option<Vec<u8>>,
+        Option<&'a str>,
+        StatusCode,
+        &'a str,
+    );
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "/v1/memories",
+            Some(b"{\"content\": ".to_vec()),
+            Some(&p.key),
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+        ),
+        (
+            "/v1/memories",
+            Some({
+                let mut v = valid.clone();
+                v["extra"] = json!(1);
+                v.to_string().into_bytes()
+            }),
+            Some(&p.key),
+            StatusCode::BAD_REQUEST,
+            "unknown_field",
+        ),
+        (
+            "/v1/memories",
+            Some({
+                let mut v = valid.clone();
+                v["content"] = json!(7);
+                v.to_string().into_bytes()
+            }),
+            Some(&p.key),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "/v1/memories",
+            Some({
+                let mut v = valid.clone();
+                v["sources"][0]["content_sha256"] = json!("abc");
+                v.to_string().into_bytes()
+            }),
+            Some(&p.key),
+            StatusCode::BAD_REQUEST,
+            "invalid_digest",
+        ),
+        (
+            "/v1/memories",
+            Some({
+                let mut v = valid.clone();
+                v["consent_receipt_sha256"] = json!("Z".repeat(64));
+                v.to_string().into_bytes()
+            }),
+            Some(&p.key),
+            StatusCode::BAD_REQUEST,
+            "invalid_digest",
+        ),
+        (
+            "/v1/memories",
+            Some(format!("{{\"content\":\"{}\"}}", "x".repeat(100 * 1024)).into_bytes()),
+            Some(&p.key),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+        ),
+        (
+            "/v1/memories",
+            Some(valid.to_string().into_bytes()),
+            None,
+            StatusCode::UNAUTHORIZED,
+            "missing_key",
+        ),
+        (
+            "/v1/memories",
+            Some(valid.to_string().into_bytes()),
+            Some("mk_0000000000000000000000000000000000000000000000000000000000000000"),
+            StatusCode::UNAUTHORIZED,
+            "invalid_key",
+        ),
+        (
+            "/v1/memories",
+            Some(valid.to_string().into_bytes()),
+            Some("Basic abc"),
+            StatusCode::UNAUTHORIZED,
+            "invalid_key",
+        ),
+    ];
+    for (path, body, key, status, code) in cases {
+        let (got, raw, json) = send_raw(&w.router, "POST", path, key, body).await;
+        assert_eq!(got, status, "{code}: {}", String::from_utf8_lossy(&raw));
+        assert_eq!(error_code(&json), code);
+    }
+    // Unknown records.
+    let (status, r) = send(
+        &w.router,
+        "GET",
+        "/v1/memories/m-does-not-exist",
+        Some(&p.key),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    let (status, r) = send(&w.router, "GET", "/v1/no/such/route", Some(&p.key), None).await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&p.key),
+        Some(json!({"kind": "write", "proposal_id": "p-nope"})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    // Nothing was written by any of them.
+    let (_, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&p.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(r["selected_record_ids"], json!([]));
+}
+
+#[tokio::test]
+async fn expired_grant_is_forbidden() {
+    let w = world();
+    let admin = w.service.authenticate(Some(&w.admin_key)).expect("admin");
+    let key = w
+        .service
+        .create_key(
+            &admin,
+            &CreateKeyRequest {
+                tenant_id: "tenant-a".into(),
+                principal_id: "carol".into(),
+                grant: Some(GrantRequest {
+                    allowed_kinds: None,
+                    allowed_purposes: None,
+                    allowed_workspace_ids: None,
+                    allowed_run_ids: None,
+                    expires_at_unix_ms: Some(1),
+                }),
+            },
+        )
+        .expect("key");
+    let request = serde_json::to_value(preference("exp", "carol", "tea", None)).expect("json");
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&key.key),
+        Some(request),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "grant_expired")
+    );
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&key.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "grant_expired")
+    );
+}
+
+#[tokio::test]
+async fn rate_limit_answers_429_per_key() {
+    let w = world_with(|c| {
+        c.rate_limit_per_second = 1;
+        c.rate_limit_burst = 3;
+    });
+    let (a, b) = (&w.principals[0], &w.principals[1]);
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let (status, _) = send(&w.router, "GET", "/v1/whoami", Some(&a.key), None).await;
+        statuses.push(status);
+    }
+    assert!(
+        statuses[..3].iter().all(|s| *s == StatusCode::OK),
+        "{statuses:?}"
+    );
+    let (status, r) = send(&w.router, "GET", "/v1/whoami", Some(&a.key), None).await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+    );
+    // Another key has its own bucket.
+    let (status, _) = send(&w.router, "GET", "/v1/whoami", Some(&b.key), None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn postgres_without_a_backend_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = crate::common::config(dir.path());
+    config.postgres = Some("postgres://localhost/mosaic".into());
+    match mosaic_server::Service::open(config) {
+        Err(e) => {
+            assert_eq!(e.code(), "unavailable");
+            assert!(e.to_string().contains("PostgreSQL"), "{e}");
+        }
+        Ok(_) => panic!("--postgres must be refused until the store has a PostgreSQL backend"),
+    }
+}

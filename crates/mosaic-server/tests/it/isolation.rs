@@ -1,0 +1,333 @@
+//! Point 2: no endpoint returns another tenant's or another principal's
+//! data. Two tenants, two principals each, near-identical content.
+
+use std::collections::BTreeMap;
+
+use axum::http::StatusCode;
+use mosaic_harness::MemoryKind;
+use mosaic_harness::MemorySubject;
+use mosaic_harness::memory_write::MemoryPurpose;
+use mosaic_server::examples::{preference, supported_proposal, workspace_fact};
+use serde_json::{Value, json};
+
+use crate::common::{WORKSPACE, World, error_code, send, world};
+
+/// Who owns what: record id -> (tenant, principal, principal-scoped?).
+struct Written {
+    owner: BTreeMap<String, (String, String, bool)>,
+    content: BTreeMap<String, String>,
+}
+
+async fn write_everything(w: &World) -> Written {
+    let mut owner = BTreeMap::new();
+    let mut content = BTreeMap::new();
+    for p in &w.principals {
+        let who = format!("{}/{}", p.tenant, p.principal);
+        let requests = vec![
+            (
+                true,
+                preference(
+                    &format!("pref-{who}"),
+                    &p.principal,
+                    &format!("{who} likes green tea in the morning"),
+                    Some(p.consent.clone()),
+                ),
+            ),
+            (
+                false,
+                workspace_fact(
+                    &format!("ws-{who}"),
+                    WORKSPACE,
+                    &format!("{who}: the deploy window is Tuesday morning"),
+                ),
+            ),
+            (
+                true,
+                supported_proposal(
+                    &format!("run-{who}"),
+                    &format!("{who} run state: green tea order pending"),
+                    MemoryKind::Working,
+                    MemoryPurpose::RunContinuity,
+                    MemorySubject::Run {
+                        run_id: format!("run-{}", p.principal),
+                    },
+                    None,
+                ),
+            ),
+        ];
+        for (private, request) in requests {
+            let (status, body) = send(
+                &w.router,
+                "POST",
+                "/v1/memories",
+                Some(&p.key),
+                Some(serde_json::to_value(&request).expect("json")),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            assert_eq!(body["decision"], "accepted", "{body}");
+            let id = body["record_id"].as_str().expect("record id").to_owned();
+            owner.insert(id.clone(), (p.tenant.clone(), p.principal.clone(), private));
+            content.insert(id, request.content.clone());
+        }
+    }
+    Written { owner, content }
+}
+
+fn may_see(written: &Written, id: &str, tenant: &str, principal: &str) -> bool {
+    let (t, p, private) = &written.owner[id];
+    t == tenant && (!*private || p == principal)
+}
+
+#[tokio::test]
+async fn no_endpoint_returns_another_tenants_or_principals_data() {
+    let w = world();
+    let written = write_everything(&w).await;
+    assert_eq!(written.owner.len(), 12);
+    for p in &w.principals {
+        let key = Some(p.key.as_str());
+        // Recall, with and without a query, with and without the run.
+        for body in [
+            json!({}),
+            json!({"query": "green tea morning"}),
+            json!({"query": "deploy window", "run_id": format!("run-{}", p.principal), "max_records": 50}),
+        ] {
+            let (status, r) = send(&w.router, "POST", "/v1/recall", key, Some(body.clone())).await;
+            assert_eq!(status, StatusCode::OK, "{r}");
+            let selected: Vec<String> =
+                serde_json::from_value(r["selected_record_ids"].clone()).expect("ids");
+            assert!(!selected.is_empty(), "{body}: own memories are recalled");
+            for id in &selected {
+                assert!(
+                    may_see(&written, id, &p.tenant, &p.principal),
+                    "{}/{} recalled {id}",
+                    p.tenant,
+                    p.principal
+                );
+            }
+            for decision in r["decisions"].as_array().expect("decisions") {
+                let id = decision["record_id"].as_str().expect("id");
+                assert!(
+                    may_see(&written, id, &p.tenant, &p.principal),
+                    "decision names a foreign record {id}"
+                );
+            }
+            let context = r["context"].as_str().expect("context");
+            for (id, text) in &written.content {
+                if !may_see(&written, id, &p.tenant, &p.principal) {
+                    assert!(
+                        !context.contains(text.as_str()),
+                        "foreign content leaked into context"
+                    );
+                }
+            }
+        }
+        // Get: foreign records look exactly like missing ones.
+        for (id, text) in &written.content {
+            let (status, r) =
+                send(&w.router, "GET", &format!("/v1/memories/{id}"), key, None).await;
+            if may_see(&written, id, &p.tenant, &p.principal) {
+                assert_eq!(status, StatusCode::OK, "{r}");
+                assert_eq!(r["content"].as_str(), Some(text.as_str()));
+            } else {
+                assert_eq!(
+                    status,
+                    StatusCode::NOT_FOUND,
+                    "{id} visible to {}/{}",
+                    p.tenant,
+                    p.principal
+                );
+                assert_eq!(error_code(&r), "not_found");
+            }
+            // Revoke and deletion status of foreign records: 404, nothing changes.
+            if !may_see(&written, id, &p.tenant, &p.principal) {
+                let (status, _) = send(
+                    &w.router,
+                    "POST",
+                    &format!("/v1/memories/{id}/revoke"),
+                    key,
+                    Some(json!({})),
+                )
+                .await;
+                assert_eq!(status, StatusCode::NOT_FOUND);
+                let (status, _) = send(
+                    &w.router,
+                    "GET",
+                    &format!("/v1/memories/{id}/deletion"),
+                    key,
+                    None,
+                )
+                .await;
+                assert_eq!(status, StatusCode::NOT_FOUND);
+            }
+        }
+        // List by subject: another principal is refused; a workspace lists only this tenant.
+        for other in ["alice", "bob"].iter().filter(|o| **o != p.principal) {
+            let (status, r) = send(
+                &w.router,
+                "GET",
+                &format!("/v1/memories?type=principal&principal_id={other}"),
+                key,
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{r}");
+            assert_eq!(error_code(&r), "subject_not_permitted");
+        }
+        let (status, r) = send(
+            &w.router,
+            "GET",
+            &format!("/v1/memories?type=workspace&workspace_id={WORKSPACE}"),
+            key,
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        for entry in r.as_array().expect("list") {
+            let id = entry["record_id"].as_str().expect("id");
+            assert!(may_see(&written, id, &p.tenant, &p.principal));
+        }
+        // Export: only what this principal may see.
+        let (status, raw, _) =
+            crate::common::send_raw(&w.router, "GET", "/v1/export", key, None).await;
+        assert_eq!(status, StatusCode::OK);
+        let text = String::from_utf8(raw).expect("utf8");
+        assert!(!text.is_empty());
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).expect("json line");
+            let id = v["data"]["record"]["record_id"].as_str().expect("id");
+            assert!(
+                may_see(&written, id, &p.tenant, &p.principal),
+                "exported foreign {id}"
+            );
+        }
+        // Verify another tenant's proposal: 404.
+        for (id, (t, _, _)) in &written.owner {
+            if t != &p.tenant {
+                let (status, _, _) = crate::common::send_raw(
+                    &w.router,
+                    "GET",
+                    &format!("/v1/memories/{id}"),
+                    key,
+                    None,
+                )
+                .await;
+                assert_eq!(status, StatusCode::NOT_FOUND);
+            }
+        }
+    }
+    // Consents of other principals cannot be withdrawn by anyone else.
+    let (a, b) = (&w.principals[0], &w.principals[3]);
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/consents/{}/withdraw", b.consent),
+        Some(&a.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{r}");
+}
+
+#[tokio::test]
+async fn a_body_naming_another_tenant_or_principal_is_refused() {
+    let w = world();
+    let p = &w.principals[0];
+    let mut request = serde_json::to_value(preference(
+        "x",
+        &p.principal,
+        "tea",
+        Some(p.consent.clone()),
+    ))
+    .expect("json");
+    request["tenant_id"] = json!("tenant-b");
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&p.key),
+        Some(request.clone()),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "tenant_mismatch")
+    );
+    request["tenant_id"] = json!(p.tenant);
+    request["principal_id"] = json!("bob");
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&p.key),
+        Some(request),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "principal_mismatch")
+    );
+    // A subject naming another principal is refused the same way.
+    let about_bob = serde_json::to_value(preference("y", "bob", "tea", None)).expect("json");
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&p.key),
+        Some(about_bob),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "principal_mismatch")
+    );
+    for body in [
+        json!({"tenant_id": "tenant-b"}),
+        json!({"principal_id": "bob"}),
+    ] {
+        let (status, r) = send(&w.router, "POST", "/v1/recall", Some(&p.key), Some(body)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{r}");
+    }
+    // The same identities are accepted when they are the credential's own.
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&p.key),
+        Some(json!({"tenant_id": p.tenant, "principal_id": p.principal})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    // The admin key reads and writes no memory.
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&w.admin_key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "principal_required")
+    );
+    // A principal key cannot administer.
+    let (status, r) = send(&w.router, "GET", "/v1/admin/keys", Some(&p.key), None).await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "admin_required")
+    );
+    // A workspace outside the grant is refused.
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&p.key),
+        Some(json!({"workspace_id": "ws-other"})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&r).as_str()),
+        (StatusCode::FORBIDDEN, "workspace_not_granted")
+    );
+}

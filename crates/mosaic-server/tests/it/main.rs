@@ -1,0 +1,9 @@
+//! Integration tests of mosaic-server: one binary, one module per concern.
+
+mod common;
+mod errors;
+mod hygiene;
+mod isolation;
+mod lifecycle;
+mod openapi;
+mod roundtrip;
