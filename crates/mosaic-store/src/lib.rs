@@ -33,6 +33,10 @@
 //! The [`conformance`] module holds the backend-independent test suite; a
 //! new backend passes it by implementing [`conformance::StoreFactory`].
 //!
+//! Feature `postgres` (on by default): [`PostgresStore`], the same
+//! interface on PostgreSQL, passing the same suite, with tenant isolation
+//! also enforced by row-level security (see [`postgres`]).
+//!
 //! Non-features: no network service, no index implementation (workers live
 //! in `mosaic-index`), no logging of memory content.
 #![forbid(unsafe_code)]
@@ -41,6 +45,8 @@
 pub mod audit;
 pub mod conformance;
 mod error;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod read;
 pub mod revocation;
 pub mod sqlite;
@@ -48,6 +54,8 @@ mod store;
 mod types;
 
 pub use error::{StoreError, StoreResult};
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use store::Store;
 pub use types::*;

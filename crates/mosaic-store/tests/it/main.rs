@@ -4,4 +4,5 @@ mod common;
 mod conformance;
 mod crash;
 mod model;
+mod postgres;
 mod sqlite;

@@ -1,0 +1,597 @@
+//! The PostgreSQL backend: the same [`Store`] interface, the same
+//! conformance suite as SQLite, and tenant isolation enforced a second time
+//! inside the database by row-level security.
+//!
+//! # Roles
+//!
+//! The schema is created by its **owner** ([`schema::migrate`], then
+//! [`schema::grant_application_role`]). The backend connects as an
+//! **application role** that is neither the owner nor a superuser and lacks
+//! `BYPASSRLS`, so the policies apply to every statement it runs; it can
+//! read and write rows but cannot alter tables, switch row security off,
+//! or rewrite audit events. [`PostgresStore::open`] only checks the schema
+//! version; it never migrates.
+//!
+//! # Tenant context
+//!
+//! Every [`Store`] method is one transaction, and every statement in it
+//! runs under exactly one tenant, set with `set_config('mosaic.tenant_id',
+//! tenant, true)` (transaction-local, like `SET LOCAL`). The tenant comes
+//! from the request itself (`WriteRequest::tenant_id`, the policy's,
+//! grant's or consent's tenant, `EligibilityQuery::tenant_id`, the
+//! `tenant_id` argument) or, for a method addressed by id alone
+//! (`get_record`, `acknowledge_index`, `revoke`, the revocation steps,
+//! `tombstone`, `resume_revocation`, `review_case`, `resolve_review`,
+//! `verify_write_receipt`), from the tenant directory `object_tenants`,
+//! which maps `(kind, id)` to a tenant and holds nothing else. An unknown
+//! id runs with no tenant set, where every tenant-bearing table is empty.
+//! Store-wide maintenance (`pending_outbox`, `pending_deletions`,
+//! `verify_audit_chain`, `integrity_check`) loops over the `tenants` table
+//! in one snapshot, entering each tenant in turn, so even these never run a
+//! statement that could see two tenants' rows.
+//!
+//! Row-level security keys on a setting the application itself chooses: it
+//! stops a query that forgot its tenant predicate (or a tenant mix-up in
+//! this code) from reading or writing another tenant's rows; it is not a
+//! defence against a compromised application process.
+//!
+//! # Transactions
+//!
+//! Writes run at `READ COMMITTED` and first lock the audit chain head row
+//! (`SELECT ... FOR UPDATE` on `meta`): every write appends to the one
+//! hash chain, so writers serialize there, exactly like SQLite's `BEGIN
+//! IMMEDIATE`. A supersession additionally locks its line row. Each later
+//! statement sees everything committed before the lock was granted, so the
+//! loser of a race on one line reads the winner's head and gets the same
+//! typed [`StoreError::StaleGeneration`] as on SQLite. Serialization
+//! failures and deadlocks (which this locking order should not produce) are
+//! retried a few times. Reads run at `REPEATABLE READ READ ONLY`: one read
+//! sees one snapshot and never blocks a writer.
+
+pub mod schema;
+
+mod ops;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
+
+use crate::audit::AuditVerification;
+use crate::error::{StoreError, StoreResult};
+use crate::revocation::{
+    DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
+};
+use crate::sqlite::MAX_BATCH;
+use crate::store::Store;
+use crate::types::{
+    AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
+    IntegrityReport, OutboxTask, PendingDeletion, ReviewAction, ReviewCase, ReviewReceipt,
+    RevocationReason, StoreConfig, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+};
+
+/// How many times a transaction that failed with a serialization failure or
+/// a deadlock is run in total before the error is returned.
+pub const MAX_ATTEMPTS: u32 = 5;
+
+/// Directory kinds (`object_tenants.kind`).
+pub(crate) const RECORD: &str = "record";
+pub(crate) const PROPOSAL: &str = "proposal";
+pub(crate) const CASE: &str = "case";
+
+impl From<postgres::Error> for StoreError {
+    fn from(err: postgres::Error) -> Self {
+        match err.as_db_error() {
+            Some(db) => {
+                StoreError::Backend(format!("postgres {}: {}", db.code().code(), db.message()))
+            }
+            None => StoreError::Backend(format!("postgres: {err}")),
+        }
+    }
+}
+
+fn is_retryable(err: &postgres::Error) -> bool {
+    matches!(
+        err.code(),
+        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE
+            || *code == SqlState::T_R_DEADLOCK_DETECTED
+    )
+}
+
+/// The PostgreSQL backend: one connection, as the application role.
+pub struct PostgresStore {
+    client: Client,
+    config: StoreConfig,
+    statements: RefCell<HashMap<String, Statement>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("config", &self.config)
+            .field("prepared_statements", &self.statements.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One transaction's view: the transaction, the statement cache, the
+/// configuration, and whether it may write.
+pub(crate) struct Ctx<'a> {
+    tx: RefCell<Transaction<'a>>,
+    statements: &'a RefCell<HashMap<String, Statement>>,
+    pub(crate) config: &'a StoreConfig,
+    writing: bool,
+    retryable: Cell<bool>,
+}
+
+type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+
+impl Ctx<'_> {
+    fn fail(&self, err: postgres::Error) -> StoreError {
+        if is_retryable(&err) {
+            self.retryable.set(true);
+        }
+        err.into()
+    }
+
+    fn statement(&self, sql: &str) -> StoreResult<Statement> {
+        if let Some(statement) = self.statements.borrow().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self
+            .tx
+            .borrow_mut()
+            .prepare(sql)
+            .map_err(|e| self.fail(e))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    pub(crate) fn exec(&self, sql: &str, params: Params<'_>) -> StoreResult<u64> {
+        let statement = self.statement(sql)?;
+        self.tx
+            .borrow_mut()
+            .execute(&statement, params)
+            .map_err(|e| self.fail(e))
+    }
+
+    /// The first row, mapped.
+    pub(crate) fn row<T>(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+        map: impl FnOnce(&Row) -> Result<T, postgres::Error>,
+    ) -> StoreResult<Option<T>> {
+        let statement = self.statement(sql)?;
+        let rows = self
+            .tx
+            .borrow_mut()
+            .query(&statement, params)
+            .map_err(|e| self.fail(e))?;
+        rows.first()
+            .map(map)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    pub(crate) fn rows<T>(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+        mut map: impl FnMut(&Row) -> Result<T, postgres::Error>,
+    ) -> StoreResult<Vec<T>> {
+        let statement = self.statement(sql)?;
+        let rows = self
+            .tx
+            .borrow_mut()
+            .query(&statement, params)
+            .map_err(|e| self.fail(e))?;
+        rows.iter()
+            .map(|row| map(row).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .collect()
+    }
+
+    /// Runs the rest of the transaction as `tenant_id` (row-level security
+    /// shows and accepts only its rows). A writing transaction also
+    /// registers the tenant for store-wide maintenance.
+    pub(crate) fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()> {
+        self.exec(
+            "SELECT set_config('mosaic.tenant_id', $1, true)",
+            &[&tenant_id],
+        )?;
+        if self.writing && !tenant_id.is_empty() {
+            self.exec(
+                "INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&tenant_id],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Runs the rest of the transaction with no tenant: every
+    /// tenant-bearing table looks empty and refuses writes.
+    pub(crate) fn enter_no_tenant(&self) -> StoreResult<()> {
+        self.exec("SELECT set_config('mosaic.tenant_id', '', true)", &[])?;
+        Ok(())
+    }
+
+    /// The tenant an id belongs to, from the directory.
+    pub(crate) fn tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<Option<String>> {
+        self.row(
+            "SELECT tenant_id FROM object_tenants WHERE kind = $1 AND object_id = $2",
+            &[&kind, &object_id],
+            |r| r.try_get(0),
+        )
+    }
+
+    /// Enters the tenant `object_id` belongs to, or no tenant if unknown.
+    pub(crate) fn enter_tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<()> {
+        match self.tenant_of(kind, object_id)? {
+            Some(tenant) => self.enter_tenant(&tenant),
+            None => self.enter_no_tenant(),
+        }
+    }
+
+    /// Registers an id for the current tenant (ids are unique store-wide).
+    pub(crate) fn register(&self, kind: &str, object_id: &str, tenant_id: &str) -> StoreResult<()> {
+        self.exec(
+            "INSERT INTO object_tenants (kind, object_id, tenant_id) VALUES ($1, $2, $3)
+             ON CONFLICT DO NOTHING",
+            &[&kind, &object_id, &tenant_id],
+        )?;
+        Ok(())
+    }
+
+    /// Every tenant that ever wrote, sorted.
+    pub(crate) fn tenants(&self) -> StoreResult<Vec<String>> {
+        self.rows(
+            "SELECT tenant_id FROM tenants ORDER BY tenant_id",
+            &[],
+            |r| r.try_get(0),
+        )
+    }
+}
+
+impl PostgresStore {
+    /// Wraps a connection (as the application role, with the store's schema
+    /// first on its `search_path`) after checking the schema version: a
+    /// newer schema is refused with [`StoreError::SchemaTooNew`], a missing
+    /// or older one with [`StoreError::NotAStore`] (run
+    /// [`schema::migrate`] as the owner). Nothing is written.
+    pub fn open(mut client: Client, config: StoreConfig) -> StoreResult<Self> {
+        match schema::stored_version(&mut client)? {
+            None => {
+                return Err(StoreError::NotAStore(
+                    "no Mosaic schema in current_schema(); run the migration as the schema owner"
+                        .into(),
+                ));
+            }
+            Some(found) => {
+                schema::check_supported(found)?;
+                if found < schema::SCHEMA_VERSION {
+                    return Err(StoreError::NotAStore(format!(
+                        "schema version {found} is older than {}; run the migration as the schema owner",
+                        schema::SCHEMA_VERSION
+                    )));
+                }
+            }
+        }
+        Ok(PostgresStore {
+            client,
+            config,
+            statements: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// Connects with a libpq-style connection string or URL (no TLS) and
+    /// [`PostgresStore::open`]s the connection.
+    pub fn connect(params: &str, config: StoreConfig) -> StoreResult<Self> {
+        let client = Client::connect(params, NoTls)?;
+        Self::open(client, config)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// `EXPLAIN` lines of every statement the eligibility read runs for
+    /// `query`, planned as `query.tenant_id` (for tests that the index
+    /// serves the query).
+    pub fn explain_eligibility(&mut self, query: &EligibilityQuery) -> StoreResult<Vec<String>> {
+        let statements = ops::eligibility_statements(query)?;
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        tx.execute(
+            "SELECT set_config('mosaic.tenant_id', $1, true)",
+            &[&query.tenant_id],
+        )?;
+        let mut out = Vec::new();
+        for (sql, params) in &statements {
+            let refs = ops::param_refs(params);
+            for row in tx.query(&format!("EXPLAIN {sql}"), &refs)? {
+                out.push(row.try_get::<_, String>(0)?);
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn attempt<T>(
+        &mut self,
+        writing: bool,
+        f: &dyn Fn(&Ctx<'_>) -> StoreResult<T>,
+    ) -> (StoreResult<T>, bool) {
+        let PostgresStore {
+            client,
+            config,
+            statements,
+        } = self;
+        let builder = if writing {
+            client
+                .build_transaction()
+                .isolation_level(IsolationLevel::ReadCommitted)
+        } else {
+            client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+        };
+        let tx = match builder.start() {
+            Ok(tx) => tx,
+            Err(e) => {
+                let retry = is_retryable(&e);
+                return (Err(e.into()), retry);
+            }
+        };
+        let ctx = Ctx {
+            tx: RefCell::new(tx),
+            statements,
+            config,
+            writing,
+            retryable: Cell::new(false),
+        };
+        let out = (|| {
+            if writing {
+                // Writers serialize on the audit chain head (see module docs).
+                ctx.exec(
+                    "SELECT int_value FROM meta WHERE key = 'audit_head_seq' FOR UPDATE",
+                    &[],
+                )?;
+            }
+            f(&ctx)
+        })();
+        match out {
+            Ok(value) => match ctx.tx.into_inner().commit() {
+                Ok(()) => (Ok(value), false),
+                Err(e) => {
+                    let retry = is_retryable(&e);
+                    (Err(e.into()), retry)
+                }
+            },
+            // Dropping the transaction rolls it back.
+            Err(e) => (Err(e), ctx.retryable.get()),
+        }
+    }
+
+    fn run<T>(&mut self, writing: bool, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.attempt(writing, &f) {
+                (Err(_), true) if attempts < MAX_ATTEMPTS => continue,
+                (out, _) => return out,
+            }
+        }
+    }
+
+    fn write_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        self.run(true, f)
+    }
+
+    fn read_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        self.run(false, f)
+    }
+}
+
+impl Store for PostgresStore {
+    fn schema_version(&mut self) -> StoreResult<i64> {
+        schema::stored_version(&mut self.client)?
+            .ok_or_else(|| StoreError::NotAStore("schema_migrations is gone".into()))
+    }
+
+    fn revocation_generation(&mut self) -> StoreResult<u64> {
+        self.read_tx(ops::revocation_generation)
+    }
+
+    fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()> {
+        self.write_tx(|c| ops::put_policy(c, policy, at_unix_ms))
+    }
+
+    fn put_grant(&mut self, grant: &MemoryWriteGrant, at_unix_ms: u64) -> StoreResult<()> {
+        self.write_tx(|c| ops::put_grant(c, grant, at_unix_ms))
+    }
+
+    fn put_consent(&mut self, consent: &ConsentReceipt, at_unix_ms: u64) -> StoreResult<String> {
+        self.write_tx(|c| ops::put_consent(c, consent, at_unix_ms))
+    }
+
+    fn withdraw_consent(
+        &mut self,
+        tenant_id: &str,
+        consent_sha256: &str,
+        authorization: &Authorization,
+        at_unix_ms: u64,
+    ) -> StoreResult<ConsentWithdrawal> {
+        self.write_tx(|c| {
+            ops::withdraw_consent(c, tenant_id, consent_sha256, authorization, at_unix_ms)
+        })
+    }
+
+    fn write(&mut self, request: &WriteRequest) -> StoreResult<WriteOutcome> {
+        self.write_tx(|c| ops::write_one(c, request))
+    }
+
+    fn write_batch(&mut self, requests: &[WriteRequest]) -> StoreResult<Vec<WriteOutcome>> {
+        if requests.is_empty() || requests.len() > MAX_BATCH {
+            return Err(StoreError::InvalidBatch(format!(
+                "{} requests (1..={MAX_BATCH} allowed)",
+                requests.len()
+            )));
+        }
+        self.write_tx(|c| requests.iter().map(|r| ops::write_one(c, r)).collect())
+    }
+
+    fn pending_outbox(&mut self, target: &str, limit: usize) -> StoreResult<Vec<OutboxTask>> {
+        self.read_tx(|c| ops::pending_outbox(c, target, limit))
+    }
+
+    fn acknowledge_index(
+        &mut self,
+        record_id: &str,
+        generation: u64,
+        target: &str,
+        at_unix_ms: u64,
+    ) -> StoreResult<AckOutcome> {
+        self.write_tx(|c| {
+            c.enter_tenant_of(RECORD, record_id)?;
+            ops::acknowledge_index(c, record_id, generation, target, at_unix_ms)
+        })
+    }
+
+    fn revoke(
+        &mut self,
+        record_id: &str,
+        reason: &RevocationReason,
+        authorization: &Authorization,
+        at_unix_ms: u64,
+    ) -> StoreResult<Ineligible> {
+        self.write_tx(|c| {
+            c.enter_tenant_of(RECORD, record_id)?;
+            ops::revoke(c, record_id, reason, authorization, at_unix_ms)
+        })
+    }
+
+    fn request_deletion(
+        &mut self,
+        token: Ineligible,
+        at_unix_ms: u64,
+    ) -> StoreResult<DeletionRequested> {
+        self.write_tx(|c| {
+            c.enter_tenant_of(RECORD, token.record_id())?;
+            ops::request_deletion(c, token.record_id(), at_unix_ms)
+        })
+    }
+
+    fn confirm_indexes_acknowledged(
+        &mut self,
+        token: DeletionRequested,
+        at_unix_ms: u64,
+    ) -> StoreResult<IndexesAcknowledged> {
+        self.write_tx(|c| {
+            c.enter_tenant_of(RECORD, token.record_id())?;
+            ops::confirm_indexes_acknowledged(c, token.record_id(), at_unix_ms)
+        })
+    }
+
+    fn erase(&mut self, token: IndexesAcknowledged, at_unix_ms: u64) -> StoreResult<Erased> {
+        self.write_tx(|c| {
+            c.enter_tenant_of(RECORD, token.record_id())?;
+            ops::erase(c, token.record_id(), at_unix_ms)
+        })
+    }
+
+    fn finalize_deletion(
+        &mut self,
+        token: Erased,
+        at_unix_ms: u64,
+    ) -> StoreResult<DeletionReceipt> {
+        self.write_tx(|c| {
+            c.enter_tenant_of(RECORD, token.record_id())?;
+            ops::finalize_deletion(c, token.record_id(), at_unix_ms)
+        })
+    }
+
+    fn resume_revocation(&mut self, record_id: &str) -> StoreResult<Option<RevocationState>> {
+        self.read_tx(|c| {
+            c.enter_tenant_of(RECORD, record_id)?;
+            ops::resume_revocation(c, record_id)
+        })
+    }
+
+    fn pending_deletions(&mut self, now_unix_ms: u64) -> StoreResult<Vec<PendingDeletion>> {
+        self.read_tx(|c| ops::pending_deletions(c, now_unix_ms))
+    }
+
+    fn tombstone(&mut self, record_id: &str) -> StoreResult<Option<Tombstone>> {
+        self.read_tx(|c| {
+            c.enter_tenant_of(RECORD, record_id)?;
+            ops::tombstone(c, record_id)
+        })
+    }
+
+    fn review_case(&mut self, case_id: &str) -> StoreResult<Option<ReviewCase>> {
+        self.read_tx(|c| {
+            c.enter_tenant_of(CASE, case_id)?;
+            ops::review_case(c, case_id)
+        })
+    }
+
+    fn open_review_cases(&mut self, tenant_id: &str) -> StoreResult<Vec<ReviewCase>> {
+        self.read_tx(|c| {
+            c.enter_tenant(tenant_id)?;
+            ops::open_review_cases(c, tenant_id)
+        })
+    }
+
+    fn resolve_review(
+        &mut self,
+        case_id: &str,
+        action: ReviewAction,
+        reviewer: &Authorization,
+        at_unix_ms: u64,
+    ) -> StoreResult<ReviewReceipt> {
+        self.write_tx(|c| {
+            c.enter_tenant_of(CASE, case_id)?;
+            ops::resolve_review(c, case_id, &action, reviewer, at_unix_ms)
+        })
+    }
+
+    fn eligible_records(&mut self, query: &EligibilityQuery) -> StoreResult<EligibleSet> {
+        self.read_tx(|c| {
+            c.enter_tenant(&query.tenant_id)?;
+            ops::eligible_records(c, query)
+        })
+    }
+
+    fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>> {
+        self.read_tx(|c| {
+            c.enter_tenant_of(RECORD, record_id)?;
+            ops::get_record(c, record_id)
+        })
+    }
+
+    fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()> {
+        self.read_tx(|c| {
+            c.enter_tenant_of(PROPOSAL, proposal_id)?;
+            ops::verify_write_receipt(c, proposal_id)
+        })
+    }
+
+    fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification> {
+        self.read_tx(ops::verify_audit_chain)
+    }
+
+    fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
+        self.read_tx(ops::cross_table_check)
+    }
+}

@@ -1,0 +1,491 @@
+//! Versioned schema migrations and grants for the PostgreSQL backend.
+//!
+//! Migrations run as the **owner** of the schema (the role that creates the
+//! tables), never as the application role: [`migrate`] takes an owner
+//! connection, [`grant_application_role`] gives the application role
+//! exactly the privileges the backend needs, and
+//! [`crate::PostgresStore::open`] (application role) only checks the
+//! version. Everything lives in the connection's `current_schema()`.
+//!
+//! The version is the highest row of `schema_migrations`. `MIGRATIONS[i]`
+//! upgrades version `i` to `i + 1`; all of them run in one transaction
+//! under an advisory lock, so two migrators serialize and a failure leaves
+//! the schema as it was (PostgreSQL DDL is transactional). A schema whose
+//! version is above [`SCHEMA_VERSION`] is refused with
+//! [`StoreError::SchemaTooNew`] before anything is written.
+//!
+//! # Tables
+//!
+//! The same tables and invariants as the SQLite backend (`BIGINT` for
+//! integers, `BOOLEAN` for flags, `TEXT` for identifiers and JSON), plus:
+//!
+//! * `tenant_id` on `record_sources`, `lineage` and `review_actions`, so
+//!   that every row that belongs to a tenant says so and row-level security
+//!   can filter it;
+//! * `tenants`: every tenant that ever wrote (maintenance operations that
+//!   span tenants loop over it, one tenant context at a time);
+//! * `object_tenants`: the tenant directory, `(kind, object_id) ->
+//!   tenant_id` for records, proposals and review cases. It carries no
+//!   content. Operations that the interface addresses by id alone
+//!   (`get_record`, `revoke`, `review_case`, ...) resolve the tenant here
+//!   first, and ids stay globally unique across tenants, as in SQLite;
+//! * `schema_migrations` instead of `PRAGMA user_version`.
+//!
+//! JSON is stored as `TEXT`, not `JSONB`: stored receipts and gate inputs
+//! keep their exact bytes, and nothing queries inside them.
+//! Identifier columns use the `"C"` collation, so orderings are byte-wise
+//! and independent of the database locale (the same order as SQLite's
+//! `BINARY` and Rust's `str::cmp`).
+//!
+//! # Row-level security
+//!
+//! Every tenant-bearing table has `ENABLE` and `FORCE ROW LEVEL SECURITY`
+//! and one policy, `tenant_isolation`, for every command:
+//! `tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), '')`, as
+//! both `USING` (which rows are visible, updatable, deletable) and `WITH
+//! CHECK` (which rows may be written). With no tenant set, nothing is
+//! visible and nothing can be written. The backend sets the tenant with
+//! `set_config('mosaic.tenant_id', $1, true)` (the function form of `SET
+//! LOCAL`) inside each transaction. `tenants` and `object_tenants` are
+//! readable by every tenant (they hold identities only) but a row can only
+//! be inserted for the tenant currently set. `meta` (the store-wide
+//! revocation generation and audit chain head) and `schema_migrations`
+//! carry no tenant.
+
+use postgres::{Client, GenericClient};
+
+use crate::error::{StoreError, StoreResult};
+
+/// The newest schema version this release reads and writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The custom setting row-level security reads the current tenant from.
+pub const TENANT_SETTING: &str = "mosaic.tenant_id";
+
+/// Tables whose rows belong to one tenant (row-level security on each).
+pub const TENANT_TABLES: &[&str] = &[
+    "policies",
+    "grants",
+    "consents",
+    "proposals",
+    "lines",
+    "records",
+    "record_sources",
+    "lineage",
+    "outbox",
+    "revocations",
+    "review_cases",
+    "review_actions",
+    "audit_events",
+];
+
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1
+    r#"
+CREATE TABLE schema_migrations (
+    version BIGINT PRIMARY KEY,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- Store-wide state: the revocation generation and the audit chain head.
+-- Every write transaction locks the audit head row first (the PostgreSQL
+-- counterpart of SQLite's BEGIN IMMEDIATE).
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY,
+    int_value BIGINT,
+    text_value TEXT
+);
+
+CREATE TABLE tenants (
+    tenant_id TEXT COLLATE "C" PRIMARY KEY
+);
+
+-- The tenant directory: identities only, never content.
+CREATE TABLE object_tenants (
+    kind TEXT NOT NULL CHECK (kind IN ('record', 'proposal', 'case')),
+    object_id TEXT COLLATE "C" NOT NULL,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (kind, object_id)
+);
+
+CREATE TABLE policies (
+    tenant_id TEXT COLLATE "C" PRIMARY KEY,
+    policy_sha256 TEXT NOT NULL,
+    policy_json TEXT NOT NULL,
+    updated_at_ms BIGINT NOT NULL
+);
+
+CREATE TABLE grants (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    principal_id TEXT COLLATE "C" NOT NULL,
+    grant_id TEXT NOT NULL,
+    grant_json TEXT NOT NULL,
+    updated_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, principal_id)
+);
+
+CREATE TABLE consents (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    consent_sha256 TEXT COLLATE "C" NOT NULL,
+    consent_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    receipt_json TEXT NOT NULL,
+    stored_at_ms BIGINT NOT NULL,
+    withdrawn_at_ms BIGINT,
+    PRIMARY KEY (tenant_id, consent_sha256)
+);
+
+-- One row per decided proposal: the idempotency key and the gate receipt.
+CREATE TABLE proposals (
+    proposal_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    request_sha256 TEXT NOT NULL,
+    accepted BOOLEAN NOT NULL,
+    record_id TEXT COLLATE "C" NOT NULL,
+    decision_json TEXT NOT NULL,
+    receipt_json TEXT NOT NULL,
+    input_json TEXT,               -- NULL once the record is erased
+    review_case_ids TEXT NOT NULL, -- JSON array
+    decided_at_ms BIGINT NOT NULL
+);
+
+CREATE TABLE lines (
+    line_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    head_record_id TEXT COLLATE "C" NOT NULL,
+    generation BIGINT NOT NULL CHECK (generation >= 1)
+);
+
+CREATE TABLE records (
+    record_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    policy_sha256 TEXT COLLATE "C" NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL,
+    subject_type TEXT COLLATE "C" NOT NULL,
+    subject_a TEXT COLLATE "C" NOT NULL,
+    subject_b TEXT COLLATE "C" NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    expires_at_ms BIGINT,
+    state TEXT NOT NULL CHECK (state IN
+        ('publishing', 'active', 'superseded', 'contested', 'quarantined', 'revoked')),
+    superseded_by TEXT COLLATE "C",
+    line_id TEXT COLLATE "C" NOT NULL REFERENCES lines(line_id),
+    line_generation BIGINT NOT NULL CHECK (line_generation >= 1),
+    consent_sha256 TEXT COLLATE "C",
+    proposal_id TEXT COLLATE "C" NOT NULL REFERENCES proposals(proposal_id),
+    required_targets TEXT NOT NULL, -- JSON array, fixed at write time
+    record_json TEXT NOT NULL,
+    content TEXT NOT NULL
+);
+
+-- The read path's eligibility filter: every predicate is an equality on the
+-- index prefix (tenant, policy, state, subject) before kind and expiry.
+CREATE INDEX idx_records_eligibility ON records
+    (tenant_id, policy_sha256, state, subject_type, subject_a, subject_b, kind, expires_at_ms);
+CREATE INDEX idx_records_consent ON records (tenant_id, consent_sha256) WHERE consent_sha256 IS NOT NULL;
+CREATE INDEX idx_records_line ON records (line_id, line_generation);
+
+CREATE TABLE record_sources (
+    record_id TEXT COLLATE "C" NOT NULL REFERENCES records(record_id) ON DELETE CASCADE,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    source_id TEXT COLLATE "C" NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    provenance_sha256 TEXT NOT NULL,
+    locator_sha256 TEXT NOT NULL,
+    PRIMARY KEY (record_id, source_id)
+);
+
+-- Lineage: derived record -> the records it was derived from (identities only).
+CREATE TABLE lineage (
+    derived_record_id TEXT COLLATE "C" NOT NULL,
+    source_record_id TEXT COLLATE "C" NOT NULL,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (derived_record_id, source_record_id)
+);
+CREATE INDEX idx_lineage_source ON lineage (source_record_id);
+
+-- One row per (record, index target). `generation` is the revocation
+-- generation the message was issued at; workers acknowledge exactly it.
+CREATE TABLE outbox (
+    record_id TEXT COLLATE "C" NOT NULL,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    target TEXT COLLATE "C" NOT NULL,
+    op TEXT NOT NULL CHECK (op IN ('publish', 'erase')),
+    generation BIGINT NOT NULL,
+    dispatch TEXT NOT NULL CHECK (dispatch IN ('pending', 'held', 'done')),
+    enqueued_at_ms BIGINT NOT NULL,
+    acknowledged_generation BIGINT,
+    acknowledged_at_ms BIGINT,
+    PRIMARY KEY (record_id, target)
+);
+CREATE INDEX idx_outbox_pending ON outbox (tenant_id, target, dispatch, enqueued_at_ms);
+
+CREATE TABLE revocations (
+    record_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    reason_json TEXT NOT NULL,
+    authorization_json TEXT NOT NULL,
+    revoked_at_ms BIGINT NOT NULL,
+    revocation_generation BIGINT NOT NULL,
+    stage TEXT NOT NULL CHECK (stage IN
+        ('ineligible', 'deletion_requested', 'derived_indexes_acknowledged', 'erased', 'finalized')),
+    deletion_requested_at_ms BIGINT,
+    indexes_acknowledged_at_ms BIGINT,
+    erased_at_ms BIGINT,
+    finalized_at_ms BIGINT,
+    receipt_json TEXT,
+    receipt_sha256 TEXT
+);
+CREATE INDEX idx_revocations_stage ON revocations (tenant_id, stage);
+
+CREATE TABLE review_cases (
+    case_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    trigger_kind TEXT NOT NULL,
+    proposal_id TEXT COLLATE "C" NOT NULL,
+    proposed_record_id TEXT COLLATE "C" NOT NULL,
+    existing_record_id TEXT COLLATE "C" NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('open', 'evidence_requested', 'resolved')),
+    opened_at_ms BIGINT NOT NULL
+);
+CREATE INDEX idx_review_open ON review_cases (tenant_id, status);
+
+CREATE TABLE review_actions (
+    case_id TEXT COLLATE "C" NOT NULL REFERENCES review_cases(case_id),
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    receipt_json TEXT NOT NULL,
+    receipt_sha256 TEXT NOT NULL,
+    PRIMARY KEY (case_id, seq)
+);
+
+-- Append-only (the application role has no UPDATE or DELETE), hash-chained.
+CREATE TABLE audit_events (
+    seq BIGINT PRIMARY KEY,
+    at_ms BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    ref_id TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    prev_sha256 TEXT NOT NULL,
+    event_sha256 TEXT NOT NULL
+);
+CREATE INDEX idx_audit_tenant ON audit_events (tenant_id, seq);
+
+INSERT INTO meta (key, int_value, text_value) VALUES
+    ('revocation_generation', 0, NULL),
+    ('audit_head_seq', 0, NULL),
+    ('audit_head_sha256', NULL, '0000000000000000000000000000000000000000000000000000000000000000');
+
+-- Row-level security.
+ALTER TABLE policies ENABLE ROW LEVEL SECURITY;
+ALTER TABLE grants ENABLE ROW LEVEL SECURITY;
+ALTER TABLE consents ENABLE ROW LEVEL SECURITY;
+ALTER TABLE proposals ENABLE ROW LEVEL SECURITY;
+ALTER TABLE lines ENABLE ROW LEVEL SECURITY;
+ALTER TABLE records ENABLE ROW LEVEL SECURITY;
+ALTER TABLE record_sources ENABLE ROW LEVEL SECURITY;
+ALTER TABLE lineage ENABLE ROW LEVEL SECURITY;
+ALTER TABLE outbox ENABLE ROW LEVEL SECURITY;
+ALTER TABLE revocations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE review_cases ENABLE ROW LEVEL SECURITY;
+ALTER TABLE review_actions ENABLE ROW LEVEL SECURITY;
+ALTER TABLE audit_events ENABLE ROW LEVEL SECURITY;
+ALTER TABLE tenants ENABLE ROW LEVEL SECURITY;
+ALTER TABLE object_tenants ENABLE ROW LEVEL SECURITY;
+
+ALTER TABLE policies FORCE ROW LEVEL SECURITY;
+ALTER TABLE grants FORCE ROW LEVEL SECURITY;
+ALTER TABLE consents FORCE ROW LEVEL SECURITY;
+ALTER TABLE proposals FORCE ROW LEVEL SECURITY;
+ALTER TABLE lines FORCE ROW LEVEL SECURITY;
+ALTER TABLE records FORCE ROW LEVEL SECURITY;
+ALTER TABLE record_sources FORCE ROW LEVEL SECURITY;
+ALTER TABLE lineage FORCE ROW LEVEL SECURITY;
+ALTER TABLE outbox FORCE ROW LEVEL SECURITY;
+ALTER TABLE revocations FORCE ROW LEVEL SECURITY;
+ALTER TABLE review_cases FORCE ROW LEVEL SECURITY;
+ALTER TABLE review_actions FORCE ROW LEVEL SECURITY;
+ALTER TABLE audit_events FORCE ROW LEVEL SECURITY;
+ALTER TABLE tenants FORCE ROW LEVEL SECURITY;
+ALTER TABLE object_tenants FORCE ROW LEVEL SECURITY;
+
+CREATE POLICY tenant_isolation ON policies
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON grants
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON consents
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON proposals
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON lines
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON records
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON record_sources
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON lineage
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON outbox
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON revocations
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON review_cases
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON review_actions
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY tenant_isolation ON audit_events
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+
+-- Directory tables: every tenant may resolve an id; rows are registered
+-- only for the tenant currently set, and never changed.
+CREATE POLICY directory_read ON tenants FOR SELECT USING (true);
+CREATE POLICY directory_register ON tenants FOR INSERT
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY directory_read ON object_tenants FOR SELECT USING (true);
+CREATE POLICY directory_register ON object_tenants FOR INSERT
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#,
+];
+
+/// What the application role may do, table by table: nothing more. Audit
+/// events are append-only, directories insert-only, and no table can be
+/// altered, truncated or have its row security switched off (only the
+/// owner can).
+const APPLICATION_GRANTS: &[(&str, &str)] = &[
+    ("schema_migrations", "SELECT"),
+    ("meta", "SELECT, UPDATE"),
+    ("tenants", "SELECT, INSERT"),
+    ("object_tenants", "SELECT, INSERT"),
+    ("policies", "SELECT, INSERT, UPDATE"),
+    ("grants", "SELECT, INSERT, UPDATE"),
+    ("consents", "SELECT, INSERT, UPDATE"),
+    ("proposals", "SELECT, INSERT, UPDATE"),
+    ("lines", "SELECT, INSERT, UPDATE"),
+    ("records", "SELECT, INSERT, UPDATE, DELETE"),
+    ("record_sources", "SELECT, INSERT, DELETE"),
+    ("lineage", "SELECT, INSERT"),
+    ("outbox", "SELECT, INSERT, UPDATE, DELETE"),
+    ("revocations", "SELECT, INSERT, UPDATE"),
+    ("review_cases", "SELECT, INSERT, UPDATE"),
+    ("review_actions", "SELECT, INSERT"),
+    ("audit_events", "SELECT, INSERT"),
+];
+
+/// Quotes an SQL identifier (`"` doubled), for schema and role names.
+pub fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Brings the schema in the owner connection's `current_schema()` to
+/// [`SCHEMA_VERSION`] and returns the version. Idempotent. Refuses a newer
+/// schema ([`StoreError::SchemaTooNew`]) and a schema that has tables but
+/// no migration history ([`StoreError::NotAStore`]), changing nothing.
+pub fn migrate(owner: &mut Client) -> StoreResult<i64> {
+    let mut tx = owner.transaction()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('mosaic.migrate.' || current_schema()))",
+        &[],
+    )?;
+    let current = match stored_version(&mut tx)? {
+        Some(found) => found,
+        None => {
+            let tables: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()",
+                    &[],
+                )?
+                .try_get(0)?;
+            if tables > 0 {
+                return Err(StoreError::NotAStore(
+                    "the schema has tables but no schema_migrations".into(),
+                ));
+            }
+            0
+        }
+    };
+    check_supported(current)?;
+    let mut version = current;
+    while version < SCHEMA_VERSION {
+        let idx = usize::try_from(version)
+            .map_err(|_| StoreError::Corrupt(format!("schema version {version}")))?;
+        let sql = MIGRATIONS
+            .get(idx)
+            .ok_or_else(|| StoreError::Corrupt(format!("no migration from {version}")))?;
+        tx.batch_execute(sql)?;
+        version += 1;
+        tx.execute(
+            "INSERT INTO schema_migrations (version) VALUES ($1)",
+            &[&version],
+        )?;
+    }
+    tx.commit()?;
+    Ok(version)
+}
+
+/// Grants `role` (the application role: not the owner, `NOSUPERUSER
+/// NOBYPASSRLS`) what the backend needs in the owner connection's
+/// `current_schema()`, and nothing else. Run after [`migrate`].
+pub fn grant_application_role(owner: &mut Client, role: &str) -> StoreResult<()> {
+    let schema: String = owner
+        .query_one("SELECT current_schema()", &[])?
+        .try_get(0)?;
+    let role = quote_identifier(role);
+    let mut sql = format!(
+        "GRANT USAGE ON SCHEMA {} TO {role};\n",
+        quote_identifier(&schema)
+    );
+    for (table, privileges) in APPLICATION_GRANTS {
+        sql.push_str(&format!("GRANT {privileges} ON {table} TO {role};\n"));
+    }
+    owner.batch_execute(&sql)?;
+    Ok(())
+}
+
+/// The stored version, `None` when `current_schema()` has no
+/// `schema_migrations` table.
+pub(crate) fn stored_version(client: &mut impl GenericClient) -> StoreResult<Option<i64>> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL",
+            &[],
+        )?
+        .try_get(0)?;
+    if !exists {
+        return Ok(None);
+    }
+    let version: i64 = client
+        .query_one(
+            "SELECT coalesce(max(version), 0)::BIGINT FROM schema_migrations",
+            &[],
+        )?
+        .try_get(0)?;
+    Ok(Some(version))
+}
+
+/// Refuses a version this release cannot read.
+pub(crate) fn check_supported(found: i64) -> StoreResult<()> {
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < 0 {
+        return Err(StoreError::NotAStore(format!("schema version {found}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,483 @@
+//! Row-level security, checked while connected as the application role
+//! (not the owner, `NOSUPERUSER NOBYPASSRLS`): with tenant A set, raw SQL
+//! sees none of tenant B's rows and cannot write any; the store API never
+//! hands B's data to A; the role cannot switch the policies off.
+
+use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation};
+use mosaic_store::conformance::fixtures::{self, Spec, T0, TENANT_A, TENANT_B};
+use mosaic_store::conformance::{StoreFactory, publish_all, test_config};
+use mosaic_store::postgres::schema::{self, SCHEMA_VERSION, TENANT_TABLES};
+use mosaic_store::{
+    PostgresStore, ReviewAction, RevocationReason, Store, StoreError, WriteDecision,
+};
+use postgres::error::SqlState;
+use postgres::{Client, Transaction};
+
+use super::{PgDb, PgFactory};
+
+/// Two tenants with rows in every tenant-bearing table: records, a derived
+/// record (lineage), a revocation, a review case with an action.
+fn seeded(factory: &PgFactory) -> (PgDb, PostgresStore) {
+    let config = test_config();
+    let db = factory.fresh().expect("fresh schema");
+    let mut store = factory.connect(&db, &config).expect("connect as app role");
+    for tenant in [TENANT_A, TENANT_B] {
+        fixtures::seed(&mut store, tenant, &["alice"]).expect("seed");
+        let prefix = if tenant == TENANT_A { "a" } else { "b" };
+        let writes = [
+            Spec::principal(tenant, "alice", &format!("{prefix}1")),
+            Spec::workspace(tenant, "alice", &format!("{prefix}-ws")),
+            {
+                let mut derived = Spec::workspace(tenant, "alice", &format!("{prefix}-sum"));
+                derived.derived_from = vec![format!("{prefix}-ws")];
+                derived
+            },
+        ];
+        for spec in writes {
+            assert!(store.write(&spec.build()).expect("write").is_accepted());
+        }
+        let mut conflicting = Spec::principal(tenant, "alice", &format!("{prefix}-conflict"));
+        conflicting.conflicts = vec![ConflictObservation {
+            observation_id: format!("obs-{prefix}"),
+            existing_record_id: format!("{prefix}1"),
+            relation: ConflictRelation::Contradicts,
+            detector_release: "detector-v1".into(),
+            existing_claim: None,
+        }];
+        let outcome = store.write(&conflicting.build()).expect("conflict");
+        let WriteDecision::Rejected {
+            review_case_ids, ..
+        } = outcome.decision
+        else {
+            panic!("conflict must reject");
+        };
+        store
+            .resolve_review(
+                &review_case_ids[0],
+                ReviewAction::RequestEvidence,
+                &fixtures::authorization("reviewer"),
+                T0 + 1,
+            )
+            .expect("review action");
+    }
+    publish_all(&mut store, &config.required_index_targets, T0 + 2).expect("publish");
+    for tenant in [TENANT_A, TENANT_B] {
+        let pending = Spec::workspace(tenant, "alice", &format!("{tenant}-pending"));
+        assert!(store.write(&pending.build()).expect("write").is_accepted());
+    }
+    for record_id in ["a-ws", "b-ws"] {
+        store
+            .revoke(
+                record_id,
+                &RevocationReason::Requested,
+                &fixtures::authorization("ops"),
+                T0 + 3,
+            )
+            .expect("revoke");
+    }
+    (db, store)
+}
+
+/// A transaction of the raw application-role client, as `tenant`.
+fn as_tenant<'c>(client: &'c mut Client, tenant: Option<&str>) -> Transaction<'c> {
+    let mut tx = client.transaction().expect("begin");
+    if let Some(tenant) = tenant {
+        tx.execute(
+            "SELECT set_config('mosaic.tenant_id', $1, true)",
+            &[&tenant],
+        )
+        .expect("set tenant");
+    }
+    tx
+}
+
+fn count(tx: &mut Transaction<'_>, sql: &str) -> i64 {
+    tx.query_one(sql, &[])
+        .and_then(|row| row.try_get(0))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Runs `sql` in its own transaction as tenant A and returns its error code.
+fn refused(app: &mut Client, sql: &str) -> Option<SqlState> {
+    let mut tx = as_tenant(app, Some(TENANT_A));
+    match tx.execute(sql, &[]) {
+        Ok(n) => panic!("{sql}: expected a refusal, changed {n} rows"),
+        Err(e) => e.code().cloned(),
+    }
+}
+
+#[test]
+fn app_role_sees_only_the_current_tenants_rows() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, _store) = seeded(&factory);
+    let mut admin = factory.admin(&db).expect("admin");
+    let mut app = factory.app(&db).expect("app");
+    for table in TENANT_TABLES {
+        // The data is there (seen by the superuser), so the checks below
+        // can fail.
+        let b_rows: i64 = admin
+            .query_one(
+                &format!("SELECT count(*) FROM {table} WHERE tenant_id = $1"),
+                &[&TENANT_B],
+            )
+            .and_then(|r| r.try_get(0))
+            .expect("admin count");
+        assert!(b_rows > 0, "{table} has no rows of tenant B to hide");
+
+        let mut tx = as_tenant(&mut app, Some(TENANT_A));
+        assert!(
+            count(&mut tx, &format!("SELECT count(*) FROM {table}")) > 0,
+            "{table}: tenant A must see its own rows"
+        );
+        assert_eq!(
+            count(
+                &mut tx,
+                &format!("SELECT count(*) FROM {table} WHERE tenant_id = 'tenant-b'")
+            ),
+            0,
+            "{table}: tenant B's rows are visible to tenant A"
+        );
+        assert_eq!(
+            count(
+                &mut tx,
+                &format!("SELECT count(*) FROM {table} WHERE tenant_id <> 'tenant-a'")
+            ),
+            0,
+            "{table}: another tenant's rows are visible to tenant A"
+        );
+        tx.commit().expect("commit");
+
+        let mut tx = as_tenant(&mut app, None);
+        assert_eq!(
+            count(&mut tx, &format!("SELECT count(*) FROM {table}")),
+            0,
+            "{table}: rows are visible with no tenant set"
+        );
+        tx.commit().expect("commit");
+    }
+    let mut tx = as_tenant(&mut app, Some(TENANT_A));
+    let stolen = tx
+        .query("SELECT content FROM records WHERE record_id = 'b1'", &[])
+        .expect("select");
+    assert!(stolen.is_empty(), "tenant B's content read as tenant A");
+}
+
+#[test]
+fn app_role_cannot_write_rows_of_another_tenant() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, _store) = seeded(&factory);
+    let mut app = factory.app(&db).expect("app");
+    let rls = Some(SqlState::INSUFFICIENT_PRIVILEGE);
+    for sql in [
+        "INSERT INTO review_cases (case_id, tenant_id, trigger_kind, proposal_id, proposed_record_id,
+             existing_record_id, status, opened_at_ms)
+         VALUES ('case-forged', 'tenant-b', '\"duplicate\"', 'p', 'r', 'b1', 'open', 0)",
+        "INSERT INTO policies (tenant_id, policy_sha256, policy_json, updated_at_ms)
+         VALUES ('tenant-c', 'x', '{}', 0)",
+        "INSERT INTO audit_events (seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256)
+         VALUES (1000000, 0, '\"policy_put\"', 'tenant-b', 'x', '{}', 'x', 'x')",
+        "INSERT INTO object_tenants (kind, object_id, tenant_id) VALUES ('record', 'forged', 'tenant-b')",
+        "INSERT INTO tenants (tenant_id) VALUES ('tenant-c')",
+        "UPDATE records SET tenant_id = 'tenant-b' WHERE record_id = 'a1'",
+    ] {
+        assert_eq!(refused(&mut app, sql), rls, "{sql}");
+    }
+    // Another tenant's rows cannot even be found to change or delete.
+    let mut tx = as_tenant(&mut app, Some(TENANT_A));
+    for sql in [
+        "UPDATE records SET content = 'stolen' WHERE tenant_id = 'tenant-b'",
+        "UPDATE records SET content = 'stolen' WHERE record_id = 'b1'",
+        "DELETE FROM outbox WHERE tenant_id = 'tenant-b'",
+        "UPDATE lines SET generation = generation + 1 WHERE tenant_id = 'tenant-b'",
+    ] {
+        assert_eq!(tx.execute(sql, &[]).expect(sql), 0, "{sql}");
+    }
+    tx.commit().expect("commit");
+    // Nothing of B changed (the superuser sees the truth).
+    let mut admin = factory.admin(&db).expect("admin");
+    let content: String = admin
+        .query_one("SELECT content FROM records WHERE record_id = 'b1'", &[])
+        .and_then(|r| r.try_get(0))
+        .expect("b1");
+    assert_eq!(content, Spec::principal(TENANT_B, "alice", "b1").content());
+    let outbox: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM outbox WHERE tenant_id = 'tenant-b'",
+            &[],
+        )
+        .and_then(|r| r.try_get(0))
+        .expect("outbox");
+    assert!(outbox > 0);
+}
+
+#[test]
+fn store_api_never_returns_another_tenants_data() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (_db, mut store) = seeded(&factory);
+    let mut q = mosaic_store::EligibilityQuery {
+        tenant_id: TENANT_A.into(),
+        policy_sha256: fixtures::policy(TENANT_A).policy_sha256,
+        principal_id: "alice".into(),
+        workspace_id: fixtures::WORKSPACE.into(),
+        run_id: "run-1".into(),
+        now_unix_ms: T0 + 10,
+        kinds: mosaic_harness::MemoryKind::ALL.to_vec(),
+    };
+    let ids: Vec<String> = store
+        .eligible_records(&q)
+        .expect("read")
+        .records
+        .into_iter()
+        .map(|r| r.record.record_id)
+        .collect();
+    assert_eq!(ids, ["a1"]);
+    // Tenant A asking with tenant B's policy digest sees nothing.
+    q.policy_sha256 = fixtures::policy(TENANT_B).policy_sha256;
+    assert!(store.eligible_records(&q).expect("read").records.is_empty());
+
+    let cases_a = store.open_review_cases(TENANT_A).expect("cases");
+    assert_eq!(cases_a.len(), 1);
+    assert!(cases_a.iter().all(|c| c.tenant_id == TENANT_A));
+    let b_consent = fixtures::consent_digest(&fixtures::consent(TENANT_B, "alice"));
+    assert!(matches!(
+        store.withdraw_consent(
+            TENANT_A,
+            &b_consent,
+            &fixtures::authorization("alice"),
+            T0 + 20
+        ),
+        Err(StoreError::NotFound { .. })
+    ));
+    // A write of tenant A cannot supersede, derive from or reuse B's ids.
+    let mut supersede = Spec::principal(TENANT_A, "alice", "a-over-b");
+    supersede.supersedes = Some(("b1".into(), 1));
+    assert!(matches!(
+        store.write(&supersede.build()),
+        Err(StoreError::NotFound { .. })
+    ));
+    let mut derive = Spec::workspace(TENANT_A, "alice", "a-from-b");
+    derive.derived_from = vec!["b1".into()];
+    assert!(matches!(
+        store.write(&derive.build()),
+        Err(StoreError::NotFound { .. })
+    ));
+    let mut reuse_proposal = Spec::principal(TENANT_A, "alice", "a-new").build();
+    reuse_proposal.proposal.proposal_id = "p-b1".into();
+    assert!(matches!(
+        store.write(&reuse_proposal),
+        Err(StoreError::ProposalIdReused(_))
+    ));
+    let mut reuse_record = Spec::principal(TENANT_A, "alice", "b1").build();
+    reuse_record.proposal.proposal_id = "p-a-takes-b1".into();
+    assert!(matches!(
+        store.write(&reuse_record),
+        Err(StoreError::RecordIdInUse(_))
+    ));
+    let b1 = store.get_record("b1").expect("get").expect("b1 kept");
+    assert_eq!(b1.record.tenant_id, TENANT_B);
+    assert_eq!(
+        b1.content,
+        Spec::principal(TENANT_B, "alice", "b1").content()
+    );
+    // Workers see both tenants' messages, each labelled with its own tenant.
+    let tasks = store.pending_outbox("lexical", 100).expect("outbox");
+    let mut tenants: Vec<&str> = tasks.iter().map(|t| t.tenant_id.as_str()).collect();
+    tenants.sort();
+    assert_eq!(tenants, [TENANT_A, TENANT_B]);
+    for task in &tasks {
+        let record = store
+            .get_record(&task.record_id)
+            .expect("get")
+            .expect("record");
+        assert_eq!(record.record.tenant_id, task.tenant_id);
+        assert_eq!(task.content.as_deref(), Some(record.content.as_str()));
+    }
+}
+
+#[test]
+fn app_role_cannot_bypass_or_disable_row_security() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, _store) = seeded(&factory);
+    let mut app = factory.app(&db).expect("app");
+    let (superuser, bypass): (bool, bool) = app
+        .query_one(
+            "SELECT rolsuper, rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = current_user",
+            &[],
+        )
+        .and_then(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .expect("role");
+    assert!(
+        !superuser && !bypass,
+        "the application role must be subject to RLS"
+    );
+    let owned: i64 = app
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_tables
+             WHERE schemaname = current_schema() AND tableowner = current_user",
+            &[],
+        )
+        .and_then(|r| r.try_get(0))
+        .expect("owner");
+    assert_eq!(owned, 0, "the application role must not own the tables");
+    let denied = Some(SqlState::INSUFFICIENT_PRIVILEGE);
+    for sql in [
+        "ALTER TABLE records DISABLE ROW LEVEL SECURITY",
+        "ALTER TABLE records NO FORCE ROW LEVEL SECURITY",
+        "DROP POLICY tenant_isolation ON records",
+        "UPDATE audit_events SET kind = kind",
+        "DELETE FROM audit_events",
+        "TRUNCATE records",
+        "UPDATE object_tenants SET tenant_id = 'tenant-a'",
+        "UPDATE schema_migrations SET version = version",
+    ] {
+        assert_eq!(refused(&mut app, sql), denied, "{sql}");
+    }
+}
+
+#[test]
+fn every_tenant_bearing_table_forces_row_level_security() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let db = factory.fresh().expect("fresh");
+    let mut admin = factory.admin(&db).expect("admin");
+    let rows = admin
+        .query(
+            "SELECT c.relname::text, c.relrowsecurity, c.relforcerowsecurity,
+                    EXISTS (SELECT 1 FROM information_schema.columns col
+                            WHERE col.table_schema = current_schema() AND col.table_name = c.relname
+                              AND col.column_name = 'tenant_id'),
+                    (SELECT count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid)
+             FROM pg_catalog.pg_class c
+             WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+             ORDER BY 1",
+            &[],
+        )
+        .expect("catalog");
+    let mut with_tenant = Vec::new();
+    for row in &rows {
+        let name: String = row.get(0);
+        let (enabled, forced, has_tenant, policies): (bool, bool, bool, i64) =
+            (row.get(1), row.get(2), row.get(3), row.get(4));
+        if has_tenant {
+            assert!(
+                enabled && forced,
+                "{name}: row-level security not enabled and forced"
+            );
+            assert!(policies > 0, "{name}: no policy");
+            with_tenant.push(name);
+        }
+    }
+    let mut expected: Vec<String> = TENANT_TABLES.iter().map(|t| (*t).to_owned()).collect();
+    expected.extend(["object_tenants".to_owned(), "tenants".to_owned()]);
+    expected.sort();
+    assert_eq!(with_tenant, expected);
+}
+
+#[test]
+fn integrity_check_reports_row_security_switched_off() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, mut store) = seeded(&factory);
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute("ALTER TABLE records NO FORCE ROW LEVEL SECURITY")
+        .expect("owner can alter");
+    let report = store.integrity_check().expect("check");
+    assert!(!report.storage_ok);
+    assert!(report.storage_detail.contains("records"), "{report:?}");
+}
+
+#[test]
+fn newer_schema_is_refused_and_left_alone() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let db = factory.fresh().expect("fresh");
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .execute(
+            "INSERT INTO schema_migrations (version) VALUES ($1)",
+            &[&(SCHEMA_VERSION + 1)],
+        )
+        .expect("bump");
+    let expect_too_new = |result: Result<_, StoreError>| match result {
+        Err(StoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+        }
+        Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
+        Ok(_) => panic!("expected SchemaTooNew, got a store"),
+    };
+    expect_too_new(factory.connect(&db, &test_config()).map(|_| ()));
+    expect_too_new(schema::migrate(&mut admin).map(|_| ()));
+    let versions: i64 = admin
+        .query_one("SELECT count(*) FROM schema_migrations", &[])
+        .and_then(|r| r.try_get(0))
+        .expect("versions");
+    assert_eq!(versions, 2, "nothing was migrated");
+}
+
+#[test]
+fn migration_is_idempotent_and_refuses_foreign_schemas() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let db = factory.fresh().expect("fresh");
+    let mut admin = factory.admin(&db).expect("admin");
+    assert_eq!(schema::migrate(&mut admin).expect("again"), SCHEMA_VERSION);
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+
+    let foreign = factory.fresh_empty().expect("empty schema");
+    let mut admin = factory.admin(&foreign).expect("admin");
+    assert!(matches!(
+        PostgresStore::open(factory.admin(&foreign).expect("admin"), test_config()),
+        Err(StoreError::NotAStore(_))
+    ));
+    admin
+        .batch_execute("CREATE TABLE unrelated (x BIGINT)")
+        .expect("foreign table");
+    assert!(matches!(
+        schema::migrate(&mut admin),
+        Err(StoreError::NotAStore(_))
+    ));
+}
+
+#[test]
+fn eligibility_query_is_served_by_its_index() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, _store) = seeded(&factory);
+    // Tiny tables favour sequential scans; forbid them to see which index
+    // the planner can use.
+    let mut store = factory
+        .connect_with_options(&db, &test_config(), "-c enable_seqscan=off")
+        .expect("connect");
+    let q = mosaic_store::EligibilityQuery {
+        tenant_id: TENANT_A.into(),
+        policy_sha256: fixtures::policy(TENANT_A).policy_sha256,
+        principal_id: "alice".into(),
+        workspace_id: fixtures::WORKSPACE.into(),
+        run_id: "run-1".into(),
+        now_unix_ms: T0 + 10,
+        kinds: mosaic_harness::MemoryKind::ALL.to_vec(),
+    };
+    let plan = store.explain_eligibility(&q).expect("explain");
+    let uses_index = plan
+        .iter()
+        .filter(|line| line.contains("idx_records_eligibility"))
+        .count();
+    assert_eq!(uses_index, 5, "{}", plan.join("\n"));
+}
