@@ -574,9 +574,7 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
         let reconciler = mosaic_server::http::spawn_reconciler(state.clone());
         let app = mosaic_server::app(state.clone());
         axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .with_graceful_shutdown(shutdown_signal())
             .await?;
         reconciler.abort();
         let flush = state.clone();
@@ -585,6 +583,29 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 fn doctor(flags: &ServeFlags, json: bool) -> Result<ExitCode> {

@@ -654,6 +654,7 @@ pub fn app(state: AppState) -> Router {
     let body_limit = state.config().body_limit_bytes;
     routes()
         .router
+        .merge(crate::mcp::routes(state.clone()))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), limits))

@@ -25,7 +25,7 @@
 //! Nothing is logged that carries memory content or secrets.
 //!
 //! Non-features (this release): PostgreSQL (the store has no backend yet:
-//! `--postgres` is refused with a clear error), MCP transport, TLS
+//! `--postgres` is refused with a clear error), TLS
 //! (terminate it in front), review actions that write (`accept_narrower`,
 //! `supersede`).
 #![forbid(unsafe_code)]
@@ -38,6 +38,7 @@ pub mod config;
 mod error;
 pub mod examples;
 pub mod http;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod service;

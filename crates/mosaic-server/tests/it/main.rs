@@ -1,5 +1,6 @@
 //! Integration tests of mosaic-server: one binary, one module per concern.
 
+mod cli;
 mod common;
 mod errors;
 mod hygiene;
