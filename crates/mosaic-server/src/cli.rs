@@ -145,6 +145,19 @@ pub enum Command {
     },
     /// A guided tour against an embedded service in a temporary directory.
     Demo,
+    /// Serve MCP on stdin/stdout over a data directory, bound to one
+    /// principal's key (tools: remember, recall, forget, explain).
+    Mcp {
+        /// Data directory (default ./mosaic-data).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// TOML configuration file.
+        #[arg(long, env = "MOSAIC_CONFIG")]
+        config: Option<PathBuf>,
+        /// The principal's API key (`mk_...`).
+        #[arg(long, env = "MOSAIC_KEY", hide_env_values = true)]
+        key: Option<String>,
+    },
 }
 
 /// Runs one command.
@@ -301,6 +314,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             maintenance(&remote, data_dir, json, "reconcile")
         }
         Command::Demo => crate::demo::run(json),
+        Command::Mcp {
+            data_dir,
+            config,
+            key,
+        } => mcp(data_dir, config, key),
     }
 }
 
@@ -664,4 +682,42 @@ fn doctor(flags: &ServeFlags, json: bool) -> Result<ExitCode> {
     } else {
         ExitCode::from(2)
     })
+}
+
+/// `mosaic mcp`: stdout carries only the protocol; messages go to stderr.
+fn mcp(
+    data_dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+    key: Option<String>,
+) -> Result<ExitCode> {
+    let key = key.ok_or_else(|| anyhow!("no API key: pass --key or set MOSAIC_KEY"))?;
+    let flags = ServeFlags {
+        config,
+        listen: None,
+        data_dir,
+        postgres: None,
+        body_limit_bytes: None,
+        rate_limit_per_second: None,
+        rate_limit_burst: None,
+        request_timeout_ms: None,
+    };
+    let config = load_config(&flags)?;
+    let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;
+    let credential = service
+        .authenticate(Some(key.trim()))
+        .map_err(|e| anyhow!("{e}"))?;
+    let state = Arc::new(service);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(async {
+            let reconciler = mosaic_server::http::spawn_reconciler(state.clone());
+            let served = mosaic_server::mcp::serve_stdio(state.clone(), credential).await;
+            reconciler.abort();
+            served
+        })
+        .map_err(|e| anyhow!("{e}"))?;
+    state.flush().map_err(|e| anyhow!("{e}"))?;
+    Ok(ExitCode::SUCCESS)
 }

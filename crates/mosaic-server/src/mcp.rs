@@ -42,8 +42,8 @@ use mosaic_harness::memory_scope::{DecisionOutcome, RECALLED_MEMORY_NOTICE};
 use mosaic_harness::{MemoryKind, memory_write::MemoryPurpose};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -563,7 +563,9 @@ fn forget(
         "forgot {}: {}; deletion receipt {}",
         response.record_id,
         response.stage,
-        deletion.as_deref().unwrap_or("(pending: deletion is still in progress)")
+        deletion
+            .as_deref()
+            .unwrap_or("(pending: deletion is still in progress)")
     );
     let structured = json!({
         "record_id": response.record_id,

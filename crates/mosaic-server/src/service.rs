@@ -215,14 +215,6 @@ impl Service {
                 problems.join("; "),
             ));
         }
-        if config.postgres.is_some() {
-            return Err(ServiceError::Unavailable(
-                "the PostgreSQL backend is not available yet: mosaic-store has no PostgreSQL \
-                 implementation in this release. Run without --postgres to use the embedded \
-                 SQLite store."
-                    .into(),
-            ));
-        }
         let created_data_dir = !config.data_dir.exists();
         std::fs::create_dir_all(config.data_dir.join("index")).map_err(|e| {
             ServiceError::Internal(format!(
@@ -234,12 +226,18 @@ impl Service {
             required_index_targets: INDEX_TARGETS.iter().map(|t| (*t).to_owned()).collect(),
             ..StoreConfig::default()
         };
-        let store = SqliteStore::open(config.data_dir.join(STORE_FILE), store_config)?;
+        let store: Box<dyn Store> = match &config.postgres {
+            Some(url) => Box::new(open_postgres(url, store_config)?),
+            None => Box::new(SqliteStore::open(
+                config.data_dir.join(STORE_FILE),
+                store_config,
+            )?),
+        };
         let catalog = Catalog::open(&config.data_dir.join(CATALOG_FILE))?;
         let retriever = new_retriever(config.embedding_dim);
         let service = Service {
             inner: Mutex::new(Inner {
-                store: Box::new(store),
+                store,
                 catalog,
                 retriever,
                 index_dirty: false,
@@ -1806,6 +1804,21 @@ fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
         }
     }
     Ok(problems)
+}
+
+/// Connects to PostgreSQL, brings the store schema up to date (as the
+/// connecting role, which must own the schema), then opens the store.
+fn open_postgres(
+    url: &str,
+    store_config: StoreConfig,
+) -> ServiceResult<mosaic_store::PostgresStore> {
+    let unavailable = |e: &dyn std::fmt::Display| {
+        ServiceError::Unavailable(format!("cannot use the PostgreSQL store: {e}"))
+    };
+    let mut owner = postgres::Client::connect(url, postgres::NoTls).map_err(|e| unavailable(&e))?;
+    mosaic_store::postgres::schema::migrate(&mut owner).map_err(|e| unavailable(&e))?;
+    drop(owner);
+    mosaic_store::PostgresStore::connect(url, store_config).map_err(|e| unavailable(&e))
 }
 
 fn new_retriever(dim: usize) -> Retriever {

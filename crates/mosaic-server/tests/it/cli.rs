@@ -171,7 +171,7 @@ fn doctor_reports_problems_with_exit_2() {
 }
 
 #[test]
-fn postgres_flag_is_refused_clearly() {
+fn unreachable_postgres_flag_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let (code, _, err) = mosaic(
@@ -182,7 +182,7 @@ fn postgres_flag_is_refused_clearly() {
             "--data-dir",
             data.to_str().expect("path"),
             "--postgres",
-            "postgres://localhost/x",
+            "postgres://mosaic@127.0.0.1:1/x",
         ],
         &[],
     );

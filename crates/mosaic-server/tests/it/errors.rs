@@ -384,16 +384,18 @@ async fn rate_limit_answers_429_per_key() {
     assert_eq!(status, StatusCode::OK);
 }
 
-#[tokio::test]
-async fn postgres_without_a_backend_is_a_clear_error() {
+/// Not async: the blocking PostgreSQL client must not be opened inside a
+/// runtime's async context (the server opens its store before the runtime).
+#[test]
+fn unreachable_postgres_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = crate::common::config(dir.path());
-    config.postgres = Some("postgres://localhost/mosaic".into());
+    config.postgres = Some("postgres://mosaic@127.0.0.1:1/mosaic".into());
     match mosaic_server::Service::open(config) {
         Err(e) => {
             assert_eq!(e.code(), "unavailable");
             assert!(e.to_string().contains("PostgreSQL"), "{e}");
         }
-        Ok(_) => panic!("--postgres must be refused until the store has a PostgreSQL backend"),
+        Ok(_) => panic!("an unreachable PostgreSQL must be a clear error"),
     }
 }

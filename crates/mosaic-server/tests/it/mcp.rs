@@ -1,0 +1,271 @@
+//! MCP: the official MCP Python SDK client (`tests/mcp_client.py`) drives
+//! `mosaic mcp` over stdio and the `/mcp` streamable-HTTP endpoint of a
+//! real server; the router refuses the endpoint without the API's bearer
+//! key; the tool schemas never take a tenant or principal.
+//!
+//! Without the `mcp` Python package the client tests print a `skipped:`
+//! line and pass, except under `CI=true`, where they fail (`.ci/run`
+//! installs the package).
+
+use std::path::Path;
+use std::process::Command;
+
+use axum::http::StatusCode;
+use mosaic_server::api::{CreateKeyRequest, CreateTenantRequest, GrantRequest, ProposeRequest};
+use mosaic_server::examples::workspace_fact;
+use mosaic_server::mcp::{MCP_PATH, TOOL_NAMES, tool_arguments, tools};
+use mosaic_server::service::ADMIN_KEY_FILE;
+use mosaic_server::{ServerConfig, Service, app};
+use serde_json::{Value, json};
+
+use crate::common::{error_code, send_raw, world};
+
+const WORKSPACE: &str = "ws-mcp";
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
+
+/// Whether to run the Python client: `Ok(true)` run, `Ok(false)` skip,
+/// `Err` fail (the package is missing under CI).
+fn python_client_decision(importable: bool, ci: Option<&str>) -> Result<bool, String> {
+    match (importable, ci) {
+        (true, _) => Ok(true),
+        (false, Some("true")) => Err(
+            "CI=true but the `mcp` Python package is not importable (.ci/run installs it)".into(),
+        ),
+        (false, _) => Ok(false),
+    }
+}
+
+fn python_client_available() -> bool {
+    let importable = Command::new("python3")
+        .args([
+            "-c",
+            "import mcp.client.stdio, mcp.client.streamable_http",
+        ])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    match python_client_decision(importable, std::env::var("CI").ok().as_deref()) {
+        Ok(true) => true,
+        Ok(false) => {
+            eprintln!(
+                "skipped: the `mcp` Python package is not importable \
+                 (python3 -m pip install 'mcp==1.30.0')"
+            );
+            false
+        }
+        Err(problem) => panic!("{problem}"),
+    }
+}
+
+#[test]
+fn missing_python_mcp_skips_locally_and_fails_under_ci() {
+    assert_eq!(python_client_decision(true, Some("true")), Ok(true));
+    assert_eq!(python_client_decision(true, None), Ok(true));
+    assert_eq!(python_client_decision(false, None), Ok(false));
+    assert_eq!(python_client_decision(false, Some("false")), Ok(false));
+    assert!(python_client_decision(false, Some("true")).is_err());
+}
+
+/// A data directory with one tenant and one principal granted
+/// [`WORKSPACE`]; returns the principal's key. The service is closed again
+/// so another process can open the directory.
+fn provision(data_dir: &Path) -> String {
+    let config = ServerConfig {
+        data_dir: data_dir.to_path_buf(),
+        ..ServerConfig::default()
+    };
+    let (service, _) = Service::open(config).expect("open service");
+    let admin_key = std::fs::read_to_string(data_dir.join(ADMIN_KEY_FILE)).expect("admin key");
+    let admin = service
+        .authenticate(Some(admin_key.trim()))
+        .expect("admin key works");
+    service
+        .create_tenant(
+            &admin,
+            &CreateTenantRequest {
+                tenant_id: "tenant-mcp".into(),
+                policy: None,
+            },
+        )
+        .expect("tenant");
+    let key = service
+        .create_key(
+            &admin,
+            &CreateKeyRequest {
+                tenant_id: "tenant-mcp".into(),
+                principal_id: "agent".into(),
+                grant: Some(GrantRequest {
+                    allowed_kinds: None,
+                    allowed_purposes: None,
+                    allowed_workspace_ids: Some(vec![WORKSPACE.into()]),
+                    allowed_run_ids: None,
+                    expires_at_unix_ms: None,
+                }),
+            },
+        )
+        .expect("key")
+        .key;
+    service.flush().expect("flush");
+    key
+}
+
+fn run_client(args: &[&str], key: &str) {
+    let out = Command::new("python3")
+        .arg(CLIENT)
+        .args(args)
+        .args(["--workspace", WORKSPACE])
+        .env("MOSAIC_KEY", key)
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mcp_client.py {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("mcp_client: "), "{stdout}");
+    assert!(!stdout.contains(key) && !stderr.contains(key), "the key is never printed");
+}
+
+#[test]
+fn python_sdk_client_drives_mosaic_mcp_over_stdio() {
+    if !python_client_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let key = provision(&data);
+    run_client(
+        &[
+            "stdio",
+            "--mosaic",
+            env!("CARGO_BIN_EXE_mosaic"),
+            "--data-dir",
+            data.to_str().expect("utf-8 path"),
+        ],
+        &key,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_drives_the_streamable_http_endpoint() {
+    if !python_client_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let key = provision(&data);
+    let config = ServerConfig {
+        data_dir: data,
+        ..ServerConfig::default()
+    };
+    let (service, _) = Service::open(config).expect("reopen service");
+    let router = app(std::sync::Arc::new(service));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    let url = format!("http://{addr}{MCP_PATH}");
+    tokio::task::spawn_blocking(move || run_client(&["http", "--url", &url], &key))
+        .await
+        .expect("client");
+    server.abort();
+}
+
+fn initialize_body() -> Vec<u8> {
+    json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn the_mcp_endpoint_needs_the_api_bearer_key() {
+    let w = world();
+    for (key, code) in [(None, "missing_key"), (Some("mk_nonsense"), "invalid_key")] {
+        let (status, _, body) =
+            send_raw(&w.router, "POST", MCP_PATH, key, Some(initialize_body())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        assert_eq!(error_code(&body), code);
+    }
+    // The admin key authenticates, but its session can touch no memory.
+    let (status, _, _) = send_raw(
+        &w.router,
+        "POST",
+        MCP_PATH,
+        Some(&w.admin_key),
+        Some(initialize_body()),
+    )
+    .await;
+    assert_ne!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_principal_key_initializes_an_mcp_session() {
+    let w = world();
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri(MCP_PATH)
+        .header("authorization", format!("Bearer {}", w.principals[0].key))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(axum::body::Body::from(initialize_body()))
+        .expect("request");
+    let response = tower::ServiceExt::oneshot(w.router.clone(), request)
+        .await
+        .expect("router answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers().contains_key("mcp-session-id"),
+        "a session is created: {:?}",
+        response.headers()
+    );
+}
+
+#[test]
+fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
+    let listed: Vec<String> = tools().iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(listed, TOOL_NAMES);
+    for name in TOOL_NAMES {
+        let arguments = tool_arguments(name);
+        assert!(!arguments.is_empty(), "{name} declares its arguments");
+        for identity in ["tenant_id", "principal_id"] {
+            assert!(!arguments.iter().any(|a| a == identity), "{name} takes {identity}");
+        }
+    }
+    // `remember` declares exactly the JSON API's proposal fields, less identity.
+    let proposal: ProposeRequest = workspace_fact("schema", WORKSPACE, "schema check");
+    let Value::Object(fields) = serde_json::to_value(proposal).expect("json") else {
+        panic!("a proposal is an object");
+    };
+    let mut expected: Vec<String> = fields
+        .keys()
+        .filter(|k| !["tenant_id", "principal_id"].contains(&k.as_str()))
+        .cloned()
+        .collect();
+    expected.sort();
+    let mut declared = tool_arguments("remember");
+    declared.sort();
+    assert_eq!(declared, expected);
+    // `recall` declares the recall request's fields, less identity.
+    let recall = serde_json::to_value(mosaic_server::api::RecallRequest::default()).expect("json");
+    let mut expected: Vec<String> = recall
+        .as_object()
+        .expect("object")
+        .keys()
+        .filter(|k| !["tenant_id", "principal_id"].contains(&k.as_str()))
+        .cloned()
+        .collect();
+    expected.sort();
+    let mut declared = tool_arguments("recall");
+    declared.sort();
+    assert_eq!(declared, expected);
+}
