@@ -82,7 +82,7 @@ impl Default for FunnelConfig {
             lexical_weight: 1_000,
             vector_weight: 1_000,
             structured_weight: 2_000,
-            neighbour_permille: 500,
+            neighbour_permille: 150,
             cache_capacity: 4_096,
         }
     }
@@ -250,6 +250,15 @@ impl Retriever {
             config,
             cache,
         }
+    }
+
+    /// Replaces the fusion parameters (and empties the cache).
+    pub fn set_config(&mut self, config: FunnelConfig) {
+        self.cache = ResultCache {
+            capacity: config.cache_capacity,
+            ..ResultCache::default()
+        };
+        self.config = config;
     }
 
     /// The fusion parameters.
