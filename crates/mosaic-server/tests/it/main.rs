@@ -6,5 +6,6 @@ mod errors;
 mod hygiene;
 mod isolation;
 mod lifecycle;
+mod mcp;
 mod openapi;
 mod roundtrip;

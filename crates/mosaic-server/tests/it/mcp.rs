@@ -37,10 +37,7 @@ fn python_client_decision(importable: bool, ci: Option<&str>) -> Result<bool, St
 
 fn python_client_available() -> bool {
     let importable = Command::new("python3")
-        .args([
-            "-c",
-            "import mcp.client.stdio, mcp.client.streamable_http",
-        ])
+        .args(["-c", "import mcp.client.stdio, mcp.client.streamable_http"])
         .output()
         .is_ok_and(|out| out.status.success());
     match python_client_decision(importable, std::env::var("CI").ok().as_deref()) {
@@ -123,7 +120,10 @@ fn run_client(args: &[&str], key: &str) {
         "mcp_client.py {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(stdout.contains("mcp_client: "), "{stdout}");
-    assert!(!stdout.contains(key) && !stderr.contains(key), "the key is never printed");
+    assert!(
+        !stdout.contains(key) && !stderr.contains(key),
+        "the key is never printed"
+    );
 }
 
 #[test]
@@ -214,6 +214,7 @@ async fn a_principal_key_initializes_an_mcp_session() {
     let request = axum::http::Request::builder()
         .method("POST")
         .uri(MCP_PATH)
+        .header("host", "memory.example")
         .header("authorization", format!("Bearer {}", w.principals[0].key))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -222,11 +223,15 @@ async fn a_principal_key_initializes_an_mcp_session() {
     let response = tower::ServiceExt::oneshot(w.router.clone(), request)
         .await
         .expect("router answers");
-    assert_eq!(response.status(), StatusCode::OK);
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     assert!(
-        response.headers().contains_key("mcp-session-id"),
-        "a session is created: {:?}",
-        response.headers()
+        headers.contains_key("mcp-session-id"),
+        "a session is created: {headers:?}"
     );
 }
 
@@ -238,7 +243,10 @@ fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
         let arguments = tool_arguments(name);
         assert!(!arguments.is_empty(), "{name} declares its arguments");
         for identity in ["tenant_id", "principal_id"] {
-            assert!(!arguments.iter().any(|a| a == identity), "{name} takes {identity}");
+            assert!(
+                !arguments.iter().any(|a| a == identity),
+                "{name} takes {identity}"
+            );
         }
     }
     // `remember` declares exactly the JSON API's proposal fields, less identity.
