@@ -6,6 +6,7 @@ mod errors;
 mod hygiene;
 mod isolation;
 mod lifecycle;
+mod load;
 mod mcp;
 mod openapi;
 mod roundtrip;

@@ -1,0 +1,64 @@
+//! The load generator's smoke run: `mosaic-load` starts a real `mosaic
+//! serve` on loopback, provisions keys, runs 8 clients of mixed proposals
+//! and recalls for 3 seconds and must see no error.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn load_smoke_run_has_no_errors_and_samples_resident_memory() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mosaic-load"))
+        .args([
+            "--clients",
+            "8",
+            "--duration",
+            "3",
+            "--sample-ms",
+            "250",
+            "--json",
+        ])
+        .args(["--mosaic-bin", env!("CARGO_BIN_EXE_mosaic")])
+        .output()
+        .expect("run mosaic-load");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mosaic-load failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let summary: Value = serde_json::from_str(stdout.trim()).expect("one JSON summary");
+    assert_eq!(summary["errors"], 0, "{summary}");
+    assert_eq!(summary["clients"], 8);
+    for op in ["propose", "recall"] {
+        assert!(summary[op]["count"].as_u64() > Some(0), "{op}: {summary}");
+        assert!(summary[op]["p99_ms"].as_f64() >= summary[op]["p50_ms"].as_f64());
+    }
+    let samples = summary["rss_samples"].as_array().expect("samples");
+    assert!(
+        samples.len() >= 2,
+        "resident memory is sampled over time: {summary}"
+    );
+    assert!(summary["rss_kib"]["max"].as_u64() > Some(0), "{summary}");
+}
+
+#[test]
+fn load_refuses_unbounded_runs() {
+    for args in [
+        ["--clients", "0"],
+        ["--clients", "100000"],
+        ["--duration", "0"],
+        ["--duration", "86400"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mosaic-load"))
+            .args(args)
+            .args(["--mosaic-bin", env!("CARGO_BIN_EXE_mosaic")])
+            .output()
+            .expect("run mosaic-load");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("must be"),
+            "{args:?}"
+        );
+    }
+}
