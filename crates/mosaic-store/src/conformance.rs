@@ -21,8 +21,9 @@ use crate::error::{StoreError, StoreResult};
 use crate::revocation::RevocationState;
 use crate::store::Store;
 use crate::types::{
-    DerivedAction, EligibilityQuery, OutboxOp, RecordState, ReviewAction, ReviewStatus,
-    RevocationReason, RevocationStage, StoreConfig, WriteDecision,
+    DerivedAction, EligibilityQuery, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
+    RecordFilter, RecordState, ReviewAction, ReviewStatus, RevocationReason, RevocationStage,
+    StoreConfig, WriteDecision,
 };
 
 pub mod fixtures;
@@ -108,6 +109,18 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             deletion_lag_is_measured_against_deadline::<F>,
         ),
         ("state_survives_reopen", state_survives_reopen::<F>),
+        (
+            "listing_filters_and_paginates_without_erased_content",
+            listing_filters_and_paginates_without_erased_content::<F>,
+        ),
+        (
+            "listing_never_crosses_tenants",
+            listing_never_crosses_tenants::<F>,
+        ),
+        (
+            "current_policy_and_grant_read_back",
+            current_policy_and_grant_read_back::<F>,
+        ),
     ]
 }
 
@@ -1072,5 +1085,393 @@ pub fn state_survives_reopen<F: StoreFactory>(factory: &F) -> StoreResult<()> {
         stored.record.subject,
         MemorySubject::Principal { .. }
     ));
+    Ok(())
+}
+
+/// Every page of `filter`, following `next_after`, with the page sizes seen.
+pub fn list_all<S: Store + ?Sized>(
+    store: &mut S,
+    filter: &RecordFilter,
+) -> StoreResult<Vec<ListedRecord>> {
+    let mut filter = filter.clone();
+    let mut out = Vec::new();
+    loop {
+        let page = store.list_records(&filter)?;
+        assert!(
+            page.records.len() <= filter.limit,
+            "a page never exceeds its limit"
+        );
+        out.extend(page.records);
+        match page.next_after {
+            Some(after) => filter.after_record_id = Some(after),
+            None => return Ok(out),
+        }
+    }
+}
+
+fn ids(records: &[ListedRecord]) -> Vec<&str> {
+    records.iter().map(|r| r.record_id.as_str()).collect()
+}
+
+/// Drives a revocation of `record_id` to a finalized deletion receipt.
+fn revoke_to_receipt<S: Store + ?Sized>(
+    store: &mut S,
+    record_id: &str,
+    targets: &[String],
+    at: u64,
+) -> StoreResult<()> {
+    let auth = fixtures::authorization("operator");
+    let ineligible = store.revoke(record_id, &RevocationReason::Requested, &auth, at)?;
+    let requested = store.request_deletion(ineligible, at + 1)?;
+    for target in targets {
+        for task in store.pending_outbox(target, usize::MAX)? {
+            if task.record_id == record_id {
+                store.acknowledge_index(record_id, task.generation, target, at + 2)?;
+            }
+        }
+    }
+    let acknowledged = store.confirm_indexes_acknowledged(requested, at + 3)?;
+    let erased = store.erase(acknowledged, at + 4)?;
+    store.finalize_deletion(erased, at + 5)?;
+    Ok(())
+}
+
+/// The store lists every accepted record of a tenant (erased ones as
+/// identities), filtered by exact subject, kind, state and proposing
+/// principal, paginated by record id; content only when asked for and never
+/// for a revoked or erased record.
+pub fn listing_filters_and_paginates_without_erased_content<F: StoreFactory>(
+    factory: &F,
+) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let a = fixtures::TENANT_A;
+    let specs = [
+        Spec::principal(a, "alice", "a-pref-1"),
+        Spec::principal(a, "alice", "a-pref-2"),
+        Spec::principal(a, "bob", "b-pref-1"),
+        Spec::workspace(a, "bob", "b-ws-1"),
+        Spec::workspace(a, "alice", "a-ws-1"),
+        Spec::run(a, "alice", "a-run-1", "run-1"),
+        Spec::run(a, "alice", "a-run-2", "run-2"),
+    ];
+    for spec in &specs {
+        let outcome = store.write(&spec.build())?;
+        assert!(outcome.is_accepted(), "{:?}", outcome.decision);
+    }
+    // A rejected proposal creates no record and is not listed.
+    let mut rejected = Spec::principal(a, "alice", "a-rejected").build();
+    rejected.judgments.clear();
+    assert!(!store.write(&rejected)?.is_accepted());
+    // One stays publishing (written after publication), one is erased, one
+    // revoked (content still stored), one superseded.
+    publish_all(&mut store, &config.required_index_targets, T0 + 1)?;
+    let superseding = Spec {
+        supersedes: Some(("a-pref-2".into(), 1)),
+        now: T0 + 2,
+        ..Spec::principal(a, "alice", "a-pref-3")
+    };
+    assert!(store.write(&superseding.build())?.is_accepted());
+    publish_all(&mut store, &config.required_index_targets, T0 + 3)?;
+    assert!(
+        store
+            .write(&Spec::principal(a, "bob", "b-pref-2").build())?
+            .is_accepted()
+    );
+    revoke_to_receipt(
+        &mut store,
+        "a-run-1",
+        &config.required_index_targets,
+        T0 + 10,
+    )?;
+    store.revoke(
+        "a-ws-1",
+        &RevocationReason::Requested,
+        &fixtures::authorization("alice"),
+        T0 + 20,
+    )?;
+
+    let mut all = RecordFilter::tenant(a, 3);
+    all.include_content = true;
+    let listed = list_all(&mut store, &all)?;
+    let mut expected = vec![
+        "a-pref-1", "a-pref-2", "a-pref-3", "a-run-1", "a-run-2", "a-ws-1", "b-pref-1", "b-pref-2",
+        "b-ws-1",
+    ];
+    expected.sort_unstable();
+    assert_eq!(ids(&listed), expected, "every accepted record, by id");
+    let state_of = |id: &str| listed.iter().find(|r| r.record_id == id).map(|r| r.state);
+    assert_eq!(state_of("a-pref-1"), Some(ListedState::Active));
+    assert_eq!(state_of("a-pref-2"), Some(ListedState::Superseded));
+    assert_eq!(state_of("b-pref-2"), Some(ListedState::Publishing));
+    assert_eq!(state_of("a-ws-1"), Some(ListedState::Revoked));
+    assert_eq!(state_of("a-run-1"), Some(ListedState::Erased));
+    for record in &listed {
+        assert_eq!(record.tenant_id, a);
+        let spec = specs
+            .iter()
+            .chain([&superseding])
+            .find(|s| s.record_id == record.record_id);
+        if let Some(spec) = spec {
+            assert_eq!(record.subject, spec.subject, "{}", record.record_id);
+            assert_eq!(record.kind, spec.kind, "{}", record.record_id);
+            assert_eq!(
+                record.proposer_principal_id, spec.principal,
+                "the authenticated writer is stored"
+            );
+            assert_eq!(record.proposal_id, format!("p-{}", spec.record_id));
+        }
+        match record.state {
+            ListedState::Erased => {
+                assert_eq!(record.content, None, "erased content is never listed");
+                assert_eq!(record.line, None);
+                assert_eq!(record.revocation_stage, Some(RevocationStage::Finalized));
+            }
+            ListedState::Revoked => {
+                assert_eq!(record.content, None, "revoked content is not listed");
+                assert_eq!(record.revocation_stage, Some(RevocationStage::Ineligible));
+            }
+            _ => {
+                let stored = store
+                    .get_record(&record.record_id)?
+                    .expect("listed record exists");
+                assert_eq!(record.content.as_deref(), Some(stored.content.as_str()));
+                assert_eq!(
+                    record.line,
+                    Some((stored.line_id.clone(), stored.line_generation))
+                );
+                assert_eq!(record.created_at_unix_ms, stored.record.created_at_unix_ms);
+                assert_eq!(record.revocation_stage, None);
+            }
+        }
+    }
+    // Without include_content, no content at all.
+    let bare = list_all(&mut store, &RecordFilter::tenant(a, MAX_LIST_LIMIT))?;
+    assert_eq!(ids(&bare), expected);
+    assert!(bare.iter().all(|r| r.content.is_none()));
+
+    // Pages: exact boundaries, and `after` excludes its own id.
+    let page = store.list_records(&RecordFilter::tenant(a, expected.len()))?;
+    assert_eq!(page.records.len(), expected.len());
+    assert_eq!(page.next_after, None, "a full last page has no next");
+    let page = store.list_records(&RecordFilter {
+        after_record_id: Some("a-run-1".into()),
+        ..RecordFilter::tenant(a, 2)
+    })?;
+    assert_eq!(ids(&page.records), ["a-run-2", "a-ws-1"]);
+    assert_eq!(page.next_after.as_deref(), Some("a-ws-1"));
+
+    // Filters.
+    let filtered = |f: RecordFilter, store: &mut F::Store| -> StoreResult<Vec<String>> {
+        Ok(list_all(store, &f)?
+            .into_iter()
+            .map(|r| r.record_id)
+            .collect())
+    };
+    let alice = mosaic_harness::MemorySubject::Principal {
+        principal_id: "alice".into(),
+    };
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                subject: Some(alice.clone()),
+                ..RecordFilter::tenant(a, 2)
+            },
+            &mut store
+        )?,
+        ["a-pref-1", "a-pref-2", "a-pref-3"]
+    );
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                subject: Some(mosaic_harness::MemorySubject::Run {
+                    run_id: "run-2".into()
+                }),
+                ..RecordFilter::tenant(a, 2)
+            },
+            &mut store
+        )?,
+        ["a-run-2"],
+        "exact subject: another run's working state is not listed"
+    );
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                subject: Some(mosaic_harness::MemorySubject::PrincipalInWorkspace {
+                    workspace_id: fixtures::WORKSPACE.into(),
+                    principal_id: "alice".into(),
+                }),
+                ..RecordFilter::tenant(a, 2)
+            },
+            &mut store
+        )?,
+        Vec::<String>::new(),
+        "a different subject shape naming the same principal matches nothing"
+    );
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                kinds: vec![mosaic_harness::MemoryKind::Working],
+                ..RecordFilter::tenant(a, 1)
+            },
+            &mut store
+        )?,
+        ["a-run-1", "a-run-2"]
+    );
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                proposer_principal_id: Some("bob".into()),
+                ..RecordFilter::tenant(a, 2)
+            },
+            &mut store
+        )?,
+        ["b-pref-1", "b-pref-2", "b-ws-1"]
+    );
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                states: vec![ListedState::Erased, ListedState::Revoked],
+                ..RecordFilter::tenant(a, 2)
+            },
+            &mut store
+        )?,
+        ["a-run-1", "a-ws-1"]
+    );
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                states: vec![ListedState::Active],
+                proposer_principal_id: Some("alice".into()),
+                kinds: vec![mosaic_harness::MemoryKind::Semantic],
+                ..RecordFilter::tenant(a, 2)
+            },
+            &mut store
+        )?,
+        ["a-pref-1", "a-pref-3"],
+        "filters combine"
+    );
+    // Page sizes outside 1..=MAX_LIST_LIMIT are refused.
+    for limit in [0, MAX_LIST_LIMIT + 1] {
+        assert!(matches!(
+            store.list_records(&RecordFilter::tenant(a, limit)),
+            Err(StoreError::InvalidArgument(_))
+        ));
+    }
+    Ok(())
+}
+
+/// Listing as one tenant never yields another tenant's rows, whatever the
+/// filters (same principal names, same subject, an `after` cursor taken
+/// from the other tenant).
+pub fn listing_never_crosses_tenants<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let (a, b) = (fixtures::TENANT_A, fixtures::TENANT_B);
+    for spec in [
+        Spec::principal(a, "alice", "a-1"),
+        Spec::workspace(a, "alice", "a-2"),
+        Spec::principal(b, "alice", "b-1"),
+        Spec::workspace(b, "alice", "b-2"),
+        Spec::run(b, "alice", "b-3", "run-1"),
+    ] {
+        assert!(store.write(&spec.build())?.is_accepted());
+    }
+    publish_all(&mut store, &config.required_index_targets, T0 + 1)?;
+    revoke_to_receipt(&mut store, "b-3", &config.required_index_targets, T0 + 10)?;
+    let alice = mosaic_harness::MemorySubject::Principal {
+        principal_id: "alice".into(),
+    };
+    for (tenant, own) in [(a, vec!["a-1", "a-2"]), (b, vec!["b-1", "b-2", "b-3"])] {
+        let filters = [
+            RecordFilter::tenant(tenant, 1),
+            RecordFilter {
+                subject: Some(alice.clone()),
+                ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+            },
+            RecordFilter {
+                proposer_principal_id: Some("alice".into()),
+                include_content: true,
+                ..RecordFilter::tenant(tenant, 2)
+            },
+            RecordFilter {
+                states: ListedState::ALL.to_vec(),
+                after_record_id: Some(String::new()),
+                ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+            },
+        ];
+        for filter in filters {
+            for record in list_all(&mut store, &filter)? {
+                assert_eq!(record.tenant_id, tenant, "{filter:?} crossed tenants");
+                assert!(
+                    own.contains(&record.record_id.as_str()),
+                    "{} listed under {tenant}",
+                    record.record_id
+                );
+            }
+        }
+        assert_eq!(
+            ids(&list_all(&mut store, &RecordFilter::tenant(tenant, 1))?),
+            own
+        );
+    }
+    // A cursor from the other tenant's id space changes nothing.
+    let page = store.list_records(&RecordFilter {
+        after_record_id: Some("a-1".into()),
+        ..RecordFilter::tenant(b, MAX_LIST_LIMIT)
+    })?;
+    assert_eq!(ids(&page.records), ["b-1", "b-2", "b-3"]);
+    assert!(
+        store
+            .list_records(&RecordFilter::tenant("tenant-unknown", 10))?
+            .records
+            .is_empty()
+    );
+    Ok(())
+}
+
+/// `current_policy` and `current_grant` return exactly what the write path
+/// re-reads: the last stored value per tenant and per (tenant, principal).
+pub fn current_policy_and_grant_read_back<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let (a, b) = (fixtures::TENANT_A, fixtures::TENANT_B);
+    assert_eq!(store.current_policy(a)?, Some(fixtures::policy(a)));
+    assert_eq!(store.current_policy(b)?, Some(fixtures::policy(b)));
+    assert_eq!(store.current_policy("tenant-unknown")?, None);
+    assert_eq!(
+        store.current_grant(a, "bob")?,
+        Some(fixtures::grant(a, "bob"))
+    );
+    assert_eq!(
+        store.current_grant(b, "bob")?,
+        None,
+        "bob has no grant in B"
+    );
+    assert_eq!(store.current_grant(a, "carol")?, None);
+
+    // Replacing them: the last one stored is in force, for the write path
+    // too.
+    let mut narrowed = fixtures::grant(a, "alice");
+    narrowed.grant_id = "grant-alice-narrow".into();
+    narrowed.allowed_kinds = vec![mosaic_harness::MemoryKind::Working];
+    store.put_grant(&narrowed, T0)?;
+    assert_eq!(store.current_grant(a, "alice")?, Some(narrowed));
+    assert_eq!(
+        store.current_grant(b, "alice")?,
+        Some(fixtures::grant(b, "alice")),
+        "another tenant's grant is untouched"
+    );
+    assert!(
+        !store
+            .write(&Spec::principal(a, "alice", "a-1").build())?
+            .is_accepted(),
+        "the write path uses the grant current_grant reports"
+    );
+    let mut policy = fixtures::policy(a);
+    policy.max_ttl_ms /= 2;
+    store.put_policy(&policy, T0)?;
+    assert_eq!(store.current_policy(a)?, Some(policy));
+    assert_eq!(store.current_policy(b)?, Some(fixtures::policy(b)));
     Ok(())
 }

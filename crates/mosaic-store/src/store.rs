@@ -9,8 +9,9 @@ use crate::revocation::{
 };
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
-    IntegrityReport, OutboxTask, PendingDeletion, ReviewAction, ReviewCase, ReviewReceipt,
-    RevocationReason, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+    IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
+    ReviewCase, ReviewReceipt, RevocationReason, StoredRecord, Tombstone, WriteOutcome,
+    WriteRequest,
 };
 
 /// Durable state of Mosaic Memory.
@@ -143,6 +144,26 @@ pub trait Store: Send {
     /// A record in any state (for inspection and tests), or `None` once
     /// erased.
     fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>>;
+
+    /// One page of a tenant's records (every accepted record, erased ones
+    /// included as identities), filtered by [`RecordFilter`] and sorted by
+    /// record id. Only `filter.tenant_id`'s records can appear. Content is
+    /// returned only when asked for, and never for a revoked or erased
+    /// record. Fails with [`crate::StoreError::InvalidArgument`] for a page
+    /// size outside `1..=MAX_LIST_LIMIT`.
+    fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage>;
+
+    /// The tenant's policy in force (the one [`Store::write`] re-reads), if
+    /// any.
+    fn current_policy(&mut self, tenant_id: &str) -> StoreResult<Option<MemoryWritePolicy>>;
+
+    /// The grant in force for `(tenant, principal)` (the one [`Store::write`]
+    /// re-reads), if any.
+    fn current_grant(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> StoreResult<Option<MemoryWriteGrant>>;
 
     /// Re-verifies the stored gate receipt of a proposal from its stored
     /// independent inputs.

@@ -18,8 +18,8 @@
 //! runs under exactly one tenant, set with `set_config('mosaic.tenant_id',
 //! tenant, true)` (transaction-local, like `SET LOCAL`). The tenant comes
 //! from the request itself (`WriteRequest::tenant_id`, the policy's,
-//! grant's or consent's tenant, `EligibilityQuery::tenant_id`, the
-//! `tenant_id` argument) or, for a method addressed by id alone
+//! grant's or consent's tenant, `EligibilityQuery::tenant_id`,
+//! `RecordFilter::tenant_id`, the `tenant_id` argument) or, for a method addressed by id alone
 //! (`get_record`, `acknowledge_index`, `revoke`, the revocation steps,
 //! `tombstone`, `resume_revocation`, `review_case`, `resolve_review`,
 //! `verify_write_receipt`), from the tenant directory `object_tenants`,
@@ -69,8 +69,9 @@ use crate::sqlite::MAX_BATCH;
 use crate::store::Store;
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
-    IntegrityReport, OutboxTask, PendingDeletion, ReviewAction, ReviewCase, ReviewReceipt,
-    RevocationReason, StoreConfig, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+    IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
+    ReviewCase, ReviewReceipt, RevocationReason, StoreConfig, StoredRecord, Tombstone,
+    WriteOutcome, WriteRequest,
 };
 
 /// How many times a transaction that failed with a serialization failure or
@@ -577,6 +578,31 @@ impl Store for PostgresStore {
         self.read_tx(|c| {
             c.enter_tenant_of(RECORD, record_id)?;
             ops::get_record(c, record_id)
+        })
+    }
+
+    fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
+        self.read_tx(|c| {
+            c.enter_tenant(&filter.tenant_id)?;
+            ops::list_records(c, filter)
+        })
+    }
+
+    fn current_policy(&mut self, tenant_id: &str) -> StoreResult<Option<MemoryWritePolicy>> {
+        self.read_tx(|c| {
+            c.enter_tenant(tenant_id)?;
+            ops::current_policy(c, tenant_id)
+        })
+    }
+
+    fn current_grant(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> StoreResult<Option<MemoryWriteGrant>> {
+        self.read_tx(|c| {
+            c.enter_tenant(tenant_id)?;
+            ops::current_grant(c, tenant_id, principal_id)
         })
     }
 

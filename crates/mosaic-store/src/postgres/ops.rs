@@ -30,11 +30,11 @@ use crate::revocation::{
 type PgResult<T> = Result<T, postgres::Error>;
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, DeletionReceiptBody,
-    DerivedAction, EligibilityQuery, EligibleSet, IntegrityReport, OutboxOp, OutboxTask,
-    PRIMARY_STORE, PendingDeletion, RecordState, ReviewAction, ReviewCase, ReviewReceipt,
-    ReviewReceiptBody, ReviewStatus, ReviewTrigger, RevocationReason, RevocationStage,
-    SnapshotIdentity, StoreAcknowledgement, StoredRecord, Tombstone, WriteDecision, WriteOutcome,
-    WriteRequest,
+    DerivedAction, EligibilityQuery, EligibleSet, IntegrityReport, ListedRecord, ListedState,
+    OutboxOp, OutboxTask, PRIMARY_STORE, PendingDeletion, RecordFilter, RecordPage, RecordState,
+    ReviewAction, ReviewCase, ReviewReceipt, ReviewReceiptBody, ReviewStatus, ReviewTrigger,
+    RevocationReason, RevocationStage, SnapshotIdentity, StoreAcknowledgement, StoredRecord,
+    Tombstone, WriteDecision, WriteOutcome, WriteRequest,
 };
 
 fn i(v: u64) -> StoreResult<i64> {
@@ -621,6 +621,22 @@ fn commit_outcome(
              proposal_id, required_targets, record_json, content)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, $11, $12, $13, $14, $15, $16, $17)",
         &[&record.record_id, &record.tenant_id, &record.policy_sha256, &record.kind.as_str(), &subject_type, &subject_a, &subject_b, &i(record.created_at_unix_ms)?, &record.expires_at_unix_ms.map(i).transpose()?, &state.as_str(), &line_id, &i(line_generation)?, &input.proposal.consent_receipt_sha256, &proposal_id, &encode(targets)?, &encode(record)?, &req.content],
+    )?;
+    c.exec(
+        "INSERT INTO record_catalog (record_id, tenant_id, kind, subject_type, subject_a, subject_b,
+             proposer_principal_id, proposal_id, created_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &record.record_id,
+            &record.tenant_id,
+            &record.kind.as_str(),
+            &subject_type,
+            &subject_a,
+            &subject_b,
+            &req.principal_id,
+            &proposal_id,
+            &i(record.created_at_unix_ms)?,
+        ],
     )?;
     for source in &record.sources {
         c.exec(
@@ -1817,6 +1833,215 @@ pub(crate) fn get_record(c: &Ctx<'_>, record_id: &str) -> StoreResult<Option<Sto
     )?
     .map(record_decode)
     .transpose()
+}
+
+// ---------------------------------------------------------------- listing
+
+/// The tenant's policy in force (the caller entered the tenant).
+pub(crate) fn current_policy(
+    c: &Ctx<'_>,
+    tenant_id: &str,
+) -> StoreResult<Option<MemoryWritePolicy>> {
+    c.row(
+        "SELECT policy_json FROM policies WHERE tenant_id = $1",
+        &[&tenant_id],
+        |r| r.try_get::<_, String>(0),
+    )?
+    .map(|text| decode(&text))
+    .transpose()
+}
+
+/// The grant in force for `(tenant, principal)` (the caller entered the
+/// tenant).
+pub(crate) fn current_grant(
+    c: &Ctx<'_>,
+    tenant_id: &str,
+    principal_id: &str,
+) -> StoreResult<Option<MemoryWriteGrant>> {
+    c.row(
+        "SELECT grant_json FROM grants WHERE tenant_id = $1 AND principal_id = $2",
+        &[&tenant_id, &principal_id],
+        |r| r.try_get::<_, String>(0),
+    )?
+    .map(|text| decode(&text))
+    .transpose()
+}
+
+type ListRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// One page of the tenant's record catalog (the caller entered the tenant;
+/// the tenant predicate stays as the index prefix).
+pub(crate) fn list_records(c: &Ctx<'_>, f: &RecordFilter) -> StoreResult<RecordPage> {
+    f.validate()?;
+    let mut params: OwnedParams = vec![Box::new(f.tenant_id.clone())];
+    let mut sql = String::from(
+        "SELECT c.record_id, c.tenant_id, c.kind, c.subject_type, c.subject_a, c.subject_b,
+                c.proposer_principal_id, c.proposal_id, c.created_at_ms,
+                r.state, r.line_id, r.line_generation, v.stage,
+                CASE WHEN r.state IS NOT NULL AND r.state <> 'revoked' THEN r.content END
+         FROM record_catalog c
+         LEFT JOIN records r ON r.record_id = c.record_id
+         LEFT JOIN revocations v ON v.record_id = c.record_id
+         WHERE c.tenant_id = $1",
+    );
+    fn push(
+        sql: &mut String,
+        params: &mut OwnedParams,
+        clause: &str,
+        value: Box<dyn ToSql + Sync>,
+    ) {
+        params.push(value);
+        sql.push_str(&clause.replace('#', &format!("${}", params.len())));
+    }
+    if let Some(subject) = &f.subject {
+        let (t, a, b) = subject_columns(subject);
+        push(
+            &mut sql,
+            &mut params,
+            " AND c.subject_type = #",
+            Box::new(t.to_owned()),
+        );
+        push(
+            &mut sql,
+            &mut params,
+            " AND c.subject_a = #",
+            Box::new(a.to_owned()),
+        );
+        push(
+            &mut sql,
+            &mut params,
+            " AND c.subject_b = #",
+            Box::new(b.to_owned()),
+        );
+    }
+    if let Some(proposer) = &f.proposer_principal_id {
+        push(
+            &mut sql,
+            &mut params,
+            " AND c.proposer_principal_id = #",
+            Box::new(proposer.clone()),
+        );
+    }
+    if let Some(after) = &f.after_record_id {
+        push(
+            &mut sql,
+            &mut params,
+            " AND c.record_id > #",
+            Box::new(after.clone()),
+        );
+    }
+    if !f.kinds.is_empty() {
+        let kinds: Vec<String> = f.kinds.iter().map(|k| k.as_str().to_owned()).collect();
+        push(
+            &mut sql,
+            &mut params,
+            " AND c.kind = ANY(#)",
+            Box::new(kinds),
+        );
+    }
+    if !f.states.is_empty() {
+        let states: Vec<String> = f.states.iter().map(|s| s.as_str().to_owned()).collect();
+        push(
+            &mut sql,
+            &mut params,
+            " AND coalesce(r.state, 'erased') = ANY(#)",
+            Box::new(states),
+        );
+    }
+    let fetch = i64::try_from(f.limit + 1).unwrap_or(i64::MAX);
+    push(
+        &mut sql,
+        &mut params,
+        " ORDER BY c.record_id LIMIT #",
+        Box::new(fetch),
+    );
+    let rows: Vec<ListRow> = c.rows(&sql, &param_refs(&params), |r| {
+        Ok((
+            r.try_get(0)?,
+            r.try_get(1)?,
+            r.try_get(2)?,
+            r.try_get(3)?,
+            r.try_get(4)?,
+            r.try_get(5)?,
+            r.try_get(6)?,
+            r.try_get(7)?,
+            r.try_get(8)?,
+            r.try_get(9)?,
+            r.try_get(10)?,
+            r.try_get(11)?,
+            r.try_get(12)?,
+            r.try_get(13)?,
+        ))
+    })?;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in rows {
+        records.push(listed_decode(row, f.include_content)?);
+    }
+    let next_after = if records.len() > f.limit {
+        records.truncate(f.limit);
+        records.last().map(|r| r.record_id.clone())
+    } else {
+        None
+    };
+    Ok(RecordPage {
+        records,
+        next_after,
+    })
+}
+
+fn listed_decode(row: ListRow, include_content: bool) -> StoreResult<ListedRecord> {
+    let (
+        record_id,
+        tenant_id,
+        kind,
+        subject_type,
+        a,
+        b,
+        proposer_principal_id,
+        proposal_id,
+        created_at,
+        state,
+        line_id,
+        line_generation,
+        stage,
+        content,
+    ) = row;
+    let state = match state {
+        Some(s) => ListedState::from(parse_state(&s)?),
+        None => ListedState::Erased,
+    };
+    let line = match (line_id, line_generation) {
+        (Some(id), Some(generation)) => Some((id, u(generation)?)),
+        _ => None,
+    };
+    Ok(ListedRecord {
+        record_id,
+        tenant_id,
+        kind: crate::types::kind_from_str(&kind)?,
+        subject: crate::types::subject_from_columns(&subject_type, a, b)?,
+        proposer_principal_id,
+        proposal_id,
+        created_at_unix_ms: u(created_at)?,
+        state,
+        revocation_stage: stage.as_deref().map(parse_stage).transpose()?,
+        line,
+        content: content.filter(|_| include_content && state != ListedState::Revoked),
+    })
 }
 
 // ---------------------------------------------------------------- integrity

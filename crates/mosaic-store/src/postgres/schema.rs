@@ -31,6 +31,12 @@
 //!   first, and ids stay globally unique across tenants, as in SQLite;
 //! * `schema_migrations` instead of `PRAGMA user_version`.
 //!
+//! Version 2 adds `record_catalog` (both backends): the identity of every
+//! accepted record (tenant, kind, subject columns, proposing principal,
+//! proposal, creation instant), written in the write transaction and kept
+//! after erasure, so `list_records` is the store's own account of what
+//! exists. It holds no content.
+//!
 //! JSON is stored as `TEXT`, not `JSONB`: stored receipts and gate inputs
 //! keep their exact bytes, and nothing queries inside them.
 //! Identifier columns use the `"C"` collation, so orderings are byte-wise
@@ -57,7 +63,7 @@ use postgres::{Client, GenericClient};
 use crate::error::{StoreError, StoreResult};
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -77,6 +83,7 @@ pub const TENANT_TABLES: &[&str] = &[
     "review_cases",
     "review_actions",
     "audit_events",
+    "record_catalog",
 ];
 
 const MIGRATIONS: &[&str] = &[
@@ -359,6 +366,46 @@ CREATE POLICY directory_read ON object_tenants FOR SELECT USING (true);
 CREATE POLICY directory_register ON object_tenants FOR INSERT
     WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
 "#,
+    // 1 -> 2
+    r#"
+-- Identity of every accepted record, written in the write transaction and
+-- kept after erasure (no content): what `list_records` walks.
+CREATE TABLE record_catalog (
+    record_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL,
+    subject_type TEXT COLLATE "C" NOT NULL,
+    subject_a TEXT COLLATE "C" NOT NULL,
+    subject_b TEXT COLLATE "C" NOT NULL,
+    proposer_principal_id TEXT COLLATE "C" NOT NULL,
+    proposal_id TEXT COLLATE "C" NOT NULL,
+    created_at_ms BIGINT NOT NULL
+);
+CREATE INDEX idx_catalog_tenant ON record_catalog (tenant_id, record_id);
+CREATE INDEX idx_catalog_subject ON record_catalog
+    (tenant_id, subject_type, subject_a, subject_b, record_id);
+CREATE INDEX idx_catalog_proposer ON record_catalog (tenant_id, proposer_principal_id, record_id);
+
+-- Records that still have a row: the proposer is the principal whose grant
+-- the gate evaluated. Records erased before this version are not listed.
+-- Row security is lifted for the owner for the length of this transaction
+-- only, so the copy sees every tenant.
+ALTER TABLE records NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE proposals NO FORCE ROW LEVEL SECURITY;
+INSERT INTO record_catalog (record_id, tenant_id, kind, subject_type, subject_a, subject_b,
+    proposer_principal_id, proposal_id, created_at_ms)
+SELECT r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b,
+       coalesce(p.input_json::json -> 'grant' ->> 'principal_id', ''), r.proposal_id, r.created_at_ms
+FROM records r JOIN proposals p ON p.proposal_id = r.proposal_id;
+ALTER TABLE records FORCE ROW LEVEL SECURITY;
+ALTER TABLE proposals FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE record_catalog ENABLE ROW LEVEL SECURITY;
+ALTER TABLE record_catalog FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON record_catalog
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#,
 ];
 
 /// What the application role may do, table by table: nothing more. Audit
@@ -383,6 +430,7 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("review_cases", "SELECT, INSERT, UPDATE"),
     ("review_actions", "SELECT, INSERT"),
     ("audit_events", "SELECT, INSERT"),
+    ("record_catalog", "SELECT, INSERT"),
 ];
 
 /// Quotes an SQL identifier (`"` doubled), for schema and role names.

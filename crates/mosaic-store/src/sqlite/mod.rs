@@ -26,8 +26,9 @@ use crate::revocation::{
 use crate::store::Store;
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
-    IntegrityReport, OutboxTask, PendingDeletion, ReviewAction, ReviewCase, ReviewReceipt,
-    RevocationReason, StoreConfig, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+    IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
+    ReviewCase, ReviewReceipt, RevocationReason, StoreConfig, StoredRecord, Tombstone,
+    WriteOutcome, WriteRequest,
 };
 
 /// Most requests one [`Store::write_batch`] call accepts.
@@ -348,6 +349,22 @@ impl Store for SqliteStore {
 
     fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>> {
         self.read_tx(|c| ops::get_record(c, record_id))
+    }
+
+    fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
+        self.read_tx(|c| ops::list_records(c, filter))
+    }
+
+    fn current_policy(&mut self, tenant_id: &str) -> StoreResult<Option<MemoryWritePolicy>> {
+        self.read_tx(|c| ops::current_policy(c, tenant_id))
+    }
+
+    fn current_grant(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> StoreResult<Option<MemoryWriteGrant>> {
+        self.read_tx(|c| ops::current_grant(c, tenant_id, principal_id))
     }
 
     fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()> {

@@ -23,11 +23,11 @@ use crate::revocation::{
 };
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, DeletionReceiptBody,
-    DerivedAction, EligibilityQuery, EligibleSet, IntegrityReport, OutboxOp, OutboxTask,
-    PRIMARY_STORE, PendingDeletion, RecordState, ReviewAction, ReviewCase, ReviewReceipt,
-    ReviewReceiptBody, ReviewStatus, ReviewTrigger, RevocationReason, RevocationStage,
-    SnapshotIdentity, StoreAcknowledgement, StoredRecord, Tombstone, WriteDecision, WriteOutcome,
-    WriteRequest,
+    DerivedAction, EligibilityQuery, EligibleSet, IntegrityReport, ListedRecord, ListedState,
+    OutboxOp, OutboxTask, PRIMARY_STORE, PendingDeletion, RecordFilter, RecordPage, RecordState,
+    ReviewAction, ReviewCase, ReviewReceipt, ReviewReceiptBody, ReviewStatus, ReviewTrigger,
+    RevocationReason, RevocationStage, SnapshotIdentity, StoreAcknowledgement, StoredRecord,
+    Tombstone, WriteDecision, WriteOutcome, WriteRequest,
 };
 
 fn i(v: u64) -> StoreResult<i64> {
@@ -633,6 +633,22 @@ fn commit_outcome(
             encode(targets)?,
             encode(record)?,
             req.content
+        ],
+    )?;
+    c.exec(
+        "INSERT INTO record_catalog (record_id, tenant_id, kind, subject_type, subject_a, subject_b,
+             proposer_principal_id, proposal_id, created_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        rusqlite::params![
+            record.record_id,
+            record.tenant_id,
+            record.kind.as_str(),
+            subject_type,
+            subject_a,
+            subject_b,
+            req.principal_id,
+            proposal_id,
+            i(record.created_at_unix_ms)?
         ],
     )?;
     for source in &record.sources {
@@ -1808,6 +1824,201 @@ pub(crate) fn get_record(c: &Ctx<'_>, record_id: &str) -> StoreResult<Option<Sto
     )?
     .map(record_decode)
     .transpose()
+}
+
+// ---------------------------------------------------------------- listing
+
+/// The tenant's policy in force.
+pub(crate) fn current_policy(
+    c: &Ctx<'_>,
+    tenant_id: &str,
+) -> StoreResult<Option<MemoryWritePolicy>> {
+    c.row(
+        "SELECT policy_json FROM policies WHERE tenant_id = ?1",
+        [tenant_id],
+        |r| r.get::<_, String>(0),
+    )?
+    .map(|text| decode(&text))
+    .transpose()
+}
+
+/// The grant in force for `(tenant, principal)`.
+pub(crate) fn current_grant(
+    c: &Ctx<'_>,
+    tenant_id: &str,
+    principal_id: &str,
+) -> StoreResult<Option<MemoryWriteGrant>> {
+    c.row(
+        "SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2",
+        [tenant_id, principal_id],
+        |r| r.get::<_, String>(0),
+    )?
+    .map(|text| decode(&text))
+    .transpose()
+}
+
+type ListRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// One page of the tenant's record catalog (see [`crate::Store::list_records`]).
+pub(crate) fn list_records(c: &Ctx<'_>, f: &RecordFilter) -> StoreResult<RecordPage> {
+    use rusqlite::types::Value;
+    f.validate()?;
+    let mut params: Vec<Value> = vec![Value::Text(f.tenant_id.clone())];
+    let mut sql = String::from(
+        "SELECT c.record_id, c.tenant_id, c.kind, c.subject_type, c.subject_a, c.subject_b,
+                c.proposer_principal_id, c.proposal_id, c.created_at_ms,
+                r.state, r.line_id, r.line_generation, v.stage,
+                CASE WHEN r.state IS NOT NULL AND r.state != 'revoked' THEN r.content END
+         FROM record_catalog c
+         LEFT JOIN records r ON r.record_id = c.record_id
+         LEFT JOIN revocations v ON v.record_id = c.record_id
+         WHERE c.tenant_id = ?1",
+    );
+    let mut push = |clause: &str, value: Value, params: &mut Vec<Value>| {
+        params.push(value);
+        sql.push_str(&clause.replace('#', &format!("?{}", params.len())));
+    };
+    if let Some(subject) = &f.subject {
+        let (t, a, b) = subject_columns(subject);
+        push(
+            " AND c.subject_type = #",
+            Value::Text(t.to_owned()),
+            &mut params,
+        );
+        push(
+            " AND c.subject_a = #",
+            Value::Text(a.to_owned()),
+            &mut params,
+        );
+        push(
+            " AND c.subject_b = #",
+            Value::Text(b.to_owned()),
+            &mut params,
+        );
+    }
+    if let Some(proposer) = &f.proposer_principal_id {
+        push(
+            " AND c.proposer_principal_id = #",
+            Value::Text(proposer.clone()),
+            &mut params,
+        );
+    }
+    if let Some(after) = &f.after_record_id {
+        push(
+            " AND c.record_id > #",
+            Value::Text(after.clone()),
+            &mut params,
+        );
+    }
+    if !f.kinds.is_empty() {
+        let kinds: Vec<&str> = f.kinds.iter().map(|k| k.as_str()).collect();
+        push(
+            " AND c.kind IN (SELECT value FROM json_each(#))",
+            Value::Text(encode(&kinds)?),
+            &mut params,
+        );
+    }
+    if !f.states.is_empty() {
+        let states: Vec<&str> = f.states.iter().map(|s| s.as_str()).collect();
+        push(
+            " AND coalesce(r.state, 'erased') IN (SELECT value FROM json_each(#))",
+            Value::Text(encode(&states)?),
+            &mut params,
+        );
+    }
+    let fetch = i64::try_from(f.limit + 1).unwrap_or(i64::MAX);
+    push(
+        " ORDER BY c.record_id LIMIT #",
+        Value::Integer(fetch),
+        &mut params,
+    );
+    let rows: Vec<ListRow> = c.rows(&sql, rusqlite::params_from_iter(params.iter()), |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+            r.get(9)?,
+            r.get(10)?,
+            r.get(11)?,
+            r.get(12)?,
+            r.get(13)?,
+        ))
+    })?;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in rows {
+        records.push(listed_decode(row, f.include_content)?);
+    }
+    let next_after = if records.len() > f.limit {
+        records.truncate(f.limit);
+        records.last().map(|r| r.record_id.clone())
+    } else {
+        None
+    };
+    Ok(RecordPage {
+        records,
+        next_after,
+    })
+}
+
+fn listed_decode(row: ListRow, include_content: bool) -> StoreResult<ListedRecord> {
+    let (
+        record_id,
+        tenant_id,
+        kind,
+        subject_type,
+        a,
+        b,
+        proposer_principal_id,
+        proposal_id,
+        created_at,
+        state,
+        line_id,
+        line_generation,
+        stage,
+        content,
+    ) = row;
+    let state = match state {
+        Some(s) => ListedState::from(parse_state(&s)?),
+        None => ListedState::Erased,
+    };
+    let line = match (line_id, line_generation) {
+        (Some(id), Some(generation)) => Some((id, u(generation)?)),
+        _ => None,
+    };
+    Ok(ListedRecord {
+        record_id,
+        tenant_id,
+        kind: crate::types::kind_from_str(&kind)?,
+        subject: crate::types::subject_from_columns(&subject_type, a, b)?,
+        proposer_principal_id,
+        proposal_id,
+        created_at_unix_ms: u(created_at)?,
+        state,
+        revocation_stage: stage.as_deref().map(parse_stage).transpose()?,
+        line,
+        content: content.filter(|_| include_content && state != ListedState::Revoked),
+    })
 }
 
 // ---------------------------------------------------------------- integrity

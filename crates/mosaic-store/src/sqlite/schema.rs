@@ -11,7 +11,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::{StoreError, StoreResult};
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -186,6 +186,34 @@ INSERT INTO meta (key, int_value, text_value) VALUES
     ('revocation_generation', 0, NULL),
     ('audit_head_seq', 0, NULL),
     ('audit_head_sha256', NULL, '0000000000000000000000000000000000000000000000000000000000000000');
+"#,
+    // 1 -> 2
+    r#"
+-- Identity of every accepted record, written in the write transaction and
+-- kept after erasure (no content): what `list_records` walks.
+CREATE TABLE record_catalog (
+    record_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    subject_type TEXT NOT NULL,
+    subject_a TEXT NOT NULL,
+    subject_b TEXT NOT NULL,
+    proposer_principal_id TEXT NOT NULL,
+    proposal_id TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL
+) STRICT;
+CREATE INDEX idx_catalog_tenant ON record_catalog (tenant_id, record_id);
+CREATE INDEX idx_catalog_subject ON record_catalog
+    (tenant_id, subject_type, subject_a, subject_b, record_id);
+CREATE INDEX idx_catalog_proposer ON record_catalog (tenant_id, proposer_principal_id, record_id);
+
+-- Records that still have a row: the proposer is the principal whose grant
+-- the gate evaluated. Records erased before this version are not listed.
+INSERT INTO record_catalog (record_id, tenant_id, kind, subject_type, subject_a, subject_b,
+    proposer_principal_id, proposal_id, created_at_ms)
+SELECT r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b,
+       coalesce(json_extract(p.input_json, '$.grant.principal_id'), ''), r.proposal_id, r.created_at_ms
+FROM records r JOIN proposals p ON p.proposal_id = r.proposal_id;
 "#,
 ];
 

@@ -41,6 +41,9 @@ checks!(
     batch_write_is_one_transaction,
     deletion_lag_is_measured_against_deadline,
     state_survives_reopen,
+    listing_filters_and_paginates_without_erased_content,
+    listing_never_crosses_tenants,
+    current_policy_and_grant_read_back,
 );
 
 #[test]

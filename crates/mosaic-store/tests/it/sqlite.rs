@@ -42,6 +42,28 @@ fn opens_in_wal_with_full_sync_and_current_schema() {
 }
 
 #[test]
+fn version_1_files_gain_a_record_catalog_with_their_proposers() {
+    let (_dir, path, mut store) = seeded();
+    let request = Spec::workspace(fixtures::TENANT_A, "bob", "r-old").build();
+    assert!(store.write(&request).expect("write").is_accepted());
+    drop(store);
+    // What a version 1 file looked like: no catalog.
+    let conn = raw(&path);
+    conn.execute_batch("DROP TABLE record_catalog; PRAGMA user_version = 1;")
+        .expect("downgrade");
+    drop(conn);
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let page = store
+        .list_records(&mosaic_store::RecordFilter::tenant(fixtures::TENANT_A, 10))
+        .expect("list");
+    assert_eq!(page.records.len(), 1);
+    assert_eq!(page.records[0].record_id, "r-old");
+    assert_eq!(page.records[0].proposer_principal_id, "bob");
+    assert_eq!(page.records[0].state, mosaic_store::ListedState::Publishing);
+}
+
+#[test]
 fn newer_schema_is_a_typed_error_and_leaves_the_file_alone() {
     let (_dir, path, store) = seeded();
     drop(store);
