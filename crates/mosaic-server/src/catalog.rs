@@ -1,24 +1,30 @@
 //! The server's own small catalog (one SQLite file beside the store):
 //! API-key hashes, tenants and their current policy document, the grant in
-//! force per principal, consents given, and an identity-only index of
-//! memories (who wrote which record about which subject) that list, export,
-//! erasure and reindexing walk.
+//! force per principal, consents given, the external verifiers registered
+//! per tenant, an identity-only index of memories (who wrote which record
+//! about which subject) that list, export, erasure and reindexing walk, and
+//! the structured claims of accepted records (the server's conflict scan
+//! looks them up by subject and predicate).
 //!
 //! The store stays the truth for every record's state and content: the
-//! catalog holds no memory content, only identities and digests, and every
-//! read it serves is re-checked against the store.
+//! catalog holds no memory content. It keeps identities, digests, claims
+//! and the export copy of each accepted request (without its content, with
+//! the source texts the verbatim verifier read); claims and the export
+//! copy are deleted when the record is erased. Every read it serves is
+//! re-checked against the store.
 
 use std::path::Path;
 use std::time::Duration;
 
-use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
+use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, StructuredClaim};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::api::VerifierView;
 use crate::auth::Credential;
 use crate::error::{ServiceError, ServiceResult};
 
 /// Version of the catalog schema.
-pub const CATALOG_SCHEMA_VERSION: i64 = 1;
+pub const CATALOG_SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tenants (
@@ -70,6 +76,25 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_subject ON memories (tenant_id, subject_key);
 CREATE INDEX IF NOT EXISTS memories_subject_principal ON memories (tenant_id, subject_principal_id);
 CREATE INDEX IF NOT EXISTS memories_writer ON memories (tenant_id, writer_principal_id);
+CREATE TABLE IF NOT EXISTS verifiers (
+    tenant_id TEXT NOT NULL,
+    verifier_id TEXT NOT NULL,
+    verifier_release TEXT NOT NULL,
+    public_key_hex TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    disabled INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, verifier_id)
+);
+CREATE TABLE IF NOT EXISTS claims (
+    record_id TEXT NOT NULL,
+    claim_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    claim_subject TEXT NOT NULL,
+    claim_predicate TEXT NOT NULL,
+    claim_json TEXT NOT NULL,
+    PRIMARY KEY (record_id, claim_id)
+);
+CREATE INDEX IF NOT EXISTS claims_key ON claims (tenant_id, claim_subject, claim_predicate);
 ";
 
 /// A tenant and its current policy.
@@ -175,8 +200,32 @@ impl Catalog {
             )));
         }
         conn.execute_batch(SCHEMA)?;
-        conn.pragma_update(None, "user_version", CATALOG_SCHEMA_VERSION)?;
-        Ok(Catalog { conn })
+        let catalog = Catalog { conn };
+        if version == 1 {
+            catalog.backfill_claims()?;
+        }
+        catalog
+            .conn
+            .pragma_update(None, "user_version", CATALOG_SCHEMA_VERSION)?;
+        Ok(catalog)
+    }
+
+    /// Version 1 kept claims only inside each memory's export copy: index
+    /// them (copies that do not decode are skipped; they hold no claims
+    /// the gate accepted in a form this release reads).
+    fn backfill_claims(&self) -> ServiceResult<()> {
+        for row in self.all_memories()? {
+            let Some(json) = &row.request_json else {
+                continue;
+            };
+            let claims = serde_json::from_str::<serde_json::Value>(json)
+                .ok()
+                .and_then(|v| v.get("claims").cloned())
+                .and_then(|c| serde_json::from_value::<Vec<StructuredClaim>>(c).ok())
+                .unwrap_or_default();
+            self.insert_claims(&row.record_id, &row.tenant_id, &claims)?;
+        }
+        Ok(())
     }
 
     /// The schema version stored in the file.
@@ -528,12 +577,128 @@ impl Catalog {
         self.memories_where("1 = 1", &[])
     }
 
-    /// Forgets the export copy of a memory's request (on erasure).
+    /// Forgets the export copy of a memory's request and its claims (on
+    /// erasure).
     pub fn clear_request(&self, record_id: &str) -> ServiceResult<()> {
         self.conn.execute(
             "UPDATE memories SET request_json = NULL WHERE record_id = ?1",
             [record_id],
         )?;
+        self.conn
+            .execute("DELETE FROM claims WHERE record_id = ?1", [record_id])?;
         Ok(())
+    }
+
+    // ------------------------------------------------------------ claims
+
+    /// Stores the claims of an accepted record (idempotent).
+    pub fn insert_claims(
+        &self,
+        record_id: &str,
+        tenant_id: &str,
+        claims: &[StructuredClaim],
+    ) -> ServiceResult<()> {
+        for claim in claims {
+            self.conn.execute(
+                "INSERT OR IGNORE INTO claims (record_id, claim_id, tenant_id, claim_subject, claim_predicate, claim_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    record_id,
+                    claim.claim_id,
+                    tenant_id,
+                    claim.subject,
+                    claim.predicate,
+                    encode(claim)?
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Stored claims of a tenant with this subject and predicate, as
+    /// `(record_id, claim)`, sorted.
+    pub fn claims_by_key(
+        &self,
+        tenant_id: &str,
+        subject: &str,
+        predicate: &str,
+    ) -> ServiceResult<Vec<(String, StructuredClaim)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT record_id, claim_json FROM claims
+             WHERE tenant_id = ?1 AND claim_subject = ?2 AND claim_predicate = ?3
+             ORDER BY record_id, claim_id",
+        )?;
+        let rows: Vec<(String, String)> = stmt
+            .query_map([tenant_id, subject, predicate], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        rows.into_iter()
+            .map(|(record_id, json)| Ok((record_id, decode("claim", &json)?)))
+            .collect()
+    }
+
+    // ------------------------------------------------------------ verifiers
+
+    /// Registers a verifier; false when the tenant already has this one.
+    pub fn insert_verifier(&self, verifier: &VerifierView) -> ServiceResult<bool> {
+        Ok(self.conn.execute(
+            "INSERT OR IGNORE INTO verifiers (tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                verifier.tenant_id,
+                verifier.verifier_id,
+                verifier.verifier_release,
+                verifier.public_key_hex,
+                to_i64(verifier.created_at_unix_ms),
+                i64::from(verifier.disabled)
+            ],
+        )? > 0)
+    }
+
+    fn verifiers_where(&self, clause: &str, args: &[&str]) -> ServiceResult<Vec<VerifierView>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled
+             FROM verifiers WHERE {clause} ORDER BY verifier_id"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
+            Ok(VerifierView {
+                tenant_id: r.get(0)?,
+                verifier_id: r.get(1)?,
+                verifier_release: r.get(2)?,
+                public_key_hex: r.get(3)?,
+                created_at_unix_ms: to_u64(r.get(4)?),
+                disabled: r.get::<_, i64>(5)? != 0,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One verifier of a tenant (enabled or not).
+    pub fn verifier(
+        &self,
+        tenant_id: &str,
+        verifier_id: &str,
+    ) -> ServiceResult<Option<VerifierView>> {
+        Ok(self
+            .verifiers_where(
+                "tenant_id = ?1 AND verifier_id = ?2",
+                &[tenant_id, verifier_id],
+            )?
+            .into_iter()
+            .next())
+    }
+
+    /// Every verifier of a tenant, sorted by id.
+    pub fn verifiers_of_tenant(&self, tenant_id: &str) -> ServiceResult<Vec<VerifierView>> {
+        self.verifiers_where("tenant_id = ?1", &[tenant_id])
+    }
+
+    /// Disables a verifier; false when the tenant has no such verifier.
+    pub fn disable_verifier(&self, tenant_id: &str, verifier_id: &str) -> ServiceResult<bool> {
+        Ok(self.conn.execute(
+            "UPDATE verifiers SET disabled = 1 WHERE tenant_id = ?1 AND verifier_id = ?2",
+            [tenant_id, verifier_id],
+        )? > 0)
     }
 }

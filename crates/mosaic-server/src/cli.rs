@@ -76,6 +76,11 @@ pub enum Command {
         remote: Remote,
         /// ProposeRequest JSON file.
         file: PathBuf,
+        /// The exact text of a declared source, read from a file, for the
+        /// server's verbatim verifier (repeatable; the file's SHA-256 must
+        /// be the source's content_sha256).
+        #[arg(long = "source-text", value_name = "SOURCE_ID=FILE")]
+        source_texts: Vec<String>,
     },
     /// Recall memories for the key's principal.
     Recall {
@@ -166,9 +171,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Serve(flags) => serve(&flags),
         Command::Doctor(flags) => doctor(&flags, json),
-        Command::Propose { remote, file } => {
-            let request: ProposeRequest = serde_json::from_str(&read_input(&file)?)
+        Command::Propose {
+            remote,
+            file,
+            source_texts,
+        } => {
+            let mut request: ProposeRequest = serde_json::from_str(&read_input(&file)?)
                 .context("the file is not a ProposeRequest")?;
+            for spec in source_texts {
+                let Some((source_id, path)) = spec.split_once('=') else {
+                    bail!("--source-text takes SOURCE_ID=FILE, not {spec:?}");
+                };
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read the text of source {source_id}"))?;
+                request.source_texts.insert(source_id.to_owned(), text);
+            }
             let (status, body) = http(
                 &remote,
                 "POST",

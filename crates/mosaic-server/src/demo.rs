@@ -5,13 +5,16 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
+use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::MemoryPurpose;
+use mosaic_harness::memory_write::SourceJudgment;
 use mosaic_harness::{MemoryKind, MemorySubject};
+use mosaic_server::api::Signed;
 use mosaic_server::api::{
     ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest, PolicyRequest,
     ProposeRequest, RecallRequest, RevokeRequest, VerifyRequest,
 };
-use mosaic_server::examples::{preference, supported_proposal, workspace_fact};
+use mosaic_server::examples::{preference, quoted_proposal, supported_proposal, workspace_fact};
 use mosaic_server::service::ADMIN_KEY_FILE;
 use mosaic_server::{ServerConfig, Service};
 use serde_json::json;
@@ -111,7 +114,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
 
     out.say(
         "step",
-        "\n== 2. Gated writes: the model proposes, deterministic software decides.",
+        "\n== 2. Gated writes: the model proposes, deterministic software decides.\n   Evidence is the exact source text; the server's verbatim verifier judges it.",
         json!({"step": 2}),
     );
     let mut attempts: Vec<(&str, ProposeRequest)> = vec![
@@ -129,12 +132,20 @@ pub fn run(json: bool) -> Result<ExitCode> {
             preference("noconsent", "vinay", "Vinay prefers dark mode.", None),
         ),
     ];
-    let mut unsupported =
-        workspace_fact("unsupported", "support", "The support queue closes at 5pm.");
-    for j in &mut unsupported.judgments {
-        j.supports_proposal = false;
-    }
-    attempts.push(("a workspace fact its verifier did not support", unsupported));
+    attempts.push((
+        "a workspace fact its source does not say",
+        quoted_proposal(
+            "unsupported",
+            "The support queue closes at 5pm.",
+            "The support queue closes at 6pm on weekdays.",
+            MemoryKind::Semantic,
+            MemoryPurpose::WorkspaceKnowledge,
+            MemorySubject::Workspace {
+                workspace_id: "support".into(),
+            },
+            None,
+        ),
+    ));
     let mut too_long = workspace_fact("ttl", "support", "Escalations go to the on-call lead.");
     too_long.ttl_ms = Some(400 * 86_400_000);
     attempts.push((
@@ -186,6 +197,32 @@ pub fn run(json: bool) -> Result<ExitCode> {
             )
         };
         out.say("propose", &human, json!({"what": what, "decision": r.decision, "violations": r.violations, "receipt_sha256": r.receipt.receipt_sha256}));
+    }
+    // The agent certifies its own evidence: refused before anything is written.
+    let mut self_certified = workspace_fact("self", "support", "Refunds need no approval.");
+    self_certified.source_texts.clear();
+    if let Some(source) = self_certified.sources.first() {
+        self_certified
+            .judgments
+            .push(Signed::unsigned(SourceJudgment {
+                source_id: source.source_id.clone(),
+                claim_id: None,
+                source_content_sha256: source.content_sha256.clone(),
+                supports_proposal: true,
+                verifier_release: "verifier-v1".into(),
+                judgment_sha256: sha256_hex(b"self-certified"),
+            }));
+    }
+    if let Err(err) = service.propose(&vinay, &self_certified) {
+        out.say(
+            "refused",
+            &format!(
+                "   REFUSED   a memory whose agent vouches for its own evidence: {} ({})",
+                err.code(),
+                err.status()
+            ),
+            json!({"code": err.code()}),
+        );
     }
     let cross = preference("other", "someone-else", "Someone else's secret.", None);
     if let Err(err) = service.propose(&vinay, &cross) {

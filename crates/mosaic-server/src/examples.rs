@@ -1,23 +1,26 @@
 //! Well-formed example requests (used by `mosaic demo`, the docs and the
-//! tests): a proposal with one declared source and one independent
-//! verifier's supporting judgment, so the real gate can accept it.
+//! tests): a proposal with one declared source whose exact text travels
+//! with the request, so the server's built-in verbatim verifier judges it
+//! and the real gate can accept it. No judgment is supplied by the
+//! proposer.
+
+use std::collections::BTreeMap;
 
 use mosaic_harness::MemoryKind;
 use mosaic_harness::MemorySource;
 use mosaic_harness::MemorySubject;
 use mosaic_harness::canonical::sha256_hex;
-use mosaic_harness::memory_write::{MemoryPurpose, SourceJudgment};
+use mosaic_harness::memory_write::MemoryPurpose;
 
 use crate::api::ProposeRequest;
 
-/// The verifier release the examples' judgments come from.
-pub const EXAMPLE_VERIFIER: &str = "verifier-v1";
-
-/// A proposal of `content` with one source (`label` names it) and one
-/// supporting judgment by [`EXAMPLE_VERIFIER`].
-pub fn supported_proposal(
+/// A proposal of `content` quoting one source (`label` names it) whose
+/// exact text is `source_text`: the verbatim verifier supports it iff the
+/// content occurs in that text.
+pub fn quoted_proposal(
     label: &str,
     content: &str,
+    source_text: &str,
     kind: MemoryKind,
     purpose: MemoryPurpose,
     subject: MemorySubject,
@@ -25,25 +28,18 @@ pub fn supported_proposal(
 ) -> ProposeRequest {
     let source = MemorySource {
         source_id: format!("src-{label}"),
-        content_sha256: sha256_hex(format!("source/{label}/{content}").as_bytes()),
+        content_sha256: sha256_hex(source_text.as_bytes()),
         provenance_sha256: sha256_hex(format!("provenance/{label}").as_bytes()),
         locator_sha256: sha256_hex(format!("locator/{label}").as_bytes()),
-    };
-    let judgment = SourceJudgment {
-        source_id: source.source_id.clone(),
-        claim_id: None,
-        source_content_sha256: source.content_sha256.clone(),
-        supports_proposal: true,
-        verifier_release: EXAMPLE_VERIFIER.to_owned(),
-        judgment_sha256: sha256_hex(format!("judgment/{label}").as_bytes()),
     };
     ProposeRequest {
         content: content.to_owned(),
         kind,
         purpose,
         subject,
+        source_texts: BTreeMap::from([(source.source_id.clone(), source_text.to_owned())]),
         sources: vec![source],
-        judgments: vec![judgment],
+        judgments: Vec::new(),
         adjudications: Vec::new(),
         conflicts: Vec::new(),
         procedure_evaluation: None,
@@ -63,6 +59,28 @@ pub fn supported_proposal(
         tenant_id: None,
         principal_id: None,
     }
+}
+
+/// A proposal of `content` whose one source (`label` names it) is a
+/// conversation turn that says exactly `content`, so the verbatim verifier
+/// supports it.
+pub fn supported_proposal(
+    label: &str,
+    content: &str,
+    kind: MemoryKind,
+    purpose: MemoryPurpose,
+    subject: MemorySubject,
+    consent_receipt_sha256: Option<String>,
+) -> ProposeRequest {
+    quoted_proposal(
+        label,
+        content,
+        content,
+        kind,
+        purpose,
+        subject,
+        consent_receipt_sha256,
+    )
 }
 
 /// Semantic memory about `principal` (personalization, needs consent).

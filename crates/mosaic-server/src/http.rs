@@ -452,6 +452,31 @@ async fn delete_key(
     .await
 }
 
+async fn list_verifiers(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+) -> Reply<Vec<VerifierView>> {
+    call(&s, move |s| s.list_verifiers(&c, &t)).await
+}
+
+async fn register_verifier(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+    ApiJson(r): ApiJson<RegisterVerifierRequest>,
+) -> Reply<VerifierView> {
+    call(&s, move |s| s.register_verifier(&c, &t, &r)).await
+}
+
+async fn disable_verifier(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath((t, v)): ApiPath<(String, String)>,
+) -> Reply<VerifierView> {
+    call(&s, move |s| s.disable_verifier(&c, &t, &v)).await
+}
+
 async fn reconcile(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -624,6 +649,16 @@ fn routes() -> Routes {
             "/v1/admin/tenants/{tenant_id}/export",
             &[Method::GET],
             get(tenant_export),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/verifiers",
+            &[Method::GET, Method::POST],
+            get(list_verifiers).post(register_verifier),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/verifiers/{verifier_id}",
+            &[Method::DELETE],
+            delete(disable_verifier),
         )
         .add(
             "/v1/admin/review/{case_id}",

@@ -9,6 +9,11 @@
 //! * **Authentication.** API keys (32 random bytes, shown once, stored as
 //!   SHA-256) resolve to the admin or to one principal of one tenant. Tenant
 //!   and principal come only from the key; a body naming others gets 403.
+//! * **Evidence** is never taken from the proposer as is: the server runs
+//!   its own verbatim verifier over source texts the request carries,
+//!   accepts other evidence only when signed by a verifier the admin
+//!   registered for the tenant, and scans stored claims for conflicts
+//!   itself ([`evidence`]).
 //! * **Writes** run the store's chapter 8 transaction (which runs the pure
 //!   gate) and are then published synchronously to the in-process lexical
 //!   and vector indexes through the store's outbox; a background reconcile
@@ -36,6 +41,7 @@ pub mod auth;
 pub mod catalog;
 pub mod config;
 mod error;
+pub mod evidence;
 pub mod examples;
 pub mod http;
 pub mod mcp;

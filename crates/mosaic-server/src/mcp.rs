@@ -339,7 +339,8 @@ pub fn tools() -> Vec<Tool> {
             "source_content_sha256": digest_schema("The judged source's content digest."),
             "supports_proposal": {"type": "boolean"},
             "verifier_release": {"type": "string"},
-            "judgment_sha256": digest_schema("Digest of the verifier's judgment.")
+            "judgment_sha256": digest_schema("Digest of the verifier's judgment."),
+            "signature": {"type": "object", "description": "{verifier_id, signature_hex}: Ed25519 signature of a verifier registered for the tenant."}
         },
         "required": ["source_id", "source_content_sha256", "supports_proposal", "verifier_release", "judgment_sha256"],
         "additionalProperties": false
@@ -357,7 +358,8 @@ pub fn tools() -> Vec<Tool> {
                 "required": ["type"]
             },
             "sources": {"type": "array", "items": source, "minItems": 1, "description": "Declared evidence."},
-            "judgments": {"type": "array", "items": judgment, "description": "Independent verifier judgments of the sources."},
+            "source_texts": {"type": "object", "additionalProperties": {"type": "string"}, "description": "The exact text of each declared source, by source_id (it must hash to the source's content_sha256). The server's verbatim verifier supports the memory when its content occurs word for word in the text: quote the principal's own words."},
+            "judgments": {"type": "array", "items": judgment, "description": "Judgments of external verifiers, each signed by a verifier registered for the tenant; unsigned ones are refused."},
             "adjudications": {"type": "array", "items": {"type": "object"}, "description": "Independent resolutions of verifier disagreements."},
             "conflicts": {"type": "array", "items": {"type": "object"}, "description": "Conflict retrieval results."},
             "procedure_evaluation": {"type": ["object", "null"], "description": "Held-out evaluation of a procedure candidate."},

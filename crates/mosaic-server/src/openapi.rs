@@ -201,6 +201,27 @@ pub const OPERATIONS: &[Operation] = &[
         None,
     ),
     op(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/verifiers",
+        "External verifiers registered for a tenant",
+        "admin",
+        None,
+    ),
+    op(
+        "POST",
+        "/v1/admin/tenants/{tenant_id}/verifiers",
+        "Register an external verifier (release + Ed25519 public key) whose signed evidence the tenant's proposals may carry",
+        "admin",
+        Some("RegisterVerifierRequest"),
+    ),
+    op(
+        "DELETE",
+        "/v1/admin/tenants/{tenant_id}/verifiers/{verifier_id}",
+        "Disable a verifier: evidence it signs is refused from now on",
+        "admin",
+        None,
+    ),
+    op(
         "POST",
         "/v1/admin/review/{case_id}",
         "Apply a review action",
@@ -313,10 +334,11 @@ pub fn document() -> Value {
                         "purpose": {"type": "string", "enum": ["run_continuity", "personalization", "workspace_knowledge", "procedure_improvement"]},
                         "subject": {"type": "object", "description": "{\"type\":\"principal\",\"principal_id\":...} and the other chapter 7 subjects"},
                         "sources": {"type": "array", "items": {"type": "object"}},
-                        "judgments": {"type": "array", "items": {"type": "object"}},
-                        "adjudications": {"type": "array", "items": {"type": "object"}},
-                        "conflicts": {"type": "array", "items": {"type": "object"}},
-                        "procedure_evaluation": {"type": "object"},
+                        "source_texts": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Exact text of declared sources by source id; each must hash to its source's content_sha256 (else 400 invalid_digest). The server's verbatim verifier (mosaic.verbatim-verifier.v1) judges them: supported iff the content occurs verbatim in the text (whitespace runs collapsed, word boundaries)."},
+                        "judgments": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
+                        "adjudications": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
+                        "conflicts": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
+                        "procedure_evaluation": {"$ref": "#/components/schemas/SignedEvidence"},
                         "consent_receipt_sha256": {"type": "string"},
                         "claims": {"type": "array", "items": {"type": "object"}},
                         "summary": {"type": "object"},
@@ -356,6 +378,14 @@ pub fn document() -> Value {
                 "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?}"),
                 "GrantRequest": object("{allowed_kinds?, allowed_purposes?, allowed_workspace_ids?, allowed_run_ids?, expires_at_unix_ms?}"),
                 "CreateKeyRequest": object("{tenant_id, principal_id, grant?}"),
+                "SignedEvidence": {
+                    "type": "object",
+                    "description": "An evidence item (SourceJudgment, Adjudication, ConflictObservation or ProcedureEvaluation) plus a `signature` member. Accepted only when signed by a verifier registered for the key's tenant over domain_digest(\"mosaic.server.signed_evidence.v1\", {tenant_id, content_sha256, claims, evidence_kind, evidence}) (Ed25519 over the 64 hex characters), and when the item's release is the signer's; otherwise 403 unverified_evidence.",
+                    "properties": {"signature": {"type": "object", "required": ["verifier_id", "signature_hex"], "additionalProperties": false, "properties": {
+                        "verifier_id": {"type": "string"}, "signature_hex": {"type": "string"}}}}
+                },
+                "RegisterVerifierRequest": {"type": "object", "additionalProperties": false, "required": ["verifier_release", "public_key_hex"], "properties": {
+                    "verifier_release": {"type": "string"}, "public_key_hex": {"type": "string", "description": "32-byte Ed25519 public key, hex"}}},
                 "ReviewActionRequest": object("{action: reject_proposal|contest_existing|request_evidence, authority_ref?}")
             }
         }

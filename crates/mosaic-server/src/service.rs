@@ -8,7 +8,7 @@
 //! credential may not see answers exactly like a record that does not
 //! exist (404).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -19,7 +19,8 @@ use mosaic_harness::memory_scope::{
     eligible_set, render_recalled_memory, select_memory,
 };
 use mosaic_harness::memory_write::{
-    ConsentReceipt, MemoryPurpose, MemoryWriteGrant, MemoryWritePolicy, MemoryWriteProposal,
+    Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
+    MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment,
 };
 use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
 use mosaic_index::{
@@ -38,6 +39,9 @@ use crate::auth::{self, Credential};
 use crate::catalog::{Catalog, MemoryRow};
 use crate::config::ServerConfig;
 use crate::error::{ServiceError, ServiceResult};
+use crate::evidence::{
+    self, EvidenceError, EvidenceKind, Proposition, RegisteredVerifier, SourceTextError,
+};
 use crate::metrics::Metrics;
 
 /// Release of the read selector configuration this server runs.
@@ -386,7 +390,7 @@ impl Service {
             ));
         }
         validate_digests(request)?;
-        let (tenant_row, _grant) = self.tenant_and_grant(inner, tenant, principal)?;
+        let (tenant_row, grant) = self.tenant_and_grant(inner, tenant, principal)?;
         let policy = &tenant_row.policy;
         let now = self.now();
         let content_sha256 = sha256_hex(request.content.as_bytes());
@@ -420,6 +424,25 @@ impl Service {
             Some(n) => n,
             None => u32::try_from(request.content.split_whitespace().count()).unwrap_or(u32::MAX),
         };
+        // Evidence: the server's own verbatim judgments (400 on a source
+        // text that is not the declared source), external evidence only
+        // when signed by a registered verifier (403), and the server's own
+        // conflict scan. All before anything is written.
+        let proposition = Proposition {
+            tenant_id: tenant,
+            content_sha256: &content_sha256,
+            claims: &request.claims,
+        };
+        let server_judgments = evidence::verbatim_judgments(
+            &proposition,
+            &request.content,
+            &request.sources,
+            &request.source_texts,
+        )
+        .map_err(source_text_error)?;
+        let external = authenticate_evidence(&inner.catalog, &proposition, request)?;
+        let server_conflicts =
+            self.conflict_scan(inner, tenant, principal, &grant, &record_id, request)?;
         let provenance_sha256 = match &request.provenance_sha256 {
             Some(p) => p.clone(),
             None => sha256_hex(
@@ -435,7 +458,7 @@ impl Service {
             tenant_id: tenant.to_owned(),
             policy_sha256: policy.policy_sha256.clone(),
             subject: request.subject.clone(),
-            content_sha256,
+            content_sha256: content_sha256.clone(),
             provenance_sha256,
             token_count,
             token_counter_release: request
@@ -448,7 +471,7 @@ impl Service {
             sources: request.sources.clone(),
             summary: request.summary.clone(),
             consent_receipt_sha256: request.consent_receipt_sha256.clone(),
-            procedure_evaluation: request.procedure_evaluation.clone(),
+            procedure_evaluation: external.procedure_evaluation.clone(),
             supersedes_record_id: request.supersedes_record_id.clone(),
             claims: request.claims.clone(),
         };
@@ -457,10 +480,18 @@ impl Service {
             principal_id: principal.to_owned(),
             proposal,
             content: request.content.clone(),
-            judgments: request.judgments.clone(),
-            adjudications: request.adjudications.clone(),
-            conflicts: request.conflicts.clone(),
-            procedure_evaluation: request.procedure_evaluation.clone(),
+            judgments: server_judgments
+                .iter()
+                .cloned()
+                .chain(external.judgments)
+                .collect(),
+            adjudications: external.adjudications,
+            conflicts: server_conflicts
+                .iter()
+                .cloned()
+                .chain(external.conflicts)
+                .collect(),
+            procedure_evaluation: external.procedure_evaluation,
             derived_from: request.derived_from.clone(),
             expected_line_generation: request.expected_line_generation,
             now_unix_ms: now,
@@ -485,6 +516,8 @@ impl Service {
             line_generation: None,
             replayed: outcome.replayed,
             receipt: outcome.receipt.clone(),
+            server_judgments,
+            server_conflicts,
         };
         match outcome.decision {
             WriteDecision::Accepted {
@@ -510,6 +543,9 @@ impl Service {
                             .map_err(|e| ServiceError::Internal(e.to_string()))?,
                     ),
                 })?;
+                inner
+                    .catalog
+                    .insert_claims(&record_id, tenant, &request.claims)?;
                 response.line_id = Some(line_id);
                 response.line_generation = Some(line_generation);
             }
@@ -526,6 +562,47 @@ impl Service {
             &[("decision", &response.decision)],
         );
         Ok(response)
+    }
+
+    /// The server's own conflict observations for a proposal: the
+    /// structured scan over stored claims sharing a proposed claim's subject
+    /// and predicate, and a declared supersession the server can confirm.
+    /// Only records of the tenant that are live and visible to the key take
+    /// part, so a scan never reveals a record the key could not read.
+    fn conflict_scan(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        grant: &MemoryWriteGrant,
+        record_id: &str,
+        request: &ProposeRequest,
+    ) -> ServiceResult<Vec<ConflictObservation>> {
+        let keys: BTreeSet<(&str, &str)> = request
+            .claims
+            .iter()
+            .map(|c| (c.subject.as_str(), c.predicate.as_str()))
+            .collect();
+        let mut existing = Vec::new();
+        for (subject, predicate) in keys {
+            for (existing_id, claim) in inner.catalog.claims_by_key(tenant, subject, predicate)? {
+                if existing_id != record_id
+                    && live_visible(inner, tenant, principal, grant, &existing_id, false)?.is_some()
+                {
+                    existing.push((existing_id, claim));
+                }
+            }
+        }
+        let mut observations = evidence::scan_claims(record_id, &request.claims, &existing)?;
+        if let Some(superseded) = request.supersedes_record_id.as_deref() {
+            let same_subject = superseded != record_id
+                && live_visible(inner, tenant, principal, grant, superseded, true)?
+                    .is_some_and(|subject| subject == request.subject);
+            if same_subject {
+                observations.push(evidence::supersession_observation(record_id, superseded)?);
+            }
+        }
+        Ok(observations)
     }
 
     // ------------------------------------------------------------ recall
@@ -1415,6 +1492,90 @@ impl Service {
         })
     }
 
+    /// Registers an external verifier (release and Ed25519 public key) for
+    /// a tenant: evidence it signs is accepted in that tenant's proposals.
+    pub fn register_verifier(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        request: &RegisterVerifierRequest,
+    ) -> ServiceResult<VerifierView> {
+        credential.require_admin()?;
+        if !mosaic_harness::record::is_identifier(&request.verifier_release) {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "verifier_release is not a valid identifier",
+            ));
+        }
+        if evidence::RESERVED_RELEASES.contains(&request.verifier_release.as_str()) {
+            return Err(ServiceError::bad_request(
+                "reserved_release",
+                format!(
+                    "verifier release {} belongs to the server",
+                    request.verifier_release
+                ),
+            ));
+        }
+        let public_key = evidence::parse_public_key(&request.public_key_hex).ok_or_else(|| {
+            ServiceError::bad_request(
+                "invalid_public_key",
+                "public_key_hex is not a 32-byte Ed25519 public key in hex",
+            )
+        })?;
+        let inner = lock(&self.inner)?;
+        if inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        let view = VerifierView {
+            verifier_id: evidence::verifier_id(&public_key),
+            tenant_id: tenant.to_owned(),
+            verifier_release: request.verifier_release.clone(),
+            public_key_hex: hex::encode(public_key),
+            created_at_unix_ms: self.now(),
+            disabled: false,
+        };
+        if !inner.catalog.insert_verifier(&view)? {
+            return Err(ServiceError::Conflict {
+                code: "verifier_exists",
+                message: format!(
+                    "verifier {} is already registered for tenant {tenant}",
+                    view.verifier_id
+                ),
+            });
+        }
+        Ok(view)
+    }
+
+    /// Every verifier registered for a tenant.
+    pub fn list_verifiers(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+    ) -> ServiceResult<Vec<VerifierView>> {
+        credential.require_admin()?;
+        let inner = lock(&self.inner)?;
+        if inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        inner.catalog.verifiers_of_tenant(tenant)
+    }
+
+    /// Disables a verifier: evidence it signs is refused from now on.
+    pub fn disable_verifier(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        verifier_id: &str,
+    ) -> ServiceResult<VerifierView> {
+        credential.require_admin()?;
+        let inner = lock(&self.inner)?;
+        inner.catalog.disable_verifier(tenant, verifier_id)?;
+        inner
+            .catalog
+            .verifier(tenant, verifier_id)?
+            .ok_or_else(|| ServiceError::not_found("verifier", verifier_id))
+    }
+
     /// Disables a key.
     pub fn disable_key(&self, credential: &Credential, key_id: &str) -> ServiceResult<()> {
         credential.require_admin()?;
@@ -1767,6 +1928,39 @@ impl Service {
     }
 }
 
+/// The subject of a record of `tenant` the principal may see, when the
+/// store holds it live (active; or publishing unless `active_only`).
+fn live_visible(
+    inner: &mut Inner,
+    tenant: &str,
+    principal: &str,
+    grant: &MemoryWriteGrant,
+    record_id: &str,
+    active_only: bool,
+) -> ServiceResult<Option<MemorySubject>> {
+    let Some(row) = inner.catalog.memory(record_id)? else {
+        return Ok(None);
+    };
+    if row.tenant_id != tenant {
+        return Ok(None);
+    }
+    let Some(subject) = parse_subject_key(&row.subject_key) else {
+        return Ok(None);
+    };
+    if !subject_visible(principal, grant, &subject) {
+        return Ok(None);
+    }
+    let live = inner
+        .store
+        .get_record(record_id)?
+        .is_some_and(|stored| match stored.state {
+            RecordState::Active => true,
+            RecordState::Publishing => !active_only,
+            _ => false,
+        });
+    Ok(live.then_some(subject))
+}
+
 /// Records whose index state disagrees with the store: active but not live
 /// in a target, or revoked/erased but still live.
 fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
@@ -1844,7 +2038,7 @@ fn validate_digests(request: &ProposeRequest) -> ServiceResult<()> {
             &source.locator_sha256,
         )?;
     }
-    for (idx, judgment) in request.judgments.iter().enumerate() {
+    for (idx, judgment) in request.judgments.iter().map(|j| &j.item).enumerate() {
         check_digest(
             &format!("judgments[{idx}].source_content_sha256"),
             &judgment.source_content_sha256,
@@ -1854,7 +2048,7 @@ fn validate_digests(request: &ProposeRequest) -> ServiceResult<()> {
             &judgment.judgment_sha256,
         )?;
     }
-    for (idx, adjudication) in request.adjudications.iter().enumerate() {
+    for (idx, adjudication) in request.adjudications.iter().map(|a| &a.item).enumerate() {
         for d in &adjudication.disputed_judgment_sha256 {
             check_digest(&format!("adjudications[{idx}].disputed_judgment_sha256"), d)?;
         }
@@ -1869,9 +2063,127 @@ fn validate_digests(request: &ProposeRequest) -> ServiceResult<()> {
         check_digest("summary.source_set_sha256", &s.source_set_sha256)?;
     }
     if let Some(e) = &request.procedure_evaluation {
-        check_digest("procedure_evaluation.suite_sha256", &e.suite_sha256)?;
+        check_digest("procedure_evaluation.suite_sha256", &e.item.suite_sha256)?;
     }
     Ok(())
+}
+
+fn source_text_error(err: SourceTextError) -> ServiceError {
+    match err {
+        SourceTextError::UnknownSource(_) => {
+            ServiceError::bad_request("unknown_source", err.to_string())
+        }
+        SourceTextError::DigestMismatch(_) => {
+            ServiceError::bad_request("invalid_digest", err.to_string())
+        }
+        SourceTextError::Canonical(e) => e.into(),
+    }
+}
+
+/// External evidence of a request, every item signed by a verifier
+/// registered for the tenant.
+struct ExternalEvidence {
+    judgments: Vec<SourceJudgment>,
+    adjudications: Vec<Adjudication>,
+    conflicts: Vec<ConflictObservation>,
+    procedure_evaluation: Option<ProcedureEvaluation>,
+}
+
+/// Checks one signed item against the tenant's registered verifiers and
+/// returns the item; 403 `unverified_evidence` otherwise.
+fn authenticated<T: serde::Serialize + Clone>(
+    catalog: &Catalog,
+    proposition: &Proposition<'_>,
+    kind: EvidenceKind,
+    index: usize,
+    signed: &Signed<T>,
+    named_release: Option<&str>,
+) -> ServiceResult<T> {
+    let verifier = match &signed.signature {
+        Some(signature) => catalog
+            .verifier(proposition.tenant_id, &signature.verifier_id)?
+            .filter(|v| !v.disabled)
+            .and_then(|v| {
+                evidence::parse_public_key(&v.public_key_hex).map(|public_key| RegisteredVerifier {
+                    verifier_id: v.verifier_id,
+                    verifier_release: v.verifier_release,
+                    public_key,
+                })
+            }),
+        None => None,
+    };
+    match evidence::verify_signed(
+        proposition,
+        kind,
+        index,
+        signed,
+        verifier.as_ref(),
+        named_release,
+    ) {
+        Ok(()) => Ok(signed.item.clone()),
+        Err(EvidenceError::Canonical(e)) => Err(e.into()),
+        Err(e) => Err(ServiceError::forbidden(
+            "unverified_evidence",
+            e.to_string(),
+        )),
+    }
+}
+
+fn authenticate_evidence(
+    catalog: &Catalog,
+    proposition: &Proposition<'_>,
+    request: &ProposeRequest,
+) -> ServiceResult<ExternalEvidence> {
+    let mut out = ExternalEvidence {
+        judgments: Vec::with_capacity(request.judgments.len()),
+        adjudications: Vec::with_capacity(request.adjudications.len()),
+        conflicts: Vec::with_capacity(request.conflicts.len()),
+        procedure_evaluation: None,
+    };
+    for (idx, signed) in request.judgments.iter().enumerate() {
+        let release = Some(signed.item.verifier_release.as_str());
+        out.judgments.push(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::SourceJudgment,
+            idx,
+            signed,
+            release,
+        )?);
+    }
+    for (idx, signed) in request.adjudications.iter().enumerate() {
+        let release = Some(signed.item.adjudicator_release.as_str());
+        out.adjudications.push(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::Adjudication,
+            idx,
+            signed,
+            release,
+        )?);
+    }
+    for (idx, signed) in request.conflicts.iter().enumerate() {
+        let release = Some(signed.item.detector_release.as_str());
+        out.conflicts.push(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::ConflictObservation,
+            idx,
+            signed,
+            release,
+        )?);
+    }
+    if let Some(signed) = &request.procedure_evaluation {
+        out.procedure_evaluation = Some(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::ProcedureEvaluation,
+            0,
+            signed,
+            None,
+        )?);
+    }
+    Ok(out)
 }
 
 /// Inverse of `MemorySubject::key()`.

@@ -35,21 +35,14 @@ def sha256(text):
 
 
 def workspace_fact(label, workspace, content):
-    """A workspace-knowledge proposal with one source and one supporting
-    verifier judgment (the shape of the server's own examples)."""
+    """A workspace-knowledge proposal with one source whose exact text
+    travels with it, so the server's verbatim verifier judges it (the shape
+    of the server's own examples; the proposer sends no judgment)."""
     source = {
         "source_id": f"src-{label}",
-        "content_sha256": sha256(f"source/{label}/{content}"),
+        "content_sha256": sha256(content),
         "provenance_sha256": sha256(f"provenance/{label}"),
         "locator_sha256": sha256(f"locator/{label}"),
-    }
-    judgment = {
-        "source_id": source["source_id"],
-        "claim_id": None,
-        "source_content_sha256": source["content_sha256"],
-        "supports_proposal": True,
-        "verifier_release": "verifier-v1",
-        "judgment_sha256": sha256(f"judgment/{label}"),
     }
     return {
         "content": content,
@@ -57,7 +50,7 @@ def workspace_fact(label, workspace, content):
         "purpose": "workspace_knowledge",
         "subject": {"type": "workspace", "workspace_id": workspace},
         "sources": [source],
-        "judgments": [judgment],
+        "source_texts": {source["source_id"]: content},
     }
 
 

@@ -3,6 +3,7 @@
 mod cli;
 mod common;
 mod errors;
+mod evidence;
 mod hygiene;
 mod isolation;
 mod lifecycle;
