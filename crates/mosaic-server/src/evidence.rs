@@ -12,7 +12,8 @@
 //!    judges it itself: the source supports the proposal iff the memory
 //!    content occurs verbatim in the text, after [`normalize_whitespace`]
 //!    on both and at word boundaries ([`occurs_verbatim`]). It attests a
-//!    quotation, not a truth: it suits memories that quote a principal's
+//!    quotation, not a truth, and not where the text came from (the
+//!    proposer supplies both): it suits memories that quote a principal's
 //!    own words (a conversation turn, a stated preference). It does not
 //!    judge structured claims (a quotation cannot show that a predicate
 //!    holds), so a proposal with claims needs external judgments.

@@ -88,14 +88,34 @@ fn serve_and_talk_to_it_with_the_client_verbs() {
     let (code, _, _) = mosaic(&["recall"], &env);
     assert_eq!(code, 1);
     // Propose from a file.
-    let request = mosaic_server::examples::workspace_fact(
+    // The source text travels in its own file (--source-text), not in the
+    // request: the server's verbatim verifier judges it.
+    let mut request = mosaic_server::examples::workspace_fact(
         "cli",
         "default",
         "The CLI talks to the server over HTTP",
     );
+    let texts = std::mem::take(&mut request.source_texts);
+    let (source_id, text) = texts.iter().next().expect("one source text");
+    let text_file = dir.path().join("source.txt");
+    std::fs::write(&text_file, text).expect("write");
     let file = dir.path().join("proposal.json");
     std::fs::write(&file, serde_json::to_string(&request).expect("json")).expect("write");
+    // Without the text the proposal has no evidence: the gate rejects it.
     let (code, out, err) = mosaic(&["--json", "propose", file.to_str().expect("path")], &env);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("incomplete_evidence"), "{out}");
+    let source_text = format!("{source_id}={}", text_file.to_str().expect("path"));
+    let (code, out, err) = mosaic(
+        &[
+            "--json",
+            "propose",
+            file.to_str().expect("path"),
+            "--source-text",
+            &source_text,
+        ],
+        &env,
+    );
     assert_eq!(code, 0, "{out}{err}");
     let line: Value = serde_json::from_str(out.trim()).expect("json line");
     assert_eq!(line["type"], "propose");

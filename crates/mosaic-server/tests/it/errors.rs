@@ -236,6 +236,46 @@ async fn each_error_has_its_status_and_code() {
         ),
         (
             "/v1/memories",
+            Some({
+                let mut v = valid.clone();
+                v["source_texts"]["src-codes"] = json!("not the declared source text");
+                v.to_string().into_bytes()
+            }),
+            Some(&p.key),
+            StatusCode::BAD_REQUEST,
+            "invalid_digest",
+        ),
+        (
+            "/v1/memories",
+            Some({
+                let mut v = valid.clone();
+                v["source_texts"]["src-undeclared"] = json!("tea");
+                v.to_string().into_bytes()
+            }),
+            Some(&p.key),
+            StatusCode::BAD_REQUEST,
+            "unknown_source",
+        ),
+        (
+            "/v1/memories",
+            Some({
+                let mut v = valid.clone();
+                v["judgments"] = json!([{
+                    "source_id": "src-codes",
+                    "claim_id": null,
+                    "source_content_sha256": v["sources"][0]["content_sha256"],
+                    "supports_proposal": true,
+                    "verifier_release": "verifier-v1",
+                    "judgment_sha256": "a".repeat(64)
+                }]);
+                v.to_string().into_bytes()
+            }),
+            Some(&p.key),
+            StatusCode::FORBIDDEN,
+            "unverified_evidence",
+        ),
+        (
+            "/v1/memories",
             Some(format!("{{\"content\":\"{}\"}}", "x".repeat(100 * 1024)).into_bytes()),
             Some(&p.key),
             StatusCode::PAYLOAD_TOO_LARGE,
