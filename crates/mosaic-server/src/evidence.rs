@@ -292,7 +292,10 @@ pub fn normalize_whitespace(text: &str) -> String {
 /// [`normalize_whitespace`] on both, the (non-empty) content is a substring
 /// of the source text at word boundaries: an alphanumeric first (last)
 /// character of the content must not be preceded (followed) by an
-/// alphanumeric character, so `tea` does not occur in `steady`.
+/// alphanumeric character, so `tea` does not occur in `steady`. At most
+/// [`MAX_OCCURRENCES`] occurrences are examined (a bound on the work a
+/// request can cause); if none of them is at word boundaries the content
+/// does not occur.
 pub fn occurs_verbatim(content: &str, source_text: &str) -> bool {
     let needle = normalize_whitespace(content);
     let haystack = normalize_whitespace(source_text);
@@ -300,7 +303,12 @@ pub fn occurs_verbatim(content: &str, source_text: &str) -> bool {
         return false;
     };
     let mut from = 0;
+    let mut examined = 0;
     while let Some(found) = haystack.get(from..).and_then(|rest| rest.find(&needle)) {
+        examined += 1;
+        if examined > MAX_OCCURRENCES {
+            return false;
+        }
         let start = from + found;
         let end = start + needle.len();
         let before = haystack.get(..start).and_then(|s| s.chars().next_back());
@@ -314,6 +322,10 @@ pub fn occurs_verbatim(content: &str, source_text: &str) -> bool {
     }
     false
 }
+
+/// Most occurrences of the content in a source text the verbatim verifier
+/// examines.
+pub const MAX_OCCURRENCES: usize = 256;
 
 /// Why the source texts of a request are unusable (a 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

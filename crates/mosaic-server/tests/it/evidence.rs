@@ -629,6 +629,14 @@ mod pure {
             "empty content supports nothing"
         );
         assert!(!occurs_verbatim("I like tea", "I like coffee"));
+        assert!(
+            occurs_verbatim("a a", "ba a a"),
+            "overlapping occurrences count"
+        );
+        // Work is bounded: occurrences glued to a word are examined only so far.
+        let glued = "xa".repeat(mosaic_server::evidence::MAX_OCCURRENCES + 1);
+        assert!(!occurs_verbatim("a", &format!("{glued} a")));
+        assert!(occurs_verbatim("a", &format!("{} a", "xa".repeat(10))));
     }
 
     #[test]
