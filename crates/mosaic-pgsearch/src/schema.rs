@@ -1,0 +1,257 @@
+//! Versioned schema and grants of the search tables.
+//!
+//! Like the store's PostgreSQL backend, the tables are created by their
+//! **owner** ([`migrate`], then [`grant_application_role`]) and used by an
+//! application role that is neither owner nor superuser and lacks
+//! `BYPASSRLS`. They live in the owner connection's `current_schema()`
+//! (they can share the store's schema; every name starts with `pgsearch_`).
+//! The `vector` extension must be installed in the database and its schema
+//! must be on the `search_path` of every connection.
+//!
+//! # Tables
+//!
+//! * `pgsearch_lexical`: one row per live record of the lexical target:
+//!   scope columns and a `tsvector` (`english` configuration) under a GIN
+//!   index. The raw text is not kept.
+//! * `pgsearch_vector`: one row per live record of the vector target:
+//!   scope columns and a `vector(N)` under an HNSW index
+//!   (`vector_cosine_ops`). `N` is fixed when the schema is created.
+//! * `pgsearch_fence`: the generation fence, one row per `(target,
+//!   record)`: highest generation applied, revocation watermark, whether
+//!   it is live, the digest of the live publication and the owning tenant
+//!   once known. Identities and digests only, never content: a tombstone
+//!   can arrive before the record was ever published, when no tenant is
+//!   known yet.
+//!
+//! # Row-level security
+//!
+//! `pgsearch_lexical` and `pgsearch_vector` carry the store's policy:
+//! `tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), '')` for
+//! every command, `FORCE`d. `pgsearch_fence` is readable in every session
+//! (it locates a record's tenant, like the store's `object_tenants`), and a
+//! row can be inserted or updated only while its tenant is unknown or is the
+//! tenant currently set.
+
+use postgres::{Client, GenericClient};
+
+use crate::error::{PgSearchError, PgSearchResult};
+
+/// The newest schema version this release reads and writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Tables whose rows belong to one tenant (row-level security forced).
+pub const TENANT_TABLES: &[&str] = &["pgsearch_lexical", "pgsearch_vector"];
+
+/// Largest vector dimension accepted (pgvector's HNSW limit for `vector`).
+pub const MAX_DIMENSION: usize = 2000;
+
+const TENANT: &str = "NULLIF(current_setting('mosaic.tenant_id', true), '')";
+
+fn migration_v1(dimension: usize) -> String {
+    format!(
+        r#"
+CREATE TABLE pgsearch_migrations (
+    version BIGINT PRIMARY KEY,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+CREATE TABLE pgsearch_meta (
+    key TEXT PRIMARY KEY,
+    int_value BIGINT NOT NULL
+);
+INSERT INTO pgsearch_meta (key, int_value) VALUES ('vector_dimension', {dimension});
+
+CREATE TABLE pgsearch_fence (
+    target TEXT COLLATE "C" NOT NULL CHECK (target IN ('lexical', 'vector')),
+    record_id TEXT COLLATE "C" NOT NULL,
+    tenant_id TEXT COLLATE "C",
+    generation BIGINT NOT NULL CHECK (generation >= 0),
+    revoked_through BIGINT NOT NULL CHECK (revoked_through >= 0),
+    live BOOLEAN NOT NULL,
+    publication_sha256 TEXT,
+    PRIMARY KEY (target, record_id)
+);
+
+CREATE TABLE pgsearch_lexical (
+    record_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    policy_sha256 TEXT COLLATE "C" NOT NULL,
+    subject_key TEXT COLLATE "C" NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    generation BIGINT NOT NULL,
+    document tsvector NOT NULL
+);
+CREATE INDEX pgsearch_lexical_scope ON pgsearch_lexical (tenant_id, policy_sha256, subject_key, kind);
+CREATE INDEX pgsearch_lexical_document ON pgsearch_lexical USING gin (document);
+
+CREATE TABLE pgsearch_vector (
+    record_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    policy_sha256 TEXT COLLATE "C" NOT NULL,
+    subject_key TEXT COLLATE "C" NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    generation BIGINT NOT NULL,
+    embedding vector({dimension}) NOT NULL
+);
+CREATE INDEX pgsearch_vector_scope ON pgsearch_vector (tenant_id, policy_sha256, subject_key, kind);
+CREATE INDEX pgsearch_vector_hnsw ON pgsearch_vector USING hnsw (embedding vector_cosine_ops);
+
+ALTER TABLE pgsearch_lexical ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgsearch_lexical FORCE ROW LEVEL SECURITY;
+ALTER TABLE pgsearch_vector ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgsearch_vector FORCE ROW LEVEL SECURITY;
+ALTER TABLE pgsearch_fence ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgsearch_fence FORCE ROW LEVEL SECURITY;
+
+CREATE POLICY tenant_isolation ON pgsearch_lexical
+    USING (tenant_id = {TENANT}) WITH CHECK (tenant_id = {TENANT});
+CREATE POLICY tenant_isolation ON pgsearch_vector
+    USING (tenant_id = {TENANT}) WITH CHECK (tenant_id = {TENANT});
+CREATE POLICY fence_read ON pgsearch_fence FOR SELECT USING (true);
+CREATE POLICY fence_insert ON pgsearch_fence FOR INSERT
+    WITH CHECK (tenant_id IS NULL OR tenant_id = {TENANT});
+CREATE POLICY fence_update ON pgsearch_fence FOR UPDATE
+    USING (tenant_id IS NULL OR tenant_id = {TENANT})
+    WITH CHECK (tenant_id IS NULL OR tenant_id = {TENANT});
+"#
+    )
+}
+
+/// What the application role may do, table by table.
+const APPLICATION_GRANTS: &[(&str, &str)] = &[
+    ("pgsearch_migrations", "SELECT"),
+    ("pgsearch_meta", "SELECT"),
+    ("pgsearch_fence", "SELECT, INSERT, UPDATE"),
+    ("pgsearch_lexical", "SELECT, INSERT, UPDATE, DELETE"),
+    ("pgsearch_vector", "SELECT, INSERT, UPDATE, DELETE"),
+];
+
+/// Quotes an SQL identifier.
+pub fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Creates (or checks) the search tables in the owner connection's
+/// `current_schema()` for vectors of `dimension`, and returns the version.
+/// Idempotent. Refuses a newer schema and a schema made for another
+/// dimension with [`PgSearchError::Schema`], changing nothing.
+pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
+    if dimension == 0 || dimension > MAX_DIMENSION {
+        return Err(PgSearchError::InvalidArgument(format!(
+            "vector dimension {dimension} (1..={MAX_DIMENSION} allowed)"
+        )));
+    }
+    let mut tx = owner.transaction()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('mosaic.pgsearch.migrate.' || current_schema()))",
+        &[],
+    )?;
+    let extension: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'vector'",
+            &[],
+        )?
+        .try_get(0)?;
+    if extension == 0 {
+        return Err(PgSearchError::Schema(
+            "the pgvector extension is not installed in this database (CREATE EXTENSION vector)"
+                .into(),
+        ));
+    }
+    let current = stored_version(&mut tx)?.unwrap_or(0);
+    check_supported(current)?;
+    if current == 0 {
+        tx.batch_execute(&migration_v1(dimension))?;
+        tx.execute(
+            "INSERT INTO pgsearch_migrations (version) VALUES ($1)",
+            &[&SCHEMA_VERSION],
+        )?;
+    }
+    check_dimension(&mut tx, dimension)?;
+    tx.commit()?;
+    Ok(SCHEMA_VERSION)
+}
+
+/// Grants `role` (the application role) what the targets need in the owner
+/// connection's `current_schema()`, and nothing else. Run after [`migrate`].
+pub fn grant_application_role(owner: &mut Client, role: &str) -> PgSearchResult<()> {
+    let schema: String = owner
+        .query_one("SELECT current_schema()", &[])?
+        .try_get(0)?;
+    let role = quote_identifier(role);
+    let mut sql = format!(
+        "GRANT USAGE ON SCHEMA {} TO {role};\n",
+        quote_identifier(&schema)
+    );
+    for (table, privileges) in APPLICATION_GRANTS {
+        sql.push_str(&format!("GRANT {privileges} ON {table} TO {role};\n"));
+    }
+    owner.batch_execute(&sql)?;
+    Ok(())
+}
+
+/// The stored version, `None` when there is no `pgsearch_migrations`.
+pub(crate) fn stored_version(client: &mut impl GenericClient) -> PgSearchResult<Option<i64>> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass(quote_ident(current_schema()) || '.pgsearch_migrations') IS NOT NULL",
+            &[],
+        )?
+        .try_get(0)?;
+    if !exists {
+        return Ok(None);
+    }
+    let version: i64 = client
+        .query_one(
+            "SELECT coalesce(max(version), 0)::BIGINT FROM pgsearch_migrations",
+            &[],
+        )?
+        .try_get(0)?;
+    Ok(Some(version))
+}
+
+fn check_supported(found: i64) -> PgSearchResult<()> {
+    if found > SCHEMA_VERSION {
+        return Err(PgSearchError::Schema(format!(
+            "search schema version {found} is newer than this release ({SCHEMA_VERSION})"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the connection sees the current schema (for the application
+/// role: never migrates).
+pub(crate) fn check_open(client: &mut impl GenericClient) -> PgSearchResult<()> {
+    match stored_version(client)? {
+        None => Err(PgSearchError::Schema(
+            "no search tables in current_schema(); run the migration as the schema owner".into(),
+        )),
+        Some(found) if found < SCHEMA_VERSION => Err(PgSearchError::Schema(format!(
+            "search schema version {found} is older than {SCHEMA_VERSION}; run the migration as the schema owner"
+        ))),
+        Some(found) => check_supported(found),
+    }
+}
+
+/// The vector dimension the schema was created for.
+pub(crate) fn stored_dimension(client: &mut impl GenericClient) -> PgSearchResult<usize> {
+    let dim: i64 = client
+        .query_one(
+            "SELECT int_value FROM pgsearch_meta WHERE key = 'vector_dimension'",
+            &[],
+        )?
+        .try_get(0)?;
+    usize::try_from(dim).map_err(|_| PgSearchError::Schema(format!("stored dimension {dim}")))
+}
+
+fn check_dimension(client: &mut impl GenericClient, dimension: usize) -> PgSearchResult<()> {
+    let stored = stored_dimension(client)?;
+    if stored != dimension {
+        return Err(PgSearchError::Schema(format!(
+            "the search schema holds {stored}-dimensional vectors, not {dimension}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! Integration tests: the retrieval conformance suite against the in-memory
+//! targets and against PostgreSQL, and PostgreSQL-only guarantees.
+
+mod memory;
+mod postgres;
