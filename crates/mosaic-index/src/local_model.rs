@@ -102,7 +102,7 @@ mod model {
     use candle_core::{DType, Device, Tensor};
     use candle_nn::VarBuilder;
     use candle_transformers::models::bert::{BertModel, Config};
-    use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+    use tokenizers::{Tokenizer, TruncationParams};
 
     use super::{MINILM_DIMENSION, MINILM_MAX_TOKENS, MINILM_RELEASE, verify_model_dir};
     use crate::embed::{Embedder, l2_normalise};
@@ -112,8 +112,9 @@ mod model {
         IndexError::Model(ModelError::Runtime(e.to_string()))
     }
 
-    /// all-MiniLM-L6-v2 on the CPU: batch-longest padding, truncation at
-    /// 256 tokens, attention-masked mean pooling, L2 normalisation.
+    /// all-MiniLM-L6-v2 on the CPU: texts grouped by token length and each
+    /// group padded to its longest member, truncation at 256 tokens,
+    /// attention-masked mean pooling, L2 normalisation.
     pub struct MiniLmEmbedder {
         model: BertModel,
         tokenizer: Mutex<Tokenizer>,
@@ -128,11 +129,10 @@ mod model {
             let config_text = std::fs::read_to_string(&files.config).map_err(rt)?;
             let config: Config = serde_json::from_str(&config_text).map_err(rt)?;
             let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(rt)?;
-            // The shipped tokenizer pads and truncates at 128: reset both.
-            tokenizer.with_padding(Some(PaddingParams {
-                strategy: PaddingStrategy::BatchLongest,
-                ..Default::default()
-            }));
+            // The shipped tokenizer pads and truncates at 128: no padding
+            // here (each length bucket is padded to its own longest member
+            // in `forward`), truncation at 256.
+            tokenizer.with_padding(None);
             tokenizer
                 .with_truncation(Some(TruncationParams {
                     max_length: MINILM_MAX_TOKENS,
@@ -172,15 +172,68 @@ mod model {
                     .map_err(|_| rt("tokenizer lock poisoned"))?;
                 tokenizer.encode_batch(texts.to_vec(), true).map_err(rt)?
             };
-            let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+            // Shortest first, so a batch pads to a length close to each of
+            // its members (padding to the batch-longest wastes most of the
+            // work on mixed-length conversational text).
+            let mut order: Vec<usize> = (0..encodings.len()).collect();
+            order.sort_by_key(|&i| (encodings[i].get_ids().len(), i));
+            let mut out: Vec<Option<Vec<f32>>> = vec![None; encodings.len()];
+            let mut start = 0;
+            while start < order.len() {
+                let first_len = encodings[order[start]].get_ids().len().max(1);
+                // Bucket: at most EMBED_BUCKET texts, longest at most 1.5x
+                // (+8 tokens) the shortest.
+                let mut end = start + 1;
+                while end < order.len()
+                    && end - start < EMBED_BUCKET
+                    && encodings[order[end]].get_ids().len() <= first_len * 3 / 2 + 8
+                {
+                    end += 1;
+                }
+                let bucket = &order[start..end];
+                let rows = self.forward(bucket.iter().map(|&i| &encodings[i]))?;
+                for (&i, row) in bucket.iter().zip(rows) {
+                    out[i] = Some(row);
+                }
+                start = end;
+            }
+            out.into_iter()
+                .map(|v| {
+                    v.ok_or(IndexError::BadEmbedding {
+                        expected: MINILM_DIMENSION,
+                        actual: 0,
+                    })
+                })
+                .collect()
+        }
+    }
+
+    /// Most texts run through the model at once.
+    const EMBED_BUCKET: usize = 32;
+
+    impl MiniLmEmbedder {
+        fn forward<'e>(
+            &self,
+            encodings: impl Iterator<Item = &'e tokenizers::Encoding>,
+        ) -> Result<Vec<Vec<f32>>, IndexError> {
+            let encodings: Vec<&tokenizers::Encoding> = encodings.collect();
+            let width = encodings
+                .iter()
+                .map(|e| e.get_ids().len())
+                .max()
+                .unwrap_or(0)
+                .max(1);
+            let pad = |v: &[u32]| -> Vec<u32> {
+                let mut row = v.to_vec();
+                row.resize(width, 0);
+                row
+            };
+            let ids: Vec<Vec<u32>> = encodings.iter().map(|e| pad(e.get_ids())).collect();
             let mask: Vec<Vec<u32>> = encodings
                 .iter()
-                .map(|e| e.get_attention_mask().to_vec())
+                .map(|e| pad(e.get_attention_mask()))
                 .collect();
-            let types: Vec<Vec<u32>> = encodings
-                .iter()
-                .map(|e| e.get_type_ids().to_vec())
-                .collect();
+            let types: Vec<Vec<u32>> = encodings.iter().map(|e| pad(e.get_type_ids())).collect();
             let ids = Tensor::new(ids, &self.device).map_err(rt)?;
             let mask = Tensor::new(mask, &self.device).map_err(rt)?;
             let types = Tensor::new(types, &self.device).map_err(rt)?;
