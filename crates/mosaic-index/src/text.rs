@@ -1,23 +1,178 @@
 //! Text analysis shared by the lexical index and the hashing embedder:
-//! Unicode-aware lowercase word splitting, a small English stopword list and
-//! a light suffix-stripping stemmer. Deterministic and allocation-light.
+//! Unicode-aware lowercase word splitting, the common English stopword list,
+//! the Porter stemmer (lexical terms) and a light suffix-stripping stemmer
+//! (the hashing embedder's features). Deterministic and allocation-light.
 //!
 //! Useful for: keyword recall over short conversational records.
 //! Not useful for: languages that do not separate words with spaces (they
 //! fall back to whole runs of letters), or linguistic precision.
 
 /// The analyzer release; part of every feature release and cache key.
-pub const ANALYZER_RELEASE: &str = "analyzer-v1";
+pub const ANALYZER_RELEASE: &str = "analyzer-v2-porter";
 
+// The common English function words (the usual IR list), plus the forms
+// contractions take once `words` drops their apostrophe (`don't` -> `dont`).
+// Sorted, for binary search.
 const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
-    "because", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
-    "doing", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him",
-    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on", "or",
-    "our", "ours", "she", "so", "some", "such", "than", "that", "the", "their", "them", "then",
-    "there", "these", "they", "this", "those", "to", "too", "us", "was", "we", "were", "what",
-    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you",
-    "your", "yours",
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "arent",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "cant",
+    "could",
+    "couldnt",
+    "did",
+    "didnt",
+    "do",
+    "does",
+    "doesnt",
+    "doing",
+    "dont",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "hadnt",
+    "has",
+    "hasnt",
+    "have",
+    "havent",
+    "having",
+    "he",
+    "hed",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "hes",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "id",
+    "if",
+    "im",
+    "in",
+    "into",
+    "is",
+    "isnt",
+    "it",
+    "its",
+    "itself",
+    "ive",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "she",
+    "shes",
+    "should",
+    "shouldnt",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "thats",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "theres",
+    "these",
+    "they",
+    "theyre",
+    "theyve",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "us",
+    "very",
+    "was",
+    "wasnt",
+    "we",
+    "were",
+    "werent",
+    "weve",
+    "what",
+    "whats",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "wont",
+    "would",
+    "wouldnt",
+    "you",
+    "youd",
+    "youll",
+    "your",
+    "youre",
+    "yours",
+    "yourself",
+    "yourselves",
+    "youve",
 ];
 
 /// True for a word the lexical index does not index.
@@ -92,13 +247,202 @@ pub fn stem(word: &str) -> String {
         })
 }
 
-/// Index terms of `text`: words, stopwords removed, stemmed.
+/// Index terms of `text`: words, stopwords removed, Porter-stemmed.
 pub fn terms(text: &str) -> Vec<String> {
     words(text)
         .into_iter()
         .filter(|w| !is_stopword(w))
-        .map(|w| stem(&w))
+        .map(|w| porter_stem(&w))
         .collect()
+}
+
+/// The Porter (1980) stemmer, with the published revisions (`bli` ->
+/// `ble`, `logi` -> `log`). Words that are not lowercase ASCII letters, or
+/// are shorter than three letters, are returned unchanged.
+pub fn porter_stem(word: &str) -> String {
+    if word.len() < 3 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return word.to_owned();
+    }
+    let mut w = word.as_bytes().to_vec();
+    step_1ab(&mut w);
+    step_1c(&mut w);
+    replace_first(&mut w, STEP_2, 0);
+    replace_first(&mut w, STEP_3, 0);
+    step_4(&mut w);
+    step_5(&mut w);
+    String::from_utf8(w).unwrap_or_else(|_| word.to_owned())
+}
+
+fn is_consonant(w: &[u8], i: usize) -> bool {
+    match w[i] {
+        b'a' | b'e' | b'i' | b'o' | b'u' => false,
+        b'y' => i == 0 || !is_consonant(w, i - 1),
+        _ => true,
+    }
+}
+
+/// Porter's m: the number of vowel-consonant sequences in `w[..len]`.
+fn measure(w: &[u8], len: usize) -> usize {
+    let mut m = 0;
+    let mut i = 0;
+    while i < len && is_consonant(w, i) {
+        i += 1;
+    }
+    loop {
+        while i < len && !is_consonant(w, i) {
+            i += 1;
+        }
+        if i >= len {
+            return m;
+        }
+        while i < len && is_consonant(w, i) {
+            i += 1;
+        }
+        m += 1;
+    }
+}
+
+fn has_vowel(w: &[u8], len: usize) -> bool {
+    (0..len).any(|i| !is_consonant(w, i))
+}
+
+fn double_consonant(w: &[u8], len: usize) -> bool {
+    len >= 2 && w[len - 1] == w[len - 2] && is_consonant(w, len - 1)
+}
+
+/// Consonant-vowel-consonant ending, the last not `w`, `x` or `y`.
+fn cvc(w: &[u8], len: usize) -> bool {
+    len >= 3
+        && is_consonant(w, len - 3)
+        && !is_consonant(w, len - 2)
+        && is_consonant(w, len - 1)
+        && !matches!(w[len - 1], b'w' | b'x' | b'y')
+}
+
+fn set_suffix(w: &mut Vec<u8>, suffix_len: usize, replacement: &str) {
+    w.truncate(w.len() - suffix_len);
+    w.extend_from_slice(replacement.as_bytes());
+}
+
+fn step_1ab(w: &mut Vec<u8>) {
+    if w.ends_with(b"sses") || w.ends_with(b"ies") {
+        w.truncate(w.len() - 2);
+    } else if !w.ends_with(b"ss") && w.ends_with(b"s") {
+        w.truncate(w.len() - 1);
+    }
+    if w.ends_with(b"eed") {
+        if measure(w, w.len() - 3) > 0 {
+            w.truncate(w.len() - 1);
+        }
+        return;
+    }
+    let cut = if w.ends_with(b"ed") && has_vowel(w, w.len() - 2) {
+        2
+    } else if w.ends_with(b"ing") && has_vowel(w, w.len() - 3) {
+        3
+    } else {
+        return;
+    };
+    w.truncate(w.len() - cut);
+    let n = w.len();
+    if w.ends_with(b"at") || w.ends_with(b"bl") || w.ends_with(b"iz") {
+        w.push(b'e');
+    } else if double_consonant(w, n) && !matches!(w[n - 1], b'l' | b's' | b'z') {
+        w.truncate(n - 1);
+    } else if measure(w, n) == 1 && cvc(w, n) {
+        w.push(b'e');
+    }
+}
+
+fn step_1c(w: &mut [u8]) {
+    let n = w.len();
+    if w.ends_with(b"y") && has_vowel(w, n - 1) {
+        w[n - 1] = b'i';
+    }
+}
+
+// Longer suffixes come before the shorter suffixes they end with, so the
+// first match is the longest.
+const STEP_2: &[(&str, &str)] = &[
+    ("ational", "ate"),
+    ("tional", "tion"),
+    ("enci", "ence"),
+    ("anci", "ance"),
+    ("izer", "ize"),
+    ("bli", "ble"),
+    ("alli", "al"),
+    ("entli", "ent"),
+    ("eli", "e"),
+    ("ousli", "ous"),
+    ("ization", "ize"),
+    ("ation", "ate"),
+    ("ator", "ate"),
+    ("alism", "al"),
+    ("iveness", "ive"),
+    ("fulness", "ful"),
+    ("ousness", "ous"),
+    ("aliti", "al"),
+    ("iviti", "ive"),
+    ("biliti", "ble"),
+    ("logi", "log"),
+];
+
+const STEP_3: &[(&str, &str)] = &[
+    ("icate", "ic"),
+    ("ative", ""),
+    ("alize", "al"),
+    ("iciti", "ic"),
+    ("ical", "ic"),
+    ("ful", ""),
+    ("ness", ""),
+];
+
+/// Replaces the first (longest) matching suffix when the rest has a
+/// measure above `min_measure`.
+fn replace_first(w: &mut Vec<u8>, rules: &[(&str, &str)], min_measure: usize) {
+    for (suffix, replacement) in rules {
+        if w.ends_with(suffix.as_bytes()) {
+            if measure(w, w.len() - suffix.len()) > min_measure {
+                set_suffix(w, suffix.len(), replacement);
+            }
+            return;
+        }
+    }
+}
+
+const STEP_4: &[&str] = &[
+    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
+    "ism", "ate", "iti", "ous", "ive", "ize",
+];
+
+fn step_4(w: &mut Vec<u8>) {
+    for suffix in STEP_4 {
+        if !w.ends_with(suffix.as_bytes()) {
+            continue;
+        }
+        let stem = w.len() - suffix.len();
+        if *suffix == "ion" && !(stem > 0 && matches!(w[stem - 1], b's' | b't')) {
+            continue;
+        }
+        if measure(w, stem) > 1 {
+            w.truncate(stem);
+        }
+        return;
+    }
+}
+
+fn step_5(w: &mut Vec<u8>) {
+    let n = w.len();
+    if w.ends_with(b"e") {
+        let m = measure(w, n - 1);
+        if m > 1 || (m == 1 && !cvc(w, n - 1)) {
+            w.truncate(n - 1);
+        }
+    }
+    let n = w.len();
+    if w.ends_with(b"l") && double_consonant(w, n) && measure(w, n) > 1 {
+        w.truncate(n - 1);
+    }
 }
 
 #[cfg(test)]
@@ -125,5 +469,53 @@ mod tests {
             terms("What did Caroline's mum paint?"),
             vec!["carolin", "mum", "paint"]
         );
+        assert_eq!(terms("I don't think so"), vec!["think"]);
+    }
+
+    #[test]
+    fn porter_matches_the_published_examples() {
+        for (word, expected) in [
+            ("caresses", "caress"),
+            ("ponies", "poni"),
+            ("cats", "cat"),
+            ("feed", "feed"),
+            ("agreed", "agre"),
+            ("plastered", "plaster"),
+            ("motoring", "motor"),
+            ("sing", "sing"),
+            ("conflated", "conflat"),
+            ("troubled", "troubl"),
+            ("sized", "size"),
+            ("hopping", "hop"),
+            ("falling", "fall"),
+            ("filing", "file"),
+            ("happy", "happi"),
+            ("relational", "relat"),
+            ("conditional", "condit"),
+            ("rational", "ration"),
+            ("digitizer", "digit"),
+            ("generalization", "gener"),
+            ("triplicate", "triplic"),
+            ("hopeful", "hope"),
+            ("goodness", "good"),
+            ("revival", "reviv"),
+            ("adoption", "adopt"),
+            ("replacement", "replac"),
+            ("probate", "probat"),
+            ("controll", "control"),
+            ("roll", "roll"),
+        ] {
+            assert_eq!(porter_stem(word), expected, "{word}");
+        }
+    }
+
+    #[test]
+    fn porter_joins_inflections_and_leaves_other_scripts() {
+        assert_eq!(porter_stem("hiking"), porter_stem("hikes"));
+        assert_eq!(porter_stem("hiked"), "hike");
+        assert_eq!(porter_stem("adopting"), porter_stem("adoption"));
+        assert_eq!(porter_stem("caroline"), porter_stem("carolines"));
+        assert_eq!(porter_stem("grüße"), "grüße");
+        assert_eq!(porter_stem("2023"), "2023");
     }
 }
