@@ -3,19 +3,30 @@
 //! ```text
 //! cargo run --release -p mosaic-index --example locomo_eval -- \
 //!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm] [--model-dir DIR]
-//!     [--neighbour-permille N]
+//!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--tables]
 //! ```
 //!
 //! Each conversation is one principal; each turn one episodic record with
 //! text `[session date] speaker: text`, ordered in time. Each question is
 //! searched only within its own conversation (its eligible set). Reports
 //! evidence recall@1/5/10 and nDCG@10 per category (1-4; 5 is adversarial
-//! and skipped) for lexical-only, vector-only and hybrid retrieval, with and
-//! without neighbouring-record context. Questions with no evidence and
-//! evidence ids that name no turn are reported, not silently dropped.
+//! and skipped). Questions with no evidence and evidence ids that name no
+//! turn are reported, not silently dropped.
+//!
+//! Generalisation check: the first five conversations of the file are the
+//! tuning split, the last five the held-out split; recall@10 is reported for
+//! each split and for all ten.
+//!
+//! A variant is a retrieval mode (`lexical`, `vector`, `hybrid`) plus
+//! overrides of the default `FunnelConfig` fields, for example
+//! `--variant bm25:lexical:neighbour_permille=0`. Without `--variant`, the
+//! default configuration runs in every mode. `--embedding-cache FILE` keeps
+//! embeddings (by SHA-256 of the text) between runs, so a model is run only
+//! once per text.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use mosaic_harness::MemoryKind;
@@ -106,12 +117,149 @@ fn load_minilm(dir: &str) -> Arc<dyn Embedder> {
     fail(mosaic_index::ModelError::FeatureDisabled.to_string())
 }
 
+/// An embedder that remembers vectors by SHA-256 of the text and keeps
+/// them in a file between runs.
+struct CachedEmbedder {
+    inner: Arc<dyn Embedder>,
+    path: Option<std::path::PathBuf>,
+    map: Mutex<HashMap<[u8; 32], Vec<f32>>>,
+    misses: AtomicUsize,
+}
+
+fn text_key(text: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).into()
+}
+
+impl CachedEmbedder {
+    fn open(inner: Arc<dyn Embedder>, path: Option<&str>) -> Self {
+        let mut map = HashMap::new();
+        let dim = inner.dimension();
+        let path = path.map(std::path::PathBuf::from);
+        if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
+            let header = inner.release().as_bytes();
+            let record = 32 + 4 * dim;
+            if bytes.len() > header.len() && &bytes[..header.len()] == header {
+                for chunk in bytes[header.len() + 1..].chunks_exact(record) {
+                    let mut key = [0u8; 32];
+                    key.copy_from_slice(&chunk[..32]);
+                    let v: Vec<f32> = chunk[32..]
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect();
+                    map.insert(key, v);
+                }
+            }
+        }
+        CachedEmbedder {
+            inner,
+            path,
+            map: Mutex::new(map),
+            misses: AtomicUsize::new(0),
+        }
+    }
+
+    fn save(&self) {
+        let Some(path) = &self.path else { return };
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bytes = self.inner.release().as_bytes().to_vec();
+        bytes.push(b'\n');
+        let mut keys: Vec<&[u8; 32]> = map.keys().collect();
+        keys.sort();
+        for k in keys {
+            bytes.extend_from_slice(k);
+            for x in &map[k] {
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        if let Err(e) = std::fs::write(path, bytes) {
+            eprintln!("locomo_eval: cannot write {}: {e}", path.display());
+        }
+    }
+}
+
+impl Embedder for CachedEmbedder {
+    fn release(&self) -> &str {
+        self.inner.release()
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, mosaic_index::IndexError> {
+        let keys: Vec<[u8; 32]> = texts.iter().map(|t| text_key(t)).collect();
+        let missing: Vec<usize> = {
+            let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            (0..texts.len())
+                .filter(|i| !map.contains_key(&keys[*i]))
+                .collect()
+        };
+        if !missing.is_empty() {
+            let batch: Vec<&str> = missing.iter().map(|i| texts[*i]).collect();
+            let vectors = self.inner.embed_batch(&batch)?;
+            self.misses.fetch_add(batch.len(), Ordering::Relaxed);
+            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            for (i, v) in missing.iter().zip(vectors) {
+                map.insert(keys[*i], v);
+            }
+        }
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(keys
+            .iter()
+            .map(|k| map.get(k).cloned().unwrap_or_default())
+            .collect())
+    }
+}
+
+struct Variant {
+    name: String,
+    mode: RetrievalMode,
+    config: FunnelConfig,
+}
+
+fn parse_variant(spec: &str) -> Variant {
+    let mut parts = spec.splitn(3, ':');
+    let name = parts.next().unwrap_or_default().to_string();
+    let mode = match parts.next() {
+        Some("lexical") => RetrievalMode::Lexical,
+        Some("vector") => RetrievalMode::Vector,
+        Some("hybrid") => RetrievalMode::Hybrid,
+        other => fail(format!(
+            "variant {spec}: mode {other:?} is not lexical, vector or hybrid"
+        )),
+    };
+    let mut config =
+        serde_json::to_value(FunnelConfig::default()).unwrap_or_else(|e| fail(e.to_string()));
+    for kv in parts
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        let Some((k, v)) = kv.split_once('=') else {
+            fail(format!("variant {spec}: {kv} is not key=value"));
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()));
+        match config.get_mut(k) {
+            Some(slot) => *slot = value,
+            None => fail(format!("variant {spec}: FunnelConfig has no field {k}")),
+        }
+    }
+    let config: FunnelConfig =
+        serde_json::from_value(config).unwrap_or_else(|e| fail(format!("variant {spec}: {e}")));
+    Variant { name, mode, config }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut positional = Vec::new();
     let mut embedder_kind = "hash".to_string();
     let mut model_dir: Option<String> = None;
-    let mut neighbour: u64 = FunnelConfig::default().neighbour_permille;
+    let mut cache_path: Option<String> = None;
+    let mut variants: Vec<Variant> = Vec::new();
+    let mut tables = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -122,23 +270,38 @@ fn main() {
                     .unwrap_or_else(|| fail("--embedder needs a value".into()))
             }
             "--model-dir" => model_dir = it.next().cloned(),
-            "--neighbour-permille" => {
-                neighbour = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or_else(|| fail("--neighbour-permille needs an integer".into()))
-            }
+            "--embedding-cache" => cache_path = it.next().cloned(),
+            "--variant" => variants.push(parse_variant(
+                it.next()
+                    .unwrap_or_else(|| fail("--variant needs a value".into())),
+            )),
+            "--tables" => tables = true,
             _ => positional.push(a.clone()),
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm --model-dir DIR]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--tables]".into());
+    }
+    if variants.is_empty() {
+        variants = ["lexical", "vector", "hybrid"]
+            .iter()
+            .map(|m| parse_variant(&format!("{m} (default):{m}")))
+            .collect();
+        tables = true;
     }
     let conversations: Vec<Conversation> = read_jsonl(&positional[0]);
     let questions: Vec<Question> = read_jsonl(&positional[1]);
-    let embedder = make_embedder(&embedder_kind, model_dir.as_deref());
+    let embedder = Arc::new(CachedEmbedder::open(
+        make_embedder(&embedder_kind, model_dir.as_deref()),
+        cache_path.as_deref(),
+    ));
     let policy = sha256_hex(b"locomo evaluation policy");
     let tenant = "tenant-eval";
+    let tuning: BTreeSet<String> = conversations
+        .iter()
+        .take(conversations.len() / 2)
+        .map(|c| c.conversation_id.clone())
+        .collect();
 
     // Ingest: one principal per conversation, one record per turn.
     let mut retriever = Retriever::new(
@@ -150,6 +313,7 @@ fn main() {
     let mut turn_ids: BTreeSet<String> = BTreeSet::new();
     let started = Instant::now();
     let mut n_turns = 0usize;
+    let mut embed_secs = 0.0;
     for conv in &conversations {
         let mut messages = Vec::new();
         let mut position = 0u64;
@@ -182,6 +346,13 @@ fn main() {
             for r in retriever.lexical.publish_batch(chunk) {
                 r.unwrap_or_else(|e| fail(e.to_string()));
             }
+            let t = Instant::now();
+            // Embed first (timed apart from the graph insertions).
+            let texts: Vec<&str> = chunk.iter().map(|m| m.text.as_str()).collect();
+            embedder
+                .embed_batch(&texts)
+                .unwrap_or_else(|e| fail(e.to_string()));
+            embed_secs += t.elapsed().as_secs_f64();
             for r in retriever.vector.publish_batch(chunk) {
                 r.unwrap_or_else(|e| fail(e.to_string()));
             }
@@ -202,12 +373,17 @@ fn main() {
             },
         );
     }
+    let misses = embedder.misses.load(Ordering::Relaxed);
     eprintln!(
-        "ingested {n_turns} turns of {} conversations in {:.1}s with {}",
+        "ingested {n_turns} turns of {} conversations in {:.1}s with {} (embedding {:.1}s, {} texts embedded, {} from the cache)",
         conversations.len(),
         started.elapsed().as_secs_f64(),
-        embedder.release()
+        embedder.release(),
+        embed_secs,
+        misses,
+        n_turns.saturating_sub(misses),
     );
+    embedder.save();
 
     // Questions (category 5 adversarial skipped), flaws reported.
     let mut no_evidence = Vec::new();
@@ -240,14 +416,8 @@ fn main() {
         texts.len(),
         started.elapsed().as_secs_f64()
     );
+    embedder.save();
 
-    let variants: [(&str, RetrievalMode, u64); 5] = [
-        ("lexical (BM25)", RetrievalMode::Lexical, 0),
-        ("vector", RetrievalMode::Vector, 0),
-        ("hybrid RRF", RetrievalMode::Hybrid, 0),
-        ("lexical + neighbours", RetrievalMode::Lexical, neighbour),
-        ("hybrid RRF + neighbours", RetrievalMode::Hybrid, neighbour),
-    ];
     println!("embedder: {}", embedder.release());
     println!("questions scored: {} (categories 1-4)", selected.len());
     println!(
@@ -257,14 +427,16 @@ fn main() {
         unknown_evidence.len(),
         unknown_evidence.join(", ")
     );
-    println!();
-    println!("| variant | category | n | recall@1 | recall@5 | recall@10 | nDCG@10 |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    for (name, mode, neighbour_permille) in variants {
-        retriever.set_config(FunnelConfig {
-            neighbour_permille,
-            ..FunnelConfig::default()
-        });
+    println!(
+        "tuning split: {}; held-out split: the other {}",
+        tuning.iter().cloned().collect::<Vec<_>>().join(", "),
+        conversations.len() - tuning.len()
+    );
+    let mut summary = Vec::new();
+    let mut table = Vec::new();
+    for variant in &variants {
+        retriever.set_config(variant.config.clone());
+        // Category 0 = all; 10 = tuning split, 11 = held-out split.
         let mut by_cat: BTreeMap<u8, Sums> = BTreeMap::new();
         let started = Instant::now();
         for (q, qv) in selected.iter().zip(&query_vectors) {
@@ -281,7 +453,7 @@ fn main() {
                 claim_keys: &[],
                 eligible,
                 max_results: 10,
-                mode,
+                mode: variant.mode,
             };
             let recall = retriever
                 .recall_embedded(&query, Some(qv))
@@ -310,7 +482,12 @@ fn main() {
             let ideal: f64 = (0..evidence.len().min(10))
                 .map(|i| 1.0 / ((i + 2) as f64).log2())
                 .sum();
-            for cat in [q.category, 0] {
+            let split = if tuning.contains(&q.conversation_id) {
+                10
+            } else {
+                11
+            };
+            for cat in [q.category, 0, split] {
                 let s = by_cat.entry(cat).or_default();
                 s.n += 1;
                 s.r1 += found_at(1);
@@ -320,9 +497,21 @@ fn main() {
             }
         }
         let per_query_ms = started.elapsed().as_secs_f64() * 1000.0 / selected.len().max(1) as f64;
-        for (cat, s) in &by_cat {
+        let r10 = |c: u8| by_cat.get(&c).map_or(0.0, |s| s.r10 / s.n.max(1) as f64);
+        summary.push(format!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {per_query_ms:.2} |",
+            variant.name,
+            r10(10),
+            r10(11),
+            r10(0),
+            r10(1),
+            r10(2),
+            r10(3),
+            r10(4)
+        ));
+        for (cat, s) in by_cat.iter().filter(|(c, _)| **c < 10) {
             let label = match cat {
-                0 => format!("all ({per_query_ms:.2} ms/query)"),
+                0 => "all".to_string(),
                 1 => "1 multi-hop".into(),
                 2 => "2 temporal".into(),
                 3 => "3 open-domain".into(),
@@ -330,14 +519,31 @@ fn main() {
                 other => other.to_string(),
             };
             let n = s.n as f64;
-            println!(
-                "| {name} | {label} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            table.push(format!(
+                "| {} | {label} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                variant.name,
                 s.n,
                 s.r1 / n,
                 s.r5 / n,
                 s.r10 / n,
                 s.ndcg / n
-            );
+            ));
+        }
+    }
+    println!();
+    println!(
+        "| variant | R@10 tuning | R@10 held-out | R@10 all | multi-hop | temporal | open-domain | single-hop | ms/query |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for line in summary {
+        println!("{line}");
+    }
+    if tables {
+        println!();
+        println!("| variant | category | n | recall@1 | recall@5 | recall@10 | nDCG@10 |");
+        println!("|---|---|---:|---:|---:|---:|---:|");
+        for line in table {
+            println!("{line}");
         }
     }
 }

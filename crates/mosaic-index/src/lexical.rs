@@ -37,6 +37,24 @@ struct LexDoc {
     claims: Vec<(String, String)>,
 }
 
+/// Corpus statistics of the partitions one search touches.
+struct Stats {
+    partitions: Vec<u32>,
+    n: u64,
+    avgdl: f32,
+}
+
+/// Lexical ranking options (see `FunnelConfig`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LexicalParams {
+    /// Weight (per-mille) of each neighbouring turn in a turn window; 0
+    /// scores each record alone.
+    pub window_permille: u64,
+    /// Neighbours on each side in a turn window (at least 1 when windows
+    /// are on); the one at distance d weighs `window_permille`^d.
+    pub window_radius: usize,
+}
+
 /// The BM25 backend.
 #[derive(Default)]
 pub struct LexicalBackend {
@@ -192,6 +210,43 @@ impl LexicalIndex {
     }
 
     pub(crate) fn search_docs(&self, query_terms: &[String], docs: &DocSet, k: usize) -> Vec<Hit> {
+        self.search_with(query_terms, docs, k, &LexicalParams::default())
+    }
+
+    /// BM25, optionally over turn windows.
+    pub(crate) fn search_with(
+        &self,
+        query_terms: &[String],
+        docs: &DocSet,
+        k: usize,
+        params: &LexicalParams,
+    ) -> Vec<Hit> {
+        let Some(stats) = self.stats(docs) else {
+            return Vec::new();
+        };
+        let mut query: Vec<(u32, f32)> = Vec::new();
+        let mut unique: Vec<&String> = query_terms.iter().collect();
+        unique.sort();
+        unique.dedup();
+        for term in unique {
+            if let Some(tid) = self.backend.vocab.get(term.as_str()) {
+                query.push((*tid, 1.0));
+            }
+        }
+        let mut scored = self.score(&query, docs, &stats, params);
+        scored.truncate(k);
+        scored
+            .into_iter()
+            .filter_map(|(doc, score)| {
+                self.record_of(doc).map(|r| Hit {
+                    record_id: r.to_owned(),
+                    score,
+                })
+            })
+            .collect()
+    }
+
+    fn stats(&self, docs: &DocSet) -> Option<Stats> {
         let b = &self.backend;
         let mut partitions: Vec<u32> = docs
             .docs()
@@ -214,54 +269,177 @@ impl LexicalIndex {
             .map(|p| b.partitions[*p as usize].total_len)
             .sum();
         if n == 0 {
-            return Vec::new();
+            return None;
         }
         let avgdl = (total_len as f32 / n as f32).max(1.0);
-        let mut unique: Vec<&String> = query_terms.iter().collect();
-        unique.sort();
-        unique.dedup();
-        let mut scores: HashMap<DocId, f32> = HashMap::new();
-        for term in unique {
-            let Some(tid) = b.vocab.get(term.as_str()) else {
-                continue;
-            };
-            let df: u64 = partitions
-                .iter()
-                .filter_map(|p| b.partitions[*p as usize].postings.get(tid))
-                .map(|l| l.len() as u64)
-                .sum();
-            if df == 0 {
-                continue;
-            }
-            let idf = (1.0 + (n as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
-            for p in &partitions {
-                let Some(list) = b.partitions[*p as usize].postings.get(tid) else {
+        Some(Stats {
+            partitions,
+            n,
+            avgdl,
+        })
+    }
+
+    fn idf(&self, stats: &Stats, tid: u32) -> f32 {
+        let df: u64 = stats
+            .partitions
+            .iter()
+            .filter_map(|p| self.backend.partitions[*p as usize].postings.get(&tid))
+            .map(|l| l.len() as u64)
+            .sum();
+        if df == 0 {
+            return 0.0;
+        }
+        (1.0 + (stats.n as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln()
+    }
+
+    fn doc_len(&self, doc: DocId) -> f32 {
+        self.backend
+            .docs
+            .get(doc as usize)
+            .and_then(|d| d.as_ref())
+            .map_or(1, |d| d.len) as f32
+    }
+
+    /// Scores every eligible doc matching a query term (and, with windows,
+    /// their eligible neighbours), best first, ties by record id.
+    fn score(
+        &self,
+        query: &[(u32, f32)],
+        docs: &DocSet,
+        stats: &Stats,
+        params: &LexicalParams,
+    ) -> Vec<(DocId, f32)> {
+        let window_permille = params.window_permille;
+        let b = &self.backend;
+        // Term frequencies of the eligible matching docs, per query term.
+        let mut tfs: HashMap<DocId, Vec<f32>> = HashMap::new();
+        let mut idfs = Vec::with_capacity(query.len());
+        for (qi, &(tid, _)) in query.iter().enumerate() {
+            idfs.push(self.idf(stats, tid));
+            for p in &stats.partitions {
+                let Some(list) = b.partitions[*p as usize].postings.get(&tid) else {
                     continue;
                 };
                 for &(doc, tf) in list {
-                    if !docs.contains(doc) {
-                        continue;
+                    if docs.contains(doc) {
+                        tfs.entry(doc).or_insert_with(|| vec![0.0; query.len()])[qi] += tf as f32;
                     }
-                    let len = b.docs[doc as usize].as_ref().map_or(1, |d| d.len) as f32;
-                    let tf = tf as f32;
-                    let s = idf * tf * (BM25_K1 + 1.0)
-                        / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * len / avgdl));
-                    *scores.entry(doc).or_default() += s;
                 }
             }
         }
-        let mut hits: Vec<Hit> = scores
-            .into_iter()
-            .filter_map(|(doc, score)| {
-                self.record_of(doc).map(|r| Hit {
-                    record_id: r.to_owned(),
-                    score,
+        let bm25 = |tf: f32, len: f32, avg: f32| -> f32 {
+            tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * len / avg))
+        };
+        let mut scored: Vec<(DocId, f32)> = if window_permille == 0 {
+            tfs.iter()
+                .map(|(doc, tf)| {
+                    let len = self.doc_len(*doc);
+                    let s = query
+                        .iter()
+                        .zip(&idfs)
+                        .zip(tf)
+                        .filter(|(_, tf)| **tf > 0.0)
+                        .map(|(((_, w), idf), tf)| w * idf * bm25(*tf, len, stats.avgdl))
+                        .sum();
+                    (*doc, s)
                 })
-            })
-            .collect();
-        sort_hits(&mut hits);
-        hits.truncate(k);
-        hits
+                .collect()
+        } else {
+            // A turn window: the doc plus up to `window_radius` eligible
+            // neighbours on each side in its subject's timeline; a
+            // neighbour at distance d weighs w^d in term counts and length.
+            let w = window_permille as f32 / 1000.0;
+            let radius = params.window_radius.max(1);
+            let side_mass: f32 = (1..=radius).map(|d| w.powi(d as i32)).sum();
+            let avg = stats.avgdl * (1.0 + 2.0 * side_mass);
+            let mut targets: Vec<DocId> = Vec::with_capacity(tfs.len() * (1 + 2 * radius));
+            for doc in tfs.keys() {
+                targets.push(*doc);
+                targets.extend(self.window_docs(*doc, docs, radius).iter().map(|(d, _)| *d));
+            }
+            targets.sort_unstable();
+            targets.dedup();
+            let mut window_tf = vec![0.0f32; query.len()];
+            targets
+                .iter()
+                .map(|doc| {
+                    window_tf.fill(0.0);
+                    let mut len = self.doc_len(*doc);
+                    if let Some(own) = tfs.get(doc) {
+                        window_tf.iter_mut().zip(own).for_each(|(t, x)| *t += x);
+                    }
+                    for (d, dist) in self.window_docs(*doc, docs, radius) {
+                        let weight = w.powi(dist as i32);
+                        len += weight * self.doc_len(d);
+                        if let Some(tf) = tfs.get(&d) {
+                            window_tf
+                                .iter_mut()
+                                .zip(tf)
+                                .for_each(|(t, x)| *t += weight * x);
+                        }
+                    }
+                    let s = window_tf
+                        .iter()
+                        .zip(query.iter().zip(&idfs))
+                        .filter(|(tf, _)| **tf > 0.0)
+                        .map(|(tf, ((_, qw), idf))| qw * idf * bm25(*tf, len, avg))
+                        .sum();
+                    (*doc, s)
+                })
+                .collect()
+        };
+        // Best first; equal scores by record id.
+        scored.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| self.record_of(a.0).cmp(&self.record_of(b.0)))
+        });
+        scored
+    }
+
+    /// Up to `radius` eligible docs on each side of `doc` in its subject's
+    /// timeline, with their distance (1 = adjacent).
+    fn window_docs(&self, doc: DocId, docs: &DocSet, radius: usize) -> Vec<(DocId, usize)> {
+        let b = &self.backend;
+        let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) else {
+            return Vec::new();
+        };
+        let timeline = &b.partitions[d.partition as usize].timeline;
+        let key = (d.created_at_unix_ms, doc);
+        let before = timeline
+            .range(..key)
+            .rev()
+            .filter(|(_, x)| docs.contains(*x))
+            .take(radius);
+        let after = timeline
+            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+            .filter(|(_, x)| docs.contains(*x))
+            .take(radius);
+        before
+            .enumerate()
+            .chain(after.enumerate())
+            .map(|(i, (_, x))| (*x, i + 1))
+            .collect()
+    }
+
+    /// The eligible docs just before and just after `doc` in its subject's
+    /// timeline.
+    fn neighbour_docs(&self, doc: DocId, docs: &DocSet) -> [Option<DocId>; 2] {
+        let b = &self.backend;
+        let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) else {
+            return [None, None];
+        };
+        let timeline = &b.partitions[d.partition as usize].timeline;
+        let key = (d.created_at_unix_ms, doc);
+        let before = timeline
+            .range(..key)
+            .rev()
+            .find(|(_, x)| docs.contains(*x))
+            .map(|(_, x)| *x);
+        let after = timeline
+            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+            .find(|(_, x)| docs.contains(*x))
+            .map(|(_, x)| *x);
+        [before, after]
     }
 
     /// Eligible records carrying exactly `claim_key`, sorted by record id.
@@ -290,20 +468,10 @@ impl LexicalIndex {
         let Some(doc) = self.fence.doc_of(record_id) else {
             return Vec::new();
         };
-        let b = &self.backend;
-        let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) else {
-            return Vec::new();
-        };
-        let timeline = &b.partitions[d.partition as usize].timeline;
-        let key = (d.created_at_unix_ms, doc);
-        let before = timeline.range(..key).rev().find(|(_, x)| docs.contains(*x));
-        let after = timeline
-            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
-            .find(|(_, x)| docs.contains(*x));
-        [before, after]
+        self.neighbour_docs(doc, docs)
             .into_iter()
             .flatten()
-            .filter_map(|(_, x)| self.record_of(*x).map(str::to_owned))
+            .filter_map(|x| self.record_of(x).map(str::to_owned))
             .collect()
     }
 }

@@ -47,7 +47,8 @@ pub use ann::{AnnConfig, AnnIndex, SearchPlan};
 pub use embed::{Embedder, HashEmbedder, HttpEmbedder};
 pub use error::{IndexError, ModelError, StaleReason};
 pub use funnel::{
-    CacheKey, FunnelConfig, Handoff, Recall, RecallQuery, RetrievalMode, Retriever, hand_off,
+    CacheKey, FunnelConfig, Fusion, Handoff, Recall, RecallQuery, RetrievalMode, Retriever,
+    hand_off,
 };
 pub use lexical::{Hit, LexicalIndex};
 pub use scope::{DocSet, Eligible, ScopePredicate};

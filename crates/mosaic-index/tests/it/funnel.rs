@@ -8,7 +8,8 @@ use mosaic_harness::memory_scope::{
     ContextBudget, EligibleSet, eligible_set, verify_relevance_receipt,
 };
 use mosaic_index::{
-    IndexTarget, PublishMessage, RecallQuery, RetrievalMode, Retriever, ScopeKeys, hand_off,
+    FunnelConfig, Fusion, IndexTarget, PublishMessage, RecallQuery, RetrievalMode, Retriever,
+    ScopeKeys, hand_off,
 };
 
 use crate::common::retriever;
@@ -195,19 +196,12 @@ fn near_identical_memories_of_other_tenants_and_principals_never_cross() {
     }
 }
 
-#[test]
-fn neighbouring_records_lend_context() {
-    let mut r = retriever();
+fn three_turns(r: &mut Retriever, turns: &[&str]) -> Vec<MemoryRecord> {
     let fixture = scoped_selection_records();
     let (base, _) = fixture
         .into_iter()
         .find(|(rec, _)| rec.record_id == "episode-user")
         .unwrap();
-    let turns = [
-        "Did you finish the painting you started?",
-        "Yes! It is a sunset over the lake, took me three weeks.",
-        "The weather turned cold yesterday.",
-    ];
     let mut recs = Vec::new();
     for (i, text) in turns.iter().enumerate() {
         let mut rec = base.clone();
@@ -218,6 +212,25 @@ fn neighbouring_records_lend_context() {
         r.vector.publish(&m).unwrap();
         recs.push(rec);
     }
+    recs
+}
+
+const TURNS: [&str; 4] = [
+    "Did you finish the painting you started?",
+    "Yes! It is a sunset over the lake, took me three weeks.",
+    "The weather turned cold yesterday.",
+    "Shall we walk the dog tomorrow morning?",
+];
+
+#[test]
+fn neighbouring_records_lend_context() {
+    let mut r = retriever();
+    r.set_config(FunnelConfig {
+        lexical_window_permille: 0,
+        neighbour_permille: 150,
+        ..FunnelConfig::default()
+    });
+    let recs = three_turns(&mut r, &TURNS);
     let ctx = scoped_selection_context();
     let eligible = eligible_set(&ctx, &recs).unwrap();
     let mut q = query("painting", &eligible, &[], 0);
@@ -227,4 +240,66 @@ fn neighbouring_records_lend_context() {
     // The answer turn has no query word but follows the matching turn.
     assert_eq!(recall.record_ids()[..2], ["turn-0", "turn-1"]);
     assert!(recall.explanations[1].neighbour_bonus > 0);
+}
+
+#[test]
+fn turn_windows_reach_the_reply_and_fade_with_distance() {
+    let mut r = retriever();
+    let recs = three_turns(&mut r, &TURNS);
+    let ctx = scoped_selection_context();
+    let eligible = eligible_set(&ctx, &recs).unwrap();
+    let mut q = query("painting", &eligible, &[], 0);
+    q.policy_sha256 = &ctx.policy_sha256;
+    q.mode = RetrievalMode::Lexical;
+    // Default: windows of two records each side, weights 1/2 and 1/4.
+    let recall = r.recall(&q).unwrap();
+    assert_eq!(recall.record_ids(), ["turn-0", "turn-1", "turn-2"]);
+    let scores: Vec<u64> = recall.receipt.results.iter().map(|x| x.score).collect();
+    assert!(scores[0] > scores[1] && scores[1] > scores[2], "{scores:?}");
+    assert!(recall.explanations.iter().all(|e| e.neighbour_bonus == 0));
+
+    // Without windows only the matching turn is found.
+    r.set_config(FunnelConfig {
+        lexical_window_permille: 0,
+        ..FunnelConfig::default()
+    });
+    assert_eq!(r.recall(&q).unwrap().record_ids(), ["turn-0"]);
+}
+
+#[test]
+fn turn_windows_never_read_ineligible_neighbours() {
+    let mut r = retriever();
+    let recs = three_turns(&mut r, &TURNS);
+    let ctx = scoped_selection_context();
+    // turn-0 (the only one mentioning painting) is not eligible.
+    let eligible = eligible_set(&ctx, &recs[1..]).unwrap();
+    let mut q = query("painting", &eligible, &[], 0);
+    q.policy_sha256 = &ctx.policy_sha256;
+    q.mode = RetrievalMode::Lexical;
+    let recall = r.recall(&q).unwrap();
+    assert!(
+        recall.record_ids().is_empty(),
+        "an ineligible record lent its words: {:?}",
+        recall.record_ids()
+    );
+}
+
+#[test]
+fn both_fusions_rank_a_match_of_both_lists_first() {
+    let mut r = retriever();
+    let recs = three_turns(&mut r, &TURNS);
+    let ctx = scoped_selection_context();
+    let eligible = eligible_set(&ctx, &recs).unwrap();
+    let mut q = query("walk the dog tomorrow", &eligible, &[], 0);
+    q.policy_sha256 = &ctx.policy_sha256;
+    for fusion in [Fusion::MinMaxScore, Fusion::ReciprocalRank] {
+        r.set_config(FunnelConfig {
+            fusion,
+            ..FunnelConfig::default()
+        });
+        let recall = r.recall(&q).unwrap();
+        assert_eq!(recall.record_ids()[0], "turn-3", "{fusion:?}");
+        let e = &recall.explanations[0];
+        assert_eq!((e.lexical_rank, e.vector_rank), (Some(0), Some(0)));
+    }
 }
