@@ -35,7 +35,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use mosaic_harness::memory_scope::{DecisionOutcome, RECALLED_MEMORY_NOTICE};
@@ -261,12 +261,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
 
 /// Authenticates a request to the MCP endpoint like any API request and
 /// hands the credential to the MCP session through the request extensions.
-async fn authenticate(
-    State(_state): State<AppState>,
-    Auth(credential): Auth,
-    mut request: Request,
-    next: Next,
-) -> Response {
+async fn authenticate(Auth(credential): Auth, mut request: Request, next: Next) -> Response {
     request.extensions_mut().insert(credential);
     next.run(request).await
 }
