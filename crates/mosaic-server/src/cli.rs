@@ -61,6 +61,26 @@ pub struct ServeFlags {
     /// Per-request timeout in milliseconds.
     #[arg(long)]
     pub request_timeout_ms: Option<u64>,
+    /// Embedder: minilm (local model), http (OpenAI-compatible endpoint) or
+    /// hash (deterministic, no model). Default: minilm in builds with the
+    /// `local-model` feature, else hash. Env MOSAIC_EMBEDDER.
+    #[arg(long)]
+    pub embedder: Option<mosaic_server::embedder::EmbedderKind>,
+    /// Directory of the minilm model files (default
+    /// <data-dir>/models/all-MiniLM-L6-v2). Env MOSAIC_MODEL_DIR.
+    #[arg(long)]
+    pub model_dir: Option<PathBuf>,
+    /// Base URL of the http embedder, e.g. http://127.0.0.1:8080/v1 (the
+    /// key comes from MOSAIC_EMBEDDER_API_KEY). Env MOSAIC_EMBEDDER_URL.
+    #[arg(long)]
+    pub embedder_url: Option<String>,
+    /// Model name sent to the http embedder. Env MOSAIC_EMBEDDER_MODEL.
+    #[arg(long)]
+    pub embedder_model: Option<String>,
+    /// Vector dimension of the hash embedder and of the http embedder's
+    /// endpoint. Env MOSAIC_EMBEDDING_DIM.
+    #[arg(long)]
+    pub embedding_dim: Option<usize>,
 }
 
 /// The verbs.
@@ -500,10 +520,12 @@ fn maintenance(
 ) -> Result<ExitCode> {
     let value = match data_dir {
         Some(dir) => {
-            let config = ServerConfig {
-                data_dir: dir,
-                ..ServerConfig::default()
-            };
+            // The embedder settings (MOSAIC_EMBEDDER, ...) apply offline too.
+            let mut config = ServerConfig::default();
+            config
+                .apply_env(std::env::vars())
+                .map_err(|e| anyhow!("{e}"))?;
+            config.data_dir = dir;
             let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;
             if verb == "reindex" {
                 let bar = if json {
@@ -576,6 +598,21 @@ fn load_config(flags: &ServeFlags) -> Result<ServerConfig> {
     if let Some(v) = flags.request_timeout_ms {
         config.request_timeout_ms = v;
     }
+    if let Some(v) = flags.embedder {
+        config.embedder = v;
+    }
+    if let Some(v) = &flags.model_dir {
+        config.model_dir = Some(v.clone());
+    }
+    if let Some(v) = &flags.embedder_url {
+        config.embedder_url = Some(v.clone());
+    }
+    if let Some(v) = &flags.embedder_model {
+        config.embedder_model = Some(v.clone());
+    }
+    if let Some(v) = flags.embedding_dim {
+        config.embedding_dim = v;
+    }
     if let Err(problems) = config.validate() {
         bail!("invalid configuration: {}", problems.join("; "));
     }
@@ -587,7 +624,9 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
         .with_writer(std::io::stderr)
         .init();
     let config = load_config(flags)?;
+    let opened = std::time::Instant::now();
     let (service, report) = Service::open(config.clone()).map_err(|e| anyhow!("{e}"))?;
+    let open_ms = opened.elapsed().as_millis();
     let state = Arc::new(service);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -606,6 +645,7 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
         }
         println!("mosaic: try  curl http://{addr}/health");
         println!("mosaic:      curl -H \"Authorization: Bearer $(cat {})\" http://{addr}/v1/admin/tenants", key_file.display());
+        print_embedder(&config, &report.embedder, open_ms);
         let reconciler = mosaic_server::http::spawn_reconciler(state.clone());
         let app = mosaic_server::app(state.clone());
         axum::serve(listener, app)
@@ -618,6 +658,43 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The startup lines about the embedder (never the HTTP embedder's key).
+fn print_embedder(
+    config: &ServerConfig,
+    report: &mosaic_server::embedder::EmbedderReport,
+    open_ms: u128,
+) {
+    use mosaic_server::embedder::{self, EmbedderKind};
+    match config.embedder {
+        EmbedderKind::Hash => {
+            println!(
+                "mosaic: embedder hash: the service runs with the deterministic hashing embedder \
+                 (word and trigram overlap, no semantic model)"
+            );
+            println!(
+                "mosaic: for the all-MiniLM-L6-v2 model {}",
+                embedder::HOW_TO_GET_THE_MODEL
+            );
+        }
+        EmbedderKind::Minilm => println!(
+            "mosaic: embedder minilm: all-MiniLM-L6-v2 from {}",
+            embedder::model_dir(config).display()
+        ),
+        EmbedderKind::Http => println!(
+            "mosaic: embedder http: model {} at {}",
+            config.embedder_model.as_deref().unwrap_or("?"),
+            embedder::redact_url(config.embedder_url.as_deref().unwrap_or("?"))
+        ),
+    }
+    println!("mosaic: embedder release {}", report.identity.release);
+    if let Some(previous) = &report.switched_from {
+        println!(
+            "mosaic: the index was built with another embedder ({previous}); rebuilt it from the store"
+        );
+    }
+    println!("mosaic: started in {open_ms} ms");
 }
 
 /// Ctrl-C, or SIGTERM on Unix.
@@ -652,6 +729,13 @@ fn doctor(flags: &ServeFlags, json: bool) -> Result<ExitCode> {
             None
         }
     };
+    let config = config.filter(|config| match mosaic_server::embedder::check(config) {
+        Ok(()) => true,
+        Err(e) => {
+            problems.push(("embedder".into(), e.to_string()));
+            false
+        }
+    });
     if let Some(config) = config {
         if !config.data_dir.exists() {
             problems.push((
@@ -717,6 +801,11 @@ fn mcp(
         rate_limit_per_second: None,
         rate_limit_burst: None,
         request_timeout_ms: None,
+        embedder: None,
+        model_dir: None,
+        embedder_url: None,
+        embedder_model: None,
+        embedding_dim: None,
     };
     let config = load_config(&flags)?;
     let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::embedder::{EmbedderKind, Secret};
 use crate::error::{ServiceError, ServiceResult};
 
 /// Everything `mosaic serve` is configured with.
@@ -29,8 +30,24 @@ pub struct ServerConfig {
     /// How often the background worker publishes the outbox and advances
     /// deletions, in milliseconds.
     pub reconcile_interval_ms: u64,
-    /// Dimensions of the built-in deterministic hashing embedder.
+    /// Dimensions of the hashing embedder; the dimension the http
+    /// embedder's endpoint must return.
     pub embedding_dim: usize,
+    /// Which embedder to run (default `minilm` when built with the
+    /// `local-model` feature, else `hash`).
+    pub embedder: EmbedderKind,
+    /// Directory of the `minilm` model files (default
+    /// `<data_dir>/models/all-MiniLM-L6-v2`).
+    pub model_dir: Option<PathBuf>,
+    /// Base URL of the `http` embedder (e.g. `http://127.0.0.1:8080/v1`).
+    pub embedder_url: Option<String>,
+    /// Model name sent to the `http` embedder.
+    pub embedder_model: Option<String>,
+    /// Bearer key of the `http` embedder: only from the environment
+    /// (`MOSAIC_EMBEDDER_API_KEY`), never from a file, never serialised
+    /// or printed.
+    #[serde(skip)]
+    pub embedder_api_key: Option<Secret>,
 }
 
 impl Default for ServerConfig {
@@ -45,6 +62,11 @@ impl Default for ServerConfig {
             request_timeout_ms: 10_000,
             reconcile_interval_ms: 1_000,
             embedding_dim: 256,
+            embedder: EmbedderKind::build_default(),
+            model_dir: None,
+            embedder_url: None,
+            embedder_model: None,
+            embedder_api_key: None,
         }
     }
 }
@@ -94,6 +116,14 @@ impl ServerConfig {
                 "MOSAIC_RECONCILE_INTERVAL_MS" => {
                     self.reconcile_interval_ms = parse(&name, &value)?
                 }
+                "MOSAIC_EMBEDDING_DIM" => self.embedding_dim = parse(&name, &value)?,
+                "MOSAIC_EMBEDDER" => self.embedder = parse(&name, &value)?,
+                "MOSAIC_MODEL_DIR" => self.model_dir = Some(PathBuf::from(value)),
+                "MOSAIC_EMBEDDER_URL" => self.embedder_url = Some(value),
+                "MOSAIC_EMBEDDER_MODEL" => self.embedder_model = Some(value),
+                "MOSAIC_EMBEDDER_API_KEY" => {
+                    self.embedder_api_key = Some(Secret::new(value));
+                }
                 _ => {}
             }
         }
@@ -117,6 +147,14 @@ impl ServerConfig {
         }
         if !(8..=4096).contains(&self.embedding_dim) {
             problems.push("embedding_dim must be between 8 and 4096".to_owned());
+        }
+        if self.embedder == EmbedderKind::Http {
+            if self.embedder_url.as_deref().is_none_or(str::is_empty) {
+                problems.push("embedder http needs embedder_url (--embedder-url)".to_owned());
+            }
+            if self.embedder_model.as_deref().is_none_or(str::is_empty) {
+                problems.push("embedder http needs embedder_model (--embedder-model)".to_owned());
+            }
         }
         if problems.is_empty() {
             Ok(())

@@ -44,6 +44,8 @@ pub fn run(json: bool) -> Result<ExitCode> {
     let dir = tempfile::tempdir()?;
     let config = ServerConfig {
         data_dir: dir.path().join("data"),
+        // A temporary directory holds no model: the tour is deterministic.
+        embedder: mosaic_server::embedder::EmbedderKind::Hash,
         ..ServerConfig::default()
     };
     let (service, _) = Service::open(config.clone()).map_err(e)?;

@@ -40,6 +40,7 @@ pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod embedder;
 mod error;
 pub mod evidence;
 pub mod examples;

@@ -24,7 +24,7 @@ use mosaic_harness::memory_write::{
 };
 use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
 use mosaic_index::{
-    AnnConfig, FunnelConfig, HashEmbedder, IndexTarget, PublishMessage, RebuildEntry, RecallQuery,
+    AnnConfig, Embedder, FunnelConfig, IndexTarget, PublishMessage, RebuildEntry, RecallQuery,
     RetrievalMode, Retriever, ScopeKeys, TargetSnapshot, hand_off,
 };
 use mosaic_store::read::eligibility_query;
@@ -38,6 +38,7 @@ use crate::api::*;
 use crate::auth::{self, Credential};
 use crate::catalog::{Catalog, MemoryRow};
 use crate::config::ServerConfig;
+use crate::embedder::{self, EmbedderIdentity, EmbedderReport};
 use crate::error::{ServiceError, ServiceResult};
 use crate::evidence::{
     self, EvidenceError, EvidenceKind, Proposition, RegisteredVerifier, SourceTextError,
@@ -105,6 +106,7 @@ pub struct Service {
     clock: Arc<dyn ServiceClock>,
     config: ServerConfig,
     metrics: Metrics,
+    embedder: Arc<dyn Embedder>,
 }
 
 /// What opening a data directory did.
@@ -115,6 +117,9 @@ pub struct OpenReport {
     pub admin_key_file: Option<PathBuf>,
     /// Whether the data directory was created.
     pub created_data_dir: bool,
+    /// The embedder in force, and the one the stored index was built with
+    /// when that differed (the indexes were then rebuilt).
+    pub embedder: EmbedderReport,
 }
 
 fn lock<T>(m: &Mutex<T>) -> ServiceResult<MutexGuard<'_, T>> {
@@ -219,6 +224,10 @@ impl Service {
                 problems.join("; "),
             ));
         }
+        // Before touching the data directory: a missing or corrupt model
+        // refuses to start with the command that fixes it.
+        let embedder =
+            embedder::build(&config).map_err(|e| ServiceError::Unavailable(e.to_string()))?;
         let created_data_dir = !config.data_dir.exists();
         std::fs::create_dir_all(config.data_dir.join("index")).map_err(|e| {
             ServiceError::Internal(format!(
@@ -238,7 +247,7 @@ impl Service {
             )?),
         };
         let catalog = Catalog::open(&config.data_dir.join(CATALOG_FILE))?;
-        let retriever = new_retriever(config.embedding_dim);
+        let retriever = new_retriever(&embedder);
         let service = Service {
             inner: Mutex::new(Inner {
                 store,
@@ -250,14 +259,20 @@ impl Service {
             clock,
             metrics: Metrics::default(),
             config,
+            embedder,
         };
         let admin_key_file = service.bootstrap_admin_key()?;
-        service.load_indexes()?;
+        let switched_from = service.load_indexes()?;
+        let identity = service.embedder_identity();
         Ok((
             service,
             OpenReport {
                 admin_key_file,
                 created_data_dir,
+                embedder: EmbedderReport {
+                    identity,
+                    switched_from,
+                },
             },
         ))
     }
@@ -265,6 +280,11 @@ impl Service {
     /// The configuration in force.
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    /// The identity of the embedder in force.
+    pub fn embedder_identity(&self) -> EmbedderIdentity {
+        EmbedderIdentity::of(self.config.embedder, self.embedder.as_ref())
     }
 
     /// The metrics registry.
@@ -1783,7 +1803,13 @@ impl Service {
             .vector
             .snapshot()
             .save(&self.index_path("vector"))?;
-        Ok(())
+        self.save_embedder_identity()
+    }
+
+    fn save_embedder_identity(&self) -> ServiceResult<()> {
+        self.embedder_identity()
+            .save(&self.config.data_dir)
+            .map_err(|e| ServiceError::Internal(format!("cannot save the embedder identity: {e}")))
     }
 
     /// Saves the index snapshots now (also done by reconcile when dirty).
@@ -1793,24 +1819,35 @@ impl Service {
     }
 
     /// Loads saved snapshots (when both decode), then rebuilds from the
-    /// store when they are missing or disagree with it.
-    fn load_indexes(&self) -> ServiceResult<()> {
+    /// store when they are missing or disagree with it, or when they were
+    /// built with another embedder (returned: vectors of two embedders
+    /// never share an index).
+    fn load_indexes(&self) -> ServiceResult<Option<EmbedderIdentity>> {
+        let current = self.embedder_identity();
+        let switched_from = EmbedderIdentity::load(&self.config.data_dir)
+            .filter(|stored| !stored.same_space(&current));
+        if switched_from.is_some() {
+            self.reindex(None)?;
+            return Ok(switched_from);
+        }
         let lexical = TargetSnapshot::load(&self.index_path("lexical"));
         let vector = TargetSnapshot::load(&self.index_path("vector"));
         if let (Ok(lexical), Ok(vector)) = (lexical, vector) {
             let mut inner = lock(&self.inner)?;
-            let mut retriever = new_retriever(self.config.embedding_dim);
+            let mut retriever = new_retriever(&self.embedder);
             if retriever.lexical.restore(&lexical).is_ok()
                 && retriever.vector.restore(&vector).is_ok()
             {
                 inner.retriever = retriever;
                 let problems = index_problems(&mut inner)?;
                 if problems.is_empty() {
-                    return Ok(());
+                    self.save_embedder_identity()?;
+                    return Ok(None);
                 }
             }
         }
-        self.reindex(None).map(|_| ())
+        self.reindex(None)?;
+        Ok(None)
     }
 
     /// Rebuilds both indexes from the store (every active record live,
@@ -1853,7 +1890,7 @@ impl Service {
                 }
             }
         }
-        let mut retriever = new_retriever(self.config.embedding_dim);
+        let mut retriever = new_retriever(&self.embedder);
         retriever.lexical.rebuild_from(&entries)?;
         retriever.vector.rebuild_from(&entries)?;
         inner.retriever = retriever;
@@ -2015,9 +2052,9 @@ fn open_postgres(
     mosaic_store::PostgresStore::connect(url, store_config).map_err(|e| unavailable(&e))
 }
 
-fn new_retriever(dim: usize) -> Retriever {
+fn new_retriever(embedder: &Arc<dyn Embedder>) -> Retriever {
     Retriever::new(
-        Arc::new(HashEmbedder::new(dim)),
+        embedder.clone(),
         AnnConfig::default(),
         FunnelConfig::default(),
     )

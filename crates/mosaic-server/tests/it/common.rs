@@ -40,6 +40,8 @@ pub fn config(dir: &std::path::Path) -> ServerConfig {
         rate_limit_per_second: 10_000,
         rate_limit_burst: 10_000,
         body_limit_bytes: 64 * 1024,
+        // Deterministic in every build; the model is not under test here.
+        embedder: mosaic_server::embedder::EmbedderKind::Hash,
         ..ServerConfig::default()
     }
 }

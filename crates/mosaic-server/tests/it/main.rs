@@ -2,6 +2,7 @@
 
 mod cli;
 mod common;
+mod embedder;
 mod errors;
 mod evidence;
 mod hygiene;

@@ -1,0 +1,396 @@
+//! Which embedder the service runs, and its identity on disk.
+//!
+//! Three embedders sit behind `mosaic_index::Embedder`:
+//!
+//! * `minilm`: the built-in all-MiniLM-L6-v2 model, loaded from files on
+//!   disk (`--model-dir`, default `<data-dir>/models/all-MiniLM-L6-v2`),
+//!   verified against pinned SHA-256s. Needs the `local-model` feature.
+//! * `http`: an OpenAI-compatible `POST {url}/embeddings`; the API key comes
+//!   only from `MOSAIC_EMBEDDER_API_KEY` and is never logged or serialised.
+//! * `hash`: the deterministic hashing embedder (tests, no model).
+//!
+//! The embedder's identity (its release: model name and file digests, and
+//! its dimension) is stored beside the index snapshots. When a data
+//! directory is opened with a different embedder the service rebuilds the
+//! indexes from the store, so vectors of two embedders never share an
+//! index.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mosaic_index::local_model::{
+    MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256, verify_model_dir,
+};
+use mosaic_index::{Embedder, HashEmbedder, HttpEmbedder, IndexError};
+use serde::{Deserialize, Serialize};
+
+use crate::config::ServerConfig;
+
+/// Name of the default local model's directory under `<data-dir>/models`.
+pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2";
+/// File (in the data directory's `index/` folder) holding the identity of
+/// the embedder the vector index was built with.
+pub const EMBEDDER_IDENTITY_FILE: &str = "embedder.json";
+/// Whether this build carries the local model (feature `local-model`).
+pub const LOCAL_MODEL_BUILT: bool = cfg!(feature = "local-model");
+/// What to do to get the real model, for messages.
+pub const HOW_TO_GET_THE_MODEL: &str = "run `scripts/serve.sh` (fetches and verifies the model, then serves with it), \
+     or build with `--features local-model` and pass `--embedder minilm`";
+
+/// Which embedder to run.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbedderKind {
+    /// The local all-MiniLM-L6-v2 model.
+    Minilm,
+    /// An OpenAI-compatible HTTP endpoint.
+    Http,
+    /// The deterministic hashing embedder.
+    Hash,
+}
+
+impl EmbedderKind {
+    /// `minilm` when built with the `local-model` feature, else `hash`.
+    pub fn build_default() -> Self {
+        if LOCAL_MODEL_BUILT {
+            EmbedderKind::Minilm
+        } else {
+            EmbedderKind::Hash
+        }
+    }
+
+    /// The configuration name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmbedderKind::Minilm => "minilm",
+            EmbedderKind::Http => "http",
+            EmbedderKind::Hash => "hash",
+        }
+    }
+}
+
+impl Default for EmbedderKind {
+    fn default() -> Self {
+        Self::build_default()
+    }
+}
+
+impl std::str::FromStr for EmbedderKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "minilm" => Ok(EmbedderKind::Minilm),
+            "http" => Ok(EmbedderKind::Http),
+            "hash" => Ok(EmbedderKind::Hash),
+            other => Err(format!(
+                "unknown embedder {other:?}: expected minilm, http or hash"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for EmbedderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A secret string: never printed by `Debug`, never serialised.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself (only to send it).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Why the configured embedder cannot run. The messages name what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedderError {
+    /// The model files are missing or corrupt.
+    #[error(
+        "the minilm embedder cannot start: {source}. \
+         Or run `scripts/serve.sh`, which fetches the model and serves with it."
+    )]
+    Model {
+        /// What is wrong with the files (names the fetch command).
+        source: mosaic_index::ModelError,
+    },
+    /// The files are fine but this build has no local model support.
+    #[error(
+        "the minilm embedder is not in this build: rebuild with `--features local-model` \
+         (for example `scripts/serve.sh`), or pass `--embedder hash`"
+    )]
+    NotBuilt,
+    /// The model failed to load or run.
+    #[error("the minilm embedder failed to load from {dir}: {message}")]
+    Load {
+        /// The model directory.
+        dir: PathBuf,
+        /// The failure.
+        message: String,
+    },
+    /// `http` without a URL or model.
+    #[error("the http embedder needs {0} (flag `--{1}` or `MOSAIC_{2}`)")]
+    MissingSetting(&'static str, &'static str, &'static str),
+    /// The endpoint's vectors have another dimension than configured.
+    #[error(
+        "the http embedder's endpoint returns {actual}-dimensional vectors but {expected} are \
+         configured: pass `--embedding-dim {actual}` (or MOSAIC_EMBEDDING_DIM={actual})"
+    )]
+    DimensionMismatch {
+        /// Configured dimension.
+        expected: usize,
+        /// Dimension the endpoint returned.
+        actual: usize,
+    },
+    /// The endpoint could not be used.
+    #[error("the http embedder's endpoint {url} does not work: {message}")]
+    Endpoint {
+        /// The endpoint (without user information).
+        url: String,
+        /// The failure.
+        message: String,
+    },
+}
+
+/// The directory the `minilm` model is read from.
+pub fn model_dir(config: &ServerConfig) -> PathBuf {
+    config
+        .model_dir
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("models").join(DEFAULT_MODEL_DIR_NAME))
+}
+
+/// `url` with any `user:password@` removed, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Checks what can be checked without loading or calling anything: the
+/// model files (pinned digests) for `minilm`, the settings for `http`.
+/// What `mosaic doctor` reports.
+pub fn check(config: &ServerConfig) -> Result<(), EmbedderError> {
+    match config.embedder {
+        EmbedderKind::Hash => Ok(()),
+        EmbedderKind::Http => http_settings(config).map(|_| ()),
+        EmbedderKind::Minilm => {
+            verify_model_dir(&model_dir(config))
+                .map_err(|source| EmbedderError::Model { source })?;
+            if LOCAL_MODEL_BUILT {
+                Ok(())
+            } else {
+                Err(EmbedderError::NotBuilt)
+            }
+        }
+    }
+}
+
+fn http_settings(config: &ServerConfig) -> Result<(&str, &str), EmbedderError> {
+    let url = config
+        .embedder_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        .ok_or(EmbedderError::MissingSetting(
+            "a base URL",
+            "embedder-url",
+            "EMBEDDER_URL",
+        ))?;
+    let model = config
+        .embedder_model
+        .as_deref()
+        .filter(|m| !m.trim().is_empty())
+        .ok_or(EmbedderError::MissingSetting(
+            "a model name",
+            "embedder-model",
+            "EMBEDDER_MODEL",
+        ))?;
+    Ok((url, model))
+}
+
+/// The embedder `config` names, ready to use: model files verified and
+/// loaded, or the HTTP endpoint probed once (which also checks the
+/// dimension).
+pub fn build(config: &ServerConfig) -> Result<Arc<dyn Embedder>, EmbedderError> {
+    match config.embedder {
+        EmbedderKind::Hash => Ok(Arc::new(HashEmbedder::new(config.embedding_dim))),
+        EmbedderKind::Http => {
+            let (url, model) = http_settings(config)?;
+            let key = config
+                .embedder_api_key
+                .as_ref()
+                .map(|k| k.expose().to_owned());
+            let embedder = HttpEmbedder::new(url, model, config.embedding_dim, key);
+            match embedder.embed("mosaic embedder probe") {
+                Ok(_) => Ok(Arc::new(embedder)),
+                Err(IndexError::BadEmbedding { expected, actual }) if actual > 0 => {
+                    Err(EmbedderError::DimensionMismatch { expected, actual })
+                }
+                Err(e) => Err(EmbedderError::Endpoint {
+                    url: redact_url(url),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        EmbedderKind::Minilm => {
+            let dir = model_dir(config);
+            verify_model_dir(&dir).map_err(|source| EmbedderError::Model { source })?;
+            load_minilm(&dir)
+        }
+    }
+}
+
+#[cfg(feature = "local-model")]
+fn load_minilm(dir: &Path) -> Result<Arc<dyn Embedder>, EmbedderError> {
+    let model = mosaic_index::local_model::MiniLmEmbedder::load(dir).map_err(|e| match e {
+        IndexError::Model(source @ mosaic_index::ModelError::MissingFile { .. })
+        | IndexError::Model(source @ mosaic_index::ModelError::DigestMismatch { .. }) => {
+            EmbedderError::Model { source }
+        }
+        other => EmbedderError::Load {
+            dir: dir.to_owned(),
+            message: other.to_string(),
+        },
+    })?;
+    let config_sha256 = file_sha256(&dir.join("config.json")).map_err(|e| EmbedderError::Load {
+        dir: dir.to_owned(),
+        message: e.to_string(),
+    })?;
+    Ok(Arc::new(Released {
+        release: minilm_release(model.release(), &config_sha256),
+        inner: model,
+    }))
+}
+
+#[cfg(not(feature = "local-model"))]
+fn load_minilm(_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedderError> {
+    Err(EmbedderError::NotBuilt)
+}
+
+/// The release of the local model as bound into receipts: model name and
+/// the SHA-256 of each file it was loaded from.
+pub fn minilm_release(model_release: &str, config_sha256: &str) -> String {
+    format!(
+        "{model_release}:model.safetensors={MODEL_SAFETENSORS_SHA256}\
+         :tokenizer.json={TOKENIZER_JSON_SHA256}:config.json={config_sha256}"
+    )
+}
+
+#[cfg(feature = "local-model")]
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// An embedder whose release names more than the inner one does.
+#[cfg(feature = "local-model")]
+struct Released<E> {
+    inner: E,
+    release: String,
+}
+
+#[cfg(feature = "local-model")]
+impl<E: Embedder> Embedder for Released<E> {
+    fn release(&self) -> &str {
+        &self.release
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+        self.inner.embed_batch(texts)
+    }
+}
+
+/// The identity of the embedder an index was built with.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedderIdentity {
+    /// `minilm`, `http` or `hash`.
+    pub kind: EmbedderKind,
+    /// The embedder's release (model and file digests).
+    pub release: String,
+    /// Vector dimension.
+    pub dimension: usize,
+}
+
+impl EmbedderIdentity {
+    /// The identity of `embedder` run as `kind`.
+    pub fn of(kind: EmbedderKind, embedder: &dyn Embedder) -> Self {
+        EmbedderIdentity {
+            kind,
+            release: embedder.release().to_owned(),
+            dimension: embedder.dimension(),
+        }
+    }
+
+    /// Same vector space (kind is informative only).
+    pub fn same_space(&self, other: &EmbedderIdentity) -> bool {
+        self.release == other.release && self.dimension == other.dimension
+    }
+
+    /// The identity file of a data directory.
+    pub fn path(data_dir: &Path) -> PathBuf {
+        data_dir.join("index").join(EMBEDDER_IDENTITY_FILE)
+    }
+
+    /// The stored identity; `None` when absent or unreadable (an index from
+    /// before identities were stored is treated as unknown and rebuilt).
+    pub fn load(data_dir: &Path) -> Option<Self> {
+        let bytes = std::fs::read(Self::path(data_dir)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Writes the identity atomically.
+    pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
+        let path = Self::path(data_dir);
+        let tmp = path.with_extension("tmp");
+        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path)
+    }
+}
+
+impl std::fmt::Display for EmbedderIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}, {} dimensions)",
+            self.kind, self.release, self.dimension
+        )
+    }
+}
+
+/// What opening a data directory found about the embedder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedderReport {
+    /// The embedder in force.
+    pub identity: EmbedderIdentity,
+    /// The embedder the stored index was built with, when it differed (the
+    /// indexes were rebuilt from the store).
+    pub switched_from: Option<EmbedderIdentity>,
+}

@@ -1,0 +1,410 @@
+//! The embedder setting: configuration, the refusal on a missing or corrupt
+//! model, the stored embedder identity (switching rebuilds or refuses),
+//! and the HTTP embedder against a local fake endpoint.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use mosaic_index::RetrievalMode;
+use mosaic_server::api::RecallRequest;
+use mosaic_server::embedder::{
+    DEFAULT_MODEL_DIR_NAME, EmbedderIdentity, EmbedderKind, LOCAL_MODEL_BUILT, Secret, model_dir,
+};
+use mosaic_server::examples::workspace_fact;
+use mosaic_server::{ServerConfig, Service};
+use serde_json::{Value, json};
+
+use crate::common::{WORKSPACE, World, world, world_with};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mosaic");
+
+#[test]
+fn embedder_config_defaults_toml_and_env() {
+    let config = ServerConfig::default();
+    let expected = if LOCAL_MODEL_BUILT {
+        EmbedderKind::Minilm
+    } else {
+        EmbedderKind::Hash
+    };
+    assert_eq!(config.embedder, expected);
+    assert_eq!(
+        model_dir(&config),
+        config.data_dir.join("models").join(DEFAULT_MODEL_DIR_NAME)
+    );
+    assert_eq!(DEFAULT_MODEL_DIR_NAME, "all-MiniLM-L6-v2");
+
+    let toml = ServerConfig::from_toml_str(
+        "embedder = \"http\"\nembedder_url = \"http://127.0.0.1:9/v1\"\n\
+         embedder_model = \"m\"\nembedding_dim = 8\n",
+    )
+    .expect("toml");
+    assert_eq!(toml.embedder, EmbedderKind::Http);
+    assert_eq!(toml.embedder_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+    assert_eq!(toml.embedder_model.as_deref(), Some("m"));
+    assert!(toml.validate().is_ok());
+    let toml =
+        ServerConfig::from_toml_str("embedder = \"minilm\"\nmodel_dir = \"/m\"\n").expect("toml");
+    assert_eq!(toml.embedder, EmbedderKind::Minilm);
+    assert_eq!(model_dir(&toml), Path::new("/m"));
+    assert!(ServerConfig::from_toml_str("embedder = \"bert\"").is_err());
+    // The key is never read from a file.
+    assert!(ServerConfig::from_toml_str("embedder_api_key = \"sk\"").is_err());
+
+    let mut env = ServerConfig::default();
+    env.apply_env([
+        ("MOSAIC_EMBEDDER".to_owned(), "http".to_owned()),
+        ("MOSAIC_EMBEDDER_URL".to_owned(), "http://e/v1".to_owned()),
+        ("MOSAIC_EMBEDDER_MODEL".to_owned(), "e5".to_owned()),
+        ("MOSAIC_EMBEDDING_DIM".to_owned(), "1024".to_owned()),
+        ("MOSAIC_MODEL_DIR".to_owned(), "/models/x".to_owned()),
+        (
+            "MOSAIC_EMBEDDER_API_KEY".to_owned(),
+            "sk-very-secret".to_owned(),
+        ),
+    ])
+    .expect("env");
+    assert_eq!(env.embedder, EmbedderKind::Http);
+    assert_eq!(env.embedding_dim, 1024);
+    assert_eq!(model_dir(&env), Path::new("/models/x"));
+    assert_eq!(
+        env.embedder_api_key.as_ref().map(Secret::expose),
+        Some("sk-very-secret")
+    );
+    assert!(!format!("{env:?}").contains("sk-very-secret"));
+    let serialised = toml::to_string(&env).expect("serialise");
+    assert!(!serialised.contains("sk-very-secret"), "{serialised}");
+    let mut bad = ServerConfig::default();
+    assert!(
+        bad.apply_env([("MOSAIC_EMBEDDER".to_owned(), "gpt".to_owned())])
+            .is_err()
+    );
+
+    let http_without_url = ServerConfig {
+        embedder: EmbedderKind::Http,
+        ..ServerConfig::default()
+    };
+    let problems = http_without_url
+        .validate()
+        .expect_err("needs url and model");
+    assert!(problems.iter().any(|p| p.contains("--embedder-url")));
+    assert!(problems.iter().any(|p| p.contains("--embedder-model")));
+}
+
+fn minilm_config(data_dir: &Path, model_dir: &Path) -> ServerConfig {
+    ServerConfig {
+        data_dir: data_dir.to_owned(),
+        embedder: EmbedderKind::Minilm,
+        model_dir: Some(model_dir.to_owned()),
+        ..ServerConfig::default()
+    }
+}
+
+fn open_error(config: ServerConfig) -> String {
+    match Service::open(config) {
+        Ok(_) => panic!("the service started without a usable model"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_missing_or_corrupt_model_refuses_to_start_naming_the_fetch_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let models = dir.path().join("models");
+    let message = open_error(minilm_config(&data, &models));
+    let fix = format!("scripts/fetch-model.sh {}", models.display());
+    assert!(message.contains(&fix), "{message}");
+    assert!(message.contains("model.safetensors"), "{message}");
+    assert!(!data.exists(), "a refused start creates nothing");
+
+    std::fs::create_dir_all(&models).expect("mkdir");
+    for file in ["model.safetensors", "tokenizer.json", "config.json"] {
+        std::fs::write(models.join(file), b"not the model").expect("write");
+    }
+    let message = open_error(minilm_config(&data, &models));
+    assert!(message.contains(&fix), "{message}");
+    assert!(
+        message.contains("model.safetensors has sha256"),
+        "{message}"
+    );
+}
+
+fn recall(service: &Service, key: &str, query: &str) -> Value {
+    let credential = service.authenticate(Some(key)).expect("key");
+    let response = service
+        .recall(
+            &credential,
+            &RecallRequest {
+                workspace_id: Some(WORKSPACE.to_owned()),
+                query: Some(query.to_owned()),
+                mode: Some(RetrievalMode::Vector),
+                ..RecallRequest::default()
+            },
+        )
+        .expect("recall");
+    serde_json::to_value(response).expect("json")
+}
+
+fn propose(service: &Service, key: &str, label: &str, content: &str) -> String {
+    let credential = service.authenticate(Some(key)).expect("key");
+    let response = service
+        .propose(&credential, &workspace_fact(label, WORKSPACE, content))
+        .expect("propose");
+    let value = serde_json::to_value(response).expect("json");
+    assert_eq!(value["decision"], "accepted", "{value}");
+    value["record_id"].as_str().expect("record id").to_owned()
+}
+
+/// Closes the world's service and returns its directory, config and a
+/// principal key.
+fn close(w: World) -> (tempfile::TempDir, ServerConfig, String) {
+    let config = w.service.config().clone();
+    let key = w.principals[0].key.clone();
+    let World {
+        _dir,
+        service,
+        router,
+        ..
+    } = w;
+    drop(router);
+    let service = Arc::try_unwrap(service).unwrap_or_else(|_| panic!("service still shared"));
+    service.flush().expect("flush");
+    drop(service);
+    (_dir, config, key)
+}
+
+#[test]
+fn switching_embedders_is_detected_refused_without_a_model_and_rebuilt_otherwise() {
+    let w = world();
+    let key = w.principals[0].key.clone();
+    let record = propose(
+        &w.service,
+        &key,
+        "switch",
+        "Escalations go to the on-call lead",
+    );
+    let hash_identity = w.service.embedder_identity();
+    assert_eq!(hash_identity.kind, EmbedderKind::Hash);
+    let (dir, config, key) = close(w);
+    assert_eq!(
+        EmbedderIdentity::load(&config.data_dir).as_ref(),
+        Some(&hash_identity),
+        "the identity is stored with the index"
+    );
+
+    // hash -> minilm with no usable model: refused, nothing changes.
+    let models = dir.path().join("no-model");
+    let message = open_error(minilm_config(&config.data_dir, &models));
+    assert!(message.contains("scripts/fetch-model.sh"), "{message}");
+    assert_eq!(
+        EmbedderIdentity::load(&config.data_dir).as_ref(),
+        Some(&hash_identity)
+    );
+
+    // Same embedder again: no switch.
+    let (service, report) = Service::open(config.clone()).expect("reopen");
+    assert_eq!(report.embedder.switched_from, None);
+    drop(service);
+
+    // Another vector space (hash at 64 dimensions): detected and rebuilt.
+    let switched = ServerConfig {
+        embedding_dim: 64,
+        ..config.clone()
+    };
+    let (service, report) = Service::open(switched).expect("switch");
+    assert_eq!(report.embedder.switched_from.as_ref(), Some(&hash_identity));
+    assert_eq!(report.embedder.identity.dimension, 64);
+    assert_eq!(
+        EmbedderIdentity::load(&config.data_dir),
+        Some(report.embedder.identity.clone())
+    );
+    let recalled = recall(&service, &key, "who takes escalations");
+    assert_eq!(recalled["selected_record_ids"][0], record.as_str());
+    let feature = recalled["relevance_receipt"]["feature_release"]
+        .as_str()
+        .expect("feature release");
+    assert!(feature.contains("hash-embedder-v1-d64"), "{feature}");
+    drop(service);
+}
+
+/// A fake OpenAI-compatible `/v1/embeddings`: 8-dimensional vectors, axis
+/// 0 for texts about escalation or paging, axis 1 for food, axis 2 else.
+/// Records each request's Authorization header and model.
+struct FakeEndpoint {
+    url: String,
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+fn fake_vector(text: &str) -> Vec<f32> {
+    let text = text.to_lowercase();
+    let axis = if ["escalat", "on-call", "page"]
+        .iter()
+        .any(|w| text.contains(w))
+    {
+        0
+    } else if ["lunch", "food", "eat"].iter().any(|w| text.contains(w)) {
+        1
+    } else {
+        2
+    };
+    let mut v = vec![0.0f32; 8];
+    v[axis] = 1.0;
+    v[7] = 0.1;
+    v
+}
+
+fn fake_endpoint() -> FakeEndpoint {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let (mut length, mut auth) = (0usize, String::new());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if lower.starts_with("authorization:") {
+                    auth = line["authorization:".len()..].trim().to_owned();
+                }
+            }
+            let mut body = vec![0u8; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let model = request["model"].as_str().unwrap_or("").to_owned();
+            log.lock().expect("log").push((auth, model));
+            let data: Vec<Value> = request["input"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+                .iter()
+                .enumerate()
+                .map(|(i, t)| json!({"index": i, "embedding": fake_vector(t.as_str().unwrap_or(""))}))
+                .collect();
+            let answer = json!({"object": "list", "data": data}).to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    FakeEndpoint {
+        url: format!("http://{addr}/v1"),
+        seen,
+    }
+}
+
+#[test]
+fn the_http_embedder_is_selected_and_ranks_with_the_endpoints_vectors() {
+    let endpoint = fake_endpoint();
+    let url = endpoint.url.clone();
+    let w = world_with(|c| {
+        c.embedder = EmbedderKind::Http;
+        c.embedder_url = Some(url);
+        c.embedder_model = Some("fake-embed".to_owned());
+        c.embedding_dim = 8;
+        c.embedder_api_key = Some(Secret::new("sk-test-key"));
+    });
+    let key = w.principals[0].key.clone();
+    let escalation = propose(
+        &w.service,
+        &key,
+        "esc",
+        "Escalations go to the on-call lead",
+    );
+    let _lunch = propose(&w.service, &key, "lunch", "The team eats lunch at noon");
+    // No word in common with the escalation memory: only the vectors link them.
+    let recalled = recall(&w.service, &key, "whom should I page tonight");
+    assert_eq!(
+        recalled["selected_record_ids"][0],
+        escalation.as_str(),
+        "{recalled}"
+    );
+    let feature = recalled["relevance_receipt"]["feature_release"]
+        .as_str()
+        .expect("feature release");
+    assert!(
+        feature.contains("http-embedder-v1:fake-embed:d8"),
+        "{feature}"
+    );
+    let seen = endpoint.seen.lock().expect("log").clone();
+    assert!(seen.len() >= 3, "probe, writes and the query: {seen:?}");
+    assert!(
+        seen.iter()
+            .all(|(auth, model)| auth == "Bearer sk-test-key" && model == "fake-embed"),
+        "{seen:?}"
+    );
+    drop(w);
+
+    // A dimension the endpoint does not return: refused, with the fix.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let message = open_error(ServerConfig {
+        data_dir: dir.path().join("data"),
+        embedder: EmbedderKind::Http,
+        embedder_url: Some(endpoint.url.clone()),
+        embedder_model: Some("fake-embed".to_owned()),
+        embedding_dim: 16,
+        ..ServerConfig::default()
+    });
+    assert!(message.contains("--embedding-dim 8"), "{message}");
+}
+
+fn mosaic(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(BIN)
+        .args(args)
+        .env_remove("MOSAIC_EMBEDDER")
+        .env_remove("MOSAIC_MODEL_DIR")
+        .output()
+        .expect("run mosaic");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn serve_and_doctor_refuse_a_missing_model_with_exit_2_and_the_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let models = dir.path().join("models");
+    let (data, models) = (data.to_str().expect("utf8"), models.to_str().expect("utf8"));
+    let fix = format!("scripts/fetch-model.sh {models}");
+    let args = [
+        "--data-dir",
+        data,
+        "--embedder",
+        "minilm",
+        "--model-dir",
+        models,
+    ];
+    let mut serve = vec!["serve", "--listen", "127.0.0.1:0"];
+    serve.extend(args);
+    let (code, _, stderr) = mosaic(&serve);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(&fix), "{stderr}");
+    let mut doctor = vec!["doctor"];
+    doctor.extend(args);
+    let (code, stdout, _) = mosaic(&doctor);
+    assert_eq!(code, 2, "{stdout}");
+    assert!(
+        stdout.contains("embedder") && stdout.contains(&fix),
+        "{stdout}"
+    );
+    let (code, _, stderr) = mosaic(&["serve", "--embedder", "bert"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("minilm, http or hash"), "{stderr}");
+}
