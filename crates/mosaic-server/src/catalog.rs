@@ -1,17 +1,19 @@
-//! The server's own small catalog (one SQLite file beside the store):
-//! API-key hashes, tenants and their current policy document, the grant in
-//! force per principal, consents given, the external verifiers registered
-//! per tenant, an identity-only index of memories (who wrote which record
-//! about which subject) that list, export, erasure and reindexing walk, and
-//! the structured claims of accepted records (the server's conflict scan
-//! looks them up by subject and predicate).
+//! The server's own small catalog (one SQLite file beside the store): what
+//! the store cannot hold. API-key hashes; the tenants list (with the instant
+//! each tenant's policy came into force); the principals holding a grant
+//! (so a policy change can re-bind them); the consents each principal gave;
+//! the external verifiers registered per tenant; the structured claims of
+//! accepted records (the server's conflict scan looks them up by subject
+//! and predicate); and the export copy of each accepted request (without
+//! its content, with the source texts the verbatim verifier read).
 //!
-//! The store stays the truth for every record's state and content: the
-//! catalog holds no memory content. It keeps identities, digests, claims
-//! and the export copy of each accepted request (without its content, with
-//! the source texts the verbatim verifier read); claims and the export
-//! copy are deleted when the record is erased. Every read it serves is
-//! re-checked against the store.
+//! The store is the truth for which records exist, their state, content,
+//! subject and proposer (`Store::list_records`), and for the policy and
+//! grant in force (`Store::current_policy`, `Store::current_grant`): the
+//! catalog holds no memory content and is never asked which records exist.
+//! Claims and the export copy are deleted when the record is erased. A
+//! record whose export copy is missing (a crash between the store commit
+//! and the catalog write) is still listed, exported and erased.
 
 use std::path::Path;
 use std::time::Duration;
@@ -97,7 +99,8 @@ CREATE TABLE IF NOT EXISTS claims (
 CREATE INDEX IF NOT EXISTS claims_key ON claims (tenant_id, claim_subject, claim_predicate);
 ";
 
-/// A tenant and its current policy.
+/// A tenant and its policy as the catalog last stored it (the policy in
+/// force is the store's `current_policy`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TenantRow {
     /// The current policy document.
@@ -106,7 +109,9 @@ pub struct TenantRow {
     pub policy_valid_from_ms: u64,
 }
 
-/// The identity-only catalog entry of one accepted memory.
+/// The catalog entry of one accepted memory: the export copy of its
+/// request. Which records exist is the store's to say; this row is only
+/// looked up by record id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryRow {
     /// The record.
@@ -376,7 +381,8 @@ impl Catalog {
 
     // ------------------------------------------------------------ grants
 
-    /// Stores the grant in force for its principal.
+    /// Records that a principal holds a grant (the grant document is kept
+    /// too, for inspection; the store's copy is the one in force).
     pub fn put_grant(&self, grant: &MemoryWriteGrant) -> ServiceResult<()> {
         self.conn.execute(
             "INSERT INTO grants (tenant_id, principal_id, grant_json) VALUES (?1, ?2, ?3)
@@ -386,32 +392,14 @@ impl Catalog {
         Ok(())
     }
 
-    /// The grant in force for a principal.
-    pub fn grant(
-        &self,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> ServiceResult<Option<MemoryWriteGrant>> {
-        let json: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2",
-                [tenant_id, principal_id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        json.map(|j| decode("grant", &j)).transpose()
-    }
-
-    /// Every grant of a tenant.
-    pub fn grants_of_tenant(&self, tenant_id: &str) -> ServiceResult<Vec<MemoryWriteGrant>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT grant_json FROM grants WHERE tenant_id = ?1 ORDER BY principal_id")?;
-        let rows: Vec<String> = stmt
-            .query_map([tenant_id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        rows.iter().map(|j| decode("grant", j)).collect()
+    /// Every principal of a tenant that was given a grant, sorted (the
+    /// grant in force itself is read from the store).
+    pub fn grant_principals(&self, tenant_id: &str) -> ServiceResult<Vec<String>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT principal_id FROM grants WHERE tenant_id = ?1 ORDER BY principal_id",
+        )?;
+        let rows = stmt.query_map([tenant_id], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     // ------------------------------------------------------------ consents
@@ -504,7 +492,7 @@ impl Catalog {
 
     // ------------------------------------------------------------ memories
 
-    /// Records an accepted memory (idempotent).
+    /// Records an accepted memory's export copy (idempotent).
     pub fn insert_memory(&self, row: &MemoryRow) -> ServiceResult<()> {
         self.conn.execute(
             &format!("INSERT OR IGNORE INTO memories ({MEMORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
@@ -523,7 +511,7 @@ impl Catalog {
         Ok(())
     }
 
-    /// One memory's catalog entry.
+    /// One memory's catalog entry (its export copy), if written.
     pub fn memory(&self, record_id: &str) -> ServiceResult<Option<MemoryRow>> {
         Ok(self
             .conn
@@ -535,46 +523,13 @@ impl Catalog {
             .optional()?)
     }
 
-    fn memories_where(&self, clause: &str, args: &[&str]) -> ServiceResult<Vec<MemoryRow>> {
+    /// Every memory row (the version 1 claims backfill walks them).
+    fn all_memories(&self) -> ServiceResult<Vec<MemoryRow>> {
         let mut stmt = self.conn.prepare(&format!(
-            "SELECT {MEMORY_COLUMNS} FROM memories WHERE {clause} ORDER BY record_id"
+            "SELECT {MEMORY_COLUMNS} FROM memories ORDER BY record_id"
         ))?;
-        let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), memory_row)?;
+        let rows = stmt.query_map([], memory_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Memories of a tenant about one subject.
-    pub fn memories_by_subject(
-        &self,
-        tenant_id: &str,
-        subject_key: &str,
-    ) -> ServiceResult<Vec<MemoryRow>> {
-        self.memories_where(
-            "tenant_id = ?1 AND subject_key = ?2",
-            &[tenant_id, subject_key],
-        )
-    }
-
-    /// Memories of a tenant about a principal or written by them.
-    pub fn memories_of_principal(
-        &self,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> ServiceResult<Vec<MemoryRow>> {
-        self.memories_where(
-            "tenant_id = ?1 AND (subject_principal_id = ?2 OR writer_principal_id = ?2)",
-            &[tenant_id, principal_id],
-        )
-    }
-
-    /// Every memory of a tenant.
-    pub fn memories_of_tenant(&self, tenant_id: &str) -> ServiceResult<Vec<MemoryRow>> {
-        self.memories_where("tenant_id = ?1", &[tenant_id])
-    }
-
-    /// Every memory.
-    pub fn all_memories(&self) -> ServiceResult<Vec<MemoryRow>> {
-        self.memories_where("1 = 1", &[])
     }
 
     /// Forgets the export copy of a memory's request and its claims (on

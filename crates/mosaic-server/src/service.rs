@@ -30,8 +30,9 @@ use mosaic_index::{
 use mosaic_store::read::eligibility_query;
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::{
-    Authorization, DeletionReceipt, OutboxOp, RecordState, ReviewAction, RevocationReason,
-    SqliteStore, Store, StoreConfig, StoreError, WriteDecision, WriteRequest,
+    Authorization, DeletionReceipt, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
+    RecordFilter, RecordState, ReviewAction, RevocationReason, SqliteStore, Store, StoreConfig,
+    StoreError, WriteDecision, WriteRequest,
 };
 
 use crate::api::*;
@@ -351,21 +352,40 @@ impl Service {
         }
     }
 
+    /// The tenant's policy and the principal's grant in force, both as the
+    /// store's write path re-reads them (the catalog adds only the instant
+    /// the policy came into force).
     fn tenant_and_grant(
         &self,
-        inner: &Inner,
+        inner: &mut Inner,
         tenant: &str,
         principal: &str,
     ) -> ServiceResult<(crate::catalog::TenantRow, MemoryWriteGrant)> {
-        let tenant_row = inner.catalog.tenant(tenant)?.ok_or_else(|| {
+        let not_configured = || {
             ServiceError::forbidden(
                 "tenant_not_configured",
                 "the credential's tenant has no policy",
             )
-        })?;
-        let grant = inner.catalog.grant(tenant, principal)?.ok_or_else(|| {
-            ServiceError::forbidden("no_grant", "the credential's principal has no grant")
-        })?;
+        };
+        let valid_from = inner
+            .catalog
+            .tenant(tenant)?
+            .ok_or_else(not_configured)?
+            .policy_valid_from_ms;
+        let policy = inner
+            .store
+            .current_policy(tenant)?
+            .ok_or_else(not_configured)?;
+        let tenant_row = crate::catalog::TenantRow {
+            policy,
+            policy_valid_from_ms: valid_from,
+        };
+        let grant = inner
+            .store
+            .current_grant(tenant, principal)?
+            .ok_or_else(|| {
+                ServiceError::forbidden("no_grant", "the credential's principal has no grant")
+            })?;
         if self.now() >= grant.expires_at_unix_ms {
             return Err(ServiceError::forbidden(
                 "grant_expired",
@@ -636,7 +656,7 @@ impl Service {
         let (tenant, principal) = credential.principal()?;
         check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
         let mut inner = lock(&self.inner)?;
-        let (tenant_row, grant) = self.tenant_and_grant(&inner, tenant, principal)?;
+        let (tenant_row, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
         let workspace_id = match &request.workspace_id {
             Some(w) => w.clone(),
             None => grant
@@ -773,40 +793,39 @@ impl Service {
 
     // ------------------------------------------------------------ get, list
 
-    /// The catalog row of a record the credential may see, else 404.
+    /// The store's listing of a record the credential may see, else 404
+    /// (erased records included: their identity stays listed).
     fn visible_row(
         &self,
-        inner: &Inner,
+        inner: &mut Inner,
         credential: &Credential,
         record_id: &str,
-    ) -> ServiceResult<MemoryRow> {
-        let row = inner
-            .catalog
-            .memory(record_id)?
-            .ok_or_else(|| ServiceError::not_found("memory", record_id))?;
-        match credential {
-            Credential::Admin { .. } => Ok(row),
-            Credential::Principal {
-                tenant_id,
-                principal_id,
-                ..
-            } => {
-                if &row.tenant_id != tenant_id {
-                    return Err(ServiceError::not_found("memory", record_id));
+    ) -> ServiceResult<ListedRecord> {
+        let missing = || ServiceError::not_found("memory", record_id);
+        let tenant = match credential {
+            Credential::Principal { tenant_id, .. } => tenant_id.clone(),
+            Credential::Admin { .. } => match inner.store.get_record(record_id)? {
+                Some(stored) => stored.record.tenant_id,
+                None => {
+                    inner
+                        .store
+                        .tombstone(record_id)?
+                        .ok_or_else(missing)?
+                        .tenant_id
                 }
-                let grant = inner.catalog.grant(tenant_id, principal_id)?;
-                let subject = parse_subject_key(&row.subject_key);
-                let visible = match (grant, subject) {
-                    (Some(grant), Some(subject)) => subject_visible(principal_id, &grant, &subject),
-                    _ => false,
-                };
-                if visible {
-                    Ok(row)
-                } else {
-                    Err(ServiceError::not_found("memory", record_id))
-                }
+            },
+        };
+        let listed = find_listed(inner.store.as_mut(), &tenant, record_id)?.ok_or_else(missing)?;
+        if let Credential::Principal { principal_id, .. } = credential {
+            let visible = inner
+                .store
+                .current_grant(&tenant, principal_id)?
+                .is_some_and(|grant| subject_visible(principal_id, &grant, &listed.subject));
+            if !visible {
+                return Err(missing());
             }
         }
+        Ok(listed)
     }
 
     /// One memory with its content and state.
@@ -822,9 +841,9 @@ impl Service {
             ..
         } = credential
         {
-            self.tenant_and_grant(&inner, tenant_id, principal_id)?;
+            self.tenant_and_grant(&mut inner, tenant_id, principal_id)?;
         }
-        self.visible_row(&inner, credential, record_id)?;
+        self.visible_row(&mut inner, credential, record_id)?;
         let stored = inner
             .store
             .get_record(record_id)?
@@ -848,29 +867,27 @@ impl Service {
         let (tenant, principal) = credential.principal()?;
         let subject = subject_from_query(query)?;
         let mut inner = lock(&self.inner)?;
-        let (_, grant) = self.tenant_and_grant(&inner, tenant, principal)?;
+        let (_, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
         if !subject_visible(principal, &grant, &subject) {
             return Err(ServiceError::forbidden(
                 "subject_not_permitted",
                 "the credential may not read memories about this subject",
             ));
         }
-        let rows = inner.catalog.memories_by_subject(tenant, &subject.key())?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let state = match inner.store.get_record(&row.record_id)? {
-                Some(stored) => stored.state.as_str().to_owned(),
-                None => "erased".to_owned(),
-            };
-            out.push(ListEntry {
+        let filter = RecordFilter {
+            subject: Some(subject),
+            ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+        };
+        Ok(list_all(inner.store.as_mut(), filter)?
+            .into_iter()
+            .map(|row| ListEntry {
                 record_id: row.record_id,
-                state,
-                kind: row.kind,
-                subject_key: row.subject_key,
-                created_at_unix_ms: row.created_at_ms,
-            });
-        }
-        Ok(out)
+                state: row.state.as_str().to_owned(),
+                kind: row.kind.as_str().to_owned(),
+                subject_key: row.subject.key(),
+                created_at_unix_ms: row.created_at_unix_ms,
+            })
+            .collect())
     }
 
     // ------------------------------------------------------------ revocation
@@ -885,8 +902,8 @@ impl Service {
     ) -> ServiceResult<RevocationResponse> {
         let (tenant, principal) = credential.principal()?;
         let mut inner = lock(&self.inner)?;
-        self.tenant_and_grant(&inner, tenant, principal)?;
-        self.visible_row(&inner, credential, record_id)?;
+        self.tenant_and_grant(&mut inner, tenant, principal)?;
+        self.visible_row(&mut inner, credential, record_id)?;
         let authorization = Authorization {
             actor_id: principal.to_owned(),
             authority_ref: request
@@ -987,7 +1004,7 @@ impl Service {
         record_id: &str,
     ) -> ServiceResult<RevocationResponse> {
         let mut inner = lock(&self.inner)?;
-        self.visible_row(&inner, credential, record_id)?;
+        self.visible_row(&mut inner, credential, record_id)?;
         match inner.store.resume_revocation(record_id)? {
             Some(state) => self.drive(&mut inner, record_id, state),
             None => Err(ServiceError::not_found("revocation", record_id)),
@@ -1004,7 +1021,7 @@ impl Service {
     ) -> ServiceResult<ConsentResponse> {
         let (tenant, principal) = credential.principal()?;
         let mut inner = lock(&self.inner)?;
-        let (tenant_row, _) = self.tenant_and_grant(&inner, tenant, principal)?;
+        let (tenant_row, _) = self.tenant_and_grant(&mut inner, tenant, principal)?;
         let now = self.now();
         let consent = ConsentReceipt {
             consent_id: request
@@ -1036,7 +1053,7 @@ impl Service {
         let (tenant, principal) = credential.principal()?;
         check_digest("consent_sha256", consent_sha256)?;
         let mut inner = lock(&self.inner)?;
-        self.tenant_and_grant(&inner, tenant, principal)?;
+        self.tenant_and_grant(&mut inner, tenant, principal)?;
         match inner.catalog.consent_owner(consent_sha256)? {
             Some((t, p)) if t == tenant && p == principal => {}
             _ => return Err(ServiceError::not_found("consent", consent_sha256)),
@@ -1132,7 +1149,7 @@ impl Service {
                 Err(e) => return Err(e),
             }
         }
-        for row in inner.catalog.memories_of_principal(tenant, principal)? {
+        for row in records_of_principal(inner.store.as_mut(), tenant, principal)? {
             if revocations
                 .iter()
                 .any(|r: &RevocationResponse| r.record_id == row.record_id)
@@ -1215,45 +1232,70 @@ impl Service {
         tenant_for_admin: Option<&str>,
     ) -> ServiceResult<Vec<ExportLine>> {
         let mut inner = lock(&self.inner)?;
-        let rows = match credential {
+        let live = vec![ListedState::Active, ListedState::Publishing];
+        let filter = match credential {
             Credential::Principal {
                 tenant_id,
                 principal_id,
                 ..
             } => {
-                self.tenant_and_grant(&inner, tenant_id, principal_id)?;
-                inner
-                    .catalog
-                    .memories_of_principal(tenant_id, principal_id)?
+                self.tenant_and_grant(&mut inner, tenant_id, principal_id)?;
+                RecordFilter {
+                    proposer_principal_id: Some(principal_id.clone()),
+                    states: live,
+                    include_content: true,
+                    ..RecordFilter::tenant(tenant_id, MAX_LIST_LIMIT)
+                }
             }
             Credential::Admin { .. } => {
                 let tenant = tenant_for_admin.ok_or_else(|| {
                     ServiceError::bad_request("missing_tenant", "the admin export needs a tenant")
                 })?;
-                inner.catalog.memories_of_tenant(tenant)?
+                RecordFilter {
+                    states: live,
+                    include_content: true,
+                    ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+                }
             }
         };
+        let grant = match credential {
+            Credential::Principal {
+                tenant_id,
+                principal_id,
+                ..
+            } => inner.store.current_grant(tenant_id, principal_id)?,
+            Credential::Admin { .. } => None,
+        };
         let mut lines = Vec::new();
-        for row in rows {
-            if self
-                .visible_row(&inner, credential, &row.record_id)
-                .is_err()
+        for row in list_all(inner.store.as_mut(), filter)? {
+            if let (Credential::Principal { principal_id, .. }, Some(grant)) = (credential, &grant)
             {
-                continue;
+                if !subject_visible(principal_id, grant, &row.subject) {
+                    continue;
+                }
             }
+            let Some(content) = row.content else {
+                continue;
+            };
             let Some(stored) = inner.store.get_record(&row.record_id)? else {
                 continue;
             };
             if !matches!(stored.state, RecordState::Active | RecordState::Publishing) {
                 continue;
             }
-            let Some(json) = row.request_json else {
-                continue;
+            let mut request = match inner
+                .catalog
+                .memory(&row.record_id)?
+                .and_then(|m| m.request_json)
+            {
+                Some(json) => serde_json::from_str::<ProposeRequest>(&json).map_err(|e| {
+                    ServiceError::Internal(format!("catalog request does not decode: {e}"))
+                })?,
+                // No export copy (the catalog write after the store commit
+                // did not happen): rebuild the request from the record.
+                None => request_from_record(&stored.record, &row.proposal_id),
             };
-            let mut request: ProposeRequest = serde_json::from_str(&json).map_err(|e| {
-                ServiceError::Internal(format!("catalog request does not decode: {e}"))
-            })?;
-            request.content = stored.content;
+            request.content = content;
             lines.push(ExportLine::Memory(Box::new(ExportedMemory {
                 record: stored.record,
                 state: stored.state.as_str().to_owned(),
@@ -1373,7 +1415,10 @@ impl Service {
         let now = self.now();
         inner.store.put_policy(&policy, now)?;
         inner.catalog.put_tenant(&policy, now)?;
-        for mut grant in inner.catalog.grants_of_tenant(tenant)? {
+        for principal in inner.catalog.grant_principals(tenant)? {
+            let Some(mut grant) = inner.store.current_grant(tenant, &principal)? else {
+                continue;
+            };
             if grant.policy_sha256 != policy.policy_sha256 {
                 grant.policy_sha256 = policy.policy_sha256.clone();
                 inner.store.put_grant(&grant, now)?;
@@ -1394,11 +1439,13 @@ impl Service {
             Credential::Admin { .. } => tenant
                 .ok_or_else(|| ServiceError::bad_request("missing_tenant", "name a tenant"))?,
         };
-        let inner = lock(&self.inner)?;
+        let mut inner = lock(&self.inner)?;
+        if inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
         inner
-            .catalog
-            .tenant(tenant)?
-            .map(|t| t.policy)
+            .store
+            .current_policy(tenant)?
             .ok_or_else(|| ServiceError::not_found("tenant", tenant))
     }
 
@@ -1622,7 +1669,9 @@ impl Service {
                 tenant_id,
                 principal_id,
                 ..
-            } => lock(&self.inner)?.catalog.grant(tenant_id, principal_id)?,
+            } => lock(&self.inner)?
+                .store
+                .current_grant(tenant_id, principal_id)?,
             Credential::Admin { .. } => None,
         };
         Ok(WhoAmI {
@@ -1854,7 +1903,7 @@ impl Service {
     /// every revoked record a tombstone). `progress` is told each record.
     pub fn reindex(&self, progress: Option<&dyn Fn(usize, usize)>) -> ServiceResult<ReindexReport> {
         let mut inner = lock(&self.inner)?;
-        let rows = inner.catalog.all_memories()?;
+        let rows = all_records(&mut inner)?;
         let generation = inner.store.revocation_generation()? + 1;
         let mut entries = Vec::new();
         let mut report = ReindexReport::default();
@@ -1975,34 +2024,24 @@ fn live_visible(
     record_id: &str,
     active_only: bool,
 ) -> ServiceResult<Option<MemorySubject>> {
-    let Some(row) = inner.catalog.memory(record_id)? else {
+    let Some(stored) = inner.store.get_record(record_id)? else {
         return Ok(None);
     };
-    if row.tenant_id != tenant {
-        return Ok(None);
-    }
-    let Some(subject) = parse_subject_key(&row.subject_key) else {
-        return Ok(None);
+    let subject = stored.record.subject;
+    let live = match stored.state {
+        RecordState::Active => true,
+        RecordState::Publishing => !active_only,
+        _ => false,
     };
-    if !subject_visible(principal, grant, &subject) {
-        return Ok(None);
-    }
-    let live = inner
-        .store
-        .get_record(record_id)?
-        .is_some_and(|stored| match stored.state {
-            RecordState::Active => true,
-            RecordState::Publishing => !active_only,
-            _ => false,
-        });
-    Ok(live.then_some(subject))
+    let visible = stored.record.tenant_id == tenant && subject_visible(principal, grant, &subject);
+    Ok((live && visible).then_some(subject))
 }
 
 /// Records whose index state disagrees with the store: active but not live
 /// in a target, or revoked/erased but still live.
 fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
     let mut problems = Vec::new();
-    for row in inner.catalog.all_memories()? {
+    for row in all_records(inner)? {
         let stored = inner.store.get_record(&row.record_id)?;
         let lexical = inner
             .retriever
@@ -2035,6 +2074,128 @@ fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
         }
     }
     Ok(problems)
+}
+
+/// Every record matching `filter`, paging through the store's listing.
+fn list_all(store: &mut dyn Store, mut filter: RecordFilter) -> ServiceResult<Vec<ListedRecord>> {
+    let mut out = Vec::new();
+    loop {
+        let page = store.list_records(&filter)?;
+        out.extend(page.records);
+        match page.next_after {
+            Some(next) => filter.after_record_id = Some(next),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Every record of every tenant (the tenants list is the catalog's), as
+/// the store lists them.
+fn all_records(inner: &mut Inner) -> ServiceResult<Vec<ListedRecord>> {
+    let mut out = Vec::new();
+    for tenant in inner.catalog.tenant_ids()? {
+        out.extend(list_all(
+            inner.store.as_mut(),
+            RecordFilter::tenant(&tenant, MAX_LIST_LIMIT),
+        )?);
+    }
+    Ok(out)
+}
+
+/// The records a principal's erasure covers: those they proposed and those
+/// about them (any workspace), sorted by record id, each once.
+fn records_of_principal(
+    store: &mut dyn Store,
+    tenant: &str,
+    principal: &str,
+) -> ServiceResult<Vec<ListedRecord>> {
+    let mut by_id = BTreeMap::new();
+    let proposed = RecordFilter {
+        proposer_principal_id: Some(principal.to_owned()),
+        ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+    };
+    for row in list_all(store, proposed)? {
+        by_id.insert(row.record_id.clone(), row);
+    }
+    // A subject names a principal either alone or within a workspace; the
+    // listing filters exact subjects, so the workspace form is matched here.
+    for row in list_all(store, RecordFilter::tenant(tenant, MAX_LIST_LIMIT))? {
+        if row.subject.principal_id() == Some(principal) {
+            by_id.entry(row.record_id.clone()).or_insert(row);
+        }
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// The store's listing of one record of `tenant`, if it has one. Pages from
+/// the id without its last character, which sorts just before it.
+fn find_listed(
+    store: &mut dyn Store,
+    tenant: &str,
+    record_id: &str,
+) -> ServiceResult<Option<ListedRecord>> {
+    let Some((last, _)) = record_id.char_indices().last() else {
+        return Ok(None);
+    };
+    let mut filter = RecordFilter {
+        after_record_id: record_id.get(..last).map(str::to_owned),
+        ..RecordFilter::tenant(tenant, 64)
+    };
+    loop {
+        let page = store.list_records(&filter)?;
+        for row in page.records {
+            match row.record_id.as_str().cmp(record_id) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Ok(Some(row)),
+                std::cmp::Ordering::Greater => return Ok(None),
+            }
+        }
+        match page.next_after {
+            Some(next) => filter.after_record_id = Some(next),
+            None => return Ok(None),
+        }
+    }
+}
+
+/// A propose request rebuilt from a stored record, for the export of a
+/// record whose export copy the catalog lacks: the source texts and signed
+/// evidence are not known, so an import judges it without them.
+fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str) -> ProposeRequest {
+    let purpose = match record.subject {
+        MemorySubject::Run { .. } => MemoryPurpose::RunContinuity,
+        MemorySubject::Principal { .. } | MemorySubject::PrincipalInWorkspace { .. } => {
+            MemoryPurpose::Personalization
+        }
+        MemorySubject::Workspace { .. } => MemoryPurpose::WorkspaceKnowledge,
+        MemorySubject::Procedure { .. } => MemoryPurpose::ProcedureImprovement,
+    };
+    ProposeRequest {
+        content: String::new(),
+        kind: record.kind,
+        purpose,
+        subject: record.subject.clone(),
+        sources: record.sources.clone(),
+        source_texts: BTreeMap::new(),
+        judgments: Vec::new(),
+        adjudications: Vec::new(),
+        conflicts: Vec::new(),
+        procedure_evaluation: None,
+        consent_receipt_sha256: None,
+        claims: Vec::new(),
+        summary: record.summary.clone(),
+        derived_from: Vec::new(),
+        supersedes_record_id: None,
+        expected_line_generation: None,
+        record_id: Some(record.record_id.clone()),
+        proposal_id: Some(proposal_id.to_owned()),
+        ttl_ms: None,
+        token_count: Some(record.token_count),
+        token_counter_release: Some(record.token_counter_release.clone()),
+        provenance_sha256: Some(record.provenance_sha256.clone()),
+        writer_release: Some(record.writer_release.clone()),
+        tenant_id: None,
+        principal_id: None,
+    }
 }
 
 /// Connects to PostgreSQL, brings the store schema up to date (as the

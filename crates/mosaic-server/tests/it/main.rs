@@ -12,3 +12,4 @@ mod load;
 mod mcp;
 mod openapi;
 mod roundtrip;
+mod store_truth;
