@@ -14,12 +14,20 @@
 //! Claims and the export copy are deleted when the record is erased. A
 //! record whose export copy is missing (a crash between the store commit
 //! and the catalog write) is still listed, exported and erased.
+//!
+//! With the PostgreSQL store the same tables live in that database as the
+//! `mosaic_server_*` tables of the connection's schema (created by
+//! [`migrate_postgres`] as the schema owner), so every server sharing the
+//! database shares keys, tenants and verifiers. They hold no memory
+//! content and carry no row-level security: key lookup by hash has no
+//! tenant yet.
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, StructuredClaim};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 
 use crate::api::VerifierView;
 use crate::auth::Credential;
@@ -99,6 +107,30 @@ CREATE TABLE IF NOT EXISTS claims (
 CREATE INDEX IF NOT EXISTS claims_key ON claims (tenant_id, claim_subject, claim_predicate);
 ";
 
+/// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
+const TABLES: [&str; 8] = [
+    "tenants",
+    "api_keys",
+    "grants",
+    "consents",
+    "proposals",
+    "memories",
+    "verifiers",
+    "claims",
+];
+
+/// What the application role may do with each catalog table in PostgreSQL.
+const PG_GRANTS: [(&str, &str); 8] = [
+    ("tenants", "SELECT, INSERT, UPDATE"),
+    ("api_keys", "SELECT, INSERT, UPDATE"),
+    ("grants", "SELECT, INSERT, UPDATE"),
+    ("consents", "SELECT, INSERT"),
+    ("proposals", "SELECT, INSERT"),
+    ("memories", "SELECT, INSERT, UPDATE"),
+    ("verifiers", "SELECT, INSERT, UPDATE"),
+    ("claims", "SELECT, INSERT, DELETE"),
+];
+
 /// A tenant and its policy as the catalog last stored it (the policy in
 /// force is the store's `current_policy`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,10 +184,136 @@ pub struct KeyInfo {
     pub disabled: bool,
 }
 
-/// The catalog connection.
-#[derive(Debug)]
+/// The catalog connection: a SQLite file, or the `mosaic_server_*` tables
+/// of a PostgreSQL database.
 pub struct Catalog {
-    conn: Connection,
+    backend: Backend,
+}
+
+enum Backend {
+    Sqlite(Connection),
+    Postgres(Mutex<postgres::Client>),
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        };
+        f.debug_struct("Catalog").field("backend", &kind).finish()
+    }
+}
+
+/// One SQL value the catalog reads or writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Val {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+impl From<&str> for Val {
+    fn from(v: &str) -> Self {
+        Val::Text(v.to_owned())
+    }
+}
+
+impl From<&String> for Val {
+    fn from(v: &String) -> Self {
+        Val::Text(v.clone())
+    }
+}
+
+impl From<i64> for Val {
+    fn from(v: i64) -> Self {
+        Val::Int(v)
+    }
+}
+
+impl<T: Into<Val>> From<Option<T>> for Val {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Val::Null, Into::into)
+    }
+}
+
+fn pg_error(e: postgres::Error) -> ServiceError {
+    ServiceError::Internal(format!("catalog: {e}"))
+}
+
+/// Rewrites the catalog's SQLite statements for PostgreSQL: `?N`
+/// placeholders become `$N`, `INSERT OR IGNORE` becomes `ON CONFLICT DO
+/// NOTHING`, and table names get their `mosaic_server_` prefix.
+fn pg_sql(sql: &str) -> String {
+    let mut sql = sql.to_owned();
+    let ignore = sql.contains("INSERT OR IGNORE");
+    if ignore {
+        sql = sql.replace("INSERT OR IGNORE", "INSERT");
+        sql.push_str(" ON CONFLICT DO NOTHING");
+    }
+    let mut out = String::with_capacity(sql.len() + 64);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if TABLES.contains(&word.as_str()) {
+            out.push_str("mosaic_server_");
+        }
+        out.push_str(word);
+        word.clear();
+    };
+    for c in sql.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(if c == '?' { '$' } else { c });
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+fn sqlite_value(v: &Val) -> rusqlite::types::Value {
+    match v {
+        Val::Null => rusqlite::types::Value::Null,
+        Val::Int(i) => rusqlite::types::Value::Integer(*i),
+        Val::Text(t) => rusqlite::types::Value::Text(t.clone()),
+    }
+}
+
+fn pg_params(args: &[Val]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
+    args.iter()
+        .map(|v| -> Box<dyn postgres::types::ToSql + Sync> {
+            match v {
+                Val::Null => Box::new(None::<String>),
+                Val::Int(i) => Box::new(*i),
+                Val::Text(t) => Box::new(t.clone()),
+            }
+        })
+        .collect()
+}
+
+/// Creates (idempotently) the catalog's `mosaic_server_*` tables in the
+/// owner connection's schema and grants `app_role`, when given, what the
+/// service needs.
+pub fn migrate_postgres(owner: &mut postgres::Client, app_role: Option<&str>) -> ServiceResult<()> {
+    let ddl = SCHEMA.replace("INTEGER", "BIGINT").replace(
+        "CREATE INDEX IF NOT EXISTS ",
+        "CREATE INDEX IF NOT EXISTS mosaic_server_",
+    );
+    let mut sql = String::new();
+    for statement in ddl.split(';').filter(|s| !s.trim().is_empty()) {
+        sql.push_str(&pg_sql(statement));
+        sql.push_str(";\n");
+    }
+    if let Some(role) = app_role {
+        let role = format!("\"{}\"", role.replace('"', "\"\""));
+        for (table, privileges) in PG_GRANTS {
+            sql.push_str(&format!(
+                "GRANT {privileges} ON mosaic_server_{table} TO {role};\n"
+            ));
+        }
+    }
+    owner.batch_execute(&sql).map_err(pg_error)
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -177,21 +335,154 @@ fn encode<T: serde::Serialize>(value: &T) -> ServiceResult<String> {
 
 const MEMORY_COLUMNS: &str = "record_id, proposal_id, tenant_id, writer_principal_id, subject_key, subject_principal_id, kind, created_at_ms, request_json";
 
-fn memory_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRow> {
+fn text(v: &Val) -> ServiceResult<String> {
+    match v {
+        Val::Text(t) => Ok(t.clone()),
+        other => Err(ServiceError::Internal(format!(
+            "catalog: expected text, found {other:?}"
+        ))),
+    }
+}
+
+fn opt_text(v: &Val) -> Option<String> {
+    match v {
+        Val::Text(t) => Some(t.clone()),
+        _ => None,
+    }
+}
+
+fn int(v: &Val) -> i64 {
+    match v {
+        Val::Int(i) => *i,
+        _ => 0,
+    }
+}
+
+fn col(row: &[Val], i: usize) -> &Val {
+    row.get(i).unwrap_or(&Val::Null)
+}
+
+fn memory_row(r: &[Val]) -> ServiceResult<MemoryRow> {
     Ok(MemoryRow {
-        record_id: r.get(0)?,
-        proposal_id: r.get(1)?,
-        tenant_id: r.get(2)?,
-        writer_principal_id: r.get(3)?,
-        subject_key: r.get(4)?,
-        subject_principal_id: r.get(5)?,
-        kind: r.get(6)?,
-        created_at_ms: to_u64(r.get(7)?),
-        request_json: r.get(8)?,
+        record_id: text(col(r, 0))?,
+        proposal_id: text(col(r, 1))?,
+        tenant_id: text(col(r, 2))?,
+        writer_principal_id: text(col(r, 3))?,
+        subject_key: text(col(r, 4))?,
+        subject_principal_id: opt_text(col(r, 5)),
+        kind: text(col(r, 6))?,
+        created_at_ms: to_u64(int(col(r, 7))),
+        request_json: opt_text(col(r, 8)),
+    })
+}
+
+fn verifier_row(r: &[Val]) -> ServiceResult<VerifierView> {
+    Ok(VerifierView {
+        tenant_id: text(col(r, 0))?,
+        verifier_id: text(col(r, 1))?,
+        verifier_release: text(col(r, 2))?,
+        public_key_hex: text(col(r, 3))?,
+        created_at_unix_ms: to_u64(int(col(r, 4))),
+        disabled: int(col(r, 5)) != 0,
     })
 }
 
 impl Catalog {
+    fn exec(&self, sql: &str, args: &[Val]) -> ServiceResult<usize> {
+        match &self.backend {
+            Backend::Sqlite(conn) => Ok(conn.execute(
+                sql,
+                rusqlite::params_from_iter(args.iter().map(sqlite_value)),
+            )?),
+            Backend::Postgres(client) => {
+                let params = pg_params(args);
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    params.iter().map(|p| p.as_ref()).collect();
+                let mut client = client
+                    .lock()
+                    .map_err(|_| ServiceError::Internal("catalog lock poisoned".into()))?;
+                let n = client.execute(&pg_sql(sql), &refs).map_err(pg_error)?;
+                Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
+    fn rows(&self, sql: &str, args: &[Val]) -> ServiceResult<Vec<Vec<Val>>> {
+        match &self.backend {
+            Backend::Sqlite(conn) => {
+                let mut stmt = conn.prepare(sql)?;
+                let width = stmt.column_count();
+                let rows = stmt.query_map(
+                    rusqlite::params_from_iter(args.iter().map(sqlite_value)),
+                    |r| {
+                        (0..width)
+                            .map(|i| {
+                                Ok(match r.get::<_, rusqlite::types::Value>(i)? {
+                                    rusqlite::types::Value::Integer(v) => Val::Int(v),
+                                    rusqlite::types::Value::Text(t) => Val::Text(t),
+                                    _ => Val::Null,
+                                })
+                            })
+                            .collect::<rusqlite::Result<Vec<Val>>>()
+                    },
+                )?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            }
+            Backend::Postgres(client) => {
+                let params = pg_params(args);
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    params.iter().map(|p| p.as_ref()).collect();
+                let mut client = client
+                    .lock()
+                    .map_err(|_| ServiceError::Internal("catalog lock poisoned".into()))?;
+                let rows = client.query(&pg_sql(sql), &refs).map_err(pg_error)?;
+                rows.iter()
+                    .map(|row| {
+                        (0..row.len())
+                            .map(|i| {
+                                Ok(
+                                    if *row.columns()[i].type_() == postgres::types::Type::INT8 {
+                                        row.try_get::<_, Option<i64>>(i)
+                                            .map_err(pg_error)?
+                                            .map_or(Val::Null, Val::Int)
+                                    } else {
+                                        row.try_get::<_, Option<String>>(i)
+                                            .map_err(pg_error)?
+                                            .map_or(Val::Null, Val::Text)
+                                    },
+                                )
+                            })
+                            .collect()
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Opens the catalog tables of a PostgreSQL database (made by
+    /// [`migrate_postgres`]).
+    pub fn open_postgres(url: &str) -> ServiceResult<Self> {
+        let unavailable =
+            |e: &dyn std::fmt::Display| ServiceError::Unavailable(format!("catalog: {e}"));
+        let mut client =
+            postgres::Client::connect(url, postgres::NoTls).map_err(|e| unavailable(&e))?;
+        let ready: bool = client
+            .query_one(
+                "SELECT to_regclass('mosaic_server_api_keys') IS NOT NULL",
+                &[],
+            )
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| unavailable(&e))?;
+        if !ready {
+            return Err(unavailable(
+                &"the mosaic_server tables are missing: run `mosaic migrate` as the schema owner",
+            ));
+        }
+        Ok(Catalog {
+            backend: Backend::Postgres(Mutex::new(client)),
+        })
+    }
+
     /// Opens (creating if needed) the catalog at `path`.
     pub fn open(path: &Path) -> ServiceResult<Self> {
         let conn = Connection::open(path)?;
@@ -205,13 +496,13 @@ impl Catalog {
             )));
         }
         conn.execute_batch(SCHEMA)?;
-        let catalog = Catalog { conn };
+        conn.pragma_update(None, "user_version", CATALOG_SCHEMA_VERSION)?;
+        let catalog = Catalog {
+            backend: Backend::Sqlite(conn),
+        };
         if version == 1 {
             catalog.backfill_claims()?;
         }
-        catalog
-            .conn
-            .pragma_update(None, "user_version", CATALOG_SCHEMA_VERSION)?;
         Ok(catalog)
     }
 
@@ -233,59 +524,68 @@ impl Catalog {
         Ok(())
     }
 
-    /// The schema version stored in the file.
+    /// The schema version stored in the file (PostgreSQL: this release's).
     pub fn schema_version(&self) -> ServiceResult<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+        match &self.backend {
+            Backend::Sqlite(conn) => Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?),
+            Backend::Postgres(_) => Ok(CATALOG_SCHEMA_VERSION),
+        }
     }
 
-    /// `PRAGMA integrity_check` result (`ok` when healthy).
+    /// `PRAGMA integrity_check` result (`ok` when healthy; PostgreSQL
+    /// answers `ok` when the catalog tables answer).
     pub fn integrity_check(&self) -> ServiceResult<String> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+        match &self.backend {
+            Backend::Sqlite(conn) => {
+                Ok(conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+            }
+            Backend::Postgres(_) => {
+                self.rows("SELECT COUNT(*) FROM api_keys", &[])?;
+                Ok("ok".to_owned())
+            }
+        }
     }
 
     // ------------------------------------------------------------ tenants
 
     /// Creates or replaces a tenant's policy.
     pub fn put_tenant(&self, policy: &MemoryWritePolicy, valid_from_ms: u64) -> ServiceResult<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO tenants (tenant_id, policy_json, policy_sha256, policy_valid_from_ms, created_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?4)
              ON CONFLICT (tenant_id) DO UPDATE SET policy_json = ?2, policy_sha256 = ?3, policy_valid_from_ms = ?4",
-            params![policy.tenant_id, encode(policy)?, policy.policy_sha256, to_i64(valid_from_ms)],
+            &[
+                (&policy.tenant_id).into(),
+                Val::Text(encode(policy)?),
+                (&policy.policy_sha256).into(),
+                to_i64(valid_from_ms).into(),
+            ],
         )?;
         Ok(())
     }
 
     /// A tenant, if it exists.
     pub fn tenant(&self, tenant_id: &str) -> ServiceResult<Option<TenantRow>> {
-        let row: Option<(String, i64)> = self
-            .conn
-            .query_row(
-                "SELECT policy_json, policy_valid_from_ms FROM tenants WHERE tenant_id = ?1",
-                [tenant_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        row.map(|(json, from)| {
-            Ok(TenantRow {
-                policy: decode("policy", &json)?,
-                policy_valid_from_ms: to_u64(from),
+        let rows = self.rows(
+            "SELECT policy_json, policy_valid_from_ms FROM tenants WHERE tenant_id = ?1",
+            &[tenant_id.into()],
+        )?;
+        rows.first()
+            .map(|r| {
+                Ok(TenantRow {
+                    policy: decode("policy", &text(col(r, 0))?)?,
+                    policy_valid_from_ms: to_u64(int(col(r, 1))),
+                })
             })
-        })
-        .transpose()
+            .transpose()
     }
 
     /// Every tenant id, sorted.
     pub fn tenant_ids(&self) -> ServiceResult<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT tenant_id FROM tenants ORDER BY tenant_id")?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.rows("SELECT tenant_id FROM tenants ORDER BY tenant_id", &[])?
+            .iter()
+            .map(|r| text(col(r, 0)))
+            .collect()
     }
 
     // ------------------------------------------------------------ keys
@@ -302,40 +602,53 @@ impl Catalog {
             Some((t, p)) => ("principal", Some(t), Some(p)),
             None => ("admin", None, None),
         };
-        self.conn.execute(
+        self.exec(
             "INSERT INTO api_keys (key_id, key_sha256, role, tenant_id, principal_id, created_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![key_id, key_sha256, role, tenant, principal, to_i64(at_ms)],
+            &[
+                key_id.into(),
+                key_sha256.into(),
+                role.into(),
+                tenant.into(),
+                principal.into(),
+                to_i64(at_ms).into(),
+            ],
         )?;
         Ok(())
     }
 
     /// The credential of an enabled key with this hash.
     pub fn credential(&self, key_sha256: &str) -> ServiceResult<Option<Credential>> {
-        let row: Option<(String, String, Option<String>, Option<String>)> = self
-            .conn
-            .query_row(
-                "SELECT key_id, role, tenant_id, principal_id FROM api_keys WHERE key_sha256 = ?1 AND disabled = 0",
-                [key_sha256],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()?;
-        Ok(match row {
-            Some((key_id, role, _, _)) if role == "admin" => Some(Credential::Admin { key_id }),
-            Some((key_id, _, Some(tenant_id), Some(principal_id))) => Some(Credential::Principal {
-                key_id,
-                tenant_id,
-                principal_id,
-            }),
-            _ => None,
-        })
+        let rows = self.rows(
+            "SELECT key_id, role, tenant_id, principal_id FROM api_keys WHERE key_sha256 = ?1 AND disabled = 0",
+            &[key_sha256.into()],
+        )?;
+        let Some(r) = rows.first() else {
+            return Ok(None);
+        };
+        let key_id = text(col(r, 0))?;
+        Ok(
+            match (
+                text(col(r, 1))?.as_str(),
+                opt_text(col(r, 2)),
+                opt_text(col(r, 3)),
+            ) {
+                ("admin", _, _) => Some(Credential::Admin { key_id }),
+                (_, Some(tenant_id), Some(principal_id)) => Some(Credential::Principal {
+                    key_id,
+                    tenant_id,
+                    principal_id,
+                }),
+                _ => None,
+            },
+        )
     }
 
     /// Disables one key; false when there is no such key.
     pub fn disable_key(&self, key_id: &str) -> ServiceResult<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "UPDATE api_keys SET disabled = 1 WHERE key_id = ?1",
-            [key_id],
+            &[key_id.into()],
         )? > 0)
     }
 
@@ -345,38 +658,39 @@ impl Catalog {
         tenant_id: &str,
         principal_id: &str,
     ) -> ServiceResult<usize> {
-        Ok(self.conn.execute(
+        self.exec(
             "UPDATE api_keys SET disabled = 1 WHERE tenant_id = ?1 AND principal_id = ?2",
-            [tenant_id, principal_id],
-        )?)
+            &[tenant_id.into(), principal_id.into()],
+        )
     }
 
     /// Every key, sorted by id.
     pub fn keys(&self) -> ServiceResult<Vec<KeyInfo>> {
-        let mut stmt = self.conn.prepare(
+        self.rows(
             "SELECT key_id, role, tenant_id, principal_id, created_at_ms, disabled FROM api_keys ORDER BY key_id",
-        )?;
-        let rows = stmt.query_map([], |r| {
+            &[],
+        )?
+        .iter()
+        .map(|r| {
             Ok(KeyInfo {
-                key_id: r.get(0)?,
-                role: r.get(1)?,
-                tenant_id: r.get(2)?,
-                principal_id: r.get(3)?,
-                created_at_ms: to_u64(r.get(4)?),
-                disabled: r.get::<_, i64>(5)? != 0,
+                key_id: text(col(r, 0))?,
+                role: text(col(r, 1))?,
+                tenant_id: opt_text(col(r, 2)),
+                principal_id: opt_text(col(r, 3)),
+                created_at_ms: to_u64(int(col(r, 4))),
+                disabled: int(col(r, 5)) != 0,
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .collect()
     }
 
     /// Number of enabled admin keys.
     pub fn admin_key_count(&self) -> ServiceResult<u64> {
-        let n: i64 = self.conn.query_row(
+        let rows = self.rows(
             "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND disabled = 0",
-            [],
-            |r| r.get(0),
+            &[],
         )?;
-        Ok(to_u64(n))
+        Ok(to_u64(rows.first().map_or(0, |r| int(col(r, 0)))))
     }
 
     // ------------------------------------------------------------ grants
@@ -384,10 +698,14 @@ impl Catalog {
     /// Records that a principal holds a grant (the grant document is kept
     /// too, for inspection; the store's copy is the one in force).
     pub fn put_grant(&self, grant: &MemoryWriteGrant) -> ServiceResult<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO grants (tenant_id, principal_id, grant_json) VALUES (?1, ?2, ?3)
              ON CONFLICT (tenant_id, principal_id) DO UPDATE SET grant_json = ?3",
-            params![grant.tenant_id, grant.principal_id, encode(grant)?],
+            &[
+                (&grant.tenant_id).into(),
+                (&grant.principal_id).into(),
+                Val::Text(encode(grant)?),
+            ],
         )?;
         Ok(())
     }
@@ -395,11 +713,13 @@ impl Catalog {
     /// Every principal of a tenant that was given a grant, sorted (the
     /// grant in force itself is read from the store).
     pub fn grant_principals(&self, tenant_id: &str) -> ServiceResult<Vec<String>> {
-        let mut stmt = self.conn.prepare(
+        self.rows(
             "SELECT principal_id FROM grants WHERE tenant_id = ?1 ORDER BY principal_id",
-        )?;
-        let rows = stmt.query_map([tenant_id], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            &[tenant_id.into()],
+        )?
+        .iter()
+        .map(|r| text(col(r, 0)))
+        .collect()
     }
 
     // ------------------------------------------------------------ consents
@@ -411,32 +731,33 @@ impl Catalog {
         tenant_id: &str,
         principal_id: &str,
     ) -> ServiceResult<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT OR IGNORE INTO consents (consent_sha256, tenant_id, principal_id) VALUES (?1, ?2, ?3)",
-            [consent_sha256, tenant_id, principal_id],
+            &[consent_sha256.into(), tenant_id.into(), principal_id.into()],
         )?;
         Ok(())
     }
 
     /// Tenant and principal of a consent.
     pub fn consent_owner(&self, consent_sha256: &str) -> ServiceResult<Option<(String, String)>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT tenant_id, principal_id FROM consents WHERE consent_sha256 = ?1",
-                [consent_sha256],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?)
+        self.rows(
+            "SELECT tenant_id, principal_id FROM consents WHERE consent_sha256 = ?1",
+            &[consent_sha256.into()],
+        )?
+        .first()
+        .map(|r| Ok((text(col(r, 0))?, text(col(r, 1))?)))
+        .transpose()
     }
 
     /// Every consent a principal gave.
     pub fn consents_of(&self, tenant_id: &str, principal_id: &str) -> ServiceResult<Vec<String>> {
-        let mut stmt = self.conn.prepare(
+        self.rows(
             "SELECT consent_sha256 FROM consents WHERE tenant_id = ?1 AND principal_id = ?2 ORDER BY consent_sha256",
-        )?;
-        let rows = stmt.query_map([tenant_id, principal_id], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            &[tenant_id.into(), principal_id.into()],
+        )?
+        .iter()
+        .map(|r| text(col(r, 0)))
+        .collect()
     }
 
     // ------------------------------------------------------------ proposals
@@ -451,10 +772,17 @@ impl Catalog {
         accepted: bool,
         decided_at_ms: u64,
     ) -> ServiceResult<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT OR IGNORE INTO proposals (proposal_id, tenant_id, principal_id, record_id, accepted, decided_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![proposal_id, tenant_id, principal_id, record_id, i64::from(accepted), to_i64(decided_at_ms)],
+            &[
+                proposal_id.into(),
+                tenant_id.into(),
+                principal_id.into(),
+                record_id.into(),
+                i64::from(accepted).into(),
+                to_i64(decided_at_ms).into(),
+            ],
         )?;
         Ok(())
     }
@@ -467,45 +795,42 @@ impl Catalog {
         tenant_id: &str,
         principal_id: &str,
     ) -> ServiceResult<Option<u64>> {
-        let at: Option<i64> = self
-            .conn
-            .query_row(
+        Ok(self
+            .rows(
                 "SELECT decided_at_ms FROM proposals WHERE proposal_id = ?1 AND tenant_id = ?2 AND principal_id = ?3",
-                [proposal_id, tenant_id, principal_id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        Ok(at.map(to_u64))
+                &[proposal_id.into(), tenant_id.into(), principal_id.into()],
+            )?
+            .first()
+            .map(|r| to_u64(int(col(r, 0)))))
     }
 
     /// Tenant and principal of a proposal.
     pub fn proposal_owner(&self, proposal_id: &str) -> ServiceResult<Option<(String, String)>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT tenant_id, principal_id FROM proposals WHERE proposal_id = ?1",
-                [proposal_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?)
+        self.rows(
+            "SELECT tenant_id, principal_id FROM proposals WHERE proposal_id = ?1",
+            &[proposal_id.into()],
+        )?
+        .first()
+        .map(|r| Ok((text(col(r, 0))?, text(col(r, 1))?)))
+        .transpose()
     }
 
     // ------------------------------------------------------------ memories
 
     /// Records an accepted memory's export copy (idempotent).
     pub fn insert_memory(&self, row: &MemoryRow) -> ServiceResult<()> {
-        self.conn.execute(
+        self.exec(
             &format!("INSERT OR IGNORE INTO memories ({MEMORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-            params![
-                row.record_id,
-                row.proposal_id,
-                row.tenant_id,
-                row.writer_principal_id,
-                row.subject_key,
-                row.subject_principal_id,
-                row.kind,
-                to_i64(row.created_at_ms),
-                row.request_json
+            &[
+                (&row.record_id).into(),
+                (&row.proposal_id).into(),
+                (&row.tenant_id).into(),
+                (&row.writer_principal_id).into(),
+                (&row.subject_key).into(),
+                row.subject_principal_id.as_ref().into(),
+                (&row.kind).into(),
+                to_i64(row.created_at_ms).into(),
+                row.request_json.as_ref().into(),
             ],
         )?;
         Ok(())
@@ -513,34 +838,37 @@ impl Catalog {
 
     /// One memory's catalog entry (its export copy), if written.
     pub fn memory(&self, record_id: &str) -> ServiceResult<Option<MemoryRow>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE record_id = ?1"),
-                [record_id],
-                memory_row,
-            )
-            .optional()?)
+        self.rows(
+            &format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE record_id = ?1"),
+            &[record_id.into()],
+        )?
+        .first()
+        .map(|r| memory_row(r))
+        .transpose()
     }
 
     /// Every memory row (the version 1 claims backfill walks them).
     fn all_memories(&self) -> ServiceResult<Vec<MemoryRow>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {MEMORY_COLUMNS} FROM memories ORDER BY record_id"
-        ))?;
-        let rows = stmt.query_map([], memory_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.rows(
+            &format!("SELECT {MEMORY_COLUMNS} FROM memories ORDER BY record_id"),
+            &[],
+        )?
+        .iter()
+        .map(|r| memory_row(r))
+        .collect()
     }
 
     /// Forgets the export copy of a memory's request and its claims (on
     /// erasure).
     pub fn clear_request(&self, record_id: &str) -> ServiceResult<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE memories SET request_json = NULL WHERE record_id = ?1",
-            [record_id],
+            &[record_id.into()],
         )?;
-        self.conn
-            .execute("DELETE FROM claims WHERE record_id = ?1", [record_id])?;
+        self.exec(
+            "DELETE FROM claims WHERE record_id = ?1",
+            &[record_id.into()],
+        )?;
         Ok(())
     }
 
@@ -554,16 +882,16 @@ impl Catalog {
         claims: &[StructuredClaim],
     ) -> ServiceResult<()> {
         for claim in claims {
-            self.conn.execute(
+            self.exec(
                 "INSERT OR IGNORE INTO claims (record_id, claim_id, tenant_id, claim_subject, claim_predicate, claim_json)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    record_id,
-                    claim.claim_id,
-                    tenant_id,
-                    claim.subject,
-                    claim.predicate,
-                    encode(claim)?
+                &[
+                    record_id.into(),
+                    (&claim.claim_id).into(),
+                    tenant_id.into(),
+                    (&claim.subject).into(),
+                    (&claim.predicate).into(),
+                    Val::Text(encode(claim)?),
                 ],
             )?;
         }
@@ -578,55 +906,46 @@ impl Catalog {
         subject: &str,
         predicate: &str,
     ) -> ServiceResult<Vec<(String, StructuredClaim)>> {
-        let mut stmt = self.conn.prepare(
+        self.rows(
             "SELECT record_id, claim_json FROM claims
              WHERE tenant_id = ?1 AND claim_subject = ?2 AND claim_predicate = ?3
              ORDER BY record_id, claim_id",
-        )?;
-        let rows: Vec<(String, String)> = stmt
-            .query_map([tenant_id, subject, predicate], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
-            .collect::<Result<_, _>>()?;
-        rows.into_iter()
-            .map(|(record_id, json)| Ok((record_id, decode("claim", &json)?)))
-            .collect()
+            &[tenant_id.into(), subject.into(), predicate.into()],
+        )?
+        .iter()
+        .map(|r| Ok((text(col(r, 0))?, decode("claim", &text(col(r, 1))?)?)))
+        .collect()
     }
 
     // ------------------------------------------------------------ verifiers
 
     /// Registers a verifier; false when the tenant already has this one.
     pub fn insert_verifier(&self, verifier: &VerifierView) -> ServiceResult<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "INSERT OR IGNORE INTO verifiers (tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                verifier.tenant_id,
-                verifier.verifier_id,
-                verifier.verifier_release,
-                verifier.public_key_hex,
-                to_i64(verifier.created_at_unix_ms),
-                i64::from(verifier.disabled)
+            &[
+                (&verifier.tenant_id).into(),
+                (&verifier.verifier_id).into(),
+                (&verifier.verifier_release).into(),
+                (&verifier.public_key_hex).into(),
+                to_i64(verifier.created_at_unix_ms).into(),
+                i64::from(verifier.disabled).into(),
             ],
         )? > 0)
     }
 
-    fn verifiers_where(&self, clause: &str, args: &[&str]) -> ServiceResult<Vec<VerifierView>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled
-             FROM verifiers WHERE {clause} ORDER BY verifier_id"
-        ))?;
-        let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
-            Ok(VerifierView {
-                tenant_id: r.get(0)?,
-                verifier_id: r.get(1)?,
-                verifier_release: r.get(2)?,
-                public_key_hex: r.get(3)?,
-                created_at_unix_ms: to_u64(r.get(4)?),
-                disabled: r.get::<_, i64>(5)? != 0,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    fn verifiers_where(&self, clause: &str, args: &[Val]) -> ServiceResult<Vec<VerifierView>> {
+        self.rows(
+            &format!(
+                "SELECT tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled
+                 FROM verifiers WHERE {clause} ORDER BY verifier_id"
+            ),
+            args,
+        )?
+        .iter()
+        .map(|r| verifier_row(r))
+        .collect()
     }
 
     /// One verifier of a tenant (enabled or not).
@@ -638,7 +957,7 @@ impl Catalog {
         Ok(self
             .verifiers_where(
                 "tenant_id = ?1 AND verifier_id = ?2",
-                &[tenant_id, verifier_id],
+                &[tenant_id.into(), verifier_id.into()],
             )?
             .into_iter()
             .next())
@@ -646,14 +965,14 @@ impl Catalog {
 
     /// Every verifier of a tenant, sorted by id.
     pub fn verifiers_of_tenant(&self, tenant_id: &str) -> ServiceResult<Vec<VerifierView>> {
-        self.verifiers_where("tenant_id = ?1", &[tenant_id])
+        self.verifiers_where("tenant_id = ?1", &[tenant_id.into()])
     }
 
     /// Disables a verifier; false when the tenant has no such verifier.
     pub fn disable_verifier(&self, tenant_id: &str, verifier_id: &str) -> ServiceResult<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "UPDATE verifiers SET disabled = 1 WHERE tenant_id = ?1 AND verifier_id = ?2",
-            [tenant_id, verifier_id],
+            &[tenant_id.into(), verifier_id.into()],
         )? > 0)
     }
 }
