@@ -18,6 +18,7 @@ use mosaic_harness::memory_scope::{
     ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE, allocate_selected_memory,
     eligible_set, render_recalled_memory, select_memory,
 };
+use mosaic_harness::memory_scope::{EligibleSet, RelevanceInput, ScoredCandidate, rank_relevance};
 use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
     MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment,
@@ -26,6 +27,9 @@ use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
 use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, IndexTarget, PublishMessage, RebuildEntry, RecallQuery,
     RetrievalMode, Retriever, ScopeKeys, TargetSnapshot, hand_off,
+};
+use mosaic_pgsearch::{
+    LexicalSearch, PgLexicalIndex, PgVectorIndex, SearchTarget, VectorSearch, VectorSearchConfig,
 };
 use mosaic_store::read::eligibility_query;
 use mosaic_store::revocation::RevocationState;
@@ -92,8 +96,26 @@ struct Inner {
     store: Box<dyn Store>,
     catalog: Catalog,
     retriever: Retriever,
+    /// With PostgreSQL: the index targets inside the database (the
+    /// in-process `retriever` then stays empty).
+    pg: Option<PgTargets>,
     index_dirty: bool,
 }
+
+/// The lexical and vector targets inside PostgreSQL, shared by every
+/// server on the database.
+struct PgTargets {
+    lexical: PgLexicalIndex,
+    vector: PgVectorIndex,
+}
+
+/// Release of the PostgreSQL recall path's fusion (reciprocal-rank fusion
+/// in fixed point, ties by record id).
+pub const PG_RANKER_RELEASE: &str = "mosaic-server-pg-rrf-v1";
+/// Domain tag of a PostgreSQL recall's query digest.
+pub const PG_QUERY_DOMAIN: &str = "mosaic.server.pg_recall_query.v1";
+/// Reciprocal-rank fusion constant.
+const RRF_K: u64 = 60;
 
 struct Bucket {
     tokens: f64,
@@ -240,20 +262,41 @@ impl Service {
             required_index_targets: INDEX_TARGETS.iter().map(|t| (*t).to_owned()).collect(),
             ..StoreConfig::default()
         };
-        let store: Box<dyn Store> = match &config.postgres {
-            Some(url) => Box::new(open_postgres(url, store_config)?),
-            None => Box::new(SqliteStore::open(
-                config.data_dir.join(STORE_FILE),
-                store_config,
-            )?),
-        };
-        let catalog = Catalog::open(&config.data_dir.join(CATALOG_FILE))?;
+        let (store, catalog, pg): (Box<dyn Store>, Catalog, Option<PgTargets>) =
+            match &config.postgres {
+                Some(url) => {
+                    // A database nobody migrated yet is migrated by the
+                    // connecting role (which must then own the schema);
+                    // replicas serving as an application role find it done.
+                    let catalog = match Catalog::open_postgres(url) {
+                        Ok(catalog) => catalog,
+                        Err(_) => {
+                            migrate_postgres(url, None, embedder.dimension())?;
+                            Catalog::open_postgres(url)?
+                        }
+                    };
+                    (
+                        Box::new(open_postgres(url, store_config)?),
+                        catalog,
+                        Some(PgTargets::connect(url, embedder.clone())?),
+                    )
+                }
+                None => (
+                    Box::new(SqliteStore::open(
+                        config.data_dir.join(STORE_FILE),
+                        store_config,
+                    )?),
+                    Catalog::open(&config.data_dir.join(CATALOG_FILE))?,
+                    None,
+                ),
+            };
         let retriever = new_retriever(&embedder);
         let service = Service {
             inner: Mutex::new(Inner {
                 store,
                 catalog,
                 retriever,
+                pg,
                 index_dirty: false,
             }),
             buckets: Mutex::new(HashMap::new()),
@@ -739,11 +782,14 @@ impl Service {
                     max_results: max_records,
                     mode: request.mode.unwrap_or(RetrievalMode::Hybrid),
                 };
-                let recall = inner.retriever.recall(&query)?;
-                let handoff = hand_off(&ctx, &records, &contents, &recall.receipt, &[], &budget)?;
+                let receipt = match &mut inner.pg {
+                    Some(pg) => pg.relevance(&query, &set)?,
+                    None => inner.retriever.recall(&query)?.receipt,
+                };
+                let handoff = hand_off(&ctx, &records, &contents, &receipt, &[], &budget)?;
                 (
                     handoff.selection,
-                    Some(recall.receipt),
+                    Some(receipt),
                     handoff.report,
                     handoff.blocks,
                 )
@@ -1776,27 +1822,13 @@ impl Service {
                             claim_keys: Vec::new(),
                             text: task.content.clone().unwrap_or(stored.content),
                         };
-                        if target == "lexical" {
-                            inner.retriever.lexical.publish(&message).map(|_| ())
-                        } else {
-                            inner.retriever.vector.publish(&message).map(|_| ())
-                        }
+                        index_target(inner, target).publish(&message).map(|_| ())
                     }
                     OutboxOp::Erase => {
                         let generation = task.generation + 1;
-                        if target == "lexical" {
-                            inner
-                                .retriever
-                                .lexical
-                                .tombstone(&task.record_id, generation)
-                                .map(|_| ())
-                        } else {
-                            inner
-                                .retriever
-                                .vector
-                                .tombstone(&task.record_id, generation)
-                                .map(|_| ())
-                        }
+                        index_target(inner, target)
+                            .tombstone(&task.record_id, generation)
+                            .map(|_| ())
                     }
                 };
                 if applied.is_err() {
@@ -1842,6 +1874,10 @@ impl Service {
     }
 
     fn save_indexes(&self, inner: &Inner) -> ServiceResult<()> {
+        if inner.pg.is_some() {
+            // The indexes live in PostgreSQL: nothing to snapshot.
+            return Ok(());
+        }
         inner
             .retriever
             .lexical
@@ -1872,6 +1908,10 @@ impl Service {
     /// built with another embedder (returned: vectors of two embedders
     /// never share an index).
     fn load_indexes(&self) -> ServiceResult<Option<EmbedderIdentity>> {
+        if lock(&self.inner)?.pg.is_some() {
+            // The indexes live in PostgreSQL, fed by the shared outbox.
+            return Ok(None);
+        }
         let current = self.embedder_identity();
         let switched_from = EmbedderIdentity::load(&self.config.data_dir)
             .filter(|stored| !stored.same_space(&current));
@@ -1903,6 +1943,14 @@ impl Service {
     /// every revoked record a tombstone). `progress` is told each record.
     pub fn reindex(&self, progress: Option<&dyn Fn(usize, usize)>) -> ServiceResult<ReindexReport> {
         let mut inner = lock(&self.inner)?;
+        if inner.pg.is_some() {
+            return Err(ServiceError::Conflict {
+                code: "indexes_in_database",
+                message: "with PostgreSQL the indexes live in the database and are fed by the \
+                          outbox; run reconcile"
+                    .to_owned(),
+            });
+        }
         let rows = all_records(&mut inner)?;
         let generation = inner.store.revocation_generation()? + 1;
         let mut entries = Vec::new();
@@ -1968,13 +2016,14 @@ impl Service {
         let mut problems = Vec::new();
         let mut inner = lock(&self.inner)?;
         let version = inner.store.schema_version()?;
-        if version != mosaic_store::sqlite::schema::SCHEMA_VERSION {
+        let expected = match inner.pg {
+            Some(_) => mosaic_store::postgres::schema::SCHEMA_VERSION,
+            None => mosaic_store::sqlite::schema::SCHEMA_VERSION,
+        };
+        if version != expected {
             problems.push((
                 "store schema".to_owned(),
-                format!(
-                    "version {version}, expected {}",
-                    mosaic_store::sqlite::schema::SCHEMA_VERSION
-                ),
+                format!("version {version}, expected {expected}"),
             ));
         }
         let integrity = inner.store.integrity_check()?;
@@ -2004,7 +2053,10 @@ impl Service {
         for (record, problem) in index_problems(&mut inner)? {
             problems.push(("index state".to_owned(), format!("{record}: {problem}")));
         }
-        for target in INDEX_TARGETS {
+        for target in INDEX_TARGETS
+            .iter()
+            .filter(|_| self.config.postgres.is_none())
+        {
             let path = self.index_path(target);
             if let Err(e) = TargetSnapshot::load(&path) {
                 problems.push((format!("index snapshot {target}"), format!("{e}")));
@@ -2043,16 +2095,8 @@ fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
     let mut problems = Vec::new();
     for row in all_records(inner)? {
         let stored = inner.store.get_record(&row.record_id)?;
-        let lexical = inner
-            .retriever
-            .lexical
-            .live_generation(&row.record_id)
-            .is_some();
-        let vector = inner
-            .retriever
-            .vector
-            .live_generation(&row.record_id)
-            .is_some();
+        let lexical = live_in(inner, "lexical", &row.record_id)?;
+        let vector = live_in(inner, "vector", &row.record_id)?;
         match stored {
             Some(s) if s.state == RecordState::Active => {
                 if !lexical || !vector {
@@ -2198,19 +2242,153 @@ fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str)
     }
 }
 
-/// Connects to PostgreSQL, brings the store schema up to date (as the
-/// connecting role, which must own the schema), then opens the store.
+/// Opens the PostgreSQL store as the serving (application) role; the
+/// schema must have been migrated by its owner ([`migrate_postgres`]).
 fn open_postgres(
     url: &str,
     store_config: StoreConfig,
 ) -> ServiceResult<mosaic_store::PostgresStore> {
-    let unavailable = |e: &dyn std::fmt::Display| {
-        ServiceError::Unavailable(format!("cannot use the PostgreSQL store: {e}"))
+    mosaic_store::PostgresStore::connect(url, store_config).map_err(|e| {
+        ServiceError::Unavailable(format!(
+            "cannot use the PostgreSQL store (migrate it as the schema owner first): {e}"
+        ))
+    })
+}
+
+/// Brings a PostgreSQL database up to date as the owner of its schema: the
+/// store's tables, the search tables for vectors of `embedding_dim`, and
+/// the server catalog's `mosaic_server_*` tables; then grants `app_role`
+/// (the role `mosaic serve` connects as) what it needs, when given.
+pub fn migrate_postgres(
+    owner_url: &str,
+    app_role: Option<&str>,
+    embedding_dim: usize,
+) -> ServiceResult<()> {
+    let failed = |e: &dyn std::fmt::Display| {
+        ServiceError::Unavailable(format!("cannot migrate the PostgreSQL database: {e}"))
     };
-    let mut owner = postgres::Client::connect(url, postgres::NoTls).map_err(|e| unavailable(&e))?;
-    mosaic_store::postgres::schema::migrate(&mut owner).map_err(|e| unavailable(&e))?;
-    drop(owner);
-    mosaic_store::PostgresStore::connect(url, store_config).map_err(|e| unavailable(&e))
+    let mut owner =
+        postgres::Client::connect(owner_url, postgres::NoTls).map_err(|e| failed(&e))?;
+    mosaic_store::postgres::schema::migrate(&mut owner).map_err(|e| failed(&e))?;
+    mosaic_pgsearch::schema::migrate(&mut owner, embedding_dim).map_err(|e| failed(&e))?;
+    crate::catalog::migrate_postgres(&mut owner, app_role)?;
+    if let Some(role) = app_role {
+        mosaic_store::postgres::schema::grant_application_role(&mut owner, role)
+            .map_err(|e| failed(&e))?;
+        mosaic_pgsearch::schema::grant_application_role(&mut owner, role)
+            .map_err(|e| failed(&e))?;
+    }
+    Ok(())
+}
+
+impl PgTargets {
+    fn connect(url: &str, embedder: Arc<dyn Embedder>) -> ServiceResult<Self> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            ServiceError::Unavailable(format!("cannot use the PostgreSQL indexes: {e}"))
+        };
+        let client =
+            || postgres::Client::connect(url, postgres::NoTls).map_err(|e| unavailable(&e));
+        Ok(PgTargets {
+            lexical: PgLexicalIndex::open(client()?).map_err(|e| unavailable(&e))?,
+            vector: PgVectorIndex::open(client()?, embedder, VectorSearchConfig::default())
+                .map_err(|e| unavailable(&e))?,
+        })
+    }
+
+    /// The relevance receipt of a recall over the PostgreSQL targets:
+    /// full-text and nearest-neighbour candidates inside the eligible set,
+    /// fused by reciprocal rank in fixed point (ties by record id), ranked
+    /// by the harness's `rank_relevance`.
+    fn relevance(
+        &mut self,
+        query: &RecallQuery<'_>,
+        set: &EligibleSet,
+    ) -> ServiceResult<mosaic_harness::memory_scope::RelevanceReceipt> {
+        let search = |e: mosaic_pgsearch::PgSearchError| {
+            ServiceError::Internal(format!("PostgreSQL search: {e}"))
+        };
+        let ids: Vec<String> = set.entries.iter().map(|e| e.record_id.clone()).collect();
+        let eligible = mosaic_index::Eligible::Records(&ids);
+        let k = query.max_results.saturating_mul(4).max(20);
+        let mut lists = Vec::new();
+        if query.mode != RetrievalMode::Vector {
+            lists.push(
+                self.lexical
+                    .search_text(
+                        query.text,
+                        &eligible,
+                        query.tenant_id,
+                        query.policy_sha256,
+                        k,
+                    )
+                    .map_err(search)?,
+            );
+        }
+        if query.mode != RetrievalMode::Lexical {
+            let vector = self.vector.embedder().embed(query.text)?;
+            lists.push(
+                self.vector
+                    .search_embedding(&vector, &eligible, query.tenant_id, query.policy_sha256, k)
+                    .map_err(search)?,
+            );
+        }
+        let mut fused: BTreeMap<String, u64> = BTreeMap::new();
+        for list in &lists {
+            for (rank, hit) in list.iter().enumerate() {
+                let rank = u64::try_from(rank).unwrap_or(u64::MAX);
+                *fused.entry(hit.record_id.clone()).or_default() +=
+                    1_000_000 / (RRF_K.saturating_add(rank).saturating_add(1));
+            }
+        }
+        let feature_release = format!("pg-fts-english+{}", self.vector.embedder().release());
+        let query_sha256 = domain_digest(
+            PG_QUERY_DOMAIN,
+            &serde_json::json!({
+                "text": query.text,
+                "mode": query.mode,
+                "max_results": query.max_results,
+                "eligible_set_sha256": set.digest()?,
+                "feature_release": feature_release,
+            }),
+        )?;
+        let input = RelevanceInput {
+            query_sha256,
+            eligible: set.clone(),
+            feature_release,
+            ranker_release: PG_RANKER_RELEASE.to_owned(),
+            scores: fused
+                .into_iter()
+                .map(|(record_id, score)| ScoredCandidate { record_id, score })
+                .collect(),
+            max_results: query.max_results,
+        };
+        rank_relevance(&input).map_err(|e| ServiceError::Internal(format!("relevance: {e}")))
+    }
+}
+
+/// The outbox target named `target` (`lexical` or `vector`): in PostgreSQL
+/// when the service runs on it, in process otherwise.
+fn index_target<'a>(inner: &'a mut Inner, target: &str) -> &'a mut dyn IndexTarget {
+    match (&mut inner.pg, target) {
+        (Some(pg), "lexical") => &mut pg.lexical,
+        (Some(pg), _) => &mut pg.vector,
+        (None, "lexical") => &mut inner.retriever.lexical,
+        (None, _) => &mut inner.retriever.vector,
+    }
+}
+
+/// Whether a record is live in the `target` index.
+fn live_in(inner: &mut Inner, target: &str, record_id: &str) -> ServiceResult<bool> {
+    let live = match (&mut inner.pg, target) {
+        (Some(pg), "lexical") => pg.lexical.live_generation_of(record_id),
+        (Some(pg), _) => pg.vector.live_generation_of(record_id),
+        (None, "lexical") => {
+            return Ok(inner.retriever.lexical.live_generation(record_id).is_some());
+        }
+        (None, _) => return Ok(inner.retriever.vector.live_generation(record_id).is_some()),
+    };
+    live.map(|g| g.is_some())
+        .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
 }
 
 fn new_retriever(embedder: &Arc<dyn Embedder>) -> Retriever {

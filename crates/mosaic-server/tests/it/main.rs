@@ -11,5 +11,6 @@ mod lifecycle;
 mod load;
 mod mcp;
 mod openapi;
+mod postgres;
 mod roundtrip;
 mod store_truth;

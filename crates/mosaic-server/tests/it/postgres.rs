@@ -1,0 +1,267 @@
+//! With `--postgres`, the store, the lexical and vector indexes and the
+//! server catalog all live in one PostgreSQL database, so two `mosaic
+//! serve` processes on different ports share keys, tenants and memories:
+//! each recalls what the other wrote.
+//!
+//! The server comes from the environment (`scripts/with-postgres.sh`):
+//! `MOSAIC_TEST_POSTGRES_URL` (the owner, for the migration) and
+//! `MOSAIC_TEST_POSTGRES_APP_URL` (the application role the servers run
+//! as). Without them the test prints a `skipped:` line and passes, except
+//! under `CI=true`, where it fails.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mosaic_server::examples::workspace_fact;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mosaic");
+
+/// Owner and application-role URLs, or `None` (skip).
+fn urls() -> Option<(String, String)> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let under_ci = var("CI").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    match (
+        var("MOSAIC_TEST_POSTGRES_URL"),
+        var("MOSAIC_TEST_POSTGRES_APP_URL"),
+    ) {
+        (Some(owner), Some(app)) => Some((owner, app)),
+        (None, None) if !under_ci => {
+            eprintln!("skipped: PostgreSQL not available (run under scripts/with-postgres.sh)");
+            None
+        }
+        (None, None) => panic!(
+            "CI=true but MOSAIC_TEST_POSTGRES_URL is not set: run the tests under scripts/with-postgres.sh"
+        ),
+        _ => {
+            panic!("set both MOSAIC_TEST_POSTGRES_URL and MOSAIC_TEST_POSTGRES_APP_URL, or neither")
+        }
+    }
+}
+
+/// `url` with its search path set to `schema` (then `public`, where the
+/// vector extension lives).
+fn in_schema(url: &str, schema: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}options=-c%20search_path%3D{schema}%2Cpublic")
+}
+
+/// One schema, dropped with everything in it.
+struct Schema {
+    name: String,
+    owner_url: String,
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let dropped =
+            postgres::Client::connect(&self.owner_url, postgres::NoTls).and_then(|mut c| {
+                c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name))
+            });
+        if let Err(e) = dropped {
+            eprintln!("could not drop test schema {}: {e}", self.name);
+        }
+    }
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(data_dir: &std::path::Path, postgres: &str) -> Server {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--postgres", postgres])
+        .env("MOSAIC_EMBEDDER", "hash")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().expect("a line").expect("utf8");
+    let url = first.trim_start_matches("mosaic: serving on ").to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    // Keep reading stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    Server { child, url }
+}
+
+fn call(server: &Server, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!("{}{path}", server.url);
+    let auth = format!("Bearer {key}");
+    let result = match (method, body) {
+        ("GET", _) => agent.get(&url).header("Authorization", &auth).call(),
+        (_, Some(b)) => agent
+            .post(&url)
+            .header("Authorization", &auth)
+            .header("Content-Type", "application/json")
+            .send(b.to_string().as_bytes()),
+        (_, None) => agent.post(&url).header("Authorization", &auth).send_empty(),
+    };
+    let mut response = result.expect("server answers");
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn recalled(server: &Server, key: &str, query: &str) -> String {
+    let (status, r) = call(
+        server,
+        key,
+        "POST",
+        "/v1/recall",
+        Some(json!({"query": query, "workspace_id": "ws-main"})),
+    );
+    assert_eq!(status, 200, "{r}");
+    r["context"].as_str().unwrap_or("").to_owned()
+}
+
+#[test]
+fn two_servers_on_one_database_recall_what_either_wrote() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let app_role = app_url
+        .parse::<postgres::Config>()
+        .ok()
+        .and_then(|c| c.get_user().map(str::to_owned))
+        .expect("MOSAIC_TEST_POSTGRES_APP_URL names a user");
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let schema = Schema {
+        name: format!("server_test_{}_{nanos}", std::process::id()),
+        owner_url: owner_url.clone(),
+    };
+    let mut owner = postgres::Client::connect(&owner_url, postgres::NoTls).expect("owner");
+    owner
+        .batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name))
+        .expect("schema");
+    drop(owner);
+    mosaic_server::service::migrate_postgres(
+        &in_schema(&owner_url, &schema.name),
+        Some(&app_role),
+        mosaic_server::ServerConfig::default().embedding_dim,
+    )
+    .expect("migrate as the owner");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = in_schema(&app_url, &schema.name);
+    let one = serve(&dir.path().join("one"), &app);
+    let admin_key = std::fs::read_to_string(dir.path().join("one").join("admin.key"))
+        .expect("the first server writes the admin key")
+        .trim()
+        .to_owned();
+    let two = serve(&dir.path().join("two"), &app);
+    assert!(
+        !dir.path().join("two").join("admin.key").exists(),
+        "the second server shares the first one's admin key"
+    );
+
+    // Set up through server one; the key works on server two.
+    let (status, r) = call(
+        &one,
+        &admin_key,
+        "POST",
+        "/v1/admin/tenants",
+        Some(json!({"tenant_id": "tenant-a"})),
+    );
+    assert_eq!(status, 200, "{r}");
+    let (status, r) = call(
+        &two,
+        &admin_key,
+        "POST",
+        "/v1/admin/keys",
+        Some(json!({"tenant_id": "tenant-a", "principal_id": "alice",
+                    "grant": {"allowed_workspace_ids": ["ws-main"]}})),
+    );
+    assert_eq!(status, 200, "{r}");
+    let key = r["key"].as_str().expect("key").to_owned();
+
+    // Server one writes, server two recalls it, and the other way round.
+    let first = workspace_fact(
+        "pg-one",
+        "ws-main",
+        "The staging database is restored every Sunday",
+    );
+    let (status, r) = call(
+        &one,
+        &key,
+        "POST",
+        "/v1/memories",
+        Some(serde_json::to_value(&first).expect("json")),
+    );
+    assert_eq!(
+        (status, r["decision"].as_str()),
+        (200, Some("accepted")),
+        "{r}"
+    );
+    let second = workspace_fact(
+        "pg-two",
+        "ws-main",
+        "Release notes are drafted by the on-call engineer",
+    );
+    let (status, r) = call(
+        &two,
+        &key,
+        "POST",
+        "/v1/memories",
+        Some(serde_json::to_value(&second).expect("json")),
+    );
+    assert_eq!(
+        (status, r["decision"].as_str()),
+        (200, Some("accepted")),
+        "{r}"
+    );
+    let second_id = r["record_id"].as_str().expect("id").to_owned();
+
+    let context = recalled(&two, &key, "when is the staging database restored");
+    assert!(
+        context.contains("restored every Sunday"),
+        "server two recalls server one's memory: {context}"
+    );
+    let context = recalled(&one, &key, "who drafts the release notes");
+    assert!(
+        context.contains("drafted by the on-call engineer"),
+        "server one recalls server two's memory: {context}"
+    );
+
+    // A revocation through one server is honoured by the other at once.
+    let (status, r) = call(
+        &one,
+        &key,
+        "POST",
+        &format!("/v1/memories/{second_id}/revoke"),
+        Some(json!({})),
+    );
+    assert_eq!(status, 200, "{r}");
+    let context = recalled(&two, &key, "who drafts the release notes");
+    assert!(
+        !context.contains("on-call engineer"),
+        "revoked memory is never recalled: {context}"
+    );
+    let (status, r) = call(
+        &two,
+        &key,
+        "GET",
+        &format!("/v1/memories/{second_id}/deletion"),
+        None,
+    );
+    assert_eq!(status, 200, "{r}");
+}
