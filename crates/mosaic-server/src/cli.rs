@@ -46,7 +46,7 @@ pub struct ServeFlags {
     /// Data directory (default ./mosaic-data).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// PostgreSQL URL (scale-out store).
+    /// PostgreSQL URL (scale-out: store, indexes and catalog in the database).
     #[arg(long)]
     pub postgres: Option<String>,
     /// Largest request body in bytes.
@@ -90,6 +90,16 @@ pub enum Command {
     Serve(ServeFlags),
     /// Check configuration, data directory, schema, audit chain and indexes.
     Doctor(ServeFlags),
+    /// Migrate a PostgreSQL database as its schema owner (store, search
+    /// tables for the configured embedder's dimension, server catalog) and
+    /// grant the role the servers connect as.
+    Migrate {
+        #[command(flatten)]
+        flags: ServeFlags,
+        /// Role `mosaic serve --postgres` connects as (granted what it needs).
+        #[arg(long)]
+        app_role: Option<String>,
+    },
     /// Propose a memory from a JSON request file (`-` for stdin).
     Propose {
         #[command(flatten)]
@@ -191,6 +201,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Serve(flags) => serve(&flags),
         Command::Doctor(flags) => doctor(&flags, json),
+        Command::Migrate { flags, app_role } => migrate(&flags, app_role.as_deref(), json),
         Command::Propose {
             remote,
             file,
@@ -510,6 +521,28 @@ fn import(remote: &Remote, file: &Path, json: bool) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn migrate(flags: &ServeFlags, app_role: Option<&str>, json: bool) -> Result<ExitCode> {
+    let config = load_config(flags)?;
+    let url = config
+        .postgres
+        .as_deref()
+        .ok_or_else(|| anyhow!("migrate needs --postgres URL (the schema owner's)"))?;
+    let embedder = mosaic_server::embedder::build(&config).map_err(|e| anyhow!("{e}"))?;
+    mosaic_server::service::migrate_postgres(url, app_role, embedder.dimension())
+        .map_err(|e| anyhow!("{e}"))?;
+    let data = json!({"migrated": true, "dimension": embedder.dimension(), "app_role": app_role});
+    if json {
+        print_line("migrate", &data);
+    } else {
+        println!(
+            "mosaic: PostgreSQL schema migrated (store, search tables for {}-dimensional vectors, server catalog){}",
+            embedder.dimension(),
+            app_role.map_or(String::new(), |r| format!("; role {r} granted"))
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn maintenance(

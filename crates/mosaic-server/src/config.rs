@@ -17,7 +17,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Data directory (store file, catalog, index snapshots, admin key).
     pub data_dir: PathBuf,
-    /// PostgreSQL URL; when set the store is PostgreSQL instead of SQLite.
+    /// PostgreSQL URL; when set the store, the lexical and vector indexes
+    /// and the server catalog live in that database instead of the data
+    /// directory, so several servers can share it.
     pub postgres: Option<String>,
     /// Largest accepted request body, in bytes.
     pub body_limit_bytes: usize,

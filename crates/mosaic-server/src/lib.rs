@@ -29,10 +29,13 @@
 //! snapshots, the bootstrap admin key file) and the listening socket.
 //! Nothing is logged that carries memory content or secrets.
 //!
-//! Non-features (this release): PostgreSQL (the store has no backend yet:
-//! `--postgres` is refused with a clear error), TLS
-//! (terminate it in front), review actions that write (`accept_narrower`,
-//! `supersede`).
+//! With `--postgres URL` the store, the indexes (full-text search and
+//! pgvector HNSW) and the catalog live in PostgreSQL, so any number of
+//! stateless servers can share one database (`mosaic migrate` as the
+//! schema owner first, then serve as an application role).
+//!
+//! Non-features (this release): TLS (terminate it in front), review
+//! actions that write (`accept_narrower`, `supersede`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -154,12 +154,21 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
         .batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name))
         .expect("schema");
     drop(owner);
-    mosaic_server::service::migrate_postgres(
-        &in_schema(&owner_url, &schema.name),
-        Some(&app_role),
-        mosaic_server::ServerConfig::default().embedding_dim,
-    )
-    .expect("migrate as the owner");
+    let migrated = Command::new(BIN)
+        .args([
+            "migrate",
+            "--postgres",
+            &in_schema(&owner_url, &schema.name),
+        ])
+        .args(["--app-role", &app_role])
+        .env("MOSAIC_EMBEDDER", "hash")
+        .output()
+        .expect("run mosaic migrate");
+    assert!(
+        migrated.status.success(),
+        "mosaic migrate as the owner: {}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
 
     let dir = tempfile::tempdir().expect("tempdir");
     let app = in_schema(&app_url, &schema.name);
