@@ -105,10 +105,14 @@ CREATE TABLE IF NOT EXISTS claims (
     PRIMARY KEY (record_id, claim_id)
 );
 CREATE INDEX IF NOT EXISTS claims_key ON claims (tenant_id, claim_subject, claim_predicate);
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 9] = [
     "tenants",
     "api_keys",
     "grants",
@@ -117,10 +121,11 @@ const TABLES: [&str; 8] = [
     "memories",
     "verifiers",
     "claims",
+    "settings",
 ];
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 8] = [
+const PG_GRANTS: [(&str, &str); 9] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -129,6 +134,7 @@ const PG_GRANTS: [(&str, &str); 8] = [
     ("memories", "SELECT, INSERT, UPDATE"),
     ("verifiers", "SELECT, INSERT, UPDATE"),
     ("claims", "SELECT, INSERT, DELETE"),
+    ("settings", "SELECT, INSERT"),
 ];
 
 /// A tenant and its policy as the catalog last stored it (the policy in
@@ -544,6 +550,23 @@ impl Catalog {
                 Ok("ok".to_owned())
             }
         }
+    }
+
+    // ------------------------------------------------------------ settings
+
+    /// Stores a setting unless one of that name exists, then returns the
+    /// stored value (the first writer's, when servers race).
+    pub fn setting_or_insert(&self, name: &str, value: &str) -> ServiceResult<String> {
+        self.exec(
+            "INSERT OR IGNORE INTO settings (name, value) VALUES (?1, ?2)",
+            &[name.into(), value.into()],
+        )?;
+        let rows = self.rows("SELECT value FROM settings WHERE name = ?1", &[name.into()])?;
+        rows.first().map(|r| text(col(r, 0))).unwrap_or_else(|| {
+            Err(ServiceError::Internal(format!(
+                "catalog setting {name} vanished"
+            )))
+        })
     }
 
     // ------------------------------------------------------------ tenants

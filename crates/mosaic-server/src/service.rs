@@ -275,6 +275,7 @@ impl Service {
                             Catalog::open_postgres(url)?
                         }
                     };
+                    check_shared_embedder(&catalog, config.embedder, embedder.as_ref())?;
                     (
                         Box::new(open_postgres(url, store_config)?),
                         catalog,
@@ -2253,6 +2254,29 @@ fn open_postgres(
             "cannot use the PostgreSQL store (migrate it as the schema owner first): {e}"
         ))
     })
+}
+
+/// Every server sharing a database must embed into one vector space: the
+/// first one records its embedder in the catalog, the others must match it.
+fn check_shared_embedder(
+    catalog: &Catalog,
+    kind: crate::embedder::EmbedderKind,
+    embedder: &dyn Embedder,
+) -> ServiceResult<()> {
+    let identity = EmbedderIdentity::of(kind, embedder);
+    let encoded =
+        serde_json::to_string(&identity).map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let stored = catalog.setting_or_insert("embedder", &encoded)?;
+    let stored: EmbedderIdentity = serde_json::from_str(&stored)
+        .map_err(|e| ServiceError::Internal(format!("stored embedder identity: {e}")))?;
+    if stored.same_space(&identity) {
+        return Ok(());
+    }
+    Err(ServiceError::Unavailable(format!(
+        "the database's vectors were made by embedder {} ({} dimensions); this server runs {} \
+         ({} dimensions): every server sharing a database must run the same embedder",
+        stored.release, stored.dimension, identity.release, identity.dimension
+    )))
 }
 
 /// Brings a PostgreSQL database up to date as the owner of its schema: the

@@ -273,4 +273,30 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
         None,
     );
     assert_eq!(status, 200, "{r}");
+
+    // A server whose embedder differs from the one the database's vectors
+    // were made with refuses to start.
+    let mut owner =
+        postgres::Client::connect(&in_schema(&owner_url, &schema.name), postgres::NoTls)
+            .expect("owner");
+    let other = json!({"kind": "hash", "release": "another-embedder-v1", "dimension": 256});
+    owner
+        .execute(
+            "UPDATE mosaic_server_settings SET value = $1 WHERE name = 'embedder'",
+            &[&other.to_string()],
+        )
+        .expect("pretend another embedder made the vectors");
+    let refused = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--postgres", &app])
+        .arg("--data-dir")
+        .arg(dir.path().join("three"))
+        .env("MOSAIC_EMBEDDER", "hash")
+        .output()
+        .expect("run serve");
+    assert!(
+        !refused.status.success(),
+        "a server with another embedder must not start"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("same embedder"), "{stderr}");
 }
