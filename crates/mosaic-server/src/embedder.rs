@@ -18,9 +18,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use mosaic_harness::record::{MAX_ID_BYTES, is_identifier};
 use mosaic_index::local_model::{
     MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256, verify_model_dir,
 };
+use mosaic_index::text::ANALYZER_RELEASE;
 use mosaic_index::{Embedder, HashEmbedder, HttpEmbedder, IndexError};
 use serde::{Deserialize, Serialize};
 
@@ -159,6 +161,17 @@ pub enum EmbedderError {
         /// Dimension the endpoint returned.
         actual: usize,
     },
+    /// The embedder's release cannot be bound into receipts.
+    #[error(
+        "the embedder release {release:?} cannot go into relevance receipts (at most {max} bytes \
+         with the analyzer release, no whitespace): choose a shorter model name"
+    )]
+    BadRelease {
+        /// The release.
+        release: String,
+        /// Longest release allowed.
+        max: usize,
+    },
     /// The endpoint could not be used.
     #[error("the http embedder's endpoint {url} does not work: {message}")]
     Endpoint {
@@ -232,6 +245,26 @@ fn http_settings(config: &ServerConfig) -> Result<(&str, &str), EmbedderError> {
 /// loaded, or the HTTP endpoint probed once (which also checks the
 /// dimension).
 pub fn build(config: &ServerConfig) -> Result<Arc<dyn Embedder>, EmbedderError> {
+    let embedder = build_unchecked(config)?;
+    check_release(embedder.release())?;
+    Ok(embedder)
+}
+
+/// Checks that `release` fits the relevance receipt's `feature_release`
+/// (the analyzer release, `+`, the embedder release: an identifier).
+pub fn check_release(release: &str) -> Result<(), EmbedderError> {
+    let feature = format!("{ANALYZER_RELEASE}+{release}");
+    if is_identifier(&feature) {
+        Ok(())
+    } else {
+        Err(EmbedderError::BadRelease {
+            release: release.to_owned(),
+            max: MAX_ID_BYTES - ANALYZER_RELEASE.len() - 1,
+        })
+    }
+}
+
+fn build_unchecked(config: &ServerConfig) -> Result<Arc<dyn Embedder>, EmbedderError> {
     match config.embedder {
         EmbedderKind::Hash => Ok(Arc::new(HashEmbedder::new(config.embedding_dim))),
         EmbedderKind::Http => {
@@ -287,13 +320,23 @@ fn load_minilm(_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedderError> {
     Err(EmbedderError::NotBuilt)
 }
 
-/// The release of the local model as bound into receipts: model name and
-/// the SHA-256 of each file it was loaded from.
-pub fn minilm_release(model_release: &str, config_sha256: &str) -> String {
+/// The SHA-256 of each file the local model is loaded from, one
+/// `name=digest` line each: what [`minilm_release`] commits to.
+pub fn minilm_file_digests(config_sha256: &str) -> String {
     format!(
-        "{model_release}:model.safetensors={MODEL_SAFETENSORS_SHA256}\
-         :tokenizer.json={TOKENIZER_JSON_SHA256}:config.json={config_sha256}"
+        "model.safetensors={MODEL_SAFETENSORS_SHA256}\n\
+         tokenizer.json={TOKENIZER_JSON_SHA256}\n\
+         config.json={config_sha256}\n"
     )
+}
+
+/// The release of the local model as bound into receipts: the model's
+/// release and the SHA-256 of [`minilm_file_digests`] (the full digests
+/// of every file do not fit a receipt's release identifier).
+pub fn minilm_release(model_release: &str, config_sha256: &str) -> String {
+    use sha2::Digest;
+    let files = sha2::Sha256::digest(minilm_file_digests(config_sha256).as_bytes());
+    format!("{model_release}:files-sha256={}", hex::encode(files))
 }
 
 #[cfg(feature = "local-model")]

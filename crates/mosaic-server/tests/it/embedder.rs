@@ -8,9 +8,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use mosaic_index::RetrievalMode;
+use mosaic_index::local_model::{MINILM_RELEASE, MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256};
 use mosaic_server::api::RecallRequest;
 use mosaic_server::embedder::{
-    DEFAULT_MODEL_DIR_NAME, EmbedderIdentity, EmbedderKind, LOCAL_MODEL_BUILT, Secret, model_dir,
+    DEFAULT_MODEL_DIR_NAME, EmbedderIdentity, EmbedderKind, LOCAL_MODEL_BUILT, Secret,
+    check_release, minilm_file_digests, minilm_release, model_dir,
 };
 use mosaic_server::examples::workspace_fact;
 use mosaic_server::{ServerConfig, Service};
@@ -360,6 +362,31 @@ fn the_http_embedder_is_selected_and_ranks_with_the_endpoints_vectors() {
         ..ServerConfig::default()
     });
     assert!(message.contains("--embedding-dim 8"), "{message}");
+
+    // A release that cannot go into a receipt is refused at startup, not
+    // at the first recall.
+    let message = open_error(ServerConfig {
+        data_dir: dir.path().join("data"),
+        embedder: EmbedderKind::Http,
+        embedder_url: Some(endpoint.url.clone()),
+        embedder_model: Some("m".repeat(300)),
+        embedding_dim: 8,
+        ..ServerConfig::default()
+    });
+    assert!(message.contains("shorter model name"), "{message}");
+}
+
+#[test]
+fn the_minilm_release_commits_to_every_file_and_fits_a_receipt() {
+    let config_sha = "9".repeat(64);
+    let release = minilm_release(MINILM_RELEASE, &config_sha);
+    assert!(release.starts_with(MINILM_RELEASE), "{release}");
+    check_release(&release).expect("fits the relevance receipt");
+    let digests = minilm_file_digests(&config_sha);
+    for needle in [MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256, &config_sha] {
+        assert!(digests.contains(needle), "{digests}");
+    }
+    assert_ne!(release, minilm_release(MINILM_RELEASE, &"8".repeat(64)));
 }
 
 fn mosaic(args: &[&str]) -> (i32, String, String) {
