@@ -503,6 +503,16 @@ pub struct ReconcileReport {
     pub deletions_finalized: usize,
     /// Outbox messages that failed (retried next pass).
     pub failures: usize,
+    /// Records compared between the store and each index (full pass only).
+    #[serde(default)]
+    pub checked: usize,
+    /// Active records missing from an index, published again (full pass only).
+    #[serde(default)]
+    pub republished: usize,
+    /// Index entries with no active record behind them (revoked, erased or
+    /// unknown to the store), removed (full pass only).
+    #[serde(default)]
+    pub ghosts_removed: usize,
 }
 
 /// What a reindex did.

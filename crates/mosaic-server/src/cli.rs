@@ -576,7 +576,7 @@ fn maintenance(
                 bar.finish_and_clear();
                 serde_json::to_value(report)?
             } else {
-                serde_json::to_value(service.reconcile().map_err(|e| anyhow!("{e}"))?)?
+                serde_json::to_value(service.reconcile_and_repair().map_err(|e| anyhow!("{e}"))?)?
             }
         }
         None => {

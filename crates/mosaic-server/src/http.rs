@@ -484,7 +484,7 @@ async fn reconcile(
 ) -> Reply<ReconcileReport> {
     call(&s, move |s| {
         c.require_admin()?;
-        s.reconcile()
+        s.reconcile_and_repair()
     })
     .await
 }

@@ -252,7 +252,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "POST",
         "/v1/admin/reconcile",
-        "Publish pending outbox rows and advance deletions",
+        "Publish pending outbox rows, advance deletions, and repair index drift (republish missing records, remove ghosts)",
         "admin",
         Some("Empty"),
     ),

@@ -1797,6 +1797,119 @@ impl Service {
         Ok(report)
     }
 
+    /// [`Service::reconcile`] plus a full comparison of the store with each
+    /// index: active records missing from an index are published again,
+    /// and index entries without an active record behind them (revoked,
+    /// erased, or unknown to the store: ghosts) are removed. It invents no
+    /// memory decision; the store stays the truth. With PostgreSQL only the
+    /// store's records are compared (the database targets cannot be listed).
+    pub fn reconcile_and_repair(&self) -> ServiceResult<ReconcileReport> {
+        let mut report = self.reconcile()?;
+        let mut inner = lock(&self.inner)?;
+        let rows = all_records(&mut inner)?;
+        let mut active: BTreeMap<String, StoredRecordView> = BTreeMap::new();
+        let mut known: BTreeSet<String> = BTreeSet::new();
+        for row in &rows {
+            known.insert(row.record_id.clone());
+            if let Some(stored) = inner.store.get_record(&row.record_id)?
+                && stored.state == RecordState::Active
+            {
+                active.insert(
+                    row.record_id.clone(),
+                    StoredRecordView {
+                        record: stored.record,
+                        content: stored.content,
+                    },
+                );
+            }
+        }
+        let floor = inner.store.revocation_generation()? + 1;
+        for target in INDEX_TARGETS {
+            // Ghosts: live in the index, not active in the store.
+            let mut live_ids: Vec<String> = match &inner.pg {
+                None => {
+                    let snapshot = match target {
+                        "lexical" => inner.retriever.lexical.snapshot(),
+                        _ => inner.retriever.vector.snapshot(),
+                    };
+                    snapshot
+                        .slots
+                        .into_iter()
+                        .filter(|(_, slot)| slot.live.is_some())
+                        .map(|(id, _)| id)
+                        .collect()
+                }
+                Some(_) => Vec::new(),
+            };
+            for id in &known {
+                if !active.contains_key(id) && live_in(&mut inner, target, id)? {
+                    live_ids.push(id.clone());
+                }
+            }
+            live_ids.sort();
+            live_ids.dedup();
+            for id in live_ids {
+                report.checked += 1;
+                if active.contains_key(&id) {
+                    continue;
+                }
+                let generation = live_generation(&mut inner, target, &id)?.unwrap_or(floor);
+                match index_target(&mut inner, target).tombstone(&id, generation.max(floor)) {
+                    Ok(_) => {
+                        report.ghosts_removed += 1;
+                        inner.index_dirty = true;
+                    }
+                    Err(_) => report.failures += 1,
+                }
+            }
+            // Missing: active in the store, not live in the index.
+            for (id, view) in &active {
+                report.checked += 1;
+                if live_in(&mut inner, target, id)? {
+                    continue;
+                }
+                let generation = live_generation(&mut inner, target, id)?
+                    .map_or(floor, |g| g.saturating_add(1).max(floor));
+                let message = PublishMessage {
+                    record_id: id.clone(),
+                    generation,
+                    revocation_generation: 0,
+                    scope: ScopeKeys {
+                        tenant_id: view.record.tenant_id.clone(),
+                        policy_sha256: view.record.policy_sha256.clone(),
+                        subject_key: view.record.subject.key(),
+                        kind: view.record.kind,
+                    },
+                    created_at_unix_ms: view.record.created_at_unix_ms,
+                    claim_keys: Vec::new(),
+                    text: view.content.clone(),
+                };
+                match index_target(&mut inner, target).publish(&message) {
+                    Ok(_) => {
+                        report.republished += 1;
+                        inner.index_dirty = true;
+                    }
+                    Err(_) => report.failures += 1,
+                }
+            }
+        }
+        if inner.index_dirty {
+            self.save_indexes(&inner)?;
+            inner.index_dirty = false;
+        }
+        self.metrics.add(
+            "mosaic_reconcile_ghosts_removed_total",
+            &[],
+            report.ghosts_removed as u64,
+        );
+        self.metrics.add(
+            "mosaic_reconcile_republished_total",
+            &[],
+            report.republished as u64,
+        );
+        Ok(report)
+    }
+
     /// Publishes pending outbox rows to the indexes and acknowledges them.
     fn publish_pending(&self, inner: &mut Inner) -> ServiceResult<ReconcileReport> {
         let mut report = ReconcileReport::default();
@@ -2413,6 +2526,23 @@ fn live_in(inner: &mut Inner, target: &str, record_id: &str) -> ServiceResult<bo
     };
     live.map(|g| g.is_some())
         .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
+}
+
+/// The generation a target holds for a record (live or tombstoned), if any.
+fn live_generation(inner: &mut Inner, target: &str, record_id: &str) -> ServiceResult<Option<u64>> {
+    match (&mut inner.pg, target) {
+        (Some(pg), "lexical") => pg.lexical.live_generation_of(record_id),
+        (Some(pg), _) => pg.vector.live_generation_of(record_id),
+        (None, "lexical") => return Ok(inner.retriever.lexical.live_generation(record_id)),
+        (None, _) => return Ok(inner.retriever.vector.live_generation(record_id)),
+    }
+    .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
+}
+
+/// An active record and its content, as the repair pass republishes it.
+struct StoredRecordView {
+    record: mosaic_harness::MemoryRecord,
+    content: String,
 }
 
 fn new_retriever(embedder: &Arc<dyn Embedder>) -> Retriever {

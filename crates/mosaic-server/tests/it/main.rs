@@ -12,5 +12,6 @@ mod load;
 mod mcp;
 mod openapi;
 mod postgres;
+mod reconcile;
 mod roundtrip;
 mod store_truth;
