@@ -61,6 +61,14 @@ pub struct ServeFlags {
     /// Per-request timeout in milliseconds.
     #[arg(long)]
     pub request_timeout_ms: Option<u64>,
+    /// Embedder settings.
+    #[command(flatten)]
+    pub embedder: EmbedderFlags,
+}
+
+/// Embedder flags (over the config file and MOSAIC_* variables).
+#[derive(Args, Debug, Clone, Default)]
+pub struct EmbedderFlags {
     /// Embedder: minilm (local model), http (OpenAI-compatible endpoint) or
     /// hash (deterministic, no model). Default: minilm in builds with the
     /// `local-model` feature, else hash. Env MOSAIC_EMBEDDER.
@@ -81,6 +89,27 @@ pub struct ServeFlags {
     /// endpoint. Env MOSAIC_EMBEDDING_DIM.
     #[arg(long)]
     pub embedding_dim: Option<usize>,
+}
+
+impl EmbedderFlags {
+    /// Applies the flags given over `config`.
+    fn apply(&self, config: &mut ServerConfig) {
+        if let Some(v) = self.embedder {
+            config.embedder = v;
+        }
+        if let Some(v) = &self.model_dir {
+            config.model_dir = Some(v.clone());
+        }
+        if let Some(v) = &self.embedder_url {
+            config.embedder_url = Some(v.clone());
+        }
+        if let Some(v) = &self.embedder_model {
+            config.embedder_model = Some(v.clone());
+        }
+        if let Some(v) = self.embedding_dim {
+            config.embedding_dim = v;
+        }
+    }
 }
 
 /// The verbs.
@@ -180,6 +209,30 @@ pub enum Command {
     },
     /// A guided tour against an embedded service in a temporary directory.
     Demo,
+    /// Measure evidence recall on a conversational dataset (conversations
+    /// and questions JSON lines) through a fresh embedded service in a
+    /// temporary directory: every turn goes through the gate, every
+    /// question through recall. Exit 1 when no question can be scored.
+    Eval {
+        /// Conversations JSONL file (`{conversation_id, sessions:[{session_id,
+        /// date_time, turns:[{turn_id, speaker, text}]}]}` a line).
+        conversations: PathBuf,
+        /// Questions JSONL file (`{conversation_id, question_id, question,
+        /// category, evidence:[turn ids], ...}` a line).
+        questions: PathBuf,
+        /// Retrieval modes to score, comma-separated.
+        #[arg(long, default_value = "lexical,vector,hybrid")]
+        modes: String,
+        /// Memories recalled per question.
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// TOML configuration file (its embedder settings apply).
+        #[arg(long, env = "MOSAIC_CONFIG")]
+        config: Option<PathBuf>,
+        /// Embedder settings.
+        #[command(flatten)]
+        embedder: EmbedderFlags,
+    },
     /// Serve MCP on stdin/stdout over a data directory, bound to one
     /// principal's key (tools: remember, recall, forget, explain).
     Mcp {
@@ -362,6 +415,40 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             maintenance(&remote, data_dir, json, "reconcile")
         }
         Command::Demo => crate::demo::run(json),
+        Command::Eval {
+            conversations,
+            questions,
+            modes,
+            k,
+            config,
+            embedder,
+        } => {
+            let modes = crate::eval::parse_modes(&modes)?;
+            if k == 0 {
+                bail!("--k must be at least 1");
+            }
+            let mut config = match &config {
+                Some(path) => ServerConfig::from_toml_file(path).map_err(|e| anyhow!("{e}"))?,
+                None => ServerConfig::default(),
+            };
+            config
+                .apply_env(std::env::vars())
+                .map_err(|e| anyhow!("{e}"))?;
+            embedder.apply(&mut config);
+            if let Err(problems) = config.validate() {
+                bail!("invalid configuration: {}", problems.join("; "));
+            }
+            crate::eval::run(
+                config,
+                &crate::eval::EvalOptions {
+                    conversations,
+                    questions,
+                    modes,
+                    k,
+                    json,
+                },
+            )
+        }
         Command::Mcp {
             data_dir,
             config,
@@ -631,21 +718,7 @@ fn load_config(flags: &ServeFlags) -> Result<ServerConfig> {
     if let Some(v) = flags.request_timeout_ms {
         config.request_timeout_ms = v;
     }
-    if let Some(v) = flags.embedder {
-        config.embedder = v;
-    }
-    if let Some(v) = &flags.model_dir {
-        config.model_dir = Some(v.clone());
-    }
-    if let Some(v) = &flags.embedder_url {
-        config.embedder_url = Some(v.clone());
-    }
-    if let Some(v) = &flags.embedder_model {
-        config.embedder_model = Some(v.clone());
-    }
-    if let Some(v) = flags.embedding_dim {
-        config.embedding_dim = v;
-    }
+    flags.embedder.apply(&mut config);
     if let Err(problems) = config.validate() {
         bail!("invalid configuration: {}", problems.join("; "));
     }
@@ -834,11 +907,7 @@ fn mcp(
         rate_limit_per_second: None,
         rate_limit_burst: None,
         request_timeout_ms: None,
-        embedder: None,
-        model_dir: None,
-        embedder_url: None,
-        embedder_model: None,
-        embedding_dim: None,
+        embedder: EmbedderFlags::default(),
     };
     let config = load_config(&flags)?;
     let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;

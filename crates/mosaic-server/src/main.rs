@@ -2,7 +2,8 @@
 //!
 //! `serve` runs the service; `doctor` checks a data directory; `demo` walks
 //! through the product against an embedded service in a temporary
-//! directory. The other verbs talk to a running server over HTTP (`--url`,
+//! directory; `eval` measures recall on a conversational dataset through
+//! the same embedded service. The other verbs talk to a running server over HTTP (`--url`,
 //! `--key` or `MOSAIC_URL`, `MOSAIC_KEY`); `reindex` and `reconcile` can
 //! instead open a stopped server's data directory directly (`--data-dir`).
 //!
@@ -12,6 +13,7 @@
 
 mod cli;
 mod demo;
+mod eval;
 
 use std::process::ExitCode;
 

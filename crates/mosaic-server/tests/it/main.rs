@@ -4,6 +4,7 @@ mod cli;
 mod common;
 mod embedder;
 mod errors;
+mod eval;
 mod evidence;
 mod hygiene;
 mod isolation;

@@ -1,0 +1,325 @@
+//! `mosaic eval` on a tiny generated dataset: the figures, the flaws it
+//! reports, the exit codes and the malformed-input errors.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mosaic");
+
+fn mosaic(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("MOSAIC_EMBEDDER")
+        .env_remove("MOSAIC_CONFIG")
+        .env_remove("MOSAIC_DATA_DIR")
+        .env_remove("MOSAIC_POSTGRES")
+        .output()
+        .expect("run mosaic");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `(turn_id, speaker, text)`.
+type TurnSpec<'a> = (&'a str, &'a str, &'a str);
+
+fn conversation(id: &str, sessions: &[(&str, &[TurnSpec<'_>])]) -> Value {
+    json!({
+        "conversation_id": id,
+        "speaker_a": "A",
+        "speaker_b": "B",
+        "sessions": sessions.iter().enumerate().map(|(i, (date, turns))| json!({
+            "session_id": format!("S{}", i + 1),
+            "date_time": date,
+            "turns": turns.iter().map(|(turn_id, speaker, text)| json!({
+                "turn_id": turn_id, "speaker": speaker, "text": text
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn question(conv: &str, id: &str, text: &str, category: u8, evidence: &[&str]) -> Value {
+    json!({
+        "conversation_id": conv, "question_id": id, "question": text,
+        "answer": "", "adversarial_answer": null, "category": category,
+        "category_name": "", "evidence": evidence, "evidence_sessions": [],
+    })
+}
+
+fn write_lines(path: &Path, lines: &[Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).expect("write dataset");
+}
+
+/// 3 conversations, 12 turns, 6 questions: 4 scored (one per category
+/// 1-4), one adversarial skipped, one with empty evidence excluded; one
+/// evidence id names no turn.
+fn dataset(dir: &Path) -> (PathBuf, PathBuf) {
+    let conversations = vec![
+        conversation(
+            "conv-a",
+            &[(
+                "1:00 pm on 8 May, 2023",
+                &[
+                    (
+                        "D1:1",
+                        "Alice",
+                        "I adopted a golden retriever puppy named Biscuit.",
+                    ),
+                    (
+                        "D1:2",
+                        "Bob",
+                        "Lovely! My sister moved to Lisbon last spring.",
+                    ),
+                    ("D1:3", "Alice", "I am training for a marathon in October."),
+                    ("D1:4", "Bob", "I started learning cello recently."),
+                ],
+            )],
+        ),
+        conversation(
+            "conv-b",
+            &[(
+                "2:00 pm on 9 May, 2023",
+                &[
+                    ("D1:1", "Carol", "My favourite dessert is pistachio gelato."),
+                    ("D1:2", "Dan", "I repaired an old bicycle with new brakes."),
+                    (
+                        "D1:3",
+                        "Carol",
+                        "We planted tomatoes and basil in our garden.",
+                    ),
+                    ("D1:4", "Dan", "My violin recital was cancelled."),
+                ],
+            )],
+        ),
+        conversation(
+            "conv-c",
+            &[
+                (
+                    "3:00 pm on 10 May, 2023",
+                    &[
+                        ("D1:1", "Erin", "I booked a flight to Reykjavik."),
+                        ("D1:2", "Finn", "My laptop battery died during a meeting."),
+                    ],
+                ),
+                (
+                    "4:00 pm on 11 June, 2023",
+                    &[
+                        ("D2:1", "Erin", "The aurora was green and bright."),
+                        ("D2:2", "Finn", "I bought a replacement charger."),
+                    ],
+                ),
+            ],
+        ),
+    ];
+    let questions = vec![
+        question(
+            "conv-a",
+            "a-q1",
+            "golden retriever puppy name?",
+            4,
+            &["D1:1"],
+        ),
+        question(
+            "conv-b",
+            "b-q1",
+            "pistachio gelato dessert, tomatoes basil garden?",
+            1,
+            &["D1:1", "D1:3"],
+        ),
+        question(
+            "conv-c",
+            "c-q1",
+            "aurora green bright?",
+            2,
+            &["D2:1", "D9:9"],
+        ),
+        question("conv-a", "a-q2", "sister Lisbon?", 3, &["D1:2"]),
+        question("conv-b", "b-q2", "violin recital tomorrow?", 5, &["D1:4"]),
+        question("conv-c", "c-q2", "laptop battery?", 4, &[]),
+    ];
+    let c = dir.join("conversations.jsonl");
+    let q = dir.join("questions.jsonl");
+    write_lines(&c, &conversations);
+    write_lines(&q, &questions);
+    (c, q)
+}
+
+fn lines_of(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect()
+}
+
+fn close(value: &Value, expected: f64) -> bool {
+    value.as_f64().is_some_and(|v| (v - expected).abs() < 1e-4)
+}
+
+#[test]
+fn eval_scores_a_tiny_dataset_through_the_product_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let (code, stdout, stderr) = mosaic(&[
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.is_empty(), "the progress bars are hidden: {stderr}");
+    let lines = lines_of(&stdout);
+    let dataset = &lines[0];
+    assert_eq!(dataset["type"], "eval_dataset", "{stdout}");
+    let d = &dataset["data"];
+    assert_eq!(d["conversations"], 3);
+    assert_eq!(d["turns"], 12);
+    assert_eq!(d["turns_rejected"], json!([]), "every turn passes the gate");
+    assert_eq!(d["questions"], 6);
+    assert_eq!(d["questions_scored"], 4);
+    assert_eq!(d["adversarial_skipped"], 1);
+    assert_eq!(d["empty_evidence_excluded"], json!(["c-q2"]));
+    assert_eq!(d["unknown_evidence_kept_as_misses"], json!(["c-q1 D9:9"]));
+    let rows: Vec<&Value> = lines[1..]
+        .iter()
+        .filter(|l| l["type"] == "eval")
+        .map(|l| &l["data"])
+        .collect();
+    assert_eq!(rows.len(), 5, "categories 1-4 and all: {stdout}");
+    let row = |category: u64| {
+        rows.iter()
+            .find(|r| r["category"] == category)
+            .unwrap_or_else(|| panic!("no category {category}: {stdout}"))
+    };
+    // (category, n, recall@1, recall@5, recall@10, nDCG@10)
+    let ndcg_half = 1.0 / (1.0 + 1.0 / 3f64.log2());
+    let expected = [
+        (1, 1, 0.5, 1.0, 1.0, 1.0),
+        (2, 1, 0.5, 0.5, 0.5, ndcg_half),
+        (3, 1, 1.0, 1.0, 1.0, 1.0),
+        (4, 1, 1.0, 1.0, 1.0, 1.0),
+        (0, 4, 0.75, 0.875, 0.875, (3.0 + ndcg_half) / 4.0),
+    ];
+    for (category, n, r1, r5, r10, ndcg) in expected {
+        let r = row(category);
+        assert_eq!(r["mode"], "lexical");
+        assert_eq!(r["n"], n, "{r}");
+        assert!(close(&r["recall_at_1"], r1), "category {category}: {r}");
+        assert!(close(&r["recall_at_5"], r5), "category {category}: {r}");
+        assert!(close(&r["recall_at_10"], r10), "category {category}: {r}");
+        assert!(close(&r["ndcg_at_10"], ndcg), "category {category}: {r}");
+    }
+    // Neither memory ids nor memory content are printed.
+    for needle in ["\"m-", " m-", "Biscuit", "pistachio"] {
+        assert!(
+            !stdout.contains(needle) && !stderr.contains(needle),
+            "{needle} printed"
+        );
+    }
+
+    // Every mode, as a human table.
+    let (code, stdout, stderr) = mosaic(&["eval", c, q, "--embedder", "hash"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("| lexical | all | 4 | 0.750 | 0.875 | 0.875 |"),
+        "{stdout}"
+    );
+    for mode in ["lexical", "vector", "hybrid"] {
+        assert_eq!(
+            stdout.matches(&format!("| {mode} |")).count(),
+            5,
+            "{mode}: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("c-q2") && stdout.contains("c-q1 D9:9"),
+        "{stdout}"
+    );
+
+    // A dataset with no question to score exits 1.
+    let empty = dir.path().join("none.jsonl");
+    std::fs::write(&empty, "\n").expect("write");
+    let (code, stdout, _) = mosaic(&["eval", c, empty.to_str().expect("utf8"), "--json"]);
+    assert_eq!(code, 1, "{stdout}");
+    let only_adversarial = dir.path().join("adversarial.jsonl");
+    write_lines(
+        &only_adversarial,
+        &[question("conv-a", "x", "cello?", 5, &["D1:4"])],
+    );
+    let (code, stdout, _) = mosaic(&["eval", c, only_adversarial.to_str().expect("utf8")]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("no question to score"), "{stdout}");
+}
+
+#[test]
+fn eval_reports_malformed_input_with_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let missing = dir.path().join("missing.jsonl");
+    let missing = missing.to_str().expect("utf8");
+    let (code, _, stderr) = mosaic(&["eval", missing, q]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("cannot read") && stderr.contains("missing.jsonl"),
+        "{stderr}"
+    );
+
+    let bad = dir.path().join("bad.jsonl");
+    let good_line = std::fs::read_to_string(q)
+        .expect("read")
+        .lines()
+        .next()
+        .expect("a line")
+        .to_owned();
+    std::fs::write(&bad, format!("{good_line}\n{{\"question_id\": \"x\"\n")).expect("write");
+    let (code, _, stderr) = mosaic(&["eval", c, bad.to_str().expect("utf8")]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("bad.jsonl: line 2: not a question"),
+        "{stderr}"
+    );
+
+    std::fs::write(&bad, "[1, 2]\n").expect("write");
+    let (code, _, stderr) = mosaic(&["eval", bad.to_str().expect("utf8"), q]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("bad.jsonl: line 1: not a conversation"),
+        "{stderr}"
+    );
+
+    write_lines(
+        &bad,
+        &[
+            question("conv-a", "ok", "cello?", 4, &["D1:4"]),
+            question("conv-z", "lost", "cello?", 4, &["D1:4"]),
+        ],
+    );
+    let (code, _, stderr) = mosaic(&["eval", c, bad.to_str().expect("utf8")]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("line 2") && stderr.contains("conv-z"),
+        "{stderr}"
+    );
+
+    write_lines(&bad, &[question("conv-a", "odd", "cello?", 7, &["D1:4"])]);
+    let (code, _, stderr) = mosaic(&["eval", c, bad.to_str().expect("utf8")]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("line 1") && stderr.contains("category 7"),
+        "{stderr}"
+    );
+
+    let (code, _, stderr) = mosaic(&["eval", c, q, "--modes", "bm25"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("bm25"), "{stderr}");
+}
