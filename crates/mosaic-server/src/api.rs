@@ -430,11 +430,20 @@ pub struct CreateKeyResponse {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewActionRequest {
-    /// `reject_proposal`, `contest_existing` or `request_evidence`.
+    /// `reject_proposal`, `contest_existing`, `accept_narrower`,
+    /// `supersede` or `request_evidence`.
     pub action: String,
     /// Ticket or request identity.
     #[serde(default)]
     pub authority_ref: Option<String>,
+    /// The record to write, for `accept_narrower` (the narrower
+    /// proposition) and `supersede` (the superseding record; without
+    /// `supersedes_record_id` it supersedes the case's existing record).
+    /// Required by those two actions, refused by the others. It is
+    /// proposed on behalf of the case's proposer through the same evidence
+    /// checks as `POST /v1/memories` and decided by the gate.
+    #[serde(default)]
+    pub proposal: Option<ProposeRequest>,
 }
 
 /// A review receipt on the wire.
@@ -444,6 +453,10 @@ pub struct ReviewReceiptView {
     pub body: ReviewReceiptBody,
     /// Its digest.
     pub receipt_sha256: String,
+    /// The record the action's proposal creates when the gate accepts it
+    /// (`accept_narrower`, `supersede`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_id: Option<String>,
 }
 
 /// Open review cases.

@@ -34,8 +34,11 @@
 //! stateless servers can share one database (`mosaic migrate` as the
 //! schema owner first, then serve as an application role).
 //!
-//! Non-features (this release): TLS (terminate it in front), review
-//! actions that write (`accept_narrower`, `supersede`).
+//! Review cases take all five store actions; the two that write
+//! (`accept_narrower`, `supersede`) carry a proposal that goes through the
+//! propose path's evidence checks and the gate like any other write.
+//!
+//! Non-features (this release): TLS (terminate it in front).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -224,7 +224,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "POST",
         "/v1/admin/review/{case_id}",
-        "Apply a review action",
+        "Apply a review action: reject_proposal, contest_existing, request_evidence, or accept_narrower / supersede with a proposal the gate decides",
         "admin",
         Some("ReviewActionRequest"),
     ),
@@ -386,7 +386,19 @@ pub fn document() -> Value {
                 },
                 "RegisterVerifierRequest": {"type": "object", "additionalProperties": false, "required": ["verifier_release", "public_key_hex"], "properties": {
                     "verifier_release": {"type": "string"}, "public_key_hex": {"type": "string", "description": "32-byte Ed25519 public key, hex"}}},
-                "ReviewActionRequest": object("{action: reject_proposal|contest_existing|request_evidence, authority_ref?}")
+                "ReviewActionRequest": {
+                    "type": "object",
+                    "required": ["action"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "action": {"type": "string", "enum": ["reject_proposal", "contest_existing", "accept_narrower", "supersede", "request_evidence"]},
+                        "authority_ref": {"type": "string"},
+                        "proposal": {
+                            "allOf": [{"$ref": "#/components/schemas/ProposeRequest"}],
+                            "description": "Required by accept_narrower (the narrower proposition) and supersede (the superseding record; without supersedes_record_id it supersedes the case's existing record), refused by the other actions. Proposed on behalf of the case's proposer through the same evidence checks as POST /v1/memories (source texts for the verbatim verifier, other evidence only when signed by a registered verifier) and decided by the gate; the receipt's new_proposal_accepted says whether it was written."
+                        }
+                    }
+                }
             }
         }
     })

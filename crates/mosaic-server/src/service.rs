@@ -66,6 +66,14 @@ pub const INDEX_TARGETS: [&str; 2] = ["lexical", "vector"];
 pub const DEFAULT_WORKSPACE: &str = "default";
 /// Run id used by a recall that names no run (working memory is not read).
 pub const NO_RUN: &str = "no-run";
+/// The review actions, as the API names them.
+pub const REVIEW_ACTIONS: [&str; 5] = [
+    "reject_proposal",
+    "contest_existing",
+    "accept_narrower",
+    "supersede",
+    "request_evidence",
+];
 
 const DAY_MS: u64 = 86_400_000;
 const STORE_FILE: &str = "store.sqlite";
@@ -130,6 +138,19 @@ pub struct Service {
     config: ServerConfig,
     metrics: Metrics,
     embedder: Arc<dyn Embedder>,
+}
+
+/// A proposal made ready for the store's write transaction.
+struct PreparedWrite {
+    /// The write request, with the server's own and the authenticated
+    /// external evidence.
+    write: WriteRequest,
+    record_id: String,
+    proposal_id: String,
+    /// The decision instant.
+    now: u64,
+    server_judgments: Vec<SourceJudgment>,
+    server_conflicts: Vec<ConflictObservation>,
 }
 
 /// What opening a data directory did.
@@ -462,6 +483,60 @@ impl Service {
         principal: &str,
         request: &ProposeRequest,
     ) -> ServiceResult<ProposeResponse> {
+        let prepared = self.prepare_write(inner, tenant, principal, request)?;
+        let outcome = inner.store.write(&prepared.write)?;
+        let accepted = outcome.is_accepted();
+        self.record_decision(inner, tenant, principal, request, &prepared, accepted)?;
+        let mut response = ProposeResponse {
+            proposal_id: prepared.proposal_id,
+            record_id: prepared.record_id,
+            decision: if accepted { "accepted" } else { "rejected" }.to_owned(),
+            violations: Vec::new(),
+            review_case_ids: Vec::new(),
+            line_id: None,
+            line_generation: None,
+            replayed: outcome.replayed,
+            receipt: outcome.receipt.clone(),
+            server_judgments: prepared.server_judgments,
+            server_conflicts: prepared.server_conflicts,
+        };
+        match outcome.decision {
+            WriteDecision::Accepted {
+                line_id,
+                line_generation,
+                ..
+            } => {
+                response.line_id = Some(line_id);
+                response.line_generation = Some(line_generation);
+            }
+            WriteDecision::Rejected {
+                violations,
+                review_case_ids,
+            } => {
+                response.violations = violations;
+                response.review_case_ids = review_case_ids;
+            }
+        }
+        self.metrics.incr(
+            "mosaic_write_decisions_total",
+            &[("decision", &response.decision)],
+        );
+        Ok(response)
+    }
+
+    /// Everything the propose path does before the store's write
+    /// transaction: identity checks, derived ids, the server's own
+    /// verbatim judgments, external evidence only when signed by a
+    /// registered verifier, and the server's conflict scan. Review writes
+    /// (`accept_narrower`, `supersede`) go through it too, so a reviewer
+    /// never bypasses the evidence rules or the gate.
+    fn prepare_write(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &ProposeRequest,
+    ) -> ServiceResult<PreparedWrite> {
         check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
         if request
             .subject
@@ -580,72 +655,56 @@ impl Service {
             expected_line_generation: request.expected_line_generation,
             now_unix_ms: now,
         };
-        let outcome = inner.store.write(&write)?;
-        let accepted = outcome.is_accepted();
-        inner.catalog.insert_proposal(
-            &proposal_id,
-            tenant,
-            principal,
-            &record_id,
-            accepted,
+        Ok(PreparedWrite {
+            write,
+            record_id,
+            proposal_id,
             now,
-        )?;
-        let mut response = ProposeResponse {
-            proposal_id: proposal_id.clone(),
-            record_id: record_id.clone(),
-            decision: if accepted { "accepted" } else { "rejected" }.to_owned(),
-            violations: Vec::new(),
-            review_case_ids: Vec::new(),
-            line_id: None,
-            line_generation: None,
-            replayed: outcome.replayed,
-            receipt: outcome.receipt.clone(),
             server_judgments,
             server_conflicts,
-        };
-        match outcome.decision {
-            WriteDecision::Accepted {
-                line_id,
-                line_generation,
-                ..
-            } => {
-                let mut export_copy = request.clone();
-                export_copy.content = String::new();
-                export_copy.record_id = Some(record_id.clone());
-                export_copy.proposal_id = Some(proposal_id.clone());
-                inner.catalog.insert_memory(&MemoryRow {
-                    record_id: record_id.clone(),
-                    proposal_id,
-                    tenant_id: tenant.to_owned(),
-                    writer_principal_id: principal.to_owned(),
-                    subject_key: request.subject.key(),
-                    subject_principal_id: request.subject.principal_id().map(str::to_owned),
-                    kind: request.kind.as_str().to_owned(),
-                    created_at_ms: now,
-                    request_json: Some(
-                        serde_json::to_string(&export_copy)
-                            .map_err(|e| ServiceError::Internal(e.to_string()))?,
-                    ),
-                })?;
-                inner
-                    .catalog
-                    .insert_claims(&record_id, tenant, &request.claims)?;
-                response.line_id = Some(line_id);
-                response.line_generation = Some(line_generation);
-            }
-            WriteDecision::Rejected {
-                violations,
-                review_case_ids,
-            } => {
-                response.violations = violations;
-                response.review_case_ids = review_case_ids;
-            }
+        })
+    }
+
+    /// The catalog's side of a decided proposal: the proposal row, and for
+    /// an accepted one the export copy and its structured claims.
+    fn record_decision(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &ProposeRequest,
+        prepared: &PreparedWrite,
+        accepted: bool,
+    ) -> ServiceResult<()> {
+        let (record_id, proposal_id, now) =
+            (&prepared.record_id, &prepared.proposal_id, prepared.now);
+        inner
+            .catalog
+            .insert_proposal(proposal_id, tenant, principal, record_id, accepted, now)?;
+        if accepted {
+            let mut export_copy = request.clone();
+            export_copy.content = String::new();
+            export_copy.record_id = Some(record_id.clone());
+            export_copy.proposal_id = Some(proposal_id.clone());
+            inner.catalog.insert_memory(&MemoryRow {
+                record_id: record_id.clone(),
+                proposal_id: proposal_id.clone(),
+                tenant_id: tenant.to_owned(),
+                writer_principal_id: principal.to_owned(),
+                subject_key: request.subject.key(),
+                subject_principal_id: request.subject.principal_id().map(str::to_owned),
+                kind: request.kind.as_str().to_owned(),
+                created_at_ms: now,
+                request_json: Some(
+                    serde_json::to_string(&export_copy)
+                        .map_err(|e| ServiceError::Internal(e.to_string()))?,
+                ),
+            })?;
+            inner
+                .catalog
+                .insert_claims(record_id, tenant, &request.claims)?;
         }
-        self.metrics.incr(
-            "mosaic_write_decisions_total",
-            &[("decision", &response.decision)],
-        );
-        Ok(response)
+        Ok(())
     }
 
     /// The server's own conflict observations for a proposal: the
@@ -1736,7 +1795,13 @@ impl Service {
         })
     }
 
-    /// Applies a review action.
+    /// Applies a review action. `accept_narrower` and `supersede` carry a
+    /// proposal that is written on behalf of the case's proposer through
+    /// the propose path (identity checks, the server's verbatim verifier,
+    /// signed external evidence only, the conflict scan) and decided by
+    /// the gate inside the store's review transaction; the reviewer cannot
+    /// vouch for it. A `supersede` proposal that names no record
+    /// supersedes the case's existing record.
     pub fn resolve_review(
         &self,
         credential: &Credential,
@@ -1744,19 +1809,35 @@ impl Service {
         request: &ReviewActionRequest,
     ) -> ServiceResult<ReviewReceiptView> {
         credential.require_admin()?;
-        let action = match request.action.as_str() {
-            "reject_proposal" => ReviewAction::RejectProposal,
-            "contest_existing" => ReviewAction::ContestExisting,
-            "request_evidence" => ReviewAction::RequestEvidence,
-            other => {
+        let writes = matches!(request.action.as_str(), "accept_narrower" | "supersede");
+        if !REVIEW_ACTIONS.contains(&request.action.as_str()) {
+            return Err(ServiceError::bad_request(
+                "unsupported_action",
+                format!(
+                    "review action {:?} is not one of {}",
+                    request.action,
+                    REVIEW_ACTIONS.join(", ")
+                ),
+            ));
+        }
+        match (writes, &request.proposal) {
+            (true, None) => {
                 return Err(ServiceError::bad_request(
-                    "unsupported_action",
+                    "missing_proposal",
                     format!(
-                        "review action {other:?} is not one of reject_proposal, contest_existing, request_evidence"
+                        "review action {} needs a proposal (the record to write)",
+                        request.action
                     ),
                 ));
             }
-        };
+            (false, Some(_)) => {
+                return Err(ServiceError::bad_request(
+                    "unexpected_proposal",
+                    format!("review action {} takes no proposal", request.action),
+                ));
+            }
+            _ => {}
+        }
         let reviewer = Authorization {
             actor_id: "admin".to_owned(),
             authority_ref: request
@@ -1765,12 +1846,64 @@ impl Service {
                 .unwrap_or_else(|| credential.key_id().to_owned()),
         };
         let mut inner = lock(&self.inner)?;
+        let Some(proposal) = &request.proposal else {
+            let action = match request.action.as_str() {
+                "reject_proposal" => ReviewAction::RejectProposal,
+                "contest_existing" => ReviewAction::ContestExisting,
+                _ => ReviewAction::RequestEvidence,
+            };
+            let receipt = inner
+                .store
+                .resolve_review(case_id, action, &reviewer, self.now())?;
+            return Ok(ReviewReceiptView {
+                body: receipt.body,
+                receipt_sha256: receipt.receipt_sha256,
+                record_id: None,
+            });
+        };
+        let case = inner
+            .store
+            .review_case(case_id)?
+            .ok_or_else(|| ServiceError::not_found("review case", case_id))?;
+        let (tenant, principal) = inner
+            .catalog
+            .proposal_owner(&case.proposal_id)?
+            .filter(|(tenant, _)| *tenant == case.tenant_id)
+            .ok_or_else(|| ServiceError::Conflict {
+                code: "no_proposer",
+                message: format!(
+                    "review case {case_id} has no proposing principal to write for; use reject_proposal, contest_existing or request_evidence"
+                ),
+            })?;
+        let mut proposal = proposal.clone();
+        let supersede = request.action == "supersede";
+        if supersede && proposal.supersedes_record_id.is_none() {
+            proposal.supersedes_record_id = Some(case.existing_record_id.clone());
+        }
+        let prepared = self.prepare_write(&mut inner, &tenant, &principal, &proposal)?;
+        let write = Box::new(prepared.write.clone());
+        let action = if supersede {
+            ReviewAction::Supersede(write)
+        } else {
+            ReviewAction::AcceptNarrower(write)
+        };
         let receipt = inner
             .store
             .resolve_review(case_id, action, &reviewer, self.now())?;
+        if let Some(accepted) = receipt.body.new_proposal_accepted {
+            self.record_decision(
+                &mut inner, &tenant, &principal, &proposal, &prepared, accepted,
+            )?;
+            self.metrics.incr(
+                "mosaic_write_decisions_total",
+                &[("decision", if accepted { "accepted" } else { "rejected" })],
+            );
+        }
+        self.publish_pending(&mut inner)?;
         Ok(ReviewReceiptView {
             body: receipt.body,
             receipt_sha256: receipt.receipt_sha256,
+            record_id: Some(prepared.record_id),
         })
     }
 

@@ -125,6 +125,8 @@ async fn malformed_corpus_against_every_route_gets_json_4xx() {
         }
         let valid = if op.path == "/v1/memories" {
             valid_propose.clone()
+        } else if op.path == "/v1/admin/review/{case_id}" {
+            json!({"action": "accept_narrower", "authority_ref": "ticket-1", "proposal": valid_propose.clone()})
         } else {
             json!({})
         };

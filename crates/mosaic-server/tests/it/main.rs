@@ -14,5 +14,6 @@ mod mcp;
 mod openapi;
 mod postgres;
 mod reconcile;
+mod review;
 mod roundtrip;
 mod store_truth;
