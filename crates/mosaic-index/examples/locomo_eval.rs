@@ -4,6 +4,7 @@
 //! cargo run --release -p mosaic-index --example locomo_eval -- \
 //!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm] [--model-dir DIR]
 //!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--tables]
+//!     [--latency] [--batch 64]
 //! ```
 //!
 //! Each conversation is one principal; each turn one episodic record with
@@ -22,7 +23,10 @@
 //! `--variant bm25:lexical:neighbour_permille=0`. Without `--variant`, the
 //! default configuration runs in every mode. `--embedding-cache FILE` keeps
 //! embeddings (by SHA-256 of the text) between runs, so a model is run only
-//! once per text.
+//! once per text. `--latency` then times every question end to end with the
+//! default configuration in hybrid mode, one at a time: query embedding by
+//! the model itself (never the cache), then the funnel. `--batch` is the
+//! ingest batch (records per publish and per embedding call).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -260,6 +264,8 @@ fn main() {
     let mut cache_path: Option<String> = None;
     let mut variants: Vec<Variant> = Vec::new();
     let mut tables = false;
+    let mut latency = false;
+    let mut batch = 64usize;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -276,11 +282,19 @@ fn main() {
                     .unwrap_or_else(|| fail("--variant needs a value".into())),
             )),
             "--tables" => tables = true,
+            "--latency" => latency = true,
+            "--batch" => {
+                batch = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|b: &usize| *b > 0)
+                    .unwrap_or_else(|| fail("--batch needs a positive integer".into()))
+            }
             _ => positional.push(a.clone()),
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--tables]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--tables] [--latency] [--batch N]".into());
     }
     if variants.is_empty() {
         variants = ["lexical", "vector", "hybrid"]
@@ -342,7 +356,7 @@ fn main() {
             }
         }
         n_turns += messages.len();
-        for chunk in messages.chunks(64) {
+        for chunk in messages.chunks(batch) {
             for r in retriever.lexical.publish_batch(chunk) {
                 r.unwrap_or_else(|e| fail(e.to_string()));
             }
@@ -544,6 +558,63 @@ fn main() {
         println!("|---|---|---:|---:|---:|---:|---:|");
         for line in table {
             println!("{line}");
+        }
+    }
+    if latency && !selected.is_empty() {
+        retriever.set_config(FunnelConfig::default());
+        let (mut embed_ms, mut recall_ms, mut total_ms) = (Vec::new(), Vec::new(), Vec::new());
+        for q in &selected {
+            let Some(eligible) = eligible_by_conv.get(&q.conversation_id) else {
+                fail(format!("{} names an unknown conversation", q.question_id));
+            };
+            let query = RecallQuery {
+                tenant_id: tenant,
+                policy_sha256: &policy,
+                selector_release: "locomo-eval-latency",
+                read_subject: &q.question_id,
+                revocation_generation: 0,
+                text: &q.question,
+                claim_keys: &[],
+                eligible,
+                max_results: 10,
+                mode: RetrievalMode::Hybrid,
+            };
+            let t0 = Instant::now();
+            let v = embedder
+                .inner
+                .embed(&q.question)
+                .unwrap_or_else(|e| fail(e.to_string()));
+            let t1 = Instant::now();
+            let recall = retriever
+                .recall_embedded(&query, Some(&v))
+                .unwrap_or_else(|e| fail(e.to_string()));
+            let t2 = Instant::now();
+            if recall.cache_hit {
+                fail("latency run hit the result cache".into());
+            }
+            embed_ms.push((t1 - t0).as_secs_f64() * 1000.0);
+            recall_ms.push((t2 - t1).as_secs_f64() * 1000.0);
+            total_ms.push((t2 - t0).as_secs_f64() * 1000.0);
+        }
+        println!();
+        println!(
+            "| end-to-end search, one question at a time ({} questions) | p50 ms | p95 ms | p99 ms |",
+            total_ms.len()
+        );
+        println!("|---|---:|---:|---:|");
+        for (name, mut v) in [
+            ("query embedding", embed_ms),
+            ("funnel (hybrid, default configuration)", recall_ms),
+            ("total", total_ms),
+        ] {
+            v.sort_by(f64::total_cmp);
+            let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+            println!(
+                "| {name} | {:.2} | {:.2} | {:.2} |",
+                p(0.5),
+                p(0.95),
+                p(0.99)
+            );
         }
     }
 }
