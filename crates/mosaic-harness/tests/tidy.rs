@@ -20,6 +20,25 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every `file:line: text` whose line contains one of `patterns`.
+fn lines_matching(files: &[PathBuf], patterns: &[String]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (line_idx, line) in text.lines().enumerate() {
+            if patterns.iter().any(|p| line.contains(p.as_str())) {
+                hits.push(format!(
+                    "{}:{}: {}",
+                    file.display(),
+                    line_idx + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    hits
+}
+
 #[test]
 fn tidy_no_placeholders_or_ignored_tests() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -33,22 +52,7 @@ fn tidy_no_placeholders_or_ignored_tests() {
         ["dbg", "!("].concat(),
         ["#[", "ignore]"].concat(),
     ];
-    let mut hits = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (line_idx, line) in text.lines().enumerate() {
-            for pattern in &banned {
-                if line.contains(pattern.as_str()) {
-                    hits.push(format!(
-                        "{}:{}: {}",
-                        file.display(),
-                        line_idx + 1,
-                        line.trim()
-                    ));
-                }
-            }
-        }
-    }
+    let hits = lines_matching(&files, &banned);
     assert!(hits.is_empty(), "placeholders found:\n{}", hits.join("\n"));
 }
 
@@ -71,22 +75,7 @@ fn tidy_core_does_no_io() {
         ["to", "kio"].concat(),
         ["ra", "nd::"].concat(),
     ];
-    let mut hits = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (line_idx, line) in text.lines().enumerate() {
-            for pattern in &banned {
-                if line.contains(pattern.as_str()) {
-                    hits.push(format!(
-                        "{}:{}: {}",
-                        file.display(),
-                        line_idx + 1,
-                        line.trim()
-                    ));
-                }
-            }
-        }
-    }
+    let hits = lines_matching(&files, &banned);
     assert!(
         hits.is_empty(),
         "I/O in the pure core:\n{}",
