@@ -159,6 +159,20 @@ fn local_model_embeds_when_available() {
         // Batch padding must not change a sentence's embedding.
         let alone = e.embed("A man is playing a guitar.").unwrap();
         assert!(cosine(&alone, &v[0]) > 0.9999);
+        // Length buckets reorder texts inside a batch; results come back
+        // in input order, each as if embedded alone.
+        let mixed = [
+            "We drove along the coast for three days, stopping at every little town with a harbour, and ate far too much fish.",
+            "Hi!",
+            "The stock market fell sharply today.",
+            "ok",
+        ];
+        let batch = e.embed_batch(&mixed).unwrap();
+        assert_eq!(batch.len(), mixed.len());
+        for (text, got) in mixed.iter().zip(&batch) {
+            let alone = e.embed(text).unwrap();
+            assert!(cosine(&alone, got) > 0.9999, "{text}");
+        }
     }
     #[cfg(not(feature = "local-model"))]
     {
