@@ -4,6 +4,11 @@
 //! frequency) computed over the partitions searched, so one tenant's data
 //! never shapes another's scores.
 //!
+//! Turn windows (used by the funnel): a record can be scored over its own
+//! terms plus those of its eligible neighbours in the subject's timeline,
+//! down-weighted by distance, so a reply that answers a question without
+//! repeating its words is still found. Ineligible records never lend terms.
+//!
 //! Useful for: exact words, names, rare terms; claim-key exact matches; a
 //! subject's records in time order (neighbouring-record context).
 //! Not useful for: paraphrase (see the vector index).
