@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p mosaic-index --example latency_bench -- \
-//!     [--records 100000] [--principals 10000] [--queries 2000] [--ef-construction N]
+//!     [--records 100000] [--principals 10000] [--queries 2000] [--ef-construction N] [--ef-search N]
 //! ```
 //!
 //! Synthetic records (12 words each from a 5,000-word vocabulary) spread
@@ -77,6 +77,7 @@ fn main() {
     let defaults = AnnConfig::default();
     let ann = AnnConfig {
         ef_construction: arg(&args, "--ef-construction", defaults.ef_construction),
+        ef_search: arg(&args, "--ef-search", defaults.ef_search),
         ..defaults
     };
     let mut retriever = Retriever::new(embedder.clone(), ann, FunnelConfig::default());

@@ -41,7 +41,7 @@ impl Default for AnnConfig {
             m: 16,
             m0: 32,
             ef_construction: 100,
-            ef_search: 128,
+            ef_search: 256,
             exact_limit: 2048,
             exact_permille: 20,
         }
