@@ -89,7 +89,14 @@ fn main() {
     let started = Instant::now();
     let mut batch = Vec::with_capacity(256);
     let (mut lexical_secs, mut embed_secs, mut vector_secs) = (0.0, 0.0, 0.0);
+    let progress_every = (n_records / 10).max(1);
     for i in 0..n_records {
+        if i > 0 && i % progress_every == 0 {
+            eprintln!(
+                "latency_bench: ingested {i}/{n_records} records ({:.0} s)",
+                started.elapsed().as_secs_f64()
+            );
+        }
         let principal = i % n_principals;
         let text: Vec<String> = (0..12).map(|_| rng.word()).collect();
         let text = text.join(" ");
