@@ -1940,20 +1940,14 @@ impl Service {
         let mut report = self.reconcile()?;
         let mut inner = lock(&self.inner)?;
         let rows = all_records(&mut inner)?;
-        let mut active: BTreeMap<String, StoredRecordView> = BTreeMap::new();
+        let mut active = BTreeMap::new();
         let mut known: BTreeSet<String> = BTreeSet::new();
         for row in &rows {
             known.insert(row.record_id.clone());
             if let Some(stored) = inner.store.get_record(&row.record_id)?
                 && stored.state == RecordState::Active
             {
-                active.insert(
-                    row.record_id.clone(),
-                    StoredRecordView {
-                        record: stored.record,
-                        content: stored.content,
-                    },
-                );
+                active.insert(row.record_id.clone(), stored);
             }
         }
         let floor = inner.store.revocation_generation()? + 1;
@@ -2003,20 +1997,7 @@ impl Service {
                 }
                 let generation = live_generation(&mut inner, target, id)?
                     .map_or(floor, |g| g.saturating_add(1).max(floor));
-                let message = PublishMessage {
-                    record_id: id.clone(),
-                    generation,
-                    revocation_generation: 0,
-                    scope: ScopeKeys {
-                        tenant_id: view.record.tenant_id.clone(),
-                        policy_sha256: view.record.policy_sha256.clone(),
-                        subject_key: view.record.subject.key(),
-                        kind: view.record.kind,
-                    },
-                    created_at_unix_ms: view.record.created_at_unix_ms,
-                    claim_keys: Vec::new(),
-                    text: view.content.clone(),
-                };
+                let message = publish_message(&view.record, generation, view.content.clone());
                 match index_target(&mut inner, target).publish(&message) {
                     Ok(_) => {
                         report.republished += 1;
@@ -2055,20 +2036,11 @@ impl Service {
                             report.failures += 1;
                             continue;
                         };
-                        let message = PublishMessage {
-                            record_id: task.record_id.clone(),
-                            generation: task.generation + 1,
-                            revocation_generation: 0,
-                            scope: ScopeKeys {
-                                tenant_id: stored.record.tenant_id.clone(),
-                                policy_sha256: stored.record.policy_sha256.clone(),
-                                subject_key: stored.record.subject.key(),
-                                kind: stored.record.kind,
-                            },
-                            created_at_unix_ms: stored.record.created_at_unix_ms,
-                            claim_keys: Vec::new(),
-                            text: task.content.clone().unwrap_or(stored.content),
-                        };
+                        let message = publish_message(
+                            &stored.record,
+                            task.generation + 1,
+                            task.content.clone().unwrap_or(stored.content),
+                        );
                         index_target(inner, target).publish(&message).map(|_| ())
                     }
                     OutboxOp::Erase => {
@@ -2209,20 +2181,11 @@ impl Service {
             match inner.store.get_record(&row.record_id)? {
                 Some(stored) if stored.state == RecordState::Active => {
                     report.live += 1;
-                    entries.push(RebuildEntry::Live(PublishMessage {
-                        record_id: row.record_id.clone(),
+                    entries.push(RebuildEntry::Live(publish_message(
+                        &stored.record,
                         generation,
-                        revocation_generation: 0,
-                        scope: ScopeKeys {
-                            tenant_id: stored.record.tenant_id.clone(),
-                            policy_sha256: stored.record.policy_sha256.clone(),
-                            subject_key: stored.record.subject.key(),
-                            kind: stored.record.kind,
-                        },
-                        created_at_unix_ms: stored.record.created_at_unix_ms,
-                        claim_keys: Vec::new(),
-                        text: stored.content,
-                    }));
+                        stored.content,
+                    )));
                 }
                 Some(stored) if stored.state != RecordState::Revoked => {}
                 _ => {
@@ -2672,10 +2635,26 @@ fn live_generation(inner: &mut Inner, target: &str, record_id: &str) -> ServiceR
     .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
 }
 
-/// An active record and its content, as the repair pass republishes it.
-struct StoredRecordView {
-    record: mosaic_harness::MemoryRecord,
-    content: String,
+/// The index message that publishes `record` with `text` at `generation`.
+fn publish_message(
+    record: &mosaic_harness::MemoryRecord,
+    generation: u64,
+    text: String,
+) -> PublishMessage {
+    PublishMessage {
+        record_id: record.record_id.clone(),
+        generation,
+        revocation_generation: 0,
+        scope: ScopeKeys {
+            tenant_id: record.tenant_id.clone(),
+            policy_sha256: record.policy_sha256.clone(),
+            subject_key: record.subject.key(),
+            kind: record.kind,
+        },
+        created_at_unix_ms: record.created_at_unix_ms,
+        claim_keys: Vec::new(),
+        text,
+    }
 }
 
 fn new_retriever(embedder: &Arc<dyn Embedder>) -> Retriever {
