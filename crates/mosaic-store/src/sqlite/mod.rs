@@ -106,7 +106,19 @@ impl Ctx<'_> {
     }
 }
 
+/// SQLite's numeric value of `PRAGMA synchronous = FULL`.
+pub const SYNCHRONOUS_FULL: i64 = 2;
+
 impl SqliteStore {
+    /// This connection's `PRAGMA synchronous` level ([`SYNCHRONOUS_FULL`]
+    /// for every open store): what makes an acknowledged commit survive
+    /// power loss.
+    pub fn synchronous_level(&self) -> StoreResult<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA synchronous", [], |row| row.get(0))?)
+    }
+
     /// Opens (creating if needed) the store at `path` and migrates it to
     /// [`schema::SCHEMA_VERSION`]. A file from a newer release is refused
     /// with [`StoreError::SchemaTooNew`] and left untouched.
@@ -134,6 +146,12 @@ impl SqliteStore {
             )));
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
+        let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?;
+        if synchronous != SYNCHRONOUS_FULL {
+            return Err(StoreError::Backend(format!(
+                "synchronous is {synchronous}, not FULL ({SYNCHRONOUS_FULL})"
+            )));
+        }
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&mut conn)?;
         Ok(SqliteStore {

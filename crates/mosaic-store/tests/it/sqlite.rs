@@ -34,8 +34,12 @@ fn opens_in_wal_with_full_sync_and_current_schema() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("mode");
     assert_eq!(mode, "wal");
-    // synchronous is per connection: check the store's own setting through
-    // a reopen, which must keep the data.
+    // synchronous is per connection: ask the store's own connection.
+    assert_eq!(
+        store.synchronous_level().expect("synchronous"),
+        mosaic_store::sqlite::SYNCHRONOUS_FULL
+    );
+    // A reopen keeps the data.
     drop(store);
     let mut again = SqliteStore::open(&path, test_config()).expect("reopen");
     assert_eq!(again.schema_version().expect("version"), SCHEMA_VERSION);
