@@ -45,6 +45,7 @@
 pub mod audit;
 pub mod conformance;
 mod error;
+mod ops;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod read;

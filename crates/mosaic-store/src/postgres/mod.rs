@@ -55,6 +55,7 @@ mod ops;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
+use mosaic_harness::MemorySource;
 use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -62,6 +63,7 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
 
 use crate::audit::AuditVerification;
 use crate::error::{StoreError, StoreResult};
+use crate::ops::{CASE, PROPOSAL, RECORD, SqlRow, Tx, Val, params};
 use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
@@ -77,11 +79,6 @@ use crate::types::{
 /// How many times a transaction that failed with a serialization failure or
 /// a deadlock is run in total before the error is returned.
 pub const MAX_ATTEMPTS: u32 = 5;
-
-/// Directory kinds (`object_tenants.kind`).
-pub(crate) const RECORD: &str = "record";
-pub(crate) const PROPOSAL: &str = "proposal";
-pub(crate) const CASE: &str = "case";
 
 impl From<postgres::Error> for StoreError {
     fn from(err: postgres::Error) -> Self {
@@ -258,6 +255,191 @@ impl Ctx<'_> {
     }
 }
 
+/// `?N` placeholders (the shared operations' form) as PostgreSQL's `$N`.
+fn numbered_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if ch == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// Borrows shared parameters as the driver wants them.
+fn pg_params<'v>(params: &'v [Val<'_>]) -> Vec<&'v (dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|v| -> &(dyn ToSql + Sync) {
+            match v {
+                Val::Int(v) => v,
+                Val::OptInt(v) => v,
+                Val::Text(v) => v,
+                Val::OptText(v) => v,
+                Val::Bool(v) => v,
+            }
+        })
+        .collect()
+}
+
+fn corrupt(err: postgres::Error) -> StoreError {
+    StoreError::Corrupt(err.to_string())
+}
+
+impl SqlRow for Row {
+    fn int(&self, idx: usize) -> StoreResult<i64> {
+        self.try_get(idx).map_err(corrupt)
+    }
+
+    fn opt_int(&self, idx: usize) -> StoreResult<Option<i64>> {
+        self.try_get(idx).map_err(corrupt)
+    }
+
+    fn text(&self, idx: usize) -> StoreResult<String> {
+        self.try_get(idx).map_err(corrupt)
+    }
+
+    fn opt_text(&self, idx: usize) -> StoreResult<Option<String>> {
+        self.try_get(idx).map_err(corrupt)
+    }
+}
+
+impl Ctx<'_> {
+    /// The prepared statement of a shared (`?N`) statement.
+    fn shared_statement(&self, sql: &str) -> StoreResult<Statement> {
+        if let Some(statement) = self.statements.borrow().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self
+            .tx
+            .borrow_mut()
+            .prepare(&numbered_placeholders(sql))
+            .map_err(|e| self.fail(e))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    fn shared_query(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<Vec<Row>> {
+        let statement = self.shared_statement(sql)?;
+        self.tx
+            .borrow_mut()
+            .query(&statement, &pg_params(params))
+            .map_err(|e| self.fail(e))
+    }
+}
+
+impl Tx for Ctx<'_> {
+    fn config(&self) -> &StoreConfig {
+        self.config
+    }
+
+    fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
+        let statement = self.shared_statement(sql)?;
+        self.tx
+            .borrow_mut()
+            .execute(&statement, &pg_params(params))
+            .map_err(|e| self.fail(e))
+    }
+
+    fn row<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        map: impl FnOnce(&dyn SqlRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let rows = self.shared_query(sql, params)?;
+        rows.first().map(|row| map(row)).transpose()
+    }
+
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        mut map: impl FnMut(&dyn SqlRow) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let rows = self.shared_query(sql, params)?;
+        rows.iter().map(|row| map(row)).collect()
+    }
+
+    fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()> {
+        Ctx::enter_tenant(self, tenant_id)
+    }
+
+    /// One snapshot, one tenant at a time: no statement sees two tenants.
+    fn each_tenant<T>(&self, mut f: impl FnMut() -> StoreResult<Vec<T>>) -> StoreResult<Vec<T>> {
+        let mut out = Vec::new();
+        for tenant in self.tenants()? {
+            Ctx::enter_tenant(self, &tenant)?;
+            out.extend(f()?);
+        }
+        Ok(out)
+    }
+
+    fn register(&self, kind: &str, object_id: &str, tenant_id: &str) -> StoreResult<()> {
+        Ctx::register(self, kind, object_id, tenant_id)
+    }
+
+    /// Row-level security hides another tenant's proposal from the
+    /// idempotency lookup; the directory still names its owner.
+    fn proposal_of_other_tenant(&self, proposal_id: &str, tenant_id: &str) -> StoreResult<bool> {
+        Ok(self
+            .tenant_of(PROPOSAL, proposal_id)?
+            .is_some_and(|owner| owner != tenant_id))
+    }
+
+    /// The directory row outlives the record (and its tombstone is
+    /// another tenant's row when the id is another tenant's).
+    fn record_id_in_use(&self, record_id: &str) -> StoreResult<bool> {
+        Ok(self.tenant_of(RECORD, record_id)?.is_some())
+    }
+
+    fn line_head_for_update(&self, line_id: &str) -> StoreResult<Option<(String, i64)>> {
+        Tx::row(
+            self,
+            "SELECT head_record_id, generation FROM lines WHERE line_id = ?1 FOR UPDATE",
+            params![line_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
+    fn insert_record_source(
+        &self,
+        record_id: &str,
+        tenant_id: &str,
+        source: &MemorySource,
+    ) -> StoreResult<()> {
+        Tx::exec(
+            self,
+            "INSERT INTO record_sources (record_id, tenant_id, source_id, content_sha256, provenance_sha256, locator_sha256)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                record_id,
+                tenant_id,
+                &source.source_id,
+                &source.content_sha256,
+                &source.provenance_sha256,
+                &source.locator_sha256,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn insert_lineage(&self, derived: &str, source: &str, tenant_id: &str) -> StoreResult<()> {
+        Tx::exec(
+            self,
+            "INSERT INTO lineage (derived_record_id, source_record_id, tenant_id) VALUES (?1, ?2, ?3)
+             ON CONFLICT DO NOTHING",
+            params![derived, source, tenant_id],
+        )?;
+        Ok(())
+    }
+}
+
 impl PostgresStore {
     /// Wraps a connection (as the application role, with the store's schema
     /// first on its `search_path`) after checking the schema version: a
@@ -411,7 +593,7 @@ impl Store for PostgresStore {
     }
 
     fn revocation_generation(&mut self) -> StoreResult<u64> {
-        self.read_tx(ops::revocation_generation)
+        self.read_tx(|c| ops::revocation_generation(c))
     }
 
     fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()> {
@@ -614,7 +796,7 @@ impl Store for PostgresStore {
     }
 
     fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification> {
-        self.read_tx(ops::verify_audit_chain)
+        self.read_tx(|c| ops::verify_audit_chain(c))
     }
 
     fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {

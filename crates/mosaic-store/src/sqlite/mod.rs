@@ -15,11 +15,16 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mosaic_harness::MemorySource;
 use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Params, Row, TransactionBehavior};
+use rusqlite::types::{Null, ToSqlOutput};
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Params, Row, TransactionBehavior, params_from_iter,
+};
 
 use crate::audit::AuditVerification;
 use crate::error::{StoreError, StoreResult};
+use crate::ops::{SqlRow, Tx, Val};
 use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
@@ -103,6 +108,146 @@ impl Ctx<'_> {
             out.push(row?);
         }
         Ok(out)
+    }
+}
+
+impl rusqlite::ToSql for Val<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match *self {
+            Val::Int(v) => ToSqlOutput::from(v),
+            Val::OptInt(v) => v.map_or(ToSqlOutput::from(Null), ToSqlOutput::from),
+            Val::Text(v) => ToSqlOutput::from(v),
+            Val::OptText(v) => v.map_or(ToSqlOutput::from(Null), ToSqlOutput::from),
+            Val::Bool(v) => ToSqlOutput::from(v),
+        })
+    }
+}
+
+impl SqlRow for Row<'_> {
+    fn int(&self, idx: usize) -> StoreResult<i64> {
+        Ok(self.get(idx)?)
+    }
+
+    fn opt_int(&self, idx: usize) -> StoreResult<Option<i64>> {
+        Ok(self.get(idx)?)
+    }
+
+    fn text(&self, idx: usize) -> StoreResult<String> {
+        Ok(self.get(idx)?)
+    }
+
+    fn opt_text(&self, idx: usize) -> StoreResult<Option<String>> {
+        Ok(self.get(idx)?)
+    }
+}
+
+impl Tx for Ctx<'_> {
+    fn config(&self) -> &StoreConfig {
+        self.config
+    }
+
+    fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
+        let changed = self.exec(sql, params_from_iter(params))?;
+        Ok(changed as u64)
+    }
+
+    fn row<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        map: impl FnOnce(&dyn SqlRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        self.faults.step()?;
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(params_from_iter(params))?;
+        match rows.next()? {
+            Some(row) => Ok(Some(map(row)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        mut map: impl FnMut(&dyn SqlRow) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        self.faults.step()?;
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(params_from_iter(params))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(map(row)?);
+        }
+        Ok(out)
+    }
+
+    /// One file holds one store: nothing to scope.
+    fn enter_tenant(&self, _tenant_id: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn each_tenant<T>(&self, mut f: impl FnMut() -> StoreResult<Vec<T>>) -> StoreResult<Vec<T>> {
+        f()
+    }
+
+    /// Ids are looked up in their own tables; no directory.
+    fn register(&self, _kind: &str, _object_id: &str, _tenant_id: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// Every tenant's proposals are visible to the idempotency lookup, which
+    /// refuses another tenant's id by its request identity.
+    fn proposal_of_other_tenant(&self, _proposal_id: &str, _tenant_id: &str) -> StoreResult<bool> {
+        Ok(false)
+    }
+
+    fn record_id_in_use(&self, record_id: &str) -> StoreResult<bool> {
+        Ok(self
+            .row(
+                "SELECT 1 FROM records WHERE record_id = ?1
+                 UNION ALL SELECT 1 FROM revocations WHERE record_id = ?1 LIMIT 1",
+                [record_id],
+                |_| Ok(()),
+            )?
+            .is_some())
+    }
+
+    /// The IMMEDIATE transaction already holds the only write lock.
+    fn line_head_for_update(&self, line_id: &str) -> StoreResult<Option<(String, i64)>> {
+        self.row(
+            "SELECT head_record_id, generation FROM lines WHERE line_id = ?1",
+            [line_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
+    fn insert_record_source(
+        &self,
+        record_id: &str,
+        _tenant_id: &str,
+        source: &MemorySource,
+    ) -> StoreResult<()> {
+        self.exec(
+            "INSERT INTO record_sources (record_id, source_id, content_sha256, provenance_sha256, locator_sha256)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            [
+                record_id,
+                &source.source_id,
+                &source.content_sha256,
+                &source.provenance_sha256,
+                &source.locator_sha256,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn insert_lineage(&self, derived: &str, source: &str, _tenant_id: &str) -> StoreResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO lineage (derived_record_id, source_record_id) VALUES (?1, ?2)",
+            [derived, source],
+        )?;
+        Ok(())
     }
 }
 
@@ -238,7 +383,7 @@ impl Store for SqliteStore {
     }
 
     fn revocation_generation(&mut self) -> StoreResult<u64> {
-        self.read_tx(ops::revocation_generation)
+        self.read_tx(|c| ops::revocation_generation(c))
     }
 
     fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()> {
@@ -390,7 +535,7 @@ impl Store for SqliteStore {
     }
 
     fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification> {
-        self.read_tx(ops::verify_audit_chain)
+        self.read_tx(|c| ops::verify_audit_chain(c))
     }
 
     fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {

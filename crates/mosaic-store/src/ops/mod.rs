@@ -1,0 +1,392 @@
+//! The backend-independent half of every store operation: validation,
+//! decision logic, the rows a decision writes (receipts, audit events,
+//! outbox messages) and the order of checks and statements. It runs over
+//! [`Tx`], one open transaction of a backend, which supplies what genuinely
+//! differs between SQLite and PostgreSQL: statement execution and row
+//! access, tenant context, row locks and the few statements whose tables
+//! differ.
+//!
+//! SQL here is written with numbered `?N` placeholders (SQLite's form); a
+//! backend that numbers them otherwise rewrites them when it prepares the
+//! statement.
+
+pub(crate) mod write;
+
+use mosaic_harness::MemorySubject;
+
+use crate::audit::{AuditEventBody, AuditKind};
+use crate::error::{StoreError, StoreResult};
+use crate::types::{RecordState, RevocationStage, StoreConfig};
+
+/// One statement parameter. Integers are `BIGINT`, text is `TEXT`, flags
+/// are `BOOLEAN` (an integer 0/1 on SQLite).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Val<'a> {
+    /// An integer.
+    Int(i64),
+    /// A nullable integer.
+    OptInt(Option<i64>),
+    /// Text.
+    Text(&'a str),
+    /// Nullable text.
+    OptText(Option<&'a str>),
+    /// A flag.
+    Bool(bool),
+}
+
+/// A Rust value that binds as one statement parameter.
+pub(crate) trait ToVal {
+    /// The parameter.
+    fn to_val(&self) -> Val<'_>;
+}
+
+impl ToVal for i64 {
+    fn to_val(&self) -> Val<'_> {
+        Val::Int(*self)
+    }
+}
+
+impl ToVal for Option<i64> {
+    fn to_val(&self) -> Val<'_> {
+        Val::OptInt(*self)
+    }
+}
+
+impl ToVal for bool {
+    fn to_val(&self) -> Val<'_> {
+        Val::Bool(*self)
+    }
+}
+
+impl ToVal for str {
+    fn to_val(&self) -> Val<'_> {
+        Val::Text(self)
+    }
+}
+
+impl ToVal for String {
+    fn to_val(&self) -> Val<'_> {
+        Val::Text(self)
+    }
+}
+
+impl ToVal for Option<String> {
+    fn to_val(&self) -> Val<'_> {
+        Val::OptText(self.as_deref())
+    }
+}
+
+impl<T: ToVal + ?Sized> ToVal for &T {
+    fn to_val(&self) -> Val<'_> {
+        (**self).to_val()
+    }
+}
+
+/// The parameters of one statement, in order: `params![a, b]` (each
+/// borrowed, like `rusqlite::params!`).
+macro_rules! params {
+    ($($v:expr),* $(,)?) => {
+        &[$($crate::ops::ToVal::to_val(&$v)),*]
+    };
+}
+pub(crate) use params;
+
+/// One result row, read by column index. Each getter fails the way the
+/// backend's own typed getter fails (a wrong type or an unexpected NULL).
+pub(crate) trait SqlRow {
+    /// A non-null integer.
+    fn int(&self, idx: usize) -> StoreResult<i64>;
+    /// A nullable integer.
+    fn opt_int(&self, idx: usize) -> StoreResult<Option<i64>>;
+    /// Non-null text.
+    fn text(&self, idx: usize) -> StoreResult<String>;
+    /// Nullable text.
+    fn opt_text(&self, idx: usize) -> StoreResult<Option<String>>;
+}
+
+/// A Rust type a column converts to.
+pub(crate) trait FromCol: Sized {
+    /// Reads column `idx` of `row`.
+    fn from_col(row: &dyn SqlRow, idx: usize) -> StoreResult<Self>;
+}
+
+impl FromCol for i64 {
+    fn from_col(row: &dyn SqlRow, idx: usize) -> StoreResult<Self> {
+        row.int(idx)
+    }
+}
+
+impl FromCol for Option<i64> {
+    fn from_col(row: &dyn SqlRow, idx: usize) -> StoreResult<Self> {
+        row.opt_int(idx)
+    }
+}
+
+impl FromCol for String {
+    fn from_col(row: &dyn SqlRow, idx: usize) -> StoreResult<Self> {
+        row.text(idx)
+    }
+}
+
+impl FromCol for Option<String> {
+    fn from_col(row: &dyn SqlRow, idx: usize) -> StoreResult<Self> {
+        row.opt_text(idx)
+    }
+}
+
+impl dyn SqlRow + '_ {
+    /// Column `idx` as `T`.
+    pub(crate) fn get<T: FromCol>(&self, idx: usize) -> StoreResult<T> {
+        T::from_col(self, idx)
+    }
+}
+
+/// Tenant directory kinds (`object_tenants.kind` on PostgreSQL).
+pub(crate) const RECORD: &str = "record";
+/// See [`RECORD`].
+pub(crate) const PROPOSAL: &str = "proposal";
+/// See [`RECORD`].
+pub(crate) const CASE: &str = "case";
+
+/// One open transaction of a backend: what the shared operations need from
+/// it. Every method runs one statement or none; none commits.
+pub(crate) trait Tx {
+    /// The store's configuration.
+    fn config(&self) -> &StoreConfig;
+
+    /// Runs a statement; the number of rows it changed.
+    fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64>;
+
+    /// The first row of a query, mapped, if any.
+    fn row<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        map: impl FnOnce(&dyn SqlRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>>;
+
+    /// Every row of a query, mapped.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        map: impl FnMut(&dyn SqlRow) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>>;
+
+    /// Runs the rest of the transaction as `tenant_id` (a no-op where the
+    /// database does not scope rows by tenant).
+    fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()>;
+
+    /// Runs `f` over the rows of every tenant and returns what it found,
+    /// concatenated (the caller restores a total order).
+    fn each_tenant<T>(&self, f: impl FnMut() -> StoreResult<Vec<T>>) -> StoreResult<Vec<T>>;
+
+    /// Registers a new object id (`kind` is [`RECORD`], [`PROPOSAL`] or
+    /// [`CASE`]) as `tenant_id`'s (a no-op where ids need no directory).
+    fn register(&self, kind: &str, object_id: &str, tenant_id: &str) -> StoreResult<()>;
+
+    /// Whether `proposal_id` was decided for a tenant other than
+    /// `tenant_id` in a way the idempotency lookup below cannot see.
+    fn proposal_of_other_tenant(&self, proposal_id: &str, tenant_id: &str) -> StoreResult<bool>;
+
+    /// Whether a record id names a record or a tombstone (ids stay burned
+    /// after erasure).
+    fn record_id_in_use(&self, record_id: &str) -> StoreResult<bool>;
+
+    /// `(head_record_id, generation)` of a line, locked against concurrent
+    /// writers until the transaction ends where the database needs it.
+    fn line_head_for_update(&self, line_id: &str) -> StoreResult<Option<(String, i64)>>;
+
+    /// Inserts one evidence edge of an accepted record.
+    fn insert_record_source(
+        &self,
+        record_id: &str,
+        tenant_id: &str,
+        source: &mosaic_harness::MemorySource,
+    ) -> StoreResult<()>;
+
+    /// Inserts one lineage edge (ignored when present).
+    fn insert_lineage(&self, derived: &str, source: &str, tenant_id: &str) -> StoreResult<()>;
+}
+
+pub(crate) fn i(v: u64) -> StoreResult<i64> {
+    i64::try_from(v).map_err(|_| StoreError::InvalidArgument(format!("integer {v} out of range")))
+}
+
+pub(crate) fn u(v: i64) -> StoreResult<u64> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative integer {v}")))
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {
+    Ok(serde_json::from_str(text)?)
+}
+
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::InvalidArgument(e.to_string()))
+}
+
+pub(crate) fn not_found(what: &'static str, id: &str) -> StoreError {
+    StoreError::NotFound {
+        what,
+        id: id.to_owned(),
+    }
+}
+
+pub(crate) fn parse_state(s: &str) -> StoreResult<RecordState> {
+    RecordState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("record state {s}")))
+}
+
+pub(crate) fn parse_stage(s: &str) -> StoreResult<RevocationStage> {
+    RevocationStage::parse(s).ok_or_else(|| StoreError::Corrupt(format!("revocation stage {s}")))
+}
+
+/// `(subject_type, subject_a, subject_b)` columns of a subject. Separate
+/// columns (not a joined key) so that identifiers containing separators can
+/// never collide across principals or workspaces.
+pub(crate) fn subject_columns(subject: &MemorySubject) -> (&'static str, &str, &str) {
+    match subject {
+        MemorySubject::Run { run_id } => ("run", run_id, ""),
+        MemorySubject::Principal { principal_id } => ("principal", principal_id, ""),
+        MemorySubject::PrincipalInWorkspace {
+            workspace_id,
+            principal_id,
+        } => ("principal_in_workspace", workspace_id, principal_id),
+        MemorySubject::Workspace { workspace_id } => ("workspace", workspace_id, ""),
+        MemorySubject::Procedure {
+            workspace_id,
+            procedure_id,
+        } => ("procedure", workspace_id, procedure_id),
+    }
+}
+
+// ---------------------------------------------------------------- meta + audit
+
+pub(crate) fn revocation_generation<C: Tx>(c: &C) -> StoreResult<u64> {
+    let v: i64 = c
+        .row(
+            "SELECT int_value FROM meta WHERE key = 'revocation_generation'",
+            params![],
+            |r| r.get(0),
+        )?
+        .ok_or_else(|| StoreError::Corrupt("meta.revocation_generation missing".into()))?;
+    u(v)
+}
+
+pub(crate) fn bump_revocation_generation<C: Tx>(c: &C) -> StoreResult<u64> {
+    c.exec(
+        "UPDATE meta SET int_value = int_value + 1 WHERE key = 'revocation_generation'",
+        params![],
+    )?;
+    revocation_generation(c)
+}
+
+/// The audit chain head `(seq, sha256)`.
+fn audit_head<C: Tx>(c: &C) -> StoreResult<(i64, String)> {
+    c.row(
+        "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
+                (SELECT text_value FROM meta WHERE key = 'audit_head_sha256')",
+        params![],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?
+    .ok_or_else(|| StoreError::Corrupt("audit head missing".into()))
+}
+
+/// Appends one event to the hash chain and advances its head.
+pub(crate) fn audit<C: Tx>(
+    c: &C,
+    kind: AuditKind,
+    tenant_id: &str,
+    ref_id: &str,
+    payload: serde_json::Value,
+    at_unix_ms: u64,
+) -> StoreResult<()> {
+    let (seq, prev) = audit_head(c)?;
+    let body = AuditEventBody {
+        seq: u(seq)? + 1,
+        at_unix_ms,
+        kind,
+        tenant_id: tenant_id.to_owned(),
+        ref_id: ref_id.to_owned(),
+        payload,
+        prev_sha256: prev,
+    };
+    let digest = body.digest()?;
+    let kind_text = encode(&body.kind)?;
+    c.exec(
+        "INSERT INTO audit_events (seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            i(body.seq)?,
+            i(at_unix_ms)?,
+            &kind_text,
+            &body.tenant_id,
+            &body.ref_id,
+            &encode(&body.payload)?,
+            &body.prev_sha256,
+            &digest,
+        ],
+    )?;
+    c.exec(
+        "UPDATE meta SET int_value = ?1 WHERE key = 'audit_head_seq'",
+        params![i(body.seq)?],
+    )?;
+    c.exec(
+        "UPDATE meta SET text_value = ?1 WHERE key = 'audit_head_sha256'",
+        params![&digest],
+    )?;
+    Ok(())
+}
+
+/// Walks the whole chain (every tenant's events, in sequence order) against
+/// the stored head.
+pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::AuditVerification> {
+    use crate::audit::{AuditEvent, AuditProblem, AuditProblemAt, verify_chain};
+    type Raw = (i64, i64, String, String, String, String, String, String);
+    let mut raw: Vec<Raw> = c.each_tenant(|| {
+        c.rows(
+            "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256
+             FROM audit_events ORDER BY seq",
+            params![],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            },
+        )
+    })?;
+    raw.sort_by_key(|row| row.0);
+    let (head_seq, head_sha) = audit_head(c)?;
+    let events = raw
+        .into_iter()
+        .map(|(seq, at, kind, tenant, ref_id, payload, prev, digest)| {
+            let seq_u = u64::try_from(seq).unwrap_or(0);
+            let bad = AuditProblemAt {
+                seq: seq_u,
+                problem: AuditProblem::Undecodable,
+            };
+            let kind: AuditKind = serde_json::from_str(&kind).map_err(|_| bad.clone())?;
+            let payload: serde_json::Value =
+                serde_json::from_str(&payload).map_err(|_| bad.clone())?;
+            let at_unix_ms = u64::try_from(at).map_err(|_| bad.clone())?;
+            Ok(AuditEvent {
+                body: AuditEventBody {
+                    seq: seq_u,
+                    at_unix_ms,
+                    kind,
+                    tenant_id: tenant,
+                    ref_id,
+                    payload,
+                    prev_sha256: prev,
+                },
+                event_sha256: digest,
+            })
+        });
+    Ok(verify_chain(events, u(head_seq)?, &head_sha))
+}
