@@ -10,6 +10,7 @@
 //! backend that numbers them otherwise rewrites them when it prepares the
 //! statement.
 
+pub(crate) mod revocation;
 pub(crate) mod write;
 
 use mosaic_harness::MemorySubject;

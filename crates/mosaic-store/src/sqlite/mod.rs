@@ -453,7 +453,7 @@ impl Store for SqliteStore {
         token: Ineligible,
         at_unix_ms: u64,
     ) -> StoreResult<DeletionRequested> {
-        self.write_tx(|c| ops::request_deletion(c, token, at_unix_ms))
+        self.write_tx(|c| ops::request_deletion(c, token.record_id(), at_unix_ms))
     }
 
     fn confirm_indexes_acknowledged(
@@ -461,11 +461,11 @@ impl Store for SqliteStore {
         token: DeletionRequested,
         at_unix_ms: u64,
     ) -> StoreResult<IndexesAcknowledged> {
-        self.write_tx(|c| ops::confirm_indexes_acknowledged(c, token, at_unix_ms))
+        self.write_tx(|c| ops::confirm_indexes_acknowledged(c, token.record_id(), at_unix_ms))
     }
 
     fn erase(&mut self, token: IndexesAcknowledged, at_unix_ms: u64) -> StoreResult<Erased> {
-        self.write_tx(|c| ops::erase(c, token, at_unix_ms))
+        self.write_tx(|c| ops::erase(c, token.record_id(), at_unix_ms))
     }
 
     fn finalize_deletion(
@@ -473,7 +473,7 @@ impl Store for SqliteStore {
         token: Erased,
         at_unix_ms: u64,
     ) -> StoreResult<DeletionReceipt> {
-        self.write_tx(|c| ops::finalize_deletion(c, token, at_unix_ms))
+        self.write_tx(|c| ops::finalize_deletion(c, token.record_id(), at_unix_ms))
     }
 
     fn resume_revocation(&mut self, record_id: &str) -> StoreResult<Option<RevocationState>> {
