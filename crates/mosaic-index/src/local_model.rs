@@ -2,7 +2,8 @@
 //!
 //! File checks ([`verify_model_dir`]) are always compiled, so a missing or
 //! corrupt model gives the same clear error in every build. The model itself
-//! (`MiniLmEmbedder`) needs the `local-model` feature (candle, tokenizers).
+//! (`MiniLmEmbedder`) needs the `local-model` feature (a pure-Rust BERT
+//! encoder with SIMD kernels, plus the `tokenizers` crate).
 //! Get the files with `scripts/fetch-model.sh DIR`.
 
 use std::path::{Path, PathBuf};
@@ -94,16 +95,20 @@ pub fn verify_model_dir(dir: &Path) -> Result<ModelFiles, ModelError> {
 #[cfg(feature = "local-model")]
 pub use model::MiniLmEmbedder;
 
+// A sibling file rather than `local_model/`: src/ stays one level deep.
+#[cfg(feature = "local-model")]
+#[path = "minilm_kernels.rs"]
+mod kernels;
+
 #[cfg(feature = "local-model")]
 mod model {
     use std::path::Path;
     use std::sync::Mutex;
 
-    use candle_core::{DType, Device, Tensor};
-    use candle_nn::VarBuilder;
-    use candle_transformers::models::bert::{BertModel, Config};
+    use safetensors::{Dtype, SafeTensors};
     use tokenizers::{Tokenizer, TruncationParams};
 
+    use super::kernels::{Packed, add_layer_norm, attention, gelu, linear};
     use super::{MINILM_DIMENSION, MINILM_MAX_TOKENS, MINILM_RELEASE, verify_model_dir};
     use crate::embed::{Embedder, l2_normalise};
     use crate::error::{IndexError, ModelError};
@@ -112,26 +117,76 @@ mod model {
         IndexError::Model(ModelError::Runtime(e.to_string()))
     }
 
-    /// all-MiniLM-L6-v2 on the CPU: texts grouped by token length and each
-    /// group padded to its longest member, truncation at 256 tokens,
-    /// attention-masked mean pooling, L2 normalisation.
+    const HIDDEN: usize = MINILM_DIMENSION;
+    const HEADS: usize = 12;
+    const LAYERS: usize = 6;
+    const INTERMEDIATE: usize = 1536;
+    const VOCAB: usize = 30522;
+    const POSITIONS: usize = 512;
+    /// Most tokens one worker runs through the model at once: the
+    /// activations of a chunk stay in the core's cache while every weight
+    /// panel streams past them.
+    const CHUNK_TOKENS: usize = 256;
+    /// Batches with fewer tokens run on the calling thread only.
+    const PARALLEL_MIN_TOKENS: usize = 96;
+
+    struct Layer {
+        qkv: Packed,
+        attn_out: Packed,
+        attn_norm: (Vec<f32>, Vec<f32>),
+        intermediate: Packed,
+        output: Packed,
+        output_norm: (Vec<f32>, Vec<f32>),
+    }
+
+    /// all-MiniLM-L6-v2 on the CPU, in plain Rust: the BERT encoder
+    /// (token, position and type embeddings; 6 layers of 12-head attention
+    /// and exact-GELU feed-forward; layer norms with eps 1e-12), truncation
+    /// at 256 tokens, mean pooling over the tokens, L2 normalisation.
+    ///
+    /// No padding: the dense layers run over the tokens of many texts
+    /// packed one after the other, and attention runs per text. Batches
+    /// are split across the available cores by token count.
     pub struct MiniLmEmbedder {
-        model: BertModel,
         tokenizer: Mutex<Tokenizer>,
-        device: Device,
+        word: Vec<f32>,
+        position: Vec<f32>,
+        token_type: Vec<f32>,
+        embed_norm: (Vec<f32>, Vec<f32>),
+        layers: Vec<Layer>,
+        threads: usize,
+    }
+
+    fn tensor(st: &SafeTensors<'_>, name: &str, shape: &[usize]) -> Result<Vec<f32>, IndexError> {
+        let view = st.tensor(name).map_err(|e| rt(format!("{name}: {e}")))?;
+        if view.dtype() != Dtype::F32 || view.shape() != shape {
+            return Err(rt(format!(
+                "{name}: expected F32 {shape:?}, found {:?} {:?}",
+                view.dtype(),
+                view.shape()
+            )));
+        }
+        Ok(view
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
+    }
+
+    fn norm(st: &SafeTensors<'_>, prefix: &str) -> Result<(Vec<f32>, Vec<f32>), IndexError> {
+        Ok((
+            tensor(st, &format!("{prefix}.weight"), &[HIDDEN])?,
+            tensor(st, &format!("{prefix}.bias"), &[HIDDEN])?,
+        ))
     }
 
     impl MiniLmEmbedder {
         /// Verifies the files in `dir` (pinned SHA-256s) and loads them.
         pub fn load(dir: &Path) -> Result<Self, IndexError> {
             let files = verify_model_dir(dir)?;
-            let device = Device::Cpu;
-            let config_text = std::fs::read_to_string(&files.config).map_err(rt)?;
-            let config: Config = serde_json::from_str(&config_text).map_err(rt)?;
             let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(rt)?;
             // The shipped tokenizer pads and truncates at 128: no padding
-            // here (each length bucket is padded to its own longest member
-            // in `forward`), truncation at 256.
+            // here (texts are packed, never padded), truncation at 256.
             tokenizer.with_padding(None);
             tokenizer
                 .with_truncation(Some(TruncationParams {
@@ -140,14 +195,57 @@ mod model {
                 }))
                 .map_err(rt)?;
             // Read into memory rather than memory-mapped, so no unsafe code.
-            let weights = std::fs::read(&files.weights).map_err(rt)?;
-            let vb =
-                VarBuilder::from_buffered_safetensors(weights, DType::F32, &device).map_err(rt)?;
-            let model = BertModel::load(vb, &config).map_err(rt)?;
+            let bytes = std::fs::read(&files.weights).map_err(rt)?;
+            let st = SafeTensors::deserialize(&bytes).map_err(rt)?;
+            let e = "embeddings";
+            let mut layers = Vec::with_capacity(LAYERS);
+            for l in 0..LAYERS {
+                let p = format!("encoder.layer.{l}");
+                let w =
+                    |name: &str, n: usize, k: usize| -> Result<(Vec<f32>, Vec<f32>), IndexError> {
+                        Ok((
+                            tensor(&st, &format!("{p}.{name}.weight"), &[n, k])?,
+                            tensor(&st, &format!("{p}.{name}.bias"), &[n])?,
+                        ))
+                    };
+                let q = w("attention.self.query", HIDDEN, HIDDEN)?;
+                let k = w("attention.self.key", HIDDEN, HIDDEN)?;
+                let v = w("attention.self.value", HIDDEN, HIDDEN)?;
+                let o = w("attention.output.dense", HIDDEN, HIDDEN)?;
+                let i = w("intermediate.dense", INTERMEDIATE, HIDDEN)?;
+                let out = w("output.dense", HIDDEN, INTERMEDIATE)?;
+                layers.push(Layer {
+                    qkv: Packed::new(&[(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1)], HIDDEN),
+                    attn_out: Packed::new(&[(&o.0, &o.1)], HIDDEN),
+                    attn_norm: norm(&st, &format!("{p}.attention.output.LayerNorm"))?,
+                    intermediate: Packed::new(&[(&i.0, &i.1)], HIDDEN),
+                    output: Packed::new(&[(&out.0, &out.1)], INTERMEDIATE),
+                    output_norm: norm(&st, &format!("{p}.output.LayerNorm"))?,
+                });
+            }
+            let threads = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1);
             Ok(MiniLmEmbedder {
-                model,
                 tokenizer: Mutex::new(tokenizer),
-                device,
+                word: tensor(
+                    &st,
+                    &format!("{e}.word_embeddings.weight"),
+                    &[VOCAB, HIDDEN],
+                )?,
+                position: tensor(
+                    &st,
+                    &format!("{e}.position_embeddings.weight"),
+                    &[POSITIONS, HIDDEN],
+                )?,
+                token_type: tensor(
+                    &st,
+                    &format!("{e}.token_type_embeddings.weight"),
+                    &[2, HIDDEN],
+                )?,
+                embed_norm: norm(&st, &format!("{e}.LayerNorm"))?,
+                layers,
+                threads,
             })
         }
     }
@@ -170,98 +268,176 @@ mod model {
                     .tokenizer
                     .lock()
                     .map_err(|_| rt("tokenizer lock poisoned"))?;
-                tokenizer.encode_batch(texts.to_vec(), true).map_err(rt)?
+                if texts.len() == 1 {
+                    vec![tokenizer.encode(texts[0], true).map_err(rt)?]
+                } else {
+                    tokenizer.encode_batch(texts.to_vec(), true).map_err(rt)?
+                }
             };
-            // Shortest first, so a batch pads to a length close to each of
-            // its members (padding to the batch-longest wastes most of the
-            // work on mixed-length conversational text).
-            let mut order: Vec<usize> = (0..encodings.len()).collect();
-            order.sort_by_key(|&i| (encodings[i].get_ids().len(), i));
-            let mut out: Vec<Option<Vec<f32>>> = vec![None; encodings.len()];
-            let mut start = 0;
-            while start < order.len() {
-                let first_len = encodings[order[start]].get_ids().len().max(1);
-                // Bucket: at most EMBED_BUCKET texts, longest at most 1.5x
-                // (+8 tokens) the shortest.
-                let mut end = start + 1;
-                while end < order.len()
-                    && end - start < EMBED_BUCKET
-                    && encodings[order[end]].get_ids().len() <= first_len * 3 / 2 + 8
-                {
-                    end += 1;
-                }
-                let bucket = &order[start..end];
-                let rows = self.forward(bucket.iter().map(|&i| &encodings[i]))?;
-                for (&i, row) in bucket.iter().zip(rows) {
-                    out[i] = Some(row);
-                }
-                start = end;
-            }
-            out.into_iter()
-                .map(|v| {
-                    v.ok_or(IndexError::BadEmbedding {
-                        expected: MINILM_DIMENSION,
-                        actual: 0,
-                    })
+            let seqs: Vec<Seq<'_>> = encodings
+                .iter()
+                .map(|e| Seq {
+                    ids: e.get_ids(),
+                    types: e.get_type_ids(),
                 })
-                .collect()
+                .collect();
+            for s in &seqs {
+                if let Some(bad) = s.ids.iter().find(|&&id| id as usize >= VOCAB) {
+                    return Err(rt(format!("token id {bad} outside the vocabulary")));
+                }
+            }
+            let total: usize = seqs.iter().map(|s| s.ids.len()).sum();
+            let workers = if total < PARALLEL_MIN_TOKENS {
+                1
+            } else {
+                self.threads.min(seqs.len()).max(1)
+            };
+            // Longest first, each text to the worker with the fewest tokens
+            // so far: the workers finish together.
+            let mut order: Vec<usize> = (0..seqs.len()).collect();
+            order.sort_by_key(|&i| (std::cmp::Reverse(seqs[i].ids.len()), i));
+            let mut shares: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); workers];
+            for i in order {
+                if let Some(share) = shares.iter_mut().min_by_key(|(tokens, _)| *tokens) {
+                    share.0 += seqs[i].ids.len();
+                    share.1.push(i);
+                }
+            }
+            let mut out: Vec<Vec<f32>> = vec![Vec::new(); seqs.len()];
+            if workers == 1 {
+                for (i, v) in self.run(&seqs, &shares[0].1) {
+                    out[i] = v;
+                }
+            } else {
+                let results: Vec<Vec<(usize, Vec<f32>)>> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = shares[1..]
+                        .iter()
+                        .map(|(_, share)| {
+                            let seqs = &seqs;
+                            scope.spawn(move || self.run(seqs, share))
+                        })
+                        .collect();
+                    let mut results = vec![self.run(&seqs, &shares[0].1)];
+                    for h in handles {
+                        results.push(h.join().unwrap_or_default());
+                    }
+                    results
+                });
+                for (i, v) in results.into_iter().flatten() {
+                    out[i] = v;
+                }
+            }
+            if out.iter().any(|v| v.len() != MINILM_DIMENSION) {
+                return Err(IndexError::BadEmbedding {
+                    expected: MINILM_DIMENSION,
+                    actual: 0,
+                });
+            }
+            Ok(out)
         }
     }
 
-    /// Most texts run through the model at once.
-    const EMBED_BUCKET: usize = 32;
+    /// One tokenised text.
+    struct Seq<'a> {
+        ids: &'a [u32],
+        types: &'a [u32],
+    }
+
+    /// Activations of one chunk, reused from layer to layer.
+    #[derive(Default)]
+    struct Scratch {
+        x: Vec<f32>,
+        qkv: Vec<f32>,
+        ctx: Vec<f32>,
+        tmp: Vec<f32>,
+        inter: Vec<f32>,
+        attn: Vec<f32>,
+    }
 
     impl MiniLmEmbedder {
-        fn forward<'e>(
-            &self,
-            encodings: impl Iterator<Item = &'e tokenizers::Encoding>,
-        ) -> Result<Vec<Vec<f32>>, IndexError> {
-            let encodings: Vec<&tokenizers::Encoding> = encodings.collect();
-            let width = encodings
-                .iter()
-                .map(|e| e.get_ids().len())
-                .max()
-                .unwrap_or(0)
-                .max(1);
-            let pad = |v: &[u32]| -> Vec<u32> {
-                let mut row = v.to_vec();
-                row.resize(width, 0);
-                row
-            };
-            let ids: Vec<Vec<u32>> = encodings.iter().map(|e| pad(e.get_ids())).collect();
-            let mask: Vec<Vec<u32>> = encodings
-                .iter()
-                .map(|e| pad(e.get_attention_mask()))
-                .collect();
-            let types: Vec<Vec<u32>> = encodings.iter().map(|e| pad(e.get_type_ids())).collect();
-            let ids = Tensor::new(ids, &self.device).map_err(rt)?;
-            let mask = Tensor::new(mask, &self.device).map_err(rt)?;
-            let types = Tensor::new(types, &self.device).map_err(rt)?;
-            let hidden = self.model.forward(&ids, &types, Some(&mask)).map_err(rt)?;
-            let mask_f = mask
-                .to_dtype(DType::F32)
-                .map_err(rt)?
-                .unsqueeze(2)
-                .map_err(rt)?;
-            let summed = hidden
-                .broadcast_mul(&mask_f)
-                .map_err(rt)?
-                .sum(1)
-                .map_err(rt)?;
-            let counts = mask_f
-                .sum(1)
-                .map_err(rt)?
-                .clamp(1e-9, f64::MAX)
-                .map_err(rt)?;
-            let pooled = summed.broadcast_div(&counts).map_err(rt)?;
-            let rows: Vec<Vec<f32>> = pooled.to_vec2().map_err(rt)?;
-            Ok(rows
-                .into_iter()
-                .map(|mut v| {
-                    l2_normalise(&mut v);
-                    v
-                })
-                .collect())
+        /// Embeds `seqs[i]` for each `i` in `which`, in chunks of at most
+        /// [`CHUNK_TOKENS`] tokens (a longer text is a chunk of its own).
+        fn run(&self, seqs: &[Seq<'_>], which: &[usize]) -> Vec<(usize, Vec<f32>)> {
+            let mut scratch = Scratch::default();
+            let mut out = Vec::with_capacity(which.len());
+            let mut start = 0;
+            while start < which.len() {
+                let mut end = start + 1;
+                let mut tokens = seqs[which[start]].ids.len();
+                while end < which.len() && tokens + seqs[which[end]].ids.len() <= CHUNK_TOKENS {
+                    tokens += seqs[which[end]].ids.len();
+                    end += 1;
+                }
+                let chunk: Vec<&Seq<'_>> = which[start..end].iter().map(|&i| &seqs[i]).collect();
+                let vectors = self.forward(&chunk, &mut scratch);
+                out.extend(which[start..end].iter().copied().zip(vectors));
+                start = end;
+            }
+            out
+        }
+
+        /// The encoder over the packed tokens of `chunk`, mean pooled and
+        /// L2 normalised per text.
+        fn forward(&self, chunk: &[&Seq<'_>], s: &mut Scratch) -> Vec<Vec<f32>> {
+            let lens: Vec<usize> = chunk.iter().map(|q| q.ids.len()).collect();
+            let t: usize = lens.iter().sum();
+            s.x.clear();
+            s.x.reserve(t * HIDDEN);
+            for q in chunk {
+                for (pos, (&id, &ty)) in q.ids.iter().zip(q.types).enumerate() {
+                    let word = &self.word[id as usize * HIDDEN..][..HIDDEN];
+                    let position = &self.position[pos * HIDDEN..][..HIDDEN];
+                    let ty = (ty as usize).min(1);
+                    let token_type = &self.token_type[ty * HIDDEN..][..HIDDEN];
+                    s.x.extend(
+                        word.iter()
+                            .zip(position)
+                            .zip(token_type)
+                            .map(|((w, p), y)| w + p + y),
+                    );
+                }
+            }
+            add_layer_norm(&mut s.x, &[], &self.embed_norm.0, &self.embed_norm.1);
+            s.qkv.resize(t * 3 * HIDDEN, 0.0);
+            s.ctx.resize(t * HIDDEN, 0.0);
+            s.tmp.resize(t * HIDDEN, 0.0);
+            s.inter.resize(t * INTERMEDIATE, 0.0);
+            for layer in &self.layers {
+                linear(&s.x, &layer.qkv, &mut s.qkv);
+                let mut offset = 0;
+                for &len in &lens {
+                    attention(
+                        &s.qkv[offset * layer.qkv.n()..(offset + len) * layer.qkv.n()],
+                        &mut s.ctx[offset * HIDDEN..(offset + len) * HIDDEN],
+                        HEADS,
+                        HIDDEN,
+                        &mut s.attn,
+                    );
+                    offset += len;
+                }
+                linear(&s.ctx, &layer.attn_out, &mut s.tmp);
+                add_layer_norm(&mut s.x, &s.tmp, &layer.attn_norm.0, &layer.attn_norm.1);
+                linear(&s.x, &layer.intermediate, &mut s.inter);
+                gelu(&mut s.inter);
+                linear(&s.inter, &layer.output, &mut s.tmp);
+                add_layer_norm(&mut s.x, &s.tmp, &layer.output_norm.0, &layer.output_norm.1);
+            }
+            let mut vectors = Vec::with_capacity(chunk.len());
+            let mut offset = 0;
+            for &len in &lens {
+                let mut v = vec![0.0f32; HIDDEN];
+                for row in s.x[offset * HIDDEN..(offset + len) * HIDDEN].chunks_exact(HIDDEN) {
+                    for (a, b) in v.iter_mut().zip(row) {
+                        *a += b;
+                    }
+                }
+                let count = len.max(1) as f32;
+                v.iter_mut().for_each(|a| *a /= count);
+                l2_normalise(&mut v);
+                vectors.push(v);
+                offset += len;
+            }
+            vectors
         }
     }
 }

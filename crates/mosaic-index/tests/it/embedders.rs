@@ -182,3 +182,74 @@ fn local_model_embeds_when_available() {
         assert!(err.contains("--features local-model"));
     }
 }
+
+/// The encoder reproduces reference vectors: `tests/minilm_golden.jsonl`
+/// holds 17 texts (LoCoMo turns and questions, a text past the 256-token
+/// truncation, an empty text, "Hi!") with their full 384-d vectors as the
+/// candle 0.11 `BertModel` computed them before the encoder was rewritten.
+/// Each text must match both inside one batch (packed and split across
+/// threads) and alone. Needs `--features local-model` and
+/// `MOSAIC_MODEL_DIR`; skips without the directory unless `CI=true`.
+#[test]
+fn local_model_matches_golden_vectors() {
+    let golden_path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/minilm_golden.jsonl");
+    let golden: Vec<(String, Vec<f32>)> = std::fs::read_to_string(golden_path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let text = v["text"].as_str().unwrap().to_owned();
+            let vector = v["vector"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            (text, vector)
+        })
+        .collect();
+    assert_eq!(golden.len(), 17);
+    assert!(golden.iter().all(|(_, v)| v.len() == 384));
+    let dir = std::env::var_os("MOSAIC_MODEL_DIR").map(PathBuf::from);
+    let under_ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    #[cfg(feature = "local-model")]
+    {
+        let Some(dir) = dir else {
+            assert!(!under_ci, "CI=true but MOSAIC_MODEL_DIR is not set");
+            println!("local-model: MOSAIC_MODEL_DIR not set; golden vectors not checked");
+            return;
+        };
+        let e = mosaic_index::local_model::MiniLmEmbedder::load(&dir).unwrap();
+        let texts: Vec<&str> = golden.iter().map(|(t, _)| t.as_str()).collect();
+        let batch = e.embed_batch(&texts).unwrap();
+        assert_eq!(batch.len(), golden.len());
+        let mut worst_cos = 1.0f32;
+        let mut worst_diff = 0.0f32;
+        for ((text, want), got) in golden.iter().zip(&batch) {
+            let alone = e.embed(text).unwrap();
+            for v in [got, &alone] {
+                let cos = cosine(want, v);
+                let diff = want
+                    .iter()
+                    .zip(v)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f32::max);
+                assert!(
+                    cos >= 0.99999 && diff <= 1e-5,
+                    "{text:.60}: cosine {cos}, max diff {diff}"
+                );
+                worst_cos = worst_cos.min(cos);
+                worst_diff = worst_diff.max(diff);
+            }
+        }
+        println!(
+            "local-model: golden vectors: worst cosine {worst_cos:.7}, max abs diff {worst_diff:e}"
+        );
+    }
+    #[cfg(not(feature = "local-model"))]
+    {
+        let _ = (dir, under_ci);
+        println!("local-model feature off: golden vectors not checked");
+    }
+}

@@ -1,0 +1,380 @@
+//! The numeric kernels of the MiniLM encoder, in safe Rust.
+//!
+//! SIMD comes from `pulp`: each kernel is a [`WithSimd`] operation that
+//! `pulp::Arch` dispatches at run time to the widest instruction set the CPU
+//! has (AVX-512 with the `x86-v4` feature, AVX2+FMA, SSE, NEON or scalar).
+//! Everything a kernel calls is `#[inline(always)]`, so plain loops inside
+//! it are vectorised for the selected instruction set too.
+
+use pulp::{Arch, Simd, WithSimd};
+
+/// Output columns per packed weight panel.
+pub(super) const PANEL: usize = 32;
+
+/// The weights and bias of a linear layer `y = x W^T + b`, packed for
+/// [`linear`]: panels of [`PANEL`] output columns, each stored `[k][PANEL]`,
+/// so the kernel streams one panel contiguously.
+pub(super) struct Packed {
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl Packed {
+    /// Packs `weight` (`[n][k]`, row-major, the PyTorch `Linear` layout).
+    /// Several weights with the same `k` are stacked along `n`.
+    pub(super) fn new(weights: &[(&[f32], &[f32])], k: usize) -> Packed {
+        let mut rows: Vec<&[f32]> = Vec::new();
+        let mut bias = Vec::new();
+        for (w, b) in weights {
+            debug_assert_eq!(w.len(), b.len() * k);
+            rows.extend(w.chunks_exact(k));
+            bias.extend_from_slice(b);
+        }
+        let n = rows.len();
+        assert_eq!(n % PANEL, 0, "output width must be a multiple of {PANEL}");
+        let mut data = vec![0.0f32; n * k];
+        for (p, panel) in data.chunks_exact_mut(k * PANEL).enumerate() {
+            for (kk, line) in panel.chunks_exact_mut(PANEL).enumerate() {
+                for (j, slot) in line.iter_mut().enumerate() {
+                    *slot = rows[p * PANEL + j][kk];
+                }
+            }
+        }
+        Packed { k, n, data, bias }
+    }
+
+    /// Output width.
+    pub(super) fn n(&self) -> usize {
+        self.n
+    }
+}
+
+/// `out[t][n] = x[t][k] W^T + b` for every row of `x`.
+pub(super) fn linear(x: &[f32], w: &Packed, out: &mut [f32]) {
+    assert_eq!(x.len() % w.k, 0);
+    assert_eq!(out.len(), x.len() / w.k * w.n);
+    Arch::new().dispatch(Linear { x, w, out });
+}
+
+struct Linear<'a> {
+    x: &'a [f32],
+    w: &'a Packed,
+    out: &'a mut [f32],
+}
+
+impl WithSimd for Linear<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        let lanes = core::mem::size_of::<S::f32s>() / core::mem::size_of::<f32>();
+        match lanes {
+            // 6 rows x 2 vectors = 12 of the 32 AVX-512 registers.
+            16 => linear_blocks::<S, 2, 6>(simd, self.x, self.w, self.out),
+            // 3 rows x 4 vectors = 12 of the 16 AVX2 registers.
+            8 => linear_blocks::<S, 4, 3>(simd, self.x, self.w, self.out),
+            4 => linear_blocks::<S, 8, 1>(simd, self.x, self.w, self.out),
+            _ => linear_scalar(self.x, self.w, self.out),
+        }
+    }
+}
+
+/// Rows in blocks of `MR`, then the remaining rows one at a time.
+#[inline(always)]
+fn linear_blocks<S: Simd, const NV: usize, const MR: usize>(
+    simd: S,
+    x: &[f32],
+    w: &Packed,
+    out: &mut [f32],
+) {
+    let k = w.k;
+    let n = w.n;
+    let t = x.len() / k;
+    let full = t / MR * MR;
+    for (p, panel) in w.data.chunks_exact(k * PANEL).enumerate() {
+        let bias = &w.bias[p * PANEL..(p + 1) * PANEL];
+        let mut r = 0;
+        while r < full {
+            tile::<S, NV, MR>(simd, x, r, k, panel, bias, out, n, p);
+            r += MR;
+        }
+        while r < t {
+            tile::<S, NV, 1>(simd, x, r, k, panel, bias, out, n, p);
+            r += 1;
+        }
+    }
+}
+
+/// One `M x PANEL` output tile: rows `r..r + M`, panel `p`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn tile<S: Simd, const NV: usize, const M: usize>(
+    simd: S,
+    x: &[f32],
+    r: usize,
+    k: usize,
+    panel: &[f32],
+    bias: &[f32],
+    out: &mut [f32],
+    n: usize,
+    p: usize,
+) {
+    let rows: [&[f32]; M] = core::array::from_fn(|i| &x[(r + i) * k..(r + i + 1) * k]);
+    let (bias_v, _) = S::as_simd_f32s(bias);
+    let mut acc: [[S::f32s; NV]; M] = [core::array::from_fn(|v| bias_v[v]); M];
+    for (kk, line) in panel.chunks_exact(PANEL).enumerate() {
+        let (b, _) = S::as_simd_f32s(line);
+        let b: [S::f32s; NV] = core::array::from_fn(|v| b[v]);
+        for i in 0..M {
+            let a = simd.splat_f32s(rows[i][kk]);
+            for v in 0..NV {
+                acc[i][v] = simd.mul_add_e_f32s(a, b[v], acc[i][v]);
+            }
+        }
+    }
+    for (i, acc_row) in acc.iter().enumerate() {
+        let start = (r + i) * n + p * PANEL;
+        let (dst, _) = S::as_mut_simd_f32s(&mut out[start..start + PANEL]);
+        dst[..NV].copy_from_slice(acc_row);
+    }
+}
+
+fn linear_scalar(x: &[f32], w: &Packed, out: &mut [f32]) {
+    let k = w.k;
+    for (row, dst) in x.chunks_exact(k).zip(out.chunks_exact_mut(w.n)) {
+        for (p, panel) in w.data.chunks_exact(k * PANEL).enumerate() {
+            let mut acc = [0.0f32; PANEL];
+            acc.copy_from_slice(&w.bias[p * PANEL..(p + 1) * PANEL]);
+            for (a, line) in row.iter().zip(panel.chunks_exact(PANEL)) {
+                for (s, b) in acc.iter_mut().zip(line) {
+                    *s = a.mul_add(*b, *s);
+                }
+            }
+            dst[p * PANEL..(p + 1) * PANEL].copy_from_slice(&acc);
+        }
+    }
+}
+
+/// `x = gelu(x)` with the exact (erf) GELU BERT uses.
+pub(super) fn gelu(x: &mut [f32]) {
+    Arch::new().dispatch(Gelu { x });
+}
+
+struct Gelu<'a> {
+    x: &'a mut [f32],
+}
+
+impl WithSimd for Gelu<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        let (head, tail) = S::as_mut_simd_f32s(self.x);
+        for v in head {
+            *v = gelu_v(simd, *v);
+        }
+        for v in tail {
+            *v = gelu_scalar(*v);
+        }
+    }
+}
+
+// erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (and +-1 beyond, to f32
+// precision): the rational approximation of Eigen's `generic_fast_erf_float`,
+// accurate to a few ulp in f32.
+const ERF_ALPHA: [f32; 7] = [
+    -2.726_142_3e-10,
+    2.770_681_4e-8,
+    -2.101_024e-6,
+    -5.692_506_4e-5,
+    -7.349_906_3e-4,
+    -2.954_600_1e-3,
+    -1.609_603_3e-2,
+];
+const ERF_BETA: [f32; 5] = [
+    -1.456_607_2e-5,
+    -2.133_740_6e-4,
+    -1.682_827e-3,
+    -7.373_329_2e-3,
+    -1.426_474e-2,
+];
+const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+
+#[inline(always)]
+fn gelu_v<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    let z = simd.mul_f32s(x, simd.splat_f32s(FRAC_1_SQRT_2));
+    let z = simd.min_f32s(
+        simd.max_f32s(z, simd.splat_f32s(-4.0)),
+        simd.splat_f32s(4.0),
+    );
+    let z2 = simd.mul_f32s(z, z);
+    let mut p = simd.splat_f32s(ERF_ALPHA[0]);
+    for c in &ERF_ALPHA[1..] {
+        p = simd.mul_add_e_f32s(p, z2, simd.splat_f32s(*c));
+    }
+    p = simd.mul_f32s(p, z);
+    let mut q = simd.splat_f32s(ERF_BETA[0]);
+    for c in &ERF_BETA[1..] {
+        q = simd.mul_add_e_f32s(q, z2, simd.splat_f32s(*c));
+    }
+    let erf = simd.div_f32s(p, q);
+    let half_x = simd.mul_f32s(x, simd.splat_f32s(0.5));
+    simd.mul_add_e_f32s(half_x, erf, half_x)
+}
+
+#[inline(always)]
+fn gelu_scalar(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * FRAC_1_SQRT_2))
+}
+
+/// The same rational approximation as [`gelu_v`], one value.
+#[inline(always)]
+pub(super) fn erf(x: f32) -> f32 {
+    let z = x.clamp(-4.0, 4.0);
+    let z2 = z * z;
+    let mut p = ERF_ALPHA[0];
+    for c in &ERF_ALPHA[1..] {
+        p = p.mul_add(z2, *c);
+    }
+    p *= z;
+    let mut q = ERF_BETA[0];
+    for c in &ERF_BETA[1..] {
+        q = q.mul_add(z2, *c);
+    }
+    p / q
+}
+
+/// `x = layer_norm(x + residual) * gamma + beta`, row by row (width
+/// `gamma.len()`), eps 1e-12 as in BERT. `residual` may be empty.
+pub(super) fn add_layer_norm(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32]) {
+    Arch::new().dispatch(AddLayerNorm {
+        x,
+        residual,
+        gamma,
+        beta,
+    });
+}
+
+struct AddLayerNorm<'a> {
+    x: &'a mut [f32],
+    residual: &'a [f32],
+    gamma: &'a [f32],
+    beta: &'a [f32],
+}
+
+impl WithSimd for AddLayerNorm<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        let width = self.gamma.len();
+        if !self.residual.is_empty() {
+            for (a, b) in self.x.iter_mut().zip(self.residual) {
+                *a += *b;
+            }
+        }
+        for row in self.x.chunks_exact_mut(width) {
+            // Two passes in f64 sums: mean, then variance of the centred row.
+            let mean = (row.iter().map(|v| f64::from(*v)).sum::<f64>() / width as f64) as f32;
+            for v in row.iter_mut() {
+                *v -= mean;
+            }
+            let var = (row.iter().map(|v| f64::from(*v * *v)).sum::<f64>() / width as f64) as f32;
+            let inv = 1.0 / (var + 1e-12).sqrt();
+            for ((v, g), b) in row.iter_mut().zip(self.gamma).zip(self.beta) {
+                *v = *v * inv * *g + *b;
+            }
+        }
+    }
+}
+
+/// Multi-head self-attention of one sequence without padding.
+///
+/// `qkv` is `[len][3 * hidden]` (queries, keys, values side by side), `out`
+/// is `[len][hidden]`; `scratch` is reused between calls.
+pub(super) fn attention(
+    qkv: &[f32],
+    out: &mut [f32],
+    heads: usize,
+    hidden: usize,
+    scratch: &mut Vec<f32>,
+) {
+    Arch::new().dispatch(Attention {
+        qkv,
+        out,
+        heads,
+        hidden,
+        scratch,
+    });
+}
+
+struct Attention<'a> {
+    qkv: &'a [f32],
+    out: &'a mut [f32],
+    heads: usize,
+    hidden: usize,
+    scratch: &'a mut Vec<f32>,
+}
+
+impl WithSimd for Attention<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        let Attention {
+            qkv,
+            out,
+            heads,
+            hidden,
+            scratch,
+        } = self;
+        let stride = 3 * hidden;
+        let len = qkv.len() / stride;
+        let dh = hidden / heads;
+        let scale = 1.0 / (dh as f32).sqrt();
+        // Keys transposed ([dh][len]) and one row of scores.
+        scratch.clear();
+        scratch.resize(dh * len + len, 0.0);
+        let (kt, scores) = scratch.split_at_mut(dh * len);
+        for h in 0..heads {
+            let q0 = h * dh;
+            let k0 = hidden + h * dh;
+            let v0 = 2 * hidden + h * dh;
+            for (j, row) in qkv.chunks_exact(stride).enumerate() {
+                for (d, value) in row[k0..k0 + dh].iter().enumerate() {
+                    kt[d * len + j] = *value;
+                }
+            }
+            for (i, row) in qkv.chunks_exact(stride).enumerate() {
+                let q = &row[q0..q0 + dh];
+                scores.fill(0.0);
+                for (qd, kt_row) in q.iter().zip(kt.chunks_exact(len)) {
+                    for (s, kv) in scores.iter_mut().zip(kt_row) {
+                        *s += qd * kv;
+                    }
+                }
+                let mut max = f32::NEG_INFINITY;
+                for s in scores.iter_mut() {
+                    *s *= scale;
+                    max = max.max(*s);
+                }
+                let mut sum = 0.0f32;
+                for s in scores.iter_mut() {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                let inv = 1.0 / sum;
+                let ctx = &mut out[i * hidden + q0..i * hidden + q0 + dh];
+                ctx.fill(0.0);
+                for (s, vrow) in scores.iter().zip(qkv.chunks_exact(stride)) {
+                    let weight = s * inv;
+                    for (c, v) in ctx.iter_mut().zip(&vrow[v0..v0 + dh]) {
+                        *c += weight * v;
+                    }
+                }
+            }
+        }
+    }
+}
