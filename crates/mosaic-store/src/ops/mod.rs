@@ -10,6 +10,7 @@
 //! backend that numbers them otherwise rewrites them when it prepares the
 //! statement.
 
+pub(crate) mod review;
 pub(crate) mod revocation;
 pub(crate) mod write;
 
@@ -208,6 +209,16 @@ pub(crate) trait Tx {
 
     /// Inserts one lineage edge (ignored when present).
     fn insert_lineage(&self, derived: &str, source: &str, tenant_id: &str) -> StoreResult<()>;
+
+    /// Inserts the `seq`-th action receipt of a review case.
+    fn insert_review_action(
+        &self,
+        case_id: &str,
+        tenant_id: &str,
+        seq: i64,
+        receipt_json: &str,
+        receipt_sha256: &str,
+    ) -> StoreResult<()>;
 }
 
 pub(crate) fn i(v: u64) -> StoreResult<i64> {

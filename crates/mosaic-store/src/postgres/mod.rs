@@ -438,6 +438,23 @@ impl Tx for Ctx<'_> {
         )?;
         Ok(())
     }
+
+    fn insert_review_action(
+        &self,
+        case_id: &str,
+        tenant_id: &str,
+        seq: i64,
+        receipt_json: &str,
+        receipt_sha256: &str,
+    ) -> StoreResult<()> {
+        Tx::exec(
+            self,
+            "INSERT INTO review_actions (case_id, tenant_id, seq, receipt_json, receipt_sha256)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![case_id, tenant_id, seq, receipt_json, receipt_sha256],
+        )?;
+        Ok(())
+    }
 }
 
 impl PostgresStore {

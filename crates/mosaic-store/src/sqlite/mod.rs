@@ -249,6 +249,21 @@ impl Tx for Ctx<'_> {
         )?;
         Ok(())
     }
+
+    fn insert_review_action(
+        &self,
+        case_id: &str,
+        _tenant_id: &str,
+        seq: i64,
+        receipt_json: &str,
+        receipt_sha256: &str,
+    ) -> StoreResult<()> {
+        self.exec(
+            "INSERT INTO review_actions (case_id, seq, receipt_json, receipt_sha256) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![case_id, seq, receipt_json, receipt_sha256],
+        )?;
+        Ok(())
+    }
 }
 
 /// SQLite's numeric value of `PRAGMA synchronous = FULL`.
@@ -503,7 +518,7 @@ impl Store for SqliteStore {
         reviewer: &Authorization,
         at_unix_ms: u64,
     ) -> StoreResult<ReviewReceipt> {
-        self.write_tx(|c| ops::resolve_review(c, case_id, action, reviewer, at_unix_ms))
+        self.write_tx(|c| ops::resolve_review(c, case_id, &action, reviewer, at_unix_ms))
     }
 
     fn eligible_records(&mut self, query: &EligibilityQuery) -> StoreResult<EligibleSet> {
