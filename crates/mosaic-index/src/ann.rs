@@ -171,6 +171,11 @@ impl AnnIndex {
         self.live == 0
     }
 
+    /// The stored vector of a live doc.
+    pub fn vector_of(&self, doc: DocId) -> Option<&[f32]> {
+        self.is_live(doc).then(|| self.vector(doc))
+    }
+
     fn vector(&self, doc: DocId) -> &[f32] {
         let start = doc as usize * self.dim;
         &self.vectors[start..start + self.dim]

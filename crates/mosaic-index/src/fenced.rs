@@ -97,15 +97,34 @@ impl<B: Backend> FencedIndex<B> {
     /// Loads a snapshot into this (empty) target, re-deriving the backend
     /// (for the vector target: re-embedding the texts).
     pub fn restore(&mut self, snapshot: &TargetSnapshot) -> Result<(), IndexError> {
+        self.restore_with(snapshot, |_, _| None).map(|_| ())
+    }
+
+    /// Loads a snapshot into this (empty) target, taking each live record's
+    /// prepared form from `reuse` when it has one and preparing only the
+    /// rest, in one batch. Returns how many were prepared.
+    pub fn restore_with(
+        &mut self,
+        snapshot: &TargetSnapshot,
+        mut reuse: impl FnMut(&str, &LiveEntry) -> Option<B::Prepared>,
+    ) -> Result<usize, IndexError> {
         let live: Vec<(&String, &SlotState, &LiveEntry)> = snapshot
             .slots
             .iter()
             .filter_map(|(id, s)| s.live.as_ref().map(|l| (id, s, l)))
             .collect();
-        let entries: Vec<&LiveEntry> = live.iter().map(|(_, _, l)| *l).collect();
-        let prepared = self.backend.prepare(&entries);
+        let mut prepared: Vec<Option<B::Prepared>> =
+            live.iter().map(|(id, _, l)| reuse(id, l)).collect();
+        let missing: Vec<usize> = (0..live.len()).filter(|i| prepared[*i].is_none()).collect();
+        let entries: Vec<&LiveEntry> = missing.iter().map(|i| live[*i].2).collect();
+        for (i, p) in missing.iter().zip(self.backend.prepare(&entries)) {
+            prepared[*i] = Some(p?);
+        }
         for ((id, state, entry), prepared) in live.into_iter().zip(prepared) {
-            let prepared = prepared?;
+            let prepared = prepared.ok_or(IndexError::InvalidMessage {
+                field: "text",
+                problem: "backend prepared nothing",
+            })?;
             let doc = self.fence.allocate_doc(id);
             self.backend.insert(doc, entry, prepared);
             self.fence.restore_live(id, state.clone(), doc);
@@ -113,7 +132,7 @@ impl<B: Backend> FencedIndex<B> {
         for (id, state) in snapshot.slots.iter().filter(|(_, s)| s.live.is_none()) {
             self.fence.restore_tombstone(id, state.clone());
         }
-        Ok(())
+        Ok(missing.len())
     }
 
     /// Rebuilds this (empty) target from the store's records: live

@@ -474,6 +474,14 @@ impl Fence {
             .and_then(|r| r.as_deref())
     }
 
+    /// Every live record with its doc and entry (in no particular order).
+    pub(crate) fn live_slots(&self) -> impl Iterator<Item = (&str, DocId, &LiveEntry)> {
+        self.slots.iter().filter_map(|(id, slot)| {
+            let live = slot.state.live.as_ref()?;
+            Some((id.as_str(), slot.doc?, live))
+        })
+    }
+
     /// The acknowledged generation of `record_id`, if live.
     pub(crate) fn live_generation(&self, record_id: &str) -> Option<u64> {
         self.slots

@@ -1,8 +1,11 @@
 //! The vector target (outbox target name `vector`): embeddings of live
 //! records in an [`AnnIndex`], planned per query.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::ann::{AnnConfig, AnnIndex, SearchPlan};
 use crate::embed::{Embedder, check_embedding};
@@ -10,7 +13,7 @@ use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::lexical::{Hit, sort_hits};
 use crate::scope::{DocSet, Eligible};
-use crate::target::{DocId, LiveEntry};
+use crate::target::{DocId, LiveEntry, TargetSnapshot};
 
 /// The vector backend.
 pub struct VectorBackend {
@@ -128,5 +131,196 @@ impl VectorIndex {
             .collect();
         sort_hits(&mut hits);
         (plan, hits)
+    }
+}
+
+impl VectorIndex {
+    /// The vectors of every live record, bound to this target's embedder,
+    /// so a restart can restore them instead of embedding every text again.
+    pub fn embedding_snapshot(&self) -> EmbeddingSnapshot {
+        let vectors = self
+            .fence
+            .live_slots()
+            .filter_map(|(id, doc, entry)| {
+                let v = self.backend.ann.vector_of(doc)?;
+                Some((id.to_owned(), (entry.text_sha256.clone(), v.to_vec())))
+            })
+            .collect();
+        EmbeddingSnapshot {
+            release: self.backend.embedder.release().to_owned(),
+            dimension: self.backend.ann.dim(),
+            vectors,
+        }
+    }
+
+    /// Loads a snapshot into this (empty) target, reusing the saved vector
+    /// of every live record whose text digest matches, when `embeddings`
+    /// come from this embedder release and dimension; everything else is
+    /// embedded again. Returns how many texts were embedded.
+    pub fn restore_with_embeddings(
+        &mut self,
+        snapshot: &TargetSnapshot,
+        embeddings: Option<&EmbeddingSnapshot>,
+    ) -> Result<usize, IndexError> {
+        let dim = self.backend.ann.dim();
+        let usable = embeddings
+            .filter(|e| e.release == self.backend.embedder.release() && e.dimension == dim);
+        self.restore_with(snapshot, |id, entry| {
+            let (text_sha256, vector) = usable?.vectors.get(id)?;
+            (*text_sha256 == entry.text_sha256 && check_embedding(vector, dim).is_ok())
+                .then(|| vector.clone())
+        })
+    }
+}
+
+/// Magic line that opens an embedding snapshot file.
+const EMBEDDINGS_MAGIC: &[u8] = b"mosaic-embeddings-v1\n";
+
+/// The vectors of a vector target's live records, bound to the embedder
+/// release and dimension that produced them.
+///
+/// File layout: the magic line `mosaic-embeddings-v1`, a little-endian
+/// `u32` header length, the header (strict JSON: `release`, `dimension`,
+/// `count`, `body_sha256`), then the body: per record in record-id order a
+/// little-endian `u32` id length, the id in UTF-8, the 32-byte SHA-256 of
+/// the embedded text, and `dimension` little-endian `f32`s. The body's
+/// SHA-256 is checked on load; trailing bytes are errors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddingSnapshot {
+    /// The embedder release that produced the vectors.
+    pub release: String,
+    /// Vector dimension.
+    pub dimension: usize,
+    /// Record id to (SHA-256 hex of the embedded text, vector).
+    pub vectors: BTreeMap<String, (String, Vec<f32>)>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmbeddingHeader {
+    release: String,
+    dimension: usize,
+    count: usize,
+    body_sha256: String,
+}
+
+fn snapshot_error(problem: &str) -> IndexError {
+    IndexError::Snapshot(format!("embedding snapshot: {problem}"))
+}
+
+/// Reads `n` bytes at `*at`, advancing it.
+fn take<'a>(bytes: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], IndexError> {
+    let end = at
+        .checked_add(n)
+        .filter(|end| *end <= bytes.len())
+        .ok_or_else(|| snapshot_error("truncated"))?;
+    let out = &bytes[*at..end];
+    *at = end;
+    Ok(out)
+}
+
+fn read_u32(bytes: &[u8], at: &mut usize) -> Result<usize, IndexError> {
+    let raw = take(bytes, at, 4)?;
+    let mut le = [0u8; 4];
+    le.copy_from_slice(raw);
+    usize::try_from(u32::from_le_bytes(le)).map_err(|_| snapshot_error("length"))
+}
+
+impl EmbeddingSnapshot {
+    /// Encodes the snapshot (see the type's documentation for the layout).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, IndexError> {
+        let mut body = Vec::with_capacity(self.vectors.len() * (48 + 4 * self.dimension));
+        for (id, (text_sha256, vector)) in &self.vectors {
+            if vector.len() != self.dimension {
+                return Err(snapshot_error("vector of the wrong dimension"));
+            }
+            let digest = hex::decode(text_sha256)
+                .ok()
+                .filter(|d| d.len() == 32)
+                .ok_or_else(|| snapshot_error("text digest is not SHA-256 hex"))?;
+            let len = u32::try_from(id.len()).map_err(|_| snapshot_error("record id too long"))?;
+            body.extend_from_slice(&len.to_le_bytes());
+            body.extend_from_slice(id.as_bytes());
+            body.extend_from_slice(&digest);
+            for x in vector {
+                body.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        let header = serde_json::to_vec(&EmbeddingHeader {
+            release: self.release.clone(),
+            dimension: self.dimension,
+            count: self.vectors.len(),
+            body_sha256: hex::encode(Sha256::digest(&body)),
+        })
+        .map_err(|e| IndexError::Snapshot(e.to_string()))?;
+        let header_len =
+            u32::try_from(header.len()).map_err(|_| snapshot_error("header too long"))?;
+        let mut out = Vec::with_capacity(EMBEDDINGS_MAGIC.len() + 4 + header.len() + body.len());
+        out.extend_from_slice(EMBEDDINGS_MAGIC);
+        out.extend_from_slice(&header_len.to_le_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    /// Decodes a snapshot, strictly: the magic line, a header with exactly
+    /// its fields, a body matching the header's SHA-256, record ids in
+    /// increasing order, and nothing after the last vector.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, IndexError> {
+        let mut at = 0;
+        if take(bytes, &mut at, EMBEDDINGS_MAGIC.len())? != EMBEDDINGS_MAGIC {
+            return Err(snapshot_error("not an embedding snapshot"));
+        }
+        let header_len = read_u32(bytes, &mut at)?;
+        let header: EmbeddingHeader = serde_json::from_slice(take(bytes, &mut at, header_len)?)
+            .map_err(|e| IndexError::Snapshot(format!("embedding snapshot header: {e}")))?;
+        let body = &bytes[at..];
+        if hex::encode(Sha256::digest(body)) != header.body_sha256 {
+            return Err(snapshot_error("body does not match its SHA-256"));
+        }
+        if header.dimension == 0 {
+            return Err(snapshot_error("dimension 0"));
+        }
+        let mut at = 0;
+        let mut vectors = BTreeMap::new();
+        let mut previous: Option<String> = None;
+        for _ in 0..header.count {
+            let len = read_u32(body, &mut at)?;
+            let id = std::str::from_utf8(take(body, &mut at, len)?)
+                .map_err(|_| snapshot_error("record id is not UTF-8"))?
+                .to_owned();
+            if id.is_empty() || previous.as_ref().is_some_and(|p| *p >= id) {
+                return Err(snapshot_error("record ids empty or out of order"));
+            }
+            let text_sha256 = hex::encode(take(body, &mut at, 32)?);
+            let raw = take(body, &mut at, 4 * header.dimension)?;
+            let vector: Vec<f32> = raw
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            previous = Some(id.clone());
+            vectors.insert(id, (text_sha256, vector));
+        }
+        if at != body.len() {
+            return Err(snapshot_error("trailing bytes"));
+        }
+        Ok(EmbeddingSnapshot {
+            release: header.release,
+            dimension: header.dimension,
+            vectors,
+        })
+    }
+
+    /// Writes the snapshot atomically (temporary file, then rename).
+    pub fn save(&self, path: &std::path::Path) -> Result<(), IndexError> {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.to_bytes()?).map_err(|e| IndexError::Snapshot(e.to_string()))?;
+        std::fs::rename(&tmp, path).map_err(|e| IndexError::Snapshot(e.to_string()))
+    }
+
+    /// Reads a snapshot written by [`EmbeddingSnapshot::save`].
+    pub fn load(path: &std::path::Path) -> Result<Self, IndexError> {
+        let bytes = std::fs::read(path).map_err(|e| IndexError::Snapshot(e.to_string()))?;
+        Self::from_bytes(&bytes)
     }
 }

@@ -6,4 +6,5 @@ mod funnel;
 mod hygiene;
 mod lexical;
 mod outbox;
+mod snapshot;
 mod vector_recall;
