@@ -10,6 +10,7 @@
 //! backend that numbers them otherwise rewrites them when it prepares the
 //! statement.
 
+pub(crate) mod read;
 pub(crate) mod review;
 pub(crate) mod revocation;
 pub(crate) mod write;
@@ -34,6 +35,30 @@ pub(crate) enum Val<'a> {
     OptText(Option<&'a str>),
     /// A flag.
     Bool(bool),
+    /// A set of texts, for [`Tx::in_set`].
+    TextSet(&'a [String]),
+}
+
+/// An owned parameter of a statement built at run time.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    /// An integer.
+    Int(i64),
+    /// Text.
+    Text(String),
+    /// A set of texts, for [`Tx::in_set`].
+    TextSet(Vec<String>),
+}
+
+/// Borrows built parameters as statement parameters.
+pub(crate) fn vals(args: &[Arg]) -> Vec<Val<'_>> {
+    args.iter()
+        .map(|arg| match arg {
+            Arg::Int(v) => Val::Int(*v),
+            Arg::Text(v) => Val::Text(v),
+            Arg::TextSet(v) => Val::TextSet(v),
+        })
+        .collect()
 }
 
 /// A Rust value that binds as one statement parameter.
@@ -209,6 +234,25 @@ pub(crate) trait Tx {
 
     /// Inserts one lineage edge (ignored when present).
     fn insert_lineage(&self, derived: &str, source: &str, tenant_id: &str) -> StoreResult<()>;
+
+    /// The statements (with `?N` placeholders) and parameters of one
+    /// eligibility read: one indexed lookup per subject shape a reader may
+    /// see, each selecting [`read::RECORD_COLUMNS`].
+    fn eligibility_statements(
+        q: &crate::types::EligibilityQuery,
+    ) -> StoreResult<Vec<(String, Vec<Arg>)>>
+    where
+        Self: Sized;
+
+    /// The condition "`expr` is one of the texts bound at `placeholder`"
+    /// (an [`Arg::TextSet`]).
+    fn in_set(expr: &str, placeholder: &str) -> String
+    where
+        Self: Sized;
+
+    /// What the backend finds wrong with its storage inside the
+    /// transaction (empty when nothing is).
+    fn storage_problems(&self) -> StoreResult<Vec<String>>;
 
     /// Inserts the `seq`-th action receipt of a review case.
     fn insert_review_action(

@@ -63,7 +63,7 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
 
 use crate::audit::AuditVerification;
 use crate::error::{StoreError, StoreResult};
-use crate::ops::{CASE, PROPOSAL, RECORD, SqlRow, Tx, Val, params};
+use crate::ops::{Arg, CASE, PROPOSAL, RECORD, SqlRow, Tx, Val, params, vals};
 use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
@@ -280,6 +280,7 @@ fn pg_params<'v>(params: &'v [Val<'_>]) -> Vec<&'v (dyn ToSql + Sync)> {
                 Val::Text(v) => v,
                 Val::OptText(v) => v,
                 Val::Bool(v) => v,
+                Val::TextSet(v) => v,
             }
         })
         .collect()
@@ -439,6 +440,76 @@ impl Tx for Ctx<'_> {
         Ok(())
     }
 
+    fn eligibility_statements(q: &EligibilityQuery) -> StoreResult<Vec<(String, Vec<Arg>)>> {
+        ops::eligibility_statements(q)
+    }
+
+    fn in_set(expr: &str, placeholder: &str) -> String {
+        format!("{expr} = ANY({placeholder})")
+    }
+
+    /// Every index of the schema is valid, and row-level security is still
+    /// on and forced on every tenant table; then, per tenant, the tenant
+    /// directory agrees with the records and proposals.
+    fn storage_problems(&self) -> StoreResult<Vec<String>> {
+        let mut problems: Vec<String> = Vec::new();
+        let invalid_indexes: Vec<String> = Tx::rows(
+            self,
+            "SELECT i.indexrelid::regclass::text FROM pg_catalog.pg_index i
+             JOIN pg_catalog.pg_class t ON t.oid = i.indrelid
+             WHERE t.relnamespace = current_schema()::regnamespace AND NOT (i.indisvalid AND i.indisready)
+             ORDER BY 1",
+            params![],
+            |r| r.get(0),
+        )?;
+        problems.extend(
+            invalid_indexes
+                .into_iter()
+                .map(|i| format!("index {i} is not valid")),
+        );
+        let tables: Vec<String> = schema::TENANT_TABLES
+            .iter()
+            .map(|t| (*t).to_owned())
+            .collect();
+        let unprotected: Vec<String> = Tx::rows(
+            self,
+            "SELECT t.name FROM unnest(?1::text[]) AS t(name)
+             LEFT JOIN pg_catalog.pg_class k
+               ON k.relname = t.name AND k.relnamespace = current_schema()::regnamespace
+             WHERE NOT coalesce(k.relrowsecurity AND k.relforcerowsecurity, false)
+             ORDER BY 1",
+            &[Val::TextSet(&tables)],
+            |r| r.get(0),
+        )?;
+        problems.extend(
+            unprotected
+                .into_iter()
+                .map(|t| format!("row-level security is not forced on {t}")),
+        );
+        for tenant in self.tenants()? {
+            Ctx::enter_tenant(self, &tenant)?;
+            let undirected: Vec<String> = Tx::rows(
+                self,
+                "SELECT r.record_id FROM records r
+                 WHERE NOT EXISTS (SELECT 1 FROM object_tenants d
+                     WHERE d.kind = 'record' AND d.object_id = r.record_id AND d.tenant_id = r.tenant_id)
+                 UNION ALL
+                 SELECT p.proposal_id FROM proposals p
+                 WHERE NOT EXISTS (SELECT 1 FROM object_tenants d
+                     WHERE d.kind = 'proposal' AND d.object_id = p.proposal_id AND d.tenant_id = p.tenant_id)
+                 ORDER BY 1",
+                params![],
+                |r| r.get(0),
+            )?;
+            problems.extend(
+                undirected
+                    .into_iter()
+                    .map(|id| format!("{id} of {tenant} is missing from the tenant directory")),
+            );
+        }
+        Ok(problems)
+    }
+
     fn insert_review_action(
         &self,
         case_id: &str,
@@ -517,7 +588,9 @@ impl PostgresStore {
         )?;
         let mut out = Vec::new();
         for (sql, params) in &statements {
-            let refs = ops::param_refs(params);
+            let vals = vals(params);
+            let refs = pg_params(&vals);
+            let sql = numbered_placeholders(sql);
             for row in tx.query(&format!("EXPLAIN {sql}"), &refs)? {
                 out.push(row.try_get::<_, String>(0)?);
             }
@@ -817,6 +890,6 @@ impl Store for PostgresStore {
     }
 
     fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
-        self.read_tx(ops::cross_table_check)
+        self.read_tx(|c| ops::cross_table_check(c))
     }
 }

@@ -18,13 +18,11 @@ use std::time::Duration;
 use mosaic_harness::MemorySource;
 use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
 use rusqlite::types::{Null, ToSqlOutput};
-use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Params, Row, TransactionBehavior, params_from_iter,
-};
+use rusqlite::{Connection, OpenFlags, Row, TransactionBehavior, params_from_iter};
 
 use crate::audit::AuditVerification;
 use crate::error::{StoreError, StoreResult};
-use crate::ops::{SqlRow, Tx, Val};
+use crate::ops::{Arg, SqlRow, Tx, Val, params, vals};
 use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
@@ -74,43 +72,6 @@ pub(crate) struct Ctx<'a> {
     pub(crate) config: &'a StoreConfig,
 }
 
-impl Ctx<'_> {
-    pub(crate) fn exec<P: Params>(&self, sql: &str, params: P) -> StoreResult<usize> {
-        self.faults.step()?;
-        Ok(self.conn.prepare_cached(sql)?.execute(params)?)
-    }
-
-    pub(crate) fn row<T, P: Params>(
-        &self,
-        sql: &str,
-        params: P,
-        map: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
-    ) -> StoreResult<Option<T>> {
-        self.faults.step()?;
-        Ok(self
-            .conn
-            .prepare_cached(sql)?
-            .query_row(params, map)
-            .optional()?)
-    }
-
-    pub(crate) fn rows<T, P: Params>(
-        &self,
-        sql: &str,
-        params: P,
-        map: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
-    ) -> StoreResult<Vec<T>> {
-        self.faults.step()?;
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        let rows = stmt.query_map(params, map)?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(row?);
-        }
-        Ok(out)
-    }
-}
-
 impl rusqlite::ToSql for Val<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         Ok(match *self {
@@ -119,6 +80,11 @@ impl rusqlite::ToSql for Val<'_> {
             Val::Text(v) => ToSqlOutput::from(v),
             Val::OptText(v) => v.map_or(ToSqlOutput::from(Null), ToSqlOutput::from),
             Val::Bool(v) => ToSqlOutput::from(v),
+            // Read back with `json_each` (see `Tx::in_set`).
+            Val::TextSet(v) => ToSqlOutput::from(
+                serde_json::to_string(v)
+                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?,
+            ),
         })
     }
 }
@@ -147,7 +113,11 @@ impl Tx for Ctx<'_> {
     }
 
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
-        let changed = self.exec(sql, params_from_iter(params))?;
+        self.faults.step()?;
+        let changed = self
+            .conn
+            .prepare_cached(sql)?
+            .execute(params_from_iter(params))?;
         Ok(changed as u64)
     }
 
@@ -207,7 +177,7 @@ impl Tx for Ctx<'_> {
             .row(
                 "SELECT 1 FROM records WHERE record_id = ?1
                  UNION ALL SELECT 1 FROM revocations WHERE record_id = ?1 LIMIT 1",
-                [record_id],
+                params![record_id],
                 |_| Ok(()),
             )?
             .is_some())
@@ -217,7 +187,7 @@ impl Tx for Ctx<'_> {
     fn line_head_for_update(&self, line_id: &str) -> StoreResult<Option<(String, i64)>> {
         self.row(
             "SELECT head_record_id, generation FROM lines WHERE line_id = ?1",
-            [line_id],
+            params![line_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
     }
@@ -231,12 +201,12 @@ impl Tx for Ctx<'_> {
         self.exec(
             "INSERT INTO record_sources (record_id, source_id, content_sha256, provenance_sha256, locator_sha256)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-            [
+            params![
                 record_id,
-                &source.source_id,
-                &source.content_sha256,
-                &source.provenance_sha256,
-                &source.locator_sha256,
+                source.source_id,
+                source.content_sha256,
+                source.provenance_sha256,
+                source.locator_sha256,
             ],
         )?;
         Ok(())
@@ -245,9 +215,23 @@ impl Tx for Ctx<'_> {
     fn insert_lineage(&self, derived: &str, source: &str, _tenant_id: &str) -> StoreResult<()> {
         self.exec(
             "INSERT OR IGNORE INTO lineage (derived_record_id, source_record_id) VALUES (?1, ?2)",
-            [derived, source],
+            params![derived, source],
         )?;
         Ok(())
+    }
+
+    fn eligibility_statements(q: &EligibilityQuery) -> StoreResult<Vec<(String, Vec<Arg>)>> {
+        ops::eligibility_statements(q)
+    }
+
+    fn in_set(expr: &str, placeholder: &str) -> String {
+        format!("{expr} IN (SELECT value FROM json_each({placeholder}))")
+    }
+
+    /// `PRAGMA integrity_check` runs outside the transaction
+    /// ([`Store::integrity_check`]).
+    fn storage_problems(&self) -> StoreResult<Vec<String>> {
+        Ok(Vec::new())
     }
 
     fn insert_review_action(
@@ -260,7 +244,7 @@ impl Tx for Ctx<'_> {
     ) -> StoreResult<()> {
         self.exec(
             "INSERT INTO review_actions (case_id, seq, receipt_json, receipt_sha256) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![case_id, seq, receipt_json, receipt_sha256],
+            params![case_id, seq, receipt_json, receipt_sha256],
         )?;
         Ok(())
     }
@@ -352,7 +336,7 @@ impl SqliteStore {
         let mut out = Vec::new();
         for (sql, params) in ops::eligibility_statements(query)? {
             let mut stmt = self.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-            let rows = stmt.query_map(rusqlite::params_from_iter(params.iter()), |row| {
+            let rows = stmt.query_map(params_from_iter(vals(&params)), |row| {
                 row.get::<_, String>(3)
             })?;
             for row in rows {
@@ -560,7 +544,7 @@ impl Store for SqliteStore {
             rows.collect::<Result<_, _>>()?
         };
         let storage_ok = detail.len() == 1 && detail[0] == "ok";
-        let mut report = self.read_tx(ops::cross_table_check)?;
+        let mut report = self.read_tx(|c| ops::cross_table_check(c))?;
         report.storage_ok = storage_ok;
         report.storage_detail = detail.join("; ");
         Ok(report)

@@ -1,0 +1,379 @@
+//! The read path: records by id, the indexed eligibility read (its
+//! statements are the backend's), governance state in force, the paged
+//! record catalog, and the cross-table integrity check.
+
+use std::collections::BTreeSet;
+
+use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
+use mosaic_harness::{MemoryRecord, MemoryStatus, MemorySubject};
+
+use super::{
+    Arg, SqlRow, Tx, decode, params, parse_stage, parse_state, revocation_generation,
+    subject_columns, u, vals, verify_audit_chain,
+};
+use crate::error::{StoreError, StoreResult};
+use crate::types::{
+    EligibilityQuery, EligibleSet, IntegrityReport, ListedRecord, ListedState, RecordFilter,
+    RecordPage, RecordState, SnapshotIdentity, StoredRecord,
+};
+
+/// The columns [`record_from_row`] reads, of `records r`.
+pub(crate) const RECORD_COLUMNS: &str = "r.record_id, r.state, r.superseded_by, r.line_id, r.line_generation, r.proposal_id,
+     r.record_json, r.content, (SELECT revoked_at_ms FROM revocations v WHERE v.record_id = r.record_id)";
+
+type RecordRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    String,
+    String,
+    String,
+    Option<i64>,
+);
+
+/// One `RECORD_COLUMNS` row.
+pub(crate) fn record_from_row(r: &dyn SqlRow) -> StoreResult<RecordRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+    ))
+}
+
+fn record_decode(row: RecordRow) -> StoreResult<StoredRecord> {
+    let (
+        record_id,
+        state,
+        superseded_by,
+        line_id,
+        line_generation,
+        proposal_id,
+        json,
+        content,
+        revoked_at,
+    ) = row;
+    let mut record: MemoryRecord = decode(&json)?;
+    if record.record_id != record_id {
+        return Err(StoreError::Corrupt(format!(
+            "record {record_id} body names {}",
+            record.record_id
+        )));
+    }
+    let state = parse_state(&state)?;
+    record.status = match state {
+        RecordState::Publishing | RecordState::Active => MemoryStatus::Verified,
+        RecordState::Contested | RecordState::Quarantined => MemoryStatus::Contested,
+        RecordState::Superseded => MemoryStatus::Superseded {
+            replacement_id: superseded_by.unwrap_or_default(),
+        },
+        RecordState::Revoked => MemoryStatus::Revoked {
+            revoked_at_unix_ms: revoked_at.map(u).transpose()?.unwrap_or(0),
+        },
+    };
+    Ok(StoredRecord {
+        record,
+        content,
+        state,
+        line_id,
+        line_generation: u(line_generation)?,
+        proposal_id,
+    })
+}
+
+pub(crate) fn eligible_records<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<EligibleSet> {
+    let generation = revocation_generation(c)?;
+    let mut records = Vec::new();
+    for (sql, args) in C::eligibility_statements(q)? {
+        let rows = c.rows(&sql, &vals(&args), record_from_row)?;
+        for row in rows {
+            let stored = record_decode(row)?;
+            // Defense in depth: the body must agree with the indexed columns.
+            let rec = &stored.record;
+            let subject_ok = match &rec.subject {
+                MemorySubject::Run { run_id } => run_id == &q.run_id,
+                MemorySubject::Principal { principal_id } => principal_id == &q.principal_id,
+                MemorySubject::PrincipalInWorkspace {
+                    workspace_id,
+                    principal_id,
+                } => workspace_id == &q.workspace_id && principal_id == &q.principal_id,
+                MemorySubject::Workspace { workspace_id }
+                | MemorySubject::Procedure { workspace_id, .. } => workspace_id == &q.workspace_id,
+            };
+            if !subject_ok || rec.tenant_id != q.tenant_id || rec.policy_sha256 != q.policy_sha256 {
+                return Err(StoreError::Corrupt(format!(
+                    "record {} body disagrees with its indexed columns",
+                    rec.record_id
+                )));
+            }
+            records.push(stored);
+        }
+    }
+    records.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
+    let snapshot = SnapshotIdentity::compute(q, generation, &records)?;
+    Ok(EligibleSet { records, snapshot })
+}
+
+pub(crate) fn get_record<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<StoredRecord>> {
+    c.row(
+        &format!("SELECT {RECORD_COLUMNS} FROM records r WHERE r.record_id = ?1"),
+        params![record_id],
+        record_from_row,
+    )?
+    .map(record_decode)
+    .transpose()
+}
+
+// ---------------------------------------------------------------- listing
+
+/// The tenant's policy in force.
+pub(crate) fn current_policy<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+) -> StoreResult<Option<MemoryWritePolicy>> {
+    c.row(
+        "SELECT policy_json FROM policies WHERE tenant_id = ?1",
+        params![tenant_id],
+        |r| r.get::<String>(0),
+    )?
+    .map(|text| decode(&text))
+    .transpose()
+}
+
+/// The grant in force for `(tenant, principal)`.
+pub(crate) fn current_grant<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    principal_id: &str,
+) -> StoreResult<Option<MemoryWriteGrant>> {
+    c.row(
+        "SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2",
+        params![tenant_id, principal_id],
+        |r| r.get::<String>(0),
+    )?
+    .map(|text| decode(&text))
+    .transpose()
+}
+
+type ListRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// One page of the tenant's record catalog (see [`crate::Store::list_records`]).
+pub(crate) fn list_records<C: Tx>(c: &C, f: &RecordFilter) -> StoreResult<RecordPage> {
+    f.validate()?;
+    let mut args: Vec<Arg> = vec![Arg::Text(f.tenant_id.clone())];
+    let mut sql = String::from(
+        "SELECT c.record_id, c.tenant_id, c.kind, c.subject_type, c.subject_a, c.subject_b,
+                c.proposer_principal_id, c.proposal_id, c.created_at_ms,
+                r.state, r.line_id, r.line_generation, v.stage,
+                CASE WHEN r.state IS NOT NULL AND r.state != 'revoked' THEN r.content END
+         FROM record_catalog c
+         LEFT JOIN records r ON r.record_id = c.record_id
+         LEFT JOIN revocations v ON v.record_id = c.record_id
+         WHERE c.tenant_id = ?1",
+    );
+    // Appends `clause` with `#` standing for the next placeholder.
+    let mut push = |clause: &str, value: Arg, args: &mut Vec<Arg>| {
+        args.push(value);
+        sql.push_str(&clause.replace('#', &format!("?{}", args.len())));
+    };
+    if let Some(subject) = &f.subject {
+        let (t, a, b) = subject_columns(subject);
+        push(
+            " AND c.subject_type = #",
+            Arg::Text(t.to_owned()),
+            &mut args,
+        );
+        push(" AND c.subject_a = #", Arg::Text(a.to_owned()), &mut args);
+        push(" AND c.subject_b = #", Arg::Text(b.to_owned()), &mut args);
+    }
+    if let Some(proposer) = &f.proposer_principal_id {
+        push(
+            " AND c.proposer_principal_id = #",
+            Arg::Text(proposer.clone()),
+            &mut args,
+        );
+    }
+    if let Some(after) = &f.after_record_id {
+        push(" AND c.record_id > #", Arg::Text(after.clone()), &mut args);
+    }
+    if !f.kinds.is_empty() {
+        let kinds = f.kinds.iter().map(|k| k.as_str().to_owned()).collect();
+        push(
+            &format!(" AND {}", C::in_set("c.kind", "#")),
+            Arg::TextSet(kinds),
+            &mut args,
+        );
+    }
+    if !f.states.is_empty() {
+        let states = f.states.iter().map(|s| s.as_str().to_owned()).collect();
+        push(
+            &format!(" AND {}", C::in_set("coalesce(r.state, 'erased')", "#")),
+            Arg::TextSet(states),
+            &mut args,
+        );
+    }
+    let fetch = i64::try_from(f.limit + 1).unwrap_or(i64::MAX);
+    push(" ORDER BY c.record_id LIMIT #", Arg::Int(fetch), &mut args);
+    let rows: Vec<ListRow> = c.rows(&sql, &vals(&args), |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+            r.get(9)?,
+            r.get(10)?,
+            r.get(11)?,
+            r.get(12)?,
+            r.get(13)?,
+        ))
+    })?;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in rows {
+        records.push(listed_decode(row, f.include_content)?);
+    }
+    let next_after = if records.len() > f.limit {
+        records.truncate(f.limit);
+        records.last().map(|r| r.record_id.clone())
+    } else {
+        None
+    };
+    Ok(RecordPage {
+        records,
+        next_after,
+    })
+}
+
+fn listed_decode(row: ListRow, include_content: bool) -> StoreResult<ListedRecord> {
+    let (
+        record_id,
+        tenant_id,
+        kind,
+        subject_type,
+        a,
+        b,
+        proposer_principal_id,
+        proposal_id,
+        created_at,
+        state,
+        line_id,
+        line_generation,
+        stage,
+        content,
+    ) = row;
+    let state = match state {
+        Some(s) => ListedState::from(parse_state(&s)?),
+        None => ListedState::Erased,
+    };
+    let line = match (line_id, line_generation) {
+        (Some(id), Some(generation)) => Some((id, u(generation)?)),
+        _ => None,
+    };
+    Ok(ListedRecord {
+        record_id,
+        tenant_id,
+        kind: crate::types::kind_from_str(&kind)?,
+        subject: crate::types::subject_from_columns(&subject_type, a, b)?,
+        proposer_principal_id,
+        proposal_id,
+        created_at_unix_ms: u(created_at)?,
+        state,
+        revocation_stage: stage.as_deref().map(parse_stage).transpose()?,
+        line,
+        content: content.filter(|_| include_content && state != ListedState::Revoked),
+    })
+}
+
+// ---------------------------------------------------------------- integrity
+
+/// Cross-table invariants, per tenant, plus the backend's own findings
+/// about its storage (none on SQLite, whose `PRAGMA integrity_check` runs
+/// outside the transaction).
+pub(crate) fn cross_table_check<C: Tx>(c: &C) -> StoreResult<IntegrityReport> {
+    enum Finding {
+        MissingOutbox(String),
+        MissingRecord(String),
+    }
+    let problems = c.storage_problems()?;
+    let findings = c.each_tenant(|| {
+        let mut found = Vec::new();
+        let records: Vec<(String, String)> = c.rows(
+            "SELECT record_id, required_targets FROM records ORDER BY record_id",
+            params![],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        for (record_id, targets) in records {
+            let targets: Vec<String> = decode(&targets)?;
+            let present: BTreeSet<String> = c
+                .rows(
+                    "SELECT target FROM outbox WHERE record_id = ?1",
+                    params![&record_id],
+                    |r| r.get(0),
+                )?
+                .into_iter()
+                .collect();
+            if targets.iter().any(|t| !present.contains(t)) {
+                found.push(Finding::MissingOutbox(record_id));
+            }
+        }
+        let missing: Vec<String> = c.rows(
+            "SELECT p.proposal_id FROM proposals p
+             WHERE p.accepted = ?1
+               AND NOT EXISTS (SELECT 1 FROM records r WHERE r.record_id = p.record_id)
+               AND NOT EXISTS (SELECT 1 FROM revocations v WHERE v.record_id = p.record_id)
+             ORDER BY p.proposal_id",
+            params![true],
+            |r| r.get(0),
+        )?;
+        found.extend(missing.into_iter().map(Finding::MissingRecord));
+        Ok(found)
+    })?;
+    let mut records_missing_outbox = Vec::new();
+    let mut proposals_missing_record = Vec::new();
+    for finding in findings {
+        match finding {
+            Finding::MissingOutbox(id) => records_missing_outbox.push(id),
+            Finding::MissingRecord(id) => proposals_missing_record.push(id),
+        }
+    }
+    records_missing_outbox.sort();
+    proposals_missing_record.sort();
+    let storage_ok = problems.is_empty();
+    Ok(IntegrityReport {
+        storage_ok,
+        storage_detail: if storage_ok {
+            "ok".to_owned()
+        } else {
+            problems.join("; ")
+        },
+        records_missing_outbox,
+        proposals_missing_record,
+        audit: verify_audit_chain(c)?,
+    })
+}
