@@ -3,8 +3,8 @@
 //! ```text
 //! cargo run --release -p mosaic-index --example locomo_eval -- \
 //!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm] [--model-dir DIR]
-//!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--tables]
-//!     [--latency] [--batch 64]
+//!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]...
+//!     [--split tuning|held-out|all] [--tables] [--latency] [--batch 64]
 //! ```
 //!
 //! Each conversation is one principal; each turn one episodic record with
@@ -16,7 +16,9 @@
 //!
 //! Generalisation check: the first five conversations of the file are the
 //! tuning split, the last five the held-out split; recall@10 is reported for
-//! each split and for all ten.
+//! each split and for all ten. `--split tuning` scores only the tuning
+//! split's questions (so a search over variants never sees the held-out
+//! figures); `--split held-out` only the others.
 //!
 //! A variant is a retrieval mode (`lexical`, `vector`, `hybrid`) plus
 //! overrides of the default `FunnelConfig` fields, for example
@@ -36,6 +38,7 @@ use std::time::Instant;
 use mosaic_harness::MemoryKind;
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet};
+use mosaic_index::eval_metrics::{MetricSums, category_label, score_ranking, table_header};
 use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, HashEmbedder, IndexTarget, PublishMessage, RecallQuery,
     RetrievalMode, Retriever, ScopeKeys,
@@ -68,15 +71,6 @@ struct Question {
     question: String,
     category: u8,
     evidence: Vec<String>,
-}
-
-#[derive(Default, Clone)]
-struct Sums {
-    n: usize,
-    r1: f64,
-    r5: f64,
-    r10: f64,
-    ndcg: f64,
 }
 
 fn fail(message: String) -> ! {
@@ -266,6 +260,7 @@ fn main() {
     let mut tables = false;
     let mut latency = false;
     let mut batch = 64usize;
+    let mut split: Option<bool> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -282,6 +277,14 @@ fn main() {
                     .unwrap_or_else(|| fail("--variant needs a value".into())),
             )),
             "--tables" => tables = true,
+            "--split" => {
+                split = match it.next().map(String::as_str) {
+                    Some("tuning") => Some(true),
+                    Some("held-out") => Some(false),
+                    Some("all") => None,
+                    _ => fail("--split needs tuning, held-out or all".into()),
+                }
+            }
             "--latency" => latency = true,
             "--batch" => {
                 batch = it
@@ -294,7 +297,7 @@ fn main() {
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--tables] [--latency] [--batch N]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency] [--batch N]".into());
     }
     if variants.is_empty() {
         variants = ["lexical", "vector", "hybrid"]
@@ -404,6 +407,9 @@ fn main() {
     let mut unknown_evidence = Vec::new();
     let mut selected: Vec<&Question> = Vec::new();
     for q in questions.iter().filter(|q| q.category != 5) {
+        if split.is_some_and(|t| t != tuning.contains(&q.conversation_id)) {
+            continue;
+        }
         if q.evidence.is_empty() {
             no_evidence.push(q.question_id.clone());
             continue;
@@ -451,7 +457,7 @@ fn main() {
     for variant in &variants {
         retriever.set_config(variant.config.clone());
         // Category 0 = all; 10 = tuning split, 11 = held-out split.
-        let mut by_cat: BTreeMap<u8, Sums> = BTreeMap::new();
+        let mut by_cat: BTreeMap<u8, MetricSums> = BTreeMap::new();
         let started = Instant::now();
         for (q, qv) in selected.iter().zip(&query_vectors) {
             let Some(eligible) = eligible_by_conv.get(&q.conversation_id) else {
@@ -472,46 +478,28 @@ fn main() {
             let recall = retriever
                 .recall_embedded(&query, Some(qv))
                 .unwrap_or_else(|e| fail(e.to_string()));
-            let ranked: Vec<&str> = recall.record_ids();
             let evidence: BTreeSet<String> = q
                 .evidence
                 .iter()
                 .map(|e| format!("{}:{e}", q.conversation_id))
                 .collect();
-            let found_at = |k: usize| {
-                ranked
-                    .iter()
-                    .take(k)
-                    .filter(|id| evidence.contains(**id))
-                    .count() as f64
-                    / evidence.len() as f64
-            };
-            let dcg: f64 = ranked
+            let hits: Vec<bool> = recall
+                .record_ids()
                 .iter()
-                .take(10)
-                .enumerate()
-                .filter(|(_, id)| evidence.contains(**id))
-                .map(|(i, _)| 1.0 / ((i + 2) as f64).log2())
-                .sum();
-            let ideal: f64 = (0..evidence.len().min(10))
-                .map(|i| 1.0 / ((i + 2) as f64).log2())
-                .sum();
+                .map(|id| evidence.contains(*id))
+                .collect();
+            let score = score_ranking(&hits, evidence.len());
             let split = if tuning.contains(&q.conversation_id) {
                 10
             } else {
                 11
             };
             for cat in [q.category, 0, split] {
-                let s = by_cat.entry(cat).or_default();
-                s.n += 1;
-                s.r1 += found_at(1);
-                s.r5 += found_at(5);
-                s.r10 += found_at(10);
-                s.ndcg += dcg / ideal;
+                by_cat.entry(cat).or_default().add(&score);
             }
         }
         let per_query_ms = started.elapsed().as_secs_f64() * 1000.0 / selected.len().max(1) as f64;
-        let r10 = |c: u8| by_cat.get(&c).map_or(0.0, |s| s.r10 / s.n.max(1) as f64);
+        let r10 = |c: u8| by_cat.get(&c).map_or(0.0, |s| s.mean().recall_at_10);
         summary.push(format!(
             "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {per_query_ms:.2} |",
             variant.name,
@@ -524,24 +512,7 @@ fn main() {
             r10(4)
         ));
         for (cat, s) in by_cat.iter().filter(|(c, _)| **c < 10) {
-            let label = match cat {
-                0 => "all".to_string(),
-                1 => "1 multi-hop".into(),
-                2 => "2 temporal".into(),
-                3 => "3 open-domain".into(),
-                4 => "4 single-hop".into(),
-                other => other.to_string(),
-            };
-            let n = s.n as f64;
-            table.push(format!(
-                "| {} | {label} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
-                variant.name,
-                s.n,
-                s.r1 / n,
-                s.r5 / n,
-                s.r10 / n,
-                s.ndcg / n
-            ));
+            table.push(s.table_row(&variant.name, &category_label(*cat)));
         }
     }
     println!();
@@ -554,8 +525,7 @@ fn main() {
     }
     if tables {
         println!();
-        println!("| variant | category | n | recall@1 | recall@5 | recall@10 | nDCG@10 |");
-        println!("|---|---|---:|---:|---:|---:|---:|");
+        println!("{}", table_header("variant"));
         for line in table {
             println!("{line}");
         }

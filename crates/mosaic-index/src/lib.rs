@@ -14,6 +14,8 @@
 //!   an OpenAI-compatible HTTP embedder; [`local_model`]: all-MiniLM-L6-v2.
 //! * [`ann`] and [`vector`]: exact scan and a filter-aware HNSW graph,
 //!   planned per query.
+//! * [`eval_metrics`]: evidence recall@k and nDCG@10, shared by the
+//!   evaluation tools.
 //! * [`funnel`]: candidates → integer fusion → relevance receipt →
 //!   selection → context handoff, with a result cache.
 //!
@@ -34,6 +36,7 @@
 pub mod ann;
 pub mod embed;
 pub mod error;
+pub mod eval_metrics;
 pub mod fenced;
 pub mod funnel;
 pub mod lexical;

@@ -29,6 +29,9 @@ use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::MemoryPurpose;
 use mosaic_harness::{MemoryKind, MemorySource, MemorySubject};
 use mosaic_index::RetrievalMode;
+use mosaic_index::eval_metrics::{
+    MetricSums, category_label, category_name, score_ranking, table_header,
+};
 use mosaic_server::ServerConfig;
 use mosaic_server::Service;
 use mosaic_server::api::{
@@ -113,17 +116,6 @@ fn mode_name(mode: RetrievalMode) -> &'static str {
     }
 }
 
-fn category_name(category: u8) -> &'static str {
-    match category {
-        0 => "all",
-        1 => "multi-hop",
-        2 => "temporal",
-        3 => "open-domain",
-        4 => "single-hop",
-        _ => "adversarial",
-    }
-}
-
 /// Reads a JSON lines file; blank lines are skipped, and an error names the
 /// file and the line.
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path, what: &str) -> Result<Vec<(usize, T)>> {
@@ -165,15 +157,6 @@ fn service_error(err: mosaic_server::ServiceError) -> anyhow::Error {
 /// One conversation as ingested: its principal's credential.
 struct Ingested {
     credential: Credential,
-}
-
-#[derive(Default, Clone, Copy)]
-struct Sums {
-    n: usize,
-    r1: f64,
-    r5: f64,
-    r10: f64,
-    ndcg: f64,
 }
 
 /// Runs the evaluation. `config` carries the embedder settings; its data
@@ -368,9 +351,9 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
     }
 
     let bar = progress(scored.len() * options.modes.len(), hidden, "questions");
-    let mut rows: Vec<(RetrievalMode, u8, Sums)> = Vec::new();
+    let mut rows: Vec<(RetrievalMode, u8, MetricSums)> = Vec::new();
     for &mode in &options.modes {
-        let mut by_category: BTreeMap<u8, Sums> = BTreeMap::new();
+        let mut by_category: BTreeMap<u8, MetricSums> = BTreeMap::new();
         for (index, question) in &scored {
             let Some(conversation) = ingested.get(*index) else {
                 bail!("conversation {index} was not ingested");
@@ -414,14 +397,9 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                         .is_some_and(|(i, turn)| i == index && evidence.contains(turn.as_str()))
                 })
                 .collect();
-            let figures = score(&hits, evidence.len());
+            let figures = score_ranking(&hits, evidence.len());
             for category in [question.category, 0] {
-                let sums = by_category.entry(category).or_default();
-                sums.n += 1;
-                sums.r1 += figures.r1;
-                sums.r5 += figures.r5;
-                sums.r10 += figures.r10;
-                sums.ndcg += figures.ndcg;
+                by_category.entry(category).or_default().add(&figures);
             }
             bar.inc(1);
         }
@@ -440,13 +418,11 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
     });
     if !options.json {
         println!();
-        println!("| mode | category | n | recall@1 | recall@5 | recall@10 | nDCG@10 |");
-        println!("|---|---|---:|---:|---:|---:|---:|");
+        println!("{}", table_header("mode"));
     }
     for (mode, category, sums) in rows {
-        let n = sums.n.max(1) as f64;
-        let (r1, r5, r10, ndcg) = (sums.r1 / n, sums.r5 / n, sums.r10 / n, sums.ndcg / n);
         if options.json {
+            let m = sums.mean();
             print_line(
                 "eval",
                 &json!({
@@ -454,22 +430,16 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                     "category": category,
                     "category_name": category_name(category),
                     "n": sums.n,
-                    "recall_at_1": round(r1),
-                    "recall_at_5": round(r5),
-                    "recall_at_10": round(r10),
-                    "ndcg_at_10": round(ndcg),
+                    "recall_at_1": round(m.recall_at_1),
+                    "recall_at_5": round(m.recall_at_5),
+                    "recall_at_10": round(m.recall_at_10),
+                    "ndcg_at_10": round(m.ndcg_at_10),
                 }),
             );
         } else {
-            let label = if category == 0 {
-                "all".to_owned()
-            } else {
-                format!("{category} {}", category_name(category))
-            };
             println!(
-                "| {} | {label} | {} | {r1:.3} | {r5:.3} | {r10:.3} | {ndcg:.3} |",
-                mode_name(mode),
-                sums.n
+                "{}",
+                sums.table_row(mode_name(mode), &category_label(category))
             );
         }
     }
@@ -487,30 +457,6 @@ fn list_suffix(items: &[String]) -> String {
 /// Six decimals: stable JSON figures.
 fn round(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
-}
-
-/// Recall@1/5/10 and nDCG@10 of one ranked list (`hits[i]`: whether the
-/// i-th recalled memory is an evidence turn) against `wanted` evidence ids.
-fn score(hits: &[bool], wanted: usize) -> Sums {
-    let wanted_f = wanted.max(1) as f64;
-    let at = |k: usize| hits.iter().take(k).filter(|h| **h).count() as f64 / wanted_f;
-    let dcg: f64 = hits
-        .iter()
-        .take(10)
-        .enumerate()
-        .filter(|(_, h)| **h)
-        .map(|(i, _)| 1.0 / ((i + 2) as f64).log2())
-        .sum();
-    let ideal: f64 = (0..wanted.min(10))
-        .map(|i| 1.0 / ((i + 2) as f64).log2())
-        .sum();
-    Sums {
-        n: 1,
-        r1: at(1),
-        r5: at(5),
-        r10: at(10),
-        ndcg: if ideal > 0.0 { dcg / ideal } else { 0.0 },
-    }
 }
 
 /// An episodic memory of `principal` whose one source is the turn itself,
@@ -559,17 +505,6 @@ fn turn_proposal(principal: &str, turn_id: &str, text: &str) -> ProposeRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scores_a_ranked_list() {
-        let s = score(&[false, true, false, false, false, true], 2);
-        assert!((s.r1 - 0.0).abs() < 1e-9);
-        assert!((s.r5 - 0.5).abs() < 1e-9);
-        assert!((s.r10 - 1.0).abs() < 1e-9);
-        let ideal = 1.0 + 1.0 / 3f64.log2();
-        let dcg = 1.0 / 3f64.log2() + 1.0 / 7f64.log2();
-        assert!((s.ndcg - dcg / ideal).abs() < 1e-9);
-    }
 
     #[test]
     fn parses_modes() {
