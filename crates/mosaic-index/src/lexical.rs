@@ -9,6 +9,10 @@
 //! down-weighted by distance, so a reply that answers a question without
 //! repeating its words is still found. Ineligible records never lend terms.
 //!
+//! Speaker labels (`Caroline: ...`, see `text::speaker_label`) are kept
+//! per record, so the funnel can prefer the lines of a speaker a query
+//! names.
+//!
 //! Useful for: exact words, names, rare terms; claim-key exact matches; a
 //! subject's records in time order (neighbouring-record context).
 //! Not useful for: paraphrase (see the vector index).
@@ -19,12 +23,12 @@ use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::scope::{DocSet, Eligible};
 use crate::target::{DocId, LiveEntry};
-use crate::text::terms;
+use crate::text::{speaker_label, terms};
 
-/// BM25 `k1`.
-pub const BM25_K1: f32 = 1.2;
-/// BM25 `b`.
-pub const BM25_B: f32 = 0.75;
+/// BM25 `k1` (per-mille) of plain searches and of the default funnel.
+pub const BM25_K1_PERMILLE: u64 = 1_200;
+/// BM25 `b` (per-mille) of plain searches and of the default funnel.
+pub const BM25_B_PERMILLE: u64 = 750;
 
 #[derive(Default)]
 struct Partition {
@@ -39,6 +43,8 @@ struct LexDoc {
     len: u32,
     created_at_unix_ms: u64,
     terms: Vec<(u32, u32)>,
+    /// Term ids of the speaker label, sorted.
+    speaker: Vec<u32>,
     claims: Vec<(String, String)>,
 }
 
@@ -50,14 +56,30 @@ struct Stats {
 }
 
 /// Lexical ranking options (see `FunnelConfig`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LexicalParams {
+    /// BM25 `k1`, per-mille.
+    pub k1_permille: u64,
+    /// BM25 `b`, per-mille.
+    pub b_permille: u64,
     /// Weight (per-mille) of each neighbouring turn in a turn window; 0
     /// scores each record alone.
     pub window_permille: u64,
     /// Neighbours on each side in a turn window (at least 1 when windows
     /// are on); the one at distance d weighs `window_permille`^d.
     pub window_radius: usize,
+}
+
+impl Default for LexicalParams {
+    /// Plain BM25, each record alone.
+    fn default() -> Self {
+        LexicalParams {
+            k1_permille: BM25_K1_PERMILLE,
+            b_permille: BM25_B_PERMILLE,
+            window_permille: 0,
+            window_radius: 0,
+        }
+    }
 }
 
 /// The BM25 backend.
@@ -74,6 +96,7 @@ pub struct LexicalBackend {
 pub struct LexPrepared {
     terms: Vec<(String, u32)>,
     len: u32,
+    speaker: Vec<String>,
 }
 
 impl Backend for LexicalBackend {
@@ -84,6 +107,9 @@ impl Backend for LexicalBackend {
             .iter()
             .map(|e| {
                 let all = terms(&e.text);
+                let mut speaker = terms(speaker_label(&e.text));
+                speaker.sort();
+                speaker.dedup();
                 let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
                 let mut counts: HashMap<String, u32> = HashMap::new();
                 for t in all {
@@ -91,7 +117,11 @@ impl Backend for LexicalBackend {
                 }
                 let mut terms: Vec<(String, u32)> = counts.into_iter().collect();
                 terms.sort();
-                Ok(LexPrepared { terms, len })
+                Ok(LexPrepared {
+                    terms,
+                    len,
+                    speaker,
+                })
             })
             .collect()
     }
@@ -112,6 +142,12 @@ impl Backend for LexicalBackend {
             let tid = *self.vocab.entry(term).or_insert(next);
             term_ids.push((tid, tf));
         }
+        let mut speaker: Vec<u32> = prepared
+            .speaker
+            .iter()
+            .filter_map(|t| self.vocab.get(t).copied())
+            .collect();
+        speaker.sort_unstable();
         let partition = &mut self.partitions[pid as usize];
         for &(tid, tf) in &term_ids {
             partition.postings.entry(tid).or_default().push((doc, tf));
@@ -134,6 +170,7 @@ impl Backend for LexicalBackend {
             len: prepared.len,
             created_at_unix_ms: entry.created_at_unix_ms,
             terms: term_ids,
+            speaker,
             claims: entry
                 .claim_keys
                 .iter()
@@ -332,8 +369,10 @@ impl LexicalIndex {
                 }
             }
         }
+        let k1 = params.k1_permille as f32 / 1000.0;
+        let b_len = params.b_permille as f32 / 1000.0;
         let bm25 = |tf: f32, len: f32, avg: f32| -> f32 {
-            tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * len / avg))
+            tf * (k1 + 1.0) / (tf + k1 * (1.0 - b_len + b_len * len / avg))
         };
         let mut scored: Vec<(DocId, f32)> = if window_permille == 0 {
             tfs.iter()
@@ -465,6 +504,26 @@ impl LexicalIndex {
             .collect();
         out.sort();
         out
+    }
+
+    /// Whether the speaker label of `record_id` (see `text::speaker_label`)
+    /// holds one of `query_terms` (analysed terms, as `text::terms` gives).
+    pub(crate) fn speaker_named(&self, record_id: &str, query_terms: &[String]) -> bool {
+        let Some(d) = self
+            .fence
+            .doc_of(record_id)
+            .and_then(|doc| self.backend.docs.get(doc as usize))
+            .and_then(|x| x.as_ref())
+        else {
+            return false;
+        };
+        !d.speaker.is_empty()
+            && query_terms.iter().any(|t| {
+                self.backend
+                    .vocab
+                    .get(t.as_str())
+                    .is_some_and(|tid| d.speaker.binary_search(tid).is_ok())
+            })
     }
 
     /// The eligible records just before and just after `record_id` in its

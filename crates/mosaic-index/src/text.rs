@@ -256,6 +256,38 @@ pub fn terms(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The speaker label of a transcript line: the one to three words before a
+/// colon at its start (`Caroline: ...`), after an optional bracketed prefix
+/// such as a date (`[1:56 pm on 8 May, 2023] Caroline: ...`). Empty when
+/// the text has none. The funnel prefers the lines of a speaker a query
+/// names.
+pub fn speaker_label(text: &str) -> &str {
+    let mut rest = text;
+    if let Some(after) = rest.strip_prefix('[') {
+        if let Some(close) = after.find(']').filter(|c| *c < 80) {
+            rest = after[close + 1..].trim_start();
+        }
+    }
+    let Some(colon) = rest.find(':').filter(|c| *c > 0 && *c <= 40) else {
+        return "";
+    };
+    let name = &rest[..colon];
+    let words = name.split_whitespace().count();
+    let plain = name
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '.' | '\''));
+    let starts = name.chars().next().is_some_and(char::is_alphanumeric);
+    let spaced = rest[colon + 1..]
+        .chars()
+        .next()
+        .is_none_or(char::is_whitespace);
+    if (1..=3).contains(&words) && plain && starts && spaced {
+        name
+    } else {
+        ""
+    }
+}
+
 /// The Porter (1980) stemmer, with the published revisions (`bli` ->
 /// `ble`, `logi` -> `log`). Words that are not lowercase ASCII letters, or
 /// are shorter than three letters, are returned unchanged.
@@ -448,6 +480,24 @@ fn step_5(w: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn speaker_labels_are_found_after_a_bracketed_prefix() {
+        let line = "[1:56 pm on 8 May, 2023] Caroline: I went to a group: it helped.";
+        assert_eq!(speaker_label(line), "Caroline");
+        assert_eq!(speaker_label("Jon Smith Jr: hi"), "Jon Smith Jr");
+        assert_eq!(speaker_label("User:"), "User");
+        // Not a label: a long clause or a sentence before a colon, a URL,
+        // punctuation, no colon, an unclosed bracket.
+        assert_eq!(speaker_label("We agreed on three things: a, b and c"), "");
+        assert_eq!(speaker_label("Note, then: this"), "");
+        assert_eq!(speaker_label("see http://example.org"), "");
+        assert_eq!(speaker_label("http://example.org"), "");
+        assert_eq!(speaker_label("[note] plain text"), "");
+        assert_eq!(speaker_label("[unclosed Caroline: hi"), "");
+        assert_eq!(speaker_label(": hi"), "");
+        assert_eq!(speaker_label(""), "");
+    }
 
     #[test]
     fn stopwords_are_sorted_for_binary_search() {
