@@ -13,6 +13,7 @@
 pub(crate) mod read;
 pub(crate) mod review;
 pub(crate) mod revocation;
+pub(crate) mod store;
 pub(crate) mod write;
 
 use mosaic_harness::MemorySubject;
@@ -203,6 +204,11 @@ pub(crate) trait Tx {
     /// Runs the rest of the transaction as `tenant_id` (a no-op where the
     /// database does not scope rows by tenant).
     fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()>;
+
+    /// Runs the rest of the transaction as the tenant `object_id` (of
+    /// `kind`, see [`Tx::register`]) belongs to, or as no tenant when the id
+    /// is unknown (a no-op where the database does not scope rows).
+    fn enter_tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<()>;
 
     /// Runs `f` over the rows of every tenant and returns what it found,
     /// concatenated (the caller restores a total order).

@@ -56,25 +56,16 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use mosaic_harness::MemorySource;
-use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
 use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
 
-use crate::audit::AuditVerification;
 use crate::error::{StoreError, StoreResult};
-use crate::ops::{Arg, CASE, PROPOSAL, RECORD, SqlRow, Tx, Val, params, vals};
-use crate::revocation::{
-    DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
-};
-use crate::sqlite::MAX_BATCH;
+use crate::ops::store::Backend;
+use crate::ops::{Arg, PROPOSAL, RECORD, SqlRow, Tx, Val, params, vals};
+#[cfg(doc)]
 use crate::store::Store;
-use crate::types::{
-    AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
-    IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
-    ReviewCase, ReviewReceipt, RevocationReason, StoreConfig, StoredRecord, Tombstone,
-    WriteOutcome, WriteRequest,
-};
+use crate::types::{EligibilityQuery, StoreConfig};
 
 /// How many times a transaction that failed with a serialization failure or
 /// a deadlock is run in total before the error is returned.
@@ -369,6 +360,10 @@ impl Tx for Ctx<'_> {
 
     fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()> {
         Ctx::enter_tenant(self, tenant_id)
+    }
+
+    fn enter_tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<()> {
+        Ctx::enter_tenant_of(self, kind, object_id)
     }
 
     /// One snapshot, one tenant at a time: no statement sees two tenants.
@@ -666,6 +661,10 @@ impl PostgresStore {
             }
         }
     }
+}
+
+impl Backend for PostgresStore {
+    type Tx<'t> = Ctx<'t>;
 
     fn write_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         self.run(true, f)
@@ -674,222 +673,11 @@ impl PostgresStore {
     fn read_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         self.run(false, f)
     }
-}
 
-impl Store for PostgresStore {
-    fn schema_version(&mut self) -> StoreResult<i64> {
+    fn stored_schema_version(&mut self) -> StoreResult<i64> {
         schema::stored_version(&mut self.client)?
             .ok_or_else(|| StoreError::NotAStore("schema_migrations is gone".into()))
     }
-
-    fn revocation_generation(&mut self) -> StoreResult<u64> {
-        self.read_tx(|c| ops::revocation_generation(c))
-    }
-
-    fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()> {
-        self.write_tx(|c| ops::put_policy(c, policy, at_unix_ms))
-    }
-
-    fn put_grant(&mut self, grant: &MemoryWriteGrant, at_unix_ms: u64) -> StoreResult<()> {
-        self.write_tx(|c| ops::put_grant(c, grant, at_unix_ms))
-    }
-
-    fn put_consent(&mut self, consent: &ConsentReceipt, at_unix_ms: u64) -> StoreResult<String> {
-        self.write_tx(|c| ops::put_consent(c, consent, at_unix_ms))
-    }
-
-    fn withdraw_consent(
-        &mut self,
-        tenant_id: &str,
-        consent_sha256: &str,
-        authorization: &Authorization,
-        at_unix_ms: u64,
-    ) -> StoreResult<ConsentWithdrawal> {
-        self.write_tx(|c| {
-            ops::withdraw_consent(c, tenant_id, consent_sha256, authorization, at_unix_ms)
-        })
-    }
-
-    fn write(&mut self, request: &WriteRequest) -> StoreResult<WriteOutcome> {
-        self.write_tx(|c| ops::write_one(c, request))
-    }
-
-    fn write_batch(&mut self, requests: &[WriteRequest]) -> StoreResult<Vec<WriteOutcome>> {
-        if requests.is_empty() || requests.len() > MAX_BATCH {
-            return Err(StoreError::InvalidBatch(format!(
-                "{} requests (1..={MAX_BATCH} allowed)",
-                requests.len()
-            )));
-        }
-        self.write_tx(|c| requests.iter().map(|r| ops::write_one(c, r)).collect())
-    }
-
-    fn pending_outbox(&mut self, target: &str, limit: usize) -> StoreResult<Vec<OutboxTask>> {
-        self.read_tx(|c| ops::pending_outbox(c, target, limit))
-    }
-
-    fn acknowledge_index(
-        &mut self,
-        record_id: &str,
-        generation: u64,
-        target: &str,
-        at_unix_ms: u64,
-    ) -> StoreResult<AckOutcome> {
-        self.write_tx(|c| {
-            c.enter_tenant_of(RECORD, record_id)?;
-            ops::acknowledge_index(c, record_id, generation, target, at_unix_ms)
-        })
-    }
-
-    fn revoke(
-        &mut self,
-        record_id: &str,
-        reason: &RevocationReason,
-        authorization: &Authorization,
-        at_unix_ms: u64,
-    ) -> StoreResult<Ineligible> {
-        self.write_tx(|c| {
-            c.enter_tenant_of(RECORD, record_id)?;
-            ops::revoke(c, record_id, reason, authorization, at_unix_ms)
-        })
-    }
-
-    fn request_deletion(
-        &mut self,
-        token: Ineligible,
-        at_unix_ms: u64,
-    ) -> StoreResult<DeletionRequested> {
-        self.write_tx(|c| {
-            c.enter_tenant_of(RECORD, token.record_id())?;
-            ops::request_deletion(c, token.record_id(), at_unix_ms)
-        })
-    }
-
-    fn confirm_indexes_acknowledged(
-        &mut self,
-        token: DeletionRequested,
-        at_unix_ms: u64,
-    ) -> StoreResult<IndexesAcknowledged> {
-        self.write_tx(|c| {
-            c.enter_tenant_of(RECORD, token.record_id())?;
-            ops::confirm_indexes_acknowledged(c, token.record_id(), at_unix_ms)
-        })
-    }
-
-    fn erase(&mut self, token: IndexesAcknowledged, at_unix_ms: u64) -> StoreResult<Erased> {
-        self.write_tx(|c| {
-            c.enter_tenant_of(RECORD, token.record_id())?;
-            ops::erase(c, token.record_id(), at_unix_ms)
-        })
-    }
-
-    fn finalize_deletion(
-        &mut self,
-        token: Erased,
-        at_unix_ms: u64,
-    ) -> StoreResult<DeletionReceipt> {
-        self.write_tx(|c| {
-            c.enter_tenant_of(RECORD, token.record_id())?;
-            ops::finalize_deletion(c, token.record_id(), at_unix_ms)
-        })
-    }
-
-    fn resume_revocation(&mut self, record_id: &str) -> StoreResult<Option<RevocationState>> {
-        self.read_tx(|c| {
-            c.enter_tenant_of(RECORD, record_id)?;
-            ops::resume_revocation(c, record_id)
-        })
-    }
-
-    fn pending_deletions(&mut self, now_unix_ms: u64) -> StoreResult<Vec<PendingDeletion>> {
-        self.read_tx(|c| ops::pending_deletions(c, now_unix_ms))
-    }
-
-    fn tombstone(&mut self, record_id: &str) -> StoreResult<Option<Tombstone>> {
-        self.read_tx(|c| {
-            c.enter_tenant_of(RECORD, record_id)?;
-            ops::tombstone(c, record_id)
-        })
-    }
-
-    fn review_case(&mut self, case_id: &str) -> StoreResult<Option<ReviewCase>> {
-        self.read_tx(|c| {
-            c.enter_tenant_of(CASE, case_id)?;
-            ops::review_case(c, case_id)
-        })
-    }
-
-    fn open_review_cases(&mut self, tenant_id: &str) -> StoreResult<Vec<ReviewCase>> {
-        self.read_tx(|c| {
-            c.enter_tenant(tenant_id)?;
-            ops::open_review_cases(c, tenant_id)
-        })
-    }
-
-    fn resolve_review(
-        &mut self,
-        case_id: &str,
-        action: ReviewAction,
-        reviewer: &Authorization,
-        at_unix_ms: u64,
-    ) -> StoreResult<ReviewReceipt> {
-        self.write_tx(|c| {
-            c.enter_tenant_of(CASE, case_id)?;
-            ops::resolve_review(c, case_id, &action, reviewer, at_unix_ms)
-        })
-    }
-
-    fn eligible_records(&mut self, query: &EligibilityQuery) -> StoreResult<EligibleSet> {
-        self.read_tx(|c| {
-            c.enter_tenant(&query.tenant_id)?;
-            ops::eligible_records(c, query)
-        })
-    }
-
-    fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>> {
-        self.read_tx(|c| {
-            c.enter_tenant_of(RECORD, record_id)?;
-            ops::get_record(c, record_id)
-        })
-    }
-
-    fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
-        self.read_tx(|c| {
-            c.enter_tenant(&filter.tenant_id)?;
-            ops::list_records(c, filter)
-        })
-    }
-
-    fn current_policy(&mut self, tenant_id: &str) -> StoreResult<Option<MemoryWritePolicy>> {
-        self.read_tx(|c| {
-            c.enter_tenant(tenant_id)?;
-            ops::current_policy(c, tenant_id)
-        })
-    }
-
-    fn current_grant(
-        &mut self,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> StoreResult<Option<MemoryWriteGrant>> {
-        self.read_tx(|c| {
-            c.enter_tenant(tenant_id)?;
-            ops::current_grant(c, tenant_id, principal_id)
-        })
-    }
-
-    fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()> {
-        self.read_tx(|c| {
-            c.enter_tenant_of(PROPOSAL, proposal_id)?;
-            ops::verify_write_receipt(c, proposal_id)
-        })
-    }
-
-    fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification> {
-        self.read_tx(|c| ops::verify_audit_chain(c))
-    }
-
-    fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
-        self.read_tx(|c| ops::cross_table_check(c))
-    }
 }
+
+crate::ops::store::impl_store!(PostgresStore);

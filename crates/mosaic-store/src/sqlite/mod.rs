@@ -16,23 +16,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mosaic_harness::MemorySource;
-use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
 use rusqlite::types::{Null, ToSqlOutput};
 use rusqlite::{Connection, OpenFlags, Row, TransactionBehavior, params_from_iter};
 
-use crate::audit::AuditVerification;
 use crate::error::{StoreError, StoreResult};
+use crate::ops::store::Backend;
 use crate::ops::{Arg, SqlRow, Tx, Val, params, vals};
-use crate::revocation::{
-    DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
-};
+#[cfg(doc)]
 use crate::store::Store;
-use crate::types::{
-    AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
-    IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
-    ReviewCase, ReviewReceipt, RevocationReason, StoreConfig, StoredRecord, Tombstone,
-    WriteOutcome, WriteRequest,
-};
+use crate::types::{EligibilityQuery, StoreConfig};
 
 /// Most requests one [`Store::write_batch`] call accepts.
 pub const MAX_BATCH: usize = 1024;
@@ -157,6 +149,10 @@ impl Tx for Ctx<'_> {
         Ok(())
     }
 
+    fn enter_tenant_of(&self, _kind: &str, _object_id: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
     fn each_tenant<T>(&self, mut f: impl FnMut() -> StoreResult<Vec<T>>) -> StoreResult<Vec<T>> {
         f()
     }
@@ -228,10 +224,18 @@ impl Tx for Ctx<'_> {
         format!("{expr} IN (SELECT value FROM json_each({placeholder}))")
     }
 
-    /// `PRAGMA integrity_check` runs outside the transaction
-    /// ([`Store::integrity_check`]).
+    /// What `PRAGMA integrity_check` reports, unless it is just "ok" (not
+    /// a counted statement: it changes nothing).
     fn storage_problems(&self) -> StoreResult<Vec<String>> {
-        Ok(Vec::new())
+        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+        let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
+        let detail: Vec<String> = rows.collect::<Result<_, _>>()?;
+        Ok(match detail.as_slice() {
+            [ok] if ok == "ok" => Vec::new(),
+            // An empty answer is not "ok" either.
+            [] => vec![String::new()],
+            _ => detail,
+        })
     }
 
     fn insert_review_action(
@@ -345,8 +349,12 @@ impl SqliteStore {
         }
         Ok(out)
     }
+}
 
-    fn write_tx<T>(&mut self, f: impl FnOnce(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+impl Backend for SqliteStore {
+    type Tx<'t> = Ctx<'t>;
+
+    fn write_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -361,7 +369,7 @@ impl SqliteStore {
         Ok(out)
     }
 
-    fn read_tx<T>(&mut self, f: impl FnOnce(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+    fn read_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Deferred)?;
@@ -374,179 +382,10 @@ impl SqliteStore {
         tx.commit()?;
         Ok(out)
     }
-}
 
-impl Store for SqliteStore {
-    fn schema_version(&mut self) -> StoreResult<i64> {
+    fn stored_schema_version(&mut self) -> StoreResult<i64> {
         schema::user_version(&self.conn)
     }
-
-    fn revocation_generation(&mut self) -> StoreResult<u64> {
-        self.read_tx(|c| ops::revocation_generation(c))
-    }
-
-    fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()> {
-        self.write_tx(|c| ops::put_policy(c, policy, at_unix_ms))
-    }
-
-    fn put_grant(&mut self, grant: &MemoryWriteGrant, at_unix_ms: u64) -> StoreResult<()> {
-        self.write_tx(|c| ops::put_grant(c, grant, at_unix_ms))
-    }
-
-    fn put_consent(&mut self, consent: &ConsentReceipt, at_unix_ms: u64) -> StoreResult<String> {
-        self.write_tx(|c| ops::put_consent(c, consent, at_unix_ms))
-    }
-
-    fn withdraw_consent(
-        &mut self,
-        tenant_id: &str,
-        consent_sha256: &str,
-        authorization: &Authorization,
-        at_unix_ms: u64,
-    ) -> StoreResult<ConsentWithdrawal> {
-        self.write_tx(|c| {
-            ops::withdraw_consent(c, tenant_id, consent_sha256, authorization, at_unix_ms)
-        })
-    }
-
-    fn write(&mut self, request: &WriteRequest) -> StoreResult<WriteOutcome> {
-        self.write_tx(|c| ops::write_one(c, request))
-    }
-
-    fn write_batch(&mut self, requests: &[WriteRequest]) -> StoreResult<Vec<WriteOutcome>> {
-        if requests.is_empty() || requests.len() > MAX_BATCH {
-            return Err(StoreError::InvalidBatch(format!(
-                "{} requests (1..={MAX_BATCH} allowed)",
-                requests.len()
-            )));
-        }
-        self.write_tx(|c| requests.iter().map(|r| ops::write_one(c, r)).collect())
-    }
-
-    fn pending_outbox(&mut self, target: &str, limit: usize) -> StoreResult<Vec<OutboxTask>> {
-        self.read_tx(|c| ops::pending_outbox(c, target, limit))
-    }
-
-    fn acknowledge_index(
-        &mut self,
-        record_id: &str,
-        generation: u64,
-        target: &str,
-        at_unix_ms: u64,
-    ) -> StoreResult<AckOutcome> {
-        self.write_tx(|c| ops::acknowledge_index(c, record_id, generation, target, at_unix_ms))
-    }
-
-    fn revoke(
-        &mut self,
-        record_id: &str,
-        reason: &RevocationReason,
-        authorization: &Authorization,
-        at_unix_ms: u64,
-    ) -> StoreResult<Ineligible> {
-        self.write_tx(|c| ops::revoke(c, record_id, reason, authorization, at_unix_ms))
-    }
-
-    fn request_deletion(
-        &mut self,
-        token: Ineligible,
-        at_unix_ms: u64,
-    ) -> StoreResult<DeletionRequested> {
-        self.write_tx(|c| ops::request_deletion(c, token.record_id(), at_unix_ms))
-    }
-
-    fn confirm_indexes_acknowledged(
-        &mut self,
-        token: DeletionRequested,
-        at_unix_ms: u64,
-    ) -> StoreResult<IndexesAcknowledged> {
-        self.write_tx(|c| ops::confirm_indexes_acknowledged(c, token.record_id(), at_unix_ms))
-    }
-
-    fn erase(&mut self, token: IndexesAcknowledged, at_unix_ms: u64) -> StoreResult<Erased> {
-        self.write_tx(|c| ops::erase(c, token.record_id(), at_unix_ms))
-    }
-
-    fn finalize_deletion(
-        &mut self,
-        token: Erased,
-        at_unix_ms: u64,
-    ) -> StoreResult<DeletionReceipt> {
-        self.write_tx(|c| ops::finalize_deletion(c, token.record_id(), at_unix_ms))
-    }
-
-    fn resume_revocation(&mut self, record_id: &str) -> StoreResult<Option<RevocationState>> {
-        self.read_tx(|c| ops::resume_revocation(c, record_id))
-    }
-
-    fn pending_deletions(&mut self, now_unix_ms: u64) -> StoreResult<Vec<PendingDeletion>> {
-        self.read_tx(|c| ops::pending_deletions(c, now_unix_ms))
-    }
-
-    fn tombstone(&mut self, record_id: &str) -> StoreResult<Option<Tombstone>> {
-        self.read_tx(|c| ops::tombstone(c, record_id))
-    }
-
-    fn review_case(&mut self, case_id: &str) -> StoreResult<Option<ReviewCase>> {
-        self.read_tx(|c| ops::review_case(c, case_id))
-    }
-
-    fn open_review_cases(&mut self, tenant_id: &str) -> StoreResult<Vec<ReviewCase>> {
-        self.read_tx(|c| ops::open_review_cases(c, tenant_id))
-    }
-
-    fn resolve_review(
-        &mut self,
-        case_id: &str,
-        action: ReviewAction,
-        reviewer: &Authorization,
-        at_unix_ms: u64,
-    ) -> StoreResult<ReviewReceipt> {
-        self.write_tx(|c| ops::resolve_review(c, case_id, &action, reviewer, at_unix_ms))
-    }
-
-    fn eligible_records(&mut self, query: &EligibilityQuery) -> StoreResult<EligibleSet> {
-        self.read_tx(|c| ops::eligible_records(c, query))
-    }
-
-    fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>> {
-        self.read_tx(|c| ops::get_record(c, record_id))
-    }
-
-    fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
-        self.read_tx(|c| ops::list_records(c, filter))
-    }
-
-    fn current_policy(&mut self, tenant_id: &str) -> StoreResult<Option<MemoryWritePolicy>> {
-        self.read_tx(|c| ops::current_policy(c, tenant_id))
-    }
-
-    fn current_grant(
-        &mut self,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> StoreResult<Option<MemoryWriteGrant>> {
-        self.read_tx(|c| ops::current_grant(c, tenant_id, principal_id))
-    }
-
-    fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()> {
-        self.read_tx(|c| ops::verify_write_receipt(c, proposal_id))
-    }
-
-    fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification> {
-        self.read_tx(|c| ops::verify_audit_chain(c))
-    }
-
-    fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
-        let detail: Vec<String> = {
-            let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
-            let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
-            rows.collect::<Result<_, _>>()?
-        };
-        let storage_ok = detail.len() == 1 && detail[0] == "ok";
-        let mut report = self.read_tx(|c| ops::cross_table_check(c))?;
-        report.storage_ok = storage_ok;
-        report.storage_detail = detail.join("; ");
-        Ok(report)
-    }
 }
+
+crate::ops::store::impl_store!(SqliteStore);

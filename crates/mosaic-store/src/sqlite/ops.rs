@@ -8,19 +8,6 @@ use crate::ops::read::RECORD_COLUMNS;
 use crate::ops::{Arg, i};
 use crate::types::EligibilityQuery;
 
-pub(crate) use crate::ops::read::{
-    cross_table_check, current_grant, current_policy, eligible_records, get_record, list_records,
-};
-pub(crate) use crate::ops::review::{open_review_cases, resolve_review, review_case};
-pub(crate) use crate::ops::revocation::{
-    acknowledge_index, confirm_indexes_acknowledged, erase, finalize_deletion, pending_deletions,
-    pending_outbox, request_deletion, resume_revocation, revoke, tombstone, withdraw_consent,
-};
-pub(crate) use crate::ops::write::{
-    put_consent, put_grant, put_policy, verify_write_receipt, write_one,
-};
-pub(crate) use crate::ops::{revocation_generation, verify_audit_chain};
-
 /// The statements (and their parameters) of one eligibility read: one
 /// indexed equality lookup per subject shape the reader may see.
 pub(crate) fn eligibility_statements(q: &EligibilityQuery) -> StoreResult<Vec<(String, Vec<Arg>)>> {

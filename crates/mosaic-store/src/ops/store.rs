@@ -1,0 +1,316 @@
+//! The one [`Store`] implementation, for any [`Backend`]: each method is
+//! one transaction of the backend, entered as the tenant the request names
+//! (or the tenant the addressed id belongs to), running one shared
+//! operation. A backend implements [`Backend`] and invokes
+//! [`impl_store!`](crate::ops::store::impl_store) for its type.
+
+use crate::error::StoreResult;
+use crate::ops::Tx;
+#[cfg(doc)]
+use crate::store::Store;
+
+/// A database a [`Store`] runs on: how it opens a transaction.
+pub(crate) trait Backend: Send {
+    /// One open transaction.
+    type Tx<'t>: Tx
+    where
+        Self: 't;
+
+    /// Runs `f` in one writing transaction and commits it (the backend may
+    /// run `f` again when the database asks for a retry).
+    fn write_tx<T>(&mut self, f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>) -> StoreResult<T>;
+
+    /// Runs `f` in one reading transaction (one snapshot).
+    fn read_tx<T>(&mut self, f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>) -> StoreResult<T>;
+
+    /// The schema version of the open database.
+    fn stored_schema_version(&mut self) -> StoreResult<i64>;
+}
+
+/// Implements [`Store`] for a [`Backend`] (a macro rather than a blanket
+/// impl, so the crate-private transaction types stay out of the public
+/// interface).
+macro_rules! impl_store {
+    ($backend:ty) => {
+        const _: () = {
+            use ::mosaic_harness::memory_write::{
+                ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy,
+            };
+
+            use $crate::audit::AuditVerification;
+            use $crate::error::{StoreError, StoreResult};
+            use $crate::ops::store::Backend;
+            use $crate::ops::{CASE, PROPOSAL, RECORD, Tx, read, review, revocation, write};
+            use $crate::revocation::{
+                DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
+            };
+            use $crate::sqlite::MAX_BATCH;
+            use $crate::store::Store;
+            use $crate::types::{
+                AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery,
+                EligibleSet, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter,
+                RecordPage, ReviewAction, ReviewCase, ReviewReceipt, RevocationReason,
+                StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+            };
+
+            impl Store for $backend {
+                fn schema_version(&mut self) -> StoreResult<i64> {
+                    self.stored_schema_version()
+                }
+
+                fn revocation_generation(&mut self) -> StoreResult<u64> {
+                    self.read_tx(|c| $crate::ops::revocation_generation(c))
+                }
+
+                fn put_policy(
+                    &mut self,
+                    policy: &MemoryWritePolicy,
+                    at_unix_ms: u64,
+                ) -> StoreResult<()> {
+                    self.write_tx(|c| write::put_policy(c, policy, at_unix_ms))
+                }
+
+                fn put_grant(
+                    &mut self,
+                    grant: &MemoryWriteGrant,
+                    at_unix_ms: u64,
+                ) -> StoreResult<()> {
+                    self.write_tx(|c| write::put_grant(c, grant, at_unix_ms))
+                }
+
+                fn put_consent(
+                    &mut self,
+                    consent: &ConsentReceipt,
+                    at_unix_ms: u64,
+                ) -> StoreResult<String> {
+                    self.write_tx(|c| write::put_consent(c, consent, at_unix_ms))
+                }
+
+                fn withdraw_consent(
+                    &mut self,
+                    tenant_id: &str,
+                    consent_sha256: &str,
+                    authorization: &Authorization,
+                    at_unix_ms: u64,
+                ) -> StoreResult<ConsentWithdrawal> {
+                    self.write_tx(|c| {
+                        revocation::withdraw_consent(
+                            c,
+                            tenant_id,
+                            consent_sha256,
+                            authorization,
+                            at_unix_ms,
+                        )
+                    })
+                }
+
+                fn write(&mut self, request: &WriteRequest) -> StoreResult<WriteOutcome> {
+                    self.write_tx(|c| write::write_one(c, request))
+                }
+
+                fn write_batch(
+                    &mut self,
+                    requests: &[WriteRequest],
+                ) -> StoreResult<Vec<WriteOutcome>> {
+                    if requests.is_empty() || requests.len() > MAX_BATCH {
+                        return Err(StoreError::InvalidBatch(format!(
+                            "{} requests (1..={MAX_BATCH} allowed)",
+                            requests.len()
+                        )));
+                    }
+                    self.write_tx(|c| requests.iter().map(|r| write::write_one(c, r)).collect())
+                }
+
+                fn pending_outbox(
+                    &mut self,
+                    target: &str,
+                    limit: usize,
+                ) -> StoreResult<Vec<OutboxTask>> {
+                    self.read_tx(|c| revocation::pending_outbox(c, target, limit))
+                }
+
+                fn acknowledge_index(
+                    &mut self,
+                    record_id: &str,
+                    generation: u64,
+                    target: &str,
+                    at_unix_ms: u64,
+                ) -> StoreResult<AckOutcome> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        revocation::acknowledge_index(c, record_id, generation, target, at_unix_ms)
+                    })
+                }
+
+                fn revoke(
+                    &mut self,
+                    record_id: &str,
+                    reason: &RevocationReason,
+                    authorization: &Authorization,
+                    at_unix_ms: u64,
+                ) -> StoreResult<Ineligible> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        revocation::revoke(c, record_id, reason, authorization, at_unix_ms)
+                    })
+                }
+
+                fn request_deletion(
+                    &mut self,
+                    token: Ineligible,
+                    at_unix_ms: u64,
+                ) -> StoreResult<DeletionRequested> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, token.record_id())?;
+                        revocation::request_deletion(c, token.record_id(), at_unix_ms)
+                    })
+                }
+
+                fn confirm_indexes_acknowledged(
+                    &mut self,
+                    token: DeletionRequested,
+                    at_unix_ms: u64,
+                ) -> StoreResult<IndexesAcknowledged> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, token.record_id())?;
+                        revocation::confirm_indexes_acknowledged(c, token.record_id(), at_unix_ms)
+                    })
+                }
+
+                fn erase(
+                    &mut self,
+                    token: IndexesAcknowledged,
+                    at_unix_ms: u64,
+                ) -> StoreResult<Erased> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, token.record_id())?;
+                        revocation::erase(c, token.record_id(), at_unix_ms)
+                    })
+                }
+
+                fn finalize_deletion(
+                    &mut self,
+                    token: Erased,
+                    at_unix_ms: u64,
+                ) -> StoreResult<DeletionReceipt> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, token.record_id())?;
+                        revocation::finalize_deletion(c, token.record_id(), at_unix_ms)
+                    })
+                }
+
+                fn resume_revocation(
+                    &mut self,
+                    record_id: &str,
+                ) -> StoreResult<Option<RevocationState>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        revocation::resume_revocation(c, record_id)
+                    })
+                }
+
+                fn pending_deletions(
+                    &mut self,
+                    now_unix_ms: u64,
+                ) -> StoreResult<Vec<PendingDeletion>> {
+                    self.read_tx(|c| revocation::pending_deletions(c, now_unix_ms))
+                }
+
+                fn tombstone(&mut self, record_id: &str) -> StoreResult<Option<Tombstone>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        revocation::tombstone(c, record_id)
+                    })
+                }
+
+                fn review_case(&mut self, case_id: &str) -> StoreResult<Option<ReviewCase>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, CASE, case_id)?;
+                        review::review_case(c, case_id)
+                    })
+                }
+
+                fn open_review_cases(&mut self, tenant_id: &str) -> StoreResult<Vec<ReviewCase>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        review::open_review_cases(c, tenant_id)
+                    })
+                }
+
+                fn resolve_review(
+                    &mut self,
+                    case_id: &str,
+                    action: ReviewAction,
+                    reviewer: &Authorization,
+                    at_unix_ms: u64,
+                ) -> StoreResult<ReviewReceipt> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, CASE, case_id)?;
+                        review::resolve_review(c, case_id, &action, reviewer, at_unix_ms)
+                    })
+                }
+
+                fn eligible_records(
+                    &mut self,
+                    query: &EligibilityQuery,
+                ) -> StoreResult<EligibleSet> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, &query.tenant_id)?;
+                        read::eligible_records(c, query)
+                    })
+                }
+
+                fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        read::get_record(c, record_id)
+                    })
+                }
+
+                fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, &filter.tenant_id)?;
+                        read::list_records(c, filter)
+                    })
+                }
+
+                fn current_policy(
+                    &mut self,
+                    tenant_id: &str,
+                ) -> StoreResult<Option<MemoryWritePolicy>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::current_policy(c, tenant_id)
+                    })
+                }
+
+                fn current_grant(
+                    &mut self,
+                    tenant_id: &str,
+                    principal_id: &str,
+                ) -> StoreResult<Option<MemoryWriteGrant>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::current_grant(c, tenant_id, principal_id)
+                    })
+                }
+
+                fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, PROPOSAL, proposal_id)?;
+                        write::verify_write_receipt(c, proposal_id)
+                    })
+                }
+
+                fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification> {
+                    self.read_tx(|c| $crate::ops::verify_audit_chain(c))
+                }
+
+                fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
+                    self.read_tx(|c| read::cross_table_check(c))
+                }
+            }
+        };
+    };
+}
+pub(crate) use impl_store;
