@@ -241,12 +241,10 @@ pub(crate) trait Tx {
     /// Inserts one lineage edge (ignored when present).
     fn insert_lineage(&self, derived: &str, source: &str, tenant_id: &str) -> StoreResult<()>;
 
-    /// The statements (with `?N` placeholders) and parameters of one
-    /// eligibility read: one indexed lookup per subject shape a reader may
-    /// see, each selecting [`read::RECORD_COLUMNS`].
-    fn eligibility_statements(
-        q: &crate::types::EligibilityQuery,
-    ) -> StoreResult<Vec<(String, Vec<Arg>)>>
+    /// The condition "`expr` is one of `values`" for a statement whose
+    /// next placeholder is `?first`, with the parameters it binds, in a
+    /// form the planner can match against an index.
+    fn in_list(expr: &str, first: usize, values: Vec<String>) -> (String, Vec<Arg>)
     where
         Self: Sized;
 

@@ -8,7 +8,7 @@ use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
 use mosaic_harness::{MemoryRecord, MemoryStatus, MemorySubject};
 
 use super::{
-    Arg, SqlRow, Tx, decode, params, parse_stage, parse_state, revocation_generation,
+    Arg, SqlRow, Tx, decode, i, params, parse_stage, parse_state, revocation_generation,
     subject_columns, u, vals, verify_audit_chain,
 };
 use crate::error::{StoreError, StoreResult};
@@ -88,10 +88,62 @@ fn record_decode(row: RecordRow) -> StoreResult<StoredRecord> {
     })
 }
 
+/// The statements (with `?N` placeholders) and parameters of one
+/// eligibility read: one indexed equality lookup per subject shape the
+/// reader may see. The tenant predicate stays although PostgreSQL's
+/// row-level security implies it: it is the index prefix.
+pub(crate) fn eligibility_statements<C: Tx>(
+    q: &EligibilityQuery,
+) -> StoreResult<Vec<(String, Vec<Arg>)>> {
+    let mut kinds: Vec<String> = q.kinds.iter().map(|k| k.as_str().to_owned()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    if kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = i(q.now_unix_ms)?;
+    let subjects: [(&str, &str, Option<&str>); 5] = [
+        ("run", &q.run_id, None),
+        ("principal", &q.principal_id, None),
+        (
+            "principal_in_workspace",
+            &q.workspace_id,
+            Some(&q.principal_id),
+        ),
+        ("workspace", &q.workspace_id, None),
+        ("procedure", &q.workspace_id, None),
+    ];
+    let mut out = Vec::new();
+    for (subject_type, a, b) in subjects {
+        let mut args = vec![
+            Arg::Text(q.tenant_id.clone()),
+            Arg::Text(q.policy_sha256.clone()),
+            Arg::Text(subject_type.to_owned()),
+            Arg::Text(a.to_owned()),
+            Arg::Int(now),
+        ];
+        let mut sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r
+             WHERE r.tenant_id = ?1 AND r.policy_sha256 = ?2 AND r.state = 'active'
+               AND r.subject_type = ?3 AND r.subject_a = ?4
+               AND r.created_at_ms <= ?5 AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?5)"
+        );
+        if let Some(b) = b {
+            args.push(Arg::Text(b.to_owned()));
+            sql.push_str(&format!(" AND r.subject_b = ?{}", args.len()));
+        }
+        let (clause, kind_args) = C::in_list("r.kind", args.len() + 1, kinds.clone());
+        sql.push_str(&format!(" AND {clause}"));
+        args.extend(kind_args);
+        out.push((sql, args));
+    }
+    Ok(out)
+}
+
 pub(crate) fn eligible_records<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<EligibleSet> {
     let generation = revocation_generation(c)?;
     let mut records = Vec::new();
-    for (sql, args) in C::eligibility_statements(q)? {
+    for (sql, args) in eligibility_statements::<C>(q)? {
         let rows = c.rows(&sql, &vals(&args), record_from_row)?;
         for row in rows {
             let stored = record_decode(row)?;

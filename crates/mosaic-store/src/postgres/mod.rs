@@ -50,8 +50,6 @@
 
 pub mod schema;
 
-mod ops;
-
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
@@ -435,8 +433,11 @@ impl Tx for Ctx<'_> {
         Ok(())
     }
 
-    fn eligibility_statements(q: &EligibilityQuery) -> StoreResult<Vec<(String, Vec<Arg>)>> {
-        ops::eligibility_statements(q)
+    fn in_list(expr: &str, first: usize, values: Vec<String>) -> (String, Vec<Arg>) {
+        (
+            format!("{expr} = ANY(?{first})"),
+            vec![Arg::TextSet(values)],
+        )
     }
 
     fn in_set(expr: &str, placeholder: &str) -> String {
@@ -570,7 +571,7 @@ impl PostgresStore {
     /// `query`, planned as `query.tenant_id` (for tests that the index
     /// serves the query).
     pub fn explain_eligibility(&mut self, query: &EligibilityQuery) -> StoreResult<Vec<String>> {
-        let statements = ops::eligibility_statements(query)?;
+        let statements = crate::ops::read::eligibility_statements::<Ctx<'_>>(query)?;
         let mut tx = self
             .client
             .build_transaction()

@@ -8,7 +8,6 @@
 //! [`StoreError::StaleGeneration`]. Reads use a deferred transaction, so one
 //! read sees one consistent snapshot (WAL readers never block the writer).
 
-mod ops;
 pub mod schema;
 
 use std::cell::Cell;
@@ -216,8 +215,13 @@ impl Tx for Ctx<'_> {
         Ok(())
     }
 
-    fn eligibility_statements(q: &EligibilityQuery) -> StoreResult<Vec<(String, Vec<Arg>)>> {
-        ops::eligibility_statements(q)
+    fn in_list(expr: &str, first: usize, values: Vec<String>) -> (String, Vec<Arg>) {
+        // One placeholder per value: the eligibility index stays usable.
+        let placeholders: Vec<String> = (0..values.len())
+            .map(|k| format!("?{}", first + k))
+            .collect();
+        let clause = format!("{expr} IN ({})", placeholders.join(", "));
+        (clause, values.into_iter().map(Arg::Text).collect())
     }
 
     fn in_set(expr: &str, placeholder: &str) -> String {
@@ -338,7 +342,7 @@ impl SqliteStore {
     /// read runs for `query` (for tests that the index is used).
     pub fn explain_eligibility(&mut self, query: &EligibilityQuery) -> StoreResult<Vec<String>> {
         let mut out = Vec::new();
-        for (sql, params) in ops::eligibility_statements(query)? {
+        for (sql, params) in crate::ops::read::eligibility_statements::<Ctx<'_>>(query)? {
             let mut stmt = self.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
             let rows = stmt.query_map(params_from_iter(vals(&params)), |row| {
                 row.get::<_, String>(3)
