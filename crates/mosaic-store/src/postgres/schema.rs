@@ -61,6 +61,7 @@
 use postgres::{Client, GenericClient};
 
 use crate::error::{StoreError, StoreResult};
+use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -468,12 +469,7 @@ pub fn migrate(owner: &mut Client) -> StoreResult<i64> {
     check_supported(current)?;
     let mut version = current;
     while version < SCHEMA_VERSION {
-        let idx = usize::try_from(version)
-            .map_err(|_| StoreError::Corrupt(format!("schema version {version}")))?;
-        let sql = MIGRATIONS
-            .get(idx)
-            .ok_or_else(|| StoreError::Corrupt(format!("no migration from {version}")))?;
-        tx.batch_execute(sql)?;
+        tx.batch_execute(migration_from(MIGRATIONS, version)?)?;
         version += 1;
         tx.execute(
             "INSERT INTO schema_migrations (version) VALUES ($1)",
@@ -526,14 +522,5 @@ pub(crate) fn stored_version(client: &mut impl GenericClient) -> StoreResult<Opt
 
 /// Refuses a version this release cannot read.
 pub(crate) fn check_supported(found: i64) -> StoreResult<()> {
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooNew {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    if found < 0 {
-        return Err(StoreError::NotAStore(format!("schema version {found}")));
-    }
-    Ok(())
+    crate::ops::schema::check_supported(found, SCHEMA_VERSION, "schema version")
 }

@@ -9,6 +9,7 @@
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::{StoreError, StoreResult};
+use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -242,12 +243,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
     }
     let mut version = current;
     while version < SCHEMA_VERSION {
-        let idx = usize::try_from(version)
-            .map_err(|_| StoreError::Corrupt(format!("schema version {version}")))?;
-        let sql = MIGRATIONS
-            .get(idx)
-            .ok_or_else(|| StoreError::Corrupt(format!("no migration from {version}")))?;
-        tx.execute_batch(sql)?;
+        tx.execute_batch(migration_from(MIGRATIONS, version)?)?;
         version += 1;
     }
     tx.execute(
@@ -265,14 +261,5 @@ pub(crate) fn user_version(conn: &Connection) -> StoreResult<i64> {
 }
 
 fn check_supported(found: i64) -> StoreResult<()> {
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooNew {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    if found < 0 {
-        return Err(StoreError::NotAStore(format!("user_version {found}")));
-    }
-    Ok(())
+    crate::ops::schema::check_supported(found, SCHEMA_VERSION, "user_version")
 }
