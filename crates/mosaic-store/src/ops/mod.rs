@@ -163,10 +163,45 @@ impl FromCol for Option<String> {
     }
 }
 
+/// A Rust type a whole row converts to: a tuple of columns, in order.
+pub(crate) trait FromRow: Sized {
+    /// Reads `row`.
+    fn from_row(row: &dyn SqlRow) -> StoreResult<Self>;
+}
+
+macro_rules! tuple_from_row {
+    ($($t:ident $idx:tt),+) => {
+        impl<$($t: FromCol),+> FromRow for ($($t,)+) {
+            fn from_row(row: &dyn SqlRow) -> StoreResult<Self> {
+                Ok(($(row.get::<$t>($idx)?,)+))
+            }
+        }
+    };
+}
+
+tuple_from_row!(A 0, B 1);
+tuple_from_row!(A 0, B 1, C 2);
+tuple_from_row!(A 0, B 1, C 2, D 3);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12, N 13);
+
 impl dyn SqlRow + '_ {
     /// Column `idx` as `T`.
     pub(crate) fn get<T: FromCol>(&self, idx: usize) -> StoreResult<T> {
         T::from_col(self, idx)
+    }
+
+    /// The row's columns, in order, as a tuple.
+    pub(crate) fn cols<T: FromRow>(&self) -> StoreResult<T> {
+        T::from_row(self)
     }
 }
 
@@ -347,7 +382,7 @@ fn audit_head<C: Tx>(c: &C) -> StoreResult<(i64, String)> {
         "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
                 (SELECT text_value FROM meta WHERE key = 'audit_head_sha256')",
         params![],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| r.cols(),
     )?
     .ok_or_else(|| StoreError::Corrupt("audit head missing".into()))
 }
@@ -408,18 +443,7 @@ pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::Audi
             "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256
              FROM audit_events ORDER BY seq",
             params![],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
-            },
+            |r| r.cols(),
         )
     })?;
     raw.sort_by_key(|row| row.0);

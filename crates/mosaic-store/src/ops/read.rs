@@ -35,17 +35,7 @@ type RecordRow = (
 
 /// One `RECORD_COLUMNS` row.
 pub(crate) fn record_from_row(r: &dyn SqlRow) -> StoreResult<RecordRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-    ))
+    r.cols()
 }
 
 fn record_decode(row: RecordRow) -> StoreResult<StoredRecord> {
@@ -288,24 +278,7 @@ pub(crate) fn list_records<C: Tx>(c: &C, f: &RecordFilter) -> StoreResult<Record
     }
     let fetch = i64::try_from(f.limit + 1).unwrap_or(i64::MAX);
     push(" ORDER BY c.record_id LIMIT #", Arg::Int(fetch), &mut args);
-    let rows: Vec<ListRow> = c.rows(&sql, &vals(&args), |r| {
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-            r.get(7)?,
-            r.get(8)?,
-            r.get(9)?,
-            r.get(10)?,
-            r.get(11)?,
-            r.get(12)?,
-            r.get(13)?,
-        ))
-    })?;
+    let rows: Vec<ListRow> = c.rows(&sql, &vals(&args), |r| r.cols())?;
     let mut records = Vec::with_capacity(rows.len());
     for row in rows {
         records.push(listed_decode(row, f.include_content)?);
@@ -378,7 +351,7 @@ pub(crate) fn cross_table_check<C: Tx>(c: &C) -> StoreResult<IntegrityReport> {
         let records: Vec<(String, String)> = c.rows(
             "SELECT record_id, required_targets FROM records ORDER BY record_id",
             params![],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.cols(),
         )?;
         for (record_id, targets) in records {
             let targets: Vec<String> = decode(&targets)?;

@@ -15,16 +15,7 @@ use crate::types::{
 };
 
 fn case_from_row(r: &dyn SqlRow) -> StoreResult<CaseRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-    ))
+    r.cols()
 }
 
 type CaseRow = (String, String, String, String, String, String, String, i64);

@@ -38,16 +38,7 @@ pub(crate) fn pending_outbox<C: Tx>(
              WHERE o.target = ?1 AND o.dispatch = 'pending'
              ORDER BY o.enqueued_at_ms, o.record_id LIMIT ?2",
             params![target, sql_limit],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            },
+            |r| r.cols(),
         )
     })?;
     rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
@@ -78,7 +69,7 @@ pub(crate) fn acknowledge_index<C: Tx>(
         .row(
             "SELECT op, generation, dispatch FROM outbox WHERE record_id = ?1 AND target = ?2",
             params![record_id, target],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| r.cols(),
         )?
         .ok_or_else(|| not_found("outbox message", &format!("{record_id}/{target}")))?;
     let current = u(current)?;
@@ -193,7 +184,7 @@ fn revoke_in_tx<C: Tx>(
         .row(
             "SELECT tenant_id, state FROM records WHERE record_id = ?1",
             params![record_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.cols(),
         )?
         .ok_or_else(|| not_found("record", record_id))?;
     if parse_state(&state)? == RecordState::Revoked {
@@ -243,7 +234,7 @@ fn revoke_in_tx<C: Tx>(
         "SELECT l.derived_record_id, r.state FROM lineage l JOIN records r ON r.record_id = l.derived_record_id
          WHERE l.source_record_id = ?1 ORDER BY l.derived_record_id",
         params![record_id],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| r.cols(),
     )?;
     for (derived_id, derived_state) in derived {
         let derived_state = parse_state(&derived_state)?;
@@ -328,7 +319,7 @@ fn stage_of<C: Tx>(c: &C, record_id: &str) -> StoreResult<(RevocationStage, Stri
         .row(
             "SELECT stage, tenant_id, revocation_generation FROM revocations WHERE record_id = ?1",
             params![record_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| r.cols(),
         )?
         .ok_or_else(|| not_found("revocation", record_id))?;
     Ok((parse_stage(&stage)?, tenant, u(generation)?))
@@ -502,7 +493,7 @@ pub(crate) fn finalize_deletion<C: Tx>(
     let acks: Vec<(String, Option<i64>, Option<i64>)> = c.rows(
         "SELECT target, acknowledged_generation, acknowledged_at_ms FROM outbox WHERE record_id = ?1 ORDER BY target",
         params![record_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        |r| r.cols(),
     )?;
     let mut stores = vec![StoreAcknowledgement {
         store: PRIMARY_STORE.into(),
@@ -559,7 +550,7 @@ pub(crate) fn resume_revocation<C: Tx>(
     let row: Option<StageRow> = c.row(
         "SELECT stage, tenant_id, revocation_generation, receipt_json, receipt_sha256 FROM revocations WHERE record_id = ?1",
         params![record_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        |r| r.cols(),
     )?;
     let Some((stage, tenant, generation, receipt_json, receipt_sha256)) = row else {
         return Ok(None);
@@ -602,7 +593,7 @@ fn pending_deletions_of_tenant<C: Tx>(c: &C, now: u64) -> StoreResult<Vec<Pendin
         "SELECT record_id, tenant_id, stage, revoked_at_ms, revocation_generation FROM revocations
          WHERE stage != 'finalized' ORDER BY record_id",
         params![],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        |r| r.cols(),
     )?;
     let deadline_ms = c.config().deletion_deadline_ms;
     rows.into_iter()
@@ -628,7 +619,7 @@ pub(crate) fn tombstone<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<Tom
     let row: Option<(String, String, String, i64, Option<i64>)> = c.row(
         "SELECT tenant_id, reason_json, authorization_json, revoked_at_ms, erased_at_ms FROM revocations WHERE record_id = ?1",
         params![record_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        |r| r.cols(),
     )?;
     row.map(
         |(tenant_id, reason, authorization, revoked_at, erased_at)| {

@@ -130,13 +130,7 @@ pub(crate) fn write_one<C: Tx>(c: &C, req: &WriteRequest) -> StoreResult<WriteOu
     if let Some((stored_identity, decision_json, receipt_json)) = c.row(
         "SELECT request_sha256, decision_json, receipt_json FROM proposals WHERE proposal_id = ?1",
         params![proposal_id],
-        |r| {
-            Ok((
-                r.get::<String>(0)?,
-                r.get::<String>(1)?,
-                r.get::<String>(2)?,
-            ))
-        },
+        |r| r.cols::<(String, String, String)>(),
     )? {
         if stored_identity != identity {
             return Err(StoreError::ProposalIdReused(proposal_id.clone()));
@@ -206,7 +200,7 @@ pub(crate) fn write_one<C: Tx>(c: &C, req: &WriteRequest) -> StoreResult<WriteOu
                 .row(
                     "SELECT tenant_id, state, line_id, line_generation FROM records WHERE record_id = ?1",
                     params![old],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    |r| r.cols(),
                 )?
                 .ok_or_else(|| not_found("record", old))?;
             if tenant != req.tenant_id {
@@ -260,7 +254,7 @@ pub(crate) fn write_one<C: Tx>(c: &C, req: &WriteRequest) -> StoreResult<WriteOu
         let state: Option<(String, String)> = c.row(
             "SELECT tenant_id, state FROM records WHERE record_id = ?1",
             params![source],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.cols(),
         )?;
         match state {
             Some((tenant, state)) if tenant == req.tenant_id => {
@@ -597,7 +591,7 @@ pub(crate) fn verify_write_receipt<C: Tx>(c: &C, proposal_id: &str) -> StoreResu
         .row(
             "SELECT input_json, receipt_json FROM proposals WHERE proposal_id = ?1",
             params![proposal_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.cols(),
         )?
         .ok_or_else(|| not_found("proposal", proposal_id))?;
     let input: MemoryWriteInput =

@@ -397,7 +397,7 @@ impl Tx for Ctx<'_> {
             self,
             "SELECT head_record_id, generation FROM lines WHERE line_id = ?1 FOR UPDATE",
             params![line_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.cols(),
         )
     }
 

@@ -183,7 +183,7 @@ impl Tx for Ctx<'_> {
         self.row(
             "SELECT head_record_id, generation FROM lines WHERE line_id = ?1",
             params![line_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.cols(),
         )
     }
 
