@@ -114,8 +114,6 @@ pub(crate) struct Ctx<'a> {
     retryable: Cell<bool>,
 }
 
-type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
-
 impl Ctx<'_> {
     fn fail(&self, err: postgres::Error) -> StoreError {
         if is_retryable(&err) {
@@ -124,6 +122,8 @@ impl Ctx<'_> {
         err.into()
     }
 
+    /// The prepared statement of `sql` (with `?N` placeholders), from the
+    /// connection's cache.
     fn statement(&self, sql: &str) -> StoreResult<Statement> {
         if let Some(statement) = self.statements.borrow().get(sql) {
             return Ok(statement.clone());
@@ -131,7 +131,7 @@ impl Ctx<'_> {
         let statement = self
             .tx
             .borrow_mut()
-            .prepare(sql)
+            .prepare(&numbered_placeholders(sql))
             .map_err(|e| self.fail(e))?;
         self.statements
             .borrow_mut()
@@ -139,107 +139,36 @@ impl Ctx<'_> {
         Ok(statement)
     }
 
-    pub(crate) fn exec(&self, sql: &str, params: Params<'_>) -> StoreResult<u64> {
+    fn query(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<Vec<Row>> {
         let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
-            .execute(&statement, params)
+            .query(&statement, &pg_params(params))
             .map_err(|e| self.fail(e))
-    }
-
-    /// The first row, mapped.
-    pub(crate) fn row<T>(
-        &self,
-        sql: &str,
-        params: Params<'_>,
-        map: impl FnOnce(&Row) -> Result<T, postgres::Error>,
-    ) -> StoreResult<Option<T>> {
-        let statement = self.statement(sql)?;
-        let rows = self
-            .tx
-            .borrow_mut()
-            .query(&statement, params)
-            .map_err(|e| self.fail(e))?;
-        rows.first()
-            .map(map)
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
-    }
-
-    pub(crate) fn rows<T>(
-        &self,
-        sql: &str,
-        params: Params<'_>,
-        mut map: impl FnMut(&Row) -> Result<T, postgres::Error>,
-    ) -> StoreResult<Vec<T>> {
-        let statement = self.statement(sql)?;
-        let rows = self
-            .tx
-            .borrow_mut()
-            .query(&statement, params)
-            .map_err(|e| self.fail(e))?;
-        rows.iter()
-            .map(|row| map(row).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .collect()
-    }
-
-    /// Runs the rest of the transaction as `tenant_id` (row-level security
-    /// shows and accepts only its rows). A writing transaction also
-    /// registers the tenant for store-wide maintenance.
-    pub(crate) fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()> {
-        self.exec(
-            "SELECT set_config('mosaic.tenant_id', $1, true)",
-            &[&tenant_id],
-        )?;
-        if self.writing && !tenant_id.is_empty() {
-            self.exec(
-                "INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                &[&tenant_id],
-            )?;
-        }
-        Ok(())
     }
 
     /// Runs the rest of the transaction with no tenant: every
     /// tenant-bearing table looks empty and refuses writes.
-    pub(crate) fn enter_no_tenant(&self) -> StoreResult<()> {
-        self.exec("SELECT set_config('mosaic.tenant_id', '', true)", &[])?;
+    fn enter_no_tenant(&self) -> StoreResult<()> {
+        self.exec("SELECT set_config('mosaic.tenant_id', '', true)", params![])?;
         Ok(())
     }
 
     /// The tenant an id belongs to, from the directory.
-    pub(crate) fn tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<Option<String>> {
+    fn tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<Option<String>> {
         self.row(
-            "SELECT tenant_id FROM object_tenants WHERE kind = $1 AND object_id = $2",
-            &[&kind, &object_id],
-            |r| r.try_get(0),
+            "SELECT tenant_id FROM object_tenants WHERE kind = ?1 AND object_id = ?2",
+            params![kind, object_id],
+            |r| r.get(0),
         )
     }
 
-    /// Enters the tenant `object_id` belongs to, or no tenant if unknown.
-    pub(crate) fn enter_tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<()> {
-        match self.tenant_of(kind, object_id)? {
-            Some(tenant) => self.enter_tenant(&tenant),
-            None => self.enter_no_tenant(),
-        }
-    }
-
-    /// Registers an id for the current tenant (ids are unique store-wide).
-    pub(crate) fn register(&self, kind: &str, object_id: &str, tenant_id: &str) -> StoreResult<()> {
-        self.exec(
-            "INSERT INTO object_tenants (kind, object_id, tenant_id) VALUES ($1, $2, $3)
-             ON CONFLICT DO NOTHING",
-            &[&kind, &object_id, &tenant_id],
-        )?;
-        Ok(())
-    }
-
     /// Every tenant that ever wrote, sorted.
-    pub(crate) fn tenants(&self) -> StoreResult<Vec<String>> {
+    fn tenants(&self) -> StoreResult<Vec<String>> {
         self.rows(
             "SELECT tenant_id FROM tenants ORDER BY tenant_id",
-            &[],
-            |r| r.try_get(0),
+            params![],
+            |r| r.get(0),
         )
     }
 }
@@ -297,39 +226,13 @@ impl SqlRow for Row {
     }
 }
 
-impl Ctx<'_> {
-    /// The prepared statement of a shared (`?N`) statement.
-    fn shared_statement(&self, sql: &str) -> StoreResult<Statement> {
-        if let Some(statement) = self.statements.borrow().get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self
-            .tx
-            .borrow_mut()
-            .prepare(&numbered_placeholders(sql))
-            .map_err(|e| self.fail(e))?;
-        self.statements
-            .borrow_mut()
-            .insert(sql.to_owned(), statement.clone());
-        Ok(statement)
-    }
-
-    fn shared_query(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<Vec<Row>> {
-        let statement = self.shared_statement(sql)?;
-        self.tx
-            .borrow_mut()
-            .query(&statement, &pg_params(params))
-            .map_err(|e| self.fail(e))
-    }
-}
-
 impl Tx for Ctx<'_> {
     fn config(&self) -> &StoreConfig {
         self.config
     }
 
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
-        let statement = self.shared_statement(sql)?;
+        let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
             .execute(&statement, &pg_params(params))
@@ -342,7 +245,7 @@ impl Tx for Ctx<'_> {
         params: &[Val<'_>],
         map: impl FnOnce(&dyn SqlRow) -> StoreResult<T>,
     ) -> StoreResult<Option<T>> {
-        let rows = self.shared_query(sql, params)?;
+        let rows = self.query(sql, params)?;
         rows.first().map(|row| map(row)).transpose()
     }
 
@@ -352,30 +255,52 @@ impl Tx for Ctx<'_> {
         params: &[Val<'_>],
         mut map: impl FnMut(&dyn SqlRow) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
-        let rows = self.shared_query(sql, params)?;
+        let rows = self.query(sql, params)?;
         rows.iter().map(|row| map(row)).collect()
     }
 
+    /// Row-level security shows and accepts only `tenant_id`'s rows from
+    /// here on. A writing transaction also registers the tenant for
+    /// store-wide maintenance.
     fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()> {
-        Ctx::enter_tenant(self, tenant_id)
+        self.exec(
+            "SELECT set_config('mosaic.tenant_id', ?1, true)",
+            params![tenant_id],
+        )?;
+        if self.writing && !tenant_id.is_empty() {
+            self.exec(
+                "INSERT INTO tenants (tenant_id) VALUES (?1) ON CONFLICT DO NOTHING",
+                params![tenant_id],
+            )?;
+        }
+        Ok(())
     }
 
     fn enter_tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<()> {
-        Ctx::enter_tenant_of(self, kind, object_id)
+        match self.tenant_of(kind, object_id)? {
+            Some(tenant) => self.enter_tenant(&tenant),
+            None => self.enter_no_tenant(),
+        }
     }
 
     /// One snapshot, one tenant at a time: no statement sees two tenants.
     fn each_tenant<T>(&self, mut f: impl FnMut() -> StoreResult<Vec<T>>) -> StoreResult<Vec<T>> {
         let mut out = Vec::new();
         for tenant in self.tenants()? {
-            Ctx::enter_tenant(self, &tenant)?;
+            self.enter_tenant(&tenant)?;
             out.extend(f()?);
         }
         Ok(out)
     }
 
+    /// Ids are unique store-wide; the directory maps each to its tenant.
     fn register(&self, kind: &str, object_id: &str, tenant_id: &str) -> StoreResult<()> {
-        Ctx::register(self, kind, object_id, tenant_id)
+        self.exec(
+            "INSERT INTO object_tenants (kind, object_id, tenant_id) VALUES (?1, ?2, ?3)
+             ON CONFLICT DO NOTHING",
+            params![kind, object_id, tenant_id],
+        )?;
+        Ok(())
     }
 
     /// Row-level security hides another tenant's proposal from the
@@ -393,8 +318,7 @@ impl Tx for Ctx<'_> {
     }
 
     fn line_head_for_update(&self, line_id: &str) -> StoreResult<Option<(String, i64)>> {
-        Tx::row(
-            self,
+        self.row(
             "SELECT head_record_id, generation FROM lines WHERE line_id = ?1 FOR UPDATE",
             params![line_id],
             |r| r.cols(),
@@ -407,8 +331,7 @@ impl Tx for Ctx<'_> {
         tenant_id: &str,
         source: &MemorySource,
     ) -> StoreResult<()> {
-        Tx::exec(
-            self,
+        self.exec(
             "INSERT INTO record_sources (record_id, tenant_id, source_id, content_sha256, provenance_sha256, locator_sha256)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
@@ -424,8 +347,7 @@ impl Tx for Ctx<'_> {
     }
 
     fn insert_lineage(&self, derived: &str, source: &str, tenant_id: &str) -> StoreResult<()> {
-        Tx::exec(
-            self,
+        self.exec(
             "INSERT INTO lineage (derived_record_id, source_record_id, tenant_id) VALUES (?1, ?2, ?3)
              ON CONFLICT DO NOTHING",
             params![derived, source, tenant_id],
@@ -449,8 +371,7 @@ impl Tx for Ctx<'_> {
     /// directory agrees with the records and proposals.
     fn storage_problems(&self) -> StoreResult<Vec<String>> {
         let mut problems: Vec<String> = Vec::new();
-        let invalid_indexes: Vec<String> = Tx::rows(
-            self,
+        let invalid_indexes: Vec<String> = self.rows(
             "SELECT i.indexrelid::regclass::text FROM pg_catalog.pg_index i
              JOIN pg_catalog.pg_class t ON t.oid = i.indrelid
              WHERE t.relnamespace = current_schema()::regnamespace AND NOT (i.indisvalid AND i.indisready)
@@ -467,8 +388,7 @@ impl Tx for Ctx<'_> {
             .iter()
             .map(|t| (*t).to_owned())
             .collect();
-        let unprotected: Vec<String> = Tx::rows(
-            self,
+        let unprotected: Vec<String> = self.rows(
             "SELECT t.name FROM unnest(?1::text[]) AS t(name)
              LEFT JOIN pg_catalog.pg_class k
                ON k.relname = t.name AND k.relnamespace = current_schema()::regnamespace
@@ -483,9 +403,8 @@ impl Tx for Ctx<'_> {
                 .map(|t| format!("row-level security is not forced on {t}")),
         );
         for tenant in self.tenants()? {
-            Ctx::enter_tenant(self, &tenant)?;
-            let undirected: Vec<String> = Tx::rows(
-                self,
+            self.enter_tenant(&tenant)?;
+            let undirected: Vec<String> = self.rows(
                 "SELECT r.record_id FROM records r
                  WHERE NOT EXISTS (SELECT 1 FROM object_tenants d
                      WHERE d.kind = 'record' AND d.object_id = r.record_id AND d.tenant_id = r.tenant_id)
@@ -514,8 +433,7 @@ impl Tx for Ctx<'_> {
         receipt_json: &str,
         receipt_sha256: &str,
     ) -> StoreResult<()> {
-        Tx::exec(
-            self,
+        self.exec(
             "INSERT INTO review_actions (case_id, tenant_id, seq, receipt_json, receipt_sha256)
              VALUES (?1, ?2, ?3, ?4, ?5)",
             params![case_id, tenant_id, seq, receipt_json, receipt_sha256],
@@ -634,7 +552,7 @@ impl PostgresStore {
                 // Writers serialize on the audit chain head (see module docs).
                 ctx.exec(
                     "SELECT int_value FROM meta WHERE key = 'audit_head_seq' FOR UPDATE",
-                    &[],
+                    params![],
                 )?;
             }
             f(&ctx)
