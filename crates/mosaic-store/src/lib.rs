@@ -30,6 +30,12 @@
 //! * **Audit** events are hash-chained ([`audit`]); tampering is detected by
 //!   [`Store::verify_audit_chain`].
 //!
+//! Both backends run one implementation of every operation (validation,
+//! decisions, receipt, audit and outbox rows, the revocation steps, the
+//! order of checks) over a small transaction interface; a backend supplies
+//! only what differs: statement execution and placeholders, row access,
+//! locking, tenant context and the few tables whose columns differ.
+//!
 //! The [`conformance`] module holds the backend-independent test suite; a
 //! new backend passes it by implementing [`conformance::StoreFactory`].
 //!

@@ -8,7 +8,8 @@
 //!
 //! SQL here is written with numbered `?N` placeholders (SQLite's form); a
 //! backend that numbers them otherwise rewrites them when it prepares the
-//! statement.
+//! statement. [`store`] maps every [`crate::Store`] method to one
+//! transaction running one of these operations.
 
 pub(crate) mod read;
 pub(crate) mod review;
@@ -17,7 +18,7 @@ pub(crate) mod schema;
 pub(crate) mod store;
 pub(crate) mod write;
 
-use mosaic_harness::MemorySubject;
+use mosaic_harness::{MemorySource, MemorySubject};
 
 use crate::audit::{AuditEventBody, AuditKind};
 use crate::error::{StoreError, StoreResult};
@@ -213,7 +214,8 @@ pub(crate) const PROPOSAL: &str = "proposal";
 pub(crate) const CASE: &str = "case";
 
 /// One open transaction of a backend: what the shared operations need from
-/// it. Every method runs one statement or none; none commits.
+/// it. No method commits; the hooks below the three statement methods run
+/// whatever the backend needs (often nothing on SQLite).
 pub(crate) trait Tx {
     /// The store's configuration.
     fn config(&self) -> &StoreConfig;
@@ -246,7 +248,8 @@ pub(crate) trait Tx {
     /// is unknown (a no-op where the database does not scope rows).
     fn enter_tenant_of(&self, kind: &str, object_id: &str) -> StoreResult<()>;
 
-    /// Runs `f` over the rows of every tenant and returns what it found,
+    /// Runs `f` once per tenant, as that tenant (once, unscoped, where the
+    /// database does not scope rows), and returns what it found,
     /// concatenated (the caller restores a total order).
     fn each_tenant<T>(&self, f: impl FnMut() -> StoreResult<Vec<T>>) -> StoreResult<Vec<T>>;
 
@@ -255,7 +258,8 @@ pub(crate) trait Tx {
     fn register(&self, kind: &str, object_id: &str, tenant_id: &str) -> StoreResult<()>;
 
     /// Whether `proposal_id` was decided for a tenant other than
-    /// `tenant_id` in a way the idempotency lookup below cannot see.
+    /// `tenant_id` where the idempotency lookup by proposal id cannot see
+    /// it (it can on SQLite, and refuses it by its request identity).
     fn proposal_of_other_tenant(&self, proposal_id: &str, tenant_id: &str) -> StoreResult<bool>;
 
     /// Whether a record id names a record or a tombstone (ids stay burned
@@ -271,7 +275,7 @@ pub(crate) trait Tx {
         &self,
         record_id: &str,
         tenant_id: &str,
-        source: &mosaic_harness::MemorySource,
+        source: &MemorySource,
     ) -> StoreResult<()>;
 
     /// Inserts one lineage edge (ignored when present).

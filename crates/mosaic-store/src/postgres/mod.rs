@@ -109,7 +109,7 @@ impl std::fmt::Debug for PostgresStore {
 pub(crate) struct Ctx<'a> {
     tx: RefCell<Transaction<'a>>,
     statements: &'a RefCell<HashMap<String, Statement>>,
-    pub(crate) config: &'a StoreConfig,
+    config: &'a StoreConfig,
     writing: bool,
     retryable: Cell<bool>,
 }

@@ -60,7 +60,7 @@ pub struct SqliteStore {
 pub(crate) struct Ctx<'a> {
     conn: &'a Connection,
     faults: &'a Faults,
-    pub(crate) config: &'a StoreConfig,
+    config: &'a StoreConfig,
 }
 
 impl rusqlite::ToSql for Val<'_> {
