@@ -180,6 +180,10 @@ impl From<StoreError> for ServiceError {
                 code: "revocation_not_ready",
                 message: e.to_string(),
             },
+            e @ StoreError::DegradedActivationRefused { .. } => ServiceError::Conflict {
+                code: "degraded_activation_refused",
+                message: e.to_string(),
+            },
             StoreError::RecordIdInUse(id) => ServiceError::Conflict {
                 code: "record_id_in_use",
                 message: format!("record id {id} is already in use"),

@@ -16,14 +16,14 @@ use std::sync::{Arc, Barrier};
 use mosaic_harness::MemorySubject;
 use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation, MemoryWriteViolation};
 
-use crate::audit::AuditVerification;
+use crate::audit::{AuditKind, AuditVerification};
 use crate::error::{StoreError, StoreResult};
 use crate::revocation::RevocationState;
 use crate::store::Store;
 use crate::types::{
-    DerivedAction, EligibilityQuery, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
-    RecordFilter, RecordState, ReviewAction, ReviewStatus, RevocationReason, RevocationStage,
-    StoreConfig, WriteDecision,
+    AckOutcome, DerivedAction, EligibilityQuery, ListedRecord, ListedState, MAX_LIST_LIMIT,
+    OutboxOp, RecordFilter, RecordState, ReviewAction, ReviewStatus, RevocationReason,
+    RevocationStage, StoreConfig, WriteDecision,
 };
 
 pub mod fixtures;
@@ -66,6 +66,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
         (
             "reads_wait_for_every_required_index",
             reads_wait_for_every_required_index::<F>,
+        ),
+        (
+            "degraded_activation_needs_policy_and_records_the_omission",
+            degraded_activation_needs_policy_and_records_the_omission::<F>,
         ),
         (
             "supersession_is_generation_fenced",
@@ -136,6 +140,7 @@ pub fn run_all<F: StoreFactory>(factory: &F) -> StoreResult<()> {
 pub fn test_config() -> StoreConfig {
     StoreConfig {
         required_index_targets: vec!["lexical".into(), "vector".into()],
+        optional_index_targets: Vec::new(),
         deletion_deadline_ms: 60_000,
         derived_on_source_revocation: DerivedAction::Revoke,
     }
@@ -352,6 +357,119 @@ pub fn reads_wait_for_every_required_index<F: StoreFactory>(factory: &F) -> Stor
             .acknowledge_index("r1", vector[0].generation + 7, "vector", T0 + 4)
             .is_err()
     );
+    Ok(())
+}
+
+/// Point 8, degraded activation: a failed index that the policy names
+/// optional may be omitted, and the activation event records the omission;
+/// a required index's failure keeps the record unreadable.
+pub fn degraded_activation_needs_policy_and_records_the_omission<F: StoreFactory>(
+    factory: &F,
+) -> StoreResult<()> {
+    let q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    let refused =
+        |r: StoreResult<AckOutcome>| matches!(r, Err(StoreError::DegradedActivationRefused { .. }));
+
+    // Policy without optional indexes: the vector index's failure keeps the
+    // record unreadable and its publication visible in the outbox.
+    let (_db, mut store) = setup(factory, &test_config())?;
+    let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
+    store.write(&request)?;
+    let lexical = store.pending_outbox("lexical", 10)?;
+    store.acknowledge_index("r1", lexical[0].generation, "lexical", T0 + 1)?;
+    let vector = store.pending_outbox("vector", 10)?;
+    assert!(refused(store.activate_degraded(
+        "r1",
+        vector[0].generation,
+        &["vector"],
+        T0 + 2
+    )));
+    assert!(readable_ids(&mut store, &q)?.is_empty());
+    assert_eq!(store.pending_outbox("vector", 10)?.len(), 1);
+
+    // Policy naming the vector index optional.
+    let config = StoreConfig {
+        optional_index_targets: vec!["vector".into()],
+        ..test_config()
+    };
+    let (_db, mut store) = setup(factory, &config)?;
+    store.write(&request)?;
+    let vector = store.pending_outbox("vector", 10)?;
+    let generation = vector[0].generation;
+    // Not before every other index acknowledged.
+    assert!(refused(store.activate_degraded(
+        "r1",
+        generation,
+        &["vector"],
+        T0 + 1
+    )));
+    let lexical = store.pending_outbox("lexical", 10)?;
+    store.acknowledge_index("r1", lexical[0].generation, "lexical", T0 + 2)?;
+    // Never without a required index, nor with an unknown or empty list.
+    assert!(refused(store.activate_degraded(
+        "r1",
+        generation,
+        &["lexical"],
+        T0 + 3
+    )));
+    assert!(refused(store.activate_degraded(
+        "r1",
+        generation,
+        &["vector", "lexical"],
+        T0 + 3
+    )));
+    assert!(
+        store
+            .activate_degraded("r1", generation, &[], T0 + 3)
+            .is_err()
+    );
+    assert!(
+        store
+            .activate_degraded("r1", generation + 1, &["vector"], T0 + 3)
+            .is_err()
+    );
+    assert!(readable_ids(&mut store, &q)?.is_empty());
+
+    let outcome = store.activate_degraded("r1", generation, &["vector"], T0 + 4)?;
+    assert!(outcome.activated);
+    assert_eq!(outcome.record_state, Some(RecordState::Active));
+    assert_eq!(readable_ids(&mut store, &q)?, vec!["r1".to_string()]);
+    let trail = store.record_audit_trail("r1")?;
+    let activation = trail
+        .iter()
+        .find(|e| e.kind == AuditKind::RecordActivated)
+        .expect("an activation event");
+    assert_eq!(activation.payload["degraded"], serde_json::json!(true));
+    assert_eq!(
+        activation.payload["omitted_targets"],
+        serde_json::json!(["vector"])
+    );
+    assert_eq!(activation.at_unix_ms, T0 + 4);
+    // The omitted publication stays queued; its late acknowledgement
+    // completes it without a second activation.
+    assert_eq!(store.pending_outbox("vector", 10)?.len(), 1);
+    let late = store.acknowledge_index("r1", generation, "vector", T0 + 5)?;
+    assert!(!late.activated && !late.duplicate);
+    assert!(store.pending_outbox("vector", 10)?.is_empty());
+    assert!(matches!(
+        store.activate_degraded("r1", generation, &["vector"], T0 + 6),
+        Err(StoreError::InvalidState { .. })
+    ));
+    assert_eq!(
+        store
+            .record_audit_trail("r1")?
+            .iter()
+            .filter(|e| e.kind == AuditKind::RecordActivated)
+            .count(),
+        1
+    );
+    audit_events(&mut store)?;
     Ok(())
 }
 

@@ -104,6 +104,17 @@ pub enum StoreError {
         /// What is still missing.
         reason: String,
     },
+    /// Degraded activation was refused: the target is required by policy,
+    /// or the record is not waiting on that target alone.
+    #[error("degraded activation of {record_id} without {target} refused: {reason}")]
+    DegradedActivationRefused {
+        /// The record.
+        record_id: String,
+        /// The target the caller asked to omit.
+        target: String,
+        /// Why it was refused.
+        reason: String,
+    },
     /// The proposed record id already names a record or a tombstone.
     #[error("record id {0} is already in use")]
     RecordIdInUse(String),

@@ -2,7 +2,7 @@
 
 use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
 
-use crate::audit::AuditVerification;
+use crate::audit::{AuditEventBody, AuditVerification};
 use crate::error::StoreResult;
 use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
@@ -77,6 +77,23 @@ pub trait Store: Send {
         record_id: &str,
         generation: u64,
         target: &str,
+        at_unix_ms: u64,
+    ) -> StoreResult<AckOutcome>;
+
+    /// Degraded activation: makes a publishing record readable although
+    /// the `omitted` targets have not acknowledged its publication at
+    /// `generation`. Allowed only when the policy lists every omitted target
+    /// in [`crate::StoreConfig::optional_index_targets`] and every other
+    /// target has acknowledged; refused with
+    /// [`crate::StoreError::DegradedActivationRefused`] otherwise, so a
+    /// required index's failure keeps the record unreadable. The activation
+    /// event records the omitted targets; their publications stay queued and
+    /// a later acknowledgement completes them.
+    fn activate_degraded(
+        &mut self,
+        record_id: &str,
+        generation: u64,
+        omitted: &[&str],
         at_unix_ms: u64,
     ) -> StoreResult<AckOutcome>;
 
@@ -168,6 +185,11 @@ pub trait Store: Send {
     /// Re-verifies the stored gate receipt of a proposal from its stored
     /// independent inputs.
     fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()>;
+
+    /// The audit events that name `record_id` (accepted, activated, with
+    /// the targets a degraded activation omitted, superseded, revoked,
+    /// erased...), in chain order. Identities and digests only.
+    fn record_audit_trail(&mut self, record_id: &str) -> StoreResult<Vec<AuditEventBody>>;
 
     /// Walks the audit chain.
     fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification>;

@@ -27,6 +27,13 @@ pub struct StoreConfig {
     /// becomes readable, for example `["lexical", "vector"]`. Empty means a
     /// record is readable as soon as it commits.
     pub required_index_targets: Vec<String>,
+    /// Of the required targets, the optional ones: those the policy lets a
+    /// record become readable without when their publication failed
+    /// (degraded activation, [`crate::Store::activate_degraded`]). They
+    /// still receive every publication and gate activation normally; the
+    /// activation event records each one omitted. Empty (the default) means
+    /// every required target's failure keeps the record unreadable.
+    pub optional_index_targets: Vec<String>,
     /// Declared deletion service objective: a revoked record should reach a
     /// finalized deletion receipt within this many milliseconds.
     pub deletion_deadline_ms: u64,
@@ -38,6 +45,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             required_index_targets: vec!["lexical".into(), "vector".into()],
+            optional_index_targets: Vec::new(),
             deletion_deadline_ms: 24 * 60 * 60 * 1000,
             derived_on_source_revocation: DerivedAction::Revoke,
         }

@@ -437,6 +437,31 @@ pub(crate) fn audit<C: Tx>(
     Ok(())
 }
 
+/// The events naming `ref_id`, in sequence order (the caller entered the
+/// record's tenant).
+pub(crate) fn record_audit_trail<C: Tx>(c: &C, ref_id: &str) -> StoreResult<Vec<AuditEventBody>> {
+    type Raw = (i64, i64, String, String, String, String, String);
+    let rows: Vec<Raw> = c.rows(
+        "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256
+         FROM audit_events WHERE ref_id = ?1 ORDER BY seq",
+        params![ref_id],
+        |r| r.cols(),
+    )?;
+    rows.into_iter()
+        .map(|(seq, at, kind, tenant_id, ref_id, payload, prev_sha256)| {
+            Ok(AuditEventBody {
+                seq: u(seq)?,
+                at_unix_ms: u(at)?,
+                kind: decode(&kind)?,
+                tenant_id,
+                ref_id,
+                payload: decode(&payload)?,
+                prev_sha256,
+            })
+        })
+        .collect()
+}
+
 /// Walks the whole chain (every tenant's events, in sequence order) against
 /// the stored head.
 pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::AuditVerification> {

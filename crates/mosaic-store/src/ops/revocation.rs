@@ -148,6 +148,107 @@ pub(crate) fn acknowledge_index<C: Tx>(
     })
 }
 
+/// Degraded activation (see [`crate::Store::activate_degraded`]).
+pub(crate) fn activate_degraded<C: Tx>(
+    c: &C,
+    record_id: &str,
+    generation: u64,
+    omitted: &[&str],
+    at: u64,
+) -> StoreResult<AckOutcome> {
+    let refuse = |target: &str, reason: String| StoreError::DegradedActivationRefused {
+        record_id: record_id.to_owned(),
+        target: target.to_owned(),
+        reason,
+    };
+    let mut omitted: Vec<&str> = omitted.to_vec();
+    omitted.sort_unstable();
+    omitted.dedup();
+    let Some(&first) = omitted.first() else {
+        return Err(StoreError::InvalidArgument(
+            "degraded activation names no omitted index".to_owned(),
+        ));
+    };
+    let optional = &c.config().optional_index_targets;
+    if let Some(required) = omitted.iter().find(|t| !optional.iter().any(|o| o == *t)) {
+        return Err(refuse(
+            required,
+            "the policy requires this index; the record stays unreadable until it acknowledges"
+                .to_owned(),
+        ));
+    }
+    let state = record_state(c, record_id)?.ok_or_else(|| not_found("record", record_id))?;
+    if state != RecordState::Publishing {
+        return Err(StoreError::InvalidState {
+            record_id: record_id.to_owned(),
+            state: state.as_str().to_owned(),
+            operation: "activate degraded",
+        });
+    }
+    let rows: Vec<(String, String, i64, String)> = c.rows(
+        "SELECT target, op, generation, dispatch FROM outbox WHERE record_id = ?1 ORDER BY target",
+        params![record_id],
+        |r| r.cols(),
+    )?;
+    let mut seen = 0;
+    for (target, op, current, dispatch) in &rows {
+        let current = u(*current)?;
+        if omitted.contains(&target.as_str()) {
+            if op != "publish" || dispatch != "pending" {
+                return Err(refuse(
+                    target,
+                    format!("no pending publication ({op}, {dispatch})"),
+                ));
+            }
+            if current != generation {
+                return Err(StoreError::StaleIndexGeneration {
+                    record_id: record_id.to_owned(),
+                    target: target.clone(),
+                    held: generation,
+                    current,
+                });
+            }
+            seen += 1;
+        } else if op != "publish" || dispatch != "done" {
+            return Err(refuse(
+                first,
+                format!("index {target} has not acknowledged the publication"),
+            ));
+        }
+    }
+    if seen != omitted.len() {
+        return Err(refuse(first, "no publication is queued for it".to_owned()));
+    }
+    c.exec(
+        "UPDATE records SET state = 'active' WHERE record_id = ?1 AND state = 'publishing'",
+        params![record_id],
+    )?;
+    let tenant: String = c
+        .row(
+            "SELECT tenant_id FROM records WHERE record_id = ?1",
+            params![record_id],
+            |r| r.get(0),
+        )?
+        .unwrap_or_default();
+    audit(
+        c,
+        AuditKind::RecordActivated,
+        &tenant,
+        record_id,
+        json!({
+            "publication_generation": generation,
+            "degraded": true,
+            "omitted_targets": omitted,
+        }),
+        at,
+    )?;
+    Ok(AckOutcome {
+        record_state: record_state(c, record_id)?,
+        activated: true,
+        duplicate: false,
+    })
+}
+
 pub(crate) fn record_state<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<RecordState>> {
     c.row(
         "SELECT state FROM records WHERE record_id = ?1",

@@ -142,6 +142,19 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn activate_degraded(
+                    &mut self,
+                    record_id: &str,
+                    generation: u64,
+                    omitted: &[&str],
+                    at_unix_ms: u64,
+                ) -> StoreResult<AckOutcome> {
+                    self.write_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        revocation::activate_degraded(c, record_id, generation, omitted, at_unix_ms)
+                    })
+                }
+
                 fn revoke(
                     &mut self,
                     record_id: &str,
@@ -299,6 +312,16 @@ macro_rules! impl_store {
                     self.read_tx(|c| {
                         Tx::enter_tenant_of(c, PROPOSAL, proposal_id)?;
                         write::verify_write_receipt(c, proposal_id)
+                    })
+                }
+
+                fn record_audit_trail(
+                    &mut self,
+                    record_id: &str,
+                ) -> StoreResult<Vec<$crate::audit::AuditEventBody>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        $crate::ops::record_audit_trail(c, record_id)
                     })
                 }
 
