@@ -24,6 +24,7 @@ use mosaic_harness::memory_write::{
     MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment,
 };
 use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
+use mosaic_index::vector::EmbeddingSnapshot;
 use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, IndexTarget, PublishMessage, RebuildEntry, RecallQuery,
     RetrievalMode, Retriever, ScopeKeys, TargetSnapshot, hand_off,
@@ -35,8 +36,8 @@ use mosaic_store::read::eligibility_query;
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::{
     Authorization, DeletionReceipt, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
-    RecordFilter, RecordState, ReviewAction, RevocationReason, SqliteStore, Store, StoreConfig,
-    StoreError, WriteDecision, WriteRequest,
+    OutboxTask, RecordFilter, RecordState, ReviewAction, RevocationReason, SqliteStore, Store,
+    StoreConfig, StoreError, WriteDecision, WriteRequest,
 };
 
 use crate::api::*;
@@ -60,6 +61,8 @@ pub const DEFAULT_WRITER: &str = "api-client-v1";
 pub const POLICY_DOCUMENT_DOMAIN: &str = "mosaic.server.policy_document.v1";
 /// Domain tag of derived proposal and record ids.
 pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
+/// The vector index's saved embeddings, beside its snapshot.
+pub const VECTOR_EMBEDDINGS_FILE: &str = "vector.embeddings";
 /// Index targets every record must reach before it is readable.
 pub const INDEX_TARGETS: [&str; 2] = ["lexical", "vector"];
 /// Default workspace of a grant made without one.
@@ -108,6 +111,51 @@ struct Inner {
     /// in-process `retriever` then stays empty).
     pg: Option<PgTargets>,
     index_dirty: bool,
+    /// Injected outbox faults (tests only; `None` in the product).
+    faults: Option<Arc<dyn OutboxFaults>>,
+}
+
+/// One message the outbox worker hands an index target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexDelivery {
+    /// Publish one generation of a record.
+    Publish(PublishMessage),
+    /// Remove the record's content at this generation.
+    Tombstone {
+        /// The record.
+        record_id: String,
+        /// The tombstone generation.
+        generation: u64,
+    },
+}
+
+/// What an injected fault does to one outbox delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutboxFault {
+    /// Apply, then acknowledge (no fault).
+    Deliver,
+    /// The target refuses it: nothing applied, the row stays pending.
+    Refuse,
+    /// Applied, then the worker dies before acknowledging: the row stays
+    /// pending and is delivered again later.
+    ApplyWithoutAck,
+    /// Applied twice (a duplicated delivery), then acknowledged.
+    DeliverTwice,
+}
+
+/// Fault injection for the outbox worker, so tests can drive the real
+/// service through failed, duplicated, reordered and stale deliveries.
+/// Nothing in the product installs one.
+pub trait OutboxFaults: Send + Sync {
+    /// The delivery order of one pending batch of `target`: indices into
+    /// `batch`; an omitted row stays pending, a repeated one is delivered
+    /// again.
+    fn schedule(&self, target: &str, batch: &[OutboxTask]) -> Vec<usize>;
+    /// The fault for one delivery (called for every delivery).
+    fn fault(&self, target: &str, delivery: &IndexDelivery) -> OutboxFault;
+    /// Old messages a slow or restarted worker still holds, delivered to
+    /// `target` after the batch and never acknowledged.
+    fn stale(&self, target: &str) -> Vec<IndexDelivery>;
 }
 
 /// The lexical and vector targets inside PostgreSQL, shared by every
@@ -320,6 +368,7 @@ impl Service {
                 retriever,
                 pg,
                 index_dirty: false,
+                faults: None,
             }),
             buckets: Mutex::new(HashMap::new()),
             clock,
@@ -1026,8 +1075,8 @@ impl Service {
         record_id: &str,
         authorization: &Authorization,
     ) -> ServiceResult<RevocationResponse> {
-        let state = match inner.store.resume_revocation(record_id)? {
-            Some(state) => state,
+        let (state, committed) = match inner.store.resume_revocation(record_id)? {
+            Some(state) => (state, None),
             None => {
                 let token = inner.store.revoke(
                     record_id,
@@ -1036,10 +1085,10 @@ impl Service {
                     self.now(),
                 )?;
                 self.metrics.incr("mosaic_revocations_total", &[]);
-                RevocationState::Ineligible(token)
+                (RevocationState::Ineligible(token), Some(Instant::now()))
             }
         };
-        self.drive(inner, record_id, state)
+        self.drive_timed(inner, record_id, state, committed)
     }
 
     /// Advances a revocation as far as it can go now.
@@ -1047,7 +1096,20 @@ impl Service {
         &self,
         inner: &mut Inner,
         record_id: &str,
+        state: RevocationState,
+    ) -> ServiceResult<RevocationResponse> {
+        self.drive_timed(inner, record_id, state, None)
+    }
+
+    /// [`Service::drive`]; when the ineligibility committed at
+    /// `committed` (in this call), the time until every index acknowledged
+    /// the tombstone goes to `mosaic_deletion_index_ack_seconds`.
+    fn drive_timed(
+        &self,
+        inner: &mut Inner,
+        record_id: &str,
         mut state: RevocationState,
+        committed: Option<Instant>,
     ) -> ServiceResult<RevocationResponse> {
         let generation = |s: &RevocationState| match s {
             RevocationState::Ineligible(t) => t.revocation_generation(),
@@ -1065,7 +1127,16 @@ impl Service {
                 RevocationState::DeletionRequested(token) => {
                     self.publish_pending(inner)?;
                     match inner.store.confirm_indexes_acknowledged(token, now) {
-                        Ok(next) => RevocationState::IndexesAcknowledged(next),
+                        Ok(next) => {
+                            if let Some(at) = committed {
+                                self.metrics.observe(
+                                    "mosaic_deletion_index_ack_seconds",
+                                    &[],
+                                    at.elapsed().as_secs_f64(),
+                                );
+                            }
+                            RevocationState::IndexesAcknowledged(next)
+                        }
                         Err(StoreError::RevocationNotReady { .. }) => {
                             let current = inner.store.resume_revocation(record_id)?;
                             let stage = current.as_ref().map_or("deletion_requested", stage_name);
@@ -2024,36 +2095,86 @@ impl Service {
         Ok(report)
     }
 
+    /// Installs (or with `None` removes) injected outbox faults; see
+    /// [`OutboxFaults`]. For fault-injection tests only.
+    pub fn set_outbox_faults(&self, faults: Option<Arc<dyn OutboxFaults>>) -> ServiceResult<()> {
+        lock(&self.inner)?.faults = faults;
+        Ok(())
+    }
+
+    /// The logical state of the in-process lexical and vector indexes
+    /// (`None` with PostgreSQL, whose indexes live in the database).
+    pub fn index_snapshots(&self) -> ServiceResult<Option<(TargetSnapshot, TargetSnapshot)>> {
+        let inner = lock(&self.inner)?;
+        if inner.pg.is_some() {
+            return Ok(None);
+        }
+        Ok(Some((
+            inner.retriever.lexical.snapshot(),
+            inner.retriever.vector.snapshot(),
+        )))
+    }
+
     /// Publishes pending outbox rows to the indexes and acknowledges them.
     fn publish_pending(&self, inner: &mut Inner) -> ServiceResult<ReconcileReport> {
         let mut report = ReconcileReport::default();
+        let faults = inner.faults.clone();
         for target in INDEX_TARGETS {
             let tasks = inner.store.pending_outbox(target, 10_000)?;
-            for task in tasks {
-                let applied = match task.op {
+            let order: Vec<usize> = match &faults {
+                Some(f) => f
+                    .schedule(target, &tasks)
+                    .into_iter()
+                    .filter(|i| *i < tasks.len())
+                    .collect(),
+                None => (0..tasks.len()).collect(),
+            };
+            for idx in order {
+                let task = &tasks[idx];
+                let delivery = match task.op {
                     OutboxOp::Publish => {
                         let Some(stored) = inner.store.get_record(&task.record_id)? else {
                             report.failures += 1;
                             continue;
                         };
-                        let message = publish_message(
+                        IndexDelivery::Publish(publish_message(
                             &stored.record,
                             task.generation + 1,
                             task.content.clone().unwrap_or(stored.content),
-                        );
-                        index_target(inner, target).publish(&message).map(|_| ())
+                        ))
                     }
-                    OutboxOp::Erase => {
-                        let generation = task.generation + 1;
-                        index_target(inner, target)
-                            .tombstone(&task.record_id, generation)
-                            .map(|_| ())
-                    }
+                    OutboxOp::Erase => IndexDelivery::Tombstone {
+                        record_id: task.record_id.clone(),
+                        generation: task.generation + 1,
+                    },
                 };
+                let fault = faults
+                    .as_ref()
+                    .map_or(OutboxFault::Deliver, |f| f.fault(target, &delivery));
+                let mut applied = match fault {
+                    OutboxFault::Refuse => Err(()),
+                    _ => deliver(inner, target, &delivery),
+                };
+                if fault == OutboxFault::DeliverTwice && applied.is_ok() {
+                    applied = deliver(inner, target, &delivery);
+                }
+                if applied.is_err()
+                    && fault != OutboxFault::Refuse
+                    && task.op == OutboxOp::Erase
+                    && !live_in(inner, target, &task.record_id)?
+                {
+                    // The target already holds a newer tombstone (after a
+                    // rebuild, say): the erasure is in effect.
+                    applied = Ok(());
+                }
                 if applied.is_err() {
                     report.failures += 1;
                     self.metrics
                         .incr("mosaic_outbox_failures_total", &[("target", target)]);
+                    continue;
+                }
+                inner.index_dirty = true;
+                if fault == OutboxFault::ApplyWithoutAck {
                     continue;
                 }
                 match inner.store.acknowledge_index(
@@ -2063,7 +2184,6 @@ impl Service {
                     self.now(),
                 ) {
                     Ok(_) => {
-                        inner.index_dirty = true;
                         let op = task.op.as_str();
                         self.metrics.incr(
                             "mosaic_outbox_applied_total",
@@ -2078,6 +2198,15 @@ impl Service {
                         report.failures += 1;
                         self.metrics
                             .incr("mosaic_outbox_failures_total", &[("target", target)]);
+                    }
+                }
+            }
+            if let Some(f) = &faults {
+                for old in f.stale(target) {
+                    // A stale copy is refused by the fence or is a
+                    // duplicate; either way nothing is acknowledged.
+                    if deliver(inner, target, &old).is_ok() {
+                        inner.index_dirty = true;
                     }
                 }
             }
@@ -2107,7 +2236,21 @@ impl Service {
             .vector
             .snapshot()
             .save(&self.index_path("vector"))?;
+        inner
+            .retriever
+            .vector
+            .embedding_snapshot()
+            .save(&self.embeddings_path())?;
         self.save_embedder_identity()
+    }
+
+    /// The vectors of the vector snapshot's live records (a restart
+    /// restores them rather than embedding every text again).
+    fn embeddings_path(&self) -> PathBuf {
+        self.config
+            .data_dir
+            .join("index")
+            .join(VECTOR_EMBEDDINGS_FILE)
     }
 
     fn save_embedder_identity(&self) -> ServiceResult<()> {
@@ -2140,11 +2283,17 @@ impl Service {
         }
         let lexical = TargetSnapshot::load(&self.index_path("lexical"));
         let vector = TargetSnapshot::load(&self.index_path("vector"));
+        // Missing, corrupt, stale or another embedder's: whatever it cannot
+        // vouch for is embedded again.
+        let embeddings = EmbeddingSnapshot::load(&self.embeddings_path()).ok();
         if let (Ok(lexical), Ok(vector)) = (lexical, vector) {
             let mut inner = lock(&self.inner)?;
             let mut retriever = new_retriever(&self.embedder);
             if retriever.lexical.restore(&lexical).is_ok()
-                && retriever.vector.restore(&vector).is_ok()
+                && retriever
+                    .vector
+                    .restore_with_embeddings(&vector, embeddings.as_ref())
+                    .is_ok()
             {
                 inner.retriever = retriever;
                 let problems = index_problems(&mut inner)?;
@@ -2172,7 +2321,16 @@ impl Service {
         }
         let rows = all_records(&mut inner)?;
         let generation = inner.store.revocation_generation()? + 1;
-        let mut entries = Vec::new();
+        // A record still publishing is live in the targets that already
+        // acknowledged it (their outbox row is done and will not come
+        // again); the others receive it from their pending row.
+        let mut pending: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for target in INDEX_TARGETS {
+            let tasks = inner.store.pending_outbox(target, usize::MAX)?;
+            pending.insert(target, tasks.into_iter().map(|t| t.record_id).collect());
+        }
+        let mut lexical = Vec::new();
+        let mut vector = Vec::new();
         let mut report = ReindexReport::default();
         for (idx, row) in rows.iter().enumerate() {
             if let Some(p) = progress {
@@ -2181,25 +2339,44 @@ impl Service {
             match inner.store.get_record(&row.record_id)? {
                 Some(stored) if stored.state == RecordState::Active => {
                     report.live += 1;
-                    entries.push(RebuildEntry::Live(publish_message(
+                    let entry = RebuildEntry::Live(publish_message(
                         &stored.record,
                         generation,
                         stored.content,
-                    )));
+                    ));
+                    lexical.push(entry.clone());
+                    vector.push(entry);
+                }
+                Some(stored) if stored.state == RecordState::Publishing => {
+                    let entry = RebuildEntry::Live(publish_message(
+                        &stored.record,
+                        generation,
+                        stored.content,
+                    ));
+                    for (target, entries) in [("lexical", &mut lexical), ("vector", &mut vector)] {
+                        if !pending
+                            .get(target)
+                            .is_some_and(|p| p.contains(&row.record_id))
+                        {
+                            entries.push(entry.clone());
+                        }
+                    }
                 }
                 Some(stored) if stored.state != RecordState::Revoked => {}
                 _ => {
                     report.tombstones += 1;
-                    entries.push(RebuildEntry::Tombstone {
+                    let entry = RebuildEntry::Tombstone {
                         record_id: row.record_id.clone(),
                         generation,
-                    });
+                    };
+                    lexical.push(entry.clone());
+                    vector.push(entry);
                 }
             }
         }
         let mut retriever = new_retriever(&self.embedder);
-        retriever.lexical.rebuild_from(&entries)?;
-        retriever.vector.rebuild_from(&entries)?;
+        retriever.lexical.rebuild_from(&lexical)?;
+        retriever.vector.rebuild_from(&vector)?;
         inner.retriever = retriever;
         self.save_indexes(&inner)?;
         inner.index_dirty = false;
@@ -2303,6 +2480,14 @@ fn live_visible(
 /// in a target, or revoked/erased but still live.
 fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
     let mut problems = Vec::new();
+    // Publications still pending per target: a target that already
+    // acknowledged a record must hold it, even before the record is active
+    // (a crash after the acknowledgement loses what the snapshot missed).
+    let mut pending: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for target in INDEX_TARGETS {
+        let rows = inner.store.pending_outbox(target, usize::MAX)?;
+        pending.insert(target, rows.into_iter().map(|t| t.record_id).collect());
+    }
     for row in all_records(inner)? {
         let stored = inner.store.get_record(&row.record_id)?;
         let lexical = live_in(inner, "lexical", &row.record_id)?;
@@ -2313,6 +2498,22 @@ fn index_problems(inner: &mut Inner) -> ServiceResult<Vec<(String, String)>> {
                     problems.push((
                         row.record_id.clone(),
                         "active in the store but missing from an index".to_owned(),
+                    ));
+                }
+            }
+            Some(s) if s.state == RecordState::Publishing => {
+                let acknowledged_but_missing = [("lexical", lexical), ("vector", vector)]
+                    .iter()
+                    .any(|(target, live)| {
+                        !live
+                            && !pending
+                                .get(target)
+                                .is_some_and(|p| p.contains(&row.record_id))
+                    });
+                if acknowledged_but_missing {
+                    problems.push((
+                        row.record_id.clone(),
+                        "acknowledged by an index that does not hold it".to_owned(),
                     ));
                 }
             }
@@ -2607,6 +2808,21 @@ fn index_target<'a>(inner: &'a mut Inner, target: &str) -> &'a mut dyn IndexTarg
         (Some(pg), _) => &mut pg.vector,
         (None, "lexical") => &mut inner.retriever.lexical,
         (None, _) => &mut inner.retriever.vector,
+    }
+}
+
+/// Hands one message to the `target` index.
+fn deliver(inner: &mut Inner, target: &str, delivery: &IndexDelivery) -> Result<(), ()> {
+    let index = index_target(inner, target);
+    match delivery {
+        IndexDelivery::Publish(message) => index.publish(message).map(|_| ()).map_err(|_| ()),
+        IndexDelivery::Tombstone {
+            record_id,
+            generation,
+        } => index
+            .tombstone(record_id, *generation)
+            .map(|_| ())
+            .map_err(|_| ()),
     }
 }
 
