@@ -49,18 +49,41 @@ impl Packed {
     pub(super) fn n(&self) -> usize {
         self.n
     }
+
+    fn panels(&self) -> Panels<'_> {
+        Panels {
+            k: self.k,
+            n: self.n,
+            data: &self.data,
+            bias: &self.bias,
+        }
+    }
+}
+
+/// A borrowed right-hand side in the packed layout of [`Packed`]: `n / PANEL`
+/// panels of `[k][PANEL]`, and `n` biases.
+#[derive(Clone, Copy)]
+struct Panels<'a> {
+    k: usize,
+    n: usize,
+    data: &'a [f32],
+    bias: &'a [f32],
 }
 
 /// `out[t][n] = x[t][k] W^T + b` for every row of `x`.
 pub(super) fn linear(x: &[f32], w: &Packed, out: &mut [f32]) {
     assert_eq!(x.len() % w.k, 0);
     assert_eq!(out.len(), x.len() / w.k * w.n);
-    Arch::new().dispatch(Linear { x, w, out });
+    Arch::new().dispatch(Linear {
+        x,
+        w: w.panels(),
+        out,
+    });
 }
 
 struct Linear<'a> {
     x: &'a [f32],
-    w: &'a Packed,
+    w: Panels<'a>,
     out: &'a mut [f32],
 }
 
@@ -69,24 +92,33 @@ impl WithSimd for Linear<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        let lanes = core::mem::size_of::<S::f32s>() / core::mem::size_of::<f32>();
-        match lanes {
-            // 6 rows x 2 vectors = 12 of the 32 AVX-512 registers.
-            16 => linear_blocks::<S, 2, 6>(simd, self.x, self.w, self.out),
-            // 3 rows x 4 vectors = 12 of the 16 AVX2 registers.
-            8 => linear_blocks::<S, 4, 3>(simd, self.x, self.w, self.out),
-            4 => linear_blocks::<S, 8, 1>(simd, self.x, self.w, self.out),
-            _ => linear_scalar(self.x, self.w, self.out),
-        }
+        matmul(simd, self.x, &self.w, self.out);
     }
 }
 
-/// Rows in blocks of `MR`, then the remaining rows one at a time.
+/// `out[t][n] = x[t][k] * w + bias` with the register tile that suits the
+/// vector width.
+#[inline(always)]
+fn matmul<S: Simd>(simd: S, x: &[f32], w: &Panels<'_>, out: &mut [f32]) {
+    let lanes = core::mem::size_of::<S::f32s>() / core::mem::size_of::<f32>();
+    match lanes {
+        // 12 rows x 2 vectors = 24 of the 32 AVX-512 registers.
+        16 => linear_blocks::<S, 2, 12>(simd, x, w, out),
+        // 3 rows x 4 vectors = 12 of the 16 AVX2 registers.
+        8 => linear_blocks::<S, 4, 3>(simd, x, w, out),
+        4 => linear_blocks::<S, 8, 1>(simd, x, w, out),
+        _ => linear_scalar(x, w, out),
+    }
+}
+
+/// Rows in blocks of `MR`, then the remaining rows in blocks of 8, 4, 2
+/// and 1 (a one-row tile has too few independent accumulators to keep the
+/// FMA units busy).
 #[inline(always)]
 fn linear_blocks<S: Simd, const NV: usize, const MR: usize>(
     simd: S,
     x: &[f32],
-    w: &Packed,
+    w: &Panels<'_>,
     out: &mut [f32],
 ) {
     let k = w.k;
@@ -101,8 +133,20 @@ fn linear_blocks<S: Simd, const NV: usize, const MR: usize>(
             r += MR;
         }
         while r < t {
-            tile::<S, NV, 1>(simd, x, r, k, panel, bias, out, n, p);
-            r += 1;
+            let left = t - r;
+            if left >= 8 && MR > 8 {
+                tile::<S, NV, 8>(simd, x, r, k, panel, bias, out, n, p);
+                r += 8;
+            } else if left >= 4 && MR > 4 {
+                tile::<S, NV, 4>(simd, x, r, k, panel, bias, out, n, p);
+                r += 4;
+            } else if left >= 2 && MR > 2 {
+                tile::<S, NV, 2>(simd, x, r, k, panel, bias, out, n, p);
+                r += 2;
+            } else {
+                tile::<S, NV, 1>(simd, x, r, k, panel, bias, out, n, p);
+                r += 1;
+            }
         }
     }
 }
@@ -141,7 +185,7 @@ fn tile<S: Simd, const NV: usize, const M: usize>(
     }
 }
 
-fn linear_scalar(x: &[f32], w: &Packed, out: &mut [f32]) {
+fn linear_scalar(x: &[f32], w: &Panels<'_>, out: &mut [f32]) {
     let k = w.k;
     for (row, dst) in x.chunks_exact(k).zip(out.chunks_exact_mut(w.n)) {
         for (p, panel) in w.data.chunks_exact(k * PANEL).enumerate() {
@@ -293,7 +337,9 @@ impl WithSimd for AddLayerNorm<'_> {
 /// Multi-head self-attention of one sequence without padding.
 ///
 /// `qkv` is `[len][3 * hidden]` (queries, keys, values side by side), `out`
-/// is `[len][hidden]`; `scratch` is reused between calls.
+/// is `[len][hidden]`; `scratch` is reused between calls. Per head, both
+/// products (`Q K^T` and `P V`) run through the same tiled kernel as the
+/// dense layers, with keys and values packed as its right-hand side.
 pub(super) fn attention(
     qkv: &[f32],
     out: &mut [f32],
@@ -322,7 +368,7 @@ impl WithSimd for Attention<'_> {
     type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, _simd: S) {
+    fn with_simd<S: Simd>(self, simd: S) {
         let Attention {
             qkv,
             out,
@@ -333,47 +379,70 @@ impl WithSimd for Attention<'_> {
         let stride = 3 * hidden;
         let len = qkv.len() / stride;
         let dh = hidden / heads;
+        assert_eq!(dh, PANEL, "head width must be {PANEL}");
+        // Keys padded to whole panels; padded scores are never read.
+        let padded = len.div_ceil(PANEL) * PANEL;
         let scale = 1.0 / (dh as f32).sqrt();
-        // Keys transposed ([dh][len]) and one row of scores.
+        let sizes = [
+            len * dh,     // q: scaled queries of one head, [len][dh]
+            dh * padded,  // kp: keys packed, panels of [dh][PANEL]
+            len * padded, // s: scores, [len][padded]
+            len * len,    // prob: probabilities, [len][len]
+            len * dh,     // vp: values packed, one panel [len][dh]
+            len * dh,     // ctx: [len][dh]
+            padded,       // zero: the (absent) bias
+        ];
         scratch.clear();
-        scratch.resize(dh * len + len, 0.0);
-        let (kt, scores) = scratch.split_at_mut(dh * len);
+        scratch.resize(sizes.iter().sum(), 0.0);
+        let (q, rest) = scratch.split_at_mut(sizes[0]);
+        let (kp, rest) = rest.split_at_mut(sizes[1]);
+        let (s, rest) = rest.split_at_mut(sizes[2]);
+        let (prob, rest) = rest.split_at_mut(sizes[3]);
+        let (vp, rest) = rest.split_at_mut(sizes[4]);
+        let (ctx, zero) = rest.split_at_mut(sizes[5]);
         for h in 0..heads {
             let q0 = h * dh;
             let k0 = hidden + h * dh;
             let v0 = 2 * hidden + h * dh;
             for (j, row) in qkv.chunks_exact(stride).enumerate() {
+                let (p, c) = (j / PANEL, j % PANEL);
                 for (d, value) in row[k0..k0 + dh].iter().enumerate() {
-                    kt[d * len + j] = *value;
+                    kp[p * dh * PANEL + d * PANEL + c] = *value;
                 }
+                for (dst, value) in q[j * dh..(j + 1) * dh].iter_mut().zip(&row[q0..q0 + dh]) {
+                    *dst = value * scale;
+                }
+                vp[j * dh..(j + 1) * dh].copy_from_slice(&row[v0..v0 + dh]);
             }
-            for (i, row) in qkv.chunks_exact(stride).enumerate() {
-                let q = &row[q0..q0 + dh];
-                scores.fill(0.0);
-                for (qd, kt_row) in q.iter().zip(kt.chunks_exact(len)) {
-                    for (s, kv) in scores.iter_mut().zip(kt_row) {
-                        *s += qd * kv;
-                    }
-                }
-                let mut max = f32::NEG_INFINITY;
-                for s in scores.iter_mut() {
-                    *s *= scale;
-                    max = max.max(*s);
-                }
+            let keys = Panels {
+                k: dh,
+                n: padded,
+                data: kp,
+                bias: zero,
+            };
+            matmul(simd, q, &keys, s);
+            for (srow, prow) in s.chunks_exact(padded).zip(prob.chunks_exact_mut(len)) {
+                let srow = &srow[..len];
+                let max = srow.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
                 let mut sum = 0.0f32;
-                for s in scores.iter_mut() {
-                    *s = (*s - max).exp();
-                    sum += *s;
+                for (p, v) in prow.iter_mut().zip(srow) {
+                    *p = (*v - max).exp();
+                    sum += *p;
                 }
                 let inv = 1.0 / sum;
-                let ctx = &mut out[i * hidden + q0..i * hidden + q0 + dh];
-                ctx.fill(0.0);
-                for (s, vrow) in scores.iter().zip(qkv.chunks_exact(stride)) {
-                    let weight = s * inv;
-                    for (c, v) in ctx.iter_mut().zip(&vrow[v0..v0 + dh]) {
-                        *c += weight * v;
-                    }
+                for p in prow.iter_mut() {
+                    *p *= inv;
                 }
+            }
+            let values = Panels {
+                k: len,
+                n: dh,
+                data: vp,
+                bias: &zero[..dh],
+            };
+            matmul(simd, prob, &values, ctx);
+            for (dst, src) in out.chunks_exact_mut(hidden).zip(ctx.chunks_exact(dh)) {
+                dst[q0..q0 + dh].copy_from_slice(src);
             }
         }
     }
