@@ -185,6 +185,11 @@ pub struct RecallResponse {
     pub context_report: MemoryContextReport,
     /// The store snapshot the read is bound to.
     pub snapshot: SnapshotIdentity,
+    /// Optional indexes this ranked read ran without (degraded: the query
+    /// could not be embedded, so the vector index was not consulted and the
+    /// relevance receipt is that of a lexical query). Empty normally.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted_indexes: Vec<String>,
 }
 
 /// One memory as stored.
@@ -526,6 +531,10 @@ pub struct ReconcileReport {
     /// unknown to the store), removed (full pass only).
     #[serde(default)]
     pub ghosts_removed: usize,
+    /// Records made readable without an optional index whose publication
+    /// failed (degraded activation; the store's activation event names it).
+    #[serde(default)]
+    pub degraded_activations: usize,
 }
 
 /// What a reindex did.

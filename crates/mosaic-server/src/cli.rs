@@ -89,6 +89,11 @@ pub struct EmbedderFlags {
     /// endpoint. Env MOSAIC_EMBEDDING_DIM.
     #[arg(long)]
     pub embedding_dim: Option<usize>,
+    /// Make the vector index optional (degraded activation): records whose
+    /// vector publication fails still become readable through the lexical
+    /// index, and the omission is recorded. Env MOSAIC_VECTOR_INDEX_OPTIONAL.
+    #[arg(long)]
+    pub vector_index_optional: bool,
 }
 
 impl EmbedderFlags {
@@ -108,6 +113,9 @@ impl EmbedderFlags {
         }
         if let Some(v) = self.embedding_dim {
             config.embedding_dim = v;
+        }
+        if self.vector_index_optional {
+            config.vector_index_optional = true;
         }
     }
 }

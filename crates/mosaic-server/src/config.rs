@@ -50,6 +50,14 @@ pub struct ServerConfig {
     /// or printed.
     #[serde(skip)]
     pub embedder_api_key: Option<Secret>,
+    /// Degraded activation policy: when true the vector index is optional,
+    /// so a record whose vector publication fails (an unreachable embedding
+    /// endpoint) still becomes readable once the lexical index has it, the
+    /// store's activation event names the omitted index, and a ranked
+    /// recall whose query cannot be embedded runs on the lexical index and
+    /// says so. Default false: every index is required and such a record
+    /// stays unreadable until its vector publication succeeds.
+    pub vector_index_optional: bool,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +77,7 @@ impl Default for ServerConfig {
             embedder_url: None,
             embedder_model: None,
             embedder_api_key: None,
+            vector_index_optional: false,
         }
     }
 }
@@ -123,6 +132,9 @@ impl ServerConfig {
                 "MOSAIC_MODEL_DIR" => self.model_dir = Some(PathBuf::from(value)),
                 "MOSAIC_EMBEDDER_URL" => self.embedder_url = Some(value),
                 "MOSAIC_EMBEDDER_MODEL" => self.embedder_model = Some(value),
+                "MOSAIC_VECTOR_INDEX_OPTIONAL" => {
+                    self.vector_index_optional = parse(&name, &value)?
+                }
                 "MOSAIC_EMBEDDER_API_KEY" => {
                     self.embedder_api_key = Some(Secret::new(value));
                 }

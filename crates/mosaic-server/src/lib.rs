@@ -59,4 +59,4 @@ pub mod service;
 pub use config::ServerConfig;
 pub use error::{ErrorBody, ErrorDetail, ServiceError, ServiceResult};
 pub use http::app;
-pub use service::Service;
+pub use service::{INDEX_TARGETS, Service, VECTOR_TARGET};

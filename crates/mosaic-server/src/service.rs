@@ -64,7 +64,11 @@ pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
 /// The vector index's saved embeddings, beside its snapshot.
 pub const VECTOR_EMBEDDINGS_FILE: &str = "vector.embeddings";
 /// Index targets every record must reach before it is readable.
-pub const INDEX_TARGETS: [&str; 2] = ["lexical", "vector"];
+pub const INDEX_TARGETS: [&str; 2] = ["lexical", VECTOR_TARGET];
+
+/// The vector index target: the one the policy may make optional
+/// ([`ServerConfig::vector_index_optional`]).
+pub const VECTOR_TARGET: &str = "vector";
 /// Default workspace of a grant made without one.
 pub const DEFAULT_WORKSPACE: &str = "default";
 /// Run id used by a recall that names no run (working memory is not read).
@@ -329,6 +333,11 @@ impl Service {
         })?;
         let store_config = StoreConfig {
             required_index_targets: INDEX_TARGETS.iter().map(|t| (*t).to_owned()).collect(),
+            optional_index_targets: if config.vector_index_optional {
+                vec![VECTOR_TARGET.to_owned()]
+            } else {
+                Vec::new()
+            },
             ..StoreConfig::default()
         };
         let (store, catalog, pg): (Box<dyn Store>, Catalog, Option<PgTargets>) =
@@ -875,11 +884,12 @@ impl Service {
         };
         let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
         let query_text = request.query.as_deref().filter(|q| !q.trim().is_empty());
+        let mut omitted_indexes = Vec::new();
         let (selection, relevance, report, blocks) = match query_text {
             Some(text) => {
                 let set = eligible_set(&ctx, &records).map_err(|e| internal(&e))?;
                 let read_subject = format!("{principal}/{workspace_id}/{run_id}");
-                let query = RecallQuery {
+                let mut query = RecallQuery {
                     tenant_id: tenant,
                     policy_sha256: &ctx.policy_sha256,
                     selector_release: SELECTOR_RELEASE,
@@ -893,7 +903,31 @@ impl Service {
                 };
                 let receipt = match &mut inner.pg {
                     Some(pg) => pg.relevance(&query, &set)?,
-                    None => inner.retriever.recall(&query)?.receipt,
+                    None => {
+                        let vector = match query.mode {
+                            RetrievalMode::Lexical => None,
+                            _ => match inner.retriever.embed_query(text) {
+                                Ok(v) => Some(v),
+                                // Degraded read: the optional vector index
+                                // is skipped and the query ranked as a
+                                // lexical one, which the response says.
+                                Err(_) if self.config.vector_index_optional => {
+                                    omitted_indexes.push(VECTOR_TARGET.to_owned());
+                                    query.mode = RetrievalMode::Lexical;
+                                    self.metrics.incr(
+                                        "mosaic_degraded_reads_total",
+                                        &[("target", VECTOR_TARGET)],
+                                    );
+                                    None
+                                }
+                                Err(e) => return Err(e.into()),
+                            },
+                        };
+                        inner
+                            .retriever
+                            .recall_embedded(&query, vector.as_deref())?
+                            .receipt
+                    }
                 };
                 let handoff = hand_off(&ctx, &records, &contents, &receipt, &[], &budget)?;
                 (
@@ -943,6 +977,7 @@ impl Service {
             relevance_receipt: relevance,
             context_report: report,
             snapshot: eligible.snapshot,
+            omitted_indexes,
         })
     }
 
@@ -2119,6 +2154,7 @@ impl Service {
     fn publish_pending(&self, inner: &mut Inner) -> ServiceResult<ReconcileReport> {
         let mut report = ReconcileReport::default();
         let faults = inner.faults.clone();
+        let mut failed_optional: Vec<(String, u64, &str)> = Vec::new();
         for target in INDEX_TARGETS {
             let tasks = inner.store.pending_outbox(target, 10_000)?;
             let order: Vec<usize> = match &faults {
@@ -2171,6 +2207,9 @@ impl Service {
                     report.failures += 1;
                     self.metrics
                         .incr("mosaic_outbox_failures_total", &[("target", target)]);
+                    if task.op == OutboxOp::Publish && self.optional_target(target) {
+                        failed_optional.push((task.record_id.clone(), task.generation, target));
+                    }
                     continue;
                 }
                 inner.index_dirty = true;
@@ -2211,7 +2250,32 @@ impl Service {
                 }
             }
         }
+        // Degraded activation: an optional index failed to take a
+        // publication; the record becomes readable on the others, the store
+        // records the omission, and the publication stays queued for the
+        // next pass. Refused (the record stays unreadable) while any other
+        // index has not acknowledged.
+        for (record_id, generation, target) in failed_optional {
+            match inner
+                .store
+                .activate_degraded(&record_id, generation, &[target], self.now())
+            {
+                Ok(outcome) if outcome.activated => {
+                    report.degraded_activations += 1;
+                    self.metrics
+                        .incr("mosaic_degraded_activations_total", &[("target", target)]);
+                }
+                Ok(_) | Err(StoreError::DegradedActivationRefused { .. }) => {}
+                Err(StoreError::InvalidState { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         Ok(report)
+    }
+
+    /// True when the policy lets records activate without `target`.
+    fn optional_target(&self, target: &str) -> bool {
+        self.config.vector_index_optional && target == VECTOR_TARGET
     }
 
     fn index_path(&self, target: &str) -> PathBuf {

@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mosaic_index::RetrievalMode;
@@ -233,13 +234,15 @@ fn switching_embedders_is_detected_refused_without_a_model_and_rebuilt_otherwise
 
 /// A fake OpenAI-compatible `/v1/embeddings`: 8-dimensional vectors, axis
 /// 0 for texts about escalation or paging, axis 1 for food, axis 2 else.
-/// Records each request's Authorization header and model.
-struct FakeEndpoint {
-    url: String,
-    seen: Arc<Mutex<Vec<(String, String)>>>,
+/// Records each request's Authorization header and model. While `up` is
+/// false it answers 503 (an outage).
+pub(crate) struct FakeEndpoint {
+    pub(crate) url: String,
+    pub(crate) seen: Arc<Mutex<Vec<(String, String)>>>,
+    pub(crate) up: Arc<AtomicBool>,
 }
 
-fn fake_vector(text: &str) -> Vec<f32> {
+pub(crate) fn fake_vector(text: &str) -> Vec<f32> {
     let text = text.to_lowercase();
     let axis = if ["escalat", "on-call", "page"]
         .iter()
@@ -257,11 +260,13 @@ fn fake_vector(text: &str) -> Vec<f32> {
     v
 }
 
-fn fake_endpoint() -> FakeEndpoint {
+pub(crate) fn fake_endpoint() -> FakeEndpoint {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
+    let up = Arc::new(AtomicBool::new(true));
+    let serving = up.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
@@ -282,6 +287,13 @@ fn fake_endpoint() -> FakeEndpoint {
             }
             let mut body = vec![0u8; length];
             if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            if !serving.load(Ordering::SeqCst) {
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
                 continue;
             }
             let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -306,6 +318,7 @@ fn fake_endpoint() -> FakeEndpoint {
     FakeEndpoint {
         url: format!("http://{addr}/v1"),
         seen,
+        up,
     }
 }
 

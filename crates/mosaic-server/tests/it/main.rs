@@ -3,6 +3,7 @@
 mod chaos;
 mod cli;
 mod common;
+mod degraded;
 mod embedder;
 mod errors;
 mod eval;
