@@ -3,7 +3,7 @@
 //! * [`HashEmbedder`]: deterministic feature hashing of words and character
 //!   trigrams, L2-normalised. No model, no I/O: for tests and benchmarks.
 //! * [`HttpEmbedder`]: an OpenAI-compatible `POST {base_url}/embeddings`.
-//! * `MiniLmEmbedder` (feature `local-model`): all-MiniLM-L6-v2 with candle;
+//! * `MiniLmEmbedder` (feature `local-model`): all-MiniLM-L6-v2, own encoder;
 //!   see [`crate::local_model`].
 
 use std::time::Duration;

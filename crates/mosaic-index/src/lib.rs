@@ -24,7 +24,7 @@
 //! clock, no environment, no logging of memory content.
 //!
 //! ## Feature flags
-//! * `local-model` (off): the candle all-MiniLM-L6-v2 embedder.
+//! * `local-model` (off): the all-MiniLM-L6-v2 embedder (own encoder).
 //! * `http-tls` (off): HTTPS for the HTTP embedder.
 //!
 //! Non-features: persistence of record truth (the store owns it; these
