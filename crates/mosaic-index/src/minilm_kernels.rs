@@ -447,3 +447,181 @@ impl WithSimd for Attention<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every SIMD path against a plain f64 reference, not only the one
+    //! this machine dispatches to.
+    use super::*;
+
+    fn data(len: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed;
+        (0..len)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The scalar and 4-lane paths, and the AVX2 and AVX-512 paths when
+    /// this machine has them.
+    fn paths() -> Vec<Path> {
+        #[allow(unused_mut)]
+        let mut paths = vec![Path::Scalar, Path::Lanes4];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if pulp::x86::V3::try_new().is_some() {
+                paths.push(Path::V3);
+            }
+            if pulp::x86::V4::try_new().is_some() {
+                paths.push(Path::V4);
+            }
+        }
+        paths
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Path {
+        Scalar,
+        Lanes4,
+        #[cfg(target_arch = "x86_64")]
+        V3,
+        #[cfg(target_arch = "x86_64")]
+        V4,
+    }
+
+    fn run<Op: WithSimd>(path: Path, op: Op) -> Op::Output {
+        match path {
+            Path::Scalar => Simd::vectorize(pulp::Scalar, op),
+            Path::Lanes4 => Simd::vectorize(pulp::Scalar128b, op),
+            #[cfg(target_arch = "x86_64")]
+            Path::V3 => Simd::vectorize(pulp::x86::V3::try_new().unwrap(), op),
+            #[cfg(target_arch = "x86_64")]
+            Path::V4 => Simd::vectorize(pulp::x86::V4::try_new().unwrap(), op),
+        }
+    }
+
+    #[test]
+    fn linear_matches_reference_on_every_path_and_row_count() {
+        let (k, n) = (48, 64);
+        let w = data(n * k, 1);
+        let b = data(n, 2);
+        let packed = Packed::new(
+            &[
+                (&w[..n / 2 * k], &b[..n / 2]),
+                (&w[n / 2 * k..], &b[n / 2..]),
+            ],
+            k,
+        );
+        for t in 1..=30 {
+            let x = data(t * k, 3 + t as u64);
+            let mut want = vec![0.0f32; t * n];
+            for r in 0..t {
+                for c in 0..n {
+                    let dot: f64 = (0..k)
+                        .map(|i| f64::from(x[r * k + i]) * f64::from(w[c * k + i]))
+                        .sum();
+                    want[r * n + c] = (dot + f64::from(b[c])) as f32;
+                }
+            }
+            for path in paths() {
+                let mut out = vec![0.0f32; t * n];
+                run(
+                    path,
+                    Linear {
+                        x: &x,
+                        w: packed.panels(),
+                        out: &mut out,
+                    },
+                );
+                let diff = want
+                    .iter()
+                    .zip(&out)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f32::max);
+                assert!(diff < 1e-5, "{path:?}, {t} rows: max diff {diff}");
+            }
+        }
+    }
+
+    #[test]
+    fn attention_matches_reference_on_every_path() {
+        let (heads, hidden) = (2, 64);
+        for len in [1, 5, 33, 70] {
+            let qkv = data(len * 3 * hidden, 10 + len as u64);
+            let mut want = vec![0.0f32; len * hidden];
+            let dh = hidden / heads;
+            for h in 0..heads {
+                for i in 0..len {
+                    let at = |j: usize, part: usize, d: usize| {
+                        f64::from(qkv[j * 3 * hidden + part * hidden + h * dh + d])
+                    };
+                    let scores: Vec<f64> = (0..len)
+                        .map(|j| {
+                            (0..dh).map(|d| at(i, 0, d) * at(j, 1, d)).sum::<f64>()
+                                / (dh as f64).sqrt()
+                        })
+                        .collect();
+                    let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                    let sum: f64 = exps.iter().sum();
+                    for d in 0..dh {
+                        let v: f64 = (0..len).map(|j| exps[j] / sum * at(j, 2, d)).sum();
+                        want[i * hidden + h * dh + d] = v as f32;
+                    }
+                }
+            }
+            for path in paths() {
+                let mut out = vec![0.0f32; len * hidden];
+                let mut scratch = Vec::new();
+                run(
+                    path,
+                    Attention {
+                        qkv: &qkv,
+                        out: &mut out,
+                        heads,
+                        hidden,
+                        scratch: &mut scratch,
+                    },
+                );
+                let diff = want
+                    .iter()
+                    .zip(&out)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f32::max);
+                assert!(diff < 1e-5, "{path:?}, len {len}: max diff {diff}");
+            }
+        }
+    }
+
+    #[test]
+    fn gelu_uses_an_accurate_erf_on_every_path() {
+        // erf from tables (Abramowitz & Stegun 7.1).
+        for (x, erf_x) in [
+            (0.0f32, 0.0f32),
+            (0.5, 0.520_499_9),
+            (1.0, 0.842_700_8),
+            (2.0, 0.995_322_3),
+            (3.5, 0.999_999_3),
+            (-1.0, -0.842_700_8),
+            (6.0, 1.0),
+        ] {
+            assert!((erf(x) - erf_x).abs() < 1e-6, "erf({x}) = {}", erf(x));
+        }
+        let x: Vec<f32> = (0..203).map(|i| (i as f32 - 101.0) / 10.0).collect();
+        let want: Vec<f32> = x.iter().map(|v| gelu_scalar(*v)).collect();
+        for path in paths() {
+            let mut got = x.clone();
+            run(path, Gelu { x: &mut got });
+            let diff = want
+                .iter()
+                .zip(&got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(diff < 1e-6, "{path:?}: max diff {diff}");
+        }
+    }
+}
