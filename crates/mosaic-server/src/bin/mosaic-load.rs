@@ -9,14 +9,30 @@
 //! rejected proposal or transport failure) and the server's resident memory
 //! (VmRSS from /proc/PID/status) sampled every `--sample-ms`.
 //!
+//! With `--deletions N` it also measures deletion propagation: while the
+//! clients run, one more principal proposes a memory, checks it is
+//! recalled, revokes it, and times (a) from sending the revoke until the
+//! service reports that every required index acknowledged the tombstone
+//! (the revoke answer's stage, else polling `/deletion`), and (b) until a
+//! recall on the last replica no longer selects it; any recall that still
+//! selects it after the revoke answered is counted as an error. The
+//! servers' own `mosaic_deletion_index_ack_seconds` histogram (ineligible
+//! commit to the last index acknowledgement, inside the service) is read
+//! from `/metrics` at the end. `--postgres URL --replicas R` runs R
+//! servers on one PostgreSQL database: deletions are revoked on the first
+//! and recalled on the last.
+//!
 //! Bounded by construction: at most 1024 clients and 3600 s, loopback only,
-//! and the server and its data directory are removed at the end.
+//! and the server and its data directory are removed at the end (unless
+//! `--data-dir` names one to keep).
 //! Exit codes: 0 no errors, 2 errors or failure. `--json` prints one
 //! summary object instead of the report.
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -55,6 +71,24 @@ struct Args {
     /// Print one JSON summary instead of the report.
     #[arg(long)]
     json: bool,
+    /// Measure deletion propagation over this many revocations while the
+    /// clients run (0: off). The clients stop when the last one is timed.
+    #[arg(long, default_value_t = 0)]
+    deletions: usize,
+    /// Serve on this PostgreSQL database (`mosaic serve --postgres URL`).
+    #[arg(long)]
+    postgres: Option<String>,
+    /// Servers sharing the PostgreSQL database (1..=4; needs --postgres).
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+    /// Keep the (single) server's data directory here instead of a
+    /// temporary one.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// One more argument for `mosaic serve` (repeatable), e.g.
+    /// `--serve-arg=--embedder --serve-arg=hash`.
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    serve_args: Vec<String>,
 }
 
 const TENANT: &str = "load";
@@ -78,7 +112,7 @@ impl Drop for Server {
     }
 }
 
-fn start_server(bin: &Path, data_dir: &Path) -> Result<Server> {
+fn start_server(bin: &Path, data_dir: &Path, extra: &[String]) -> Result<Server> {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -86,6 +120,7 @@ fn start_server(bin: &Path, data_dir: &Path) -> Result<Server> {
         // The load is many keys at full speed: lift the per-key rate limit.
         .args(["--rate-limit-per-second", "1000000"])
         .args(["--rate-limit-burst", "1000000"])
+        .args(extra)
         .env_remove("MOSAIC_CONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -258,6 +293,7 @@ async fn run_client(
     client_idx: usize,
     write_percent: u32,
     deadline: Instant,
+    stop: Arc<AtomicBool>,
 ) -> ClientResult {
     let (key, principal_id, consent) = principal;
     let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ (client_idx as u64 + 1).wrapping_mul(0xff51_afd7);
@@ -269,7 +305,7 @@ async fn run_client(
     let propose_url = format!("{base}/v1/memories");
     let recall_url = format!("{base}/v1/recall");
     let mut n = 0u64;
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
         n += 1;
         let roll = next_random(&mut state);
         let topic = TOPICS[(roll >> 8) as usize % TOPICS.len()];
@@ -333,6 +369,231 @@ async fn run_client(
     result
 }
 
+/// What the deletion prober measured.
+#[derive(Default)]
+struct DeletionResult {
+    /// Revoke sent until every required index acknowledged the tombstone.
+    acknowledged: OpStats,
+    /// Revoke sent until a recall on the last replica no longer selects it.
+    unrecallable: OpStats,
+    /// Recalls on the last replica that still selected a memory after its
+    /// revoke had answered.
+    selected_after_revoke: u64,
+    /// Revokes answered 409 (a concurrent write won) and retried.
+    revoke_conflicts: u64,
+    /// Their error codes.
+    conflict_codes: std::collections::BTreeSet<String>,
+    first_error: Option<String>,
+}
+
+impl DeletionResult {
+    fn fail(&mut self, what: String) {
+        self.acknowledged.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(what);
+        }
+    }
+}
+
+fn micros(since: Instant) -> u64 {
+    since.elapsed().as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+/// Whether a recall on `base` with `query` selects `record_id`.
+async fn selects(
+    client: &HttpClient,
+    base: &str,
+    key: &str,
+    query: &str,
+    record_id: &str,
+) -> Result<bool> {
+    let body = json!({"query": query, "max_records": 10});
+    let (status, body) = request(client, "POST", &format!("{base}/v1/recall"), key, &body).await?;
+    if status != 200 {
+        bail!("recall answered HTTP {status}");
+    }
+    Ok(body["selected_record_ids"]
+        .as_array()
+        .is_some_and(|ids| ids.iter().any(|id| id == record_id)))
+}
+
+/// Proposes, checks, revokes and times `count` memories one after another:
+/// writes and revocations go to `writer`, recalls to `reader`.
+async fn run_deleter(
+    client: HttpClient,
+    writer: String,
+    reader: String,
+    principal: (String, String, String),
+    count: usize,
+) -> DeletionResult {
+    let (key, principal_id, consent) = principal;
+    let mut result = DeletionResult::default();
+    const LIMIT: Duration = Duration::from_secs(30);
+    for i in 0..count {
+        let query = format!("deletion probe{i}x marker");
+        let content = format!("{principal_id} deletion probe{i}x marker");
+        let proposal = preference(
+            &format!("deletion-{i}"),
+            &principal_id,
+            &content,
+            Some(consent.clone()),
+        );
+        let Ok(body) = serde_json::to_value(&proposal) else {
+            result.fail("cannot encode a proposal".into());
+            continue;
+        };
+        let record_id = match request(
+            &client,
+            "POST",
+            &format!("{writer}/v1/memories"),
+            &key,
+            &body,
+        )
+        .await
+        {
+            Ok((200, body)) if body["decision"] == "accepted" => {
+                body["record_id"].as_str().unwrap_or_default().to_owned()
+            }
+            Ok((status, _)) => {
+                result.fail(format!("probe proposal answered HTTP {status}"));
+                continue;
+            }
+            Err(e) => {
+                result.fail(format!("transport: {e}"));
+                continue;
+            }
+        };
+        // Recallable before the revocation (on the reader too).
+        let seen = Instant::now();
+        loop {
+            match selects(&client, &reader, &key, &query, &record_id).await {
+                Ok(true) => break,
+                Ok(false) if seen.elapsed() < LIMIT => {}
+                Ok(false) => {
+                    result.fail("a probe never became recallable".into());
+                    break;
+                }
+                Err(e) => {
+                    result.fail(format!("{e}"));
+                    break;
+                }
+            }
+        }
+        let revoke_url = format!("{writer}/v1/memories/{record_id}/revoke");
+        let started = Instant::now();
+        // A revoke that loses a write conflict (409) is retried, as a
+        // client would; the time still runs from the first attempt.
+        let mut attempts = 0;
+        let stage = loop {
+            attempts += 1;
+            match request(&client, "POST", &revoke_url, &key, &json!({})).await {
+                Ok((200, body)) => {
+                    break Some(body["stage"].as_str().unwrap_or_default().to_owned());
+                }
+                Ok((409, body)) if attempts < 5 => {
+                    result.revoke_conflicts += 1;
+                    if let Some(code) = body["error"]["code"].as_str() {
+                        result.conflict_codes.insert(code.to_owned());
+                    }
+                }
+                Ok((status, body)) => {
+                    let code = body["error"]["code"].as_str().unwrap_or("?");
+                    result.fail(format!("revoke answered HTTP {status} {code}"));
+                    break None;
+                }
+                Err(e) => {
+                    result.fail(format!("transport: {e}"));
+                    break None;
+                }
+            }
+        };
+        let Some(mut stage) = stage else {
+            continue;
+        };
+        let acked = |stage: &str| matches!(stage, "indexes_acknowledged" | "erased" | "finalized");
+        // The service drives the deletion on the request path; when an
+        // index did not acknowledge in time the reconcile worker finishes
+        // it, and the client polls for that.
+        let status_url = format!("{writer}/v1/memories/{record_id}/deletion");
+        while !acked(&stage) && started.elapsed() < LIMIT {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if let Ok((200, body)) = request(&client, "GET", &status_url, &key, &Value::Null).await
+            {
+                stage = body["stage"].as_str().unwrap_or_default().to_owned();
+            }
+        }
+        if acked(&stage) {
+            result.acknowledged.latencies_us.push(micros(started));
+        } else {
+            result.fail("a deletion was not acknowledged within 30 s".into());
+        }
+        // Then the reader: the first recall after the revoke answered
+        // should already miss it.
+        loop {
+            match selects(&client, &reader, &key, &query, &record_id).await {
+                Ok(false) => {
+                    result.unrecallable.latencies_us.push(micros(started));
+                    break;
+                }
+                Ok(true) => {
+                    result.selected_after_revoke += 1;
+                    if started.elapsed() > LIMIT {
+                        result.fail("a revoked memory stayed recallable for 30 s".into());
+                        break;
+                    }
+                }
+                Err(e) => {
+                    result.fail(format!("{e}"));
+                    break;
+                }
+            }
+        }
+    }
+    result
+}
+
+/// The `mosaic_deletion_index_ack_seconds` histogram of one server:
+/// (upper bound in seconds, cumulative count) pairs, then count and sum.
+async fn ack_histogram(client: &HttpClient, base: &str, admin: &str) -> Value {
+    let request = hyper::Request::builder()
+        .method("GET")
+        .uri(format!("{base}/metrics"))
+        .header("authorization", format!("Bearer {admin}"))
+        .body(Full::new(Bytes::new()));
+    let Ok(request) = request else {
+        return Value::Null;
+    };
+    let Ok(response) = client.request(request).await else {
+        return Value::Null;
+    };
+    let Ok(bytes) = response.into_body().collect().await else {
+        return Value::Null;
+    };
+    let text = String::from_utf8_lossy(&bytes.to_bytes()).into_owned();
+    let name = "mosaic_deletion_index_ack_seconds";
+    let mut buckets = Vec::new();
+    let (mut count, mut sum) = (0.0, 0.0);
+    for line in text.lines().filter(|l| l.starts_with(name)) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let value: f64 = value.parse().unwrap_or(0.0);
+        if let Some(le) = series
+            .split("le=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+        {
+            buckets.push(json!([le, value]));
+        } else if series.ends_with("_count") {
+            count = value;
+        } else if series.ends_with("_sum") {
+            sum = value;
+        }
+    }
+    json!({"buckets": buckets, "count": count, "sum_s": sum,
+           "mean_ms": if count > 0.0 { sum / count * 1000.0 } else { 0.0 }})
+}
+
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
@@ -371,43 +632,84 @@ async fn run(args: Args) -> Result<Value> {
         .principals
         .unwrap_or(args.clients)
         .clamp(1, args.clients);
+    if !(1..=4).contains(&args.replicas) || (args.replicas > 1 && args.postgres.is_none()) {
+        bail!("--replicas must be 1..=4, and more than one needs --postgres");
+    }
+    if args.data_dir.is_some() && args.replicas > 1 {
+        bail!("--data-dir keeps one server's directory: use one replica");
+    }
     let bin = locate_mosaic(args.mosaic_bin.clone())?;
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let server = start_server(&bin, &dir.path().join("data"))?;
+    let mut extra = args.serve_args.clone();
+    if let Some(url) = &args.postgres {
+        extra.extend(["--postgres".to_owned(), url.clone()]);
+    }
+    let mut servers = Vec::with_capacity(args.replicas);
+    for r in 0..args.replicas {
+        let data_dir = match (&args.data_dir, r) {
+            (Some(kept), 0) => kept.clone(),
+            _ => dir.path().join(format!("data-{r}")),
+        };
+        // One at a time: the first migrates a fresh database and writes
+        // the bootstrap admin key.
+        servers.push(start_server(&bin, &data_dir, &extra)?);
+    }
+    let server = &servers[0];
     let pid = server.child.id();
     let client: HttpClient = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(MAX_CLIENTS)
         .build_http();
     let setup_started = Instant::now();
-    let keys = provision(&client, &server, principals).await?;
+    let prober = usize::from(args.deletions > 0);
+    let keys = provision(&client, server, principals + prober).await?;
     let setup_seconds = setup_started.elapsed().as_secs_f64();
     let rss_start = rss_kib(pid);
     if !args.json {
         eprintln!(
-            "mosaic-load: {} clients, {} principals, {}% proposals, {} s against {} (pid {pid}); setup {setup_seconds:.1} s",
-            args.clients, principals, args.write_percent, args.duration, server.url
+            "mosaic-load: {} clients, {} principals, {}% proposals, {} s against {} (pid {pid}, {} replica(s)); setup {setup_seconds:.1} s",
+            args.clients, principals, args.write_percent, args.duration, server.url, args.replicas
         );
     }
 
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration);
+    let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::with_capacity(args.clients);
     for idx in 0..args.clients {
-        let p = &keys[idx % keys.len()];
+        let p = &keys[idx % principals];
+        // Clients spread over the replicas.
+        let base = servers[idx % servers.len()].url.clone();
         tasks.push(tokio::spawn(run_client(
             client.clone(),
-            server.url.clone(),
+            base,
             (p.key.clone(), p.principal_id.clone(), p.consent.clone()),
             idx,
             args.write_percent,
             deadline,
+            stop.clone(),
         )));
     }
+    let deleter = (args.deletions > 0).then(|| {
+        let p = &keys[principals];
+        let stop = stop.clone();
+        let future = run_deleter(
+            client.clone(),
+            servers[0].url.clone(),
+            servers[servers.len() - 1].url.clone(),
+            (p.key.clone(), p.principal_id.clone(), p.consent.clone()),
+            args.deletions,
+        );
+        tokio::spawn(async move {
+            let result = future.await;
+            stop.store(true, Ordering::Relaxed);
+            result
+        })
+    });
     // Resident memory over time, while the clients run.
     let mut samples: Vec<(f64, u64)> = Vec::new();
     let interval = Duration::from_millis(args.sample_ms.max(50));
     let mut ticker = tokio::time::interval(interval);
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
         ticker.tick().await;
         if let Some(kib) = rss_kib(pid) {
             samples.push((started.elapsed().as_secs_f64(), kib));
@@ -429,10 +731,39 @@ async fn run(args: Args) -> Result<Value> {
             Err(_) => failed_clients += 1,
         }
     }
+    let deletion = match deleter {
+        Some(task) => {
+            let mut d = task
+                .await
+                .map_err(|e| anyhow!("the deletion prober failed: {e}"))?;
+            let admin = std::fs::read_to_string(server.data_dir.join("admin.key"))
+                .context("cannot read the bootstrap admin key")?;
+            let mut histograms = Vec::new();
+            for s in &servers {
+                histograms.push(ack_histogram(&client, &s.url, admin.trim()).await);
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            if first_error.is_none() {
+                first_error = d.first_error.take();
+            }
+            json!({
+                "count": args.deletions,
+                "acknowledged": d.acknowledged.summary(seconds),
+                "unrecallable": d.unrecallable.summary(seconds),
+                "selected_after_revoke": d.selected_after_revoke,
+                "revoke_conflicts_retried": d.revoke_conflicts,
+                "revoke_conflict_codes": d.conflict_codes,
+                "errors": d.acknowledged.errors + d.unrecallable.errors,
+                "server_index_ack_seconds": histograms,
+            })
+        }
+        None => Value::Null,
+    };
+    let deletion_errors = deletion["errors"].as_u64().unwrap_or(0);
     let seconds = started.elapsed().as_secs_f64();
     let rss_end = rss_kib(pid);
     let total = propose.latencies_us.len() + recall.latencies_us.len();
-    let errors = propose.errors + recall.errors + failed_clients;
+    let errors = propose.errors + recall.errors + failed_clients + deletion_errors;
     let rss_max = samples.iter().map(|s| s.1).max();
     Ok(json!({
         "clients": args.clients,
@@ -446,6 +777,9 @@ async fn run(args: Args) -> Result<Value> {
         "first_error": first_error,
         "propose": propose.summary(seconds),
         "recall": recall.summary(seconds),
+        "replicas": args.replicas,
+        "postgres": args.postgres.is_some(),
+        "deletion": deletion,
         "rss_kib": {"before_load": rss_start, "max": rss_max, "end": rss_end},
         "rss_samples": samples.iter().map(|(t, kib)| json!([(*t * 10.0).round() / 10.0, kib])).collect::<Vec<_>>(),
     }))
@@ -472,6 +806,45 @@ fn print_report(summary: &Value) {
             f(&s["max_ms"]),
             s["errors"]
         );
+    }
+    let d = &summary["deletion"];
+    if d.is_object() {
+        for (what, label) in [
+            ("acknowledged", "revoke -> every index acknowledged"),
+            ("unrecallable", "revoke -> not recalled on the last replica"),
+        ] {
+            let s = &d[what];
+            println!(
+                "  deletion {label}: {} deletions  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+                s["count"],
+                f(&s["p50_ms"]),
+                f(&s["p99_ms"]),
+                f(&s["max_ms"])
+            );
+        }
+        println!(
+            "  deletion: recalls still selecting a revoked memory after its revoke answered: {}; revokes retried after 409: {} {}",
+            d["selected_after_revoke"], d["revoke_conflicts_retried"], d["revoke_conflict_codes"]
+        );
+        if let Some(servers) = d["server_index_ack_seconds"].as_array() {
+            for (idx, h) in servers.iter().enumerate() {
+                let buckets: Vec<String> = h["buckets"]
+                    .as_array()
+                    .map(|b| {
+                        b.iter()
+                            .filter(|p| p[0] != "+Inf")
+                            .map(|p| format!("<={}s:{}", p[0].as_str().unwrap_or("?"), p[1]))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                println!(
+                    "  replica {idx} ineligible commit -> last index ack (server histogram): {} observations, mean {:.2} ms; {}",
+                    h["count"],
+                    f(&h["mean_ms"]),
+                    buckets.join(" ")
+                );
+            }
+        }
     }
     if let Some(e) = summary["first_error"].as_str() {
         println!("  first error: {e}");
