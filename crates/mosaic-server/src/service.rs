@@ -1153,12 +1153,18 @@ impl Service {
             RevocationState::Erased(t) => t.revocation_generation(),
             RevocationState::Finalized(r) => r.body.revocation_generation,
         };
+        // Another worker (another server's reconcile on a shared database)
+        // may advance the same deletion between two of these steps; the
+        // store then refuses the spent token and the deletion continues
+        // from the stage the store holds.
+        let mut resumes = 0;
         loop {
             let now = self.now();
-            state = match state {
-                RevocationState::Ineligible(token) => {
-                    RevocationState::DeletionRequested(inner.store.request_deletion(token, now)?)
-                }
+            let step: Result<RevocationState, StoreError> = match state {
+                RevocationState::Ineligible(token) => inner
+                    .store
+                    .request_deletion(token, now)
+                    .map(RevocationState::DeletionRequested),
                 RevocationState::DeletionRequested(token) => {
                     self.publish_pending(inner)?;
                     match inner.store.confirm_indexes_acknowledged(token, now) {
@@ -1170,7 +1176,7 @@ impl Service {
                                     at.elapsed().as_secs_f64(),
                                 );
                             }
-                            RevocationState::IndexesAcknowledged(next)
+                            Ok(RevocationState::IndexesAcknowledged(next))
                         }
                         Err(StoreError::RevocationNotReady { .. }) => {
                             let current = inner.store.resume_revocation(record_id)?;
@@ -1183,19 +1189,25 @@ impl Service {
                                 deletion_receipt: None,
                             });
                         }
-                        Err(e) => return Err(e.into()),
+                        Err(e) => Err(e),
                     }
                 }
                 RevocationState::IndexesAcknowledged(token) => {
-                    let erased = inner.store.erase(token, now)?;
-                    inner.catalog.clear_request(record_id)?;
-                    RevocationState::Erased(erased)
+                    match inner.store.erase(token, now) {
+                        Ok(erased) => {
+                            inner.catalog.clear_request(record_id)?;
+                            Ok(RevocationState::Erased(erased))
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
-                RevocationState::Erased(token) => {
-                    let receipt = inner.store.finalize_deletion(token, now)?;
-                    self.metrics.incr("mosaic_deletions_finalized_total", &[]);
-                    RevocationState::Finalized(Box::new(receipt))
-                }
+                RevocationState::Erased(token) => match inner.store.finalize_deletion(token, now) {
+                    Ok(receipt) => {
+                        self.metrics.incr("mosaic_deletions_finalized_total", &[]);
+                        Ok(RevocationState::Finalized(Box::new(receipt)))
+                    }
+                    Err(e) => Err(e),
+                },
                 RevocationState::Finalized(receipt) => {
                     return Ok(RevocationResponse {
                         record_id: record_id.to_owned(),
@@ -1205,6 +1217,17 @@ impl Service {
                         deletion_receipt: Some(receipt_view(&receipt)),
                     });
                 }
+            };
+            state = match step {
+                Ok(next) => next,
+                Err(StoreError::InvalidState { .. }) if resumes < 4 => {
+                    resumes += 1;
+                    match inner.store.resume_revocation(record_id)? {
+                        Some(current) => current,
+                        None => return Err(ServiceError::not_found("revocation", record_id)),
+                    }
+                }
+                Err(e) => return Err(e.into()),
             };
         }
     }

@@ -3,9 +3,14 @@
 //! active record behind them) are removed, and the report counts them.
 //! Layer under test: the service's reconcile pass over store and indexes.
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
+use mosaic_server::api::RevokeRequest;
 use mosaic_server::examples::workspace_fact;
-use mosaic_store::{Authorization, RevocationReason, SqliteStore, Store, StoreConfig};
+use mosaic_server::service::{IndexDelivery, OutboxFault, OutboxFaults};
+use mosaic_store::revocation::RevocationState;
+use mosaic_store::{Authorization, OutboxTask, RevocationReason, SqliteStore, Store, StoreConfig};
 use serde_json::json;
 
 use crate::common::{WORKSPACE, send, world};
@@ -131,4 +136,93 @@ async fn reconcile_removes_ghosts_left_by_another_writer_and_reports_them() {
     )
     .await;
     assert_eq!(again["ghosts_removed"], 0, "{again}");
+}
+
+/// Finishes a deletion through a second store connection the moment the
+/// service first hands an index a tombstone: what another server's
+/// reconcile on a shared database can do between two steps of a revoke.
+struct FinishElsewhere {
+    store_file: std::path::PathBuf,
+    record_id: String,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl OutboxFaults for FinishElsewhere {
+    fn schedule(&self, _target: &str, batch: &[OutboxTask]) -> Vec<usize> {
+        (0..batch.len()).collect()
+    }
+
+    fn fault(&self, _target: &str, delivery: &IndexDelivery) -> OutboxFault {
+        let is_ours = matches!(delivery, IndexDelivery::Tombstone { record_id, .. } if *record_id == self.record_id);
+        if is_ours && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let mut other = SqliteStore::open(&self.store_file, StoreConfig::default())
+                .expect("second connection");
+            let now = 4_102_444_800_000;
+            let Some(RevocationState::DeletionRequested(token)) =
+                other.resume_revocation(&self.record_id).expect("resume")
+            else {
+                panic!("the revoke has requested deletion by now");
+            };
+            for target in ["lexical", "vector"] {
+                for task in other.pending_outbox(target, 100).expect("outbox") {
+                    other
+                        .acknowledge_index(&task.record_id, task.generation, target, now)
+                        .expect("ack");
+                }
+            }
+            let acknowledged = other
+                .confirm_indexes_acknowledged(token, now)
+                .expect("confirm");
+            let erased = other.erase(acknowledged, now).expect("erase");
+            other.finalize_deletion(erased, now).expect("finalize");
+        }
+        OutboxFault::Deliver
+    }
+
+    fn stale(&self, _target: &str) -> Vec<IndexDelivery> {
+        Vec::new()
+    }
+}
+
+#[test]
+fn a_revoke_whose_deletion_another_worker_finishes_midway_still_answers_finalized() {
+    let w = world();
+    let alice = &w.principals[0];
+    let request = workspace_fact("raced", WORKSPACE, "The staging database restarts at noon");
+    let record_id = w
+        .service
+        .propose(&alice.credential, &request)
+        .expect("propose")
+        .record_id;
+    let hook = Arc::new(FinishElsewhere {
+        store_file: w._dir.path().join("data").join("store.sqlite"),
+        record_id: record_id.clone(),
+        done: std::sync::atomic::AtomicBool::new(false),
+    });
+    w.service
+        .set_outbox_faults(Some(hook.clone() as Arc<dyn OutboxFaults>))
+        .expect("faults");
+    let answer = w
+        .service
+        .revoke(&alice.credential, &record_id, &RevokeRequest::default())
+        .expect("the revoke succeeds although another worker advanced its deletion");
+    assert!(
+        hook.done.load(std::sync::atomic::Ordering::SeqCst),
+        "the race happened"
+    );
+    assert_eq!(answer.stage, "finalized");
+    assert!(answer.deletion_receipt.is_some());
+    // The other connection acknowledged for targets this server holds in
+    // process (on PostgreSQL the targets are shared and it would have
+    // applied them); the repairing reconcile removes what it left behind.
+    w.service.set_outbox_faults(None).expect("no faults");
+    w.service.reconcile_and_repair().expect("repair");
+    let (lexical, vector) = w
+        .service
+        .index_snapshots()
+        .expect("snapshots")
+        .expect("in process");
+    for snapshot in [lexical, vector] {
+        assert!(snapshot.slots[&record_id].live.is_none(), "tombstoned");
+    }
 }
