@@ -421,18 +421,9 @@ impl WithSimd for Attention<'_> {
                 bias: zero,
             };
             matmul(simd, q, &keys, s);
-            for (srow, prow) in s.chunks_exact(padded).zip(prob.chunks_exact_mut(len)) {
-                let srow = &srow[..len];
-                let max = srow.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
-                let mut sum = 0.0f32;
-                for (p, v) in prow.iter_mut().zip(srow) {
-                    *p = (*v - max).exp();
-                    sum += *p;
-                }
-                let inv = 1.0 / sum;
-                for p in prow.iter_mut() {
-                    *p *= inv;
-                }
+            for (srow, prow) in s.chunks_exact_mut(padded).zip(prob.chunks_exact_mut(len)) {
+                softmax_row(simd, srow, len);
+                prow.copy_from_slice(&srow[..len]);
             }
             let values = Panels {
                 k: len,
@@ -446,6 +437,68 @@ impl WithSimd for Attention<'_> {
             }
         }
     }
+}
+
+/// Softmax over `row[..len]`, in place; `row.len()` is a multiple of
+/// [`PANEL`] (so of every vector width), and `row[len..]` is scratch.
+#[inline(always)]
+fn softmax_row<S: Simd>(simd: S, row: &mut [f32], len: usize) {
+    row[len..].fill(f32::NEG_INFINITY);
+    let (vectors, tail) = S::as_mut_simd_f32s(row);
+    debug_assert!(tail.is_empty());
+    let mut max = simd.splat_f32s(f32::NEG_INFINITY);
+    for v in vectors.iter() {
+        max = simd.max_f32s(max, *v);
+    }
+    let max = simd.splat_f32s(simd.reduce_max_f32s(max));
+    let mut sum = simd.splat_f32s(0.0);
+    for v in vectors.iter_mut() {
+        // exp(-inf - max) comes out as exp(-87), about 1e-38: the padding
+        // adds nothing visible to the sum and is never read.
+        *v = exp_nonpositive(simd, simd.sub_f32s(*v, max));
+        sum = simd.add_f32s(sum, *v);
+    }
+    let inv = simd.splat_f32s(1.0 / simd.reduce_sum_f32s(sum));
+    for v in vectors.iter_mut() {
+        *v = simd.mul_f32s(*v, inv);
+    }
+}
+
+/// `exp(x)` for `x <= 0` (clamped at -87), to about 2 ulp: `2^n e^r` with
+/// `n = round(x / ln 2)` and Cephes' polynomial for `e^r` on
+/// `|r| <= ln 2 / 2`.
+#[inline(always)]
+fn exp_nonpositive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    // Adding 1.5 * 2^23 rounds to an integer, which lands in the low
+    // mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    let x = simd.max_f32s(x, simd.splat_f32s(-87.0));
+    let t = simd.mul_add_e_f32s(
+        x,
+        simd.splat_f32s(std::f32::consts::LOG2_E),
+        simd.splat_f32s(ROUND),
+    );
+    let n = simd.sub_f32s(t, simd.splat_f32s(ROUND));
+    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(-0.693_359_4), x);
+    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(2.121_944_4e-4), r);
+    let mut p = simd.splat_f32s(1.987_569_1e-4);
+    for c in [
+        1.398_2e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        0.5,
+    ] {
+        p = simd.mul_add_e_f32s(p, r, simd.splat_f32s(c));
+    }
+    let r2 = simd.mul_f32s(r, r);
+    let y = simd.mul_add_e_f32s(p, r2, simd.add_f32s(r, simd.splat_f32s(1.0)));
+    // 2^n: the integer in t's low bits, moved to the exponent field
+    // (n + 127 lies in 1..=127 for x in -87..=0).
+    let bits = simd.transmute_u32s_f32s(t);
+    let bits = simd.add_u32s(bits, simd.splat_u32s(127u32.wrapping_sub(0x4B40_0000)));
+    let scale = simd.transmute_f32s_u32s(simd.wrapping_dyn_shl_u32s(bits, simd.splat_u32s(23)));
+    simd.mul_f32s(y, scale)
 }
 
 #[cfg(test)]
@@ -593,6 +646,45 @@ mod tests {
                     .map(|(a, b)| (a - b).abs())
                     .fold(0.0, f32::max);
                 assert!(diff < 1e-5, "{path:?}, len {len}: max diff {diff}");
+            }
+        }
+    }
+
+    struct Softmax<'a> {
+        row: &'a mut [f32],
+        len: usize,
+    }
+
+    impl WithSimd for Softmax<'_> {
+        type Output = ();
+
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, simd: S) {
+            softmax_row(simd, self.row, self.len);
+        }
+    }
+
+    #[test]
+    fn softmax_matches_reference_on_every_path() {
+        for len in [1, 7, 32, 45] {
+            let mut scores = data(len, 40 + len as u64);
+            scores.iter_mut().for_each(|v| *v *= 30.0);
+            scores[0] = -200.0; // below the clamp: its weight must be ~0
+            let max = scores
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, v| m.max(f64::from(*v)));
+            let sum: f64 = scores.iter().map(|v| (f64::from(*v) - max).exp()).sum();
+            for path in paths() {
+                let mut row = scores.clone();
+                row.resize(len.div_ceil(PANEL) * PANEL, 123.0);
+                run(path, Softmax { row: &mut row, len });
+                for (v, got) in scores.iter().zip(&row) {
+                    let want = ((f64::from(*v) - max).exp() / sum) as f32;
+                    assert!(
+                        (want - got).abs() <= 2e-7 + want * 4e-7,
+                        "{path:?}, len {len}: {got} vs {want}"
+                    );
+                }
             }
         }
     }
