@@ -5,7 +5,6 @@
 //! policy the same failure keeps the record unreadable (the layer that stops
 //! it: the store's activation gate).
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use mosaic_index::RetrievalMode;
@@ -18,19 +17,7 @@ use mosaic_store::{SqliteStore, Store, StoreConfig};
 use serde_json::Value;
 
 use crate::common::{WORKSPACE, World, world_with};
-use crate::embedder::fake_endpoint;
-
-fn http_world(endpoint_url: &str, vector_index_optional: bool) -> World {
-    let url = endpoint_url.to_owned();
-    world_with(move |c| {
-        c.embedder = EmbedderKind::Http;
-        c.embedder_url = Some(url);
-        c.embedder_model = Some("fake-embed".to_owned());
-        c.embedding_dim = 8;
-        c.embedder_api_key = Some(Secret::new("sk-test-key"));
-        c.vector_index_optional = vector_index_optional;
-    })
-}
+use crate::embedder::{FakeEndpoint, close, fake_endpoint};
 
 fn propose(service: &Service, key: &str, label: &str, content: &str) -> String {
     let credential = service.authenticate(Some(key)).expect("key");
@@ -67,21 +54,35 @@ fn selected(recalled: &Value) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
+/// A service on the HTTP embedder whose endpoint then goes down, and one
+/// memory proposed during the outage.
+fn proposed_during_outage(vector_index_optional: bool) -> (FakeEndpoint, World, String, String) {
     let endpoint = fake_endpoint();
-    let w = http_world(&endpoint.url, true);
+    let url = endpoint.url.clone();
+    let w = world_with(move |c| {
+        c.embedder = EmbedderKind::Http;
+        c.embedder_url = Some(url);
+        c.embedder_model = Some("fake-embed".to_owned());
+        c.embedding_dim = 8;
+        c.embedder_api_key = Some(Secret::new("sk-test-key"));
+        c.vector_index_optional = vector_index_optional;
+    });
     let key = w.principals[0].key.clone();
     endpoint.up.store(false, Ordering::SeqCst);
-
-    // The vector publication fails; the record activates on the lexical
-    // index alone.
     let record = propose(
         &w.service,
         &key,
         "esc",
         "Escalations go to the on-call lead",
     );
+    (endpoint, w, key, record)
+}
+
+#[test]
+fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
+    // The vector publication fails; the record activates on the lexical
+    // index alone.
+    let (endpoint, w, key, record) = proposed_during_outage(true);
     let plain = recall(&w.service, &key, None).expect("selection without a query");
     assert_eq!(selected(&plain), vec![record.clone()]);
     // A ranked read cannot embed its query: it runs on the lexical index
@@ -108,19 +109,9 @@ fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
     assert!(whole.get("omitted_indexes").is_none(), "{whole}");
 
     // The store's activation event records the omission.
-    let data_dir = w.service.config().data_dir.clone();
-    let World {
-        _dir,
-        service,
-        router,
-        ..
-    } = w;
-    drop(router);
-    let service = Arc::try_unwrap(service).unwrap_or_else(|_| panic!("service still shared"));
-    service.flush().expect("flush");
-    drop(service);
-    let mut store =
-        SqliteStore::open(data_dir.join("store.sqlite"), StoreConfig::default()).expect("store");
+    let (_dir, config, _) = close(w);
+    let mut store = SqliteStore::open(config.data_dir.join("store.sqlite"), StoreConfig::default())
+        .expect("store");
     let trail = store.record_audit_trail(&record).expect("trail");
     let activation = trail
         .iter()
@@ -141,17 +132,7 @@ fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
 
 #[test]
 fn without_the_policy_a_failed_vector_index_keeps_the_record_unreadable() {
-    let endpoint = fake_endpoint();
-    let w = http_world(&endpoint.url, false);
-    let key = w.principals[0].key.clone();
-    endpoint.up.store(false, Ordering::SeqCst);
-
-    let record = propose(
-        &w.service,
-        &key,
-        "esc",
-        "Escalations go to the on-call lead",
-    );
+    let (endpoint, w, key, record) = proposed_during_outage(false);
     let plain = recall(&w.service, &key, None).expect("selection without a query");
     assert!(selected(&plain).is_empty(), "{plain}");
     // No silent degradation of reads either.

@@ -162,7 +162,7 @@ fn propose(service: &Service, key: &str, label: &str, content: &str) -> String {
 
 /// Closes the world's service and returns its directory, config and a
 /// principal key.
-fn close(w: World) -> (tempfile::TempDir, ServerConfig, String) {
+pub(crate) fn close(w: World) -> (tempfile::TempDir, ServerConfig, String) {
     let config = w.service.config().clone();
     let key = w.principals[0].key.clone();
     let World {

@@ -119,21 +119,8 @@ pub(crate) fn acknowledge_index<C: Tx>(
             )?
             .unwrap_or(0);
         if open == 0 {
-            c.exec(
-                "UPDATE records SET state = 'active' WHERE record_id = ?1 AND state = 'publishing'",
-                params![record_id],
-            )?;
-            let tenant: String = c
-                .row(
-                    "SELECT tenant_id FROM records WHERE record_id = ?1",
-                    params![record_id],
-                    |r| r.get(0),
-                )?
-                .unwrap_or_default();
-            audit(
+            activate(
                 c,
-                AuditKind::RecordActivated,
-                &tenant,
                 record_id,
                 json!({ "publication_generation": generation }),
                 at,
@@ -146,6 +133,30 @@ pub(crate) fn acknowledge_index<C: Tx>(
         activated,
         duplicate: false,
     })
+}
+
+/// Makes a publishing record readable and appends its `record_activated`
+/// event with `payload`.
+fn activate<C: Tx>(c: &C, record_id: &str, payload: serde_json::Value, at: u64) -> StoreResult<()> {
+    c.exec(
+        "UPDATE records SET state = 'active' WHERE record_id = ?1 AND state = 'publishing'",
+        params![record_id],
+    )?;
+    let tenant: String = c
+        .row(
+            "SELECT tenant_id FROM records WHERE record_id = ?1",
+            params![record_id],
+            |r| r.get(0),
+        )?
+        .unwrap_or_default();
+    audit(
+        c,
+        AuditKind::RecordActivated,
+        &tenant,
+        record_id,
+        payload,
+        at,
+    )
 }
 
 /// Degraded activation (see [`crate::Store::activate_degraded`]).
@@ -219,21 +230,8 @@ pub(crate) fn activate_degraded<C: Tx>(
     if seen != omitted.len() {
         return Err(refuse(first, "no publication is queued for it".to_owned()));
     }
-    c.exec(
-        "UPDATE records SET state = 'active' WHERE record_id = ?1 AND state = 'publishing'",
-        params![record_id],
-    )?;
-    let tenant: String = c
-        .row(
-            "SELECT tenant_id FROM records WHERE record_id = ?1",
-            params![record_id],
-            |r| r.get(0),
-        )?
-        .unwrap_or_default();
-    audit(
+    activate(
         c,
-        AuditKind::RecordActivated,
-        &tenant,
         record_id,
         json!({
             "publication_generation": generation,
