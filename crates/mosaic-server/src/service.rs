@@ -901,28 +901,34 @@ impl Service {
                     max_results: max_records,
                     mode: request.mode.unwrap_or(RetrievalMode::Hybrid),
                 };
-                let receipt = match &mut inner.pg {
-                    Some(pg) => pg.relevance(&query, &set)?,
-                    None => {
-                        let vector = match query.mode {
-                            RetrievalMode::Lexical => None,
-                            _ => match inner.retriever.embed_query(text) {
-                                Ok(v) => Some(v),
-                                // Degraded read: the optional vector index
-                                // is skipped and the query ranked as a
-                                // lexical one, which the response says.
-                                Err(_) if self.config.vector_index_optional => {
-                                    omitted_indexes.push(VECTOR_TARGET.to_owned());
-                                    query.mode = RetrievalMode::Lexical;
-                                    self.metrics.incr(
-                                        "mosaic_degraded_reads_total",
-                                        &[("target", VECTOR_TARGET)],
-                                    );
-                                    None
-                                }
-                                Err(e) => return Err(e.into()),
-                            },
+                let vector = match query.mode {
+                    RetrievalMode::Lexical => None,
+                    _ => {
+                        let embedded = match &inner.pg {
+                            Some(pg) => pg.vector.embedder().embed(text),
+                            None => inner.retriever.embed_query(text),
                         };
+                        match embedded {
+                            Ok(v) => Some(v),
+                            // Degraded read: the optional vector index is
+                            // skipped and the query ranked as a lexical
+                            // one, which the response says.
+                            Err(_) if self.config.vector_index_optional => {
+                                omitted_indexes.push(VECTOR_TARGET.to_owned());
+                                query.mode = RetrievalMode::Lexical;
+                                self.metrics.incr(
+                                    "mosaic_degraded_reads_total",
+                                    &[("target", VECTOR_TARGET)],
+                                );
+                                None
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                };
+                let receipt = match &mut inner.pg {
+                    Some(pg) => pg.relevance(&query, &set, vector.as_deref())?,
+                    None => {
                         inner
                             .retriever
                             .recall_embedded(&query, vector.as_deref())?
@@ -2820,10 +2826,13 @@ impl PgTargets {
     /// full-text and nearest-neighbour candidates inside the eligible set,
     /// fused by reciprocal rank in fixed point (ties by record id), ranked
     /// by the harness's `rank_relevance`.
+    /// Ranks `set` for `query`; `vector` is the embedded query (`None`
+    /// for a lexical query).
     fn relevance(
         &mut self,
         query: &RecallQuery<'_>,
         set: &EligibleSet,
+        vector: Option<&[f32]>,
     ) -> ServiceResult<mosaic_harness::memory_scope::RelevanceReceipt> {
         let search = |e: mosaic_pgsearch::PgSearchError| {
             ServiceError::Internal(format!("PostgreSQL search: {e}"))
@@ -2845,11 +2854,10 @@ impl PgTargets {
                     .map_err(search)?,
             );
         }
-        if query.mode != RetrievalMode::Lexical {
-            let vector = self.vector.embedder().embed(query.text)?;
+        if let Some(vector) = vector.filter(|_| query.mode != RetrievalMode::Lexical) {
             lists.push(
                 self.vector
-                    .search_embedding(&vector, &eligible, query.tenant_id, query.policy_sha256, k)
+                    .search_embedding(vector, &eligible, query.tenant_id, query.policy_sha256, k)
                     .map_err(search)?,
             );
         }

@@ -6,6 +6,7 @@
 //! it: the store's activation gate).
 
 use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use mosaic_index::RetrievalMode;
 use mosaic_server::api::RecallRequest;
@@ -13,11 +14,12 @@ use mosaic_server::embedder::{EmbedderKind, Secret};
 use mosaic_server::examples::workspace_fact;
 use mosaic_server::{Service, VECTOR_TARGET};
 use mosaic_store::audit::AuditKind;
-use mosaic_store::{SqliteStore, Store, StoreConfig};
+use mosaic_store::{PostgresStore, SqliteStore, Store, StoreConfig};
 use serde_json::Value;
 
 use crate::common::{WORKSPACE, World, world_with};
 use crate::embedder::{FakeEndpoint, close, fake_endpoint};
+use crate::postgres::{Schema, in_schema, urls};
 
 fn propose(service: &Service, key: &str, label: &str, content: &str) -> String {
     let credential = service.authenticate(Some(key)).expect("key");
@@ -54,9 +56,13 @@ fn selected(recalled: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A service on the HTTP embedder whose endpoint then goes down, and one
-/// memory proposed during the outage.
-fn proposed_during_outage(vector_index_optional: bool) -> (FakeEndpoint, World, String, String) {
+/// A service on the HTTP embedder (on PostgreSQL when `postgres` names a
+/// database) whose endpoint then goes down, and one memory proposed during
+/// the outage.
+fn proposed_during_outage(
+    vector_index_optional: bool,
+    postgres: Option<String>,
+) -> (FakeEndpoint, World, String, String) {
     let endpoint = fake_endpoint();
     let url = endpoint.url.clone();
     let w = world_with(move |c| {
@@ -66,6 +72,7 @@ fn proposed_during_outage(vector_index_optional: bool) -> (FakeEndpoint, World, 
         c.embedding_dim = 8;
         c.embedder_api_key = Some(Secret::new("sk-test-key"));
         c.vector_index_optional = vector_index_optional;
+        c.postgres = postgres;
     });
     let key = w.principals[0].key.clone();
     endpoint.up.store(false, Ordering::SeqCst);
@@ -78,17 +85,20 @@ fn proposed_during_outage(vector_index_optional: bool) -> (FakeEndpoint, World, 
     (endpoint, w, key, record)
 }
 
-#[test]
-fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
-    // The vector publication fails; the record activates on the lexical
-    // index alone.
-    let (endpoint, w, key, record) = proposed_during_outage(true);
-    let plain = recall(&w.service, &key, None).expect("selection without a query");
-    assert_eq!(selected(&plain), vec![record.clone()]);
-    // A ranked read cannot embed its query: it runs on the lexical index
-    // and says which index it ran without.
-    let ranked = recall(&w.service, &key, Some("who takes escalations")).expect("degraded read");
-    assert_eq!(selected(&ranked), vec![record.clone()], "{ranked}");
+/// With the vector index optional: the record proposed during the outage
+/// is readable, a ranked read runs lexically and says so; after recovery
+/// the queued vector publication lands and reads are whole again. Returns
+/// the closed world's directory.
+fn degrade_then_recover(
+    endpoint: &FakeEndpoint,
+    w: World,
+    key: &str,
+    record: &str,
+) -> tempfile::TempDir {
+    let plain = recall(&w.service, key, None).expect("selection without a query");
+    assert_eq!(selected(&plain), vec![record.to_owned()]);
+    let ranked = recall(&w.service, key, Some("who takes escalations")).expect("degraded read");
+    assert_eq!(selected(&ranked), vec![record.to_owned()], "{ranked}");
     assert_eq!(
         ranked["omitted_indexes"],
         serde_json::json!([VECTOR_TARGET])
@@ -99,20 +109,21 @@ fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
         "{metrics}"
     );
 
-    // The endpoint recovers: the queued vector publication is applied and
-    // reads are whole again.
     endpoint.up.store(true, Ordering::SeqCst);
     let report = w.service.reconcile().expect("reconcile");
     assert!(report.published >= 1, "{report:?}");
-    let whole = recall(&w.service, &key, Some("whom should I page tonight")).expect("read");
-    assert_eq!(selected(&whole), vec![record.clone()], "{whole}");
+    // No word in common with the memory: only the vectors link them.
+    let whole = recall(&w.service, key, Some("whom should I page tonight")).expect("read");
+    assert_eq!(selected(&whole), vec![record.to_owned()], "{whole}");
     assert!(whole.get("omitted_indexes").is_none(), "{whole}");
+    let (dir, _, _) = close(w);
+    dir
+}
 
-    // The store's activation event records the omission.
-    let (_dir, config, _) = close(w);
-    let mut store = SqliteStore::open(config.data_dir.join("store.sqlite"), StoreConfig::default())
-        .expect("store");
-    let trail = store.record_audit_trail(&record).expect("trail");
+/// The store's activation event names the omitted index, and nothing is
+/// left queued for it.
+fn assert_activation_recorded_the_omission(store: &mut dyn Store, record: &str) {
+    let trail = store.record_audit_trail(record).expect("trail");
     let activation = trail
         .iter()
         .find(|e| e.kind == AuditKind::RecordActivated)
@@ -131,8 +142,45 @@ fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
 }
 
 #[test]
+fn an_optional_vector_index_that_fails_degrades_activation_and_says_so() {
+    let (endpoint, w, key, record) = proposed_during_outage(true, None);
+    let dir = degrade_then_recover(&endpoint, w, &key, &record);
+    let mut store = SqliteStore::open(
+        dir.path().join("data").join("store.sqlite"),
+        StoreConfig::default(),
+    )
+    .expect("store");
+    assert_activation_recorded_the_omission(&mut store, &record);
+}
+
+#[test]
+fn degraded_activation_and_reads_on_postgres() {
+    let Some((owner_url, _)) = urls() else {
+        return;
+    };
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let schema = Schema {
+        name: format!("degraded_test_{}_{nanos}", std::process::id()),
+        owner_url: owner_url.clone(),
+    };
+    let mut owner = postgres::Client::connect(&owner_url, postgres::NoTls).expect("owner");
+    owner
+        .batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name))
+        .expect("schema");
+    drop(owner);
+    let url = in_schema(&owner_url, &schema.name);
+    let (endpoint, w, key, record) = proposed_during_outage(true, Some(url.clone()));
+    let _dir = degrade_then_recover(&endpoint, w, &key, &record);
+    let mut store = PostgresStore::connect(&url, StoreConfig::default()).expect("store");
+    assert_activation_recorded_the_omission(&mut store, &record);
+}
+
+#[test]
 fn without_the_policy_a_failed_vector_index_keeps_the_record_unreadable() {
-    let (endpoint, w, key, record) = proposed_during_outage(false);
+    let (endpoint, w, key, record) = proposed_during_outage(false, None);
     let plain = recall(&w.service, &key, None).expect("selection without a query");
     assert!(selected(&plain).is_empty(), "{plain}");
     // No silent degradation of reads either.

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_mosaic");
 
 /// Owner and application-role URLs, or `None` (skip).
-fn urls() -> Option<(String, String)> {
+pub(crate) fn urls() -> Option<(String, String)> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let under_ci = var("CI").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
     match (
@@ -42,15 +42,15 @@ fn urls() -> Option<(String, String)> {
 
 /// `url` with its search path set to `schema` (then `public`, where the
 /// vector extension lives).
-fn in_schema(url: &str, schema: &str) -> String {
+pub(crate) fn in_schema(url: &str, schema: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("{url}{sep}options=-c%20search_path%3D{schema}%2Cpublic")
 }
 
 /// One schema, dropped with everything in it.
-struct Schema {
-    name: String,
-    owner_url: String,
+pub(crate) struct Schema {
+    pub(crate) name: String,
+    pub(crate) owner_url: String,
 }
 
 impl Drop for Schema {
