@@ -64,7 +64,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -406,6 +406,11 @@ ALTER TABLE record_catalog FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON record_catalog
     USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
     WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#,
+    // 2 -> 3
+    r#"
+-- A record's audit trail (`record_audit_trail`) reads its events by id.
+CREATE INDEX idx_audit_ref ON audit_events (tenant_id, ref_id, seq);
 "#,
 ];
 

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -215,6 +215,11 @@ INSERT INTO record_catalog (record_id, tenant_id, kind, subject_type, subject_a,
 SELECT r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b,
        coalesce(json_extract(p.input_json, '$.grant.principal_id'), ''), r.proposal_id, r.created_at_ms
 FROM records r JOIN proposals p ON p.proposal_id = r.proposal_id;
+"#,
+    // 2 -> 3
+    r#"
+-- A record's audit trail (`record_audit_trail`) reads its events by id.
+CREATE INDEX idx_audit_ref ON audit_events (ref_id, seq);
 "#,
 ];
 

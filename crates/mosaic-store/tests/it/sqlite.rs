@@ -51,13 +51,31 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     let request = Spec::workspace(fixtures::TENANT_A, "bob", "r-old").build();
     assert!(store.write(&request).expect("write").is_accepted());
     drop(store);
-    // What a version 1 file looked like: no catalog.
+    // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
-    conn.execute_batch("DROP TABLE record_catalog; PRAGMA user_version = 1;")
-        .expect("downgrade");
+    conn.execute_batch(
+        "DROP TABLE record_catalog; DROP INDEX idx_audit_ref; PRAGMA user_version = 1;",
+    )
+    .expect("downgrade");
     drop(conn);
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let indexed: i64 = raw(&path)
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'idx_audit_ref'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("index lookup");
+    assert_eq!(indexed, 1, "the migration adds the audit-trail index");
+    assert!(
+        store
+            .record_audit_trail("r-old")
+            .expect("trail")
+            .iter()
+            .any(|e| e.kind == mosaic_store::audit::AuditKind::RecordAccepted),
+        "the record's events survive the migration"
+    );
     let page = store
         .list_records(&mosaic_store::RecordFilter::tenant(fixtures::TENANT_A, 10))
         .expect("list");
