@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p mosaic-index --example latency_bench -- \
 //!     [--records 100000] [--principals 10000] [--queries 2000] [--ef-construction N] [--ef-search N]
+//!     [--big-reads 50] [--graph-cost-permille 1000]
 //! ```
 //!
 //! Synthetic records (12 words each from a 5,000-word vocabulary) spread
@@ -10,7 +11,8 @@
 //! (both targets), query-embedding latency on its own, and funnel latency
 //! (hybrid, neighbour context, cache bypassed by distinct queries) for
 //! principal-scoped reads and for a few large-scope reads (half of all
-//! records eligible, which plans the filtered graph).
+//! records eligible; the planner picks the exact scan or the filtered graph
+//! by estimated cost, `--graph-cost-permille 1` forces the graph).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,6 +80,7 @@ fn main() {
     let ann = AnnConfig {
         ef_construction: arg(&args, "--ef-construction", defaults.ef_construction),
         ef_search: arg(&args, "--ef-search", defaults.ef_search),
+        graph_cost_permille: arg(&args, "--graph-cost-permille", defaults.graph_cost_permille),
         ..defaults
     };
     let mut retriever = Retriever::new(embedder.clone(), ann, FunnelConfig::default());
@@ -229,7 +232,8 @@ fn main() {
     let mut big_times = Vec::new();
     let mut found: Vec<Vec<String>> = Vec::new();
     let mut plan = None;
-    for (i, (q, v)) in queries.iter().zip(&vectors).take(50).enumerate() {
+    let big_reads = arg(&args, "--big-reads", 50);
+    for (i, (q, v)) in queries.iter().zip(&vectors).take(big_reads).enumerate() {
         let read_subject = format!("big{i}");
         let query = RecallQuery {
             tenant_id: tenant,

@@ -4,9 +4,10 @@
 //! only eligible nodes enter the result set, and the search does not stop
 //! until it holds `ef` eligible results or runs out of reachable nodes. It
 //! is never a post-filter of a global top-k, which returns nothing useful
-//! for a small subject. [`AnnIndex::search`] plans per query: an exact scan
-//! over the eligible docs when they are few (or a small fraction), the
-//! filtered graph otherwise.
+//! for a small subject. [`AnnIndex::search`] plans per query by estimated
+//! cost: an exact scan over the eligible docs (recall 1.0) unless the graph
+//! is estimated cheaper, which takes a very large eligible set; the graph's
+//! beam then widens as the eligible fraction falls (see [`AnnIndex::plan`]).
 //!
 //! Useful for: paraphrase recall over many records of large scopes.
 //! Not useful for: exact identifiers (see the lexical index).
@@ -27,12 +28,18 @@ pub struct AnnConfig {
     pub m0: usize,
     /// Beam width while building.
     pub ef_construction: usize,
-    /// Beam width while searching (at least `k`).
+    /// Beam width while searching (at least `k`) when every live doc is
+    /// eligible; a filtered search widens it with 1/selectivity, up to
+    /// `max_ef_widening` times.
     pub ef_search: usize,
-    /// Exact scan when the eligible set has at most this many docs...
+    /// Exact scan whenever the eligible set has at most this many docs.
     pub exact_limit: usize,
-    /// ...or is at most this many per-mille of all live docs.
-    pub exact_permille: usize,
+    /// Weight of the graph's cost estimate against the scan's, per mille
+    /// (1000: the plain estimates of [`AnnIndex::plan_costs`]; lower values
+    /// favour the graph).
+    pub graph_cost_permille: usize,
+    /// Most times `ef_search` a filtered graph search may widen its beam.
+    pub max_ef_widening: usize,
 }
 
 impl Default for AnnConfig {
@@ -43,7 +50,8 @@ impl Default for AnnConfig {
             ef_construction: 100,
             ef_search: 256,
             exact_limit: 2048,
-            exact_permille: 20,
+            graph_cost_permille: 1000,
+            max_ef_widening: 8,
         }
     }
 }
@@ -108,6 +116,36 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// The beam width of a filtered graph search over `eligible` of `live`
+/// docs (see [`AnnIndex::search_ef`]).
+fn search_ef(config: &AnnConfig, live: usize, eligible: usize, k: usize) -> usize {
+    let base = config.ef_search.max(k);
+    let live = live.max(1);
+    let widened = base.saturating_mul(live).div_ceil(eligible.clamp(1, live));
+    widened
+        .min(base.saturating_mul(config.max_ef_widening.max(1)))
+        .max(base)
+}
+
+/// Estimated (scan, graph) costs (see [`AnnIndex::plan_costs`]) for an
+/// index of `live` docs of `dim` dimensions with `levels` graph layers.
+fn plan_costs(
+    config: &AnnConfig,
+    dim: usize,
+    live: usize,
+    levels: usize,
+    eligible: usize,
+) -> (f64, f64) {
+    let dim = dim as f64;
+    let scan = eligible as f64 * dim;
+    let selectivity = (eligible.max(1) as f64 / live.max(1) as f64).min(1.0);
+    let ef = search_ef(config, live, eligible, 10) as f64;
+    let graph = ef * config.m0 as f64 * levels as f64 * dim / selectivity
+        * config.graph_cost_permille as f64
+        / 1000.0;
+    (scan, graph)
 }
 
 /// A visited-doc bitset for one layer search.
@@ -449,31 +487,82 @@ impl AnnIndex {
         }
     }
 
-    /// Exact top-`k` over `docs`.
+    /// Exact top-`k` over `docs`: one pass over the eligible docs in doc
+    /// order (so over the vectors in memory order), keeping the best `k`.
     pub fn exact(&self, q: &[f32], docs: &DocSet, k: usize) -> Vec<(DocId, f32)> {
-        let mut scored: Vec<Scored> = docs
-            .docs()
-            .iter()
-            .filter(|d| self.is_live(**d))
-            .map(|d| Scored(dot(q, self.vector(*d)), *d))
-            .collect();
-        scored.sort_by(|a, b| b.cmp(a));
-        scored.truncate(k);
-        scored.into_iter().map(|s| (s.1, s.0)).collect()
+        if k == 0 {
+            return Vec::new();
+        }
+        let mut top: BinaryHeap<std::cmp::Reverse<Scored>> = BinaryHeap::with_capacity(k + 1);
+        for (w, (&eligible, &live)) in docs.words().iter().zip(&self.live_bits).enumerate() {
+            let mut word = eligible & live;
+            while word != 0 {
+                let doc = (w * 64) as DocId + word.trailing_zeros();
+                word &= word - 1;
+                let s = Scored(dot(q, self.vector(doc)), doc);
+                if top.len() < k {
+                    top.push(std::cmp::Reverse(s));
+                } else if top.peek().is_some_and(|worst| s > worst.0) {
+                    top.pop();
+                    top.push(std::cmp::Reverse(s));
+                }
+            }
+        }
+        let mut out: Vec<Scored> = top.into_iter().map(|r| r.0).collect();
+        out.sort_by(|a, b| b.cmp(a));
+        out.into_iter().map(|s| (s.1, s.0)).collect()
     }
 
-    /// Graph top-`k` with the filter applied during traversal.
+    /// Graph top-`k` with the filter applied during traversal, its beam
+    /// widened for the eligible fraction (see [`AnnIndex::search_ef`]).
     pub fn graph_filtered(&self, q: &[f32], docs: Option<&DocSet>, k: usize) -> Vec<(DocId, f32)> {
+        let ef = match docs {
+            Some(d) => self.search_ef(d.len(), k),
+            None => self.config.ef_search.max(k),
+        };
+        self.graph_with_ef(q, docs, k, ef)
+    }
+
+    fn graph_with_ef(
+        &self,
+        q: &[f32],
+        docs: Option<&DocSet>,
+        k: usize,
+        ef: usize,
+    ) -> Vec<(DocId, f32)> {
         let Some(mut entry) = self.entry else {
             return Vec::new();
         };
         for l in (1..=self.max_level).rev() {
             entry = self.greedy(q, entry, l);
         }
-        let ef = self.config.ef_search.max(k);
-        let mut found = self.search_layer(q, &[entry], ef, 0, docs, None);
+        let mut found = self.search_layer(q, &[entry], ef.max(k), 0, docs, None);
         found.truncate(k);
         found.into_iter().map(|s| (s.1, s.0)).collect()
+    }
+
+    /// The beam width of a filtered graph search over `eligible` docs:
+    /// `ef_search` divided by the eligible fraction of the live docs, at
+    /// most `max_ef_widening` times `ef_search`, at least `k`.
+    pub fn search_ef(&self, eligible: usize, k: usize) -> usize {
+        search_ef(&self.config, self.live, eligible, k)
+    }
+
+    /// Estimated costs, in multiply-adds, of an exact scan and of a
+    /// filtered graph search over `eligible` docs (top 10):
+    /// the scan reads every eligible vector, `eligible x dim`; the graph
+    /// scores about `ef x m0` neighbours per layer it descends, and must
+    /// walk past 1/selectivity docs for every eligible one it keeps,
+    /// `ef x m0 x levels x dim / selectivity` (times `graph_cost_permille`
+    /// / 1000).
+    pub fn plan_costs(&self, eligible: usize) -> (f64, f64) {
+        plan_costs(
+            &self.config,
+            self.dim,
+            self.live,
+            self.max_level + 1,
+            eligible,
+        )
     }
 
     /// The naive baseline: global top-`ef` from the graph, then filtered.
@@ -485,10 +574,15 @@ impl AnnIndex {
         global
     }
 
-    /// The plan [`AnnIndex::search`] picks for `eligible` docs.
+    /// The plan [`AnnIndex::search`] picks for `eligible` docs: the exact
+    /// scan for at most `exact_limit` docs or whenever its estimated cost
+    /// is not above the filtered graph's (see [`AnnIndex::plan_costs`]).
     pub fn plan(&self, eligible: usize) -> SearchPlan {
-        let fraction_limit = self.live.saturating_mul(self.config.exact_permille) / 1000;
-        if eligible <= self.config.exact_limit.max(fraction_limit) {
+        if eligible <= self.config.exact_limit {
+            return SearchPlan::ExactScan;
+        }
+        let (scan, graph) = self.plan_costs(eligible);
+        if scan <= graph {
             SearchPlan::ExactScan
         } else {
             SearchPlan::FilteredGraph
@@ -522,6 +616,71 @@ mod tests {
                 "n={n}"
             );
         }
+    }
+
+    fn plan_of(config: &AnnConfig, live: usize, levels: usize, eligible: usize) -> SearchPlan {
+        let (scan, graph) = plan_costs(config, 256, live, levels, eligible);
+        if eligible <= config.exact_limit || scan <= graph {
+            SearchPlan::ExactScan
+        } else {
+            SearchPlan::FilteredGraph
+        }
+    }
+
+    #[test]
+    fn the_planner_scans_unless_the_graph_is_estimated_cheaper() {
+        let c = AnnConfig::default();
+        // 256-d, default graph: up to a few hundred thousand eligible docs
+        // the scan is cheaper (and exact).
+        assert_eq!(plan_of(&c, 100_000, 5, 50_000), SearchPlan::ExactScan);
+        assert_eq!(plan_of(&c, 100_000, 5, 1_000), SearchPlan::ExactScan);
+        assert_eq!(plan_of(&c, 1_000_000, 6, 10_000), SearchPlan::ExactScan);
+        assert_eq!(plan_of(&c, 1_000_000, 6, 100), SearchPlan::ExactScan);
+        // Half of a million docs: the scan reads 500,000 vectors, the graph
+        // is estimated cheaper.
+        assert_eq!(
+            plan_of(&c, 1_000_000, 6, 500_000),
+            SearchPlan::FilteredGraph
+        );
+        assert_eq!(
+            plan_of(&c, 1_000_000, 6, 1_000_000),
+            SearchPlan::FilteredGraph
+        );
+        // The beam widens with 1/selectivity, bounded.
+        assert_eq!(search_ef(&c, 1_000_000, 1_000_000, 10), 256);
+        assert_eq!(search_ef(&c, 1_000_000, 500_000, 10), 512);
+        assert_eq!(search_ef(&c, 1_000_000, 250_000, 10), 1024);
+        assert_eq!(search_ef(&c, 1_000_000, 100, 10), 256 * 8);
+        assert_eq!(search_ef(&c, 1_000, 1_000, 300), 300);
+    }
+
+    #[test]
+    fn exact_keeps_the_best_k_in_similarity_then_doc_order() {
+        let dim = 4;
+        let mut ann = AnnIndex::new(dim, AnnConfig::default());
+        // Docs 0..200: doc d points at angle d; docs 200.. repeat 0..50
+        // (equal scores, so ties go to the lower doc).
+        for d in 0..250u32 {
+            let a = f64::from(d % 200) * 0.01;
+            ann.insert(d, &[a.cos() as f32, a.sin() as f32, 0.0, 0.0]);
+        }
+        ann.remove(3);
+        let mut set = DocSet::with_capacity(250);
+        for d in (0..250).rev() {
+            set.insert(d);
+        }
+        let q = [1.0, 0.0, 0.0, 0.0];
+        let got: Vec<DocId> = ann.exact(&q, &set, 6).iter().map(|x| x.0).collect();
+        assert_eq!(got, vec![0, 200, 1, 201, 2, 202]);
+        let mut plain: Vec<Scored> = (0..250)
+            .filter(|d| *d != 3)
+            .map(|d| Scored(dot(&q, ann.vector(d)), d))
+            .collect();
+        plain.sort_by(|a, b| b.cmp(a));
+        let want: Vec<DocId> = plain.iter().take(40).map(|s| s.1).collect();
+        let got: Vec<DocId> = ann.exact(&q, &set, 40).iter().map(|x| x.0).collect();
+        assert_eq!(got, want);
+        assert!(ann.exact(&q, &set, 0).is_empty());
     }
 
     #[test]

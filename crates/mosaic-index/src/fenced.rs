@@ -190,38 +190,48 @@ impl<B: Backend> FencedIndex<B> {
         tenant_id: &str,
         policy_sha256: &str,
     ) -> DocSet {
-        let mut set = DocSet::with_capacity(self.fence.doc_capacity());
-        let in_scope = |doc: DocId| {
-            self.fence
-                .record_of(doc)
-                .and_then(|r| self.fence.live_entry(r))
-                .is_some_and(|l| {
-                    l.scope.tenant_id == tenant_id && l.scope.policy_sha256 == policy_sha256
-                })
-        };
         match eligible {
             Eligible::Records(ids) => {
-                for id in ids.iter() {
-                    if let Some(doc) = self.fence.doc_of(id) {
-                        if in_scope(doc) {
-                            set.insert(doc);
-                        }
-                    }
-                }
+                self.resolve_ids(ids.iter().map(String::as_str), tenant_id, policy_sha256)
             }
             Eligible::Scope(predicate) => {
+                let mut set = DocSet::with_capacity(self.fence.doc_capacity());
                 for subject in &predicate.subject_keys {
                     for doc in self.backend.subject_docs(tenant_id, subject) {
-                        let kind_ok = self
+                        let ok = self
                             .fence
                             .record_of(doc)
                             .and_then(|r| self.fence.live_entry(r))
-                            .is_some_and(|l| predicate.kinds.contains(&l.scope.kind));
-                        if kind_ok && in_scope(doc) {
+                            .is_some_and(|l| {
+                                predicate.kinds.contains(&l.scope.kind)
+                                    && l.scope.tenant_id == tenant_id
+                                    && l.scope.policy_sha256 == policy_sha256
+                            });
+                        if ok {
                             set.insert(doc);
                         }
                     }
                 }
+                set
+            }
+        }
+    }
+
+    /// The docs of the live records among `ids` of `tenant_id` under
+    /// `policy_sha256` (one slot lookup per id, no id copies).
+    pub(crate) fn resolve_ids<'i>(
+        &self,
+        ids: impl Iterator<Item = &'i str>,
+        tenant_id: &str,
+        policy_sha256: &str,
+    ) -> DocSet {
+        let mut set = DocSet::with_capacity(self.fence.doc_capacity());
+        let Some(scope) = self.fence.scope_of(tenant_id, policy_sha256) else {
+            return set;
+        };
+        for id in ids {
+            if let Some(doc) = self.fence.live_doc_in(id, scope) {
+                set.insert(doc);
             }
         }
         set

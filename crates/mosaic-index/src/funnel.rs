@@ -25,8 +25,7 @@ use mosaic_harness::canonical::domain_digest;
 use mosaic_harness::memory_scope::{
     ContextAllocation, ContextBudget, ContextItem, EligibleSet, MemoryContextReport,
     MemoryReadContext, MemorySelection, RelevanceInput, RelevanceReceipt, ScoredCandidate,
-    allocate_selected_memory, fixed_point_score, rank_relevance, render_recalled_memory,
-    select_memory_ranked,
+    allocate_selected_memory, fixed_point_score, render_recalled_memory, select_memory_ranked,
 };
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +33,7 @@ use crate::ann::{AnnConfig, SearchPlan};
 use crate::embed::Embedder;
 use crate::error::IndexError;
 use crate::lexical::{BM25_B_PERMILLE, BM25_K1_PERMILLE, Hit, LexicalIndex, LexicalParams};
-use crate::scope::Eligible;
+use crate::scope::DocSet;
 use crate::text::{ANALYZER_RELEASE, terms};
 use crate::vector::VectorIndex;
 
@@ -341,13 +340,23 @@ impl Retriever {
 
     /// The cache key of `query` against the current snapshot.
     pub fn cache_key(&self, query: &RecallQuery<'_>) -> Result<CacheKey, IndexError> {
+        self.cache_key_with(query, &query.eligible.digest()?)
+    }
+
+    /// [`Retriever::cache_key`] with the eligible-set digest computed once
+    /// by the caller (it goes into the receipt too).
+    fn cache_key_with(
+        &self,
+        query: &RecallQuery<'_>,
+        eligible_set_sha256: &str,
+    ) -> Result<CacheKey, IndexError> {
         let feature_release = self.feature_release();
         let query_sha256 = domain_digest(
             QUERY_DOMAIN,
             &QueryBody {
                 text: query.text,
                 claim_keys: query.claim_keys,
-                eligible_set_sha256: &query.eligible.digest()?,
+                eligible_set_sha256,
                 max_results: query.max_results,
                 mode: query.mode,
                 config: &self.config,
@@ -377,13 +386,16 @@ impl Retriever {
         query: &RecallQuery<'_>,
         query_vector: Option<&[f32]>,
     ) -> Result<Recall, IndexError> {
-        let key = self.cache_key(query)?;
+        // The eligible set's digest is hashed once per read: for the cache
+        // key here and for the relevance receipt in `compute`.
+        let eligible_set_sha256 = query.eligible.digest()?;
+        let key = self.cache_key_with(query, &eligible_set_sha256)?;
         if let Some(hit) = self.cache.get(&key) {
             let mut hit = hit.clone();
             hit.cache_hit = true;
             return Ok(hit);
         }
-        let recall = self.compute(query, query_vector, &key.query_sha256)?;
+        let recall = self.compute(query, query_vector, &key.query_sha256, eligible_set_sha256)?;
         self.cache.put(key, recall.clone());
         Ok(recall)
     }
@@ -393,18 +405,21 @@ impl Retriever {
         query: &RecallQuery<'_>,
         query_vector: Option<&[f32]>,
         query_sha256: &str,
+        eligible_set_sha256: String,
     ) -> Result<Recall, IndexError> {
-        let ids: Vec<String> = query
-            .eligible
-            .entries
-            .iter()
-            .map(|e| e.record_id.clone())
-            .collect();
-        let eligible = Eligible::Records(&ids);
+        let ids = || query.eligible.entries.iter().map(|e| e.record_id.as_str());
         let depth = self.config.candidate_depth;
-        let lex_docs = self
-            .lexical
-            .resolve(&eligible, query.tenant_id, query.policy_sha256);
+        // The lexical docs serve BM25, claim keys and neighbours; a pure
+        // vector read without those never resolves them.
+        let lexical_needed = query.mode != RetrievalMode::Vector
+            || !query.claim_keys.is_empty()
+            || self.config.neighbour_permille > 0;
+        let lex_docs = if lexical_needed {
+            self.lexical
+                .resolve_ids(ids(), query.tenant_id, query.policy_sha256)
+        } else {
+            DocSet::default()
+        };
         let query_terms = terms(query.text);
         let lexical_hits = match query.mode {
             RetrievalMode::Vector => Vec::new(),
@@ -425,7 +440,7 @@ impl Retriever {
             (_, Some(v)) => {
                 let docs = self
                     .vector
-                    .resolve(&eligible, query.tenant_id, query.policy_sha256);
+                    .resolve_ids(ids(), query.tenant_id, query.policy_sha256);
                 let (plan, hits) = self.vector.search_docs(v, &docs, depth);
                 (Some(plan), hits)
             }
@@ -544,7 +559,7 @@ impl Retriever {
             scores,
             max_results: query.max_results,
         };
-        let receipt = rank_relevance(&input)?;
+        let receipt = input.rank_with_eligible_digest(eligible_set_sha256)?;
         let explanations = receipt
             .results
             .iter()

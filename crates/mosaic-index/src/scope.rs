@@ -72,6 +72,11 @@ impl DocSet {
         self.docs.is_empty()
     }
 
+    /// The membership bitset: bit `d % 64` of word `d / 64` is doc `d`.
+    pub(crate) fn words(&self) -> &[u64] {
+        &self.bits
+    }
+
     /// The docs, in insertion order.
     pub fn docs(&self) -> &[DocId] {
         &self.docs

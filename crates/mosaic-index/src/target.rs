@@ -248,7 +248,12 @@ pub(crate) enum TombstonePlan {
 struct Slot {
     state: SlotState,
     doc: Option<DocId>,
+    /// Interned (tenant, policy) of the live entry (`NO_SCOPE` for none),
+    /// so resolving an eligible set compares a number, not two strings.
+    scope: u32,
 }
+
+const NO_SCOPE: u32 = u32::MAX;
 
 /// The generation fence shared by every target: slots, doc numbering and
 /// the counters caches key on.
@@ -258,6 +263,8 @@ pub(crate) struct Fence {
     doc_records: Vec<Option<String>>,
     snapshot_generation: u64,
     revocation_epoch: u64,
+    /// (tenant, policy) pairs seen, numbered in order of appearance.
+    scopes: HashMap<(String, String), u32>,
 }
 
 impl Fence {
@@ -268,6 +275,7 @@ impl Fence {
             doc_records: Vec::new(),
             snapshot_generation: 0,
             revocation_epoch: 0,
+            scopes: HashMap::new(),
         }
     }
 
@@ -376,9 +384,11 @@ impl Fence {
             .get(&m.record_id)
             .map_or(0, |s| s.state.revoked_through)
             .max(m.revocation_generation);
+        let scope = self.intern_scope(&m.scope.tenant_id, &m.scope.policy_sha256);
         self.slots.insert(
             m.record_id.clone(),
             Slot {
+                scope,
                 state: SlotState {
                     generation: m.generation,
                     revoked_through,
@@ -449,6 +459,7 @@ impl Fence {
                     live: None,
                 },
                 doc: None,
+                scope: NO_SCOPE,
             },
         );
         self.snapshot_generation += 1;
@@ -458,6 +469,31 @@ impl Fence {
     /// The live doc of `record_id`, if any.
     pub(crate) fn doc_of(&self, record_id: &str) -> Option<DocId> {
         self.slots.get(record_id).and_then(|s| s.doc)
+    }
+
+    fn intern_scope(&mut self, tenant_id: &str, policy_sha256: &str) -> u32 {
+        let next = u32::try_from(self.scopes.len()).unwrap_or(NO_SCOPE);
+        *self
+            .scopes
+            .entry((tenant_id.to_owned(), policy_sha256.to_owned()))
+            .or_insert(next)
+    }
+
+    /// The number of a (tenant, policy) pair, if any record had it.
+    pub(crate) fn scope_of(&self, tenant_id: &str, policy_sha256: &str) -> Option<u32> {
+        self.scopes
+            .get(&(tenant_id.to_owned(), policy_sha256.to_owned()))
+            .copied()
+            .filter(|s| *s != NO_SCOPE)
+    }
+
+    /// The doc of `record_id` if it is live under scope number `scope`
+    /// (see [`Fence::scope_of`]), in one lookup.
+    pub(crate) fn live_doc_in(&self, record_id: &str, scope: u32) -> Option<DocId> {
+        let slot = self.slots.get(record_id)?;
+        (slot.scope == scope && slot.state.live.is_some())
+            .then_some(slot.doc)
+            .flatten()
     }
 
     /// The live entry of `record_id`, if any.
@@ -514,18 +550,29 @@ impl Fence {
 
     /// Restores a tombstone slot from a snapshot or rebuild.
     pub(crate) fn restore_tombstone(&mut self, record_id: &str, state: SlotState) {
-        self.slots
-            .insert(record_id.to_owned(), Slot { state, doc: None });
+        self.slots.insert(
+            record_id.to_owned(),
+            Slot {
+                state,
+                doc: None,
+                scope: NO_SCOPE,
+            },
+        );
         self.snapshot_generation += 1;
     }
 
     /// Restores a live slot from a snapshot.
     pub(crate) fn restore_live(&mut self, record_id: &str, state: SlotState, doc: DocId) {
+        let scope = match &state.live {
+            Some(l) => self.intern_scope(&l.scope.tenant_id, &l.scope.policy_sha256),
+            None => NO_SCOPE,
+        };
         self.slots.insert(
             record_id.to_owned(),
             Slot {
                 state,
                 doc: Some(doc),
+                scope,
             },
         );
         self.snapshot_generation += 1;

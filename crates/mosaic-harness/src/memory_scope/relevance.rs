@@ -199,52 +199,85 @@ pub enum RelevanceError {
 
 /// Orders the scores and issues the relevance receipt.
 pub fn rank_relevance(input: &RelevanceInput) -> Result<RelevanceReceipt, RelevanceError> {
-    if !is_sha256_hex(&input.query_sha256) {
-        return Err(RelevanceError::MalformedQueryDigest);
+    input.rank_with(|| input.eligible.digest())
+}
+
+impl RelevanceInput {
+    /// [`rank_relevance`] with the eligible-set digest already computed
+    /// (it must be `self.eligible.digest()`), for a caller that needed it
+    /// before ranking and would otherwise hash a large set twice.
+    /// [`verify_relevance_receipt`] recomputes it from the set.
+    pub fn rank_with_eligible_digest(
+        &self,
+        eligible_set_sha256: String,
+    ) -> Result<RelevanceReceipt, RelevanceError> {
+        self.rank_with(|| Ok(eligible_set_sha256))
     }
-    if !is_identifier(&input.feature_release) {
-        return Err(RelevanceError::BadRelease("feature_release"));
-    }
-    if !is_identifier(&input.ranker_release) {
-        return Err(RelevanceError::BadRelease("ranker_release"));
-    }
-    let eligible: BTreeSet<&str> = input
-        .eligible
-        .entries
-        .iter()
-        .map(|e| e.record_id.as_str())
-        .collect();
-    let mut seen = BTreeSet::new();
-    let mut results = Vec::with_capacity(input.scores.len());
-    for scored in &input.scores {
-        if !eligible.contains(scored.record_id.as_str()) {
-            return Err(RelevanceError::ScoredIneligible(scored.record_id.clone()));
+
+    fn rank_with(
+        &self,
+        eligible_digest: impl FnOnce() -> Result<String, CanonicalError>,
+    ) -> Result<RelevanceReceipt, RelevanceError> {
+        let input = self;
+        if !is_sha256_hex(&input.query_sha256) {
+            return Err(RelevanceError::MalformedQueryDigest);
         }
-        if !seen.insert(scored.record_id.as_str()) {
-            return Err(RelevanceError::DuplicateScore(scored.record_id.clone()));
+        if !is_identifier(&input.feature_release) {
+            return Err(RelevanceError::BadRelease("feature_release"));
         }
-        if scored.score > MAX_CANONICAL_INT {
-            return Err(RelevanceError::ScoreOutOfRange(scored.record_id.clone()));
+        if !is_identifier(&input.ranker_release) {
+            return Err(RelevanceError::BadRelease("ranker_release"));
         }
-        results.push(RankedResult {
-            record_id: scored.record_id.clone(),
-            score: scored.score,
-        });
+        let entries = &input.eligible.entries;
+        // Entries are normally sorted by record id: search them in place
+        // instead of building a set of every eligible id.
+        let sorted = entries.windows(2).all(|w| w[0].record_id < w[1].record_id);
+        let set: BTreeSet<&str> = if sorted {
+            BTreeSet::new()
+        } else {
+            entries.iter().map(|e| e.record_id.as_str()).collect()
+        };
+        let is_eligible = |id: &str| {
+            if sorted {
+                entries
+                    .binary_search_by(|e| e.record_id.as_str().cmp(id))
+                    .is_ok()
+            } else {
+                set.contains(id)
+            }
+        };
+        let mut seen = BTreeSet::new();
+        let mut results = Vec::with_capacity(input.scores.len());
+        for scored in &input.scores {
+            if !is_eligible(scored.record_id.as_str()) {
+                return Err(RelevanceError::ScoredIneligible(scored.record_id.clone()));
+            }
+            if !seen.insert(scored.record_id.as_str()) {
+                return Err(RelevanceError::DuplicateScore(scored.record_id.clone()));
+            }
+            if scored.score > MAX_CANONICAL_INT {
+                return Err(RelevanceError::ScoreOutOfRange(scored.record_id.clone()));
+            }
+            results.push(RankedResult {
+                record_id: scored.record_id.clone(),
+                score: scored.score,
+            });
+        }
+        results.sort_by(|a, b| b.score.cmp(&a.score).then(a.record_id.cmp(&b.record_id)));
+        results.truncate(input.max_results);
+        let mut receipt = RelevanceReceipt {
+            schema_version: crate::MEMORY_SCHEMA_VERSION,
+            query_sha256: input.query_sha256.clone(),
+            eligible_set_sha256: eligible_digest()?,
+            feature_release: input.feature_release.clone(),
+            ranker_release: input.ranker_release.clone(),
+            max_results: input.max_results,
+            results,
+            receipt_sha256: String::new(),
+        };
+        receipt.receipt_sha256 = receipt.compute_digest()?;
+        Ok(receipt)
     }
-    results.sort_by(|a, b| b.score.cmp(&a.score).then(a.record_id.cmp(&b.record_id)));
-    results.truncate(input.max_results);
-    let mut receipt = RelevanceReceipt {
-        schema_version: crate::MEMORY_SCHEMA_VERSION,
-        query_sha256: input.query_sha256.clone(),
-        eligible_set_sha256: input.eligible.digest()?,
-        feature_release: input.feature_release.clone(),
-        ranker_release: input.ranker_release.clone(),
-        max_results: input.max_results,
-        results,
-        receipt_sha256: String::new(),
-    };
-    receipt.receipt_sha256 = receipt.compute_digest()?;
-    Ok(receipt)
 }
 
 /// Recomputes the relevance receipt from `input` and compares it with `stored`.
@@ -257,4 +290,57 @@ pub fn verify_relevance_receipt(
         return Err(RelevanceError::ReceiptMismatch);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(ids: &[&str], scored: &[&str]) -> RelevanceInput {
+        RelevanceInput {
+            query_sha256: "a".repeat(64),
+            eligible: EligibleSet {
+                read_context_sha256: "b".repeat(64),
+                entries: ids
+                    .iter()
+                    .map(|id| EligibleEntry {
+                        record_id: (*id).to_owned(),
+                        content_sha256: "c".repeat(64),
+                    })
+                    .collect(),
+            },
+            feature_release: "features-1".into(),
+            ranker_release: "ranker-1".into(),
+            scores: scored
+                .iter()
+                .enumerate()
+                .map(|(i, id)| ScoredCandidate {
+                    record_id: (*id).to_owned(),
+                    score: 10 - i as u64,
+                })
+                .collect(),
+            max_results: 10,
+        }
+    }
+
+    #[test]
+    fn eligibility_is_checked_whether_or_not_the_set_is_sorted() {
+        for ids in [&["a", "b", "c", "d"][..], &["d", "b", "a", "c"][..]] {
+            let ok = input(ids, &["c", "a"]);
+            let receipt = rank_relevance(&ok).unwrap();
+            assert_eq!(receipt.results.len(), 2);
+            assert_eq!(
+                ok.rank_with_eligible_digest(ok.eligible.digest().unwrap())
+                    .unwrap(),
+                receipt
+            );
+            for outside in ["e", "", "bb", "0"] {
+                assert_eq!(
+                    rank_relevance(&input(ids, &["a", outside])),
+                    Err(RelevanceError::ScoredIneligible(outside.into())),
+                    "{ids:?} {outside}"
+                );
+            }
+        }
+    }
 }

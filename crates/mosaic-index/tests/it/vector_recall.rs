@@ -53,15 +53,24 @@ fn filtered_search_keeps_recall_at_every_selectivity() {
     let n = 4_000;
     let dim = 24;
     let data = clustered(n, dim, 7);
-    // A low exact-scan limit so this small corpus exercises the graph.
+    // At this size the scan is always estimated cheaper: the default
+    // planner scans even half the corpus.
+    let mut default = AnnIndex::new(dim, AnnConfig::default());
+    // A low exact-scan limit and a graph estimate weighted down so this
+    // small corpus exercises the graph.
     let config = AnnConfig {
         exact_limit: 256,
+        graph_cost_permille: 1,
         ..AnnConfig::default()
     };
     let mut ann = AnnIndex::new(dim, config);
     for (i, v) in data.iter().enumerate() {
         ann.insert(i as u32, v);
+        default.insert(i as u32, v);
     }
+    assert_eq!(default.plan(n / 2), SearchPlan::ExactScan);
+    assert_eq!(default.plan(n), SearchPlan::ExactScan);
+    assert_eq!(ann.plan(n / 2), SearchPlan::FilteredGraph);
     let queries = clustered(40, dim, 99);
     // (selectivity in 1/10000, expected plan)
     for (per_10k, plan) in [
