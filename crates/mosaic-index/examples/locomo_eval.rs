@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p mosaic-index --example locomo_eval -- \
-//!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm] [--model-dir DIR]
+//!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8] [--model-dir DIR]
 //!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]...
 //!     [--split tuning|held-out|all] [--tables] [--latency] [--batch 64]
 //! ```
@@ -92,23 +92,32 @@ fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &str) -> Vec<T> {
 fn make_embedder(kind: &str, model_dir: Option<&str>) -> Arc<dyn Embedder> {
     match kind {
         "hash" => Arc::new(HashEmbedder::new(384)),
-        "minilm" => load_minilm(
-            model_dir.unwrap_or_else(|| fail("--embedder minilm needs --model-dir DIR".into())),
+        "minilm" | "minilm-int8" => load_minilm(
+            model_dir.unwrap_or_else(|| fail(format!("--embedder {kind} needs --model-dir DIR"))),
+            kind == "minilm-int8",
         ),
-        other => fail(format!("unknown embedder {other}; use hash or minilm")),
+        other => fail(format!(
+            "unknown embedder {other}; use hash, minilm or minilm-int8"
+        )),
     }
 }
 
 #[cfg(feature = "local-model")]
-fn load_minilm(dir: &str) -> Arc<dyn Embedder> {
-    match mosaic_index::local_model::MiniLmEmbedder::load(std::path::Path::new(dir)) {
+fn load_minilm(dir: &str, int8: bool) -> Arc<dyn Embedder> {
+    let dir = std::path::Path::new(dir);
+    let loaded = if int8 {
+        mosaic_index::local_model::MiniLmEmbedder::load_int8(dir)
+    } else {
+        mosaic_index::local_model::MiniLmEmbedder::load(dir)
+    };
+    match loaded {
         Ok(e) => Arc::new(e),
         Err(e) => fail(e.to_string()),
     }
 }
 
 #[cfg(not(feature = "local-model"))]
-fn load_minilm(dir: &str) -> Arc<dyn Embedder> {
+fn load_minilm(dir: &str, _int8: bool) -> Arc<dyn Embedder> {
     if let Err(e) = mosaic_index::local_model::verify_model_dir(std::path::Path::new(dir)) {
         fail(e.to_string());
     }
@@ -297,7 +306,7 @@ fn main() {
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency] [--batch N]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency] [--batch N]".into());
     }
     if variants.is_empty() {
         variants = ["lexical", "vector", "hybrid"]

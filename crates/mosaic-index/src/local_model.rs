@@ -24,6 +24,9 @@ pub const MINILM_DIMENSION: usize = 384;
 pub const MINILM_MAX_TOKENS: usize = 256;
 /// The embedder release bound into receipts.
 pub const MINILM_RELEASE: &str = "all-minilm-l6-v2-sha256-53aa5117-mean-l2-v1";
+/// The release of the opt-in int8 variant (`MiniLmEmbedder::load_int8`):
+/// same files, dense layers in int8, so different (close) vectors.
+pub const MINILM_INT8_RELEASE: &str = "all-minilm-l6-v2-sha256-53aa5117-mean-l2-int8-v1";
 
 /// The verified files of a model directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,8 +112,12 @@ mod model {
     use safetensors::{Dtype, SafeTensors};
     use tokenizers::{Tokenizer, TruncationParams};
 
-    use super::kernels::{Packed, add_layer_norm, attention, gelu, linear};
-    use super::{MINILM_DIMENSION, MINILM_MAX_TOKENS, MINILM_RELEASE, verify_model_dir};
+    use mosaic_kernels::{QuantMatrix, QuantRows};
+
+    use super::kernels::{Packed, add_layer_norm, add_layer_norm_fast, attention, gelu, linear};
+    use super::{
+        MINILM_DIMENSION, MINILM_INT8_RELEASE, MINILM_MAX_TOKENS, MINILM_RELEASE, verify_model_dir,
+    };
     use crate::embed::{Embedder, l2_normalise};
     use crate::error::{IndexError, ModelError};
 
@@ -132,12 +139,47 @@ mod model {
     /// Batches with fewer tokens run on the calling thread only.
     const PARALLEL_MIN_TOKENS: usize = 96;
 
+    /// A dense layer `y = x W^T + b`: f32 (the default release), or int8
+    /// (weights per output channel, activations per token row, `i32`
+    /// accumulation, then dequantised; `mosaic-kernels`).
+    enum Dense {
+        F32(Packed),
+        Int8(QuantMatrix),
+    }
+
+    impl Dense {
+        fn new(parts: &[(&[f32], &[f32])], k: usize, int8: bool) -> Dense {
+            if int8 {
+                Dense::Int8(QuantMatrix::quantize(parts, k))
+            } else {
+                Dense::F32(Packed::new(parts, k))
+            }
+        }
+
+        fn n(&self) -> usize {
+            match self {
+                Dense::F32(w) => w.n(),
+                Dense::Int8(w) => w.n(),
+            }
+        }
+
+        fn apply(&self, x: &[f32], out: &mut [f32], q: &mut QuantRows) {
+            match self {
+                Dense::F32(w) => linear(x, w, out),
+                Dense::Int8(w) => {
+                    q.quantize(x, w.k());
+                    mosaic_kernels::linear(q, w, out);
+                }
+            }
+        }
+    }
+
     struct Layer {
-        qkv: Packed,
-        attn_out: Packed,
+        qkv: Dense,
+        attn_out: Dense,
         attn_norm: (Vec<f32>, Vec<f32>),
-        intermediate: Packed,
-        output: Packed,
+        intermediate: Dense,
+        output: Dense,
         output_norm: (Vec<f32>, Vec<f32>),
     }
 
@@ -157,6 +199,7 @@ mod model {
         embed_norm: (Vec<f32>, Vec<f32>),
         layers: Vec<Layer>,
         threads: usize,
+        release: &'static str,
     }
 
     fn tensor(st: &SafeTensors<'_>, name: &str, shape: &[usize]) -> Result<Vec<f32>, IndexError> {
@@ -183,8 +226,24 @@ mod model {
     }
 
     impl MiniLmEmbedder {
-        /// Verifies the files in `dir` (pinned SHA-256s) and loads them.
+        /// Verifies the files in `dir` (pinned SHA-256s) and loads them:
+        /// release [`MINILM_RELEASE`], f32 throughout.
         pub fn load(dir: &Path) -> Result<Self, IndexError> {
+            Self::load_with(dir, false)
+        }
+
+        /// The opt-in int8 variant, release [`MINILM_INT8_RELEASE`]: the
+        /// same files, the dense layers (query/key/value, attention output,
+        /// feed-forward up and down) quantised to int8 at load and run with
+        /// int8 products (AVX-512 VNNI when the CPU has it, a much slower
+        /// portable path otherwise); everything else stays f32. Vectors are
+        /// close to [`MiniLmEmbedder::load`]'s, not equal, hence the
+        /// separate release.
+        pub fn load_int8(dir: &Path) -> Result<Self, IndexError> {
+            Self::load_with(dir, true)
+        }
+
+        fn load_with(dir: &Path, int8: bool) -> Result<Self, IndexError> {
             let files = verify_model_dir(dir)?;
             let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(rt)?;
             // The shipped tokenizer pads and truncates at 128: no padding
@@ -217,11 +276,11 @@ mod model {
                 let i = w("intermediate.dense", INTERMEDIATE, HIDDEN)?;
                 let out = w("output.dense", HIDDEN, INTERMEDIATE)?;
                 layers.push(Layer {
-                    qkv: Packed::new(&[(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1)], HIDDEN),
-                    attn_out: Packed::new(&[(&o.0, &o.1)], HIDDEN),
+                    qkv: Dense::new(&[(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1)], HIDDEN, int8),
+                    attn_out: Dense::new(&[(&o.0, &o.1)], HIDDEN, int8),
                     attn_norm: norm(&st, &format!("{p}.attention.output.LayerNorm"))?,
-                    intermediate: Packed::new(&[(&i.0, &i.1)], HIDDEN),
-                    output: Packed::new(&[(&out.0, &out.1)], INTERMEDIATE),
+                    intermediate: Dense::new(&[(&i.0, &i.1)], HIDDEN, int8),
+                    output: Dense::new(&[(&out.0, &out.1)], INTERMEDIATE, int8),
                     output_norm: norm(&st, &format!("{p}.output.LayerNorm"))?,
                 });
             }
@@ -248,13 +307,18 @@ mod model {
                 embed_norm: norm(&st, &format!("{e}.LayerNorm"))?,
                 layers,
                 threads,
+                release: if int8 {
+                    MINILM_INT8_RELEASE
+                } else {
+                    MINILM_RELEASE
+                },
             })
         }
     }
 
     impl Embedder for MiniLmEmbedder {
         fn release(&self) -> &str {
-            MINILM_RELEASE
+            self.release
         }
 
         fn dimension(&self) -> usize {
@@ -355,6 +419,7 @@ mod model {
         tmp: Vec<f32>,
         inter: Vec<f32>,
         attn: Vec<f32>,
+        quant: QuantRows,
     }
 
     impl MiniLmEmbedder {
@@ -397,13 +462,20 @@ mod model {
                     );
                 }
             }
-            add_layer_norm(&mut s.x, &[], &self.embed_norm.0, &self.embed_norm.1);
+            // The int8 release also takes the faster layer norm (its own
+            // arithmetic; the f32 release's stays as it was).
+            let layer_norm = if self.release == MINILM_INT8_RELEASE {
+                add_layer_norm_fast
+            } else {
+                add_layer_norm
+            };
+            layer_norm(&mut s.x, &[], &self.embed_norm.0, &self.embed_norm.1);
             s.qkv.resize(t * 3 * HIDDEN, 0.0);
             s.ctx.resize(t * HIDDEN, 0.0);
             s.tmp.resize(t * HIDDEN, 0.0);
             s.inter.resize(t * INTERMEDIATE, 0.0);
             for layer in &self.layers {
-                linear(&s.x, &layer.qkv, &mut s.qkv);
+                layer.qkv.apply(&s.x, &mut s.qkv, &mut s.quant);
                 let mut offset = 0;
                 for &len in &lens {
                     attention(
@@ -415,12 +487,12 @@ mod model {
                     );
                     offset += len;
                 }
-                linear(&s.ctx, &layer.attn_out, &mut s.tmp);
-                add_layer_norm(&mut s.x, &s.tmp, &layer.attn_norm.0, &layer.attn_norm.1);
-                linear(&s.x, &layer.intermediate, &mut s.inter);
+                layer.attn_out.apply(&s.ctx, &mut s.tmp, &mut s.quant);
+                layer_norm(&mut s.x, &s.tmp, &layer.attn_norm.0, &layer.attn_norm.1);
+                layer.intermediate.apply(&s.x, &mut s.inter, &mut s.quant);
                 gelu(&mut s.inter);
-                linear(&s.inter, &layer.output, &mut s.tmp);
-                add_layer_norm(&mut s.x, &s.tmp, &layer.output_norm.0, &layer.output_norm.1);
+                layer.output.apply(&s.inter, &mut s.tmp, &mut s.quant);
+                layer_norm(&mut s.x, &s.tmp, &layer.output_norm.0, &layer.output_norm.1);
             }
             let mut vectors = Vec::with_capacity(chunk.len());
             let mut offset = 0;

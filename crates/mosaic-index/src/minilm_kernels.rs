@@ -334,6 +334,67 @@ impl WithSimd for AddLayerNorm<'_> {
     }
 }
 
+/// [`add_layer_norm`] with f32 vector sums instead of sequential f64
+/// ones: several times faster, and not bit-identical to it (sums in
+/// another order), so only the int8 release uses it; the f32 release keeps
+/// its exact arithmetic.
+pub(super) fn add_layer_norm_fast(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32]) {
+    Arch::new().dispatch(AddLayerNormFast {
+        x,
+        residual,
+        gamma,
+        beta,
+    });
+}
+
+struct AddLayerNormFast<'a> {
+    x: &'a mut [f32],
+    residual: &'a [f32],
+    gamma: &'a [f32],
+    beta: &'a [f32],
+}
+
+impl WithSimd for AddLayerNormFast<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        let width = self.gamma.len();
+        if !self.residual.is_empty() {
+            for (a, b) in self.x.iter_mut().zip(self.residual) {
+                *a += *b;
+            }
+        }
+        for row in self.x.chunks_exact_mut(width) {
+            let inv = {
+                let (head, tail) = S::as_mut_simd_f32s(row);
+                let mut acc = simd.splat_f32s(0.0);
+                for v in head.iter() {
+                    acc = simd.add_f32s(acc, *v);
+                }
+                let sum = simd.reduce_sum_f32s(acc) + tail.iter().sum::<f32>();
+                let mean = sum / width as f32;
+                let m = simd.splat_f32s(mean);
+                let mut acc = simd.splat_f32s(0.0);
+                for v in head.iter_mut() {
+                    *v = simd.sub_f32s(*v, m);
+                    acc = simd.mul_add_e_f32s(*v, *v, acc);
+                }
+                let mut tail_sq = 0.0f32;
+                for v in tail.iter_mut() {
+                    *v -= mean;
+                    tail_sq += *v * *v;
+                }
+                let var = (simd.reduce_sum_f32s(acc) + tail_sq) / width as f32;
+                1.0 / (var + 1e-12).sqrt()
+            };
+            for ((v, g), b) in row.iter_mut().zip(self.gamma).zip(self.beta) {
+                *v = *v * inv * *g + *b;
+            }
+        }
+    }
+}
+
 /// Multi-head self-attention of one sequence without padding.
 ///
 /// `qkv` is `[len][3 * hidden]` (queries, keys, values side by side), `out`
@@ -686,6 +747,35 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn fast_layer_norm_matches_the_exact_one_on_every_path() {
+        let width = 384;
+        let x = data(5 * width, 50);
+        let residual = data(5 * width, 51);
+        let gamma = data(width, 52);
+        let beta = data(width, 53);
+        let mut want = x.clone();
+        add_layer_norm(&mut want, &residual, &gamma, &beta);
+        for path in paths() {
+            let mut got = x.clone();
+            run(
+                path,
+                AddLayerNormFast {
+                    x: &mut got,
+                    residual: &residual,
+                    gamma: &gamma,
+                    beta: &beta,
+                },
+            );
+            let diff = want
+                .iter()
+                .zip(&got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(diff < 1e-5, "{path:?}: max diff {diff}");
         }
     }
 

@@ -192,25 +192,7 @@ fn local_model_embeds_when_available() {
 /// `MOSAIC_MODEL_DIR`; skips without the directory unless `CI=true`.
 #[test]
 fn local_model_matches_golden_vectors() {
-    let golden_path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/minilm_golden.jsonl");
-    let golden: Vec<(String, Vec<f32>)> = std::fs::read_to_string(golden_path)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let text = v["text"].as_str().unwrap().to_owned();
-            let vector = v["vector"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap() as f32)
-                .collect();
-            (text, vector)
-        })
-        .collect();
-    assert_eq!(golden.len(), 17);
-    assert!(golden.iter().all(|(_, v)| v.len() == 384));
+    let golden = golden_vectors();
     let dir = std::env::var_os("MOSAIC_MODEL_DIR").map(PathBuf::from);
     let under_ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
     #[cfg(feature = "local-model")]
@@ -253,5 +235,86 @@ fn local_model_matches_golden_vectors() {
     {
         let _ = (dir, under_ci);
         println!("local-model feature off: golden vectors not checked");
+    }
+}
+
+/// `tests/minilm_golden.jsonl`: 17 texts and their f32 vectors.
+fn golden_vectors() -> Vec<(String, Vec<f32>)> {
+    let golden_path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/minilm_golden.jsonl");
+    let golden: Vec<(String, Vec<f32>)> = std::fs::read_to_string(golden_path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let text = v["text"].as_str().unwrap().to_owned();
+            let vector = v["vector"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            (text, vector)
+        })
+        .collect();
+    assert_eq!(golden.len(), 17);
+    assert!(golden.iter().all(|(_, v)| v.len() == 384));
+    golden
+}
+
+/// The bound of the int8 test.
+#[cfg(feature = "local-model")]
+const INT8_MIN_COSINE: f32 = 0.99;
+
+/// The opt-in int8 release stays close to the f32 golden vectors (a
+/// different release, so a bound on the cosine rather than equality), and
+/// gives a text the same vector alone and inside a batch. Same skipping
+/// rules as the f32 golden test.
+#[test]
+fn local_model_int8_stays_close_to_golden_vectors() {
+    let golden = golden_vectors();
+    let dir = std::env::var_os("MOSAIC_MODEL_DIR").map(PathBuf::from);
+    let under_ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    #[cfg(feature = "local-model")]
+    {
+        use mosaic_index::local_model::{MINILM_INT8_RELEASE, MINILM_RELEASE, MiniLmEmbedder};
+        let Some(dir) = dir else {
+            assert!(!under_ci, "CI=true but MOSAIC_MODEL_DIR is not set");
+            println!("local-model: MOSAIC_MODEL_DIR not set; int8 vectors not checked");
+            return;
+        };
+        let e = MiniLmEmbedder::load_int8(&dir).unwrap();
+        assert_eq!(e.release(), MINILM_INT8_RELEASE);
+        assert_ne!(e.release(), MINILM_RELEASE);
+        assert_eq!(e.dimension(), 384);
+        let texts: Vec<&str> = golden.iter().map(|(t, _)| t.as_str()).collect();
+        let batch = e.embed_batch(&texts).unwrap();
+        assert_eq!(batch.len(), golden.len());
+        let mut worst = 1.0f32;
+        let mut sum = 0.0f32;
+        for ((text, want), got) in golden.iter().zip(&batch) {
+            let cos = cosine(want, got);
+            assert!(cos >= INT8_MIN_COSINE, "{text:.60}: int8 cosine {cos}");
+            worst = worst.min(cos);
+            sum += cos;
+            if text.len() < 100 {
+                let alone = e.embed(text).unwrap();
+                let diff = alone
+                    .iter()
+                    .zip(got)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f32::max);
+                assert!(diff <= 1e-6, "{text:.60}: alone vs batch differ by {diff}");
+            }
+        }
+        println!(
+            "local-model: int8 vs golden f32: worst cosine {worst:.5}, mean {:.5}",
+            sum / golden.len() as f32
+        );
+    }
+    #[cfg(not(feature = "local-model"))]
+    {
+        let _ = (dir, under_ci, golden);
+        println!("local-model feature off: int8 vectors not checked");
     }
 }

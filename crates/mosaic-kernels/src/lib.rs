@@ -1,0 +1,876 @@
+//! # mosaic-kernels
+//!
+//! The unsafe SIMD code of Mosaic Memory, kept small and behind a safe API
+//! so every other crate can keep `#![forbid(unsafe_code)]`.
+//!
+//! What is here: int8 matrix products for the dense layers of the local
+//! embedder. A weight matrix is quantised once, per output channel and
+//! symmetrically, to `i8` ([`QuantMatrix`]); activations are quantised per
+//! row to `u8` with a per-row scale and zero point ([`QuantRows`]); the
+//! product accumulates `u8 x i8` in `i32` (AVX-512 VNNI `VPDPBUSD` when the
+//! CPU has it), subtracts the zero point times the weight column sums,
+//! and [`linear`] dequantises with both scales and adds the bias.
+//!
+//! Every kernel has a portable scalar twin with bit-identical results (the
+//! integer products exactly; the dequantised floats too, since both sides
+//! use the same fused multiply-add and round-to-nearest-even conversions).
+//! [`Backend`] picks one at run time; the `_with` functions force one, for
+//! tests.
+//!
+//! Safety: slices in, slices out. The lengths of all inputs are checked
+//! before any unsafe block (the panicking checks are the only failure
+//! mode); each unsafe block says why it stays in bounds.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(missing_docs)]
+
+/// Output columns per packed weight panel (two 16-lane vectors).
+const PANEL: usize = 32;
+/// Consecutive `k` values one 32-bit lane of `VPDPBUSD` sums.
+const GROUP: usize = 4;
+/// Bytes of one packed panel per group of [`GROUP`] `k` values.
+const PANEL_GROUP: usize = PANEL * GROUP;
+
+/// The implementation a kernel runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Portable Rust, every CPU.
+    Scalar,
+    /// AVX-512 (F, BW) with VNNI, x86-64 only.
+    Avx512Vnni,
+}
+
+impl Backend {
+    /// The fastest backend this CPU supports.
+    pub fn best() -> Backend {
+        if Backend::Avx512Vnni.is_available() {
+            Backend::Avx512Vnni
+        } else {
+            Backend::Scalar
+        }
+    }
+
+    /// Whether this CPU can run the backend.
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512Vnni => avx512::available(),
+            #[cfg(not(target_arch = "x86_64"))]
+            Backend::Avx512Vnni => false,
+        }
+    }
+
+    fn check(self) {
+        assert!(self.is_available(), "{self:?} is not available on this CPU");
+    }
+}
+
+/// A weight matrix `W` (`n` outputs by `k` inputs) quantised to `i8` per
+/// output channel (`w ~ scale[c] * q[c][k]`, `q` in `-127..=127`), with its
+/// bias, packed for the kernels: panels of 32 output columns, each stored
+/// as groups of four `k` values per column (`[k / 4][32][4]`).
+#[derive(Clone, Debug)]
+pub struct QuantMatrix {
+    n: usize,
+    k: usize,
+    /// `k` rounded up to whole groups, divided by [`GROUP`].
+    groups: usize,
+    /// `n.div_ceil(PANEL)` panels of `groups * PANEL_GROUP` bytes.
+    data: Vec<i8>,
+    /// Per column, padded with zeros to whole panels (as are the next two).
+    scales: Vec<f32>,
+    /// Sum of the column's quantised weights.
+    sums: Vec<i32>,
+    bias: Vec<f32>,
+}
+
+impl QuantMatrix {
+    /// Quantises and packs `y = x W^T + b` weights. Each part is a weight
+    /// `[n_i][k]` (row-major, the PyTorch `Linear` layout) and its bias
+    /// `[n_i]`; parts are stacked along the outputs.
+    ///
+    /// Panics when a weight's length is not its bias's length times `k`,
+    /// or `k` is zero.
+    pub fn quantize(parts: &[(&[f32], &[f32])], k: usize) -> QuantMatrix {
+        assert!(k > 0, "k must be positive");
+        let mut q = Vec::new();
+        let mut scales = Vec::new();
+        let mut bias = Vec::new();
+        for (w, b) in parts {
+            assert_eq!(w.len(), b.len() * k, "weight is not [bias.len()][k]");
+            for row in w.chunks_exact(k) {
+                let amax = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let scale = amax / 127.0;
+                scales.push(scale);
+                q.extend(row.iter().map(|v| {
+                    if scale > 0.0 {
+                        (v / scale).round_ties_even().clamp(-127.0, 127.0) as i8
+                    } else {
+                        0
+                    }
+                }));
+            }
+            bias.extend_from_slice(b);
+        }
+        QuantMatrix::from_i8(&q, &scales, &bias, k)
+    }
+
+    /// Packs already quantised weights `q` (`[n][k]`, row-major), with
+    /// `n = scales.len()`.
+    ///
+    /// Panics when `q.len() != scales.len() * k`, `bias.len() !=
+    /// scales.len()`, or `k` is zero.
+    pub fn from_i8(q: &[i8], scales: &[f32], bias: &[f32], k: usize) -> QuantMatrix {
+        assert!(k > 0, "k must be positive");
+        let n = scales.len();
+        assert_eq!(q.len(), n * k, "weights are not [scales.len()][k]");
+        assert_eq!(bias.len(), n, "one bias per output");
+        let groups = k.div_ceil(GROUP);
+        let panels = n.div_ceil(PANEL);
+        let mut data = vec![0i8; panels * groups * PANEL_GROUP];
+        let mut sums = vec![0i32; panels * PANEL];
+        for (c, row) in q.chunks_exact(k).enumerate() {
+            let (p, j) = (c / PANEL, c % PANEL);
+            for (kk, &v) in row.iter().enumerate() {
+                let (g, b) = (kk / GROUP, kk % GROUP);
+                data[(p * groups + g) * PANEL_GROUP + j * GROUP + b] = v;
+            }
+            sums[c] = row.iter().map(|&v| i32::from(v)).sum();
+        }
+        let pad = |v: &[f32]| {
+            let mut v = v.to_vec();
+            v.resize(panels * PANEL, 0.0);
+            v
+        };
+        QuantMatrix {
+            n,
+            k,
+            groups,
+            data,
+            scales: pad(scales),
+            sums,
+            bias: pad(bias),
+        }
+    }
+
+    /// Outputs (columns of the product).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Inputs (length of an activation row).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The dequantised weights, `[n][k]` row-major.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.n * self.k);
+        for c in 0..self.n {
+            let (p, j) = (c / PANEL, c % PANEL);
+            for kk in 0..self.k {
+                let (g, b) = (kk / GROUP, kk % GROUP);
+                let q = self.data[(p * self.groups + g) * PANEL_GROUP + j * GROUP + b];
+                out.push(f32::from(q) * self.scales[c]);
+            }
+        }
+        out
+    }
+}
+
+/// Activation rows quantised to `u8`, each with its own scale and zero
+/// point (`x ~ scale[r] * (q[r][k] - zero_point[r])`), stored with each row
+/// padded to whole groups of four. Reuse one value to avoid allocations.
+#[derive(Clone, Debug, Default)]
+pub struct QuantRows {
+    rows: usize,
+    k: usize,
+    groups: usize,
+    data: Vec<u8>,
+    scales: Vec<f32>,
+    zero_points: Vec<i32>,
+}
+
+/// Scale, its inverse and the zero point mapping `lo..=hi` (which holds
+/// zero) onto `0..=255`.
+fn row_params(lo: f32, hi: f32) -> (f32, f32, i32) {
+    let range = hi - lo;
+    if range > 0.0 && range.is_finite() {
+        let inv = 255.0 / range;
+        let zp = (-lo * inv).round_ties_even().clamp(0.0, 255.0) as i32;
+        (range / 255.0, inv, zp)
+    } else {
+        (1.0, 1.0, 0)
+    }
+}
+
+#[inline]
+fn quantize_value(v: f32, inv: f32, zp: i32) -> u8 {
+    ((v * inv).round_ties_even() as i32 + zp).clamp(0, 255) as u8
+}
+
+impl QuantRows {
+    /// An empty set of rows.
+    pub fn new() -> QuantRows {
+        QuantRows::default()
+    }
+
+    /// Quantises `x` (rows of `k` values) in place of the current rows, on
+    /// the best backend.
+    ///
+    /// Panics when `k` is zero or `x.len()` is not a multiple of `k`.
+    pub fn quantize(&mut self, x: &[f32], k: usize) {
+        self.quantize_with(Backend::best(), x, k);
+    }
+
+    /// [`QuantRows::quantize`] on a chosen backend (panics when the CPU
+    /// lacks it). Every backend gives the same bytes, scales and zero
+    /// points.
+    pub fn quantize_with(&mut self, backend: Backend, x: &[f32], k: usize) {
+        backend.check();
+        assert!(k > 0, "k must be positive");
+        assert_eq!(x.len() % k, 0, "x is not whole rows of k");
+        let rows = x.len() / k;
+        self.rows = rows;
+        self.k = k;
+        self.groups = k.div_ceil(GROUP);
+        let stride = self.groups * GROUP;
+        self.data.clear();
+        self.data.resize(rows * stride, 0);
+        self.scales.clear();
+        self.scales.resize(rows, 0.0);
+        self.zero_points.clear();
+        self.zero_points.resize(rows, 0);
+        match backend {
+            Backend::Scalar => {
+                for (r, row) in x.chunks_exact(k).enumerate() {
+                    let (lo, hi) = row
+                        .iter()
+                        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+                    let (scale, inv, zp) = row_params(lo, hi);
+                    self.scales[r] = scale;
+                    self.zero_points[r] = zp;
+                    for (d, &v) in self.data[r * stride..].iter_mut().zip(row) {
+                        *d = quantize_value(v, inv, zp);
+                    }
+                }
+            }
+            Backend::Avx512Vnni => {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `backend.check()` above confirmed the CPU has
+                // every feature the function enables.
+                unsafe {
+                    avx512::quantize_rows(
+                        x,
+                        k,
+                        stride,
+                        &mut self.data,
+                        &mut self.scales,
+                        &mut self.zero_points,
+                    )
+                };
+            }
+        }
+    }
+
+    /// Rows of already quantised values `q` (`[scales.len()][k]`) with
+    /// their scales and zero points (each in `0..=255`).
+    ///
+    /// Panics on mismatched lengths, a zero `k` or a zero point outside
+    /// `0..=255`.
+    pub fn from_u8(q: &[u8], k: usize, scales: &[f32], zero_points: &[i32]) -> QuantRows {
+        assert!(k > 0, "k must be positive");
+        let rows = scales.len();
+        assert_eq!(q.len(), rows * k, "q is not [scales.len()][k]");
+        assert_eq!(zero_points.len(), rows, "one zero point per row");
+        assert!(
+            zero_points.iter().all(|z| (0..=255).contains(z)),
+            "zero points lie in 0..=255"
+        );
+        let groups = k.div_ceil(GROUP);
+        let stride = groups * GROUP;
+        let mut data = vec![0u8; rows * stride];
+        for (dst, src) in data.chunks_exact_mut(stride).zip(q.chunks_exact(k)) {
+            dst[..k].copy_from_slice(src);
+        }
+        QuantRows {
+            rows,
+            k,
+            groups,
+            data,
+            scales: scales.to_vec(),
+            zero_points: zero_points.to_vec(),
+        }
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Length of a row.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The dequantised rows, `[rows][k]`.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let stride = self.groups * GROUP;
+        let mut out = Vec::with_capacity(self.rows * self.k);
+        for r in 0..self.rows {
+            let (scale, zp) = (self.scales[r], self.zero_points[r]);
+            out.extend(
+                self.data[r * stride..r * stride + self.k]
+                    .iter()
+                    .map(|&q| (i32::from(q) - zp) as f32 * scale),
+            );
+        }
+        out
+    }
+}
+
+/// Where a product goes: the exact integers, or dequantised with the bias.
+enum Out<'a> {
+    Int(&'a mut [i32]),
+    Float(&'a mut [f32]),
+}
+
+impl Out<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Out::Int(o) => o.len(),
+            Out::Float(o) => o.len(),
+        }
+    }
+}
+
+/// `out[r][c] = sum_k (a[r][k] - zero_point[r]) * q[c][k]`, exactly (in
+/// wrapping `i32`, which cannot wrap for `k` below 66,000), on the best
+/// backend.
+///
+/// Panics when `a.k() != w.k()` or `out.len() != a.rows() * w.n()`.
+pub fn matmul_i32(a: &QuantRows, w: &QuantMatrix, out: &mut [i32]) {
+    matmul_i32_with(Backend::best(), a, w, out);
+}
+
+/// [`matmul_i32`] on a chosen backend (panics when the CPU lacks it).
+pub fn matmul_i32_with(backend: Backend, a: &QuantRows, w: &QuantMatrix, out: &mut [i32]) {
+    product(backend, a, w, Out::Int(out));
+}
+
+/// `out[r][c] = scale[r] * scale[c] * (the exact product of
+/// [`matmul_i32`]) + bias[c]`: the layer `x W^T + b` in int8, on the best
+/// backend.
+///
+/// Panics when `a.k() != w.k()` or `out.len() != a.rows() * w.n()`.
+pub fn linear(a: &QuantRows, w: &QuantMatrix, out: &mut [f32]) {
+    linear_with(Backend::best(), a, w, out);
+}
+
+/// [`linear`] on a chosen backend (panics when the CPU lacks it).
+pub fn linear_with(backend: Backend, a: &QuantRows, w: &QuantMatrix, out: &mut [f32]) {
+    product(backend, a, w, Out::Float(out));
+}
+
+fn product(backend: Backend, a: &QuantRows, w: &QuantMatrix, out: Out<'_>) {
+    backend.check();
+    assert_eq!(a.k, w.k, "activation rows and weights differ in k");
+    assert_eq!(out.len(), a.rows * w.n, "out is not [rows][n]");
+    // The invariants the constructors establish, checked again here
+    // because the SIMD kernel relies on them.
+    let panels = w.n.div_ceil(PANEL);
+    assert_eq!(a.groups, w.groups);
+    assert_eq!(a.data.len(), a.rows * a.groups * GROUP);
+    assert_eq!(a.scales.len(), a.rows);
+    assert_eq!(a.zero_points.len(), a.rows);
+    assert_eq!(w.data.len(), panels * w.groups * PANEL_GROUP);
+    assert_eq!(w.scales.len(), panels * PANEL);
+    assert_eq!(w.sums.len(), panels * PANEL);
+    assert_eq!(w.bias.len(), panels * PANEL);
+    match backend {
+        Backend::Scalar => product_scalar(a, w, out),
+        Backend::Avx512Vnni => {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `backend.check()` above confirmed the CPU has every
+            // feature the function enables; the lengths it relies on were
+            // asserted just above.
+            unsafe {
+                avx512::product(a, w, out)
+            };
+        }
+    }
+}
+
+fn product_scalar(a: &QuantRows, w: &QuantMatrix, mut out: Out<'_>) {
+    let stride = a.groups * GROUP;
+    let panel_len = w.groups * PANEL_GROUP;
+    for (r, row) in a.data.chunks_exact(stride).enumerate() {
+        let zp = a.zero_points[r];
+        for (p, panel) in w.data.chunks_exact(panel_len).enumerate() {
+            let mut acc = [0i32; PANEL];
+            for (quad, line) in row.chunks_exact(GROUP).zip(panel.chunks_exact(PANEL_GROUP)) {
+                for (s, wq) in acc.iter_mut().zip(line.chunks_exact(GROUP)) {
+                    let dot: i32 = quad
+                        .iter()
+                        .zip(wq)
+                        .map(|(&x, &y)| i32::from(x) * i32::from(y))
+                        .sum();
+                    *s = s.wrapping_add(dot);
+                }
+            }
+            let c0 = p * PANEL;
+            let valid = (w.n - c0).min(PANEL);
+            for (j, &acc) in acc.iter().enumerate().take(valid) {
+                let c = c0 + j;
+                let exact = acc.wrapping_sub(zp.wrapping_mul(w.sums[c]));
+                match &mut out {
+                    Out::Int(o) => o[r * w.n + c] = exact,
+                    Out::Float(o) => {
+                        o[r * w.n + c] =
+                            (exact as f32).mul_add(a.scales[r] * w.scales[c], w.bias[c]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    //! The AVX-512 VNNI kernels. Each function enables the features
+    //! itself; callers must have checked them with [`available`].
+
+    use core::arch::x86_64::*;
+
+    use super::{GROUP, Out, PANEL, PANEL_GROUP, QuantMatrix, QuantRows, row_params};
+
+    /// Rows per register tile: 12 rows x 2 vectors = 24 accumulators of the
+    /// 32 registers.
+    const MR: usize = 12;
+
+    pub(super) fn available() -> bool {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vnni")
+    }
+
+    /// See [`super::QuantRows::quantize_with`]; `data` is `[rows][stride]`,
+    /// zeroed.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) fn quantize_rows(
+        x: &[f32],
+        k: usize,
+        stride: usize,
+        data: &mut [u8],
+        scales: &mut [f32],
+        zero_points: &mut [i32],
+    ) {
+        assert!(stride >= k);
+        assert_eq!(data.len(), x.len() / k * stride);
+        for (r, (row, dst)) in x
+            .chunks_exact(k)
+            .zip(data.chunks_exact_mut(stride))
+            .enumerate()
+        {
+            let full = row.chunks_exact(16);
+            let tail = full.remainder();
+            let mut vlo = _mm512_setzero_ps();
+            let mut vhi = _mm512_setzero_ps();
+            for c in full.clone() {
+                // SAFETY: `c` holds exactly 16 floats.
+                let v = unsafe { _mm512_loadu_ps(c.as_ptr()) };
+                vlo = _mm512_min_ps(vlo, v);
+                vhi = _mm512_max_ps(vhi, v);
+            }
+            let (lo, hi) = tail.iter().fold(
+                (_mm512_reduce_min_ps(vlo), _mm512_reduce_max_ps(vhi)),
+                |(lo, hi), &v| (lo.min(v), hi.max(v)),
+            );
+            let (scale, inv, zp) = row_params(lo, hi);
+            scales[r] = scale;
+            zero_points[r] = zp;
+            let vinv = _mm512_set1_ps(inv);
+            let vzp = _mm512_set1_epi32(zp);
+            let zero = _mm512_setzero_si512();
+            let top = _mm512_set1_epi32(255);
+            for (c, d) in full.zip(dst.chunks_exact_mut(16)) {
+                // SAFETY: `c` holds exactly 16 floats.
+                let v = unsafe { _mm512_loadu_ps(c.as_ptr()) };
+                // Round to nearest even, as `round_ties_even` does.
+                let q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v, vinv)), vzp);
+                let q = _mm512_min_epi32(_mm512_max_epi32(q, zero), top);
+                let bytes = _mm512_cvtepi32_epi8(q);
+                // SAFETY: `d` holds exactly 16 bytes; unaligned store.
+                unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), bytes) };
+            }
+            let done = k - tail.len();
+            for (d, &v) in dst[done..k].iter_mut().zip(tail) {
+                *d = super::quantize_value(v, inv, zp);
+            }
+        }
+    }
+
+    /// See [`super::product`], which checked every length this relies on.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) fn product(a: &QuantRows, w: &QuantMatrix, mut out: Out<'_>) {
+        let rows = a.rows;
+        let panels = w.n.div_ceil(PANEL);
+        let full = rows / MR * MR;
+        for p in 0..panels {
+            let mut r = 0;
+            while r < full {
+                block::<MR>(a, w, p, r, &mut out);
+                r += MR;
+            }
+            while r < rows {
+                let left = rows - r;
+                if left >= 8 {
+                    block::<8>(a, w, p, r, &mut out);
+                    r += 8;
+                } else if left >= 4 {
+                    block::<4>(a, w, p, r, &mut out);
+                    r += 4;
+                } else if left >= 2 {
+                    block::<2>(a, w, p, r, &mut out);
+                    r += 2;
+                } else {
+                    block::<1>(a, w, p, r, &mut out);
+                    r += 1;
+                }
+            }
+        }
+    }
+
+    /// Rows `r..r + M` times panel `p`, written to `out`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[inline]
+    fn block<const M: usize>(
+        a: &QuantRows,
+        w: &QuantMatrix,
+        p: usize,
+        r: usize,
+        out: &mut Out<'_>,
+    ) {
+        let stride = a.groups * GROUP;
+        let panel_len = w.groups * PANEL_GROUP;
+        let acc = tile::<M>(
+            &a.data[r * stride..(r + M) * stride],
+            a.groups,
+            &w.data[p * panel_len..(p + 1) * panel_len],
+        );
+        let c0 = p * PANEL;
+        let cols = c0..c0 + PANEL;
+        let (sums, scales, bias) = (
+            &w.sums[cols.clone()],
+            &w.scales[cols.clone()],
+            &w.bias[cols],
+        );
+        // SAFETY: each of the three slices holds exactly 32 values, so
+        // both 16-lane loads at 0 and 16 stay inside it.
+        let (sums, scales, bias) = unsafe {
+            (
+                [
+                    _mm512_loadu_epi32(sums.as_ptr()),
+                    _mm512_loadu_epi32(sums.as_ptr().add(16)),
+                ],
+                [
+                    _mm512_loadu_ps(scales.as_ptr()),
+                    _mm512_loadu_ps(scales.as_ptr().add(16)),
+                ],
+                [
+                    _mm512_loadu_ps(bias.as_ptr()),
+                    _mm512_loadu_ps(bias.as_ptr().add(16)),
+                ],
+            )
+        };
+        let valid = (w.n - c0).min(PANEL);
+        // Columns of the panel that exist, per vector.
+        let lanes = [valid.min(16), valid.saturating_sub(16)];
+        for (i, acc) in acc.iter().enumerate() {
+            let row = r + i;
+            let zp = _mm512_set1_epi32(a.zero_points[row]);
+            let row_scale = _mm512_set1_ps(a.scales[row]);
+            for v in 0..2 {
+                if lanes[v] == 0 {
+                    continue;
+                }
+                let mask: __mmask16 = if lanes[v] == 16 {
+                    0xFFFF
+                } else {
+                    (1u16 << lanes[v]) - 1
+                };
+                let exact = _mm512_sub_epi32(acc[v], _mm512_mullo_epi32(zp, sums[v]));
+                let start = row * w.n + c0 + 16 * v;
+                match out {
+                    Out::Int(o) => {
+                        let dst = &mut o[start..start + lanes[v]];
+                        // SAFETY: the mask selects exactly the first
+                        // `dst.len()` lanes, so only `dst` is written.
+                        unsafe { _mm512_mask_storeu_epi32(dst.as_mut_ptr(), mask, exact) };
+                    }
+                    Out::Float(o) => {
+                        let y = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(exact),
+                            _mm512_mul_ps(row_scale, scales[v]),
+                            bias[v],
+                        );
+                        let dst = &mut o[start..start + lanes[v]];
+                        // SAFETY: as above.
+                        unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, y) };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The raw `u8 x i8` sums of `M` rows (`rows`: `[M][groups * 4]`) and
+    /// one panel (`[groups][32][4]`), as two 16-lane vectors per row.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[inline]
+    fn tile<const M: usize>(rows: &[u8], groups: usize, panel: &[i8]) -> [[__m512i; 2]; M] {
+        let stride = groups * GROUP;
+        assert!(rows.len() >= M * stride);
+        assert!(panel.len() >= groups * PANEL_GROUP);
+        let a = rows.as_ptr();
+        let b = panel.as_ptr();
+        let mut acc = [[_mm512_setzero_si512(); 2]; M];
+        for g in 0..groups {
+            // SAFETY: g < groups and the panel holds groups * 128 bytes,
+            // so both 64-byte loads at g * 128 and g * 128 + 64 are in
+            // bounds (unaligned loads).
+            let (b0, b1) = unsafe {
+                (
+                    _mm512_loadu_si512(b.add(g * PANEL_GROUP).cast()),
+                    _mm512_loadu_si512(b.add(g * PANEL_GROUP + 64).cast()),
+                )
+            };
+            for (i, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: i < M and g < groups: the four bytes at
+                // i * stride + 4g lie inside `rows` (M * stride bytes).
+                let quad = unsafe { a.add(i * stride + GROUP * g).cast::<i32>().read_unaligned() };
+                let x = _mm512_set1_epi32(quad);
+                acc[0] = _mm512_dpbusd_epi32(acc[0], x, b0);
+                acc[1] = _mm512_dpbusd_epi32(acc[1], x, b1);
+            }
+        }
+        acc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn float(&mut self) -> f32 {
+            (self.next() as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+        }
+    }
+
+    fn backends() -> Vec<Backend> {
+        [Backend::Scalar, Backend::Avx512Vnni]
+            .into_iter()
+            .filter(|b| b.is_available())
+            .collect()
+    }
+
+    /// Random quantised operands; the extreme values appear often.
+    fn operands(rng: &mut Rng, rows: usize, n: usize, k: usize) -> (QuantRows, QuantMatrix) {
+        let q: Vec<u8> = (0..rows * k)
+            .map(|_| match rng.below(8) {
+                0 => 0,
+                1 => 255,
+                _ => rng.below(256) as u8,
+            })
+            .collect();
+        let scales: Vec<f32> = (0..rows).map(|_| 0.01 + rng.float().abs()).collect();
+        let zps: Vec<i32> = (0..rows).map(|_| rng.below(256) as i32).collect();
+        let w: Vec<i8> = (0..n * k)
+            .map(|_| match rng.below(8) {
+                0 => -127,
+                1 => 127,
+                _ => (rng.below(255) as i32 - 127) as i8,
+            })
+            .collect();
+        let wscales: Vec<f32> = (0..n).map(|_| 0.001 + rng.float().abs() * 0.01).collect();
+        let bias: Vec<f32> = (0..n).map(|_| rng.float()).collect();
+        (
+            QuantRows::from_u8(&q, k, &scales, &zps),
+            QuantMatrix::from_i8(&w, &wscales, &bias, k),
+        )
+    }
+
+    fn reference(a: &QuantRows, w: &QuantMatrix, qa: &[u8], qw: &[i8]) -> Vec<i64> {
+        let (rows, n, k) = (a.rows(), w.n(), a.k());
+        let mut out = vec![0i64; rows * n];
+        for r in 0..rows {
+            for c in 0..n {
+                out[r * n + c] = (0..k)
+                    .map(|i| {
+                        (i64::from(qa[r * k + i]) - i64::from(a.zero_points[r]))
+                            * i64::from(qw[c * k + i])
+                    })
+                    .sum();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_backend_matches_the_exact_integer_product_on_ragged_sizes() {
+        let mut rng = Rng(7);
+        let mut sizes = vec![
+            (1, 1, 1),
+            (12, 32, 4),
+            (13, 33, 5),
+            (25, 64, 384),
+            (3, 17, 1536),
+        ];
+        for _ in 0..40 {
+            sizes.push((1 + rng.below(40), 1 + rng.below(100), 1 + rng.below(200)));
+        }
+        for (rows, n, k) in sizes {
+            let (a, w) = operands(&mut rng, rows, n, k);
+            let qa: Vec<u8> = {
+                let stride = a.groups * GROUP;
+                a.data
+                    .chunks_exact(stride)
+                    .flat_map(|r| r[..k].to_vec())
+                    .collect()
+            };
+            let qw: Vec<i8> = (0..n)
+                .flat_map(|c| {
+                    let (p, j) = (c / PANEL, c % PANEL);
+                    let w = &w;
+                    (0..k).map(move |kk| {
+                        w.data[(p * w.groups + kk / GROUP) * PANEL_GROUP + j * GROUP + kk % GROUP]
+                    })
+                })
+                .collect();
+            let want = reference(&a, &w, &qa, &qw);
+            let mut floats = Vec::new();
+            for backend in backends() {
+                let mut got = vec![i32::MIN; rows * n];
+                matmul_i32_with(backend, &a, &w, &mut got);
+                for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(i64::from(*g), *e, "{backend:?} {rows}x{n}x{k} at {i}");
+                }
+                let mut y = vec![f32::NAN; rows * n];
+                linear_with(backend, &a, &w, &mut y);
+                floats.push(y);
+            }
+            // The dequantised floats are bit-identical too.
+            for y in &floats[1..] {
+                let same = y
+                    .iter()
+                    .zip(&floats[0])
+                    .all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(same, "{rows}x{n}x{k}: dequantised outputs differ");
+            }
+        }
+    }
+
+    #[test]
+    fn quantised_rows_round_trip_and_agree_across_backends() {
+        let mut rng = Rng(11);
+        for (rows, k) in [(1, 1), (3, 15), (5, 16), (4, 47), (9, 384), (2, 1536)] {
+            let mut x: Vec<f32> = (0..rows * k).map(|_| rng.float() * 3.0).collect();
+            // A one-signed row, a zero row.
+            if rows > 2 {
+                x[k..2 * k].iter_mut().for_each(|v| *v = v.abs() + 0.5);
+                x[2 * k..3 * k].iter_mut().for_each(|v| *v = 0.0);
+            }
+            let mut all = Vec::new();
+            for backend in backends() {
+                let mut q = QuantRows::new();
+                q.quantize_with(backend, &x, k);
+                let back = q.dequantize();
+                for r in 0..rows {
+                    let tol = q.scales[r] * 0.5001 + 1e-7;
+                    for i in 0..k {
+                        let (a, b) = (x[r * k + i], back[r * k + i]);
+                        assert!((a - b).abs() <= tol, "{backend:?} row {r}: {a} vs {b}");
+                    }
+                }
+                all.push(q);
+            }
+            for q in &all[1..] {
+                assert_eq!(q.data, all[0].data);
+                assert_eq!(q.zero_points, all[0].zero_points);
+                assert_eq!(q.scales, all[0].scales);
+            }
+        }
+    }
+
+    #[test]
+    fn quantised_weights_round_trip_within_half_a_step() {
+        let mut rng = Rng(3);
+        let (n, k) = (40, 70);
+        let w: Vec<f32> = (0..n * k).map(|_| rng.float() * 0.2).collect();
+        let b: Vec<f32> = (0..n).map(|_| rng.float()).collect();
+        let q = QuantMatrix::quantize(&[(&w[..20 * k], &b[..20]), (&w[20 * k..], &b[20..])], k);
+        assert_eq!((q.n(), q.k()), (n, k));
+        let back = q.dequantize();
+        for c in 0..n {
+            let amax = w[c * k..(c + 1) * k]
+                .iter()
+                .fold(0.0f32, |m, v| m.max(v.abs()));
+            for i in 0..k {
+                let (a, b) = (w[c * k + i], back[c * k + i]);
+                assert!((a - b).abs() <= amax / 127.0 * 0.5001, "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn linear_approximates_the_float_layer() {
+        let mut rng = Rng(5);
+        let (rows, n, k) = (30, 96, 384);
+        let x: Vec<f32> = (0..rows * k).map(|_| rng.float()).collect();
+        let w: Vec<f32> = (0..n * k).map(|_| rng.float() * 0.1).collect();
+        let b: Vec<f32> = (0..n).map(|_| rng.float()).collect();
+        let qw = QuantMatrix::quantize(&[(&w, &b)], k);
+        let mut qx = QuantRows::new();
+        qx.quantize(&x, k);
+        let mut y = vec![0.0f32; rows * n];
+        linear(&qx, &qw, &mut y);
+        let mut worst = 0.0f32;
+        for r in 0..rows {
+            for c in 0..n {
+                let want: f32 = (0..k).map(|i| x[r * k + i] * w[c * k + i]).sum::<f32>() + b[c];
+                worst = worst.max((want - y[r * n + c]).abs());
+            }
+        }
+        // Outputs are about 1 in size; int8 keeps them to about 1%.
+        assert!(worst < 0.02, "worst abs error {worst}");
+    }
+
+    #[test]
+    #[should_panic(expected = "differ in k")]
+    fn mismatched_shapes_panic_before_any_kernel() {
+        let a = QuantRows::from_u8(&[1, 2, 3], 3, &[1.0], &[0]);
+        let w = QuantMatrix::from_i8(&[1, 2, 3, 4], &[1.0], &[0.0], 4);
+        matmul_i32(&a, &w, &mut [0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "out is not")]
+    fn short_output_panics_before_any_kernel() {
+        let a = QuantRows::from_u8(&[1, 2, 3, 4], 4, &[1.0], &[0]);
+        let w = QuantMatrix::from_i8(&[1; 8], &[1.0, 1.0], &[0.0, 0.0], 4);
+        linear(&a, &w, &mut [0.0]);
+    }
+}
