@@ -546,6 +546,43 @@ pub struct ReindexReport {
     pub tombstones: usize,
 }
 
+/// The audit chain's head: how many events it holds and the digest of the
+/// last one. Published to an external witness, it lets a later check
+/// (`mosaic doctor --audit-witness SEQ:SHA256`) detect a chain rewritten or
+/// truncated together with its stored head.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct AuditHead {
+    /// Sequence number of the last event (the number of events).
+    pub seq: u64,
+    /// Its digest.
+    pub sha256: String,
+}
+
+impl std::str::FromStr for AuditHead {
+    type Err = String;
+
+    /// Parses `SEQ:SHA256` (64 lowercase hex digits).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (seq, sha256) = text
+            .split_once(':')
+            .ok_or_else(|| format!("expected SEQ:SHA256, got {text:?}"))?;
+        let seq = seq
+            .parse()
+            .map_err(|_| format!("{seq:?} is not a sequence number"))?;
+        let hex = sha256.len() == 64
+            && sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !hex {
+            return Err(format!("{sha256:?} is not a SHA-256 in lowercase hex"));
+        }
+        Ok(AuditHead {
+            seq,
+            sha256: sha256.to_owned(),
+        })
+    }
+}
+
 /// Health.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct HealthResponse {

@@ -125,8 +125,17 @@ impl EmbedderFlags {
 pub enum Command {
     /// Run the service.
     Serve(ServeFlags),
-    /// Check configuration, data directory, schema, audit chain and indexes.
-    Doctor(ServeFlags),
+    /// Check configuration, data directory, schema, audit chain and indexes,
+    /// and print the audit chain's head (publish it to an external witness).
+    Doctor {
+        #[command(flatten)]
+        flags: ServeFlags,
+        /// A head published earlier, `SEQ:SHA256`: the chain must still
+        /// hold that event with that digest (detects a chain rewritten or
+        /// truncated together with its stored head).
+        #[arg(long)]
+        audit_witness: Option<mosaic_server::api::AuditHead>,
+    },
     /// Migrate a PostgreSQL database as its schema owner (store, search
     /// tables for the configured embedder's dimension, server catalog) and
     /// grant the role the servers connect as.
@@ -261,7 +270,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Serve(flags) => serve(&flags),
-        Command::Doctor(flags) => doctor(&flags, json),
+        Command::Doctor {
+            flags,
+            audit_witness,
+        } => doctor(&flags, audit_witness.as_ref(), json),
         Command::Migrate { flags, app_role } => migrate(&flags, app_role.as_deref(), json),
         Command::Propose {
             remote,
@@ -834,8 +846,13 @@ async fn shutdown_signal() {
     }
 }
 
-fn doctor(flags: &ServeFlags, json: bool) -> Result<ExitCode> {
+fn doctor(
+    flags: &ServeFlags,
+    witness: Option<&mosaic_server::api::AuditHead>,
+    json: bool,
+) -> Result<ExitCode> {
     let mut problems: Vec<(String, String)> = Vec::new();
+    let mut head = None;
     let config = match load_config(flags) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -872,10 +889,20 @@ fn doctor(flags: &ServeFlags, json: bool) -> Result<ExitCode> {
                 }
             }
             match Service::open(config) {
-                Ok((service, _)) => match service.doctor() {
-                    Ok(found) => problems.extend(found),
-                    Err(e) => problems.push(("checks".into(), e.to_string())),
-                },
+                Ok((service, _)) => {
+                    match service.doctor() {
+                        Ok(found) => problems.extend(found),
+                        Err(e) => problems.push(("checks".into(), e.to_string())),
+                    }
+                    head = service.audit_head().ok();
+                    if let Some(witness) = witness {
+                        match service.check_audit_witness(witness) {
+                            Ok(None) => {}
+                            Ok(Some(problem)) => problems.push(("audit witness".into(), problem)),
+                            Err(e) => problems.push(("audit witness".into(), e.to_string())),
+                        }
+                    }
+                }
                 Err(e) => problems.push(("open".into(), e.to_string())),
             }
         }
@@ -883,13 +910,21 @@ fn doctor(flags: &ServeFlags, json: bool) -> Result<ExitCode> {
     if json {
         print_line(
             "doctor",
-            &json!({"ok": problems.is_empty(), "problems": problems.iter().map(|(c, p)| json!({"check": c, "problem": p})).collect::<Vec<_>>()}),
+            &json!({"ok": problems.is_empty(), "problems": problems.iter().map(|(c, p)| json!({"check": c, "problem": p})).collect::<Vec<_>>(), "audit_head": head}),
         );
-    } else if problems.is_empty() {
-        println!("doctor: everything checks out");
     } else {
-        for (check, problem) in &problems {
-            println!("doctor: {check}: {problem}");
+        if problems.is_empty() {
+            println!("doctor: everything checks out");
+        } else {
+            for (check, problem) in &problems {
+                println!("doctor: {check}: {problem}");
+            }
+        }
+        if let Some(head) = &head {
+            println!(
+                "doctor: audit head {}:{} (publish it; check later with --audit-witness)",
+                head.seq, head.sha256
+            );
         }
     }
     Ok(if problems.is_empty() {

@@ -501,6 +501,14 @@ async fn reindex(
     .await
 }
 
+async fn audit_head(State(s): State<AppState>, Auth(c): Auth) -> Reply<AuditHead> {
+    call(&s, move |s| {
+        c.require_admin()?;
+        s.audit_head()
+    })
+    .await
+}
+
 async fn route_not_found() -> ApiError {
     ApiError(ServiceError::NotFound {
         what: "route",
@@ -677,6 +685,7 @@ fn routes() -> Routes {
         )
         .add("/v1/admin/reconcile", &[Method::POST], post(reconcile))
         .add("/v1/admin/reindex", &[Method::POST], post(reindex))
+        .add("/v1/admin/audit/head", &[Method::GET], get(audit_head))
 }
 
 /// Every `(METHOD, path)` the router serves.

@@ -263,6 +263,13 @@ pub const OPERATIONS: &[Operation] = &[
         "admin",
         Some("Empty"),
     ),
+    op(
+        "GET",
+        "/v1/admin/audit/head",
+        "The audit chain's head (sequence number and digest) after walking the whole chain: publish it to an external witness and check it later with `mosaic doctor --audit-witness SEQ:SHA256`",
+        "admin",
+        None,
+    ),
 ];
 
 fn parameters(path: &str) -> Vec<Value> {

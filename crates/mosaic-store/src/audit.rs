@@ -10,7 +10,8 @@
 //! number and digest) in its metadata, written in the same transaction as the
 //! event, so truncating the tail is detected too. What the chain cannot
 //! detect alone: an attacker who rewrites the whole chain *and* the head. Ship
-//! the head digest to an external witness for that.
+//! the head digest to an external witness for that, and check it later with
+//! `Store::audit_event_sha256`.
 
 use mosaic_harness::canonical::{CanonicalError, domain_digest};
 use serde::{Deserialize, Serialize};

@@ -72,6 +72,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             degraded_activation_needs_policy_and_records_the_omission::<F>,
         ),
         (
+            "audit_head_can_be_witnessed",
+            audit_head_can_be_witnessed::<F>,
+        ),
+        (
             "supersession_is_generation_fenced",
             supersession_is_generation_fenced::<F>,
         ),
@@ -470,6 +474,36 @@ pub fn degraded_activation_needs_policy_and_records_the_omission<F: StoreFactory
         1
     );
     audit_events(&mut store)?;
+    Ok(())
+}
+
+/// The audit head can be published to an external witness and checked
+/// later: the digest stored for a sequence number is the head digest the
+/// chain walk reported when that event was the last.
+pub fn audit_head_can_be_witnessed<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let (_db, mut store) = setup(factory, &test_config())?;
+    let AuditVerification::Intact {
+        events: before,
+        head_sha256: witnessed,
+    } = store.verify_audit_chain()?
+    else {
+        panic!("a fresh chain is intact");
+    };
+    assert!(before > 0, "seeding writes audit events");
+    store.write(&Spec::principal(fixtures::TENANT_B, "alice", "r1").build())?;
+    let AuditVerification::Intact {
+        events: after,
+        head_sha256: head,
+    } = store.verify_audit_chain()?
+    else {
+        panic!("the chain stays intact");
+    };
+    assert!(after > before);
+    assert_eq!(store.audit_event_sha256(before)?, Some(witnessed.clone()));
+    assert_eq!(store.audit_event_sha256(after)?, Some(head.clone()));
+    assert_ne!(witnessed, head);
+    assert_eq!(store.audit_event_sha256(after + 1)?, None);
+    assert_eq!(store.audit_event_sha256(0)?, None);
     Ok(())
 }
 

@@ -191,6 +191,12 @@ pub trait Store: Send {
     /// erased...), in chain order. Identities and digests only.
     fn record_audit_trail(&mut self, record_id: &str) -> StoreResult<Vec<AuditEventBody>>;
 
+    /// The stored digest of audit event `seq`, if there is one. Checked
+    /// against a head digest published earlier (an external witness), it
+    /// detects what the chain cannot alone: the whole chain rewritten or
+    /// truncated together with its stored head.
+    fn audit_event_sha256(&mut self, seq: u64) -> StoreResult<Option<String>>;
+
     /// Walks the audit chain.
     fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification>;
 

@@ -462,6 +462,18 @@ pub(crate) fn record_audit_trail<C: Tx>(c: &C, ref_id: &str) -> StoreResult<Vec<
         .collect()
 }
 
+/// The stored digest of event `seq` (every tenant's events are searched).
+pub(crate) fn audit_event_sha256<C: Tx>(c: &C, seq: u64) -> StoreResult<Option<String>> {
+    let found: Vec<String> = c.each_tenant(|| {
+        c.rows(
+            "SELECT event_sha256 FROM audit_events WHERE seq = ?1",
+            params![i(seq)?],
+            |r| r.get(0),
+        )
+    })?;
+    Ok(found.into_iter().next())
+}
+
 /// Walks the whole chain (every tenant's events, in sequence order) against
 /// the stored head.
 pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::AuditVerification> {

@@ -325,6 +325,10 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn audit_event_sha256(&mut self, seq: u64) -> StoreResult<Option<String>> {
+                    self.read_tx(|c| $crate::ops::audit_event_sha256(c, seq))
+                }
+
                 fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification> {
                     self.read_tx(|c| $crate::ops::verify_audit_chain(c))
                 }
