@@ -225,8 +225,8 @@ impl QuantRows {
     }
 
     /// [`QuantRows::quantize`] on a chosen backend (panics when the CPU
-    /// lacks it). Every backend gives the same bytes, scales and zero
-    /// points.
+    /// lacks it). For finite inputs every backend gives the same bytes,
+    /// scales and zero points.
     pub fn quantize_with(&mut self, backend: Backend, x: &[f32], k: usize) {
         backend.check();
         assert!(k > 0, "k must be positive");
