@@ -69,7 +69,8 @@ pub struct ServeFlags {
 /// Embedder flags (over the config file and MOSAIC_* variables).
 #[derive(Args, Debug, Clone, Default)]
 pub struct EmbedderFlags {
-    /// Embedder: minilm (local model), http (OpenAI-compatible endpoint) or
+    /// Embedder: minilm (local model), minilm-int8 (the same model with
+    /// int8 dense layers, faster), http (OpenAI-compatible endpoint) or
     /// hash (deterministic, no model). Default: minilm in builds with the
     /// `local-model` feature, else hash. Env MOSAIC_EMBEDDER.
     #[arg(long)]
@@ -806,6 +807,10 @@ fn print_embedder(
         }
         EmbedderKind::Minilm => println!(
             "mosaic: embedder minilm: all-MiniLM-L6-v2 from {}",
+            embedder::model_dir(config).display()
+        ),
+        EmbedderKind::MinilmInt8 => println!(
+            "mosaic: embedder minilm-int8: all-MiniLM-L6-v2 (int8 dense layers) from {}",
             embedder::model_dir(config).display()
         ),
         EmbedderKind::Http => println!(

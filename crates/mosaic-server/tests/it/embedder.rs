@@ -51,6 +51,10 @@ fn embedder_config_defaults_toml_and_env() {
         ServerConfig::from_toml_str("embedder = \"minilm\"\nmodel_dir = \"/m\"\n").expect("toml");
     assert_eq!(toml.embedder, EmbedderKind::Minilm);
     assert_eq!(model_dir(&toml), Path::new("/m"));
+    let toml = ServerConfig::from_toml_str("embedder = \"minilm-int8\"").expect("toml");
+    assert_eq!(toml.embedder, EmbedderKind::MinilmInt8);
+    assert_eq!("minilm-int8".parse(), Ok(EmbedderKind::MinilmInt8));
+    assert_eq!(EmbedderKind::MinilmInt8.to_string(), "minilm-int8");
     assert!(ServerConfig::from_toml_str("embedder = \"bert\"").is_err());
     // The key is never read from a file.
     assert!(ServerConfig::from_toml_str("embedder_api_key = \"sk\"").is_err());
@@ -446,5 +450,8 @@ fn serve_and_doctor_refuse_a_missing_model_with_exit_2_and_the_command() {
     );
     let (code, _, stderr) = mosaic(&["serve", "--embedder", "bert"]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("minilm, http or hash"), "{stderr}");
+    assert!(
+        stderr.contains("minilm, minilm-int8, http or hash"),
+        "{stderr}"
+    );
 }
