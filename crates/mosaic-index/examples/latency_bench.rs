@@ -104,7 +104,7 @@ fn main() {
         let text: Vec<String> = (0..12).map(|_| rng.word()).collect();
         let text = text.join(" ");
         let record_id = format!("rec-{i:07}");
-        if principal % 2 == 0 {
+        if principal.is_multiple_of(2) {
             half_store_texts.push((record_id.clone(), text.clone()));
         }
         per_principal[principal].push(EligibleEntry {

@@ -402,12 +402,11 @@ impl AnnIndex {
             }
         }
         while let Some(c) = candidates.pop() {
-            if results.len() >= ef {
-                if let Some(std::cmp::Reverse(worst)) = results.peek() {
-                    if c.0 < worst.0 {
-                        break;
-                    }
-                }
+            if results.len() >= ef
+                && let Some(std::cmp::Reverse(worst)) = results.peek()
+                && c.0 < worst.0
+            {
+                break;
             }
             let Some(Some(levels)) = self.links.get(c.1 as usize) else {
                 continue;
@@ -477,11 +476,11 @@ impl AnnIndex {
             self.entry = None;
             self.max_level = 0;
             for (d, l) in self.links.iter().enumerate() {
-                if let Some(l) = l {
-                    if self.entry.is_none() || l.len() - 1 > self.max_level {
-                        self.entry = DocId::try_from(d).ok();
-                        self.max_level = l.len() - 1;
-                    }
+                if let Some(l) = l
+                    && (self.entry.is_none() || l.len() - 1 > self.max_level)
+                {
+                    self.entry = DocId::try_from(d).ok();
+                    self.max_level = l.len() - 1;
                 }
             }
         }

@@ -374,10 +374,10 @@ impl Fence {
         doc: DocId,
         old_doc: Option<DocId>,
     ) {
-        if let Some(old) = old_doc {
-            if let Some(entry) = self.doc_records.get_mut(old as usize) {
-                *entry = None;
-            }
+        if let Some(old) = old_doc
+            && let Some(entry) = self.doc_records.get_mut(old as usize)
+        {
+            *entry = None;
         }
         let revoked_through = self
             .slots
@@ -440,10 +440,10 @@ impl Fence {
         generation: u64,
         old_doc: Option<DocId>,
     ) {
-        if let Some(old) = old_doc {
-            if let Some(entry) = self.doc_records.get_mut(old as usize) {
-                *entry = None;
-            }
+        if let Some(old) = old_doc
+            && let Some(entry) = self.doc_records.get_mut(old as usize)
+        {
+            *entry = None;
         }
         let revoked_through = self
             .slots

@@ -263,10 +263,10 @@ pub fn terms(text: &str) -> Vec<String> {
 /// names.
 pub fn speaker_label(text: &str) -> &str {
     let mut rest = text;
-    if let Some(after) = rest.strip_prefix('[') {
-        if let Some(close) = after.find(']').filter(|c| *c < 80) {
-            rest = after[close + 1..].trim_start();
-        }
+    if let Some(after) = rest.strip_prefix('[')
+        && let Some(close) = after.find(']').filter(|c| *c < 80)
+    {
+        rest = after[close + 1..].trim_start();
     }
     let Some(colon) = rest.find(':').filter(|c| *c > 0 && *c <= 40) else {
         return "";

@@ -58,12 +58,12 @@ impl Backend for VectorBackend {
 
     fn remove(&mut self, doc: DocId) {
         self.ann.remove(doc);
-        if let Some(key) = self.doc_subject.remove(&doc) {
-            if let Some(set) = self.subjects.get_mut(&key) {
-                set.remove(&doc);
-                if set.is_empty() {
-                    self.subjects.remove(&key);
-                }
+        if let Some(key) = self.doc_subject.remove(&doc)
+            && let Some(set) = self.subjects.get_mut(&key)
+        {
+            set.remove(&doc);
+            if set.is_empty() {
+                self.subjects.remove(&key);
             }
         }
     }

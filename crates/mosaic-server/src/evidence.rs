@@ -265,15 +265,15 @@ pub fn verify_signed<T: Serialize>(
     let digest = signed_evidence_digest(proposition, kind, &signed.item)?;
     key.verify_strict(digest.as_bytes(), &Signature::from_bytes(&bytes))
         .map_err(|_| bad())?;
-    if let Some(named) = named_release {
-        if named != verifier.verifier_release {
-            return Err(EvidenceError::ReleaseMismatch {
-                field,
-                index,
-                named: named.to_owned(),
-                signer: verifier.verifier_release.clone(),
-            });
-        }
+    if let Some(named) = named_release
+        && named != verifier.verifier_release
+    {
+        return Err(EvidenceError::ReleaseMismatch {
+            field,
+            index,
+            named: named.to_owned(),
+            signer: verifier.verifier_release.clone(),
+        });
     }
     Ok(())
 }

@@ -173,10 +173,10 @@ impl ServerHandler for McpServer {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
-        if let Binding::PerRequest(bound) = &self.binding {
-            if let Some(credential) = Self::request_credential(&context) {
-                let _ = bound.set(credential.key_id().to_owned());
-            }
+        if let Binding::PerRequest(bound) = &self.binding
+            && let Some(credential) = Self::request_credential(&context)
+        {
+            let _ = bound.set(credential.key_id().to_owned());
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)

@@ -1510,10 +1510,9 @@ impl Service {
         let mut lines = Vec::new();
         for row in list_all(inner.store.as_mut(), filter)? {
             if let (Credential::Principal { principal_id, .. }, Some(grant)) = (credential, &grant)
+                && !subject_visible(principal_id, grant, &row.subject)
             {
-                if !subject_visible(principal_id, grant, &row.subject) {
-                    continue;
-                }
+                continue;
             }
             let Some(content) = row.content else {
                 continue;

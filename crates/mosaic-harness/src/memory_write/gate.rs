@@ -356,13 +356,12 @@ fn check_consistency(input: &MemoryWriteInput) -> Result<(), MemoryWriteError> {
             return inconsistent("procedure evaluation passed more cases than it ran".into());
         }
     }
-    if let Some(consent) = &input.consent {
-        if consent
+    if let Some(consent) = &input.consent
+        && consent
             .revoked_at_unix_ms
             .is_some_and(|revoked| revoked < consent.granted_at_unix_ms)
-        {
-            return inconsistent("consent revoked before it was granted".into());
-        }
+    {
+        return inconsistent("consent revoked before it was granted".into());
     }
     Ok(())
 }
@@ -523,14 +522,14 @@ fn check_evidence(input: &MemoryWriteInput, v: &mut Vec<V>) {
             });
             continue;
         };
-        if let Some(claim_id) = &j.claim_id {
-            if !claim_ids.contains(claim_id.as_str()) {
-                v.push(V::UnknownClaim {
-                    judgment_sha256,
-                    claim_id: claim_id.clone(),
-                });
-                continue;
-            }
+        if let Some(claim_id) = &j.claim_id
+            && !claim_ids.contains(claim_id.as_str())
+        {
+            v.push(V::UnknownClaim {
+                judgment_sha256,
+                claim_id: claim_id.clone(),
+            });
+            continue;
         }
         if !required.contains(&unit) {
             v.push(V::JudgmentOutsideCoverage { judgment_sha256 });
@@ -690,10 +689,10 @@ fn check_consent(input: &MemoryWriteInput, v: &mut Vec<V>) -> Result<(), MemoryW
     if proposal.proposed_at_unix_ms < consent.granted_at_unix_ms {
         v.push(V::ConsentNotYetGranted {});
     }
-    if let Some(revoked_at_unix_ms) = consent.revoked_at_unix_ms {
-        if proposal.proposed_at_unix_ms >= revoked_at_unix_ms {
-            v.push(V::ConsentRevoked { revoked_at_unix_ms });
-        }
+    if let Some(revoked_at_unix_ms) = consent.revoked_at_unix_ms
+        && proposal.proposed_at_unix_ms >= revoked_at_unix_ms
+    {
+        v.push(V::ConsentRevoked { revoked_at_unix_ms });
     }
     Ok(())
 }

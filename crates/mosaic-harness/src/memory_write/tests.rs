@@ -1365,10 +1365,10 @@ fn decode_all(bytes: &[u8]) {
     let _ = serde_json::from_slice::<MemoryWriteDecision>(bytes);
     let _ = serde_json::from_slice::<MemoryWriteViolation>(bytes);
     let _ = serde_json::from_slice::<MemoryWriteReceipt>(bytes);
-    if let Ok(input) = serde_json::from_slice::<MemoryWriteInput>(bytes) {
-        if let Ok(outcome) = evaluate_memory_write(&input) {
-            let _ = verify_memory_write_receipt(&input, outcome.receipt());
-        }
+    if let Ok(input) = serde_json::from_slice::<MemoryWriteInput>(bytes)
+        && let Ok(outcome) = evaluate_memory_write(&input)
+    {
+        let _ = verify_memory_write_receipt(&input, outcome.receipt());
     }
 }
 

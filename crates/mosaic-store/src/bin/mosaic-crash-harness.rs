@@ -106,8 +106,12 @@ fn writer(db: &Path, start: u64) -> Result<(), String> {
     let mut out = stdout.lock();
     let mut idx = start;
     loop {
-        let principal = if idx % 2 == 0 { "alice" } else { "bob" };
-        if idx % 5 == 0 {
+        let principal = if idx.is_multiple_of(2) {
+            "alice"
+        } else {
+            "bob"
+        };
+        if idx.is_multiple_of(5) {
             let ids: Vec<String> = (0..4).map(|k| format!("w{}", idx + k)).collect();
             for id in &ids {
                 writeln!(out, "try {id}").map_err(|e| e.to_string())?;
@@ -132,7 +136,7 @@ fn writer(db: &Path, start: u64) -> Result<(), String> {
             idx += 1;
         }
         out.flush().map_err(|e| e.to_string())?;
-        if idx % 7 == 0 {
+        if idx.is_multiple_of(7) {
             publish_all(&mut store, &config.required_index_targets, T0 + idx)
                 .map_err(|e| e.to_string())?;
         }
@@ -219,11 +223,11 @@ fn check(
             println!("lost acknowledged write {id}");
             return Ok(false);
         }
-        if idx >= *verified {
-            if let Err(e) = store.verify_write_receipt(&format!("p-{id}")) {
-                println!("receipt of {id} does not verify: {e}");
-                return Ok(false);
-            }
+        if idx >= *verified
+            && let Err(e) = store.verify_write_receipt(&format!("p-{id}"))
+        {
+            println!("receipt of {id} does not verify: {e}");
+            return Ok(false);
         }
     }
     *verified = acked.len();

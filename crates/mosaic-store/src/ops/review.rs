@@ -126,14 +126,13 @@ pub(crate) fn resolve_review<C: Tx>(
                     "a review write needs a new proposal id".into(),
                 ));
             }
-            if let ReviewAction::Supersede(_) = action {
-                if request.proposal.supersedes_record_id.as_deref()
+            if let ReviewAction::Supersede(_) = action
+                && request.proposal.supersedes_record_id.as_deref()
                     != Some(case.existing_record_id.as_str())
-                {
-                    return Err(StoreError::InvalidArgument(
-                        "a superseding write must name the existing record".into(),
-                    ));
-                }
+            {
+                return Err(StoreError::InvalidArgument(
+                    "a superseding write must name the existing record".into(),
+                ));
             }
             let outcome = write_one(c, request)?;
             let status = if outcome.is_accepted() {
