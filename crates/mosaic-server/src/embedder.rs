@@ -46,7 +46,7 @@ pub enum EmbedderKind {
     /// The local all-MiniLM-L6-v2 model.
     Minilm,
     /// The same model with int8 dense layers (AVX-512 VNNI where the CPU
-    /// has it): about 3x the ingest throughput at recall within 0.001 on
+    /// has it): about 2.5x the ingest throughput at recall within 0.001 on
     /// LoCoMo; its own vector space (release), so switching rebuilds.
     #[serde(rename = "minilm-int8")]
     MinilmInt8,

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use mosaic_server::api::RevokeRequest;
 use mosaic_server::examples::workspace_fact;
 use mosaic_server::service::{IndexDelivery, OutboxFault, OutboxFaults};
-use mosaic_store::revocation::RevocationState;
+use mosaic_store::revocation::{DeletionRequested, RevocationState};
 use mosaic_store::{Authorization, OutboxTask, RevocationReason, SqliteStore, Store, StoreConfig};
 use serde_json::json;
 
@@ -70,18 +70,7 @@ async fn reconcile_removes_ghosts_left_by_another_writer_and_reports_them() {
         .revoke(&record_ids[0], &RevocationReason::Requested, &who, now)
         .expect("revoke");
     let requested = other.request_deletion(ineligible, now).expect("request");
-    for target in ["lexical", "vector"] {
-        for task in other.pending_outbox(target, 100).expect("outbox") {
-            other
-                .acknowledge_index(&task.record_id, task.generation, target, now)
-                .expect("ack");
-        }
-    }
-    let acknowledged = other
-        .confirm_indexes_acknowledged(requested, now)
-        .expect("confirm");
-    let erased = other.erase(acknowledged, now).expect("erase");
-    other.finalize_deletion(erased, now).expect("finalize");
+    finish_deletion(&mut other, requested, now);
     drop(other);
 
     let problems = w.service.doctor().expect("doctor");
@@ -163,18 +152,7 @@ impl OutboxFaults for FinishElsewhere {
             else {
                 panic!("the revoke has requested deletion by now");
             };
-            for target in ["lexical", "vector"] {
-                for task in other.pending_outbox(target, 100).expect("outbox") {
-                    other
-                        .acknowledge_index(&task.record_id, task.generation, target, now)
-                        .expect("ack");
-                }
-            }
-            let acknowledged = other
-                .confirm_indexes_acknowledged(token, now)
-                .expect("confirm");
-            let erased = other.erase(acknowledged, now).expect("erase");
-            other.finalize_deletion(erased, now).expect("finalize");
+            finish_deletion(&mut other, token, now);
         }
         OutboxFault::Deliver
     }
@@ -225,4 +203,17 @@ fn a_revoke_whose_deletion_another_worker_finishes_midway_still_answers_finalize
     for snapshot in [lexical, vector] {
         assert!(snapshot.slots[&record_id].live.is_none(), "tombstoned");
     }
+}
+
+/// Another server's worker finishing a requested deletion: every index
+/// acknowledges what is pending, then the deletion is confirmed, erased and
+/// finalized.
+fn finish_deletion(store: &mut SqliteStore, requested: DeletionRequested, now: u64) {
+    let targets = ["lexical".to_owned(), "vector".to_owned()];
+    mosaic_store::conformance::publish_all(store, &targets, now).expect("ack");
+    let acknowledged = store
+        .confirm_indexes_acknowledged(requested, now)
+        .expect("confirm");
+    let erased = store.erase(acknowledged, now).expect("erase");
+    store.finalize_deletion(erased, now).expect("finalize");
 }
