@@ -110,6 +110,10 @@ pub enum IndexError {
     /// A snapshot could not be encoded, decoded, read or written.
     #[error("snapshot: {0}")]
     Snapshot(String),
+    /// A journal could not be opened, read, written or repaired, or is
+    /// bound to another target or embedder.
+    #[error("journal: {0}")]
+    Journal(String),
     /// The relevance stage refused the ranking.
     #[error("relevance: {0}")]
     Relevance(#[from] mosaic_harness::memory_scope::RelevanceError),

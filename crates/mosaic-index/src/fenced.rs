@@ -89,6 +89,51 @@ impl<B: Backend> FencedIndex<B> {
         }
     }
 
+    /// Applies `messages` in order, each with its prepared form if it has
+    /// one (a message without one is prepared on its own if applied).
+    fn apply_batch(
+        &mut self,
+        messages: &[PublishMessage],
+        prepared: Vec<Option<Result<B::Prepared, IndexError>>>,
+    ) -> Vec<Result<Acknowledgement, IndexError>> {
+        messages
+            .iter()
+            .zip(prepared)
+            .map(|(m, p)| self.apply_publish(m, p))
+            .collect()
+    }
+
+    /// [`IndexTarget::publish_batch`] with the prepared forms (for the
+    /// vector backend: embeddings) computed by the caller, one per message
+    /// in order, so the expensive part can run outside whatever guards this
+    /// target. Fence semantics are exactly those of `publish_batch`: a
+    /// message the fence refuses reports the fence's error, a duplicate is
+    /// acknowledged as such and its prepared form is ignored (even an
+    /// `Err`), and a prepared `Err` fails only its own message. If
+    /// `prepared` does not hold exactly one entry per message, every message
+    /// fails and nothing is applied.
+    ///
+    /// The caller vouches that each prepared form derives from its
+    /// message's text; nothing here can check that.
+    pub(crate) fn publish_batch_with(
+        &mut self,
+        messages: &[PublishMessage],
+        prepared: Vec<Result<B::Prepared, IndexError>>,
+    ) -> Vec<Result<Acknowledgement, IndexError>> {
+        if prepared.len() != messages.len() {
+            return messages
+                .iter()
+                .map(|_| {
+                    Err(IndexError::InvalidMessage {
+                        field: "prepared",
+                        problem: "not exactly one prepared form per message",
+                    })
+                })
+                .collect();
+        }
+        self.apply_batch(messages, prepared.into_iter().map(Some).collect())
+    }
+
     /// The logical state (what a snapshot persists and tests compare).
     pub fn snapshot(&self) -> TargetSnapshot {
         self.fence.snapshot()
@@ -292,10 +337,6 @@ impl<B: Backend> IndexTarget for FencedIndex<B> {
         for ((i, _), p) in entries.iter().zip(self.backend.prepare(&refs)) {
             prepared[*i] = Some(p);
         }
-        messages
-            .iter()
-            .zip(prepared)
-            .map(|(m, p)| self.apply_publish(m, p))
-            .collect()
+        self.apply_batch(messages, prepared)
     }
 }

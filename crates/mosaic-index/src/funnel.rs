@@ -18,7 +18,7 @@
 //! snapshot generation drops every older cached entry.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use mosaic_harness::MemoryRecord;
 use mosaic_harness::canonical::domain_digest;
@@ -265,13 +265,17 @@ impl ResultCache {
 }
 
 /// Both targets plus the funnel and its cache.
+///
+/// Recall takes `&self`: the result cache sits behind a mutex held only
+/// to look a result up or store one, never while a recall is computed, so
+/// concurrent readers share one retriever (it is `Send + Sync`).
 pub struct Retriever {
     /// The lexical target (fed by the `lexical` outbox).
     pub lexical: LexicalIndex,
     /// The vector target (fed by the `vector` outbox).
     pub vector: VectorIndex,
     config: FunnelConfig,
-    cache: ResultCache,
+    cache: Mutex<ResultCache>,
 }
 
 #[derive(Serialize)]
@@ -296,13 +300,16 @@ impl Retriever {
             lexical: LexicalIndex::new(),
             vector: VectorIndex::new(embedder, ann),
             config,
-            cache,
+            cache: Mutex::new(cache),
         }
     }
 
     /// Replaces the fusion parameters (and empties the cache).
     pub fn set_config(&mut self, config: FunnelConfig) {
-        self.cache = ResultCache {
+        *self
+            .cache
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = ResultCache {
             capacity: config.cache_capacity,
             ..ResultCache::default()
         };
@@ -314,9 +321,17 @@ impl Retriever {
         &self.config
     }
 
-    /// The result cache.
-    pub fn cache(&self) -> &ResultCache {
-        &self.cache
+    /// The result cache, locked. A poisoned lock is recovered: the cache
+    /// holds only finished results, each inserted whole.
+    fn cache_lock(&self) -> MutexGuard<'_, ResultCache> {
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Number of cached results.
+    pub fn cache_len(&self) -> usize {
+        self.cache_lock().len()
     }
 
     /// Analyzer and embedder releases.
@@ -330,7 +345,7 @@ impl Retriever {
     }
 
     /// Runs the funnel, embedding the query if vectors are needed.
-    pub fn recall(&mut self, query: &RecallQuery<'_>) -> Result<Recall, IndexError> {
+    pub fn recall(&self, query: &RecallQuery<'_>) -> Result<Recall, IndexError> {
         let vector = match query.mode {
             RetrievalMode::Lexical => None,
             _ => Some(self.embed_query(query.text)?),
@@ -382,7 +397,7 @@ impl Retriever {
     /// Runs the funnel with a precomputed query vector (`None` skips the
     /// vector generator).
     pub fn recall_embedded(
-        &mut self,
+        &self,
         query: &RecallQuery<'_>,
         query_vector: Option<&[f32]>,
     ) -> Result<Recall, IndexError> {
@@ -390,13 +405,15 @@ impl Retriever {
         // key here and for the relevance receipt in `compute`.
         let eligible_set_sha256 = query.eligible.digest()?;
         let key = self.cache_key_with(query, &eligible_set_sha256)?;
-        if let Some(hit) = self.cache.get(&key) {
-            let mut hit = hit.clone();
+        // The lock is held for the lookup and for the insertion only; two
+        // readers missing the same key both compute it, identically.
+        let cached = self.cache_lock().get(&key).cloned();
+        if let Some(mut hit) = cached {
             hit.cache_hit = true;
             return Ok(hit);
         }
         let recall = self.compute(query, query_vector, &key.query_sha256, eligible_set_sha256)?;
-        self.cache.put(key, recall.clone());
+        self.cache_lock().put(key, recall.clone());
         Ok(recall)
     }
 
@@ -678,7 +695,7 @@ mod tests {
         (r, eligible)
     }
 
-    fn ask(r: &mut Retriever, eligible: &EligibleSet, text: &str, mode: RetrievalMode) -> Recall {
+    fn ask(r: &Retriever, eligible: &EligibleSet, text: &str, mode: RetrievalMode) -> Recall {
         let q = RecallQuery {
             tenant_id: "tenant",
             policy_sha256: POLICY,
@@ -712,7 +729,7 @@ mod tests {
             fusion: Fusion::ReciprocalRank,
             ..FunnelConfig::default()
         });
-        let plain = ask(&mut r, &eligible, question, RetrievalMode::Lexical);
+        let plain = ask(&r, &eligible, question, RetrievalMode::Lexical);
         assert_eq!(plain.record_ids(), ["line-0", "line-1", "line-2"]);
         assert!(plain.explanations.iter().all(|e| e.speaker_bonus == 0));
         let before: BTreeMap<&str, u64> = plain
@@ -729,7 +746,7 @@ mod tests {
             fusion: Fusion::ReciprocalRank,
             ..FunnelConfig::default()
         });
-        let recall = ask(&mut r, &eligible, question, RetrievalMode::Lexical);
+        let recall = ask(&r, &eligible, question, RetrievalMode::Lexical);
         assert_eq!(recall.record_ids(), ["line-1", "line-0", "line-2"]);
         for (result, e) in recall.receipt.results.iter().zip(&recall.explanations) {
             let old = before[result.record_id.as_str()];
@@ -746,13 +763,13 @@ mod tests {
 
     #[test]
     fn the_speaker_prior_ignores_dates_and_unnamed_speakers() {
-        let (mut r, eligible) = loaded(&LINES);
+        let (r, eligible) = loaded(&LINES);
         for mode in [RetrievalMode::Lexical, RetrievalMode::Hybrid] {
             // "May" is in every line's date prefix, not in a speaker label.
-            let recall = ask(&mut r, &eligible, "what happened in May 2023", mode);
+            let recall = ask(&r, &eligible, "what happened in May 2023", mode);
             assert!(recall.explanations.iter().all(|e| e.speaker_bonus == 0));
             // No speaker named: no bonus, whatever matches.
-            let recall = ask(&mut r, &eligible, "hiking at the lake", mode);
+            let recall = ask(&r, &eligible, "hiking at the lake", mode);
             assert!(!recall.record_ids().is_empty());
             assert!(recall.explanations.iter().all(|e| e.speaker_bonus == 0));
         }
@@ -760,8 +777,8 @@ mod tests {
 
     #[test]
     fn the_speaker_prior_keeps_the_receipt_verifiable() {
-        let (mut r, eligible) = loaded(&LINES);
-        let recall = ask(&mut r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
+        let (r, eligible) = loaded(&LINES);
+        let recall = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
         mosaic_harness::memory_scope::verify_relevance_receipt(&recall.input, &recall.receipt)
             .unwrap();
         assert_eq!(recall.receipt.ranker_release, RANKER_RELEASE);

@@ -16,12 +16,30 @@
 //!   planned per query.
 //! * [`eval_metrics`]: evidence recall@k and nDCG@10, shared by the
 //!   evaluation tools.
+//! * [`journal`]: an append-only, checksummed journal per target, so a
+//!   target persists as its last snapshot plus what was applied since; the
+//!   bytes written per change do not grow with the index.
 //! * [`funnel`]: candidates → integer fusion → relevance receipt →
 //!   selection → context handoff, with a result cache.
 //!
-//! I/O: the HTTP embedder talks to the configured service; snapshots and
-//! model files are read from paths the caller gives. Nothing else: no
-//! clock, no environment, no logging of memory content.
+//! I/O: the HTTP embedder talks to the configured service; snapshots,
+//! journals and model files are read and written at paths the caller
+//! gives. Nothing else: no clock, no environment, no logging of memory
+//! content.
+//!
+//! ## Persistence: snapshots and journals
+//! Useful for: a single process that owns its index files and changes them
+//! often. Each applied message is appended to the target's
+//! [`IndexJournal`] (size independent of the index), a restart restores the
+//! last snapshot and replays the journal through the generation fence
+//! (idempotent, no re-embedding), and a periodic compaction writes a fresh
+//! snapshot and discards the journal prefix it covers (crash-safe in the
+//! order given in [`journal`]).
+//! Not useful for: durability of record truth (the store owns it; an
+//! unsynced append lost in a power cut is repaired by rebuilding from the
+//! store), several writers of one file (the file is locked to one owner),
+//! or prompt erasure on disk by itself (a tombstoned text stays in the
+//! journal and the last snapshot until the next compaction).
 //!
 //! ## Feature flags
 //! * `local-model` (off): the all-MiniLM-L6-v2 embedder (own encoder).
@@ -39,6 +57,7 @@ pub mod error;
 pub mod eval_metrics;
 pub mod fenced;
 pub mod funnel;
+pub mod journal;
 pub mod lexical;
 pub mod local_model;
 pub mod scope;
@@ -52,6 +71,10 @@ pub use error::{IndexError, ModelError, StaleReason};
 pub use funnel::{
     CacheKey, FunnelConfig, Fusion, Handoff, Recall, RecallQuery, RetrievalMode, Retriever,
     hand_off,
+};
+pub use journal::{
+    IndexJournal, JournalDamage, JournalEntry, JournalHeader, JournalRecovery, ReplayReport,
+    apply_to_lexical, apply_to_vector,
 };
 pub use lexical::{Hit, LexicalIndex};
 pub use scope::{DocSet, Eligible, ScopePredicate};

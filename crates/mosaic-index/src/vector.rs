@@ -13,7 +13,7 @@ use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::lexical::{Hit, sort_hits};
 use crate::scope::{DocSet, Eligible};
-use crate::target::{DocId, LiveEntry, TargetSnapshot};
+use crate::target::{Acknowledgement, DocId, LiveEntry, PublishMessage, TargetSnapshot};
 
 /// The vector backend.
 pub struct VectorBackend {
@@ -97,6 +97,40 @@ impl VectorIndex {
     /// The embedder.
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
         &self.backend.embedder
+    }
+
+    /// The vector dimension of this target (its embedder's).
+    pub fn dimension(&self) -> usize {
+        self.backend.ann.dim()
+    }
+
+    /// The vector stored for a live record (`None` for an unknown or
+    /// tombstoned record).
+    pub fn vector_of(&self, record_id: &str) -> Option<&[f32]> {
+        self.backend.ann.vector_of(self.fence.doc_of(record_id)?)
+    }
+
+    /// [`IndexTarget::publish_batch`](crate::IndexTarget::publish_batch)
+    /// with the embeddings computed by the caller (typically with
+    /// [`VectorIndex::embedder`], outside the lock that guards this index):
+    /// `vectors[i]` is the embedding of `messages[i].text`. Each vector is
+    /// checked with [`check_embedding`] against [`VectorIndex::dimension`];
+    /// a bad one, or an `Err` in its place, fails only its own message, and
+    /// only if the fence would apply that message. A duplicate ignores its
+    /// vector; a stale message reports the fence's refusal. If `vectors`
+    /// does not hold exactly one entry per message, every message fails
+    /// and nothing is applied.
+    pub fn publish_batch_prepared(
+        &mut self,
+        messages: &[PublishMessage],
+        vectors: Vec<Result<Vec<f32>, IndexError>>,
+    ) -> Vec<Result<Acknowledgement, IndexError>> {
+        let dim = self.dimension();
+        let checked = vectors
+            .into_iter()
+            .map(|v| v.and_then(|v| check_embedding(&v, dim).map(|()| v)))
+            .collect();
+        self.publish_batch_with(messages, checked)
     }
 
     /// Top-`k` eligible records by cosine similarity to `query_vector`, and

@@ -122,6 +122,13 @@ pub struct ProposeResponse {
     pub line_generation: Option<u64>,
     /// True when a retry returned the stored decision.
     pub replayed: bool,
+    /// True when the accepted record was readable (every required index
+    /// had acknowledged it) when the call returned. False for a rejection,
+    /// and for an acceptance whose publication did not finish within the
+    /// server's `index_wait_ms`: it becomes readable when the outbox worker
+    /// publishes it (a replay of the proposal says when).
+    #[serde(default)]
+    pub readable: bool,
     /// The gate's receipt.
     pub receipt: MemoryWriteReceipt,
     /// Judgments the server's built-in verbatim verifier produced.

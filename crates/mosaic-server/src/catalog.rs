@@ -394,12 +394,39 @@ fn verifier_row(r: &[Val]) -> ServiceResult<VerifierView> {
 }
 
 impl Catalog {
+    /// Runs `f` (calls on this catalog) in one transaction: all of its
+    /// writes commit together with one sync, or none does when `f` fails.
+    pub fn transaction<T>(&self, f: impl FnOnce(&Self) -> ServiceResult<T>) -> ServiceResult<T> {
+        self.control("BEGIN IMMEDIATE", "BEGIN")?;
+        match f(self) {
+            Ok(value) => {
+                self.control("COMMIT", "COMMIT")?;
+                Ok(value)
+            }
+            Err(e) => {
+                // The error that made `f` fail is the one to report.
+                let _ = self.control("ROLLBACK", "ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    fn control(&self, sqlite: &str, postgres: &str) -> ServiceResult<()> {
+        match &self.backend {
+            Backend::Sqlite(conn) => Ok(conn.execute_batch(sqlite)?),
+            Backend::Postgres(client) => client
+                .lock()
+                .map_err(|_| ServiceError::Internal("catalog lock poisoned".into()))?
+                .batch_execute(postgres)
+                .map_err(pg_error),
+        }
+    }
+
     fn exec(&self, sql: &str, args: &[Val]) -> ServiceResult<usize> {
         match &self.backend {
-            Backend::Sqlite(conn) => Ok(conn.execute(
-                sql,
-                rusqlite::params_from_iter(args.iter().map(sqlite_value)),
-            )?),
+            Backend::Sqlite(conn) => Ok(conn
+                .prepare_cached(sql)?
+                .execute(rusqlite::params_from_iter(args.iter().map(sqlite_value)))?),
             Backend::Postgres(client) => {
                 let params = pg_params(args);
                 let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
@@ -416,7 +443,7 @@ impl Catalog {
     fn rows(&self, sql: &str, args: &[Val]) -> ServiceResult<Vec<Vec<Val>>> {
         match &self.backend {
             Backend::Sqlite(conn) => {
-                let mut stmt = conn.prepare(sql)?;
+                let mut stmt = conn.prepare_cached(sql)?;
                 let width = stmt.column_count();
                 let rows = stmt.query_map(
                     rusqlite::params_from_iter(args.iter().map(sqlite_value)),

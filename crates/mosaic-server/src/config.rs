@@ -58,6 +58,13 @@ pub struct ServerConfig {
     /// says so. Default false: every index is required and such a record
     /// stays unreadable until its vector publication succeeds.
     pub vector_index_optional: bool,
+    /// Read connections to the store and catalog (recall, get, list,
+    /// authentication); they never wait for the writer.
+    pub read_connections: usize,
+    /// How long a proposal waits, in milliseconds, for the outbox worker to
+    /// make it readable before answering (the response then says whether it
+    /// is); 0 answers right after the commit.
+    pub index_wait_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +85,8 @@ impl Default for ServerConfig {
             embedder_model: None,
             embedder_api_key: None,
             vector_index_optional: false,
+            read_connections: 4,
+            index_wait_ms: 5_000,
         }
     }
 }
@@ -135,6 +144,8 @@ impl ServerConfig {
                 "MOSAIC_VECTOR_INDEX_OPTIONAL" => {
                     self.vector_index_optional = parse(&name, &value)?
                 }
+                "MOSAIC_READ_CONNECTIONS" => self.read_connections = parse(&name, &value)?,
+                "MOSAIC_INDEX_WAIT_MS" => self.index_wait_ms = parse(&name, &value)?,
                 "MOSAIC_EMBEDDER_API_KEY" => {
                     self.embedder_api_key = Some(Secret::new(value));
                 }
@@ -158,6 +169,12 @@ impl ServerConfig {
         }
         if self.reconcile_interval_ms == 0 {
             problems.push("reconcile_interval_ms must be positive".to_owned());
+        }
+        if !(1..=64).contains(&self.read_connections) {
+            problems.push("read_connections must be between 1 and 64".to_owned());
+        }
+        if self.index_wait_ms > 600_000 {
+            problems.push("index_wait_ms must be at most 600000".to_owned());
         }
         if !(8..=4096).contains(&self.embedding_dim) {
             problems.push("embedding_dim must be between 8 and 4096".to_owned());

@@ -9,7 +9,7 @@ use crate::revocation::{
 };
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
-    IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
+    IndexAck, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
     ReviewCase, ReviewReceipt, RevocationReason, StoredRecord, Tombstone, WriteOutcome,
     WriteRequest,
 };
@@ -79,6 +79,17 @@ pub trait Store: Send {
         target: &str,
         at_unix_ms: u64,
     ) -> StoreResult<AckOutcome>;
+
+    /// [`Store::acknowledge_index`] for several rows in **one** transaction
+    /// (one commit, so an outbox pass costs one fsync, not one per row).
+    /// One result per row, in order: a row refused for its own reason
+    /// (stale generation, unknown row, not issued) does not stop the
+    /// others; a database failure fails the whole call and commits nothing.
+    fn acknowledge_indexes(
+        &mut self,
+        acks: &[IndexAck],
+        at_unix_ms: u64,
+    ) -> StoreResult<Vec<StoreResult<AckOutcome>>>;
 
     /// Degraded activation: makes a publishing record readable although
     /// the `omitted` targets have not acknowledged its publication at

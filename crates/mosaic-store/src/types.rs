@@ -358,6 +358,18 @@ impl OutboxOp {
     }
 }
 
+/// One outbox acknowledgement of [`crate::Store::acknowledge_indexes`]:
+/// `target` applied `record_id` at `generation`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexAck {
+    /// The record.
+    pub record_id: String,
+    /// The outbox generation the target applied.
+    pub generation: u64,
+    /// The index target.
+    pub target: String,
+}
+
 /// One pending outbox message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboxTask {

@@ -73,7 +73,7 @@ fn query<'a>(
 
 #[test]
 fn funnel_ranks_only_eligible_records_and_hands_off() {
-    let (mut r, records, contents) = loaded();
+    let (r, records, contents) = loaded();
     let ctx = scoped_selection_context();
     let eligible = eligible_set(&ctx, &records).unwrap();
     let mut q = query(
@@ -116,7 +116,7 @@ fn funnel_ranks_only_eligible_records_and_hands_off() {
 
 #[test]
 fn claim_key_matches_are_structured_candidates() {
-    let (mut r, records, _) = loaded();
+    let (r, records, _) = loaded();
     let ctx = scoped_selection_context();
     let eligible = eligible_set(&ctx, &records).unwrap();
     let claims = vec!["principal:user-vinay|response_detail_preference|surface=alerts".to_string()];
@@ -141,6 +141,7 @@ fn revocation_invalidates_cached_results() {
     let second = r.recall(&q).unwrap();
     assert!(second.cache_hit);
     assert_eq!(second.receipt, first.receipt);
+    assert_eq!(r.cache_len(), 1);
 
     // The store's revocation generation moves: the cached entry is not used.
     q.revocation_generation = 8;
@@ -153,7 +154,7 @@ fn revocation_invalidates_cached_results() {
     let after = r.recall(&q).unwrap();
     assert!(!after.cache_hit);
     assert!(!after.record_ids().contains(&"procedure-build"));
-    assert!(r.cache().len() <= 1, "older snapshot entries are dropped");
+    assert!(r.cache_len() <= 1, "older snapshot entries are dropped");
 }
 
 #[test]
@@ -302,4 +303,43 @@ fn both_fusions_rank_a_match_of_both_lists_first() {
         let e = &recall.explanations[0];
         assert_eq!((e.lexical_rank, e.vector_rank), (Some(0), Some(0)));
     }
+}
+
+#[test]
+fn recall_through_a_shared_reference_from_many_threads_matches_and_caches() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    let (r, records, _) = loaded();
+    send_sync(&r);
+    let ctx = scoped_selection_context();
+    let eligible = eligible_set(&ctx, &records).unwrap();
+    let mut q = query("cargo build test", &eligible, &[], 0);
+    q.policy_sha256 = &ctx.policy_sha256;
+    // The reference answer comes from a fresh retriever, so no cache helps.
+    let expected = loaded().0.recall(&q).unwrap();
+    assert!(!expected.cache_hit);
+    let shared = &r;
+    let q = &q;
+    let answers: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(move || {
+                    (0..3)
+                        .map(|_| shared.recall(q).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(answers.len(), 12);
+    for a in &answers {
+        assert_eq!(a.receipt, expected.receipt);
+        assert_eq!(a.explanations, expected.explanations);
+    }
+    // Each thread's second and third reads are served from the cache.
+    assert!(answers.iter().filter(|a| a.cache_hit).count() >= 8);
+    assert_eq!(r.cache_len(), 1);
 }

@@ -6,5 +6,6 @@ mod funnel;
 mod hygiene;
 mod lexical;
 mod outbox;
+mod prepared;
 mod snapshot;
 mod vector_recall;

@@ -48,7 +48,7 @@ macro_rules! impl_store {
             use $crate::store::Store;
             use $crate::types::{
                 AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery,
-                EligibleSet, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter,
+                EligibleSet, IndexAck, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter,
                 RecordPage, ReviewAction, ReviewCase, ReviewReceipt, RevocationReason,
                 StoredRecord, Tombstone, WriteOutcome, WriteRequest,
             };
@@ -139,6 +139,43 @@ macro_rules! impl_store {
                     self.write_tx(|c| {
                         Tx::enter_tenant_of(c, RECORD, record_id)?;
                         revocation::acknowledge_index(c, record_id, generation, target, at_unix_ms)
+                    })
+                }
+
+                fn acknowledge_indexes(
+                    &mut self,
+                    acks: &[IndexAck],
+                    at_unix_ms: u64,
+                ) -> StoreResult<Vec<StoreResult<AckOutcome>>> {
+                    if acks.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    self.write_tx(|c| {
+                        let mut out = Vec::with_capacity(acks.len());
+                        for ack in acks {
+                            let one =
+                                Tx::enter_tenant_of(c, RECORD, &ack.record_id).and_then(|()| {
+                                    revocation::acknowledge_index(
+                                        c,
+                                        &ack.record_id,
+                                        ack.generation,
+                                        &ack.target,
+                                        at_unix_ms,
+                                    )
+                                });
+                            match one {
+                                // Refusals of this row alone: checked before
+                                // anything was written for it.
+                                Err(
+                                    e @ (StoreError::StaleIndexGeneration { .. }
+                                    | StoreError::NotFound { .. }
+                                    | StoreError::InvalidArgument(_)),
+                                ) => out.push(Err(e)),
+                                Err(e) => return Err(e),
+                                Ok(outcome) => out.push(Ok(outcome)),
+                            }
+                        }
+                        Ok(out)
                     })
                 }
 

@@ -1,0 +1,638 @@
+//! Receipts, export and import, tenants, policies, keys, verifiers and the review queue.
+
+use super::*;
+
+impl ServiceCore {
+    // ------------------------------------------------------------ verify
+
+    /// Verifies a write receipt (from stored inputs) or a deletion receipt.
+    pub fn verify(
+        &self,
+        credential: &Credential,
+        request: &VerifyRequest,
+    ) -> ServiceResult<VerifyResponse> {
+        match request {
+            VerifyRequest::Write { proposal_id } => {
+                let mut inner = self.reader()?;
+                let owner = inner.catalog.proposal_owner(proposal_id)?;
+                let allowed = match (credential, &owner) {
+                    (Credential::Admin { .. }, _) => true,
+                    (Credential::Principal { tenant_id, .. }, Some((t, _))) => t == tenant_id,
+                    _ => false,
+                };
+                if !allowed {
+                    return Err(ServiceError::not_found("proposal", proposal_id.as_str()));
+                }
+                match inner.store.verify_write_receipt(proposal_id) {
+                    Ok(()) => Ok(VerifyResponse {
+                        valid: true,
+                        problem: None,
+                    }),
+                    Err(StoreError::ReceiptMismatch(problem)) => Ok(VerifyResponse {
+                        valid: false,
+                        problem: Some(problem),
+                    }),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            VerifyRequest::Deletion { receipt } => {
+                check_digest("receipt.receipt_sha256", &receipt.receipt_sha256)?;
+                let receipt = DeletionReceipt {
+                    body: receipt.body.clone(),
+                    receipt_sha256: receipt.receipt_sha256.clone(),
+                };
+                let valid = receipt.verify();
+                Ok(VerifyResponse {
+                    valid,
+                    problem: (!valid)
+                        .then(|| "receipt_sha256 does not match the canonical body".to_owned()),
+                })
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ export, import
+
+    /// The credential's memories (principal: about or by them; admin: a
+    /// whole tenant) that are still readable or publishing, as export lines.
+    pub fn export(
+        &self,
+        credential: &Credential,
+        tenant_for_admin: Option<&str>,
+    ) -> ServiceResult<Vec<ExportLine>> {
+        let mut inner = self.reader()?;
+        let live = vec![ListedState::Active, ListedState::Publishing];
+        let filter = match credential {
+            Credential::Principal {
+                tenant_id,
+                principal_id,
+                ..
+            } => {
+                self.tenant_and_grant(&mut inner, tenant_id, principal_id)?;
+                RecordFilter {
+                    proposer_principal_id: Some(principal_id.clone()),
+                    states: live,
+                    include_content: true,
+                    ..RecordFilter::tenant(tenant_id, MAX_LIST_LIMIT)
+                }
+            }
+            Credential::Admin { .. } => {
+                let tenant = tenant_for_admin.ok_or_else(|| {
+                    ServiceError::bad_request("missing_tenant", "the admin export needs a tenant")
+                })?;
+                RecordFilter {
+                    states: live,
+                    include_content: true,
+                    ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+                }
+            }
+        };
+        let grant = match credential {
+            Credential::Principal {
+                tenant_id,
+                principal_id,
+                ..
+            } => inner.store.current_grant(tenant_id, principal_id)?,
+            Credential::Admin { .. } => None,
+        };
+        let mut lines = Vec::new();
+        for row in list_all(inner.store.as_mut(), filter)? {
+            if let (Credential::Principal { principal_id, .. }, Some(grant)) = (credential, &grant)
+                && !subject_visible(principal_id, grant, &row.subject)
+            {
+                continue;
+            }
+            let Some(content) = row.content else {
+                continue;
+            };
+            let Some(stored) = inner.store.get_record(&row.record_id)? else {
+                continue;
+            };
+            if !matches!(stored.state, RecordState::Active | RecordState::Publishing) {
+                continue;
+            }
+            let mut request = match inner
+                .catalog
+                .memory(&row.record_id)?
+                .and_then(|m| m.request_json)
+            {
+                Some(json) => serde_json::from_str::<ProposeRequest>(&json).map_err(|e| {
+                    ServiceError::Internal(format!("catalog request does not decode: {e}"))
+                })?,
+                // No export copy (the catalog write after the store commit
+                // did not happen): rebuild the request from the record.
+                None => request_from_record(&stored.record, &row.proposal_id),
+            };
+            request.content = content;
+            lines.push(ExportLine::Memory(Box::new(ExportedMemory {
+                record: stored.record,
+                state: stored.state.as_str().to_owned(),
+                request,
+            })));
+        }
+        drop(inner);
+        Ok(lines)
+    }
+
+    /// Imports JSON lines: every line's request is proposed again under the
+    /// credential (the gate decides each one afresh).
+    pub fn import(&self, credential: &Credential, body: &str) -> ServiceResult<ImportResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let mut report = ImportResponse {
+            lines: 0,
+            accepted: 0,
+            rejected: 0,
+            errors: BTreeMap::new(),
+        };
+        let mut inner = self.writer()?;
+        for (idx, line) in body.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            report.lines += 1;
+            let line_no = idx + 1;
+            let mut request = match serde_json::from_str::<ExportLine>(line) {
+                Ok(ExportLine::Memory(m)) => m.request,
+                Err(_) => {
+                    report.errors.insert(line_no, "malformed_line".to_owned());
+                    continue;
+                }
+            };
+            // Identities are derived afresh under the importing credential.
+            request.record_id = None;
+            request.proposal_id = None;
+            match self.propose_locked(&mut inner, tenant, principal, &request) {
+                Ok(r) if r.decision == "accepted" => report.accepted += 1,
+                Ok(_) => report.rejected += 1,
+                Err(e) => {
+                    report.errors.insert(line_no, e.code().to_owned());
+                }
+            }
+        }
+        drop(inner);
+        self.progress.commit();
+        self.outbox_pass()?;
+        if report.lines == 0 || report.errors.len() == report.lines {
+            return Err(ServiceError::bad_request(
+                "malformed_body",
+                "the body holds no importable line (one {\"type\":\"memory\",\"data\":{...}} object per line)",
+            ));
+        }
+        Ok(report)
+    }
+
+    // ------------------------------------------------------------ admin
+
+    /// Creates a tenant with its policy.
+    pub fn create_tenant(
+        &self,
+        credential: &Credential,
+        request: &CreateTenantRequest,
+    ) -> ServiceResult<MemoryWritePolicy> {
+        credential.require_admin()?;
+        if !mosaic_harness::record::is_identifier(&request.tenant_id) {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "tenant_id is not a valid identifier",
+            ));
+        }
+        {
+            let inner = self.writer()?;
+            if inner.catalog.tenant(&request.tenant_id)?.is_some() {
+                return Err(ServiceError::Conflict {
+                    code: "tenant_exists",
+                    message: format!("tenant {} already exists", request.tenant_id),
+                });
+            }
+        }
+        let policy = request.policy.clone().unwrap_or(PolicyRequest {
+            allowed_kinds: None,
+            max_ttl_ms: None,
+            require_consent_for_principal_semantic: None,
+            minimum_procedure_eval_cases: None,
+        });
+        self.put_policy(credential, &request.tenant_id, &policy, true)
+    }
+
+    /// Replaces a tenant's policy (grants are re-bound to the new digest;
+    /// records written under the old policy stop being readable).
+    pub fn put_policy(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        request: &PolicyRequest,
+        create: bool,
+    ) -> ServiceResult<MemoryWritePolicy> {
+        credential.require_admin()?;
+        let mut inner = self.writer()?;
+        if !create && inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        let mut policy = MemoryWritePolicy {
+            tenant_id: tenant.to_owned(),
+            policy_sha256: String::new(),
+            allowed_kinds: request
+                .allowed_kinds
+                .clone()
+                .unwrap_or_else(|| MemoryKind::ALL.to_vec()),
+            max_ttl_ms: request.max_ttl_ms.unwrap_or(365 * DAY_MS),
+            require_consent_for_principal_semantic: request
+                .require_consent_for_principal_semantic
+                .unwrap_or(true),
+            minimum_procedure_eval_cases: request.minimum_procedure_eval_cases.unwrap_or(20),
+        };
+        policy.policy_sha256 = policy_digest(&policy)?;
+        let now = self.now();
+        inner.store.put_policy(&policy, now)?;
+        inner.catalog.put_tenant(&policy, now)?;
+        for principal in inner.catalog.grant_principals(tenant)? {
+            let Some(mut grant) = inner.store.current_grant(tenant, &principal)? else {
+                continue;
+            };
+            if grant.policy_sha256 != policy.policy_sha256 {
+                grant.policy_sha256 = policy.policy_sha256.clone();
+                inner.store.put_grant(&grant, now)?;
+                inner.catalog.put_grant(&grant)?;
+            }
+        }
+        Ok(policy)
+    }
+
+    /// The current policy of the credential's tenant (admin: of `tenant`).
+    pub fn get_policy(
+        &self,
+        credential: &Credential,
+        tenant: Option<&str>,
+    ) -> ServiceResult<MemoryWritePolicy> {
+        let tenant = match credential {
+            Credential::Principal { tenant_id, .. } => tenant_id.as_str(),
+            Credential::Admin { .. } => tenant
+                .ok_or_else(|| ServiceError::bad_request("missing_tenant", "name a tenant"))?,
+        };
+        let mut inner = self.writer()?;
+        if inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        inner
+            .store
+            .current_policy(tenant)?
+            .ok_or_else(|| ServiceError::not_found("tenant", tenant))
+    }
+
+    /// Every tenant id.
+    pub fn list_tenants(&self, credential: &Credential) -> ServiceResult<Vec<String>> {
+        credential.require_admin()?;
+        self.writer()?.catalog.tenant_ids()
+    }
+
+    /// Stores the grant in force for a principal.
+    pub fn put_grant(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        principal: &str,
+        request: &GrantRequest,
+    ) -> ServiceResult<MemoryWriteGrant> {
+        credential.require_admin()?;
+        let mut inner = self.writer()?;
+        self.put_grant_locked(&mut inner, tenant, principal, request)
+    }
+
+    pub(super) fn put_grant_locked(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &GrantRequest,
+    ) -> ServiceResult<MemoryWriteGrant> {
+        if !mosaic_harness::record::is_identifier(principal) {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "principal_id is not a valid identifier",
+            ));
+        }
+        let tenant_row = inner
+            .catalog
+            .tenant(tenant)?
+            .ok_or_else(|| ServiceError::not_found("tenant", tenant))?;
+        let now = self.now();
+        let grant = MemoryWriteGrant {
+            grant_id: format!("grant-{tenant}-{principal}-{now}"),
+            tenant_id: tenant.to_owned(),
+            policy_sha256: tenant_row.policy.policy_sha256,
+            principal_id: principal.to_owned(),
+            allowed_kinds: request.allowed_kinds.clone().unwrap_or_else(|| {
+                vec![
+                    MemoryKind::Working,
+                    MemoryKind::Episodic,
+                    MemoryKind::Semantic,
+                ]
+            }),
+            allowed_purposes: request.allowed_purposes.clone().unwrap_or_else(|| {
+                vec![
+                    MemoryPurpose::RunContinuity,
+                    MemoryPurpose::Personalization,
+                    MemoryPurpose::WorkspaceKnowledge,
+                ]
+            }),
+            allowed_workspace_ids: request
+                .allowed_workspace_ids
+                .clone()
+                .unwrap_or_else(|| vec![DEFAULT_WORKSPACE.to_owned()]),
+            allowed_run_ids: request.allowed_run_ids.clone().unwrap_or_default(),
+            expires_at_unix_ms: request
+                .expires_at_unix_ms
+                .unwrap_or(now.saturating_add(365 * DAY_MS)),
+        };
+        inner.store.put_grant(&grant, now)?;
+        inner.catalog.put_grant(&grant)?;
+        Ok(grant)
+    }
+
+    /// Creates a principal key (and stores its grant). The key is returned
+    /// once; only its hash is kept.
+    pub fn create_key(
+        &self,
+        credential: &Credential,
+        request: &CreateKeyRequest,
+    ) -> ServiceResult<CreateKeyResponse> {
+        credential.require_admin()?;
+        let mut inner = self.writer()?;
+        let grant_request = request.grant.clone().unwrap_or(GrantRequest {
+            allowed_kinds: None,
+            allowed_purposes: None,
+            allowed_workspace_ids: None,
+            allowed_run_ids: None,
+            expires_at_unix_ms: None,
+        });
+        let grant = self.put_grant_locked(
+            &mut inner,
+            &request.tenant_id,
+            &request.principal_id,
+            &grant_request,
+        )?;
+        let key = auth::generate_key()?;
+        let sha = auth::key_sha256(&key);
+        let key_id = auth::key_id(&sha);
+        inner.catalog.insert_key(
+            &sha,
+            &key_id,
+            Some((&request.tenant_id, &request.principal_id)),
+            self.now(),
+        )?;
+        Ok(CreateKeyResponse {
+            key_id,
+            key,
+            tenant_id: request.tenant_id.clone(),
+            principal_id: request.principal_id.clone(),
+            grant,
+        })
+    }
+
+    /// Registers an external verifier (release and Ed25519 public key) for
+    /// a tenant: evidence it signs is accepted in that tenant's proposals.
+    pub fn register_verifier(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        request: &RegisterVerifierRequest,
+    ) -> ServiceResult<VerifierView> {
+        credential.require_admin()?;
+        if !mosaic_harness::record::is_identifier(&request.verifier_release) {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "verifier_release is not a valid identifier",
+            ));
+        }
+        if evidence::RESERVED_RELEASES.contains(&request.verifier_release.as_str()) {
+            return Err(ServiceError::bad_request(
+                "reserved_release",
+                format!(
+                    "verifier release {} belongs to the server",
+                    request.verifier_release
+                ),
+            ));
+        }
+        let public_key = evidence::parse_public_key(&request.public_key_hex).ok_or_else(|| {
+            ServiceError::bad_request(
+                "invalid_public_key",
+                "public_key_hex is not a 32-byte Ed25519 public key in hex",
+            )
+        })?;
+        let inner = self.writer()?;
+        if inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        let view = VerifierView {
+            verifier_id: evidence::verifier_id(&public_key),
+            tenant_id: tenant.to_owned(),
+            verifier_release: request.verifier_release.clone(),
+            public_key_hex: hex::encode(public_key),
+            created_at_unix_ms: self.now(),
+            disabled: false,
+        };
+        if !inner.catalog.insert_verifier(&view)? {
+            return Err(ServiceError::Conflict {
+                code: "verifier_exists",
+                message: format!(
+                    "verifier {} is already registered for tenant {tenant}",
+                    view.verifier_id
+                ),
+            });
+        }
+        Ok(view)
+    }
+
+    /// Every verifier registered for a tenant.
+    pub fn list_verifiers(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+    ) -> ServiceResult<Vec<VerifierView>> {
+        credential.require_admin()?;
+        let inner = self.writer()?;
+        if inner.catalog.tenant(tenant)?.is_none() {
+            return Err(ServiceError::not_found("tenant", tenant));
+        }
+        inner.catalog.verifiers_of_tenant(tenant)
+    }
+
+    /// Disables a verifier: evidence it signs is refused from now on.
+    pub fn disable_verifier(
+        &self,
+        credential: &Credential,
+        tenant: &str,
+        verifier_id: &str,
+    ) -> ServiceResult<VerifierView> {
+        credential.require_admin()?;
+        let inner = self.writer()?;
+        inner.catalog.disable_verifier(tenant, verifier_id)?;
+        inner
+            .catalog
+            .verifier(tenant, verifier_id)?
+            .ok_or_else(|| ServiceError::not_found("verifier", verifier_id))
+    }
+
+    /// Disables a key.
+    pub fn disable_key(&self, credential: &Credential, key_id: &str) -> ServiceResult<()> {
+        credential.require_admin()?;
+        if self.writer()?.catalog.disable_key(key_id)? {
+            Ok(())
+        } else {
+            Err(ServiceError::not_found("key", key_id))
+        }
+    }
+
+    /// Every key's public description.
+    pub fn list_keys(
+        &self,
+        credential: &Credential,
+    ) -> ServiceResult<Vec<crate::catalog::KeyInfo>> {
+        credential.require_admin()?;
+        self.writer()?.catalog.keys()
+    }
+
+    /// Who the credential is, with its grant.
+    pub fn whoami(&self, credential: &Credential) -> ServiceResult<WhoAmI> {
+        let grant = match credential {
+            Credential::Principal {
+                tenant_id,
+                principal_id,
+                ..
+            } => self
+                .writer()?
+                .store
+                .current_grant(tenant_id, principal_id)?,
+            Credential::Admin { .. } => None,
+        };
+        Ok(WhoAmI {
+            credential: credential.clone(),
+            grant,
+        })
+    }
+
+    /// Open review cases of a tenant.
+    pub fn review_cases(&self, credential: &Credential, tenant: &str) -> ServiceResult<ReviewList> {
+        credential.require_admin()?;
+        let mut inner = self.writer()?;
+        Ok(ReviewList {
+            cases: inner.store.open_review_cases(tenant)?,
+        })
+    }
+
+    /// Applies a review action. `accept_narrower` and `supersede` carry a
+    /// proposal that is written on behalf of the case's proposer through
+    /// the propose path (identity checks, the server's verbatim verifier,
+    /// signed external evidence only, the conflict scan) and decided by
+    /// the gate inside the store's review transaction; the reviewer cannot
+    /// vouch for it. A `supersede` proposal that names no record
+    /// supersedes the case's existing record.
+    pub fn resolve_review(
+        &self,
+        credential: &Credential,
+        case_id: &str,
+        request: &ReviewActionRequest,
+    ) -> ServiceResult<ReviewReceiptView> {
+        credential.require_admin()?;
+        let writes = matches!(request.action.as_str(), "accept_narrower" | "supersede");
+        if !REVIEW_ACTIONS.contains(&request.action.as_str()) {
+            return Err(ServiceError::bad_request(
+                "unsupported_action",
+                format!(
+                    "review action {:?} is not one of {}",
+                    request.action,
+                    REVIEW_ACTIONS.join(", ")
+                ),
+            ));
+        }
+        match (writes, &request.proposal) {
+            (true, None) => {
+                return Err(ServiceError::bad_request(
+                    "missing_proposal",
+                    format!(
+                        "review action {} needs a proposal (the record to write)",
+                        request.action
+                    ),
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(ServiceError::bad_request(
+                    "unexpected_proposal",
+                    format!("review action {} takes no proposal", request.action),
+                ));
+            }
+            _ => {}
+        }
+        let reviewer = Authorization {
+            actor_id: "admin".to_owned(),
+            authority_ref: request
+                .authority_ref
+                .clone()
+                .unwrap_or_else(|| credential.key_id().to_owned()),
+        };
+        let mut inner = self.writer()?;
+        let Some(proposal) = &request.proposal else {
+            let action = match request.action.as_str() {
+                "reject_proposal" => ReviewAction::RejectProposal,
+                "contest_existing" => ReviewAction::ContestExisting,
+                _ => ReviewAction::RequestEvidence,
+            };
+            let receipt = inner
+                .store
+                .resolve_review(case_id, action, &reviewer, self.now())?;
+            return Ok(ReviewReceiptView {
+                body: receipt.body,
+                receipt_sha256: receipt.receipt_sha256,
+                record_id: None,
+            });
+        };
+        let case = inner
+            .store
+            .review_case(case_id)?
+            .ok_or_else(|| ServiceError::not_found("review case", case_id))?;
+        let (tenant, principal) = inner
+            .catalog
+            .proposal_owner(&case.proposal_id)?
+            .filter(|(tenant, _)| *tenant == case.tenant_id)
+            .ok_or_else(|| ServiceError::Conflict {
+                code: "no_proposer",
+                message: format!(
+                    "review case {case_id} has no proposing principal to write for; use reject_proposal, contest_existing or request_evidence"
+                ),
+            })?;
+        let mut proposal = proposal.clone();
+        let supersede = request.action == "supersede";
+        if supersede && proposal.supersedes_record_id.is_none() {
+            proposal.supersedes_record_id = Some(case.existing_record_id.clone());
+        }
+        let prepared = self.prepare_write(&mut inner, &tenant, &principal, &proposal)?;
+        let write = Box::new(prepared.write.clone());
+        let action = if supersede {
+            ReviewAction::Supersede(write)
+        } else {
+            ReviewAction::AcceptNarrower(write)
+        };
+        let receipt = inner
+            .store
+            .resolve_review(case_id, action, &reviewer, self.now())?;
+        if let Some(accepted) = receipt.body.new_proposal_accepted {
+            record_decision(
+                &inner.catalog,
+                &propose::Decision::of(&tenant, &principal, &proposal, &prepared),
+                accepted,
+            )?;
+            self.metrics.incr(
+                "mosaic_write_decisions_total",
+                &[("decision", if accepted { "accepted" } else { "rejected" })],
+            );
+        }
+        drop(inner);
+        self.progress.commit();
+        self.outbox_pass()?;
+        Ok(ReviewReceiptView {
+            body: receipt.body,
+            receipt_sha256: receipt.receipt_sha256,
+            record_id: Some(prepared.record_id),
+        })
+    }
+}

@@ -1,0 +1,124 @@
+//! Health, the audit chain head and its witness, and `mosaic doctor`.
+
+use super::*;
+
+impl ServiceCore {
+    // ------------------------------------------------------------ health, doctor
+
+    /// Liveness and a few numbers.
+    pub fn health(&self) -> ServiceResult<HealthResponse> {
+        let (store_schema_version, revocation_generation) = {
+            let mut inner = self.reader()?;
+            (
+                inner.store.schema_version()?,
+                inner.store.revocation_generation()?,
+            )
+        };
+        Ok(HealthResponse {
+            status: "ok".to_owned(),
+            store_schema_version,
+            revocation_generation,
+            indexed_records: self.read_indexes().retriever.lexical.live_count(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        })
+    }
+
+    /// The audit chain's head after walking the whole chain (refused when
+    /// the chain does not verify). Publish it to an external witness.
+    pub fn audit_head(&self) -> ServiceResult<AuditHead> {
+        let mut inner = self.reader()?;
+        match inner.store.verify_audit_chain()? {
+            mosaic_store::audit::AuditVerification::Intact {
+                events,
+                head_sha256,
+            } => Ok(AuditHead {
+                seq: events,
+                sha256: head_sha256,
+            }),
+            broken => Err(ServiceError::Conflict {
+                code: "audit_chain_broken",
+                message: format!("the audit chain does not verify: {broken:?}"),
+            }),
+        }
+    }
+
+    /// Checks a head published earlier: the chain verifies and still holds
+    /// that event with that digest. `None` when it does; otherwise what is
+    /// wrong. This catches what the chain cannot catch alone: the chain
+    /// rewritten or truncated together with its stored head.
+    pub fn check_audit_witness(&self, witness: &AuditHead) -> ServiceResult<Option<String>> {
+        let head = match self.audit_head() {
+            Ok(head) => head,
+            Err(ServiceError::Conflict { message, .. }) => return Ok(Some(message)),
+            Err(e) => return Err(e),
+        };
+        let stored = self.reader()?.store.audit_event_sha256(witness.seq)?;
+        Ok(match stored {
+            Some(digest) if digest == witness.sha256 => None,
+            Some(digest) => Some(format!(
+                "event {} has digest {digest} but the witness recorded {}: the chain was rewritten",
+                witness.seq, witness.sha256
+            )),
+            None => Some(format!(
+                "event {} is missing (the chain ends at {}): the chain was truncated",
+                witness.seq, head.seq
+            )),
+        })
+    }
+
+    /// Everything `mosaic doctor` checks on an open service, as a list of
+    /// `(check, problem)`; empty when healthy.
+    pub fn doctor(&self) -> ServiceResult<Vec<(String, String)>> {
+        let mut problems = Vec::new();
+        let mut inner = self.reader()?;
+        let version = inner.store.schema_version()?;
+        let expected = match self.config.postgres {
+            Some(_) => mosaic_store::postgres::schema::SCHEMA_VERSION,
+            None => mosaic_store::sqlite::schema::SCHEMA_VERSION,
+        };
+        if version != expected {
+            problems.push((
+                "store schema".to_owned(),
+                format!("version {version}, expected {expected}"),
+            ));
+        }
+        let integrity = inner.store.integrity_check()?;
+        if !integrity.is_ok() {
+            problems.push(("store integrity".to_owned(), format!("{integrity:?}")));
+        }
+        match inner.store.verify_audit_chain()? {
+            mosaic_store::audit::AuditVerification::Intact { .. } => {}
+            broken => problems.push(("audit chain".to_owned(), format!("{broken:?}"))),
+        }
+        let catalog = inner.catalog.integrity_check()?;
+        if catalog != "ok" {
+            problems.push(("catalog integrity".to_owned(), catalog));
+        }
+        if inner.catalog.admin_key_count()? == 0 {
+            problems.push(("admin key".to_owned(), "no enabled admin key".to_owned()));
+        }
+        for target in INDEX_TARGETS {
+            let pending = inner.store.pending_outbox(target, 10_000)?.len();
+            if pending > 0 {
+                problems.push((
+                    format!("outbox {target}"),
+                    format!("{pending} messages pending (run `mosaic reconcile`)"),
+                ));
+            }
+        }
+        let problems_found = index_problems(&mut inner, &mut self.write_indexes())?;
+        for (record, problem) in problems_found {
+            problems.push(("index state".to_owned(), format!("{record}: {problem}")));
+        }
+        for target in INDEX_TARGETS
+            .iter()
+            .filter(|_| self.config.postgres.is_none())
+        {
+            let path = self.index_path(target);
+            if let Err(e) = TargetSnapshot::load(&path) {
+                problems.push((format!("index snapshot {target}"), format!("{e}")));
+            }
+        }
+        Ok(problems)
+    }
+}

@@ -1,0 +1,1195 @@
+//! The service layer: every operation of the product as a plain synchronous
+//! function over a [`Credential`]. The HTTP handlers (and an MCP server)
+//! only decode, call one of these, and encode. No axum types here.
+//!
+//! **Invariant.** Tenant and principal of every data operation come from
+//! the credential. A request that names another tenant or principal is
+//! refused (`tenant_mismatch`, `principal_mismatch`); a record that the
+//! credential may not see answers exactly like a record that does not
+//! exist (404).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
+use mosaic_harness::memory_scope::{
+    ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE, allocate_selected_memory,
+    eligible_set, render_recalled_memory, select_memory,
+};
+use mosaic_harness::memory_scope::{EligibleSet, RelevanceInput, ScoredCandidate, rank_relevance};
+use mosaic_harness::memory_write::{
+    Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
+    MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment,
+};
+use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
+use mosaic_index::vector::EmbeddingSnapshot;
+use mosaic_index::{
+    AnnConfig, Embedder, FunnelConfig, IndexError, IndexTarget, PublishMessage, RebuildEntry,
+    RecallQuery, RetrievalMode, Retriever, ScopeKeys, TargetSnapshot, hand_off,
+};
+use mosaic_pgsearch::{
+    LexicalSearch, PgLexicalIndex, PgVectorIndex, SearchTarget, VectorSearch, VectorSearchConfig,
+};
+use mosaic_store::read::eligibility_query;
+use mosaic_store::revocation::RevocationState;
+use mosaic_store::{
+    Authorization, DeletionReceipt, IndexAck, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
+    OutboxTask, RecordFilter, RecordState, ReviewAction, RevocationReason, SqliteStore, Store,
+    StoreConfig, StoreError, WriteDecision, WriteOutcome, WriteRequest,
+};
+
+use crate::api::*;
+use crate::auth::{self, Credential};
+use crate::catalog::{Catalog, MemoryRow};
+use crate::config::ServerConfig;
+use crate::embedder::{self, EmbedderIdentity, EmbedderReport};
+use crate::error::{ServiceError, ServiceResult};
+use crate::evidence::{
+    self, EvidenceError, EvidenceKind, Proposition, RegisteredVerifier, SourceTextError,
+};
+use crate::metrics::Metrics;
+
+mod admin;
+mod health;
+mod outbox;
+mod persistence;
+mod postgres;
+mod propose;
+mod recall;
+mod revocation;
+mod sync;
+
+pub use postgres::migrate_postgres;
+use postgres::*;
+use propose::record_decision;
+
+/// Release of the read selector configuration this server runs.
+pub const SELECTOR_RELEASE: &str = "mosaic-server-selector-v1";
+/// Token counter assumed when a proposal names none (and the recall budget's).
+pub const DEFAULT_TOKEN_COUNTER: &str = "whitespace-v1";
+/// Writer release assumed when a proposal names none.
+pub const DEFAULT_WRITER: &str = "api-client-v1";
+/// Domain tag of a server-computed policy digest.
+pub const POLICY_DOCUMENT_DOMAIN: &str = "mosaic.server.policy_document.v1";
+/// Domain tag of derived proposal and record ids.
+pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
+/// The vector index's saved embeddings, beside its snapshot.
+pub const VECTOR_EMBEDDINGS_FILE: &str = "vector.embeddings";
+/// Index targets every record must reach before it is readable.
+pub const INDEX_TARGETS: [&str; 2] = ["lexical", VECTOR_TARGET];
+
+/// The vector index target: the one the policy may make optional
+/// ([`ServerConfig::vector_index_optional`]).
+pub const VECTOR_TARGET: &str = "vector";
+/// Default workspace of a grant made without one.
+pub const DEFAULT_WORKSPACE: &str = "default";
+/// Run id used by a recall that names no run (working memory is not read).
+pub const NO_RUN: &str = "no-run";
+/// The review actions, as the API names them.
+pub const REVIEW_ACTIONS: [&str; 5] = [
+    "reject_proposal",
+    "contest_existing",
+    "accept_narrower",
+    "supersede",
+    "request_evidence",
+];
+
+const DAY_MS: u64 = 86_400_000;
+const STORE_FILE: &str = "store.sqlite";
+const CATALOG_FILE: &str = "catalog.sqlite";
+/// File (in the data directory) the bootstrap admin key is written to.
+pub const ADMIN_KEY_FILE: &str = "admin.key";
+
+/// Where the service's clock comes from.
+pub trait ServiceClock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn now_unix_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl ServiceClock for SystemClock {
+    fn now_unix_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    }
+}
+
+/// One pair of connections to the durable state. The service holds one
+/// as its writer and a few as readers ([`sync::Pool`]).
+struct Inner {
+    store: Box<dyn Store>,
+    catalog: Catalog,
+}
+
+/// The index targets: in process (`retriever`) or, with PostgreSQL, inside
+/// the database (`pg`; the in-process retriever then stays empty).
+struct Indexes {
+    retriever: Retriever,
+    /// Behind a mutex of its own only so that `Indexes` is `Sync` (its
+    /// clients are not); reached through `&mut Indexes`, so never
+    /// contended.
+    pg: Option<Mutex<PgTargets>>,
+}
+
+impl Indexes {
+    fn pg_mut(&mut self) -> Option<&mut PgTargets> {
+        self.pg
+            .as_mut()
+            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// One message the outbox worker hands an index target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexDelivery {
+    /// Publish one generation of a record.
+    Publish(PublishMessage),
+    /// Remove the record's content at this generation.
+    Tombstone {
+        /// The record.
+        record_id: String,
+        /// The tombstone generation.
+        generation: u64,
+    },
+}
+
+/// What an injected fault does to one outbox delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutboxFault {
+    /// Apply, then acknowledge (no fault).
+    Deliver,
+    /// The target refuses it: nothing applied, the row stays pending.
+    Refuse,
+    /// Applied, then the worker dies before acknowledging: the row stays
+    /// pending and is delivered again later.
+    ApplyWithoutAck,
+    /// Applied twice (a duplicated delivery), then acknowledged.
+    DeliverTwice,
+}
+
+/// Fault injection for the outbox worker, so tests can drive the real
+/// service through failed, duplicated, reordered and stale deliveries.
+/// Nothing in the product installs one.
+pub trait OutboxFaults: Send + Sync {
+    /// The delivery order of one pending batch of `target`: indices into
+    /// `batch`; an omitted row stays pending, a repeated one is delivered
+    /// again.
+    fn schedule(&self, target: &str, batch: &[OutboxTask]) -> Vec<usize>;
+    /// The fault for one delivery (called for every delivery).
+    fn fault(&self, target: &str, delivery: &IndexDelivery) -> OutboxFault;
+    /// Old messages a slow or restarted worker still holds, delivered to
+    /// `target` after the batch and never acknowledged.
+    fn stale(&self, target: &str) -> Vec<IndexDelivery>;
+}
+
+/// The lexical and vector targets inside PostgreSQL, shared by every
+/// server on the database.
+struct PgTargets {
+    lexical: PgLexicalIndex,
+    vector: PgVectorIndex,
+}
+
+/// Release of the PostgreSQL recall path's fusion (reciprocal-rank fusion
+/// in fixed point, ties by record id).
+pub const PG_RANKER_RELEASE: &str = "mosaic-server-pg-rrf-v1";
+/// Domain tag of a PostgreSQL recall's query digest.
+pub const PG_QUERY_DOMAIN: &str = "mosaic.server.pg_recall_query.v1";
+/// Reciprocal-rank fusion constant.
+const RRF_K: u64 = 60;
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The running service: a handle that owns the outbox worker thread and
+/// dereferences to the shared [`ServiceCore`], whose methods are the
+/// product's operations. Dropping it stops the worker and saves the
+/// indexes.
+pub struct Service {
+    core: Arc<ServiceCore>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Service {
+    type Target = ServiceCore;
+
+    fn deref(&self) -> &ServiceCore {
+        &self.core
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.core.progress.stop();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+        if let Err(e) = self.core.flush() {
+            tracing::warn!(error = %e, "could not save the indexes at shutdown");
+        }
+    }
+}
+
+/// Store, catalog, indexes, limits and metrics, shared by request threads
+/// and the outbox worker. Who holds what, and what may wait on what, is
+/// ARCHITECTURE.md's "Concurrency and ownership".
+pub struct ServiceCore {
+    /// The write connections: every store and catalog write, one
+    /// transaction (or one group commit) at a time.
+    writer: Mutex<Inner>,
+    /// Read connections: recall, get, list, authentication, the reads of a
+    /// proposal and of an outbox pass. Never wait for the writer.
+    readers: sync::Pool<Inner>,
+    /// The indexes: ranking takes the read side; an outbox pass takes the
+    /// write side only to apply deliveries it prepared (embedded) before.
+    indexes: RwLock<Indexes>,
+    /// Injected outbox faults (tests only; `None` in the product).
+    faults: Mutex<Option<Arc<dyn OutboxFaults>>>,
+    /// Commits made and outbox passes finished, for proposals that wait to
+    /// be readable and for the worker that waits for commits.
+    progress: sync::Progress,
+    /// One outbox pass at a time (the worker, reconcile, a revocation).
+    pass: Mutex<()>,
+    /// Proposals waiting for the writer: one group commit takes them all.
+    group: sync::GroupQueue<propose::GroupJob>,
+    /// Incremental persistence of the in-process indexes.
+    persist: Mutex<persistence::Persist>,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    clock: Arc<dyn ServiceClock>,
+    config: ServerConfig,
+    metrics: Metrics,
+    embedder: Arc<dyn Embedder>,
+}
+
+/// A proposal made ready for the store's write transaction.
+struct PreparedWrite {
+    /// The write request, with the server's own and the authenticated
+    /// external evidence.
+    write: WriteRequest,
+    record_id: String,
+    proposal_id: String,
+    /// The decision instant.
+    now: u64,
+    server_judgments: Vec<SourceJudgment>,
+    server_conflicts: Vec<ConflictObservation>,
+}
+
+/// What opening a data directory did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenReport {
+    /// Where a freshly generated bootstrap admin key was written (first
+    /// start only). The key itself is never returned or logged.
+    pub admin_key_file: Option<PathBuf>,
+    /// Whether the data directory was created.
+    pub created_data_dir: bool,
+    /// The embedder in force, and the one the stored index was built with
+    /// when that differed (the indexes were then rebuilt).
+    pub embedder: EmbedderReport,
+}
+
+/// Locks `m`. A request that panicked while holding it does not break
+/// later ones: its store transaction rolled back when it unwound, and what
+/// the index state may have lost is what reconcile repairs.
+fn lock<T>(m: &Mutex<T>) -> ServiceResult<MutexGuard<'_, T>> {
+    Ok(m.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+fn invalid_digest(field: &str) -> ServiceError {
+    ServiceError::bad_request(
+        "invalid_digest",
+        format!("{field} is not a SHA-256 digest (64 lowercase hex digits)"),
+    )
+}
+
+fn check_digest(field: &str, value: &str) -> ServiceResult<()> {
+    if is_sha256_hex(value) {
+        Ok(())
+    } else {
+        Err(invalid_digest(field))
+    }
+}
+
+fn check_identity(
+    cred_tenant: &str,
+    cred_principal: &str,
+    tenant: &Option<String>,
+    principal: &Option<String>,
+) -> ServiceResult<()> {
+    if tenant.as_deref().is_some_and(|t| t != cred_tenant) {
+        return Err(ServiceError::forbidden(
+            "tenant_mismatch",
+            "the request names a tenant other than the credential's",
+        ));
+    }
+    if principal.as_deref().is_some_and(|p| p != cred_principal) {
+        return Err(ServiceError::forbidden(
+            "principal_mismatch",
+            "the request names a principal other than the credential's",
+        ));
+    }
+    Ok(())
+}
+
+fn stage_name(state: &RevocationState) -> &'static str {
+    match state {
+        RevocationState::Ineligible(_) => "ineligible",
+        RevocationState::DeletionRequested(_) => "deletion_requested",
+        RevocationState::IndexesAcknowledged(_) => "derived_indexes_acknowledged",
+        RevocationState::Erased(_) => "erased",
+        RevocationState::Finalized(_) => "finalized",
+    }
+}
+
+fn receipt_view(receipt: &DeletionReceipt) -> DeletionReceiptView {
+    DeletionReceiptView {
+        body: receipt.body.clone(),
+        receipt_sha256: receipt.receipt_sha256.clone(),
+    }
+}
+
+/// Whether a credential's grant lets it see memories about `subject`.
+fn subject_visible(principal_id: &str, grant: &MemoryWriteGrant, subject: &MemorySubject) -> bool {
+    let workspace_ok = |w: &str| grant.allowed_workspace_ids.iter().any(|g| g == w);
+    match subject {
+        MemorySubject::Principal { principal_id: p } => p == principal_id,
+        MemorySubject::PrincipalInWorkspace {
+            workspace_id,
+            principal_id: p,
+        } => p == principal_id && workspace_ok(workspace_id),
+        MemorySubject::Workspace { workspace_id }
+        | MemorySubject::Procedure { workspace_id, .. } => workspace_ok(workspace_id),
+        MemorySubject::Run { run_id } => grant.allowed_run_ids.iter().any(|r| r == run_id),
+    }
+}
+
+/// Whether a catalog row (by its subject key) is visible: the catalog keeps
+/// keys, the check needs the subject, so the stored record supplies it.
+fn policy_digest(policy: &MemoryWritePolicy) -> ServiceResult<String> {
+    let mut doc = policy.clone();
+    doc.policy_sha256 = String::new();
+    doc.allowed_kinds.sort();
+    doc.allowed_kinds.dedup();
+    Ok(domain_digest(POLICY_DOCUMENT_DOMAIN, &doc)?)
+}
+
+impl Service {
+    /// Opens (creating if missing) the data directory named by `config`
+    /// and starts the service state. On first start a bootstrap admin key is
+    /// generated into `ADMIN_KEY_FILE` (mode 0600).
+    pub fn open(config: ServerConfig) -> ServiceResult<(Self, OpenReport)> {
+        Self::open_with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// [`Service::open`] with an explicit clock.
+    pub fn open_with_clock(
+        config: ServerConfig,
+        clock: Arc<dyn ServiceClock>,
+    ) -> ServiceResult<(Self, OpenReport)> {
+        if let Err(problems) = config.validate() {
+            return Err(ServiceError::bad_request(
+                "invalid_config",
+                problems.join("; "),
+            ));
+        }
+        // Before touching the data directory: a missing or corrupt model
+        // refuses to start with the command that fixes it.
+        let embedder =
+            embedder::build(&config).map_err(|e| ServiceError::Unavailable(e.to_string()))?;
+        let created_data_dir = !config.data_dir.exists();
+        std::fs::create_dir_all(config.data_dir.join("index")).map_err(|e| {
+            ServiceError::Internal(format!(
+                "cannot create data directory {}: {e}",
+                config.data_dir.display()
+            ))
+        })?;
+        let store_config = StoreConfig {
+            required_index_targets: INDEX_TARGETS.iter().map(|t| (*t).to_owned()).collect(),
+            optional_index_targets: if config.vector_index_optional {
+                vec![VECTOR_TARGET.to_owned()]
+            } else {
+                Vec::new()
+            },
+            ..StoreConfig::default()
+        };
+        let open_pair = |first: bool| -> ServiceResult<Inner> {
+            Ok(match &config.postgres {
+                Some(url) => {
+                    // A database nobody migrated yet is migrated by the
+                    // connecting role (which must then own the schema);
+                    // replicas serving as an application role find it done.
+                    let catalog = match Catalog::open_postgres(url) {
+                        Ok(catalog) => catalog,
+                        Err(_) if first => {
+                            migrate_postgres(url, None, embedder.dimension())?;
+                            Catalog::open_postgres(url)?
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    if first {
+                        check_shared_embedder(&catalog, config.embedder, embedder.as_ref())?;
+                    }
+                    Inner {
+                        store: Box::new(open_postgres(url, store_config.clone())?),
+                        catalog,
+                    }
+                }
+                None => Inner {
+                    store: Box::new(SqliteStore::open(
+                        config.data_dir.join(STORE_FILE),
+                        store_config.clone(),
+                    )?),
+                    catalog: Catalog::open(&config.data_dir.join(CATALOG_FILE))?,
+                },
+            })
+        };
+        let writer = open_pair(true)?;
+        let readers = (0..config.read_connections.max(1))
+            .map(|_| open_pair(false))
+            .collect::<ServiceResult<Vec<_>>>()?;
+        let pg = match &config.postgres {
+            Some(url) => Some(Mutex::new(PgTargets::connect(url, embedder.clone())?)),
+            None => None,
+        };
+        let retriever = new_retriever(&embedder);
+        let core = ServiceCore {
+            writer: Mutex::new(writer),
+            readers: sync::Pool::new(readers),
+            indexes: RwLock::new(Indexes { retriever, pg }),
+            faults: Mutex::new(None),
+            progress: sync::Progress::default(),
+            pass: Mutex::new(()),
+            group: sync::GroupQueue::default(),
+            persist: Mutex::new(persistence::Persist::default()),
+            buckets: Mutex::new(HashMap::new()),
+            clock,
+            metrics: Metrics::default(),
+            config,
+            embedder,
+        };
+        let admin_key_file = core.bootstrap_admin_key()?;
+        let switched_from = core.load_indexes()?;
+        let identity = core.embedder_identity();
+        let core = Arc::new(core);
+        let worker = sync::spawn_worker(core.clone())?;
+        Ok((
+            Service {
+                core,
+                worker: Some(worker),
+            },
+            OpenReport {
+                admin_key_file,
+                created_data_dir,
+                embedder: EmbedderReport {
+                    identity,
+                    switched_from,
+                },
+            },
+        ))
+    }
+}
+
+impl ServiceCore {
+    /// The configuration in force.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The identity of the embedder in force.
+    pub fn embedder_identity(&self) -> EmbedderIdentity {
+        EmbedderIdentity::of(self.config.embedder, self.embedder.as_ref())
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Now, from the service clock.
+    pub fn now(&self) -> u64 {
+        self.clock.now_unix_ms()
+    }
+
+    fn bootstrap_admin_key(&self) -> ServiceResult<Option<PathBuf>> {
+        let inner = lock(&self.writer)?;
+        if inner.catalog.admin_key_count()? > 0 {
+            return Ok(None);
+        }
+        let key = auth::generate_key()?;
+        let path = self.config.data_dir.join(ADMIN_KEY_FILE);
+        write_secret_file(&path, &key)?;
+        let sha = auth::key_sha256(&key);
+        inner
+            .catalog
+            .insert_key(&sha, &auth::key_id(&sha), None, self.now())?;
+        Ok(Some(path))
+    }
+
+    // ------------------------------------------------------------ auth, limits
+
+    /// Resolves a presented bearer key to its credential.
+    pub fn authenticate(&self, presented: Option<&str>) -> ServiceResult<Credential> {
+        let key = presented.ok_or(ServiceError::MissingKey)?;
+        if !auth::well_formed(key) {
+            return Err(ServiceError::InvalidKey);
+        }
+        self.reader()?
+            .catalog
+            .credential(&auth::key_sha256(key))?
+            .ok_or(ServiceError::InvalidKey)
+    }
+
+    /// Takes one token from the credential's bucket, or 429.
+    pub fn check_rate(&self, credential: &Credential) -> ServiceResult<()> {
+        let rate = f64::from(self.config.rate_limit_per_second);
+        let burst = f64::from(self.config.rate_limit_burst);
+        let mut buckets = lock(&self.buckets)?;
+        let now = Instant::now();
+        let bucket = buckets
+            .entry(credential.key_id().to_owned())
+            .or_insert(Bucket {
+                tokens: burst,
+                at: now,
+            });
+        let elapsed = now.duration_since(bucket.at).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            self.metrics.incr("mosaic_rate_limited_total", &[]);
+            Err(ServiceError::RateLimited)
+        }
+    }
+
+    /// The tenant's policy and the principal's grant in force, both as the
+    /// store's write path re-reads them (the catalog adds only the instant
+    /// the policy came into force).
+    fn tenant_and_grant(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+    ) -> ServiceResult<(crate::catalog::TenantRow, MemoryWriteGrant)> {
+        let not_configured = || {
+            ServiceError::forbidden(
+                "tenant_not_configured",
+                "the credential's tenant has no policy",
+            )
+        };
+        let valid_from = inner
+            .catalog
+            .tenant(tenant)?
+            .ok_or_else(not_configured)?
+            .policy_valid_from_ms;
+        let policy = inner
+            .store
+            .current_policy(tenant)?
+            .ok_or_else(not_configured)?;
+        let tenant_row = crate::catalog::TenantRow {
+            policy,
+            policy_valid_from_ms: valid_from,
+        };
+        let grant = inner
+            .store
+            .current_grant(tenant, principal)?
+            .ok_or_else(|| {
+                ServiceError::forbidden("no_grant", "the credential's principal has no grant")
+            })?;
+        if self.now() >= grant.expires_at_unix_ms {
+            return Err(ServiceError::forbidden(
+                "grant_expired",
+                "the credential's grant has expired",
+            ));
+        }
+        Ok((tenant_row, grant))
+    }
+}
+
+/// The subject of a record of `tenant` the principal may see, when the
+/// store holds it live (active; or publishing unless `active_only`).
+fn live_visible(
+    inner: &mut Inner,
+    tenant: &str,
+    principal: &str,
+    grant: &MemoryWriteGrant,
+    record_id: &str,
+    active_only: bool,
+) -> ServiceResult<Option<MemorySubject>> {
+    let Some(stored) = inner.store.get_record(record_id)? else {
+        return Ok(None);
+    };
+    let subject = stored.record.subject;
+    let live = match stored.state {
+        RecordState::Active => true,
+        RecordState::Publishing => !active_only,
+        _ => false,
+    };
+    let visible = stored.record.tenant_id == tenant && subject_visible(principal, grant, &subject);
+    Ok((live && visible).then_some(subject))
+}
+
+/// Records whose index state disagrees with the store: active but not live
+/// in a target, or revoked/erased but still live.
+fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(String, String)>> {
+    let mut problems = Vec::new();
+    // Publications still pending per target: a target that already
+    // acknowledged a record must hold it, even before the record is active
+    // (a crash after the acknowledgement loses what the snapshot missed).
+    let mut pending: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for target in INDEX_TARGETS {
+        let rows = inner.store.pending_outbox(target, usize::MAX)?;
+        pending.insert(target, rows.into_iter().map(|t| t.record_id).collect());
+    }
+    for row in all_records(inner)? {
+        let stored = inner.store.get_record(&row.record_id)?;
+        let lexical = live_in(ix, "lexical", &row.record_id)?;
+        let vector = live_in(ix, "vector", &row.record_id)?;
+        match stored {
+            Some(s) if s.state == RecordState::Active => {
+                if !lexical || !vector {
+                    problems.push((
+                        row.record_id.clone(),
+                        "active in the store but missing from an index".to_owned(),
+                    ));
+                }
+            }
+            Some(s) if s.state == RecordState::Publishing => {
+                let acknowledged_but_missing = [("lexical", lexical), ("vector", vector)]
+                    .iter()
+                    .any(|(target, live)| {
+                        !live
+                            && !pending
+                                .get(target)
+                                .is_some_and(|p| p.contains(&row.record_id))
+                    });
+                if acknowledged_but_missing {
+                    problems.push((
+                        row.record_id.clone(),
+                        "acknowledged by an index that does not hold it".to_owned(),
+                    ));
+                }
+            }
+            Some(s) if s.state != RecordState::Revoked => {}
+            _ => {
+                if lexical || vector {
+                    problems.push((
+                        row.record_id.clone(),
+                        "revoked or erased but still live in an index".to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Every record matching `filter`, paging through the store's listing.
+fn list_all(store: &mut dyn Store, mut filter: RecordFilter) -> ServiceResult<Vec<ListedRecord>> {
+    let mut out = Vec::new();
+    loop {
+        let page = store.list_records(&filter)?;
+        out.extend(page.records);
+        match page.next_after {
+            Some(next) => filter.after_record_id = Some(next),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Every record of every tenant (the tenants list is the catalog's), as
+/// the store lists them.
+fn all_records(inner: &mut Inner) -> ServiceResult<Vec<ListedRecord>> {
+    let mut out = Vec::new();
+    for tenant in inner.catalog.tenant_ids()? {
+        out.extend(list_all(
+            inner.store.as_mut(),
+            RecordFilter::tenant(&tenant, MAX_LIST_LIMIT),
+        )?);
+    }
+    Ok(out)
+}
+
+/// The records a principal's erasure covers: those they proposed and those
+/// about them (any workspace), sorted by record id, each once.
+fn records_of_principal(
+    store: &mut dyn Store,
+    tenant: &str,
+    principal: &str,
+) -> ServiceResult<Vec<ListedRecord>> {
+    let mut by_id = BTreeMap::new();
+    let proposed = RecordFilter {
+        proposer_principal_id: Some(principal.to_owned()),
+        ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+    };
+    for row in list_all(store, proposed)? {
+        by_id.insert(row.record_id.clone(), row);
+    }
+    // A subject names a principal either alone or within a workspace; the
+    // listing filters exact subjects, so the workspace form is matched here.
+    for row in list_all(store, RecordFilter::tenant(tenant, MAX_LIST_LIMIT))? {
+        if row.subject.principal_id() == Some(principal) {
+            by_id.entry(row.record_id.clone()).or_insert(row);
+        }
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// The store's listing of one record of `tenant`, if it has one. Pages from
+/// the id without its last character, which sorts just before it.
+fn find_listed(
+    store: &mut dyn Store,
+    tenant: &str,
+    record_id: &str,
+) -> ServiceResult<Option<ListedRecord>> {
+    let Some((last, _)) = record_id.char_indices().last() else {
+        return Ok(None);
+    };
+    let mut filter = RecordFilter {
+        after_record_id: record_id.get(..last).map(str::to_owned),
+        ..RecordFilter::tenant(tenant, 64)
+    };
+    loop {
+        let page = store.list_records(&filter)?;
+        for row in page.records {
+            match row.record_id.as_str().cmp(record_id) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Ok(Some(row)),
+                std::cmp::Ordering::Greater => return Ok(None),
+            }
+        }
+        match page.next_after {
+            Some(next) => filter.after_record_id = Some(next),
+            None => return Ok(None),
+        }
+    }
+}
+
+/// A propose request rebuilt from a stored record, for the export of a
+/// record whose export copy the catalog lacks: the source texts and signed
+/// evidence are not known, so an import judges it without them.
+fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str) -> ProposeRequest {
+    let purpose = match record.subject {
+        MemorySubject::Run { .. } => MemoryPurpose::RunContinuity,
+        MemorySubject::Principal { .. } | MemorySubject::PrincipalInWorkspace { .. } => {
+            MemoryPurpose::Personalization
+        }
+        MemorySubject::Workspace { .. } => MemoryPurpose::WorkspaceKnowledge,
+        MemorySubject::Procedure { .. } => MemoryPurpose::ProcedureImprovement,
+    };
+    ProposeRequest {
+        content: String::new(),
+        kind: record.kind,
+        purpose,
+        subject: record.subject.clone(),
+        sources: record.sources.clone(),
+        source_texts: BTreeMap::new(),
+        judgments: Vec::new(),
+        adjudications: Vec::new(),
+        conflicts: Vec::new(),
+        procedure_evaluation: None,
+        consent_receipt_sha256: None,
+        claims: Vec::new(),
+        summary: record.summary.clone(),
+        derived_from: Vec::new(),
+        supersedes_record_id: None,
+        expected_line_generation: None,
+        record_id: Some(record.record_id.clone()),
+        proposal_id: Some(proposal_id.to_owned()),
+        ttl_ms: None,
+        token_count: Some(record.token_count),
+        token_counter_release: Some(record.token_counter_release.clone()),
+        provenance_sha256: Some(record.provenance_sha256.clone()),
+        writer_release: Some(record.writer_release.clone()),
+        tenant_id: None,
+        principal_id: None,
+    }
+}
+
+/// The outbox target named `target` (`lexical` or `vector`): in PostgreSQL
+/// when the service runs on it, in process otherwise.
+fn index_target<'a>(ix: &'a mut Indexes, target: &str) -> &'a mut dyn IndexTarget {
+    match (
+        ix.pg
+            .as_mut()
+            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner)),
+        target,
+    ) {
+        (Some(pg), "lexical") => &mut pg.lexical,
+        (Some(pg), _) => &mut pg.vector,
+        (None, "lexical") => &mut ix.retriever.lexical,
+        (None, _) => &mut ix.retriever.vector,
+    }
+}
+
+/// Hands one message to the `target` index; a publication to the
+/// in-process vector target uses `vector` when the caller embedded it.
+fn deliver(
+    ix: &mut Indexes,
+    target: &str,
+    delivery: &IndexDelivery,
+    vector: Option<Result<Vec<f32>, IndexError>>,
+) -> Result<(), ()> {
+    if let (IndexDelivery::Publish(message), Some(vector), None) = (delivery, &vector, &ix.pg)
+        && target == VECTOR_TARGET
+    {
+        return match ix
+            .retriever
+            .vector
+            .publish_batch_prepared(std::slice::from_ref(message), vec![vector.clone()])
+            .pop()
+        {
+            Some(Ok(_)) => Ok(()),
+            _ => Err(()),
+        };
+    }
+    let index = index_target(ix, target);
+    match delivery {
+        IndexDelivery::Publish(message) => index.publish(message).map(|_| ()).map_err(|_| ()),
+        IndexDelivery::Tombstone {
+            record_id,
+            generation,
+        } => index
+            .tombstone(record_id, *generation)
+            .map(|_| ())
+            .map_err(|_| ()),
+    }
+}
+
+/// Whether a record is live in the `target` index.
+fn live_in(ix: &mut Indexes, target: &str, record_id: &str) -> ServiceResult<bool> {
+    let live = match (
+        ix.pg
+            .as_mut()
+            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner)),
+        target,
+    ) {
+        (Some(pg), "lexical") => pg.lexical.live_generation_of(record_id),
+        (Some(pg), _) => pg.vector.live_generation_of(record_id),
+        (None, "lexical") => {
+            return Ok(ix.retriever.lexical.live_generation(record_id).is_some());
+        }
+        (None, _) => return Ok(ix.retriever.vector.live_generation(record_id).is_some()),
+    };
+    live.map(|g| g.is_some())
+        .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
+}
+
+/// The generation a target holds for a record (live or tombstoned), if any.
+fn live_generation(ix: &mut Indexes, target: &str, record_id: &str) -> ServiceResult<Option<u64>> {
+    match (
+        ix.pg
+            .as_mut()
+            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner)),
+        target,
+    ) {
+        (Some(pg), "lexical") => pg.lexical.live_generation_of(record_id),
+        (Some(pg), _) => pg.vector.live_generation_of(record_id),
+        (None, "lexical") => return Ok(ix.retriever.lexical.live_generation(record_id)),
+        (None, _) => return Ok(ix.retriever.vector.live_generation(record_id)),
+    }
+    .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
+}
+
+/// The index message that publishes `record` with `text` at `generation`.
+fn publish_message(
+    record: &mosaic_harness::MemoryRecord,
+    generation: u64,
+    text: String,
+) -> PublishMessage {
+    PublishMessage {
+        record_id: record.record_id.clone(),
+        generation,
+        revocation_generation: 0,
+        scope: ScopeKeys {
+            tenant_id: record.tenant_id.clone(),
+            policy_sha256: record.policy_sha256.clone(),
+            subject_key: record.subject.key(),
+            kind: record.kind,
+        },
+        created_at_unix_ms: record.created_at_unix_ms,
+        claim_keys: Vec::new(),
+        text,
+    }
+}
+
+fn new_retriever(embedder: &Arc<dyn Embedder>) -> Retriever {
+    Retriever::new(
+        embedder.clone(),
+        AnnConfig::default(),
+        FunnelConfig::default(),
+    )
+}
+
+fn validate_digests(request: &ProposeRequest) -> ServiceResult<()> {
+    for (idx, source) in request.sources.iter().enumerate() {
+        check_digest(
+            &format!("sources[{idx}].content_sha256"),
+            &source.content_sha256,
+        )?;
+        check_digest(
+            &format!("sources[{idx}].provenance_sha256"),
+            &source.provenance_sha256,
+        )?;
+        check_digest(
+            &format!("sources[{idx}].locator_sha256"),
+            &source.locator_sha256,
+        )?;
+    }
+    for (idx, judgment) in request.judgments.iter().map(|j| &j.item).enumerate() {
+        check_digest(
+            &format!("judgments[{idx}].source_content_sha256"),
+            &judgment.source_content_sha256,
+        )?;
+        check_digest(
+            &format!("judgments[{idx}].judgment_sha256"),
+            &judgment.judgment_sha256,
+        )?;
+    }
+    for (idx, adjudication) in request.adjudications.iter().map(|a| &a.item).enumerate() {
+        for d in &adjudication.disputed_judgment_sha256 {
+            check_digest(&format!("adjudications[{idx}].disputed_judgment_sha256"), d)?;
+        }
+    }
+    if let Some(c) = &request.consent_receipt_sha256 {
+        check_digest("consent_receipt_sha256", c)?;
+    }
+    if let Some(p) = &request.provenance_sha256 {
+        check_digest("provenance_sha256", p)?;
+    }
+    if let Some(s) = &request.summary {
+        check_digest("summary.source_set_sha256", &s.source_set_sha256)?;
+    }
+    if let Some(e) = &request.procedure_evaluation {
+        check_digest("procedure_evaluation.suite_sha256", &e.item.suite_sha256)?;
+    }
+    Ok(())
+}
+
+fn source_text_error(err: SourceTextError) -> ServiceError {
+    match err {
+        SourceTextError::UnknownSource(_) => {
+            ServiceError::bad_request("unknown_source", err.to_string())
+        }
+        SourceTextError::DigestMismatch(_) => {
+            ServiceError::bad_request("invalid_digest", err.to_string())
+        }
+        SourceTextError::Canonical(e) => e.into(),
+    }
+}
+
+/// External evidence of a request, every item signed by a verifier
+/// registered for the tenant.
+struct ExternalEvidence {
+    judgments: Vec<SourceJudgment>,
+    adjudications: Vec<Adjudication>,
+    conflicts: Vec<ConflictObservation>,
+    procedure_evaluation: Option<ProcedureEvaluation>,
+}
+
+/// Checks one signed item against the tenant's registered verifiers and
+/// returns the item; 403 `unverified_evidence` otherwise.
+fn authenticated<T: serde::Serialize + Clone>(
+    catalog: &Catalog,
+    proposition: &Proposition<'_>,
+    kind: EvidenceKind,
+    index: usize,
+    signed: &Signed<T>,
+    named_release: Option<&str>,
+) -> ServiceResult<T> {
+    let verifier = match &signed.signature {
+        Some(signature) => catalog
+            .verifier(proposition.tenant_id, &signature.verifier_id)?
+            .filter(|v| !v.disabled)
+            .and_then(|v| {
+                evidence::parse_public_key(&v.public_key_hex).map(|public_key| RegisteredVerifier {
+                    verifier_id: v.verifier_id,
+                    verifier_release: v.verifier_release,
+                    public_key,
+                })
+            }),
+        None => None,
+    };
+    match evidence::verify_signed(
+        proposition,
+        kind,
+        index,
+        signed,
+        verifier.as_ref(),
+        named_release,
+    ) {
+        Ok(()) => Ok(signed.item.clone()),
+        Err(EvidenceError::Canonical(e)) => Err(e.into()),
+        Err(e) => Err(ServiceError::forbidden(
+            "unverified_evidence",
+            e.to_string(),
+        )),
+    }
+}
+
+fn authenticate_evidence(
+    catalog: &Catalog,
+    proposition: &Proposition<'_>,
+    request: &ProposeRequest,
+) -> ServiceResult<ExternalEvidence> {
+    let mut out = ExternalEvidence {
+        judgments: Vec::with_capacity(request.judgments.len()),
+        adjudications: Vec::with_capacity(request.adjudications.len()),
+        conflicts: Vec::with_capacity(request.conflicts.len()),
+        procedure_evaluation: None,
+    };
+    for (idx, signed) in request.judgments.iter().enumerate() {
+        let release = Some(signed.item.verifier_release.as_str());
+        out.judgments.push(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::SourceJudgment,
+            idx,
+            signed,
+            release,
+        )?);
+    }
+    for (idx, signed) in request.adjudications.iter().enumerate() {
+        let release = Some(signed.item.adjudicator_release.as_str());
+        out.adjudications.push(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::Adjudication,
+            idx,
+            signed,
+            release,
+        )?);
+    }
+    for (idx, signed) in request.conflicts.iter().enumerate() {
+        let release = Some(signed.item.detector_release.as_str());
+        out.conflicts.push(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::ConflictObservation,
+            idx,
+            signed,
+            release,
+        )?);
+    }
+    if let Some(signed) = &request.procedure_evaluation {
+        out.procedure_evaluation = Some(authenticated(
+            catalog,
+            proposition,
+            EvidenceKind::ProcedureEvaluation,
+            0,
+            signed,
+            None,
+        )?);
+    }
+    Ok(out)
+}
+
+/// Inverse of `MemorySubject::key()`.
+pub fn parse_subject_key(key: &str) -> Option<MemorySubject> {
+    let (kind, rest) = key.split_once(':')?;
+    let two = || {
+        rest.split_once('/')
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    };
+    Some(match kind {
+        "run" => MemorySubject::Run {
+            run_id: rest.to_owned(),
+        },
+        "principal" => MemorySubject::Principal {
+            principal_id: rest.to_owned(),
+        },
+        "principal_in_workspace" => {
+            let (workspace_id, principal_id) = two()?;
+            MemorySubject::PrincipalInWorkspace {
+                workspace_id,
+                principal_id,
+            }
+        }
+        "workspace" => MemorySubject::Workspace {
+            workspace_id: rest.to_owned(),
+        },
+        "procedure" => {
+            let (workspace_id, procedure_id) = two()?;
+            MemorySubject::Procedure {
+                workspace_id,
+                procedure_id,
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn subject_from_query(q: &ListQuery) -> ServiceResult<MemorySubject> {
+    let need = |field: &'static str, v: &Option<String>| {
+        v.clone().ok_or_else(|| {
+            ServiceError::bad_request(
+                "invalid_subject",
+                format!("subject type {} needs {field}", q.subject_type),
+            )
+        })
+    };
+    Ok(match q.subject_type.as_str() {
+        "run" => MemorySubject::Run {
+            run_id: need("run_id", &q.run_id)?,
+        },
+        "principal" => MemorySubject::Principal {
+            principal_id: need("principal_id", &q.principal_id)?,
+        },
+        "principal_in_workspace" => MemorySubject::PrincipalInWorkspace {
+            workspace_id: need("workspace_id", &q.workspace_id)?,
+            principal_id: need("principal_id", &q.principal_id)?,
+        },
+        "workspace" => MemorySubject::Workspace {
+            workspace_id: need("workspace_id", &q.workspace_id)?,
+        },
+        "procedure" => MemorySubject::Procedure {
+            workspace_id: need("workspace_id", &q.workspace_id)?,
+            procedure_id: need("procedure_id", &q.procedure_id)?,
+        },
+        other => {
+            return Err(ServiceError::bad_request(
+                "invalid_subject",
+                format!("unknown subject type {other:?}"),
+            ));
+        }
+    })
+}
+
+/// Writes `secret` to `path` readable by the owner only (0600), refusing to
+/// overwrite an existing file.
+pub fn write_secret_file(path: &Path, secret: &str) -> ServiceResult<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .map_err(|e| ServiceError::Internal(format!("cannot create {}: {e}", path.display())))?;
+    file.write_all(format!("{secret}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| ServiceError::Internal(format!("cannot write {}: {e}", path.display())))
+}
+
+impl ServiceCore {
+    /// The indexes for ranking (shared with other readers).
+    fn read_indexes(&self) -> RwLockReadGuard<'_, Indexes> {
+        self.indexes.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The indexes for applying deliveries (held without I/O or embedding).
+    fn write_indexes(&self) -> RwLockWriteGuard<'_, Indexes> {
+        self.indexes.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}

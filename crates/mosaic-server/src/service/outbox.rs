@@ -1,0 +1,370 @@
+//! The outbox worker's passes: publication to the indexes, acknowledgement, reconcile and repair.
+
+use super::persistence::Changes;
+use super::*;
+
+impl ServiceCore {
+    // ------------------------------------------------------------ outbox, indexes
+
+    /// One reconcile pass: publish every pending outbox row, then advance
+    /// every unfinished deletion, then save what changed in the indexes.
+    /// The background reconciler calls it periodically; it is idempotent.
+    pub fn reconcile(&self) -> ServiceResult<ReconcileReport> {
+        let mut report = self.outbox_pass()?;
+        let pending = self.reader()?.store.pending_deletions(self.now())?;
+        for pending in pending {
+            let state = self.reader()?.store.resume_revocation(&pending.record_id)?;
+            if let Some(state) = state {
+                let done = self.drive(&pending.record_id, state)?;
+                if done.deletion_receipt.is_some() {
+                    report.deletions_finalized += 1;
+                }
+            }
+        }
+        self.save_if_due(true)?;
+        Ok(report)
+    }
+
+    /// [`Service::reconcile`] plus a full comparison of the store with each
+    /// index: active records missing from an index are published again,
+    /// and index entries without an active record behind them (revoked,
+    /// erased, or unknown to the store: ghosts) are removed. It invents no
+    /// memory decision; the store stays the truth. With PostgreSQL only the
+    /// store's records are compared (the database targets cannot be listed).
+    pub fn reconcile_and_repair(&self) -> ServiceResult<ReconcileReport> {
+        let mut report = self.reconcile()?;
+        let _pass = lock(&self.pass)?;
+        let mut inner = self.reader()?;
+        let mut ix = self.write_indexes();
+        let mut changed = Changes::default();
+        let rows = all_records(&mut inner)?;
+        let mut active = BTreeMap::new();
+        let mut known: BTreeSet<String> = BTreeSet::new();
+        for row in &rows {
+            known.insert(row.record_id.clone());
+            if let Some(stored) = inner.store.get_record(&row.record_id)?
+                && stored.state == RecordState::Active
+            {
+                active.insert(row.record_id.clone(), stored);
+            }
+        }
+        let floor = inner.store.revocation_generation()? + 1;
+        for target in INDEX_TARGETS {
+            // Ghosts: live in the index, not active in the store.
+            let mut live_ids: Vec<String> = match &ix.pg {
+                None => {
+                    let snapshot = match target {
+                        "lexical" => ix.retriever.lexical.snapshot(),
+                        _ => ix.retriever.vector.snapshot(),
+                    };
+                    snapshot
+                        .slots
+                        .into_iter()
+                        .filter(|(_, slot)| slot.live.is_some())
+                        .map(|(id, _)| id)
+                        .collect()
+                }
+                Some(_) => Vec::new(),
+            };
+            for id in &known {
+                if !active.contains_key(id) && live_in(&mut ix, target, id)? {
+                    live_ids.push(id.clone());
+                }
+            }
+            live_ids.sort();
+            live_ids.dedup();
+            for id in live_ids {
+                report.checked += 1;
+                if active.contains_key(&id) {
+                    continue;
+                }
+                let generation = live_generation(&mut ix, target, &id)?.unwrap_or(floor);
+                match index_target(&mut ix, target).tombstone(&id, generation.max(floor)) {
+                    Ok(_) => {
+                        report.ghosts_removed += 1;
+                        changed.note(target, &id);
+                    }
+                    Err(_) => report.failures += 1,
+                }
+            }
+            // Missing: active in the store, not live in the index.
+            for (id, view) in &active {
+                report.checked += 1;
+                if live_in(&mut ix, target, id)? {
+                    continue;
+                }
+                let generation = live_generation(&mut ix, target, id)?
+                    .map_or(floor, |g| g.saturating_add(1).max(floor));
+                let message = publish_message(&view.record, generation, view.content.clone());
+                match index_target(&mut ix, target).publish(&message) {
+                    Ok(_) => {
+                        report.republished += 1;
+                        changed.note(target, id);
+                    }
+                    Err(_) => report.failures += 1,
+                }
+            }
+        }
+        let entries = changed.entries(&ix);
+        drop(ix);
+        drop(inner);
+        self.persist_changes(entries)?;
+        self.metrics.add(
+            "mosaic_reconcile_ghosts_removed_total",
+            &[],
+            report.ghosts_removed as u64,
+        );
+        self.metrics.add(
+            "mosaic_reconcile_republished_total",
+            &[],
+            report.republished as u64,
+        );
+        Ok(report)
+    }
+
+    /// Installs (or with `None` removes) injected outbox faults; see
+    /// [`OutboxFaults`]. For fault-injection tests only.
+    pub fn set_outbox_faults(&self, faults: Option<Arc<dyn OutboxFaults>>) -> ServiceResult<()> {
+        *lock(&self.faults)? = faults;
+        Ok(())
+    }
+
+    /// The logical state of the in-process lexical and vector indexes
+    /// (`None` with PostgreSQL, whose indexes live in the database).
+    pub fn index_snapshots(&self) -> ServiceResult<Option<(TargetSnapshot, TargetSnapshot)>> {
+        let ix = self.read_indexes();
+        if ix.pg.is_some() {
+            return Ok(None);
+        }
+        Ok(Some((
+            ix.retriever.lexical.snapshot(),
+            ix.retriever.vector.snapshot(),
+        )))
+    }
+
+    /// One outbox pass, serialised with every other (the worker's, a
+    /// reconcile's, a revocation's): publish what is pending, acknowledge
+    /// it, save the changes. Marks every commit made before it started as
+    /// passed, so a proposal waiting on one learns the pass is over.
+    pub(super) fn outbox_pass(&self) -> ServiceResult<ReconcileReport> {
+        let _pass = lock(&self.pass)?;
+        let seq = self.progress.committed();
+        let report = self.publish_pending();
+        self.progress.passed(seq);
+        report
+    }
+
+    /// Publishes pending outbox rows to the indexes and acknowledges them,
+    /// in four steps that hold one lock each at most: read the rows and
+    /// their content (a reader), embed the texts (no lock), apply (the
+    /// index write lock), acknowledge every row in one transaction (the
+    /// writer).
+    fn publish_pending(&self) -> ServiceResult<ReconcileReport> {
+        let mut report = ReconcileReport::default();
+        let faults = lock(&self.faults)?.clone();
+        let mut failed_optional: Vec<(String, u64, &str)> = Vec::new();
+        let mut acks: Vec<(IndexAck, OutboxOp)> = Vec::new();
+        let mut changed = Changes::default();
+        for target in INDEX_TARGETS {
+            let deliveries = {
+                let mut reader = self.reader()?;
+                let tasks = reader.store.pending_outbox(target, 10_000)?;
+                let order: Vec<usize> = match &faults {
+                    Some(f) => f
+                        .schedule(target, &tasks)
+                        .into_iter()
+                        .filter(|i| *i < tasks.len())
+                        .collect(),
+                    None => (0..tasks.len()).collect(),
+                };
+                let mut deliveries = Vec::with_capacity(order.len());
+                for idx in order {
+                    let task = &tasks[idx];
+                    let delivery = match task.op {
+                        OutboxOp::Publish => {
+                            let Some(stored) = reader.store.get_record(&task.record_id)? else {
+                                report.failures += 1;
+                                continue;
+                            };
+                            IndexDelivery::Publish(publish_message(
+                                &stored.record,
+                                task.generation + 1,
+                                task.content.clone().unwrap_or(stored.content),
+                            ))
+                        }
+                        OutboxOp::Erase => IndexDelivery::Tombstone {
+                            record_id: task.record_id.clone(),
+                            generation: task.generation + 1,
+                        },
+                    };
+                    deliveries.push((task.clone(), delivery));
+                }
+                deliveries
+            };
+            if deliveries.is_empty() && faults.is_none() {
+                continue;
+            }
+            // Embedding happens here, outside every lock: readers rank
+            // while the texts are embedded.
+            let mut vectors = self.prepare_vectors(target, &deliveries);
+            let mut ix = self.write_indexes();
+            for (i, (task, delivery)) in deliveries.iter().enumerate() {
+                let fault = faults
+                    .as_ref()
+                    .map_or(OutboxFault::Deliver, |f| f.fault(target, delivery));
+                let vector = vectors.as_mut().and_then(|v| v[i].take());
+                let mut applied = match fault {
+                    OutboxFault::Refuse => Err(()),
+                    _ => deliver(&mut ix, target, delivery, vector.clone()),
+                };
+                if fault == OutboxFault::DeliverTwice && applied.is_ok() {
+                    applied = deliver(&mut ix, target, delivery, vector);
+                }
+                if applied.is_err()
+                    && fault != OutboxFault::Refuse
+                    && task.op == OutboxOp::Erase
+                    && !live_in(&mut ix, target, &task.record_id)?
+                {
+                    // The target already holds a newer tombstone (after a
+                    // rebuild, say): the erasure is in effect.
+                    applied = Ok(());
+                }
+                if applied.is_err() {
+                    report.failures += 1;
+                    self.metrics
+                        .incr("mosaic_outbox_failures_total", &[("target", target)]);
+                    if task.op == OutboxOp::Publish && self.optional_target(target) {
+                        failed_optional.push((task.record_id.clone(), task.generation, target));
+                    }
+                    continue;
+                }
+                changed.note(target, &task.record_id);
+                if fault == OutboxFault::ApplyWithoutAck {
+                    continue;
+                }
+                acks.push((
+                    IndexAck {
+                        record_id: task.record_id.clone(),
+                        generation: task.generation,
+                        target: target.to_owned(),
+                    },
+                    task.op,
+                ));
+            }
+            if let Some(f) = &faults {
+                for old in f.stale(target) {
+                    // A stale copy is refused by the fence or is a
+                    // duplicate; either way nothing is acknowledged.
+                    let id = match &old {
+                        IndexDelivery::Publish(m) => m.record_id.clone(),
+                        IndexDelivery::Tombstone { record_id, .. } => record_id.clone(),
+                    };
+                    if deliver(&mut ix, target, &old, None).is_ok() {
+                        changed.note(target, &id);
+                    }
+                }
+            }
+        }
+        // The changes are saved before they are acknowledged, so a target
+        // never acknowledges what a restart would not find.
+        let entries = changed.entries(&self.read_indexes());
+        self.persist_changes(entries)?;
+        let rows: Vec<IndexAck> = acks.iter().map(|(ack, _)| ack.clone()).collect();
+        let results = self
+            .writer()?
+            .store
+            .acknowledge_indexes(&rows, self.now())?;
+        for ((ack, op), result) in acks.iter().zip(results) {
+            let target = ack.target.as_str();
+            match result {
+                Ok(_) => {
+                    self.metrics.incr(
+                        "mosaic_outbox_applied_total",
+                        &[("target", target), ("op", op.as_str())],
+                    );
+                    match op {
+                        OutboxOp::Publish => report.published += 1,
+                        OutboxOp::Erase => report.erased += 1,
+                    }
+                }
+                Err(_) => {
+                    report.failures += 1;
+                    self.metrics
+                        .incr("mosaic_outbox_failures_total", &[("target", target)]);
+                }
+            }
+        }
+        // Degraded activation: an optional index failed to take a
+        // publication; the record becomes readable on the others, the store
+        // records the omission, and the publication stays queued for the
+        // next pass. Refused (the record stays unreadable) while any other
+        // index has not acknowledged.
+        for (record_id, generation, target) in failed_optional {
+            let outcome = self.writer()?.store.activate_degraded(
+                &record_id,
+                generation,
+                &[target],
+                self.now(),
+            );
+            match outcome {
+                Ok(outcome) if outcome.activated => {
+                    report.degraded_activations += 1;
+                    self.metrics
+                        .incr("mosaic_degraded_activations_total", &[("target", target)]);
+                }
+                Ok(_) | Err(StoreError::DegradedActivationRefused { .. }) => {}
+                Err(StoreError::InvalidState { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(report)
+    }
+
+    /// The vectors of the in-process vector target's publications, embedded
+    /// in one batch with no lock held (`None` for other targets, and with
+    /// PostgreSQL, whose target embeds as it stores).
+    fn prepare_vectors(
+        &self,
+        target: &str,
+        deliveries: &[(OutboxTask, IndexDelivery)],
+    ) -> Option<Vec<Option<Result<Vec<f32>, IndexError>>>> {
+        if target != VECTOR_TARGET || self.config.postgres.is_some() {
+            return None;
+        }
+        let texts: Vec<&str> = deliveries
+            .iter()
+            .filter_map(|(_, d)| match d {
+                IndexDelivery::Publish(m) => Some(m.text.as_str()),
+                IndexDelivery::Tombstone { .. } => None,
+            })
+            .collect();
+        let mut embedded = match self.embedder.embed_batch(&texts) {
+            Ok(vectors) if vectors.len() == texts.len() => vectors.into_iter().map(Ok).collect(),
+            Ok(vectors) => texts
+                .iter()
+                .map(|_| {
+                    Err(IndexError::BadEmbedding {
+                        expected: texts.len(),
+                        actual: vectors.len(),
+                    })
+                })
+                .collect(),
+            Err(e) => texts.iter().map(|_| Err(e.clone())).collect::<Vec<_>>(),
+        }
+        .into_iter();
+        Some(
+            deliveries
+                .iter()
+                .map(|(_, d)| match d {
+                    IndexDelivery::Publish(_) => embedded.next(),
+                    IndexDelivery::Tombstone { .. } => None,
+                })
+                .collect(),
+        )
+    }
+
+    /// True when the policy lets records activate without `target`.
+    pub(super) fn optional_target(&self, target: &str) -> bool {
+        self.config.vector_index_optional && target == VECTOR_TARGET
+    }
+}

@@ -1,0 +1,429 @@
+//! Proposals: identity checks, the server's evidence and conflict scan, the store's write transaction.
+
+use super::*;
+
+/// One proposal waiting for the writer in the group-commit queue.
+pub(super) struct GroupJob {
+    write: WriteRequest,
+    decision: Decision,
+    done: std::sync::mpsc::SyncSender<ServiceResult<WriteOutcome>>,
+}
+
+/// What the catalog records of a decided proposal.
+pub(super) struct Decision {
+    tenant: String,
+    principal: String,
+    request: ProposeRequest,
+    record_id: String,
+    proposal_id: String,
+    now: u64,
+}
+
+impl Decision {
+    pub(super) fn of(
+        tenant: &str,
+        principal: &str,
+        request: &ProposeRequest,
+        prepared: &PreparedWrite,
+    ) -> Self {
+        Decision {
+            tenant: tenant.to_owned(),
+            principal: principal.to_owned(),
+            request: request.clone(),
+            record_id: prepared.record_id.clone(),
+            proposal_id: prepared.proposal_id.clone(),
+            now: prepared.now,
+        }
+    }
+}
+
+/// Most proposals one group commit takes.
+const MAX_GROUP: usize = 256;
+
+impl ServiceCore {
+    // ------------------------------------------------------------ propose
+
+    /// Runs one proposal through the store's write transaction (which runs
+    /// the gate), then waits (bounded by `index_wait_ms`) for the outbox
+    /// worker to publish it; `readable` in the response says whether it
+    /// can be recalled now.
+    ///
+    /// A proposal without structured claims or a declared supersession is
+    /// prepared on a read connection and committed together with whatever
+    /// other proposals wait for the writer (group commit: one transaction,
+    /// one sync). One with claims or a supersession is prepared and
+    /// committed under the writer lock, so its conflict scan sees every
+    /// record committed before it.
+    pub fn propose(
+        &self,
+        credential: &Credential,
+        request: &ProposeRequest,
+    ) -> ServiceResult<ProposeResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let scan_needed = !request.claims.is_empty() || request.supersedes_record_id.is_some();
+        let mut response = if scan_needed {
+            let mut writer = self.writer()?;
+            self.propose_locked(&mut writer, tenant, principal, request)?
+        } else {
+            let prepared = self.prepare_write(&mut *self.reader()?, tenant, principal, request)?;
+            let outcome = self.group_commit(
+                Decision::of(tenant, principal, request, &prepared),
+                prepared.write.clone(),
+            )?;
+            self.response_of(prepared, outcome)
+        };
+        let seq = self.progress.commit();
+        if response.decision == "accepted" {
+            let wait = std::time::Duration::from_millis(self.config.index_wait_ms);
+            if !wait.is_zero() {
+                self.progress.wait_passed(seq, wait);
+            }
+            response.readable = self
+                .reader()?
+                .store
+                .get_record(&response.record_id)?
+                .is_some_and(|stored| stored.state == RecordState::Active);
+        }
+        Ok(response)
+    }
+
+    /// Queues `write` for the writer and commits every queued proposal in
+    /// one store transaction and one catalog transaction, or learns that
+    /// the writer's previous holder committed it.
+    fn group_commit(&self, decision: Decision, write: WriteRequest) -> ServiceResult<WriteOutcome> {
+        let (done, outcome) = std::sync::mpsc::sync_channel(1);
+        self.group.push(GroupJob {
+            write,
+            decision,
+            done,
+        });
+        {
+            let mut writer = self.writer()?;
+            let jobs = self.group.drain(MAX_GROUP);
+            if !jobs.is_empty() {
+                self.commit_group(&mut writer, jobs);
+            }
+        }
+        outcome.recv().unwrap_or_else(|_| {
+            Err(ServiceError::Internal(
+                "the group commit ended without an outcome".into(),
+            ))
+        })
+    }
+
+    /// Commits `jobs` and hands each its outcome.
+    fn commit_group(&self, writer: &mut Inner, jobs: Vec<GroupJob>) {
+        let (writes, rest): (Vec<WriteRequest>, Vec<_>) = jobs
+            .into_iter()
+            .map(|j| (j.write, (j.decision, j.done)))
+            .unzip();
+        self.metrics
+            .observe("mosaic_group_commit_size", &[], writes.len() as f64);
+        // One failing request fails a batch whole: then each runs alone, so
+        // only that one gets its error.
+        let outcomes: Vec<ServiceResult<WriteOutcome>> = match writer.store.write_batch(&writes) {
+            Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+            Err(e) if writes.len() == 1 => vec![Err(e.into())],
+            Err(_) => writes
+                .iter()
+                .map(|w| writer.store.write(w).map_err(ServiceError::from))
+                .collect(),
+        };
+        let recorded = writer.catalog.transaction(|catalog| {
+            for ((decision, _), outcome) in rest.iter().zip(&outcomes) {
+                if let Ok(outcome) = outcome {
+                    record_decision(catalog, decision, outcome.is_accepted())?;
+                }
+            }
+            Ok(())
+        });
+        for ((_, done), outcome) in rest.into_iter().zip(outcomes) {
+            let outcome = match (&recorded, outcome) {
+                (Err(e), Ok(_)) => Err(ServiceError::Internal(format!("catalog: {e}"))),
+                (_, outcome) => outcome,
+            };
+            // A proposer that went away (its request timed out) learns
+            // the outcome by replaying the proposal.
+            let _ = done.send(outcome);
+        }
+    }
+
+    pub(super) fn propose_locked(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &ProposeRequest,
+    ) -> ServiceResult<ProposeResponse> {
+        let prepared = self.prepare_write(inner, tenant, principal, request)?;
+        let outcome = inner.store.write(&prepared.write)?;
+        record_decision(
+            &inner.catalog,
+            &Decision::of(tenant, principal, request, &prepared),
+            outcome.is_accepted(),
+        )?;
+        Ok(self.response_of(prepared, outcome))
+    }
+
+    /// The response to a decided proposal.
+    fn response_of(&self, prepared: PreparedWrite, outcome: WriteOutcome) -> ProposeResponse {
+        let accepted = outcome.is_accepted();
+        let mut response = ProposeResponse {
+            proposal_id: prepared.proposal_id,
+            record_id: prepared.record_id,
+            decision: if accepted { "accepted" } else { "rejected" }.to_owned(),
+            violations: Vec::new(),
+            review_case_ids: Vec::new(),
+            line_id: None,
+            line_generation: None,
+            replayed: outcome.replayed,
+            readable: false,
+            receipt: outcome.receipt.clone(),
+            server_judgments: prepared.server_judgments,
+            server_conflicts: prepared.server_conflicts,
+        };
+        match outcome.decision {
+            WriteDecision::Accepted {
+                line_id,
+                line_generation,
+                ..
+            } => {
+                response.line_id = Some(line_id);
+                response.line_generation = Some(line_generation);
+            }
+            WriteDecision::Rejected {
+                violations,
+                review_case_ids,
+            } => {
+                response.violations = violations;
+                response.review_case_ids = review_case_ids;
+            }
+        }
+        self.metrics.incr(
+            "mosaic_write_decisions_total",
+            &[("decision", &response.decision)],
+        );
+        response
+    }
+
+    /// Everything the propose path does before the store's write
+    /// transaction: identity checks, derived ids, the server's own
+    /// verbatim judgments, external evidence only when signed by a
+    /// registered verifier, and the server's conflict scan. Review writes
+    /// (`accept_narrower`, `supersede`) go through it too, so a reviewer
+    /// never bypasses the evidence rules or the gate.
+    pub(super) fn prepare_write(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &ProposeRequest,
+    ) -> ServiceResult<PreparedWrite> {
+        check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
+        if request
+            .subject
+            .principal_id()
+            .is_some_and(|p| p != principal)
+        {
+            return Err(ServiceError::forbidden(
+                "principal_mismatch",
+                "the subject names a principal other than the credential's",
+            ));
+        }
+        validate_digests(request)?;
+        let (tenant_row, grant) = self.tenant_and_grant(inner, tenant, principal)?;
+        let policy = &tenant_row.policy;
+        let now = self.now();
+        let content_sha256 = sha256_hex(request.content.as_bytes());
+        let mut id_basis = request.clone();
+        id_basis.content = content_sha256.clone();
+        id_basis.tenant_id = Some(tenant.to_owned());
+        id_basis.principal_id = Some(principal.to_owned());
+        let basis = domain_digest(REQUEST_ID_DOMAIN, &id_basis)?;
+        let short = basis.get(..32).unwrap_or(&basis);
+        let record_id = request
+            .record_id
+            .clone()
+            .unwrap_or_else(|| format!("m-{short}"));
+        let proposal_id = request
+            .proposal_id
+            .clone()
+            .unwrap_or_else(|| format!("p-{short}"));
+        let writer_release = request
+            .writer_release
+            .clone()
+            .unwrap_or_else(|| DEFAULT_WRITER.to_owned());
+        let ttl = request
+            .ttl_ms
+            .unwrap_or_else(|| (30 * DAY_MS).min(policy.max_ttl_ms));
+        // A retry keeps the first decision's expiry so the store replays it.
+        let first_decided = inner
+            .catalog
+            .proposal_decided_at(&proposal_id, tenant, principal)?
+            .unwrap_or(now);
+        let token_count = match request.token_count {
+            Some(n) => n,
+            None => u32::try_from(request.content.split_whitespace().count()).unwrap_or(u32::MAX),
+        };
+        // Evidence: the server's own verbatim judgments (400 on a source
+        // text that is not the declared source), external evidence only
+        // when signed by a registered verifier (403), and the server's own
+        // conflict scan. All before anything is written.
+        let proposition = Proposition {
+            tenant_id: tenant,
+            content_sha256: &content_sha256,
+            claims: &request.claims,
+        };
+        let server_judgments = evidence::verbatim_judgments(
+            &proposition,
+            &request.content,
+            &request.sources,
+            &request.source_texts,
+        )
+        .map_err(source_text_error)?;
+        let external = authenticate_evidence(&inner.catalog, &proposition, request)?;
+        let server_conflicts =
+            self.conflict_scan(inner, tenant, principal, &grant, &record_id, request)?;
+        let provenance_sha256 = match &request.provenance_sha256 {
+            Some(p) => p.clone(),
+            None => sha256_hex(
+                format!("mosaic.server.provenance.v1\n{tenant}\n{principal}\n{writer_release}")
+                    .as_bytes(),
+            ),
+        };
+        let proposal = MemoryWriteProposal {
+            proposal_id: proposal_id.clone(),
+            record_id: record_id.clone(),
+            kind: request.kind,
+            purpose: request.purpose,
+            tenant_id: tenant.to_owned(),
+            policy_sha256: policy.policy_sha256.clone(),
+            subject: request.subject.clone(),
+            content_sha256: content_sha256.clone(),
+            provenance_sha256,
+            token_count,
+            token_counter_release: request
+                .token_counter_release
+                .clone()
+                .unwrap_or_else(|| DEFAULT_TOKEN_COUNTER.to_owned()),
+            proposed_at_unix_ms: now,
+            requested_expiry_unix_ms: first_decided.saturating_add(ttl),
+            writer_release,
+            sources: request.sources.clone(),
+            summary: request.summary.clone(),
+            consent_receipt_sha256: request.consent_receipt_sha256.clone(),
+            procedure_evaluation: external.procedure_evaluation.clone(),
+            supersedes_record_id: request.supersedes_record_id.clone(),
+            claims: request.claims.clone(),
+        };
+        let write = WriteRequest {
+            tenant_id: tenant.to_owned(),
+            principal_id: principal.to_owned(),
+            proposal,
+            content: request.content.clone(),
+            judgments: server_judgments
+                .iter()
+                .cloned()
+                .chain(external.judgments)
+                .collect(),
+            adjudications: external.adjudications,
+            conflicts: server_conflicts
+                .iter()
+                .cloned()
+                .chain(external.conflicts)
+                .collect(),
+            procedure_evaluation: external.procedure_evaluation,
+            derived_from: request.derived_from.clone(),
+            expected_line_generation: request.expected_line_generation,
+            now_unix_ms: now,
+        };
+        Ok(PreparedWrite {
+            write,
+            record_id,
+            proposal_id,
+            now,
+            server_judgments,
+            server_conflicts,
+        })
+    }
+
+    /// The server's own conflict observations for a proposal: the
+    /// structured scan over stored claims sharing a proposed claim's subject
+    /// and predicate, and a declared supersession the server can confirm.
+    /// Only records of the tenant that are live and visible to the key take
+    /// part, so a scan never reveals a record the key could not read.
+    pub(super) fn conflict_scan(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        grant: &MemoryWriteGrant,
+        record_id: &str,
+        request: &ProposeRequest,
+    ) -> ServiceResult<Vec<ConflictObservation>> {
+        let keys: BTreeSet<(&str, &str)> = request
+            .claims
+            .iter()
+            .map(|c| (c.subject.as_str(), c.predicate.as_str()))
+            .collect();
+        let mut existing = Vec::new();
+        for (subject, predicate) in keys {
+            for (existing_id, claim) in inner.catalog.claims_by_key(tenant, subject, predicate)? {
+                if existing_id != record_id
+                    && live_visible(inner, tenant, principal, grant, &existing_id, false)?.is_some()
+                {
+                    existing.push((existing_id, claim));
+                }
+            }
+        }
+        let mut observations = evidence::scan_claims(record_id, &request.claims, &existing)?;
+        if let Some(superseded) = request.supersedes_record_id.as_deref() {
+            let same_subject = superseded != record_id
+                && live_visible(inner, tenant, principal, grant, superseded, true)?
+                    .is_some_and(|subject| subject == request.subject);
+            if same_subject {
+                observations.push(evidence::supersession_observation(record_id, superseded)?);
+            }
+        }
+        Ok(observations)
+    }
+}
+
+/// The catalog's side of a decided proposal: the proposal row, and for an
+/// accepted one the export copy and its structured claims.
+pub(super) fn record_decision(
+    catalog: &Catalog,
+    d: &Decision,
+    accepted: bool,
+) -> ServiceResult<()> {
+    catalog.insert_proposal(
+        &d.proposal_id,
+        &d.tenant,
+        &d.principal,
+        &d.record_id,
+        accepted,
+        d.now,
+    )?;
+    if accepted {
+        let mut export_copy = d.request.clone();
+        export_copy.content = String::new();
+        export_copy.record_id = Some(d.record_id.clone());
+        export_copy.proposal_id = Some(d.proposal_id.clone());
+        catalog.insert_memory(&MemoryRow {
+            record_id: d.record_id.clone(),
+            proposal_id: d.proposal_id.clone(),
+            tenant_id: d.tenant.clone(),
+            writer_principal_id: d.principal.clone(),
+            subject_key: d.request.subject.key(),
+            subject_principal_id: d.request.subject.principal_id().map(str::to_owned),
+            kind: d.request.kind.as_str().to_owned(),
+            created_at_ms: d.now,
+            request_json: Some(
+                serde_json::to_string(&export_copy)
+                    .map_err(|e| ServiceError::Internal(e.to_string()))?,
+            ),
+        })?;
+        catalog.insert_claims(&d.record_id, &d.tenant, &d.request.claims)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! Reads: recall (eligibility, ranking, selection, handoff), get and list.
+
+use super::*;
+
+impl ServiceCore {
+    // ------------------------------------------------------------ recall
+
+    /// Store eligibility → (query: index funnel) → selector → context handoff.
+    pub fn recall(
+        &self,
+        credential: &Credential,
+        request: &RecallRequest,
+    ) -> ServiceResult<RecallResponse> {
+        let (tenant, principal) = credential.principal()?;
+        check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
+        // The query is embedded first, holding nothing: a slow or hung
+        // embedder delays only the reads that need a vector.
+        let query_text = request.query.as_deref().filter(|q| !q.trim().is_empty());
+        let mode = request.mode.unwrap_or(RetrievalMode::Hybrid);
+        let mut query_vector = match query_text {
+            Some(text) if mode != RetrievalMode::Lexical => Some(self.embedder.embed(text)),
+            _ => None,
+        };
+        let mut inner = self.reader()?;
+        let (tenant_row, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
+        let workspace_id = match &request.workspace_id {
+            Some(w) => w.clone(),
+            None => grant
+                .allowed_workspace_ids
+                .first()
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_WORKSPACE.to_owned()),
+        };
+        if !grant.allowed_workspace_ids.contains(&workspace_id) {
+            return Err(ServiceError::forbidden(
+                "workspace_not_granted",
+                "the credential's grant does not include this workspace",
+            ));
+        }
+        let mut kinds = request
+            .kinds
+            .clone()
+            .unwrap_or_else(|| MemoryKind::ALL.to_vec());
+        let run_id = match &request.run_id {
+            Some(r) if grant.allowed_run_ids.contains(r) => r.clone(),
+            Some(_) => {
+                return Err(ServiceError::forbidden(
+                    "run_not_granted",
+                    "the credential's grant does not include this run",
+                ));
+            }
+            None => {
+                kinds.retain(|k| *k != MemoryKind::Working);
+                NO_RUN.to_owned()
+            }
+        };
+        let max_records = request.max_records.unwrap_or(10);
+        let ctx = MemoryReadContext {
+            schema_version: MEMORY_SCHEMA_VERSION,
+            selector_release: SELECTOR_RELEASE.to_owned(),
+            tenant_id: tenant.to_owned(),
+            policy_sha256: tenant_row.policy.policy_sha256.clone(),
+            policy_valid_from_unix_ms: tenant_row.policy_valid_from_ms,
+            policy_valid_until_unix_ms: None,
+            principal_id: principal.to_owned(),
+            workspace_id: workspace_id.clone(),
+            run_id: run_id.clone(),
+            now_unix_ms: self.now(),
+            allowed_kinds: kinds,
+            max_records,
+        };
+        if let Err(problems) = ctx.validate() {
+            return Err(ServiceError::bad_request(
+                "invalid_read_context",
+                format!("the read context is invalid: {problems:?}"),
+            ));
+        }
+        let eligible = inner.store.eligible_records(&eligibility_query(&ctx))?;
+        let records: Vec<_> = eligible.records.iter().map(|r| r.record.clone()).collect();
+        let contents: BTreeMap<String, String> = eligible
+            .records
+            .iter()
+            .map(|r| (r.record.record_id.clone(), r.content.clone()))
+            .collect();
+        let budget = ContextBudget {
+            token_counter_release: DEFAULT_TOKEN_COUNTER.to_owned(),
+            total_tokens: request.token_budget.unwrap_or(4096),
+            lane_limits: BTreeMap::new(),
+        };
+        let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
+        let mut omitted_indexes = Vec::new();
+        let (selection, relevance, report, blocks) = match query_text {
+            Some(text) => {
+                let set = eligible_set(&ctx, &records).map_err(|e| internal(&e))?;
+                let read_subject = format!("{principal}/{workspace_id}/{run_id}");
+                let mut query = RecallQuery {
+                    tenant_id: tenant,
+                    policy_sha256: &ctx.policy_sha256,
+                    selector_release: SELECTOR_RELEASE,
+                    read_subject: &read_subject,
+                    revocation_generation: eligible.snapshot.revocation_generation,
+                    text,
+                    claim_keys: &request.claim_keys,
+                    eligible: &set,
+                    max_results: max_records,
+                    mode,
+                };
+                let vector = match query_vector.take() {
+                    None => None,
+                    Some(embedded) => {
+                        match embedded {
+                            Ok(v) => Some(v),
+                            // Degraded read: the optional vector index is
+                            // skipped and the query ranked as a lexical
+                            // one, which the response says.
+                            Err(_) if self.config.vector_index_optional => {
+                                omitted_indexes.push(VECTOR_TARGET.to_owned());
+                                query.mode = RetrievalMode::Lexical;
+                                self.metrics.incr(
+                                    "mosaic_degraded_reads_total",
+                                    &[("target", VECTOR_TARGET)],
+                                );
+                                None
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                };
+                drop(inner);
+                let receipt = if self.config.postgres.is_some() {
+                    match self.write_indexes().pg_mut() {
+                        Some(pg) => pg.relevance(&query, &set, vector.as_deref())?,
+                        None => return Err(ServiceError::Internal("no PostgreSQL index".into())),
+                    }
+                } else {
+                    self.read_indexes()
+                        .retriever
+                        .recall_embedded(&query, vector.as_deref())?
+                        .receipt
+                };
+                let handoff = hand_off(&ctx, &records, &contents, &receipt, &[], &budget)?;
+                (
+                    handoff.selection,
+                    Some(receipt),
+                    handoff.report,
+                    handoff.blocks,
+                )
+            }
+            None => {
+                let selection = select_memory(&ctx, &records).map_err(|e| internal(&e))?;
+                let (_, report) =
+                    allocate_selected_memory(&selection.receipt, &records, &[], &budget)
+                        .map_err(|e| internal(&e))?;
+                let by_id: BTreeMap<&str, &mosaic_harness::MemoryRecord> =
+                    records.iter().map(|r| (r.record_id.as_str(), r)).collect();
+                let mut blocks = Vec::new();
+                for id in &report.included_memory {
+                    let (Some(record), Some(content)) = (by_id.get(id.as_str()), contents.get(id))
+                    else {
+                        return Err(ServiceError::Internal(format!(
+                            "selected record {id} not supplied"
+                        )));
+                    };
+                    blocks.push(render_recalled_memory(record, content).map_err(|e| internal(&e))?);
+                }
+                (selection, None, report, blocks)
+            }
+        };
+        let context = if blocks.is_empty() {
+            String::new()
+        } else {
+            format!("{RECALLED_MEMORY_NOTICE}\n\n{}", blocks.join("\n\n"))
+        };
+        self.metrics.incr("mosaic_recalls_total", &[]);
+        self.metrics.add(
+            "mosaic_recall_selected_total",
+            &[],
+            selection.receipt.selected_record_ids.len() as u64,
+        );
+        Ok(RecallResponse {
+            context,
+            blocks,
+            selected_record_ids: selection.receipt.selected_record_ids.clone(),
+            decisions: selection.receipt.decisions.clone(),
+            selection_receipt: selection.receipt,
+            relevance_receipt: relevance,
+            context_report: report,
+            snapshot: eligible.snapshot,
+            omitted_indexes,
+        })
+    }
+
+    // ------------------------------------------------------------ get, list
+
+    /// The store's listing of a record the credential may see, else 404
+    /// (erased records included: their identity stays listed).
+    pub(super) fn visible_row(
+        &self,
+        inner: &mut Inner,
+        credential: &Credential,
+        record_id: &str,
+    ) -> ServiceResult<ListedRecord> {
+        let missing = || ServiceError::not_found("memory", record_id);
+        let tenant = match credential {
+            Credential::Principal { tenant_id, .. } => tenant_id.clone(),
+            Credential::Admin { .. } => match inner.store.get_record(record_id)? {
+                Some(stored) => stored.record.tenant_id,
+                None => {
+                    inner
+                        .store
+                        .tombstone(record_id)?
+                        .ok_or_else(missing)?
+                        .tenant_id
+                }
+            },
+        };
+        let listed = find_listed(inner.store.as_mut(), &tenant, record_id)?.ok_or_else(missing)?;
+        if let Credential::Principal { principal_id, .. } = credential {
+            let visible = inner
+                .store
+                .current_grant(&tenant, principal_id)?
+                .is_some_and(|grant| subject_visible(principal_id, &grant, &listed.subject));
+            if !visible {
+                return Err(missing());
+            }
+        }
+        Ok(listed)
+    }
+
+    /// One memory with its content and state.
+    pub fn get_memory(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+    ) -> ServiceResult<MemoryView> {
+        let mut inner = self.reader()?;
+        if let Credential::Principal {
+            tenant_id,
+            principal_id,
+            ..
+        } = credential
+        {
+            self.tenant_and_grant(&mut inner, tenant_id, principal_id)?;
+        }
+        self.visible_row(&mut inner, credential, record_id)?;
+        let stored = inner
+            .store
+            .get_record(record_id)?
+            .ok_or_else(|| ServiceError::not_found("memory", record_id))?;
+        Ok(MemoryView {
+            record: stored.record,
+            state: stored.state.as_str().to_owned(),
+            content: stored.content,
+            line_id: stored.line_id,
+            line_generation: stored.line_generation,
+            proposal_id: stored.proposal_id,
+        })
+    }
+
+    /// Memories about one subject (any state), identities only.
+    pub fn list_by_subject(
+        &self,
+        credential: &Credential,
+        query: &ListQuery,
+    ) -> ServiceResult<Vec<ListEntry>> {
+        let (tenant, principal) = credential.principal()?;
+        let subject = subject_from_query(query)?;
+        let mut inner = self.reader()?;
+        let (_, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
+        if !subject_visible(principal, &grant, &subject) {
+            return Err(ServiceError::forbidden(
+                "subject_not_permitted",
+                "the credential may not read memories about this subject",
+            ));
+        }
+        let filter = RecordFilter {
+            subject: Some(subject),
+            ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+        };
+        Ok(list_all(inner.store.as_mut(), filter)?
+            .into_iter()
+            .map(|row| ListEntry {
+                record_id: row.record_id,
+                state: row.state.as_str().to_owned(),
+                kind: row.kind.as_str().to_owned(),
+                subject_key: row.subject.key(),
+                created_at_unix_ms: row.created_at_unix_ms,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,208 @@
+//! The service's concurrency parts: the reader pool, the commit/pass
+//! progress that proposals wait on, the group-commit queue and the outbox
+//! worker thread. ARCHITECTURE.md ("Concurrency and ownership") says who
+//! owns what.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::time::{Duration, Instant};
+
+use super::{Inner, ServiceCore, lock};
+use crate::error::{ServiceError, ServiceResult};
+
+fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A fixed set of connections handed out one per request: the first
+/// idle one, else (all busy) a wait on one of them in turn.
+pub(super) struct Pool<T> {
+    slots: Vec<Mutex<T>>,
+    next: AtomicUsize,
+}
+
+/// A connection taken from a [`Pool`]; back in the pool when dropped.
+pub(super) type Pooled<'a, T> = MutexGuard<'a, T>;
+
+impl<T> Pool<T> {
+    pub(super) fn new(items: Vec<T>) -> Self {
+        Pool {
+            slots: items.into_iter().map(Mutex::new).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Takes a connection, waiting while all are in use.
+    pub(super) fn take(&self) -> ServiceResult<Pooled<'_, T>> {
+        let n = self.slots.len();
+        if n == 0 {
+            return Err(ServiceError::Internal("no read connection".into()));
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            match self.slots[(start + i) % n].try_lock() {
+                Ok(slot) => return Ok(slot),
+                Err(TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        Ok(guard(&self.slots[start % n]))
+    }
+}
+
+#[derive(Default)]
+struct ProgressState {
+    /// Commits that queued outbox work (a sequence number each).
+    committed: u64,
+    /// Every commit up to this one has been through a finished pass.
+    passed: u64,
+    stop: bool,
+}
+
+/// Commits and outbox passes, so a proposal can wait (bounded) until a
+/// pass that started after its commit has finished, and the worker sleeps
+/// until there is a commit to publish.
+#[derive(Default)]
+pub(super) struct Progress {
+    state: Mutex<ProgressState>,
+    work: Condvar,
+    done: Condvar,
+}
+
+impl Progress {
+    /// Records a commit and wakes the worker; returns its sequence number.
+    pub(super) fn commit(&self) -> u64 {
+        let mut state = guard(&self.state);
+        state.committed += 1;
+        self.work.notify_one();
+        state.committed
+    }
+
+    /// The newest commit's sequence number (a pass starting now covers it).
+    pub(super) fn committed(&self) -> u64 {
+        guard(&self.state).committed
+    }
+
+    /// A pass that started at `seq` has finished.
+    pub(super) fn passed(&self, seq: u64) {
+        let mut state = guard(&self.state);
+        state.passed = state.passed.max(seq);
+        self.done.notify_all();
+    }
+
+    /// Waits until commit `seq` has been through a finished pass; `false`
+    /// when `timeout` ran out first.
+    pub(super) fn wait_passed(&self, seq: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = guard(&self.state);
+        while state.passed < seq && !state.stop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .done
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        state.passed >= seq
+    }
+
+    /// The worker's wait: `Some(seq)` when commits up to `seq` wait for a
+    /// pass, `None` when the service stops.
+    fn next_work(&self, idle: Duration) -> Option<u64> {
+        let mut state = guard(&self.state);
+        loop {
+            if state.stop {
+                return None;
+            }
+            if state.committed > state.passed {
+                return Some(state.committed);
+            }
+            state = self
+                .work
+                .wait_timeout(state, idle)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Stops the worker (and releases every waiter).
+    pub(super) fn stop(&self) {
+        guard(&self.state).stop = true;
+        self.work.notify_all();
+        self.done.notify_all();
+    }
+}
+
+/// Jobs waiting for the writer. Whoever takes the writer lock takes every
+/// queued job and commits them in one transaction (leader/follower group
+/// commit: no thread of its own, no added latency when alone).
+pub(super) struct GroupQueue<T> {
+    jobs: Mutex<Vec<T>>,
+}
+
+impl<T> Default for GroupQueue<T> {
+    fn default() -> Self {
+        GroupQueue {
+            jobs: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<T> GroupQueue<T> {
+    pub(super) fn push(&self, job: T) {
+        guard(&self.jobs).push(job);
+    }
+
+    /// Every queued job, oldest first, at most `max`.
+    pub(super) fn drain(&self, max: usize) -> Vec<T> {
+        let mut jobs = guard(&self.jobs);
+        let n = jobs.len().min(max);
+        jobs.drain(..n).collect()
+    }
+}
+
+/// Starts the outbox worker: it sleeps until a commit queues work, runs one
+/// pass (publish, acknowledge, persist) and marks the commits it covered.
+/// A pass that fails or panics is counted and retried on the next commit
+/// (and by the periodic reconcile); the worker itself goes on.
+pub(super) fn spawn_worker(core: Arc<ServiceCore>) -> ServiceResult<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("mosaic-outbox".to_owned())
+        .spawn(move || {
+            let idle = Duration::from_millis(core.config.reconcile_interval_ms.max(10));
+            while let Some(seq) = core.progress.next_work(idle) {
+                let pass =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.outbox_pass()));
+                match pass {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        core.metrics.incr("mosaic_outbox_pass_failures_total", &[]);
+                        tracing::warn!(error = %e, "outbox pass failed");
+                    }
+                    Err(_) => {
+                        core.metrics.incr("mosaic_outbox_pass_failures_total", &[]);
+                        tracing::error!("outbox pass panicked");
+                    }
+                }
+                // Waiters learn that the pass is over either way; whether
+                // their record became readable they read from the store.
+                core.progress.passed(seq);
+            }
+        })
+        .map_err(|e| ServiceError::Internal(format!("cannot start the outbox worker: {e}")))
+}
+
+impl ServiceCore {
+    /// A read connection pair (waits while all are in use).
+    pub(super) fn reader(&self) -> ServiceResult<Pooled<'_, Inner>> {
+        self.readers.take()
+    }
+
+    /// The write connection pair.
+    pub(super) fn writer(&self) -> ServiceResult<MutexGuard<'_, Inner>> {
+        lock(&self.writer)
+    }
+}
