@@ -165,6 +165,11 @@ pub struct RecallRequest {
     /// Token budget for the context blocks (default 4096).
     #[serde(default)]
     pub token_budget: Option<u64>,
+    /// Also list one decision per candidate in `decisions` (default
+    /// false: the response then carries the selected memories, the
+    /// receipts and `drop_reasons`, the counts per reason).
+    #[serde(default)]
+    pub explain: bool,
     /// Must equal the credential's tenant when present.
     #[serde(default)]
     pub tenant_id: Option<String>,
@@ -182,8 +187,14 @@ pub struct RecallResponse {
     pub blocks: Vec<String>,
     /// Selected record ids, in selection order.
     pub selected_record_ids: Vec<String>,
-    /// One decision per candidate.
+    /// One decision per candidate, when the request asked to `explain`
+    /// (the selection receipt holds them either way).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<MemoryDecision>,
+    /// How many candidates were dropped, by reason (`wrong_tenant`,
+    /// `expired`, `not_relevant`, ...).
+    #[serde(default)]
+    pub drop_reasons: BTreeMap<String, u64>,
     /// The selection receipt.
     pub selection_receipt: MemorySelectionReceipt,
     /// The relevance receipt when a query ranked the candidates.

@@ -56,8 +56,12 @@ pub enum ServiceError {
     /// The credential exceeded its request rate.
     #[error("rate limit exceeded; retry later")]
     RateLimited,
-    /// The request took longer than the configured timeout.
-    #[error("request timed out after {0} ms")]
+    /// The request took longer than the configured timeout. Its work may
+    /// still finish: a proposal replayed with the same proposal id (or the
+    /// same body) returns what was decided.
+    #[error(
+        "request timed out after {0} ms; a write may still complete: replay it (same proposal_id) to learn its outcome"
+    )]
     Timeout(u64),
     /// A required backend is not available in this build or configuration.
     #[error("{0}")]
@@ -120,7 +124,7 @@ impl ServiceError {
             ServiceError::NotFound { .. } => 404,
             ServiceError::Conflict { .. } => 409,
             ServiceError::RateLimited => 429,
-            ServiceError::Timeout(_) => 408,
+            ServiceError::Timeout(_) => 503,
             ServiceError::Unavailable(_) => 503,
             ServiceError::Internal(_) => 500,
         }
@@ -201,7 +205,16 @@ impl From<rusqlite::Error> for ServiceError {
 
 impl From<mosaic_index::IndexError> for ServiceError {
     fn from(err: mosaic_index::IndexError) -> Self {
-        ServiceError::Internal(format!("index: {err}"))
+        match err {
+            // The embedder is down or answered nonsense: the request that
+            // needed it fails alone, without the endpoint's detail.
+            mosaic_index::IndexError::EmbeddingService(_)
+            | mosaic_index::IndexError::BadEmbedding { .. } => ServiceError::Unavailable(
+                "the embedding service is unavailable; retry later (lexical recall works)"
+                    .to_owned(),
+            ),
+            other => ServiceError::Internal(format!("index: {other}")),
+        }
     }
 }
 

@@ -599,7 +599,9 @@ fn explain(
     arguments: Map<String, Value>,
 ) -> ServiceResult<CallToolResult> {
     let arguments: ExplainArguments = decode_arguments(&arguments)?;
-    let request: RecallRequest = decode_arguments(&arguments.scope)?;
+    let mut request: RecallRequest = decode_arguments(&arguments.scope)?;
+    // Explaining needs every candidate's decision.
+    request.explain = true;
     let mut lines = Vec::new();
     let mut structured = Map::new();
     if let Some(record_id) = &arguments.record_id {

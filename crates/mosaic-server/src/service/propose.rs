@@ -117,8 +117,13 @@ impl ServiceCore {
             .into_iter()
             .map(|j| (j.write, (j.decision, j.done)))
             .unzip();
-        self.metrics
-            .observe("mosaic_group_commit_size", &[], writes.len() as f64);
+        // Their ratio is the mean number of proposals per commit.
+        self.metrics.incr("mosaic_group_commits_total", &[]);
+        self.metrics.add(
+            "mosaic_group_commit_proposals_total",
+            &[],
+            writes.len() as u64,
+        );
         // One failing request fails a batch whole: then each runs alone, so
         // only that one gets its error.
         let outcomes: Vec<ServiceResult<WriteOutcome>> = match writer.store.write_batch(&writes) {

@@ -181,7 +181,12 @@ impl ServiceCore {
             context,
             blocks,
             selected_record_ids: selection.receipt.selected_record_ids.clone(),
-            decisions: selection.receipt.decisions.clone(),
+            decisions: if request.explain {
+                selection.receipt.decisions.clone()
+            } else {
+                Vec::new()
+            },
+            drop_reasons: drop_reasons(&selection.receipt.decisions),
             selection_receipt: selection.receipt,
             relevance_receipt: relevance,
             context_report: report,
@@ -288,4 +293,22 @@ impl ServiceCore {
             })
             .collect())
     }
+}
+
+/// Dropped candidates counted by reason, named as the API names them.
+fn drop_reasons(
+    decisions: &[mosaic_harness::memory_scope::MemoryDecision],
+) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for decision in decisions {
+        if let mosaic_harness::memory_scope::DecisionOutcome::Dropped { reason } = &decision.outcome
+        {
+            let name = serde_json::to_value(reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| format!("{reason:?}"));
+            *counts.entry(name).or_insert(0) += 1;
+        }
+    }
+    counts
 }

@@ -244,7 +244,13 @@ pub(crate) struct FakeEndpoint {
     pub(crate) url: String,
     pub(crate) seen: Arc<Mutex<Vec<(String, String)>>>,
     pub(crate) up: Arc<AtomicBool>,
+    /// While true the endpoint hangs: it holds each request for
+    /// [`HANG`] and then closes the connection without an answer.
+    pub(crate) hang: Arc<AtomicBool>,
 }
+
+/// How long a hanging [`FakeEndpoint`] holds a request.
+pub(crate) const HANG: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub(crate) fn fake_vector(text: &str) -> Vec<f32> {
     let text = text.to_lowercase();
@@ -271,6 +277,8 @@ pub(crate) fn fake_endpoint() -> FakeEndpoint {
     let log = seen.clone();
     let up = Arc::new(AtomicBool::new(true));
     let serving = up.clone();
+    let hang = Arc::new(AtomicBool::new(false));
+    let hanging = hang.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
@@ -291,6 +299,13 @@ pub(crate) fn fake_endpoint() -> FakeEndpoint {
             }
             let mut body = vec![0u8; length];
             if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            if hanging.load(Ordering::SeqCst) {
+                std::thread::spawn(move || {
+                    std::thread::sleep(HANG);
+                    drop(stream);
+                });
                 continue;
             }
             if !serving.load(Ordering::SeqCst) {
@@ -323,6 +338,7 @@ pub(crate) fn fake_endpoint() -> FakeEndpoint {
         url: format!("http://{addr}/v1"),
         seen,
         up,
+        hang,
     }
 }
 

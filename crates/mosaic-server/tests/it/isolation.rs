@@ -88,9 +88,9 @@ async fn no_endpoint_returns_another_tenants_or_principals_data() {
         let key = Some(p.key.as_str());
         // Recall, with and without a query, with and without the run.
         for body in [
-            json!({}),
-            json!({"query": "green tea morning"}),
-            json!({"query": "deploy window", "run_id": format!("run-{}", p.principal), "max_records": 50}),
+            json!({"explain": true}),
+            json!({"query": "green tea morning", "explain": true}),
+            json!({"query": "deploy window", "run_id": format!("run-{}", p.principal), "max_records": 50, "explain": true}),
         ] {
             let (status, r) = send(&w.router, "POST", "/v1/recall", key, Some(body.clone())).await;
             assert_eq!(status, StatusCode::OK, "{r}");

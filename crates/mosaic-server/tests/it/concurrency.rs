@@ -1,0 +1,173 @@
+//! The service without a global lock: proposals from many threads share
+//! commits and are readable when they are answered; authentication, health
+//! and lexical reads answer while the embedder hangs, and only the requests
+//! that need it fail, with 503 and no internal detail.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mosaic_index::RetrievalMode;
+use mosaic_server::ServiceError;
+use mosaic_server::api::RecallRequest;
+use mosaic_server::embedder::EmbedderKind;
+use mosaic_server::examples::workspace_fact;
+
+use crate::common::{WORKSPACE, world, world_with};
+use crate::embedder::{HANG, fake_endpoint};
+
+fn counter(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn proposals_from_many_threads_share_commits_and_answer_readable() {
+    let w = world();
+    let threads = 8;
+    let per_thread = 25;
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let service = w.service.clone();
+        let key = w.principals[t % w.principals.len()].key.clone();
+        handles.push(std::thread::spawn(move || {
+            let credential = service.authenticate(Some(&key)).expect("key");
+            (0..per_thread)
+                .map(|i| {
+                    let fact = workspace_fact(
+                        &format!("t{t}-{i}"),
+                        WORKSPACE,
+                        &format!("deploy note {t} {i}: the window moved to {i} o'clock."),
+                    );
+                    service.propose(&credential, &fact).expect("propose")
+                })
+                .collect::<Vec<_>>()
+        }));
+    }
+    let mut record_ids = std::collections::BTreeSet::new();
+    for handle in handles {
+        for response in handle.join().expect("thread") {
+            assert_eq!(response.decision, "accepted", "{:?}", response.violations);
+            assert!(
+                response.readable,
+                "an accepted proposal is answered once readable"
+            );
+            record_ids.insert(response.record_id);
+        }
+    }
+    assert_eq!(record_ids.len(), threads * per_thread);
+    // Every answered record is readable through a fresh recall at once.
+    let principal = &w.principals[0];
+    let recalled = w
+        .service
+        .recall(
+            &principal.credential,
+            &RecallRequest {
+                workspace_id: Some(WORKSPACE.to_owned()),
+                query: Some("deploy note window".to_owned()),
+                max_records: Some(5),
+                ..RecallRequest::default()
+            },
+        )
+        .expect("recall");
+    assert_eq!(recalled.selected_record_ids.len(), 5);
+    // Without `explain` the response counts drops instead of listing one
+    // decision per candidate.
+    assert!(recalled.decisions.is_empty());
+    assert!(recalled.drop_reasons.values().sum::<u64>() > 0);
+    let metrics = w.service.metrics().render();
+    let commits = counter(&metrics, "mosaic_group_commits_total");
+    let proposals = counter(&metrics, "mosaic_group_commit_proposals_total");
+    assert_eq!(proposals, (threads * per_thread) as u64);
+    assert!(
+        commits < proposals,
+        "concurrent proposals share commits ({commits} commits for {proposals} proposals)"
+    );
+}
+
+#[test]
+fn a_hanging_embedder_stalls_only_the_requests_that_need_it() {
+    let endpoint = fake_endpoint();
+    let url = endpoint.url.clone();
+    let w = world_with(move |c| {
+        c.embedder = EmbedderKind::Http;
+        c.embedder_url = Some(url);
+        c.embedder_model = Some("fake-embed".to_owned());
+        c.embedding_dim = 8;
+        c.index_wait_ms = 200;
+    });
+    let principal = &w.principals[0];
+    let key = principal.key.clone();
+    endpoint.hang.store(true, Ordering::SeqCst);
+    // The proposal commits; its vector publication hangs in the outbox
+    // worker, so the answer comes after the bounded wait, not readable yet.
+    let started = Instant::now();
+    let credential = w.service.authenticate(Some(&key)).expect("key");
+    let response = w
+        .service
+        .propose(
+            &credential,
+            &workspace_fact("hang", WORKSPACE, "the pager rotation starts on monday."),
+        )
+        .expect("propose");
+    assert_eq!(response.decision, "accepted");
+    assert!(!response.readable);
+    assert!(
+        started.elapsed() < HANG,
+        "the proposal waited for the embedder"
+    );
+    // Meanwhile (the worker still hangs): authentication, health and a
+    // lexical recall answer at once.
+    let started = Instant::now();
+    w.service.authenticate(Some(&key)).expect("authenticate");
+    w.service.health().expect("health");
+    w.service
+        .recall(
+            &credential,
+            &RecallRequest {
+                workspace_id: Some(WORKSPACE.to_owned()),
+                query: Some("pager rotation".to_owned()),
+                mode: Some(RetrievalMode::Lexical),
+                ..RecallRequest::default()
+            },
+        )
+        .expect("lexical recall");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "reads waited for the hung embedder ({:?})",
+        started.elapsed()
+    );
+    // A hybrid recall needs the embedder: it fails alone, as 503, and says
+    // nothing of the endpoint.
+    let failed = w
+        .service
+        .recall(
+            &credential,
+            &RecallRequest {
+                workspace_id: Some(WORKSPACE.to_owned()),
+                query: Some("pager rotation".to_owned()),
+                ..RecallRequest::default()
+            },
+        )
+        .expect_err("the query cannot be embedded");
+    assert!(matches!(failed, ServiceError::Unavailable(_)), "{failed:?}");
+    assert_eq!(failed.status(), 503);
+    assert!(!failed.to_string().contains("127.0.0.1"), "{failed}");
+    // The endpoint recovers: the next pass publishes the record.
+    endpoint.hang.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        w.service.reconcile().expect("reconcile");
+        let state = w
+            .service
+            .get_memory(&credential, &response.record_id)
+            .expect("get")
+            .state;
+        if state == "active" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never published: {state}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
