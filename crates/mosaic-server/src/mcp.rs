@@ -305,7 +305,8 @@ fn scope_properties() -> Map<String, Value> {
         "max_records": {"type": "integer", "minimum": 0, "description": "Most memories to select (default 10)."},
         "claim_keys": {"type": "array", "items": {"type": "string"}, "description": "Structured claim keys to match exactly."},
         "mode": {"type": "string", "enum": ["lexical", "vector", "hybrid"], "description": "Retrieval mode (default hybrid)."},
-        "token_budget": {"type": "integer", "minimum": 0, "description": "Token budget for the recalled blocks (default 4096)."}
+        "token_budget": {"type": "integer", "minimum": 0, "description": "Token budget for the recalled blocks (default 4096)."},
+        "explain": {"type": "boolean", "description": "Also list every candidate's decision (default false: counts per drop reason)."}
     });
     match properties {
         Value::Object(map) => map,

@@ -4,6 +4,7 @@ mod common;
 mod embedders;
 mod funnel;
 mod hygiene;
+mod journal;
 mod lexical;
 mod outbox;
 mod prepared;
