@@ -1,7 +1,8 @@
 //! An append-only journal per index target: persistence whose cost per
 //! change does not grow with the index.
 //!
-//! A target is persisted as its last snapshot ([`TargetSnapshot`], plus the
+//! A target is persisted as its last snapshot
+//! ([`TargetSnapshot`](crate::TargetSnapshot), plus the
 //! [`EmbeddingSnapshot`](crate::vector::EmbeddingSnapshot) for the vector
 //! target) and the journal of what was applied since. Each applied
 //! publication or tombstone is appended as one checksummed record, so the
