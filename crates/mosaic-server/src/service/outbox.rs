@@ -21,7 +21,7 @@ impl ServiceCore {
                 }
             }
         }
-        self.save_if_due(true)?;
+        self.save_if_due(false)?;
         Ok(report)
     }
 
@@ -82,7 +82,11 @@ impl ServiceCore {
                 match index_target(&mut ix, target).tombstone(&id, generation.max(floor)) {
                     Ok(_) => {
                         report.ghosts_removed += 1;
-                        changed.note(target, &id);
+                        let delivery = IndexDelivery::Tombstone {
+                            record_id: id.clone(),
+                            generation: generation.max(floor),
+                        };
+                        changed.applied(&ix, target, &delivery);
                     }
                     Err(_) => report.failures += 1,
                 }
@@ -99,16 +103,15 @@ impl ServiceCore {
                 match index_target(&mut ix, target).publish(&message) {
                     Ok(_) => {
                         report.republished += 1;
-                        changed.note(target, id);
+                        changed.applied(&ix, target, &IndexDelivery::Publish(message));
                     }
                     Err(_) => report.failures += 1,
                 }
             }
         }
-        let entries = changed.entries(&ix);
         drop(ix);
         drop(inner);
-        self.persist_changes(entries)?;
+        self.persist_changes(changed)?;
         self.metrics.add(
             "mosaic_reconcile_ghosts_removed_total",
             &[],
@@ -238,7 +241,7 @@ impl ServiceCore {
                     }
                     continue;
                 }
-                changed.note(target, &task.record_id);
+                changed.applied(&ix, target, delivery);
                 if fault == OutboxFault::ApplyWithoutAck {
                     continue;
                 }
@@ -255,20 +258,15 @@ impl ServiceCore {
                 for old in f.stale(target) {
                     // A stale copy is refused by the fence or is a
                     // duplicate; either way nothing is acknowledged.
-                    let id = match &old {
-                        IndexDelivery::Publish(m) => m.record_id.clone(),
-                        IndexDelivery::Tombstone { record_id, .. } => record_id.clone(),
-                    };
                     if deliver(&mut ix, target, &old, None).is_ok() {
-                        changed.note(target, &id);
+                        changed.applied(&ix, target, &old);
                     }
                 }
             }
         }
         // The changes are saved before they are acknowledged, so a target
         // never acknowledges what a restart would not find.
-        let entries = changed.entries(&self.read_indexes());
-        self.persist_changes(entries)?;
+        self.persist_changes(changed)?;
         let rows: Vec<IndexAck> = acks.iter().map(|(ack, _)| ack.clone()).collect();
         let results = self
             .writer()?

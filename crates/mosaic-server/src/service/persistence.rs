@@ -1,31 +1,77 @@
 //! Index persistence: snapshots, saved embeddings, load at startup and rebuild from the store.
 
+use mosaic_index::journal::write_durably;
+use mosaic_index::{IndexJournal, JournalEntry, JournalHeader, apply_to_lexical, apply_to_vector};
+
 use super::*;
 
-/// What the service has saved of its in-process indexes.
+/// What the service keeps of its in-process indexes between snapshots: an
+/// append-only journal per target (`index/<target>.journal`), so the bytes
+/// written per accepted record do not depend on how many records exist.
+/// A snapshot is rewritten only when a journal has grown past the last
+/// snapshot's size (amortised constant bytes per record), when it holds a
+/// tombstone (erased text leaves the files within a reconcile interval),
+/// and at shutdown; never on a request's path.
 #[derive(Default)]
 pub(in crate::service) struct Persist {
-    /// Changes applied since the last save.
+    /// The journals, when this process holds them (another process on the
+    /// same data directory holds them first: this one then saves whole
+    /// snapshots, as before journals).
+    journals: Option<Journals>,
+    /// Changes applied since the last save (for the snapshot-only mode).
     dirty: bool,
+    /// Bytes of the last snapshot written (both targets and embeddings).
+    snapshot_bytes: u64,
+    /// Bytes appended to the journals since the last snapshot.
+    appended_bytes: u64,
 }
 
-/// The records an outbox pass (or a repair) changed, per target: what
-/// persistence must save.
+pub(in crate::service) struct Journals {
+    lexical: IndexJournal,
+    vector: IndexJournal,
+}
+
+/// The journal entries of an outbox pass (or a repair), per target, in the
+/// order the index applied them.
 #[derive(Default)]
 pub(in crate::service) struct Changes {
-    ids: BTreeSet<(&'static str, String)>,
+    entries: Vec<(&'static str, JournalEntry)>,
 }
 
 impl Changes {
-    pub(in crate::service) fn note(&mut self, target: &'static str, record_id: &str) {
-        self.ids.insert((target, record_id.to_owned()));
+    /// Notes a delivery `ix` applied to `target` (read back from the index,
+    /// so the vector journaled is the one it stored).
+    pub(in crate::service) fn applied(
+        &mut self,
+        ix: &Indexes,
+        target: &'static str,
+        delivery: &IndexDelivery,
+    ) {
+        if ix.pg.is_some() {
+            return;
+        }
+        let entry = match delivery {
+            IndexDelivery::Publish(message) => JournalEntry::Publish {
+                message: message.clone(),
+                vector: (target == VECTOR_TARGET)
+                    .then(|| ix.retriever.vector.vector_of(&message.record_id))
+                    .flatten()
+                    .map(<[f32]>::to_vec),
+            },
+            IndexDelivery::Tombstone {
+                record_id,
+                generation,
+            } => JournalEntry::Tombstone {
+                record_id: record_id.clone(),
+                generation: *generation,
+            },
+        };
+        self.entries.push((target, entry));
     }
+}
 
-    /// The changed records (read back from the indexes, so what is saved
-    /// is what the index holds).
-    pub(in crate::service) fn entries(&self, _ix: &Indexes) -> Vec<(&'static str, String)> {
-        self.ids.iter().cloned().collect()
-    }
+fn journal_path(data_dir: &Path, target: &str) -> PathBuf {
+    data_dir.join("index").join(format!("{target}.journal"))
 }
 
 impl ServiceCore {
@@ -36,48 +82,142 @@ impl ServiceCore {
             .join(format!("{target}.json"))
     }
 
-    /// Saves what changed (the interim: marks the indexes for the next
-    /// snapshot).
-    pub(super) fn persist_changes(
-        &self,
-        changes: Vec<(&'static str, String)>,
-    ) -> ServiceResult<()> {
-        if !changes.is_empty() {
-            lock(&self.persist)?.dirty = true;
-        }
-        Ok(())
-    }
-
-    /// Writes the snapshots when anything changed since the last save.
-    pub(super) fn save_if_due(&self, _force: bool) -> ServiceResult<()> {
-        let mut persist = lock(&self.persist)?;
-        if !persist.dirty {
+    /// Appends what an outbox pass changed to the journals (one write per
+    /// target, no sync: the indexes are derived, and what a power cut loses
+    /// the startup check finds and publishes again).
+    pub(super) fn persist_changes(&self, changes: Changes) -> ServiceResult<()> {
+        if changes.entries.is_empty() {
             return Ok(());
         }
-        self.save_indexes()?;
-        persist.dirty = false;
+        let mut persist = lock(&self.persist)?;
+        let Some(journals) = persist.journals.as_mut() else {
+            persist.dirty = true;
+            return Ok(());
+        };
+        let (lexical, vector): (Vec<_>, Vec<_>) = changes
+            .entries
+            .into_iter()
+            .partition(|(target, _)| *target != VECTOR_TARGET);
+        let lexical: Vec<JournalEntry> = lexical.into_iter().map(|(_, e)| e).collect();
+        let vector: Vec<JournalEntry> = vector.into_iter().map(|(_, e)| e).collect();
+        let mut written = 0;
+        if !lexical.is_empty() {
+            written += journals.lexical.append(&lexical)?;
+        }
+        if !vector.is_empty() {
+            written += journals.vector.append(&vector)?;
+        }
+        persist.appended_bytes += written;
+        self.metrics
+            .add("mosaic_index_journal_bytes_total", &[], written);
         Ok(())
     }
 
-    /// Writes both snapshots and the saved embeddings. The snapshots are
-    /// taken under the read lock; the files are written without it.
-    pub(super) fn save_indexes(&self) -> ServiceResult<()> {
+    /// Writes fresh snapshots when the journals call for it (grown past
+    /// the last snapshot, or holding a tombstone) or when `force`d, then
+    /// drops the journal entries the snapshots hold.
+    pub(super) fn save_if_due(&self, force: bool) -> ServiceResult<()> {
+        let (marks,) = {
+            let persist = lock(&self.persist)?;
+            let due = match &persist.journals {
+                Some(j) => {
+                    force && (j.lexical.entries() + j.vector.entries() > 0)
+                        || j.lexical.tombstones() + j.vector.tombstones() > 0
+                        || persist.appended_bytes > persist.snapshot_bytes.max(1 << 20)
+                }
+                None => persist.dirty,
+            };
+            if !due {
+                return Ok(());
+            }
+            // Every entry up to these marks is already in the indexes, so
+            // the snapshots taken after hold them.
+            (persist
+                .journals
+                .as_ref()
+                .map(|j| (j.lexical.mark(), j.vector.mark())),)
+        };
+        let bytes = self.save_indexes()?;
+        let mut persist = lock(&self.persist)?;
+        persist.snapshot_bytes = bytes;
+        persist.dirty = false;
+        if let (Some(journals), Some((lexical, vector))) = (persist.journals.as_mut(), marks) {
+            journals.lexical.discard_through(lexical)?;
+            journals.vector.discard_through(vector)?;
+            persist.appended_bytes = journals.lexical.len_bytes() + journals.vector.len_bytes();
+        }
+        Ok(())
+    }
+
+    /// Writes both snapshots and the saved embeddings durably (temporary
+    /// file, sync, rename); returns their size. The snapshots are taken
+    /// under the read lock; the files are written without it.
+    pub(super) fn save_indexes(&self) -> ServiceResult<u64> {
         let (lexical, vector, embeddings) = {
             let ix = self.read_indexes();
             if ix.pg.is_some() {
                 // The indexes live in PostgreSQL: nothing to snapshot.
-                return Ok(());
+                return Ok(0);
             }
             (
-                ix.retriever.lexical.snapshot(),
-                ix.retriever.vector.snapshot(),
-                ix.retriever.vector.embedding_snapshot(),
+                ix.retriever.lexical.snapshot().to_bytes()?,
+                ix.retriever.vector.snapshot().to_bytes()?,
+                ix.retriever.vector.embedding_snapshot().to_bytes()?,
             )
         };
-        lexical.save(&self.index_path("lexical"))?;
-        vector.save(&self.index_path("vector"))?;
-        embeddings.save(&self.embeddings_path())?;
-        self.save_embedder_identity()
+        write_durably(&self.index_path("lexical"), &lexical)?;
+        write_durably(&self.index_path("vector"), &vector)?;
+        write_durably(&self.embeddings_path(), &embeddings)?;
+        self.save_embedder_identity()?;
+        Ok((lexical.len() + vector.len() + embeddings.len()) as u64)
+    }
+
+    /// Opens the journals (replaying them into the restored indexes when
+    /// `replay`); `false` when an entry cannot be replayed (the caller
+    /// rebuilds). Another process holding them leaves this one without.
+    fn open_journals(&self, replay: bool) -> ServiceResult<bool> {
+        let mut ix = self.write_indexes();
+        let headers = (
+            JournalHeader::for_lexical(&ix.retriever.lexical),
+            JournalHeader::for_vector(&ix.retriever.vector),
+        );
+        let data_dir = &self.config.data_dir;
+        let open = |target: &str, header: JournalHeader| {
+            let path = journal_path(data_dir, target);
+            match IndexJournal::open(&path, header.clone()) {
+                Err(e) if path.exists() && !e.to_string().contains("open elsewhere") => {
+                    // Another embedder's, or not a journal: what it held is
+                    // rebuilt from the store.
+                    let _ = std::fs::remove_file(&path);
+                    IndexJournal::open(&path, header).map(|(j, _)| (j, Vec::new(), false))
+                }
+                other => other.map(|(j, entries)| (j, entries, true)),
+            }
+        };
+        let (lexical, vector) = match (open("lexical", headers.0), open("vector", headers.1)) {
+            (Ok(l), Ok(v)) => (l, v),
+            (l, v) => {
+                let problem = l
+                    .err()
+                    .or(v.err())
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                tracing::warn!(%problem, "index journals unavailable; saving whole snapshots");
+                return Ok(true);
+            }
+        };
+        let mut intact = lexical.2 && vector.2;
+        if replay {
+            intact &= apply_to_lexical(&mut ix.retriever.lexical, &lexical.1).is_ok()
+                && apply_to_vector(&mut ix.retriever.vector, &vector.1).is_ok();
+        }
+        let mut persist = lock(&self.persist)?;
+        persist.appended_bytes = lexical.0.len_bytes() + vector.0.len_bytes();
+        persist.journals = Some(Journals {
+            lexical: lexical.0,
+            vector: vector.0,
+        });
+        Ok(intact)
     }
 
     /// The vectors of the vector snapshot's live records (a restart
@@ -98,9 +238,7 @@ impl ServiceCore {
     /// Saves the index snapshots now (also done by reconcile when dirty).
     pub fn flush(&self) -> ServiceResult<()> {
         let _pass = lock(&self.pass)?;
-        self.save_indexes()?;
-        lock(&self.persist)?.dirty = false;
-        Ok(())
+        self.save_if_due(true)
     }
 
     /// Loads saved snapshots (when both decode), then rebuilds from the
@@ -132,14 +270,16 @@ impl ServiceCore {
                     .restore_with_embeddings(&vector, embeddings.as_ref())
                     .is_ok()
             {
-                // Lock order: a reader before the indexes, never after.
-                let mut reader = self.reader()?;
-                let mut ix = self.write_indexes();
-                ix.retriever = retriever;
-                let problems = index_problems(&mut reader, &mut ix)?;
-                if problems.is_empty() {
-                    self.save_embedder_identity()?;
-                    return Ok(None);
+                self.write_indexes().retriever = retriever;
+                if self.open_journals(true)? {
+                    // Lock order: a reader before the indexes, never after.
+                    let mut reader = self.reader()?;
+                    let problems = index_problems(&mut reader, &mut self.write_indexes())?;
+                    drop(reader);
+                    if problems.is_empty() {
+                        self.save_embedder_identity()?;
+                        return Ok(None);
+                    }
                 }
             }
         }
@@ -220,8 +360,19 @@ impl ServiceCore {
         retriever.vector.rebuild_from(&vector)?;
         drop(inner);
         self.write_indexes().retriever = retriever;
-        self.save_indexes()?;
-        lock(&self.persist)?.dirty = false;
+        let bytes = self.save_indexes()?;
+        if lock(&self.persist)?.journals.is_none() {
+            self.open_journals(false)?;
+        }
+        let mut persist = lock(&self.persist)?;
+        persist.snapshot_bytes = bytes;
+        persist.dirty = false;
+        persist.appended_bytes = 0;
+        if let Some(journals) = persist.journals.as_mut() {
+            // The rebuilt snapshot holds everything: the journals restart.
+            journals.lexical.reset()?;
+            journals.vector.reset()?;
+        }
         Ok(report)
     }
 }

@@ -16,6 +16,7 @@ mod lifecycle;
 mod load;
 mod mcp;
 mod openapi;
+mod persistence;
 mod postgres;
 mod reconcile;
 mod review;

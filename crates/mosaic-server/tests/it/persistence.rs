@@ -1,0 +1,102 @@
+//! Incremental index persistence: each accepted record appends a bounded
+//! number of bytes to the index journals, whatever the store holds; a
+//! revocation rewrites the snapshots so the erased text leaves the index
+//! files; a restart replays the journals without a rebuild.
+
+use std::sync::Arc;
+
+use mosaic_server::api::{RecallRequest, RevokeRequest};
+use mosaic_server::examples::workspace_fact;
+use mosaic_server::{Service, ServiceError};
+
+use crate::common::{WORKSPACE, World, config, world};
+
+fn journal_bytes(dir: &std::path::Path) -> u64 {
+    ["lexical", "vector"]
+        .iter()
+        .map(|t| {
+            std::fs::metadata(dir.join("data/index").join(format!("{t}.journal")))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+fn index_files_contain(dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut hits = Vec::new();
+    for entry in std::fs::read_dir(dir.join("data/index")).expect("index dir") {
+        let path = entry.expect("entry").path();
+        let bytes = std::fs::read(&path).expect("read");
+        if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+            hits.push(path.display().to_string());
+        }
+    }
+    hits
+}
+
+#[test]
+fn journals_grow_per_record_not_per_store_size_and_survive_a_restart() -> Result<(), ServiceError> {
+    let World {
+        _dir: dir,
+        service,
+        router,
+        principals,
+        ..
+    } = world();
+    drop(router);
+    let service = Arc::into_inner(service).expect("sole owner");
+    let credential = principals[0].credential.clone();
+    let propose = |service: &Service, i: usize| -> Result<String, ServiceError> {
+        let fact = workspace_fact(
+            &format!("n{i:05}"),
+            WORKSPACE,
+            &format!("note {i:05}: the kettle descaling is due on day {i:05}."),
+        );
+        let response = service.propose(&credential, &fact)?;
+        assert!(response.readable, "{:?}", response.violations);
+        Ok(response.record_id)
+    };
+    // Bytes appended for 20 records at 20 stored, then at 300 stored.
+    let mut ids = Vec::new();
+    let before = journal_bytes(dir.path());
+    for i in 0..20 {
+        ids.push(propose(&service, i)?);
+    }
+    let first = journal_bytes(dir.path()) - before;
+    for i in 20..280 {
+        ids.push(propose(&service, i)?);
+    }
+    let before = journal_bytes(dir.path());
+    for i in 280..300 {
+        ids.push(propose(&service, i)?);
+    }
+    let last = journal_bytes(dir.path()) - before;
+    assert!(first > 0, "the journals were not written");
+    assert_eq!(
+        first, last,
+        "bytes per record depend on the store size ({first} at 20 records, {last} at 300)"
+    );
+    // A revocation: after reconcile no index file holds the text.
+    let gone = "note 00007: the kettle descaling is due on day 00007.";
+    assert!(!index_files_contain(dir.path(), gone).is_empty());
+    service.revoke(&credential, &ids[7], &RevokeRequest::default())?;
+    service.reconcile()?;
+    assert_eq!(index_files_contain(dir.path(), gone), Vec::<String>::new());
+    // A restart replays the journals: every live record is recalled and
+    // the index agrees with the store.
+    drop(service);
+    let (service, _) = Service::open(config(dir.path()))?;
+    let credential = service.authenticate(Some(&principals[0].key))?;
+    let recalled = service.recall(
+        &credential,
+        &RecallRequest {
+            workspace_id: Some(WORKSPACE.to_owned()),
+            query: Some("note 00299 kettle".to_owned()),
+            max_records: Some(3),
+            ..RecallRequest::default()
+        },
+    )?;
+    assert_eq!(recalled.selected_record_ids.first(), Some(&ids[299]));
+    assert_eq!(service.doctor()?, Vec::<(String, String)>::new());
+    Ok(())
+}
