@@ -3,6 +3,9 @@
 use super::persistence::Changes;
 use super::*;
 
+/// One text's embedding, or why it has none.
+type Embedded = Result<Vec<f32>, IndexError>;
+
 impl ServiceCore {
     // ------------------------------------------------------------ outbox, indexes
 
@@ -325,7 +328,7 @@ impl ServiceCore {
         &self,
         target: &str,
         deliveries: &[(OutboxTask, IndexDelivery)],
-    ) -> Option<Vec<Option<Result<Vec<f32>, IndexError>>>> {
+    ) -> Option<Vec<Option<Embedded>>> {
         if target != VECTOR_TARGET || self.config.postgres.is_some() {
             return None;
         }
