@@ -55,6 +55,29 @@ pub fn check_embedding(v: &[f32], dim: usize) -> Result<(), IndexError> {
     Ok(())
 }
 
+/// Embeds `texts` in one batch and checks each vector's dimension and
+/// finiteness: one result per text, in order. A failed call, or an answer
+/// with the wrong number of vectors, fails every text.
+pub fn embed_checked(embedder: &dyn Embedder, texts: &[&str]) -> Vec<Result<Vec<f32>, IndexError>> {
+    let dim = embedder.dimension();
+    match embedder.embed_batch(texts) {
+        Ok(vectors) if vectors.len() == texts.len() => vectors
+            .into_iter()
+            .map(|v| check_embedding(&v, dim).map(|()| v))
+            .collect(),
+        Ok(vectors) => texts
+            .iter()
+            .map(|_| {
+                Err(IndexError::BadEmbedding {
+                    expected: texts.len(),
+                    actual: vectors.len(),
+                })
+            })
+            .collect(),
+        Err(e) => texts.iter().map(|_| Err(e.clone())).collect(),
+    }
+}
+
 fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
     for b in bytes {

@@ -114,6 +114,10 @@ pub enum IndexError {
     /// bound to another target or embedder.
     #[error("journal: {0}")]
     Journal(String),
+    /// The journal's lock is held by another open journal (another
+    /// process, or another handle in this one).
+    #[error("journal {0} is open elsewhere")]
+    JournalLocked(String),
     /// The relevance stage refused the ranking.
     #[error("relevance: {0}")]
     Relevance(#[from] mosaic_harness::memory_scope::RelevanceError),

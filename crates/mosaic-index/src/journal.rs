@@ -479,10 +479,9 @@ fn open_locked(path: &Path) -> Result<File, IndexError> {
         .map_err(|e| io_error(path, "cannot open journal", &e))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(IndexError::Journal(format!(
-            "journal {} is open elsewhere",
-            path.display()
-        ))),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(IndexError::JournalLocked(path.display().to_string()))
+        }
         // A file system without locks: proceed unguarded.
         Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
             Ok(file)

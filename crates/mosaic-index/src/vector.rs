@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::ann::{AnnConfig, AnnIndex, SearchPlan};
-use crate::embed::{Embedder, check_embedding};
+use crate::embed::{Embedder, check_embedding, embed_checked};
 use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::lexical::{Hit, sort_hits};
@@ -28,22 +28,7 @@ impl Backend for VectorBackend {
 
     fn prepare(&self, entries: &[&LiveEntry]) -> Vec<Result<Vec<f32>, IndexError>> {
         let texts: Vec<&str> = entries.iter().map(|e| e.text.as_str()).collect();
-        match self.embedder.embed_batch(&texts) {
-            Ok(vectors) if vectors.len() == texts.len() => vectors
-                .into_iter()
-                .map(|v| check_embedding(&v, self.ann.dim()).map(|()| v))
-                .collect(),
-            Ok(vectors) => texts
-                .iter()
-                .map(|_| {
-                    Err(IndexError::BadEmbedding {
-                        expected: texts.len(),
-                        actual: vectors.len(),
-                    })
-                })
-                .collect(),
-            Err(e) => texts.iter().map(|_| Err(e.clone())).collect(),
-        }
+        embed_checked(self.embedder.as_ref(), &texts)
     }
 
     fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: Vec<f32>) {

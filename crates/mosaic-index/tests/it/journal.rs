@@ -630,6 +630,7 @@ fn a_journal_of_another_target_embedder_or_dimension_is_refused_untouched() {
     let (_open, _) = IndexJournal::open(&path, vector_header()).unwrap();
     let err = IndexJournal::open(&path, vector_header()).err().unwrap();
     assert!(err.to_string().contains("open elsewhere"), "{err}");
+    assert!(matches!(err, IndexError::JournalLocked(_)), "{err:?}");
 }
 
 #[test]

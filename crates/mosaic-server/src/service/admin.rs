@@ -170,7 +170,6 @@ impl ServiceCore {
             }
         }
         drop(inner);
-        self.progress.commit();
         self.outbox_pass()?;
         if report.lines == 0 || report.errors.len() == report.lines {
             return Err(ServiceError::bad_request(
@@ -618,7 +617,7 @@ impl ServiceCore {
         if let Some(accepted) = receipt.body.new_proposal_accepted {
             record_decision(
                 &inner.catalog,
-                &propose::Decision::of(&tenant, &principal, &proposal, &prepared),
+                &propose::Decision::of(&tenant, &principal, &proposal, &prepared)?,
                 accepted,
             )?;
             self.metrics.incr(
@@ -627,7 +626,6 @@ impl ServiceCore {
             );
         }
         drop(inner);
-        self.progress.commit();
         self.outbox_pass()?;
         Ok(ReviewReceiptView {
             body: receipt.body,

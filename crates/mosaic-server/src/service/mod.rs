@@ -139,10 +139,16 @@ struct Indexes {
 }
 
 impl Indexes {
+    /// The PostgreSQL targets, or (`None`) the in-process retriever.
+    fn targets(&mut self) -> Result<&mut PgTargets, &mut Retriever> {
+        match self.pg.as_mut() {
+            Some(m) => Ok(m.get_mut().unwrap_or_else(PoisonError::into_inner)),
+            None => Err(&mut self.retriever),
+        }
+    }
+
     fn pg_mut(&mut self) -> Option<&mut PgTargets> {
-        self.pg
-            .as_mut()
-            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner))
+        self.targets().ok()
     }
 }
 
@@ -262,6 +268,8 @@ pub struct ServiceCore {
     group: sync::GroupQueue<propose::GroupJob>,
     /// Incremental persistence of the in-process indexes.
     persist: Mutex<persistence::Persist>,
+    /// One writer of the snapshot files at a time.
+    snapshots: Mutex<()>,
     buckets: Mutex<HashMap<String, Bucket>>,
     clock: Arc<dyn ServiceClock>,
     config: ServerConfig,
@@ -468,6 +476,7 @@ impl Service {
             pass: Mutex::new(()),
             group: sync::GroupQueue::default(),
             persist: Mutex::new(persistence::Persist::default()),
+            snapshots: Mutex::new(()),
             buckets: Mutex::new(HashMap::new()),
             clock,
             metrics: Metrics::default(),
@@ -817,16 +826,11 @@ fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str)
 /// The outbox target named `target` (`lexical` or `vector`): in PostgreSQL
 /// when the service runs on it, in process otherwise.
 fn index_target<'a>(ix: &'a mut Indexes, target: &str) -> &'a mut dyn IndexTarget {
-    match (
-        ix.pg
-            .as_mut()
-            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner)),
-        target,
-    ) {
-        (Some(pg), "lexical") => &mut pg.lexical,
-        (Some(pg), _) => &mut pg.vector,
-        (None, "lexical") => &mut ix.retriever.lexical,
-        (None, _) => &mut ix.retriever.vector,
+    match (ix.targets(), target) {
+        (Ok(pg), "lexical") => &mut pg.lexical,
+        (Ok(pg), _) => &mut pg.vector,
+        (Err(retriever), "lexical") => &mut retriever.lexical,
+        (Err(retriever), _) => &mut retriever.vector,
     }
 }
 
@@ -866,35 +870,16 @@ fn deliver(
 
 /// Whether a record is live in the `target` index.
 fn live_in(ix: &mut Indexes, target: &str, record_id: &str) -> ServiceResult<bool> {
-    let live = match (
-        ix.pg
-            .as_mut()
-            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner)),
-        target,
-    ) {
-        (Some(pg), "lexical") => pg.lexical.live_generation_of(record_id),
-        (Some(pg), _) => pg.vector.live_generation_of(record_id),
-        (None, "lexical") => {
-            return Ok(ix.retriever.lexical.live_generation(record_id).is_some());
-        }
-        (None, _) => return Ok(ix.retriever.vector.live_generation(record_id).is_some()),
-    };
-    live.map(|g| g.is_some())
-        .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
+    Ok(live_generation(ix, target, record_id)?.is_some())
 }
 
 /// The generation a target holds for a record (live or tombstoned), if any.
 fn live_generation(ix: &mut Indexes, target: &str, record_id: &str) -> ServiceResult<Option<u64>> {
-    match (
-        ix.pg
-            .as_mut()
-            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner)),
-        target,
-    ) {
-        (Some(pg), "lexical") => pg.lexical.live_generation_of(record_id),
-        (Some(pg), _) => pg.vector.live_generation_of(record_id),
-        (None, "lexical") => return Ok(ix.retriever.lexical.live_generation(record_id)),
-        (None, _) => return Ok(ix.retriever.vector.live_generation(record_id)),
+    match (ix.targets(), target) {
+        (Ok(pg), "lexical") => pg.lexical.live_generation_of(record_id),
+        (Ok(pg), _) => pg.vector.live_generation_of(record_id),
+        (Err(retriever), "lexical") => return Ok(retriever.lexical.live_generation(record_id)),
+        (Err(retriever), _) => return Ok(retriever.vector.live_generation(record_id)),
     }
     .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
 }

@@ -1,6 +1,9 @@
 //! The outbox worker's passes: publication to the indexes, acknowledgement, reconcile and repair.
 
 use super::persistence::Changes;
+use mosaic_index::embed::embed_checked;
+use mosaic_store::StoredRecord;
+
 use super::*;
 
 /// One text's embedding, or why it has none.
@@ -171,6 +174,8 @@ impl ServiceCore {
         let mut failed_optional: Vec<(String, u64, &str)> = Vec::new();
         let mut acks: Vec<(IndexAck, OutboxOp)> = Vec::new();
         let mut changed = Changes::default();
+        // A record publishes to every target: it is read once per pass.
+        let mut stored_records: HashMap<String, Option<StoredRecord>> = HashMap::new();
         for target in INDEX_TARGETS {
             let deliveries = {
                 let mut reader = self.reader()?;
@@ -188,7 +193,15 @@ impl ServiceCore {
                     let task = &tasks[idx];
                     let delivery = match task.op {
                         OutboxOp::Publish => {
-                            let Some(stored) = reader.store.get_record(&task.record_id)? else {
+                            let stored = match stored_records.get(&task.record_id) {
+                                Some(stored) => stored.clone(),
+                                None => {
+                                    let stored = reader.store.get_record(&task.record_id)?;
+                                    stored_records.insert(task.record_id.clone(), stored.clone());
+                                    stored
+                                }
+                            };
+                            let Some(stored) = stored else {
                                 report.failures += 1;
                                 continue;
                             };
@@ -339,20 +352,7 @@ impl ServiceCore {
                 IndexDelivery::Tombstone { .. } => None,
             })
             .collect();
-        let mut embedded = match self.embedder.embed_batch(&texts) {
-            Ok(vectors) if vectors.len() == texts.len() => vectors.into_iter().map(Ok).collect(),
-            Ok(vectors) => texts
-                .iter()
-                .map(|_| {
-                    Err(IndexError::BadEmbedding {
-                        expected: texts.len(),
-                        actual: vectors.len(),
-                    })
-                })
-                .collect(),
-            Err(e) => texts.iter().map(|_| Err(e.clone())).collect::<Vec<_>>(),
-        }
-        .into_iter();
+        let mut embedded = embed_checked(self.embedder.as_ref(), &texts).into_iter();
         Some(
             deliveries
                 .iter()

@@ -117,7 +117,7 @@ impl ServiceCore {
     /// the last snapshot, or holding a tombstone) or when `force`d, then
     /// drops the journal entries the snapshots hold.
     pub(super) fn save_if_due(&self, force: bool) -> ServiceResult<()> {
-        let (marks,) = {
+        let marks = {
             let persist = lock(&self.persist)?;
             let due = match &persist.journals {
                 Some(j) => {
@@ -132,10 +132,10 @@ impl ServiceCore {
             }
             // Every entry up to these marks is already in the indexes, so
             // the snapshots taken after hold them.
-            (persist
+            persist
                 .journals
                 .as_ref()
-                .map(|j| (j.lexical.mark(), j.vector.mark())),)
+                .map(|j| (j.lexical.mark(), j.vector.mark()))
         };
         let bytes = self.save_indexes()?;
         let mut persist = lock(&self.persist)?;
@@ -153,6 +153,9 @@ impl ServiceCore {
     /// file, sync, rename); returns their size. The snapshots are taken
     /// under the read lock; the files are written without it.
     pub(super) fn save_indexes(&self) -> ServiceResult<u64> {
+        // One writer of the snapshot files at a time (a compaction from the
+        // reconciler may meet a rebuild or a shutdown flush).
+        let _snapshots = lock(&self.snapshots)?;
         let (lexical, vector, embeddings) = {
             let ix = self.read_indexes();
             if ix.pg.is_some() {
@@ -185,7 +188,7 @@ impl ServiceCore {
         let open = |target: &str, header: JournalHeader| {
             let path = journal_path(data_dir, target);
             match IndexJournal::open(&path, header.clone()) {
-                Err(e) if path.exists() && !e.to_string().contains("open elsewhere") => {
+                Err(e) if path.exists() && !matches!(e, IndexError::JournalLocked(_)) => {
                     // Another embedder's, or not a journal: what it held is
                     // rebuilt from the store.
                     let _ = std::fs::remove_file(&path);

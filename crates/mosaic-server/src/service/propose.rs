@@ -1,5 +1,7 @@
 //! Proposals: identity checks, the server's evidence and conflict scan, the store's write transaction.
 
+use mosaic_harness::memory_write::StructuredClaim;
+
 use super::*;
 
 /// One proposal waiting for the writer in the group-commit queue.
@@ -9,14 +11,12 @@ pub(super) struct GroupJob {
     done: std::sync::mpsc::SyncSender<ServiceResult<WriteOutcome>>,
 }
 
-/// What the catalog records of a decided proposal.
+/// What the catalog records of a decided proposal: the proposal row and,
+/// when accepted, the memory row (with its export copy, encoded before
+/// the writer is taken) and the structured claims.
 pub(super) struct Decision {
-    tenant: String,
-    principal: String,
-    request: ProposeRequest,
-    record_id: String,
-    proposal_id: String,
-    now: u64,
+    memory: MemoryRow,
+    claims: Vec<StructuredClaim>,
 }
 
 impl Decision {
@@ -25,15 +25,27 @@ impl Decision {
         principal: &str,
         request: &ProposeRequest,
         prepared: &PreparedWrite,
-    ) -> Self {
-        Decision {
-            tenant: tenant.to_owned(),
-            principal: principal.to_owned(),
-            request: request.clone(),
-            record_id: prepared.record_id.clone(),
-            proposal_id: prepared.proposal_id.clone(),
-            now: prepared.now,
-        }
+    ) -> ServiceResult<Self> {
+        let mut export_copy = request.clone();
+        export_copy.content = String::new();
+        export_copy.record_id = Some(prepared.record_id.clone());
+        export_copy.proposal_id = Some(prepared.proposal_id.clone());
+        let request_json = serde_json::to_string(&export_copy)
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        Ok(Decision {
+            memory: MemoryRow {
+                record_id: prepared.record_id.clone(),
+                proposal_id: prepared.proposal_id.clone(),
+                tenant_id: tenant.to_owned(),
+                writer_principal_id: principal.to_owned(),
+                subject_key: request.subject.key(),
+                subject_principal_id: request.subject.principal_id().map(str::to_owned),
+                kind: request.kind.as_str().to_owned(),
+                created_at_ms: prepared.now,
+                request_json: Some(request_json),
+            },
+            claims: export_copy.claims,
+        })
     }
 }
 
@@ -67,7 +79,7 @@ impl ServiceCore {
         } else {
             let prepared = self.prepare_write(&mut *self.reader()?, tenant, principal, request)?;
             let outcome = self.group_commit(
-                Decision::of(tenant, principal, request, &prepared),
+                Decision::of(tenant, principal, request, &prepared)?,
                 prepared.write.clone(),
             )?;
             self.response_of(prepared, outcome)
@@ -164,7 +176,7 @@ impl ServiceCore {
         let outcome = inner.store.write(&prepared.write)?;
         record_decision(
             &inner.catalog,
-            &Decision::of(tenant, principal, request, &prepared),
+            &Decision::of(tenant, principal, request, &prepared)?,
             outcome.is_accepted(),
         )?;
         Ok(self.response_of(prepared, outcome))
@@ -401,34 +413,18 @@ pub(super) fn record_decision(
     d: &Decision,
     accepted: bool,
 ) -> ServiceResult<()> {
+    let m = &d.memory;
     catalog.insert_proposal(
-        &d.proposal_id,
-        &d.tenant,
-        &d.principal,
-        &d.record_id,
+        &m.proposal_id,
+        &m.tenant_id,
+        &m.writer_principal_id,
+        &m.record_id,
         accepted,
-        d.now,
+        m.created_at_ms,
     )?;
     if accepted {
-        let mut export_copy = d.request.clone();
-        export_copy.content = String::new();
-        export_copy.record_id = Some(d.record_id.clone());
-        export_copy.proposal_id = Some(d.proposal_id.clone());
-        catalog.insert_memory(&MemoryRow {
-            record_id: d.record_id.clone(),
-            proposal_id: d.proposal_id.clone(),
-            tenant_id: d.tenant.clone(),
-            writer_principal_id: d.principal.clone(),
-            subject_key: d.request.subject.key(),
-            subject_principal_id: d.request.subject.principal_id().map(str::to_owned),
-            kind: d.request.kind.as_str().to_owned(),
-            created_at_ms: d.now,
-            request_json: Some(
-                serde_json::to_string(&export_copy)
-                    .map_err(|e| ServiceError::Internal(e.to_string()))?,
-            ),
-        })?;
-        catalog.insert_claims(&d.record_id, &d.tenant, &d.request.claims)?;
+        catalog.insert_memory(m)?;
+        catalog.insert_claims(&m.record_id, &m.tenant_id, &d.claims)?;
     }
     Ok(())
 }

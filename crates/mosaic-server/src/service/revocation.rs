@@ -49,7 +49,6 @@ impl ServiceCore {
             }
         };
         drop(inner);
-        self.progress.commit();
         self.drive_timed(record_id, state, committed)
     }
 
@@ -249,7 +248,6 @@ impl ServiceCore {
             authorization,
             self.now(),
         )?;
-        self.progress.commit();
         let mut revocations = Vec::new();
         for token in withdrawal.revoked {
             let record_id = token.record_id().to_owned();

@@ -20,7 +20,7 @@ use mosaic_server::examples::workspace_fact;
 use mosaic_server::service::{IndexDelivery, OutboxFault, OutboxFaults, VECTOR_EMBEDDINGS_FILE};
 use mosaic_store::OutboxTask;
 
-use crate::common::{WORKSPACE, World, config, world};
+use crate::common::{WORKSPACE, config, world};
 
 /// SplitMix64: a seeded, dependency-free generator.
 struct Rng(u64);
@@ -177,15 +177,7 @@ fn reopen(
 }
 
 fn run_chaos(seed: u64, steps: usize) {
-    let World {
-        _dir: dir,
-        service,
-        router,
-        principals,
-        ..
-    } = world();
-    drop(router);
-    let mut service = Arc::into_inner(service).expect("sole owner");
+    let (dir, mut service, principals) = world().into_service();
     let keys: Vec<String> = principals.iter().map(|p| p.key.clone()).collect();
     let mut credentials: Vec<Credential> =
         principals.iter().map(|p| p.credential.clone()).collect();

@@ -124,6 +124,17 @@ pub fn world_with(adjust: impl FnOnce(&mut ServerConfig)) -> World {
     }
 }
 
+impl World {
+    /// The data directory, the service itself (the router dropped, so the
+    /// test is its sole owner and can stop and reopen it) and the
+    /// principals.
+    pub fn into_service(self) -> (tempfile::TempDir, Service, Vec<Principal>) {
+        drop(self.router);
+        let service = Arc::into_inner(self.service).expect("sole owner");
+        (self._dir, service, self.principals)
+    }
+}
+
 pub fn world() -> World {
     world_with(|_| {})
 }

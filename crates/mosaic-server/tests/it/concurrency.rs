@@ -12,7 +12,10 @@ use mosaic_server::api::RecallRequest;
 use mosaic_server::embedder::EmbedderKind;
 use mosaic_server::examples::workspace_fact;
 
-use crate::common::{WORKSPACE, world, world_with};
+use axum::http::StatusCode;
+use serde_json::json;
+
+use crate::common::{WORKSPACE, error_code, send, world, world_with};
 use crate::embedder::{HANG, fake_endpoint};
 
 fn counter(metrics: &str, name: &str) -> u64 {
@@ -170,4 +173,39 @@ fn a_hanging_embedder_stalls_only_the_requests_that_need_it() {
         assert!(Instant::now() < deadline, "never published: {state}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_times_out_answers_503_and_says_how_to_learn_the_outcome() {
+    let endpoint = fake_endpoint();
+    let url = endpoint.url.clone();
+    let w = world_with(move |c| {
+        c.embedder = EmbedderKind::Http;
+        c.embedder_url = Some(url);
+        c.embedder_model = Some("fake-embed".to_owned());
+        c.embedding_dim = 8;
+        c.request_timeout_ms = 300;
+    });
+    let key = w.principals[0].key.clone();
+    endpoint.hang.store(true, Ordering::SeqCst);
+    // A hybrid recall waits on the hung embedder past the timeout.
+    let (status, body) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&key),
+        Some(json!({"query": "pager rotation"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(error_code(&body), "request_timeout");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("replay")),
+        "{body}"
+    );
+    // Health still answers through the router meanwhile.
+    let (status, _) = send(&w.router, "GET", "/health", None, None).await;
+    assert_eq!(status, StatusCode::OK);
 }

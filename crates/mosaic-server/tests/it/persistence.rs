@@ -3,13 +3,11 @@
 //! revocation rewrites the snapshots so the erased text leaves the index
 //! files; a restart replays the journals without a rebuild.
 
-use std::sync::Arc;
-
 use mosaic_server::api::{RecallRequest, RevokeRequest};
 use mosaic_server::examples::workspace_fact;
 use mosaic_server::{Service, ServiceError};
 
-use crate::common::{WORKSPACE, World, config, world};
+use crate::common::{WORKSPACE, config, world};
 
 fn journal_bytes(dir: &std::path::Path) -> u64 {
     ["lexical", "vector"]
@@ -36,15 +34,7 @@ fn index_files_contain(dir: &std::path::Path, needle: &str) -> Vec<String> {
 
 #[test]
 fn journals_grow_per_record_not_per_store_size_and_survive_a_restart() -> Result<(), ServiceError> {
-    let World {
-        _dir: dir,
-        service,
-        router,
-        principals,
-        ..
-    } = world();
-    drop(router);
-    let service = Arc::into_inner(service).expect("sole owner");
+    let (dir, service, principals) = world().into_service();
     let credential = principals[0].credential.clone();
     let propose = |service: &Service, i: usize| -> Result<String, ServiceError> {
         let fact = workspace_fact(
