@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use mosaic_index::RetrievalMode;
 use mosaic_server::ServiceError;
 use mosaic_server::api::RecallRequest;
-use mosaic_server::embedder::EmbedderKind;
 use mosaic_server::examples::workspace_fact;
 
 use axum::http::StatusCode;
@@ -92,12 +91,8 @@ fn proposals_from_many_threads_share_commits_and_answer_readable() {
 #[test]
 fn a_hanging_embedder_stalls_only_the_requests_that_need_it() {
     let endpoint = fake_endpoint();
-    let url = endpoint.url.clone();
-    let w = world_with(move |c| {
-        c.embedder = EmbedderKind::Http;
-        c.embedder_url = Some(url);
-        c.embedder_model = Some("fake-embed".to_owned());
-        c.embedding_dim = 8;
+    let w = world_with(|c| {
+        endpoint.configure(c);
         c.index_wait_ms = 200;
     });
     let principal = &w.principals[0];
@@ -178,12 +173,8 @@ fn a_hanging_embedder_stalls_only_the_requests_that_need_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_times_out_answers_503_and_says_how_to_learn_the_outcome() {
     let endpoint = fake_endpoint();
-    let url = endpoint.url.clone();
-    let w = world_with(move |c| {
-        c.embedder = EmbedderKind::Http;
-        c.embedder_url = Some(url);
-        c.embedder_model = Some("fake-embed".to_owned());
-        c.embedding_dim = 8;
+    let w = world_with(|c| {
+        endpoint.configure(c);
         c.request_timeout_ms = 300;
     });
     let key = w.principals[0].key.clone();

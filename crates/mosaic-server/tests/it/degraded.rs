@@ -10,7 +10,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use mosaic_index::RetrievalMode;
 use mosaic_server::api::RecallRequest;
-use mosaic_server::embedder::{EmbedderKind, Secret};
 use mosaic_server::examples::workspace_fact;
 use mosaic_server::{Service, VECTOR_TARGET};
 use mosaic_store::audit::AuditKind;
@@ -64,13 +63,8 @@ fn proposed_during_outage(
     postgres: Option<String>,
 ) -> (FakeEndpoint, World, String, String) {
     let endpoint = fake_endpoint();
-    let url = endpoint.url.clone();
-    let w = world_with(move |c| {
-        c.embedder = EmbedderKind::Http;
-        c.embedder_url = Some(url);
-        c.embedder_model = Some("fake-embed".to_owned());
-        c.embedding_dim = 8;
-        c.embedder_api_key = Some(Secret::new("sk-test-key"));
+    let w = world_with(|c| {
+        endpoint.configure(c);
         c.vector_index_optional = vector_index_optional;
         c.postgres = postgres;
     });

@@ -252,6 +252,18 @@ pub(crate) struct FakeEndpoint {
 /// How long a hanging [`FakeEndpoint`] holds a request.
 pub(crate) const HANG: std::time::Duration = std::time::Duration::from_secs(3);
 
+impl FakeEndpoint {
+    /// Points `config` at this endpoint: the http embedder, model
+    /// `fake-embed`, dimension 8, bearer key `sk-test-key`.
+    pub(crate) fn configure(&self, config: &mut mosaic_server::ServerConfig) {
+        config.embedder = EmbedderKind::Http;
+        config.embedder_url = Some(self.url.clone());
+        config.embedder_model = Some("fake-embed".to_owned());
+        config.embedding_dim = 8;
+        config.embedder_api_key = Some(Secret::new("sk-test-key"));
+    }
+}
+
 pub(crate) fn fake_vector(text: &str) -> Vec<f32> {
     let text = text.to_lowercase();
     let axis = if ["escalat", "on-call", "page"]
@@ -345,13 +357,8 @@ pub(crate) fn fake_endpoint() -> FakeEndpoint {
 #[test]
 fn the_http_embedder_is_selected_and_ranks_with_the_endpoints_vectors() {
     let endpoint = fake_endpoint();
-    let url = endpoint.url.clone();
     let w = world_with(|c| {
-        c.embedder = EmbedderKind::Http;
-        c.embedder_url = Some(url);
-        c.embedder_model = Some("fake-embed".to_owned());
-        c.embedding_dim = 8;
-        c.embedder_api_key = Some(Secret::new("sk-test-key"));
+        endpoint.configure(c);
     });
     let key = w.principals[0].key.clone();
     let escalation = propose(
