@@ -65,6 +65,15 @@ pub struct ProposeRequest {
     /// Lossy-summary descriptor.
     #[serde(default)]
     pub summary: Option<SummaryDescriptor>,
+    /// Messages the server captured (`POST
+    /// /v1/conversations/{conversation_id}/messages`) that this memory
+    /// cites as evidence, by id alone: the server adds each as a declared
+    /// source with the digests it computed at capture, and its capture
+    /// verifier judges them (supported iff the content occurs verbatim in
+    /// the captured text, as the built-in verbatim verifier judges). Only
+    /// the credential's principal's own messages can be cited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cites: Vec<CitedMessage>,
     /// Records this one is derived from (each also a declared source).
     #[serde(default)]
     pub derived_from: Vec<String>,
@@ -387,6 +396,13 @@ pub struct PolicyRequest {
     /// Fewest held-out cases a procedure needs (default 20).
     #[serde(default)]
     pub minimum_procedure_eval_cases: Option<u32>,
+    /// What a new value for a structured claim does to the principal's
+    /// own record holding the old one: `newer_wins` (the default) makes
+    /// it history, `review` opens a review case. Not part of the policy
+    /// digest: it decides which supersession the server declares, and the
+    /// gate checks every supersession either way. Unchanged when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_updates: Option<crate::catalog::ClaimUpdates>,
 }
 
 /// Create a tenant.
@@ -804,4 +820,189 @@ pub struct VerifierView {
     pub created_at_unix_ms: u64,
     /// Disabled verifiers vouch for nothing.
     pub disabled: bool,
+}
+
+impl ProposeRequest {
+    /// A proposal of `content` with no evidence and every optional field
+    /// at its default.
+    pub fn new(
+        content: impl Into<String>,
+        kind: MemoryKind,
+        purpose: MemoryPurpose,
+        subject: MemorySubject,
+    ) -> Self {
+        ProposeRequest {
+            content: content.into(),
+            kind,
+            purpose,
+            subject,
+            sources: Vec::new(),
+            source_texts: BTreeMap::new(),
+            judgments: Vec::new(),
+            adjudications: Vec::new(),
+            conflicts: Vec::new(),
+            procedure_evaluation: None,
+            consent_receipt_sha256: None,
+            claims: Vec::new(),
+            summary: None,
+            cites: Vec::new(),
+            derived_from: Vec::new(),
+            supersedes_record_id: None,
+            expected_line_generation: None,
+            record_id: None,
+            proposal_id: None,
+            ttl_ms: None,
+            token_count: None,
+            token_counter_release: None,
+            provenance_sha256: None,
+            writer_release: None,
+            tenant_id: None,
+            principal_id: None,
+        }
+    }
+}
+
+// ------------------------------------------------------------ conversations
+
+/// A captured message, named by its conversation and message ids.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(deny_unknown_fields)]
+pub struct CitedMessage {
+    /// The conversation.
+    pub conversation_id: String,
+    /// The message within it.
+    pub message_id: String,
+}
+
+/// Who said a message.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRole {
+    /// The end user.
+    User,
+    /// The agent or model.
+    Assistant,
+    /// A system prompt or notice.
+    System,
+    /// A tool's output.
+    Tool,
+}
+
+impl MessageRole {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageRole::User => "user",
+            MessageRole::Assistant => "assistant",
+            MessageRole::System => "system",
+            MessageRole::Tool => "tool",
+        }
+    }
+}
+
+/// One message of a conversation, as a chat API carries it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationMessage {
+    /// The client's message id, unique within the conversation (default:
+    /// derived from role, name, time and content, so an identical message
+    /// replayed is the same message).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Who said it.
+    pub role: MessageRole,
+    /// What was said.
+    pub content: String,
+    /// The speaker's display name (default: the role).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// When it was said, as the client writes it (e.g. an RFC 3339
+    /// instant or `8 May 2023`); it prefixes the remembered text.
+    #[serde(default)]
+    pub created_at: Option<String>,
+}
+
+/// Messages of one conversation of the credential's principal.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IngestRequest {
+    /// The messages, in conversation order.
+    pub messages: Vec<ConversationMessage>,
+    /// A granted workspace: the episodes then belong to the principal in
+    /// that workspace only (default: to the principal across workspaces).
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+}
+
+/// What became of one message.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct IngestedMessage {
+    /// The message id (the client's, or the derived one).
+    pub message_id: String,
+    /// The captured source's id, as facts citing it carry it.
+    pub source_id: String,
+    /// SHA-256 of the captured text (what a verifier judging the message
+    /// names as `source_content_sha256`).
+    pub source_content_sha256: String,
+    /// The episodic memory's record id.
+    pub record_id: String,
+    /// `accepted` or `rejected` (the gate's decision on the episode).
+    pub decision: String,
+    /// True when the message had been captured before (a replay).
+    pub replayed: bool,
+    /// True when the episode was readable when the call returned.
+    pub readable: bool,
+    /// Why the gate refused it.
+    pub violations: Vec<MemoryWriteViolation>,
+}
+
+/// What a conversation ingest kept and refused.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct IngestResponse {
+    /// The conversation.
+    pub conversation_id: String,
+    /// Messages whose episode the gate accepted (replays included).
+    pub kept: usize,
+    /// Messages the gate refused.
+    pub refused: usize,
+    /// One entry per message, in request order.
+    pub messages: Vec<IngestedMessage>,
+}
+
+/// A fact (semantic memory) resting on captured messages. The server
+/// fills in kind, purpose, subject and the sources: the principal's own
+/// memory by default, a workspace's with `workspace_id`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FactRequest {
+    /// The fact, in the words of the cited messages (a span quote is
+    /// supported by the capture verifier; a paraphrase needs `judgments`
+    /// of a registered verifier).
+    pub content: String,
+    /// The captured messages it rests on.
+    pub cites: Vec<CitedMessage>,
+    /// Structured claims it asserts (they need registered verifiers'
+    /// judgments; a new value for a claim the principal stated before
+    /// supersedes it when the tenant's policy says newer wins).
+    #[serde(default)]
+    pub claims: Vec<StructuredClaim>,
+    /// A granted workspace: the fact is then workspace knowledge.
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// The consent it relies on (default: the principal's latest consent,
+    /// for principal facts when the policy needs one).
+    #[serde(default)]
+    pub consent_receipt_sha256: Option<String>,
+    /// Judgments of registered verifiers (paraphrases, claims).
+    #[serde(default)]
+    pub judgments: Vec<Signed<SourceJudgment>>,
+    /// A record this fact replaces.
+    #[serde(default)]
+    pub supersedes_record_id: Option<String>,
+    /// The line generation observed for the replaced record.
+    #[serde(default)]
+    pub expected_line_generation: Option<u64>,
+    /// Requested lifetime in milliseconds.
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
 }

@@ -109,10 +109,34 @@ CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS messages (
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    provenance_sha256 TEXT NOT NULL,
+    locator_sha256 TEXT NOT NULL,
+    captured_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id)
+);
+CREATE TABLE IF NOT EXISTS consent_log (
+    consent_sha256 TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    given_at_ms INTEGER NOT NULL,
+    withdrawn INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS tenant_options (
+    tenant_id TEXT PRIMARY KEY,
+    claim_updates TEXT NOT NULL
+);
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 12] = [
     "tenants",
     "api_keys",
     "grants",
@@ -122,10 +146,13 @@ const TABLES: [&str; 9] = [
     "verifiers",
     "claims",
     "settings",
+    "messages",
+    "consent_log",
+    "tenant_options",
 ];
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 9] = [
+const PG_GRANTS: [(&str, &str); 12] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -135,7 +162,59 @@ const PG_GRANTS: [(&str, &str); 9] = [
     ("verifiers", "SELECT, INSERT, UPDATE"),
     ("claims", "SELECT, INSERT, DELETE"),
     ("settings", "SELECT, INSERT"),
+    ("messages", "SELECT, INSERT"),
+    ("consent_log", "SELECT, INSERT, UPDATE"),
+    ("tenant_options", "SELECT, INSERT, UPDATE"),
 ];
+
+/// A message the server captured: where its text is kept (the episodic
+/// record `record_id`, so erasing the record erases the text) and the
+/// digests computed at capture. No content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageRow {
+    /// Tenant of the capturing key.
+    pub tenant_id: String,
+    /// Principal of the capturing key.
+    pub principal_id: String,
+    /// The conversation.
+    pub conversation_id: String,
+    /// The message within it.
+    pub message_id: String,
+    /// The episodic record holding the captured text.
+    pub record_id: String,
+    /// SHA-256 of the captured text.
+    pub content_sha256: String,
+    /// Digest of the capture's provenance.
+    pub provenance_sha256: String,
+    /// Digest of the message's locator.
+    pub locator_sha256: String,
+    /// When it was captured.
+    pub captured_at_ms: u64,
+}
+
+/// What happens when a proposal gives a new value for a structured claim
+/// that a live record of the same subject, written by the same principal,
+/// holds.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimUpdates {
+    /// The newer observation (a claim valid from no earlier than the
+    /// stored one) supersedes the stored record, which stays as history.
+    #[default]
+    NewerWins,
+    /// Every contradiction goes to review.
+    Review,
+}
+
+impl ClaimUpdates {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimUpdates::NewerWins => "newer_wins",
+            ClaimUpdates::Review => "review",
+        }
+    }
+}
 
 /// A tenant and its policy as the catalog last stored it (the policy in
 /// force is the store's `current_policy`).
@@ -810,6 +889,54 @@ impl Catalog {
         .collect()
     }
 
+    /// Logs a consent's purpose and instant (facts that name no consent
+    /// rely on the principal's latest unwithdrawn one).
+    pub fn log_consent(
+        &self,
+        consent_sha256: &str,
+        tenant_id: &str,
+        principal_id: &str,
+        purpose: &str,
+        given_at_ms: u64,
+    ) -> ServiceResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO consent_log (consent_sha256, tenant_id, principal_id, purpose, given_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            &[
+                consent_sha256.into(),
+                tenant_id.into(),
+                principal_id.into(),
+                purpose.into(),
+                to_i64(given_at_ms).into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Marks a consent withdrawn in the log.
+    pub fn log_withdrawal(&self, consent_sha256: &str) -> ServiceResult<()> {
+        self.exec(
+            "UPDATE consent_log SET withdrawn = 1 WHERE consent_sha256 = ?1",
+            &[consent_sha256.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The principal's latest unwithdrawn personalization consent.
+    pub fn latest_consent(
+        &self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> ServiceResult<Option<String>> {
+        self.rows(
+            "SELECT consent_sha256 FROM consent_log WHERE tenant_id = ?1 AND principal_id = ?2 AND purpose = 'personalization' AND withdrawn = 0
+             ORDER BY given_at_ms DESC, consent_sha256 LIMIT 1",
+            &[tenant_id.into(), principal_id.into()],
+        )?
+        .first()
+        .map(|r| text(col(r, 0)))
+        .transpose()
+    }
+
     // ------------------------------------------------------------ proposals
 
     /// Records who made a proposal and what was decided.
@@ -918,6 +1045,87 @@ impl Catalog {
         self.exec(
             "DELETE FROM claims WHERE record_id = ?1",
             &[record_id.into()],
+        )?;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ messages
+
+    /// Records a captured message (idempotent: a replay keeps the first).
+    pub fn insert_message(&self, m: &MessageRow) -> ServiceResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO messages (tenant_id, principal_id, conversation_id, message_id, record_id, content_sha256, provenance_sha256, locator_sha256, captured_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            &[
+                (&m.tenant_id).into(),
+                (&m.principal_id).into(),
+                (&m.conversation_id).into(),
+                (&m.message_id).into(),
+                (&m.record_id).into(),
+                (&m.content_sha256).into(),
+                (&m.provenance_sha256).into(),
+                (&m.locator_sha256).into(),
+                to_i64(m.captured_at_ms).into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// A message this principal's keys captured, if any.
+    pub fn message(
+        &self,
+        tenant_id: &str,
+        principal_id: &str,
+        conversation_id: &str,
+        message_id: &str,
+    ) -> ServiceResult<Option<MessageRow>> {
+        self.rows(
+            "SELECT record_id, content_sha256, provenance_sha256, locator_sha256, captured_at_ms FROM messages
+             WHERE tenant_id = ?1 AND principal_id = ?2 AND conversation_id = ?3 AND message_id = ?4",
+            &[
+                tenant_id.into(),
+                principal_id.into(),
+                conversation_id.into(),
+                message_id.into(),
+            ],
+        )?
+        .first()
+        .map(|r| {
+            Ok(MessageRow {
+                tenant_id: tenant_id.to_owned(),
+                principal_id: principal_id.to_owned(),
+                conversation_id: conversation_id.to_owned(),
+                message_id: message_id.to_owned(),
+                record_id: text(col(r, 0))?,
+                content_sha256: text(col(r, 1))?,
+                provenance_sha256: text(col(r, 2))?,
+                locator_sha256: text(col(r, 3))?,
+                captured_at_ms: to_u64(int(col(r, 4))),
+            })
+        })
+        .transpose()
+    }
+
+    // ------------------------------------------------------------ tenant options
+
+    /// How a tenant settles a new value for a structured claim.
+    pub fn claim_updates(&self, tenant_id: &str) -> ServiceResult<ClaimUpdates> {
+        let rows = self.rows(
+            "SELECT claim_updates FROM tenant_options WHERE tenant_id = ?1",
+            &[tenant_id.into()],
+        )?;
+        match rows.first() {
+            None => Ok(ClaimUpdates::default()),
+            Some(r) => decode("claim_updates", &format!("\"{}\"", text(col(r, 0))?)),
+        }
+    }
+
+    /// Sets how a tenant settles a new value for a structured claim.
+    pub fn set_claim_updates(&self, tenant_id: &str, value: ClaimUpdates) -> ServiceResult<()> {
+        self.exec(
+            "INSERT INTO tenant_options (tenant_id, claim_updates) VALUES (?1, ?2)
+             ON CONFLICT (tenant_id) DO UPDATE SET claim_updates = ?2",
+            &[tenant_id.into(), value.as_str().into()],
         )?;
         Ok(())
     }

@@ -66,6 +66,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
                     max_ttl_ms: Some(180 * 86_400_000),
                     require_consent_for_principal_semantic: Some(true),
                     minimum_procedure_eval_cases: None,
+                    claim_updates: None,
                 }),
             },
         )

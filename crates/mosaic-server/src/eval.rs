@@ -223,6 +223,7 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                     max_ttl_ms: Some(3650 * DAY_MS),
                     require_consent_for_principal_semantic: None,
                     minimum_procedure_eval_cases: None,
+                    claim_updates: None,
                 }),
             },
         )
@@ -487,6 +488,7 @@ fn turn_proposal(principal: &str, turn_id: &str, text: &str) -> ProposeRequest {
         consent_receipt_sha256: None,
         claims: Vec::new(),
         summary: None,
+        cites: Vec::new(),
         derived_from: Vec::new(),
         supersedes_record_id: None,
         expected_line_generation: None,

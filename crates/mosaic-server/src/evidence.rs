@@ -53,8 +53,15 @@ use crate::api::{EvidenceSignature, Signed};
 pub const VERBATIM_VERIFIER_RELEASE: &str = "mosaic.verbatim-verifier.v1";
 /// Release of the server's structured conflict scan.
 pub const CONFLICT_SCANNER_RELEASE: &str = "mosaic.server.conflict-scan.v1";
+/// Release of the capture verifier: judges sources the server captured
+/// itself (conversation messages), whose text and provenance it holds.
+pub const CAPTURE_VERIFIER_RELEASE: &str = "mosaic.capture-verifier.v1";
 /// Releases no external verifier may register.
-pub const RESERVED_RELEASES: [&str; 2] = [VERBATIM_VERIFIER_RELEASE, CONFLICT_SCANNER_RELEASE];
+pub const RESERVED_RELEASES: [&str; 3] = [
+    VERBATIM_VERIFIER_RELEASE,
+    CONFLICT_SCANNER_RELEASE,
+    CAPTURE_VERIFIER_RELEASE,
+];
 /// Domain tag of the digest an external verifier signs.
 pub const SIGNED_EVIDENCE_DOMAIN: &str = "mosaic.server.signed_evidence.v1";
 /// Domain tag of a verbatim-verifier judgment's identity.
@@ -373,6 +380,48 @@ pub fn verbatim_judgments(
         }
         judged.push((source, text));
     }
+    Ok(judge_quotations(
+        proposition,
+        content,
+        &judged,
+        VERBATIM_VERIFIER_RELEASE,
+    )?)
+}
+
+/// A source the server captured itself, with the exact text it keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturedSource {
+    /// The source as a record declares it (digests computed at capture).
+    pub source: MemorySource,
+    /// The captured text (hashes to `source.content_sha256`).
+    pub text: String,
+}
+
+/// The capture verifier: for a claim-less proposal, one judgment per
+/// captured source, supporting iff the content occurs verbatim in the
+/// captured text. Unlike the verbatim verifier, the text is not the
+/// proposer's word: the server captured it from the authenticated key and
+/// bound its provenance and locator then, so the judgment also attests
+/// where the source came from. Judgment ids use the verbatim verifier's
+/// identity with this release.
+pub fn captured_judgments(
+    proposition: &Proposition<'_>,
+    content: &str,
+    captured: &[CapturedSource],
+) -> Result<Vec<SourceJudgment>, CanonicalError> {
+    let judged: Vec<(&MemorySource, &String)> =
+        captured.iter().map(|c| (&c.source, &c.text)).collect();
+    judge_quotations(proposition, content, &judged, CAPTURE_VERIFIER_RELEASE)
+}
+
+/// One judgment per `(source, text)` of a claim-less proposal (none when
+/// it has claims: a quotation cannot show that a predicate holds).
+fn judge_quotations(
+    proposition: &Proposition<'_>,
+    content: &str,
+    judged: &[(&MemorySource, &String)],
+    verifier_release: &str,
+) -> Result<Vec<SourceJudgment>, CanonicalError> {
     if !proposition.claims.is_empty() {
         return Ok(Vec::new());
     }
@@ -387,7 +436,7 @@ pub fn verbatim_judgments(
                 source_id: &source.source_id,
                 source_content_sha256: &source.content_sha256,
                 supports_proposal,
-                verifier_release: VERBATIM_VERIFIER_RELEASE,
+                verifier_release,
             },
         )?;
         judgments.push(SourceJudgment {
@@ -395,7 +444,7 @@ pub fn verbatim_judgments(
             claim_id: None,
             source_content_sha256: source.content_sha256.clone(),
             supports_proposal,
-            verifier_release: VERBATIM_VERIFIER_RELEASE.to_owned(),
+            verifier_release: verifier_release.to_owned(),
             judgment_sha256,
         });
     }

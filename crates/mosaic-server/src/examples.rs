@@ -33,31 +33,10 @@ pub fn quoted_proposal(
         locator_sha256: sha256_hex(format!("locator/{label}").as_bytes()),
     };
     ProposeRequest {
-        content: content.to_owned(),
-        kind,
-        purpose,
-        subject,
         source_texts: BTreeMap::from([(source.source_id.clone(), source_text.to_owned())]),
         sources: vec![source],
-        judgments: Vec::new(),
-        adjudications: Vec::new(),
-        conflicts: Vec::new(),
-        procedure_evaluation: None,
         consent_receipt_sha256,
-        claims: Vec::new(),
-        summary: None,
-        derived_from: Vec::new(),
-        supersedes_record_id: None,
-        expected_line_generation: None,
-        record_id: None,
-        proposal_id: None,
-        ttl_ms: None,
-        token_count: None,
-        token_counter_release: None,
-        provenance_sha256: None,
-        writer_release: None,
-        tenant_id: None,
-        principal_id: None,
+        ..ProposeRequest::new(content, kind, purpose, subject)
     }
 }
 

@@ -248,6 +248,23 @@ async fn propose(
     call(&s, move |s| s.propose(&c, &r)).await
 }
 
+async fn ingest(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(conversation_id): ApiPath<String>,
+    ApiJson(r): ApiJson<IngestRequest>,
+) -> Reply<IngestResponse> {
+    call(&s, move |s| s.ingest_conversation(&c, &conversation_id, &r)).await
+}
+
+async fn add_fact(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<FactRequest>,
+) -> Reply<ProposeResponse> {
+    call(&s, move |s| s.add_fact(&c, &r)).await
+}
+
 async fn list_memories(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -616,6 +633,12 @@ fn routes() -> Routes {
             &[Method::GET],
             get(deletion),
         )
+        .add(
+            "/v1/conversations/{conversation_id}/messages",
+            &[Method::POST],
+            post(ingest),
+        )
+        .add("/v1/facts", &[Method::POST], post(add_fact))
         .add("/v1/recall", &[Method::POST], post(recall))
         .add("/v1/consents", &[Method::POST], post(consent))
         .add(

@@ -39,6 +39,8 @@
 //! propose path's evidence checks and the gate like any other write.
 //!
 //! Non-features (this release): TLS (terminate it in front).
+// The OpenAPI document is one `json!` literal, deeper than the default limit.
+#![recursion_limit = "256"]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -96,6 +96,20 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op(
         "POST",
+        "/v1/conversations/{conversation_id}/messages",
+        "Add messages of a conversation: each is captured as a source and kept as an episodic memory through the gate",
+        "principal",
+        Some("IngestRequest"),
+    ),
+    op(
+        "POST",
+        "/v1/facts",
+        "Propose a fact (semantic memory) citing captured messages by id",
+        "principal",
+        Some("FactRequest"),
+    ),
+    op(
+        "POST",
         "/v1/recall",
         "Recall: eligibility, ranking, selection, <recalled-memory> blocks and receipts",
         "principal",
@@ -349,6 +363,7 @@ pub fn document() -> Value {
                         "consent_receipt_sha256": {"type": "string"},
                         "claims": {"type": "array", "items": {"type": "object"}},
                         "summary": {"type": "object"},
+                        "cites": {"type": "array", "items": {"$ref": "#/components/schemas/CitedMessage"}, "description": "Captured messages cited by id; the server adds them as sources"},
                         "derived_from": {"type": "array", "items": {"type": "string"}},
                         "supersedes_record_id": {"type": "string"},
                         "expected_line_generation": {"type": "integer"},
@@ -361,6 +376,41 @@ pub fn document() -> Value {
                         "writer_release": {"type": "string"},
                         "tenant_id": {"type": "string", "description": "Must equal the key's tenant"},
                         "principal_id": {"type": "string", "description": "Must equal the key's principal"}
+                    }
+                },
+                "CitedMessage": {"type": "object", "additionalProperties": false, "required": ["conversation_id", "message_id"], "properties": {
+                    "conversation_id": {"type": "string"}, "message_id": {"type": "string"}}},
+                "IngestRequest": {
+                    "type": "object",
+                    "required": ["messages"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "messages": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {
+                            "type": "object", "required": ["role", "content"], "additionalProperties": false,
+                            "properties": {
+                                "id": {"type": "string", "description": "Client message id, unique in the conversation (default: derived from role, name, created_at and content)"},
+                                "role": {"type": "string", "enum": ["user", "assistant", "system", "tool"]},
+                                "content": {"type": "string"},
+                                "name": {"type": "string", "description": "Speaker name (default: the role)"},
+                                "created_at": {"type": "string", "description": "When it was said, as the client writes it"}
+                            }}},
+                        "workspace_id": {"type": "string", "description": "Episodes of the principal in this workspace only"}
+                    }
+                },
+                "FactRequest": {
+                    "type": "object",
+                    "required": ["content", "cites"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "content": {"type": "string", "description": "A span quote of the cited messages (the capture verifier supports it), or a paraphrase with a registered verifier's judgments"},
+                        "cites": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/CitedMessage"}},
+                        "claims": {"type": "array", "items": {"type": "object"}},
+                        "workspace_id": {"type": "string", "description": "Workspace knowledge instead of the principal's own fact"},
+                        "consent_receipt_sha256": {"type": "string", "description": "Default: the principal's latest personalization consent"},
+                        "judgments": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
+                        "supersedes_record_id": {"type": "string"},
+                        "expected_line_generation": {"type": "integer"},
+                        "ttl_ms": {"type": "integer"}
                     }
                 },
                 "RecallRequest": {
@@ -382,7 +432,7 @@ pub fn document() -> Value {
                 "VerifyRequest": object("{\"kind\":\"write\",\"proposal_id\":...} or {\"kind\":\"deletion\",\"receipt\":{body, receipt_sha256}}"),
                 "ExportLines": {"type": "string", "description": "One {\"type\":\"memory\",\"data\":{record,state,request}} object per line"},
                 "CreateTenantRequest": object("{tenant_id, policy?}"),
-                "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?}"),
+                "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?, claim_updates?: newer_wins|review}"),
                 "GrantRequest": object("{allowed_kinds?, allowed_purposes?, allowed_workspace_ids?, allowed_run_ids?, expires_at_unix_ms?}"),
                 "CreateKeyRequest": object("{tenant_id, principal_id, grant?}"),
                 "SignedEvidence": {

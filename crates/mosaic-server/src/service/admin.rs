@@ -209,6 +209,7 @@ impl ServiceCore {
             max_ttl_ms: None,
             require_consent_for_principal_semantic: None,
             minimum_procedure_eval_cases: None,
+            claim_updates: None,
         });
         self.put_policy(credential, &request.tenant_id, &policy, true)
     }
@@ -244,6 +245,9 @@ impl ServiceCore {
         let now = self.now();
         inner.store.put_policy(&policy, now)?;
         inner.catalog.put_tenant(&policy, now)?;
+        if let Some(claim_updates) = request.claim_updates {
+            inner.catalog.set_claim_updates(tenant, claim_updates)?;
+        }
         for principal in inner.catalog.grant_principals(tenant)? {
             let Some(mut grant) = inner.store.current_grant(tenant, &principal)? else {
                 continue;
@@ -604,7 +608,7 @@ impl ServiceCore {
         if supersede && proposal.supersedes_record_id.is_none() {
             proposal.supersedes_record_id = Some(case.existing_record_id.clone());
         }
-        let prepared = self.prepare_write(&mut inner, &tenant, &principal, &proposal)?;
+        let prepared = self.prepare_write(&mut inner, &tenant, &principal, &proposal, &[])?;
         let write = Box::new(prepared.write.clone());
         let action = if supersede {
             ReviewAction::Supersede(write)

@@ -52,6 +52,7 @@ use crate::evidence::{
 use crate::metrics::Metrics;
 
 mod admin;
+mod conversation;
 mod health;
 mod outbox;
 mod persistence;
@@ -795,31 +796,15 @@ fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str)
         MemorySubject::Procedure { .. } => MemoryPurpose::ProcedureImprovement,
     };
     ProposeRequest {
-        content: String::new(),
-        kind: record.kind,
-        purpose,
-        subject: record.subject.clone(),
         sources: record.sources.clone(),
-        source_texts: BTreeMap::new(),
-        judgments: Vec::new(),
-        adjudications: Vec::new(),
-        conflicts: Vec::new(),
-        procedure_evaluation: None,
-        consent_receipt_sha256: None,
-        claims: Vec::new(),
         summary: record.summary.clone(),
-        derived_from: Vec::new(),
-        supersedes_record_id: None,
-        expected_line_generation: None,
         record_id: Some(record.record_id.clone()),
         proposal_id: Some(proposal_id.to_owned()),
-        ttl_ms: None,
         token_count: Some(record.token_count),
         token_counter_release: Some(record.token_counter_release.clone()),
         provenance_sha256: Some(record.provenance_sha256.clone()),
         writer_release: Some(record.writer_release.clone()),
-        tenant_id: None,
-        principal_id: None,
+        ..ProposeRequest::new("", record.kind, purpose, record.subject.clone())
     }
 }
 

@@ -3,6 +3,9 @@
 use mosaic_harness::memory_write::StructuredClaim;
 
 use super::*;
+use crate::catalog::{ClaimUpdates, MessageRow};
+use crate::evidence::CapturedSource;
+use mosaic_harness::MemorySource;
 
 /// One proposal waiting for the writer in the group-commit queue.
 pub(super) struct GroupJob {
@@ -17,6 +20,8 @@ pub(super) struct GroupJob {
 pub(super) struct Decision {
     memory: MemoryRow,
     claims: Vec<StructuredClaim>,
+    /// The message this proposal captures (conversation ingest).
+    pub(super) message: Option<MessageRow>,
 }
 
 impl Decision {
@@ -45,6 +50,7 @@ impl Decision {
                 request_json: Some(request_json),
             },
             claims: export_copy.claims,
+            message: None,
         })
     }
 }
@@ -77,26 +83,98 @@ impl ServiceCore {
             let mut writer = self.writer()?;
             self.propose_locked(&mut writer, tenant, principal, request)?
         } else {
-            let prepared = self.prepare_write(&mut *self.reader()?, tenant, principal, request)?;
+            let prepared =
+                self.prepare_write(&mut *self.reader()?, tenant, principal, request, &[])?;
             let outcome = self.group_commit(
                 Decision::of(tenant, principal, request, &prepared)?,
                 prepared.write.clone(),
             )?;
             self.response_of(prepared, outcome)
         };
-        let seq = self.progress.commit();
-        if response.decision == "accepted" {
-            let wait = std::time::Duration::from_millis(self.config.index_wait_ms);
-            if !wait.is_zero() {
-                self.progress.wait_passed(seq, wait);
+        self.await_readable(std::slice::from_mut(&mut response))?;
+        Ok(response)
+    }
+
+    /// Commits claim-less proposals together (one group commit for all of
+    /// them and whatever else waits for the writer), each with the sources
+    /// the server captured for it; then waits once for their publication.
+    /// Every proposal is prepared before anything is written, so an
+    /// invalid one fails the call with nothing written.
+    pub(super) fn propose_captured(
+        &self,
+        tenant: &str,
+        principal: &str,
+        items: Vec<(ProposeRequest, Vec<CapturedSource>, Option<MessageRow>)>,
+    ) -> ServiceResult<Vec<ProposeResponse>> {
+        let mut jobs = Vec::with_capacity(items.len());
+        {
+            let mut reader = self.reader()?;
+            for (request, captured, message) in items {
+                if !request.claims.is_empty() || request.supersedes_record_id.is_some() {
+                    return Err(ServiceError::Internal(
+                        "a captured proposal carries claims".into(),
+                    ));
+                }
+                let prepared =
+                    self.prepare_write(&mut reader, tenant, principal, &request, &captured)?;
+                let mut decision = Decision::of(tenant, principal, &request, &prepared)?;
+                decision.message = message;
+                jobs.push((prepared, decision));
             }
-            response.readable = self
-                .reader()?
+        }
+        let mut waiting = Vec::with_capacity(jobs.len());
+        for (prepared, decision) in jobs {
+            let (done, outcome) = std::sync::mpsc::sync_channel(1);
+            self.group.push(GroupJob {
+                write: prepared.write.clone(),
+                decision,
+                done,
+            });
+            waiting.push((prepared, outcome));
+        }
+        {
+            let mut writer = self.writer()?;
+            loop {
+                let jobs = self.group.drain(MAX_GROUP);
+                if jobs.is_empty() {
+                    break;
+                }
+                self.commit_group(&mut writer, jobs);
+            }
+        }
+        let mut responses = Vec::with_capacity(waiting.len());
+        for (prepared, outcome) in waiting {
+            let outcome = outcome.recv().unwrap_or_else(|_| {
+                Err(ServiceError::Internal(
+                    "the group commit ended without an outcome".into(),
+                ))
+            })?;
+            responses.push(self.response_of(prepared, outcome));
+        }
+        self.await_readable(&mut responses)?;
+        Ok(responses)
+    }
+
+    /// Waits (bounded by `index_wait_ms`) for the outbox pass after the
+    /// latest commit, then marks each accepted response readable when its
+    /// record is active.
+    fn await_readable(&self, responses: &mut [ProposeResponse]) -> ServiceResult<()> {
+        let seq = self.progress.commit();
+        if !responses.iter().any(|r| r.decision == "accepted") {
+            return Ok(());
+        }
+        let wait = std::time::Duration::from_millis(self.config.index_wait_ms);
+        if !wait.is_zero() {
+            self.progress.wait_passed(seq, wait);
+        }
+        let mut reader = self.reader()?;
+        for response in responses.iter_mut().filter(|r| r.decision == "accepted") {
+            response.readable = reader
                 .store
                 .get_record(&response.record_id)?
                 .is_some_and(|stored| stored.state == RecordState::Active);
         }
-        Ok(response)
+        Ok(())
     }
 
     /// Queues `write` for the writer and commits every queued proposal in
@@ -172,7 +250,7 @@ impl ServiceCore {
         principal: &str,
         request: &ProposeRequest,
     ) -> ServiceResult<ProposeResponse> {
-        let prepared = self.prepare_write(inner, tenant, principal, request)?;
+        let prepared = self.prepare_write(inner, tenant, principal, request, &[])?;
         let outcome = inner.store.write(&prepared.write)?;
         record_decision(
             &inner.catalog,
@@ -229,12 +307,17 @@ impl ServiceCore {
     /// registered verifier, and the server's conflict scan. Review writes
     /// (`accept_narrower`, `supersede`) go through it too, so a reviewer
     /// never bypasses the evidence rules or the gate.
+    ///
+    /// `pending` holds sources captured by the same call and not stored
+    /// yet (a conversation ingest's messages); `request.cites` resolves
+    /// against them first, then against the catalog.
     pub(super) fn prepare_write(
         &self,
         inner: &mut Inner,
         tenant: &str,
         principal: &str,
         request: &ProposeRequest,
+        pending: &[CapturedSource],
     ) -> ServiceResult<PreparedWrite> {
         check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
         if request
@@ -291,16 +374,48 @@ impl ServiceCore {
             content_sha256: &content_sha256,
             claims: &request.claims,
         };
-        let server_judgments = evidence::verbatim_judgments(
+        let captured = resolve_cites(inner, tenant, principal, &request.cites, pending)?;
+        let mut sources = request.sources.clone();
+        for c in &captured {
+            if sources.iter().any(|s| s.source_id == c.source.source_id) {
+                return Err(ServiceError::bad_request(
+                    "duplicate_source",
+                    format!("source {} is both declared and cited", c.source.source_id),
+                ));
+            }
+            sources.push(c.source.clone());
+        }
+        let mut server_judgments = evidence::verbatim_judgments(
             &proposition,
             &request.content,
-            &request.sources,
+            &sources,
             &request.source_texts,
         )
         .map_err(source_text_error)?;
+        server_judgments.extend(evidence::captured_judgments(
+            &proposition,
+            &request.content,
+            &captured,
+        )?);
         let external = authenticate_evidence(&inner.catalog, &proposition, request)?;
-        let server_conflicts =
+        let mut server_conflicts =
             self.conflict_scan(inner, tenant, principal, &grant, &record_id, request)?;
+        // A newer value for a claim the principal's own record holds
+        // supersedes that record when the tenant says newer wins: the
+        // server declares the supersession it observed, and the gate
+        // checks it like any other.
+        let mut supersedes_record_id = request.supersedes_record_id.clone();
+        let mut expected_line_generation = request.expected_line_generation;
+        if supersedes_record_id.is_none()
+            && !request.claims.is_empty()
+            && inner.catalog.claim_updates(tenant)? == ClaimUpdates::NewerWins
+            && let Some((superseded, generation)) =
+                newer_value_supersedes(inner, principal, request, &server_conflicts)?
+        {
+            server_conflicts.push(evidence::supersession_observation(&record_id, &superseded)?);
+            supersedes_record_id = Some(superseded);
+            expected_line_generation = Some(generation);
+        }
         let provenance_sha256 = match &request.provenance_sha256 {
             Some(p) => p.clone(),
             None => sha256_hex(
@@ -326,11 +441,11 @@ impl ServiceCore {
             proposed_at_unix_ms: now,
             requested_expiry_unix_ms: first_decided.saturating_add(ttl),
             writer_release,
-            sources: request.sources.clone(),
+            sources,
             summary: request.summary.clone(),
             consent_receipt_sha256: request.consent_receipt_sha256.clone(),
             procedure_evaluation: external.procedure_evaluation.clone(),
-            supersedes_record_id: request.supersedes_record_id.clone(),
+            supersedes_record_id,
             claims: request.claims.clone(),
         };
         let write = WriteRequest {
@@ -351,7 +466,7 @@ impl ServiceCore {
                 .collect(),
             procedure_evaluation: external.procedure_evaluation,
             derived_from: request.derived_from.clone(),
-            expected_line_generation: request.expected_line_generation,
+            expected_line_generation,
             now_unix_ms: now,
         };
         Ok(PreparedWrite {
@@ -425,6 +540,123 @@ pub(super) fn record_decision(
     if accepted {
         catalog.insert_memory(m)?;
         catalog.insert_claims(&m.record_id, &m.tenant_id, &d.claims)?;
+        if let Some(message) = &d.message {
+            catalog.insert_message(message)?;
+        }
     }
     Ok(())
+}
+
+/// Most captured messages one proposal may cite.
+pub const MAX_CITES: usize = 64;
+
+/// The captured sources `cites` names: from `pending` (captured by this
+/// call), else the principal's captured messages whose text its episodic
+/// record still holds. A message of another principal, or one whose
+/// record was revoked or erased, is not found (the lookup is keyed by
+/// the credential's tenant and principal).
+fn resolve_cites(
+    inner: &mut Inner,
+    tenant: &str,
+    principal: &str,
+    cites: &[CitedMessage],
+    pending: &[CapturedSource],
+) -> ServiceResult<Vec<CapturedSource>> {
+    if cites.len() > MAX_CITES {
+        return Err(ServiceError::bad_request(
+            "too_many_cites",
+            format!("a memory cites at most {MAX_CITES} messages"),
+        ));
+    }
+    let mut out: Vec<CapturedSource> = Vec::with_capacity(cites.len() + pending.len());
+    let cited: BTreeSet<&CitedMessage> = cites.iter().collect();
+    for cite in cited {
+        let source_id = message_source_id(&cite.conversation_id, &cite.message_id);
+        if let Some(p) = pending.iter().find(|p| p.source.source_id == source_id) {
+            out.push(p.clone());
+            continue;
+        }
+        let missing = || ServiceError::not_found("message", source_id.clone());
+        let row = inner
+            .catalog
+            .message(tenant, principal, &cite.conversation_id, &cite.message_id)?
+            .ok_or_else(missing)?;
+        let text = match inner.store.get_record(&row.record_id)? {
+            Some(stored)
+                if matches!(stored.state, RecordState::Active | RecordState::Publishing)
+                    && sha256_hex(stored.content.as_bytes()) == row.content_sha256 =>
+            {
+                stored.content
+            }
+            _ => return Err(missing()),
+        };
+        out.push(CapturedSource {
+            source: MemorySource {
+                source_id,
+                content_sha256: row.content_sha256,
+                provenance_sha256: row.provenance_sha256,
+                locator_sha256: row.locator_sha256,
+            },
+            text,
+        });
+    }
+    // Sources captured by this call that the request does not cite are
+    // still its evidence (the episode of a message cites itself).
+    for p in pending {
+        if !out.iter().any(|o| o.source.source_id == p.source.source_id) {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// The source id of a captured message.
+pub fn message_source_id(conversation_id: &str, message_id: &str) -> String {
+    format!("msg:{conversation_id}/{message_id}")
+}
+
+/// The record a newer claim value supersedes: exactly one live record,
+/// written by this principal about the proposal's subject, contradicts
+/// the proposal's claims (by the server's scan), and none of its
+/// contradicted claims is valid from later than the proposed value. Any
+/// other contradiction is left to the gate (a review case).
+fn newer_value_supersedes(
+    inner: &mut Inner,
+    principal: &str,
+    request: &ProposeRequest,
+    observations: &[ConflictObservation],
+) -> ServiceResult<Option<(String, u64)>> {
+    let contradicting: Vec<&ConflictObservation> = observations
+        .iter()
+        .filter(|o| o.relation == mosaic_harness::memory_write::ConflictRelation::Contradicts)
+        .collect();
+    let records: BTreeSet<&str> = contradicting
+        .iter()
+        .map(|o| o.existing_record_id.as_str())
+        .collect();
+    let [record_id] = records.into_iter().collect::<Vec<_>>()[..] else {
+        return Ok(None);
+    };
+    let newer = contradicting.iter().all(|o| {
+        o.existing_claim.as_ref().is_some_and(|existing| {
+            request.claims.iter().all(|c| {
+                c.conflict_key() != existing.conflict_key()
+                    || c.valid_from_unix_ms >= existing.valid_from_unix_ms
+            })
+        })
+    });
+    if !newer {
+        return Ok(None);
+    }
+    let Some(stored) = inner.store.get_record(record_id)? else {
+        return Ok(None);
+    };
+    let own = inner
+        .catalog
+        .memory(record_id)?
+        .is_some_and(|m| m.writer_principal_id == principal);
+    if !own || stored.state != RecordState::Active || stored.record.subject != request.subject {
+        return Ok(None);
+    }
+    Ok(Some((record_id.to_owned(), stored.line_generation)))
 }

@@ -209,6 +209,17 @@ impl ServiceCore {
         inner
             .catalog
             .insert_consent(&consent_sha256, tenant, principal)?;
+        inner.catalog.log_consent(
+            &consent_sha256,
+            tenant,
+            principal,
+            serde_json::to_value(request.purpose)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+                .as_str(),
+            now,
+        )?;
         Ok(ConsentResponse { consent_sha256 })
     }
 
@@ -242,12 +253,15 @@ impl ServiceCore {
         consent_sha256: &str,
         authorization: &Authorization,
     ) -> ServiceResult<WithdrawResponse> {
-        let withdrawal = self.writer()?.store.withdraw_consent(
-            tenant,
-            consent_sha256,
-            authorization,
-            self.now(),
-        )?;
+        let withdrawal = {
+            let mut writer = self.writer()?;
+            let withdrawal =
+                writer
+                    .store
+                    .withdraw_consent(tenant, consent_sha256, authorization, self.now())?;
+            writer.catalog.log_withdrawal(consent_sha256)?;
+            withdrawal
+        };
         let mut revocations = Vec::new();
         for token in withdrawal.revoked {
             let record_id = token.record_id().to_owned();

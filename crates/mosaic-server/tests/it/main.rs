@@ -5,6 +5,7 @@ mod chaos;
 mod cli;
 mod common;
 mod concurrency;
+mod conversation;
 mod degraded;
 mod embedder;
 mod errors;

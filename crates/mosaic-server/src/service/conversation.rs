@@ -1,0 +1,391 @@
+//! The front door for agents: conversations in, facts from them.
+//!
+//! A conversation ingest captures each message as a source the server
+//! itself vouches for: it renders the message as one transcript line
+//! (`[created_at] speaker: content`), computes the digests, binds the
+//! provenance to the authenticated key, tenant, principal and
+//! conversation and the locator to the message, and proposes the line as
+//! an episodic memory whose one source is that capture. The text is kept
+//! once, as the episode's content in the store: erasing the episode
+//! erases the captured text, and the catalog keeps only the digests and
+//! which record holds it. Facts then cite captured messages by id
+//! (`ProposeRequest::cites`); the capture verifier judges them.
+
+use mosaic_harness::MemorySource;
+use mosaic_harness::memory_write::MemoryPurpose;
+use serde::Serialize;
+
+use super::propose::message_source_id;
+use super::*;
+use crate::catalog::MessageRow;
+use crate::evidence::CapturedSource;
+
+/// Most messages one ingest call takes.
+pub const MAX_MESSAGES: usize = 1000;
+/// Longest conversation or message id, in bytes.
+pub const MAX_MESSAGE_ID_BYTES: usize = 100;
+/// Longest speaker name or `created_at`, in bytes.
+pub const MAX_LABEL_BYTES: usize = 100;
+/// Domain tag of a captured message's provenance digest.
+pub const CAPTURE_PROVENANCE_DOMAIN: &str = "mosaic.server.captured_message.provenance.v1";
+/// Domain tag of a captured message's locator digest.
+pub const CAPTURE_LOCATOR_DOMAIN: &str = "mosaic.server.captured_message.locator.v1";
+/// Domain tag of a captured message's proposal and record ids.
+pub const CAPTURE_ID_DOMAIN: &str = "mosaic.server.captured_message.id.v1";
+/// Domain tag of a derived message id.
+pub const MESSAGE_ID_DOMAIN: &str = "mosaic.server.message_id.v1";
+/// Writer release of captured episodes.
+pub const CAPTURE_WRITER: &str = "mosaic.server.conversation-capture.v1";
+
+#[derive(Serialize)]
+struct CaptureProvenance<'a> {
+    tenant_id: &'a str,
+    principal_id: &'a str,
+    key_id: &'a str,
+    conversation_id: &'a str,
+    message_id: &'a str,
+    role: &'a str,
+}
+
+#[derive(Serialize)]
+struct MessageLocator<'a> {
+    tenant_id: &'a str,
+    principal_id: &'a str,
+    conversation_id: &'a str,
+    message_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct DerivedMessageId<'a> {
+    role: &'a str,
+    name: Option<&'a str>,
+    created_at: Option<&'a str>,
+    content: &'a str,
+}
+
+/// An identifier the API accepts for conversations and messages: 1 to
+/// [`MAX_MESSAGE_ID_BYTES`] bytes of ASCII letters, digits and `._:@-`.
+fn check_name(field: &str, value: &str) -> ServiceResult<()> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_MESSAGE_ID_BYTES
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:@-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ServiceError::bad_request(
+            "invalid_identifier",
+            format!("{field} must be 1 to {MAX_MESSAGE_ID_BYTES} ASCII letters, digits or `._:@-`"),
+        ))
+    }
+}
+
+/// A speaker name or time label: one line of at most [`MAX_LABEL_BYTES`].
+fn check_label(field: &str, value: &str) -> ServiceResult<()> {
+    if value.trim().is_empty()
+        || value.len() > MAX_LABEL_BYTES
+        || value
+            .chars()
+            .any(|c| c.is_control() || c == '[' || c == ']')
+    {
+        return Err(ServiceError::bad_request(
+            "invalid_message",
+            format!(
+                "{field} must be non-blank, at most {MAX_LABEL_BYTES} bytes, without control characters or brackets"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The transcript line a message is remembered as.
+pub fn render_message(message: &ConversationMessage) -> String {
+    let speaker = message
+        .name
+        .as_deref()
+        .map(str::trim)
+        .unwrap_or(message.role.as_str());
+    let content = message.content.trim();
+    match message.created_at.as_deref().map(str::trim) {
+        Some(at) => format!("[{at}] {speaker}: {content}"),
+        None => format!("{speaker}: {content}"),
+    }
+}
+
+/// A message's id: the client's, or one derived from what it says.
+fn message_id(message: &ConversationMessage) -> ServiceResult<String> {
+    match &message.id {
+        Some(id) => Ok(id.clone()),
+        None => {
+            let digest = domain_digest(
+                MESSAGE_ID_DOMAIN,
+                &DerivedMessageId {
+                    role: message.role.as_str(),
+                    name: message.name.as_deref(),
+                    created_at: message.created_at.as_deref(),
+                    content: &message.content,
+                },
+            )?;
+            Ok(format!("h-{}", digest.get(..24).unwrap_or(&digest)))
+        }
+    }
+}
+
+impl ServiceCore {
+    /// Captures `request.messages` into the conversation and proposes
+    /// each as an episodic memory of the credential's principal (of the
+    /// principal in `workspace_id`, when given). A message already
+    /// captured with the same text is a replay (nothing new is written);
+    /// the same id with other text is refused (409 `message_id_in_use`)
+    /// before anything is written.
+    pub fn ingest_conversation(
+        &self,
+        credential: &Credential,
+        conversation_id: &str,
+        request: &IngestRequest,
+    ) -> ServiceResult<IngestResponse> {
+        let (tenant, principal) = credential.principal()?;
+        check_name("conversation_id", conversation_id)?;
+        if request.messages.is_empty() || request.messages.len() > MAX_MESSAGES {
+            return Err(ServiceError::bad_request(
+                "invalid_message",
+                format!("send 1 to {MAX_MESSAGES} messages per call"),
+            ));
+        }
+        let subject = match &request.workspace_id {
+            Some(workspace_id) => MemorySubject::PrincipalInWorkspace {
+                workspace_id: workspace_id.clone(),
+                principal_id: principal.to_owned(),
+            },
+            None => MemorySubject::Principal {
+                principal_id: principal.to_owned(),
+            },
+        };
+        let now = self.now();
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        let mut items = Vec::with_capacity(request.messages.len());
+        let mut captured_before = Vec::with_capacity(request.messages.len());
+        {
+            let mut reader = self.reader()?;
+            self.tenant_and_grant(&mut reader, tenant, principal)?;
+            for (idx, message) in request.messages.iter().enumerate() {
+                if message.content.trim().is_empty() {
+                    return Err(ServiceError::bad_request(
+                        "invalid_message",
+                        format!("messages[{idx}].content is empty"),
+                    ));
+                }
+                if let Some(name) = &message.name {
+                    check_label(&format!("messages[{idx}].name"), name)?;
+                }
+                if let Some(at) = &message.created_at {
+                    check_label(&format!("messages[{idx}].created_at"), at)?;
+                }
+                let message_id = message_id(message)?;
+                check_name(&format!("messages[{idx}].id"), &message_id)?;
+                let text = render_message(message);
+                let content_sha256 = sha256_hex(text.as_bytes());
+                if let Some(other) = seen.insert(message_id.clone(), content_sha256.clone())
+                    && other != content_sha256
+                {
+                    return Err(message_in_use(&message_id));
+                }
+                let stored =
+                    reader
+                        .catalog
+                        .message(tenant, principal, conversation_id, &message_id)?;
+                let provenance_sha256 = match &stored {
+                    Some(row) if row.content_sha256 != content_sha256 => {
+                        return Err(message_in_use(&message_id));
+                    }
+                    // A replay keeps the first capture's provenance, so
+                    // the episode's proposal replays exactly.
+                    Some(row) => row.provenance_sha256.clone(),
+                    None => domain_digest(
+                        CAPTURE_PROVENANCE_DOMAIN,
+                        &CaptureProvenance {
+                            tenant_id: tenant,
+                            principal_id: principal,
+                            key_id: credential.key_id(),
+                            conversation_id,
+                            message_id: &message_id,
+                            role: message.role.as_str(),
+                        },
+                    )?,
+                };
+                captured_before.push(stored.is_some());
+                let locator_sha256 = domain_digest(
+                    CAPTURE_LOCATOR_DOMAIN,
+                    &MessageLocator {
+                        tenant_id: tenant,
+                        principal_id: principal,
+                        conversation_id,
+                        message_id: &message_id,
+                    },
+                )?;
+                let ids = domain_digest(
+                    CAPTURE_ID_DOMAIN,
+                    &MessageLocator {
+                        tenant_id: tenant,
+                        principal_id: principal,
+                        conversation_id,
+                        message_id: &message_id,
+                    },
+                )?;
+                let short = ids.get(..32).unwrap_or(&ids);
+                let record_id = format!("m-{short}");
+                let source = MemorySource {
+                    source_id: message_source_id(conversation_id, &message_id),
+                    content_sha256: content_sha256.clone(),
+                    provenance_sha256: provenance_sha256.clone(),
+                    locator_sha256: locator_sha256.clone(),
+                };
+                let row = MessageRow {
+                    tenant_id: tenant.to_owned(),
+                    principal_id: principal.to_owned(),
+                    conversation_id: conversation_id.to_owned(),
+                    message_id: message_id.clone(),
+                    record_id: record_id.clone(),
+                    content_sha256,
+                    provenance_sha256,
+                    locator_sha256,
+                    captured_at_ms: now,
+                };
+                let proposal = ProposeRequest {
+                    record_id: Some(record_id),
+                    proposal_id: Some(format!("p-{short}")),
+                    writer_release: Some(CAPTURE_WRITER.to_owned()),
+                    ..ProposeRequest::new(
+                        text.clone(),
+                        MemoryKind::Episodic,
+                        MemoryPurpose::Personalization,
+                        subject.clone(),
+                    )
+                };
+                items.push((proposal, vec![CapturedSource { source, text }], Some(row)));
+            }
+        }
+        let ids: Vec<(String, String, String)> = items
+            .iter()
+            .map(|(_, captured, row)| {
+                let source = &captured[0].source;
+                (
+                    row.as_ref()
+                        .map(|r| r.message_id.clone())
+                        .unwrap_or_default(),
+                    source.source_id.clone(),
+                    source.content_sha256.clone(),
+                )
+            })
+            .collect();
+        let responses = self.propose_captured(tenant, principal, items)?;
+        let mut out = IngestResponse {
+            conversation_id: conversation_id.to_owned(),
+            kept: 0,
+            refused: 0,
+            messages: Vec::with_capacity(responses.len()),
+        };
+        for (((message_id, source_id, source_content_sha256), response), before) in
+            ids.into_iter().zip(responses).zip(captured_before)
+        {
+            if response.decision == "accepted" {
+                out.kept += 1;
+            } else {
+                out.refused += 1;
+            }
+            out.messages.push(IngestedMessage {
+                message_id,
+                source_id,
+                source_content_sha256,
+                record_id: response.record_id,
+                decision: response.decision,
+                replayed: before || response.replayed,
+                readable: response.readable,
+                violations: response.violations,
+            });
+        }
+        self.metrics.add(
+            "mosaic_messages_ingested_total",
+            &[],
+            out.messages.len() as u64,
+        );
+        Ok(out)
+    }
+
+    /// Proposes a fact resting on captured messages: semantic memory of
+    /// the credential's principal (of `workspace_id`, when given), its
+    /// sources the cited captures.
+    pub fn add_fact(
+        &self,
+        credential: &Credential,
+        request: &FactRequest,
+    ) -> ServiceResult<ProposeResponse> {
+        let (tenant, principal) = credential.principal()?;
+        if request.cites.is_empty() {
+            return Err(ServiceError::bad_request(
+                "missing_cites",
+                "a fact cites at least one captured message (POST /v1/conversations/{conversation_id}/messages captures them)",
+            ));
+        }
+        let (purpose, subject) = match &request.workspace_id {
+            Some(workspace_id) => (
+                MemoryPurpose::WorkspaceKnowledge,
+                MemorySubject::Workspace {
+                    workspace_id: workspace_id.clone(),
+                },
+            ),
+            None => (
+                MemoryPurpose::Personalization,
+                MemorySubject::Principal {
+                    principal_id: principal.to_owned(),
+                },
+            ),
+        };
+        let consent_receipt_sha256 = match (&request.consent_receipt_sha256, &request.workspace_id)
+        {
+            (Some(c), _) => Some(c.clone()),
+            (None, Some(_)) => None,
+            (None, None) => self.latest_consent(tenant, principal)?,
+        };
+        let proposal = ProposeRequest {
+            cites: request.cites.clone(),
+            claims: request.claims.clone(),
+            judgments: request.judgments.clone(),
+            consent_receipt_sha256,
+            supersedes_record_id: request.supersedes_record_id.clone(),
+            expected_line_generation: request.expected_line_generation,
+            ttl_ms: request.ttl_ms,
+            ..ProposeRequest::new(
+                request.content.clone(),
+                MemoryKind::Semantic,
+                purpose,
+                subject,
+            )
+        };
+        self.propose(credential, &proposal)
+    }
+
+    /// The principal's most recently given consent that the store still
+    /// holds unwithdrawn, if the policy needs one for principal facts.
+    fn latest_consent(&self, tenant: &str, principal: &str) -> ServiceResult<Option<String>> {
+        let reader = self.reader()?;
+        let needs = reader
+            .catalog
+            .tenant(tenant)?
+            .is_some_and(|t| t.policy.require_consent_for_principal_semantic);
+        if !needs {
+            return Ok(None);
+        }
+        reader.catalog.latest_consent(tenant, principal)
+    }
+}
+
+fn message_in_use(message_id: &str) -> ServiceError {
+    ServiceError::Conflict {
+        code: "message_id_in_use",
+        message: format!(
+            "message {message_id} was captured with other content; a message id names one message"
+        ),
+    }
+}

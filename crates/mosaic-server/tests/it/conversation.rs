@@ -1,0 +1,571 @@
+//! The front door: conversations in, facts citing them, facts kept
+//! current. Negative cases name the layer that stops them: the request
+//! checks of the ingest (400/409, nothing written), the cite lookup keyed
+//! by the credential's principal (404), or the gate (a rejected decision).
+
+use axum::http::StatusCode;
+use mosaic_harness::canonical::sha256_hex;
+use mosaic_harness::memory_write::{SourceJudgment, StructuredClaim};
+use mosaic_server::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
+use serde_json::{Value, json};
+
+use crate::common::{World, error_code, send, world};
+
+const CHECKER: [u8; 32] = [0xc3; 32];
+const CHECKER_RELEASE: &str = "fact-checker-v1";
+
+async fn ingest(w: &World, key: &str, conversation: &str, body: Value) -> (StatusCode, Value) {
+    send(
+        &w.router,
+        "POST",
+        &format!("/v1/conversations/{conversation}/messages"),
+        Some(key),
+        Some(body),
+    )
+    .await
+}
+
+async fn recall(w: &World, key: &str, query: &str) -> Value {
+    let (status, body) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(key),
+        Some(json!({"query": query, "explain": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+async fn listed_count(w: &World, key: &str, principal: &str) -> usize {
+    let (status, body) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories?type=principal&principal_id={principal}"),
+        Some(key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body.as_array().map_or(0, Vec::len)
+}
+
+fn chat() -> Value {
+    json!({"messages": [
+        {"id": "m1", "role": "user", "name": "Dana", "created_at": "2026-05-01", "content": "I moved to Berlin last month."},
+        {"id": "m2", "role": "assistant", "content": "Noted: you live in Berlin now."},
+        {"role": "user", "content": "Escalations go to the on-call lead."}
+    ]})
+}
+
+#[tokio::test]
+async fn a_conversation_becomes_episodes_with_captured_sources_and_replays_idempotently() {
+    let w = world();
+    let alice = &w.principals[0];
+    let (status, body) = ingest(&w, &alice.key, "chat-1", chat()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["kept"].as_u64(), body["refused"].as_u64()),
+        (Some(3), Some(0))
+    );
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages[0]["message_id"], "m1");
+    assert_eq!(messages[0]["source_id"], "msg:chat-1/m1");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["readable"] == true && m["replayed"] == false)
+    );
+    // The message without an id got a derived one.
+    let derived = messages[2]["message_id"].as_str().expect("id");
+    assert!(derived.starts_with("h-"), "{derived}");
+    // The episode's content is the transcript line, and its one source is
+    // the capture, with the digest of exactly that line.
+    let record_id = messages[0]["record_id"].as_str().expect("record");
+    let (status, memory) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{record_id}"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{memory}");
+    let line = "[2026-05-01] Dana: I moved to Berlin last month.";
+    assert_eq!(memory["content"], line);
+    assert_eq!(memory["record"]["kind"], "episodic");
+    let sources = memory["record"]["sources"].as_array().expect("sources");
+    assert_eq!(sources.len(), 1);
+    assert_eq!(sources[0]["source_id"], "msg:chat-1/m1");
+    assert_eq!(sources[0]["content_sha256"], sha256_hex(line.as_bytes()));
+    assert_eq!(
+        messages[0]["source_content_sha256"],
+        sha256_hex(line.as_bytes())
+    );
+    // The capture verifier judged it, and the receipt re-verifies.
+    let (status, verified) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(json!({"kind": "write", "proposal_id": memory["proposal_id"]})),
+    )
+    .await;
+    assert_eq!(
+        (status, &verified["valid"]),
+        (StatusCode::OK, &json!(true)),
+        "{verified}"
+    );
+    let recalled = recall(&w, &alice.key, "where does the user live").await;
+    assert!(
+        recalled["context"]
+            .as_str()
+            .expect("context")
+            .contains("Berlin"),
+        "{recalled}"
+    );
+
+    // Replaying the same messages adds nothing.
+    let before = listed_count(&w, &alice.key, "alice").await;
+    let (status, again) = ingest(&w, &alice.key, "chat-1", chat()).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["kept"], 3);
+    let replayed = again["messages"].as_array().expect("messages");
+    assert!(replayed.iter().all(|m| m["replayed"] == true), "{again}");
+    assert_eq!(
+        replayed.iter().map(|m| &m["record_id"]).collect::<Vec<_>>(),
+        messages.iter().map(|m| &m["record_id"]).collect::<Vec<_>>()
+    );
+    assert_eq!(listed_count(&w, &alice.key, "alice").await, before);
+}
+
+#[tokio::test]
+async fn bad_messages_are_refused_before_anything_is_written() {
+    let w = world();
+    let alice = &w.principals[0];
+    let cases = [
+        ("chat-1", json!({"messages": []}), "invalid_message"),
+        (
+            "chat-1",
+            json!({"messages": [{"role": "user", "content": "  "}]}),
+            "invalid_message",
+        ),
+        (
+            "chat-1",
+            json!({"messages": [{"role": "robot", "content": "hi"}]}),
+            "unknown_field",
+        ),
+        (
+            "chat-1",
+            json!({"messages": [{"role": "user", "content": "hi", "extra": 1}]}),
+            "unknown_field",
+        ),
+        (
+            "chat-1",
+            json!({"messages": [{"id": "a b", "role": "user", "content": "hi"}]}),
+            "invalid_identifier",
+        ),
+        (
+            "bad%20id",
+            json!({"messages": [{"role": "user", "content": "hi"}]}),
+            "invalid_identifier",
+        ),
+        (
+            "chat-1",
+            json!({"messages": [{"role": "user", "name": "x\ny", "content": "hi"}]}),
+            "invalid_message",
+        ),
+        // The same id twice with different text in one call: the second
+        // would silently change what the first captured.
+        (
+            "chat-1",
+            json!({"messages": [
+                {"id": "dup", "role": "user", "content": "first"},
+                {"id": "dup", "role": "user", "content": "second"}
+            ]}),
+            "message_id_in_use",
+        ),
+    ];
+    for (conversation, body, code) in cases {
+        let (status, answer) = ingest(&w, &alice.key, conversation, body.clone()).await;
+        assert!(
+            status.is_client_error(),
+            "{body} answered {status}: {answer}"
+        );
+        assert_eq!(error_code(&answer), code, "{body}");
+    }
+    assert_eq!(
+        listed_count(&w, &alice.key, "alice").await,
+        0,
+        "nothing written"
+    );
+
+    // A captured id cannot be reused for other text later (409), and the
+    // first capture stays as it was.
+    let (status, _) = ingest(
+        &w,
+        &alice.key,
+        "chat-2",
+        json!({"messages": [{"id": "m1", "role": "user", "content": "original"}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = ingest(
+        &w,
+        &alice.key,
+        "chat-2",
+        json!({"messages": [
+            {"id": "m2", "role": "user", "content": "new"},
+            {"id": "m1", "role": "user", "content": "rewritten"}
+        ]}),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (StatusCode::CONFLICT, "message_id_in_use")
+    );
+    assert_eq!(
+        listed_count(&w, &alice.key, "alice").await,
+        1,
+        "m2 was not written either"
+    );
+}
+
+async fn fact(w: &World, key: &str, body: Value) -> (StatusCode, Value) {
+    send(&w.router, "POST", "/v1/facts", Some(key), Some(body)).await
+}
+
+fn violation_names(response: &Value) -> Vec<String> {
+    response["violations"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v["violation"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn facts_cite_captured_messages_by_id_alone() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let (status, _) = ingest(&w, &alice.key, "chat-1", chat()).await;
+    assert_eq!(status, StatusCode::OK);
+    let cite = json!([{"conversation_id": "chat-1", "message_id": "m1"}]);
+
+    // A span quote: supported by the capture verifier, no digests sent;
+    // the principal's consent is found by the server.
+    let (status, body) = fact(
+        &w,
+        &alice.key,
+        json!({"content": "I moved to Berlin", "cites": cite}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"], "accepted", "{body}");
+    assert_eq!(
+        body["server_judgments"][0]["verifier_release"],
+        "mosaic.capture-verifier.v1"
+    );
+    assert_eq!(body["server_judgments"][0]["supports_proposal"], true);
+    let (_, memory) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{}", body["record_id"].as_str().expect("id")),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(memory["record"]["kind"], "semantic");
+    assert_eq!(memory["record"]["subject"]["principal_id"], "alice");
+
+    // A paraphrase is not a quotation: the gate refuses it without an
+    // independent verifier's judgment.
+    let (status, body) = fact(
+        &w,
+        &alice.key,
+        json!({"content": "The user lives in Berlin.", "cites": cite}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"], "rejected", "{body}");
+    assert!(!violation_names(&body).is_empty(), "{body}");
+
+    // Another principal's message is not found (the cite lookup is keyed
+    // by the credential's principal), exactly like a missing one.
+    let (status, theirs) = fact(
+        &w,
+        &bob.key,
+        json!({"content": "I moved to Berlin", "cites": cite}),
+    )
+    .await;
+    let (status_missing, missing) = fact(
+        &w,
+        &bob.key,
+        json!({"content": "I moved to Berlin", "cites": [{"conversation_id": "chat-1", "message_id": "nope"}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, status_missing),
+        (StatusCode::NOT_FOUND, StatusCode::NOT_FOUND)
+    );
+    assert_eq!(error_code(&theirs), error_code(&missing));
+    // Another tenant's principal of the same name is another principal.
+    let other_alice = &w.principals[2];
+    let (status, _) = fact(
+        &w,
+        &other_alice.key,
+        json!({"content": "I moved to Berlin", "cites": cite}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // No cites: 400 before the gate.
+    let (status, body) = fact(&w, &alice.key, json!({"content": "x", "cites": []})).await;
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (StatusCode::BAD_REQUEST, "missing_cites")
+    );
+
+    // Once the episode holding the message is revoked, its text is gone
+    // and the message can no longer be cited.
+    let (_, ingested) = ingest(&w, &alice.key, "chat-1", chat()).await;
+    let episode = ingested["messages"][0]["record_id"]
+        .as_str()
+        .expect("record")
+        .to_owned();
+    let (status, _) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/memories/{episode}/revoke"),
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = fact(
+        &w,
+        &alice.key,
+        json!({"content": "I moved to Berlin last month", "cites": cite}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+fn residence(claim_id: &str, city: &str, valid_from: u64) -> StructuredClaim {
+    StructuredClaim {
+        claim_id: claim_id.into(),
+        subject: "principal:alice".into(),
+        predicate: "lives_in".into(),
+        object: city.into(),
+        qualifiers: Default::default(),
+        valid_from_unix_ms: valid_from,
+        valid_until_unix_ms: None,
+        source_ids: vec![],
+    }
+}
+
+/// A fact body with one claim on `message`, its judgment signed by the
+/// registered checker.
+fn claim_fact(content: &str, message: &str, source_sha256: &str, claim: StructuredClaim) -> Value {
+    let source_id = format!("msg:moves/{message}");
+    let mut claim = claim;
+    claim.source_ids = vec![source_id.clone()];
+    let claims = vec![claim.clone()];
+    let content_sha256 = sha256_hex(content.as_bytes());
+    let proposition = Proposition {
+        tenant_id: "tenant-a",
+        content_sha256: &content_sha256,
+        claims: &claims,
+    };
+    let judgment = SourceJudgment {
+        source_id,
+        claim_id: Some(claim.claim_id.clone()),
+        source_content_sha256: source_sha256.to_owned(),
+        supports_proposal: true,
+        verifier_release: CHECKER_RELEASE.into(),
+        judgment_sha256: sha256_hex(format!("judgment/{content}").as_bytes()),
+    };
+    let signed = sign_evidence(
+        &proposition,
+        EvidenceKind::SourceJudgment,
+        judgment,
+        &CHECKER,
+    )
+    .expect("signs");
+    json!({
+        "content": content,
+        "cites": [{"conversation_id": "moves", "message_id": message}],
+        "claims": claims,
+        "judgments": [signed],
+    })
+}
+
+async fn moves(w: &World, key: &str) -> (String, String) {
+    let (status, body) = ingest(
+        w,
+        key,
+        "moves",
+        json!({"messages": [
+            {"id": "b", "role": "user", "content": "I moved to Berlin."},
+            {"id": "p", "role": "user", "content": "I moved to Paris."}
+        ]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    (
+        body["messages"][0]["source_content_sha256"]
+            .as_str()
+            .expect("digest")
+            .to_owned(),
+        body["messages"][1]["source_content_sha256"]
+            .as_str()
+            .expect("digest")
+            .to_owned(),
+    )
+}
+
+async fn register_checker(w: &World) {
+    let (status, body) = send(
+        &w.router,
+        "POST",
+        "/v1/admin/tenants/tenant-a/verifiers",
+        Some(&w.admin_key),
+        Some(json!({"verifier_release": CHECKER_RELEASE, "public_key_hex": public_key_hex(&CHECKER)})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_newer_value_for_the_same_claim_supersedes_the_old_one() {
+    let w = world();
+    let alice = &w.principals[0];
+    register_checker(&w).await;
+    let (berlin_sha, paris_sha) = moves(&w, &alice.key).await;
+    let (status, berlin) = fact(
+        &w,
+        &alice.key,
+        claim_fact(
+            "The user lives in Berlin.",
+            "b",
+            &berlin_sha,
+            residence("home", "Berlin", 1_000),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, &berlin["decision"]),
+        (StatusCode::OK, &json!("accepted")),
+        "{berlin}"
+    );
+    let (status, paris) = fact(
+        &w,
+        &alice.key,
+        claim_fact(
+            "The user lives in Paris.",
+            "p",
+            &paris_sha,
+            residence("home", "Paris", 2_000),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, &paris["decision"]),
+        (StatusCode::OK, &json!("accepted")),
+        "{paris}"
+    );
+    let berlin_id = berlin["record_id"].as_str().expect("id");
+    let paris_id = paris["record_id"].as_str().expect("id");
+    // The same line, one generation on; Berlin is history.
+    assert_eq!(paris["line_id"], berlin["line_id"]);
+    assert_eq!(paris["line_generation"], 2);
+    let (_, old) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{berlin_id}"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(old["state"], "superseded", "{old}");
+    let recalled = recall(&w, &alice.key, "where does the user live now").await;
+    let semantic: Vec<&str> = recalled["selected_record_ids"]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|id| *id == paris_id || *id == berlin_id)
+        .collect();
+    assert_eq!(semantic, vec![paris_id], "{recalled}");
+
+    // An older observation does not overwrite a newer one: the gate sees
+    // the contradiction and opens a review case.
+    let (status, stale) = fact(
+        &w,
+        &alice.key,
+        claim_fact(
+            "The user lives in Berlin.",
+            "b",
+            &berlin_sha,
+            residence("home-again", "Berlin", 500),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{stale}");
+    assert_eq!(stale["decision"], "rejected", "{stale}");
+    assert!(
+        violation_names(&stale).contains(&"contradiction".to_owned()),
+        "{stale}"
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_that_reviews_claim_updates_gets_a_review_case_instead() {
+    let w = world();
+    let alice = &w.principals[0];
+    register_checker(&w).await;
+    let (status, body) = send(
+        &w.router,
+        "PUT",
+        "/v1/admin/tenants/tenant-a/policy",
+        Some(&w.admin_key),
+        Some(json!({"claim_updates": "review"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The policy changed digest: give consent again under it.
+    let (status, _) = send(&w.router, "POST", "/v1/consents", Some(&alice.key), Some(json!({"purpose": "personalization", "ui_release": "consent-ui-v1", "consent_id": "again"}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (berlin_sha, paris_sha) = moves(&w, &alice.key).await;
+    let (_, berlin) = fact(
+        &w,
+        &alice.key,
+        claim_fact(
+            "The user lives in Berlin.",
+            "b",
+            &berlin_sha,
+            residence("home", "Berlin", 1_000),
+        ),
+    )
+    .await;
+    assert_eq!(berlin["decision"], "accepted", "{berlin}");
+    let (_, paris) = fact(
+        &w,
+        &alice.key,
+        claim_fact(
+            "The user lives in Paris.",
+            "p",
+            &paris_sha,
+            residence("home", "Paris", 2_000),
+        ),
+    )
+    .await;
+    assert_eq!(paris["decision"], "rejected", "{paris}");
+    assert_eq!(
+        paris["review_case_ids"].as_array().map(Vec::len),
+        Some(1),
+        "{paris}"
+    );
+}
