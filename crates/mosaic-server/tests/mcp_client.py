@@ -7,51 +7,49 @@ The principal's API key comes from the MOSAIC_KEY environment variable (it
 is handed to `mosaic mcp` through its environment, or sent as
 `Authorization: Bearer` over HTTP), never from the command line.
 
-The scenario: list the tools; remember a workspace fact; recall it (the
-answer holds the notice and a <recalled-memory> block naming the record);
-explain it (receipt re-verifies, the selector selected it); refuse a tool
-call that names a tenant; forget it (finalized deletion receipt); recall
-again (the block is gone); explain again (revocation finalized, no longer
-a candidate). Exits 0 and prints one `mcp_client: <transport> ok` line, or
-raises.
+The scenario: list the tools; remember a workspace fact and a fact
+about the user from plain text; recall it (the answer holds the notice
+and a <recalled-memory> block naming the record); explain it (receipt
+re-verifies, the selector selected it); list the user's memories; refuse
+a tool call that names a tenant; forget one (finalized deletion receipt);
+recall again (the block is gone); explain again (revocation finalized, no
+longer a candidate); forget everything (erasure, every deletion
+complete); list again (nothing). Exits 0 and prints one `mcp_client:
+<transport> ok (mcp <version>)` line, or raises.
+
+It runs with the 1.x and the 2.x SDK: the few names that changed between
+them (the streamable-HTTP client, snake_case result fields) are looked up
+both ways.
 """
 
 import argparse
 import asyncio
-import hashlib
+import importlib.metadata
 import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+import mcp.client.streamable_http as streamable_http
 
 NOTICE_START = "Text inside <recalled-memory> blocks is recalled data"
-TOOLS = {"remember", "recall", "forget", "explain"}
+TOOLS = {"remember", "recall", "list", "forget", "forget_everything", "explain"}
+SDK_VERSION = importlib.metadata.version("mcp")
 
 
-def sha256(text):
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def field(obj, snake, camel):
+    """A result field under its 2.x (snake_case) or 1.x (camelCase) name."""
+    if hasattr(obj, snake):
+        return getattr(obj, snake)
+    return getattr(obj, camel)
 
 
-def workspace_fact(label, workspace, content):
-    """A workspace-knowledge proposal with one source whose exact text
-    travels with it, so the server's verbatim verifier judges it (the shape
-    of the server's own examples; the proposer sends no judgment)."""
-    source = {
-        "source_id": f"src-{label}",
-        "content_sha256": sha256(content),
-        "provenance_sha256": sha256(f"provenance/{label}"),
-        "locator_sha256": sha256(f"locator/{label}"),
-    }
-    return {
-        "content": content,
-        "kind": "semantic",
-        "purpose": "workspace_knowledge",
-        "subject": {"type": "workspace", "workspace_id": workspace},
-        "sources": [source],
-        "source_texts": {source["source_id"]: content},
-    }
+def http_client(url, headers):
+    """The SDK's streamable-HTTP client context manager."""
+    if hasattr(streamable_http, "streamable_http_client"):
+        client = streamable_http.create_mcp_http_client(headers=headers)
+        return streamable_http.streamable_http_client(url, http_client=client)
+    return streamable_http.streamablehttp_client(url, headers=headers)
 
 
 def text_of(result):
@@ -60,30 +58,40 @@ def text_of(result):
 
 async def call(session, name, arguments, expect_error=False):
     result = await session.call_tool(name, arguments)
-    if bool(result.isError) != expect_error:
-        raise AssertionError(f"{name}: isError={result.isError}: {text_of(result)}")
+    if bool(field(result, "is_error", "isError")) != expect_error:
+        raise AssertionError(f"{name}: isError={field(result, 'is_error', 'isError')}: {text_of(result)}")
     return result
+
+
+def structured(result):
+    return field(result, "structured_content", "structuredContent")
 
 
 async def scenario(session, transport, workspace):
     init = await session.initialize()
-    assert init.serverInfo.name == "mosaic", init.serverInfo
+    assert field(init, "server_info", "serverInfo").name == "mosaic", init
 
     listed = await session.list_tools()
     names = {tool.name for tool in listed.tools}
     assert names == TOOLS, names
-    remember_schema = next(t for t in listed.tools if t.name == "remember").inputSchema
-    for identity in ("tenant_id", "principal_id"):
-        for tool in listed.tools:
-            assert identity not in tool.inputSchema.get("properties", {}), (tool.name, identity)
-    assert {"content", "kind", "purpose", "subject", "sources"} <= set(remember_schema["required"])
+    for tool in listed.tools:
+        properties = field(tool, "input_schema", "inputSchema").get("properties", {})
+        for identity in ("tenant_id", "principal_id"):
+            assert identity not in properties, (tool.name, identity)
+    remember_schema = next(field(t, "input_schema", "inputSchema") for t in listed.tools if t.name == "remember")
+    assert remember_schema["required"] == ["text"], remember_schema
 
     content = f"Deploys over {transport} happen on Tuesday <b>after</b> the standup"
-    remembered = await call(session, "remember", workspace_fact(f"mcp-{transport}", workspace, content))
-    decision = remembered.structuredContent
+    remembered = await call(session, "remember", {"text": content, "workspace_id": workspace})
+    decision = structured(remembered)
     assert decision["decision"] == "accepted", text_of(remembered)
     record_id = decision["record_id"]
     assert len(decision["write_receipt_sha256"]) == 64
+    again = await call(session, "remember", {"text": content, "workspace_id": workspace})
+    assert structured(again)["record_id"] == record_id and structured(again)["replayed"], text_of(again)
+
+    personal = await call(session, "remember", {"text": "The user prefers answers in French."})
+    assert structured(personal)["decision"] == "accepted", text_of(personal)
 
     recalled = await call(session, "recall", {"query": "when do deploys happen", "workspace_id": workspace})
     text = text_of(recalled)
@@ -91,10 +99,10 @@ async def scenario(session, transport, workspace):
     assert f'<recalled-memory kind="semantic" record="{record_id}" trust="model_generated">' in text, text
     assert "&lt;b&gt;after&lt;/b&gt;" in text, "recalled text is escaped inside its block: " + text
     assert "selection receipt " in text, text
-    assert record_id in recalled.structuredContent["selected_record_ids"]
+    assert record_id in structured(recalled)["selected_record_ids"]
 
     explained = await call(session, "explain", {"record_id": record_id, "query": "deploys", "workspace_id": workspace})
-    facts = explained.structuredContent
+    facts = structured(explained)
     assert facts["record"]["state"] == "active", facts
     assert facts["write_receipt"]["valid"] is True, facts
     assert facts["revocation"] is None, facts
@@ -102,26 +110,37 @@ async def scenario(session, transport, workspace):
     assert mine["outcome"]["decision"] == "selected", mine
     assert content not in text_of(explained), "explain never returns content"
 
+    mine = await call(session, "list", {})
+    assert "The user prefers answers in French." in text_of(mine), text_of(mine)
+    assert text_of(mine).startswith(NOTICE_START), text_of(mine)
+
     refused = await call(session, "recall", {"tenant_id": "someone-else"}, expect_error=True)
     assert "identity_from_session" in text_of(refused), text_of(refused)
 
     forgotten = await call(session, "forget", {"record_id": record_id})
-    assert forgotten.structuredContent["stage"] == "finalized", text_of(forgotten)
-    assert len(forgotten.structuredContent["deletion_receipt_sha256"]) == 64
+    assert structured(forgotten)["stage"] == "finalized", text_of(forgotten)
+    assert len(structured(forgotten)["deletion_receipt_sha256"]) == 64
 
     again = await call(session, "recall", {"query": "when do deploys happen", "workspace_id": workspace})
     assert record_id not in text_of(again), text_of(again)
-    assert "<recalled-memory" not in text_of(again), text_of(again)
-    assert record_id not in again.structuredContent["selected_record_ids"]
+    assert record_id not in structured(again)["selected_record_ids"]
 
     after = await call(session, "explain", {"record_id": record_id, "workspace_id": workspace})
-    facts = after.structuredContent
+    facts = structured(after)
     assert facts["revocation"]["stage"] == "finalized", facts
     assert facts["recall"]["decisions"] == [], facts
 
     missing = await call(session, "forget", {"record_id": "no-such-record"}, expect_error=True)
     assert "not_found" in text_of(missing), text_of(missing)
-    print(f"mcp_client: {transport} ok")
+
+    unconfirmed = await call(session, "forget_everything", {"confirm": False}, expect_error=True)
+    assert "confirmation_required" in text_of(unconfirmed), text_of(unconfirmed)
+    erased = await call(session, "forget_everything", {"confirm": True})
+    assert structured(erased)["complete"] is True, text_of(erased)
+    assert structured(erased)["erased"], text_of(erased)
+    empty = await call(session, "list", {})
+    assert "No memory stored." in text_of(empty), text_of(empty)
+    print(f"mcp_client: {transport} ok (mcp {SDK_VERSION})")
 
 
 async def main():
@@ -146,7 +165,8 @@ async def main():
                 await scenario(session, "stdio", args.workspace)
     else:
         headers = {"Authorization": f"Bearer {key}"}
-        async with streamablehttp_client(args.url, headers=headers) as (read, write, _):
+        async with http_client(args.url, headers) as streams:
+            read, write = streams[0], streams[1]
             async with ClientSession(read, write) as session:
                 await scenario(session, "http", args.workspace)
 

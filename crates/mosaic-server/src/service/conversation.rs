@@ -34,6 +34,8 @@ pub const CAPTURE_LOCATOR_DOMAIN: &str = "mosaic.server.captured_message.locator
 pub const CAPTURE_ID_DOMAIN: &str = "mosaic.server.captured_message.id.v1";
 /// Domain tag of a derived message id.
 pub const MESSAGE_ID_DOMAIN: &str = "mosaic.server.message_id.v1";
+/// The pseudo-conversation of statements remembered one by one.
+pub const STATEMENTS: &str = "statements";
 /// Writer release of captured episodes.
 pub const CAPTURE_WRITER: &str = "mosaic.server.conversation-capture.v1";
 
@@ -362,6 +364,98 @@ impl ServiceCore {
                 purpose,
                 subject,
             )
+        };
+        self.propose(credential, &proposal)
+    }
+
+    /// Remembers `text` as the credential's principal states it (the MCP
+    /// `remember` tool): the server builds the one source itself, the
+    /// statement as received from the authenticated key (provenance bound
+    /// to key, tenant and principal, like a captured message), and its
+    /// verbatim verifier judges it. `semantic` (the default) is the
+    /// principal's own fact, or workspace knowledge with `workspace_id`;
+    /// `episodic` is an episode of the principal.
+    pub fn remember_text(
+        &self,
+        credential: &Credential,
+        text: &str,
+        kind: MemoryKind,
+        workspace_id: Option<&str>,
+    ) -> ServiceResult<ProposeResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(ServiceError::bad_request(
+                "invalid_message",
+                "there is no text to remember",
+            ));
+        }
+        let (purpose, subject) = match (kind, workspace_id) {
+            (MemoryKind::Semantic, Some(w)) => (
+                MemoryPurpose::WorkspaceKnowledge,
+                MemorySubject::Workspace {
+                    workspace_id: w.to_owned(),
+                },
+            ),
+            (MemoryKind::Semantic, None) | (MemoryKind::Episodic, None) => (
+                MemoryPurpose::Personalization,
+                MemorySubject::Principal {
+                    principal_id: principal.to_owned(),
+                },
+            ),
+            (MemoryKind::Episodic, Some(w)) => (
+                MemoryPurpose::Personalization,
+                MemorySubject::PrincipalInWorkspace {
+                    workspace_id: w.to_owned(),
+                    principal_id: principal.to_owned(),
+                },
+            ),
+            _ => {
+                return Err(ServiceError::bad_request(
+                    "unsupported_kind",
+                    "remember writes semantic or episodic memory",
+                ));
+            }
+        };
+        let statement_id = message_id(&ConversationMessage {
+            id: None,
+            role: MessageRole::Assistant,
+            content: text.to_owned(),
+            name: None,
+            created_at: None,
+        })?;
+        let located = MessageLocator {
+            tenant_id: tenant,
+            principal_id: principal,
+            conversation_id: STATEMENTS,
+            message_id: &statement_id,
+        };
+        let source = MemorySource {
+            source_id: message_source_id(STATEMENTS, &statement_id),
+            content_sha256: sha256_hex(text.as_bytes()),
+            provenance_sha256: domain_digest(
+                CAPTURE_PROVENANCE_DOMAIN,
+                &CaptureProvenance {
+                    tenant_id: tenant,
+                    principal_id: principal,
+                    key_id: credential.key_id(),
+                    conversation_id: STATEMENTS,
+                    message_id: &statement_id,
+                    role: MessageRole::Assistant.as_str(),
+                },
+            )?,
+            locator_sha256: domain_digest(CAPTURE_LOCATOR_DOMAIN, &located)?,
+        };
+        let consent_receipt_sha256 = match (kind, workspace_id) {
+            (MemoryKind::Semantic, None) => self.latest_consent(tenant, principal)?,
+            _ => None,
+        };
+        let proposal = ProposeRequest {
+            source_texts: BTreeMap::from([(source.source_id.clone(), text.to_owned())]),
+            sources: vec![source],
+            consent_receipt_sha256,
+            writer_release: Some(CAPTURE_WRITER.to_owned()),
+            ..ProposeRequest::new(text, kind, purpose, subject)
         };
         self.propose(credential, &proposal)
     }

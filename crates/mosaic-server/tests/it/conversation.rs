@@ -569,3 +569,19 @@ async fn a_tenant_that_reviews_claim_updates_gets_a_review_case_instead() {
         "{paris}"
     );
 }
+
+#[test]
+fn a_remembered_statement_is_the_principals_fact_under_its_latest_consent() {
+    let w = world();
+    let alice = &w.principals[0];
+    let response = w
+        .service
+        .remember_text(
+            &alice.credential,
+            "The user prefers answers in French.",
+            mosaic_harness::MemoryKind::Semantic,
+            None,
+        )
+        .expect("decided");
+    assert_eq!(response.decision, "accepted", "{:?}", response.violations);
+}

@@ -5,18 +5,19 @@
 //!
 //! Without the `mcp` Python package the client tests print a `skipped:`
 //! line and pass, except under `CI=true`, where they fail (`.ci/run`
-//! installs the package).
+//! installs the pinned package, and the latest release into the directory
+//! `MOSAIC_MCP_LATEST` names; the client runs with both).
 
 use std::path::Path;
 use std::process::Command;
 
 use axum::http::StatusCode;
-use mosaic_server::api::{CreateKeyRequest, CreateTenantRequest, GrantRequest, ProposeRequest};
-use mosaic_server::examples::workspace_fact;
+use mosaic_harness::memory_write::MemoryPurpose;
+use mosaic_server::api::{ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest};
 use mosaic_server::mcp::{MCP_PATH, TOOL_NAMES, tool_arguments, tools};
 use mosaic_server::service::ADMIN_KEY_FILE;
 use mosaic_server::{ServerConfig, Service, app};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::{error_code, send_raw, world};
 
@@ -101,12 +102,46 @@ fn provision(data_dir: &Path) -> String {
         )
         .expect("key")
         .key;
+    // The principal's consent, so `remember` can write its own facts.
+    let credential = service.authenticate(Some(&key)).expect("principal key");
+    service
+        .give_consent(
+            &credential,
+            &ConsentRequest {
+                purpose: MemoryPurpose::Personalization,
+                ui_release: "mcp-test-v1".into(),
+                consent_id: None,
+            },
+        )
+        .expect("consent");
     service.flush().expect("flush");
     key
 }
 
-fn run_client(args: &[&str], key: &str) {
-    let out = Command::new("python3")
+/// The MCP SDKs the client runs with: the one installed (pinned in
+/// `.ci/run`) and, when `MOSAIC_MCP_LATEST` names a directory holding the
+/// latest release (`pip install --target`), that one too. CI must test
+/// both.
+fn sdk_paths() -> Vec<Option<String>> {
+    let latest = std::env::var("MOSAIC_MCP_LATEST")
+        .ok()
+        .filter(|p| !p.is_empty());
+    if latest.is_none() && std::env::var("CI").as_deref() == Ok("true") {
+        panic!("CI=true but MOSAIC_MCP_LATEST does not name the latest MCP SDK's directory");
+    }
+    let mut paths = vec![None];
+    if let Some(path) = latest {
+        paths.push(Some(path));
+    }
+    paths
+}
+
+fn run_client(args: &[&str], key: &str, sdk: Option<&str>) {
+    let mut command = Command::new("python3");
+    if let Some(path) = sdk {
+        command.env("PYTHONPATH", path);
+    }
+    let out = command
         .arg(CLIENT)
         .args(args)
         .args(["--workspace", WORKSPACE])
@@ -120,6 +155,8 @@ fn run_client(args: &[&str], key: &str) {
         "mcp_client.py {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(stdout.contains("mcp_client: "), "{stdout}");
+    // Names the SDK version in the test log.
+    eprintln!("{}", stdout.trim());
     assert!(
         !stdout.contains(key) && !stderr.contains(key),
         "the key is never printed"
@@ -131,19 +168,24 @@ fn python_sdk_client_drives_mosaic_mcp_over_stdio() {
     if !python_client_available() {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let key = provision(&data);
-    run_client(
-        &[
-            "stdio",
-            "--mosaic",
-            env!("CARGO_BIN_EXE_mosaic"),
-            "--data-dir",
-            data.to_str().expect("utf-8 path"),
-        ],
-        &key,
-    );
+    // Each SDK gets a fresh directory: the scenario ends by erasing the
+    // principal.
+    for sdk in sdk_paths() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let key = provision(&data);
+        run_client(
+            &[
+                "stdio",
+                "--mosaic",
+                env!("CARGO_BIN_EXE_mosaic"),
+                "--data-dir",
+                data.to_str().expect("utf-8 path"),
+            ],
+            &key,
+            sdk.as_deref(),
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,25 +193,29 @@ async fn python_sdk_client_drives_the_streamable_http_endpoint() {
     if !python_client_available() {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let key = provision(&data);
-    let config = ServerConfig {
-        data_dir: data,
-        ..ServerConfig::default()
-    };
-    let (service, _) = Service::open(config).expect("reopen service");
-    let router = app(std::sync::Arc::new(service));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let server = tokio::spawn(axum::serve(listener, router).into_future());
-    let url = format!("http://{addr}{MCP_PATH}");
-    tokio::task::spawn_blocking(move || run_client(&["http", "--url", &url], &key))
+    for sdk in sdk_paths() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let key = provision(&data);
+        let config = ServerConfig {
+            data_dir: data,
+            ..ServerConfig::default()
+        };
+        let (service, _) = Service::open(config).expect("reopen service");
+        let router = app(std::sync::Arc::new(service));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(axum::serve(listener, router).into_future());
+        let url = format!("http://{addr}{MCP_PATH}");
+        tokio::task::spawn_blocking(move || {
+            run_client(&["http", "--url", &url], &key, sdk.as_deref())
+        })
         .await
         .expect("client");
-    server.abort();
+        server.abort();
+    }
 }
 
 fn initialize_body() -> Vec<u8> {
@@ -249,20 +295,19 @@ fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
             );
         }
     }
-    // `remember` declares exactly the JSON API's proposal fields, less identity.
-    let proposal: ProposeRequest = workspace_fact("schema", WORKSPACE, "schema check");
-    let Value::Object(fields) = serde_json::to_value(proposal).expect("json") else {
-        panic!("a proposal is an object");
-    };
-    let mut expected: Vec<String> = fields
-        .keys()
-        .filter(|k| !["tenant_id", "principal_id"].contains(&k.as_str()))
-        .cloned()
-        .collect();
-    expected.sort();
+    // `remember` takes plain arguments: nothing an LLM would have to
+    // compute or invent.
     let mut declared = tool_arguments("remember");
     declared.sort();
-    assert_eq!(declared, expected);
+    assert_eq!(declared, ["kind", "text", "workspace_id"]);
+    for name in TOOL_NAMES {
+        for argument in tool_arguments(name) {
+            assert!(
+                !argument.contains("sha256") && argument != "sources",
+                "{name} asks for {argument}"
+            );
+        }
+    }
     // `recall` declares the recall request's fields, less identity.
     let recall = serde_json::to_value(mosaic_server::api::RecallRequest::default()).expect("json");
     let mut expected: Vec<String> = recall
