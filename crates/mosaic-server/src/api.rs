@@ -147,7 +147,7 @@ pub struct ProposeResponse {
 }
 
 /// A recall. Tenant and principal come from the credential.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RecallRequest {
     /// Current workspace (must be granted; default: the grant's first).
@@ -179,6 +179,12 @@ pub struct RecallRequest {
     /// receipts and `drop_reasons`, the counts per reason).
     #[serde(default)]
     pub explain: bool,
+    /// Lowest relevance score (0 to 1 in lexical and vector mode; the
+    /// fused score in hybrid mode) a ranked memory needs to be selected:
+    /// ask for nothing rather than noise. The cut is part of the ranking
+    /// and named in the relevance receipt's `ranker_release`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
     /// Must equal the credential's tenant when present.
     #[serde(default)]
     pub tenant_id: Option<String>,
@@ -188,7 +194,7 @@ pub struct RecallRequest {
 }
 
 /// What a recall selected, why, and the proofs.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct RecallResponse {
     /// The notice plus every block, ready to place in a prompt.
     pub context: String,
@@ -201,9 +207,14 @@ pub struct RecallResponse {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<MemoryDecision>,
     /// How many candidates were dropped, by reason (`wrong_tenant`,
-    /// `expired`, `not_relevant`, ...).
+    /// `expired`, `not_relevant`, ...; `duplicate_content` counts live
+    /// records whose content equals a newer one's, which take no part).
     #[serde(default)]
     pub drop_reasons: BTreeMap<String, u64>,
+    /// The selected memories, in selection order, with what a caller
+    /// shows: content, kind, creation instant and relevance score.
+    #[serde(default)]
+    pub memories: Vec<RecalledMemory>,
     /// The selection receipt.
     pub selection_receipt: MemorySelectionReceipt,
     /// The relevance receipt when a query ranked the candidates.
@@ -217,6 +228,24 @@ pub struct RecallResponse {
     /// relevance receipt is that of a lexical query). Empty normally.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub omitted_indexes: Vec<String>,
+}
+
+/// One selected memory of a recall.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct RecalledMemory {
+    /// The record.
+    pub record_id: String,
+    /// Its kind.
+    pub kind: MemoryKind,
+    /// The exact content (also inside its escaped block in `blocks`).
+    pub content: String,
+    /// When it was written.
+    pub created_at_unix_ms: u64,
+    /// Its relevance score (absent when no query ranked the recall).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// Whether it fit the token budget (and is in `context`).
+    pub in_context: bool,
 }
 
 /// One memory as stored.

@@ -1,5 +1,8 @@
 //! Reads: recall (eligibility, ranking, selection, handoff), get and list.
 
+use mosaic_harness::memory_scope::SCORE_SCALE;
+use mosaic_store::StoredRecord;
+
 use super::*;
 
 impl ServiceCore {
@@ -75,7 +78,21 @@ impl ServiceCore {
                 format!("the read context is invalid: {problems:?}"),
             ));
         }
-        let eligible = inner.store.eligible_records(&eligibility_query(&ctx))?;
+        let min_score = match request.min_score {
+            None => None,
+            Some(score) if score.is_finite() && (0.0..=1_000.0).contains(&score) => {
+                // Fixed point, as the relevance receipt scores are.
+                Some((score * SCORE_SCALE as f64).round() as u64)
+            }
+            Some(_) => {
+                return Err(ServiceError::bad_request(
+                    "invalid_field",
+                    "min_score must be a number from 0 to 1000",
+                ));
+            }
+        };
+        let mut eligible = inner.store.eligible_records(&eligibility_query(&ctx))?;
+        let duplicates = drop_duplicate_contents(&mut eligible.records);
         let records: Vec<_> = eligible.records.iter().map(|r| r.record.clone()).collect();
         let contents: BTreeMap<String, String> = eligible
             .records
@@ -127,7 +144,7 @@ impl ServiceCore {
                     }
                 };
                 drop(inner);
-                let receipt = if self.config.postgres.is_some() {
+                let mut receipt = if self.config.postgres.is_some() {
                     match self.write_indexes().pg_mut() {
                         Some(pg) => pg.relevance(&query, &set, vector.as_deref())?,
                         None => return Err(ServiceError::Internal("no PostgreSQL index".into())),
@@ -138,6 +155,9 @@ impl ServiceCore {
                         .recall_embedded(&query, vector.as_deref())?
                         .receipt
                 };
+                if let Some(min) = min_score {
+                    cut_below(&mut receipt, min).map_err(|e| internal(&e))?;
+                }
                 let handoff = hand_off(&ctx, &records, &contents, &receipt, &[], &budget)?;
                 (
                     handoff.selection,
@@ -171,6 +191,39 @@ impl ServiceCore {
         } else {
             format!("{RECALLED_MEMORY_NOTICE}\n\n{}", blocks.join("\n\n"))
         };
+        let scores: BTreeMap<&str, u64> = relevance
+            .as_ref()
+            .map(|r| {
+                r.results
+                    .iter()
+                    .map(|x| (x.record_id.as_str(), x.score))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let by_id: BTreeMap<&str, &mosaic_harness::MemoryRecord> =
+            records.iter().map(|r| (r.record_id.as_str(), r)).collect();
+        let memories = selection
+            .receipt
+            .selected_record_ids
+            .iter()
+            .filter_map(|id| {
+                let record = by_id.get(id.as_str())?;
+                Some(RecalledMemory {
+                    record_id: id.clone(),
+                    kind: record.kind,
+                    content: contents.get(id)?.clone(),
+                    created_at_unix_ms: record.created_at_unix_ms,
+                    score: scores
+                        .get(id.as_str())
+                        .map(|s| *s as f64 / SCORE_SCALE as f64),
+                    in_context: report.included_memory.contains(id),
+                })
+            })
+            .collect();
+        let mut drop_counts = drop_reasons(&selection.receipt.decisions);
+        if duplicates > 0 {
+            drop_counts.insert("duplicate_content".to_owned(), duplicates);
+        }
         self.metrics.incr("mosaic_recalls_total", &[]);
         self.metrics.add(
             "mosaic_recall_selected_total",
@@ -186,7 +239,8 @@ impl ServiceCore {
             } else {
                 Vec::new()
             },
-            drop_reasons: drop_reasons(&selection.receipt.decisions),
+            drop_reasons: drop_counts,
+            memories,
             selection_receipt: selection.receipt,
             relevance_receipt: relevance,
             context_report: report,
@@ -293,6 +347,41 @@ impl ServiceCore {
             })
             .collect())
     }
+}
+
+/// Keeps one live record per exact content (the newest; the larger record
+/// id on a tie) so identical contents are never recalled twice; returns
+/// how many it set aside. The eligible set every receipt commits to is
+/// the one that remains.
+fn drop_duplicate_contents(records: &mut Vec<StoredRecord>) -> u64 {
+    let mut keep: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+    for r in records.iter() {
+        let candidate = (r.record.created_at_unix_ms, r.record.record_id.as_str());
+        keep.entry(r.record.content_sha256.as_str())
+            .and_modify(|best| {
+                if candidate > *best {
+                    *best = candidate;
+                }
+            })
+            .or_insert(candidate);
+    }
+    let kept: BTreeSet<String> = keep.values().map(|(_, id)| (*id).to_owned()).collect();
+    let before = records.len();
+    records.retain(|r| kept.contains(&r.record.record_id));
+    (before - records.len()) as u64
+}
+
+/// Keeps the ranked results scoring at least `min` (fixed point) and
+/// reseals the receipt; the cut is named in its ranker release, so the
+/// receipt says what ranked it.
+fn cut_below(
+    receipt: &mut mosaic_harness::memory_scope::RelevanceReceipt,
+    min: u64,
+) -> Result<(), mosaic_harness::canonical::CanonicalError> {
+    receipt.results.retain(|r| r.score >= min);
+    receipt.ranker_release = format!("{}+min-score-{min}", receipt.ranker_release);
+    receipt.receipt_sha256 = receipt.compute_digest()?;
+    Ok(())
 }
 
 /// Dropped candidates counted by reason, named as the API names them.

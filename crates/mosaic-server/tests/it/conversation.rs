@@ -585,3 +585,98 @@ fn a_remembered_statement_is_the_principals_fact_under_its_latest_consent() {
         .expect("decided");
     assert_eq!(response.decision, "accepted", "{:?}", response.violations);
 }
+
+#[tokio::test]
+async fn recall_shows_each_content_once_with_its_kind_time_and_score_and_can_ask_for_nothing() {
+    let w = world();
+    let alice = &w.principals[0];
+    // The same words in two conversations: two captured messages, two
+    // records with one content.
+    for conversation in ["chat-a", "chat-b"] {
+        let (status, body) = ingest(
+            &w,
+            &alice.key,
+            conversation,
+            json!({"messages": [{"role": "user", "content": "I moved to Berlin."}]}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, body) = ingest(
+        &w,
+        &alice.key,
+        "chat-c",
+        json!({"messages": [{"role": "user", "content": "My sister plays the cello."}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let recalled = recall(&w, &alice.key, "where did I move").await;
+    let memories = recalled["memories"].as_array().expect("memories");
+    let berlin: Vec<&Value> = memories
+        .iter()
+        .filter(|m| m["content"] == "user: I moved to Berlin.")
+        .collect();
+    assert_eq!(
+        berlin.len(),
+        1,
+        "identical contents are not returned twice: {recalled}"
+    );
+    assert_eq!(
+        recalled["drop_reasons"]["duplicate_content"], 1,
+        "{recalled}"
+    );
+    let first = &memories[0];
+    assert_eq!(first["content"], "user: I moved to Berlin.", "{recalled}");
+    assert_eq!(first["kind"], "episodic");
+    assert!(first["created_at_unix_ms"].as_u64().is_some_and(|t| t > 0));
+    let score = first["score"].as_f64().expect("a ranked recall has scores");
+    assert!(score > 0.0, "{first}");
+    assert_eq!(first["in_context"], true);
+    // Scores are in selection order.
+    let scores: Vec<f64> = memories
+        .iter()
+        .filter_map(|m| m["score"].as_f64())
+        .collect();
+    assert!(scores.windows(2).all(|p| p[0] >= p[1]), "{scores:?}");
+
+    // A minimum above every score: nothing rather than noise, and the
+    // relevance receipt says it was cut.
+    let (status, none) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "where did I move", "min_score": 999})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{none}");
+    assert_eq!(none["memories"], json!([]), "{none}");
+    assert_eq!(none["selected_record_ids"], json!([]), "{none}");
+    assert!(
+        none["relevance_receipt"]["ranker_release"]
+            .as_str()
+            .is_some_and(|r| r.ends_with("+min-score-999000000")),
+        "{none}"
+    );
+    // A minimum at the top score keeps the top memory.
+    let (_, top) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "where did I move", "min_score": score})),
+    )
+    .await;
+    assert_eq!(top["memories"][0]["record_id"], first["record_id"], "{top}");
+    for bad in [json!(-1), json!(1e9), json!("high")] {
+        let (status, body) = send(
+            &w.router,
+            "POST",
+            "/v1/recall",
+            Some(&alice.key),
+            Some(json!({"query": "x", "min_score": bad})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+}
