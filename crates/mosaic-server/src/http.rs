@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use crate::api::*;
 use crate::auth::Credential;
 use crate::error::{ServiceError, ServiceResult};
+use crate::mem0;
 use crate::service::Service;
 
 /// Shared state of the router.
@@ -196,9 +197,9 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-type Reply<T> = Result<axum::Json<T>, ApiError>;
+pub(crate) type Reply<T> = Result<axum::Json<T>, ApiError>;
 
-async fn call<T: Serialize + Send + 'static>(
+pub(crate) async fn call<T: Serialize + Send + 'static>(
     state: &AppState,
     f: impl FnOnce(&Service) -> ServiceResult<T> + Send + 'static,
 ) -> Reply<T> {
@@ -640,6 +641,26 @@ fn routes() -> Routes {
         )
         .add("/v1/facts", &[Method::POST], post(add_fact))
         .add("/v1/recall", &[Method::POST], post(recall))
+        .add(
+            "/memories",
+            &[Method::POST, Method::GET, Method::DELETE],
+            post(mem0::add_memories)
+                .get(mem0::get_all_memories)
+                .delete(mem0::delete_all_memories),
+        )
+        .add(
+            "/memories/{memory_id}",
+            &[Method::GET, Method::PUT, Method::DELETE],
+            get(mem0::get_one)
+                .put(mem0::update_memory)
+                .delete(mem0::delete_memory),
+        )
+        .add(
+            "/memories/{memory_id}/history",
+            &[Method::GET],
+            get(mem0::memory_history),
+        )
+        .add("/search", &[Method::POST], post(mem0::search_memories))
         .add("/v1/consents", &[Method::POST], post(consent))
         .add(
             "/v1/consents/{consent_sha256}/withdraw",

@@ -54,6 +54,7 @@ pub mod evidence;
 pub mod examples;
 pub mod http;
 pub mod mcp;
+pub mod mem0;
 pub mod metrics;
 pub mod openapi;
 pub mod service;

@@ -110,6 +110,62 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op(
         "POST",
+        "/memories",
+        "mem0-compatible: add messages for a user (each kept as an episodic memory through the gate)",
+        "principal",
+        Some("Mem0AddRequest"),
+    ),
+    op(
+        "GET",
+        "/memories",
+        "mem0-compatible: a user's memories (query: user_id, agent_id, run_id, limit)",
+        "principal",
+        None,
+    ),
+    op(
+        "DELETE",
+        "/memories",
+        "mem0-compatible: delete a user's memories, each to its deletion receipt",
+        "principal",
+        None,
+    ),
+    op(
+        "GET",
+        "/memories/{memory_id}",
+        "mem0-compatible: one memory",
+        "principal",
+        None,
+    ),
+    op(
+        "PUT",
+        "/memories/{memory_id}",
+        "mem0-compatible: replace a memory's text (supersession through the gate)",
+        "principal",
+        Some("Mem0UpdateRequest"),
+    ),
+    op(
+        "DELETE",
+        "/memories/{memory_id}",
+        "mem0-compatible: delete one memory (revocation to its deletion receipt)",
+        "principal",
+        None,
+    ),
+    op(
+        "GET",
+        "/memories/{memory_id}/history",
+        "mem0-compatible: a memory's history (its line: added, updated, deleted)",
+        "principal",
+        None,
+    ),
+    op(
+        "POST",
+        "/search",
+        "mem0-compatible: search a user's memories",
+        "principal",
+        Some("Mem0SearchRequest"),
+    ),
+    op(
+        "POST",
         "/v1/recall",
         "Recall: eligibility, ranking, selection, <recalled-memory> blocks and receipts",
         "principal",
@@ -413,6 +469,9 @@ pub fn document() -> Value {
                         "ttl_ms": {"type": "integer"}
                     }
                 },
+                "Mem0AddRequest": object("{messages: [{role, content, name?}] or a string, user_id?, agent_id?, run_id?, metadata? (not stored), infer? (ignored)}"),
+                "Mem0SearchRequest": object("{query, user_id?, limit? (1-100, default 10), threshold? (min_score), agent_id?, run_id?, filters? (ignored)}"),
+                "Mem0UpdateRequest": object("{text} (or data, or memory)"),
                 "RecallRequest": {
                     "type": "object",
                     "additionalProperties": false,

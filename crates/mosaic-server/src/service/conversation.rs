@@ -417,47 +417,77 @@ impl ServiceCore {
                 ));
             }
         };
-        let statement_id = message_id(&ConversationMessage {
-            id: None,
-            role: MessageRole::Assistant,
-            content: text.to_owned(),
-            name: None,
-            created_at: None,
-        })?;
-        let located = MessageLocator {
-            tenant_id: tenant,
-            principal_id: principal,
-            conversation_id: STATEMENTS,
-            message_id: &statement_id,
-        };
-        let source = MemorySource {
-            source_id: message_source_id(STATEMENTS, &statement_id),
-            content_sha256: sha256_hex(text.as_bytes()),
-            provenance_sha256: domain_digest(
-                CAPTURE_PROVENANCE_DOMAIN,
-                &CaptureProvenance {
-                    tenant_id: tenant,
-                    principal_id: principal,
-                    key_id: credential.key_id(),
-                    conversation_id: STATEMENTS,
-                    message_id: &statement_id,
-                    role: MessageRole::Assistant.as_str(),
-                },
-            )?,
-            locator_sha256: domain_digest(CAPTURE_LOCATOR_DOMAIN, &located)?,
-        };
         let consent_receipt_sha256 = match (kind, workspace_id) {
             (MemoryKind::Semantic, None) => self.latest_consent(tenant, principal)?,
             _ => None,
         };
         let proposal = ProposeRequest {
-            source_texts: BTreeMap::from([(source.source_id.clone(), text.to_owned())]),
-            sources: vec![source],
             consent_receipt_sha256,
-            writer_release: Some(CAPTURE_WRITER.to_owned()),
-            ..ProposeRequest::new(text, kind, purpose, subject)
+            ..statement_proposal(credential, text, kind, purpose, subject)?
         };
         self.propose(credential, &proposal)
+    }
+
+    /// Replaces one of the principal's memories with `text` (the
+    /// mem0-compatible update): a new record of the same kind and subject
+    /// whose source is the statement as received, superseding the old one
+    /// at the generation read now. The gate decides, as for any
+    /// supersession; the old record stays as history.
+    pub fn update_text(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+        text: &str,
+    ) -> ServiceResult<ProposeResponse> {
+        let (tenant, principal) = credential.principal()?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(ServiceError::bad_request(
+                "invalid_message",
+                "there is no text to remember",
+            ));
+        }
+        let old = self.get_memory(credential, record_id)?;
+        let purpose = purpose_of(&old.record.subject);
+        let consent_receipt_sha256 = match (&old.record.kind, &old.record.subject) {
+            (MemoryKind::Semantic, MemorySubject::Principal { .. }) => {
+                self.latest_consent(tenant, principal)?
+            }
+            _ => None,
+        };
+        let proposal = ProposeRequest {
+            consent_receipt_sha256,
+            supersedes_record_id: Some(record_id.to_owned()),
+            expected_line_generation: Some(old.line_generation),
+            ..statement_proposal(
+                credential,
+                text,
+                old.record.kind,
+                purpose,
+                old.record.subject.clone(),
+            )?
+        };
+        self.propose(credential, &proposal)
+    }
+
+    /// Revokes every active memory about or by the credential's principal,
+    /// each to its deletion receipt; unlike erasure it keeps the
+    /// principal's consents and keys (the mem0-compatible delete-all).
+    pub fn forget_all(&self, credential: &Credential) -> ServiceResult<Vec<RevocationResponse>> {
+        let (tenant, principal) = credential.principal()?;
+        let rows = {
+            let mut reader = self.reader()?;
+            self.tenant_and_grant(&mut reader, tenant, principal)?;
+            records_of_principal(reader.store.as_mut(), tenant, principal)?
+        };
+        let mut out = Vec::new();
+        for row in rows {
+            if row.state != ListedState::Active {
+                continue;
+            }
+            out.push(self.revoke(credential, &row.record_id, &RevokeRequest::default())?);
+        }
+        Ok(out)
     }
 
     /// The principal's most recently given consent that the store still
@@ -472,6 +502,67 @@ impl ServiceCore {
             return Ok(None);
         }
         reader.catalog.latest_consent(tenant, principal)
+    }
+}
+
+/// A proposal of `text` whose one source is the statement as the server
+/// received it from the authenticated key (provenance bound to key,
+/// tenant and principal, like a captured message); the verbatim verifier
+/// judges it, since the text travels with the request.
+fn statement_proposal(
+    credential: &Credential,
+    text: &str,
+    kind: MemoryKind,
+    purpose: MemoryPurpose,
+    subject: MemorySubject,
+) -> ServiceResult<ProposeRequest> {
+    let (tenant, principal) = credential.principal()?;
+    let statement_id = message_id(&ConversationMessage {
+        id: None,
+        role: MessageRole::Assistant,
+        content: text.to_owned(),
+        name: None,
+        created_at: None,
+    })?;
+    let located = MessageLocator {
+        tenant_id: tenant,
+        principal_id: principal,
+        conversation_id: STATEMENTS,
+        message_id: &statement_id,
+    };
+    let source = MemorySource {
+        source_id: message_source_id(STATEMENTS, &statement_id),
+        content_sha256: sha256_hex(text.as_bytes()),
+        provenance_sha256: domain_digest(
+            CAPTURE_PROVENANCE_DOMAIN,
+            &CaptureProvenance {
+                tenant_id: tenant,
+                principal_id: principal,
+                key_id: credential.key_id(),
+                conversation_id: STATEMENTS,
+                message_id: &statement_id,
+                role: MessageRole::Assistant.as_str(),
+            },
+        )?,
+        locator_sha256: domain_digest(CAPTURE_LOCATOR_DOMAIN, &located)?,
+    };
+    Ok(ProposeRequest {
+        source_texts: BTreeMap::from([(source.source_id.clone(), text.to_owned())]),
+        sources: vec![source],
+        writer_release: Some(CAPTURE_WRITER.to_owned()),
+        ..ProposeRequest::new(text, kind, purpose, subject)
+    })
+}
+
+/// The purpose a record about `subject` was written for.
+pub(super) fn purpose_of(subject: &MemorySubject) -> MemoryPurpose {
+    match subject {
+        MemorySubject::Run { .. } => MemoryPurpose::RunContinuity,
+        MemorySubject::Principal { .. } | MemorySubject::PrincipalInWorkspace { .. } => {
+            MemoryPurpose::Personalization
+        }
+        MemorySubject::Workspace { .. } => MemoryPurpose::WorkspaceKnowledge,
+        MemorySubject::Procedure { .. } => MemoryPurpose::ProcedureImprovement,
     }
 }
 

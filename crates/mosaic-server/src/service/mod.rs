@@ -787,14 +787,7 @@ fn find_listed(
 /// record whose export copy the catalog lacks: the source texts and signed
 /// evidence are not known, so an import judges it without them.
 fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str) -> ProposeRequest {
-    let purpose = match record.subject {
-        MemorySubject::Run { .. } => MemoryPurpose::RunContinuity,
-        MemorySubject::Principal { .. } | MemorySubject::PrincipalInWorkspace { .. } => {
-            MemoryPurpose::Personalization
-        }
-        MemorySubject::Workspace { .. } => MemoryPurpose::WorkspaceKnowledge,
-        MemorySubject::Procedure { .. } => MemoryPurpose::ProcedureImprovement,
-    };
+    let purpose = conversation::purpose_of(&record.subject);
     ProposeRequest {
         sources: record.sources.clone(),
         summary: record.summary.clone(),

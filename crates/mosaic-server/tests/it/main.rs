@@ -16,6 +16,7 @@ mod isolation;
 mod lifecycle;
 mod load;
 mod mcp;
+mod mem0;
 mod openapi;
 mod persistence;
 mod postgres;

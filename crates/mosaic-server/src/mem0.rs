@@ -1,0 +1,546 @@
+//! A mem0-compatible surface beside the native API: the routes and shapes
+//! of mem0's open-source REST server (`POST /memories`, `POST /search`,
+//! `GET /memories`, `GET /memories/{memory_id}`, its history, `PUT`,
+//! `DELETE` one and all), with this service's authentication, so an
+//! application written against mem0 works by changing its base URL and
+//! key. Everything goes through the same service functions (and the same
+//! gate) as the native API.
+//!
+//! What maps how:
+//! - `user_id` names the principal. With a principal's key it must be
+//!   that principal (or absent); `403 user_mismatch` otherwise.
+//! - `POST /memories`: the messages are one conversation ingest
+//!   (`run_id`, else `agent_id`, else `mem0` names the conversation); each
+//!   message is kept as an episodic memory. `event` is `ADD` for a new
+//!   memory and `NONE` for a replay; refused messages are listed under
+//!   `refused` with the gate's reasons (mem0 has no such list). `metadata`
+//!   is not stored (the response says so under `ignored`), and no LLM
+//!   extraction runs (`infer` is accepted and ignored).
+//! - `POST /search` is a hybrid recall; `score` is the relevance score.
+//! - `PUT /memories/{memory_id}` supersedes the memory with the new text
+//!   (the old one stays as history); `DELETE` revokes, with the deletion
+//!   receipt; `DELETE /memories` revokes every active memory of the user.
+//! - Errors are this service's JSON errors with stable codes.
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::api::{
+    ConversationMessage, IngestRequest, ListQuery, MessageRole, RecallRequest, RevokeRequest,
+};
+use crate::auth::Credential;
+use crate::error::{ServiceError, ServiceResult};
+use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, Auth, Reply, call};
+use crate::service::Service;
+
+/// Most memories `GET /memories` returns.
+pub const MAX_LISTED: usize = 1000;
+
+/// A message as mem0 takes it.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Mem0Message {
+    role: MessageRole,
+    content: String,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// mem0 accepts a list of messages or one string (a user message).
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+pub enum Mem0Messages {
+    /// Chat messages.
+    List(Vec<Mem0Message>),
+    /// One user message.
+    Text(String),
+}
+
+/// `POST /memories`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct AddRequest {
+    messages: Mem0Messages,
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    metadata: Option<Value>,
+    #[serde(default)]
+    infer: Option<bool>,
+}
+
+/// `POST /search`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    query: String,
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    filters: Option<Value>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    threshold: Option<f64>,
+}
+
+/// The identifiers of `GET` and `DELETE /memories`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `PUT /memories/{memory_id}`: the new text (mem0's clients send `text`;
+/// `data` and `memory` are accepted too).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRequest {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+    #[serde(default)]
+    memory: Option<String>,
+}
+
+/// One memory in mem0's shape.
+#[derive(Serialize, Debug)]
+pub struct Mem0Item {
+    id: String,
+    memory: String,
+    hash: String,
+    metadata: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f64>,
+    created_at: String,
+    updated_at: Option<String>,
+    user_id: String,
+    kind: String,
+}
+
+/// The credential acting as mem0's `user_id`.
+fn as_user(credential: &Credential, user_id: Option<&str>) -> ServiceResult<Credential> {
+    let (_, principal) = credential.principal()?;
+    match user_id {
+        None => Ok(credential.clone()),
+        Some(user) if user == principal => Ok(credential.clone()),
+        Some(_) => Err(ServiceError::forbidden(
+            "user_mismatch",
+            "user_id names a user other than the key's principal",
+        )),
+    }
+}
+
+/// An RFC 3339 UTC instant of a Unix time in milliseconds.
+pub fn rfc3339(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
+fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Mem0Item> {
+    let (_, principal) = credential.principal()?;
+    let view = service.get_memory(credential, record_id)?;
+    Ok(Mem0Item {
+        id: record_id.to_owned(),
+        memory: view.content,
+        hash: view.record.content_sha256,
+        metadata: None,
+        score: None,
+        created_at: rfc3339(view.record.created_at_unix_ms),
+        updated_at: None,
+        user_id: principal.to_owned(),
+        kind: view.record.kind.as_str().to_owned(),
+    })
+}
+
+fn add(service: &Service, credential: &Credential, request: AddRequest) -> ServiceResult<Value> {
+    let credential = as_user(credential, request.user_id.as_deref())?;
+    let messages: Vec<ConversationMessage> = match request.messages {
+        Mem0Messages::Text(text) => vec![ConversationMessage {
+            id: None,
+            role: MessageRole::User,
+            content: text,
+            name: None,
+            created_at: None,
+        }],
+        Mem0Messages::List(list) => list
+            .into_iter()
+            .map(|m| ConversationMessage {
+                id: None,
+                role: m.role,
+                content: m.content,
+                name: m.name,
+                created_at: None,
+            })
+            .collect(),
+    };
+    let conversation = request
+        .run_id
+        .or(request.agent_id)
+        .unwrap_or_else(|| "mem0".to_owned());
+    let ingested = service.ingest_conversation(
+        &credential,
+        &conversation,
+        &IngestRequest {
+            messages,
+            workspace_id: None,
+        },
+    )?;
+    let mut results = Vec::new();
+    let mut refused = Vec::new();
+    for (index, message) in ingested.messages.iter().enumerate() {
+        if message.decision == "accepted" {
+            let memory = service.get_memory(&credential, &message.record_id)?;
+            results.push(json!({
+                "id": message.record_id,
+                "memory": memory.content,
+                "event": if message.replayed { "NONE" } else { "ADD" },
+            }));
+        } else {
+            refused.push(json!({"index": index, "violations": message.violations}));
+        }
+    }
+    let mut ignored = Vec::new();
+    if request.metadata.is_some() {
+        ignored.push("metadata");
+    }
+    if request.infer.is_some() {
+        ignored.push("infer");
+    }
+    Ok(json!({"results": results, "refused": refused, "ignored": ignored}))
+}
+
+fn search(
+    service: &Service,
+    credential: &Credential,
+    request: SearchRequest,
+) -> ServiceResult<Value> {
+    let credential = as_user(credential, request.user_id.as_deref())?;
+    let limit = request.limit.unwrap_or(10);
+    if limit == 0 || limit > 100 {
+        return Err(ServiceError::bad_request(
+            "invalid_field",
+            "limit must be 1 to 100",
+        ));
+    }
+    let recalled = service.recall(
+        &credential,
+        &RecallRequest {
+            query: Some(request.query),
+            max_records: Some(limit),
+            min_score: request.threshold,
+            ..RecallRequest::default()
+        },
+    )?;
+    let (_, principal) = credential.principal()?;
+    let results: Vec<Mem0Item> = recalled
+        .memories
+        .into_iter()
+        .map(|m| Mem0Item {
+            hash: mosaic_harness::canonical::sha256_hex(m.content.as_bytes()),
+            id: m.record_id,
+            memory: m.content,
+            metadata: None,
+            score: m.score,
+            created_at: rfc3339(m.created_at_unix_ms),
+            updated_at: None,
+            user_id: principal.to_owned(),
+            kind: m.kind.as_str().to_owned(),
+        })
+        .collect();
+    let mut ignored = Vec::new();
+    for (name, given) in [
+        ("agent_id", request.agent_id.is_some()),
+        ("run_id", request.run_id.is_some()),
+        ("filters", request.filters.is_some()),
+    ] {
+        if given {
+            ignored.push(name);
+        }
+    }
+    Ok(json!({"results": results, "ignored": ignored}))
+}
+
+/// The user's active memories (of one conversation, with `run_id` or
+/// `agent_id`), newest first.
+fn active_ids(
+    service: &Service,
+    credential: &Credential,
+    scope: &Scope,
+) -> ServiceResult<Vec<String>> {
+    let (_, principal) = credential.principal()?;
+    let mut entries = service.list_by_subject(
+        credential,
+        &ListQuery {
+            subject_type: "principal".into(),
+            run_id: None,
+            principal_id: Some(principal.to_owned()),
+            workspace_id: None,
+            procedure_id: None,
+        },
+    )?;
+    entries.retain(|e| e.state == "active");
+    entries.sort_by(|a, b| {
+        b.created_at_unix_ms
+            .cmp(&a.created_at_unix_ms)
+            .then_with(|| a.record_id.cmp(&b.record_id))
+    });
+    let conversation = scope.run_id.as_deref().or(scope.agent_id.as_deref());
+    let mut ids = Vec::new();
+    for entry in entries {
+        if let Some(conversation) = conversation {
+            let view = service.get_memory(credential, &entry.record_id)?;
+            let prefix = format!("msg:{conversation}/");
+            if !view
+                .record
+                .sources
+                .iter()
+                .any(|s| s.source_id.starts_with(&prefix))
+            {
+                continue;
+            }
+        }
+        ids.push(entry.record_id);
+    }
+    Ok(ids)
+}
+
+fn get_all(service: &Service, credential: &Credential, scope: Scope) -> ServiceResult<Value> {
+    let credential = as_user(credential, scope.user_id.as_deref())?;
+    let limit = scope.limit.unwrap_or(100).min(MAX_LISTED);
+    let mut results = Vec::new();
+    for id in active_ids(service, &credential, &scope)?
+        .into_iter()
+        .take(limit)
+    {
+        results.push(item(service, &credential, &id)?);
+    }
+    Ok(json!({"results": results}))
+}
+
+fn history(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Value> {
+    let (_, principal) = credential.principal()?;
+    let target = service.get_memory(credential, record_id)?;
+    // The record's line, oldest generation first.
+    let mut line = Vec::new();
+    let entries = service.list_by_subject(
+        credential,
+        &ListQuery {
+            subject_type: "principal".into(),
+            run_id: None,
+            principal_id: Some(principal.to_owned()),
+            workspace_id: None,
+            procedure_id: None,
+        },
+    )?;
+    for entry in entries {
+        match service.get_memory(credential, &entry.record_id) {
+            Ok(view) if view.line_id == target.line_id => line.push((entry.state, view)),
+            Ok(_) | Err(ServiceError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    line.sort_by_key(|(_, view)| view.line_generation);
+    let mut events = Vec::new();
+    let mut previous: Option<String> = None;
+    for (state, view) in &line {
+        let at = rfc3339(view.record.created_at_unix_ms);
+        events.push(json!({
+            "id": format!("{}#{}", view.line_id, view.line_generation),
+            "memory_id": view.record.record_id,
+            "old_memory": previous,
+            "new_memory": view.content,
+            "event": if previous.is_none() { "ADD" } else { "UPDATE" },
+            "created_at": at,
+            "updated_at": Value::Null,
+            "is_deleted": false,
+        }));
+        if state != "active" && state != "superseded" && state != "publishing" {
+            events.push(json!({
+                "id": format!("{}#{}-deleted", view.line_id, view.line_generation),
+                "memory_id": view.record.record_id,
+                "old_memory": view.content,
+                "new_memory": Value::Null,
+                "event": "DELETE",
+                "created_at": at,
+                "updated_at": Value::Null,
+                "is_deleted": true,
+            }));
+        }
+        previous = Some(view.content.clone());
+    }
+    Ok(Value::Array(events))
+}
+
+fn update(
+    service: &Service,
+    credential: &Credential,
+    record_id: &str,
+    request: UpdateRequest,
+) -> ServiceResult<Value> {
+    let Some(text) = request.text.or(request.data).or(request.memory) else {
+        return Err(ServiceError::bad_request(
+            "invalid_field",
+            "send the new text as `text`",
+        ));
+    };
+    let response = service.update_text(credential, record_id, &text)?;
+    if response.decision != "accepted" {
+        return Ok(json!({
+            "message": "Memory not updated: the write gate refused it",
+            "id": record_id,
+            "violations": response.violations,
+            "review_case_ids": response.review_case_ids,
+        }));
+    }
+    Ok(json!({
+        "message": "Memory updated successfully!",
+        "id": response.record_id,
+        "previous_id": record_id,
+    }))
+}
+
+fn delete_one(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Value> {
+    let revoked = service.revoke(credential, record_id, &RevokeRequest::default())?;
+    Ok(json!({
+        "message": "Memory deleted successfully!",
+        "deletion_receipt_sha256": revoked.deletion_receipt.map(|r| r.receipt_sha256),
+    }))
+}
+
+fn delete_all(service: &Service, credential: &Credential, scope: Scope) -> ServiceResult<Value> {
+    let credential = as_user(credential, scope.user_id.as_deref())?;
+    let revoked = if scope.run_id.is_some() || scope.agent_id.is_some() {
+        let mut out = Vec::new();
+        for id in active_ids(service, &credential, &scope)? {
+            out.push(service.revoke(&credential, &id, &RevokeRequest::default())?);
+        }
+        out
+    } else {
+        service.forget_all(&credential)?
+    };
+    let receipts: Vec<Value> = revoked
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.record_id,
+                "deletion_receipt_sha256": r.deletion_receipt.as_ref().map(|d| d.receipt_sha256.clone()),
+            })
+        })
+        .collect();
+    Ok(json!({"message": "All relevant memories deleted", "deleted": receipts}))
+}
+
+// ---------------------------------------------------------------- handlers
+
+pub(crate) async fn add_memories(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<AddRequest>,
+) -> Reply<Value> {
+    call(&s, move |s| add(s, &c, r)).await
+}
+
+pub(crate) async fn search_memories(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<SearchRequest>,
+) -> Reply<Value> {
+    call(&s, move |s| search(s, &c, r)).await
+}
+
+pub(crate) async fn get_all_memories(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<Scope>,
+) -> Reply<Value> {
+    call(&s, move |s| get_all(s, &c, q)).await
+}
+
+pub(crate) async fn get_one(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<Mem0Item> {
+    call(&s, move |s| item(s, &c, &id)).await
+}
+
+pub(crate) async fn memory_history(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<Value> {
+    call(&s, move |s| history(s, &c, &id)).await
+}
+
+pub(crate) async fn update_memory(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(r): ApiJson<UpdateRequest>,
+) -> Reply<Value> {
+    call(&s, move |s| update(s, &c, &id, r)).await
+}
+
+pub(crate) async fn delete_memory(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<Value> {
+    call(&s, move |s| delete_one(s, &c, &id)).await
+}
+
+pub(crate) async fn delete_all_memories(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<Scope>,
+) -> Reply<Value> {
+    call(&s, move |s| delete_all(s, &c, q)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn instants_print_as_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(1_798_761_599_999), "2026-12-31T23:59:59.999Z");
+    }
+}
