@@ -449,6 +449,62 @@ pub struct CreateKeyResponse {
     pub grant: mosaic_harness::memory_write::MemoryWriteGrant,
 }
 
+/// Create an application key: it acts for the end users of one
+/// application inside a tenant. Each request names its user (header
+/// `X-Mosaic-User`, or `user_id` on the mem0-compatible routes), who
+/// becomes the principal; a user's grant is created on first use from
+/// `grant`, narrowed to the tenant policy in force.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApplicationKeyRequest {
+    /// Tenant.
+    pub tenant_id: String,
+    /// The application's name.
+    pub application_id: String,
+    /// User ids the key may act for: exact ids, or a prefix followed by
+    /// `*` (`app1:*`); `*` alone is every user of the tenant.
+    pub users: Vec<String>,
+    /// The widest grant a user receives (same defaults as a principal's
+    /// grant).
+    #[serde(default)]
+    pub grant: Option<GrantRequest>,
+}
+
+/// A new application key: shown once.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct CreateApplicationKeyResponse {
+    /// Public identity.
+    pub key_id: String,
+    /// The secret; store it now, it is not shown again.
+    pub key: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Users, kinds, purposes, workspaces and runs it is bounded to.
+    pub bounds: crate::auth::ApplicationBounds,
+}
+
+/// What carrying a tenant's records to its current policy did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CarryPolicyResponse {
+    /// The policy the records were carried to.
+    pub policy_sha256: String,
+    /// Live records examined that were written under another policy.
+    pub examined: usize,
+    /// Re-proposed and accepted by the gate under the current policy (the
+    /// old record is superseded by the new one).
+    pub accepted: usize,
+    /// Re-proposed and refused by the gate (the old record stays, hidden
+    /// with `policy_mismatch`); counts per violation code.
+    pub refused: usize,
+    /// Refusals by reason.
+    pub refused_reasons: BTreeMap<String, usize>,
+    /// Records that could not be re-proposed (no proposing principal, no
+    /// export copy), by reason.
+    pub skipped: BTreeMap<String, usize>,
+    /// Live records already under the current policy (nothing to do).
+    pub current: usize,
+}
+
 /// A review action by the admin.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

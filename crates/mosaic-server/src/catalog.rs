@@ -30,7 +30,7 @@ use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, Structur
 use rusqlite::Connection;
 
 use crate::api::VerifierView;
-use crate::auth::Credential;
+use crate::auth::{ApplicationBounds, Credential};
 use crate::error::{ServiceError, ServiceResult};
 
 /// Version of the catalog schema.
@@ -109,10 +109,15 @@ CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS application_keys (
+    key_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    bounds_json TEXT NOT NULL
+);
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "tenants",
     "api_keys",
     "grants",
@@ -122,10 +127,11 @@ const TABLES: [&str; 9] = [
     "verifiers",
     "claims",
     "settings",
+    "application_keys",
 ];
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 9] = [
+const PG_GRANTS: [(&str, &str); 10] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -135,6 +141,7 @@ const PG_GRANTS: [(&str, &str); 9] = [
     ("verifiers", "SELECT, INSERT, UPDATE"),
     ("claims", "SELECT, INSERT, DELETE"),
     ("settings", "SELECT, INSERT"),
+    ("application_keys", "SELECT, INSERT"),
 ];
 
 /// A tenant and its policy as the catalog last stored it (the policy in
@@ -178,9 +185,9 @@ pub struct MemoryRow {
 pub struct KeyInfo {
     /// Identity.
     pub key_id: String,
-    /// `admin` or `principal`.
+    /// `admin`, `principal` or `application`.
     pub role: String,
-    /// Tenant of a principal key.
+    /// Tenant of a principal or application key.
     pub tenant_id: Option<String>,
     /// Principal of a principal key.
     pub principal_id: Option<String>,
@@ -188,6 +195,9 @@ pub struct KeyInfo {
     pub created_at_ms: u64,
     /// Whether the key is disabled.
     pub disabled: bool,
+    /// The bounds of an application key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application: Option<ApplicationBounds>,
 }
 
 /// The catalog connection: a SQLite file, or the `mosaic_server_*` tables
@@ -667,6 +677,47 @@ impl Catalog {
         Ok(())
     }
 
+    /// Stores an application key's hash with its tenant and bounds (one
+    /// transaction: a key without its bounds never authenticates).
+    pub fn insert_application_key(
+        &self,
+        key_sha256: &str,
+        key_id: &str,
+        tenant_id: &str,
+        bounds: &ApplicationBounds,
+        at_ms: u64,
+    ) -> ServiceResult<()> {
+        let bounds_json = encode(bounds)?;
+        self.transaction(|catalog| {
+            catalog.exec(
+                "INSERT INTO application_keys (key_id, tenant_id, bounds_json) VALUES (?1, ?2, ?3)",
+                &[key_id.into(), tenant_id.into(), (&bounds_json).into()],
+            )?;
+            catalog.exec(
+                "INSERT INTO api_keys (key_id, key_sha256, role, tenant_id, principal_id, created_at_ms)
+                 VALUES (?1, ?2, 'application', ?3, NULL, ?4)",
+                &[
+                    key_id.into(),
+                    key_sha256.into(),
+                    tenant_id.into(),
+                    to_i64(at_ms).into(),
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The bounds of an application key.
+    fn application_bounds(&self, key_id: &str) -> ServiceResult<Option<ApplicationBounds>> {
+        let rows = self.rows(
+            "SELECT bounds_json FROM application_keys WHERE key_id = ?1",
+            &[key_id.into()],
+        )?;
+        rows.first()
+            .map(|r| decode("application bounds", &text(col(r, 0))?))
+            .transpose()
+    }
+
     /// The credential of an enabled key with this hash.
     pub fn credential(&self, key_sha256: &str) -> ServiceResult<Option<Credential>> {
         let rows = self.rows(
@@ -684,6 +735,15 @@ impl Catalog {
                 opt_text(col(r, 3)),
             ) {
                 ("admin", _, _) => Some(Credential::Admin { key_id }),
+                ("application", Some(tenant_id), None) => {
+                    self.application_bounds(&key_id)?
+                        .map(|bounds| Credential::Application {
+                            key_id,
+                            tenant_id,
+                            bounds,
+                        })
+                }
+                ("application", _, _) => None,
                 (_, Some(tenant_id), Some(principal_id)) => Some(Credential::Principal {
                     key_id,
                     tenant_id,
@@ -717,7 +777,8 @@ impl Catalog {
     /// Every key, sorted by id.
     pub fn keys(&self) -> ServiceResult<Vec<KeyInfo>> {
         self.rows(
-            "SELECT key_id, role, tenant_id, principal_id, created_at_ms, disabled FROM api_keys ORDER BY key_id",
+            "SELECT k.key_id, k.role, k.tenant_id, k.principal_id, k.created_at_ms, k.disabled, a.bounds_json
+             FROM api_keys k LEFT JOIN application_keys a ON a.key_id = k.key_id ORDER BY k.key_id",
             &[],
         )?
         .iter()
@@ -729,6 +790,9 @@ impl Catalog {
                 principal_id: opt_text(col(r, 3)),
                 created_at_ms: to_u64(int(col(r, 4))),
                 disabled: int(col(r, 5)) != 0,
+                application: opt_text(col(r, 6))
+                    .map(|json| decode("application bounds", &json))
+                    .transpose()?,
             })
         })
         .collect()

@@ -170,12 +170,33 @@ impl FromRequestParts<AppState> for Auth {
                 )
             }
         };
+        let user = match parts.headers.get(USER_HEADER) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .map_err(|_| {
+                        ApiError(ServiceError::bad_request(
+                            "invalid_user",
+                            "the X-Mosaic-User header is not visible ASCII",
+                        ))
+                    })?
+                    .to_owned(),
+            ),
+        };
         let service = state.clone();
         let credential = blocking(move || service.authenticate(presented.as_deref())).await?;
         state.check_rate(&credential)?;
+        // An application key becomes the named user; any other key must
+        // name nobody or itself.
+        let service = state.clone();
+        let credential = blocking(move || service.acting_for(&credential, user.as_deref())).await?;
         Ok(Auth(credential))
     }
 }
+
+/// The header naming the user an application key acts for.
+pub const USER_HEADER: &str = "x-mosaic-user";
 
 /// An empty JSON object body (`{}` or nothing).
 #[derive(serde::Deserialize, Default)]
@@ -440,6 +461,14 @@ async fn create_key(
     call(&s, move |s| s.create_key(&c, &r)).await
 }
 
+async fn create_application_key(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<CreateApplicationKeyRequest>,
+) -> Reply<CreateApplicationKeyResponse> {
+    call(&s, move |s| s.create_application_key(&c, &r)).await
+}
+
 async fn delete_key(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -682,6 +711,11 @@ fn routes() -> Routes {
             "/v1/admin/keys/{key_id}",
             &[Method::DELETE],
             delete(delete_key),
+        )
+        .add(
+            "/v1/admin/application-keys",
+            &[Method::POST],
+            post(create_application_key),
         )
         .add("/v1/admin/reconcile", &[Method::POST], post(reconcile))
         .add("/v1/admin/reindex", &[Method::POST], post(reindex))

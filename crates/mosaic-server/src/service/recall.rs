@@ -208,6 +208,7 @@ impl ServiceCore {
         let missing = || ServiceError::not_found("memory", record_id);
         let tenant = match credential {
             Credential::Principal { tenant_id, .. } => tenant_id.clone(),
+            Credential::Application { .. } => return Err(crate::auth::user_required()),
             Credential::Admin { .. } => match inner.store.get_record(record_id)? {
                 Some(stored) => stored.record.tenant_id,
                 None => {
