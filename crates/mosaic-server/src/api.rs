@@ -188,11 +188,14 @@ pub struct RecallResponse {
     /// Selected record ids, in selection order.
     pub selected_record_ids: Vec<String>,
     /// One decision per candidate, when the request asked to `explain`
-    /// (the selection receipt holds them either way).
+    /// (the selection receipt holds them either way), then one dropped
+    /// `policy_mismatch` decision per live record written under an earlier
+    /// policy of the tenant (never a candidate: not in the receipt).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<MemoryDecision>,
     /// How many candidates were dropped, by reason (`wrong_tenant`,
-    /// `expired`, `not_relevant`, ...).
+    /// `expired`, `not_relevant`, ...; `policy_mismatch` counts the records
+    /// of an earlier policy).
     #[serde(default)]
     pub drop_reasons: BTreeMap<String, u64>,
     /// The selection receipt.
@@ -494,15 +497,19 @@ pub struct CarryPolicyResponse {
     /// old record is superseded by the new one).
     pub accepted: usize,
     /// Re-proposed and refused by the gate (the old record stays, hidden
-    /// with `policy_mismatch`); counts per violation code.
+    /// with `policy_mismatch`).
     pub refused: usize,
-    /// Refusals by reason.
+    /// Refusals by violation (a refusal may have several).
     pub refused_reasons: BTreeMap<String, usize>,
     /// Records that could not be re-proposed (no proposing principal, no
     /// export copy), by reason.
     pub skipped: BTreeMap<String, usize>,
     /// Live records already under the current policy (nothing to do).
     pub current: usize,
+    /// Live records of an earlier policy whose carry proposal (for this
+    /// policy and the writer's grant in force) an earlier run decided:
+    /// refused then, not proposed again.
+    pub decided_earlier: usize,
 }
 
 /// A review action by the admin.

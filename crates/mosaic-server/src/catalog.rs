@@ -109,6 +109,12 @@ CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS policy_history (
+    tenant_id TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    noted_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, policy_sha256)
+);
 CREATE TABLE IF NOT EXISTS application_keys (
     key_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -117,7 +123,7 @@ CREATE TABLE IF NOT EXISTS application_keys (
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "tenants",
     "api_keys",
     "grants",
@@ -128,10 +134,11 @@ const TABLES: [&str; 10] = [
     "claims",
     "settings",
     "application_keys",
+    "policy_history",
 ];
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 10] = [
+const PG_GRANTS: [(&str, &str); 11] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -142,6 +149,7 @@ const PG_GRANTS: [(&str, &str); 10] = [
     ("claims", "SELECT, INSERT, DELETE"),
     ("settings", "SELECT, INSERT"),
     ("application_keys", "SELECT, INSERT"),
+    ("policy_history", "SELECT, INSERT"),
 ];
 
 /// A tenant and its policy as the catalog last stored it (the policy in
@@ -622,6 +630,44 @@ impl Catalog {
             ],
         )?;
         Ok(())
+    }
+
+    /// Notes that a tenant had a policy (kept for every policy a tenant
+    /// ever had, so a read can say `policy_mismatch` for records written
+    /// under an earlier one).
+    pub fn note_policy(
+        &self,
+        tenant_id: &str,
+        policy_sha256: &str,
+        at_ms: u64,
+    ) -> ServiceResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO policy_history (tenant_id, policy_sha256, noted_at_ms) VALUES (?1, ?2, ?3)",
+            &[tenant_id.into(), policy_sha256.into(), to_i64(at_ms).into()],
+        )?;
+        Ok(())
+    }
+
+    /// The policies a tenant had other than `current`, most recent first,
+    /// at most `limit`.
+    pub fn earlier_policies(
+        &self,
+        tenant_id: &str,
+        current: &str,
+        limit: usize,
+    ) -> ServiceResult<Vec<String>> {
+        self.rows(
+            "SELECT policy_sha256 FROM policy_history WHERE tenant_id = ?1 AND policy_sha256 <> ?2
+             ORDER BY noted_at_ms DESC, policy_sha256 LIMIT ?3",
+            &[
+                tenant_id.into(),
+                current.into(),
+                to_i64(limit as u64).into(),
+            ],
+        )?
+        .iter()
+        .map(|r| text(col(r, 0)))
+        .collect()
     }
 
     /// A tenant, if it exists.

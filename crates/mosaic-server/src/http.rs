@@ -469,6 +469,15 @@ async fn create_application_key(
     call(&s, move |s| s.create_application_key(&c, &r)).await
 }
 
+async fn carry_policy(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+    ApiJson(Empty {}): ApiJson<Empty>,
+) -> Reply<CarryPolicyResponse> {
+    call(&s, move |s| s.carry_policy(&c, &t)).await
+}
+
 async fn delete_key(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -666,6 +675,11 @@ fn routes() -> Routes {
             "/v1/admin/tenants/{tenant_id}/policy",
             &[Method::GET, Method::PUT],
             get(tenant_policy).put(put_policy),
+        )
+        .add(
+            "/v1/admin/tenants/{tenant_id}/policy/carry",
+            &[Method::POST],
+            post(carry_policy),
         )
         .add(
             "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/grant",

@@ -173,6 +173,13 @@ pub const OPERATIONS: &[Operation] = &[
         Some("PolicyRequest"),
     ),
     op(
+        "POST",
+        "/v1/admin/tenants/{tenant_id}/policy/carry",
+        "Carry the live records written under an earlier policy to the policy in force: each is proposed again for its writer and decided by the gate (accepted ones supersede the old record); reports accepted and refused counts; idempotent",
+        "admin",
+        Some("Empty"),
+    ),
+    op(
         "PUT",
         "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/grant",
         "Store a principal's write grant",

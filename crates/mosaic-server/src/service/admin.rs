@@ -215,7 +215,9 @@ impl ServiceCore {
     }
 
     /// Replaces a tenant's policy (grants are re-bound to the new digest;
-    /// records written under the old policy stop being readable).
+    /// records written under the old policy stop being readable: a recall
+    /// with `explain` lists them as dropped `policy_mismatch`, and
+    /// [`ServiceCore::carry_policy`] re-proposes them under the new one).
     pub fn put_policy(
         &self,
         credential: &Credential,
@@ -243,6 +245,14 @@ impl ServiceCore {
         };
         policy.policy_sha256 = policy_digest(&policy)?;
         let now = self.now();
+        if let Some(previous) = inner.store.current_policy(tenant)? {
+            inner
+                .catalog
+                .note_policy(tenant, &previous.policy_sha256, now)?;
+        }
+        inner
+            .catalog
+            .note_policy(tenant, &policy.policy_sha256, now)?;
         inner.store.put_policy(&policy, now)?;
         inner.catalog.put_tenant(&policy, now)?;
         for principal in inner.catalog.grant_principals(tenant)? {

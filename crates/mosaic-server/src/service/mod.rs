@@ -52,6 +52,7 @@ use crate::evidence::{
 use crate::metrics::Metrics;
 
 mod admin;
+mod carry;
 mod health;
 mod outbox;
 mod persistence;

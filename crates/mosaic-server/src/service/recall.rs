@@ -76,6 +76,9 @@ impl ServiceCore {
             ));
         }
         let eligible = inner.store.eligible_records(&eligibility_query(&ctx))?;
+        // Records of an earlier policy are never candidates; they are
+        // counted (and, with `explain`, listed) as `policy_mismatch`.
+        let earlier = self.earlier_policy_decisions(&mut inner, &ctx)?;
         let records: Vec<_> = eligible.records.iter().map(|r| r.record.clone()).collect();
         let contents: BTreeMap<String, String> = eligible
             .records
@@ -182,11 +185,11 @@ impl ServiceCore {
             blocks,
             selected_record_ids: selection.receipt.selected_record_ids.clone(),
             decisions: if request.explain {
-                selection.receipt.decisions.clone()
+                [&selection.receipt.decisions[..], &earlier[..]].concat()
             } else {
                 Vec::new()
             },
-            drop_reasons: drop_reasons(&selection.receipt.decisions),
+            drop_reasons: drop_reasons(&[&selection.receipt.decisions[..], &earlier[..]].concat()),
             selection_receipt: selection.receipt,
             relevance_receipt: relevance,
             context_report: report,

@@ -18,6 +18,7 @@ mod load;
 mod mcp;
 mod openapi;
 mod persistence;
+mod policy_carry;
 mod postgres;
 mod reconcile;
 mod review;
