@@ -16,6 +16,7 @@ mod isolation;
 mod lifecycle;
 mod load;
 mod mcp;
+mod mcp_relay;
 mod openapi;
 mod persistence;
 mod policy_carry;
