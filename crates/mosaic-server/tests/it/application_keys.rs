@@ -126,11 +126,11 @@ async fn an_application_key_acts_for_each_named_user_and_they_stay_apart() {
     // principal-scoped record is visible only to its principal).
     assert_eq!(
         recalled(&w, &key, Some("app1:u1"), "oolong tea").await,
-        [u1.clone()]
+        [u1.as_str()]
     );
     assert_eq!(
         recalled(&w, &key, Some("app1:u2"), "oolong tea").await,
-        [u2.clone()]
+        [u2.as_str()]
     );
     let (status, body) = send_as(
         &w,
@@ -238,7 +238,7 @@ async fn an_application_key_never_acts_outside_its_users_or_its_tenant() {
     let foreign = remember_as(&w, &b_key, "app1:carol", "carol keeps a red bicycle").await;
     assert_eq!(
         recalled(&w, &b_key, None, "red bicycle").await,
-        [foreign.clone()]
+        [foreign.as_str()]
     );
     assert!(
         recalled(&w, &key, Some("app1:carol"), "red bicycle")
