@@ -517,9 +517,13 @@ impl Catalog {
             |e: &dyn std::fmt::Display| ServiceError::Unavailable(format!("catalog: {e}"));
         let mut client =
             postgres::Client::connect(url, postgres::NoTls).map_err(|e| unavailable(&e))?;
+        // Every table of this release (an upgrade adds some: the schema
+        // owner runs `mosaic migrate` again first).
         let ready: bool = client
             .query_one(
-                "SELECT to_regclass('mosaic_server_api_keys') IS NOT NULL",
+                "SELECT to_regclass('mosaic_server_api_keys') IS NOT NULL
+                    AND to_regclass('mosaic_server_application_keys') IS NOT NULL
+                    AND to_regclass('mosaic_server_policy_history') IS NOT NULL",
                 &[],
             )
             .and_then(|r| r.try_get(0))
