@@ -71,6 +71,13 @@ impl Served {
     }
 }
 
+fn admin_key(data: &std::path::Path) -> String {
+    std::fs::read_to_string(data.join("admin.key"))
+        .expect("admin key")
+        .trim()
+        .to_owned()
+}
+
 /// Admin setup through the running server: a tenant and a principal key.
 fn provision(served: &Served, data: &std::path::Path) -> String {
     let admin = std::fs::read_to_string(data.join("admin.key"))
@@ -97,8 +104,18 @@ struct Client {
 
 impl Client {
     fn relay(url: &str, key: &str) -> Client {
-        let mut child = Command::new(BIN)
+        Client::relay_as(url, key, None)
+    }
+
+    fn relay_as(url: &str, key: &str, user: Option<&str>) -> Client {
+        let mut command = Command::new(BIN);
+        command
             .args(["mcp", "--server", url])
+            .env_remove("MOSAIC_USER");
+        if let Some(user) = user {
+            command.args(["--user", user]);
+        }
+        let mut child = command
             .env("MOSAIC_KEY", key)
             .env_remove("MOSAIC_CONFIG")
             .stdin(Stdio::piped())
@@ -296,6 +313,43 @@ fn mcp_next_to_a_running_server_relays_to_it_and_never_splits_recall() {
         "{answer}"
     );
     refused.finish();
+
+    // An application key relays for the user named with --user; without
+    // one the server refuses it (400 user_required, as a JSON-RPC error).
+    let (status, created) = served.post(
+        "/v1/admin/application-keys",
+        &admin_key(&data),
+        &json!({"tenant_id": "acme", "application_id": "app1", "users": ["app1:*"]}),
+    );
+    assert_eq!(status, 200, "{created}");
+    let app = created["key"].as_str().expect("key").to_owned();
+    let mut as_user = Client::relay_as(&served.url, &app, Some("app1:ana"));
+    as_user.initialize();
+    let found = as_user.request(
+        "tools/call",
+        json!({"name": "recall", "arguments": {"query": "API write visible MCP client"}}),
+    );
+    assert_ne!(found["result"]["isError"], true, "{found}");
+    assert!(
+        found
+            .to_string()
+            .contains("The API write is visible to the MCP client"),
+        "the app user reads the default workspace it was granted: {found}"
+    );
+    as_user.finish();
+    let mut nobody = Client::relay_as(&served.url, &app, None);
+    let answer = nobody.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "relay-test", "version": "1"}}),
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("400") && m.contains("user")),
+        "{answer}"
+    );
+    nobody.finish();
 }
 
 #[test]
