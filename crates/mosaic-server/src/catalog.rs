@@ -115,6 +115,14 @@ CREATE TABLE IF NOT EXISTS policy_history (
     noted_at_ms INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, policy_sha256)
 );
+CREATE TABLE IF NOT EXISTS consent_terms (
+    consent_sha256 TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    granted_at_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS application_keys (
     key_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -123,7 +131,7 @@ CREATE TABLE IF NOT EXISTS application_keys (
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 12] = [
     "tenants",
     "api_keys",
     "grants",
@@ -135,10 +143,11 @@ const TABLES: [&str; 11] = [
     "settings",
     "application_keys",
     "policy_history",
+    "consent_terms",
 ];
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 11] = [
+const PG_GRANTS: [(&str, &str); 12] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -150,6 +159,7 @@ const PG_GRANTS: [(&str, &str); 11] = [
     ("settings", "SELECT, INSERT"),
     ("application_keys", "SELECT, INSERT"),
     ("policy_history", "SELECT, INSERT"),
+    ("consent_terms", "SELECT, INSERT"),
 ];
 
 /// A tenant and its policy as the catalog last stored it (the policy in
@@ -523,7 +533,8 @@ impl Catalog {
             .query_one(
                 "SELECT to_regclass('mosaic_server_api_keys') IS NOT NULL
                     AND to_regclass('mosaic_server_application_keys') IS NOT NULL
-                    AND to_regclass('mosaic_server_policy_history') IS NOT NULL",
+                    AND to_regclass('mosaic_server_policy_history') IS NOT NULL
+                    AND to_regclass('mosaic_server_consent_terms') IS NOT NULL",
                 &[],
             )
             .and_then(|r| r.try_get(0))
@@ -900,6 +911,58 @@ impl Catalog {
             &[consent_sha256.into(), tenant_id.into(), principal_id.into()],
         )?;
         Ok(())
+    }
+
+    /// Records what a consent covers: its purpose (as the API names it)
+    /// and the policy it was given under.
+    pub fn note_consent_terms(
+        &self,
+        consent_sha256: &str,
+        tenant_id: &str,
+        principal_id: &str,
+        purpose: &str,
+        policy_sha256: &str,
+        granted_at_ms: u64,
+    ) -> ServiceResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO consent_terms (consent_sha256, tenant_id, principal_id, purpose, policy_sha256, granted_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            &[
+                consent_sha256.into(),
+                tenant_id.into(),
+                principal_id.into(),
+                purpose.into(),
+                policy_sha256.into(),
+                to_i64(granted_at_ms).into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The most recent consent a principal gave for `purpose` under
+    /// `policy_sha256` (whether it was withdrawn since is the store's to
+    /// say; the gate refuses a withdrawn one).
+    pub fn latest_consent(
+        &self,
+        tenant_id: &str,
+        principal_id: &str,
+        purpose: &str,
+        policy_sha256: &str,
+    ) -> ServiceResult<Option<String>> {
+        self.rows(
+            "SELECT consent_sha256 FROM consent_terms
+             WHERE tenant_id = ?1 AND principal_id = ?2 AND purpose = ?3 AND policy_sha256 = ?4
+             ORDER BY granted_at_ms DESC, consent_sha256 LIMIT 1",
+            &[
+                tenant_id.into(),
+                principal_id.into(),
+                purpose.into(),
+                policy_sha256.into(),
+            ],
+        )?
+        .first()
+        .map(|r| text(col(r, 0)))
+        .transpose()
     }
 
     /// Tenant and principal of a consent.

@@ -4,7 +4,7 @@
 
 use mosaic_harness::MemoryStatus;
 use mosaic_harness::memory_scope::{DecisionOutcome, MemoryDecision, eligibility};
-use mosaic_harness::memory_write::MemoryWriteViolation;
+use mosaic_harness::memory_write::{MemoryPurpose, MemoryWriteViolation};
 use serde_json::Value;
 
 use super::*;
@@ -65,9 +65,13 @@ impl ServiceCore {
     /// policy and that principal's grant. An accepted record replaces the
     /// old one; a refused one leaves it as it was (hidden, explained as
     /// `policy_mismatch`). Idempotent: the proposal id is derived from the
-    /// old record, the policy and the writer's grant, so a second run adds
-    /// nothing (it counts those as `decided_earlier`), while a run after
-    /// the writer's grant changed tries the refused ones again.
+    /// old record, the policy, the writer's grant and the consent relied
+    /// on, so a second run adds nothing (it counts those as
+    /// `decided_earlier`), while a run after the writer's grant changed or
+    /// the principal consented again under the new policy tries the
+    /// refused ones again. A record that relied on a consent relies on the
+    /// principal's latest consent for the same purpose under the policy in
+    /// force.
     pub fn carry_policy(
         &self,
         credential: &Credential,
@@ -130,9 +134,10 @@ impl ServiceCore {
                 }
                 None => request_from_record(&stored.record, &row.proposal_id),
             };
-            // One proposal per record, policy and writer's grant: a second
-            // run under the same ones finds it decided and adds nothing; a
-            // run after the admin changed the writer's grant tries again.
+            // One proposal per record, policy, writer's grant and consent: a
+            // second run under the same ones finds it decided and adds
+            // nothing; a run after the writer's grant changed, or after the
+            // principal consented under the new policy, tries again.
             let Some(grant) = inner
                 .store
                 .current_grant(tenant, &row.proposer_principal_id)?
@@ -140,12 +145,34 @@ impl ServiceCore {
                 *report.skipped.entry("no_grant".to_owned()).or_default() += 1;
                 continue;
             };
+            // A consent names the policy it was given under: the one to
+            // rely on now is the principal's latest for the same purpose
+            // under the current policy, if they gave one (else the gate
+            // refuses with consent_policy_mismatch).
+            if request.consent_receipt_sha256.is_some() {
+                let consenting = request
+                    .subject
+                    .principal_id()
+                    .unwrap_or(&row.proposer_principal_id)
+                    .to_owned();
+                if let Some(fresh) = inner.catalog.latest_consent(
+                    tenant,
+                    &consenting,
+                    &purpose_name(request.purpose),
+                    &policy.policy_sha256,
+                )? {
+                    request.consent_receipt_sha256 = Some(fresh);
+                }
+            }
             let proposal_id = format!(
                 "carry-{}",
                 sha256_hex(
                     format!(
-                        "{}\n{}\n{}",
-                        policy.policy_sha256, grant.grant_id, row.record_id
+                        "{}\n{}\n{}\n{}",
+                        policy.policy_sha256,
+                        grant.grant_id,
+                        request.consent_receipt_sha256.as_deref().unwrap_or(""),
+                        row.record_id
                     )
                     .as_bytes()
                 )
@@ -197,4 +224,12 @@ fn violation_code(violation: &MemoryWriteViolation) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_else(|| "violation".to_owned())
+}
+
+/// A purpose as the API names it (`personalization`, ...).
+pub(super) fn purpose_name(purpose: MemoryPurpose) -> String {
+    serde_json::to_value(purpose)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{purpose:?}"))
 }

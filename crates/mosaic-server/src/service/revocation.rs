@@ -1,5 +1,6 @@
 //! Revocation, consent withdrawal and erasure, each driven to a deletion receipt.
 
+use super::carry::purpose_name;
 use super::*;
 
 impl ServiceCore {
@@ -209,6 +210,14 @@ impl ServiceCore {
         inner
             .catalog
             .insert_consent(&consent_sha256, tenant, principal)?;
+        inner.catalog.note_consent_terms(
+            &consent_sha256,
+            tenant,
+            principal,
+            &purpose_name(request.purpose),
+            &consent.policy_sha256,
+            now,
+        )?;
         Ok(ConsentResponse { consent_sha256 })
     }
 

@@ -239,12 +239,52 @@ async fn records_of_an_earlier_policy_say_policy_mismatch_and_are_carried_throug
     let r = recall(&w, &alice.key, json!({"max_records": 50})).await;
     assert_eq!(ids(&r).len(), 1, "{r}");
 
-    // Back to the first policy: alice's two records are current again
-    // (their consent names it), and the carried fact is carried back.
+    // Alice consents again, under the new policy: the next run relies on
+    // that consent and carries her preference; the episode stays refused
+    // (its kind), with its consent problem gone.
+    let (status, consent) = send(
+        &w.router,
+        "POST",
+        "/v1/consents",
+        Some(&alice.key),
+        Some(json!({"purpose": "personalization", "ui_release": "consent-ui-v2"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{consent}");
+    let fourth = carry(&w).await;
+    assert_eq!(fourth["accepted"], 1, "{fourth}");
+    assert_eq!(fourth["refused"], 1, "{fourth}");
+    assert_eq!(
+        fourth["refused_reasons"],
+        json!({"kind_not_allowed_by_policy": 1}),
+        "{fourth}"
+    );
+    let r = recall(
+        &w,
+        &alice.key,
+        json!({"query": "window seats", "max_records": 50}),
+    )
+    .await;
+    assert!(
+        r["context"]
+            .as_str()
+            .expect("context")
+            .contains("window seats"),
+        "{r}"
+    );
+    assert_eq!(r["drop_reasons"]["policy_mismatch"], 1, "{r}");
+    // And again: nothing new.
+    let again = carry(&w).await;
+    assert_eq!(again["accepted"], 0, "{again}");
+    assert_eq!(again["decided_earlier"], 1, "{again}");
+
+    // Back to the first policy: the episode is current again (its consent
+    // names that policy), and the two carried records are carried back,
+    // relying on alice's first consent.
     put_policy(&w, json!({})).await;
     let third = carry(&w).await;
-    assert_eq!(third["current"], 2, "{third}");
-    assert_eq!(third["accepted"], 1, "{third}");
+    assert_eq!(third["current"], 1, "{third}");
+    assert_eq!(third["accepted"], 2, "{third}");
     assert_eq!(third["refused"], 0, "{third}");
     let r = recall(&w, &alice.key, json!({"max_records": 50})).await;
     assert_eq!(ids(&r).len(), 3, "{r}");
