@@ -187,10 +187,16 @@ impl FromRequestParts<AppState> for Auth {
         let service = state.clone();
         let credential = blocking(move || service.authenticate(presented.as_deref())).await?;
         state.check_rate(&credential)?;
-        // An application key becomes the named user; any other key must
-        // name nobody or itself.
-        let service = state.clone();
-        let credential = blocking(move || service.acting_for(&credential, user.as_deref())).await?;
+        // An application key becomes the named user (which may store the
+        // user's first grant: a blocking call); any other key must name
+        // nobody or itself (a pure check).
+        let credential = match credential {
+            Credential::Application { .. } => {
+                let service = state.clone();
+                blocking(move || service.acting_for(&credential, user.as_deref())).await?
+            }
+            other => other.acting_for(user.as_deref())?,
+        };
         Ok(Auth(credential))
     }
 }
