@@ -203,12 +203,15 @@ pub struct RecallResponse {
     /// Selected record ids, in selection order.
     pub selected_record_ids: Vec<String>,
     /// One decision per candidate, when the request asked to `explain`
-    /// (the selection receipt holds them either way).
+    /// (the selection receipt holds them either way), then one dropped
+    /// `policy_mismatch` decision per live record written under an earlier
+    /// policy of the tenant (never a candidate: not in the receipt).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<MemoryDecision>,
     /// How many candidates were dropped, by reason (`wrong_tenant`,
-    /// `expired`, `not_relevant`, ...; `duplicate_content` counts live
-    /// records whose content equals a newer one's, which take no part).
+    /// `expired`, `not_relevant`, ...; `policy_mismatch` counts the records
+    /// of an earlier policy; `duplicate_content` counts live records whose
+    /// content equals a newer one's, which take no part).
     #[serde(default)]
     pub drop_reasons: BTreeMap<String, u64>,
     /// The selected memories, in selection order, with what a caller
@@ -492,6 +495,66 @@ pub struct CreateKeyResponse {
     pub principal_id: String,
     /// The grant in force.
     pub grant: mosaic_harness::memory_write::MemoryWriteGrant,
+}
+
+/// Create an application key: it acts for the end users of one
+/// application inside a tenant. Each request names its user (header
+/// `X-Mosaic-User`, or `user_id` on the mem0-compatible routes), who
+/// becomes the principal; a user's grant is created on first use from
+/// `grant`, narrowed to the tenant policy in force.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApplicationKeyRequest {
+    /// Tenant.
+    pub tenant_id: String,
+    /// The application's name.
+    pub application_id: String,
+    /// User ids the key may act for: exact ids, or a prefix followed by
+    /// `*` (`app1:*`); `*` alone is every user of the tenant.
+    pub users: Vec<String>,
+    /// The widest grant a user receives (same defaults as a principal's
+    /// grant).
+    #[serde(default)]
+    pub grant: Option<GrantRequest>,
+}
+
+/// A new application key: shown once.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct CreateApplicationKeyResponse {
+    /// Public identity.
+    pub key_id: String,
+    /// The secret; store it now, it is not shown again.
+    pub key: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Users, kinds, purposes, workspaces and runs it is bounded to.
+    pub bounds: crate::auth::ApplicationBounds,
+}
+
+/// What carrying a tenant's records to its current policy did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CarryPolicyResponse {
+    /// The policy the records were carried to.
+    pub policy_sha256: String,
+    /// Live records examined that were written under another policy.
+    pub examined: usize,
+    /// Re-proposed and accepted by the gate under the current policy (the
+    /// old record is superseded by the new one).
+    pub accepted: usize,
+    /// Re-proposed and refused by the gate (the old record stays, hidden
+    /// with `policy_mismatch`).
+    pub refused: usize,
+    /// Refusals by violation (a refusal may have several).
+    pub refused_reasons: BTreeMap<String, usize>,
+    /// Records that could not be re-proposed (no proposing principal, no
+    /// export copy), by reason.
+    pub skipped: BTreeMap<String, usize>,
+    /// Live records already under the current policy (nothing to do).
+    pub current: usize,
+    /// Live records of an earlier policy whose carry proposal (for this
+    /// policy and the writer's grant in force) an earlier run decided:
+    /// refused then, not proposed again.
+    pub decided_earlier: usize,
 }
 
 /// A review action by the admin.

@@ -30,7 +30,7 @@ use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, Structur
 use rusqlite::Connection;
 
 use crate::api::VerifierView;
-use crate::auth::Credential;
+use crate::auth::{ApplicationBounds, Credential};
 use crate::error::{ServiceError, ServiceResult};
 
 /// Version of the catalog schema.
@@ -121,13 +121,24 @@ CREATE TABLE IF NOT EXISTS messages (
     captured_at_ms INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id)
 );
-CREATE TABLE IF NOT EXISTS consent_log (
+CREATE TABLE IF NOT EXISTS policy_history (
+    tenant_id TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    noted_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, policy_sha256)
+);
+CREATE TABLE IF NOT EXISTS consent_terms (
     consent_sha256 TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
     principal_id TEXT NOT NULL,
     purpose TEXT NOT NULL,
-    given_at_ms INTEGER NOT NULL,
-    withdrawn INTEGER NOT NULL DEFAULT 0
+    policy_sha256 TEXT NOT NULL,
+    granted_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS application_keys (
+    key_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    bounds_json TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tenant_options (
     tenant_id TEXT PRIMARY KEY,
@@ -136,7 +147,7 @@ CREATE TABLE IF NOT EXISTS tenant_options (
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 12] = [
+const TABLES: [&str; 14] = [
     "tenants",
     "api_keys",
     "grants",
@@ -147,12 +158,14 @@ const TABLES: [&str; 12] = [
     "claims",
     "settings",
     "messages",
-    "consent_log",
     "tenant_options",
+    "application_keys",
+    "policy_history",
+    "consent_terms",
 ];
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 12] = [
+const PG_GRANTS: [(&str, &str); 14] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -163,8 +176,10 @@ const PG_GRANTS: [(&str, &str); 12] = [
     ("claims", "SELECT, INSERT, DELETE"),
     ("settings", "SELECT, INSERT"),
     ("messages", "SELECT, INSERT"),
-    ("consent_log", "SELECT, INSERT, UPDATE"),
     ("tenant_options", "SELECT, INSERT, UPDATE"),
+    ("application_keys", "SELECT, INSERT"),
+    ("policy_history", "SELECT, INSERT"),
+    ("consent_terms", "SELECT, INSERT"),
 ];
 
 /// A message the server captured: where its text is kept (the episodic
@@ -257,9 +272,9 @@ pub struct MemoryRow {
 pub struct KeyInfo {
     /// Identity.
     pub key_id: String,
-    /// `admin` or `principal`.
+    /// `admin`, `principal` or `application`.
     pub role: String,
-    /// Tenant of a principal key.
+    /// Tenant of a principal or application key.
     pub tenant_id: Option<String>,
     /// Principal of a principal key.
     pub principal_id: Option<String>,
@@ -267,6 +282,9 @@ pub struct KeyInfo {
     pub created_at_ms: u64,
     /// Whether the key is disabled.
     pub disabled: bool,
+    /// The bounds of an application key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application: Option<ApplicationBounds>,
 }
 
 /// The catalog connection: a SQLite file, or the `mosaic_server_*` tables
@@ -578,9 +596,16 @@ impl Catalog {
             |e: &dyn std::fmt::Display| ServiceError::Unavailable(format!("catalog: {e}"));
         let mut client =
             postgres::Client::connect(url, postgres::NoTls).map_err(|e| unavailable(&e))?;
+        // Every table of this release (an upgrade adds some: the schema
+        // owner runs `mosaic migrate` again first).
         let ready: bool = client
             .query_one(
-                "SELECT to_regclass('mosaic_server_api_keys') IS NOT NULL",
+                "SELECT to_regclass('mosaic_server_api_keys') IS NOT NULL
+                    AND to_regclass('mosaic_server_application_keys') IS NOT NULL
+                    AND to_regclass('mosaic_server_policy_history') IS NOT NULL
+                    AND to_regclass('mosaic_server_consent_terms') IS NOT NULL
+                    AND to_regclass('mosaic_server_messages') IS NOT NULL
+                    AND to_regclass('mosaic_server_tenant_options') IS NOT NULL",
                 &[],
             )
             .and_then(|r| r.try_get(0))
@@ -693,6 +718,44 @@ impl Catalog {
         Ok(())
     }
 
+    /// Notes that a tenant had a policy (kept for every policy a tenant
+    /// ever had, so a read can say `policy_mismatch` for records written
+    /// under an earlier one).
+    pub fn note_policy(
+        &self,
+        tenant_id: &str,
+        policy_sha256: &str,
+        at_ms: u64,
+    ) -> ServiceResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO policy_history (tenant_id, policy_sha256, noted_at_ms) VALUES (?1, ?2, ?3)",
+            &[tenant_id.into(), policy_sha256.into(), to_i64(at_ms).into()],
+        )?;
+        Ok(())
+    }
+
+    /// The policies a tenant had other than `current`, most recent first,
+    /// at most `limit`.
+    pub fn earlier_policies(
+        &self,
+        tenant_id: &str,
+        current: &str,
+        limit: usize,
+    ) -> ServiceResult<Vec<String>> {
+        self.rows(
+            "SELECT policy_sha256 FROM policy_history WHERE tenant_id = ?1 AND policy_sha256 <> ?2
+             ORDER BY noted_at_ms DESC, policy_sha256 LIMIT ?3",
+            &[
+                tenant_id.into(),
+                current.into(),
+                to_i64(limit as u64).into(),
+            ],
+        )?
+        .iter()
+        .map(|r| text(col(r, 0)))
+        .collect()
+    }
+
     /// A tenant, if it exists.
     pub fn tenant(&self, tenant_id: &str) -> ServiceResult<Option<TenantRow>> {
         let rows = self.rows(
@@ -746,6 +809,47 @@ impl Catalog {
         Ok(())
     }
 
+    /// Stores an application key's hash with its tenant and bounds (one
+    /// transaction: a key without its bounds never authenticates).
+    pub fn insert_application_key(
+        &self,
+        key_sha256: &str,
+        key_id: &str,
+        tenant_id: &str,
+        bounds: &ApplicationBounds,
+        at_ms: u64,
+    ) -> ServiceResult<()> {
+        let bounds_json = encode(bounds)?;
+        self.transaction(|catalog| {
+            catalog.exec(
+                "INSERT INTO application_keys (key_id, tenant_id, bounds_json) VALUES (?1, ?2, ?3)",
+                &[key_id.into(), tenant_id.into(), (&bounds_json).into()],
+            )?;
+            catalog.exec(
+                "INSERT INTO api_keys (key_id, key_sha256, role, tenant_id, principal_id, created_at_ms)
+                 VALUES (?1, ?2, 'application', ?3, NULL, ?4)",
+                &[
+                    key_id.into(),
+                    key_sha256.into(),
+                    tenant_id.into(),
+                    to_i64(at_ms).into(),
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The bounds of an application key.
+    fn application_bounds(&self, key_id: &str) -> ServiceResult<Option<ApplicationBounds>> {
+        let rows = self.rows(
+            "SELECT bounds_json FROM application_keys WHERE key_id = ?1",
+            &[key_id.into()],
+        )?;
+        rows.first()
+            .map(|r| decode("application bounds", &text(col(r, 0))?))
+            .transpose()
+    }
+
     /// The credential of an enabled key with this hash.
     pub fn credential(&self, key_sha256: &str) -> ServiceResult<Option<Credential>> {
         let rows = self.rows(
@@ -763,6 +867,15 @@ impl Catalog {
                 opt_text(col(r, 3)),
             ) {
                 ("admin", _, _) => Some(Credential::Admin { key_id }),
+                ("application", Some(tenant_id), None) => {
+                    self.application_bounds(&key_id)?
+                        .map(|bounds| Credential::Application {
+                            key_id,
+                            tenant_id,
+                            bounds,
+                        })
+                }
+                ("application", _, _) => None,
                 (_, Some(tenant_id), Some(principal_id)) => Some(Credential::Principal {
                     key_id,
                     tenant_id,
@@ -796,7 +909,8 @@ impl Catalog {
     /// Every key, sorted by id.
     pub fn keys(&self) -> ServiceResult<Vec<KeyInfo>> {
         self.rows(
-            "SELECT key_id, role, tenant_id, principal_id, created_at_ms, disabled FROM api_keys ORDER BY key_id",
+            "SELECT k.key_id, k.role, k.tenant_id, k.principal_id, k.created_at_ms, k.disabled, a.bounds_json
+             FROM api_keys k LEFT JOIN application_keys a ON a.key_id = k.key_id ORDER BY k.key_id",
             &[],
         )?
         .iter()
@@ -808,6 +922,9 @@ impl Catalog {
                 principal_id: opt_text(col(r, 3)),
                 created_at_ms: to_u64(int(col(r, 4))),
                 disabled: int(col(r, 5)) != 0,
+                application: opt_text(col(r, 6))
+                    .map(|json| decode("application bounds", &json))
+                    .transpose()?,
             })
         })
         .collect()
@@ -867,6 +984,58 @@ impl Catalog {
         Ok(())
     }
 
+    /// Records what a consent covers: its purpose (as the API names it)
+    /// and the policy it was given under.
+    pub fn note_consent_terms(
+        &self,
+        consent_sha256: &str,
+        tenant_id: &str,
+        principal_id: &str,
+        purpose: &str,
+        policy_sha256: &str,
+        granted_at_ms: u64,
+    ) -> ServiceResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO consent_terms (consent_sha256, tenant_id, principal_id, purpose, policy_sha256, granted_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            &[
+                consent_sha256.into(),
+                tenant_id.into(),
+                principal_id.into(),
+                purpose.into(),
+                policy_sha256.into(),
+                to_i64(granted_at_ms).into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The most recent consent a principal gave for `purpose` under
+    /// `policy_sha256` (whether it was withdrawn since is the store's to
+    /// say; the gate refuses a withdrawn one).
+    pub fn latest_consent(
+        &self,
+        tenant_id: &str,
+        principal_id: &str,
+        purpose: &str,
+        policy_sha256: &str,
+    ) -> ServiceResult<Option<String>> {
+        self.rows(
+            "SELECT consent_sha256 FROM consent_terms
+             WHERE tenant_id = ?1 AND principal_id = ?2 AND purpose = ?3 AND policy_sha256 = ?4
+             ORDER BY granted_at_ms DESC, consent_sha256 LIMIT 1",
+            &[
+                tenant_id.into(),
+                principal_id.into(),
+                purpose.into(),
+                policy_sha256.into(),
+            ],
+        )?
+        .first()
+        .map(|r| text(col(r, 0)))
+        .transpose()
+    }
+
     /// Tenant and principal of a consent.
     pub fn consent_owner(&self, consent_sha256: &str) -> ServiceResult<Option<(String, String)>> {
         self.rows(
@@ -887,54 +1056,6 @@ impl Catalog {
         .iter()
         .map(|r| text(col(r, 0)))
         .collect()
-    }
-
-    /// Logs a consent's purpose and instant (facts that name no consent
-    /// rely on the principal's latest unwithdrawn one).
-    pub fn log_consent(
-        &self,
-        consent_sha256: &str,
-        tenant_id: &str,
-        principal_id: &str,
-        purpose: &str,
-        given_at_ms: u64,
-    ) -> ServiceResult<()> {
-        self.exec(
-            "INSERT OR IGNORE INTO consent_log (consent_sha256, tenant_id, principal_id, purpose, given_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-            &[
-                consent_sha256.into(),
-                tenant_id.into(),
-                principal_id.into(),
-                purpose.into(),
-                to_i64(given_at_ms).into(),
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// Marks a consent withdrawn in the log.
-    pub fn log_withdrawal(&self, consent_sha256: &str) -> ServiceResult<()> {
-        self.exec(
-            "UPDATE consent_log SET withdrawn = 1 WHERE consent_sha256 = ?1",
-            &[consent_sha256.into()],
-        )?;
-        Ok(())
-    }
-
-    /// The principal's latest unwithdrawn personalization consent.
-    pub fn latest_consent(
-        &self,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> ServiceResult<Option<String>> {
-        self.rows(
-            "SELECT consent_sha256 FROM consent_log WHERE tenant_id = ?1 AND principal_id = ?2 AND purpose = 'personalization' AND withdrawn = 0
-             ORDER BY given_at_ms DESC, consent_sha256 LIMIT 1",
-            &[tenant_id.into(), principal_id.into()],
-        )?
-        .first()
-        .map(|r| text(col(r, 0)))
-        .transpose()
     }
 
     // ------------------------------------------------------------ proposals

@@ -1,6 +1,6 @@
 //! Argument parsing and the verbs.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -251,18 +251,36 @@ pub enum Command {
         #[command(flatten)]
         embedder: EmbedderFlags,
     },
-    /// Serve MCP on stdin/stdout over a data directory, bound to one
-    /// principal's key (tools: remember, recall, forget, explain).
+    /// Serve MCP on stdin/stdout bound to one key: over an existing data
+    /// directory that no server has open, or (`--server URL`) by relaying
+    /// every message to a running server's `/mcp` endpoint, so both see
+    /// the same memories at once.
     Mcp {
-        /// Data directory (default ./mosaic-data).
-        #[arg(long)]
+        /// Data directory (default ./mosaic-data); it must exist (a server
+        /// creates it on first start). Refused while a server holds it:
+        /// use --server then.
+        #[arg(long, conflicts_with = "server")]
         data_dir: Option<PathBuf>,
+        /// A running server's base URL (e.g. http://127.0.0.1:7070): relay
+        /// the protocol to its `/mcp` endpoint instead of opening a data
+        /// directory. Env MOSAIC_URL is not read here, to keep the two modes
+        /// explicit.
+        #[arg(long)]
+        server: Option<String>,
         /// TOML configuration file.
         #[arg(long, env = "MOSAIC_CONFIG")]
         config: Option<PathBuf>,
-        /// The principal's API key (`mk_...`).
+        /// The API key (`mk_...`).
         #[arg(long, env = "MOSAIC_KEY", hide_env_values = true)]
         key: Option<String>,
+        /// The user an application key acts for (X-Mosaic-User). Env
+        /// MOSAIC_USER.
+        #[arg(long, env = "MOSAIC_USER")]
+        user: Option<String>,
+        /// Embedder settings (as for `serve`; the data directory's own
+        /// embedder must match or its indexes are rebuilt).
+        #[command(flatten)]
+        embedder: EmbedderFlags,
     },
 }
 
@@ -472,9 +490,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Mcp {
             data_dir,
+            server,
             config,
             key,
-        } => mcp(data_dir, config, key),
+            user,
+            embedder,
+        } => {
+            let key = key.ok_or_else(|| anyhow!("no API key: pass --key or set MOSAIC_KEY"))?;
+            match server {
+                Some(server) => mcp_relay(&server, key.trim(), user.as_deref()),
+                None => mcp(data_dir, config, key.trim(), user.as_deref(), embedder),
+            }
+        }
     }
 }
 
@@ -751,6 +778,12 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
         .with_writer(std::io::stderr)
         .init();
     let config = load_config(flags)?;
+    if config.postgres.is_none() {
+        refuse_if_held(
+            &config.data_dir,
+            "`mosaic mcp --server` against the running one",
+        )?;
+    }
     let opened = std::time::Instant::now();
     let (service, report) = Service::open(config.clone()).map_err(|e| anyhow!("{e}"))?;
     let open_ms = opened.elapsed().as_millis();
@@ -943,9 +976,10 @@ fn doctor(
 fn mcp(
     data_dir: Option<PathBuf>,
     config: Option<PathBuf>,
-    key: Option<String>,
+    key: &str,
+    user: Option<&str>,
+    embedder: EmbedderFlags,
 ) -> Result<ExitCode> {
-    let key = key.ok_or_else(|| anyhow!("no API key: pass --key or set MOSAIC_KEY"))?;
     let flags = ServeFlags {
         config,
         listen: None,
@@ -955,12 +989,23 @@ fn mcp(
         rate_limit_per_second: None,
         rate_limit_burst: None,
         request_timeout_ms: None,
-        embedder: EmbedderFlags::default(),
+        embedder,
     };
     let config = load_config(&flags)?;
+    if config.postgres.is_none() {
+        if !config.data_dir.is_dir() {
+            bail!(
+                "data directory {} does not exist: pass the --data-dir of an existing \
+                 server (`mosaic serve` creates one), or --server URL to use a running server",
+                config.data_dir.display()
+            );
+        }
+        refuse_if_held(&config.data_dir, "mosaic mcp --server http://HOST:PORT")?;
+    }
     let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;
     let credential = service
-        .authenticate(Some(key.trim()))
+        .authenticate(Some(key))
+        .and_then(|c| service.acting_for(&c, user))
         .map_err(|e| anyhow!("{e}"))?;
     let state = Arc::new(service);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -976,4 +1021,142 @@ fn mcp(
         .map_err(|e| anyhow!("{e}"))?;
     state.flush().map_err(|e| anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses a data directory whose index journals another process (a
+/// running `mosaic serve` or `mosaic mcp`) holds: its in-process indexes
+/// would never see this process's writes, nor this one its (split-brain
+/// recall).
+fn refuse_if_held(data_dir: &Path, instead: &str) -> Result<()> {
+    for target in ["lexical", "vector"] {
+        let path = data_dir.join("index").join(format!("{target}.journal"));
+        let Ok(file) = std::fs::OpenOptions::new().read(true).open(&path) else {
+            continue;
+        };
+        if let Err(std::fs::TryLockError::WouldBlock) = file.try_lock() {
+            bail!(
+                "another process (a running `mosaic serve` or `mosaic mcp`) has the data \
+                 directory {} open; its recall would not see this process's writes. \
+                 Use {instead} instead, or stop it first",
+                data_dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `mosaic mcp --server URL`: relays MCP between stdin/stdout and the
+/// server's streamable-HTTP endpoint, one POST per message, keeping the
+/// session the server assigns; the server does every tool call, so there
+/// is one set of indexes. A message the server refuses (a bad key, a user
+/// the key may not act for) is answered with a JSON-RPC error.
+fn mcp_relay(server: &str, key: &str, user: Option<&str>) -> Result<ExitCode> {
+    let url = format!(
+        "{}{}",
+        server.trim_end_matches('/'),
+        mosaic_server::mcp::MCP_PATH
+    );
+    let agent = agent();
+    let auth = format!("Bearer {key}");
+    let mut session: Option<String> = None;
+    let mut stdout = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.context("cannot read stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let id = serde_json::from_str::<Value>(&line)
+            .ok()
+            .and_then(|m| m.get("id").cloned());
+        let mut request = agent
+            .post(&url)
+            .header("Authorization", &auth)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        if let Some(session) = &session {
+            request = request.header("Mcp-Session-Id", session);
+        }
+        if let Some(user) = user {
+            request = request.header("X-Mosaic-User", user);
+        }
+        let mut response = request
+            .send(line.as_bytes())
+            .with_context(|| format!("cannot reach {server}"))?;
+        let status = response.status().as_u16();
+        if let Some(assigned) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            session = Some(assigned.to_owned());
+        }
+        let event_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_string()
+            .context("cannot read the server's answer")?;
+        let messages: Vec<String> = if status >= 400 {
+            let reason = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| body.trim().to_owned());
+            match id {
+                Some(id) => vec![
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000,
+                        "message": format!("the server answered {status}: {reason}")}})
+                    .to_string(),
+                ],
+                None => {
+                    eprintln!("mosaic mcp: the server answered {status}: {reason}");
+                    Vec::new()
+                }
+            }
+        } else if event_stream {
+            sse_data(&body)
+        } else if body.trim().is_empty() {
+            Vec::new()
+        } else {
+            vec![body.trim().to_owned()]
+        };
+        for message in messages {
+            writeln!(stdout, "{message}")?;
+        }
+        stdout.flush()?;
+    }
+    if let Some(session) = session {
+        // End the session; the server forgets it either way.
+        let _ = agent
+            .delete(&url)
+            .header("Authorization", &auth)
+            .header("Mcp-Session-Id", &session)
+            .call();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `data` of every event of a server-sent event stream (multi-line
+/// data joined with newlines; events without data skipped).
+fn sse_data(body: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut data: Vec<&str> = Vec::new();
+    for line in body.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if !data.is_empty() {
+                let joined = data.join("\n");
+                if !joined.trim().is_empty() {
+                    out.push(joined);
+                }
+                data.clear();
+            }
+        } else if let Some(value) = line.strip_prefix("data:") {
+            data.push(value.strip_prefix(' ').unwrap_or(value));
+        }
+    }
+    out
 }

@@ -157,6 +157,38 @@ impl FromRequestParts<AppState> for Auth {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        let KeyAuth { credential, user } = KeyAuth::from_request_parts(parts, state).await?;
+        // An application key becomes the named user (which may store the
+        // user's first grant: a blocking call); any other key must name
+        // nobody or itself (a pure check).
+        let credential = match credential {
+            Credential::Application { .. } => {
+                let service = state.clone();
+                blocking(move || service.acting_for(&credential, user.as_deref())).await?
+            }
+            other => other.acting_for(user.as_deref())?,
+        };
+        Ok(Auth(credential))
+    }
+}
+
+/// The authenticated, rate-limited key of a request and the user its
+/// `X-Mosaic-User` header names, not yet resolved: for routes that take
+/// the user from the body (the mem0-compatible ones).
+pub struct KeyAuth {
+    /// The key's credential.
+    pub credential: Credential,
+    /// The header's user, if any.
+    pub user: Option<String>,
+}
+
+impl FromRequestParts<AppState> for KeyAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let presented = match parts.headers.get(header::AUTHORIZATION) {
             None => None,
             Some(value) => {
@@ -171,12 +203,29 @@ impl FromRequestParts<AppState> for Auth {
                 )
             }
         };
+        let user = match parts.headers.get(USER_HEADER) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .map_err(|_| {
+                        ApiError(ServiceError::bad_request(
+                            "invalid_user",
+                            "the X-Mosaic-User header is not visible ASCII",
+                        ))
+                    })?
+                    .to_owned(),
+            ),
+        };
         let service = state.clone();
         let credential = blocking(move || service.authenticate(presented.as_deref())).await?;
         state.check_rate(&credential)?;
-        Ok(Auth(credential))
+        Ok(KeyAuth { credential, user })
     }
 }
+
+/// The header naming the user an application key acts for.
+pub const USER_HEADER: &str = "x-mosaic-user";
 
 /// An empty JSON object body (`{}` or nothing).
 #[derive(serde::Deserialize, Default)]
@@ -458,6 +507,23 @@ async fn create_key(
     call(&s, move |s| s.create_key(&c, &r)).await
 }
 
+async fn create_application_key(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<CreateApplicationKeyRequest>,
+) -> Reply<CreateApplicationKeyResponse> {
+    call(&s, move |s| s.create_application_key(&c, &r)).await
+}
+
+async fn carry_policy(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(t): ApiPath<String>,
+    ApiJson(Empty {}): ApiJson<Empty>,
+) -> Reply<CarryPolicyResponse> {
+    call(&s, move |s| s.carry_policy(&c, &t)).await
+}
+
 async fn delete_key(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -683,6 +749,11 @@ fn routes() -> Routes {
             get(tenant_policy).put(put_policy),
         )
         .add(
+            "/v1/admin/tenants/{tenant_id}/policy/carry",
+            &[Method::POST],
+            post(carry_policy),
+        )
+        .add(
             "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/grant",
             &[Method::PUT],
             put(put_grant),
@@ -726,6 +797,11 @@ fn routes() -> Routes {
             "/v1/admin/keys/{key_id}",
             &[Method::DELETE],
             delete(delete_key),
+        )
+        .add(
+            "/v1/admin/application-keys",
+            &[Method::POST],
+            post(create_application_key),
         )
         .add("/v1/admin/reconcile", &[Method::POST], post(reconcile))
         .add("/v1/admin/reindex", &[Method::POST], post(reindex))

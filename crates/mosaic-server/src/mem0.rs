@@ -7,8 +7,10 @@
 //! gate) as the native API.
 //!
 //! What maps how:
-//! - `user_id` names the principal. With a principal's key it must be
-//!   that principal (or absent); `403 user_mismatch` otherwise.
+//! - `user_id` names the principal: with an application key, the user
+//!   it acts for (within its bounds; the `X-Mosaic-User` header works
+//!   too); with a principal's key it must be that principal (or absent),
+//!   `403 user_mismatch` otherwise.
 //! - `POST /memories`: the messages are one conversation ingest
 //!   (`run_id`, else `agent_id`, else `mem0` names the conversation); each
 //!   message is kept as an episodic memory. `event` is `ADD` for a new
@@ -31,7 +33,7 @@ use crate::api::{
 };
 use crate::auth::Credential;
 use crate::error::{ServiceError, ServiceResult};
-use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, Auth, Reply, call};
+use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, KeyAuth, Reply, call};
 use crate::service::Service;
 
 /// Most memories `GET /memories` returns.
@@ -135,16 +137,24 @@ pub struct Mem0Item {
     kind: String,
 }
 
-/// The credential acting as mem0's `user_id`.
-fn as_user(credential: &Credential, user_id: Option<&str>) -> ServiceResult<Credential> {
-    let (_, principal) = credential.principal()?;
-    match user_id {
-        None => Ok(credential.clone()),
-        Some(user) if user == principal => Ok(credential.clone()),
-        Some(_) => Err(ServiceError::forbidden(
-            "user_mismatch",
-            "user_id names a user other than the key's principal",
-        )),
+/// The credential acting as mem0's `user_id` (the body's or query's, else
+/// the `X-Mosaic-User` header's): an application key becomes that user
+/// within its bounds; a principal's key must name itself or nobody (403
+/// `user_mismatch`).
+fn as_user(service: &Service, key: &KeyAuth, user_id: Option<&str>) -> ServiceResult<Credential> {
+    let user = match (user_id, key.user.as_deref()) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(ServiceError::bad_request(
+                "user_mismatch",
+                "user_id and the X-Mosaic-User header name different users",
+            ));
+        }
+        (Some(a), _) => Some(a),
+        (None, b) => b,
+    };
+    match &key.credential {
+        Credential::Application { .. } => service.acting_for(&key.credential, user),
+        other => other.acting_for(user),
     }
 }
 
@@ -188,8 +198,8 @@ fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceR
     })
 }
 
-fn add(service: &Service, credential: &Credential, request: AddRequest) -> ServiceResult<Value> {
-    let credential = as_user(credential, request.user_id.as_deref())?;
+fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<Value> {
+    let credential = as_user(service, key, request.user_id.as_deref())?;
     let messages: Vec<ConversationMessage> = match request.messages {
         Mem0Messages::Text(text) => vec![ConversationMessage {
             id: None,
@@ -245,12 +255,8 @@ fn add(service: &Service, credential: &Credential, request: AddRequest) -> Servi
     Ok(json!({"results": results, "refused": refused, "ignored": ignored}))
 }
 
-fn search(
-    service: &Service,
-    credential: &Credential,
-    request: SearchRequest,
-) -> ServiceResult<Value> {
-    let credential = as_user(credential, request.user_id.as_deref())?;
+fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceResult<Value> {
+    let credential = as_user(service, key, request.user_id.as_deref())?;
     let limit = request.limit.unwrap_or(10);
     if limit == 0 || limit > 100 {
         return Err(ServiceError::bad_request(
@@ -340,8 +346,8 @@ fn active_ids(
     Ok(ids)
 }
 
-fn get_all(service: &Service, credential: &Credential, scope: Scope) -> ServiceResult<Value> {
-    let credential = as_user(credential, scope.user_id.as_deref())?;
+fn get_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<Value> {
+    let credential = as_user(service, key, scope.user_id.as_deref())?;
     let limit = scope.limit.unwrap_or(100).min(MAX_LISTED);
     let mut results = Vec::new();
     for id in active_ids(service, &credential, &scope)?
@@ -443,8 +449,8 @@ fn delete_one(service: &Service, credential: &Credential, record_id: &str) -> Se
     }))
 }
 
-fn delete_all(service: &Service, credential: &Credential, scope: Scope) -> ServiceResult<Value> {
-    let credential = as_user(credential, scope.user_id.as_deref())?;
+fn delete_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<Value> {
+    let credential = as_user(service, key, scope.user_id.as_deref())?;
     let revoked = if scope.run_id.is_some() || scope.agent_id.is_some() {
         let mut out = Vec::new();
         for id in active_ids(service, &credential, &scope)? {
@@ -470,67 +476,67 @@ fn delete_all(service: &Service, credential: &Credential, scope: Scope) -> Servi
 
 pub(crate) async fn add_memories(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiJson(r): ApiJson<AddRequest>,
 ) -> Reply<Value> {
-    call(&s, move |s| add(s, &c, r)).await
+    call(&s, move |s| add(s, &key, r)).await
 }
 
 pub(crate) async fn search_memories(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiJson(r): ApiJson<SearchRequest>,
 ) -> Reply<Value> {
-    call(&s, move |s| search(s, &c, r)).await
+    call(&s, move |s| search(s, &key, r)).await
 }
 
 pub(crate) async fn get_all_memories(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiQuery(q): ApiQuery<Scope>,
 ) -> Reply<Value> {
-    call(&s, move |s| get_all(s, &c, q)).await
+    call(&s, move |s| get_all(s, &key, q)).await
 }
 
 pub(crate) async fn get_one(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiPath(id): ApiPath<String>,
 ) -> Reply<Mem0Item> {
-    call(&s, move |s| item(s, &c, &id)).await
+    call(&s, move |s| item(s, &as_user(s, &key, None)?, &id)).await
 }
 
 pub(crate) async fn memory_history(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiPath(id): ApiPath<String>,
 ) -> Reply<Value> {
-    call(&s, move |s| history(s, &c, &id)).await
+    call(&s, move |s| history(s, &as_user(s, &key, None)?, &id)).await
 }
 
 pub(crate) async fn update_memory(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiPath(id): ApiPath<String>,
     ApiJson(r): ApiJson<UpdateRequest>,
 ) -> Reply<Value> {
-    call(&s, move |s| update(s, &c, &id, r)).await
+    call(&s, move |s| update(s, &as_user(s, &key, None)?, &id, r)).await
 }
 
 pub(crate) async fn delete_memory(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiPath(id): ApiPath<String>,
 ) -> Reply<Value> {
-    call(&s, move |s| delete_one(s, &c, &id)).await
+    call(&s, move |s| delete_one(s, &as_user(s, &key, None)?, &id)).await
 }
 
 pub(crate) async fn delete_all_memories(
     State(s): State<AppState>,
-    Auth(c): Auth,
+    key: KeyAuth,
     ApiQuery(q): ApiQuery<Scope>,
 ) -> Reply<Value> {
-    call(&s, move |s| delete_all(s, &c, q)).await
+    call(&s, move |s| delete_all(s, &key, q)).await
 }
 
 #[cfg(test)]

@@ -243,6 +243,13 @@ pub const OPERATIONS: &[Operation] = &[
         Some("PolicyRequest"),
     ),
     op(
+        "POST",
+        "/v1/admin/tenants/{tenant_id}/policy/carry",
+        "Carry the live records written under an earlier policy to the policy in force: each is proposed again for its writer and decided by the gate (accepted ones supersede the old record); reports accepted and refused counts; idempotent",
+        "admin",
+        Some("Empty"),
+    ),
+    op(
         "PUT",
         "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/grant",
         "Store a principal's write grant",
@@ -321,6 +328,13 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op(
         "POST",
+        "/v1/admin/application-keys",
+        "Create an application key (shown once): it acts for the users its bounds allow, each request naming one in the X-Mosaic-User header; listed and disabled like other keys",
+        "admin",
+        Some("CreateApplicationKeyRequest"),
+    ),
+    op(
+        "POST",
         "/v1/admin/reconcile",
         "Publish pending outbox rows, advance deletions, and repair index drift (republish missing records, remove ghosts)",
         "admin",
@@ -388,7 +402,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Mosaic Memory",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Governed long-term memory for LLM agents. Tenant and principal always come from the API key, never from the request body. Every error is {\"error\":{\"code\",\"message\"}} with a stable code."
+            "description": "Governed long-term memory for LLM agents. Tenant and principal always come from the API key, never from the request body (an application key acts for the user its request names in the X-Mosaic-User header, within the key's bounds; any other key may name only its own principal there). Every error is {\"error\":{\"code\",\"message\"}} with a stable code."
         },
         "paths": paths,
         "components": {
@@ -494,6 +508,10 @@ pub fn document() -> Value {
                 "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?, claim_updates?: newer_wins|review}"),
                 "GrantRequest": object("{allowed_kinds?, allowed_purposes?, allowed_workspace_ids?, allowed_run_ids?, expires_at_unix_ms?}"),
                 "CreateKeyRequest": object("{tenant_id, principal_id, grant?}"),
+                "CreateApplicationKeyRequest": {"type": "object", "additionalProperties": false, "required": ["tenant_id", "application_id", "users"], "properties": {
+                    "tenant_id": {"type": "string"}, "application_id": {"type": "string"},
+                    "users": {"type": "array", "items": {"type": "string"}, "description": "Exact user ids, or a prefix followed by * (app1:*); * alone is every user of the tenant"},
+                    "grant": {"$ref": "#/components/schemas/GrantRequest"}}},
                 "SignedEvidence": {
                     "type": "object",
                     "description": "An evidence item (SourceJudgment, Adjudication, ConflictObservation or ProcedureEvaluation) plus a `signature` member. Accepted only when signed by a verifier registered for the key's tenant over domain_digest(\"mosaic.server.signed_evidence.v1\", {tenant_id, content_sha256, claims, evidence_kind, evidence}) (Ed25519 over the 64 hex characters), and when the item's release is the signer's; otherwise 403 unverified_evidence.",

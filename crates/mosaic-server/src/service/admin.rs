@@ -76,6 +76,7 @@ impl ServiceCore {
                     ..RecordFilter::tenant(tenant_id, MAX_LIST_LIMIT)
                 }
             }
+            Credential::Application { .. } => return Err(auth::user_required()),
             Credential::Admin { .. } => {
                 let tenant = tenant_for_admin.ok_or_else(|| {
                     ServiceError::bad_request("missing_tenant", "the admin export needs a tenant")
@@ -93,7 +94,7 @@ impl ServiceCore {
                 principal_id,
                 ..
             } => inner.store.current_grant(tenant_id, principal_id)?,
-            Credential::Admin { .. } => None,
+            Credential::Admin { .. } | Credential::Application { .. } => None,
         };
         let mut lines = Vec::new();
         for row in list_all(inner.store.as_mut(), filter)? {
@@ -215,7 +216,9 @@ impl ServiceCore {
     }
 
     /// Replaces a tenant's policy (grants are re-bound to the new digest;
-    /// records written under the old policy stop being readable).
+    /// records written under the old policy stop being readable: a recall
+    /// with `explain` lists them as dropped `policy_mismatch`, and
+    /// [`ServiceCore::carry_policy`] re-proposes them under the new one).
     pub fn put_policy(
         &self,
         credential: &Credential,
@@ -243,6 +246,14 @@ impl ServiceCore {
         };
         policy.policy_sha256 = policy_digest(&policy)?;
         let now = self.now();
+        if let Some(previous) = inner.store.current_policy(tenant)? {
+            inner
+                .catalog
+                .note_policy(tenant, &previous.policy_sha256, now)?;
+        }
+        inner
+            .catalog
+            .note_policy(tenant, &policy.policy_sha256, now)?;
         inner.store.put_policy(&policy, now)?;
         inner.catalog.put_tenant(&policy, now)?;
         if let Some(claim_updates) = request.claim_updates {
@@ -268,7 +279,9 @@ impl ServiceCore {
         tenant: Option<&str>,
     ) -> ServiceResult<MemoryWritePolicy> {
         let tenant = match credential {
-            Credential::Principal { tenant_id, .. } => tenant_id.as_str(),
+            Credential::Principal { tenant_id, .. } | Credential::Application { tenant_id, .. } => {
+                tenant_id.as_str()
+            }
             Credential::Admin { .. } => tenant
                 .ok_or_else(|| ServiceError::bad_request("missing_tenant", "name a tenant"))?,
         };
@@ -319,33 +332,17 @@ impl ServiceCore {
             .tenant(tenant)?
             .ok_or_else(|| ServiceError::not_found("tenant", tenant))?;
         let now = self.now();
+        let bounds = grant_bounds(request, now);
         let grant = MemoryWriteGrant {
             grant_id: format!("grant-{tenant}-{principal}-{now}"),
             tenant_id: tenant.to_owned(),
             policy_sha256: tenant_row.policy.policy_sha256,
             principal_id: principal.to_owned(),
-            allowed_kinds: request.allowed_kinds.clone().unwrap_or_else(|| {
-                vec![
-                    MemoryKind::Working,
-                    MemoryKind::Episodic,
-                    MemoryKind::Semantic,
-                ]
-            }),
-            allowed_purposes: request.allowed_purposes.clone().unwrap_or_else(|| {
-                vec![
-                    MemoryPurpose::RunContinuity,
-                    MemoryPurpose::Personalization,
-                    MemoryPurpose::WorkspaceKnowledge,
-                ]
-            }),
-            allowed_workspace_ids: request
-                .allowed_workspace_ids
-                .clone()
-                .unwrap_or_else(|| vec![DEFAULT_WORKSPACE.to_owned()]),
-            allowed_run_ids: request.allowed_run_ids.clone().unwrap_or_default(),
-            expires_at_unix_ms: request
-                .expires_at_unix_ms
-                .unwrap_or(now.saturating_add(365 * DAY_MS)),
+            allowed_kinds: bounds.allowed_kinds,
+            allowed_purposes: bounds.allowed_purposes,
+            allowed_workspace_ids: bounds.allowed_workspace_ids,
+            allowed_run_ids: bounds.allowed_run_ids,
+            expires_at_unix_ms: bounds.expires_at_unix_ms,
         };
         inner.store.put_grant(&grant, now)?;
         inner.catalog.put_grant(&grant)?;
@@ -390,6 +387,163 @@ impl ServiceCore {
             principal_id: request.principal_id.clone(),
             grant,
         })
+    }
+
+    /// Creates an application key for the end users of one application in
+    /// a tenant. The key is returned once; only its hash is kept. No grant
+    /// is stored yet: each user receives one on first use
+    /// ([`ServiceCore::acting_for`]).
+    pub fn create_application_key(
+        &self,
+        credential: &Credential,
+        request: &CreateApplicationKeyRequest,
+    ) -> ServiceResult<CreateApplicationKeyResponse> {
+        credential.require_admin()?;
+        if !mosaic_harness::record::is_identifier(&request.application_id) {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "application_id is not a valid identifier",
+            ));
+        }
+        let template = request.grant.clone().unwrap_or(GrantRequest {
+            allowed_kinds: None,
+            allowed_purposes: None,
+            allowed_workspace_ids: None,
+            allowed_run_ids: None,
+            expires_at_unix_ms: None,
+        });
+        let now = self.now();
+        let grant = grant_bounds(&template, now);
+        let mut bounds = auth::ApplicationBounds {
+            application_id: request.application_id.clone(),
+            users: request.users.clone(),
+            allowed_kinds: grant.allowed_kinds,
+            allowed_purposes: grant.allowed_purposes,
+            allowed_workspace_ids: grant.allowed_workspace_ids,
+            allowed_run_ids: grant.allowed_run_ids,
+            expires_at_unix_ms: grant.expires_at_unix_ms,
+        };
+        let mut problems = bounds.user_pattern_problems();
+        for id in bounds
+            .allowed_workspace_ids
+            .iter()
+            .chain(&bounds.allowed_run_ids)
+        {
+            if !mosaic_harness::record::is_identifier(id) {
+                problems.push(format!("{id:?} is not a valid workspace or run id"));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                problems.join("; "),
+            ));
+        }
+        let mut inner = self.writer()?;
+        let missing = || ServiceError::not_found("tenant", request.tenant_id.as_str());
+        if inner.catalog.tenant(&request.tenant_id)?.is_none() {
+            return Err(missing());
+        }
+        let policy = inner
+            .store
+            .current_policy(&request.tenant_id)?
+            .ok_or_else(missing)?;
+        // Default kinds are those of the policy among the defaults; kinds
+        // asked for explicitly must all be allowed.
+        if template.allowed_kinds.is_none() {
+            bounds
+                .allowed_kinds
+                .retain(|k| policy.allowed_kinds.contains(k));
+        }
+        let outside: Vec<&str> = bounds
+            .allowed_kinds
+            .iter()
+            .filter(|k| !policy.allowed_kinds.contains(k))
+            .map(|k| k.as_str())
+            .collect();
+        if !outside.is_empty() {
+            return Err(ServiceError::bad_request(
+                "kinds_outside_policy",
+                format!(
+                    "the tenant policy does not allow kinds {}",
+                    outside.join(", ")
+                ),
+            ));
+        }
+        let key = auth::generate_key()?;
+        let sha = auth::key_sha256(&key);
+        let key_id = auth::key_id(&sha);
+        inner
+            .catalog
+            .insert_application_key(&sha, &key_id, &request.tenant_id, &bounds, now)?;
+        Ok(CreateApplicationKeyResponse {
+            key_id,
+            key,
+            tenant_id: request.tenant_id.clone(),
+            bounds,
+        })
+    }
+
+    /// The credential a request acts with when it names `user_id` (see
+    /// [`Credential::acting_for`] for the rules and errors). For an
+    /// application key and an allowed user this also makes sure the user
+    /// holds a grant: the first use stores one from the key's bounds, with
+    /// the kinds narrowed to the tenant policy in force; a grant the user
+    /// already holds (made earlier by this or another application key, or
+    /// by the admin) is used only when it lies within this key's bounds,
+    /// else 403 `grant_outside_key_bounds`. The gate and the read path then
+    /// check that grant like any principal's.
+    pub fn acting_for(
+        &self,
+        credential: &Credential,
+        user_id: Option<&str>,
+    ) -> ServiceResult<Credential> {
+        let acting = credential.acting_for(user_id)?;
+        let (
+            Credential::Application {
+                tenant_id, bounds, ..
+            },
+            Credential::Principal { principal_id, .. },
+        ) = (credential, &acting)
+        else {
+            return Ok(acting);
+        };
+        let held = self
+            .reader()?
+            .store
+            .current_grant(tenant_id, principal_id)?;
+        if let Some(grant) = held {
+            return within_bounds(&grant, bounds).map(|()| acting);
+        }
+        let mut inner = self.writer()?;
+        // Another request may have made it meanwhile.
+        if let Some(grant) = inner.store.current_grant(tenant_id, principal_id)? {
+            return within_bounds(&grant, bounds).map(|()| acting);
+        }
+        let policy = inner.store.current_policy(tenant_id)?.ok_or_else(|| {
+            ServiceError::forbidden(
+                "tenant_not_configured",
+                "the credential's tenant has no policy",
+            )
+        })?;
+        let request = GrantRequest {
+            allowed_kinds: Some(
+                bounds
+                    .allowed_kinds
+                    .iter()
+                    .copied()
+                    .filter(|k| policy.allowed_kinds.contains(k))
+                    .collect(),
+            ),
+            allowed_purposes: Some(bounds.allowed_purposes.clone()),
+            allowed_workspace_ids: Some(bounds.allowed_workspace_ids.clone()),
+            allowed_run_ids: Some(bounds.allowed_run_ids.clone()),
+            expires_at_unix_ms: Some(bounds.expires_at_unix_ms),
+        };
+        self.put_grant_locked(&mut inner, tenant_id, principal_id, &request)?;
+        self.metrics
+            .incr("mosaic_application_user_grants_total", &[]);
+        Ok(acting)
     }
 
     /// Registers an external verifier (release and Ed25519 public key) for
@@ -506,7 +660,7 @@ impl ServiceCore {
                 .writer()?
                 .store
                 .current_grant(tenant_id, principal_id)?,
-            Credential::Admin { .. } => None,
+            Credential::Admin { .. } | Credential::Application { .. } => None,
         };
         Ok(WhoAmI {
             credential: credential.clone(),
@@ -636,5 +790,66 @@ impl ServiceCore {
             receipt_sha256: receipt.receipt_sha256,
             record_id: Some(prepared.record_id),
         })
+    }
+}
+
+/// A grant request with its defaults filled in (kinds working, episodic
+/// and semantic; purposes run continuity, personalization and workspace
+/// knowledge; the default workspace; no runs; a year from `now`).
+fn grant_bounds(request: &GrantRequest, now: u64) -> auth::ApplicationBounds {
+    auth::ApplicationBounds {
+        application_id: String::new(),
+        users: Vec::new(),
+        allowed_kinds: request.allowed_kinds.clone().unwrap_or_else(|| {
+            vec![
+                MemoryKind::Working,
+                MemoryKind::Episodic,
+                MemoryKind::Semantic,
+            ]
+        }),
+        allowed_purposes: request.allowed_purposes.clone().unwrap_or_else(|| {
+            vec![
+                MemoryPurpose::RunContinuity,
+                MemoryPurpose::Personalization,
+                MemoryPurpose::WorkspaceKnowledge,
+            ]
+        }),
+        allowed_workspace_ids: request
+            .allowed_workspace_ids
+            .clone()
+            .unwrap_or_else(|| vec![DEFAULT_WORKSPACE.to_owned()]),
+        allowed_run_ids: request.allowed_run_ids.clone().unwrap_or_default(),
+        expires_at_unix_ms: request
+            .expires_at_unix_ms
+            .unwrap_or(now.saturating_add(365 * DAY_MS)),
+    }
+}
+
+/// `Ok` when a user's grant is no wider than an application key's bounds.
+fn within_bounds(grant: &MemoryWriteGrant, bounds: &auth::ApplicationBounds) -> ServiceResult<()> {
+    let inside = grant
+        .allowed_kinds
+        .iter()
+        .all(|k| bounds.allowed_kinds.contains(k))
+        && grant
+            .allowed_purposes
+            .iter()
+            .all(|p| bounds.allowed_purposes.contains(p))
+        && grant
+            .allowed_workspace_ids
+            .iter()
+            .all(|w| bounds.allowed_workspace_ids.contains(w))
+        && grant
+            .allowed_run_ids
+            .iter()
+            .all(|r| bounds.allowed_run_ids.contains(r))
+        && grant.expires_at_unix_ms <= bounds.expires_at_unix_ms;
+    if inside {
+        Ok(())
+    } else {
+        Err(ServiceError::forbidden(
+            "grant_outside_key_bounds",
+            "the user holds a grant wider than this application key's bounds",
+        ))
     }
 }

@@ -494,14 +494,18 @@ impl ServiceCore {
     /// holds unwithdrawn, if the policy needs one for principal facts.
     fn latest_consent(&self, tenant: &str, principal: &str) -> ServiceResult<Option<String>> {
         let reader = self.reader()?;
-        let needs = reader
-            .catalog
-            .tenant(tenant)?
-            .is_some_and(|t| t.policy.require_consent_for_principal_semantic);
-        if !needs {
+        let Some(row) = reader.catalog.tenant(tenant)? else {
+            return Ok(None);
+        };
+        if !row.policy.require_consent_for_principal_semantic {
             return Ok(None);
         }
-        reader.catalog.latest_consent(tenant, principal)
+        reader.catalog.latest_consent(
+            tenant,
+            principal,
+            "personalization",
+            &row.policy.policy_sha256,
+        )
     }
 }
 

@@ -52,6 +52,7 @@ use crate::evidence::{
 use crate::metrics::Metrics;
 
 mod admin;
+mod carry;
 mod conversation;
 mod health;
 mod outbox;

@@ -93,6 +93,9 @@ impl ServiceCore {
         };
         let mut eligible = inner.store.eligible_records(&eligibility_query(&ctx))?;
         let duplicates = drop_duplicate_contents(&mut eligible.records);
+        // Records of an earlier policy are never candidates; they are
+        // counted (and, with `explain`, listed) as `policy_mismatch`.
+        let earlier = self.earlier_policy_decisions(&mut inner, &ctx)?;
         let records: Vec<_> = eligible.records.iter().map(|r| r.record.clone()).collect();
         let contents: BTreeMap<String, String> = eligible
             .records
@@ -220,7 +223,8 @@ impl ServiceCore {
                 })
             })
             .collect();
-        let mut drop_counts = drop_reasons(&selection.receipt.decisions);
+        let mut drop_counts =
+            drop_reasons(&[&selection.receipt.decisions[..], &earlier[..]].concat());
         if duplicates > 0 {
             drop_counts.insert("duplicate_content".to_owned(), duplicates);
         }
@@ -235,7 +239,7 @@ impl ServiceCore {
             blocks,
             selected_record_ids: selection.receipt.selected_record_ids.clone(),
             decisions: if request.explain {
-                selection.receipt.decisions.clone()
+                [&selection.receipt.decisions[..], &earlier[..]].concat()
             } else {
                 Vec::new()
             },
@@ -262,6 +266,7 @@ impl ServiceCore {
         let missing = || ServiceError::not_found("memory", record_id);
         let tenant = match credential {
             Credential::Principal { tenant_id, .. } => tenant_id.clone(),
+            Credential::Application { .. } => return Err(crate::auth::user_required()),
             Credential::Admin { .. } => match inner.store.get_record(record_id)? {
                 Some(stored) => stored.record.tenant_id,
                 None => {

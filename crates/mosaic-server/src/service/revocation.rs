@@ -1,5 +1,6 @@
 //! Revocation, consent withdrawal and erasure, each driven to a deletion receipt.
 
+use super::carry::purpose_name;
 use super::*;
 
 impl ServiceCore {
@@ -209,15 +210,12 @@ impl ServiceCore {
         inner
             .catalog
             .insert_consent(&consent_sha256, tenant, principal)?;
-        inner.catalog.log_consent(
+        inner.catalog.note_consent_terms(
             &consent_sha256,
             tenant,
             principal,
-            serde_json::to_value(request.purpose)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default()
-                .as_str(),
+            &purpose_name(request.purpose),
+            &consent.policy_sha256,
             now,
         )?;
         Ok(ConsentResponse { consent_sha256 })
@@ -253,15 +251,12 @@ impl ServiceCore {
         consent_sha256: &str,
         authorization: &Authorization,
     ) -> ServiceResult<WithdrawResponse> {
-        let withdrawal = {
-            let mut writer = self.writer()?;
-            let withdrawal =
-                writer
-                    .store
-                    .withdraw_consent(tenant, consent_sha256, authorization, self.now())?;
-            writer.catalog.log_withdrawal(consent_sha256)?;
-            withdrawal
-        };
+        let withdrawal = self.writer()?.store.withdraw_consent(
+            tenant,
+            consent_sha256,
+            authorization,
+            self.now(),
+        )?;
         let mut revocations = Vec::new();
         for token in withdrawal.revoked {
             let record_id = token.record_id().to_owned();

@@ -1,5 +1,6 @@
 //! Integration tests of mosaic-server: one binary, one module per concern.
 
+mod application_keys;
 mod audit_witness;
 mod chaos;
 mod cli;
@@ -16,9 +17,11 @@ mod isolation;
 mod lifecycle;
 mod load;
 mod mcp;
+mod mcp_relay;
 mod mem0;
 mod openapi;
 mod persistence;
+mod policy_carry;
 mod postgres;
 mod reconcile;
 mod review;

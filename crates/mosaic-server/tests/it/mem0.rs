@@ -229,3 +229,73 @@ async fn an_application_written_against_mem0_works_by_changing_its_base_url_and_
     .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn an_application_key_names_its_users_in_mem0s_user_id() {
+    let w = world();
+    let r = &w.router;
+    let (status, created) = send(
+        r,
+        "POST",
+        "/v1/admin/application-keys",
+        Some(&w.admin_key),
+        Some(json!({"tenant_id": "tenant-a", "application_id": "app1", "users": ["app1:*"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let app = created["key"].as_str().expect("key").to_owned();
+    let key = Some(app.as_str());
+    for (user, text) in [
+        ("app1:ann", "Ann likes tea."),
+        ("app1:ben", "Ben likes coffee."),
+    ] {
+        let (status, body) = send(
+            r,
+            "POST",
+            "/memories",
+            key,
+            Some(json!({"messages": text, "user_id": user})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, ann) = send(
+        r,
+        "POST",
+        "/search",
+        key,
+        Some(json!({"query": "what does she drink", "user_id": "app1:ann"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{ann}");
+    let texts: Vec<&str> = ann["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|m| m["memory"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        vec!["user: Ann likes tea."],
+        "one user never recalls another's"
+    );
+    // Outside the key's bounds, and without a user: refused by the
+    // application key's bounds (auth layer).
+    let (status, body) = send(
+        r,
+        "POST",
+        "/search",
+        key,
+        Some(json!({"query": "x", "user_id": "other:zed"})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (StatusCode::FORBIDDEN, "user_not_allowed")
+    );
+    let (status, body) = send(r, "GET", "/memories", key, None).await;
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (StatusCode::BAD_REQUEST, "user_required")
+    );
+}

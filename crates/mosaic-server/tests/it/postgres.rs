@@ -274,6 +274,93 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     );
     assert_eq!(status, 200, "{r}");
 
+    // An application key made through one server acts for its users on the
+    // other (the bounds live in the shared catalog).
+    let (status, r) = call(
+        &one,
+        &admin_key,
+        "POST",
+        "/v1/admin/application-keys",
+        Some(
+            json!({"tenant_id": "tenant-a", "application_id": "app1", "users": ["app1:*"],
+                    "grant": {"allowed_workspace_ids": ["ws-main"]}}),
+        ),
+    );
+    assert_eq!(status, 200, "{r}");
+    let app_key = r["key"].as_str().expect("key").to_owned();
+    let as_user = |user: &str| -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut response = agent
+            .post(&format!("{}/v1/recall", two.url))
+            .header("Authorization", &format!("Bearer {app_key}"))
+            .header("X-Mosaic-User", user)
+            .header("Content-Type", "application/json")
+            .send(json!({"query": "staging database"}).to_string().as_bytes())
+            .expect("server answers");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    };
+    let (status, r) = as_user("app1:ana");
+    assert_eq!(status, 200, "{r}");
+    assert!(
+        r["context"]
+            .as_str()
+            .unwrap_or("")
+            .contains("restored every Sunday"),
+        "an app user reads the workspace it was granted: {r}"
+    );
+    let (status, r) = as_user("alice");
+    assert_eq!(status, 403, "{r}");
+
+    // A policy change hides the record with a reason; carrying it through
+    // one server makes it readable on the other.
+    let (status, r) = call(
+        &one,
+        &admin_key,
+        "POST",
+        "/v1/admin/tenants/tenant-a/policy/carry",
+        None,
+    );
+    assert_eq!((status, r["examined"].as_u64()), (200, Some(0)), "{r}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let put = agent
+        .put(&format!("{}/v1/admin/tenants/tenant-a/policy", one.url))
+        .header("Authorization", &format!("Bearer {admin_key}"))
+        .header("Content-Type", "application/json")
+        .send(
+            json!({"max_ttl_ms": 31_536_000_000_u64 / 2})
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("server answers");
+    assert_eq!(put.status().as_u16(), 200);
+    let (status, r) = call(
+        &two,
+        &key,
+        "POST",
+        "/v1/recall",
+        Some(json!({"workspace_id": "ws-main"})),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["drop_reasons"]["policy_mismatch"], 1, "{r}");
+    let (status, r) = call(
+        &one,
+        &admin_key,
+        "POST",
+        "/v1/admin/tenants/tenant-a/policy/carry",
+        None,
+    );
+    assert_eq!((status, r["accepted"].as_u64()), (200, Some(1)), "{r}");
+    let context = recalled(&two, &key, "when is the staging database restored");
+    assert!(context.contains("restored every Sunday"), "{context}");
+
     // A server whose embedder differs from the one the database's vectors
     // were made with refuses to start.
     let mut owner =
