@@ -1059,6 +1059,10 @@ pub struct IngestResponse {
     pub refused: usize,
     /// One entry per message, in request order.
     pub messages: Vec<IngestedMessage>,
+    /// The extraction job queued for the newly kept messages, when the
+    /// server runs an extractor (`GET /v1/admin/extraction` reports it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction_job_id: Option<String>,
 }
 
 /// A fact (semantic memory) resting on captured messages. The server

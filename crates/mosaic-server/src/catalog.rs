@@ -144,10 +144,25 @@ CREATE TABLE IF NOT EXISTS tenant_options (
     tenant_id TEXT PRIMARY KEY,
     claim_updates TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS extraction_jobs (
+    job_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_ids_json TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms INTEGER NOT NULL,
+    last_error TEXT,
+    report_json TEXT,
+    created_at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS extraction_jobs_due ON extraction_jobs (state, next_attempt_ms);
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 14] = [
+const TABLES: [&str; 15] = [
     "tenants",
     "api_keys",
     "grants",
@@ -159,13 +174,14 @@ const TABLES: [&str; 14] = [
     "settings",
     "messages",
     "tenant_options",
+    "extraction_jobs",
     "application_keys",
     "policy_history",
     "consent_terms",
 ];
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 14] = [
+const PG_GRANTS: [(&str, &str); 15] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -177,6 +193,7 @@ const PG_GRANTS: [(&str, &str); 14] = [
     ("settings", "SELECT, INSERT"),
     ("messages", "SELECT, INSERT"),
     ("tenant_options", "SELECT, INSERT, UPDATE"),
+    ("extraction_jobs", "SELECT, INSERT, UPDATE"),
     ("application_keys", "SELECT, INSERT"),
     ("policy_history", "SELECT, INSERT"),
     ("consent_terms", "SELECT, INSERT"),
@@ -205,6 +222,34 @@ pub struct MessageRow {
     pub locator_sha256: String,
     /// When it was captured.
     pub captured_at_ms: u64,
+}
+
+/// One extraction job: the messages of one ingest call, to extract facts
+/// from. No content: the texts are read from the store when it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtractionJob {
+    /// Identity (derived from tenant, principal, conversation and messages).
+    pub job_id: String,
+    /// Tenant of the capturing key.
+    pub tenant_id: String,
+    /// Principal of the capturing key.
+    pub principal_id: String,
+    /// The capturing key (the facts are proposed as it).
+    pub key_id: String,
+    /// The conversation.
+    pub conversation_id: String,
+    /// The captured messages.
+    pub message_ids: Vec<String>,
+    /// `pending`, `done` or `failed`.
+    pub state: String,
+    /// Attempts so far.
+    pub attempts: u64,
+    /// When it may run next.
+    pub next_attempt_ms: u64,
+    /// The last failure's stable code.
+    pub last_error: Option<String>,
+    /// What the last run did (counts and reasons, no content).
+    pub report: Option<serde_json::Value>,
 }
 
 /// What happens when a proposal gives a new value for a structured claim
@@ -605,7 +650,8 @@ impl Catalog {
                     AND to_regclass('mosaic_server_policy_history') IS NOT NULL
                     AND to_regclass('mosaic_server_consent_terms') IS NOT NULL
                     AND to_regclass('mosaic_server_messages') IS NOT NULL
-                    AND to_regclass('mosaic_server_tenant_options') IS NOT NULL",
+                    AND to_regclass('mosaic_server_tenant_options') IS NOT NULL
+                    AND to_regclass('mosaic_server_extraction_jobs') IS NOT NULL",
                 &[],
             )
             .and_then(|r| r.try_get(0))
@@ -1225,6 +1271,107 @@ impl Catalog {
             })
         })
         .transpose()
+    }
+
+    // ------------------------------------------------------------ extraction jobs
+
+    /// Queues an extraction job (idempotent: a job id is queued once).
+    pub fn insert_extraction_job(&self, job: &ExtractionJob) -> ServiceResult<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO extraction_jobs (job_id, tenant_id, principal_id, key_id, conversation_id, message_ids_json, state, attempts, next_attempt_ms, created_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, ?7, ?7)",
+            &[
+                (&job.job_id).into(),
+                (&job.tenant_id).into(),
+                (&job.principal_id).into(),
+                (&job.key_id).into(),
+                (&job.conversation_id).into(),
+                Val::Text(encode(&job.message_ids)?),
+                to_i64(job.next_attempt_ms).into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Pending jobs due at `now`, oldest first.
+    pub fn due_extraction_jobs(&self, now: u64, limit: usize) -> ServiceResult<Vec<ExtractionJob>> {
+        self.extraction_jobs_where(
+            "state = 'pending' AND next_attempt_ms <= ?1 ORDER BY next_attempt_ms, job_id LIMIT ?2",
+            &[to_i64(now).into(), to_i64(limit as u64).into()],
+        )
+    }
+
+    /// The most recent jobs of every state (the admin report).
+    pub fn recent_extraction_jobs(&self, limit: usize) -> ServiceResult<Vec<ExtractionJob>> {
+        self.extraction_jobs_where(
+            "1 = 1 ORDER BY created_at_ms DESC, job_id LIMIT ?1",
+            &[to_i64(limit as u64).into()],
+        )
+    }
+
+    /// How many jobs are in each state.
+    pub fn extraction_counts(&self) -> ServiceResult<Vec<(String, u64)>> {
+        self.rows(
+            "SELECT state, COUNT(*) FROM extraction_jobs GROUP BY state ORDER BY state",
+            &[],
+        )?
+        .iter()
+        .map(|r| Ok((text(col(r, 0))?, to_u64(int(col(r, 1))))))
+        .collect()
+    }
+
+    fn extraction_jobs_where(
+        &self,
+        clause: &str,
+        args: &[Val],
+    ) -> ServiceResult<Vec<ExtractionJob>> {
+        self.rows(
+            &format!(
+                "SELECT job_id, tenant_id, principal_id, key_id, conversation_id, message_ids_json, state, attempts, next_attempt_ms, last_error, report_json
+                 FROM extraction_jobs WHERE {clause}"
+            ),
+            args,
+        )?
+        .iter()
+        .map(|r| {
+            Ok(ExtractionJob {
+                job_id: text(col(r, 0))?,
+                tenant_id: text(col(r, 1))?,
+                principal_id: text(col(r, 2))?,
+                key_id: text(col(r, 3))?,
+                conversation_id: text(col(r, 4))?,
+                message_ids: decode("message_ids", &text(col(r, 5))?)?,
+                state: text(col(r, 6))?,
+                attempts: to_u64(int(col(r, 7))),
+                next_attempt_ms: to_u64(int(col(r, 8))),
+                last_error: opt_text(col(r, 9)),
+                report: opt_text(col(r, 10))
+                    .map(|t| decode("report", &t))
+                    .transpose()?,
+            })
+        })
+        .collect()
+    }
+
+    /// Records a job's outcome: its state, attempts, next attempt, error
+    /// code and report.
+    pub fn update_extraction_job(&self, job: &ExtractionJob) -> ServiceResult<()> {
+        self.exec(
+            "UPDATE extraction_jobs SET state = ?2, attempts = ?3, next_attempt_ms = ?4, last_error = ?5, report_json = ?6 WHERE job_id = ?1",
+            &[
+                (&job.job_id).into(),
+                (&job.state).into(),
+                to_i64(job.attempts).into(),
+                to_i64(job.next_attempt_ms).into(),
+                job.last_error.as_ref().into(),
+                job.report
+                    .as_ref()
+                    .map(encode)
+                    .transpose()?
+                    .map_or(Val::Null, Val::Text),
+            ],
+        )?;
+        Ok(())
     }
 
     // ------------------------------------------------------------ tenant options

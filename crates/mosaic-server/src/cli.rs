@@ -64,6 +64,22 @@ pub struct ServeFlags {
     /// Embedder settings.
     #[command(flatten)]
     pub embedder: EmbedderFlags,
+    /// Base URL of an OpenAI-compatible chat endpoint that extracts facts
+    /// from ingested conversations (off by default; the key comes from
+    /// MOSAIC_EXTRACTOR_API_KEY). Env MOSAIC_EXTRACTOR_URL.
+    #[arg(long)]
+    pub extractor_url: Option<String>,
+    /// The extractor's model. Env MOSAIC_EXTRACTOR_MODEL.
+    #[arg(long)]
+    pub extractor_model: Option<String>,
+    /// Base URL of the chat endpoint that judges extracted facts (another
+    /// endpoint or model; key from MOSAIC_FACT_VERIFIER_API_KEY). Env
+    /// MOSAIC_FACT_VERIFIER_URL.
+    #[arg(long)]
+    pub fact_verifier_url: Option<String>,
+    /// The fact verifier's model. Env MOSAIC_FACT_VERIFIER_MODEL.
+    #[arg(long)]
+    pub fact_verifier_model: Option<String>,
 }
 
 /// Embedder flags (over the config file and MOSAIC_* variables).
@@ -767,6 +783,16 @@ fn load_config(flags: &ServeFlags) -> Result<ServerConfig> {
         config.request_timeout_ms = v;
     }
     flags.embedder.apply(&mut config);
+    for (flag, field) in [
+        (&flags.extractor_url, &mut config.extractor_url),
+        (&flags.extractor_model, &mut config.extractor_model),
+        (&flags.fact_verifier_url, &mut config.fact_verifier_url),
+        (&flags.fact_verifier_model, &mut config.fact_verifier_model),
+    ] {
+        if let Some(v) = flag {
+            *field = Some(v.clone());
+        }
+    }
     if let Err(problems) = config.validate() {
         bail!("invalid configuration: {}", problems.join("; "));
     }
@@ -990,6 +1016,10 @@ fn mcp(
         rate_limit_burst: None,
         request_timeout_ms: None,
         embedder,
+        extractor_url: None,
+        extractor_model: None,
+        fact_verifier_url: None,
+        fact_verifier_model: None,
     };
     let config = load_config(&flags)?;
     if config.postgres.is_none() {

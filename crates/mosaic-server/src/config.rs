@@ -65,6 +65,28 @@ pub struct ServerConfig {
     /// make it readable before answering (the response then says whether it
     /// is); 0 answers right after the commit.
     pub index_wait_ms: u64,
+    /// Base URL of an OpenAI-compatible chat endpoint that extracts facts
+    /// from ingested conversations (off when unset).
+    pub extractor_url: Option<String>,
+    /// The extractor's model.
+    pub extractor_model: Option<String>,
+    /// The extractor's bearer key: only from `MOSAIC_EXTRACTOR_API_KEY`.
+    #[serde(skip)]
+    pub extractor_api_key: Option<Secret>,
+    /// Base URL of the chat endpoint that judges extracted facts (another
+    /// endpoint or model than the extractor; required with it).
+    pub fact_verifier_url: Option<String>,
+    /// The fact verifier's model.
+    pub fact_verifier_model: Option<String>,
+    /// The fact verifier's bearer key: only from
+    /// `MOSAIC_FACT_VERIFIER_API_KEY`.
+    #[serde(skip)]
+    pub fact_verifier_api_key: Option<Secret>,
+    /// First retry delay of a failed extraction, in milliseconds (doubled
+    /// per attempt, at most 10 minutes).
+    pub extraction_retry_ms: u64,
+    /// Timeout of one extractor or verifier call, in milliseconds.
+    pub extraction_timeout_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -87,6 +109,14 @@ impl Default for ServerConfig {
             vector_index_optional: false,
             read_connections: 4,
             index_wait_ms: 5_000,
+            extractor_url: None,
+            extractor_model: None,
+            extractor_api_key: None,
+            fact_verifier_url: None,
+            fact_verifier_model: None,
+            fact_verifier_api_key: None,
+            extraction_retry_ms: 5_000,
+            extraction_timeout_ms: 60_000,
         }
     }
 }
@@ -149,6 +179,18 @@ impl ServerConfig {
                 "MOSAIC_EMBEDDER_API_KEY" => {
                     self.embedder_api_key = Some(Secret::new(value));
                 }
+                "MOSAIC_EXTRACTOR_URL" => self.extractor_url = Some(value),
+                "MOSAIC_EXTRACTOR_MODEL" => self.extractor_model = Some(value),
+                "MOSAIC_EXTRACTOR_API_KEY" => self.extractor_api_key = Some(Secret::new(value)),
+                "MOSAIC_FACT_VERIFIER_URL" => self.fact_verifier_url = Some(value),
+                "MOSAIC_FACT_VERIFIER_MODEL" => self.fact_verifier_model = Some(value),
+                "MOSAIC_FACT_VERIFIER_API_KEY" => {
+                    self.fact_verifier_api_key = Some(Secret::new(value));
+                }
+                "MOSAIC_EXTRACTION_RETRY_MS" => self.extraction_retry_ms = parse(&name, &value)?,
+                "MOSAIC_EXTRACTION_TIMEOUT_MS" => {
+                    self.extraction_timeout_ms = parse(&name, &value)?
+                }
                 _ => {}
             }
         }
@@ -187,10 +229,57 @@ impl ServerConfig {
                 problems.push("embedder http needs embedder_model (--embedder-model)".to_owned());
             }
         }
+        let set = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.is_empty());
+        let extraction = [
+            &self.extractor_url,
+            &self.extractor_model,
+            &self.fact_verifier_url,
+            &self.fact_verifier_model,
+        ];
+        if extraction.iter().any(|v| set(v)) {
+            if !extraction.iter().all(|v| set(v)) {
+                problems.push(
+                    "extraction needs extractor_url, extractor_model, fact_verifier_url and fact_verifier_model"
+                        .to_owned(),
+                );
+            } else if self.extractor_url == self.fact_verifier_url
+                && self.extractor_model == self.fact_verifier_model
+            {
+                problems.push(
+                    "the fact verifier must be another endpoint or model than the extractor"
+                        .to_owned(),
+                );
+            }
+            if self.extraction_retry_ms == 0 || self.extraction_timeout_ms == 0 {
+                problems.push(
+                    "extraction_retry_ms and extraction_timeout_ms must be positive".to_owned(),
+                );
+            }
+        }
         if problems.is_empty() {
             Ok(())
         } else {
             Err(problems)
         }
+    }
+
+    /// The extractor and the fact verifier, when extraction is on.
+    pub fn extraction_endpoints(
+        &self,
+    ) -> Option<(
+        crate::extraction::ChatEndpoint,
+        crate::extraction::ChatEndpoint,
+    )> {
+        let extractor = crate::extraction::ChatEndpoint {
+            url: self.extractor_url.clone()?,
+            model: self.extractor_model.clone()?,
+            api_key: self.extractor_api_key.clone(),
+        };
+        let verifier = crate::extraction::ChatEndpoint {
+            url: self.fact_verifier_url.clone()?,
+            model: self.fact_verifier_model.clone()?,
+            api_key: self.fact_verifier_api_key.clone(),
+        };
+        Some((extractor, verifier))
     }
 }

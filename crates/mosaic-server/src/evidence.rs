@@ -403,7 +403,10 @@ pub struct CapturedSource {
 /// proposer's word: the server captured it from the authenticated key and
 /// bound its provenance and locator then, so the judgment also attests
 /// where the source came from. Judgment ids use the verbatim verifier's
-/// identity with this release.
+/// identity with this release. It attests quotations only: a content that
+/// is not a quotation of a source gets no judgment from it (rather than a
+/// contrary one), so a paraphrase rests on a registered verifier's
+/// judgment alone.
 pub fn captured_judgments(
     proposition: &Proposition<'_>,
     content: &str,
@@ -411,7 +414,9 @@ pub fn captured_judgments(
 ) -> Result<Vec<SourceJudgment>, CanonicalError> {
     let judged: Vec<(&MemorySource, &String)> =
         captured.iter().map(|c| (&c.source, &c.text)).collect();
-    judge_quotations(proposition, content, &judged, CAPTURE_VERIFIER_RELEASE)
+    let mut judgments = judge_quotations(proposition, content, &judged, CAPTURE_VERIFIER_RELEASE)?;
+    judgments.retain(|j| j.supports_proposal);
+    Ok(judgments)
 }
 
 /// One judgment per `(source, text)` of a claim-less proposal (none when

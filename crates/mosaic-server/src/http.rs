@@ -298,6 +298,10 @@ async fn propose(
     call(&s, move |s| s.propose(&c, &r)).await
 }
 
+async fn extraction_report(State(s): State<AppState>, Auth(c): Auth) -> Reply<serde_json::Value> {
+    call(&s, move |s| s.extraction_report(&c)).await
+}
+
 async fn ingest(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -806,6 +810,11 @@ fn routes() -> Routes {
         .add("/v1/admin/reconcile", &[Method::POST], post(reconcile))
         .add("/v1/admin/reindex", &[Method::POST], post(reindex))
         .add("/v1/admin/audit/head", &[Method::GET], get(audit_head))
+        .add(
+            "/v1/admin/extraction",
+            &[Method::GET],
+            get(extraction_report),
+        )
 }
 
 /// Every `(METHOD, path)` the router serves.

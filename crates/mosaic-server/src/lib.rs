@@ -52,6 +52,7 @@ pub mod embedder;
 mod error;
 pub mod evidence;
 pub mod examples;
+pub mod extraction;
 pub mod http;
 pub mod mcp;
 pub mod mem0;

@@ -102,6 +102,13 @@ pub const OPERATIONS: &[Operation] = &[
         Some("IngestRequest"),
     ),
     op(
+        "GET",
+        "/v1/admin/extraction",
+        "Extraction jobs: counts by state and the latest jobs (state, attempts, last error code, counts; no content)",
+        "admin",
+        None,
+    ),
+    op(
         "POST",
         "/v1/facts",
         "Propose a fact (semantic memory) citing captured messages by id",

@@ -287,6 +287,7 @@ impl ServiceCore {
             kept: 0,
             refused: 0,
             messages: Vec::with_capacity(responses.len()),
+            extraction_job_id: None,
         };
         for (((message_id, source_id, source_content_sha256), response), before) in
             ids.into_iter().zip(responses).zip(captured_before)
@@ -312,6 +313,13 @@ impl ServiceCore {
             &[],
             out.messages.len() as u64,
         );
+        let fresh: Vec<String> = out
+            .messages
+            .iter()
+            .filter(|m| m.decision == "accepted" && !m.replayed)
+            .map(|m| m.message_id.clone())
+            .collect();
+        out.extraction_job_id = self.queue_extraction(credential, conversation_id, fresh)?;
         Ok(out)
     }
 
@@ -322,6 +330,16 @@ impl ServiceCore {
         &self,
         credential: &Credential,
         request: &FactRequest,
+    ) -> ServiceResult<ProposeResponse> {
+        self.propose_fact(credential, request, None)
+    }
+
+    /// [`Self::add_fact`] with the writer's release (the extractor's).
+    pub(super) fn propose_fact(
+        &self,
+        credential: &Credential,
+        request: &FactRequest,
+        writer_release: Option<String>,
     ) -> ServiceResult<ProposeResponse> {
         let (tenant, principal) = credential.principal()?;
         if request.cites.is_empty() {
@@ -358,6 +376,7 @@ impl ServiceCore {
             supersedes_record_id: request.supersedes_record_id.clone(),
             expected_line_generation: request.expected_line_generation,
             ttl_ms: request.ttl_ms,
+            writer_release,
             ..ProposeRequest::new(
                 request.content.clone(),
                 MemoryKind::Semantic,

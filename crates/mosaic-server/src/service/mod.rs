@@ -54,6 +54,7 @@ use crate::metrics::Metrics;
 mod admin;
 mod carry;
 mod conversation;
+mod extract;
 mod health;
 mod outbox;
 mod persistence;
@@ -224,6 +225,7 @@ struct Bucket {
 pub struct Service {
     core: Arc<ServiceCore>,
     worker: Option<std::thread::JoinHandle<()>>,
+    extractor: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Service {
@@ -237,8 +239,14 @@ impl std::ops::Deref for Service {
 impl Drop for Service {
     fn drop(&mut self) {
         self.core.progress.stop();
+        if let Some(extraction) = &self.core.extraction {
+            extraction.stop();
+        }
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
+        }
+        if let Some(extractor) = self.extractor.take() {
+            let _ = extractor.join();
         }
         if let Err(e) = self.core.flush() {
             tracing::warn!(error = %e, "could not save the indexes at shutdown");
@@ -277,6 +285,8 @@ pub struct ServiceCore {
     config: ServerConfig,
     metrics: Metrics,
     embedder: Arc<dyn Embedder>,
+    /// Fact extraction from conversations, when configured.
+    extraction: Option<extract::Extraction>,
 }
 
 /// A proposal made ready for the store's write transaction.
@@ -482,6 +492,7 @@ impl Service {
             buckets: Mutex::new(HashMap::new()),
             clock,
             metrics: Metrics::default(),
+            extraction: extract::Extraction::open(&config)?,
             config,
             embedder,
         };
@@ -490,10 +501,12 @@ impl Service {
         let identity = core.embedder_identity();
         let core = Arc::new(core);
         let worker = sync::spawn_worker(core.clone())?;
+        let extractor = extract::spawn_extractor(core.clone())?;
         Ok((
             Service {
                 core,
                 worker: Some(worker),
+                extractor,
             },
             OpenReport {
                 admin_key_file,

@@ -12,6 +12,7 @@ mod embedder;
 mod errors;
 mod eval;
 mod evidence;
+mod extraction;
 mod hygiene;
 mod isolation;
 mod lifecycle;
