@@ -256,6 +256,33 @@ async fn list_memories(
     call(&s, move |s| s.list_by_subject(&c, &q)).await
 }
 
+async fn browse(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<BrowseQuery>,
+) -> Reply<BrowsePage> {
+    call(&s, move |s| s.browse(&c, &q)).await
+}
+
+async fn memory_history(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<MemoryHistory> {
+    call(&s, move |s| s.memory_history(&c, &id)).await
+}
+
+async fn list_consents(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+) -> Reply<Vec<mosaic_store::StoredConsent>> {
+    call(&s, move |s| s.list_consents(&c)).await
+}
+
+async fn outbox_state(State(s): State<AppState>, Auth(c): Auth) -> Reply<OutboxState> {
+    call(&s, move |s| s.outbox_state(&c)).await
+}
+
 async fn get_memory(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -605,7 +632,13 @@ fn routes() -> Routes {
             &[Method::POST, Method::GET],
             post(propose).get(list_memories),
         )
+        .add("/v1/browse", &[Method::GET], get(browse))
         .add("/v1/memories/{record_id}", &[Method::GET], get(get_memory))
+        .add(
+            "/v1/memories/{record_id}/history",
+            &[Method::GET],
+            get(memory_history),
+        )
         .add(
             "/v1/memories/{record_id}/revoke",
             &[Method::POST],
@@ -617,7 +650,11 @@ fn routes() -> Routes {
             get(deletion),
         )
         .add("/v1/recall", &[Method::POST], post(recall))
-        .add("/v1/consents", &[Method::POST], post(consent))
+        .add(
+            "/v1/consents",
+            &[Method::POST, Method::GET],
+            post(consent).get(list_consents),
+        )
         .add(
             "/v1/consents/{consent_sha256}/withdraw",
             &[Method::POST],
@@ -686,6 +723,7 @@ fn routes() -> Routes {
         .add("/v1/admin/reconcile", &[Method::POST], post(reconcile))
         .add("/v1/admin/reindex", &[Method::POST], post(reindex))
         .add("/v1/admin/audit/head", &[Method::GET], get(audit_head))
+        .add("/v1/admin/outbox", &[Method::GET], get(outbox_state))
 }
 
 /// Every `(METHOD, path)` the router serves.
@@ -698,6 +736,7 @@ pub fn app(state: AppState) -> Router {
     let body_limit = state.config().body_limit_bytes;
     routes()
         .router
+        .merge(crate::console::routes())
         .merge(crate::mcp::routes(state.clone()))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -4,6 +4,7 @@ mod audit_witness;
 mod chaos;
 mod cli;
 mod common;
+mod console;
 mod concurrency;
 mod degraded;
 mod embedder;
