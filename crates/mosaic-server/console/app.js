@@ -343,7 +343,7 @@
       h('div', { class: 'head' }, memoryLink(rev.record_id), badge(rev.stage)),
       kv([
         ['Revocation generation', String(rev.revocation_generation)],
-        ['Reason', rev.tombstone ? json(rev.tombstone.reason) : null],
+        ['Reason', rev.tombstone ? (rev.tombstone.reason.reason || json(rev.tombstone.reason)).replace(/_/g, ' ') : null],
         ['Authorized by', rev.tombstone ? `${rev.tombstone.authorization.actor_id} (${rev.tombstone.authorization.authority_ref})` : null],
         ['Revoked at', rev.tombstone ? when(rev.tombstone.revoked_at_unix_ms) : null],
         ['Erased at', rev.tombstone ? when(rev.tombstone.erased_at_unix_ms) : null],
@@ -426,7 +426,11 @@
 
     parts.push(h('h2', null, 'Write receipt'));
     const w = history.write_receipt;
-    if (w) {
+    if (w && history.state === 'erased') {
+      parts.push(kv([['Decision', badge(w.decision)], ['Gate', w.gate_release], ['Receipt SHA-256', mono(w.receipt_sha256)],
+        ['Decision SHA-256', mono(w.decision_sha256)]]),
+      h('p', { class: 'hint' }, 'The proposal\'s inputs were erased with the memory, so the receipt can no longer be re-verified from them; its digests stay as a record of the decision.'));
+    } else if (w) {
       const out = h('span', { class: 'verify-result', id: 'write-verify', role: 'status' });
       const again = h('button', { type: 'button', class: 'secondary' }, 'Verify again');
       again.addEventListener('click', () => verify(again, out, { kind: 'write', proposal_id: history.proposal_id }));
@@ -530,7 +534,8 @@
       const cut = res.context_report.dropped_after_selection;
       if (cut.length) out.push(h('p', { class: 'hint' }, `${cut.length} selected memories did not fit the token budget.`));
     }
-    out.push(h('h2', null, 'Every candidate'));
+    out.push(h('h2', null, 'Every candidate'),
+      h('p', { class: 'hint' }, 'Relevance is the fused score the relevance receipt records for each ranked memory; — means the memory was not among the ranked results.'));
     const order = (d) => (d.outcome.decision === 'selected' ? d.outcome.rank : 1e9 - (scores.get(d.record_id) || 0) / SCORE_SCALE);
     const decisions = [...res.decisions].sort((a, b) => order(a) - order(b) || a.record_id.localeCompare(b.record_id));
     out.push(decisions.length

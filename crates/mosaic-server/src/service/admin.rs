@@ -52,7 +52,8 @@ impl ServiceCore {
                 selection_receipt,
                 relevance_receipt,
             } => {
-                let problem = recall_receipt_problem(selection_receipt, relevance_receipt.as_deref())?;
+                let problem =
+                    recall_receipt_problem(selection_receipt, relevance_receipt.as_deref())?;
                 Ok(VerifyResponse {
                     valid: problem.is_none(),
                     problem,

@@ -27,7 +27,11 @@ fn invalid_query(message: String) -> ServiceError {
 impl ServiceCore {
     /// One page of the memories the credential's principal may see,
     /// filtered by kind, state, subject and text, sorted by record id.
-    pub fn browse(&self, credential: &Credential, query: &BrowseQuery) -> ServiceResult<BrowsePage> {
+    pub fn browse(
+        &self,
+        credential: &Credential,
+        query: &BrowseQuery,
+    ) -> ServiceResult<BrowsePage> {
         let (tenant, principal) = credential.principal()?;
         let limit = query.limit.unwrap_or(BROWSE_DEFAULT_LIMIT);
         if !(1..=BROWSE_MAX_LIMIT).contains(&limit) {

@@ -48,9 +48,7 @@ impl ServiceCore {
         let mut inner = self.reader()?;
         let mut targets = Vec::new();
         for target in INDEX_TARGETS {
-            let rows = inner
-                .store
-                .pending_outbox(target, OUTBOX_COUNT_LIMIT + 1)?;
+            let rows = inner.store.pending_outbox(target, OUTBOX_COUNT_LIMIT + 1)?;
             targets.push(OutboxTargetState {
                 target: target.to_owned(),
                 pending: rows.len().min(OUTBOX_COUNT_LIMIT),

@@ -52,7 +52,10 @@ async fn the_console_is_served_from_the_binary_with_a_strict_policy() {
     for path in ["/console", "/console/"] {
         let response = get_raw(&w.router, path).await;
         assert_eq!(response.status(), StatusCode::OK, "{path}");
-        assert_eq!(header(&response, "content-type"), "text/html; charset=utf-8");
+        assert_eq!(
+            header(&response, "content-type"),
+            "text/html; charset=utf-8"
+        );
         assert_eq!(
             header(&response, "content-security-policy"),
             CONTENT_SECURITY_POLICY
@@ -76,7 +79,11 @@ async fn the_console_is_served_from_the_binary_with_a_strict_policy() {
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .expect("body");
-        assert_eq!(body.as_ref(), bytes.as_bytes(), "{name} is the compiled file");
+        assert_eq!(
+            body.as_ref(),
+            bytes.as_bytes(),
+            "{name} is the compiled file"
+        );
     }
     // No inline script or style may run: the policy allows this origin's
     // files only, and the files hold none.
@@ -211,7 +218,10 @@ async fn browse_pages_filters_and_searches_only_what_the_key_may_see() {
     let mut expected = facts.clone();
     expected.push(mine.clone());
     expected.sort();
-    assert_eq!(seen, expected, "bob's principal memory and the other tenant are invisible");
+    assert_eq!(
+        seen, expected,
+        "bob's principal memory and the other tenant are invisible"
+    );
     assert!(!seen.contains(&bobs));
 
     // Filters and search combine; previews carry content.
@@ -233,8 +243,19 @@ async fn browse_pages_filters_and_searches_only_what_the_key_may_see() {
         None,
     )
     .await;
-    assert_eq!(ids(&page), vec![facts[3].clone()], "case-insensitive search");
-    let (_, page) = send(&w.router, "GET", "/v1/browse?state=revoked", Some(&alice.key), None).await;
+    assert_eq!(
+        ids(&page),
+        vec![facts[3].clone()],
+        "case-insensitive search"
+    );
+    let (_, page) = send(
+        &w.router,
+        "GET",
+        "/v1/browse?state=revoked",
+        Some(&alice.key),
+        None,
+    )
+    .await;
     assert_eq!(ids(&page), Vec::<String>::new());
     assert_eq!(page["next_after"], Value::Null);
 
@@ -249,20 +270,58 @@ async fn browse_pages_filters_and_searches_only_what_the_key_may_see() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    let (_, page) = send(&w.router, "GET", "/v1/browse?state=erased", Some(&alice.key), None).await;
+    let (_, page) = send(
+        &w.router,
+        "GET",
+        "/v1/browse?state=erased",
+        Some(&alice.key),
+        None,
+    )
+    .await;
     assert_eq!(ids(&page), vec![facts[3].clone()]);
     assert_eq!(page["entries"][0]["preview"], Value::Null);
-    let (_, page) = send(&w.router, "GET", "/v1/browse?q=number%203", Some(&alice.key), None).await;
+    let (_, page) = send(
+        &w.router,
+        "GET",
+        "/v1/browse?q=number%203",
+        Some(&alice.key),
+        None,
+    )
+    .await;
     assert_eq!(ids(&page), Vec::<String>::new());
 
     // Errors carry stable codes.
     for (path, status, code) in [
-        ("/v1/browse?limit=0", StatusCode::BAD_REQUEST, "invalid_query"),
-        ("/v1/browse?limit=201", StatusCode::BAD_REQUEST, "invalid_query"),
-        ("/v1/browse?kind=dreams", StatusCode::BAD_REQUEST, "invalid_query"),
-        ("/v1/browse?state=asleep", StatusCode::BAD_REQUEST, "invalid_query"),
-        ("/v1/browse?subject=nonsense", StatusCode::BAD_REQUEST, "invalid_subject"),
-        ("/v1/browse?colour=red", StatusCode::BAD_REQUEST, "invalid_query"),
+        (
+            "/v1/browse?limit=0",
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "/v1/browse?limit=201",
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "/v1/browse?kind=dreams",
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "/v1/browse?state=asleep",
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "/v1/browse?subject=nonsense",
+            StatusCode::BAD_REQUEST,
+            "invalid_subject",
+        ),
+        (
+            "/v1/browse?colour=red",
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
         (
             "/v1/browse?subject=principal:bob",
             StatusCode::FORBIDDEN,
@@ -312,7 +371,10 @@ async fn history_shows_sources_lineage_receipt_and_audit_trail() {
     assert_eq!(status, StatusCode::OK, "{history}");
     assert_eq!(history["state"], "active");
     assert_eq!(history["supersedes"], first.as_str());
-    assert_eq!(history["source_texts"]["src-v2"], "The deploy window is Thursday.");
+    assert_eq!(
+        history["source_texts"]["src-v2"],
+        "The deploy window is Thursday."
+    );
     assert_eq!(history["write_receipt"]["decision"], "accepted");
     let kinds: Vec<&str> = history["audit_trail"]
         .as_array()
@@ -365,7 +427,10 @@ async fn history_shows_sources_lineage_receipt_and_audit_trail() {
     );
 
     // Another tenant's key and an unknown id answer alike: 404.
-    for (key, id) in [(&w.principals[2].key, &first), (&alice.key, &"nope".to_owned())] {
+    for (key, id) in [
+        (&w.principals[2].key, &first),
+        (&alice.key, &"nope".to_owned()),
+    ] {
         let (status, body) = send(
             &w.router,
             "GET",
@@ -408,9 +473,23 @@ async fn consents_outbox_and_recall_receipts() {
     let (status, body) = send(&w.router, "GET", "/v1/admin/outbox", Some(&alice.key), None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(error_code(&body), "admin_required");
-    let (status, _) = send(&w.router, "POST", "/v1/admin/reconcile", Some(&w.admin_key), None).await;
+    let (status, _) = send(
+        &w.router,
+        "POST",
+        "/v1/admin/reconcile",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
-    let (status, state) = send(&w.router, "GET", "/v1/admin/outbox", Some(&w.admin_key), None).await;
+    let (status, state) = send(
+        &w.router,
+        "GET",
+        "/v1/admin/outbox",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{state}");
     let targets: Vec<&str> = state["targets"]
         .as_array()
@@ -445,27 +524,50 @@ async fn consents_outbox_and_recall_receipts() {
         "selection_receipt": recall["selection_receipt"],
         "relevance_receipt": recall["relevance_receipt"],
     });
-    let (status, verdict) = send(&w.router, "POST", "/v1/verify", Some(&alice.key), Some(request.clone())).await;
+    let (status, verdict) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(request.clone()),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{verdict}");
     assert_eq!(verdict, json!({"valid": true, "problem": null}));
     let mut tampered = request.clone();
     tampered["selection_receipt"]["selected_record_ids"] = json!([]);
-    let (_, verdict) = send(&w.router, "POST", "/v1/verify", Some(&alice.key), Some(tampered)).await;
+    let (_, verdict) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(tampered),
+    )
+    .await;
     assert_eq!(verdict["valid"], false);
     let mut unbound = request;
     unbound["relevance_receipt"] = Value::Null;
-    let (_, verdict) = send(&w.router, "POST", "/v1/verify", Some(&alice.key), Some(unbound)).await;
+    let (_, verdict) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(unbound),
+    )
+    .await;
     assert_eq!(verdict["valid"], false, "{verdict}");
 }
 
 #[test]
 fn browsing_ten_thousand_memories_is_paged_on_the_server() {
+    const TOTAL: usize = 10_000;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = config(dir.path());
     cfg.index_wait_ms = 0;
     let (service, _) = Service::open(cfg.clone()).expect("open");
-    let admin_key = std::fs::read_to_string(cfg.data_dir.join(mosaic_server::service::ADMIN_KEY_FILE))
-        .expect("admin key");
+    let admin_key =
+        std::fs::read_to_string(cfg.data_dir.join(mosaic_server::service::ADMIN_KEY_FILE))
+            .expect("admin key");
     let admin = service.authenticate(Some(admin_key.trim())).expect("admin");
     service
         .create_tenant(
@@ -495,7 +597,8 @@ fn browsing_ten_thousand_memories_is_paged_on_the_server() {
         .key;
     let credential = service.authenticate(Some(&key)).expect("principal");
     let service = Arc::new(service);
-    const TOTAL: usize = 10_000;
+    // Eight writers: their proposals share group commits and outbox
+    // passes, the fastest way to seed through the gate here.
     const WRITERS: usize = 8;
     let started = Instant::now();
     std::thread::scope(|scope| {
@@ -574,9 +677,9 @@ fn browsing_ten_thousand_memories_is_paged_on_the_server() {
 fn chromium_decision(found: Option<String>, ci: Option<&str>) -> Result<Option<String>, String> {
     match (found, ci) {
         (Some(binary), _) => Ok(Some(binary)),
-        (None, Some(v)) if v.eq_ignore_ascii_case("true") || v == "1" => Err(
-            "CI=true but Chromium is not installed (.ci/run installs Debian's chromium)".into(),
-        ),
+        (None, Some(v)) if v.eq_ignore_ascii_case("true") || v == "1" => {
+            Err("CI=true but Chromium is not installed (.ci/run installs Debian's chromium)".into())
+        }
         (None, _) => Ok(None),
     }
 }
@@ -597,7 +700,10 @@ fn find_chromium() -> Option<String> {
 #[test]
 fn missing_chromium_skips_locally_and_fails_under_ci() {
     let found = Some("chromium".to_owned());
-    assert_eq!(chromium_decision(found.clone(), Some("true")), Ok(found.clone()));
+    assert_eq!(
+        chromium_decision(found.clone(), Some("true")),
+        Ok(found.clone())
+    );
     assert_eq!(chromium_decision(found.clone(), None), Ok(found));
     assert_eq!(chromium_decision(None, None), Ok(None));
     assert_eq!(chromium_decision(None, Some("false")), Ok(None));
@@ -619,10 +725,11 @@ async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = config(dir.path());
     let (service, _) = Service::open(cfg.clone()).expect("open a fresh data directory");
-    let admin_key = std::fs::read_to_string(cfg.data_dir.join(mosaic_server::service::ADMIN_KEY_FILE))
-        .expect("admin key")
-        .trim()
-        .to_owned();
+    let admin_key =
+        std::fs::read_to_string(cfg.data_dir.join(mosaic_server::service::ADMIN_KEY_FILE))
+            .expect("admin key")
+            .trim()
+            .to_owned();
     let router = app(Arc::new(service));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -659,7 +766,10 @@ async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
         Some(json!({"purpose": "personalization", "ui_release": "consent-ui-v1"})),
     )
     .await;
-    let consent = consent["consent_sha256"].as_str().expect("consent").to_owned();
+    let consent = consent["consent_sha256"]
+        .as_str()
+        .expect("consent")
+        .to_owned();
     let target = propose(
         &router,
         &key,
@@ -719,7 +829,10 @@ async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
                 .env("MOSAIC_CONSOLE_REVOKE", &target)
                 .env("MOSAIC_CONSOLE_EVIL", &evil)
                 .env("MOSAIC_CONSOLE_EVIL_CONTENT", EVIL_CONTENT)
-                .env("MOSAIC_CONSOLE_QUERY", "who handles escalations on-call lead")
+                .env(
+                    "MOSAIC_CONSOLE_QUERY",
+                    "who handles escalations on-call lead",
+                )
                 .env("MOSAIC_CONSOLE_SHOTS", shots)
                 .output()
                 .expect("run python3")
@@ -739,7 +852,15 @@ async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
         started.elapsed() < Duration::from_secs(120),
         "the walk is bounded"
     );
-    for name in ["memories", "recall", "memory", "revoked", "memories-390", "recall-390", "admin-outbox"] {
+    for name in [
+        "memories",
+        "recall",
+        "memory",
+        "revoked",
+        "memories-390",
+        "recall-390",
+        "admin-outbox",
+    ] {
         let path = std::path::Path::new(&shots).join(format!("{name}.png"));
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(bytes.starts_with(b"\x89PNG"), "{name} is a PNG");
