@@ -205,8 +205,11 @@ pub trait Store: Send {
 
     /// Every consent `principal_id` gave in `tenant_id`, withdrawn ones
     /// included, sorted by digest.
-    fn consents_of(&mut self, tenant_id: &str, principal_id: &str)
-    -> StoreResult<Vec<StoredConsent>>;
+    fn consents_of(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> StoreResult<Vec<StoredConsent>>;
 
     /// The audit events that name `record_id` (accepted, activated, with
     /// the targets a degraded activation omitted, superseded, revoked,

@@ -355,7 +355,8 @@ macro_rules! impl_store {
                 fn write_receipt(
                     &mut self,
                     proposal_id: &str,
-                ) -> StoreResult<Option<::mosaic_harness::memory_write::MemoryWriteReceipt>> {
+                ) -> StoreResult<Option<::mosaic_harness::memory_write::MemoryWriteReceipt>>
+                {
                     self.read_tx(|c| {
                         Tx::enter_tenant_of(c, PROPOSAL, proposal_id)?;
                         read::write_receipt(c, proposal_id)
