@@ -710,8 +710,91 @@ fn missing_chromium_skips_locally_and_fails_under_ci() {
     assert!(chromium_decision(None, Some("true")).is_err());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
+/// A `mosaic serve` process on a free loopback port, its output going to
+/// files so the test can read what it logged.
+struct Served {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    fn start(data_dir: &std::path::Path, log: std::path::PathBuf) -> Served {
+        use std::io::{BufRead, BufReader, Write};
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mosaic"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--embedder", "hash"])
+            .args([
+                "--rate-limit-per-second",
+                "10000",
+                "--rate-limit-burst",
+                "10000",
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn mosaic serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().expect("a line").expect("utf-8");
+        let url = first.trim_start_matches("mosaic: serving on ").to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+        let mut out = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        let _ = writeln!(out, "{first}");
+        // Keep draining stdout (into the log) so the server never blocks.
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = writeln!(out, "{line}");
+            }
+        });
+        Served { child, url, log }
+    }
+
+    fn call(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let url = format!("{}{path}", self.url);
+        let auth = format!("Bearer {key}");
+        let result = match (method, body) {
+            ("GET", _) => agent.get(&url).header("Authorization", &auth).call(),
+            (_, Some(b)) => agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", "application/json")
+                .send(b.to_string().as_bytes()),
+            (_, None) => agent.post(&url).header("Authorization", &auth).send_empty(),
+        };
+        let mut response = result.expect("server answers");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    fn propose(&self, key: &str, request: &ProposeRequest) -> String {
+        let body = serde_json::to_value(request).expect("json");
+        let (status, r) = self.call(key, "POST", "/v1/memories", Some(body));
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["decision"], "accepted", "{r}");
+        r["record_id"].as_str().expect("record id").to_owned()
+    }
+}
+
+#[test]
+fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
     let binary = match chromium_decision(find_chromium(), std::env::var("CI").ok().as_deref()) {
         Ok(Some(binary)) => binary,
         Ok(None) => {
@@ -723,85 +806,56 @@ async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
         Err(problem) => panic!("{problem}"),
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = config(dir.path());
-    let (service, _) = Service::open(cfg.clone()).expect("open a fresh data directory");
-    let admin_key =
-        std::fs::read_to_string(cfg.data_dir.join(mosaic_server::service::ADMIN_KEY_FILE))
-            .expect("admin key")
-            .trim()
-            .to_owned();
-    let router = app(Arc::new(service));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let server = tokio::spawn(axum::serve(listener, router.clone()).into_future());
+    let data = dir.path().join("data");
+    let server = Served::start(&data, dir.path().join("serve.log"));
+    let admin_key = std::fs::read_to_string(data.join(mosaic_server::service::ADMIN_KEY_FILE))
+        .expect("admin key")
+        .trim()
+        .to_owned();
 
     // Provision through the API, as an operator would.
-    let (status, _) = send(
-        &router,
+    let (status, _) = server.call(
+        &admin_key,
         "POST",
         "/v1/admin/tenants",
-        Some(&admin_key),
         Some(json!({"tenant_id": "acme"})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    let (status, created) = send(
-        &router,
+    );
+    assert_eq!(status, 200);
+    let (status, created) = server.call(
+        &admin_key,
         "POST",
         "/v1/admin/keys",
-        Some(&admin_key),
         Some(json!({"tenant_id": "acme", "principal_id": "vinay",
                     "grant": {"allowed_workspace_ids": ["support"], "allowed_run_ids": ["run-1"]}})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
+    );
+    assert_eq!(status, 200, "{created}");
     let key = created["key"].as_str().expect("key").to_owned();
-    let (_, consent) = send(
-        &router,
+    let (_, consent) = server.call(
+        &key,
         "POST",
         "/v1/consents",
-        Some(&key),
         Some(json!({"purpose": "personalization", "ui_release": "consent-ui-v1"})),
-    )
-    .await;
+    );
     let consent = consent["consent_sha256"]
         .as_str()
         .expect("consent")
         .to_owned();
-    let target = propose(
-        &router,
-        &key,
-        &workspace_fact(
-            "escalation",
-            "support",
-            "Escalations go to the on-call lead after thirty minutes.",
-        ),
-    )
-    .await;
+    let target_text = "Escalations go to the on-call lead after thirty minutes.";
+    let target = server.propose(&key, &workspace_fact("escalation", "support", target_text));
     let places = ["kitchen", "archive", "lobby", "garage", "attic", "vault"];
     for i in 0..30 {
         let place = places[i % places.len()];
-        propose(
-            &router,
+        server.propose(
             &key,
             &workspace_fact(
                 &format!("note-{i}"),
                 "support",
                 &format!("Support note {i}: the spare charger is kept in the {place}."),
             ),
-        )
-        .await;
+        );
     }
-    let evil = propose(
-        &router,
-        &key,
-        &workspace_fact("markup", "support", EVIL_CONTENT),
-    )
-    .await;
-    propose(
-        &router,
+    let evil = server.propose(&key, &workspace_fact("markup", "support", EVIL_CONTENT));
+    server.propose(
         &key,
         &preference(
             "pref",
@@ -809,38 +863,29 @@ async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
             "Vinay prefers short answers with the ticket number first.",
             Some(consent),
         ),
-    )
-    .await;
+    );
+
     let shots = std::env::var("MOSAIC_CONSOLE_SCREENSHOTS")
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| dir.path().join("shots").display().to_string());
-    let url = format!("http://{addr}");
     let started = Instant::now();
-    let out = tokio::task::spawn_blocking({
-        let shots = shots.clone();
-        move || {
-            Command::new("python3")
-                .arg(SCRIPT)
-                .env("MOSAIC_CHROMIUM", binary)
-                .env("MOSAIC_CONSOLE_URL", url)
-                .env("MOSAIC_CONSOLE_KEY", &key)
-                .env("MOSAIC_CONSOLE_ADMIN", &admin_key)
-                .env("MOSAIC_CONSOLE_REVOKE", &target)
-                .env("MOSAIC_CONSOLE_EVIL", &evil)
-                .env("MOSAIC_CONSOLE_EVIL_CONTENT", EVIL_CONTENT)
-                .env(
-                    "MOSAIC_CONSOLE_QUERY",
-                    "who handles escalations on-call lead",
-                )
-                .env("MOSAIC_CONSOLE_SHOTS", shots)
-                .output()
-                .expect("run python3")
-        }
-    })
-    .await
-    .expect("browser walk");
-    server.abort();
+    let out = Command::new("python3")
+        .arg(SCRIPT)
+        .env("MOSAIC_CHROMIUM", binary)
+        .env("MOSAIC_CONSOLE_URL", &server.url)
+        .env("MOSAIC_CONSOLE_KEY", &key)
+        .env("MOSAIC_CONSOLE_ADMIN", &admin_key)
+        .env("MOSAIC_CONSOLE_REVOKE", &target)
+        .env("MOSAIC_CONSOLE_EVIL", &evil)
+        .env("MOSAIC_CONSOLE_EVIL_CONTENT", EVIL_CONTENT)
+        .env(
+            "MOSAIC_CONSOLE_QUERY",
+            "who handles escalations on-call lead",
+        )
+        .env("MOSAIC_CONSOLE_SHOTS", &shots)
+        .output()
+        .expect("run python3");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -864,5 +909,20 @@ async fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
         let path = std::path::Path::new(&shots).join(format!("{name}.png"));
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(bytes.starts_with(b"\x89PNG"), "{name} is a PNG");
+    }
+    // The server logged the walk's requests, and no content or key.
+    let log = std::fs::read_to_string(&server.log).expect("server log");
+    assert!(log.contains("mosaic: serving on"), "{log}");
+    for secret in [
+        target_text,
+        EVIL_CONTENT,
+        "spare charger",
+        key.as_str(),
+        admin_key.as_str(),
+    ] {
+        assert!(
+            !log.contains(secret),
+            "the server log holds {secret:?}:\n{log}"
+        );
     }
 }
