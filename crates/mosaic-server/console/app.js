@@ -924,14 +924,15 @@
       }
     }
     const path = location.hash.replace(/^#\/?/, '');
-    let view = ROUTES[path];
+    const allowed = views().map((v) => v[0]);
+    let view = allowed.includes(path) ? ROUTES[path] : undefined;
     let current = path;
     if (path.startsWith('memory/')) {
+      // Any key may open a memory it can see (the admin: from the review queue).
       current = 'memories';
       view = (r) => memoryView(r, decodeURIComponent(path.slice('memory/'.length)));
     }
-    const allowed = views().map((v) => v[0]);
-    if (!view || !allowed.includes(current)) {
+    if (!view) {
       location.replace('#/' + allowed[0]);
       return;
     }
