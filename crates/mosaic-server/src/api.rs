@@ -400,6 +400,16 @@ pub enum VerifyRequest {
         /// The receipt.
         receipt: Box<DeletionReceiptView>,
     },
+    /// Recompute a recall's selection receipt digest (and its relevance
+    /// receipt's, which the selection must name), and check that every
+    /// selected record is decided selected at its rank.
+    Recall {
+        /// The recall's `selection_receipt`.
+        selection_receipt: Box<MemorySelectionReceipt>,
+        /// The recall's `relevance_receipt`, when a query ranked it.
+        #[serde(default)]
+        relevance_receipt: Option<Box<RelevanceReceipt>>,
+    },
 }
 
 /// The verdict.
@@ -1101,4 +1111,163 @@ pub struct FactRequest {
     /// Requested lifetime in milliseconds.
     #[serde(default)]
     pub ttl_ms: Option<u64>,
+}
+
+/// Query of one page of the credential principal's memories
+/// (`GET /v1/browse`): every filter is optional and they combine.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct BrowseQuery {
+    /// One kind (`working`, `episodic`, `semantic`, `procedural`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// One state (`publishing`, `active`, `superseded`, `contested`,
+    /// `quarantined`, `revoked`, `erased`).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// One subject, by key (`workspace:ws-1`, `principal:alice`,
+    /// `principal_in_workspace:ws-1/alice`, `run:run-1`,
+    /// `procedure:ws-1/proc-1`).
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// Search: records whose id or content contains this text (case
+    /// insensitive). Revoked and erased records have no content to match.
+    #[serde(default)]
+    pub q: Option<String>,
+    /// The previous page's `next_after`.
+    #[serde(default)]
+    pub after: Option<String>,
+    /// Page size, 1..=200 (default 50).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// One listed memory of a page.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BrowseEntry {
+    /// Record id.
+    pub record_id: String,
+    /// Store state (`active`, `publishing`, `revoked`, ..., or `erased`).
+    pub state: String,
+    /// Kind.
+    pub kind: String,
+    /// Subject key.
+    pub subject_key: String,
+    /// Creation instant.
+    pub created_at_unix_ms: u64,
+    /// The first characters of the content (none once revoked or erased).
+    pub preview: Option<String>,
+}
+
+/// One page of memories, sorted by record id.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BrowsePage {
+    /// The memories of this page.
+    pub entries: Vec<BrowseEntry>,
+    /// When more records may match: pass it as `after` for the next page.
+    /// A page can hold fewer than `limit` entries and still have a next
+    /// one: one request examines a bounded number of stored records.
+    pub next_after: Option<String>,
+    /// Stored records this request examined.
+    pub scanned: usize,
+}
+
+/// Where a memory came from and what happened to it since.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct MemoryHistory {
+    /// The record.
+    pub record_id: String,
+    /// Store state (`erased` once only its identity is left).
+    pub state: String,
+    /// The proposal that created it.
+    pub proposal_id: String,
+    /// Line identity and generation (none once erased).
+    pub line_id: Option<String>,
+    /// Generation within the line.
+    pub line_generation: Option<u64>,
+    /// The record this one superseded, if any.
+    pub supersedes: Option<String>,
+    /// The record that superseded this one, if any.
+    pub superseded_by: Option<String>,
+    /// Records this one was derived from.
+    pub derived_from: Vec<String>,
+    /// The exact texts of its sources the proposal carried, by source id
+    /// (none once the record is revoked).
+    pub source_texts: BTreeMap<String, String>,
+    /// The gate's write receipt (verify it with `POST /v1/verify`).
+    pub write_receipt: Option<MemoryWriteReceipt>,
+    /// The audit events that name the record, in chain order.
+    pub audit_trail: Vec<mosaic_store::audit::AuditEventBody>,
+}
+
+/// One outbox row waiting for its index target.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// The record.
+    pub record_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// `publish` or `erase`.
+    pub op: String,
+    /// The revocation generation the message was issued at.
+    pub generation: u64,
+}
+
+/// One index target's queue.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct OutboxTargetState {
+    /// `lexical` or `vector`.
+    pub target: String,
+    /// Pending rows (counted up to [`OUTBOX_COUNT_LIMIT`]).
+    pub pending: usize,
+    /// True when there are more pending rows than were counted.
+    pub more: bool,
+    /// The oldest pending rows (at most 20).
+    pub oldest: Vec<OutboxRow>,
+}
+
+/// Most outbox rows counted per target by `GET /v1/admin/outbox`.
+pub const OUTBOX_COUNT_LIMIT: usize = 10_000;
+
+/// A deletion that has not reached its receipt yet.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PendingDeletionView {
+    /// The record.
+    pub record_id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Where it is (`ineligible`, `deletion_requested`, ...).
+    pub stage: mosaic_store::RevocationStage,
+    /// Milliseconds since it became ineligible.
+    pub age_ms: u64,
+    /// The declared objective.
+    pub deadline_ms: u64,
+    /// `age_ms > deadline_ms`.
+    pub deadline_exceeded: bool,
+    /// Index targets that have not acknowledged the erase yet.
+    pub unacknowledged_targets: Vec<String>,
+}
+
+/// The last reconcile pass the server ran.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ReconcileRun {
+    /// When it finished.
+    pub at_unix_ms: u64,
+    /// `background` (the periodic pass) or `repair` (`POST /v1/admin/reconcile`).
+    pub pass: String,
+    /// What it did.
+    pub report: ReconcileReport,
+}
+
+/// The outbox and reconcile state (`GET /v1/admin/outbox`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct OutboxState {
+    /// One queue per index target.
+    pub targets: Vec<OutboxTargetState>,
+    /// Deletions not finalized yet, sorted by record id.
+    pub pending_deletions: Vec<PendingDeletionView>,
+    /// The store's revocation generation.
+    pub revocation_generation: u64,
+    /// The last reconcile pass, if one ran since the server started.
+    pub last_reconcile: Option<ReconcileRun>,
 }

@@ -327,6 +327,33 @@ async fn list_memories(
     call(&s, move |s| s.list_by_subject(&c, &q)).await
 }
 
+async fn browse(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<BrowseQuery>,
+) -> Reply<BrowsePage> {
+    call(&s, move |s| s.browse(&c, &q)).await
+}
+
+async fn memory_history(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> Reply<MemoryHistory> {
+    call(&s, move |s| s.memory_history(&c, &id)).await
+}
+
+async fn list_consents(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+) -> Reply<Vec<mosaic_store::StoredConsent>> {
+    call(&s, move |s| s.list_consents(&c)).await
+}
+
+async fn outbox_state(State(s): State<AppState>, Auth(c): Auth) -> Reply<OutboxState> {
+    call(&s, move |s| s.outbox_state(&c)).await
+}
+
 async fn get_memory(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -693,7 +720,13 @@ fn routes() -> Routes {
             &[Method::POST, Method::GET],
             post(propose).get(list_memories),
         )
+        .add("/v1/browse", &[Method::GET], get(browse))
         .add("/v1/memories/{record_id}", &[Method::GET], get(get_memory))
+        .add(
+            "/v1/memories/{record_id}/history",
+            &[Method::GET],
+            get(memory_history),
+        )
         .add(
             "/v1/memories/{record_id}/revoke",
             &[Method::POST],
@@ -731,7 +764,11 @@ fn routes() -> Routes {
             get(mem0::memory_history),
         )
         .add("/search", &[Method::POST], post(mem0::search_memories))
-        .add("/v1/consents", &[Method::POST], post(consent))
+        .add(
+            "/v1/consents",
+            &[Method::POST, Method::GET],
+            post(consent).get(list_consents),
+        )
         .add(
             "/v1/consents/{consent_sha256}/withdraw",
             &[Method::POST],
@@ -815,6 +852,7 @@ fn routes() -> Routes {
             &[Method::GET],
             get(extraction_report),
         )
+        .add("/v1/admin/outbox", &[Method::GET], get(outbox_state))
 }
 
 /// Every `(METHOD, path)` the router serves.
@@ -827,6 +865,7 @@ pub fn app(state: AppState) -> Router {
     let body_limit = state.config().body_limit_bytes;
     routes()
         .router
+        .merge(crate::console::routes())
         .merge(crate::mcp::routes(state.clone()))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -48,6 +48,7 @@ pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod console;
 pub mod embedder;
 mod error;
 pub mod evidence;

@@ -75,8 +75,22 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op(
         "GET",
+        "/v1/browse",
+        "One page of the principal's memories, sorted by record id (query: kind, state, subject key, q to search ids and content, after = the previous page's next_after, limit 1..=200, default 50); one request examines at most 5000 stored records",
+        "principal",
+        None,
+    ),
+    op(
+        "GET",
         "/v1/memories/{record_id}",
         "One memory with its content and state",
+        "any",
+        None,
+    ),
+    op(
+        "GET",
+        "/v1/memories/{record_id}/history",
+        "Where a memory came from and what happened since: source texts, lineage, supersession, the write receipt and its audit trail",
         "any",
         None,
     ),
@@ -186,6 +200,13 @@ pub const OPERATIONS: &[Operation] = &[
         Some("ConsentRequest"),
     ),
     op(
+        "GET",
+        "/v1/consents",
+        "The consents the credential's principal gave, withdrawn ones included",
+        "principal",
+        None,
+    ),
+    op(
         "POST",
         "/v1/consents/{consent_sha256}/withdraw",
         "Withdraw a consent; dependent memories are revoked and deleted",
@@ -202,7 +223,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "POST",
         "/v1/verify",
-        "Verify a write receipt or a deletion receipt",
+        "Verify a write receipt, a deletion receipt or a recall's receipts",
         "any",
         Some("VerifyRequest"),
     ),
@@ -361,6 +382,13 @@ pub const OPERATIONS: &[Operation] = &[
         "admin",
         None,
     ),
+    op(
+        "GET",
+        "/v1/admin/outbox",
+        "Outbox rows pending per index target, deletions not finalized yet, and the last reconcile pass",
+        "admin",
+        None,
+    ),
 ];
 
 fn parameters(path: &str) -> Vec<Value> {
@@ -509,7 +537,7 @@ pub fn document() -> Value {
                 "RevokeRequest": {"type": "object", "additionalProperties": false, "properties": {"authority_ref": {"type": "string"}}},
                 "ConsentRequest": {"type": "object", "additionalProperties": false, "required": ["purpose", "ui_release"], "properties": {
                     "purpose": {"type": "string"}, "ui_release": {"type": "string"}, "consent_id": {"type": "string"}}},
-                "VerifyRequest": object("{\"kind\":\"write\",\"proposal_id\":...} or {\"kind\":\"deletion\",\"receipt\":{body, receipt_sha256}}"),
+                "VerifyRequest": object("{\"kind\":\"write\",\"proposal_id\":...}, {\"kind\":\"deletion\",\"receipt\":{body, receipt_sha256}} or {\"kind\":\"recall\",\"selection_receipt\":{...},\"relevance_receipt\":{...}?} (a recall's receipts as it returned them)"),
                 "ExportLines": {"type": "string", "description": "One {\"type\":\"memory\",\"data\":{record,state,request}} object per line"},
                 "CreateTenantRequest": object("{tenant_id, policy?}"),
                 "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?, claim_updates?: newer_wins|review}"),

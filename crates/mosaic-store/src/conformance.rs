@@ -231,6 +231,12 @@ pub fn accepted_write_commits_and_is_idempotent<F: StoreFactory>(factory: &F) ->
         assert_eq!(tasks[0].content.as_deref(), Some(request.content.as_str()));
     }
     store.verify_write_receipt(&request.proposal.proposal_id)?;
+    assert_eq!(
+        store.write_receipt(&request.proposal.proposal_id)?.as_ref(),
+        Some(&first.receipt),
+        "the stored receipt reads back"
+    );
+    assert_eq!(store.write_receipt("no-such-proposal")?, None);
 
     // Retry, even at a later instant: same decision, nothing new.
     let mut retry = request.clone();
@@ -767,6 +773,18 @@ pub fn consent_withdrawal_revokes_dependents_and_derived<F: StoreFactory>(
 
     let consent = fixtures::consent(fixtures::TENANT_A, "alice");
     let digest = fixtures::consent_digest(&consent);
+    let given = store.consents_of(fixtures::TENANT_A, "alice")?;
+    assert_eq!(given.len(), 1);
+    assert_eq!(given[0].consent_sha256, digest);
+    assert_eq!(given[0].receipt, consent);
+    assert_eq!(given[0].withdrawn_at_unix_ms, None);
+    let elsewhere = store.consents_of(fixtures::TENANT_B, "alice")?;
+    assert!(
+        elsewhere
+            .iter()
+            .all(|c| c.receipt.tenant_id == fixtures::TENANT_B && c.consent_sha256 != digest),
+        "another tenant's consents only"
+    );
     let withdrawal = store.withdraw_consent(
         fixtures::TENANT_A,
         &digest,
@@ -775,6 +793,9 @@ pub fn consent_withdrawal_revokes_dependents_and_derived<F: StoreFactory>(
     )?;
     let ids: Vec<&str> = withdrawal.revoked.iter().map(|t| t.record_id()).collect();
     assert_eq!(ids, ["c1", "c2", "sum1"]);
+    let withdrawn = store.consents_of(fixtures::TENANT_A, "alice")?;
+    assert_eq!(withdrawn[0].withdrawn_at_unix_ms, Some(T0 + 50));
+    assert_eq!(store.consents_of(fixtures::TENANT_A, "bob")?.len(), 1);
     for id in ["c1", "c2", "sum1"] {
         assert_eq!(
             store.get_record(id)?.map(|r| r.state),

@@ -1,6 +1,8 @@
 //! The one storage interface every backend implements.
 
-use mosaic_harness::memory_write::{ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy};
+use mosaic_harness::memory_write::{
+    ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy, MemoryWriteReceipt,
+};
 
 use crate::audit::{AuditEventBody, AuditVerification};
 use crate::error::StoreResult;
@@ -10,8 +12,8 @@ use crate::revocation::{
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
     IndexAck, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
-    ReviewCase, ReviewReceipt, RevocationReason, StoredRecord, Tombstone, WriteOutcome,
-    WriteRequest,
+    ReviewCase, ReviewReceipt, RevocationReason, StoredConsent, StoredRecord, Tombstone,
+    WriteOutcome, WriteRequest,
 };
 
 /// Durable state of Mosaic Memory.
@@ -196,6 +198,18 @@ pub trait Store: Send {
     /// Re-verifies the stored gate receipt of a proposal from its stored
     /// independent inputs.
     fn verify_write_receipt(&mut self, proposal_id: &str) -> StoreResult<()>;
+
+    /// The stored gate receipt of a decided proposal (accepted or
+    /// rejected), if the proposal is known.
+    fn write_receipt(&mut self, proposal_id: &str) -> StoreResult<Option<MemoryWriteReceipt>>;
+
+    /// Every consent `principal_id` gave in `tenant_id`, withdrawn ones
+    /// included, sorted by digest.
+    fn consents_of(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> StoreResult<Vec<StoredConsent>>;
 
     /// The audit events that name `record_id` (accepted, activated, with
     /// the targets a degraded activation omitted, superseded, revoked,

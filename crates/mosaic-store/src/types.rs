@@ -699,6 +699,20 @@ pub struct ReviewReceiptBody {
     pub new_proposal_receipt_sha256: Option<String>,
 }
 
+/// A consent as stored: its receipt, its digest and whether it was
+/// withdrawn.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct StoredConsent {
+    /// The digest proposals name in `consent_receipt_sha256`.
+    pub consent_sha256: String,
+    /// The receipt.
+    pub receipt: mosaic_harness::memory_write::ConsentReceipt,
+    /// When it was stored.
+    pub stored_at_unix_ms: u64,
+    /// When it was withdrawn, if it was.
+    pub withdrawn_at_unix_ms: Option<u64>,
+}
+
 /// A review-action receipt and its digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReviewReceipt {

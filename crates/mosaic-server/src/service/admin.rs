@@ -48,6 +48,17 @@ impl ServiceCore {
                         .then(|| "receipt_sha256 does not match the canonical body".to_owned()),
                 })
             }
+            VerifyRequest::Recall {
+                selection_receipt,
+                relevance_receipt,
+            } => {
+                let problem =
+                    recall_receipt_problem(selection_receipt, relevance_receipt.as_deref())?;
+                Ok(VerifyResponse {
+                    valid: problem.is_none(),
+                    problem,
+                })
+            }
         }
     }
 
@@ -852,4 +863,54 @@ fn within_bounds(grant: &MemoryWriteGrant, bounds: &auth::ApplicationBounds) -> 
             "the user holds a grant wider than this application key's bounds",
         ))
     }
+}
+
+/// Why a recall's receipts do not verify, if they do not: a digest that
+/// does not match its canonical body, a relevance receipt the selection
+/// does not name, or a selected record not decided selected at its rank.
+fn recall_receipt_problem(
+    selection: &mosaic_harness::memory_scope::MemorySelectionReceipt,
+    relevance: Option<&mosaic_harness::memory_scope::RelevanceReceipt>,
+) -> ServiceResult<Option<String>> {
+    use mosaic_harness::memory_scope::DecisionOutcome;
+    if selection.compute_digest()? != selection.receipt_sha256 {
+        return Ok(Some(
+            "selection receipt_sha256 does not match the canonical body".to_owned(),
+        ));
+    }
+    match (relevance, &selection.relevance_receipt_sha256) {
+        (Some(r), _) if r.compute_digest()? != r.receipt_sha256 => {
+            return Ok(Some(
+                "relevance receipt_sha256 does not match the canonical body".to_owned(),
+            ));
+        }
+        (Some(r), Some(named)) if *named != r.receipt_sha256 => {
+            return Ok(Some(
+                "the selection receipt names another relevance receipt".to_owned(),
+            ));
+        }
+        (Some(_), None) => {
+            return Ok(Some(
+                "the selection receipt is not bound to a relevance receipt".to_owned(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Ok(Some(
+                "the selection receipt names a relevance receipt that was not supplied".to_owned(),
+            ));
+        }
+        _ => {}
+    }
+    for (rank, id) in selection.selected_record_ids.iter().enumerate() {
+        let selected_here = selection.decisions.iter().any(|d| {
+            d.record_id == *id
+                && matches!(d.outcome, DecisionOutcome::Selected { rank: r } if r as usize == rank)
+        });
+        if !selected_here {
+            return Ok(Some(format!(
+                "selected record {id} is not decided selected at rank {rank}"
+            )));
+        }
+    }
+    Ok(None)
 }

@@ -52,6 +52,7 @@ use crate::evidence::{
 use crate::metrics::Metrics;
 
 mod admin;
+mod browse;
 mod carry;
 mod conversation;
 mod extract;
@@ -64,6 +65,7 @@ mod recall;
 mod revocation;
 mod sync;
 
+pub use browse::{BROWSE_DEFAULT_LIMIT, BROWSE_MAX_LIMIT, BROWSE_MAX_SCAN};
 pub use postgres::migrate_postgres;
 use postgres::*;
 use propose::record_decision;
@@ -281,6 +283,8 @@ pub struct ServiceCore {
     /// One writer of the snapshot files at a time.
     snapshots: Mutex<()>,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// The last reconcile pass, for the admin's outbox view.
+    last_reconcile: Mutex<Option<ReconcileRun>>,
     clock: Arc<dyn ServiceClock>,
     config: ServerConfig,
     metrics: Metrics,
@@ -490,6 +494,7 @@ impl Service {
             persist: Mutex::new(persistence::Persist::default()),
             snapshots: Mutex::new(()),
             buckets: Mutex::new(HashMap::new()),
+            last_reconcile: Mutex::new(None),
             clock,
             metrics: Metrics::default(),
             extraction: extract::Extraction::open(&config)?,

@@ -28,7 +28,65 @@ impl ServiceCore {
             }
         }
         self.save_if_due(false)?;
+        self.note_reconcile("background", &report)?;
         Ok(report)
+    }
+
+    fn note_reconcile(&self, pass: &str, report: &ReconcileReport) -> ServiceResult<()> {
+        *lock(&self.last_reconcile)? = Some(ReconcileRun {
+            at_unix_ms: self.now(),
+            pass: pass.to_owned(),
+            report: report.clone(),
+        });
+        Ok(())
+    }
+
+    /// What waits in the outbox per index target, the deletions not
+    /// finalized yet, and the last reconcile pass (admin only).
+    pub fn outbox_state(&self, credential: &Credential) -> ServiceResult<OutboxState> {
+        credential.require_admin()?;
+        let mut inner = self.reader()?;
+        let mut targets = Vec::new();
+        for target in INDEX_TARGETS {
+            let rows = inner.store.pending_outbox(target, OUTBOX_COUNT_LIMIT + 1)?;
+            targets.push(OutboxTargetState {
+                target: target.to_owned(),
+                pending: rows.len().min(OUTBOX_COUNT_LIMIT),
+                more: rows.len() > OUTBOX_COUNT_LIMIT,
+                oldest: rows
+                    .into_iter()
+                    .take(20)
+                    .map(|t| OutboxRow {
+                        record_id: t.record_id,
+                        tenant_id: t.tenant_id,
+                        op: t.op.as_str().to_owned(),
+                        generation: t.generation,
+                    })
+                    .collect(),
+            });
+        }
+        let pending_deletions = inner
+            .store
+            .pending_deletions(self.now())?
+            .into_iter()
+            .map(|p| PendingDeletionView {
+                record_id: p.record_id,
+                tenant_id: p.tenant_id,
+                stage: p.stage,
+                age_ms: p.age_ms,
+                deadline_ms: p.deadline_ms,
+                deadline_exceeded: p.deadline_exceeded,
+                unacknowledged_targets: p.unacknowledged_targets,
+            })
+            .collect();
+        let revocation_generation = inner.store.revocation_generation()?;
+        drop(inner);
+        Ok(OutboxState {
+            targets,
+            pending_deletions,
+            revocation_generation,
+            last_reconcile: lock(&self.last_reconcile)?.clone(),
+        })
     }
 
     /// [`Service::reconcile`] plus a full comparison of the store with each
@@ -128,6 +186,7 @@ impl ServiceCore {
             &[],
             report.republished as u64,
         );
+        self.note_reconcile("repair", &report)?;
         Ok(report)
     }
 

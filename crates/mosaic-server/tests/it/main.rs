@@ -6,6 +6,7 @@ mod chaos;
 mod cli;
 mod common;
 mod concurrency;
+mod console;
 mod conversation;
 mod degraded;
 mod embedder;

@@ -14,7 +14,7 @@ use super::{
 use crate::error::{StoreError, StoreResult};
 use crate::types::{
     EligibilityQuery, EligibleSet, IntegrityReport, ListedRecord, ListedState, RecordFilter,
-    RecordPage, RecordState, SnapshotIdentity, StoredRecord,
+    RecordPage, RecordState, SnapshotIdentity, StoredConsent, StoredRecord,
 };
 
 /// The columns [`record_from_row`] reads, of `records r`.
@@ -202,6 +202,44 @@ pub(crate) fn current_grant<C: Tx>(
     )?
     .map(|text| decode(&text))
     .transpose()
+}
+
+/// The stored gate receipt of a proposal.
+pub(crate) fn write_receipt<C: Tx>(
+    c: &C,
+    proposal_id: &str,
+) -> StoreResult<Option<mosaic_harness::memory_write::MemoryWriteReceipt>> {
+    c.row(
+        "SELECT receipt_json FROM proposals WHERE proposal_id = ?1",
+        params![proposal_id],
+        |r| r.get::<String>(0),
+    )?
+    .map(|text| decode(&text))
+    .transpose()
+}
+
+/// Every consent a principal gave, sorted by digest.
+pub(crate) fn consents_of<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    principal_id: &str,
+) -> StoreResult<Vec<StoredConsent>> {
+    let rows: Vec<(String, String, i64, Option<i64>)> = c.rows(
+        "SELECT consent_sha256, receipt_json, stored_at_ms, withdrawn_at_ms FROM consents
+         WHERE tenant_id = ?1 AND principal_id = ?2 ORDER BY consent_sha256",
+        params![tenant_id, principal_id],
+        |r| r.cols(),
+    )?;
+    rows.into_iter()
+        .map(|(consent_sha256, receipt, stored, withdrawn)| {
+            Ok(StoredConsent {
+                consent_sha256,
+                receipt: decode(&receipt)?,
+                stored_at_unix_ms: u(stored)?,
+                withdrawn_at_unix_ms: withdrawn.map(u).transpose()?,
+            })
+        })
+        .collect()
 }
 
 type ListRow = (

@@ -352,6 +352,28 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn write_receipt(
+                    &mut self,
+                    proposal_id: &str,
+                ) -> StoreResult<Option<::mosaic_harness::memory_write::MemoryWriteReceipt>>
+                {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, PROPOSAL, proposal_id)?;
+                        read::write_receipt(c, proposal_id)
+                    })
+                }
+
+                fn consents_of(
+                    &mut self,
+                    tenant_id: &str,
+                    principal_id: &str,
+                ) -> StoreResult<Vec<$crate::types::StoredConsent>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::consents_of(c, tenant_id, principal_id)
+                    })
+                }
+
                 fn record_audit_trail(
                     &mut self,
                     record_id: &str,
