@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""LoCoMo through the product's front door: `mosaic serve` over HTTP.
+
+    scripts/locomo-http.py --mosaic target/release/mosaic \
+        --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
+        [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10]
+
+Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
+directory, creates a tenant and one key per conversation (each its own
+principal) through the admin API, then:
+
+1. native: ingests each session as ONE call to
+   `POST /v1/conversations/{conversation_id}/messages` (every turn a message
+   with its turn id, speaker name and session date), then asks every scored
+   question (LoCoMo categories 1-4) with `POST /v1/recall` (k memories) and
+   scores evidence recall@k and any-hit@k against the turn ids the ingest
+   answered with;
+2. mem0-compatible: a second principal per conversation ingests the same
+   sessions with `POST /memories` (mem0's shape, one call per session) and
+   asks the same questions with `POST /search`.
+
+It prints, per surface, turns per second of ingest (wall clock over all
+calls, one client), per-call latency percentiles, search latency
+percentiles and recall. Standard library only; the server and its data
+directory are removed at the end. `--json` prints one summary object.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, int(round(p / 100.0 * (len(ordered) - 1)))))
+    return ordered[index]
+
+
+class Server:
+    def __init__(self, binary, extra):
+        self.dir = tempfile.mkdtemp(prefix="mosaic-locomo-")
+        args = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir,
+                "--rate-limit-per-second", "1000000", "--rate-limit-burst", "1000000",
+                "--body-limit-bytes", str(16 * 1024 * 1024)] + extra
+        env = dict(os.environ)
+        env.pop("MOSAIC_CONFIG", None)
+        self.child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      stdin=subprocess.DEVNULL, env=env, text=True)
+        first = self.child.stdout.readline().strip()
+        prefix = "mosaic: serving on "
+        if not first.startswith(prefix):
+            self.close()
+            sys.exit(f"unexpected first server line: {first!r}")
+        self.url = first[len(prefix):].strip()
+        with open(os.path.join(self.dir, "admin.key")) as f:
+            self.admin = f.read().strip()
+
+    def call(self, method, path, key, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {key}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def close(self):
+        self.child.kill()
+        self.child.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ok(status, body, what):
+    if status != 200:
+        raise SystemExit(f"{what}: HTTP {status}: {json.dumps(body)[:300]}")
+    return body
+
+
+def principal_key(server, principal):
+    body = ok(*server.call("POST", "/v1/admin/keys", server.admin,
+                           {"tenant_id": "locomo", "principal_id": principal}), "create key")
+    return body["key"]
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def score(questions, ranked_turns, k):
+    recall, any_hit = [], []
+    for q in questions:
+        evidence = set(q["evidence"])
+        got = set(ranked_turns[q["question_id"]][:k])
+        recall.append(len(evidence & got) / len(evidence))
+        any_hit.append(1.0 if evidence & got else 0.0)
+    return statistics.mean(recall), statistics.mean(any_hit)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mosaic", required=True, help="the mosaic binary")
+    parser.add_argument("--conversations-file", required=True, help="LoCoMo conversations, normalized JSON lines")
+    parser.add_argument("--questions-file", required=True, help="LoCoMo questions, normalized JSON lines")
+    parser.add_argument("--conversations", type=int, default=10, help="how many conversations")
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    conversations = load(args.conversations_file)[: args.conversations]
+    wanted = {c["conversation_id"] for c in conversations}
+    questions = [q for q in load(args.questions_file)
+                 if q["conversation_id"] in wanted and q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
+    server = Server(args.mosaic, args.serve_args)
+    try:
+        ok(*server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "locomo"}), "tenant")
+        summary = {"conversations": len(conversations), "questions": len(questions), "k": args.k}
+        for surface in ("native", "mem0"):
+            keys = {c["conversation_id"]: principal_key(server, re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{c['conversation_id']}"))
+                    for c in conversations}
+            record_turn = {}
+            calls, turns = [], 0
+            started = time.perf_counter()
+            for c in conversations:
+                cid, key = c["conversation_id"], keys[c["conversation_id"]]
+                for s in c["sessions"]:
+                    if surface == "native":
+                        body = {"messages": [{"id": t["turn_id"], "role": "user", "name": t["speaker"],
+                                              "created_at": s["date_time"], "content": t["text"]}
+                                             for t in s["turns"] if t["text"].strip()]}
+                        t0 = time.perf_counter()
+                        answer = ok(*server.call("POST", f"/v1/conversations/{cid}/messages", key, body), "ingest")
+                        calls.append(time.perf_counter() - t0)
+                        for m in answer["messages"]:
+                            record_turn[m["record_id"]] = m["message_id"]
+                    else:
+                        sent = [t for t in s["turns"] if t["text"].strip()]
+                        body = {"messages": [{"role": "user", "name": t["speaker"], "content": t["text"]} for t in sent],
+                                "user_id": re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{cid}"), "run_id": f"{cid}-{s['session_id']}"}
+                        t0 = time.perf_counter()
+                        answer = ok(*server.call("POST", "/memories", key, body), "mem0 add")
+                        calls.append(time.perf_counter() - t0)
+                        for t, r in zip(sent, answer["results"]):
+                            record_turn[r["id"]] = t["turn_id"]
+                    turns += len(s["turns"])
+            ingest_s = time.perf_counter() - started
+            searches, ranked = [], {}
+            for q in questions:
+                key = keys[q["conversation_id"]]
+                t0 = time.perf_counter()
+                if surface == "native":
+                    answer = ok(*server.call("POST", "/v1/recall", key, {"query": q["question"], "max_records": args.k}), "recall")
+                    ids = answer["selected_record_ids"]
+                else:
+                    user = re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{q['conversation_id']}")
+                    answer = ok(*server.call("POST", "/search", key, {"query": q["question"], "user_id": user, "limit": args.k}), "search")
+                    ids = [r["id"] for r in answer["results"]]
+                searches.append(time.perf_counter() - t0)
+                ranked[q["question_id"]] = [record_turn.get(i) for i in ids]
+            recall, any_hit = score(questions, ranked, args.k)
+            ms = lambda v: round(v * 1000, 2)
+            summary[surface] = {
+                "turns": turns,
+                "ingest_calls": len(calls),
+                "ingest_seconds": round(ingest_s, 2),
+                "ingest_turns_per_second": round(turns / ingest_s, 1),
+                "ingest_call_p50_ms": ms(percentile(calls, 50)),
+                "ingest_call_p95_ms": ms(percentile(calls, 95)),
+                "search_p50_ms": ms(percentile(searches, 50)),
+                "search_p95_ms": ms(percentile(searches, 95)),
+                f"recall_at_{args.k}": round(recall, 3),
+                f"any_hit_at_{args.k}": round(any_hit, 3),
+            }
+        if args.json:
+            print(json.dumps(summary))
+        else:
+            print(f"LoCoMo through mosaic serve over HTTP: {summary['conversations']} conversations, "
+                  f"{summary['questions']} scored questions, k={args.k}")
+            for surface in ("native", "mem0"):
+                s = summary[surface]
+                print(f"  {surface:6} ingest {s['turns']} turns in {s['ingest_calls']} calls, {s['ingest_seconds']} s = "
+                      f"{s['ingest_turns_per_second']} turns/s (call p50 {s['ingest_call_p50_ms']} ms, p95 {s['ingest_call_p95_ms']} ms); "
+                      f"search p50 {s['search_p50_ms']} ms, p95 {s['search_p95_ms']} ms; "
+                      f"recall@{args.k} {s[f'recall_at_{args.k}']}, any-hit@{args.k} {s[f'any_hit_at_{args.k}']}")
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
