@@ -53,6 +53,7 @@ pub mod examples;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod numbers;
 pub mod openapi;
 pub mod service;
 

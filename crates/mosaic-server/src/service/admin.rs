@@ -151,6 +151,10 @@ impl ServiceCore {
             }
             report.lines += 1;
             let line_no = idx + 1;
+            if let Err(e) = crate::numbers::check_json_integers(line.as_bytes()) {
+                report.errors.insert(line_no, e.code().to_owned());
+                continue;
+            }
             let mut request = match serde_json::from_str::<ExportLine>(line) {
                 Ok(ExportLine::Memory(m)) => m.request,
                 Err(_) => {

@@ -278,6 +278,17 @@ impl ServiceCore {
             .catalog
             .proposal_decided_at(&proposal_id, tenant, principal)?
             .unwrap_or(now);
+        // The expiry is hashed into the receipt: it must stay a canonical
+        // integer, or the encoder would fail after the work was done.
+        let requested_expiry = first_decided
+            .checked_add(ttl)
+            .filter(|t| *t <= mosaic_harness::canonical::MAX_CANONICAL_INT)
+            .ok_or_else(|| {
+                ServiceError::bad_request(
+                    crate::numbers::INTEGER_OUT_OF_RANGE,
+                    "ttl_ms: the expiry it gives lies beyond 2^53-1 ms",
+                )
+            })?;
         let token_count = match request.token_count {
             Some(n) => n,
             None => u32::try_from(request.content.split_whitespace().count()).unwrap_or(u32::MAX),
@@ -324,7 +335,7 @@ impl ServiceCore {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_TOKEN_COUNTER.to_owned()),
             proposed_at_unix_ms: now,
-            requested_expiry_unix_ms: first_decided.saturating_add(ttl),
+            requested_expiry_unix_ms: requested_expiry,
             writer_release,
             sources: request.sources.clone(),
             summary: request.summary.clone(),

@@ -15,6 +15,7 @@ mod isolation;
 mod lifecycle;
 mod load;
 mod mcp;
+mod numbers;
 mod openapi;
 mod persistence;
 mod postgres;
