@@ -865,6 +865,17 @@ impl Catalog {
         .transpose()
     }
 
+    /// The record id a decided proposal names.
+    pub fn proposal_record_id(&self, proposal_id: &str) -> ServiceResult<Option<String>> {
+        self.rows(
+            "SELECT record_id FROM proposals WHERE proposal_id = ?1",
+            &[proposal_id.into()],
+        )?
+        .first()
+        .map(|r| text(col(r, 0)))
+        .transpose()
+    }
+
     // ------------------------------------------------------------ memories
 
     /// Records an accepted memory's export copy (idempotent).

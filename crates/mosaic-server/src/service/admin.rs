@@ -15,9 +15,27 @@ impl ServiceCore {
             VerifyRequest::Write { proposal_id } => {
                 let mut inner = self.reader()?;
                 let owner = inner.catalog.proposal_owner(proposal_id)?;
+                // A principal verifies its own proposals, and those whose
+                // record it may read; any other answers like a missing one.
                 let allowed = match (credential, &owner) {
                     (Credential::Admin { .. }, _) => true,
-                    (Credential::Principal { tenant_id, .. }, Some((t, _))) => t == tenant_id,
+                    (
+                        Credential::Principal {
+                            tenant_id,
+                            principal_id,
+                            ..
+                        },
+                        Some((t, p)),
+                    ) => {
+                        t == tenant_id
+                            && (p == principal_id
+                                || match inner.catalog.proposal_record_id(proposal_id)? {
+                                    Some(record_id) => {
+                                        self.visible_row(&mut inner, credential, &record_id).is_ok()
+                                    }
+                                    None => false,
+                                })
+                    }
                     _ => false,
                 };
                 if !allowed {

@@ -258,14 +258,33 @@ impl ServiceCore {
         id_basis.principal_id = Some(principal.to_owned());
         let basis = domain_digest(REQUEST_ID_DOMAIN, &id_basis)?;
         let short = basis.get(..32).unwrap_or(&basis);
-        let record_id = request
-            .record_id
-            .clone()
-            .unwrap_or_else(|| format!("m-{short}"));
-        let proposal_id = request
-            .proposal_id
-            .clone()
-            .unwrap_or_else(|| format!("p-{short}"));
+        // Ids are tenant-local: a client's own id is a key within its
+        // tenant and principal, from which the stored id is derived, so no
+        // tenant or principal can collide with, squat on or probe for
+        // another's ids (see ARCHITECTURE.md, "Identities").
+        let record_id = match &request.record_id {
+            Some(key) => client_scoped_id("m", tenant, principal, key)?,
+            None => format!("m-{short}"),
+        };
+        let proposal_id = match &request.proposal_id {
+            Some(key) => client_scoped_id("p", tenant, principal, key)?,
+            None => format!("p-{short}"),
+        };
+        // A record the key may not see answers exactly like a missing one
+        // when a proposal names it: the store's own answer for a missing
+        // record (404), never a rejection that proves it exists.
+        for named in request
+            .derived_from
+            .iter()
+            .chain(request.supersedes_record_id.iter())
+        {
+            if let Some(stored) = inner.store.get_record(named)?
+                && !(stored.record.tenant_id == tenant
+                    && subject_visible(principal, &grant, &stored.record.subject))
+            {
+                return Err(ServiceError::not_found("record", named.as_str()));
+            }
+        }
         let writer_release = request
             .writer_release
             .clone()
@@ -438,4 +457,34 @@ pub(super) fn record_decision(
         catalog.insert_claims(&m.record_id, &m.tenant_id, &d.claims)?;
     }
     Ok(())
+}
+
+/// Domain of a stored id derived from a client's own id.
+pub const CLIENT_ID_DOMAIN: &str = "mosaic.server.client_id.v1";
+
+/// The stored id of a client-chosen record or proposal id: `prefix-` and
+/// the first 32 hex digits of the digest of `{tenant, principal, key}`.
+/// The same key under the same credential always gives the same id (so a
+/// retry replays); under another tenant or principal it gives another.
+pub fn client_scoped_id(
+    prefix: &str,
+    tenant: &str,
+    principal: &str,
+    key: &str,
+) -> ServiceResult<String> {
+    if !mosaic_harness::record::is_identifier(key) {
+        return Err(ServiceError::bad_request(
+            "invalid_identifier",
+            format!(
+                "a {} id must be 1 to {} bytes without whitespace or control characters",
+                if prefix == "m" { "record" } else { "proposal" },
+                mosaic_harness::record::MAX_ID_BYTES
+            ),
+        ));
+    }
+    let digest = domain_digest(
+        CLIENT_ID_DOMAIN,
+        &serde_json::json!({"tenant_id": tenant, "principal_id": principal, "key": key}),
+    )?;
+    Ok(format!("{prefix}-{}", digest.get(..32).unwrap_or(&digest)))
 }

@@ -17,6 +17,7 @@ mod load;
 mod mcp;
 mod numbers;
 mod openapi;
+mod oracles;
 mod persistence;
 mod postgres;
 mod reconcile;
