@@ -522,6 +522,9 @@ impl Catalog {
         conn.busy_timeout(Duration::from_secs(30))?;
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
+        // The export copies and claims of erased records are overwritten,
+        // not just unlinked (see docs/ERASURE.md).
+        conn.pragma_update(None, "secure_delete", "ON")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > CATALOG_SCHEMA_VERSION {
             return Err(ServiceError::Internal(format!(

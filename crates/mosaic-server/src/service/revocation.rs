@@ -131,7 +131,17 @@ impl ServiceCore {
                     }
                 }
                 RevocationState::Erased(token) => {
-                    match self.writer()?.store.finalize_deletion(token, now) {
+                    // The receipt comes only once no file of the data
+                    // directory holds the erased bytes and the result
+                    // cache is purged; a failure leaves the deletion at
+                    // `erased` for reconcile to finish.
+                    let purged = self.purge_erased_bytes()?;
+                    let now = self.now();
+                    match self
+                        .writer()?
+                        .store
+                        .finalize_deletion_purged(token, now, &purged)
+                    {
                         Ok(receipt) => {
                             self.metrics.incr("mosaic_deletions_finalized_total", &[]);
                             Ok(RevocationState::Finalized(Box::new(receipt)))
