@@ -50,6 +50,7 @@ pub mod embedder;
 mod error;
 pub mod evidence;
 pub mod examples;
+pub mod fuzzing;
 pub mod http;
 pub mod mcp;
 pub mod metrics;

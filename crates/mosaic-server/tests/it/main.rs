@@ -11,6 +11,7 @@ mod erasure_bytes;
 mod errors;
 mod eval;
 mod evidence;
+mod fuzz;
 mod hygiene;
 mod isolation;
 mod lifecycle;
