@@ -131,7 +131,7 @@ impl ServiceCore {
             }
             let mut request = match inner
                 .catalog
-                .memory(&row.record_id)?
+                .memory(&stored.record.tenant_id, &row.record_id)?
                 .and_then(|m| m.request_json)
             {
                 Some(json) => serde_json::from_str::<ProposeRequest>(&json).map_err(|e| {

@@ -124,7 +124,7 @@ impl ServiceCore {
                     let mut inner = self.writer()?;
                     match inner.store.erase(token, now) {
                         Ok(erased) => {
-                            inner.catalog.clear_request(record_id)?;
+                            inner.catalog.clear_request(erased.tenant_id(), record_id)?;
                             Ok(RevocationState::Erased(erased))
                         }
                         Err(e) => Err(e),

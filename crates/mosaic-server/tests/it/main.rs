@@ -22,6 +22,7 @@ mod openapi;
 mod oracles;
 mod persistence;
 mod postgres;
+mod postgres_catalog;
 mod postgres_erasure;
 mod reconcile;
 mod review;
