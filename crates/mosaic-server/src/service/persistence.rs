@@ -411,7 +411,7 @@ pub const RESULT_CACHE_STORE: &str = "result_cache";
 /// checkpoint from finishing.
 fn truncate_wal(path: &Path) -> ServiceResult<()> {
     let conn = rusqlite::Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))?;
     let (busy, _, _): (i64, i64, i64) =
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))

@@ -135,7 +135,23 @@ impl ServiceCore {
                     // directory holds the erased bytes and the result
                     // cache is purged; a failure leaves the deletion at
                     // `erased` for reconcile to finish.
-                    let purged = self.purge_erased_bytes()?;
+                    let purged = match self.purge_erased_bytes() {
+                        Ok(purged) => purged,
+                        Err(e) => {
+                            tracing::warn!(
+                                code = e.code(),
+                                "erased bytes not purged yet; the receipt waits"
+                            );
+                            let mut inner = self.reader()?;
+                            return Ok(RevocationResponse {
+                                record_id: record_id.to_owned(),
+                                stage: "erased".to_owned(),
+                                revocation_generation: token.revocation_generation(),
+                                tombstone: inner.store.tombstone(record_id)?,
+                                deletion_receipt: None,
+                            });
+                        }
+                    };
                     let now = self.now();
                     match self
                         .writer()?

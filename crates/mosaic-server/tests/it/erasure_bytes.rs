@@ -185,3 +185,66 @@ async fn after_a_complete_erasure_no_file_of_the_data_directory_holds_the_text()
         "erased text on disk after stop: {stopped:?}"
     );
 }
+
+/// While a reader holds the store's write-ahead log, the log cannot be
+/// truncated: the erasure answers `complete: false` (stage `erased`, no
+/// receipt) instead of a receipt over bytes still on disk, and reconcile
+/// finishes it once the reader is gone.
+#[tokio::test]
+async fn no_receipt_while_the_write_ahead_log_cannot_be_truncated() {
+    let w = world();
+    let data = w._dir.path().join("data");
+    let alice = &w.principals[0];
+    let text = format!("alice's {} is in the {}", SECRETS[0], SECRETS[2]);
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&alice.key),
+        Some(
+            serde_json::to_value(preference(
+                "wal-held",
+                &alice.principal,
+                &text,
+                Some(alice.consent.clone()),
+            ))
+            .expect("json"),
+        ),
+    )
+    .await;
+    assert_eq!(r["decision"], "accepted", "{status} {r}");
+    // A reader that keeps a snapshot of the store open.
+    let reader = rusqlite::Connection::open(data.join("store.sqlite")).expect("reader");
+    reader.execute_batch("BEGIN").expect("begin");
+    let _: i64 = reader
+        .query_row("SELECT count(*) FROM records", [], |r| r.get(0))
+        .expect("read");
+    let (status, erased) = send(
+        &w.router,
+        "POST",
+        "/v1/erasure",
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{erased}");
+    assert_eq!(erased["complete"], false, "{erased}");
+    let stages: Vec<&str> = erased["revocations"]
+        .as_array()
+        .expect("revocations")
+        .iter()
+        .filter_map(|r| r["stage"].as_str())
+        .collect();
+    assert_eq!(stages, ["erased"], "{erased}");
+    assert!(erased["revocations"][0]["deletion_receipt"].is_null());
+    // The reader goes; reconcile finishes the deletion and the bytes go.
+    reader.execute_batch("COMMIT").expect("commit");
+    drop(reader);
+    let report = w.service.reconcile().expect("reconcile");
+    assert_eq!(report.deletions_finalized, 1, "{report:?}");
+    let left = holding(&data);
+    assert!(
+        left.is_empty(),
+        "erased text on disk after the receipt: {left:?}"
+    );
+}
