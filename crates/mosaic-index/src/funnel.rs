@@ -329,6 +329,15 @@ impl Retriever {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Drops every cached result (a deletion purges the cache before its
+    /// receipt names it); returns how many there were.
+    pub fn clear_cache(&self) -> usize {
+        let mut cache = self.cache_lock();
+        let dropped = cache.entries.len();
+        cache.entries.clear();
+        dropped
+    }
+
     /// Number of cached results.
     pub fn cache_len(&self) -> usize {
         self.cache_lock().len()

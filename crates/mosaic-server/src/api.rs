@@ -83,10 +83,13 @@ pub struct ProposeRequest {
     /// The line generation observed for the superseded record.
     #[serde(default)]
     pub expected_line_generation: Option<u64>,
-    /// Record id (default: derived from the request).
+    /// Record id key (default: derived from the request). The stored id is
+    /// derived from it, the tenant and the principal, so ids never collide
+    /// across tenants or principals; the answer names the stored id.
     #[serde(default)]
     pub record_id: Option<String>,
-    /// Proposal id, the idempotency key (default: derived from the request).
+    /// Proposal id key, the idempotency key (default: derived from the
+    /// request); the stored id is derived like the record id's.
     #[serde(default)]
     pub proposal_id: Option<String>,
     /// Requested lifetime in milliseconds (default: 30 days, capped by policy).

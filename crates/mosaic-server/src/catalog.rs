@@ -180,6 +180,65 @@ const TABLES: [&str; 15] = [
     "consent_terms",
 ];
 
+/// Which rows of the PostgreSQL catalog a statement may see. Every
+/// tenant-bearing table has forced row-level security keyed on
+/// `mosaic.tenant_id` (as the store's tables): a statement in a tenant's
+/// scope sees only that tenant's rows whatever its predicate says. The
+/// identity tables (tenants, keys, grants, consents, proposals, verifiers)
+/// also answer in the `directory` scope, for lookups that precede knowing
+/// the tenant (authentication, an id's owner, admin listings); the tables
+/// holding memory content ([`CONTENT_TABLES`]) never do.
+#[derive(Clone, Copy, Debug)]
+enum Scope<'a> {
+    /// One tenant's rows.
+    Tenant(&'a str),
+    /// The identity tables of every tenant; no content table row.
+    Directory,
+}
+
+/// Catalog tables that hold memory content (export copies, claims): only a
+/// tenant scope reads or writes them.
+const CONTENT_TABLES: [&str; 2] = ["memories", "claims"];
+
+/// Sets the session's scope before a statement. Session-level (not
+/// `SET LOCAL`) so it also holds inside [`Catalog::transaction`]; every
+/// statement sets it again, so none inherits another's.
+fn enter_scope(client: &mut postgres::Client, scope: Scope<'_>) -> ServiceResult<()> {
+    let (tenant, directory) = match scope {
+        Scope::Tenant(tenant) => (tenant, ""),
+        Scope::Directory => ("", "directory"),
+    };
+    client
+        .execute(
+            "SELECT set_config('mosaic.tenant_id', $1, false), set_config('mosaic.catalog_scope', $2, false)",
+            &[&tenant, &directory],
+        )
+        .map_err(pg_error)?;
+    Ok(())
+}
+
+/// The row-level security of the tenant-bearing catalog tables
+/// (idempotent).
+fn pg_row_security() -> String {
+    let mut sql = String::new();
+    for table in TABLES.iter().filter(|t| **t != "settings") {
+        let own = "tenant_id = current_setting('mosaic.tenant_id', true)";
+        let predicate = if CONTENT_TABLES.contains(table) {
+            own.to_owned()
+        } else {
+            format!("{own} OR current_setting('mosaic.catalog_scope', true) = 'directory'")
+        };
+        sql.push_str(&format!(
+            "ALTER TABLE mosaic_server_{table} ENABLE ROW LEVEL SECURITY;\n\
+             ALTER TABLE mosaic_server_{table} FORCE ROW LEVEL SECURITY;\n\
+             DROP POLICY IF EXISTS mosaic_server_{table}_tenant ON mosaic_server_{table};\n\
+             CREATE POLICY mosaic_server_{table}_tenant ON mosaic_server_{table} \
+             USING ({predicate}) WITH CHECK ({predicate});\n"
+        ));
+    }
+    sql
+}
+
 /// What the application role may do with each catalog table in PostgreSQL.
 const PG_GRANTS: [(&str, &str); 15] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
@@ -453,6 +512,7 @@ pub fn migrate_postgres(owner: &mut postgres::Client, app_role: Option<&str>) ->
         sql.push_str(&pg_sql(statement));
         sql.push_str(";\n");
     }
+    sql.push_str(&pg_row_security());
     if let Some(role) = app_role {
         let role = format!("\"{}\"", role.replace('"', "\"\""));
         for (table, privileges) in PG_GRANTS {
@@ -565,6 +625,14 @@ impl Catalog {
     }
 
     fn exec(&self, sql: &str, args: &[Val]) -> ServiceResult<usize> {
+        self.exec_in(Scope::Directory, sql, args)
+    }
+
+    fn rows(&self, sql: &str, args: &[Val]) -> ServiceResult<Vec<Vec<Val>>> {
+        self.rows_in(Scope::Directory, sql, args)
+    }
+
+    fn exec_in(&self, scope: Scope<'_>, sql: &str, args: &[Val]) -> ServiceResult<usize> {
         match &self.backend {
             Backend::Sqlite(conn) => Ok(conn
                 .prepare_cached(sql)?
@@ -576,13 +644,14 @@ impl Catalog {
                 let mut client = client
                     .lock()
                     .map_err(|_| ServiceError::Internal("catalog lock poisoned".into()))?;
+                enter_scope(&mut client, scope)?;
                 let n = client.execute(&pg_sql(sql), &refs).map_err(pg_error)?;
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
             }
         }
     }
 
-    fn rows(&self, sql: &str, args: &[Val]) -> ServiceResult<Vec<Vec<Val>>> {
+    fn rows_in(&self, scope: Scope<'_>, sql: &str, args: &[Val]) -> ServiceResult<Vec<Vec<Val>>> {
         match &self.backend {
             Backend::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
@@ -610,6 +679,7 @@ impl Catalog {
                 let mut client = client
                     .lock()
                     .map_err(|_| ServiceError::Internal("catalog lock poisoned".into()))?;
+                enter_scope(&mut client, scope)?;
                 let rows = client.query(&pg_sql(sql), &refs).map_err(pg_error)?;
                 rows.iter()
                     .map(|row| {
@@ -672,6 +742,9 @@ impl Catalog {
         conn.busy_timeout(Duration::from_secs(30))?;
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
+        // The export copies and claims of erased records are overwritten,
+        // not just unlinked (see docs/ERASURE.md).
+        conn.pragma_update(None, "secure_delete", "ON")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > CATALOG_SCHEMA_VERSION {
             return Err(ServiceError::Internal(format!(
@@ -1159,11 +1232,23 @@ impl Catalog {
         .transpose()
     }
 
+    /// The record id a decided proposal names.
+    pub fn proposal_record_id(&self, proposal_id: &str) -> ServiceResult<Option<String>> {
+        self.rows(
+            "SELECT record_id FROM proposals WHERE proposal_id = ?1",
+            &[proposal_id.into()],
+        )?
+        .first()
+        .map(|r| text(col(r, 0)))
+        .transpose()
+    }
+
     // ------------------------------------------------------------ memories
 
     /// Records an accepted memory's export copy (idempotent).
     pub fn insert_memory(&self, row: &MemoryRow) -> ServiceResult<()> {
-        self.exec(
+        self.exec_in(
+            Scope::Tenant(&row.tenant_id),
             &format!("INSERT OR IGNORE INTO memories ({MEMORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
             &[
                 (&row.record_id).into(),
@@ -1181,10 +1266,13 @@ impl Catalog {
     }
 
     /// One memory's catalog entry (its export copy), if written.
-    pub fn memory(&self, record_id: &str) -> ServiceResult<Option<MemoryRow>> {
-        self.rows(
-            &format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE record_id = ?1"),
-            &[record_id.into()],
+    pub fn memory(&self, tenant_id: &str, record_id: &str) -> ServiceResult<Option<MemoryRow>> {
+        self.rows_in(
+            Scope::Tenant(tenant_id),
+            &format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = ?1 AND record_id = ?2"
+            ),
+            &[tenant_id.into(), record_id.into()],
         )?
         .first()
         .map(|r| memory_row(r))
@@ -1204,14 +1292,17 @@ impl Catalog {
 
     /// Forgets the export copy of a memory's request and its claims (on
     /// erasure).
-    pub fn clear_request(&self, record_id: &str) -> ServiceResult<()> {
-        self.exec(
-            "UPDATE memories SET request_json = NULL WHERE record_id = ?1",
-            &[record_id.into()],
+    pub fn clear_request(&self, tenant_id: &str, record_id: &str) -> ServiceResult<()> {
+        let scope = Scope::Tenant(tenant_id);
+        self.exec_in(
+            scope,
+            "UPDATE memories SET request_json = NULL WHERE tenant_id = ?1 AND record_id = ?2",
+            &[tenant_id.into(), record_id.into()],
         )?;
-        self.exec(
-            "DELETE FROM claims WHERE record_id = ?1",
-            &[record_id.into()],
+        self.exec_in(
+            scope,
+            "DELETE FROM claims WHERE tenant_id = ?1 AND record_id = ?2",
+            &[tenant_id.into(), record_id.into()],
         )?;
         Ok(())
     }
@@ -1408,7 +1499,8 @@ impl Catalog {
         claims: &[StructuredClaim],
     ) -> ServiceResult<()> {
         for claim in claims {
-            self.exec(
+            self.exec_in(
+                Scope::Tenant(tenant_id),
                 "INSERT OR IGNORE INTO claims (record_id, claim_id, tenant_id, claim_subject, claim_predicate, claim_json)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 &[
@@ -1432,7 +1524,8 @@ impl Catalog {
         subject: &str,
         predicate: &str,
     ) -> ServiceResult<Vec<(String, StructuredClaim)>> {
-        self.rows(
+        self.rows_in(
+            Scope::Tenant(tenant_id),
             "SELECT record_id, claim_json FROM claims
              WHERE tenant_id = ?1 AND claim_subject = ?2 AND claim_predicate = ?3
              ORDER BY record_id, claim_id",

@@ -73,8 +73,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// Decodes JSON strictly, classifying the failure.
+/// Decodes JSON strictly, classifying the failure. A number beyond
+/// ±(2^53 - 1) anywhere in the body is `400 integer_out_of_range`.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> ServiceResult<T> {
+    crate::numbers::check_json_integers(bytes)?;
     serde_json::from_slice(bytes).map_err(|e| {
         use serde_json::error::Category;
         let message = e.to_string();

@@ -54,10 +54,12 @@ mod error;
 pub mod evidence;
 pub mod examples;
 pub mod extraction;
+pub mod fuzzing;
 pub mod http;
 pub mod mcp;
 pub mod mem0;
 pub mod metrics;
+pub mod numbers;
 pub mod openapi;
 pub mod service;
 

@@ -280,9 +280,113 @@ pub fn routes(state: AppState) -> Router<AppState> {
 
 /// Authenticates a request to the MCP endpoint like any API request and
 /// hands the credential to the MCP session through the request extensions.
-async fn authenticate(Auth(credential): Auth, mut request: Request, next: Next) -> Response {
+async fn authenticate(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    Auth(credential): Auth,
+    mut request: Request,
+    next: Next,
+) -> Response {
     request.extensions_mut().insert(credential);
-    next.run(request).await
+    let request = match checked_body(request, state.config().body_limit_bytes).await {
+        Ok(request) => request,
+        Err(response) => return response,
+    };
+    json_error_response(next.run(request).await).await
+}
+
+/// A JSON error `{"error":{"code","message"}}` with any status, the body
+/// every other route answers with.
+fn json_error(status: axum::http::StatusCode, code: &str, message: String) -> Response {
+    use axum::response::IntoResponse;
+    let body = crate::error::ErrorBody {
+        error: crate::error::ErrorDetail {
+            code: code.to_owned(),
+            message,
+        },
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+/// Checks a POST body before the MCP transport sees it: a JSON content
+/// type (415 `unsupported_media_type`), the body limit (413
+/// `body_too_large`) and JSON syntax (400 `malformed_json`), each answered
+/// as the JSON API answers it.
+async fn checked_body(request: Request, limit: usize) -> Result<Request, Response> {
+    use axum::http::{Method, StatusCode, header};
+    if request.method() != Method::POST {
+        return Ok(request);
+    }
+    let json_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(json_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the MCP endpoint accepts `Content-Type: application/json` bodies only".into(),
+        ));
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        let error = ServiceError::BodyTooLarge { limit };
+        json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            error.code(),
+            error.to_string(),
+        )
+    })?;
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        return Err(json_error(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("the body is not valid JSON: {e}"),
+        ));
+    }
+    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
+}
+
+/// Rewrites an error the MCP transport answered in plain text (a missing
+/// session, an unacceptable `Accept` header, ...) into the JSON error body,
+/// keeping its status. JSON and event-stream answers pass untouched.
+async fn json_error_response(response: Response) -> Response {
+    use axum::http::header;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let code = match status.as_u16() {
+        400 => "bad_request",
+        401 => "invalid_key",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        406 => "not_acceptable",
+        409 => "conflict",
+        413 => "body_too_large",
+        415 => "unsupported_media_type",
+        422 => "invalid_field",
+        s if s >= 500 => "internal",
+        _ => "mcp_transport_error",
+    };
+    // The transport's own text names only protocol problems; keep a bounded
+    // prefix of it as the message.
+    let bytes = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .unwrap_or_default();
+    let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
+    let message = if text.trim().is_empty() {
+        format!("the MCP transport refused the request ({status})")
+    } else {
+        text.trim().to_owned()
+    };
+    json_error(status, code, message)
 }
 
 // ---------------------------------------------------------------- tools

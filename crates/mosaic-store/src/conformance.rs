@@ -689,7 +689,16 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
     let acknowledged = store.confirm_indexes_acknowledged(requested, T0 + 401)?;
     let erased = store.erase(acknowledged, T0 + 500)?;
     assert!(store.get_record("r1")?.is_none(), "content erased");
-    let receipt = store.finalize_deletion(erased, T0 + 600)?;
+    // A store outside the outbox may be named as purged, never one the
+    // outbox acknowledges (that acknowledgement is the store's to give).
+    assert!(matches!(
+        store.finalize_deletion_purged(erased, T0 + 550, &["lexical"]),
+        Err(StoreError::InvalidArgument(_))
+    ));
+    let Some(RevocationState::Erased(erased)) = store.resume_revocation("r1")? else {
+        panic!("expected erased stage");
+    };
+    let receipt = store.finalize_deletion_purged(erased, T0 + 600, &["result_cache"])?;
     assert!(receipt.verify());
     let stores: Vec<_> = receipt
         .body
@@ -697,7 +706,7 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
         .iter()
         .map(|s| s.store.as_str())
         .collect();
-    assert_eq!(stores, ["lexical", "primary", "vector"]);
+    assert_eq!(stores, ["lexical", "primary", "result_cache", "vector"]);
     assert!(
         receipt
             .body

@@ -142,6 +142,17 @@ pub trait Store: Send {
     fn finalize_deletion(&mut self, token: Erased, at_unix_ms: u64)
     -> StoreResult<DeletionReceipt>;
 
+    /// [`Store::finalize_deletion`], with stores outside the outbox the
+    /// caller has just purged of the record (a result cache), each listed in
+    /// the receipt as acknowledged at `at_unix_ms` and the revocation
+    /// generation.
+    fn finalize_deletion_purged(
+        &mut self,
+        token: Erased,
+        at_unix_ms: u64,
+        purged: &[&str],
+    ) -> StoreResult<DeletionReceipt>;
+
     /// The stored stage of a record's revocation, if any, as a token.
     fn resume_revocation(&mut self, record_id: &str) -> StoreResult<Option<RevocationState>>;
 

@@ -36,6 +36,7 @@ pub fn evaluate_memory_write(input: &MemoryWriteInput) -> Result<GateOutcome, Me
     check_consent(input, &mut violations)?;
     check_conflicts(input, &mut violations);
     check_procedure(input, &mut violations);
+    check_summary(input, &mut violations)?;
     if violations.is_empty() {
         let record = build_record(input);
         violations = revalidate(input, &record);
@@ -451,6 +452,29 @@ fn check_purpose_and_subject(input: &MemoryWriteInput, v: &mut Vec<V>) {
             subject: proposal.subject.key(),
         });
     }
+}
+
+/// A summary names the manifest of exactly its own sources: the digest is
+/// recomputed from the proposal (a pure comparison), so a manifest listing a
+/// source the record does not hold, or a made-up digest, is refused here.
+/// Who signed the manifest is checked where it is presented
+/// (`memory_scope::verify_summary_sources`).
+fn check_summary(input: &MemoryWriteInput, v: &mut Vec<V>) -> Result<(), MemoryWriteError> {
+    let proposal = &input.proposal;
+    let Some(summary) = &proposal.summary else {
+        return Ok(());
+    };
+    let expected = crate::memory_scope::SourceSetManifest::new(
+        &summary.summarizer_release,
+        proposal.sources.clone(),
+    )
+    .digest()?;
+    if summary.source_set_sha256 != expected {
+        v.push(V::SummarySourceSetMismatch {
+            expected_source_set_sha256: expected,
+        });
+    }
+    Ok(())
 }
 
 fn check_retention(input: &MemoryWriteInput, v: &mut Vec<V>) {

@@ -1504,3 +1504,63 @@ fn memory_write_mutation_helper_reaches_nested_fields() {
         BTreeMap::from([("locale".to_owned(), "en-CA".to_owned())])
     );
 }
+
+#[test]
+fn memory_write_summary_must_name_the_manifest_of_its_own_sources() {
+    use crate::memory_scope::SourceSetManifest;
+    use crate::record::SummaryDescriptor;
+    let release = "summarizer-v1";
+    let mut input = base();
+    let sources = input.proposal.sources.clone();
+    let own = SourceSetManifest::new(release, sources.clone())
+        .digest()
+        .expect("digest");
+    let descriptor = |release: &str, digest: &str| {
+        Some(SummaryDescriptor {
+            objective: "keep the decision and its owner".into(),
+            summarizer_release: release.into(),
+            source_set_sha256: digest.into(),
+            known_omissions: vec!["exact times".into()],
+        })
+    };
+    input.proposal.summary = descriptor(release, &own);
+    assert_accepted(&input);
+    // Source order does not matter: the manifest is sorted.
+    let mut reversed = input.clone();
+    reversed.proposal.sources.reverse();
+    assert_accepted(&reversed);
+
+    let mut with_foreign = sources.clone();
+    with_foreign.push(MemorySource {
+        source_id: "src-not-held".into(),
+        content_sha256: label_sha256("foreign content"),
+        provenance_sha256: label_sha256("foreign provenance"),
+        locator_sha256: label_sha256("foreign locator"),
+    });
+    let cases = [
+        // A manifest listing a source the record does not hold.
+        SourceSetManifest::new(release, with_foreign)
+            .digest()
+            .expect("digest"),
+        // A manifest missing one of the record's sources.
+        SourceSetManifest::new(release, Vec::new())
+            .digest()
+            .expect("digest"),
+        // A random digest.
+        label_sha256("no manifest at all"),
+        // The record's sources under another summarizer.
+        SourceSetManifest::new("another-summarizer", sources.clone())
+            .digest()
+            .expect("digest"),
+    ];
+    for digest in cases {
+        let mut bad = input.clone();
+        bad.proposal.summary = descriptor(release, &digest);
+        assert_only(
+            &bad,
+            V::SummarySourceSetMismatch {
+                expected_source_set_sha256: own.clone(),
+            },
+        );
+    }
+}

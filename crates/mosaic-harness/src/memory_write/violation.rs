@@ -251,6 +251,14 @@ pub enum MemoryWriteViolation {
         /// The read selector's drop reason.
         reason: DropReason,
     },
+    /// A summary's `source_set_sha256` is not the digest of the source-set
+    /// manifest of exactly the proposal's sources under the descriptor's
+    /// summarizer release: it names a manifest listing other sources (one
+    /// the record does not hold), another summarizer, or nothing at all.
+    SummarySourceSetMismatch {
+        /// The digest the proposal's own sources give.
+        expected_source_set_sha256: String,
+    },
 }
 
 /// An execution error: the gate could not decide because the input is

@@ -15,9 +15,27 @@ impl ServiceCore {
             VerifyRequest::Write { proposal_id } => {
                 let mut inner = self.reader()?;
                 let owner = inner.catalog.proposal_owner(proposal_id)?;
+                // A principal verifies its own proposals, and those whose
+                // record it may read; any other answers like a missing one.
                 let allowed = match (credential, &owner) {
                     (Credential::Admin { .. }, _) => true,
-                    (Credential::Principal { tenant_id, .. }, Some((t, _))) => t == tenant_id,
+                    (
+                        Credential::Principal {
+                            tenant_id,
+                            principal_id,
+                            ..
+                        },
+                        Some((t, p)),
+                    ) => {
+                        t == tenant_id
+                            && (p == principal_id
+                                || match inner.catalog.proposal_record_id(proposal_id)? {
+                                    Some(record_id) => {
+                                        self.visible_row(&mut inner, credential, &record_id).is_ok()
+                                    }
+                                    None => false,
+                                })
+                    }
                     _ => false,
                 };
                 if !allowed {
@@ -125,7 +143,7 @@ impl ServiceCore {
             }
             let mut request = match inner
                 .catalog
-                .memory(&row.record_id)?
+                .memory(&stored.record.tenant_id, &row.record_id)?
                 .and_then(|m| m.request_json)
             {
                 Some(json) => serde_json::from_str::<ProposeRequest>(&json).map_err(|e| {
@@ -163,6 +181,10 @@ impl ServiceCore {
             }
             report.lines += 1;
             let line_no = idx + 1;
+            if let Err(e) = crate::numbers::check_json_integers(line.as_bytes()) {
+                report.errors.insert(line_no, e.code().to_owned());
+                continue;
+            }
             let mut request = match serde_json::from_str::<ExportLine>(line) {
                 Ok(ExportLine::Memory(m)) => m.request,
                 Err(_) => {

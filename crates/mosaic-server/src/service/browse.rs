@@ -162,7 +162,7 @@ impl ServiceCore {
         let write_receipt = inner.store.write_receipt(&listed.proposal_id)?;
         let request: Option<ProposeRequest> = inner
             .catalog
-            .memory(record_id)?
+            .memory(&listed.tenant_id, record_id)?
             .and_then(|row| row.request_json)
             .and_then(|json| serde_json::from_str(&json).ok());
         let superseded_by = audit_trail

@@ -120,7 +120,7 @@ impl ServiceCore {
             report.examined += 1;
             let mut request = match inner
                 .catalog
-                .memory(&row.record_id)?
+                .memory(tenant, &row.record_id)?
                 .and_then(|m| m.request_json)
                 .map(|json| serde_json::from_str::<ProposeRequest>(&json))
             {
@@ -179,7 +179,15 @@ impl ServiceCore {
                 .get(..32)
                 .unwrap_or_default()
             );
-            if inner.catalog.proposal_owner(&proposal_id)?.is_some() {
+            // The stored id is derived from this key within the tenant
+            // and the record's proposer (see `client_scoped_id`).
+            let stored_proposal_id = super::propose::client_scoped_id(
+                "p",
+                tenant,
+                &row.proposer_principal_id,
+                &proposal_id,
+            )?;
+            if inner.catalog.proposal_owner(&stored_proposal_id)?.is_some() {
                 report.decided_earlier += 1;
                 continue;
             }

@@ -238,6 +238,29 @@ impl ServiceCore {
             .map_err(|e| ServiceError::Internal(format!("cannot save the embedder identity: {e}")))
     }
 
+    /// Makes an erasure reach the bytes before its receipt: index
+    /// snapshots rewritten and journals compacted once they hold a
+    /// tombstone, the SQLite write-ahead logs of the store and the catalog
+    /// checkpointed and truncated (their older frames still hold the
+    /// deleted pages; `secure_delete` has zeroed them in the main files),
+    /// and the in-process result cache emptied. Returns the stores outside
+    /// the outbox this purged, for the deletion receipt to name. With
+    /// PostgreSQL nothing of this lives in the process (docs/ERASURE.md).
+    pub(super) fn purge_erased_bytes(&self) -> ServiceResult<Vec<&'static str>> {
+        if self.config.postgres.is_some() {
+            return Ok(Vec::new());
+        }
+        {
+            let _pass = lock(&self.pass)?;
+            self.save_if_due(false)?;
+        }
+        for file in [STORE_FILE, CATALOG_FILE] {
+            truncate_wal(&self.config.data_dir.join(file))?;
+        }
+        self.read_indexes().retriever.clear_cache();
+        Ok(vec![RESULT_CACHE_STORE])
+    }
+
     /// Saves the index snapshots now (also done by reconcile when dirty).
     pub fn flush(&self) -> ServiceResult<()> {
         let _pass = lock(&self.pass)?;
@@ -378,4 +401,27 @@ impl ServiceCore {
         }
         Ok(report)
     }
+}
+
+/// The name a deletion receipt gives the in-process recall result cache.
+pub const RESULT_CACHE_STORE: &str = "result_cache";
+
+/// Checkpoints the SQLite database at `path` and truncates its WAL to zero
+/// bytes. Fails (the deletion waits for reconcile) when a reader keeps the
+/// checkpoint from finishing.
+fn truncate_wal(path: &Path) -> ServiceResult<()> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))?;
+    let (busy, _, _): (i64, i64, i64) =
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    if busy != 0 {
+        return Err(ServiceError::Unavailable(format!(
+            "the write-ahead log of {} could not be truncated yet (a reader holds it)",
+            path.file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        )));
+    }
+    Ok(())
 }

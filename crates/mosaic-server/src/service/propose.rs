@@ -118,7 +118,12 @@ impl ServiceCore {
                 let prepared =
                     self.prepare_write(&mut reader, tenant, principal, &request, &captured)?;
                 let mut decision = Decision::of(tenant, principal, &request, &prepared)?;
-                decision.message = message;
+                // The message is held by the record the write stores
+                // (its id derived within the tenant and principal).
+                decision.message = message.map(|mut m| {
+                    m.record_id.clone_from(&prepared.record_id);
+                    m
+                });
                 jobs.push((prepared, decision));
             }
         }
@@ -341,14 +346,33 @@ impl ServiceCore {
         id_basis.principal_id = Some(principal.to_owned());
         let basis = domain_digest(REQUEST_ID_DOMAIN, &id_basis)?;
         let short = basis.get(..32).unwrap_or(&basis);
-        let record_id = request
-            .record_id
-            .clone()
-            .unwrap_or_else(|| format!("m-{short}"));
-        let proposal_id = request
-            .proposal_id
-            .clone()
-            .unwrap_or_else(|| format!("p-{short}"));
+        // Ids are tenant-local: a client's own id is a key within its
+        // tenant and principal, from which the stored id is derived, so no
+        // tenant or principal can collide with, squat on or probe for
+        // another's ids (see ARCHITECTURE.md, "Identities").
+        let record_id = match &request.record_id {
+            Some(key) => client_scoped_id("m", tenant, principal, key)?,
+            None => format!("m-{short}"),
+        };
+        let proposal_id = match &request.proposal_id {
+            Some(key) => client_scoped_id("p", tenant, principal, key)?,
+            None => format!("p-{short}"),
+        };
+        // A record the key may not see answers exactly like a missing one
+        // when a proposal names it: the store's own answer for a missing
+        // record (404), never a rejection that proves it exists.
+        for named in request
+            .derived_from
+            .iter()
+            .chain(request.supersedes_record_id.iter())
+        {
+            if let Some(stored) = inner.store.get_record(named)?
+                && !(stored.record.tenant_id == tenant
+                    && subject_visible(principal, &grant, &stored.record.subject))
+            {
+                return Err(ServiceError::not_found("record", named.as_str()));
+            }
+        }
         let writer_release = request
             .writer_release
             .clone()
@@ -361,6 +385,17 @@ impl ServiceCore {
             .catalog
             .proposal_decided_at(&proposal_id, tenant, principal)?
             .unwrap_or(now);
+        // The expiry is hashed into the receipt: it must stay a canonical
+        // integer, or the encoder would fail after the work was done.
+        let requested_expiry = first_decided
+            .checked_add(ttl)
+            .filter(|t| *t <= mosaic_harness::canonical::MAX_CANONICAL_INT)
+            .ok_or_else(|| {
+                ServiceError::bad_request(
+                    crate::numbers::INTEGER_OUT_OF_RANGE,
+                    "ttl_ms: the expiry it gives lies beyond 2^53-1 ms",
+                )
+            })?;
         let token_count = match request.token_count {
             Some(n) => n,
             None => u32::try_from(request.content.split_whitespace().count()).unwrap_or(u32::MAX),
@@ -410,7 +445,7 @@ impl ServiceCore {
             && !request.claims.is_empty()
             && inner.catalog.claim_updates(tenant)? == ClaimUpdates::NewerWins
             && let Some((superseded, generation)) =
-                newer_value_supersedes(inner, principal, request, &server_conflicts)?
+                newer_value_supersedes(inner, tenant, principal, request, &server_conflicts)?
         {
             server_conflicts.push(evidence::supersession_observation(&record_id, &superseded)?);
             supersedes_record_id = Some(superseded);
@@ -439,7 +474,7 @@ impl ServiceCore {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_TOKEN_COUNTER.to_owned()),
             proposed_at_unix_ms: now,
-            requested_expiry_unix_ms: first_decided.saturating_add(ttl),
+            requested_expiry_unix_ms: requested_expiry,
             writer_release,
             sources,
             summary: request.summary.clone(),
@@ -622,6 +657,7 @@ pub fn message_source_id(conversation_id: &str, message_id: &str) -> String {
 /// other contradiction is left to the gate (a review case).
 fn newer_value_supersedes(
     inner: &mut Inner,
+    tenant: &str,
     principal: &str,
     request: &ProposeRequest,
     observations: &[ConflictObservation],
@@ -653,10 +689,40 @@ fn newer_value_supersedes(
     };
     let own = inner
         .catalog
-        .memory(record_id)?
+        .memory(tenant, record_id)?
         .is_some_and(|m| m.writer_principal_id == principal);
     if !own || stored.state != RecordState::Active || stored.record.subject != request.subject {
         return Ok(None);
     }
     Ok(Some((record_id.to_owned(), stored.line_generation)))
+}
+
+/// Domain of a stored id derived from a client's own id.
+pub const CLIENT_ID_DOMAIN: &str = "mosaic.server.client_id.v1";
+
+/// The stored id of a client-chosen record or proposal id: `prefix-` and
+/// the first 32 hex digits of the digest of `{tenant, principal, key}`.
+/// The same key under the same credential always gives the same id (so a
+/// retry replays); under another tenant or principal it gives another.
+pub fn client_scoped_id(
+    prefix: &str,
+    tenant: &str,
+    principal: &str,
+    key: &str,
+) -> ServiceResult<String> {
+    if !mosaic_harness::record::is_identifier(key) {
+        return Err(ServiceError::bad_request(
+            "invalid_identifier",
+            format!(
+                "a {} id must be 1 to {} bytes without whitespace or control characters",
+                if prefix == "m" { "record" } else { "proposal" },
+                mosaic_harness::record::MAX_ID_BYTES
+            ),
+        ));
+    }
+    let digest = domain_digest(
+        CLIENT_ID_DOMAIN,
+        &serde_json::json!({"tenant_id": tenant, "principal_id": principal, "key": key}),
+    )?;
+    Ok(format!("{prefix}-{}", digest.get(..32).unwrap_or(&digest)))
 }

@@ -125,14 +125,40 @@ impl ServiceCore {
                     let mut inner = self.writer()?;
                     match inner.store.erase(token, now) {
                         Ok(erased) => {
-                            inner.catalog.clear_request(record_id)?;
+                            inner.catalog.clear_request(erased.tenant_id(), record_id)?;
                             Ok(RevocationState::Erased(erased))
                         }
                         Err(e) => Err(e),
                     }
                 }
                 RevocationState::Erased(token) => {
-                    match self.writer()?.store.finalize_deletion(token, now) {
+                    // The receipt comes only once no file of the data
+                    // directory holds the erased bytes and the result
+                    // cache is purged; a failure leaves the deletion at
+                    // `erased` for reconcile to finish.
+                    let purged = match self.purge_erased_bytes() {
+                        Ok(purged) => purged,
+                        Err(e) => {
+                            tracing::warn!(
+                                code = e.code(),
+                                "erased bytes not purged yet; the receipt waits"
+                            );
+                            let mut inner = self.reader()?;
+                            return Ok(RevocationResponse {
+                                record_id: record_id.to_owned(),
+                                stage: "erased".to_owned(),
+                                revocation_generation: token.revocation_generation(),
+                                tombstone: inner.store.tombstone(record_id)?,
+                                deletion_receipt: None,
+                            });
+                        }
+                    };
+                    let now = self.now();
+                    match self
+                        .writer()?
+                        .store
+                        .finalize_deletion_purged(token, now, &purged)
+                    {
                         Ok(receipt) => {
                             self.metrics.incr("mosaic_deletions_finalized_total", &[]);
                             Ok(RevocationState::Finalized(Box::new(receipt)))

@@ -441,3 +441,82 @@ fn unreachable_postgres_is_a_clear_error() {
         Ok(_) => panic!("an unreachable PostgreSQL must be a clear error"),
     }
 }
+
+/// `/mcp` answers malformed requests with the JSON error body every other
+/// route gives (the MCP route's body check, before the transport).
+#[tokio::test]
+async fn mcp_endpoint_answers_malformed_bodies_with_json_errors() {
+    use crate::numbers::mcp_request;
+    let w = world();
+    let key = w.principals[0].key.clone();
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"pad\":\"{}\"}}",
+        "x".repeat(100 * 1024)
+    );
+    let cases: Vec<(&str, Vec<u8>, &str, StatusCode, &str)> = vec![
+        (
+            "wrong content type",
+            b"{}".to_vec(),
+            "text/plain",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (
+            "too large",
+            huge.into_bytes(),
+            "application/json",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+        ),
+        (
+            "bad json",
+            b"{\"jsonrpc\": ".to_vec(),
+            "application/json",
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+        ),
+        (
+            "not a JSON-RPC message, no session",
+            b"{\"hello\": 1}".to_vec(),
+            "application/json",
+            StatusCode::BAD_REQUEST,
+            "",
+        ),
+        (
+            "unknown session",
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_vec(),
+            "application/json",
+            StatusCode::NOT_FOUND,
+            "",
+        ),
+    ];
+    for (what, body, content_type, status, code) in cases {
+        let session = (what == "unknown session").then_some("no-such-session");
+        let response = mcp_request(&w.router, &key, session, body, content_type).await;
+        let got = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        assert!(
+            got.is_client_error(),
+            "{what}: {got} {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        if status == StatusCode::BAD_REQUEST || status == StatusCode::NOT_FOUND {
+            // The transport's own refusal: any 4xx, but as a JSON error.
+            assert!(
+                !json.is_null(),
+                "{what}: not JSON: {}",
+                String::from_utf8_lossy(&bytes)
+            );
+            let got_code = error_code(&json);
+            if !code.is_empty() {
+                assert_eq!(got_code, code, "{what}");
+            }
+        } else {
+            assert_eq!(got, status, "{what}: {json}");
+            assert_eq!(error_code(&json), code, "{what}");
+        }
+    }
+}

@@ -778,3 +778,60 @@ mod pure {
         );
     }
 }
+
+/// A summary whose `source_set_sha256` names a manifest listing a source
+/// the record does not hold, or a random digest, is refused by the gate
+/// (`SummarySourceSetMismatch`); the manifest of exactly its sources passes.
+#[tokio::test]
+async fn summary_naming_a_foreign_or_random_source_set_is_rejected_by_the_gate() {
+    use mosaic_harness::memory_scope::SourceSetManifest;
+    let w = world();
+    let alice = &w.principals[0];
+    let base = workspace_fact("summary", WORKSPACE, "the team agreed to ship on Friday");
+    let release = "summarizer-v1";
+    let own = SourceSetManifest::new(release, base.sources.clone())
+        .digest()
+        .expect("digest");
+    let mut foreign_sources = base.sources.clone();
+    foreign_sources.push(mosaic_harness::MemorySource {
+        source_id: "src-elsewhere".into(),
+        content_sha256: sha256_hex(b"another conversation"),
+        provenance_sha256: sha256_hex(b"elsewhere"),
+        locator_sha256: sha256_hex(b"elsewhere/1"),
+    });
+    let foreign = SourceSetManifest::new(release, foreign_sources)
+        .digest()
+        .expect("digest");
+    for (label, digest, accepted) in [
+        ("foreign", foreign, false),
+        ("random", sha256_hex(b"made up"), false),
+        ("own", own.clone(), true),
+    ] {
+        let mut request = serde_json::to_value(&base).expect("json");
+        request["summary"] = json!({
+            "objective": format!("keep the decision ({label})"),
+            "summarizer_release": release,
+            "source_set_sha256": digest,
+            "known_omissions": []
+        });
+        let (status, r) = send(
+            &w.router,
+            "POST",
+            "/v1/memories",
+            Some(&alice.key),
+            Some(request),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        if accepted {
+            assert_eq!(r["decision"], "accepted", "{label}: {r}");
+        } else {
+            assert_eq!(r["decision"], "rejected", "{label}: {r}");
+            assert_eq!(
+                r["violations"],
+                json!([{"violation": "summary_source_set_mismatch", "expected_source_set_sha256": own}]),
+                "{label}"
+            );
+        }
+    }
+}

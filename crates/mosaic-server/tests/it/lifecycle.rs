@@ -128,7 +128,7 @@ async fn proposed_memory_is_recalled_then_revoked_and_never_recalled_again() {
         .iter()
         .map(|s| s["store"].as_str().unwrap_or("").to_owned())
         .collect();
-    assert_eq!(stores, ["lexical", "primary", "vector"]);
+    assert_eq!(stores, ["lexical", "primary", "result_cache", "vector"]);
     let (_, v) = send(
         &w.router,
         "POST",

@@ -65,9 +65,9 @@ impl Drop for Schema {
     }
 }
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Server {
@@ -77,7 +77,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(data_dir: &std::path::Path, postgres: &str) -> Server {
+pub(crate) fn serve(data_dir: &std::path::Path, postgres: &str) -> Server {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--postgres", postgres])
         .env("MOSAIC_EMBEDDER", "hash")
@@ -97,7 +97,13 @@ fn serve(data_dir: &std::path::Path, postgres: &str) -> Server {
     Server { child, url }
 }
 
-fn call(server: &Server, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) fn call(
+    server: &Server,
+    key: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

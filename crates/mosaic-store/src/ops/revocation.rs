@@ -582,6 +582,7 @@ pub(crate) fn finalize_deletion<C: Tx>(
     c: &C,
     record_id: &str,
     at: u64,
+    purged: &[&str],
 ) -> StoreResult<DeletionReceipt> {
     let (tenant, generation) =
         expect_stage(c, record_id, RevocationStage::Erased, "finalize deletion")?;
@@ -610,6 +611,18 @@ pub(crate) fn finalize_deletion<C: Tx>(
             store: target,
             acknowledged_generation: u(ack_generation)?,
             acknowledged_at_unix_ms: u(ack_at)?,
+        });
+    }
+    for store in purged {
+        if stores.iter().any(|s| s.store == *store) {
+            return Err(StoreError::InvalidArgument(format!(
+                "{store} is already acknowledged through the outbox"
+            )));
+        }
+        stores.push(StoreAcknowledgement {
+            store: (*store).to_owned(),
+            acknowledged_generation: generation,
+            acknowledged_at_unix_ms: at,
         });
     }
     stores.sort_by(|a, b| a.store.cmp(&b.store));

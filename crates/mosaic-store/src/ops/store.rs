@@ -243,9 +243,18 @@ macro_rules! impl_store {
                     token: Erased,
                     at_unix_ms: u64,
                 ) -> StoreResult<DeletionReceipt> {
+                    self.finalize_deletion_purged(token, at_unix_ms, &[])
+                }
+
+                fn finalize_deletion_purged(
+                    &mut self,
+                    token: Erased,
+                    at_unix_ms: u64,
+                    purged: &[&str],
+                ) -> StoreResult<DeletionReceipt> {
                     self.write_tx(|c| {
                         Tx::enter_tenant_of(c, RECORD, token.record_id())?;
-                        revocation::finalize_deletion(c, token.record_id(), at_unix_ms)
+                        revocation::finalize_deletion(c, token.record_id(), at_unix_ms, purged)
                     })
                 }
 

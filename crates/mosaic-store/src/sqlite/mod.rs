@@ -305,6 +305,10 @@ impl SqliteStore {
             )));
         }
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Deleted content is overwritten with zeros (freed pages and the
+        // freed space inside pages), so an erased record's bytes do not
+        // linger in the file; see docs/ERASURE.md.
+        conn.pragma_update(None, "secure_delete", "ON")?;
         schema::migrate(&mut conn)?;
         Ok(SqliteStore {
             conn,
