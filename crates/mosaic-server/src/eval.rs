@@ -145,7 +145,7 @@ impl CategoryFilter {
 
     fn scores(&self, category: &Category) -> bool {
         let key = category.key();
-        let listed = |names: &[String]| names.iter().any(|n| *n == key);
+        let listed = |names: &[String]| names.contains(&key);
         if self.only.as_deref().is_some_and(|only| !listed(only)) {
             return false;
         }
@@ -645,6 +645,7 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
             );
         } else {
             let what = match (mode.as_str(), rate) {
+                (Some("lexical"), _) => "recall, lexical".to_owned(),
                 (Some(mode), _) => format!("recall, {mode} (query embedding included)"),
                 (None, Some(rate)) => {
                     format!("ingest, one proposal a turn ({rate:.1} turns/s)")
@@ -753,7 +754,7 @@ mod tests {
             assert!(Category::from_json(&bad).is_err(), "{bad}");
         }
         // Numbers sort before names, numbers by value.
-        let mut c = vec![
+        let mut c = [
             Category::Name("b".into()),
             Category::Number(10),
             Category::Name("a".into()),
