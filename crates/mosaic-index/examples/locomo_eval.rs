@@ -10,9 +10,10 @@
 //! Each conversation is one principal; each turn one episodic record with
 //! text `[session date] speaker: text`, ordered in time. Each question is
 //! searched only within its own conversation (its eligible set). Reports
-//! evidence recall@1/5/10 and nDCG@10 per category (1-4; 5 is adversarial
-//! and skipped). Questions with no evidence and evidence ids that name no
-//! turn are reported, not silently dropped.
+//! evidence recall@1/5/10, nDCG@10 and any-hit@10 per category. A category
+//! is a number (LoCoMo's 1-5: 5 is adversarial and skipped) or a name
+//! (every named category is scored). Questions with no evidence and
+//! evidence ids that name no turn are reported, not silently dropped.
 //!
 //! Generalisation check: the first five conversations of the file are the
 //! tuning split, the last five the held-out split; recall@10 is reported for
@@ -38,7 +39,7 @@ use std::time::Instant;
 use mosaic_harness::MemoryKind;
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet};
-use mosaic_index::eval_metrics::{MetricSums, category_label, score_ranking, table_header};
+use mosaic_index::eval_metrics::{MetricSums, category_label, score_ranking};
 use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, HashEmbedder, IndexTarget, PublishMessage, RecallQuery,
     RetrievalMode, Retriever, ScopeKeys,
@@ -69,8 +70,21 @@ struct Question {
     conversation_id: String,
     question_id: String,
     question: String,
-    category: u8,
+    category: serde_json::Value,
     evidence: Vec<String>,
+}
+
+/// A category as a sortable key: LoCoMo's numbers first (`1 multi-hop`),
+/// then names; `None` for a number past 199 or any other JSON value.
+fn category_key(value: &serde_json::Value) -> Option<(u8, String)> {
+    match value {
+        serde_json::Value::Number(n) => {
+            let n = u8::try_from(n.as_u64()?).ok().filter(|n| *n < 200)?;
+            Some((n, category_label(n)))
+        }
+        serde_json::Value::String(s) if !s.trim().is_empty() => Some((252, s.trim().to_owned())),
+        _ => None,
+    }
 }
 
 fn fail(message: String) -> ! {
@@ -415,7 +429,15 @@ fn main() {
     let mut no_evidence = Vec::new();
     let mut unknown_evidence = Vec::new();
     let mut selected: Vec<&Question> = Vec::new();
-    for q in questions.iter().filter(|q| q.category != 5) {
+    for q in questions.iter() {
+        match category_key(&q.category) {
+            None => fail(format!(
+                "{}: category {} is not a number or a name",
+                q.question_id, q.category
+            )),
+            Some((5, _)) => continue,
+            Some(_) => {}
+        }
         if split.is_some_and(|t| t != tuning.contains(&q.conversation_id)) {
             continue;
         }
@@ -448,7 +470,10 @@ fn main() {
     embedder.save();
 
     println!("embedder: {}", embedder.release());
-    println!("questions scored: {} (categories 1-4)", selected.len());
+    println!(
+        "questions scored: {} (every category but LoCoMo's adversarial 5)",
+        selected.len()
+    );
     println!(
         "flawed, reported: {} with empty evidence (excluded: {}); {} evidence ids naming no turn (kept, count as misses: {})",
         no_evidence.len(),
@@ -465,8 +490,8 @@ fn main() {
     let mut table = Vec::new();
     for variant in &variants {
         retriever.set_config(variant.config.clone());
-        // Category 0 = all; 10 = tuning split, 11 = held-out split.
-        let mut by_cat: BTreeMap<u8, MetricSums> = BTreeMap::new();
+        // (1.., a category), (253, all), (254, tuning split), (254, held-out split).
+        let mut by_cat: BTreeMap<(u8, String), (MetricSums, usize)> = BTreeMap::new();
         let started = Instant::now();
         for (q, qv) in selected.iter().zip(&query_vectors) {
             let Some(eligible) = eligible_by_conv.get(&q.conversation_id) else {
@@ -498,43 +523,68 @@ fn main() {
                 .map(|id| evidence.contains(*id))
                 .collect();
             let score = score_ranking(&hits, evidence.len());
+            let any = usize::from(hits.iter().take(10).any(|h| *h));
             let split = if tuning.contains(&q.conversation_id) {
-                10
+                "tuning"
             } else {
-                11
+                "held-out"
             };
-            for cat in [q.category, 0, split] {
-                by_cat.entry(cat).or_default().add(&score);
+            let category = category_key(&q.category).unwrap_or_default();
+            for cat in [category, (253, "all".into()), (254, split.into())] {
+                let (sums, hit) = by_cat.entry(cat).or_default();
+                sums.add(&score);
+                *hit += any;
             }
         }
         let per_query_ms = started.elapsed().as_secs_f64() * 1000.0 / selected.len().max(1) as f64;
-        let r10 = |c: u8| by_cat.get(&c).map_or(0.0, |s| s.mean().recall_at_10);
+        let r10 = |c: (u8, &str)| {
+            by_cat
+                .get(&(c.0, c.1.to_owned()))
+                .map_or(0.0, |s| s.0.mean().recall_at_10)
+        };
+        let categories: Vec<&(u8, String)> = by_cat.keys().filter(|c| c.0 < 253).collect();
+        if summary.is_empty() {
+            let names: Vec<&str> = categories.iter().map(|c| c.1.as_str()).collect();
+            summary.push(format!(
+                "| variant | R@10 tuning | R@10 held-out | R@10 all | {} | ms/query |",
+                names.join(" | ")
+            ));
+            summary.push(format!(
+                "|---|---:|---:|---:|{}---:|",
+                "---:|".repeat(names.len())
+            ));
+        }
+        let per_category: Vec<String> = categories
+            .iter()
+            .map(|c| format!("{:.3}", r10((c.0, &c.1))))
+            .collect();
         summary.push(format!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {per_query_ms:.2} |",
+            "| {} | {:.3} | {:.3} | {:.3} | {} | {per_query_ms:.2} |",
             variant.name,
-            r10(10),
-            r10(11),
-            r10(0),
-            r10(1),
-            r10(2),
-            r10(3),
-            r10(4)
+            r10((254, "tuning")),
+            r10((254, "held-out")),
+            r10((253, "all")),
+            per_category.join(" | ")
         ));
-        for (cat, s) in by_cat.iter().filter(|(c, _)| **c < 10) {
-            table.push(s.table_row(&variant.name, &category_label(*cat)));
+        for ((c, label), (s, any)) in by_cat.iter().filter(|(c, _)| c.0 != 254) {
+            let label = if *c == 253 { "all" } else { label.as_str() };
+            table.push(format!(
+                "{} {:.3} |",
+                s.table_row(&variant.name, label),
+                *any as f64 / s.n.max(1) as f64
+            ));
         }
     }
     println!();
-    println!(
-        "| variant | R@10 tuning | R@10 held-out | R@10 all | multi-hop | temporal | open-domain | single-hop | ms/query |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for line in summary {
         println!("{line}");
     }
     if tables {
         println!();
-        println!("{}", table_header("variant"));
+        println!(
+            "| variant | category | n | recall@1 | recall@5 | recall@10 | nDCG@10 | any-hit@10 |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|---:|");
         for line in table {
             println!("{line}");
         }

@@ -23,7 +23,7 @@ use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::scope::{DocSet, Eligible};
 use crate::target::{DocId, LiveEntry};
-use crate::text::{speaker_label, terms};
+use crate::text::{Role, speaker_label, speaker_role, terms};
 
 /// BM25 `k1` (per-mille) of plain searches and of the default funnel.
 pub const BM25_K1_PERMILLE: u64 = 1_200;
@@ -45,6 +45,8 @@ struct LexDoc {
     terms: Vec<(u32, u32)>,
     /// Term ids of the speaker label, sorted.
     speaker: Vec<u32>,
+    /// The role the speaker label names (`user:`, `assistant:`), if any.
+    role: Option<Role>,
     claims: Vec<(String, String)>,
 }
 
@@ -97,6 +99,7 @@ pub struct LexPrepared {
     terms: Vec<(String, u32)>,
     len: u32,
     speaker: Vec<String>,
+    role: Option<Role>,
 }
 
 impl Backend for LexicalBackend {
@@ -107,7 +110,9 @@ impl Backend for LexicalBackend {
             .iter()
             .map(|e| {
                 let all = terms(&e.text);
-                let mut speaker = terms(speaker_label(&e.text));
+                let label = speaker_label(&e.text);
+                let role = speaker_role(label);
+                let mut speaker = terms(label);
                 speaker.sort();
                 speaker.dedup();
                 let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
@@ -121,6 +126,7 @@ impl Backend for LexicalBackend {
                     terms,
                     len,
                     speaker,
+                    role,
                 })
             })
             .collect()
@@ -171,6 +177,7 @@ impl Backend for LexicalBackend {
             created_at_unix_ms: entry.created_at_unix_ms,
             terms: term_ids,
             speaker,
+            role: prepared.role,
             claims: entry
                 .claim_keys
                 .iter()
@@ -508,7 +515,17 @@ impl LexicalIndex {
 
     /// Whether the speaker label of `record_id` (see `text::speaker_label`)
     /// holds one of `query_terms` (analysed terms, as `text::terms` gives).
-    pub(crate) fn speaker_named(&self, record_id: &str, query_terms: &[String]) -> bool {
+    ///
+    /// With `person` (see `text::query_person`: whom a question in the first
+    /// or second person asks about), a record whose label is a role
+    /// (`user:`, `assistant:`) is named when its role is that person, and
+    /// never by a query term: a role is not a name.
+    pub(crate) fn speaker_named(
+        &self,
+        record_id: &str,
+        query_terms: &[String],
+        person: Option<Option<Role>>,
+    ) -> bool {
         let Some(d) = self
             .fence
             .doc_of(record_id)
@@ -517,6 +534,9 @@ impl LexicalIndex {
         else {
             return false;
         };
+        if let (Some(person), Some(role)) = (person, d.role) {
+            return person == Some(role);
+        }
         !d.speaker.is_empty()
             && query_terms.iter().any(|t| {
                 self.backend
@@ -524,6 +544,15 @@ impl LexicalIndex {
                     .get(t.as_str())
                     .is_some_and(|tid| d.speaker.binary_search(tid).is_ok())
             })
+    }
+
+    /// The creation time of `record_id`, if it is indexed.
+    pub(crate) fn created_at(&self, record_id: &str) -> Option<u64> {
+        self.fence
+            .doc_of(record_id)
+            .and_then(|doc| self.backend.docs.get(doc as usize))
+            .and_then(|x| x.as_ref())
+            .map(|d| d.created_at_unix_ms)
     }
 
     /// The eligible records just before and just after `record_id` in its

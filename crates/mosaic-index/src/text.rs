@@ -288,6 +288,99 @@ pub fn speaker_label(text: &str) -> &str {
     }
 }
 
+/// A conversational role, as opposed to a person's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The person the assistant serves (`user:`, `human:`).
+    User,
+    /// The assistant (`assistant:`, `ai:`, `bot:`).
+    Assistant,
+}
+
+/// The role a speaker label names, if it is a role rather than a name:
+/// `user`/`human` or `assistant`/`ai`/`bot` (any case).
+pub fn speaker_role(label: &str) -> Option<Role> {
+    match label.trim().to_ascii_lowercase().as_str() {
+        "user" | "human" => Some(Role::User),
+        "assistant" | "ai" | "bot" => Some(Role::Assistant),
+        _ => None,
+    }
+}
+
+/// Whom a question asks about when the speakers are roles: a question in
+/// the first person (`I`, `my`, `me`, `we`, `our`, ...) asks about what the
+/// user said; one in the second person only (`you`, `your`) about what the
+/// assistant said; otherwise nobody in particular.
+pub fn query_person(text: &str) -> Option<Role> {
+    let words: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase().replace('\'', ""))
+        .collect();
+    let has = |set: &[&str]| words.iter().any(|w| set.contains(&w.as_str()));
+    if has(&[
+        "i", "im", "ive", "id", "ill", "me", "my", "mine", "myself", "we", "our", "ours", "us",
+        "weve", "were",
+    ]) {
+        Some(Role::User)
+    } else if has(&["you", "your", "yours", "youve", "youre", "yourself"]) {
+        Some(Role::Assistant)
+    } else {
+        None
+    }
+}
+
+/// Whether a question asks for the current state of something ("where do
+/// we deploy now?", "what is my current budget?"): it holds `now`,
+/// `currently`, `current`, `latest`, `nowadays`, `presently`, `anymore`,
+/// `these days` or `at the moment`, and names no time of its own (a year or
+/// a month: "what was she currently reading in July 2023?" asks about July
+/// 2023, not about now).
+pub fn asks_current_state(text: &str) -> bool {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    let dated = words.iter().any(|w| {
+        MONTHS.contains(&w.as_str())
+            || (w.len() == 4
+                && (w.starts_with("19") || w.starts_with("20"))
+                && w.bytes().all(|b| b.is_ascii_digit()))
+    });
+    if dated {
+        return false;
+    }
+    let single = [
+        "now",
+        "currently",
+        "current",
+        "latest",
+        "nowadays",
+        "presently",
+        "anymore",
+    ];
+    words.iter().any(|w| single.contains(&w.as_str()))
+        || words.windows(2).any(|p| p[0] == "these" && p[1] == "days")
+        || words
+            .windows(3)
+            .any(|p| p[0] == "at" && p[1] == "the" && p[2] == "moment")
+}
+
 /// The Porter (1980) stemmer, with the published revisions (`bli` ->
 /// `ble`, `logi` -> `log`). Words that are not lowercase ASCII letters, or
 /// are shorter than three letters, are returned unchanged.
@@ -497,6 +590,51 @@ mod tests {
         assert_eq!(speaker_label("[unclosed Caroline: hi"), "");
         assert_eq!(speaker_label(": hi"), "");
         assert_eq!(speaker_label(""), "");
+    }
+
+    #[test]
+    fn roles_are_not_names_and_pronouns_choose_a_role() {
+        assert_eq!(speaker_role("user"), Some(Role::User));
+        assert_eq!(speaker_role("Assistant"), Some(Role::Assistant));
+        assert_eq!(speaker_role("Caroline"), None);
+        assert_eq!(speaker_role(""), None);
+        assert_eq!(
+            query_person("What did I say about emojis?"),
+            Some(Role::User)
+        );
+        assert_eq!(
+            query_person("How do I like your answers?"),
+            Some(Role::User)
+        );
+        assert_eq!(
+            query_person("Which crate did you suggest?"),
+            Some(Role::Assistant)
+        );
+        assert_eq!(query_person("When did Caroline go hiking?"), None);
+        // Contractions and case.
+        assert_eq!(
+            query_person("What's the thing I'm using?"),
+            Some(Role::User)
+        );
+        assert_eq!(query_person("What's YOUR advice?"), Some(Role::Assistant));
+    }
+
+    #[test]
+    fn current_state_questions_are_recognised() {
+        assert!(asks_current_state("Where is the shop hosted now?"));
+        assert!(asks_current_state("What is our CURRENT budget?"));
+        assert!(asks_current_state("How do I get to work these days?"));
+        assert!(asks_current_state("Where does the CI run at the moment?"));
+        assert!(!asks_current_state("Where was the shop hosted first?"));
+        // A question that names its own time asks about that time.
+        assert!(!asks_current_state(
+            "What was she currently reading in July 2023?"
+        ));
+        assert!(!asks_current_state(
+            "What game is he currently playing in 2022?"
+        ));
+        assert!(!asks_current_state("What did I know about the momentum?"));
+        assert!(!asks_current_state("Did we talk these over some days ago?"));
     }
 
     #[test]

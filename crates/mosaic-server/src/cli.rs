@@ -260,6 +260,14 @@ pub enum Command {
         /// Memories recalled per question.
         #[arg(long, default_value_t = 10)]
         k: usize,
+        /// Score only these categories (comma-separated numbers or names,
+        /// as in the questions file); default all.
+        #[arg(long)]
+        categories: Option<String>,
+        /// Skip these categories (comma-separated; `""` skips none);
+        /// default the number 5, LoCoMo's adversarial questions.
+        #[arg(long)]
+        skip_categories: Option<String>,
         /// TOML configuration file (its embedder settings apply).
         #[arg(long, env = "MOSAIC_CONFIG")]
         config: Option<PathBuf>,
@@ -475,10 +483,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             questions,
             modes,
             k,
+            categories,
+            skip_categories,
             config,
             embedder,
         } => {
             let modes = crate::eval::parse_modes(&modes)?;
+            let categories = crate::eval::CategoryFilter::parse(
+                categories.as_deref(),
+                skip_categories.as_deref(),
+            )?;
             if k == 0 {
                 bail!("--k must be at least 1");
             }
@@ -501,6 +515,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     modes,
                     k,
                     json,
+                    categories,
                 },
             )
         }

@@ -11,17 +11,26 @@
 //! asked through the service's recall path with the key of its own
 //! conversation's principal, so it can only see that conversation.
 //!
-//! Reported per retrieval mode and category (1-4; category 5, adversarial,
-//! is skipped): evidence recall@1/5/10 (the fraction of a question's
-//! evidence turns among the first k recalled) and nDCG@10. Questions with
-//! empty evidence are excluded and listed; evidence ids that name no turn
-//! are kept (they count as misses) and listed. Memory ids and contents are
+//! A question's category is a number or a string (`2`, `"preference"`).
+//! Which categories are scored is an option ([`CategoryFilter`]): by
+//! default every category is, except the number 5 (LoCoMo's adversarial
+//! questions, whose evidence is a turn that does not answer them).
+//!
+//! Reported per retrieval mode and category: evidence recall@1/5/10 (the
+//! fraction of a question's evidence turns among the first k recalled),
+//! any-hit@10 (at least one evidence turn among the first 10) and nDCG@10;
+//! and the latency of the product path: each turn's proposal (gate, store
+//! transaction, index publication, embedding included) and each question's
+//! recall per mode (query embedding included). Questions with empty
+//! evidence are excluded and listed; evidence ids that name no turn are
+//! kept (they count as misses) and listed. Memory ids and contents are
 //! never printed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -29,9 +38,7 @@ use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::MemoryPurpose;
 use mosaic_harness::{MemoryKind, MemorySource, MemorySubject};
 use mosaic_index::RetrievalMode;
-use mosaic_index::eval_metrics::{
-    MetricSums, category_label, category_name, score_ranking, table_header,
-};
+use mosaic_index::eval_metrics::{MetricSums, score_ranking};
 use mosaic_server::ServerConfig;
 use mosaic_server::Service;
 use mosaic_server::api::{
@@ -57,6 +64,96 @@ pub struct EvalOptions {
     pub k: usize,
     /// JSON lines instead of a table.
     pub json: bool,
+    /// Which categories are scored.
+    pub categories: CategoryFilter,
+}
+
+/// A question's category: a number (LoCoMo's 1-5) or a name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Category {
+    /// A non-negative integer.
+    Number(u64),
+    /// A non-empty name.
+    Name(String),
+}
+
+impl Category {
+    /// Reads a category from its JSON value: a non-negative integer or a
+    /// non-empty string (trimmed).
+    fn from_json(value: &Value) -> std::result::Result<Category, String> {
+        match value {
+            Value::Number(n) => n
+                .as_u64()
+                .map(Category::Number)
+                .ok_or_else(|| format!("category {n} is not a non-negative integer or a string")),
+            Value::String(s) if !s.trim().is_empty() => Ok(Category::Name(s.trim().to_owned())),
+            Value::String(_) => Err("category is an empty string".to_owned()),
+            other => Err(format!(
+                "category {other} is not a non-negative integer or a string"
+            )),
+        }
+    }
+
+    /// As written on the command line and in the tables: `2`, `preference`.
+    fn key(&self) -> String {
+        match self {
+            Category::Number(n) => n.to_string(),
+            Category::Name(s) => s.clone(),
+        }
+    }
+
+    /// As printed in the JSON lines: a number stays a number.
+    fn json(&self) -> Value {
+        match self {
+            Category::Number(n) => json!(n),
+            Category::Name(s) => json!(s),
+        }
+    }
+}
+
+/// Which categories `mosaic eval` scores.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CategoryFilter {
+    /// Score only these (by [`Category::key`]); `None` scores all.
+    pub only: Option<Vec<String>>,
+    /// Skip these; `None` skips the number 5 (LoCoMo's adversarial
+    /// category) and nothing else.
+    pub skip: Option<Vec<String>>,
+}
+
+impl CategoryFilter {
+    /// Parses the `--categories` and `--skip-categories` values
+    /// (comma-separated category numbers or names; `--skip-categories ""`
+    /// skips nothing).
+    pub fn parse(only: Option<&str>, skip: Option<&str>) -> Result<CategoryFilter> {
+        let list = |spec: &str| -> Vec<String> {
+            spec.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let only = only.map(list);
+        if only.as_ref().is_some_and(Vec::is_empty) {
+            bail!("--categories names no category");
+        }
+        Ok(CategoryFilter {
+            only,
+            skip: skip.map(list),
+        })
+    }
+
+    fn scores(&self, category: &Category) -> bool {
+        let key = category.key();
+        let listed = |names: &[String]| names.contains(&key);
+        if self.only.as_deref().is_some_and(|only| !listed(only)) {
+            return false;
+        }
+        match &self.skip {
+            Some(skip) => !listed(skip),
+            None => *category != Category::Number(5),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -84,7 +181,9 @@ struct Question {
     conversation_id: String,
     question_id: String,
     question: String,
-    category: u8,
+    category: Value,
+    #[serde(default)]
+    category_name: Option<String>,
     evidence: Vec<String>,
 }
 
@@ -178,7 +277,29 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
             );
         }
     }
+    let mut categories: Vec<Category> = Vec::with_capacity(questions.len());
+    // A category's display name: the first non-empty `category_name` of
+    // its questions.
+    let mut category_names: BTreeMap<Category, String> = BTreeMap::new();
     for (line, question) in &questions {
+        let category = Category::from_json(&question.category).map_err(|e| {
+            anyhow!(
+                "{}: line {line}: question {:?}: {e}",
+                options.questions.display(),
+                question.question_id
+            )
+        })?;
+        if let Some(name) = question
+            .category_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            category_names
+                .entry(category.clone())
+                .or_insert_with(|| name.to_owned());
+        }
+        categories.push(category);
         if !by_id.contains_key(question.conversation_id.as_str()) {
             bail!(
                 "{}: line {line}: question {:?} names conversation {:?}, which is not in {}",
@@ -188,15 +309,23 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                 options.conversations.display()
             );
         }
-        if !(1..=5).contains(&question.category) {
-            bail!(
-                "{}: line {line}: question {:?} has category {}, not 1-5",
-                options.questions.display(),
-                question.question_id,
-                question.category
-            );
+    }
+    if let Some(only) = &options.categories.only {
+        for name in only {
+            if !categories.iter().any(|c| c.key() == *name) {
+                bail!(
+                    "--categories: no question of {} has category {name:?}",
+                    options.questions.display()
+                );
+            }
         }
     }
+    let label = |category: &Category| -> String {
+        match (category, category_names.get(category)) {
+            (Category::Number(n), Some(name)) => format!("{n} {name}"),
+            (c, _) => c.key(),
+        }
+    };
     let hidden = options.json || !std::io::stderr().is_terminal();
 
     // A fresh service in a temporary directory; the model directory keeps
@@ -240,6 +369,8 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
     let mut record_of_turn: HashMap<(usize, String), String> = HashMap::new();
     let mut turn_of_record: HashMap<String, (usize, String)> = HashMap::new();
     let mut rejected_turns: Vec<String> = Vec::new();
+    let mut ingest_ms: Vec<f64> = Vec::with_capacity(n_turns);
+    let ingest_started = Instant::now();
     for (index, (_, conversation)) in conversations.iter().enumerate() {
         let principal = format!("conversation-{}", index + 1);
         let key = service
@@ -260,7 +391,10 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                 let source_text =
                     format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);
                 let request = turn_proposal(&principal, &turn.turn_id, &source_text);
-                let response = service.propose(&credential, &request).map_err(|e| {
+                let started = Instant::now();
+                let proposed = service.propose(&credential, &request);
+                ingest_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                let response = proposed.map_err(|e| {
                     anyhow!(
                         "conversation {:?} turn {:?}: {e}",
                         conversation.conversation_id,
@@ -280,17 +414,19 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
         }
         ingested.push(Ingested { credential });
     }
+    let ingest_secs = ingest_started.elapsed().as_secs_f64();
     bar.finish_and_clear();
 
-    // Questions: category 5 skipped, empty evidence excluded, evidence ids
-    // naming no turn kept as misses.
-    let mut adversarial = 0usize;
+    // Questions: categories filtered, empty evidence excluded, evidence
+    // ids naming no turn kept as misses.
+    let mut skipped: BTreeMap<Category, usize> = BTreeMap::new();
     let mut empty_evidence: Vec<String> = Vec::new();
     let mut unknown_evidence: Vec<String> = Vec::new();
-    let mut scored: Vec<(usize, &Question)> = Vec::new();
-    for (_, question) in &questions {
-        if question.category == 5 {
-            adversarial += 1;
+    let mut scored: Vec<(usize, &Question, &Category)> = Vec::new();
+    let mut scored_categories: BTreeSet<&Category> = BTreeSet::new();
+    for ((_, question), category) in questions.iter().zip(&categories) {
+        if !options.categories.scores(category) {
+            *skipped.entry(category.clone()).or_default() += 1;
             continue;
         }
         if question.evidence.is_empty() {
@@ -305,8 +441,11 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                 unknown_evidence.push(format!("{} {evidence}", question.question_id));
             }
         }
-        scored.push((index, question));
+        scored_categories.insert(category);
+        scored.push((index, question, category));
     }
+    let n_skipped: usize = skipped.values().sum();
+    let skipped_labels: Vec<String> = skipped.keys().map(&label).collect();
     let summary = json!({
         "conversations": conversations.len(),
         "turns": n_turns,
@@ -315,7 +454,9 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
         "k": options.k,
         "questions": questions.len(),
         "questions_scored": scored.len(),
-        "adversarial_skipped": adversarial,
+        "categories_scored": scored_categories.iter().map(|c| c.json()).collect::<Vec<_>>(),
+        "categories_skipped": skipped.keys().map(Category::json).collect::<Vec<_>>(),
+        "questions_skipped_by_category": n_skipped,
         "empty_evidence_excluded": empty_evidence,
         "unknown_evidence_kept_as_misses": unknown_evidence,
     });
@@ -333,9 +474,16 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
             },
             report.embedder.identity.release
         );
+        let scored_labels: Vec<String> = scored_categories.iter().map(|c| label(c)).collect();
         println!(
-            "questions: {} scored (categories 1-4), {adversarial} adversarial skipped; {} with empty evidence excluded{}; {} evidence ids naming no turn kept as misses{}",
+            "questions: {} scored (categories {}), {n_skipped} skipped (categories {}); {} with empty evidence excluded{}; {} evidence ids naming no turn kept as misses{}",
             scored.len(),
+            scored_labels.join(", "),
+            if skipped_labels.is_empty() {
+                "none".to_owned()
+            } else {
+                skipped_labels.join(", ")
+            },
             empty_evidence.len(),
             list_suffix(&empty_evidence),
             unknown_evidence.len(),
@@ -352,13 +500,17 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
     }
 
     let bar = progress(scored.len() * options.modes.len(), hidden, "questions");
-    let mut rows: Vec<(RetrievalMode, u8, MetricSums)> = Vec::new();
+    // `None` stands for all categories together.
+    let mut rows: Vec<(RetrievalMode, Option<Category>, MetricSums, usize)> = Vec::new();
+    let mut recall_ms: Vec<(RetrievalMode, Vec<f64>)> = Vec::new();
     for &mode in &options.modes {
-        let mut by_category: BTreeMap<u8, MetricSums> = BTreeMap::new();
-        for (index, question) in &scored {
+        let mut by_category: BTreeMap<Option<Category>, (MetricSums, usize)> = BTreeMap::new();
+        let mut times = Vec::with_capacity(scored.len());
+        for (index, question, category) in &scored {
             let Some(conversation) = ingested.get(*index) else {
                 bail!("conversation {index} was not ingested");
             };
+            let started = Instant::now();
             let recall = service
                 .recall(
                     &conversation.credential,
@@ -371,6 +523,7 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                     },
                 )
                 .map_err(|e| anyhow!("question {:?}: {e}", question.question_id))?;
+            times.push(started.elapsed().as_secs_f64() * 1e3);
             // Best first: the relevance ranking, restricted to what the
             // selector and the context handoff let through.
             let selected: BTreeSet<&str> = recall
@@ -399,52 +552,126 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                 })
                 .collect();
             let figures = score_ranking(&hits, evidence.len());
-            for category in [question.category, 0] {
-                by_category.entry(category).or_default().add(&figures);
+            let any_hit = usize::from(hits.iter().take(10).any(|h| *h));
+            for key in [Some((*category).clone()), None] {
+                let (sums, any) = by_category.entry(key).or_default();
+                sums.add(&figures);
+                *any += any_hit;
             }
             bar.inc(1);
         }
-        for (category, sums) in by_category {
-            rows.push((mode, category, sums));
+        recall_ms.push((mode, times));
+        // Categories in order (numbers, then names), then all.
+        let all = by_category.remove(&None);
+        for (category, (sums, any)) in by_category {
+            rows.push((mode, category, sums, any));
+        }
+        if let Some((sums, any)) = all {
+            rows.push((mode, None, sums, any));
         }
     }
     bar.finish_and_clear();
-    // Categories 1-4 first, then all.
-    rows.sort_by_key(|(mode, category, _)| {
-        (
-            options.modes.iter().position(|m| m == mode),
-            *category == 0,
-            *category,
-        )
-    });
     if !options.json {
         println!();
-        println!("{}", table_header("mode"));
+        println!(
+            "| mode | category | n | recall@1 | recall@5 | recall@10 | nDCG@10 | any-hit@10 |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|---:|");
     }
-    for (mode, category, sums) in rows {
+    for (mode, category, sums, any) in &rows {
+        let any_hit = *any as f64 / sums.n.max(1) as f64;
         if options.json {
             let m = sums.mean();
             print_line(
                 "eval",
                 &json!({
-                    "mode": mode_name(mode),
-                    "category": category,
-                    "category_name": category_name(category),
+                    "mode": mode_name(*mode),
+                    "category": category.as_ref().map_or(json!(0), Category::json),
+                    "category_name": category.as_ref().map_or_else(
+                        || "all".to_owned(),
+                        |c| category_names.get(c).cloned().unwrap_or_else(|| c.key()),
+                    ),
                     "n": sums.n,
                     "recall_at_1": round(m.recall_at_1),
                     "recall_at_5": round(m.recall_at_5),
                     "recall_at_10": round(m.recall_at_10),
+                    "any_hit_at_10": round(any_hit),
                     "ndcg_at_10": round(m.ndcg_at_10),
                 }),
             );
         } else {
+            let name = category.as_ref().map_or_else(|| "all".to_owned(), &label);
             println!(
-                "{}",
-                sums.table_row(mode_name(mode), &category_label(category))
+                "{} {:.3} |",
+                sums.table_row(mode_name(*mode), &name),
+                any_hit
+            );
+        }
+    }
+
+    // Latency of the product path: proposals, then recalls per mode.
+    let mut latency = vec![(
+        "ingest".to_owned(),
+        Value::Null,
+        ingest_ms,
+        Some(n_turns as f64 / ingest_secs.max(1e-9)),
+    )];
+    for (mode, times) in recall_ms {
+        latency.push(("recall".to_owned(), json!(mode_name(mode)), times, None));
+    }
+    if !options.json {
+        println!();
+        println!("| latency | n | mean ms | p50 ms | p95 ms | p99 ms | max ms |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+    }
+    for (stage, mode, mut times, rate) in latency {
+        times.sort_by(f64::total_cmp);
+        let n = times.len();
+        let mean = times.iter().sum::<f64>() / n.max(1) as f64;
+        let p = |q: f64| percentile(&times, q);
+        if options.json {
+            print_line(
+                "eval_latency",
+                &json!({
+                    "stage": stage,
+                    "mode": mode,
+                    "n": n,
+                    "mean_ms": round(mean),
+                    "p50_ms": round(p(0.50)),
+                    "p95_ms": round(p(0.95)),
+                    "p99_ms": round(p(0.99)),
+                    "max_ms": round(p(1.0)),
+                    "per_second": rate.map(round),
+                }),
+            );
+        } else {
+            let what = match (mode.as_str(), rate) {
+                (Some("lexical"), _) => "recall, lexical".to_owned(),
+                (Some(mode), _) => format!("recall, {mode} (query embedding included)"),
+                (None, Some(rate)) => {
+                    format!("ingest, one proposal a turn ({rate:.1} turns/s)")
+                }
+                (None, None) => stage,
+            };
+            println!(
+                "| {what} | {n} | {mean:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                p(0.50),
+                p(0.95),
+                p(0.99),
+                p(1.0)
             );
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `q` quantile (nearest rank) of sorted figures; 0 for none.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
 }
 
 fn list_suffix(items: &[String]) -> String {
@@ -516,5 +743,46 @@ mod tests {
         );
         assert!(parse_modes("bm25").is_err());
         assert!(parse_modes(",").is_err());
+    }
+
+    #[test]
+    fn categories_are_numbers_or_names() {
+        assert_eq!(Category::from_json(&json!(2)), Ok(Category::Number(2)));
+        assert_eq!(
+            Category::from_json(&json!(" preference ")),
+            Ok(Category::Name("preference".into()))
+        );
+        for bad in [json!(-1), json!(1.5), json!(""), json!(null), json!([1])] {
+            assert!(Category::from_json(&bad).is_err(), "{bad}");
+        }
+        // Numbers sort before names, numbers by value.
+        let mut c = [
+            Category::Name("b".into()),
+            Category::Number(10),
+            Category::Name("a".into()),
+            Category::Number(2),
+        ];
+        c.sort();
+        assert_eq!(
+            c.iter().map(Category::key).collect::<Vec<_>>(),
+            ["2", "10", "a", "b"]
+        );
+    }
+
+    #[test]
+    fn the_default_filter_skips_only_locomo_adversarial_questions() {
+        let default = CategoryFilter::default();
+        assert!(default.scores(&Category::Number(1)));
+        assert!(default.scores(&Category::Number(7)));
+        assert!(!default.scores(&Category::Number(5)));
+        // A name "5" is not LoCoMo's number 5.
+        assert!(default.scores(&Category::Name("5".into())));
+        let skip_none = CategoryFilter::parse(None, Some("")).unwrap_or_default();
+        assert!(skip_none.scores(&Category::Number(5)));
+        let only = CategoryFilter::parse(Some("preference, 2"), Some("2")).unwrap_or_default();
+        assert!(only.scores(&Category::Name("preference".into())));
+        assert!(!only.scores(&Category::Number(2)));
+        assert!(!only.scores(&Category::Name("update".into())));
+        assert!(CategoryFilter::parse(Some(" , "), None).is_err());
     }
 }

@@ -286,14 +286,14 @@ fn turn_windows_never_read_ineligible_neighbours() {
 }
 
 #[test]
-fn both_fusions_rank_a_match_of_both_lists_first() {
+fn every_fusion_ranks_a_match_of_both_lists_first() {
     let mut r = retriever();
     let recs = three_turns(&mut r, &TURNS);
     let ctx = scoped_selection_context();
     let eligible = eligible_set(&ctx, &recs).unwrap();
     let mut q = query("walk the dog tomorrow", &eligible, &[], 0);
     q.policy_sha256 = &ctx.policy_sha256;
-    for fusion in [Fusion::MinMaxScore, Fusion::ReciprocalRank] {
+    for fusion in [Fusion::ZScore, Fusion::MinMaxScore, Fusion::ReciprocalRank] {
         r.set_config(FunnelConfig {
             fusion,
             ..FunnelConfig::default()

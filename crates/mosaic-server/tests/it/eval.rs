@@ -43,6 +43,10 @@ fn conversation(id: &str, sessions: &[(&str, &[TurnSpec<'_>])]) -> Value {
 }
 
 fn question(conv: &str, id: &str, text: &str, category: u8, evidence: &[&str]) -> Value {
+    question_in(conv, id, text, json!(category), evidence)
+}
+
+fn question_in(conv: &str, id: &str, text: &str, category: Value, evidence: &[&str]) -> Value {
     json!({
         "conversation_id": conv, "question_id": id, "question": text,
         "answer": "", "adversarial_answer": null, "category": category,
@@ -186,7 +190,9 @@ fn eval_scores_a_tiny_dataset_through_the_product_path() {
     assert_eq!(d["turns_rejected"], json!([]), "every turn passes the gate");
     assert_eq!(d["questions"], 6);
     assert_eq!(d["questions_scored"], 4);
-    assert_eq!(d["adversarial_skipped"], 1);
+    assert_eq!(d["questions_skipped_by_category"], 1);
+    assert_eq!(d["categories_skipped"], json!([5]), "LoCoMo's adversarial");
+    assert_eq!(d["categories_scored"], json!([1, 2, 3, 4]));
     assert_eq!(d["empty_evidence_excluded"], json!(["c-q2"]));
     assert_eq!(d["unknown_evidence_kept_as_misses"], json!(["c-q1 D9:9"]));
     let rows: Vec<&Value> = lines[1..]
@@ -218,6 +224,28 @@ fn eval_scores_a_tiny_dataset_through_the_product_path() {
         assert!(close(&r["recall_at_10"], r10), "category {category}: {r}");
         assert!(close(&r["ndcg_at_10"], ndcg), "category {category}: {r}");
     }
+    // Latency beside recall: one proposal per turn, one recall per
+    // scored question and mode.
+    let latency: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "eval_latency")
+        .map(|l| &l["data"])
+        .collect();
+    assert_eq!(latency.len(), 2, "{stdout}");
+    assert_eq!(latency[0]["stage"], "ingest");
+    assert_eq!(latency[0]["n"], 12);
+    assert!(latency[0]["per_second"].as_f64().is_some_and(|r| r > 0.0));
+    assert_eq!(latency[1]["stage"], "recall");
+    assert_eq!(latency[1]["mode"], "lexical");
+    assert_eq!(latency[1]["n"], 4);
+    for l in &latency {
+        let (p50, p99, max) = (
+            l["p50_ms"].as_f64().unwrap_or(-1.0),
+            l["p99_ms"].as_f64().unwrap_or(-1.0),
+            l["max_ms"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{l}");
+    }
     // Neither memory ids nor memory content are printed.
     for needle in ["\"m-", " m-", "Biscuit", "pistachio"] {
         assert!(
@@ -242,6 +270,10 @@ fn eval_scores_a_tiny_dataset_through_the_product_path() {
     }
     assert!(
         stdout.contains("c-q2") && stdout.contains("c-q1 D9:9"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| ingest, one proposal a turn (") && stdout.contains("| recall, hybrid"),
         "{stdout}"
     );
 
@@ -311,15 +343,142 @@ fn eval_reports_malformed_input_with_its_line() {
         "{stderr}"
     );
 
-    write_lines(&bad, &[question("conv-a", "odd", "cello?", 7, &["D1:4"])]);
-    let (code, _, stderr) = mosaic(&["eval", c, bad.to_str().expect("utf8")]);
+    // A category is a non-negative integer or a non-empty string
+    // (checked while reading the file, before any service starts).
+    for bad_category in [
+        json!(1.5),
+        json!(-2),
+        json!(""),
+        json!(null),
+        json!({"a": 1}),
+    ] {
+        write_lines(
+            &bad,
+            &[
+                question("conv-a", "ok", "cello?", 4, &["D1:4"]),
+                question_in("conv-a", "odd", "cello?", bad_category.clone(), &["D1:4"]),
+            ],
+        );
+        let (code, _, stderr) = mosaic(&["eval", c, bad.to_str().expect("utf8")]);
+        assert_eq!(code, 2, "{bad_category}");
+        assert!(
+            stderr.contains("line 2") && stderr.contains("\"odd\"") && stderr.contains("category"),
+            "{bad_category}: {stderr}"
+        );
+    }
+    // --categories must name a category the file has.
+    let (code, _, stderr) = mosaic(&["eval", c, q, "--categories", "2,preference"]);
     assert_eq!(code, 2);
-    assert!(
-        stderr.contains("line 1") && stderr.contains("category 7"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("\"preference\""), "{stderr}");
+    let (code, _, stderr) = mosaic(&["eval", c, q, "--categories", ","]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("names no category"), "{stderr}");
 
     let (code, _, stderr) = mosaic(&["eval", c, q, "--modes", "bm25"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("bm25"), "{stderr}");
+}
+
+#[test]
+fn eval_takes_string_categories_and_a_category_filter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, _) = dataset(dir.path());
+    let q = dir.path().join("named.jsonl");
+    // The file that stopped at its first line with a number-only reader.
+    write_lines(
+        &q,
+        &[
+            question_in(
+                "conv-a",
+                "n1",
+                "golden retriever puppy name?",
+                json!("preference"),
+                &["D1:1"],
+            ),
+            question_in("conv-a", "n2", "sister Lisbon?", json!("update"), &["D1:2"]),
+            question_in(
+                "conv-b",
+                "n3",
+                "violin recital cancelled?",
+                json!("update"),
+                &["D1:4"],
+            ),
+            question_in("conv-c", "n4", "aurora green bright?", json!(7), &["D2:1"]),
+            question("conv-b", "n5", "pistachio gelato?", 5, &["D1:1"]),
+        ],
+    );
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            c,
+            q,
+            "--embedder",
+            "hash",
+            "--modes",
+            "lexical",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = mosaic(&args);
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        lines_of(&stdout)
+    };
+    let rows = |lines: &[Value]| -> Vec<(Value, u64)> {
+        lines
+            .iter()
+            .filter(|l| l["type"] == "eval")
+            .map(|l| {
+                (
+                    l["data"]["category"].clone(),
+                    l["data"]["n"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+
+    // Default: every category but the number 5; numbers first, then names,
+    // then all (category 0).
+    let lines = run(&[]);
+    assert_eq!(lines[0]["data"]["questions_scored"], 4);
+    assert_eq!(lines[0]["data"]["categories_skipped"], json!([5]));
+    assert_eq!(
+        rows(&lines),
+        vec![
+            (json!(7), 1),
+            (json!("preference"), 1),
+            (json!("update"), 2),
+            (json!(0), 4)
+        ]
+    );
+    let update = lines
+        .iter()
+        .find(|l| l["type"] == "eval" && l["data"]["category"] == "update")
+        .map(|l| &l["data"])
+        .expect("an update row");
+    assert_eq!(update["category_name"], "update");
+    assert!(close(&update["recall_at_10"], 1.0), "{update}");
+    assert!(close(&update["any_hit_at_10"], 1.0), "{update}");
+
+    // Only some categories; or skip none, so 5 is scored too.
+    let lines = run(&["--categories", "update,5"]);
+    assert_eq!(
+        lines[0]["data"]["categories_scored"],
+        json!(["update"]),
+        "5 stays skipped"
+    );
+    assert_eq!(rows(&lines), vec![(json!("update"), 2), (json!(0), 2)]);
+    let lines = run(&["--skip-categories", ""]);
+    assert_eq!(lines[0]["data"]["questions_scored"], 5);
+    assert_eq!(lines[0]["data"]["categories_skipped"], json!([]));
+    let lines = run(&["--skip-categories", "preference,7"]);
+    assert_eq!(
+        rows(&lines),
+        vec![(json!(5), 1), (json!("update"), 2), (json!(0), 3)]
+    );
+
+    // Everything filtered out: nothing to score, exit 1.
+    let (code, stdout, _) = mosaic(&["eval", c, q, "--embedder", "hash", "--categories", "5"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("no question to score"), "{stdout}");
 }
