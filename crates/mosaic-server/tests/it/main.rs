@@ -2,6 +2,7 @@
 
 mod audit_witness;
 mod chaos;
+mod clients;
 mod cli;
 mod common;
 mod concurrency;

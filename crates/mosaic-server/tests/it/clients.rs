@@ -1,0 +1,110 @@
+//! The client libraries in `clients/` against the `mosaic` binary cargo
+//! built: their own test suites start `mosaic serve` on a free loopback
+//! port with a fresh data directory, provision a tenant and keys with the
+//! bootstrap admin key file, and run against it.
+//!
+//! - Python (`clients/python`): `python3 -m pytest clients/python/tests`.
+//! - LangGraph's own store tests (`tests/test_store.py` of the
+//!   `langgraph-checkpoint` source distribution, which `.ci/run` fetches
+//!   and names with `MOSAIC_LANGGRAPH_TESTS`), run with Mosaic's store in
+//!   place of `InMemoryStore`.
+//! - TypeScript (`clients/typescript`): `node --test` under Node.
+//!
+//! Without the interpreter or its packages each test prints a `skipped:`
+//! line and passes, except under `CI=true`, where it fails (`.ci/run`
+//! installs the pinned packages).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Whether to run a client suite: `Ok(true)` run, `Ok(false)` skip,
+/// `Err` fail (its tools are missing under CI).
+fn decision(available: bool, ci: Option<&str>, what: &str) -> Result<bool, String> {
+    match (available, ci) {
+        (true, _) => Ok(true),
+        (false, Some("true")) => Err(format!("CI=true but {what} (.ci/run installs it)")),
+        (false, _) => Ok(false),
+    }
+}
+
+fn should_run(available: bool, what: &str) -> bool {
+    match decision(available, std::env::var("CI").ok().as_deref(), what) {
+        Ok(run) => {
+            if !run {
+                eprintln!("skipped: {what}");
+            }
+            run
+        }
+        Err(problem) => panic!("{problem}"),
+    }
+}
+
+#[test]
+fn missing_client_tools_skip_locally_and_fail_under_ci() {
+    assert_eq!(decision(true, Some("true"), "x"), Ok(true));
+    assert_eq!(decision(false, None, "x"), Ok(false));
+    assert_eq!(decision(false, Some("false"), "x"), Ok(false));
+    assert!(decision(false, Some("true"), "x").is_err());
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("repository root: {e}"))
+}
+
+fn python_has(modules: &str) -> bool {
+    Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// Runs a command with the binary and the package source on its paths,
+/// fails the test with its output unless it succeeds, and returns stdout.
+fn run(mut command: Command, what: &str, budget: Duration) -> String {
+    let root = repo();
+    let started = Instant::now();
+    let out = command
+        .current_dir(&root)
+        .env("MOSAIC_BIN", env!("CARGO_BIN_EXE_mosaic"))
+        .env("PYTHONPATH", root.join("clients/python/src"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let took = started.elapsed();
+    assert!(took < budget, "{what} took {took:?} (budget {budget:?})");
+    eprintln!("{what}: {}", stdout.lines().last().unwrap_or_default());
+    stdout
+}
+
+#[test]
+fn python_client_suite_passes_against_a_real_server() {
+    if !should_run(
+        python_has("pytest, httpx"),
+        "python3 with pytest and httpx is missing (python3 -m pip install pytest httpx)",
+    ) {
+        return;
+    }
+    let mut command = Command::new("python3");
+    command.args([
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "clients/python/tests",
+    ]);
+    let out = run(command, "clients/python tests", Duration::from_secs(120));
+    assert!(out.contains(" passed"), "{out}");
+    assert!(!out.contains(" failed"), "{out}");
+}
