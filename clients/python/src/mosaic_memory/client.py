@@ -152,6 +152,9 @@ class _Api:
     def verify_write(self, proposal_id: str) -> _Call[Verification]:
         return _Call("POST", "/v1/verify", Verification.from_json, {"kind": "write", "proposal_id": proposal_id})
 
+    def policy(self, user_id: Optional[str]) -> _Call[Dict[str, Any]]:
+        return _Call("GET", "/v1/policy", lambda d: d, user_id=self._user(user_id))
+
     def whoami(self, user_id: Optional[str]) -> _Call[Dict[str, Any]]:
         return _Call("GET", "/v1/whoami", lambda d: d, user_id=self._user(user_id))
 
@@ -309,6 +312,10 @@ class Mosaic:
         """The key's credential and grant."""
         return self._send(self._api.whoami(user_id))
 
+    def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """The tenant's write policy (``max_ttl_ms``, ``allowed_kinds``, ...)."""
+        return self._send(self._api.policy(user_id))
+
 
 class AsyncMosaic:
     """The asynchronous client: the same methods as :class:`Mosaic`, as
@@ -397,3 +404,6 @@ class AsyncMosaic:
 
     async def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         return await self._send(self._api.whoami(user_id))
+
+    async def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        return await self._send(self._api.policy(user_id))
