@@ -185,3 +185,56 @@ fn langgraphs_own_store_tests_pass_with_the_mosaic_store() {
     assert!(summary_is_clean(summary), "{out}");
     assert!(out.contains("MosaicStore instances against http://127.0.0.1:"), "{out}");
 }
+
+fn node_major() -> Option<u32> {
+    let out = Command::new("node").arg("--version").output().ok()?;
+    let version = String::from_utf8_lossy(&out.stdout);
+    version.trim().trim_start_matches('v').split('.').next()?.parse().ok()
+}
+
+#[test]
+fn typescript_client_smoke_test_passes_under_node_against_a_real_server() {
+    if !should_run(
+        node_major().is_some_and(|major| major >= 18),
+        "node 18 or later is missing (apt-get install nodejs)",
+    ) {
+        return;
+    }
+    let mut command = Command::new("node");
+    command
+        .current_dir(repo().join("clients/typescript"))
+        .args(["--test", "test/"]);
+    let out = run(
+        command,
+        "clients/typescript node --test",
+        Duration::from_secs(120),
+    );
+    let count = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("# {name} ")))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+    };
+    eprintln!(
+        "clients/typescript: {:?} passed, {:?} failed",
+        count("pass"),
+        count("fail")
+    );
+    assert!(count("pass").is_some_and(|n| n >= 3), "{out}");
+    assert_eq!(count("fail"), Some(0), "{out}");
+}
+
+#[test]
+fn typescript_declarations_type_check() {
+    let tsc = repo().join("clients/typescript/node_modules/.bin/tsc");
+    if !should_run(
+        tsc.is_file() && node_major().is_some(),
+        "the TypeScript compiler is not installed (npm ci --prefix clients/typescript)",
+    ) {
+        return;
+    }
+    let mut command = Command::new(&tsc);
+    command
+        .current_dir(repo().join("clients/typescript"))
+        .args(["-p", "tsconfig.json"]);
+    run(command, "clients/typescript tsc", Duration::from_secs(120));
+}
