@@ -8,6 +8,7 @@ mod common;
 mod concurrency;
 mod conversation;
 mod degraded;
+mod deploy;
 mod embedder;
 mod errors;
 mod eval;
