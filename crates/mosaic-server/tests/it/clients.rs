@@ -145,8 +145,8 @@ fn langgraph_tests() -> Option<PathBuf> {
 #[test]
 fn langgraphs_own_store_tests_pass_with_the_mosaic_store() {
     let dir = langgraph_tests();
-    let available = dir.is_some()
-        && python_has("pytest, pytest_asyncio, pytest_mock, langgraph.store.base");
+    let available =
+        dir.is_some() && python_has("pytest, pytest_asyncio, pytest_mock, langgraph.store.base");
     if !should_run(
         available,
         "LangGraph's store tests are not set up (MOSAIC_LANGGRAPH_TESTS must name the \
@@ -183,13 +183,22 @@ fn langgraphs_own_store_tests_pass_with_the_mosaic_store() {
         .unwrap_or_else(|| panic!("no pytest summary in\n{out}"));
     eprintln!("langgraph store tests: {summary}");
     assert!(summary_is_clean(summary), "{out}");
-    assert!(out.contains("MosaicStore instances against http://127.0.0.1:"), "{out}");
+    assert!(
+        out.contains("MosaicStore instances against http://127.0.0.1:"),
+        "{out}"
+    );
 }
 
 fn node_major() -> Option<u32> {
     let out = Command::new("node").arg("--version").output().ok()?;
     let version = String::from_utf8_lossy(&out.stdout);
-    version.trim().trim_start_matches('v').split('.').next()?.parse().ok()
+    version
+        .trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[test]

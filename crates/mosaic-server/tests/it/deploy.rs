@@ -49,7 +49,10 @@ fn deploy_files_name_only_variables_the_binary_reads() {
         let named = mosaic_variables(&read(file));
         assert!(!named.is_empty(), "{file} names no setting");
         let unknown: Vec<_> = named.difference(&known).collect();
-        assert!(unknown.is_empty(), "{file} names unknown settings {unknown:?}");
+        assert!(
+            unknown.is_empty(),
+            "{file} names unknown settings {unknown:?}"
+        );
     }
 }
 

@@ -2,8 +2,8 @@
 
 mod audit_witness;
 mod chaos;
-mod clients;
 mod cli;
+mod clients;
 mod common;
 mod concurrency;
 mod conversation;
