@@ -125,7 +125,7 @@ fn python_client_suite_passes_against_a_real_server() {
         "no:cacheprovider",
         "clients/python/tests",
     ]);
-    let out = run(command, "clients/python tests", Duration::from_secs(120));
+    let out = run(command, "clients/python tests", Duration::from_secs(180));
     let summary = out
         .lines()
         .rev()
@@ -172,7 +172,7 @@ fn langgraphs_own_store_tests_pass_with_the_mosaic_store() {
     let out = run(
         command,
         "langgraph-checkpoint tests/test_store.py with MosaicStore",
-        Duration::from_secs(120),
+        Duration::from_secs(180),
     );
     // Every case passes except those the shim marks as impossible by
     // design (strict xfail: one that passed would fail the run).
@@ -216,7 +216,7 @@ fn typescript_client_smoke_test_passes_under_node_against_a_real_server() {
     let out = run(
         command,
         "clients/typescript node --test",
-        Duration::from_secs(120),
+        Duration::from_secs(180),
     );
     let count = |name: &str| {
         out.lines()
@@ -245,5 +245,5 @@ fn typescript_declarations_type_check() {
     command
         .current_dir(repo().join("clients/typescript"))
         .args(["-p", "tsconfig.json"]);
-    run(command, "clients/typescript tsc", Duration::from_secs(120));
+    run(command, "clients/typescript tsc", Duration::from_secs(180));
 }
