@@ -43,7 +43,7 @@ pub const QUERY_DOMAIN: &str = "mosaic.index.recall_query.v1";
 pub const RANKER_RELEASE: &str = "funnel-fusion-window-speaker-v3";
 
 /// Which candidate generators run.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RetrievalMode {
     /// BM25 (+ structured) only.

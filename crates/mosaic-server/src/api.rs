@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// `content`, stamps the decision instant from its clock and takes tenant
 /// and principal from the credential. `tenant_id` / `principal_id` may be
 /// sent only if they name the credential's own (otherwise 403).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProposeRequest {
     /// The exact content to remember.
@@ -113,7 +113,7 @@ pub struct ProposeRequest {
 }
 
 /// What the write gate and the store decided.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ProposeResponse {
     /// The proposal.
     pub proposal_id: String,
@@ -147,7 +147,7 @@ pub struct ProposeResponse {
 }
 
 /// A recall. Tenant and principal come from the credential.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallRequest {
     /// Current workspace (must be granted; default: the grant's first).
@@ -188,7 +188,7 @@ pub struct RecallRequest {
 }
 
 /// What a recall selected, why, and the proofs.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct RecallResponse {
     /// The notice plus every block, ready to place in a prompt.
     pub context: String,
@@ -220,7 +220,7 @@ pub struct RecallResponse {
 }
 
 /// One memory as stored.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct MemoryView {
     /// The record.
     pub record: MemoryRecord,
@@ -237,7 +237,7 @@ pub struct MemoryView {
 }
 
 /// A memory that is gone or going: its tombstone.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ListEntry {
     /// Record id.
     pub record_id: String,
@@ -252,7 +252,7 @@ pub struct ListEntry {
 }
 
 /// Query of a list by subject (the subject's fields, tagged by `type`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// `run`, `principal`, `principal_in_workspace`, `workspace`, `procedure`.
@@ -273,7 +273,7 @@ pub struct ListQuery {
 }
 
 /// A revocation request.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevokeRequest {
     /// Ticket or request identity that authorizes it (default: the key id).
@@ -282,7 +282,7 @@ pub struct RevokeRequest {
 }
 
 /// Where a revocation is, and its deletion receipt once finalized.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct RevocationResponse {
     /// The record.
     pub record_id: String,
@@ -297,7 +297,7 @@ pub struct RevocationResponse {
 }
 
 /// A deletion receipt on the wire.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeletionReceiptView {
     /// The canonical body.
@@ -307,7 +307,7 @@ pub struct DeletionReceiptView {
 }
 
 /// A consent given by the credential's principal.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsentRequest {
     /// What for.
@@ -320,14 +320,14 @@ pub struct ConsentRequest {
 }
 
 /// A stored consent.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ConsentResponse {
     /// The digest proposals name in `consent_receipt_sha256`.
     pub consent_sha256: String,
 }
 
 /// What withdrawing a consent did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct WithdrawResponse {
     /// The consent.
     pub consent_sha256: String,
@@ -340,7 +340,7 @@ pub struct WithdrawResponse {
 }
 
 /// What erasing a principal did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ErasureResponse {
     /// Tenant.
     pub tenant_id: String,
@@ -355,7 +355,7 @@ pub struct ErasureResponse {
 }
 
 /// Verify a receipt.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum VerifyRequest {
     /// Re-verify a stored write receipt from its stored independent inputs.
@@ -371,7 +371,7 @@ pub enum VerifyRequest {
 }
 
 /// The verdict.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct VerifyResponse {
     /// True when the receipt verifies.
     pub valid: bool,
@@ -381,7 +381,7 @@ pub struct VerifyResponse {
 
 /// Create a tenant or replace its policy. The server computes the policy
 /// digest over the canonical policy document.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyRequest {
     /// Kinds the tenant may write (default: all).
@@ -406,7 +406,7 @@ pub struct PolicyRequest {
 }
 
 /// Create a tenant.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTenantRequest {
     /// The tenant id.
@@ -417,7 +417,7 @@ pub struct CreateTenantRequest {
 }
 
 /// The grant part of a key or grant request.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrantRequest {
     /// Kinds (default: working, episodic, semantic).
@@ -438,7 +438,7 @@ pub struct GrantRequest {
 }
 
 /// Create a principal's key (and its grant).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKeyRequest {
     /// Tenant.
@@ -451,7 +451,7 @@ pub struct CreateKeyRequest {
 }
 
 /// A new key: shown once.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct CreateKeyResponse {
     /// Public identity.
     pub key_id: String,
@@ -466,7 +466,7 @@ pub struct CreateKeyResponse {
 }
 
 /// A review action by the admin.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewActionRequest {
     /// `reject_proposal`, `contest_existing`, `accept_narrower`,
@@ -486,7 +486,7 @@ pub struct ReviewActionRequest {
 }
 
 /// A review receipt on the wire.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ReviewReceiptView {
     /// The body.
     pub body: ReviewReceiptBody,
@@ -499,14 +499,14 @@ pub struct ReviewReceiptView {
 }
 
 /// Open review cases.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ReviewList {
     /// Cases, sorted by id.
     pub cases: Vec<ReviewCase>,
 }
 
 /// One export line (`{"type":"memory","data":{...}}`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     content = "data",
@@ -520,7 +520,7 @@ pub enum ExportLine {
 }
 
 /// An exported memory.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportedMemory {
     /// The record as stored.
@@ -532,7 +532,7 @@ pub struct ExportedMemory {
 }
 
 /// What an import did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ImportResponse {
     /// Lines read.
     pub lines: usize,
@@ -545,7 +545,7 @@ pub struct ImportResponse {
 }
 
 /// What a reconcile pass did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct ReconcileReport {
     /// Publications applied and acknowledged.
     pub published: usize,
@@ -572,7 +572,7 @@ pub struct ReconcileReport {
 }
 
 /// What a reindex did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct ReindexReport {
     /// Records indexed.
     pub live: usize,
@@ -584,7 +584,7 @@ pub struct ReindexReport {
 /// last one. Published to an external witness, it lets a later check
 /// (`mosaic doctor --audit-witness SEQ:SHA256`) detect a chain rewritten or
 /// truncated together with its stored head.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct AuditHead {
     /// Sequence number of the last event (the number of events).
     pub seq: u64,
@@ -618,7 +618,7 @@ impl std::str::FromStr for AuditHead {
 }
 
 /// Health.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct HealthResponse {
     /// `ok`.
     pub status: String,
@@ -633,7 +633,7 @@ pub struct HealthResponse {
 }
 
 /// Who the credential is.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct WhoAmI {
     /// The credential.
     pub credential: crate::auth::Credential,
@@ -642,7 +642,7 @@ pub struct WhoAmI {
 }
 
 /// A registered verifier's Ed25519 signature over one evidence item.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceSignature {
     /// The registered verifier (`vk-...`, from the admin API).
@@ -711,6 +711,24 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Signed<T> {
         let item =
             serde_json::from_value(serde_json::Value::Object(map)).map_err(D::Error::custom)?;
         Ok(Signed { item, signature })
+    }
+}
+
+/// The schema of a signed evidence item: the item's own schema with the
+/// optional `signature` member beside its fields.
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Signed<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Signed{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = T::json_schema(generator);
+        let signature = generator.subschema_for::<EvidenceSignature>().to_value();
+        let object = schema.ensure_object();
+        if let Some(serde_json::Value::Object(properties)) = object.get_mut("properties") {
+            properties.insert(SIGNATURE_MEMBER.to_owned(), signature);
+        }
+        schema
     }
 }
 
@@ -794,7 +812,7 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
 }
 
 /// Register an external verifier for a tenant.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterVerifierRequest {
     /// The release its judgments name (`verifier_release`,
@@ -806,7 +824,7 @@ pub struct RegisterVerifierRequest {
 }
 
 /// A registered verifier.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct VerifierView {
     /// Identity signatures name (`vk-` + 32 hex digits of the key's SHA-256).
     pub verifier_id: String,
@@ -865,7 +883,9 @@ impl ProposeRequest {
 // ------------------------------------------------------------ conversations
 
 /// A captured message, named by its conversation and message ids.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct CitedMessage {
     /// The conversation.
@@ -875,7 +895,7 @@ pub struct CitedMessage {
 }
 
 /// Who said a message.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageRole {
     /// The end user.
@@ -901,7 +921,7 @@ impl MessageRole {
 }
 
 /// One message of a conversation, as a chat API carries it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationMessage {
     /// The client's message id, unique within the conversation (default:
@@ -923,7 +943,7 @@ pub struct ConversationMessage {
 }
 
 /// Messages of one conversation of the credential's principal.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
     /// The messages, in conversation order.
@@ -935,7 +955,7 @@ pub struct IngestRequest {
 }
 
 /// What became of one message.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct IngestedMessage {
     /// The message id (the client's, or the derived one).
     pub message_id: String,
@@ -957,7 +977,7 @@ pub struct IngestedMessage {
 }
 
 /// What a conversation ingest kept and refused.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct IngestResponse {
     /// The conversation.
     pub conversation_id: String,
@@ -972,7 +992,7 @@ pub struct IngestResponse {
 /// A fact (semantic memory) resting on captured messages. The server
 /// fills in kind, purpose, subject and the sources: the principal's own
 /// memory by default, a workspace's with `workspace_id`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FactRequest {
     /// The fact, in the words of the cited messages (a span quote is

@@ -14,7 +14,7 @@ use crate::error::{ServiceError, ServiceResult};
 pub const KEY_PREFIX: &str = "mk_";
 
 /// What a credential is.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Credential {
     /// Manages tenants, policies, grants, keys, review and maintenance.

@@ -178,7 +178,7 @@ impl FromRequestParts<AppState> for Auth {
 }
 
 /// An empty JSON object body (`{}` or nothing).
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
 
