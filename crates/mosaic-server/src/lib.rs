@@ -50,6 +50,7 @@ pub mod catalog;
 pub mod config;
 pub mod embedder;
 mod error;
+pub mod error_codes;
 pub mod evidence;
 pub mod examples;
 pub mod http;

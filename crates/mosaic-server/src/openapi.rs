@@ -778,6 +778,11 @@ pub fn document() -> Value {
     }
     let mut schemas = Value::Object(generator.take_definitions(true));
     openapi30(&mut schemas);
+    if let Some(code) = schemas.pointer_mut("/ErrorDetail/properties/code") {
+        code["description"] = json!(
+            "Stable machine-readable code: one of `x-error-codes` (docs/ERRORS.md lists each with its status and meaning)"
+        );
+    }
     json!({
         "openapi": "3.0.3",
         "info": {
@@ -786,6 +791,7 @@ pub fn document() -> Value {
             "description": "Governed long-term memory for LLM agents. Tenant and principal always come from the API key, never from the request body. Every error is {\"error\":{\"code\",\"message\"}} with a stable code."
         },
         "paths": paths,
+        "x-error-codes": crate::error_codes::ERROR_CODES,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "mk_ followed by 64 hex digits"}},
             "schemas": schemas

@@ -10,6 +10,7 @@ mod conversation;
 mod degraded;
 mod deploy;
 mod embedder;
+mod error_codes;
 mod errors;
 mod eval;
 mod evidence;
