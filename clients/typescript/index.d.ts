@@ -11,6 +11,8 @@ export interface MosaicOptions {
   /** Sent as `X-Mosaic-User`; only an application key may use it. */
   userId?: string;
   timeoutMs?: number;
+  /** Retries of a rate-limited (429) request before RateLimitedError (default 3). */
+  maxRetries?: number;
   fetch?: typeof fetch;
 }
 

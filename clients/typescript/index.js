@@ -81,6 +81,7 @@ export class Mosaic {
     this.baseUrl = (options.baseUrl ?? env("MOSAIC_URL") ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
     this.userId = options.userId;
     this.timeoutMs = options.timeoutMs ?? 30000;
+    this.maxRetries = options.maxRetries ?? 3;
     this.fetch = options.fetch ?? globalThis.fetch;
     if (typeof this.fetch !== "function") throw new TypeError("no fetch: pass options.fetch or use Node 18+");
   }
@@ -94,15 +95,21 @@ export class Mosaic {
     if (user !== undefined && user !== null) headers[USER_HEADER] = user;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response;
-    try {
-      response = await this.fetch(url, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-    } catch (e) {
-      throw new ConnectionFailed("connection", `${method} ${path}: ${e?.cause?.code ?? e?.name ?? "error"}: ${e?.message ?? e}`);
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        response = await this.fetch(url, {
+          method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+      } catch (e) {
+        throw new ConnectionFailed("connection", `${method} ${path}: ${e?.cause?.code ?? e?.name ?? "error"}: ${e?.message ?? e}`);
+      }
+      // 429: the server did not run the request, so a retry is safe.
+      if (response.status !== 429 || attempt >= this.maxRetries) break;
+      await response.arrayBuffer();
+      await new Promise((r) => setTimeout(r, Math.min(2000, 200 * 2 ** attempt)));
     }
     const text = await response.text();
     let decoded;

@@ -167,3 +167,24 @@ def test_user_id_is_sent_only_when_given(server, principal):
     except MosaicError:
         pass
     assert seen[-1] == "end-user-7"
+
+
+def test_rate_limited_requests_are_retried_then_raise_a_typed_error():
+    from mosaic_test_server import MosaicServer, fresh_principal
+
+    from mosaic_memory import RateLimitedError
+
+    slow = MosaicServer(["--rate-limit-per-second", "1", "--rate-limit-burst", "2"])
+    try:
+        key = fresh_principal(slow, consent=False)["key"]
+        impatient = Mosaic(key, slow.url, max_retries=0)
+        with pytest.raises(RateLimitedError) as e:
+            for _ in range(5):
+                impatient.whoami()
+        assert e.value.code == "rate_limited" and e.value.status == 429
+        # A patient client waits the bucket out (1 token a second).
+        patient = Mosaic(key, slow.url, max_retries=5)
+        for _ in range(3):
+            assert patient.whoami()["credential"]["role"] == "principal"
+    finally:
+        slow.stop()

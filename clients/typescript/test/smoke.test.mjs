@@ -24,7 +24,7 @@ let adminKey;
 before(async () => {
   assert.ok(existsSync(bin), `no mosaic binary at ${bin} (set MOSAIC_BIN)`);
   dir = mkdtempSync(join(tmpdir(), "mosaic-js-"));
-  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), "--embedder", "hash"], {
+  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), "--embedder", "hash", "--rate-limit-per-second", "100000", "--rate-limit-burst", "100000"], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   server.stderr.resume();

@@ -6,7 +6,9 @@ results; only the transport differs (``httpx.Client`` or
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar, Union
 from urllib.parse import quote
@@ -192,6 +194,12 @@ def _request_kwargs(call: _Call[Any]) -> Dict[str, Any]:
     return kwargs
 
 
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before retrying a rate-limited request (429: the
+    server did not run it, so a retry is safe)."""
+    return min(2.0, 0.2 * (2**attempt))
+
+
 class Mosaic:
     """A synchronous client.
 
@@ -200,13 +208,16 @@ class Mosaic:
     always come from the key. ``user_id`` (here or per call) is sent as
     the ``X-Mosaic-User`` header, which only an *application key* (one
     acting for an app's end users) may use; leave it unset with a
-    principal's own key.
+    principal's own key. A rate-limited request (429) is retried up to
+    ``max_retries`` times with a growing pause, then raises
+    :class:`RateLimitedError`.
     """
 
-    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, http_client: Optional[httpx.Client] = None) -> None:
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, max_retries: int = 3, http_client: Optional[httpx.Client] = None) -> None:
         api_key = api_key if api_key is not None else os.environ.get("MOSAIC_KEY")
         base_url = (base_url or os.environ.get("MOSAIC_URL") or DEFAULT_BASE_URL).rstrip("/")
         self._api = _Api(user_id)
+        self.max_retries = max_retries
         self._http = http_client or httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout)
 
     def close(self) -> None:
@@ -219,10 +230,14 @@ class Mosaic:
         self.close()
 
     def _send(self, call: _Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.path, **_request_kwargs(call))
-        except httpx.HTTPError as e:
-            raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = self._http.request(call.method, call.path, **_request_kwargs(call))
+            except httpx.HTTPError as e:
+                raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
+            if response.status_code != 429 or attempt == self.max_retries:
+                break
+            time.sleep(_backoff(attempt))
         return _decode(call, response)
 
     def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:
@@ -321,10 +336,11 @@ class AsyncMosaic:
     """The asynchronous client: the same methods as :class:`Mosaic`, as
     coroutines."""
 
-    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, http_client: Optional[httpx.AsyncClient] = None) -> None:
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, max_retries: int = 3, http_client: Optional[httpx.AsyncClient] = None) -> None:
         api_key = api_key if api_key is not None else os.environ.get("MOSAIC_KEY")
         base_url = (base_url or os.environ.get("MOSAIC_URL") or DEFAULT_BASE_URL).rstrip("/")
         self._api = _Api(user_id)
+        self.max_retries = max_retries
         self._http = http_client or httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), timeout=timeout)
 
     async def aclose(self) -> None:
@@ -337,10 +353,14 @@ class AsyncMosaic:
         await self.aclose()
 
     async def _send(self, call: _Call[T]) -> T:
-        try:
-            response = await self._http.request(call.method, call.path, **_request_kwargs(call))
-        except httpx.HTTPError as e:
-            raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = await self._http.request(call.method, call.path, **_request_kwargs(call))
+            except httpx.HTTPError as e:
+                raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
+            if response.status_code != 429 or attempt == self.max_retries:
+                break
+            await asyncio.sleep(_backoff(attempt))
         return _decode(call, response)
 
     async def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:

@@ -350,6 +350,12 @@ class MosaicStore(BaseStore):
                 pass
             self._cache.pop(rec.record_id, None)
 
+    def _forget(self, record_id: str) -> None:
+        try:
+            self.client.delete(record_id)
+        except MosaicError:
+            pass
+
     def _put(self, snap: _Snapshot, op: PutOp) -> None:
         ns, key = tuple(op.namespace), str(op.key)
         if op.value is None:
@@ -375,19 +381,21 @@ class MosaicStore(BaseStore):
                 captured.violations,
             )
         current = snap.items.get((ns, key))
-        fact = self.client.add_fact(
-            text,
-            [(conversation_id, message_id)],
-            workspace_id=self.workspace_id,
-            ttl_ms=ttl_ms,
-            supersedes_record_id=current[0].record_id if current else None,
-            expected_line_generation=current[0].line_generation if current else None,
-        )
+        try:
+            fact = self.client.add_fact(
+                text,
+                [(conversation_id, message_id)],
+                workspace_id=self.workspace_id,
+                ttl_ms=ttl_ms,
+                supersedes_record_id=current[0].record_id if current else None,
+                expected_line_generation=current[0].line_generation if current else None,
+            )
+        except MosaicError:
+            # No half-written item: the captured message goes again.
+            self._forget(captured.record_id)
+            raise
         if not fact.accepted:
-            try:
-                self.client.delete(captured.record_id)
-            except MosaicError:
-                pass
+            self._forget(captured.record_id)
             raise StoreWriteRefused(
                 f"the write gate refused {ns!r}/{key!r}: " + _reasons(fact.violations),
                 fact.violations,
