@@ -116,15 +116,15 @@ fn python_client_suite_passes_against_a_real_server() {
     ) {
         return;
     }
+    // A base temporary directory of its own: concurrent pytest sessions
+    // sharing the default one prune each other's directories.
+    let basetemp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let mut command = Command::new("python3");
-    command.current_dir(repo()).args([
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "clients/python/tests",
-    ]);
+    command
+        .current_dir(repo())
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp"])
+        .arg(basetemp.path().join("pytest"))
+        .arg("clients/python/tests");
     let out = run(command, "clients/python tests", Duration::from_secs(180));
     let summary = out
         .lines()
@@ -156,19 +156,19 @@ fn langgraphs_own_store_tests_pass_with_the_mosaic_store() {
         return;
     }
     let Some(dir) = dir else { return };
+    let basetemp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let mut command = Command::new("python3");
-    command.current_dir(&dir).args([
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "mosaic_langgraph_shim",
-        "-o",
-        "asyncio_mode=auto",
-        "tests/test_store.py",
-    ]);
+    command
+        .current_dir(&dir)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp"])
+        .arg(basetemp.path().join("pytest"))
+        .args([
+            "-p",
+            "mosaic_langgraph_shim",
+            "-o",
+            "asyncio_mode=auto",
+            "tests/test_store.py",
+        ]);
     let out = run(
         command,
         "langgraph-checkpoint tests/test_store.py with MosaicStore",
