@@ -18,7 +18,19 @@ pub const MAX_ID_BYTES: usize = 256;
 pub const MAX_SOURCES: usize = 64;
 
 /// The four memory jobs of chapter 7.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryKind {
     /// State for one active run.
@@ -88,7 +100,9 @@ impl fmt::Display for MemoryKind {
 
 /// Who or what a record is about. The shape is part of the type: a working
 /// record cannot name a principal, and so on (see [`MemoryKind::permits`]).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema,
+)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum MemorySubject {
     /// One run's working state.
@@ -198,7 +212,7 @@ impl MemorySubject {
 
 /// Epistemic and lifecycle status. Expiry is separate (a time bound on the
 /// record), and so is physical deletion (a store concern).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case", deny_unknown_fields)]
 pub enum MemoryStatus {
     /// Accepted by the write gate and not since disputed.
@@ -220,7 +234,9 @@ pub enum MemoryStatus {
 }
 
 /// One piece of evidence a record rests on.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySource {
     /// Stable identity of the source (unique within one record).
@@ -234,7 +250,7 @@ pub struct MemorySource {
 }
 
 /// What a lossy summary was made for and from.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SummaryDescriptor {
     /// What the summary was meant to preserve.
@@ -248,7 +264,7 @@ pub struct SummaryDescriptor {
 }
 
 /// A durable memory record: the state plus its validity rules.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryRecord {
     /// Must equal [`MEMORY_SCHEMA_VERSION`].
@@ -287,7 +303,9 @@ pub struct MemoryRecord {
 }
 
 /// Why a record (or another input) is malformed. Reported all at once.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema,
+)]
 #[serde(tag = "problem", rename_all = "snake_case")]
 pub enum InvalidField {
     /// The schema version is not one this release understands.

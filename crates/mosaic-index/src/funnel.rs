@@ -44,7 +44,7 @@ pub const QUERY_DOMAIN: &str = "mosaic.index.recall_query.v1";
 pub const RANKER_RELEASE: &str = "funnel-zscore-window-speaker-recency-v4";
 
 /// Which candidate generators run.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RetrievalMode {
     /// BM25 (+ structured) only.

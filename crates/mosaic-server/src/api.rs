@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// `content`, stamps the decision instant from its clock and takes tenant
 /// and principal from the credential. `tenant_id` / `principal_id` may be
 /// sent only if they name the credential's own (otherwise 403).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProposeRequest {
     /// The exact content to remember.
@@ -116,7 +116,7 @@ pub struct ProposeRequest {
 }
 
 /// What the write gate and the store decided.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ProposeResponse {
     /// The proposal.
     pub proposal_id: String,
@@ -150,7 +150,7 @@ pub struct ProposeResponse {
 }
 
 /// A recall. Tenant and principal come from the credential.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallRequest {
     /// Current workspace (must be granted; default: the grant's first).
@@ -197,7 +197,7 @@ pub struct RecallRequest {
 }
 
 /// What a recall selected, why, and the proofs.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
 pub struct RecallResponse {
     /// The notice plus every block, ready to place in a prompt.
     pub context: String,
@@ -237,7 +237,7 @@ pub struct RecallResponse {
 }
 
 /// One selected memory of a recall.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
 pub struct RecalledMemory {
     /// The record.
     pub record_id: String,
@@ -255,7 +255,7 @@ pub struct RecalledMemory {
 }
 
 /// One memory as stored.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct MemoryView {
     /// The record.
     pub record: MemoryRecord,
@@ -272,7 +272,7 @@ pub struct MemoryView {
 }
 
 /// A memory that is gone or going: its tombstone.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ListEntry {
     /// Record id.
     pub record_id: String,
@@ -287,7 +287,7 @@ pub struct ListEntry {
 }
 
 /// Query of a list by subject (the subject's fields, tagged by `type`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// `run`, `principal`, `principal_in_workspace`, `workspace`, `procedure`.
@@ -308,7 +308,7 @@ pub struct ListQuery {
 }
 
 /// A revocation request.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevokeRequest {
     /// Ticket or request identity that authorizes it (default: the key id).
@@ -317,7 +317,7 @@ pub struct RevokeRequest {
 }
 
 /// Where a revocation is, and its deletion receipt once finalized.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct RevocationResponse {
     /// The record.
     pub record_id: String,
@@ -332,7 +332,7 @@ pub struct RevocationResponse {
 }
 
 /// A deletion receipt on the wire.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeletionReceiptView {
     /// The canonical body.
@@ -342,7 +342,7 @@ pub struct DeletionReceiptView {
 }
 
 /// A consent given by the credential's principal.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsentRequest {
     /// What for.
@@ -355,14 +355,14 @@ pub struct ConsentRequest {
 }
 
 /// A stored consent.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ConsentResponse {
     /// The digest proposals name in `consent_receipt_sha256`.
     pub consent_sha256: String,
 }
 
 /// What withdrawing a consent did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct WithdrawResponse {
     /// The consent.
     pub consent_sha256: String,
@@ -375,7 +375,7 @@ pub struct WithdrawResponse {
 }
 
 /// What erasing a principal did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ErasureResponse {
     /// Tenant.
     pub tenant_id: String,
@@ -390,7 +390,7 @@ pub struct ErasureResponse {
 }
 
 /// Verify a receipt.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum VerifyRequest {
     /// Re-verify a stored write receipt from its stored independent inputs.
@@ -416,7 +416,7 @@ pub enum VerifyRequest {
 }
 
 /// The verdict.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct VerifyResponse {
     /// True when the receipt verifies.
     pub valid: bool,
@@ -426,7 +426,7 @@ pub struct VerifyResponse {
 
 /// Create a tenant or replace its policy. The server computes the policy
 /// digest over the canonical policy document.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyRequest {
     /// Kinds the tenant may write (default: all).
@@ -451,7 +451,7 @@ pub struct PolicyRequest {
 }
 
 /// Create a tenant.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTenantRequest {
     /// The tenant id.
@@ -462,7 +462,7 @@ pub struct CreateTenantRequest {
 }
 
 /// The grant part of a key or grant request.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrantRequest {
     /// Kinds (default: working, episodic, semantic).
@@ -483,7 +483,7 @@ pub struct GrantRequest {
 }
 
 /// Create a principal's key (and its grant).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKeyRequest {
     /// Tenant.
@@ -496,7 +496,7 @@ pub struct CreateKeyRequest {
 }
 
 /// A new key: shown once.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct CreateKeyResponse {
     /// Public identity.
     pub key_id: String,
@@ -515,7 +515,7 @@ pub struct CreateKeyResponse {
 /// `X-Mosaic-User`, or `user_id` on the mem0-compatible routes), who
 /// becomes the principal; a user's grant is created on first use from
 /// `grant`, narrowed to the tenant policy in force.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApplicationKeyRequest {
     /// Tenant.
@@ -532,7 +532,7 @@ pub struct CreateApplicationKeyRequest {
 }
 
 /// A new application key: shown once.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct CreateApplicationKeyResponse {
     /// Public identity.
     pub key_id: String,
@@ -545,7 +545,7 @@ pub struct CreateApplicationKeyResponse {
 }
 
 /// What carrying a tenant's records to its current policy did.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
 pub struct CarryPolicyResponse {
     /// The policy the records were carried to.
     pub policy_sha256: String,
@@ -571,7 +571,7 @@ pub struct CarryPolicyResponse {
 }
 
 /// A review action by the admin.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewActionRequest {
     /// `reject_proposal`, `contest_existing`, `accept_narrower`,
@@ -591,7 +591,7 @@ pub struct ReviewActionRequest {
 }
 
 /// A review receipt on the wire.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ReviewReceiptView {
     /// The body.
     pub body: ReviewReceiptBody,
@@ -604,14 +604,14 @@ pub struct ReviewReceiptView {
 }
 
 /// Open review cases.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ReviewList {
     /// Cases, sorted by id.
     pub cases: Vec<ReviewCase>,
 }
 
 /// One export line (`{"type":"memory","data":{...}}`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     content = "data",
@@ -625,7 +625,7 @@ pub enum ExportLine {
 }
 
 /// An exported memory.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportedMemory {
     /// The record as stored.
@@ -637,7 +637,7 @@ pub struct ExportedMemory {
 }
 
 /// What an import did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ImportResponse {
     /// Lines read.
     pub lines: usize,
@@ -650,7 +650,7 @@ pub struct ImportResponse {
 }
 
 /// What a reconcile pass did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct ReconcileReport {
     /// Publications applied and acknowledged.
     pub published: usize,
@@ -677,7 +677,7 @@ pub struct ReconcileReport {
 }
 
 /// What a reindex did.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct ReindexReport {
     /// Records indexed.
     pub live: usize,
@@ -689,7 +689,7 @@ pub struct ReindexReport {
 /// last one. Published to an external witness, it lets a later check
 /// (`mosaic doctor --audit-witness SEQ:SHA256`) detect a chain rewritten or
 /// truncated together with its stored head.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct AuditHead {
     /// Sequence number of the last event (the number of events).
     pub seq: u64,
@@ -723,7 +723,7 @@ impl std::str::FromStr for AuditHead {
 }
 
 /// Health.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct HealthResponse {
     /// `ok`.
     pub status: String,
@@ -738,7 +738,7 @@ pub struct HealthResponse {
 }
 
 /// Who the credential is.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct WhoAmI {
     /// The credential.
     pub credential: crate::auth::Credential,
@@ -747,7 +747,7 @@ pub struct WhoAmI {
 }
 
 /// A registered verifier's Ed25519 signature over one evidence item.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceSignature {
     /// The registered verifier (`vk-...`, from the admin API).
@@ -816,6 +816,24 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Signed<T> {
         let item =
             serde_json::from_value(serde_json::Value::Object(map)).map_err(D::Error::custom)?;
         Ok(Signed { item, signature })
+    }
+}
+
+/// The schema of a signed evidence item: the item's own schema with the
+/// optional `signature` member beside its fields.
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Signed<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Signed{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = T::json_schema(generator);
+        let signature = generator.subschema_for::<EvidenceSignature>().to_value();
+        let object = schema.ensure_object();
+        if let Some(serde_json::Value::Object(properties)) = object.get_mut("properties") {
+            properties.insert(SIGNATURE_MEMBER.to_owned(), signature);
+        }
+        schema
     }
 }
 
@@ -899,7 +917,7 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
 }
 
 /// Register an external verifier for a tenant.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterVerifierRequest {
     /// The release its judgments name (`verifier_release`,
@@ -911,7 +929,7 @@ pub struct RegisterVerifierRequest {
 }
 
 /// A registered verifier.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct VerifierView {
     /// Identity signatures name (`vk-` + 32 hex digits of the key's SHA-256).
     pub verifier_id: String,
@@ -970,7 +988,9 @@ impl ProposeRequest {
 // ------------------------------------------------------------ conversations
 
 /// A captured message, named by its conversation and message ids.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct CitedMessage {
     /// The conversation.
@@ -980,7 +1000,7 @@ pub struct CitedMessage {
 }
 
 /// Who said a message.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageRole {
     /// The end user.
@@ -1006,7 +1026,7 @@ impl MessageRole {
 }
 
 /// One message of a conversation, as a chat API carries it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationMessage {
     /// The client's message id, unique within the conversation (default:
@@ -1028,7 +1048,7 @@ pub struct ConversationMessage {
 }
 
 /// Messages of one conversation of the credential's principal.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
     /// The messages, in conversation order.
@@ -1040,7 +1060,7 @@ pub struct IngestRequest {
 }
 
 /// What became of one message.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct IngestedMessage {
     /// The message id (the client's, or the derived one).
     pub message_id: String,
@@ -1062,7 +1082,7 @@ pub struct IngestedMessage {
 }
 
 /// What a conversation ingest kept and refused.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct IngestResponse {
     /// The conversation.
     pub conversation_id: String,
@@ -1081,7 +1101,7 @@ pub struct IngestResponse {
 /// A fact (semantic memory) resting on captured messages. The server
 /// fills in kind, purpose, subject and the sources: the principal's own
 /// memory by default, a workspace's with `workspace_id`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FactRequest {
     /// The fact, in the words of the cited messages (a span quote is
@@ -1118,7 +1138,7 @@ pub struct FactRequest {
 
 /// Query of one page of the credential principal's memories
 /// (`GET /v1/browse`): every filter is optional and they combine.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BrowseQuery {
     /// One kind (`working`, `episodic`, `semantic`, `procedural`).
@@ -1146,7 +1166,7 @@ pub struct BrowseQuery {
 }
 
 /// One listed memory of a page.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct BrowseEntry {
     /// Record id.
     pub record_id: String,
@@ -1163,7 +1183,7 @@ pub struct BrowseEntry {
 }
 
 /// One page of memories, sorted by record id.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct BrowsePage {
     /// The memories of this page.
     pub entries: Vec<BrowseEntry>,
@@ -1176,7 +1196,7 @@ pub struct BrowsePage {
 }
 
 /// Where a memory came from and what happened to it since.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct MemoryHistory {
     /// The record.
     pub record_id: String,
@@ -1204,7 +1224,7 @@ pub struct MemoryHistory {
 }
 
 /// One outbox row waiting for its index target.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct OutboxRow {
     /// The record.
     pub record_id: String,
@@ -1217,7 +1237,7 @@ pub struct OutboxRow {
 }
 
 /// One index target's queue.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct OutboxTargetState {
     /// `lexical` or `vector`.
     pub target: String,
@@ -1233,7 +1253,7 @@ pub struct OutboxTargetState {
 pub const OUTBOX_COUNT_LIMIT: usize = 10_000;
 
 /// A deletion that has not reached its receipt yet.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct PendingDeletionView {
     /// The record.
     pub record_id: String,
@@ -1252,7 +1272,7 @@ pub struct PendingDeletionView {
 }
 
 /// The last reconcile pass the server ran.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ReconcileRun {
     /// When it finished.
     pub at_unix_ms: u64,
@@ -1263,7 +1283,7 @@ pub struct ReconcileRun {
 }
 
 /// The outbox and reconcile state (`GET /v1/admin/outbox`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct OutboxState {
     /// One queue per index target.
     pub targets: Vec<OutboxTargetState>,
@@ -1273,4 +1293,56 @@ pub struct OutboxState {
     pub revocation_generation: u64,
     /// The last reconcile pass, if one ran since the server started.
     pub last_reconcile: Option<ReconcileRun>,
+}
+
+/// The extraction jobs (`GET /v1/admin/extraction`): no content.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct ExtractionReport {
+    /// Whether this server runs an extractor.
+    pub enabled: bool,
+    /// Jobs per state (`pending`, `done`, `failed`).
+    pub counts: BTreeMap<String, u64>,
+    /// The latest jobs, newest first.
+    pub jobs: Vec<ExtractionJobView>,
+}
+
+/// One extraction job.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct ExtractionJobView {
+    /// Its id (the ingest answer's `extraction_job_id`).
+    pub job_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The conversation.
+    pub conversation_id: String,
+    /// How many messages it covers.
+    pub messages: usize,
+    /// `pending`, `done` or `failed`.
+    pub state: String,
+    /// Attempts so far.
+    pub attempts: u64,
+    /// When it may run next (Unix ms).
+    pub next_attempt_ms: u64,
+    /// The last failure's code (`endpoint_unavailable`, `malformed_output`).
+    pub last_error: Option<String>,
+    /// What its last successful run did.
+    pub report: Option<ExtractionRun>,
+}
+
+/// What one extraction run did: counts and reasons, no content.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
+pub struct ExtractionRun {
+    /// Facts the extractor proposed that passed the checks before the gate.
+    pub facts: usize,
+    /// Of those, accepted by the gate.
+    pub accepted: u64,
+    /// Of those, rejected (or failed), by reason.
+    pub rejected: u64,
+    /// The gate's violations (or error codes) of the rejected ones.
+    pub gate_reasons: BTreeMap<String, u64>,
+    /// Facts refused before the gate, by reason, in answer order.
+    pub refused_before_gate: Vec<String>,
+    /// Why nothing ran, when nothing did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }

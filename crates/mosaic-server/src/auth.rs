@@ -19,7 +19,7 @@ use crate::error::{ServiceError, ServiceResult};
 pub const KEY_PREFIX: &str = "mk_";
 
 /// What a credential is.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Credential {
     /// Manages tenants, policies, grants, keys, review and maintenance.
@@ -53,7 +53,7 @@ pub enum Credential {
 /// What an application key may do: the users it may act for, and the
 /// widest grant any of them receives (a user's grant is created on first
 /// use from these, narrowed to the tenant policy in force).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplicationBounds {
     /// The application's name (for listings and audit).

@@ -314,7 +314,17 @@ pub struct ExtractionJob {
 /// What happens when a proposal gives a new value for a structured claim
 /// that a live record of the same subject, written by the same principal,
 /// holds.
-#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimUpdates {
     /// The newer observation (a claim valid from no earlier than the
@@ -372,7 +382,7 @@ pub struct MemoryRow {
 }
 
 /// One API key's public description.
-#[derive(serde::Serialize, Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct KeyInfo {
     /// Identity.
     pub key_id: String,

@@ -142,14 +142,14 @@ impl ServiceError {
 }
 
 /// The wire shape of every error.
-#[derive(Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
 }
 
 /// Code and message of an error.
-#[derive(Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ErrorDetail {
     /// Stable machine-readable code.
     pub code: String,

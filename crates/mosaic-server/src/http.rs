@@ -230,7 +230,7 @@ impl FromRequestParts<AppState> for KeyAuth {
 pub const USER_HEADER: &str = "x-mosaic-user";
 
 /// An empty JSON object body (`{}` or nothing).
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
 
@@ -300,7 +300,7 @@ async fn propose(
     call(&s, move |s| s.propose(&c, &r)).await
 }
 
-async fn extraction_report(State(s): State<AppState>, Auth(c): Auth) -> Reply<serde_json::Value> {
+async fn extraction_report(State(s): State<AppState>, Auth(c): Auth) -> Reply<ExtractionReport> {
     call(&s, move |s| s.extraction_report(&c)).await
 }
 

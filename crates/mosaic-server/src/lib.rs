@@ -51,6 +51,7 @@ pub mod config;
 pub mod console;
 pub mod embedder;
 mod error;
+pub mod error_codes;
 pub mod evidence;
 pub mod examples;
 pub mod extraction;

@@ -26,7 +26,7 @@
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::{
     ConversationMessage, IngestRequest, ListQuery, MessageRole, RecallRequest, RevokeRequest,
@@ -40,7 +40,7 @@ use crate::service::Service;
 pub const MAX_LISTED: usize = 1000;
 
 /// A message as mem0 takes it.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, Debug, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Mem0Message {
     role: MessageRole,
@@ -50,7 +50,7 @@ pub struct Mem0Message {
 }
 
 /// mem0 accepts a list of messages or one string (a user message).
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, Debug, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Mem0Messages {
     /// Chat messages.
@@ -60,7 +60,7 @@ pub enum Mem0Messages {
 }
 
 /// `POST /memories`.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, Debug, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddRequest {
     messages: Mem0Messages,
@@ -77,7 +77,7 @@ pub struct AddRequest {
 }
 
 /// `POST /search`.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, Debug, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     query: String,
@@ -96,7 +96,7 @@ pub struct SearchRequest {
 }
 
 /// The identifiers of `GET` and `DELETE /memories`.
-#[derive(Deserialize, Debug, Default)]
+#[derive(Deserialize, Debug, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scope {
     #[serde(default)]
@@ -111,7 +111,7 @@ pub struct Scope {
 
 /// `PUT /memories/{memory_id}`: the new text (mem0's clients send `text`;
 /// `data` and `memory` are accepted too).
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, Debug, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateRequest {
     #[serde(default)]
@@ -123,7 +123,7 @@ pub struct UpdateRequest {
 }
 
 /// One memory in mem0's shape.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Debug, schemars::JsonSchema)]
 pub struct Mem0Item {
     id: String,
     memory: String,
@@ -137,6 +137,88 @@ pub struct Mem0Item {
     kind: String,
 }
 
+/// `POST /memories`'s answer: mem0's `results` (event `ADD` for a new
+/// memory, `NONE` for a replay), plus what the gate refused and which
+/// request fields were not used.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct AddResponse {
+    results: Vec<AddEvent>,
+    refused: Vec<Refused>,
+    ignored: Vec<String>,
+}
+
+/// One kept message.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct AddEvent {
+    id: String,
+    memory: String,
+    event: String,
+}
+
+/// One refused message: its position and the gate's reasons.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct Refused {
+    index: usize,
+    violations: Vec<mosaic_harness::memory_write::MemoryWriteViolation>,
+}
+
+/// `GET /memories` and `POST /search`: mem0's `results`.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct ListResponse {
+    results: Vec<Mem0Item>,
+    /// Request fields not used (search ranks over the user's memories).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ignored: Vec<String>,
+}
+
+/// `PUT /memories/{memory_id}`'s answer.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct UpdateResponse {
+    message: String,
+    /// The new record (or the old one, when refused).
+    id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    violations: Vec<mosaic_harness::memory_write::MemoryWriteViolation>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    review_case_ids: Vec<String>,
+}
+
+/// `DELETE /memories/{memory_id}`'s answer, with the deletion receipt.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct DeleteResponse {
+    message: String,
+    deletion_receipt_sha256: Option<String>,
+}
+
+/// `DELETE /memories`'s answer: every memory revoked, with its receipt.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct DeleteAllResponse {
+    message: String,
+    deleted: Vec<Deleted>,
+}
+
+/// One revoked memory.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct Deleted {
+    id: String,
+    deletion_receipt_sha256: Option<String>,
+}
+
+/// One event of a memory's history, in mem0's shape.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct HistoryEvent {
+    id: String,
+    memory_id: String,
+    old_memory: Option<String>,
+    new_memory: Option<String>,
+    event: String,
+    created_at: String,
+    updated_at: Option<String>,
+    is_deleted: bool,
+}
+
 /// The credential acting as mem0's `user_id` (the body's or query's, else
 /// the `X-Mosaic-User` header's): an application key becomes that user
 /// within its bounds; a principal's key must name itself or nobody (403
@@ -144,7 +226,7 @@ pub struct Mem0Item {
 fn as_user(service: &Service, key: &KeyAuth, user_id: Option<&str>) -> ServiceResult<Credential> {
     let user = match (user_id, key.user.as_deref()) {
         (Some(a), Some(b)) if a != b => {
-            return Err(ServiceError::bad_request(
+            return Err(ServiceError::forbidden(
                 "user_mismatch",
                 "user_id and the X-Mosaic-User header name different users",
             ));
@@ -198,7 +280,7 @@ fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceR
     })
 }
 
-fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<Value> {
+fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<AddResponse> {
     let credential = as_user(service, key, request.user_id.as_deref())?;
     let messages: Vec<ConversationMessage> = match request.messages {
         Mem0Messages::Text(text) => vec![ConversationMessage {
@@ -233,29 +315,36 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<V
     )?;
     let mut results = Vec::new();
     let mut refused = Vec::new();
-    for (index, message) in ingested.messages.iter().enumerate() {
+    for (index, message) in ingested.messages.into_iter().enumerate() {
         if message.decision == "accepted" {
             let memory = service.get_memory(&credential, &message.record_id)?;
-            results.push(json!({
-                "id": message.record_id,
-                "memory": memory.content,
-                "event": if message.replayed { "NONE" } else { "ADD" },
-            }));
+            results.push(AddEvent {
+                id: message.record_id,
+                memory: memory.content,
+                event: if message.replayed { "NONE" } else { "ADD" }.to_owned(),
+            });
         } else {
-            refused.push(json!({"index": index, "violations": message.violations}));
+            refused.push(Refused {
+                index,
+                violations: message.violations,
+            });
         }
     }
     let mut ignored = Vec::new();
     if request.metadata.is_some() {
-        ignored.push("metadata");
+        ignored.push("metadata".to_owned());
     }
     if request.infer.is_some() {
-        ignored.push("infer");
+        ignored.push("infer".to_owned());
     }
-    Ok(json!({"results": results, "refused": refused, "ignored": ignored}))
+    Ok(AddResponse {
+        results,
+        refused,
+        ignored,
+    })
 }
 
-fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceResult<Value> {
+fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceResult<ListResponse> {
     let credential = as_user(service, key, request.user_id.as_deref())?;
     let limit = request.limit.unwrap_or(10);
     if limit == 0 || limit > 100 {
@@ -289,17 +378,16 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
             kind: m.kind.as_str().to_owned(),
         })
         .collect();
-    let mut ignored = Vec::new();
-    for (name, given) in [
+    let ignored = [
         ("agent_id", request.agent_id.is_some()),
         ("run_id", request.run_id.is_some()),
         ("filters", request.filters.is_some()),
-    ] {
-        if given {
-            ignored.push(name);
-        }
-    }
-    Ok(json!({"results": results, "ignored": ignored}))
+    ]
+    .into_iter()
+    .filter(|(_, given)| *given)
+    .map(|(name, _)| name.to_owned())
+    .collect();
+    Ok(ListResponse { results, ignored })
 }
 
 /// The user's active memories (of one conversation, with `run_id` or
@@ -346,7 +434,7 @@ fn active_ids(
     Ok(ids)
 }
 
-fn get_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<Value> {
+fn get_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<ListResponse> {
     let credential = as_user(service, key, scope.user_id.as_deref())?;
     let limit = scope.limit.unwrap_or(100).min(MAX_LISTED);
     let mut results = Vec::new();
@@ -356,10 +444,17 @@ fn get_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<Valu
     {
         results.push(item(service, &credential, &id)?);
     }
-    Ok(json!({"results": results}))
+    Ok(ListResponse {
+        results,
+        ignored: Vec::new(),
+    })
 }
 
-fn history(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Value> {
+fn history(
+    service: &Service,
+    credential: &Credential,
+    record_id: &str,
+) -> ServiceResult<Vec<HistoryEvent>> {
     let (_, principal) = credential.principal()?;
     let target = service.get_memory(credential, record_id)?;
     // The record's line, oldest generation first.
@@ -386,31 +481,31 @@ fn history(service: &Service, credential: &Credential, record_id: &str) -> Servi
     let mut previous: Option<String> = None;
     for (state, view) in &line {
         let at = rfc3339(view.record.created_at_unix_ms);
-        events.push(json!({
-            "id": format!("{}#{}", view.line_id, view.line_generation),
-            "memory_id": view.record.record_id,
-            "old_memory": previous,
-            "new_memory": view.content,
-            "event": if previous.is_none() { "ADD" } else { "UPDATE" },
-            "created_at": at,
-            "updated_at": Value::Null,
-            "is_deleted": false,
-        }));
+        events.push(HistoryEvent {
+            id: format!("{}#{}", view.line_id, view.line_generation),
+            memory_id: view.record.record_id.clone(),
+            old_memory: previous.clone(),
+            new_memory: Some(view.content.clone()),
+            event: if previous.is_none() { "ADD" } else { "UPDATE" }.to_owned(),
+            created_at: at.clone(),
+            updated_at: None,
+            is_deleted: false,
+        });
         if state != "active" && state != "superseded" && state != "publishing" {
-            events.push(json!({
-                "id": format!("{}#{}-deleted", view.line_id, view.line_generation),
-                "memory_id": view.record.record_id,
-                "old_memory": view.content,
-                "new_memory": Value::Null,
-                "event": "DELETE",
-                "created_at": at,
-                "updated_at": Value::Null,
-                "is_deleted": true,
-            }));
+            events.push(HistoryEvent {
+                id: format!("{}#{}-deleted", view.line_id, view.line_generation),
+                memory_id: view.record.record_id.clone(),
+                old_memory: Some(view.content.clone()),
+                new_memory: None,
+                event: "DELETE".to_owned(),
+                created_at: at,
+                updated_at: None,
+                is_deleted: true,
+            });
         }
         previous = Some(view.content.clone());
     }
-    Ok(Value::Array(events))
+    Ok(events)
 }
 
 fn update(
@@ -418,7 +513,7 @@ fn update(
     credential: &Credential,
     record_id: &str,
     request: UpdateRequest,
-) -> ServiceResult<Value> {
+) -> ServiceResult<UpdateResponse> {
     let Some(text) = request.text.or(request.data).or(request.memory) else {
         return Err(ServiceError::bad_request(
             "invalid_field",
@@ -427,29 +522,36 @@ fn update(
     };
     let response = service.update_text(credential, record_id, &text)?;
     if response.decision != "accepted" {
-        return Ok(json!({
-            "message": "Memory not updated: the write gate refused it",
-            "id": record_id,
-            "violations": response.violations,
-            "review_case_ids": response.review_case_ids,
-        }));
+        return Ok(UpdateResponse {
+            message: "Memory not updated: the write gate refused it".to_owned(),
+            id: record_id.to_owned(),
+            previous_id: None,
+            violations: response.violations,
+            review_case_ids: response.review_case_ids,
+        });
     }
-    Ok(json!({
-        "message": "Memory updated successfully!",
-        "id": response.record_id,
-        "previous_id": record_id,
-    }))
+    Ok(UpdateResponse {
+        message: "Memory updated successfully!".to_owned(),
+        id: response.record_id,
+        previous_id: Some(record_id.to_owned()),
+        violations: Vec::new(),
+        review_case_ids: Vec::new(),
+    })
 }
 
-fn delete_one(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Value> {
+fn delete_one(
+    service: &Service,
+    credential: &Credential,
+    record_id: &str,
+) -> ServiceResult<DeleteResponse> {
     let revoked = service.revoke(credential, record_id, &RevokeRequest::default())?;
-    Ok(json!({
-        "message": "Memory deleted successfully!",
-        "deletion_receipt_sha256": revoked.deletion_receipt.map(|r| r.receipt_sha256),
-    }))
+    Ok(DeleteResponse {
+        message: "Memory deleted successfully!".to_owned(),
+        deletion_receipt_sha256: revoked.deletion_receipt.map(|r| r.receipt_sha256),
+    })
 }
 
-fn delete_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<Value> {
+fn delete_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<DeleteAllResponse> {
     let credential = as_user(service, key, scope.user_id.as_deref())?;
     let revoked = if scope.run_id.is_some() || scope.agent_id.is_some() {
         let mut out = Vec::new();
@@ -460,16 +562,16 @@ fn delete_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<V
     } else {
         service.forget_all(&credential)?
     };
-    let receipts: Vec<Value> = revoked
-        .iter()
-        .map(|r| {
-            json!({
-                "id": r.record_id,
-                "deletion_receipt_sha256": r.deletion_receipt.as_ref().map(|d| d.receipt_sha256.clone()),
+    Ok(DeleteAllResponse {
+        message: "All relevant memories deleted".to_owned(),
+        deleted: revoked
+            .into_iter()
+            .map(|r| Deleted {
+                id: r.record_id,
+                deletion_receipt_sha256: r.deletion_receipt.map(|d| d.receipt_sha256),
             })
-        })
-        .collect();
-    Ok(json!({"message": "All relevant memories deleted", "deleted": receipts}))
+            .collect(),
+    })
 }
 
 // ---------------------------------------------------------------- handlers
@@ -478,7 +580,7 @@ pub(crate) async fn add_memories(
     State(s): State<AppState>,
     key: KeyAuth,
     ApiJson(r): ApiJson<AddRequest>,
-) -> Reply<Value> {
+) -> Reply<AddResponse> {
     call(&s, move |s| add(s, &key, r)).await
 }
 
@@ -486,7 +588,7 @@ pub(crate) async fn search_memories(
     State(s): State<AppState>,
     key: KeyAuth,
     ApiJson(r): ApiJson<SearchRequest>,
-) -> Reply<Value> {
+) -> Reply<ListResponse> {
     call(&s, move |s| search(s, &key, r)).await
 }
 
@@ -494,7 +596,7 @@ pub(crate) async fn get_all_memories(
     State(s): State<AppState>,
     key: KeyAuth,
     ApiQuery(q): ApiQuery<Scope>,
-) -> Reply<Value> {
+) -> Reply<ListResponse> {
     call(&s, move |s| get_all(s, &key, q)).await
 }
 
@@ -510,7 +612,7 @@ pub(crate) async fn memory_history(
     State(s): State<AppState>,
     key: KeyAuth,
     ApiPath(id): ApiPath<String>,
-) -> Reply<Value> {
+) -> Reply<Vec<HistoryEvent>> {
     call(&s, move |s| history(s, &as_user(s, &key, None)?, &id)).await
 }
 
@@ -519,7 +621,7 @@ pub(crate) async fn update_memory(
     key: KeyAuth,
     ApiPath(id): ApiPath<String>,
     ApiJson(r): ApiJson<UpdateRequest>,
-) -> Reply<Value> {
+) -> Reply<UpdateResponse> {
     call(&s, move |s| update(s, &as_user(s, &key, None)?, &id, r)).await
 }
 
@@ -527,7 +629,7 @@ pub(crate) async fn delete_memory(
     State(s): State<AppState>,
     key: KeyAuth,
     ApiPath(id): ApiPath<String>,
-) -> Reply<Value> {
+) -> Reply<DeleteResponse> {
     call(&s, move |s| delete_one(s, &as_user(s, &key, None)?, &id)).await
 }
 
@@ -535,7 +637,7 @@ pub(crate) async fn delete_all_memories(
     State(s): State<AppState>,
     key: KeyAuth,
     ApiQuery(q): ApiQuery<Scope>,
-) -> Reply<Value> {
+) -> Reply<DeleteAllResponse> {
     call(&s, move |s| delete_all(s, &key, q)).await
 }
 

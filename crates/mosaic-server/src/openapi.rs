@@ -1,7 +1,10 @@
-//! The hand-written OpenAPI 3 document served at `/openapi.json`. A test
-//! checks it against the router: every documented path and method exists,
-//! and every route is documented.
+//! The OpenAPI 3 document served at `/openapi.json`. Its schemas are
+//! generated from the Rust types the handlers decode and encode; tests
+//! check it against the router: every documented path and method exists,
+//! every route is documented and typed.
 
+use schemars::SchemaGenerator;
+use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 /// One documented operation.
@@ -398,32 +401,588 @@ fn parameters(path: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The OpenAPI 3.0 document.
+/// Builds one component schema (and those it refers to) in the
+/// generator; returns the reference to it.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Value;
+
+fn schema_of<T: schemars::JsonSchema>(generator: &mut SchemaGenerator) -> Value {
+    generator.subschema_for::<T>().to_value()
+}
+
+fn list_of<T: schemars::JsonSchema>(generator: &mut SchemaGenerator) -> Value {
+    generator.subschema_for::<Vec<T>>().to_value()
+}
+
+fn disabled_key(_: &mut SchemaGenerator) -> Value {
+    json!({"type": "object", "required": ["key_id", "disabled"], "properties": {
+        "key_id": {"type": "string"}, "disabled": {"type": "boolean"}}})
+}
+
+/// What an operation answers with on success.
+#[derive(Clone, Copy)]
+pub enum Answer {
+    /// `application/json` of a Rust type's schema.
+    Json(SchemaFn),
+    /// `application/x-ndjson`: one export line per memory.
+    JsonLines,
+    /// Prometheus text exposition (`text/plain; version=0.0.4`).
+    Metrics,
+    /// This OpenAPI document.
+    Document,
+}
+
+/// The types of one operation: its `operationId`, its request body's Rust
+/// type (the body named in [`OPERATIONS`]) and its answer. A test checks
+/// that this table and [`OPERATIONS`] name the same routes.
+#[derive(Clone, Copy)]
+pub struct Typed {
+    /// HTTP method, upper case.
+    pub method: &'static str,
+    /// Path template.
+    pub path: &'static str,
+    /// A name code generators use for the operation.
+    pub operation_id: &'static str,
+    /// The JSON request body's schema.
+    pub request: Option<SchemaFn>,
+    /// The success answer.
+    pub answer: Answer,
+}
+
+const fn typed(
+    method: &'static str,
+    path: &'static str,
+    operation_id: &'static str,
+    request: Option<SchemaFn>,
+    answer: Answer,
+) -> Typed {
+    Typed {
+        method,
+        path,
+        operation_id,
+        request,
+        answer,
+    }
+}
+
+use crate::api as a;
+use crate::http::Empty;
+use Answer::Json;
+use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
+
+/// Every operation's types.
+pub const TYPED: &[Typed] = &[
+    typed(
+        "GET",
+        "/health",
+        "health",
+        None,
+        Json(schema_of::<a::HealthResponse>),
+    ),
+    typed("GET", "/metrics", "metrics", None, Answer::Metrics),
+    typed("GET", "/openapi.json", "openapi", None, Answer::Document),
+    typed(
+        "GET",
+        "/v1/whoami",
+        "whoami",
+        None,
+        Json(schema_of::<a::WhoAmI>),
+    ),
+    typed(
+        "POST",
+        "/v1/memories",
+        "proposeMemory",
+        Some(schema_of::<a::ProposeRequest>),
+        Json(schema_of::<a::ProposeResponse>),
+    ),
+    typed(
+        "GET",
+        "/v1/memories",
+        "listMemories",
+        None,
+        Json(list_of::<a::ListEntry>),
+    ),
+    typed(
+        "GET",
+        "/v1/memories/{record_id}",
+        "getMemory",
+        None,
+        Json(schema_of::<a::MemoryView>),
+    ),
+    typed(
+        "POST",
+        "/v1/memories/{record_id}/revoke",
+        "revokeMemory",
+        Some(schema_of::<a::RevokeRequest>),
+        Json(schema_of::<a::RevocationResponse>),
+    ),
+    typed(
+        "GET",
+        "/v1/memories/{record_id}/deletion",
+        "getDeletion",
+        None,
+        Json(schema_of::<a::RevocationResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/conversations/{conversation_id}/messages",
+        "addMessages",
+        Some(schema_of::<a::IngestRequest>),
+        Json(schema_of::<a::IngestResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/facts",
+        "addFact",
+        Some(schema_of::<a::FactRequest>),
+        Json(schema_of::<a::ProposeResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/recall",
+        "recall",
+        Some(schema_of::<a::RecallRequest>),
+        Json(schema_of::<a::RecallResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/consents",
+        "giveConsent",
+        Some(schema_of::<a::ConsentRequest>),
+        Json(schema_of::<a::ConsentResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/consents/{consent_sha256}/withdraw",
+        "withdrawConsent",
+        Some(schema_of::<Empty>),
+        Json(schema_of::<a::WithdrawResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/erasure",
+        "eraseSelf",
+        Some(schema_of::<Empty>),
+        Json(schema_of::<a::ErasureResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/verify",
+        "verifyReceipt",
+        Some(schema_of::<a::VerifyRequest>),
+        Json(schema_of::<a::VerifyResponse>),
+    ),
+    typed(
+        "GET",
+        "/v1/export",
+        "exportMemories",
+        None,
+        Answer::JsonLines,
+    ),
+    typed(
+        "POST",
+        "/v1/import",
+        "importMemories",
+        None,
+        Json(schema_of::<a::ImportResponse>),
+    ),
+    typed(
+        "GET",
+        "/v1/policy",
+        "getPolicy",
+        None,
+        Json(schema_of::<MemoryWritePolicy>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/tenants",
+        "listTenants",
+        None,
+        Json(list_of::<String>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/tenants",
+        "createTenant",
+        Some(schema_of::<a::CreateTenantRequest>),
+        Json(schema_of::<MemoryWritePolicy>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/policy",
+        "getTenantPolicy",
+        None,
+        Json(schema_of::<MemoryWritePolicy>),
+    ),
+    typed(
+        "PUT",
+        "/v1/admin/tenants/{tenant_id}/policy",
+        "putTenantPolicy",
+        Some(schema_of::<a::PolicyRequest>),
+        Json(schema_of::<MemoryWritePolicy>),
+    ),
+    typed(
+        "PUT",
+        "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/grant",
+        "putGrant",
+        Some(schema_of::<a::GrantRequest>),
+        Json(schema_of::<MemoryWriteGrant>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/tenants/{tenant_id}/principals/{principal_id}/erase",
+        "erasePrincipal",
+        Some(schema_of::<Empty>),
+        Json(schema_of::<a::ErasureResponse>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/review",
+        "listReviewCases",
+        None,
+        Json(schema_of::<a::ReviewList>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/export",
+        "exportTenant",
+        None,
+        Answer::JsonLines,
+    ),
+    typed(
+        "GET",
+        "/v1/admin/tenants/{tenant_id}/verifiers",
+        "listVerifiers",
+        None,
+        Json(list_of::<a::VerifierView>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/tenants/{tenant_id}/verifiers",
+        "registerVerifier",
+        Some(schema_of::<a::RegisterVerifierRequest>),
+        Json(schema_of::<a::VerifierView>),
+    ),
+    typed(
+        "DELETE",
+        "/v1/admin/tenants/{tenant_id}/verifiers/{verifier_id}",
+        "disableVerifier",
+        None,
+        Json(schema_of::<a::VerifierView>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/review/{case_id}",
+        "resolveReview",
+        Some(schema_of::<a::ReviewActionRequest>),
+        Json(schema_of::<a::ReviewReceiptView>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/keys",
+        "listKeys",
+        None,
+        Json(list_of::<crate::catalog::KeyInfo>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/keys",
+        "createKey",
+        Some(schema_of::<a::CreateKeyRequest>),
+        Json(schema_of::<a::CreateKeyResponse>),
+    ),
+    typed(
+        "DELETE",
+        "/v1/admin/keys/{key_id}",
+        "disableKey",
+        None,
+        Json(disabled_key),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/reconcile",
+        "reconcile",
+        Some(schema_of::<Empty>),
+        Json(schema_of::<a::ReconcileReport>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/reindex",
+        "reindex",
+        Some(schema_of::<Empty>),
+        Json(schema_of::<a::ReindexReport>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/audit/head",
+        "auditHead",
+        None,
+        Json(schema_of::<a::AuditHead>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/extraction",
+        "extractionReport",
+        None,
+        Json(schema_of::<a::ExtractionReport>),
+    ),
+    typed(
+        "GET",
+        "/v1/browse",
+        "browseMemories",
+        None,
+        Json(schema_of::<a::BrowsePage>),
+    ),
+    typed(
+        "GET",
+        "/v1/memories/{record_id}/history",
+        "memoryHistory",
+        None,
+        Json(schema_of::<a::MemoryHistory>),
+    ),
+    typed(
+        "GET",
+        "/v1/consents",
+        "listConsents",
+        None,
+        Json(list_of::<mosaic_store::StoredConsent>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/outbox",
+        "outboxState",
+        None,
+        Json(schema_of::<a::OutboxState>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/application-keys",
+        "createApplicationKey",
+        Some(schema_of::<a::CreateApplicationKeyRequest>),
+        Json(schema_of::<a::CreateApplicationKeyResponse>),
+    ),
+    typed(
+        "POST",
+        "/v1/admin/tenants/{tenant_id}/policy/carry",
+        "carryPolicy",
+        Some(schema_of::<Empty>),
+        Json(schema_of::<a::CarryPolicyResponse>),
+    ),
+    typed(
+        "POST",
+        "/memories",
+        "mem0AddMemories",
+        Some(schema_of::<crate::mem0::AddRequest>),
+        Json(schema_of::<crate::mem0::AddResponse>),
+    ),
+    typed(
+        "GET",
+        "/memories",
+        "mem0GetAllMemories",
+        None,
+        Json(schema_of::<crate::mem0::ListResponse>),
+    ),
+    typed(
+        "DELETE",
+        "/memories",
+        "mem0DeleteAllMemories",
+        None,
+        Json(schema_of::<crate::mem0::DeleteAllResponse>),
+    ),
+    typed(
+        "GET",
+        "/memories/{memory_id}",
+        "mem0GetMemory",
+        None,
+        Json(schema_of::<crate::mem0::Mem0Item>),
+    ),
+    typed(
+        "PUT",
+        "/memories/{memory_id}",
+        "mem0UpdateMemory",
+        Some(schema_of::<crate::mem0::UpdateRequest>),
+        Json(schema_of::<crate::mem0::UpdateResponse>),
+    ),
+    typed(
+        "DELETE",
+        "/memories/{memory_id}",
+        "mem0DeleteMemory",
+        None,
+        Json(schema_of::<crate::mem0::DeleteResponse>),
+    ),
+    typed(
+        "GET",
+        "/memories/{memory_id}/history",
+        "mem0MemoryHistory",
+        None,
+        Json(list_of::<crate::mem0::HistoryEvent>),
+    ),
+    typed(
+        "POST",
+        "/search",
+        "mem0Search",
+        Some(schema_of::<crate::mem0::SearchRequest>),
+        Json(schema_of::<crate::mem0::ListResponse>),
+    ),
+];
+
+/// Query parameters of an operation: the fields of a Rust type decoded
+/// from the query string.
+pub const QUERIES: &[(&str, &str, SchemaFn)] = &[
+    ("GET", "/v1/memories", schema_of::<a::ListQuery>),
+    ("GET", "/v1/browse", schema_of::<a::BrowseQuery>),
+    ("GET", "/memories", schema_of::<crate::mem0::Scope>),
+    ("DELETE", "/memories", schema_of::<crate::mem0::Scope>),
+];
+
+/// The error statuses an operation may answer with, each with
+/// [`crate::error::ErrorBody`].
+pub const ERROR_STATUSES: &[(&str, &str)] = &[
+    (
+        "400",
+        "Malformed request (`malformed_json`, `unknown_field`, `invalid_identifier`, ...)",
+    ),
+    (
+        "401",
+        "No key (`missing_key`) or an unknown one (`invalid_key`)",
+    ),
+    (
+        "403",
+        "The key may not do this (`tenant_mismatch`, `unverified_evidence`, ...)",
+    ),
+    (
+        "404",
+        "No such object, or not visible to this key (`not_found`)",
+    ),
+    (
+        "409",
+        "Conflicts with stored state (`stale_generation`, `message_id_in_use`, ...)",
+    ),
+    ("413", "Body over the limit (`body_too_large`)"),
+    ("429", "Rate limit (`rate_limited`)"),
+    ("500", "Internal failure (`internal`)"),
+    (
+        "503",
+        "Unavailable backend (`unavailable`) or timeout (`request_timeout`)",
+    ),
+];
+
+/// Query parameters from a type's schema (resolved in the generator).
+fn query_parameters(generator: &mut SchemaGenerator, schema: SchemaFn) -> Vec<Value> {
+    let reference = schema(generator);
+    let name = reference["$ref"]
+        .as_str()
+        .and_then(|r| r.rsplit('/').next())
+        .unwrap_or_default()
+        .to_owned();
+    let resolved = generator
+        .definitions()
+        .get(&name)
+        .cloned()
+        .unwrap_or_default();
+    let required: Vec<&str> = resolved["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    resolved["properties"]
+        .as_object()
+        .map(|properties| {
+            properties
+                .iter()
+                .map(|(field, schema)| {
+                    let mut schema = schema.clone();
+                    let description = schema.as_object_mut().and_then(|o| {
+                        // An absent parameter is the `None` of an optional
+                        // field: no `null` type, no `null` default.
+                        if o.get("default") == Some(&Value::Null) {
+                            o.remove("default");
+                        }
+                        if let Some(Value::Array(types)) = o.get("type") {
+                            let single = types.iter().find(|t| *t != "null").cloned();
+                            if let Some(single) = single {
+                                o.insert("type".to_owned(), single);
+                            }
+                        }
+                        o.remove("description")
+                    });
+                    let mut parameter = json!({"name": field, "in": "query",
+                        "required": required.contains(&field.as_str()), "schema": schema});
+                    if let Some(d) = description {
+                        parameter["description"] = d;
+                    }
+                    parameter
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The OpenAPI 3.0 document. Every schema is generated from the Rust
+/// types the handlers decode and encode (`schemars`, OpenAPI 3.0
+/// settings); the operations come from [`OPERATIONS`] and [`TYPED`].
 pub fn document() -> Value {
+    let mut generator = SchemaSettings::openapi3().into_generator();
+    let error = schema_of::<crate::error::ErrorBody>(&mut generator);
     let mut paths = serde_json::Map::new();
     for operation in OPERATIONS {
+        let types = TYPED
+            .iter()
+            .find(|t| t.method == operation.method && t.path == operation.path);
+        let operation_id = types.map_or_else(
+            || format!("{} {}", operation.method, operation.path),
+            |t| t.operation_id.to_owned(),
+        );
+        let ok = match types.map(|t| t.answer) {
+            Some(Answer::Json(schema)) => {
+                json!({"application/json": {"schema": schema(&mut generator)}})
+            }
+            Some(Answer::JsonLines) => {
+                json!({"application/x-ndjson": {"schema": {"type": "string", "description": "One JSON object per line: {\"type\":\"memory\",\"data\":{record,state,request}}"}}})
+            }
+            Some(Answer::Metrics) => {
+                json!({"text/plain; version=0.0.4": {"schema": {"type": "string"}}})
+            }
+            Some(Answer::Document) => {
+                json!({"application/json": {"schema": {"type": "object", "description": "This OpenAPI 3.0 document"}}})
+            }
+            None => json!({"application/json": {"schema": {"type": "object"}}}),
+        };
+        let mut parameters = parameters(operation.path);
+        for (_, _, query) in QUERIES
+            .iter()
+            .filter(|(m, p, _)| *m == operation.method && *p == operation.path)
+        {
+            parameters.extend(query_parameters(&mut generator, *query));
+        }
+        let mut responses = json!({"200": {"description": "Success", "content": ok}});
+        for (status, description) in ERROR_STATUSES {
+            responses[*status] = json!({"description": description,
+                "content": {"application/json": {"schema": error.clone()}}});
+        }
         let mut item = json!({
             "summary": operation.summary,
-            "operationId": format!("{} {}", operation.method, operation.path),
-            "parameters": parameters(operation.path),
-            "responses": {
-                "200": {"description": "Success", "content": {"application/json": {"schema": {"type": "object"}}}},
-                "default": {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-            },
+            "operationId": operation_id,
+            "parameters": parameters,
+            "responses": responses,
             "x-mosaic-auth": operation.auth,
         });
         if operation.auth != "none" {
             item["security"] = json!([{"bearer": []}]);
         }
         if let Some(body) = operation.body {
-            let media = if body == "ExportLines" {
-                "application/x-ndjson"
-            } else {
-                "application/json"
+            let (media, schema) = match types.and_then(|t| t.request) {
+                Some(schema) => ("application/json", schema(&mut generator)),
+                None if body == "ExportLines" => (
+                    "application/x-ndjson",
+                    json!({"type": "string", "description": "Export lines, as GET /v1/export answers"}),
+                ),
+                None => (
+                    "application/json",
+                    json!({"$ref": format!("#/components/schemas/{body}")}),
+                ),
             };
             item["requestBody"] = json!({
                 "required": body != "Empty" && body != "RevokeRequest",
-                "content": {media: {"schema": {"$ref": format!("#/components/schemas/{body}")}}}
+                "content": {media: {"schema": schema}}
             });
         }
         let entry = paths
@@ -431,7 +990,13 @@ pub fn document() -> Value {
             .or_insert_with(|| json!({}));
         entry[operation.method.to_ascii_lowercase()] = item;
     }
-    let object = |description: &str| json!({"type": "object", "description": description});
+    let mut schemas = Value::Object(generator.take_definitions(true));
+    openapi30(&mut schemas);
+    if let Some(code) = schemas.pointer_mut("/ErrorDetail/properties/code") {
+        code["description"] = json!(
+            "Stable machine-readable code: one of `x-error-codes` (docs/ERRORS.md lists each with its status and meaning)"
+        );
+    }
     json!({
         "openapi": "3.0.3",
         "info": {
@@ -440,135 +1005,31 @@ pub fn document() -> Value {
             "description": "Governed long-term memory for LLM agents. Tenant and principal always come from the API key, never from the request body (an application key acts for the user its request names in the X-Mosaic-User header, within the key's bounds; any other key may name only its own principal there). Every error is {\"error\":{\"code\",\"message\"}} with a stable code."
         },
         "paths": paths,
+        "x-error-codes": crate::error_codes::ERROR_CODES,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "mk_ followed by 64 hex digits"}},
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-                        "code": {"type": "string"}, "message": {"type": "string"}}}}
-                },
-                "Empty": {"type": "object", "additionalProperties": false},
-                "ProposeRequest": {
-                    "type": "object",
-                    "required": ["content", "kind", "purpose", "subject", "sources"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "content": {"type": "string"},
-                        "kind": {"type": "string", "enum": ["working", "episodic", "semantic", "procedural"]},
-                        "purpose": {"type": "string", "enum": ["run_continuity", "personalization", "workspace_knowledge", "procedure_improvement"]},
-                        "subject": {"type": "object", "description": "{\"type\":\"principal\",\"principal_id\":...} and the other chapter 7 subjects"},
-                        "sources": {"type": "array", "items": {"type": "object"}},
-                        "source_texts": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Exact text of declared sources by source id; each must hash to its source's content_sha256 (else 400 invalid_digest). The server's verbatim verifier (mosaic.verbatim-verifier.v1) judges them: supported iff the content occurs verbatim in the text (whitespace runs collapsed, word boundaries)."},
-                        "judgments": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
-                        "adjudications": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
-                        "conflicts": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
-                        "procedure_evaluation": {"$ref": "#/components/schemas/SignedEvidence"},
-                        "consent_receipt_sha256": {"type": "string"},
-                        "claims": {"type": "array", "items": {"type": "object"}},
-                        "summary": {"type": "object"},
-                        "cites": {"type": "array", "items": {"$ref": "#/components/schemas/CitedMessage"}, "description": "Captured messages cited by id; the server adds them as sources"},
-                        "derived_from": {"type": "array", "items": {"type": "string"}},
-                        "supersedes_record_id": {"type": "string"},
-                        "expected_line_generation": {"type": "integer"},
-                        "record_id": {"type": "string"},
-                        "proposal_id": {"type": "string"},
-                        "ttl_ms": {"type": "integer"},
-                        "token_count": {"type": "integer"},
-                        "token_counter_release": {"type": "string"},
-                        "provenance_sha256": {"type": "string"},
-                        "writer_release": {"type": "string"},
-                        "tenant_id": {"type": "string", "description": "Must equal the key's tenant"},
-                        "principal_id": {"type": "string", "description": "Must equal the key's principal"}
-                    }
-                },
-                "CitedMessage": {"type": "object", "additionalProperties": false, "required": ["conversation_id", "message_id"], "properties": {
-                    "conversation_id": {"type": "string"}, "message_id": {"type": "string"}}},
-                "IngestRequest": {
-                    "type": "object",
-                    "required": ["messages"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "messages": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {
-                            "type": "object", "required": ["role", "content"], "additionalProperties": false,
-                            "properties": {
-                                "id": {"type": "string", "description": "Client message id, unique in the conversation (default: derived from role, name, created_at and content)"},
-                                "role": {"type": "string", "enum": ["user", "assistant", "system", "tool"]},
-                                "content": {"type": "string"},
-                                "name": {"type": "string", "description": "Speaker name (default: the role)"},
-                                "created_at": {"type": "string", "description": "When it was said, as the client writes it"}
-                            }}},
-                        "workspace_id": {"type": "string", "description": "Episodes of the principal in this workspace only"}
-                    }
-                },
-                "FactRequest": {
-                    "type": "object",
-                    "required": ["content", "cites"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "content": {"type": "string", "description": "A span quote of the cited messages (the capture verifier supports it), or a paraphrase with a registered verifier's judgments"},
-                        "cites": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/CitedMessage"}},
-                        "claims": {"type": "array", "items": {"type": "object"}},
-                        "workspace_id": {"type": "string", "description": "Workspace knowledge instead of the principal's own fact"},
-                        "consent_receipt_sha256": {"type": "string", "description": "Default: the principal's latest personalization consent"},
-                        "judgments": {"type": "array", "items": {"$ref": "#/components/schemas/SignedEvidence"}},
-                        "supersedes_record_id": {"type": "string"},
-                        "expected_line_generation": {"type": "integer"},
-                        "ttl_ms": {"type": "integer"}
-                    }
-                },
-                "Mem0AddRequest": object("{messages: [{role, content, name?}] or a string, user_id?, agent_id?, run_id?, metadata? (not stored), infer? (ignored)}"),
-                "Mem0SearchRequest": object("{query, user_id?, limit? (1-100, default 10), threshold? (min_score), agent_id?, run_id?, filters? (ignored)}"),
-                "Mem0UpdateRequest": object("{text} (or data, or memory)"),
-                "RecallRequest": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "properties": {
-                        "workspace_id": {"type": "string"}, "run_id": {"type": "string"},
-                        "kinds": {"type": "array", "items": {"type": "string"}},
-                        "max_records": {"type": "integer"}, "query": {"type": "string"},
-                        "claim_keys": {"type": "array", "items": {"type": "string"}},
-                        "mode": {"type": "string", "enum": ["lexical", "vector", "hybrid"]},
-                        "token_budget": {"type": "integer"},
-                        "tenant_id": {"type": "string"}, "principal_id": {"type": "string"}
-                    }
-                },
-                "RevokeRequest": {"type": "object", "additionalProperties": false, "properties": {"authority_ref": {"type": "string"}}},
-                "ConsentRequest": {"type": "object", "additionalProperties": false, "required": ["purpose", "ui_release"], "properties": {
-                    "purpose": {"type": "string"}, "ui_release": {"type": "string"}, "consent_id": {"type": "string"}}},
-                "VerifyRequest": object("{\"kind\":\"write\",\"proposal_id\":...}, {\"kind\":\"deletion\",\"receipt\":{body, receipt_sha256}} or {\"kind\":\"recall\",\"selection_receipt\":{...},\"relevance_receipt\":{...}?} (a recall's receipts as it returned them)"),
-                "ExportLines": {"type": "string", "description": "One {\"type\":\"memory\",\"data\":{record,state,request}} object per line"},
-                "CreateTenantRequest": object("{tenant_id, policy?}"),
-                "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?, claim_updates?: newer_wins|review}"),
-                "GrantRequest": object("{allowed_kinds?, allowed_purposes?, allowed_workspace_ids?, allowed_run_ids?, expires_at_unix_ms?}"),
-                "CreateKeyRequest": object("{tenant_id, principal_id, grant?}"),
-                "CreateApplicationKeyRequest": {"type": "object", "additionalProperties": false, "required": ["tenant_id", "application_id", "users"], "properties": {
-                    "tenant_id": {"type": "string"}, "application_id": {"type": "string"},
-                    "users": {"type": "array", "items": {"type": "string"}, "description": "Exact user ids, or a prefix followed by * (app1:*); * alone is every user of the tenant"},
-                    "grant": {"$ref": "#/components/schemas/GrantRequest"}}},
-                "SignedEvidence": {
-                    "type": "object",
-                    "description": "An evidence item (SourceJudgment, Adjudication, ConflictObservation or ProcedureEvaluation) plus a `signature` member. Accepted only when signed by a verifier registered for the key's tenant over domain_digest(\"mosaic.server.signed_evidence.v1\", {tenant_id, content_sha256, claims, evidence_kind, evidence}) (Ed25519 over the 64 hex characters), and when the item's release is the signer's; otherwise 403 unverified_evidence.",
-                    "properties": {"signature": {"type": "object", "required": ["verifier_id", "signature_hex"], "additionalProperties": false, "properties": {
-                        "verifier_id": {"type": "string"}, "signature_hex": {"type": "string"}}}}
-                },
-                "RegisterVerifierRequest": {"type": "object", "additionalProperties": false, "required": ["verifier_release", "public_key_hex"], "properties": {
-                    "verifier_release": {"type": "string"}, "public_key_hex": {"type": "string", "description": "32-byte Ed25519 public key, hex"}}},
-                "ReviewActionRequest": {
-                    "type": "object",
-                    "required": ["action"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "action": {"type": "string", "enum": ["reject_proposal", "contest_existing", "accept_narrower", "supersede", "request_evidence"]},
-                        "authority_ref": {"type": "string"},
-                        "proposal": {
-                            "allOf": [{"$ref": "#/components/schemas/ProposeRequest"}],
-                            "description": "Required by accept_narrower (the narrower proposition) and supersede (the superseding record; without supersedes_record_id it supersedes the case's existing record), refused by the other actions. Proposed on behalf of the case's proposer through the same evidence checks as POST /v1/memories (source texts for the verbatim verifier, other evidence only when signed by a registered verifier) and decided by the gate; the receipt's new_proposal_accepted says whether it was written."
-                        }
-                    }
-                }
-            }
+            "schemas": schemas
         }
     })
+}
+
+/// Rewrites what JSON Schema allows but OpenAPI 3.0's schema object does
+/// not: `patternProperties` (a map with integer keys) becomes
+/// `additionalProperties`.
+fn openapi30(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(patterns)) = map.remove("patternProperties") {
+                let values: Vec<Value> = patterns.into_iter().map(|(_, v)| v).collect();
+                let additional = match <[Value; 1]>::try_from(values) {
+                    Ok([only]) => only,
+                    Err(_) => json!({}),
+                };
+                map.insert("additionalProperties".to_owned(), additional);
+            }
+            map.values_mut().for_each(openapi30);
+        }
+        Value::Array(items) => items.iter_mut().for_each(openapi30),
+        _ => {}
+    }
 }

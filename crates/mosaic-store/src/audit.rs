@@ -23,7 +23,7 @@ pub const AUDIT_EVENT_DOMAIN: &str = "mosaic.store.audit_event.v1";
 pub const GENESIS_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// What an audit event records.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AuditKind {
     /// A policy was stored or replaced.
@@ -61,7 +61,7 @@ pub enum AuditKind {
 }
 
 /// The hashed body of one audit event.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditEventBody {
     /// 1-based position in the chain.

@@ -16,7 +16,7 @@ pub const STORE_READ_RECEIPT_DOMAIN: &str = "mosaic.store.read_receipt.v1";
 /// `SHA-256(STORE_READ_RECEIPT_DOMAIN || 0x0A || canonical_json({snapshot,
 /// selection_receipt_sha256}))`. Both parts are canonical (sorted by record
 /// id), never database iteration order.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StoreReadReceipt {
     /// What the read saw, including the revocation generation.

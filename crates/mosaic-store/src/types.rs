@@ -53,7 +53,7 @@ impl Default for StoreConfig {
 }
 
 /// What happens to a derived record (summary) when a source is revoked.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DerivedAction {
     /// Revoke the derived record too (transitively), in the same transaction.
@@ -65,7 +65,7 @@ pub enum DerivedAction {
 /// One proposal plus the independent inputs the caller obtained, and the
 /// exact content bytes. Policy, grant and consent are *not* here: the store
 /// re-reads them inside the write transaction.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
     /// The authenticated tenant (selects the policy). Comes from
@@ -144,7 +144,7 @@ impl WriteRequest {
 }
 
 /// What the store decided for one proposal.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WriteDecision {
     /// Committed; the record is publishing (or active when no index is
@@ -188,7 +188,7 @@ impl WriteOutcome {
 }
 
 /// A record's lifecycle in the store (beside its epistemic status).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecordState {
     /// Committed, waiting for required index acknowledgements. Unreadable.
@@ -253,7 +253,7 @@ pub struct StoredRecord {
 /// The store-side eligibility filter of a read (chapter 7 "Retrieval over a
 /// large memory store": narrow by tenant/policy/status/expiry/subject/kind
 /// before ranking). The pure selector re-checks everything afterwards.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EligibilityQuery {
     /// Reading tenant.
@@ -274,7 +274,7 @@ pub struct EligibilityQuery {
 
 /// The canonical identity of what a read saw: independent of database
 /// iteration order.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotIdentity {
     /// Store-wide revocation generation the read ran at.
@@ -330,7 +330,7 @@ pub struct EligibleSet {
 }
 
 /// What an outbox message asks an index worker to do.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutboxOp {
     /// Index the record's content.
@@ -400,7 +400,7 @@ pub struct AckOutcome {
 }
 
 /// Why a record is revoked.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(tag = "reason", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RevocationReason {
     /// The principal or an operator asked for it.
@@ -420,7 +420,7 @@ pub enum RevocationReason {
 }
 
 /// Who authorized an operation (identity only).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Authorization {
     /// The authenticated actor (principal, operator or service).
@@ -430,7 +430,7 @@ pub struct Authorization {
 }
 
 /// Where a revocation is in its state machine.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RevocationStage {
     /// Unreadable; nothing else done yet.
@@ -471,7 +471,7 @@ impl RevocationStage {
 }
 
 /// The minimal trace an erased record leaves.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Tombstone {
     /// Identity.
@@ -489,7 +489,7 @@ pub struct Tombstone {
 }
 
 /// One store or index in a deletion receipt.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StoreAcknowledgement {
     /// `primary` or an index target.
@@ -501,7 +501,7 @@ pub struct StoreAcknowledgement {
 }
 
 /// Proof that a revoked record is gone from every store and index.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeletionReceiptBody {
     /// Receipt schema version (1).
@@ -579,7 +579,7 @@ pub struct ConsentWithdrawal {
 }
 
 /// Conflict relation that opened a review case.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewTrigger {
     /// The proposal duplicates the existing record.
@@ -591,7 +591,7 @@ pub enum ReviewTrigger {
 }
 
 /// Lifecycle of a review case.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewStatus {
     /// Waiting for a reviewer.
@@ -624,7 +624,7 @@ impl ReviewStatus {
 }
 
 /// A quarantined conflict review case holding both identities.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewCase {
     /// Identity.
@@ -676,7 +676,7 @@ impl ReviewAction {
 }
 
 /// The canonical body of a review-action receipt.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewReceiptBody {
     /// The case.
@@ -701,7 +701,7 @@ pub struct ReviewReceiptBody {
 
 /// A consent as stored: its receipt, its digest and whether it was
 /// withdrawn.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct StoredConsent {
     /// The digest proposals name in `consent_receipt_sha256`.
     pub consent_sha256: String,
@@ -764,7 +764,19 @@ pub const MAX_LIST_LIMIT: usize = 1000;
 /// Where a listed record is in its lifecycle: a [`RecordState`] while the
 /// record row exists, `Erased` once its content is gone (only the identity
 /// survives).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ListedState {
     /// Committed, waiting for index acknowledgements.

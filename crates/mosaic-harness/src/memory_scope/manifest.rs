@@ -18,7 +18,7 @@ use crate::record::{MemoryRecord, MemorySource};
 pub const SOURCE_SET_DOMAIN: &str = "mosaic.memory.source_set.v1";
 
 /// The sources a summary was computed from, sorted by source id.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSetManifest {
     /// Must equal [`crate::MEMORY_SCHEMA_VERSION`].
@@ -48,7 +48,7 @@ impl SourceSetManifest {
 
 /// A manifest with a detached Ed25519 signature over its digest bytes
 /// (the 64 ASCII hex characters of `manifest.digest()`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignedSourceSetManifest {
     /// The manifest.

@@ -58,7 +58,7 @@ pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v1";
 pub const MAX_SELECTION: usize = 10_000;
 
 /// The current authorization and time context of one read.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryReadContext {
     /// Must equal [`crate::MEMORY_SCHEMA_VERSION`].
@@ -149,7 +149,19 @@ impl MemoryReadContext {
 
 /// Why a record was not selected. The declaration order is the order the
 /// checks run in; the first failing check names the drop.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum DropReason {
     /// The record's kind is not enabled for this route.
@@ -242,7 +254,7 @@ pub fn eligibility(ctx: &MemoryReadContext, record: &MemoryRecord) -> Result<(),
 }
 
 /// The outcome for one input record.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DecisionOutcome {
     /// Selected at this zero-based position.
@@ -258,7 +270,7 @@ pub enum DecisionOutcome {
 }
 
 /// One decision per input record.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryDecision {
     /// The record decided on.
@@ -270,7 +282,7 @@ pub struct MemoryDecision {
 }
 
 /// How eligible records were ordered.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SelectionOrdering {
     /// Kind priority, then newest first, then record id.
@@ -283,7 +295,7 @@ pub enum SelectionOrdering {
 ///
 /// `receipt_sha256` is the `mosaic.memory.selection_receipt.v1` digest of
 /// every other field.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySelectionReceipt {
     /// Must equal [`crate::MEMORY_SCHEMA_VERSION`].

@@ -31,7 +31,9 @@ pub fn fixed_point_score(numerator: u64, denominator: u64) -> Option<u64> {
 }
 
 /// One eligible record's identity in a snapshot.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct EligibleEntry {
     /// The record.
@@ -41,7 +43,7 @@ pub struct EligibleEntry {
 }
 
 /// The records eligible under one read context, sorted by record id.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EligibleSet {
     /// The read context the set was computed under.
@@ -80,7 +82,7 @@ pub fn eligible_set(
 }
 
 /// A ranker's score for one eligible record.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScoredCandidate {
     /// The record scored.
@@ -90,7 +92,7 @@ pub struct ScoredCandidate {
 }
 
 /// Everything the relevance stage is computed from.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelevanceInput {
     /// SHA-256 of the complete query (text and parameters); the raw query is
@@ -109,7 +111,7 @@ pub struct RelevanceInput {
 }
 
 /// One ranked result.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RankedResult {
     /// The record.
@@ -120,7 +122,7 @@ pub struct RankedResult {
 
 /// Proof of one relevance ranking. `receipt_sha256` is the
 /// `mosaic.memory.relevance_receipt.v1` digest of every other field.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelevanceReceipt {
     /// Must equal [`crate::MEMORY_SCHEMA_VERSION`].

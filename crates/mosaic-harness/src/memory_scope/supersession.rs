@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::record::{MemoryRecord, MemoryStatus};
 
 /// What is wrong with a supersession edge.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema,
+)]
 #[serde(tag = "problem", rename_all = "snake_case")]
 pub enum SupersessionProblem {
     /// The record names itself as its replacement.

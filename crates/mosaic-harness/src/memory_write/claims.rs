@@ -10,7 +10,19 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// How a proposed memory relates to an existing record.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ConflictRelation {
     /// States the same thing over the same validity: rejected (no false
@@ -28,7 +40,7 @@ pub enum ConflictRelation {
 
 /// One inspectable proposition: `subject predicate object`, true only under
 /// `qualifiers` and within `[valid_from, valid_until)`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StructuredClaim {
     /// Identity of the claim within its proposal; judgments name it.

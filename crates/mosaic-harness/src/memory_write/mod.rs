@@ -76,7 +76,19 @@ pub const MAX_ADJUDICATIONS: usize = 128;
 pub const MAX_CONFLICTS: usize = 256;
 
 /// Why a memory is written. Purpose controls consent, retention and use.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryPurpose {
     /// State needed to continue one run.
@@ -121,7 +133,7 @@ impl MemoryPurpose {
 }
 
 /// Held-out evaluation of a procedure candidate.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcedureEvaluation {
     /// Digest of the held-out suite.
@@ -138,7 +150,7 @@ pub struct ProcedureEvaluation {
 
 /// A candidate memory. Untrusted: every field is checked against
 /// independent inputs.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryWriteProposal {
     /// Identity of this proposal.
@@ -187,7 +199,7 @@ pub struct MemoryWriteProposal {
 }
 
 /// Tenant-wide write constraints.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryWritePolicy {
     /// The tenant.
@@ -205,7 +217,7 @@ pub struct MemoryWritePolicy {
 }
 
 /// What the current principal may write. Cannot widen the policy.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryWriteGrant {
     /// Identity of the grant.
@@ -231,7 +243,7 @@ pub struct MemoryWriteGrant {
 
 /// An independent verifier's judgment of one source (for one claim, when the
 /// proposal is split into claims).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceJudgment {
     /// The judged source.
@@ -250,7 +262,7 @@ pub struct SourceJudgment {
 
 /// An independent resolution of a verifier disagreement on one
 /// `(source, claim)` unit, bound to exactly the disputed judgments.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Adjudication {
     /// Identity of the adjudication.
@@ -268,7 +280,7 @@ pub struct Adjudication {
 }
 
 /// A principal's consent to be remembered for one purpose.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsentReceipt {
     /// Identity of the consent.
@@ -290,7 +302,7 @@ pub struct ConsentReceipt {
 }
 
 /// What conflict retrieval found about one existing record.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConflictObservation {
     /// Identity of the observation (unique across the input).
@@ -309,7 +321,7 @@ pub struct ConflictObservation {
 }
 
 /// Everything the gate decides on. Only `proposal` comes from the proposer.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryWriteInput {
     /// Current tenant policy.
@@ -335,7 +347,7 @@ pub struct MemoryWriteInput {
 /// The shape is the spec's; a decision is built once per write, so the
 /// size difference between the variants does not matter.
 #[allow(clippy::large_enum_variant)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
 pub enum MemoryWriteDecision {
     /// Every check passed; the record is `verified`.

@@ -54,7 +54,7 @@ pub const DECISION_DOMAIN: &str = "mosaic.memory.write_decision.v1";
 pub const RECEIPT_DOMAIN: &str = "mosaic.memory.write_receipt.v1";
 
 /// Binds one decision to every input it was made from.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryWriteReceipt {
     /// Must equal [`MEMORY_SCHEMA_VERSION`].

@@ -18,7 +18,9 @@ use crate::record::{InvalidField, MemoryKind};
 /// Variants without data are written `Name {}` so that strict decoding
 /// rejects unknown fields for them too (serde ignores extra members of an
 /// internally tagged unit variant).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema,
+)]
 #[serde(tag = "violation", rename_all = "snake_case", deny_unknown_fields)]
 pub enum MemoryWriteViolation {
     /// The proposal names another tenant than the policy.

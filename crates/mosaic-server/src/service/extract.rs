@@ -24,7 +24,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use mosaic_harness::memory_write::StructuredClaim;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
 use crate::catalog::ExtractionJob;
@@ -248,7 +248,7 @@ impl ServiceCore {
                 Ok(report) => {
                     job.state = "done".to_owned();
                     job.last_error = None;
-                    job.report = Some(report);
+                    job.report = serde_json::to_value(report).ok();
                     self.metrics
                         .incr("mosaic_extraction_jobs_total", &[("outcome", "done")]);
                 }
@@ -280,7 +280,11 @@ impl ServiceCore {
 
     /// One job: extract, verify, sign, propose. An endpoint failure or
     /// malformed output fails the attempt before anything is proposed.
-    fn run_job(&self, extraction: &Extraction, job: &ExtractionJob) -> Result<Value, ModelError> {
+    fn run_job(
+        &self,
+        extraction: &Extraction,
+        job: &ExtractionJob,
+    ) -> Result<ExtractionRun, ModelError> {
         let internal = |e: ServiceError| ModelError::Unavailable(format!("service: {}", e.code()));
         let credential = Credential::Principal {
             key_id: job.key_id.clone(),
@@ -324,7 +328,10 @@ impl ServiceCore {
             }
         }
         if shown.is_empty() {
-            return Ok(json!({"facts": 0, "note": "no captured text left"}));
+            return Ok(ExtractionRun {
+                note: Some("no captured text left".to_owned()),
+                ..ExtractionRun::default()
+            });
         }
         let ids: Vec<String> = shown.iter().map(|m| m.message_id.clone()).collect();
         let answer = extraction
@@ -455,14 +462,14 @@ impl ServiceCore {
                 }
             }
         }
-        let refused_reasons: Vec<&str> = refused.iter().map(|r| r.reason).collect();
-        Ok(json!({
-            "facts": facts.len(),
-            "accepted": accepted,
-            "rejected": rejected,
-            "gate_reasons": reasons,
-            "refused_before_gate": refused_reasons,
-        }))
+        Ok(ExtractionRun {
+            facts: facts.len(),
+            accepted,
+            rejected,
+            gate_reasons: reasons,
+            refused_before_gate: refused.iter().map(|r| r.reason.to_owned()).collect(),
+            note: None,
+        })
     }
 
     /// Registers this server's model verifier for `tenant` (once).
@@ -493,34 +500,31 @@ impl ServiceCore {
     }
 
     /// Every extraction job's state (admin).
-    pub fn extraction_report(&self, credential: &Credential) -> ServiceResult<Value> {
+    pub fn extraction_report(&self, credential: &Credential) -> ServiceResult<ExtractionReport> {
         credential.require_admin()?;
         let reader = self.reader()?;
-        let counts: BTreeMap<String, u64> =
-            reader.catalog.extraction_counts()?.into_iter().collect();
-        let jobs: Vec<Value> = reader
+        let counts = reader.catalog.extraction_counts()?.into_iter().collect();
+        let jobs = reader
             .catalog
             .recent_extraction_jobs(100)?
             .into_iter()
-            .map(|j| {
-                json!({
-                    "job_id": j.job_id,
-                    "tenant_id": j.tenant_id,
-                    "conversation_id": j.conversation_id,
-                    "messages": j.message_ids.len(),
-                    "state": j.state,
-                    "attempts": j.attempts,
-                    "next_attempt_ms": j.next_attempt_ms,
-                    "last_error": j.last_error,
-                    "report": j.report,
-                })
+            .map(|j| ExtractionJobView {
+                messages: j.message_ids.len(),
+                report: j.report.and_then(|r| serde_json::from_value(r).ok()),
+                job_id: j.job_id,
+                tenant_id: j.tenant_id,
+                conversation_id: j.conversation_id,
+                state: j.state,
+                attempts: j.attempts,
+                next_attempt_ms: j.next_attempt_ms,
+                last_error: j.last_error,
             })
             .collect();
-        Ok(json!({
-            "enabled": self.extraction.is_some(),
-            "counts": counts,
-            "jobs": jobs,
-        }))
+        Ok(ExtractionReport {
+            enabled: self.extraction.is_some(),
+            counts,
+            jobs,
+        })
     }
 }
 

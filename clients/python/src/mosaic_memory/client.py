@@ -1,0 +1,429 @@
+"""The sync :class:`Mosaic` and async :class:`AsyncMosaic` clients.
+
+Both build the same requests (:class:`_Call`) and decode the same typed
+results; only the transport differs (``httpx.Client`` or
+``httpx.AsyncClient``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar, Union
+from urllib.parse import quote
+
+import httpx
+
+from .errors import ConnectionFailed, MosaicError, error_from_response
+from .types import (
+    Consent,
+    Deletion,
+    DeletionReceipt,
+    Erasure,
+    History,
+    IngestResult,
+    ListedMemory,
+    Memory,
+    RecallResult,
+    Verification,
+    WriteResult,
+)
+
+__all__ = ["Mosaic", "AsyncMosaic", "DEFAULT_BASE_URL", "USER_HEADER"]
+
+DEFAULT_BASE_URL = "http://127.0.0.1:7070"
+#: The header naming the end user an application key acts for.
+USER_HEADER = "X-Mosaic-User"
+
+T = TypeVar("T")
+Message = Union[Mapping[str, Any], str]
+Cite = Union[Mapping[str, str], Sequence[str]]
+
+
+@dataclass
+class _Call(Generic[T]):
+    method: str
+    path: str
+    decode: Callable[[Any], T]
+    json: Any = None
+    params: Optional[Dict[str, str]] = None
+    user_id: Optional[str] = None
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _message(m: Message) -> Dict[str, Any]:
+    if isinstance(m, str):
+        return {"role": "user", "content": m}
+    allowed = {"id", "role", "content", "name", "created_at"}
+    unknown = set(m) - allowed
+    if unknown:
+        raise ValueError(f"unknown message fields {sorted(unknown)}; allowed: {sorted(allowed)}")
+    out = {k: v for k, v in m.items() if v is not None}
+    out.setdefault("role", "user")
+    return out
+
+
+def _cite(c: Cite) -> Dict[str, str]:
+    if isinstance(c, Mapping):
+        return {"conversation_id": c["conversation_id"], "message_id": c["message_id"]}
+    conversation_id, message_id = c
+    return {"conversation_id": conversation_id, "message_id": message_id}
+
+
+def _drop_none(d: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+class _Api:
+    """Request builders shared by both clients."""
+
+    def __init__(self, user_id: Optional[str]) -> None:
+        self._user_id = user_id
+
+    def _user(self, user_id: Optional[str]) -> Optional[str]:
+        return user_id if user_id is not None else self._user_id
+
+    def add_messages(self, conversation_id: str, messages: Iterable[Message], workspace_id: Optional[str], user_id: Optional[str]) -> _Call[IngestResult]:
+        body = _drop_none({"messages": [_message(m) for m in messages], "workspace_id": workspace_id})
+        return _Call("POST", f"/v1/conversations/{_segment(conversation_id)}/messages", IngestResult.from_json, body, user_id=self._user(user_id))
+
+    def add_fact(self, content: str, cites: Iterable[Cite], *, claims: Optional[List[Any]], workspace_id: Optional[str], consent_receipt_sha256: Optional[str], judgments: Optional[List[Any]], supersedes_record_id: Optional[str], expected_line_generation: Optional[int], ttl_ms: Optional[int], user_id: Optional[str]) -> _Call[WriteResult]:
+        body = _drop_none({
+            "content": content,
+            "cites": [_cite(c) for c in cites],
+            "claims": claims,
+            "workspace_id": workspace_id,
+            "consent_receipt_sha256": consent_receipt_sha256,
+            "judgments": judgments,
+            "supersedes_record_id": supersedes_record_id,
+            "expected_line_generation": expected_line_generation,
+            "ttl_ms": ttl_ms,
+        })
+        return _Call("POST", "/v1/facts", WriteResult.from_json, body, user_id=self._user(user_id))
+
+    def give_consent(self, purpose: str, ui_release: str, consent_id: Optional[str], user_id: Optional[str]) -> _Call[Consent]:
+        body = _drop_none({"purpose": purpose, "ui_release": ui_release, "consent_id": consent_id})
+        return _Call("POST", "/v1/consents", Consent.from_json, body, user_id=self._user(user_id))
+
+    def search(self, query: Optional[str], *, max_records: Optional[int], kinds: Optional[List[str]], workspace_id: Optional[str], run_id: Optional[str], mode: Optional[str], token_budget: Optional[int], claim_keys: Optional[List[str]], explain: bool, user_id: Optional[str]) -> _Call[RecallResult]:
+        body = _drop_none({
+            "query": query,
+            "max_records": max_records,
+            "kinds": kinds,
+            "workspace_id": workspace_id,
+            "run_id": run_id,
+            "mode": mode,
+            "token_budget": token_budget,
+            "claim_keys": claim_keys,
+        })
+        if explain:
+            body["explain"] = True
+        return _Call("POST", "/v1/recall", RecallResult.from_json, body, user_id=self._user(user_id))
+
+    def get(self, record_id: str, user_id: Optional[str]) -> _Call[Memory]:
+        return _Call("GET", f"/v1/memories/{_segment(record_id)}", Memory.from_json, user_id=self._user(user_id))
+
+    def list(self, subject: str, principal_id: Optional[str], workspace_id: Optional[str], run_id: Optional[str], procedure_id: Optional[str], user_id: Optional[str]) -> _Call[List[ListedMemory]]:
+        params = _drop_none({
+            "type": subject,
+            "principal_id": principal_id,
+            "workspace_id": workspace_id,
+            "run_id": run_id,
+            "procedure_id": procedure_id,
+        })
+        return _Call("GET", "/v1/memories", lambda d: [ListedMemory.from_json(e) for e in d], params=params, user_id=self._user(user_id))
+
+    def delete(self, record_id: str, authority_ref: Optional[str], user_id: Optional[str]) -> _Call[Deletion]:
+        body = _drop_none({"authority_ref": authority_ref})
+        return _Call("POST", f"/v1/memories/{_segment(record_id)}/revoke", Deletion.from_json, body, user_id=self._user(user_id))
+
+    def deletion(self, record_id: str, user_id: Optional[str]) -> _Call[Deletion]:
+        return _Call("GET", f"/v1/memories/{_segment(record_id)}/deletion", Deletion.from_json, user_id=self._user(user_id))
+
+    def delete_all(self, user_id: Optional[str]) -> _Call[Erasure]:
+        return _Call("POST", "/v1/erasure", Erasure.from_json, {}, user_id=self._user(user_id))
+
+    def verify_deletion(self, receipt: Union[DeletionReceipt, Mapping[str, Any]]) -> _Call[Verification]:
+        body = receipt.to_json() if isinstance(receipt, DeletionReceipt) else dict(receipt)
+        return _Call("POST", "/v1/verify", Verification.from_json, {"kind": "deletion", "receipt": body})
+
+    def verify_write(self, proposal_id: str) -> _Call[Verification]:
+        return _Call("POST", "/v1/verify", Verification.from_json, {"kind": "write", "proposal_id": proposal_id})
+
+    def policy(self, user_id: Optional[str]) -> _Call[Dict[str, Any]]:
+        return _Call("GET", "/v1/policy", lambda d: d, user_id=self._user(user_id))
+
+    def whoami(self, user_id: Optional[str]) -> _Call[Dict[str, Any]]:
+        return _Call("GET", "/v1/whoami", lambda d: d, user_id=self._user(user_id))
+
+
+def _headers(api_key: Optional[str]) -> Dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": "mosaic-memory-python/0.1.0"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _decode(call: _Call[T], response: httpx.Response) -> T:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code >= 400:
+        raise error_from_response(response.status_code, body)
+    if body is None:
+        raise MosaicError("invalid_response", f"{call.method} {call.path}: the response is not JSON", response.status_code)
+    try:
+        return call.decode(body)
+    except (KeyError, TypeError, ValueError) as e:
+        raise MosaicError("invalid_response", f"{call.method} {call.path}: unexpected response shape ({e})", response.status_code) from e
+
+
+def _request_kwargs(call: _Call[Any]) -> Dict[str, Any]:
+    kwargs: Dict[str, Any] = {}
+    if call.json is not None:
+        kwargs["json"] = call.json
+    if call.params:
+        kwargs["params"] = call.params
+    if call.user_id is not None:
+        kwargs["headers"] = {USER_HEADER: call.user_id}
+    return kwargs
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before retrying a rate-limited request (429: the
+    server did not run it, so a retry is safe)."""
+    return min(2.0, 0.2 * (2**attempt))
+
+
+class Mosaic:
+    """A synchronous client.
+
+    ``api_key`` defaults to ``$MOSAIC_KEY`` and ``base_url`` to
+    ``$MOSAIC_URL`` (else ``http://127.0.0.1:7070``). Tenant and principal
+    always come from the key. ``user_id`` (here or per call) is sent as
+    the ``X-Mosaic-User`` header, which only an *application key* (one
+    acting for an app's end users) may use; leave it unset with a
+    principal's own key. A rate-limited request (429) is retried up to
+    ``max_retries`` times with a growing pause, then raises
+    :class:`RateLimitedError`.
+    """
+
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, max_retries: int = 3, http_client: Optional[httpx.Client] = None) -> None:
+        api_key = api_key if api_key is not None else os.environ.get("MOSAIC_KEY")
+        base_url = (base_url or os.environ.get("MOSAIC_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self._api = _Api(user_id)
+        self.max_retries = max_retries
+        self._http = http_client or httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Mosaic":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _send(self, call: _Call[T]) -> T:
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = self._http.request(call.method, call.path, **_request_kwargs(call))
+            except httpx.HTTPError as e:
+                raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
+            if response.status_code != 429 or attempt == self.max_retries:
+                break
+            time.sleep(_backoff(attempt))
+        return _decode(call, response)
+
+    def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:
+        """Adds messages of a conversation; each becomes an episodic memory
+        through the write gate. A message is a dict (``role``, ``content``,
+        optional ``id``, ``name``, ``created_at``) or a plain string (a user
+        message). Replaying the same messages adds nothing."""
+        return self._send(self._api.add_messages(conversation_id, messages, workspace_id, user_id))
+
+    def add_fact(self, content: str, cites: Iterable[Cite], *, claims: Optional[List[Any]] = None, workspace_id: Optional[str] = None, consent_receipt_sha256: Optional[str] = None, judgments: Optional[List[Any]] = None, supersedes_record_id: Optional[str] = None, expected_line_generation: Optional[int] = None, ttl_ms: Optional[int] = None, user_id: Optional[str] = None) -> WriteResult:
+        """Proposes a fact resting on captured messages (``cites``: dicts
+        with ``conversation_id`` and ``message_id``, or pairs). A verbatim
+        quote of a cited message is supported; the result says whether the
+        gate accepted it (``accepted``) and why not (``violations``)."""
+        return self._send(self._api.add_fact(content, cites, claims=claims, workspace_id=workspace_id, consent_receipt_sha256=consent_receipt_sha256, judgments=judgments, supersedes_record_id=supersedes_record_id, expected_line_generation=expected_line_generation, ttl_ms=ttl_ms, user_id=user_id))
+
+    def give_consent(self, purpose: str = "personalization", ui_release: str = "mosaic-memory-python", *, consent_id: Optional[str] = None, user_id: Optional[str] = None) -> Consent:
+        """Records the principal's consent (principal facts rely on it)."""
+        return self._send(self._api.give_consent(purpose, ui_release, consent_id, user_id))
+
+    def search(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
+        """Recalls memories (ranked by ``query`` when given)."""
+        return self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=False, user_id=user_id))
+
+    def explain(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
+        """A recall that also lists the selector's decision on every
+        candidate (``decisions``)."""
+        return self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=True, user_id=user_id))
+
+    def get(self, record_id: str, *, user_id: Optional[str] = None) -> Memory:
+        """One memory with its content and state."""
+        return self._send(self._api.get(record_id, user_id))
+
+    def list(self, subject: str = "principal", *, principal_id: Optional[str] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, procedure_id: Optional[str] = None, user_id: Optional[str] = None) -> List[ListedMemory]:
+        """Memories about one subject, in every state (identities only).
+        ``subject`` is ``principal`` (default: the key's own principal),
+        ``principal_in_workspace``, ``workspace``, ``run`` or ``procedure``."""
+        if subject in ("principal", "principal_in_workspace") and principal_id is None:
+            principal_id = self.whoami(user_id=user_id)["credential"]["principal_id"]
+        return self._send(self._api.list(subject, principal_id, workspace_id, run_id, procedure_id, user_id))
+
+    def delete(self, record_id: str, *, authority_ref: Optional[str] = None, user_id: Optional[str] = None) -> Deletion:
+        """Revokes a memory; returns its deletion with the receipt once finalized."""
+        return self._send(self._api.delete(record_id, authority_ref, user_id))
+
+    def delete_all(self, *, user_id: Optional[str] = None) -> Erasure:
+        """Erases every memory about or by the key's principal and withdraws
+        its consents; returns every deletion receipt."""
+        return self._send(self._api.delete_all(user_id))
+
+    def history(self, record_id: str, *, user_id: Optional[str] = None) -> History:
+        """What the API exposes of a memory's history (see :class:`History`)."""
+        memory: Optional[Memory]
+        try:
+            memory = self.get(record_id, user_id=user_id)
+        except MosaicError as e:
+            if e.status != 404:
+                raise
+            memory = None
+        deletion: Optional[Deletion]
+        try:
+            deletion = self._send(self._api.deletion(record_id, user_id))
+        except MosaicError as e:
+            if e.status != 404:
+                raise
+            deletion = None
+        if memory is None and deletion is None:
+            raise error_from_response(404, {"error": {"code": "not_found", "message": f"memory not found: {record_id}"}})
+        return History(memory=memory, deletion=deletion)
+
+    def verify_deletion(self, receipt: Union[DeletionReceipt, Mapping[str, Any]]) -> Verification:
+        """Has the server recompute a deletion receipt's digest."""
+        return self._send(self._api.verify_deletion(receipt))
+
+    def verify_write(self, proposal_id: str) -> Verification:
+        """Re-verifies a stored write receipt from its stored inputs."""
+        return self._send(self._api.verify_write(proposal_id))
+
+    def verify(self, receipt: Union[DeletionReceipt, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
+        """Verifies a deletion receipt, or the write receipt of a write
+        result or stored memory."""
+        if isinstance(receipt, (WriteResult, Memory)):
+            return self.verify_write(receipt.proposal_id)
+        return self.verify_deletion(receipt)
+
+    def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """The key's credential and grant."""
+        return self._send(self._api.whoami(user_id))
+
+    def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """The tenant's write policy (``max_ttl_ms``, ``allowed_kinds``, ...)."""
+        return self._send(self._api.policy(user_id))
+
+
+class AsyncMosaic:
+    """The asynchronous client: the same methods as :class:`Mosaic`, as
+    coroutines."""
+
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, max_retries: int = 3, http_client: Optional[httpx.AsyncClient] = None) -> None:
+        api_key = api_key if api_key is not None else os.environ.get("MOSAIC_KEY")
+        base_url = (base_url or os.environ.get("MOSAIC_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self._api = _Api(user_id)
+        self.max_retries = max_retries
+        self._http = http_client or httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncMosaic":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _send(self, call: _Call[T]) -> T:
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = await self._http.request(call.method, call.path, **_request_kwargs(call))
+            except httpx.HTTPError as e:
+                raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
+            if response.status_code != 429 or attempt == self.max_retries:
+                break
+            await asyncio.sleep(_backoff(attempt))
+        return _decode(call, response)
+
+    async def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:
+        return await self._send(self._api.add_messages(conversation_id, messages, workspace_id, user_id))
+
+    async def add_fact(self, content: str, cites: Iterable[Cite], *, claims: Optional[List[Any]] = None, workspace_id: Optional[str] = None, consent_receipt_sha256: Optional[str] = None, judgments: Optional[List[Any]] = None, supersedes_record_id: Optional[str] = None, expected_line_generation: Optional[int] = None, ttl_ms: Optional[int] = None, user_id: Optional[str] = None) -> WriteResult:
+        return await self._send(self._api.add_fact(content, cites, claims=claims, workspace_id=workspace_id, consent_receipt_sha256=consent_receipt_sha256, judgments=judgments, supersedes_record_id=supersedes_record_id, expected_line_generation=expected_line_generation, ttl_ms=ttl_ms, user_id=user_id))
+
+    async def give_consent(self, purpose: str = "personalization", ui_release: str = "mosaic-memory-python", *, consent_id: Optional[str] = None, user_id: Optional[str] = None) -> Consent:
+        return await self._send(self._api.give_consent(purpose, ui_release, consent_id, user_id))
+
+    async def search(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
+        return await self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=False, user_id=user_id))
+
+    async def explain(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
+        return await self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=True, user_id=user_id))
+
+    async def get(self, record_id: str, *, user_id: Optional[str] = None) -> Memory:
+        return await self._send(self._api.get(record_id, user_id))
+
+    async def list(self, subject: str = "principal", *, principal_id: Optional[str] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, procedure_id: Optional[str] = None, user_id: Optional[str] = None) -> List[ListedMemory]:
+        if subject in ("principal", "principal_in_workspace") and principal_id is None:
+            principal_id = (await self.whoami(user_id=user_id))["credential"]["principal_id"]
+        return await self._send(self._api.list(subject, principal_id, workspace_id, run_id, procedure_id, user_id))
+
+    async def delete(self, record_id: str, *, authority_ref: Optional[str] = None, user_id: Optional[str] = None) -> Deletion:
+        return await self._send(self._api.delete(record_id, authority_ref, user_id))
+
+    async def delete_all(self, *, user_id: Optional[str] = None) -> Erasure:
+        return await self._send(self._api.delete_all(user_id))
+
+    async def history(self, record_id: str, *, user_id: Optional[str] = None) -> History:
+        memory: Optional[Memory]
+        try:
+            memory = await self.get(record_id, user_id=user_id)
+        except MosaicError as e:
+            if e.status != 404:
+                raise
+            memory = None
+        deletion: Optional[Deletion]
+        try:
+            deletion = await self._send(self._api.deletion(record_id, user_id))
+        except MosaicError as e:
+            if e.status != 404:
+                raise
+            deletion = None
+        if memory is None and deletion is None:
+            raise error_from_response(404, {"error": {"code": "not_found", "message": f"memory not found: {record_id}"}})
+        return History(memory=memory, deletion=deletion)
+
+    async def verify_deletion(self, receipt: Union[DeletionReceipt, Mapping[str, Any]]) -> Verification:
+        return await self._send(self._api.verify_deletion(receipt))
+
+    async def verify_write(self, proposal_id: str) -> Verification:
+        return await self._send(self._api.verify_write(proposal_id))
+
+    async def verify(self, receipt: Union[DeletionReceipt, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
+        if isinstance(receipt, (WriteResult, Memory)):
+            return await self.verify_write(receipt.proposal_id)
+        return await self.verify_deletion(receipt)
+
+    async def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        return await self._send(self._api.whoami(user_id))
+
+    async def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        return await self._send(self._api.policy(user_id))

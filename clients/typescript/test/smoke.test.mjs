@@ -1,0 +1,137 @@
+// Smoke test of the client against a real `mosaic serve` (the binary in
+// $MOSAIC_BIN, else target/debug/mosaic of the repository): a fresh data
+// directory, port 0 on loopback, a tenant and key provisioned with the
+// bootstrap admin key file.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { Mosaic, AuthenticationError, NotFoundError, ConflictError, BadRequestError, ConnectionFailed, MosaicError } from "../index.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, "../../..");
+const bin = process.env.MOSAIC_BIN || join(repo, "target/debug/mosaic");
+
+let server;
+let url;
+let dir;
+let adminKey;
+
+before(async () => {
+  assert.ok(existsSync(bin), `no mosaic binary at ${bin} (set MOSAIC_BIN)`);
+  dir = mkdtempSync(join(tmpdir(), "mosaic-js-"));
+  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), "--embedder", "hash", "--rate-limit-per-second", "100000", "--rate-limit-burst", "100000"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  server.stderr.resume();
+  url = await new Promise((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error("mosaic serve did not report its address in 60 s")), 60_000);
+    let seen = "";
+    server.stdout.on("data", (chunk) => {
+      seen += chunk;
+      const m = /serving on (http:\/\/\S+)/.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        resolveUrl(m[1]);
+      }
+    });
+    server.on("exit", (code) => reject(new Error(`mosaic serve exited with ${code}`)));
+  });
+  server.stdout.resume();
+  adminKey = readFileSync(join(dir, "data", "admin.key"), "utf8").trim();
+});
+
+after(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((r) => server.once("exit", r));
+    server.kill("SIGTERM");
+    await exited;
+  }
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+let tenants = 0;
+async function principalKey({ consent = true } = {}) {
+  tenants += 1;
+  const tenant = `js-${tenants}`;
+  const admin = async (path, body) => {
+    const r = await fetch(url + path, { method: "POST", headers: { Authorization: `Bearer ${adminKey}`, "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const text = await r.text();
+    assert.ok(r.ok, `${path}: ${r.status} ${text}`);
+    return JSON.parse(text);
+  };
+  await admin("/v1/admin/tenants", { tenant_id: tenant });
+  const { key } = await admin("/v1/admin/keys", { tenant_id: tenant, principal_id: "user-1", grant: { allowed_workspace_ids: ["ws-1"] } });
+  const m = new Mosaic({ apiKey: key, baseUrl: url });
+  if (consent) await m.giveConsent({ uiRelease: "js-smoke-v1" });
+  return m;
+}
+
+test("conversation, fact, search, explain, get, list, history, delete, verify, delete all", async () => {
+  const m = await principalKey();
+  const ingest = await m.addMessages("chat-1", [
+    { id: "m1", role: "user", name: "Vinay", created_at: "2026-05-01", content: "I moved to Berlin last month." },
+    { id: "m2", role: "assistant", content: "Noted, Berlin it is." },
+  ]);
+  assert.equal(ingest.kept, 2);
+  assert.deepEqual(ingest.messages.map((x) => x.message_id), ["m1", "m2"]);
+  const replay = await m.addMessages("chat-1", [{ id: "m2", role: "assistant", content: "Noted, Berlin it is." }]);
+  assert.equal(replay.messages[0].replayed, true);
+
+  const fact = await m.addFact("I moved to Berlin", [["chat-1", "m1"]]);
+  assert.equal(fact.decision, "accepted", JSON.stringify(fact.violations));
+  const refused = await m.addFact("The user lives in Germany", [{ conversation_id: "chat-1", message_id: "m1" }]);
+  assert.equal(refused.decision, "rejected");
+  assert.ok(refused.violations.length > 0 && refused.violations.every((v) => typeof v.violation === "string"));
+
+  const found = await m.search("where does the user live", { kinds: ["semantic"] });
+  assert.deepEqual(found.selected_record_ids, [fact.record_id]);
+  assert.match(found.context, /Berlin/);
+  const explained = await m.explain("where does the user live");
+  assert.ok(explained.decisions.length >= 3);
+
+  const memory = await m.get(fact.record_id);
+  assert.equal(memory.content, "I moved to Berlin");
+  assert.equal(memory.record.kind, "semantic");
+  const listed = await m.list();
+  assert.equal(listed.length, 3);
+  assert.equal((await m.verify(fact)).valid, true);
+
+  const deletion = await m.delete(fact.record_id);
+  assert.ok(deletion.deletion_receipt, deletion.stage);
+  assert.equal((await m.verify(deletion.deletion_receipt)).valid, true);
+  const forged = { ...deletion.deletion_receipt, receipt_sha256: "0".repeat(64) };
+  assert.equal((await m.verify(forged)).valid, false);
+  const history = await m.history(fact.record_id);
+  assert.ok(history.deletion && history.deletion.deletion_receipt);
+
+  const erasure = await m.deleteAll();
+  assert.equal(erasure.complete, true);
+  assert.equal(erasure.revocations.length, 3);
+  assert.deepEqual((await m.search("Berlin")).selected_record_ids, []);
+});
+
+test("errors are typed and carry the server's stable code", async () => {
+  const m = await principalKey();
+  await assert.rejects(new Mosaic({ apiKey: "mk_nope", baseUrl: url }).search("x"), (e) => e instanceof AuthenticationError && e.code === "invalid_key" && e.status === 401);
+  await assert.rejects(m.get("no-such-record"), (e) => e instanceof NotFoundError && e.code === "not_found");
+  await assert.rejects(m.addMessages("bad id", ["x"]), (e) => e instanceof BadRequestError && e.code === "invalid_identifier");
+  await m.addMessages("c", [{ id: "a", content: "one" }]);
+  await assert.rejects(m.addMessages("c", [{ id: "a", content: "two" }]), (e) => e instanceof ConflictError && e.code === "message_id_in_use");
+  await assert.rejects(m.search("x", { workspaceId: "not-granted" }), (e) => e instanceof MosaicError && e.status === 403);
+  assert.throws(() => m.addMessages("c", [{ content: "x", tenant_id: "other" }]), TypeError);
+  const dead = new Mosaic({ apiKey: "mk_x", baseUrl: "http://127.0.0.1:9", timeoutMs: 2000 });
+  await assert.rejects(dead.search("x"), (e) => e instanceof ConnectionFailed && e.code === "connection" && e.status === undefined);
+});
+
+test("a fact without the principal's consent is refused by the gate", async () => {
+  const m = await principalKey({ consent: false });
+  await m.addMessages("c", [{ id: "a", content: "I like tea." }]);
+  const fact = await m.addFact("I like tea", [["c", "a"]]);
+  assert.equal(fact.decision, "rejected");
+  assert.ok(fact.violations.some((v) => v.violation.includes("consent")), JSON.stringify(fact.violations));
+});
