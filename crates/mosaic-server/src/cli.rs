@@ -829,10 +829,14 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
     let (service, report) = Service::open(config.clone()).map_err(|e| anyhow!("{e}"))?;
     let open_ms = opened.elapsed().as_millis();
     let state = Arc::new(service);
+    // The last reference is dropped here, after the runtime: closing the
+    // service closes its PostgreSQL clients, which must not happen inside
+    // a tokio runtime (the synchronous client drives its own).
+    let last = state.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -855,9 +859,12 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
         reconciler.abort();
         let flush = state.clone();
         let _ = tokio::task::spawn_blocking(move || flush.flush()).await;
-        println!("mosaic: stopped");
         Ok::<_, anyhow::Error>(())
-    })?;
+    });
+    drop(runtime);
+    drop(last);
+    served?;
+    println!("mosaic: stopped");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,6 +9,9 @@
 //! rejected proposal or transport failure) and the server's resident memory
 //! (VmRSS from /proc/PID/status) sampled every `--sample-ms`.
 //!
+//! A prober reads `/health` every 10 ms meanwhile and reports its latency
+//! beside the operations' (its answers are not counted as operations).
+//!
 //! With `--deletions N` it also measures deletion propagation: while the
 //! clients run, one more principal proposes a memory, checks it is
 //! recalled, revokes it, and times (a) from sending the revoke until the
@@ -705,6 +708,37 @@ async fn run(args: Args) -> Result<Value> {
             result
         })
     });
+    // `/health` every 10 ms while the clients run: it must not wait on
+    // their writes.
+    let health = {
+        let (client, url, stop) = (client.clone(), server.url.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut stats = OpStats::default();
+            let mut ticker = tokio::time::interval(Duration::from_millis(10));
+            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                ticker.tick().await;
+                let t0 = Instant::now();
+                let request = hyper::Request::builder()
+                    .method("GET")
+                    .uri(format!("{url}/health"))
+                    .body(Full::new(Bytes::new()));
+                let answered = match request {
+                    Ok(r) => client.request(r).await.ok(),
+                    Err(_) => None,
+                };
+                match answered {
+                    Some(response) if response.status().as_u16() == 200 => {
+                        let _ = response.into_body().collect().await;
+                        stats
+                            .latencies_us
+                            .push(u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX));
+                    }
+                    _ => stats.errors += 1,
+                }
+            }
+            stats
+        })
+    };
     // Resident memory over time, while the clients run.
     let mut samples: Vec<(f64, u64)> = Vec::new();
     let interval = Duration::from_millis(args.sample_ms.max(50));
@@ -731,6 +765,9 @@ async fn run(args: Args) -> Result<Value> {
             Err(_) => failed_clients += 1,
         }
     }
+    let mut health = health
+        .await
+        .map_err(|e| anyhow!("the health prober failed: {e}"))?;
     let deletion = match deleter {
         Some(task) => {
             let mut d = task
@@ -763,7 +800,7 @@ async fn run(args: Args) -> Result<Value> {
     let seconds = started.elapsed().as_secs_f64();
     let rss_end = rss_kib(pid);
     let total = propose.latencies_us.len() + recall.latencies_us.len();
-    let errors = propose.errors + recall.errors + failed_clients + deletion_errors;
+    let errors = propose.errors + recall.errors + health.errors + failed_clients + deletion_errors;
     let rss_max = samples.iter().map(|s| s.1).max();
     Ok(json!({
         "clients": args.clients,
@@ -777,6 +814,7 @@ async fn run(args: Args) -> Result<Value> {
         "first_error": first_error,
         "propose": propose.summary(seconds),
         "recall": recall.summary(seconds),
+        "health": health.summary(seconds),
         "replicas": args.replicas,
         "postgres": args.postgres.is_some(),
         "deletion": deletion,
@@ -795,7 +833,7 @@ fn print_report(summary: &Value) {
         f(&summary["per_second"]),
         summary["errors"]
     );
-    for op in ["propose", "recall"] {
+    for op in ["propose", "recall", "health"] {
         let s = &summary[op];
         println!(
             "  {op:<8} {:>8} ops {:>8.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>8.2} ms  errors {}",

@@ -30,7 +30,8 @@ fn load_smoke_run_has_no_errors_and_samples_resident_memory() {
     let summary: Value = serde_json::from_str(stdout.trim()).expect("one JSON summary");
     assert_eq!(summary["errors"], 0, "{summary}");
     assert_eq!(summary["clients"], 8);
-    for op in ["propose", "recall"] {
+    // The /health prober answered all along.
+    for op in ["propose", "recall", "health"] {
         assert!(summary[op]["count"].as_u64() > Some(0), "{op}: {summary}");
         assert!(summary[op]["p99_ms"].as_f64() >= summary[op]["p50_ms"].as_f64());
     }

@@ -9,6 +9,7 @@ mod common;
 mod concurrency;
 mod console;
 mod conversation;
+mod crash;
 mod degraded;
 mod deploy;
 mod embedder;

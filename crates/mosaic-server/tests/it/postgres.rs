@@ -77,6 +77,29 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    /// Sends SIGTERM and waits (at most 30 s) for the server to exit.
+    pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the server did not stop on SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
 pub(crate) fn serve(data_dir: &std::path::Path, postgres: &str) -> Server {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--postgres", postgres])
@@ -392,4 +415,11 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     );
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("same embedder"), "{stderr}");
+
+    // SIGTERM stops a PostgreSQL server cleanly (it used to abort: a
+    // synchronous client closed inside the tokio runtime).
+    for server in [one, two] {
+        let status = server.terminate();
+        assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
+    }
 }
