@@ -62,7 +62,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::api::{ListQuery, RecallRequest, RevokeRequest, VerifyRequest};
+use crate::api::{RecallRequest, RevokeRequest, VerifyRequest};
 use crate::auth::Credential;
 use crate::error::{ServiceError, ServiceResult};
 use crate::http::{AppState, Auth, decode_json};
@@ -628,7 +628,6 @@ fn list(
     arguments: Map<String, Value>,
 ) -> ServiceResult<CallToolResult> {
     let arguments: ListArguments = decode_arguments(&arguments)?;
-    let (_, principal) = credential.principal()?;
     let limit = arguments.limit.unwrap_or(20);
     if limit == 0 || limit > MAX_LISTED {
         return Err(ServiceError::bad_request(
@@ -636,22 +635,8 @@ fn list(
             format!("limit must be 1 to {MAX_LISTED}"),
         ));
     }
-    let mut entries = service.list_by_subject(
-        credential,
-        &ListQuery {
-            subject_type: "principal".into(),
-            run_id: None,
-            principal_id: Some(principal.to_owned()),
-            workspace_id: None,
-            procedure_id: None,
-        },
-    )?;
-    entries.retain(|e| e.state == "active" && arguments.kind.is_none_or(|k| e.kind == k.as_str()));
-    entries.sort_by(|a, b| {
-        b.created_at_unix_ms
-            .cmp(&a.created_at_unix_ms)
-            .then_with(|| a.record_id.cmp(&b.record_id))
-    });
+    let mut entries = service.active_memories(credential)?;
+    entries.retain(|e| arguments.kind.is_none_or(|k| e.kind == k.as_str()));
     let mut blocks = Vec::new();
     let mut listed = Vec::new();
     for entry in entries

@@ -397,23 +397,7 @@ fn active_ids(
     credential: &Credential,
     scope: &Scope,
 ) -> ServiceResult<Vec<String>> {
-    let (_, principal) = credential.principal()?;
-    let mut entries = service.list_by_subject(
-        credential,
-        &ListQuery {
-            subject_type: "principal".into(),
-            run_id: None,
-            principal_id: Some(principal.to_owned()),
-            workspace_id: None,
-            procedure_id: None,
-        },
-    )?;
-    entries.retain(|e| e.state == "active");
-    entries.sort_by(|a, b| {
-        b.created_at_unix_ms
-            .cmp(&a.created_at_unix_ms)
-            .then_with(|| a.record_id.cmp(&b.record_id))
-    });
+    let entries = service.active_memories(credential)?;
     let conversation = scope.run_id.as_deref().or(scope.agent_id.as_deref());
     let mut ids = Vec::new();
     for entry in entries {

@@ -217,24 +217,14 @@ impl ServiceCore {
                     )?,
                 };
                 captured_before.push(stored.is_some());
-                let locator_sha256 = domain_digest(
-                    CAPTURE_LOCATOR_DOMAIN,
-                    &MessageLocator {
-                        tenant_id: tenant,
-                        principal_id: principal,
-                        conversation_id,
-                        message_id: &message_id,
-                    },
-                )?;
-                let ids = domain_digest(
-                    CAPTURE_ID_DOMAIN,
-                    &MessageLocator {
-                        tenant_id: tenant,
-                        principal_id: principal,
-                        conversation_id,
-                        message_id: &message_id,
-                    },
-                )?;
+                let located = MessageLocator {
+                    tenant_id: tenant,
+                    principal_id: principal,
+                    conversation_id,
+                    message_id: &message_id,
+                };
+                let locator_sha256 = domain_digest(CAPTURE_LOCATOR_DOMAIN, &located)?;
+                let ids = domain_digest(CAPTURE_ID_DOMAIN, &located)?;
                 let short = ids.get(..32).unwrap_or(&ids);
                 let record_id = format!("m-{short}");
                 let source = MemorySource {
@@ -487,6 +477,29 @@ impl ServiceCore {
             )?
         };
         self.propose(credential, &proposal)
+    }
+
+    /// The principal's active memories, newest first (MCP `list` and the
+    /// mem0-compatible routes).
+    pub fn active_memories(&self, credential: &Credential) -> ServiceResult<Vec<ListEntry>> {
+        let (_, principal) = credential.principal()?;
+        let mut entries = self.list_by_subject(
+            credential,
+            &ListQuery {
+                subject_type: "principal".into(),
+                run_id: None,
+                principal_id: Some(principal.to_owned()),
+                workspace_id: None,
+                procedure_id: None,
+            },
+        )?;
+        entries.retain(|e| e.state == "active");
+        entries.sort_by(|a, b| {
+            b.created_at_unix_ms
+                .cmp(&a.created_at_unix_ms)
+                .then_with(|| a.record_id.cmp(&b.record_id))
+        });
+        Ok(entries)
     }
 
     /// Revokes every active memory about or by the credential's principal,
