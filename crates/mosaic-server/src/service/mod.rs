@@ -291,7 +291,12 @@ pub struct ServiceCore {
     embedder: Arc<dyn Embedder>,
     /// Fact extraction from conversations, when configured.
     extraction: Option<extract::Extraction>,
+    /// The last decision instant handed out ([`ServiceCore::decision_instant`]).
+    last_decision: std::sync::atomic::AtomicU64,
 }
+
+/// How far decision instants may run ahead of the clock.
+pub const MAX_DECISION_LEAD_MS: u64 = 1_000;
 
 /// A proposal made ready for the store's write transaction.
 struct PreparedWrite {
@@ -498,6 +503,7 @@ impl Service {
             clock,
             metrics: Metrics::default(),
             extraction: extract::Extraction::open(&config)?,
+            last_decision: std::sync::atomic::AtomicU64::new(0),
             config,
             embedder,
         };
@@ -544,6 +550,35 @@ impl ServiceCore {
     /// Now, from the service clock.
     pub fn now(&self) -> u64 {
         self.clock.now_unix_ms()
+    }
+
+    /// The instant a proposal is decided at: the clock, but never at or
+    /// before the previous decision's, so records are created in the order
+    /// they were decided (the index's timelines, turn windows and recency
+    /// read creation time; a batch of messages decided within one
+    /// millisecond would otherwise tie and lose its order). It runs ahead
+    /// of the clock by at most [`MAX_DECISION_LEAD_MS`]; past that (over a
+    /// thousand decisions a second, sustained) instants may tie again.
+    pub(super) fn decision_instant(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        let wall = self.now();
+        let mut last = self.last_decision.load(Ordering::Relaxed);
+        loop {
+            let next = if last >= wall && last < wall.saturating_add(MAX_DECISION_LEAD_MS) {
+                last + 1
+            } else {
+                wall.max(last.min(wall.saturating_add(MAX_DECISION_LEAD_MS)))
+            };
+            match self.last_decision.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(seen) => last = seen,
+            }
+        }
     }
 
     fn bootstrap_admin_key(&self) -> ServiceResult<Option<PathBuf>> {

@@ -338,7 +338,7 @@ impl ServiceCore {
         validate_digests(request)?;
         let (tenant_row, grant) = self.tenant_and_grant(inner, tenant, principal)?;
         let policy = &tenant_row.policy;
-        let now = self.now();
+        let now = self.decision_instant();
         let content_sha256 = sha256_hex(request.content.as_bytes());
         let mut id_basis = request.clone();
         id_basis.content = content_sha256.clone();

@@ -680,3 +680,33 @@ async fn recall_shows_each_content_once_with_its_kind_time_and_score_and_can_ask
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
     }
 }
+
+#[tokio::test]
+async fn the_messages_of_one_call_are_created_in_their_order() {
+    let w = world();
+    let alice = &w.principals[0];
+    let messages: Vec<Value> = (0..50)
+        .map(|i| json!({"id": format!("t{i}"), "role": "user", "content": format!("turn number {i}")}))
+        .collect();
+    let (status, body) = ingest(&w, &alice.key, "ordered", json!({"messages": messages})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut created = Vec::new();
+    for m in body["messages"].as_array().expect("messages") {
+        let (_, memory) = send(
+            &w.router,
+            "GET",
+            &format!("/v1/memories/{}", m["record_id"].as_str().expect("id")),
+            Some(&alice.key),
+            None,
+        )
+        .await;
+        created.push(
+            memory["record"]["created_at_unix_ms"]
+                .as_u64()
+                .expect("instant"),
+        );
+    }
+    // Distinct and increasing: the index's timeline (turn windows,
+    // recency) keeps the conversation's order even within a millisecond.
+    assert!(created.windows(2).all(|p| p[0] < p[1]), "{created:?}");
+}
