@@ -540,7 +540,7 @@ pub fn document() -> Value {
                 "VerifyRequest": object("{\"kind\":\"write\",\"proposal_id\":...}, {\"kind\":\"deletion\",\"receipt\":{body, receipt_sha256}} or {\"kind\":\"recall\",\"selection_receipt\":{...},\"relevance_receipt\":{...}?} (a recall's receipts as it returned them)"),
                 "ExportLines": {"type": "string", "description": "One {\"type\":\"memory\",\"data\":{record,state,request}} object per line"},
                 "CreateTenantRequest": object("{tenant_id, policy?}"),
-                "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?, claim_updates?: newer_wins|review}"),
+                "PolicyRequest": object("{allowed_kinds?, max_ttl_ms?, require_consent_for_principal_semantic?, minimum_procedure_eval_cases?, claim_updates?: newer_wins|review, write_guards?: {near_duplicate_permille?: 1..1000, prose_contradictions?: bool, shared_semantic_evidence?: verifier|any}}"),
                 "GrantRequest": object("{allowed_kinds?, allowed_purposes?, allowed_workspace_ids?, allowed_run_ids?, expires_at_unix_ms?}"),
                 "CreateKeyRequest": object("{tenant_id, principal_id, grant?}"),
                 "CreateApplicationKeyRequest": {"type": "object", "additionalProperties": false, "required": ["tenant_id", "application_id", "users"], "properties": {
