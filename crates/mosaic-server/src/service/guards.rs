@@ -168,9 +168,8 @@ impl ServiceCore {
         tenant: &str,
         principal: &str,
         grant: &MemoryWriteGrant,
-        record_id: &str,
+        (record_id, supersedes): (&str, Option<&str>),
         request: &ProposeRequest,
-        supersedes: Option<&str>,
     ) -> ServiceResult<Vec<ConflictObservation>> {
         let guards = inner.catalog.write_guards(tenant)?;
         if !subject_visible(principal, grant, &request.subject) {

@@ -464,9 +464,8 @@ impl ServiceCore {
             tenant,
             principal,
             &grant,
-            &record_id,
+            (&record_id, supersedes_record_id.as_deref()),
             request,
-            supersedes_record_id.as_deref(),
         )?;
         for o in text_observations {
             if !server_conflicts

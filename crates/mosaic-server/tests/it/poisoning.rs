@@ -330,12 +330,15 @@ async fn a_self_quoted_shared_fact_is_refused_by_the_provenance_guard() {
 /// conversation's turns are ingested one message per call through the
 /// front door (each conversation by its own principal), and every refused
 /// turn whose text did not occur earlier in its conversation is counted.
-/// Run with `MOSAIC_LOCOMO=<locomo10_conversations.jsonl>` (see
-/// BENCHMARKS.md); without it the test has nothing to measure.
+/// Runs only with `MOSAIC_LOCOMO=<locomo10_conversations.jsonl>` (see
+/// BENCHMARKS.md; the data set is not part of the repository) and fails
+/// when more than 0.5% of the distinct turns are refused.
 #[tokio::test]
-#[ignore = "needs the LoCoMo conversations file (MOSAIC_LOCOMO)"]
 async fn text_guard_false_refusals_on_locomo_turns() {
-    let path = std::env::var("MOSAIC_LOCOMO").expect("MOSAIC_LOCOMO names the conversations file");
+    let Ok(path) = std::env::var("MOSAIC_LOCOMO") else {
+        eprintln!("MOSAIC_LOCOMO is not set: no LoCoMo turns to measure");
+        return;
+    };
     let data = std::fs::read_to_string(path).expect("read");
     let (mut turns, mut distinct, mut refused) = (0usize, 0usize, 0usize);
     for line in data.lines().filter(|l| !l.trim().is_empty()) {
@@ -381,4 +384,8 @@ async fn text_guard_false_refusals_on_locomo_turns() {
     }
     println!("locomo turns={turns} distinct={distinct} refused={refused}");
     assert!(distinct > 0);
+    assert!(
+        refused * 200 <= distinct,
+        "{refused} of {distinct} distinct turns refused"
+    );
 }
