@@ -426,7 +426,7 @@ pub struct VerifyResponse {
 
 /// Create a tenant or replace its policy. The server computes the policy
 /// digest over the canonical policy document.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyRequest {
     /// Kinds the tenant may write (default: all).
@@ -448,6 +448,11 @@ pub struct PolicyRequest {
     /// gate checks every supersession either way. Unchanged when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_updates: Option<crate::catalog::ClaimUpdates>,
+    /// The tenant's write guards (near-duplicate threshold, prose
+    /// contradictions, evidence for shared semantic memory). Not part of
+    /// the policy digest. Unchanged when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_guards: Option<crate::catalog::WriteGuards>,
 }
 
 /// Create a tenant.

@@ -144,6 +144,10 @@ CREATE TABLE IF NOT EXISTS tenant_options (
     tenant_id TEXT PRIMARY KEY,
     claim_updates TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS write_guards (
+    tenant_id TEXT PRIMARY KEY,
+    guards_json TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS extraction_jobs (
     job_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -162,7 +166,7 @@ CREATE INDEX IF NOT EXISTS extraction_jobs_due ON extraction_jobs (state, next_a
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 15] = [
+const TABLES: [&str; 16] = [
     "tenants",
     "api_keys",
     "grants",
@@ -178,6 +182,7 @@ const TABLES: [&str; 15] = [
     "application_keys",
     "policy_history",
     "consent_terms",
+    "write_guards",
 ];
 
 /// Which rows of the PostgreSQL catalog a statement may see. Every
@@ -240,7 +245,7 @@ fn pg_row_security() -> String {
 }
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 15] = [
+const PG_GRANTS: [(&str, &str); 16] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -256,6 +261,7 @@ const PG_GRANTS: [(&str, &str); 15] = [
     ("application_keys", "SELECT, INSERT"),
     ("policy_history", "SELECT, INSERT"),
     ("consent_terms", "SELECT, INSERT"),
+    ("write_guards", "SELECT, INSERT, UPDATE"),
 ];
 
 /// A message the server captured: where its text is kept (the episodic
@@ -343,6 +349,73 @@ impl ClaimUpdates {
             ClaimUpdates::Review => "review",
         }
     }
+}
+
+/// What a tenant's write guards refuse (server-side options, not part of
+/// the policy digest: they decide which observations and refusals the
+/// server makes before the gate, which checks every observation).
+#[derive(
+    serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct WriteGuards {
+    /// A live record of the same subject and kind whose words overlap a
+    /// proposal's by at least this token Jaccard similarity (permille,
+    /// `1..=1000`; 1000 = only identical after normalisation) makes the
+    /// proposal a duplicate.
+    #[serde(default = "default_near_duplicate")]
+    pub near_duplicate_permille: u32,
+    /// Whether a prose statement contradicting a live record by a
+    /// deterministic pattern is sent to review.
+    #[serde(default = "default_true")]
+    pub prose_contradictions: bool,
+    /// Which evidence may create shared (workspace) semantic memory.
+    #[serde(default)]
+    pub shared_semantic_evidence: SharedSemanticEvidence,
+}
+
+/// The default near-duplicate threshold: 0.7 token Jaccard (measured on
+/// LoCoMo's turns, see BENCHMARKS.md).
+pub const DEFAULT_NEAR_DUPLICATE_PERMILLE: u32 = 700;
+
+fn default_near_duplicate() -> u32 {
+    DEFAULT_NEAR_DUPLICATE_PERMILLE
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for WriteGuards {
+    fn default() -> Self {
+        WriteGuards {
+            near_duplicate_permille: DEFAULT_NEAR_DUPLICATE_PERMILLE,
+            prose_contradictions: true,
+            shared_semantic_evidence: SharedSemanticEvidence::default(),
+        }
+    }
+}
+
+/// Which evidence may create shared semantic memory.
+#[derive(
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SharedSemanticEvidence {
+    /// A supporting judgment signed by a registered verifier; a principal
+    /// quoting itself is not enough.
+    #[default]
+    Verifier,
+    /// Any evidence the gate accepts, a principal's own quotation included.
+    Any,
 }
 
 /// A tenant and its policy as the catalog last stored it (the policy in
@@ -1495,6 +1568,28 @@ impl Catalog {
             "INSERT INTO tenant_options (tenant_id, claim_updates) VALUES (?1, ?2)
              ON CONFLICT (tenant_id) DO UPDATE SET claim_updates = ?2",
             &[tenant_id.into(), value.as_str().into()],
+        )?;
+        Ok(())
+    }
+
+    /// A tenant's write guards (the defaults when never set).
+    pub fn write_guards(&self, tenant_id: &str) -> ServiceResult<WriteGuards> {
+        let rows = self.rows(
+            "SELECT guards_json FROM write_guards WHERE tenant_id = ?1",
+            &[tenant_id.into()],
+        )?;
+        match rows.first() {
+            None => Ok(WriteGuards::default()),
+            Some(r) => decode("write_guards", &text(col(r, 0))?),
+        }
+    }
+
+    /// Sets a tenant's write guards.
+    pub fn set_write_guards(&self, tenant_id: &str, value: &WriteGuards) -> ServiceResult<()> {
+        self.exec(
+            "INSERT INTO write_guards (tenant_id, guards_json) VALUES (?1, ?2)
+             ON CONFLICT (tenant_id) DO UPDATE SET guards_json = ?2",
+            &[tenant_id.into(), Val::Text(encode(value)?)],
         )?;
         Ok(())
     }

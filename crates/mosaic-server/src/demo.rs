@@ -67,6 +67,13 @@ pub fn run(json: bool) -> Result<ExitCode> {
                     require_consent_for_principal_semantic: Some(true),
                     minimum_procedure_eval_cases: None,
                     claim_updates: None,
+                    // The story's workspace facts quote their own sources;
+                    // by default shared facts need a registered verifier.
+                    write_guards: Some(mosaic_server::catalog::WriteGuards {
+                        shared_semantic_evidence:
+                            mosaic_server::catalog::SharedSemanticEvidence::Any,
+                        ..mosaic_server::catalog::WriteGuards::default()
+                    }),
                 }),
             },
         )

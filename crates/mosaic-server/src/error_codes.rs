@@ -150,6 +150,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "MCP `remember` writes semantic or episodic memory only",
     ),
     c(
+        "invalid_write_guards",
+        400,
+        "A tenant's write guards are out of range (the near-duplicate threshold is per mille)",
+    ),
+    c(
         "invalid_user",
         400,
         "The user an application key names (`X-Mosaic-User` or `user_id`) is not a valid identifier",
@@ -172,6 +177,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     ),
     c("admin_required", 403, "The operation needs the admin key"),
     c("grant_expired", 403, "The principal's grant has expired"),
+    c(
+        "independent_evidence_required",
+        403,
+        "Shared (workspace) semantic memory needs a supporting judgment signed by a registered verifier, not the key quoting itself",
+    ),
     c(
         "grant_outside_key_bounds",
         403,

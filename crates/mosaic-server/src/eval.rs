@@ -353,6 +353,7 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                     require_consent_for_principal_semantic: None,
                     minimum_procedure_eval_cases: None,
                     claim_updates: None,
+                    write_guards: None,
                 }),
             },
         )

@@ -316,7 +316,15 @@ async fn run_client(
         let started = Instant::now();
         let outcome = if is_write {
             let label = format!("c{client_idx}-n{n}");
-            let content = format!("{principal_id} noted {topic} item {n} from client {client_idx}");
+            // Words of its own, so no two contents are near-duplicates
+            // (the write guards refuse those).
+            let own = mosaic_harness::canonical::sha256_hex(label.as_bytes());
+            let content = format!(
+                "{principal_id} noted {topic} item {n} from client {client_idx}: {} {} {}",
+                &own[..8],
+                &own[8..16],
+                &own[16..24]
+            );
             let proposal = preference(&label, &principal_id, &content, Some(consent.clone()));
             match serde_json::to_value(&proposal) {
                 Ok(body) => request(&client, "POST", &propose_url, &key, &body)

@@ -244,6 +244,7 @@ impl ServiceCore {
             require_consent_for_principal_semantic: None,
             minimum_procedure_eval_cases: None,
             claim_updates: None,
+            write_guards: None,
         });
         self.put_policy(credential, &request.tenant_id, &policy, true)
     }
@@ -260,6 +261,15 @@ impl ServiceCore {
         create: bool,
     ) -> ServiceResult<MemoryWritePolicy> {
         credential.require_admin()?;
+        if request
+            .write_guards
+            .is_some_and(|g| !(1..=1000).contains(&g.near_duplicate_permille))
+        {
+            return Err(ServiceError::bad_request(
+                "invalid_write_guards",
+                "near_duplicate_permille must lie in 1..=1000",
+            ));
+        }
         let mut inner = self.writer()?;
         if !create && inner.catalog.tenant(tenant)?.is_none() {
             return Err(ServiceError::not_found("tenant", tenant));
@@ -291,6 +301,9 @@ impl ServiceCore {
         inner.catalog.put_tenant(&policy, now)?;
         if let Some(claim_updates) = request.claim_updates {
             inner.catalog.set_claim_updates(tenant, claim_updates)?;
+        }
+        if let Some(guards) = &request.write_guards {
+            inner.catalog.set_write_guards(tenant, guards)?;
         }
         for principal in inner.catalog.grant_principals(tenant)? {
             let Some(mut grant) = inner.store.current_grant(tenant, &principal)? else {

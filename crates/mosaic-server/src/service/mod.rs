@@ -56,6 +56,7 @@ mod browse;
 mod carry;
 mod conversation;
 mod extract;
+mod guards;
 mod health;
 mod outbox;
 mod persistence;

@@ -433,6 +433,11 @@ impl ServiceCore {
             &captured,
         )?);
         let external = authenticate_evidence(&inner.catalog, &proposition, request)?;
+        guards::check_shared_provenance(
+            &inner.catalog.write_guards(tenant)?,
+            request,
+            &external.judgments,
+        )?;
         let mut server_conflicts =
             self.conflict_scan(inner, tenant, principal, &grant, &record_id, request)?;
         // A newer value for a claim the principal's own record holds
@@ -450,6 +455,25 @@ impl ServiceCore {
             server_conflicts.push(evidence::supersession_observation(&record_id, &superseded)?);
             supersedes_record_id = Some(superseded);
             expected_line_generation = Some(generation);
+        }
+        // The text guards: duplicates and prose contradictions of records
+        // the structured scan did not already relate, the superseded one
+        // excepted.
+        let text_observations = self.text_scan(
+            inner,
+            tenant,
+            principal,
+            &grant,
+            (&record_id, supersedes_record_id.as_deref()),
+            request,
+        )?;
+        for o in text_observations {
+            if !server_conflicts
+                .iter()
+                .any(|c| c.existing_record_id == o.existing_record_id)
+            {
+                server_conflicts.push(o);
+            }
         }
         let provenance_sha256 = match &request.provenance_sha256 {
             Some(p) => p.clone(),

@@ -75,7 +75,13 @@ fn serve_and_talk_to_it_with_the_client_verbs() {
             .expect("post");
         serde_json::from_str(&r.body_mut().read_to_string().expect("body")).expect("json")
     };
-    post("/v1/admin/tenants", &admin_key, r#"{"tenant_id":"acme"}"#);
+    // The tenant lets a principal's own quotation create workspace facts
+    // (the default needs a registered verifier's judgment).
+    post(
+        "/v1/admin/tenants",
+        &admin_key,
+        r#"{"tenant_id":"acme","policy":{"write_guards":{"shared_semantic_evidence":"any"}}}"#,
+    );
     let created = post(
         "/v1/admin/keys",
         &admin_key,

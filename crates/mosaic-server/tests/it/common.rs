@@ -6,8 +6,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use mosaic_harness::memory_write::MemoryPurpose;
-use mosaic_server::api::{ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest};
+use mosaic_server::api::{
+    ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest, PolicyRequest,
+};
 use mosaic_server::auth::Credential;
+use mosaic_server::catalog::{SharedSemanticEvidence, WriteGuards};
 use mosaic_server::service::ADMIN_KEY_FILE;
 use mosaic_server::{ServerConfig, Service, app};
 use serde_json::Value;
@@ -69,7 +72,17 @@ pub fn world_with(adjust: impl FnOnce(&mut ServerConfig)) -> World {
                 &admin,
                 &CreateTenantRequest {
                     tenant_id: tenant.into(),
-                    policy: None,
+                    // These tenants let a principal's own quotation create
+                    // workspace facts, so the tests of other layers can
+                    // write them; the provenance guard's tests
+                    // (`provenance.rs`) run under the default.
+                    policy: Some(PolicyRequest {
+                        write_guards: Some(WriteGuards {
+                            shared_semantic_evidence: SharedSemanticEvidence::Any,
+                            ..WriteGuards::default()
+                        }),
+                        ..PolicyRequest::default()
+                    }),
                 },
             )
             .expect("tenant");
@@ -200,4 +213,27 @@ pub fn error_code(body: &Value) -> String {
         "error without message: {body}"
     );
     code.to_owned()
+}
+
+/// A policy whose tenant lets a principal's own quotation create workspace
+/// facts (the default needs a registered verifier's judgment), for tests of
+/// other layers that write such facts.
+pub fn self_quoting_policy() -> Option<PolicyRequest> {
+    Some(PolicyRequest {
+        write_guards: Some(WriteGuards {
+            shared_semantic_evidence: SharedSemanticEvidence::Any,
+            ..WriteGuards::default()
+        }),
+        ..PolicyRequest::default()
+    })
+}
+
+/// Four words no other seed shares (hex digits of the seed's digest), so
+/// templated test contents are not near-duplicates of each other.
+pub fn distinct(seed: &str) -> String {
+    let digest = mosaic_harness::canonical::sha256_hex(seed.as_bytes());
+    (0..4)
+        .map(|i| &digest[i * 8..i * 8 + 8])
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -40,7 +40,10 @@ fn proposals_from_many_threads_share_commits_and_answer_readable() {
                     let fact = workspace_fact(
                         &format!("t{t}-{i}"),
                         WORKSPACE,
-                        &format!("deploy note {t} {i}: the window moved to {i} o'clock."),
+                        &format!(
+                            "deploy note {t} {i}: the window moved to {i} o'clock ({}).",
+                            crate::common::distinct(&format!("t{t}-{i}"))
+                        ),
                     );
                     service.propose(&credential, &fact).expect("propose")
                 })

@@ -165,7 +165,10 @@ async fn browse_pages_filters_and_searches_only_what_the_key_may_see() {
         let fact = workspace_fact(
             &format!("fact-{i}"),
             WORKSPACE,
-            &format!("Workspace fact number {i} about Lighthouses."),
+            &format!(
+                "Workspace fact number {i} about Lighthouses ({}).",
+                crate::common::distinct(&format!("fact-{i}"))
+            ),
         );
         facts.push(propose(&w.router, &alice.key, &fact).await);
     }
@@ -574,7 +577,7 @@ fn browsing_ten_thousand_memories_is_paged_on_the_server() {
             &admin,
             &CreateTenantRequest {
                 tenant_id: "big".into(),
-                policy: None,
+                policy: crate::common::self_quoting_policy(),
             },
         )
         .expect("tenant");
@@ -611,7 +614,10 @@ fn browsing_ten_thousand_memories_is_paged_on_the_server() {
                     let request = workspace_fact(
                         &format!("m{i}"),
                         "w",
-                        &format!("Memory {i} of the big tenant holds {word}."),
+                        &format!(
+                            "Memory {i} of the big tenant holds {word} ({}).",
+                            crate::common::distinct(&format!("m{i}"))
+                        ),
                     );
                     let response = service.propose(&credential, &request).expect("propose");
                     assert_eq!(response.decision, "accepted");
@@ -818,7 +824,7 @@ fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
         &admin_key,
         "POST",
         "/v1/admin/tenants",
-        Some(json!({"tenant_id": "acme"})),
+        Some(json!({"tenant_id": "acme", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}})),
     );
     assert_eq!(status, 200);
     let (status, created) = server.call(
@@ -850,7 +856,10 @@ fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
             &workspace_fact(
                 &format!("note-{i}"),
                 "support",
-                &format!("Support note {i}: the spare charger is kept in the {place}."),
+                &format!(
+                    "Support note {i}: the spare charger is kept in the {place} ({}).",
+                    crate::common::distinct(&format!("note-{i}"))
+                ),
             ),
         );
     }

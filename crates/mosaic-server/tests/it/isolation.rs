@@ -38,7 +38,10 @@ async fn write_everything(w: &World) -> Written {
                 workspace_fact(
                     &format!("ws-{who}"),
                     WORKSPACE,
-                    &format!("{who}: the deploy window is Tuesday morning"),
+                    &format!(
+                        "{who}: the deploy window is Tuesday morning ({})",
+                        crate::common::distinct(&who)
+                    ),
                 ),
             ),
             (

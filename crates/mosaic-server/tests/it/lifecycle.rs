@@ -460,7 +460,7 @@ async fn state_survives_a_restart_of_the_service() {
                 &admin,
                 &mosaic_server::api::CreateTenantRequest {
                     tenant_id: "t".into(),
-                    policy: None,
+                    policy: crate::common::self_quoting_policy(),
                 },
             )
             .expect("tenant");

@@ -31,6 +31,7 @@ mod numbers;
 mod openapi;
 mod oracles;
 mod persistence;
+mod poisoning;
 mod policy_carry;
 mod postgres;
 mod postgres_catalog;

@@ -81,7 +81,7 @@ fn provision(data_dir: &Path) -> String {
             &admin,
             &CreateTenantRequest {
                 tenant_id: "tenant-mcp".into(),
-                policy: None,
+                policy: crate::common::self_quoting_policy(),
             },
         )
         .expect("tenant");

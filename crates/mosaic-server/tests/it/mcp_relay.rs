@@ -84,7 +84,7 @@ fn provision(served: &Served, data: &std::path::Path) -> String {
         .expect("admin key")
         .trim()
         .to_owned();
-    let (status, body) = served.post("/v1/admin/tenants", &admin, &json!({"tenant_id": "acme"}));
+    let (status, body) = served.post("/v1/admin/tenants", &admin, &json!({"tenant_id": "acme", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}}));
     assert_eq!(status, 200, "{body}");
     let (status, body) = served.post(
         "/v1/admin/keys",

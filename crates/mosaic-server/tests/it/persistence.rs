@@ -40,7 +40,10 @@ fn journals_grow_per_record_not_per_store_size_and_survive_a_restart() -> Result
         let fact = workspace_fact(
             &format!("n{i:05}"),
             WORKSPACE,
-            &format!("note {i:05}: the kettle descaling is due on day {i:05}."),
+            &format!(
+                "note {i:05}: the kettle descaling is due on day {i:05} ({}).",
+                crate::common::distinct(&format!("n{i:05}"))
+            ),
         );
         let response = service.propose(&credential, &fact)?;
         assert!(response.readable, "{:?}", response.violations);
@@ -67,7 +70,11 @@ fn journals_grow_per_record_not_per_store_size_and_survive_a_restart() -> Result
         "bytes per record depend on the store size ({first} at 20 records, {last} at 300)"
     );
     // A revocation: after reconcile no index file holds the text.
-    let gone = "note 00007: the kettle descaling is due on day 00007.";
+    let gone = format!(
+        "note 00007: the kettle descaling is due on day 00007 ({}).",
+        crate::common::distinct("n00007")
+    );
+    let gone = gone.as_str();
     assert!(!index_files_contain(dir.path(), gone).is_empty());
     service.revoke(&credential, &ids[7], &RevokeRequest::default())?;
     service.reconcile()?;

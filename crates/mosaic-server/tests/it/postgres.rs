@@ -218,7 +218,10 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
         &admin_key,
         "POST",
         "/v1/admin/tenants",
-        Some(json!({"tenant_id": "tenant-a"})),
+        // Self-quoted workspace facts allowed (the default needs a verifier).
+        Some(
+            json!({"tenant_id": "tenant-a", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}}),
+        ),
     );
     assert_eq!(status, 200, "{r}");
     let (status, r) = call(

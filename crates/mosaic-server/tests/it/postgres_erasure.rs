@@ -99,7 +99,10 @@ fn after_a_complete_erasure_no_live_row_or_index_lookup_holds_the_text() {
         &admin_key,
         "POST",
         "/v1/admin/tenants",
-        Some(json!({"tenant_id": "tenant-a"})),
+        // Self-quoted workspace facts allowed (the default needs a verifier).
+        Some(
+            json!({"tenant_id": "tenant-a", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}}),
+        ),
     );
     assert_eq!(status, 200, "{r}");
     let mut keys = Vec::new();

@@ -1,0 +1,302 @@
+//! Write guards over a memory's text: duplicates and near-duplicates of a
+//! live record of the same subject and kind, prose contradictions of one,
+//! and which evidence may create shared semantic memory.
+//!
+//! Each check is deterministic over the proposal and the store's live
+//! records; what it finds is fed to the gate as the server's own conflict
+//! observation (`duplicate`, `contradicts`), so the gate rejects the
+//! proposal and opens a review case exactly as for a structured claim.
+
+use mosaic_harness::memory_write::ConflictRelation;
+
+use super::*;
+use crate::catalog::{SharedSemanticEvidence, WriteGuards};
+
+/// Detector release of the text guards (named in every observation).
+pub const TEXT_GUARD_RELEASE: &str = "mosaic.text-guard.v1";
+
+/// Most live records of one subject and kind a proposal's text is compared
+/// with.
+pub const TEXT_SCAN_LIMIT: usize = 256;
+
+/// The words of `text` after normalisation: lower case, every run of
+/// characters that are not letters or digits is one separator.
+pub fn normalized_words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Token Jaccard similarity of two word lists, in permille (0..=1000).
+pub fn jaccard_permille(a: &[String], b: &[String]) -> u32 {
+    let a: BTreeSet<&str> = a.iter().map(String::as_str).collect();
+    let b: BTreeSet<&str> = b.iter().map(String::as_str).collect();
+    let union = a.union(&b).count();
+    if union == 0 {
+        return 1000;
+    }
+    let inter = a.intersection(&b).count();
+    u32::try_from(inter * 1000 / union).unwrap_or(1000)
+}
+
+/// How a new text relates to a stored one by the text guards, if at all.
+pub fn text_relation(
+    new: &[String],
+    old: &[String],
+    near_permille: u32,
+) -> Option<ConflictRelation> {
+    if new == old {
+        return Some(ConflictRelation::Duplicate);
+    }
+    // A contradiction first: "X is owned by A" and "X is owned by B" share
+    // most of their words, and are not the same statement.
+    if let (Some(a), Some(b)) = (Statement::parse(new), Statement::parse(old))
+        && a.contradicts(&b)
+    {
+        return Some(ConflictRelation::Contradicts);
+    }
+    (near_permille < 1000 && jaccard_permille(new, old) >= near_permille)
+        .then_some(ConflictRelation::Duplicate)
+}
+
+/// Copulas a statement's subject and predicate are split at.
+const COPULAS: [&[&str]; 7] = [
+    &["is"],
+    &["are"],
+    &["was"],
+    &["were"],
+    &["must", "be"],
+    &["should", "be"],
+    &["will", "be"],
+];
+
+/// Predicates that hold one value at a time for a subject: two
+/// statements giving different values contradict each other.
+const FUNCTIONAL_PREDICATES: [[&str; 2]; 18] = [
+    ["owned", "by"],
+    ["managed", "by"],
+    ["maintained", "by"],
+    ["run", "by"],
+    ["led", "by"],
+    ["operated", "by"],
+    ["approved", "by"],
+    ["hosted", "at"],
+    ["hosted", "on"],
+    ["hosted", "in"],
+    ["located", "at"],
+    ["located", "in"],
+    ["based", "in"],
+    ["set", "to"],
+    ["sent", "to"],
+    ["moved", "to"],
+    ["scheduled", "for"],
+    ["due", "on"],
+];
+
+/// `<subject> <copula> [not] <predicate> <object>`, from normalised words.
+#[derive(Debug, PartialEq, Eq)]
+struct Statement<'a> {
+    subject: Vec<&'a str>,
+    negated: bool,
+    /// A functional predicate (two words) or empty (`X is Y`).
+    predicate: Vec<&'a str>,
+    object: Vec<&'a str>,
+}
+
+impl<'a> Statement<'a> {
+    fn parse(words: &'a [String]) -> Option<Self> {
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let (at, len) = (0..w.len()).find_map(|i| {
+            COPULAS
+                .iter()
+                .find(|c| w.get(i..i + c.len()) == Some(c))
+                .map(|c| (i, c.len()))
+        })?;
+        let mut subject: Vec<&str> = w.get(..at)?.to_vec();
+        if subject
+            .first()
+            .is_some_and(|f| matches!(*f, "the" | "a" | "an" | "our"))
+        {
+            subject.remove(0);
+        }
+        let mut rest: &[&str] = w.get(at + len..)?;
+        let negated = rest.first() == Some(&"not");
+        if negated {
+            rest = rest.get(1..)?;
+        }
+        let functional = FUNCTIONAL_PREDICATES
+            .iter()
+            .find(|p| rest.get(..2) == Some(&p[..]));
+        let (predicate, object) = match functional {
+            Some(p) => (p.to_vec(), rest.get(2..)?.to_vec()),
+            None => (Vec::new(), rest.to_vec()),
+        };
+        (!subject.is_empty() && !object.is_empty()).then_some(Statement {
+            subject,
+            negated,
+            predicate,
+            object,
+        })
+    }
+
+    /// Whether the two cannot both hold: the same subject and predicate
+    /// with one negated and the same object, or the same functional
+    /// predicate with different objects, both affirmed.
+    fn contradicts(&self, other: &Statement<'_>) -> bool {
+        if self.subject != other.subject || self.predicate != other.predicate {
+            return false;
+        }
+        if self.negated != other.negated {
+            return self.object == other.object;
+        }
+        !self.negated && !self.predicate.is_empty() && self.object != other.object
+    }
+}
+
+impl ServiceCore {
+    /// The text guards' observations for a proposal: every live record of
+    /// the same tenant, subject and kind, visible to the key, whose
+    /// normalised text equals the proposal's, is a near-duplicate by token
+    /// Jaccard at the tenant's threshold, or contradicts it by a
+    /// deterministic pattern. The proposal's own record (a replay) and the
+    /// record it declares it supersedes take no part.
+    pub(super) fn text_scan(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        grant: &MemoryWriteGrant,
+        (record_id, supersedes): (&str, Option<&str>),
+        request: &ProposeRequest,
+    ) -> ServiceResult<Vec<ConflictObservation>> {
+        let guards = inner.catalog.write_guards(tenant)?;
+        if !subject_visible(principal, grant, &request.subject) {
+            return Ok(Vec::new());
+        }
+        let filter = RecordFilter {
+            subject: Some(request.subject.clone()),
+            kinds: vec![request.kind],
+            states: vec![ListedState::Active, ListedState::Publishing],
+            include_content: true,
+            ..RecordFilter::tenant(tenant, TEXT_SCAN_LIMIT)
+        };
+        let new = normalized_words(&request.content);
+        let mut out = Vec::new();
+        // Bounded: the first TEXT_SCAN_LIMIT live records of the subject
+        // and kind (by record id, which is a digest: an arbitrary sample).
+        // A subject holding more is checked against that sample only (see
+        // ARCHITECTURE.md, "Write guards").
+        for row in inner.store.list_records(&filter)?.records {
+            if row.record_id == record_id || supersedes == Some(row.record_id.as_str()) {
+                continue;
+            }
+            let Some(content) = row.content.as_deref() else {
+                continue;
+            };
+            let old = normalized_words(content);
+            let Some(relation) = text_relation(&new, &old, guards.near_duplicate_permille) else {
+                continue;
+            };
+            if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
+                continue;
+            }
+            let id = domain_digest(
+                "mosaic.text-guard.observation.v1",
+                &serde_json::json!({
+                    "record_id": record_id,
+                    "existing_record_id": row.record_id,
+                    "relation": relation,
+                }),
+            )?;
+            out.push(ConflictObservation {
+                observation_id: format!("obs-{}", id.get(..32).unwrap_or(&id)),
+                existing_record_id: row.record_id,
+                relation,
+                detector_release: TEXT_GUARD_RELEASE.to_owned(),
+                existing_claim: None,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Refuses shared (workspace) semantic memory whose only evidence is the
+/// principal quoting itself, unless the tenant allows it: it needs a
+/// judgment signed by a registered verifier that supports it.
+pub(super) fn check_shared_provenance(
+    guards: &WriteGuards,
+    request: &ProposeRequest,
+    external_judgments: &[SourceJudgment],
+) -> ServiceResult<()> {
+    let shared = matches!(request.subject, MemorySubject::Workspace { .. });
+    if !shared
+        || request.kind != MemoryKind::Semantic
+        || guards.shared_semantic_evidence == SharedSemanticEvidence::Any
+    {
+        return Ok(());
+    }
+    let independent = external_judgments.iter().any(|j| j.supports_proposal);
+    if independent {
+        return Ok(());
+    }
+    Err(ServiceError::forbidden(
+        "independent_evidence_required",
+        "shared semantic memory needs a supporting judgment from a registered verifier; a principal's own quotation is not enough under this tenant's policy",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(a: &str, b: &str) -> Option<ConflictRelation> {
+        text_relation(&normalized_words(a), &normalized_words(b), 700)
+    }
+
+    #[test]
+    fn duplicates_after_normalisation_and_near() {
+        let base = "the refund portal moved to http://refunds.evil.example.";
+        assert_eq!(
+            rel(
+                "The Refund portal   moved to http://refunds.evil.example!",
+                base
+            ),
+            Some(ConflictRelation::Duplicate)
+        );
+        assert_eq!(
+            rel(
+                "Reminder: the refund portal has moved to http://refunds.evil.example",
+                base
+            ),
+            Some(ConflictRelation::Duplicate)
+        );
+        assert_eq!(rel("the cafeteria opens at noon", base), None);
+    }
+
+    #[test]
+    fn prose_contradictions_by_pattern() {
+        assert_eq!(
+            rel(
+                "billing service is owned by team-mallory.",
+                "billing service is owned by team-payments"
+            ),
+            Some(ConflictRelation::Contradicts)
+        );
+        assert_eq!(
+            rel("The deploy key is not rotated", "the deploy key is rotated"),
+            Some(ConflictRelation::Contradicts)
+        );
+        // Not functional: both may hold.
+        assert_eq!(rel("the team is small", "the team is remote"), None);
+        // Different subjects.
+        assert_eq!(
+            rel(
+                "search service is owned by team-b",
+                "billing service is owned by team-a"
+            ),
+            None
+        );
+    }
+}
