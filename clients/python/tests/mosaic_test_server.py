@@ -102,7 +102,17 @@ class MosaicServer:
         )
 
     def tenant(self, tenant_id: str) -> None:
-        r = self.admin.post("/v1/admin/tenants", json={"tenant_id": tenant_id})
+        # A key-value store updates values in place and keeps workspace
+        # items: the tenant refuses only identical texts as duplicates and
+        # lets a key's own statements create shared memory (the server's
+        # write guards, outside the policy digest; see the README).
+        r = self.admin.post(
+            "/v1/admin/tenants",
+            json={
+                "tenant_id": tenant_id,
+                "policy": {"write_guards": {"near_duplicate_permille": 1000, "shared_semantic_evidence": "any"}},
+            },
+        )
         r.raise_for_status()
 
     def key(self, tenant_id: str, principal_id: str, workspaces: List[str], consent: bool = True) -> str:

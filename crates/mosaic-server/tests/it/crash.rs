@@ -139,7 +139,8 @@ fn every_acknowledged_write_survives_kill_9_in_store_and_catalog() {
             while !stop.load(Ordering::SeqCst) {
                 let conversation = format!("chat-{client}");
                 let message = format!("m{i}");
-                let body = json!({"messages": [{"id": message, "role": "user", "content": format!("client {client} wrote note {i} about rivers")}]});
+                // Distinct words, so the write guards see no near-duplicates.
+                let body = json!({"messages": [{"id": message, "role": "user", "content": format!("about rivers: {}", crate::common::distinct(&format!("{client}-{i}")))}]});
                 if let Some((200, answer)) = call(&url, &key, "POST", &format!("/v1/conversations/{conversation}/messages"), Some(body))
                     && answer["messages"][0]["decision"] == "accepted"
                 {
