@@ -72,6 +72,8 @@ def test_fact_search_get_list_history_delete_and_verify(client, principal):
 
     before = client.history(fact.record_id)
     assert before.memory is not None and before.deletion is None
+    assert before.record is not None and before.record["record_id"] == fact.record_id
+    assert before.audit_trail, "the record's audit events"
 
     deletion = client.delete(fact.record_id)
     assert deletion.record_id == fact.record_id

@@ -144,6 +144,9 @@ class _Api:
     def deletion(self, record_id: str, user_id: Optional[str]) -> _Call[Deletion]:
         return _Call("GET", f"/v1/memories/{_segment(record_id)}/deletion", Deletion.from_json, user_id=self._user(user_id))
 
+    def record_history(self, record_id: str, user_id: Optional[str]) -> _Call[Dict[str, Any]]:
+        return _Call("GET", f"/v1/memories/{_segment(record_id)}/history", dict, user_id=self._user(user_id))
+
     def delete_all(self, user_id: Optional[str]) -> _Call[Erasure]:
         return _Call("POST", "/v1/erasure", Erasure.from_json, {}, user_id=self._user(user_id))
 
@@ -306,7 +309,14 @@ class Mosaic:
             deletion = None
         if memory is None and deletion is None:
             raise error_from_response(404, {"error": {"code": "not_found", "message": f"memory not found: {record_id}"}})
-        return History(memory=memory, deletion=deletion)
+        record: Optional[Dict[str, Any]]
+        try:
+            record = self._send(self._api.record_history(record_id, user_id))
+        except MosaicError as e:
+            if e.status != 404:
+                raise
+            record = None
+        return History(memory=memory, deletion=deletion, record=record)
 
     def verify_deletion(self, receipt: Union[DeletionReceipt, Mapping[str, Any]]) -> Verification:
         """Has the server recompute a deletion receipt's digest."""
@@ -409,7 +419,14 @@ class AsyncMosaic:
             deletion = None
         if memory is None and deletion is None:
             raise error_from_response(404, {"error": {"code": "not_found", "message": f"memory not found: {record_id}"}})
-        return History(memory=memory, deletion=deletion)
+        record: Optional[Dict[str, Any]]
+        try:
+            record = await self._send(self._api.record_history(record_id, user_id))
+        except MosaicError as e:
+            if e.status != 404:
+                raise
+            record = None
+        return History(memory=memory, deletion=deletion, record=record)
 
     async def verify_deletion(self, receipt: Union[DeletionReceipt, Mapping[str, Any]]) -> Verification:
         return await self._send(self._api.verify_deletion(receipt))

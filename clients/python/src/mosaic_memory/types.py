@@ -322,11 +322,19 @@ class Consent:
 
 @dataclass(frozen=True)
 class History:
-    """What the API exposes of one memory's history: the memory itself
-    (with its line identity and generation, and the proposal that wrote
-    it, whose write receipt ``verify_write`` re-checks) and, when it was
-    deleted, where its deletion is. The API has no endpoint listing a
-    line's earlier generations or the audit events of one record."""
+    """One memory's history: the memory itself (with its line identity and
+    generation, and the proposal that wrote it, whose write receipt
+    ``verify_write`` re-checks); when it was deleted, where its deletion
+    is; and the server's record of it (``GET /v1/memories/{id}/history``:
+    its state, what it supersedes and what superseded it, what it derives
+    from, its write receipt and its audit trail), while the server still
+    lists it."""
 
     memory: Optional[Memory]
     deletion: Optional[Deletion]
+    record: Optional[Dict[str, Any]] = None
+
+    @property
+    def audit_trail(self) -> List[Dict[str, Any]]:
+        """The record's audit events, oldest first (empty when unknown)."""
+        return list((self.record or {}).get("audit_trail") or [])
