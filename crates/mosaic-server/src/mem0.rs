@@ -28,9 +28,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{
-    ConversationMessage, IngestRequest, ListQuery, MessageRole, RecallRequest, RevokeRequest,
-};
+use crate::api::{ConversationMessage, IngestRequest, MessageRole, RecallRequest, RevokeRequest};
 use crate::auth::Credential;
 use crate::error::{ServiceError, ServiceResult};
 use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, KeyAuth, Reply, call};
@@ -439,28 +437,42 @@ fn history(
     credential: &Credential,
     record_id: &str,
 ) -> ServiceResult<Vec<HistoryEvent>> {
-    let (_, principal) = credential.principal()?;
-    let target = service.get_memory(credential, record_id)?;
-    // The record's line, oldest generation first.
-    let mut line = Vec::new();
-    let entries = service.list_by_subject(
-        credential,
-        &ListQuery {
-            subject_type: "principal".into(),
-            run_id: None,
-            principal_id: Some(principal.to_owned()),
-            workspace_id: None,
-            procedure_id: None,
-        },
-    )?;
-    for entry in entries {
-        match service.get_memory(credential, &entry.record_id) {
-            Ok(view) if view.line_id == target.line_id => line.push((entry.state, view)),
-            Ok(_) | Err(ServiceError::NotFound { .. }) => {}
+    // The record's line, oldest generation first: walk the supersession
+    // links the server keeps (`Service::memory_history`), back to the
+    // first record, then forward, instead of reading every record the
+    // principal has.
+    let mut first = service.memory_history(credential, record_id)?;
+    let mut seen = std::collections::BTreeSet::from([first.record_id.clone()]);
+    while let Some(older) = first.supersedes.clone() {
+        if !seen.insert(older.clone()) {
+            break;
+        }
+        match service.memory_history(credential, &older) {
+            Ok(h) => first = h,
+            Err(ServiceError::NotFound { .. }) => break,
             Err(e) => return Err(e),
         }
     }
-    line.sort_by_key(|(_, view)| view.line_generation);
+    let mut line = Vec::new();
+    let mut walked = std::collections::BTreeSet::new();
+    let mut next = Some(first);
+    while let Some(h) = next.take() {
+        if !walked.insert(h.record_id.clone()) {
+            break;
+        }
+        match service.get_memory(credential, &h.record_id) {
+            Ok(view) => line.push((h.state.clone(), view)),
+            Err(ServiceError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        if let Some(newer) = h.superseded_by {
+            next = match service.memory_history(credential, &newer) {
+                Ok(h) => Some(h),
+                Err(ServiceError::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            };
+        }
+    }
     let mut events = Vec::new();
     let mut previous: Option<String> = None;
     for (state, view) in &line {
