@@ -1,17 +1,18 @@
 //! Chapter 7's fixture: eight records, four selected, four dropped, and the
-//! three digests that make the selection reproducible.
+//! digests that make the selection reproducible.
 //!
 //! Run: `cargo run -q -p mosaic-harness --example scoped_memory_selection`
 
 use mosaic_harness::fixtures::{scoped_selection_context, scoped_selection_records};
 use mosaic_harness::memory_scope::{
-    DecisionOutcome, MemorySelectionReceipt, record_set_digest, select_memory,
-    verify_memory_selection,
+    DecisionOutcome, MemoryDecision, MemorySelectionReceipt, record_set_digest, select_memory,
+    verify_memory_selection, verify_selection_decisions,
 };
 
 /// What the example prints, computed without printing (so tests pin it).
 struct Report {
     receipt: MemorySelectionReceipt,
+    decisions: Vec<MemoryDecision>,
     read_context_sha256: String,
     record_set_sha256: String,
 }
@@ -24,7 +25,9 @@ fn run() -> Result<Report, Box<dyn std::error::Error>> {
         .collect();
     let selection = select_memory(&ctx, &records)?;
     verify_memory_selection(&ctx, &records, None, &selection.receipt)?;
+    verify_selection_decisions(&selection.receipt, &selection.decisions)?;
     Ok(Report {
+        decisions: selection.decisions,
         read_context_sha256: ctx.digest()?,
         record_set_sha256: record_set_digest(&records)?,
         receipt: selection.receipt,
@@ -44,7 +47,7 @@ fn main() {
         println!("  {id}");
     }
     println!("decisions");
-    for decision in &report.receipt.decisions {
+    for decision in &report.decisions {
         let outcome = match &decision.outcome {
             DecisionOutcome::Selected { rank } => format!("selected (rank {rank})"),
             DecisionOutcome::Dropped { reason } => format!("dropped: {}", reason.as_str()),
@@ -57,6 +60,10 @@ fn main() {
     }
     println!("read context SHA-256    {}", report.read_context_sha256);
     println!("record set SHA-256      {}", report.record_set_sha256);
+    println!(
+        "decisions SHA-256       {}",
+        report.receipt.decisions_sha256
+    );
     println!("receipt SHA-256         {}", report.receipt.receipt_sha256);
 }
 
@@ -78,7 +85,6 @@ mod tests {
             ]
         );
         let dropped: Vec<(&str, DropReason)> = report
-            .receipt
             .decisions
             .iter()
             .filter_map(|d| match d.outcome {
@@ -105,7 +111,7 @@ mod tests {
         );
         assert_eq!(
             report.receipt.receipt_sha256,
-            "abbfa23b5201fc2debb8294738a29f82405001fec92f80583adba3fbf5d1f54c"
+            "32163c151e7d6bfb1844bf624815fee98c207dc4f1529bf9dfe54f86176fb771"
         );
     }
 }

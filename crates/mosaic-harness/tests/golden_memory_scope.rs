@@ -12,8 +12,8 @@ use mosaic_harness::fixtures::{
 };
 use mosaic_harness::memory_scope::{
     ContextBudget, ContextLane, READ_CONTEXT_DOMAIN, RECORD_SET_DOMAIN, RelevanceInput,
-    ScoredCandidate, SourceSetManifest, allocate_selected_memory, eligible_set, rank_relevance,
-    record_set_digest, select_memory, sign_source_set,
+    SELECTION_DECISIONS_DOMAIN, ScoredCandidate, SourceSetManifest, allocate_selected_memory,
+    eligible_set, rank_relevance, record_set_digest, select_memory, sign_source_set,
 };
 use serde_json::{Value, json};
 
@@ -28,7 +28,8 @@ fn vectors() -> BTreeMap<String, Value> {
         .into_iter()
         .map(|(r, _)| r)
         .collect();
-    let receipt = select_memory(&ctx, &records).unwrap().receipt;
+    let selection = select_memory(&ctx, &records).unwrap();
+    let receipt = selection.receipt.clone();
     let eligible = eligible_set(&ctx, &records).unwrap();
     let relevance = rank_relevance(&RelevanceInput {
         query_sha256: sha256_hex(b"golden query"),
@@ -85,8 +86,15 @@ fn vectors() -> BTreeMap<String, Value> {
         json!({"bytes_len": set_bytes.len(), "sha256": sha256_hex(&set_bytes)}),
     );
     out.insert(
-        "mosaic.memory.selection_receipt.v1".into(),
+        "mosaic.memory.selection_receipt.v2".into(),
         json!({"sha256": receipt.receipt_sha256}),
+    );
+    let decisions_bytes = domain_bytes(SELECTION_DECISIONS_DOMAIN, &selection.decisions).unwrap();
+    assert_eq!(sha256_hex(&decisions_bytes), receipt.decisions_sha256);
+    out.insert(
+        SELECTION_DECISIONS_DOMAIN.into(),
+        json!({"bytes": String::from_utf8(decisions_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&decisions_bytes)}),
     );
     out.insert(
         "mosaic.memory.eligible_set.v1".into(),

@@ -550,7 +550,8 @@
     const rel = res.relevance_receipt;
     out.push(kv([
       ['Selection receipt', mono(sel.receipt_sha256)], ['Ordering', sel.ordering], ['Read context', mono(sel.read_context_sha256)],
-      ['Record set', mono(sel.record_set_sha256)], ['Relevance receipt', rel ? mono(rel.receipt_sha256) : null],
+      ['Record set', mono(sel.record_set_sha256)], ['Decisions', mono(sel.decisions_sha256)],
+      ['Relevance receipt', rel ? mono(rel.receipt_sha256) : null],
       ['Query digest', rel ? mono(rel.query_sha256) : undefined], ['Features', rel ? rel.feature_release : undefined],
       ['Ranker', rel ? rel.ranker_release : undefined],
       ['Store snapshot', h('span', null, mono(res.snapshot.snapshot_sha256), ` at revocation generation ${res.snapshot.revocation_generation}`)],
@@ -558,7 +559,12 @@
     ]));
     const result = h('span', { class: 'verify-result', id: 'recall-verify', role: 'status' });
     const button = h('button', { type: 'button', class: 'secondary' }, 'Verify receipts');
-    const request = { kind: 'recall', selection_receipt: sel, relevance_receipt: rel || undefined };
+    // The receipt's own decisions come first; the trailing policy_mismatch
+    // ones are outside it.
+    const request = {
+      kind: 'recall', selection_receipt: sel, relevance_receipt: rel || undefined,
+      decisions: res.decisions.slice(0, sel.decision_counts.decided),
+    };
     button.addEventListener('click', () => verify(button, result, request));
     out.push(h('div', { class: 'actions' }, button, result));
     return out;

@@ -206,7 +206,8 @@ pub struct RecallResponse {
     /// Selected record ids, in selection order.
     pub selected_record_ids: Vec<String>,
     /// One decision per candidate, when the request asked to `explain`
-    /// (the selection receipt holds them either way), then one dropped
+    /// (the selection receipt commits to them by `decisions_sha256` and
+    /// counts them in `decision_counts` either way), then one dropped
     /// `policy_mismatch` decision per live record written under an earlier
     /// policy of the tenant (never a candidate: not in the receipt).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -404,14 +405,20 @@ pub enum VerifyRequest {
         receipt: Box<DeletionReceiptView>,
     },
     /// Recompute a recall's selection receipt digest (and its relevance
-    /// receipt's, which the selection must name), and check that every
-    /// selected record is decided selected at its rank.
+    /// receipt's, which the selection must name), check that the selection
+    /// follows the relevance order and agrees with the receipt's counts,
+    /// and, when `decisions` is given (an `explain` recall's list), that it
+    /// is the list the receipt commits to.
     Recall {
         /// The recall's `selection_receipt`.
         selection_receipt: Box<MemorySelectionReceipt>,
         /// The recall's `relevance_receipt`, when a query ranked it.
         #[serde(default)]
         relevance_receipt: Option<Box<RelevanceReceipt>>,
+        /// The recall's `decisions` without the trailing `policy_mismatch`
+        /// ones (those are outside the receipt), when it was explained.
+        #[serde(default)]
+        decisions: Option<Vec<MemoryDecision>>,
     },
 }
 

@@ -6,9 +6,13 @@
 //! episodic; newer first; record id breaks exact ties. (With a
 //! [`RelevanceReceipt`] the eligible records are ordered by relevance instead,
 //! see [`select_memory_ranked`].) The [`MemorySelectionReceipt`] binds the
-//! read context, the canonical record set, the ordered selection and every
-//! decision; [`verify_memory_selection`] recomputes it from independently
-//! supplied inputs.
+//! read context, the canonical record set, the ordered selection, the count
+//! of decisions per outcome and the digest of the decision list; the list
+//! itself travels beside the receipt ([`MemorySelection::decisions`]), so a
+//! receipt's size does not grow with the number of records decided on.
+//! [`verify_memory_selection`] recomputes the receipt from independently
+//! supplied inputs; [`verify_selection_decisions`] checks a decision list
+//! against the receipt that commits to it.
 //!
 //! Input order never matters: the record set is canonicalized by record id
 //! before hashing and decisions are listed by record id.
@@ -52,7 +56,9 @@ pub const READ_CONTEXT_DOMAIN: &str = "mosaic.memory.read_context.v1";
 /// Domain tag of the canonical record-set digest.
 pub const RECORD_SET_DOMAIN: &str = "mosaic.memory.record_set.v1";
 /// Domain tag of the selection-receipt digest.
-pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v1";
+pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v2";
+/// Domain tag of the digest of a selection's decision list.
+pub const SELECTION_DECISIONS_DOMAIN: &str = "mosaic.memory.selection_decisions.v1";
 
 /// Most records one read may select.
 pub const MAX_SELECTION: usize = 10_000;
@@ -291,10 +297,55 @@ pub enum SelectionOrdering {
     Relevance,
 }
 
+/// How many input records a selection decided on, per outcome.
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionCounts {
+    /// Input records (one decision each).
+    pub decided: u64,
+    /// Records selected.
+    pub selected: u64,
+    /// Records dropped, by reason (snake_case names; reasons with no drop
+    /// are absent).
+    pub dropped: BTreeMap<String, u64>,
+}
+
+impl DecisionCounts {
+    /// Counts `decisions`.
+    pub fn of(decisions: &[MemoryDecision]) -> Self {
+        let mut counts = DecisionCounts {
+            decided: decisions.len() as u64,
+            ..DecisionCounts::default()
+        };
+        for decision in decisions {
+            match decision.outcome {
+                DecisionOutcome::Selected { .. } => counts.selected += 1,
+                DecisionOutcome::Dropped { reason } => {
+                    *counts
+                        .dropped
+                        .entry(reason.as_str().to_owned())
+                        .or_insert(0) += 1;
+                }
+            }
+        }
+        counts
+    }
+}
+
+/// The `mosaic.memory.selection_decisions.v1` digest of a decision list
+/// (the JSON array of decisions, sorted by record id).
+pub fn decisions_digest(decisions: &[MemoryDecision]) -> Result<String, CanonicalError> {
+    domain_digest_seq(SELECTION_DECISIONS_DOMAIN, decisions)
+}
+
 /// Proof of one selection, reproducible from its inputs.
 ///
-/// `receipt_sha256` is the `mosaic.memory.selection_receipt.v1` digest of
-/// every other field.
+/// The receipt commits to one decision per input record through
+/// `decision_counts` and `decisions_sha256`; the decisions themselves are
+/// [`MemorySelection::decisions`]. `receipt_sha256` is the
+/// `mosaic.memory.selection_receipt.v2` digest of every other field.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySelectionReceipt {
@@ -312,8 +363,11 @@ pub struct MemorySelectionReceipt {
     pub relevance_receipt_sha256: Option<String>,
     /// Selected record ids, in selection order.
     pub selected_record_ids: Vec<String>,
-    /// One decision per input record, sorted by record id.
-    pub decisions: Vec<MemoryDecision>,
+    /// How many records were decided on, selected and dropped (by reason).
+    pub decision_counts: DecisionCounts,
+    /// [`decisions_digest`] of the decision list (one per input record,
+    /// sorted by record id).
+    pub decisions_sha256: String,
     /// Digest of all fields above.
     pub receipt_sha256: String,
 }
@@ -327,7 +381,8 @@ struct ReceiptBody<'a> {
     ordering: SelectionOrdering,
     relevance_receipt_sha256: &'a Option<String>,
     selected_record_ids: &'a [String],
-    decisions: &'a [MemoryDecision],
+    decision_counts: &'a DecisionCounts,
+    decisions_sha256: &'a str,
 }
 
 impl MemorySelectionReceipt {
@@ -343,7 +398,8 @@ impl MemorySelectionReceipt {
                 ordering: self.ordering,
                 relevance_receipt_sha256: &self.relevance_receipt_sha256,
                 selected_record_ids: &self.selected_record_ids,
-                decisions: &self.decisions,
+                decision_counts: &self.decision_counts,
+                decisions_sha256: &self.decisions_sha256,
             },
         )
     }
@@ -352,8 +408,10 @@ impl MemorySelectionReceipt {
 /// The result of one selection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemorySelection {
-    /// The receipt (holds the ordered selection and every decision).
+    /// The receipt (the ordered selection; commits to every decision).
     pub receipt: MemorySelectionReceipt,
+    /// One decision per input record, sorted by record id.
+    pub decisions: Vec<MemoryDecision>,
 }
 
 impl MemorySelection {
@@ -364,11 +422,10 @@ impl MemorySelection {
 
     /// The decision for `record_id`, if it was an input.
     pub fn decision(&self, record_id: &str) -> Option<&DecisionOutcome> {
-        self.receipt
-            .decisions
+        self.decisions
             .binary_search_by(|d| d.record_id.as_str().cmp(record_id))
             .ok()
-            .map(|idx| &self.receipt.decisions[idx].outcome)
+            .map(|idx| &self.decisions[idx].outcome)
     }
 }
 
@@ -476,7 +533,37 @@ pub fn select_memory_ranked(
     relevance: &RelevanceReceipt,
 ) -> Result<MemorySelection, SelectionError> {
     validate_inputs(ctx, records)?;
-    let snapshot = eligible_set(ctx, records)?;
+    let rank_of: BTreeMap<&str, usize> = relevance
+        .results
+        .iter()
+        .enumerate()
+        .map(|(idx, r)| (r.record_id.as_str(), idx))
+        .collect();
+    // One eligibility pass yields both the eligible set the relevance
+    // receipt must name and the decisions.
+    let mut entries = Vec::new();
+    let mut eligible: Vec<(usize, &MemoryRecord)> = Vec::new();
+    let mut decisions = Vec::with_capacity(records.len());
+    for record in records {
+        match eligibility(ctx, record) {
+            Ok(()) => {
+                entries.push(EligibleEntry {
+                    record_id: record.record_id.clone(),
+                    content_sha256: record.content_sha256.clone(),
+                });
+                match rank_of.get(record.record_id.as_str()) {
+                    Some(&rank) => eligible.push((rank, record)),
+                    None => decisions.push(dropped(record, DropReason::NotRelevant)),
+                }
+            }
+            Err(reason) => decisions.push(dropped(record, reason)),
+        }
+    }
+    entries.sort();
+    let snapshot = EligibleSet {
+        read_context_sha256: ctx.digest()?,
+        entries,
+    };
     if snapshot.digest()? != relevance.eligible_set_sha256 {
         return Err(SelectionError::RelevanceMismatch(
             "eligible_set_sha256 differs from this read's eligible set".into(),
@@ -486,23 +573,6 @@ pub fn select_memory_ranked(
         return Err(SelectionError::RelevanceMismatch(
             "relevance receipt digest does not match its body".into(),
         ));
-    }
-    let rank_of: BTreeMap<&str, usize> = relevance
-        .results
-        .iter()
-        .enumerate()
-        .map(|(idx, r)| (r.record_id.as_str(), idx))
-        .collect();
-    let mut eligible: Vec<(usize, &MemoryRecord)> = Vec::new();
-    let mut decisions = Vec::with_capacity(records.len());
-    for record in records {
-        match eligibility(ctx, record) {
-            Ok(()) => match rank_of.get(record.record_id.as_str()) {
-                Some(&rank) => eligible.push((rank, record)),
-                None => decisions.push(dropped(record, DropReason::NotRelevant)),
-            },
-            Err(reason) => decisions.push(dropped(record, reason)),
-        }
     }
     eligible.sort_by_key(|(rank, _)| *rank);
     let ordered = eligible.into_iter().map(|(_, r)| r).collect();
@@ -560,11 +630,12 @@ fn finish(
         ordering,
         relevance_receipt_sha256,
         selected_record_ids,
-        decisions,
+        decision_counts: DecisionCounts::of(&decisions),
+        decisions_sha256: decisions_digest(&decisions)?,
         receipt_sha256: String::new(),
     };
     receipt.receipt_sha256 = receipt.compute_digest()?;
-    Ok(MemorySelection { receipt })
+    Ok(MemorySelection { receipt, decisions })
 }
 
 /// Why a stored selection receipt failed verification.
@@ -598,7 +669,7 @@ pub fn verify_memory_selection(
         None => select_memory(ctx, records)?,
     }
     .receipt;
-    let checks: [(&'static str, bool); 8] = [
+    let checks: [(&'static str, bool); 9] = [
         (
             "schema_version",
             fresh.schema_version == stored.schema_version,
@@ -624,7 +695,14 @@ pub fn verify_memory_selection(
             "selected_record_ids",
             fresh.selected_record_ids == stored.selected_record_ids,
         ),
-        ("decisions", fresh.decisions == stored.decisions),
+        (
+            "decision_counts",
+            fresh.decision_counts == stored.decision_counts,
+        ),
+        (
+            "decisions_sha256",
+            fresh.decisions_sha256 == stored.decisions_sha256,
+        ),
     ];
     if let Some((field, _)) = checks.iter().find(|(_, same)| !same) {
         return Err(SelectionVerifyError::ReceiptMismatch { field });
@@ -633,6 +711,62 @@ pub fn verify_memory_selection(
         || fresh.receipt_sha256 != stored.receipt_sha256
     {
         return Err(SelectionVerifyError::DigestMismatch);
+    }
+    Ok(())
+}
+
+/// Why a decision list does not belong to a selection receipt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionsVerifyError {
+    /// The list is not sorted by record id, or names a record twice.
+    #[error("decisions are not sorted by record id without repeats")]
+    NotSorted,
+    /// The list's digest is not the receipt's `decisions_sha256`.
+    #[error("decisions do not hash to the receipt's decisions_sha256")]
+    DigestMismatch,
+    /// The list's counts are not the receipt's `decision_counts`.
+    #[error("decisions do not add up to the receipt's decision_counts")]
+    CountsMismatch,
+    /// A selected record is not decided selected at its rank.
+    #[error("selected record {0} is not decided selected at its rank")]
+    SelectionMismatch(String),
+    /// Canonical encoding failed.
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
+}
+
+/// Checks that `decisions` is the list `receipt` commits to: sorted by
+/// record id, hashing to `decisions_sha256`, adding up to
+/// `decision_counts`, and deciding each selected record selected at its
+/// rank. (Whether the decisions are right for the inputs is
+/// [`verify_memory_selection`]'s question.)
+pub fn verify_selection_decisions(
+    receipt: &MemorySelectionReceipt,
+    decisions: &[MemoryDecision],
+) -> Result<(), DecisionsVerifyError> {
+    if !decisions
+        .windows(2)
+        .all(|w| w[0].record_id < w[1].record_id)
+    {
+        return Err(DecisionsVerifyError::NotSorted);
+    }
+    if decisions_digest(decisions)? != receipt.decisions_sha256 {
+        return Err(DecisionsVerifyError::DigestMismatch);
+    }
+    if DecisionCounts::of(decisions) != receipt.decision_counts {
+        return Err(DecisionsVerifyError::CountsMismatch);
+    }
+    for (rank, id) in receipt.selected_record_ids.iter().enumerate() {
+        let here = decisions
+            .binary_search_by(|d| d.record_id.as_str().cmp(id))
+            .ok()
+            .is_some_and(|idx| {
+                matches!(decisions[idx].outcome,
+                    DecisionOutcome::Selected { rank: r } if r as usize == rank)
+            });
+        if !here {
+            return Err(DecisionsVerifyError::SelectionMismatch(id.clone()));
+        }
     }
     Ok(())
 }

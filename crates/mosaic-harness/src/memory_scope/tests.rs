@@ -73,7 +73,14 @@ fn memory_scope_fixture_selects_four_and_drops_four() {
         reason(&selection, "procedure-revoked"),
         Some(DropReason::Revoked)
     );
-    assert_eq!(selection.receipt.decisions.len(), 8);
+    assert_eq!(selection.decisions.len(), 8);
+    assert_eq!(selection.receipt.decision_counts.decided, 8);
+    assert_eq!(selection.receipt.decision_counts.selected, 4);
+    assert_eq!(
+        selection.receipt.decision_counts.dropped["subject_mismatch"],
+        2
+    );
+    verify_selection_decisions(&selection.receipt, &selection.decisions).unwrap();
 }
 
 #[test]
@@ -254,7 +261,8 @@ fn memory_scope_selection_limit_is_recorded() {
 #[test]
 fn memory_scope_receipt_verifies_and_detects_mutation() {
     let (ctx, records) = fixture();
-    let receipt = select_memory(&ctx, &records).unwrap().receipt;
+    let selection = select_memory(&ctx, &records).unwrap();
+    let receipt = selection.receipt.clone();
     verify_memory_selection(&ctx, &records, None, &receipt).unwrap();
 
     let mut swapped = receipt.clone();
@@ -266,25 +274,79 @@ fn memory_scope_receipt_verifies_and_detects_mutation() {
         })
     );
 
-    let mut changed = receipt.clone();
+    // A decision list with one outcome changed no longer belongs to the
+    // receipt; a receipt committing to it fails against the inputs.
+    let mut changed = selection.decisions.clone();
     let idx = changed
-        .decisions
         .iter()
         .position(|d| d.record_id == "episode-expired")
         .unwrap();
     assert_eq!(
-        changed.decisions[idx].outcome,
+        changed[idx].outcome,
         DecisionOutcome::Dropped {
             reason: DropReason::Expired
         }
     );
-    changed.decisions[idx].outcome = DecisionOutcome::Dropped {
+    changed[idx].outcome = DecisionOutcome::Dropped {
         reason: DropReason::Revoked,
     };
     assert_eq!(
-        verify_memory_selection(&ctx, &records, None, &changed),
-        Err(SelectionVerifyError::ReceiptMismatch { field: "decisions" })
+        verify_selection_decisions(&receipt, &changed),
+        Err(DecisionsVerifyError::DigestMismatch)
     );
+    let mut recommitted = receipt.clone();
+    recommitted.decisions_sha256 = decisions_digest(&changed).unwrap();
+    assert_eq!(
+        verify_selection_decisions(&recommitted, &changed),
+        Err(DecisionsVerifyError::CountsMismatch)
+    );
+    recommitted.decision_counts = DecisionCounts::of(&changed);
+    assert_eq!(verify_selection_decisions(&recommitted, &changed), Ok(()));
+    assert_eq!(
+        verify_memory_selection(&ctx, &records, None, &recommitted),
+        Err(SelectionVerifyError::ReceiptMismatch {
+            field: "decision_counts"
+        })
+    );
+    // The same counts over another list: only the digest tells them apart.
+    let mut relabelled = selection.decisions.clone();
+    relabelled[idx].kind = MemoryKind::Semantic;
+    let mut redigested = receipt.clone();
+    redigested.decisions_sha256 = decisions_digest(&relabelled).unwrap();
+    assert_eq!(verify_selection_decisions(&redigested, &relabelled), Ok(()));
+    assert_eq!(
+        verify_memory_selection(&ctx, &records, None, &redigested),
+        Err(SelectionVerifyError::ReceiptMismatch {
+            field: "decisions_sha256"
+        })
+    );
+    let mut recounted = receipt.clone();
+    recounted
+        .decision_counts
+        .dropped
+        .insert("revoked".into(), 2);
+    assert_eq!(
+        verify_selection_decisions(&recounted, &selection.decisions),
+        Err(DecisionsVerifyError::CountsMismatch)
+    );
+    assert_eq!(
+        verify_memory_selection(&ctx, &records, None, &recounted),
+        Err(SelectionVerifyError::ReceiptMismatch {
+            field: "decision_counts"
+        })
+    );
+    let mut unsorted = selection.decisions.clone();
+    unsorted.swap(0, 1);
+    assert_eq!(
+        verify_selection_decisions(&receipt, &unsorted),
+        Err(DecisionsVerifyError::NotSorted)
+    );
+    let mut reranked = receipt.clone();
+    reranked.selected_record_ids.swap(0, 1);
+    assert!(matches!(
+        verify_selection_decisions(&reranked, &selection.decisions),
+        Err(DecisionsVerifyError::SelectionMismatch(_))
+    ));
 
     let mut other_ctx = ctx.clone();
     other_ctx.principal_id = "user-other".into();
@@ -771,9 +833,9 @@ fn memory_scope_receipt_and_context_decoding_is_strict() {
     let mut extra = json.clone();
     extra["note"] = serde_json::json!("x");
     assert!(serde_json::from_value::<MemorySelectionReceipt>(extra).is_err());
-    let mut extra_decision = json;
-    extra_decision["decisions"][0]["outcome"]["score"] = serde_json::json!(1);
-    assert!(serde_json::from_value::<MemorySelectionReceipt>(extra_decision).is_err());
+    let mut extra_count = json;
+    extra_count["decision_counts"]["score"] = serde_json::json!(1);
+    assert!(serde_json::from_value::<MemorySelectionReceipt>(extra_count).is_err());
     let mut ctx_json = serde_json::to_value(&ctx).unwrap();
     ctx_json["admin"] = serde_json::json!(true);
     assert!(serde_json::from_value::<MemoryReadContext>(ctx_json).is_err());
@@ -867,7 +929,9 @@ proptest! {
         let (mut ctx, _) = fixture();
         ctx.max_records = max;
         let selection = select_memory(&ctx, &records).unwrap();
-        prop_assert_eq!(selection.receipt.decisions.len(), records.len());
+        prop_assert_eq!(selection.decisions.len(), records.len());
+        prop_assert_eq!(selection.receipt.decision_counts.decided as usize, records.len());
+        prop_assert!(verify_selection_decisions(&selection.receipt, &selection.decisions).is_ok());
         prop_assert!(selection.selected_ids().len() <= max);
         for id in selection.selected_ids() {
             let r = records.iter().find(|r| &r.record_id == id).unwrap();

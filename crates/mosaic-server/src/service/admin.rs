@@ -69,9 +69,13 @@ impl ServiceCore {
             VerifyRequest::Recall {
                 selection_receipt,
                 relevance_receipt,
+                decisions,
             } => {
-                let problem =
-                    recall_receipt_problem(selection_receipt, relevance_receipt.as_deref())?;
+                let problem = recall_receipt_problem(
+                    selection_receipt,
+                    relevance_receipt.as_deref(),
+                    decisions.as_deref(),
+                )?;
                 Ok(VerifyResponse {
                     valid: problem.is_none(),
                     problem,
@@ -906,8 +910,8 @@ fn within_bounds(grant: &MemoryWriteGrant, bounds: &auth::ApplicationBounds) -> 
 fn recall_receipt_problem(
     selection: &mosaic_harness::memory_scope::MemorySelectionReceipt,
     relevance: Option<&mosaic_harness::memory_scope::RelevanceReceipt>,
+    decisions: Option<&[mosaic_harness::memory_scope::MemoryDecision]>,
 ) -> ServiceResult<Option<String>> {
-    use mosaic_harness::memory_scope::DecisionOutcome;
     if selection.compute_digest()? != selection.receipt_sha256 {
         return Ok(Some(
             "selection receipt_sha256 does not match the canonical body".to_owned(),
@@ -936,16 +940,31 @@ fn recall_receipt_problem(
         }
         _ => {}
     }
-    for (rank, id) in selection.selected_record_ids.iter().enumerate() {
-        let selected_here = selection.decisions.iter().any(|d| {
-            d.record_id == *id
-                && matches!(d.outcome, DecisionOutcome::Selected { rank: r } if r as usize == rank)
-        });
-        if !selected_here {
-            return Ok(Some(format!(
-                "selected record {id} is not decided selected at rank {rank}"
-            )));
+    let counts = &selection.decision_counts;
+    let dropped: u64 = counts.dropped.values().sum();
+    if counts.selected != selection.selected_record_ids.len() as u64
+        || counts.selected.checked_add(dropped) != Some(counts.decided)
+    {
+        return Ok(Some(
+            "decision_counts do not add up to the selected records".to_owned(),
+        ));
+    }
+    // A ranked selection takes the relevance results in their order.
+    if let Some(relevance) = relevance {
+        let mut ranked = relevance.results.iter().map(|r| r.record_id.as_str());
+        for id in &selection.selected_record_ids {
+            if !ranked.any(|r| r == id) {
+                return Ok(Some(format!(
+                    "selected record {id} is not in the relevance order"
+                )));
+            }
         }
+    }
+    if let Some(decisions) = decisions
+        && let Err(e) =
+            mosaic_harness::memory_scope::verify_selection_decisions(selection, decisions)
+    {
+        return Ok(Some(e.to_string()));
     }
     Ok(None)
 }

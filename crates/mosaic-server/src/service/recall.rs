@@ -96,12 +96,20 @@ impl ServiceCore {
         // Records of an earlier policy are never candidates; they are
         // counted (and, with `explain`, listed) as `policy_mismatch`.
         let earlier = self.earlier_policy_decisions(&mut inner, &ctx)?;
-        let records: Vec<_> = eligible.records.iter().map(|r| r.record.clone()).collect();
-        let contents: BTreeMap<String, String> = eligible
+        let snapshot = eligible.snapshot;
+        // The records and their texts move out of the store's answer; only
+        // the texts of the few records that can be selected are copied.
+        let (records, texts): (Vec<mosaic_harness::MemoryRecord>, Vec<String>) = eligible
             .records
+            .into_iter()
+            .map(|r| (r.record, r.content))
+            .unzip();
+        let position: HashMap<&str, usize> = records
             .iter()
-            .map(|r| (r.record.record_id.clone(), r.content.clone()))
+            .enumerate()
+            .map(|(i, r)| (r.record_id.as_str(), i))
             .collect();
+        let text_of = |id: &str| position.get(id).map(|&i| texts[i].as_str());
         let budget = ContextBudget {
             token_counter_release: DEFAULT_TOKEN_COUNTER.to_owned(),
             total_tokens: request.token_budget.unwrap_or(4096),
@@ -118,7 +126,7 @@ impl ServiceCore {
                     policy_sha256: &ctx.policy_sha256,
                     selector_release: SELECTOR_RELEASE,
                     read_subject: &read_subject,
-                    revocation_generation: eligible.snapshot.revocation_generation,
+                    revocation_generation: snapshot.revocation_generation,
                     text,
                     claim_keys: &request.claim_keys,
                     eligible: &set,
@@ -161,6 +169,12 @@ impl ServiceCore {
                 if let Some(min) = min_score {
                     cut_below(&mut receipt, min).map_err(|e| internal(&e))?;
                 }
+                // Only ranked records can be selected: their texts suffice.
+                let contents: BTreeMap<String, String> = receipt
+                    .results
+                    .iter()
+                    .filter_map(|r| Some((r.record_id.clone(), text_of(&r.record_id)?.to_owned())))
+                    .collect();
                 let handoff = hand_off(&ctx, &records, &contents, &receipt, &[], &budget)?;
                 (
                     handoff.selection,
@@ -174,11 +188,10 @@ impl ServiceCore {
                 let (_, report) =
                     allocate_selected_memory(&selection.receipt, &records, &[], &budget)
                         .map_err(|e| internal(&e))?;
-                let by_id: BTreeMap<&str, &mosaic_harness::MemoryRecord> =
-                    records.iter().map(|r| (r.record_id.as_str(), r)).collect();
                 let mut blocks = Vec::new();
                 for id in &report.included_memory {
-                    let (Some(record), Some(content)) = (by_id.get(id.as_str()), contents.get(id))
+                    let (Some(record), Some(content)) =
+                        (position.get(id.as_str()).map(|&i| &records[i]), text_of(id))
                     else {
                         return Err(ServiceError::Internal(format!(
                             "selected record {id} not supplied"
@@ -203,18 +216,16 @@ impl ServiceCore {
                     .collect()
             })
             .unwrap_or_default();
-        let by_id: BTreeMap<&str, &mosaic_harness::MemoryRecord> =
-            records.iter().map(|r| (r.record_id.as_str(), r)).collect();
         let memories = selection
             .receipt
             .selected_record_ids
             .iter()
             .filter_map(|id| {
-                let record = by_id.get(id.as_str())?;
+                let record = &records[*position.get(id.as_str())?];
                 Some(RecalledMemory {
                     record_id: id.clone(),
                     kind: record.kind,
-                    content: contents.get(id)?.clone(),
+                    content: text_of(id)?.to_owned(),
                     created_at_unix_ms: record.created_at_unix_ms,
                     score: scores
                         .get(id.as_str())
@@ -223,8 +234,10 @@ impl ServiceCore {
                 })
             })
             .collect();
-        let mut drop_counts =
-            drop_reasons(&[&selection.receipt.decisions[..], &earlier[..]].concat());
+        let mut drop_counts = selection.receipt.decision_counts.dropped.clone();
+        for (reason, count) in drop_reasons(&earlier) {
+            *drop_counts.entry(reason).or_insert(0) += count;
+        }
         if duplicates > 0 {
             drop_counts.insert("duplicate_content".to_owned(), duplicates);
         }
@@ -239,7 +252,7 @@ impl ServiceCore {
             blocks,
             selected_record_ids: selection.receipt.selected_record_ids.clone(),
             decisions: if request.explain {
-                [&selection.receipt.decisions[..], &earlier[..]].concat()
+                [&selection.decisions[..], &earlier[..]].concat()
             } else {
                 Vec::new()
             },
@@ -248,7 +261,7 @@ impl ServiceCore {
             selection_receipt: selection.receipt,
             relevance_receipt: relevance,
             context_report: report,
-            snapshot: eligible.snapshot,
+            snapshot,
             omitted_indexes,
         })
     }

@@ -203,3 +203,70 @@ async fn a_request_that_times_out_answers_503_and_says_how_to_learn_the_outcome(
     let (status, _) = send(&w.router, "GET", "/health", None, None).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[test]
+fn a_recall_answer_does_not_grow_with_the_memories_it_decides_on() {
+    let w = world();
+    let principal = &w.principals[0];
+    let propose = |from: usize, to: usize| {
+        for i in from..to {
+            let fact = workspace_fact(
+                &format!("size-{i:04}"),
+                WORKSPACE,
+                &format!(
+                    "rotation rule {i:04} applies on weekdays ({}).",
+                    crate::common::distinct(&format!("size-{i:04}"))
+                ),
+            );
+            let answer = w
+                .service
+                .propose(&principal.credential, &fact)
+                .expect("propose");
+            assert_eq!(answer.decision, "accepted", "{:?}", answer.violations);
+        }
+    };
+    let sizes = |explain: bool| {
+        let recalled = w
+            .service
+            .recall(
+                &principal.credential,
+                &RecallRequest {
+                    workspace_id: Some(WORKSPACE.to_owned()),
+                    query: Some("rotation rule weekdays".to_owned()),
+                    max_records: Some(3),
+                    explain,
+                    ..RecallRequest::default()
+                },
+            )
+            .expect("recall");
+        let bytes = serde_json::to_vec(&recalled).expect("json").len();
+        (recalled, bytes)
+    };
+    propose(0, 10);
+    let (small, small_bytes) = sizes(false);
+    let (_, small_explained) = sizes(true);
+    propose(10, 160);
+    let (large, large_bytes) = sizes(false);
+    let (explained, large_explained) = sizes(true);
+    assert_eq!(small.selection_receipt.decision_counts.decided, 10);
+    assert_eq!(large.selection_receipt.decision_counts.decided, 160);
+    // The default answer carries the selection, the receipts and counts:
+    // 150 more candidates change a few digits, not the shape.
+    assert!(
+        large_bytes <= small_bytes + 64,
+        "default answer grew from {small_bytes} to {large_bytes} bytes"
+    );
+    // `explain` lists one decision per candidate, and the list is the one
+    // the receipt commits to.
+    assert!(large_explained > small_explained + 150 * 40);
+    assert_eq!(explained.decisions.len(), 160);
+    mosaic_harness::memory_scope::verify_selection_decisions(
+        &explained.selection_receipt,
+        &explained.decisions,
+    )
+    .expect("the explained decisions are the receipt's");
+    assert_eq!(
+        explained.selection_receipt.decisions_sha256,
+        large.selection_receipt.decisions_sha256
+    );
+}

@@ -548,6 +548,47 @@ async fn consents_outbox_and_recall_receipts() {
     )
     .await;
     assert_eq!(verdict["valid"], false);
+    // An explained recall's decisions verify against the receipt that
+    // commits to them; an edited decision does not.
+    let mut explained = request.clone();
+    explained["decisions"] = recall["decisions"].clone();
+    let (_, verdict) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(explained.clone()),
+    )
+    .await;
+    assert_eq!(verdict, json!({"valid": true, "problem": null}));
+    let dropped = explained["decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .position(|d| d["outcome"]["decision"] == "dropped")
+        .expect("a dropped decision");
+    explained["decisions"][dropped]["outcome"] =
+        json!({"decision": "dropped", "reason": "revoked"});
+    let (_, verdict) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(explained),
+    )
+    .await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    let mut recounted = request.clone();
+    recounted["selection_receipt"]["decision_counts"]["selected"] = json!(0);
+    let (_, verdict) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(recounted),
+    )
+    .await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
     let mut unbound = request;
     unbound["relevance_receipt"] = Value::Null;
     let (_, verdict) = send(

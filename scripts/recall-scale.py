@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Recall cost against one principal's memory count, through `mosaic serve`.
+
+    scripts/recall-scale.py --mosaic target/release/mosaic [--sizes 100,1000,10000]
+        [--queries 200] [--serve-arg=--embedder --serve-arg=hash] [--json]
+
+Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
+directory, creates one tenant and one principal, then grows that
+principal's memories to each size in turn (generated conversation turns,
+ingested through `POST /v1/conversations/{id}/messages` in batches) and at
+each size times, from this client process over one keep-alive connection:
+
+- `POST /v1/recall` with a query (hybrid, k = 10), and the response size;
+- the same with `"explain": true` (the full decision list), and its size;
+- `POST /v1/recall` without a query (kind and recency order).
+
+The generated turns are seeded (`--seed`), so two runs ask the same
+questions of the same data. Standard library only; the server and its data
+directory are removed at the end.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, int(round(p / 100.0 * (len(ordered) - 1)))))
+    return ordered[index]
+
+
+class Server:
+    def __init__(self, binary, extra):
+        self.dir = tempfile.mkdtemp(prefix="mosaic-recall-scale-")
+        args = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir,
+                "--rate-limit-per-second", "1000000", "--rate-limit-burst", "1000000",
+                "--body-limit-bytes", str(16 * 1024 * 1024)] + extra
+        env = dict(os.environ)
+        env.pop("MOSAIC_CONFIG", None)
+        self.child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      stdin=subprocess.DEVNULL, env=env, text=True)
+        first = self.child.stdout.readline().strip()
+        prefix = "mosaic: serving on "
+        if not first.startswith(prefix):
+            self.close()
+            sys.exit(f"unexpected first server line: {first!r}")
+        url = urllib.parse.urlparse(first[len(prefix):].strip())
+        self.conn = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
+        with open(os.path.join(self.dir, "admin.key")) as f:
+            self.admin = f.read().strip()
+
+    def call(self, method, path, key, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {key}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        self.conn.request(method, path, body=data, headers=headers)
+        response = self.conn.getresponse()
+        raw = response.read()
+        if response.status != 200:
+            raise SystemExit(f"{method} {path}: HTTP {response.status}: {raw[:300]!r}")
+        return json.loads(raw or b"null"), len(raw)
+
+    def close(self):
+        self.child.kill()
+        self.child.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def vocabulary(rng, n):
+    consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
+    words = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mosaic", required=True, help="the mosaic binary")
+    parser.add_argument("--sizes", default="100,1000,10000", help="memory counts to measure at, ascending")
+    parser.add_argument("--queries", type=int, default=200, help="timed recalls per size and variant")
+    parser.add_argument("--batch", type=int, default=500, help="messages per ingest call")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if sizes != sorted(sizes) or sizes[0] <= 0:
+        sys.exit("--sizes must be positive and ascending")
+
+    rng = random.Random(args.seed)
+    words = vocabulary(rng, 5000)
+    speakers = ["Avery", "Blake"]
+
+    def turn():
+        return " ".join(rng.choice(words) for _ in range(rng.randint(8, 24))) + "."
+
+    queries = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 6))) + "?" for _ in range(args.queries)]
+    server = Server(args.mosaic, args.serve_args)
+    results = []
+    try:
+        server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "scale"})
+        key = server.call("POST", "/v1/admin/keys", server.admin,
+                          {"tenant_id": "scale", "principal_id": "reader"})[0]["key"]
+        stored, session = 0, 0
+        for size in sizes:
+            started = time.perf_counter()
+            grown = stored
+            while stored < size:
+                count = min(args.batch, size - stored)
+                day = 1 + session % 28
+                messages = [{"role": "user", "name": speakers[(stored + i) % 2],
+                             "created_at": f"2023-05-{day:02d}T10:{(i // 60) % 60:02d}:{i % 60:02d}Z",
+                             "content": turn()} for i in range(count)]
+                server.call("POST", f"/v1/conversations/c{session}/messages", key, {"messages": messages})
+                stored += count
+                session += 1
+            ingest_s = time.perf_counter() - started
+            row = {"memories": stored, "ingest_turns_per_s": (stored - grown) / ingest_s if ingest_s else None}
+            for name, body in (("hybrid", lambda q: {"query": q, "max_records": 10}),
+                               ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
+                               ("no_query", lambda q: {"max_records": 10})):
+                server.call("POST", "/v1/recall", key, body(queries[0]))  # warm
+                times, sizes_b = [], []
+                for q in queries:
+                    t0 = time.perf_counter()
+                    _, n = server.call("POST", "/v1/recall", key, body(q))
+                    times.append((time.perf_counter() - t0) * 1000.0)
+                    sizes_b.append(n)
+                row[name] = {"p50_ms": round(statistics.median(times), 2),
+                             "p95_ms": round(percentile(times, 95), 2),
+                             "bytes": int(statistics.median(sizes_b))}
+            results.append(row)
+            if not args.json:
+                h, e, n = row["hybrid"], row["hybrid_explain"], row["no_query"]
+                print(f"{stored:>7} memories: hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
+                      f"explain p50 {e['p50_ms']} ms {e['bytes']} B | no query p50 {n['p50_ms']} ms "
+                      f"p95 {n['p95_ms']} ms {n['bytes']} B", flush=True)
+    finally:
+        server.close()
+    if args.json:
+        print(json.dumps({"queries": args.queries, "results": results}))
+
+
+if __name__ == "__main__":
+    main()
