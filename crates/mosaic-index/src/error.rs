@@ -101,7 +101,8 @@ pub enum IndexError {
         /// Dimension received.
         actual: usize,
     },
-    /// The HTTP embedding service failed or answered malformed JSON.
+    /// An embedding service (an [`crate::Embedder`] that calls one) failed
+    /// or answered malformed JSON.
     #[error("embedding service: {0}")]
     EmbeddingService(String),
     /// The local model failed.
