@@ -21,8 +21,9 @@
 //! * [`journal`]: an append-only, checksummed journal per target, so a
 //!   target persists as its last snapshot plus what was applied since; the
 //!   bytes written per change do not grow with the index.
-//! * [`funnel`]: candidates → integer fusion → relevance receipt →
-//!   selection → context handoff, with a result cache.
+//! * [`funnel`]: candidates → integer fusion → relevance receipt, with a
+//!   result cache; the receipt goes to the core's selection and context
+//!   handoff ([`hand_off`], re-exported from `mosaic-harness`).
 //!
 //! I/O: snapshots, journals and model files are read and written at paths
 //! the caller gives. Nothing else: no network, no clock, no environment,
@@ -68,15 +69,15 @@ pub mod vector;
 pub use ann::{AnnConfig, AnnIndex, SearchPlan};
 pub use embed::{Embedder, HashEmbedder};
 pub use error::{IndexError, ModelError, StaleReason};
-pub use funnel::{
-    CacheKey, FunnelConfig, Fusion, Handoff, Recall, RecallQuery, RetrievalMode, Retriever,
-    hand_off,
-};
+pub use funnel::{CacheKey, FunnelConfig, Fusion, Recall, RecallQuery, RetrievalMode, Retriever};
 pub use journal::{
     IndexJournal, JournalDamage, JournalEntry, JournalHeader, JournalRecovery, ReplayReport,
     apply_to_lexical, apply_to_vector,
 };
 pub use lexical::{Hit, LexicalIndex};
+/// The context handoff at the end of the funnel lives in the core;
+/// re-exported for callers of the funnel.
+pub use mosaic_harness::memory_scope::{Handoff, HandoffError, hand_off};
 pub use scope::{DocSet, Eligible, ScopePredicate};
 pub use target::{
     AckOutcome, Acknowledgement, IndexTarget, PublishMessage, RebuildEntry, ScopeKeys,
