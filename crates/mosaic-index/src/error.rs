@@ -1,5 +1,6 @@
 //! The crate's one error type.
 
+use mosaic_harness::memory_scope::HandoffError;
 use thiserror::Error;
 
 /// Why a stale message was refused.
@@ -101,7 +102,8 @@ pub enum IndexError {
         /// Dimension received.
         actual: usize,
     },
-    /// The HTTP embedding service failed or answered malformed JSON.
+    /// An embedding service (an [`crate::Embedder`] that calls one) failed
+    /// or answered malformed JSON.
     #[error("embedding service: {0}")]
     EmbeddingService(String),
     /// The local model failed.
@@ -121,10 +123,16 @@ pub enum IndexError {
     /// The relevance stage refused the ranking.
     #[error("relevance: {0}")]
     Relevance(#[from] mosaic_harness::memory_scope::RelevanceError),
-    /// Selection or context handoff failed.
+    /// Selection or context handoff failed (see [`HandoffError`]).
     #[error("selection: {0}")]
     Selection(String),
     /// Canonical encoding failed.
     #[error(transparent)]
     Canonical(#[from] mosaic_harness::canonical::CanonicalError),
+}
+
+impl From<HandoffError> for IndexError {
+    fn from(err: HandoffError) -> Self {
+        IndexError::Selection(err.to_string())
+    }
 }

@@ -9,7 +9,8 @@
 //!     whose role its person names), recency for questions about the
 //!     current state, optional neighbouring-record bonus, ties by record id
 //!   → RelevanceInput → rank_relevance → RelevanceReceipt
-//!   → select_memory_ranked → context handoff (see [`hand_off`])
+//!   → select_memory_ranked → context handoff (the core's
+//!     `mosaic_harness::memory_scope::hand_off`, re-exported as [`crate::hand_off`])
 //! ```
 //!
 //! Results are cached under every identity that can change them: tenant,
@@ -21,12 +22,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mosaic_harness::MemoryRecord;
 use mosaic_harness::canonical::domain_digest;
 use mosaic_harness::memory_scope::{
-    ContextAllocation, ContextBudget, ContextItem, EligibleSet, MemoryContextReport,
-    MemoryReadContext, MemorySelection, RelevanceInput, RelevanceReceipt, ScoredCandidate,
-    allocate_selected_memory, fixed_point_score, render_recalled_memory, select_memory_ranked,
+    EligibleSet, RelevanceInput, RelevanceReceipt, ScoredCandidate, fixed_point_score,
 };
 use serde::{Deserialize, Serialize};
 
@@ -679,58 +677,6 @@ impl Retriever {
             cache_hit: false,
         })
     }
-}
-
-/// The end of the funnel: the ranked selection, its context allocation and
-/// the rendered `<recalled-memory>` blocks of the included records.
-#[derive(Clone, Debug)]
-pub struct Handoff {
-    /// The selection ordered by the relevance receipt.
-    pub selection: MemorySelection,
-    /// The context allocation.
-    pub allocation: ContextAllocation,
-    /// Which selected memories made it into the context.
-    pub report: MemoryContextReport,
-    /// Rendered data blocks, in inclusion order.
-    pub blocks: Vec<String>,
-}
-
-/// Selects with `select_memory_ranked`, allocates context and renders the
-/// included records. `contents` maps record id to its exact content.
-pub fn hand_off(
-    ctx: &MemoryReadContext,
-    records: &[MemoryRecord],
-    contents: &BTreeMap<String, String>,
-    relevance: &RelevanceReceipt,
-    other_items: &[ContextItem],
-    budget: &ContextBudget,
-) -> Result<Handoff, IndexError> {
-    let selection = select_memory_ranked(ctx, records, relevance)
-        .map_err(|e| IndexError::Selection(e.to_string()))?;
-    let (allocation, report) =
-        allocate_selected_memory(&selection.receipt, records, other_items, budget)
-            .map_err(|e| IndexError::Selection(e.to_string()))?;
-    let by_id: BTreeMap<&str, &MemoryRecord> =
-        records.iter().map(|r| (r.record_id.as_str(), r)).collect();
-    let mut blocks = Vec::new();
-    for id in &report.included_memory {
-        let record = by_id
-            .get(id.as_str())
-            .ok_or_else(|| IndexError::Selection(format!("record {id} not supplied")))?;
-        let content = contents
-            .get(id)
-            .ok_or_else(|| IndexError::Selection(format!("content of {id} not supplied")))?;
-        blocks.push(
-            render_recalled_memory(record, content)
-                .map_err(|e| IndexError::Selection(e.to_string()))?,
-        );
-    }
-    Ok(Handoff {
-        selection,
-        allocation,
-        report,
-        blocks,
-    })
 }
 
 #[cfg(test)]

@@ -10,8 +10,10 @@
 //!   snapshots and `rebuild_from`.
 //! * [`lexical`]: BM25 over an in-memory inverted index partitioned by
 //!   scope, with deletions, claim keys and per-subject timelines.
-//! * [`embed`]: the [`Embedder`] trait, a deterministic hashing embedder and
-//!   an OpenAI-compatible HTTP embedder; [`local_model`]: all-MiniLM-L6-v2.
+//! * [`embed`]: the [`Embedder`] trait and a deterministic hashing
+//!   embedder; [`local_model`]: all-MiniLM-L6-v2. Embedders that call a
+//!   service implement the trait outside this crate (the server's HTTP
+//!   embedder).
 //! * [`ann`] and [`vector`]: exact scan and a filter-aware HNSW graph,
 //!   planned per query.
 //! * [`eval_metrics`]: evidence recall@k and nDCG@10, shared by the
@@ -19,13 +21,13 @@
 //! * [`journal`]: an append-only, checksummed journal per target, so a
 //!   target persists as its last snapshot plus what was applied since; the
 //!   bytes written per change do not grow with the index.
-//! * [`funnel`]: candidates → integer fusion → relevance receipt →
-//!   selection → context handoff, with a result cache.
+//! * [`funnel`]: candidates → integer fusion → relevance receipt, with a
+//!   result cache; the receipt goes to the core's selection and context
+//!   handoff ([`hand_off`], re-exported from `mosaic-harness`).
 //!
-//! I/O: the HTTP embedder talks to the configured service; snapshots,
-//! journals and model files are read and written at paths the caller
-//! gives. Nothing else: no clock, no environment, no logging of memory
-//! content.
+//! I/O: snapshots, journals and model files are read and written at paths
+//! the caller gives. Nothing else: no network, no clock, no environment,
+//! no logging of memory content.
 //!
 //! ## Persistence: snapshots and journals
 //! Useful for: a single process that owns its index files and changes them
@@ -43,7 +45,6 @@
 //!
 //! ## Feature flags
 //! * `local-model` (off): the all-MiniLM-L6-v2 embedder (own encoder).
-//! * `http-tls` (off): HTTPS for the HTTP embedder.
 //!
 //! Non-features: persistence of record truth (the store owns it; these
 //! indexes are derived and rebuildable), authorization (the caller supplies
@@ -66,17 +67,17 @@ pub mod text;
 pub mod vector;
 
 pub use ann::{AnnConfig, AnnIndex, SearchPlan};
-pub use embed::{Embedder, HashEmbedder, HttpEmbedder};
+pub use embed::{Embedder, HashEmbedder};
 pub use error::{IndexError, ModelError, StaleReason};
-pub use funnel::{
-    CacheKey, FunnelConfig, Fusion, Handoff, Recall, RecallQuery, RetrievalMode, Retriever,
-    hand_off,
-};
+pub use funnel::{CacheKey, FunnelConfig, Fusion, Recall, RecallQuery, RetrievalMode, Retriever};
 pub use journal::{
     IndexJournal, JournalDamage, JournalEntry, JournalHeader, JournalRecovery, ReplayReport,
     apply_to_lexical, apply_to_vector,
 };
 pub use lexical::{Hit, LexicalIndex};
+/// The context handoff at the end of the funnel lives in the core;
+/// re-exported for callers of the funnel.
+pub use mosaic_harness::memory_scope::{Handoff, HandoffError, hand_off};
 pub use scope::{DocSet, Eligible, ScopePredicate};
 pub use target::{
     AckOutcome, Acknowledgement, IndexTarget, PublishMessage, RebuildEntry, ScopeKeys,

@@ -15,7 +15,8 @@
 //!   Tenant isolation is enforced a second time by row-level security on
 //!   their tables ([`schema`]).
 //! * [`search`]: one search interface over these and the in-memory
-//!   targets; [`conformance`]: the retrieval suite both pass.
+//!   targets; `conformance` (feature `conformance`, off by default, for
+//!   tests): the retrieval suite both pass.
 //!
 //! I/O: the PostgreSQL connections the caller opens, and the embedder the
 //! caller gives the vector target. Nothing else: no clock, no environment,
@@ -23,6 +24,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
 pub mod fence;

@@ -5,8 +5,9 @@
 //! * `minilm`: the built-in all-MiniLM-L6-v2 model, loaded from files on
 //!   disk (`--model-dir`, default `<data-dir>/models/all-MiniLM-L6-v2`),
 //!   verified against pinned SHA-256s. Needs the `local-model` feature.
-//! * `http`: an OpenAI-compatible `POST {url}/embeddings`; the API key comes
-//!   only from `MOSAIC_EMBEDDER_API_KEY` and is never logged or serialised.
+//! * `http`: an OpenAI-compatible `POST {url}/embeddings`
+//!   ([`crate::http_embedder`]); the API key comes only from
+//!   `MOSAIC_EMBEDDER_API_KEY` and is never logged or serialised.
 //! * `hash`: the deterministic hashing embedder (tests, no model).
 //!
 //! The embedder's identity (its release: model name and file digests, and
@@ -23,10 +24,11 @@ use mosaic_index::local_model::{
     MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256, verify_model_dir,
 };
 use mosaic_index::text::ANALYZER_RELEASE;
-use mosaic_index::{Embedder, HashEmbedder, HttpEmbedder, IndexError};
+use mosaic_index::{Embedder, HashEmbedder, IndexError};
 use serde::{Deserialize, Serialize};
 
 use crate::config::ServerConfig;
+use crate::http_embedder::HttpEmbedder;
 
 /// Name of the default local model's directory under `<data-dir>/models`.
 pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2";

@@ -218,6 +218,14 @@ impl From<mosaic_index::IndexError> for ServiceError {
     }
 }
 
+impl From<mosaic_harness::memory_scope::HandoffError> for ServiceError {
+    fn from(err: mosaic_harness::memory_scope::HandoffError) -> Self {
+        // The server builds every input of the handoff itself: a failure is
+        // its own fault, never the client's.
+        ServiceError::Internal(format!("context handoff: {err}"))
+    }
+}
+
 impl From<mosaic_harness::canonical::CanonicalError> for ServiceError {
     fn from(err: mosaic_harness::canonical::CanonicalError) -> Self {
         ServiceError::Internal(format!("canonical encoding: {err}"))

@@ -57,6 +57,7 @@ pub mod examples;
 pub mod extraction;
 pub mod fuzzing;
 pub mod http;
+pub mod http_embedder;
 pub mod mcp;
 pub mod mem0;
 pub mod metrics;

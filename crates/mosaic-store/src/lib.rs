@@ -36,8 +36,10 @@
 //! only what differs: statement execution and placeholders, row access,
 //! locking, tenant context and the few tables whose columns differ.
 //!
-//! The [`conformance`] module holds the backend-independent test suite; a
-//! new backend passes it by implementing [`conformance::StoreFactory`].
+//! Feature `conformance` (off by default): the `conformance` module, the
+//! backend-independent test suite and its fixtures; a new backend passes it
+//! by implementing `conformance::StoreFactory`. Only tests, the crash
+//! harness and benchmarks turn it on.
 //!
 //! Feature `postgres` (on by default): [`PostgresStore`], the same
 //! interface on PostgreSQL, passing the same suite, with tenant isolation
@@ -49,6 +51,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
 mod ops;

@@ -40,6 +40,7 @@ pub use handoff::{
     allocate_context, allocate_selected_memory, memory_context_items, render_recalled_memory,
 };
 pub use handoff::{DroppedItem, escape_memory_text};
+pub use handoff::{Handoff, HandoffError, hand_off};
 pub use manifest::{
     ManifestError, SignedSourceSetManifest, SourceSetManifest, TrustedManifestKey, sign_source_set,
     verify_summary_sources,

@@ -1,12 +1,10 @@
-//! Point 3: embedders (hashing, HTTP against a local server, local model).
+//! Point 3: embedders (hashing, local model). The HTTP embedder is the
+//! server's (crates/mosaic-server/tests/it/http_embedder.rs).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::thread;
 
 use mosaic_index::local_model::verify_model_dir;
-use mosaic_index::{Embedder, HashEmbedder, HttpEmbedder, IndexError, ModelError};
+use mosaic_index::{Embedder, HashEmbedder, ModelError};
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -24,89 +22,6 @@ fn hash_embedder_is_deterministic_normalised_and_lexically_sensitive() {
     assert!((cosine(&a, &a) - 1.0).abs() < 1e-5);
     assert!(cosine(&a, &c) > cosine(&a, &d));
     assert_eq!(e.release(), "hash-embedder-v1-d256");
-}
-
-/// A one-shot OpenAI-compatible server on 127.0.0.1:0. Returns the base
-/// URL and a handle yielding the request body it received.
-fn serve_once(status: u16, body: String) -> (String, thread::JoinHandle<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let handle = thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut content_length = 0usize;
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            let lower = line.to_ascii_lowercase();
-            if let Some(v) = lower.strip_prefix("content-length:") {
-                content_length = v.trim().parse().unwrap();
-            }
-        }
-        let mut received = vec![0u8; content_length];
-        reader.read_exact(&mut received).unwrap();
-        let mut stream = stream;
-        write!(
-            stream,
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        format!(
-            "{}{}",
-            request_line.trim_end(),
-            String::from_utf8(received).unwrap()
-        )
-    });
-    (format!("http://{addr}/v1"), handle)
-}
-
-#[test]
-fn http_embedder_posts_model_and_input_and_normalises() {
-    let reply = r#"{"object":"list","data":[{"object":"embedding","index":1,"embedding":[0.0,3.0,4.0]},{"object":"embedding","index":0,"embedding":[2.0,0.0,0.0]}],"model":"m"}"#;
-    let (base, server) = serve_once(200, reply.into());
-    let e = HttpEmbedder::new(&base, "tiny-model", 3, Some("k".into()));
-    let vectors = e.embed_batch(&["first", "second"]).unwrap();
-    let request = server.join().unwrap();
-    assert!(request.starts_with("POST /v1/embeddings"), "{request}");
-    let body: serde_json::Value =
-        serde_json::from_str(request.trim_start_matches("POST /v1/embeddings HTTP/1.1")).unwrap();
-    assert_eq!(body["model"], "tiny-model");
-    assert_eq!(body["input"], serde_json::json!(["first", "second"]));
-    assert_eq!(vectors, vec![vec![1.0, 0.0, 0.0], vec![0.0, 0.6, 0.8]]);
-}
-
-#[test]
-fn http_embedder_rejects_wrong_dimensions_and_errors() {
-    let (base, server) = serve_once(
-        200,
-        r#"{"data":[{"index":0,"embedding":[1.0,2.0]}]}"#.into(),
-    );
-    let err = HttpEmbedder::new(&base, "m", 3, None)
-        .embed("x")
-        .unwrap_err();
-    server.join().unwrap();
-    assert!(
-        matches!(
-            err,
-            IndexError::BadEmbedding {
-                expected: 3,
-                actual: 2
-            }
-        ),
-        "{err}"
-    );
-    let (base, server) = serve_once(500, r#"{"error":"boom"}"#.into());
-    let err = HttpEmbedder::new(&base, "m", 3, None)
-        .embed("x")
-        .unwrap_err();
-    server.join().unwrap();
-    assert!(matches!(err, IndexError::EmbeddingService(_)), "{err}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod eval;
 mod evidence;
 mod extraction;
 mod fuzz;
+mod http_embedder;
 mod hygiene;
 mod isolation;
 mod lifecycle;

@@ -14,8 +14,9 @@
 //! `attempted`, `acknowledged`, `present` and `lost`, and exits 1 when
 //! anything was lost or is inconsistent, 2 on a usage or setup error.
 //!
-//! The full run is `cargo run --release -p mosaic-store --bin
-//! mosaic-crash-harness -- run --dir target/crash --kills 200`.
+//! The full run is `cargo run --release -p mosaic-store --features
+//! conformance --bin mosaic-crash-harness -- run --dir target/crash --kills 200`
+//! (it uses the conformance suite's fixtures, hence the feature).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
