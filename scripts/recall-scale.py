@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Recall cost against one principal's memory count, through `mosaic serve`.
+"""Cost against one principal's memory count, through `mosaic serve`.
 
     scripts/recall-scale.py --mosaic target/release/mosaic [--sizes 100,1000,10000]
-        [--queries 200] [--serve-arg=--embedder --serve-arg=hash] [--json]
+        [--queries 200] [--recall-up-to 10000] [--restart]
+        [--serve-arg=--embedder --serve-arg=hash] [--json]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates one tenant and one principal, then grows that
@@ -13,6 +14,14 @@ each size times, from this client process over one keep-alive connection:
 - `POST /v1/recall` with a query (hybrid, k = 10), and the response size;
 - the same with `"explain": true` (the full decision list), and its size;
 - `POST /v1/recall` without a query (kind and recency order).
+
+Each step also reports its ingest rate (turns per second) and the bytes the
+server process wrote to storage per ingested record (`write_bytes` of
+/proc/PID/io over the step), so the write cost at 1k and at 50k records can
+be compared. Recall is timed only up to `--recall-up-to` memories. With
+`--restart` the server is stopped (SIGTERM) after the last step and started
+again on the same data directory: the time until it serves, and the first
+recall after it, are reported.
 
 The generated turns are seeded (`--seed`), so two runs ask the same
 questions of the same data. Standard library only; the server and its data
@@ -40,11 +49,15 @@ def percentile(values, p):
 
 
 class Server:
-    def __init__(self, binary, extra):
-        self.dir = tempfile.mkdtemp(prefix="mosaic-recall-scale-")
-        args = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir,
+    def __init__(self, binary, extra, data_dir=None):
+        self.binary, self.extra = binary, extra
+        self.dir = data_dir or tempfile.mkdtemp(prefix="mosaic-recall-scale-")
+        self.start()
+
+    def start(self):
+        args = [self.binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir,
                 "--rate-limit-per-second", "1000000", "--rate-limit-burst", "1000000",
-                "--body-limit-bytes", str(16 * 1024 * 1024)] + extra
+                "--body-limit-bytes", str(16 * 1024 * 1024)] + self.extra
         env = dict(os.environ)
         env.pop("MOSAIC_CONFIG", None)
         self.child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -71,6 +84,18 @@ class Server:
             raise SystemExit(f"{method} {path}: HTTP {response.status}: {raw[:300]!r}")
         return json.loads(raw or b"null"), len(raw)
 
+    def written(self):
+        with open(f"/proc/{self.child.pid}/io") as f:
+            for line in f:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        self.conn.close()
+        self.child.terminate()
+        self.child.wait(timeout=120)
+
     def close(self):
         self.child.kill()
         self.child.wait()
@@ -92,6 +117,8 @@ def main():
     parser.add_argument("--queries", type=int, default=200, help="timed recalls per size and variant")
     parser.add_argument("--batch", type=int, default=500, help="messages per ingest call")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--recall-up-to", type=int, default=10000, help="time recall only up to this many memories")
+    parser.add_argument("--restart", action="store_true", help="stop and restart the server after the last step")
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -116,7 +143,7 @@ def main():
         stored, session = 0, 0
         for size in sizes:
             started = time.perf_counter()
-            grown = stored
+            grown, written = stored, server.written()
             while stored < size:
                 count = min(args.batch, size - stored)
                 day = 1 + session % 28
@@ -127,7 +154,15 @@ def main():
                 stored += count
                 session += 1
             ingest_s = time.perf_counter() - started
-            row = {"memories": stored, "ingest_turns_per_s": (stored - grown) / ingest_s if ingest_s else None}
+            row = {"memories": stored,
+                   "ingest_turns_per_s": round((stored - grown) / ingest_s, 1) if ingest_s else None,
+                   "written_bytes_per_record": (server.written() - written) // max(1, stored - grown)}
+            if stored > args.recall_up_to:
+                results.append(row)
+                if not args.json:
+                    print(f"{stored:>7} memories: ingest {row['ingest_turns_per_s']} turns/s, "
+                          f"{row['written_bytes_per_record']} B written per record", flush=True)
+                continue
             for name, body in (("hybrid", lambda q: {"query": q, "max_records": 10}),
                                ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
                                ("no_query", lambda q: {"max_records": 10})):
@@ -144,9 +179,25 @@ def main():
             results.append(row)
             if not args.json:
                 h, e, n = row["hybrid"], row["hybrid_explain"], row["no_query"]
-                print(f"{stored:>7} memories: hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
+                print(f"{stored:>7} memories: ingest {row['ingest_turns_per_s']} turns/s, "
+                      f"{row['written_bytes_per_record']} B written per record | hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
                       f"explain p50 {e['p50_ms']} ms {e['bytes']} B | no query p50 {n['p50_ms']} ms "
                       f"p95 {n['p95_ms']} ms {n['bytes']} B", flush=True)
+        if args.restart:
+            server.stop()
+            t0 = time.perf_counter()
+            server.start()
+            serving_s = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            answer, _ = server.call("POST", "/v1/recall", key, {"query": queries[0], "max_records": 10})
+            first_recall_s = time.perf_counter() - t1
+            restart = {"memories": stored, "serving_s": round(serving_s, 2),
+                       "first_recall_s": round(first_recall_s, 2),
+                       "selected": len(answer["selected_record_ids"])}
+            results.append({"restart": restart})
+            if not args.json:
+                print(f"restart at {stored} memories: serving after {restart['serving_s']} s, "
+                      f"first recall {restart['first_recall_s']} s ({restart['selected']} selected)", flush=True)
     finally:
         server.close()
     if args.json:

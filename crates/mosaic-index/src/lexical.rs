@@ -258,6 +258,52 @@ impl LexicalIndex {
         self.search_docs(&terms(query), &docs, k)
     }
 
+    /// The live records of one subject (`tenant_id`, `subject_key`) that
+    /// share the most index terms with `text`, most first (ties by record
+    /// id), at most `limit`: the texts a write guard compares a new one
+    /// with. A near-duplicate or a restatement shares most of its terms, so
+    /// it is among these however many records the subject holds; the cost
+    /// is the postings of `text`'s own terms in that subject. Empty when
+    /// `text` has no index term.
+    pub fn sharing_terms(
+        &self,
+        tenant_id: &str,
+        subject_key: &str,
+        text: &str,
+        limit: usize,
+    ) -> Vec<String> {
+        let b = &self.backend;
+        let Some(&pid) = b
+            .partition_ids
+            .get(&(tenant_id.to_owned(), subject_key.to_owned()))
+        else {
+            return Vec::new();
+        };
+        let partition = &b.partitions[pid as usize];
+        let mut term_ids: Vec<u32> = terms(text)
+            .iter()
+            .filter_map(|t| b.vocab.get(t.as_str()).copied())
+            .collect();
+        term_ids.sort_unstable();
+        term_ids.dedup();
+        let mut shared: HashMap<DocId, u32> = HashMap::new();
+        for tid in term_ids {
+            for (doc, _) in partition.postings.get(&tid).map_or(&[][..], Vec::as_slice) {
+                *shared.entry(*doc).or_default() += 1;
+            }
+        }
+        let mut ranked: Vec<(u32, &str)> = shared
+            .into_iter()
+            .filter_map(|(doc, n)| Some((n, self.record_of(doc)?)))
+            .collect();
+        ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        ranked
+            .into_iter()
+            .take(limit)
+            .map(|(_, id)| id.to_owned())
+            .collect()
+    }
+
     pub(crate) fn search_docs(&self, query_terms: &[String], docs: &DocSet, k: usize) -> Vec<Hit> {
         self.search_with(query_terms, docs, k, &LexicalParams::default())
     }

@@ -16,7 +16,8 @@ use crate::catalog::{SharedSemanticEvidence, WriteGuards};
 pub const TEXT_GUARD_RELEASE: &str = "mosaic.text-guard.v1";
 
 /// Most live records of one subject and kind a proposal's text is compared
-/// with.
+/// with: those sharing the most index terms with it (see
+/// [`ServiceCore::text_scan`]).
 pub const TEXT_SCAN_LIMIT: usize = 256;
 
 /// The words of `text` after normalisation: lower case, every run of
@@ -162,6 +163,15 @@ impl ServiceCore {
     /// Jaccard at the tenant's threshold, or contradicts it by a
     /// deterministic pattern. The proposal's own record (a replay) and the
     /// record it declares it supersedes take no part.
+    ///
+    /// The texts compared are the subject's readable records sharing the
+    /// most index terms with the proposal (the lexical index's postings of
+    /// the proposal's own terms): a duplicate, a near-duplicate or a
+    /// restatement of the same subject and predicate shares most of its
+    /// terms, so it is found whatever the subject's size, at a cost that
+    /// does not grow with it. A text without index terms (stopwords only),
+    /// and the PostgreSQL indexes, fall back to the first
+    /// `TEXT_SCAN_LIMIT` live records of the subject and kind in the store.
     pub(super) fn text_scan(
         &self,
         inner: &mut Inner,
@@ -184,18 +194,24 @@ impl ServiceCore {
         };
         let new = normalized_words(&request.content);
         let mut out = Vec::new();
-        // Bounded: the first TEXT_SCAN_LIMIT live records of the subject
-        // and kind (by record id, which is a digest: an arbitrary sample).
-        // A subject holding more is checked against that sample only (see
-        // ARCHITECTURE.md, "Write guards").
-        for row in inner.store.list_records(&filter)?.records {
-            if row.record_id == record_id || supersedes == Some(row.record_id.as_str()) {
+        let indexed = self.guard_candidates(tenant, request);
+        let rows: Vec<(String, String)> = match indexed {
+            Some(rows) => rows,
+            // Bounded: the first TEXT_SCAN_LIMIT live records of the
+            // subject and kind (by record id, a digest: an arbitrary sample).
+            None => inner
+                .store
+                .list_records(&filter)?
+                .records
+                .into_iter()
+                .filter_map(|row| Some((row.record_id, row.content?)))
+                .collect(),
+        };
+        for (existing_id, content) in rows {
+            if existing_id == record_id || supersedes == Some(existing_id.as_str()) {
                 continue;
             }
-            let Some(content) = row.content.as_deref() else {
-                continue;
-            };
-            let old = normalized_words(content);
+            let old = normalized_words(&content);
             let Some(relation) = text_relation(&new, &old, guards.near_duplicate_permille) else {
                 continue;
             };
@@ -206,19 +222,54 @@ impl ServiceCore {
                 "mosaic.text-guard.observation.v1",
                 &serde_json::json!({
                     "record_id": record_id,
-                    "existing_record_id": row.record_id,
+                    "existing_record_id": existing_id,
                     "relation": relation,
                 }),
             )?;
             out.push(ConflictObservation {
                 observation_id: format!("obs-{}", id.get(..32).unwrap_or(&id)),
-                existing_record_id: row.record_id,
+                existing_record_id: existing_id,
                 relation,
                 detector_release: TEXT_GUARD_RELEASE.to_owned(),
                 existing_claim: None,
             });
         }
         Ok(out)
+    }
+}
+
+impl ServiceCore {
+    /// The readable records of the proposal's subject and kind sharing the
+    /// most index terms with its text, with their texts, from the embedded
+    /// lexical index; `None` when that index cannot answer (PostgreSQL
+    /// indexes, or a text without index terms).
+    fn guard_candidates(
+        &self,
+        tenant: &str,
+        request: &ProposeRequest,
+    ) -> Option<Vec<(String, String)>> {
+        if self.config.postgres.is_some() {
+            return None;
+        }
+        let ix = self.read_indexes();
+        let lexical = &ix.retriever.lexical;
+        let ids = lexical.sharing_terms(
+            tenant,
+            &request.subject.key(),
+            &request.content,
+            TEXT_SCAN_LIMIT,
+        );
+        if ids.is_empty() && mosaic_index::text::terms(&request.content).is_empty() {
+            return None;
+        }
+        Some(
+            ids.into_iter()
+                .filter_map(|id| {
+                    let entry = lexical.live_entry(&id)?;
+                    (entry.scope.kind == request.kind).then(|| (id, entry.text.clone()))
+                })
+                .collect(),
+        )
     }
 }
 

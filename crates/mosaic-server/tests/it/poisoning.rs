@@ -389,3 +389,45 @@ async fn text_guard_false_refusals_on_locomo_turns() {
         "{refused} of {distinct} distinct turns refused"
     );
 }
+
+/// The text guard compares a new text with the subject's records that share
+/// the most index terms with it, not with a sample: a near-duplicate of the
+/// record whose id sorts last among 300 (outside the first 256 by id, the
+/// store sample the guard used to read) is still refused.
+#[tokio::test]
+async fn a_near_duplicate_in_a_large_subject_is_refused_by_the_text_guard() {
+    let w = world();
+    let alice = &w.principals[0];
+    let mut texts = std::collections::BTreeMap::new();
+    for i in 0..300 {
+        let text = format!(
+            "inventory note {i}: bin {} holds part {} ({}).",
+            i * 7 % 311,
+            i * 13 % 997,
+            crate::common::distinct(&format!("inventory-{i}"))
+        );
+        let answer = w
+            .service
+            .propose(
+                &alice.credential,
+                &workspace_fact(&format!("inventory-{i}"), WORKSPACE, &text),
+            )
+            .expect("propose");
+        assert_eq!(answer.decision, "accepted", "{:?}", answer.violations);
+        texts.insert(answer.record_id, text);
+    }
+    let (last_id, last_text) = texts.iter().next_back().expect("records");
+    let (status, body) = propose(
+        &w,
+        &alice.key,
+        &workspace_fact("inventory-again", WORKSPACE, &format!("{last_text} Noted.")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"], "rejected", "{body}");
+    assert_eq!(violations(&body), ["duplicate_memory"], "{body}");
+    assert_eq!(
+        body["violations"][0]["existing_record_id"],
+        last_id.as_str()
+    );
+}
