@@ -164,7 +164,7 @@ async fn claim_keys_on_recall_find_the_claimed_record_through_the_server() {
     // Words in neither memory: only the claim key can bring one in, and
     // only the claimed one.
     let body = recall(&w.router, &alice.key, "zebra quartz", &[&key]).await;
-    assert_eq!(selected(&body), [claimed.clone()], "{body}");
+    assert_eq!(selected(&body), std::slice::from_ref(&claimed), "{body}");
     // The control: the same query without the key finds nothing, and a
     // key no record carries brings nothing in.
     let body = recall(&w.router, &alice.key, "zebra quartz", &[]).await;
