@@ -348,3 +348,97 @@ async fn indexes_reopened_with_other_claim_keys_than_the_store_are_rebuilt() {
     let body = recall(&r.router, &r.alice, "billing team-payments", &[]).await;
     assert_eq!(selected(&body).len(), 1, "{body}");
 }
+
+#[test]
+fn with_postgres_a_claim_written_through_one_server_stops_a_contradiction_on_another() {
+    use crate::postgres::{call, in_schema, serve, urls};
+    use crate::postgres_erasure::migrated_schema;
+
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url, "claims_test");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = in_schema(&app_url, &schema.name);
+    let one = serve(&dir.path().join("one"), &app);
+    let admin = std::fs::read_to_string(dir.path().join("one").join("admin.key"))
+        .expect("admin key")
+        .trim()
+        .to_owned();
+    let two = serve(&dir.path().join("two"), &app);
+    let (status, r) = call(
+        &one,
+        &admin,
+        "POST",
+        "/v1/admin/tenants",
+        Some(json!({"tenant_id": TENANT})),
+    );
+    assert_eq!(status, 200, "{r}");
+    let (status, r) = call(
+        &one,
+        &admin,
+        "POST",
+        &format!("/v1/admin/tenants/{TENANT}/verifiers"),
+        Some(
+            json!({"verifier_release": CHECKER_RELEASE, "public_key_hex": public_key_hex(&CHECKER)}),
+        ),
+    );
+    assert_eq!(status, 200, "{r}");
+    let mut keys = Vec::new();
+    for principal in ["alice", "bob"] {
+        let (status, r) = call(
+            &one,
+            &admin,
+            "POST",
+            "/v1/admin/keys",
+            Some(json!({"tenant_id": TENANT, "principal_id": principal,
+                        "grant": {"allowed_workspace_ids": [WORKSPACE]}})),
+        );
+        assert_eq!(status, 200, "{r}");
+        keys.push(r["key"].as_str().expect("key").to_owned());
+    }
+    let propose_on = |server, key: &str, request: &ProposeRequest| {
+        let (status, r) = call(
+            server,
+            key,
+            "POST",
+            "/v1/memories",
+            Some(serde_json::to_value(request).expect("json")),
+        );
+        assert_eq!(status, 200, "{r}");
+        r
+    };
+    let existing = record_id(&propose_on(
+        &one,
+        &keys[0],
+        &owner_fact("owner", "team-payments"),
+    ));
+    // The second server reads the claim from the shared store.
+    let response = propose_on(&two, &keys[1], &owner_fact("mallory", "team-mallory"));
+    assert_eq!(response["decision"], "rejected", "{response}");
+    let structured: Vec<&Value> = response["server_conflicts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no server conflicts: {response}"))
+        .iter()
+        .filter(|o| o["detector_release"] == CONFLICT_SCANNER_RELEASE)
+        .collect();
+    assert_eq!(structured.len(), 1, "{response}");
+    assert_eq!(structured[0]["existing_record_id"], existing.as_str());
+    assert_eq!(structured[0]["relation"], "contradicts");
+    // The claim is in the store's table (under its row security), and the
+    // catalog has no copy.
+    let mut owner =
+        postgres::Client::connect(&in_schema(&owner_url, &schema.name), postgres::NoTls)
+            .expect("owner");
+    let (claims, catalog_copy): (i64, bool) = {
+        let row = owner
+            .query_one(
+                "SELECT (SELECT count(*) FROM record_claims),
+                        to_regclass('mosaic_server_claims') IS NOT NULL",
+                &[],
+            )
+            .expect("lookup");
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((claims, catalog_copy), (1, false));
+}
