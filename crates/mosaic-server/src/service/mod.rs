@@ -865,12 +865,18 @@ fn find_listed(
     }
 }
 
-/// A propose request rebuilt from a stored record, for the export of a
-/// record whose export copy the catalog lacks: the source texts and signed
-/// evidence are not known, so an import judges it without them.
-fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str) -> ProposeRequest {
+/// A propose request rebuilt from a stored record and its stored claims,
+/// for the export of a record whose export copy the catalog lacks: the
+/// source texts and signed evidence are not known, so an import judges it
+/// without them.
+fn request_from_record(
+    store: &mut dyn Store,
+    record: &mosaic_harness::MemoryRecord,
+    proposal_id: &str,
+) -> ServiceResult<ProposeRequest> {
     let purpose = conversation::purpose_of(&record.subject);
-    ProposeRequest {
+    Ok(ProposeRequest {
+        claims: store.record_claims(&record.record_id)?,
         sources: record.sources.clone(),
         summary: record.summary.clone(),
         record_id: Some(record.record_id.clone()),
@@ -880,7 +886,7 @@ fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str)
         provenance_sha256: Some(record.provenance_sha256.clone()),
         writer_release: Some(record.writer_release.clone()),
         ..ProposeRequest::new("", record.kind, purpose, record.subject.clone())
-    }
+    })
 }
 
 /// The outbox target named `target` (`lexical` or `vector`): in PostgreSQL

@@ -18,7 +18,7 @@ use mosaic_server::examples::workspace_fact;
 use mosaic_server::{Service, app};
 use serde_json::{Value, json};
 
-use crate::common::{WORKSPACE, config, send, world};
+use crate::common::{WORKSPACE, config, send, send_raw, world};
 
 const CHECKER: [u8; 32] = [0xc7; 32];
 const CHECKER_RELEASE: &str = "claims-checker-v1";
@@ -275,6 +275,23 @@ async fn conflict_scan_holds_when_the_catalog_lost_the_record() {
     })
     .await;
     contradiction_is_caught(&r).await;
+    // The export rebuilds the request from the store: with its claim.
+    let (status, raw, _) = send_raw(&r.router, "GET", "/v1/export", Some(&r.alice), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let lines: Vec<Value> = String::from_utf8(raw)
+        .expect("utf8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("export line"))
+        .collect();
+    let exported: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["data"]["record"]["record_id"] == r.existing.as_str())
+        .collect();
+    assert_eq!(exported.len(), 1, "{lines:?}");
+    let claims = &exported[0]["data"]["request"]["claims"];
+    assert_eq!(claims.as_array().map(Vec::len), Some(1), "{claims}");
+    assert_eq!(claims[0]["object"], "team-payments");
+    assert_eq!(claims[0]["predicate"], PREDICATE);
 }
 
 #[tokio::test]
