@@ -168,7 +168,9 @@ pub struct RecallRequest {
     /// Query text: ranks the eligible records (lexical + vector funnel).
     #[serde(default)]
     pub query: Option<String>,
-    /// Claim keys to match exactly.
+    /// Claim keys to match exactly: `subject|predicate`, or
+    /// `subject|predicate|k1=v1,k2=v2` for claims with those qualifiers
+    /// (`StructuredClaim::index_keys`).
     #[serde(default)]
     pub claim_keys: Vec<String>,
     /// Retrieval mode (default hybrid).

@@ -2,16 +2,17 @@
 //! the store cannot hold. API-key hashes; the tenants list (with the instant
 //! each tenant's policy came into force); the principals holding a grant
 //! (so a policy change can re-bind them); the consents each principal gave;
-//! the external verifiers registered per tenant; the structured claims of
-//! accepted records (the server's conflict scan looks them up by subject
-//! and predicate); and the export copy of each accepted request (without
-//! its content, with the source texts the verbatim verifier read).
+//! the external verifiers registered per tenant; and the export copy of
+//! each accepted request (without its content, with the source texts the
+//! verbatim verifier read).
 //!
 //! The store is the truth for which records exist, their state, content,
-//! subject and proposer (`Store::list_records`), and for the policy and
+//! subject and proposer (`Store::list_records`), for their structured
+//! claims (`Store::claims_by_key`, committed with the record; catalog
+//! version 3 drops the copy earlier versions kept), and for the policy and
 //! grant in force (`Store::current_policy`, `Store::current_grant`): the
 //! catalog holds no memory content and is never asked which records exist.
-//! Claims and the export copy are deleted when the record is erased. A
+//! The export copy is deleted when the record is erased. A
 //! record whose export copy is missing (a crash between the store commit
 //! and the catalog write) is still listed, exported and erased.
 //!
@@ -26,7 +27,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, StructuredClaim};
+use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
 use rusqlite::Connection;
 
 use crate::api::VerifierView;
@@ -34,7 +35,7 @@ use crate::auth::{ApplicationBounds, Credential};
 use crate::error::{ServiceError, ServiceResult};
 
 /// Version of the catalog schema.
-pub const CATALOG_SCHEMA_VERSION: i64 = 2;
+pub const CATALOG_SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tenants (
@@ -95,16 +96,6 @@ CREATE TABLE IF NOT EXISTS verifiers (
     disabled INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, verifier_id)
 );
-CREATE TABLE IF NOT EXISTS claims (
-    record_id TEXT NOT NULL,
-    claim_id TEXT NOT NULL,
-    tenant_id TEXT NOT NULL,
-    claim_subject TEXT NOT NULL,
-    claim_predicate TEXT NOT NULL,
-    claim_json TEXT NOT NULL,
-    PRIMARY KEY (record_id, claim_id)
-);
-CREATE INDEX IF NOT EXISTS claims_key ON claims (tenant_id, claim_subject, claim_predicate);
 CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -166,7 +157,7 @@ CREATE INDEX IF NOT EXISTS extraction_jobs_due ON extraction_jobs (state, next_a
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 16] = [
+const TABLES: [&str; 15] = [
     "tenants",
     "api_keys",
     "grants",
@@ -174,7 +165,6 @@ const TABLES: [&str; 16] = [
     "proposals",
     "memories",
     "verifiers",
-    "claims",
     "settings",
     "messages",
     "tenant_options",
@@ -201,9 +191,16 @@ enum Scope<'a> {
     Directory,
 }
 
-/// Catalog tables that hold memory content (export copies, claims): only a
-/// tenant scope reads or writes them.
-const CONTENT_TABLES: [&str; 2] = ["memories", "claims"];
+/// Catalog tables that hold memory content (export copies): only a tenant
+/// scope reads or writes them.
+const CONTENT_TABLES: [&str; 1] = ["memories"];
+
+/// Catalog tables earlier versions had and this one drops: `claims` (a
+/// copy of each record's structured claims; the store holds them now,
+/// committed with the record). Dropped on open (SQLite) and by
+/// [`migrate_postgres`], so no orphan copy of claim values outlives an
+/// upgrade.
+const DROPPED_TABLES: [&str; 1] = ["claims"];
 
 /// Sets the session's scope before a statement. Session-level (not
 /// `SET LOCAL`) so it also holds inside [`Catalog::transaction`]; every
@@ -245,7 +242,7 @@ fn pg_row_security() -> String {
 }
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 16] = [
+const PG_GRANTS: [(&str, &str); 15] = [
     ("tenants", "SELECT, INSERT, UPDATE"),
     ("api_keys", "SELECT, INSERT, UPDATE"),
     ("grants", "SELECT, INSERT, UPDATE"),
@@ -253,7 +250,6 @@ const PG_GRANTS: [(&str, &str); 16] = [
     ("proposals", "SELECT, INSERT"),
     ("memories", "SELECT, INSERT, UPDATE"),
     ("verifiers", "SELECT, INSERT, UPDATE"),
-    ("claims", "SELECT, INSERT, DELETE"),
     ("settings", "SELECT, INSERT"),
     ("messages", "SELECT, INSERT"),
     ("tenant_options", "SELECT, INSERT, UPDATE"),
@@ -595,6 +591,9 @@ pub fn migrate_postgres(owner: &mut postgres::Client, app_role: Option<&str>) ->
         sql.push_str(&pg_sql(statement));
         sql.push_str(";\n");
     }
+    for table in DROPPED_TABLES {
+        sql.push_str(&format!("DROP TABLE IF EXISTS mosaic_server_{table};\n"));
+    }
     sql.push_str(&pg_row_security());
     if let Some(role) = app_role {
         let role = format!("\"{}\"", role.replace('"', "\"\""));
@@ -825,7 +824,7 @@ impl Catalog {
         conn.busy_timeout(Duration::from_secs(30))?;
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        // The export copies and claims of erased records are overwritten,
+        // The export copies of erased records are overwritten,
         // not just unlinked (see docs/ERASURE.md).
         conn.pragma_update(None, "secure_delete", "ON")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -835,32 +834,13 @@ impl Catalog {
             )));
         }
         conn.execute_batch(SCHEMA)?;
+        for table in DROPPED_TABLES {
+            conn.execute_batch(&format!("DROP TABLE IF EXISTS {table};"))?;
+        }
         conn.pragma_update(None, "user_version", CATALOG_SCHEMA_VERSION)?;
-        let catalog = Catalog {
+        Ok(Catalog {
             backend: Backend::Sqlite(conn),
-        };
-        if version == 1 {
-            catalog.backfill_claims()?;
-        }
-        Ok(catalog)
-    }
-
-    /// Version 1 kept claims only inside each memory's export copy: index
-    /// them (copies that do not decode are skipped; they hold no claims
-    /// the gate accepted in a form this release reads).
-    fn backfill_claims(&self) -> ServiceResult<()> {
-        for row in self.all_memories()? {
-            let Some(json) = &row.request_json else {
-                continue;
-            };
-            let claims = serde_json::from_str::<serde_json::Value>(json)
-                .ok()
-                .and_then(|v| v.get("claims").cloned())
-                .and_then(|c| serde_json::from_value::<Vec<StructuredClaim>>(c).ok())
-                .unwrap_or_default();
-            self.insert_claims(&row.record_id, &row.tenant_id, &claims)?;
-        }
-        Ok(())
+        })
     }
 
     /// The schema version stored in the file (PostgreSQL: this release's).
@@ -1362,29 +1342,12 @@ impl Catalog {
         .transpose()
     }
 
-    /// Every memory row (the version 1 claims backfill walks them).
-    fn all_memories(&self) -> ServiceResult<Vec<MemoryRow>> {
-        self.rows(
-            &format!("SELECT {MEMORY_COLUMNS} FROM memories ORDER BY record_id"),
-            &[],
-        )?
-        .iter()
-        .map(|r| memory_row(r))
-        .collect()
-    }
-
-    /// Forgets the export copy of a memory's request and its claims (on
-    /// erasure).
+    /// Forgets the export copy of a memory's request (on erasure; the
+    /// store erases the record's claims with its content).
     pub fn clear_request(&self, tenant_id: &str, record_id: &str) -> ServiceResult<()> {
-        let scope = Scope::Tenant(tenant_id);
         self.exec_in(
-            scope,
+            Scope::Tenant(tenant_id),
             "UPDATE memories SET request_json = NULL WHERE tenant_id = ?1 AND record_id = ?2",
-            &[tenant_id.into(), record_id.into()],
-        )?;
-        self.exec_in(
-            scope,
-            "DELETE FROM claims WHERE tenant_id = ?1 AND record_id = ?2",
             &[tenant_id.into(), record_id.into()],
         )?;
         Ok(())
@@ -1592,53 +1555,6 @@ impl Catalog {
             &[tenant_id.into(), Val::Text(encode(value)?)],
         )?;
         Ok(())
-    }
-
-    // ------------------------------------------------------------ claims
-
-    /// Stores the claims of an accepted record (idempotent).
-    pub fn insert_claims(
-        &self,
-        record_id: &str,
-        tenant_id: &str,
-        claims: &[StructuredClaim],
-    ) -> ServiceResult<()> {
-        for claim in claims {
-            self.exec_in(
-                Scope::Tenant(tenant_id),
-                "INSERT OR IGNORE INTO claims (record_id, claim_id, tenant_id, claim_subject, claim_predicate, claim_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                &[
-                    record_id.into(),
-                    (&claim.claim_id).into(),
-                    tenant_id.into(),
-                    (&claim.subject).into(),
-                    (&claim.predicate).into(),
-                    Val::Text(encode(claim)?),
-                ],
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Stored claims of a tenant with this subject and predicate, as
-    /// `(record_id, claim)`, sorted.
-    pub fn claims_by_key(
-        &self,
-        tenant_id: &str,
-        subject: &str,
-        predicate: &str,
-    ) -> ServiceResult<Vec<(String, StructuredClaim)>> {
-        self.rows_in(
-            Scope::Tenant(tenant_id),
-            "SELECT record_id, claim_json FROM claims
-             WHERE tenant_id = ?1 AND claim_subject = ?2 AND claim_predicate = ?3
-             ORDER BY record_id, claim_id",
-            &[tenant_id.into(), subject.into(), predicate.into()],
-        )?
-        .iter()
-        .map(|r| Ok((text(col(r, 0))?, decode("claim", &text(col(r, 1))?)?)))
-        .collect()
     }
 
     // ------------------------------------------------------------ verifiers

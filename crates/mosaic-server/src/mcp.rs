@@ -415,7 +415,7 @@ fn scope_properties() -> Map<String, Value> {
         "run_id": {"type": "string", "description": "Current run (must be granted). Without it working memory is not read."},
         "kinds": {"type": "array", "items": {"type": "string", "enum": names(&MemoryKind::ALL)}, "description": "Kinds to recall (default: all)."},
         "max_records": {"type": "integer", "minimum": 0, "description": "Most memories to select (default 10)."},
-        "claim_keys": {"type": "array", "items": {"type": "string"}, "description": "Structured claim keys to match exactly."},
+        "claim_keys": {"type": "array", "items": {"type": "string"}, "description": "Structured claim keys to match exactly: subject|predicate, or subject|predicate|k1=v1,k2=v2 for claims with those qualifiers."},
         "mode": {"type": "string", "enum": ["lexical", "vector", "hybrid"], "description": "Retrieval mode (default hybrid)."},
         "token_budget": {"type": "integer", "minimum": 0, "description": "Token budget for the recalled blocks (default 4096)."},
         "explain": {"type": "boolean", "description": "Also list every candidate's decision (default false: counts per drop reason)."}

@@ -129,6 +129,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             "current_policy_and_grant_read_back",
             current_policy_and_grant_read_back::<F>,
         ),
+        (
+            "claims_commit_with_their_record",
+            claims_commit_with_their_record::<F>,
+        ),
     ]
 }
 
@@ -1655,5 +1659,85 @@ pub fn current_policy_and_grant_read_back<F: StoreFactory>(factory: &F) -> Store
     store.put_policy(&policy, T0)?;
     assert_eq!(store.current_policy(a)?, Some(policy));
     assert_eq!(store.current_policy(b)?, Some(fixtures::policy(b)));
+    Ok(())
+}
+
+/// A record's structured claims are written in its own write transaction:
+/// they exist exactly when the record does. A transaction that fails after
+/// writing them (a batch whose last request fails) leaves neither; a
+/// rejected proposal leaves none; an accepted one leaves both, found by
+/// their key in the record's tenant only, across a reopen; erasure
+/// removes them with the content.
+pub fn claims_commit_with_their_record<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (db, mut store) = setup(factory, &config)?;
+    let subject = format!("workspace:{}", fixtures::WORKSPACE);
+    let key =
+        |store: &mut F::Store, tenant: &str| store.claims_by_key(tenant, &subject, "deploy_day");
+    let mut claimed = Spec::workspace(fixtures::TENANT_A, "alice", "r-claim").build();
+    fixtures::with_claim(&mut claimed, "c1", &subject, "deploy_day", "tuesday");
+
+    // Aborted: the claimed write runs first in the batch, then the batch
+    // fails; nothing of it stays.
+    let mut broken = Spec::workspace(fixtures::TENANT_A, "alice", "r-broken").build();
+    broken.content.push('!');
+    assert!(matches!(
+        store.write_batch(&[claimed.clone(), broken]),
+        Err(StoreError::ContentDigestMismatch)
+    ));
+    assert!(store.get_record("r-claim")?.is_none());
+    assert!(store.record_claims("r-claim")?.is_empty());
+    assert!(key(&mut store, fixtures::TENANT_A)?.is_empty());
+
+    // Rejected by the gate (the claim's judgments withheld): no claims.
+    let mut unjudged = Spec::workspace(fixtures::TENANT_A, "alice", "r-unjudged").build();
+    fixtures::with_claim(&mut unjudged, "c1", &subject, "deploy_day", "friday");
+    unjudged.judgments.clear();
+    assert!(!store.write(&unjudged)?.is_accepted());
+    assert!(store.record_claims("r-unjudged")?.is_empty());
+    assert!(key(&mut store, fixtures::TENANT_A)?.is_empty());
+
+    // Accepted: record and claim together.
+    let outcome = store.write(&claimed)?;
+    assert!(outcome.is_accepted(), "{:?}", outcome.decision);
+    assert!(store.get_record("r-claim")?.is_some());
+    let expected = claimed.proposal.claims.clone();
+    assert_eq!(store.record_claims("r-claim")?, expected);
+    assert_eq!(
+        key(&mut store, fixtures::TENANT_A)?,
+        vec![("r-claim".to_owned(), expected[0].clone())]
+    );
+    // Another tenant's scan never sees them; another key finds nothing.
+    assert!(key(&mut store, fixtures::TENANT_B)?.is_empty());
+    assert!(
+        store
+            .claims_by_key(fixtures::TENANT_A, &subject, "deploy_hour")?
+            .is_empty()
+    );
+    // A record without claims has none; an unknown id has none.
+    let plain = Spec::workspace(fixtures::TENANT_A, "alice", "r-plain").build();
+    assert!(store.write(&plain)?.is_accepted());
+    assert!(store.record_claims("r-plain")?.is_empty());
+    assert!(store.record_claims("no-such-record")?.is_empty());
+    // A replay writes nothing twice.
+    assert!(store.write(&claimed)?.replayed);
+    assert_eq!(key(&mut store, fixtures::TENANT_A)?.len(), 1);
+
+    // Durable: a restart reads them back.
+    drop(store);
+    let mut store = factory.connect(&db, &config)?;
+    assert_eq!(store.record_claims("r-claim")?, expected);
+    let report = store.integrity_check()?;
+    assert!(report.is_ok(), "integrity: {report:?}");
+
+    // Erasure takes them with the content.
+    revoke_to_receipt(
+        &mut store,
+        "r-claim",
+        &config.required_index_targets,
+        T0 + 10,
+    )?;
+    assert!(store.record_claims("r-claim")?.is_empty());
+    assert!(key(&mut store, fixtures::TENANT_A)?.is_empty());
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The one storage interface every backend implements.
 
 use mosaic_harness::memory_write::{
-    ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy, MemoryWriteReceipt,
+    ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy, MemoryWriteReceipt, StructuredClaim,
 };
 
 use crate::audit::{AuditEventBody, AuditVerification};
@@ -185,6 +185,23 @@ pub trait Store: Send {
     /// A record in any state (for inspection and tests), or `None` once
     /// erased.
     fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>>;
+
+    /// The structured claims of a record, sorted by claim id: committed in
+    /// the record's own write transaction (so they exist exactly when the
+    /// record does) and deleted when it is erased. Empty for a record
+    /// without claims, an unknown or an erased one.
+    fn record_claims(&mut self, record_id: &str) -> StoreResult<Vec<StructuredClaim>>;
+
+    /// Every stored claim of `tenant_id` with this subject and predicate,
+    /// as `(record_id, claim)` sorted by record and claim id, whatever the
+    /// record's state (a conflict scan filters by state itself). Only
+    /// `tenant_id`'s claims can appear.
+    fn claims_by_key(
+        &mut self,
+        tenant_id: &str,
+        subject: &str,
+        predicate: &str,
+    ) -> StoreResult<Vec<(String, StructuredClaim)>>;
 
     /// One page of a tenant's records (every accepted record, erased ones
     /// included as identities), filtered by [`RecordFilter`] and sorted by

@@ -69,6 +69,32 @@ impl StructuredClaim {
         (&self.subject, &self.predicate, &self.qualifiers)
     }
 
+    /// The keys an index matches this claim by (recall's `claim_keys`):
+    /// `subject|predicate`, and when the claim has qualifiers also
+    /// `subject|predicate|k1=v1,k2=v2` (qualifiers in key order). The
+    /// object and the validity are not part of a key: a key names what a
+    /// claim is about, so every value ever claimed for it matches. Inside
+    /// a component `%`, `|`, `,` and `=` are written `%25`, `%7C`, `%2C`
+    /// and `%3D` (see [`claim_key_component`]), so two different keys never
+    /// render the same.
+    pub fn index_keys(&self) -> Vec<String> {
+        let base = format!(
+            "{}|{}",
+            claim_key_component(&self.subject),
+            claim_key_component(&self.predicate)
+        );
+        if self.qualifiers.is_empty() {
+            return vec![base];
+        }
+        let qualifiers: Vec<String> = self
+            .qualifiers
+            .iter()
+            .map(|(k, v)| format!("{}={}", claim_key_component(k), claim_key_component(v)))
+            .collect();
+        let qualified = format!("{base}|{}", qualifiers.join(","));
+        vec![base, qualified]
+    }
+
     /// Whether the two half-open validity intervals share an instant.
     pub fn overlaps(&self, other: &StructuredClaim) -> bool {
         let starts_before_other_ends = other
@@ -79,6 +105,31 @@ impl StructuredClaim {
             .is_none_or(|until| other.valid_from_unix_ms < until);
         starts_before_other_ends && other_starts_before_self_ends
     }
+}
+
+/// One component of a claim key ([`StructuredClaim::index_keys`]): the
+/// text with `%`, `|`, `,` and `=` percent-escaped, everything else as is.
+pub fn claim_key_component(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '|' => out.push_str("%7C"),
+            ',' => out.push_str("%2C"),
+            '=' => out.push_str("%3D"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The distinct index keys of a record's claims, sorted.
+pub fn claim_index_keys(claims: &[StructuredClaim]) -> Vec<String> {
+    let keys: std::collections::BTreeSet<String> = claims
+        .iter()
+        .flat_map(StructuredClaim::index_keys)
+        .collect();
+    keys.into_iter().collect()
 }
 
 /// Narrow conflict reasoning between a proposed and an existing claim.

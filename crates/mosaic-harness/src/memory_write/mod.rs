@@ -54,7 +54,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{MemoryKind, MemoryRecord, MemorySource, MemorySubject, SummaryDescriptor};
 
-pub use claims::{ConflictRelation, StructuredClaim, claim_relation};
+pub use claims::{
+    ConflictRelation, StructuredClaim, claim_index_keys, claim_key_component, claim_relation,
+};
 pub use gate::evaluate_memory_write;
 pub use receipt::{
     ADJUDICATIONS_DOMAIN, CONFLICTS_DOMAIN, CONSENT_DOMAIN, DECISION_DOMAIN, GRANT_DOMAIN,

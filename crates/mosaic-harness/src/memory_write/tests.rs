@@ -1564,3 +1564,70 @@ fn memory_write_summary_must_name_the_manifest_of_its_own_sources() {
         );
     }
 }
+
+// ----------------------------------------------------------- claim keys
+
+fn keyed_claim(subject: &str, predicate: &str, qualifiers: &[(&str, &str)]) -> StructuredClaim {
+    StructuredClaim {
+        claim_id: "c".into(),
+        subject: subject.into(),
+        predicate: predicate.into(),
+        object: "value".into(),
+        qualifiers: qualifiers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        valid_from_unix_ms: 0,
+        valid_until_unix_ms: None,
+        source_ids: vec!["s".into()],
+    }
+}
+
+#[test]
+fn claim_index_keys_name_subject_predicate_and_qualifiers() {
+    assert_eq!(
+        keyed_claim("service:billing", "owned_by", &[]).index_keys(),
+        ["service:billing|owned_by"]
+    );
+    // Qualifiers in key order, after the unqualified key.
+    assert_eq!(
+        keyed_claim(
+            "principal:user-vinay",
+            "response_detail_preference",
+            &[("tone", "dry"), ("surface", "alerts")]
+        )
+        .index_keys(),
+        [
+            "principal:user-vinay|response_detail_preference",
+            "principal:user-vinay|response_detail_preference|surface=alerts,tone=dry",
+        ]
+    );
+    // The object and validity take no part.
+    let mut other = keyed_claim("service:billing", "owned_by", &[]);
+    other.object = "team-mallory".into();
+    other.valid_from_unix_ms = 5;
+    assert_eq!(
+        other.index_keys(),
+        keyed_claim("service:billing", "owned_by", &[]).index_keys()
+    );
+    // Separators inside a component are escaped, so `a|b` + `c` and
+    // `a` + `b|c` stay different keys.
+    let left = keyed_claim("a|b", "c", &[]).index_keys();
+    let right = keyed_claim("a", "b|c", &[]).index_keys();
+    assert_eq!(left, ["a%7Cb|c"]);
+    assert_eq!(right, ["a|b%7Cc"]);
+    assert_eq!(
+        keyed_claim("s", "p", &[("k=1", "x,y%")]).index_keys()[1],
+        "s|p|k%3D1=x%2Cy%25"
+    );
+    // A record's keys: distinct and sorted.
+    assert_eq!(
+        claim_index_keys(&[
+            keyed_claim("s", "p", &[]),
+            keyed_claim("s", "p", &[("q", "1")]),
+            keyed_claim("r", "p", &[]),
+        ]),
+        ["r|p", "s|p", "s|p|q=1"]
+    );
+    assert!(claim_index_keys(&[]).is_empty());
+}

@@ -155,7 +155,7 @@ impl ServiceCore {
                 })?,
                 // No export copy (the catalog write after the store commit
                 // did not happen): rebuild the request from the record.
-                None => request_from_record(&stored.record, &row.proposal_id),
+                None => request_from_record(&mut *inner.store, &stored.record, &row.proposal_id)?,
             };
             request.content = content;
             lines.push(ExportLine::Memory(Box::new(ExportedMemory {

@@ -132,7 +132,7 @@ impl ServiceCore {
                         .or_default() += 1;
                     continue;
                 }
-                None => request_from_record(&stored.record, &row.proposal_id),
+                None => request_from_record(&mut *inner.store, &stored.record, &row.proposal_id)?,
             };
             // One proposal per record, policy, writer's grant and consent: a
             // second run under the same ones finds it decided and adds

@@ -702,8 +702,26 @@ fn live_visible(
     Ok((live && visible).then_some(subject))
 }
 
+/// Whether the lexical index holds a live record with other claim keys
+/// than the store's claims give (an index written before the messages
+/// carried them, or a journal that lost them).
+fn claim_keys_differ(inner: &mut Inner, ix: &mut Indexes, record_id: &str) -> ServiceResult<bool> {
+    let Err(retriever) = ix.targets() else {
+        return Ok(false);
+    };
+    let Some(indexed) = retriever
+        .lexical
+        .live_entry(record_id)
+        .map(|e| e.claim_keys.clone())
+    else {
+        return Ok(false);
+    };
+    Ok(indexed != stored_claim_keys(&mut *inner.store, record_id)?)
+}
+
 /// Records whose index state disagrees with the store: active but not live
-/// in a target, or revoked/erased but still live.
+/// in a target, revoked/erased but still live, or live with other claim
+/// keys than the store's.
 fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(String, String)>> {
     let mut problems = Vec::new();
     // Publications still pending per target: a target that already
@@ -718,6 +736,15 @@ fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(Str
         let stored = inner.store.get_record(&row.record_id)?;
         let lexical = live_in(ix, "lexical", &row.record_id)?;
         let vector = live_in(ix, "vector", &row.record_id)?;
+        let live_in_store = stored
+            .as_ref()
+            .is_some_and(|s| matches!(s.state, RecordState::Active | RecordState::Publishing));
+        if live_in_store && lexical && claim_keys_differ(inner, ix, &row.record_id)? {
+            problems.push((
+                row.record_id.clone(),
+                "claim keys in the lexical index differ from the store's".to_owned(),
+            ));
+        }
         match stored {
             Some(s) if s.state == RecordState::Active => {
                 if !lexical || !vector {
@@ -838,12 +865,18 @@ fn find_listed(
     }
 }
 
-/// A propose request rebuilt from a stored record, for the export of a
-/// record whose export copy the catalog lacks: the source texts and signed
-/// evidence are not known, so an import judges it without them.
-fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str) -> ProposeRequest {
+/// A propose request rebuilt from a stored record and its stored claims,
+/// for the export of a record whose export copy the catalog lacks: the
+/// source texts and signed evidence are not known, so an import judges it
+/// without them.
+fn request_from_record(
+    store: &mut dyn Store,
+    record: &mosaic_harness::MemoryRecord,
+    proposal_id: &str,
+) -> ServiceResult<ProposeRequest> {
     let purpose = conversation::purpose_of(&record.subject);
-    ProposeRequest {
+    Ok(ProposeRequest {
+        claims: store.record_claims(&record.record_id)?,
         sources: record.sources.clone(),
         summary: record.summary.clone(),
         record_id: Some(record.record_id.clone()),
@@ -853,7 +886,7 @@ fn request_from_record(record: &mosaic_harness::MemoryRecord, proposal_id: &str)
         provenance_sha256: Some(record.provenance_sha256.clone()),
         writer_release: Some(record.writer_release.clone()),
         ..ProposeRequest::new("", record.kind, purpose, record.subject.clone())
-    }
+    })
 }
 
 /// The outbox target named `target` (`lexical` or `vector`): in PostgreSQL
@@ -917,9 +950,20 @@ fn live_generation(ix: &mut Indexes, target: &str, record_id: &str) -> ServiceRe
     .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
 }
 
-/// The index message that publishes `record` with `text` at `generation`.
+/// The index keys of a record's structured claims, as the store holds
+/// them (written in the record's own transaction): what recall's
+/// `claim_keys` matches.
+fn stored_claim_keys(store: &mut dyn Store, record_id: &str) -> ServiceResult<Vec<String>> {
+    Ok(mosaic_harness::memory_write::claim_index_keys(
+        &store.record_claims(record_id)?,
+    ))
+}
+
+/// The index message that publishes `record` with `text` and its claim
+/// keys at `generation`.
 fn publish_message(
     record: &mosaic_harness::MemoryRecord,
+    claim_keys: Vec<String>,
     generation: u64,
     text: String,
 ) -> PublishMessage {
@@ -934,7 +978,7 @@ fn publish_message(
             kind: record.kind,
         },
         created_at_unix_ms: record.created_at_unix_ms,
-        claim_keys: Vec::new(),
+        claim_keys,
         text,
     }
 }

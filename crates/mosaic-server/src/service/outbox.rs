@@ -163,7 +163,12 @@ impl ServiceCore {
                 }
                 let generation = live_generation(&mut ix, target, id)?
                     .map_or(floor, |g| g.saturating_add(1).max(floor));
-                let message = publish_message(&view.record, generation, view.content.clone());
+                let message = publish_message(
+                    &view.record,
+                    stored_claim_keys(&mut *inner.store, id)?,
+                    generation,
+                    view.content.clone(),
+                );
                 match index_target(&mut ix, target).publish(&message) {
                     Ok(_) => {
                         report.republished += 1;
@@ -233,8 +238,10 @@ impl ServiceCore {
         let mut failed_optional: Vec<(String, u64, &str)> = Vec::new();
         let mut acks: Vec<(IndexAck, OutboxOp)> = Vec::new();
         let mut changed = Changes::default();
-        // A record publishes to every target: it is read once per pass.
-        let mut stored_records: HashMap<String, Option<StoredRecord>> = HashMap::new();
+        // A record publishes to every target: it (and its claim keys) is
+        // read once per pass.
+        let mut stored_records: HashMap<String, Option<(StoredRecord, Vec<String>)>> =
+            HashMap::new();
         for target in INDEX_TARGETS {
             let deliveries = {
                 let mut reader = self.reader()?;
@@ -255,17 +262,27 @@ impl ServiceCore {
                             let stored = match stored_records.get(&task.record_id) {
                                 Some(stored) => stored.clone(),
                                 None => {
-                                    let stored = reader.store.get_record(&task.record_id)?;
+                                    let stored = match reader.store.get_record(&task.record_id)? {
+                                        Some(stored) => {
+                                            let keys = stored_claim_keys(
+                                                &mut *reader.store,
+                                                &task.record_id,
+                                            )?;
+                                            Some((stored, keys))
+                                        }
+                                        None => None,
+                                    };
                                     stored_records.insert(task.record_id.clone(), stored.clone());
                                     stored
                                 }
                             };
-                            let Some(stored) = stored else {
+                            let Some((stored, claim_keys)) = stored else {
                                 report.failures += 1;
                                 continue;
                             };
                             IndexDelivery::Publish(publish_message(
                                 &stored.record,
+                                claim_keys,
                                 task.generation + 1,
                                 task.content.clone().unwrap_or(stored.content),
                             ))

@@ -348,6 +348,7 @@ impl ServiceCore {
                     report.live += 1;
                     let entry = RebuildEntry::Live(publish_message(
                         &stored.record,
+                        stored_claim_keys(&mut *inner.store, &row.record_id)?,
                         generation,
                         stored.content,
                     ));
@@ -357,6 +358,7 @@ impl ServiceCore {
                 Some(stored) if stored.state == RecordState::Publishing => {
                     let entry = RebuildEntry::Live(publish_message(
                         &stored.record,
+                        stored_claim_keys(&mut *inner.store, &row.record_id)?,
                         generation,
                         stored.content,
                     ));

@@ -1,7 +1,5 @@
 //! Proposals: identity checks, the server's evidence and conflict scan, the store's write transaction.
 
-use mosaic_harness::memory_write::StructuredClaim;
-
 use super::*;
 use crate::catalog::{ClaimUpdates, MessageRow};
 use crate::evidence::CapturedSource;
@@ -16,10 +14,10 @@ pub(super) struct GroupJob {
 
 /// What the catalog records of a decided proposal: the proposal row and,
 /// when accepted, the memory row (with its export copy, encoded before
-/// the writer is taken) and the structured claims.
+/// the writer is taken). The structured claims are not the catalog's:
+/// the store commits them with the record.
 pub(super) struct Decision {
     memory: MemoryRow,
-    claims: Vec<StructuredClaim>,
     /// The message this proposal captures (conversation ingest).
     pub(super) message: Option<MessageRow>,
 }
@@ -49,7 +47,6 @@ impl Decision {
                 created_at_ms: prepared.now,
                 request_json: Some(request_json),
             },
-            claims: export_copy.claims,
             message: None,
         })
     }
@@ -539,7 +536,7 @@ impl ServiceCore {
     }
 
     /// The server's own conflict observations for a proposal: the
-    /// structured scan over stored claims sharing a proposed claim's subject
+    /// structured scan over the store's claims sharing a proposed claim's subject
     /// and predicate, and a declared supersession the server can confirm.
     /// Only records of the tenant that are live and visible to the key take
     /// part, so a scan never reveals a record the key could not read.
@@ -559,7 +556,7 @@ impl ServiceCore {
             .collect();
         let mut existing = Vec::new();
         for (subject, predicate) in keys {
-            for (existing_id, claim) in inner.catalog.claims_by_key(tenant, subject, predicate)? {
+            for (existing_id, claim) in inner.store.claims_by_key(tenant, subject, predicate)? {
                 if existing_id != record_id
                     && live_visible(inner, tenant, principal, grant, &existing_id, false)?.is_some()
                 {
@@ -581,7 +578,8 @@ impl ServiceCore {
 }
 
 /// The catalog's side of a decided proposal: the proposal row, and for an
-/// accepted one the export copy and its structured claims.
+/// accepted one the export copy (its claims are in the store, committed
+/// with the record).
 pub(super) fn record_decision(
     catalog: &Catalog,
     d: &Decision,
@@ -598,7 +596,6 @@ pub(super) fn record_decision(
     )?;
     if accepted {
         catalog.insert_memory(m)?;
-        catalog.insert_claims(&m.record_id, &m.tenant_id, &d.claims)?;
         if let Some(message) = &d.message {
             catalog.insert_message(message)?;
         }

@@ -3,6 +3,7 @@
 mod application_keys;
 mod audit_witness;
 mod chaos;
+mod claims;
 mod cli;
 mod clients;
 mod common;

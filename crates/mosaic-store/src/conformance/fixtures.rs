@@ -4,7 +4,8 @@
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::{
     ConflictObservation, ConflictRelation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
-    MemoryWritePolicy, MemoryWriteProposal, SourceJudgment, consent_receipt_sha256,
+    MemoryWritePolicy, MemoryWriteProposal, SourceJudgment, StructuredClaim,
+    consent_receipt_sha256,
 };
 use mosaic_harness::{MemoryKind, MemorySource, MemorySubject};
 
@@ -262,4 +263,46 @@ impl Spec {
             now_unix_ms: self.now,
         }
     }
+}
+
+/// Makes `request` assert one structured claim `subject predicate object`
+/// resting on every declared source, each `(source, claim)` unit with its
+/// own supporting judgment (the gate's rule for claims).
+pub fn with_claim(
+    request: &mut WriteRequest,
+    claim_id: &str,
+    subject: &str,
+    predicate: &str,
+    object: &str,
+) {
+    let claim = StructuredClaim {
+        claim_id: claim_id.into(),
+        subject: subject.into(),
+        predicate: predicate.into(),
+        object: object.into(),
+        qualifiers: Default::default(),
+        valid_from_unix_ms: 0,
+        valid_until_unix_ms: None,
+        source_ids: request
+            .proposal
+            .sources
+            .iter()
+            .map(|s| s.source_id.clone())
+            .collect(),
+    };
+    let record_id = request.proposal.record_id.clone();
+    request.judgments = request
+        .proposal
+        .sources
+        .iter()
+        .map(|s| SourceJudgment {
+            source_id: s.source_id.clone(),
+            claim_id: Some(claim_id.into()),
+            source_content_sha256: s.content_sha256.clone(),
+            supports_proposal: true,
+            verifier_release: "verifier-v1".into(),
+            judgment_sha256: label(&format!("judgment/{record_id}/{}/{claim_id}", s.source_id)),
+        })
+        .collect();
+    request.proposal.claims = vec![claim];
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
+use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, StructuredClaim};
 use mosaic_harness::{MemoryRecord, MemoryStatus, MemorySubject};
 
 use super::{
@@ -171,6 +171,38 @@ pub(crate) fn get_record<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<St
     )?
     .map(record_decode)
     .transpose()
+}
+
+/// The structured claims of a record, by claim id (none once erased).
+pub(crate) fn record_claims<C: Tx>(c: &C, record_id: &str) -> StoreResult<Vec<StructuredClaim>> {
+    c.rows(
+        "SELECT claim_json FROM record_claims WHERE record_id = ?1 ORDER BY claim_id",
+        params![record_id],
+        |r| r.get::<String>(0),
+    )?
+    .iter()
+    .map(|json| decode(json))
+    .collect()
+}
+
+/// A tenant's stored claims with this subject and predicate, as
+/// `(record_id, claim)`, sorted by record and claim id.
+pub(crate) fn claims_by_key<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    subject: &str,
+    predicate: &str,
+) -> StoreResult<Vec<(String, StructuredClaim)>> {
+    c.rows(
+        "SELECT record_id, claim_json FROM record_claims
+         WHERE tenant_id = ?1 AND claim_subject = ?2 AND claim_predicate = ?3
+         ORDER BY record_id, claim_id",
+        params![tenant_id, subject, predicate],
+        |r| r.cols::<(String, String)>(),
+    )?
+    .into_iter()
+    .map(|(record_id, json)| Ok((record_id, decode(&json)?)))
+    .collect()
 }
 
 // ---------------------------------------------------------------- listing

@@ -547,10 +547,14 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
         params![record_id],
         |r| r.get(0),
     )?;
-    // Content, record body, sources and the stored gate input go; the
-    // tombstone (revocations row), receipt digests and audit chain stay.
+    // Content, record body, sources, claims and the stored gate input go;
+    // the tombstone (revocations row), receipt digests and audit chain stay.
     c.exec(
         "DELETE FROM record_sources WHERE record_id = ?1",
+        params![record_id],
+    )?;
+    c.exec(
+        "DELETE FROM record_claims WHERE record_id = ?1",
         params![record_id],
     )?;
     c.exec(

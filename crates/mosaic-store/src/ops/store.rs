@@ -326,6 +326,29 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn record_claims(
+                    &mut self,
+                    record_id: &str,
+                ) -> StoreResult<Vec<::mosaic_harness::memory_write::StructuredClaim>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, RECORD, record_id)?;
+                        read::record_claims(c, record_id)
+                    })
+                }
+
+                fn claims_by_key(
+                    &mut self,
+                    tenant_id: &str,
+                    subject: &str,
+                    predicate: &str,
+                ) -> StoreResult<Vec<(String, ::mosaic_harness::memory_write::StructuredClaim)>>
+                {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::claims_by_key(c, tenant_id, subject, predicate)
+                    })
+                }
+
                 fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, &filter.tenant_id)?;

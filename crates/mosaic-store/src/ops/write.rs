@@ -465,6 +465,23 @@ fn commit_outcome<C: Tx>(
     for source in &req.derived_from {
         c.insert_lineage(&record.record_id, source, &record.tenant_id)?;
     }
+    // The claims the gate judged, with the record they belong to: the
+    // conflict scan and the index messages read them from here, so a
+    // record is never committed without them.
+    for claim in &input.proposal.claims {
+        c.exec(
+            "INSERT INTO record_claims (record_id, tenant_id, claim_id, claim_subject, claim_predicate, claim_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                record.record_id,
+                record.tenant_id,
+                claim.claim_id,
+                claim.subject,
+                claim.predicate,
+                encode(claim)?
+            ],
+        )?;
+    }
     let generation = revocation_generation(c)?;
     for target in targets {
         c.exec(

@@ -37,6 +37,12 @@
 //! after erasure, so `list_records` is the store's own account of what
 //! exists. It holds no content.
 //!
+//! Version 4 adds `record_claims` (both backends): the structured claims of
+//! every accepted record (tenant, claim id, subject, predicate and the
+//! claim as JSON), written in the record's write transaction, backfilled
+//! from the stored gate inputs of earlier records, and deleted with the
+//! record's content on erasure.
+//!
 //! JSON is stored as `TEXT`, not `JSONB`: stored receipts and gate inputs
 //! keep their exact bytes, and nothing queries inside them.
 //! Identifier columns use the `"C"` collation, so orderings are byte-wise
@@ -64,7 +70,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -85,6 +91,7 @@ pub const TENANT_TABLES: &[&str] = &[
     "review_actions",
     "audit_events",
     "record_catalog",
+    "record_claims",
 ];
 
 const MIGRATIONS: &[&str] = &[
@@ -412,6 +419,45 @@ CREATE POLICY tenant_isolation ON record_catalog
 -- A record's audit trail (`record_audit_trail`) reads its events by id.
 CREATE INDEX idx_audit_ref ON audit_events (tenant_id, ref_id, seq);
 "#,
+    // 3 -> 4
+    r#"
+-- The structured claims of every accepted record, written in the record's
+-- own write transaction (the conflict scan and the index messages read
+-- them here) and deleted when the record is erased.
+CREATE TABLE record_claims (
+    record_id TEXT COLLATE "C" NOT NULL REFERENCES records(record_id) ON DELETE CASCADE,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    claim_id TEXT COLLATE "C" NOT NULL,
+    claim_subject TEXT COLLATE "C" NOT NULL,
+    claim_predicate TEXT COLLATE "C" NOT NULL,
+    claim_json TEXT NOT NULL,
+    PRIMARY KEY (record_id, claim_id)
+);
+CREATE INDEX idx_claims_key ON record_claims
+    (tenant_id, claim_subject, claim_predicate, record_id);
+
+-- Records written before this version: their claims are in the gate input
+-- the write stored (erased records have neither a row nor an input). Row
+-- security is lifted for the owner for the length of this transaction
+-- only, so the copy sees every tenant.
+ALTER TABLE records NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE proposals NO FORCE ROW LEVEL SECURITY;
+INSERT INTO record_claims (record_id, tenant_id, claim_id, claim_subject, claim_predicate, claim_json)
+SELECT r.record_id, r.tenant_id, c.value ->> 'claim_id', c.value ->> 'subject',
+       c.value ->> 'predicate', c.value::text
+FROM records r
+JOIN proposals p ON p.proposal_id = r.proposal_id
+CROSS JOIN LATERAL json_array_elements(p.input_json::json -> 'proposal' -> 'claims') AS c(value)
+WHERE p.input_json IS NOT NULL;
+ALTER TABLE records FORCE ROW LEVEL SECURITY;
+ALTER TABLE proposals FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE record_claims ENABLE ROW LEVEL SECURITY;
+ALTER TABLE record_claims FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON record_claims
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#,
 ];
 
 /// What the application role may do, table by table: nothing more. Audit
@@ -437,6 +483,7 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("review_actions", "SELECT, INSERT"),
     ("audit_events", "SELECT, INSERT"),
     ("record_catalog", "SELECT, INSERT"),
+    ("record_claims", "SELECT, INSERT, DELETE"),
 ];
 
 /// Quotes an SQL identifier (`"` doubled), for schema and role names.

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -220,6 +220,34 @@ FROM records r JOIN proposals p ON p.proposal_id = r.proposal_id;
     r#"
 -- A record's audit trail (`record_audit_trail`) reads its events by id.
 CREATE INDEX idx_audit_ref ON audit_events (ref_id, seq);
+"#,
+    // 3 -> 4
+    r#"
+-- The structured claims of every accepted record, written in the record's
+-- own write transaction (the conflict scan and the index messages read
+-- them here) and deleted when the record is erased.
+CREATE TABLE record_claims (
+    record_id TEXT NOT NULL REFERENCES records(record_id) ON DELETE CASCADE,
+    tenant_id TEXT NOT NULL,
+    claim_id TEXT NOT NULL,
+    claim_subject TEXT NOT NULL,
+    claim_predicate TEXT NOT NULL,
+    claim_json TEXT NOT NULL,
+    PRIMARY KEY (record_id, claim_id)
+) STRICT;
+CREATE INDEX idx_claims_key ON record_claims
+    (tenant_id, claim_subject, claim_predicate, record_id);
+
+-- Records written before this version: their claims are in the gate input
+-- the write stored (erased records have neither a row nor an input).
+INSERT INTO record_claims (record_id, tenant_id, claim_id, claim_subject, claim_predicate, claim_json)
+SELECT r.record_id, r.tenant_id,
+       json_extract(c.value, '$.claim_id'), json_extract(c.value, '$.subject'),
+       json_extract(c.value, '$.predicate'), c.value
+FROM records r
+JOIN proposals p ON p.proposal_id = r.proposal_id
+JOIN json_each(p.input_json, '$.proposal.claims') c
+WHERE p.input_json IS NOT NULL;
 "#,
 ];
 

@@ -28,6 +28,7 @@ macro_rules! conformance_tests {
             listing_filters_and_paginates_without_erased_content,
             listing_never_crosses_tenants,
             current_policy_and_grant_read_back,
+            claims_commit_with_their_record,
         );
     };
     (@checks $factory_ty:ty, $factory:expr; $($name:ident),* $(,)?) => {

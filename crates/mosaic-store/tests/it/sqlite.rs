@@ -54,7 +54,8 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
     conn.execute_batch(
-        "DROP TABLE record_catalog; DROP INDEX idx_audit_ref; PRAGMA user_version = 1;",
+        "DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
+         PRAGMA user_version = 1;",
     )
     .expect("downgrade");
     drop(conn);
@@ -83,6 +84,62 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     assert_eq!(page.records[0].record_id, "r-old");
     assert_eq!(page.records[0].proposer_principal_id, "bob");
     assert_eq!(page.records[0].state, mosaic_store::ListedState::Publishing);
+}
+
+#[test]
+fn version_3_files_gain_the_claims_of_their_records() {
+    let (_dir, path, mut store) = seeded();
+    let subject = format!("workspace:{}", fixtures::WORKSPACE);
+    let mut claimed = Spec::workspace(fixtures::TENANT_A, "alice", "r-claimed").build();
+    fixtures::with_claim(&mut claimed, "c1", &subject, "deploy_day", "tuesday");
+    let mut erased = Spec::workspace(fixtures::TENANT_A, "alice", "r-erased").build();
+    fixtures::with_claim(&mut erased, "c1", &subject, "deploy_day", "friday");
+    let plain = Spec::workspace(fixtures::TENANT_A, "alice", "r-plain").build();
+    for request in [&claimed, &erased, &plain] {
+        assert!(store.write(request).expect("write").is_accepted());
+    }
+    // Erase one: its claims must not come back from the migration.
+    let auth = fixtures::authorization("ops");
+    let token = store
+        .revoke(
+            "r-erased",
+            &mosaic_store::RevocationReason::Requested,
+            &auth,
+            T0 + 1,
+        )
+        .expect("revoke");
+    let requested = store.request_deletion(token, T0 + 2).expect("request");
+    for target in ["lexical", "vector"] {
+        for task in store.pending_outbox(target, 100).expect("outbox") {
+            if task.record_id == "r-erased" {
+                store
+                    .acknowledge_index("r-erased", task.generation, target, T0 + 3)
+                    .expect("ack");
+            }
+        }
+    }
+    let acknowledged = store
+        .confirm_indexes_acknowledged(requested, T0 + 4)
+        .expect("confirm");
+    store.erase(acknowledged, T0 + 5).expect("erase");
+    drop(store);
+    // What a version 3 file looked like: claims only inside the stored
+    // gate inputs.
+    raw(&path)
+        .execute_batch("DROP TABLE record_claims; PRAGMA user_version = 3;")
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    assert_eq!(
+        store
+            .claims_by_key(fixtures::TENANT_A, &subject, "deploy_day")
+            .expect("claims"),
+        vec![("r-claimed".to_owned(), claimed.proposal.claims[0].clone())]
+    );
+    assert!(store.record_claims("r-plain").expect("claims").is_empty());
+    assert!(store.record_claims("r-erased").expect("claims").is_empty());
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
 }
 
 #[test]

@@ -64,6 +64,16 @@ fn seeded(factory: &PgFactory) -> (PgDb, PostgresStore) {
     for tenant in [TENANT_A, TENANT_B] {
         let pending = Spec::workspace(tenant, "alice", &format!("{tenant}-pending"));
         assert!(store.write(&pending.build()).expect("write").is_accepted());
+        let prefix = if tenant == TENANT_A { "a" } else { "b" };
+        let mut claimed = Spec::workspace(tenant, "alice", &format!("{prefix}-claim")).build();
+        fixtures::with_claim(
+            &mut claimed,
+            "c1",
+            "workspace:ws-main",
+            "deploy_day",
+            "tuesday",
+        );
+        assert!(store.write(&claimed).expect("write").is_accepted());
     }
     for record_id in ["a-ws", "b-ws"] {
         store
@@ -241,6 +251,12 @@ fn store_api_never_returns_another_tenants_data() {
     q.policy_sha256 = fixtures::policy(TENANT_B).policy_sha256;
     assert!(store.eligible_records(&q).expect("read").records.is_empty());
 
+    let claims_a = store
+        .claims_by_key(TENANT_A, "workspace:ws-main", "deploy_day")
+        .expect("claims");
+    let claim_ids: Vec<&str> = claims_a.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(claim_ids, ["a-claim"]);
+
     let cases_a = store.open_review_cases(TENANT_A).expect("cases");
     assert_eq!(cases_a.len(), 1);
     assert!(cases_a.iter().all(|c| c.tenant_id == TENANT_A));
@@ -289,7 +305,7 @@ fn store_api_never_returns_another_tenants_data() {
     let tasks = store.pending_outbox("lexical", 100).expect("outbox");
     let mut tenants: Vec<&str> = tasks.iter().map(|t| t.tenant_id.as_str()).collect();
     tenants.sort();
-    assert_eq!(tenants, [TENANT_A, TENANT_B]);
+    assert_eq!(tenants, [TENANT_A, TENANT_A, TENANT_B, TENANT_B]);
     for task in &tasks {
         let record = store
             .get_record(&task.record_id)
@@ -452,6 +468,43 @@ fn migration_is_idempotent_and_refuses_foreign_schemas() {
         schema::migrate(&mut admin),
         Err(StoreError::NotAStore(_))
     ));
+}
+
+#[test]
+fn version_3_schemas_gain_the_claims_of_their_records() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, store) = seeded(&factory);
+    drop(store);
+    // What a version 3 schema looked like: claims only inside the stored
+    // gate inputs.
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute("DROP TABLE record_claims; DELETE FROM schema_migrations WHERE version = 4;")
+        .expect("downgrade");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    for (tenant, record) in [(TENANT_A, "a-claim"), (TENANT_B, "b-claim")] {
+        let found = store
+            .claims_by_key(tenant, "workspace:ws-main", "deploy_day")
+            .expect("claims");
+        let ids: Vec<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, [record], "{tenant}");
+        assert_eq!(found[0].1.object, "tuesday");
+        assert_eq!(store.record_claims(record).expect("claims").len(), 1);
+    }
+    // The backfilled table is under forced row security like the others.
+    let mut app = factory.app(&db).expect("app");
+    let mut tx = as_tenant(&mut app, Some(TENANT_A));
+    assert_eq!(count(&mut tx, "SELECT count(*) FROM record_claims"), 1);
+    drop(tx);
+    let mut tx = as_tenant(&mut app, None);
+    assert_eq!(count(&mut tx, "SELECT count(*) FROM record_claims"), 0);
 }
 
 #[test]
