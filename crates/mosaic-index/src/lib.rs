@@ -21,6 +21,9 @@
 //!   bytes written per change do not grow with the index.
 //! * [`funnel`]: candidates → integer fusion → relevance receipt →
 //!   selection → context handoff, with a result cache.
+//! * [`fusion`]: ranking in one place: the candidate-source trait the
+//!   in-memory and the PostgreSQL targets implement, and the one fusion
+//!   both use.
 //!
 //! I/O: the HTTP embedder talks to the configured service; snapshots,
 //! journals and model files are read and written at paths the caller
@@ -57,6 +60,7 @@ pub mod error;
 pub mod eval_metrics;
 pub mod fenced;
 pub mod funnel;
+pub mod fusion;
 pub mod journal;
 pub mod lexical;
 pub mod local_model;
