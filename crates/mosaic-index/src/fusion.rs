@@ -421,3 +421,160 @@ impl CandidateSource for MemorySource<'_> {
         self.lexical.neighbours(record_id, &self.lex_docs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mosaic_harness::canonical::sha256_hex;
+    use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet, verify_relevance_receipt};
+
+    /// A source that is not an index: fixed lists and features, and a log
+    /// of which generators ran.
+    #[derive(Default)]
+    struct Scripted {
+        calls: Vec<&'static str>,
+    }
+
+    fn hit(id: &str, score: f32) -> Hit {
+        Hit {
+            record_id: id.into(),
+            score,
+        }
+    }
+
+    impl CandidateSource for Scripted {
+        fn lexical_hits(
+            &mut self,
+            _: &[String],
+            depth: usize,
+            _: &LexicalParams,
+        ) -> Result<Vec<Hit>, IndexError> {
+            self.calls.push("lexical");
+            let mut hits = vec![hit("a", 3.0), hit("b", 2.0), hit("c", 1.0)];
+            hits.truncate(depth);
+            Ok(hits)
+        }
+
+        fn vector_hits(
+            &mut self,
+            _: &[f32],
+            _: usize,
+        ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
+            self.calls.push("vector");
+            Ok((
+                SearchPlan::ExactScan,
+                vec![hit("c", 0.9), hit("a", 0.5), hit("b", 0.1)],
+            ))
+        }
+
+        fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError> {
+            self.calls.push("claims");
+            Ok(if claim_key == "pet.name" {
+                vec!["b".into()]
+            } else {
+                Vec::new()
+            })
+        }
+
+        fn speaker_named(&self, record_id: &str, _: &[String], _: Option<Option<Role>>) -> bool {
+            record_id == "c"
+        }
+
+        fn created_at(&self, record_id: &str) -> Option<u64> {
+            Some(match record_id {
+                "a" => 1,
+                "b" => 2,
+                _ => 3,
+            })
+        }
+
+        fn neighbours(&self, _: &str) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    fn eligible() -> EligibleSet {
+        EligibleSet {
+            read_context_sha256: sha256_hex(b"read"),
+            entries: ["a", "b", "c"]
+                .iter()
+                .map(|id| EligibleEntry {
+                    record_id: (*id).into(),
+                    content_sha256: sha256_hex(id.as_bytes()),
+                })
+                .collect(),
+        }
+    }
+
+    fn run(mode: RetrievalMode, text: &str, claim_keys: &[String]) -> (Vec<&'static str>, Recall) {
+        let set = eligible();
+        let query = RecallQuery {
+            tenant_id: "t",
+            policy_sha256: "p",
+            selector_release: "s",
+            read_subject: "r",
+            revocation_generation: 0,
+            text,
+            claim_keys,
+            eligible: &set,
+            max_results: 10,
+            mode,
+        };
+        let config = FunnelConfig::default();
+        let mut source = Scripted::default();
+        let vector = [1.0f32, 0.0];
+        let candidates = gather(&mut source, &config, &query, Some(&vector)).unwrap();
+        let digest = set.digest().unwrap();
+        let recall = fuse(
+            &config,
+            &query,
+            candidates,
+            &source,
+            &sha256_hex(text.as_bytes()),
+            digest,
+            "features".into(),
+        )
+        .unwrap();
+        (source.calls, recall)
+    }
+
+    #[test]
+    fn only_the_generators_the_mode_asks_for_run() {
+        let claims = ["pet.name".to_owned()];
+        assert_eq!(run(RetrievalMode::Lexical, "x", &[]).0, ["lexical"]);
+        assert_eq!(run(RetrievalMode::Vector, "x", &[]).0, ["vector"]);
+        assert_eq!(
+            run(RetrievalMode::Hybrid, "x", &claims).0,
+            ["lexical", "vector", "claims"]
+        );
+    }
+
+    #[test]
+    fn fusion_takes_features_from_whatever_source_answers() {
+        let claims = ["pet.name".to_owned()];
+        let (_, plain) = run(RetrievalMode::Hybrid, "what happened", &[]);
+        let (_, recall) = run(RetrievalMode::Hybrid, "what happened", &claims);
+        let by_id = |r: &Recall, id: &str| {
+            r.explanations
+                .iter()
+                .zip(&r.receipt.results)
+                .find(|(e, _)| e.record_id == id)
+                .map(|(e, s)| (e.clone(), s.score))
+                .unwrap()
+        };
+        // The source names c's speaker: c gains half its score.
+        let (c, c_score) = by_id(&recall, "c");
+        assert!(c.speaker_bonus > 0);
+        assert_eq!(c.speaker_bonus, (c_score - c.speaker_bonus) / 2);
+        assert_eq!(by_id(&plain, "a").0.speaker_bonus, 0);
+        // b matches the claim key: the structured weight is added.
+        let (b, b_score) = by_id(&recall, "b");
+        assert!(b.structured && b_score > by_id(&plain, "b").1);
+        assert_eq!(recall.receipt.ranker_release, RANKER_RELEASE);
+        verify_relevance_receipt(&recall.input, &recall.receipt).unwrap();
+        // A current-state question: the source's newest record gains recency.
+        let (_, now) = run(RetrievalMode::Hybrid, "where is it now", &[]);
+        assert_eq!(by_id(&now, "a").0.recency_bonus, 0);
+        assert!(by_id(&now, "c").0.recency_bonus > 0);
+    }
+}
