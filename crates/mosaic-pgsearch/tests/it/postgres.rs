@@ -711,6 +711,77 @@ mod shared_ranker {
     }
 
     #[test]
+    fn a_version_1_schema_is_upgraded_and_its_old_rows_are_refused_until_republished() {
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        let mut owner = factory.admin(&db).expect("admin");
+        // Back to version 1: without what the shared ranker needs.
+        owner
+            .batch_execute(
+                "DROP INDEX pgsearch_lexical_terms; DROP INDEX pgsearch_lexical_partition;
+                 ALTER TABLE pgsearch_lexical DROP COLUMN seq, DROP COLUMN analyzer,
+                     DROP COLUMN doc_len, DROP COLUMN terms, DROP COLUMN tfs,
+                     DROP COLUMN speaker, DROP COLUMN speaker_role, DROP COLUMN claim_keys;
+                 ALTER TABLE pgsearch_vector DROP COLUMN seq;
+                 DROP SEQUENCE pgsearch_lexical_seq; DROP SEQUENCE pgsearch_vector_seq;
+                 DELETE FROM pgsearch_migrations WHERE version = 2;",
+            )
+            .expect("downgrade");
+        // The serving role refuses a version-1 schema.
+        assert!(matches!(
+            PgLexicalIndex::open(factory.app(&db).expect("app")),
+            Err(PgSearchError::Schema(_))
+        ));
+        let messages: Vec<PublishMessage> = conversation().into_iter().take(12).collect();
+        owner
+            .execute(
+                "INSERT INTO pgsearch_lexical (record_id, tenant_id, policy_sha256, subject_key,
+                     kind, created_at_ms, generation, document)
+                 VALUES ($1, $2, $3, $4, 'episodic', 1, 1, to_tsvector('english', $5))",
+                &[
+                    &messages[0].record_id,
+                    &TENANT_A,
+                    &policy(),
+                    &SUBJECT,
+                    &messages[0].text,
+                ],
+            )
+            .expect("a version-1 row");
+        assert_eq!(
+            schema::migrate(&mut owner, SUITE_DIMENSION).expect("upgrade"),
+            schema::SCHEMA_VERSION
+        );
+        schema::grant_application_role(&mut owner, &factory.app_role).expect("grant");
+        let mut pg_lexical = factory.lexical(&db).expect("lexical");
+        let set = eligible(&messages, &BTreeSet::new());
+        let policy = policy();
+        let config = FunnelConfig::default();
+        let q = query(
+            "Where did Melanie go hiking?",
+            &set,
+            &[],
+            RetrievalMode::Lexical,
+            &policy,
+        );
+        // The row from version 1 has no analyzer terms: ranking is refused.
+        let refused = rank::recall(&mut pg_lexical, &config, &q, None, "hash");
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("publish the lexical target again")),
+            "{refused:?}"
+        );
+        // Published again (a later generation), every row ranks.
+        let mut again = messages[0].clone();
+        again.generation = 2;
+        pg_lexical.publish(&again).expect("republish");
+        for m in &messages[1..] {
+            pg_lexical.publish(m).expect("publish");
+        }
+        rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
+    }
+
+    #[test]
     fn rows_of_another_analyzer_or_tenant_are_never_ranked() {
         let Some(factory) = PgFactory::from_env() else {
             return;
