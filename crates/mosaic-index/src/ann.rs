@@ -98,8 +98,10 @@ pub struct AnnIndex {
 
 /// Inner product with eight independent partial sums, so the compiler can
 /// keep them in SIMD registers (a single running sum is a serial chain of
-/// dependent additions it may not reorder).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// dependent additions it may not reorder). This is the similarity kernel
+/// of every vector search (cosine on L2-normalised vectors), exposed so
+/// that a candidate source outside this crate scores exactly alike.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f32; 8];

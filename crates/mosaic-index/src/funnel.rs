@@ -19,21 +19,19 @@
 //! the complete query (text, parameters, eligible-set digest). A new
 //! snapshot generation drops every older cached entry.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mosaic_harness::canonical::domain_digest;
-use mosaic_harness::memory_scope::{
-    EligibleSet, RelevanceInput, RelevanceReceipt, ScoredCandidate, fixed_point_score,
-};
+use mosaic_harness::memory_scope::{EligibleSet, RelevanceInput, RelevanceReceipt};
 use serde::{Deserialize, Serialize};
 
 use crate::ann::{AnnConfig, SearchPlan};
 use crate::embed::Embedder;
 use crate::error::IndexError;
-use crate::lexical::{BM25_B_PERMILLE, BM25_K1_PERMILLE, Hit, LexicalIndex, LexicalParams};
-use crate::scope::DocSet;
-use crate::text::{ANALYZER_RELEASE, asks_current_state, query_person, terms};
+use crate::fusion::{MemorySource, fuse, gather, lexical_needed};
+use crate::lexical::{BM25_B_PERMILLE, BM25_K1_PERMILLE, LexicalIndex};
+use crate::text::ANALYZER_RELEASE;
 use crate::vector::VectorIndex;
 
 /// Domain tag of the query digest.
@@ -313,6 +311,35 @@ struct QueryBody<'a> {
     feature_release: &'a str,
 }
 
+/// The digest of a complete query (text, claim keys, eligible-set digest,
+/// result count, mode, fusion parameters and feature release): the
+/// `query_sha256` of its relevance receipt, whichever candidate source
+/// answered it.
+pub fn query_digest(
+    query: &RecallQuery<'_>,
+    eligible_set_sha256: &str,
+    config: &FunnelConfig,
+    feature_release: &str,
+) -> Result<String, IndexError> {
+    Ok(domain_digest(
+        QUERY_DOMAIN,
+        &QueryBody {
+            text: query.text,
+            claim_keys: query.claim_keys,
+            eligible_set_sha256,
+            max_results: query.max_results,
+            mode: query.mode,
+            config,
+            feature_release,
+        },
+    )?)
+}
+
+/// The feature release of a reading: the analyzer's and the embedder's.
+pub fn feature_release_of(embedder_release: &str) -> String {
+    format!("{ANALYZER_RELEASE}+{embedder_release}")
+}
+
 impl Retriever {
     /// A retriever with empty targets.
     pub fn new(embedder: Arc<dyn Embedder>, ann: AnnConfig, config: FunnelConfig) -> Self {
@@ -369,7 +396,7 @@ impl Retriever {
 
     /// Analyzer and embedder releases.
     pub fn feature_release(&self) -> String {
-        format!("{ANALYZER_RELEASE}+{}", self.vector.embedder().release())
+        feature_release_of(self.vector.embedder().release())
     }
 
     /// Embeds a query (exposed so callers can time it separately).
@@ -398,18 +425,11 @@ impl Retriever {
         query: &RecallQuery<'_>,
         eligible_set_sha256: &str,
     ) -> Result<CacheKey, IndexError> {
-        let feature_release = self.feature_release();
-        let query_sha256 = domain_digest(
-            QUERY_DOMAIN,
-            &QueryBody {
-                text: query.text,
-                claim_keys: query.claim_keys,
-                eligible_set_sha256,
-                max_results: query.max_results,
-                mode: query.mode,
-                config: &self.config,
-                feature_release: &feature_release,
-            },
+        let query_sha256 = query_digest(
+            query,
+            eligible_set_sha256,
+            &self.config,
+            &self.feature_release(),
         )?;
         Ok(CacheKey {
             tenant_id: query.tenant_id.to_owned(),
@@ -457,225 +477,20 @@ impl Retriever {
         query_sha256: &str,
         eligible_set_sha256: String,
     ) -> Result<Recall, IndexError> {
-        let ids = || query.eligible.entries.iter().map(|e| e.record_id.as_str());
-        let depth = self.config.candidate_depth;
         // The lexical docs serve BM25, claim keys and neighbours; a pure
         // vector read without those never resolves them.
-        let lexical_needed = query.mode != RetrievalMode::Vector
-            || !query.claim_keys.is_empty()
-            || self.config.neighbour_permille > 0;
-        let lex_docs = if lexical_needed {
-            self.lexical
-                .resolve_ids(ids(), query.tenant_id, query.policy_sha256)
-        } else {
-            DocSet::default()
-        };
-        let query_terms = terms(query.text);
-        let lexical_hits = match query.mode {
-            RetrievalMode::Vector => Vec::new(),
-            _ => self.lexical.search_with(
-                &query_terms,
-                &lex_docs,
-                depth,
-                &LexicalParams {
-                    k1_permille: self.config.bm25_k1_permille,
-                    b_permille: self.config.bm25_b_permille,
-                    window_permille: self.config.lexical_window_permille,
-                    window_radius: self.config.lexical_window_radius,
-                },
-            ),
-        };
-        let (vector_plan, vector_hits) = match (query.mode, query_vector) {
-            (RetrievalMode::Lexical, _) | (_, None) => (None, Vec::new()),
-            (_, Some(v)) => {
-                let docs = self
-                    .vector
-                    .resolve_ids(ids(), query.tenant_id, query.policy_sha256);
-                let (plan, hits) = self.vector.search_docs(v, &docs, depth);
-                (Some(plan), hits)
-            }
-        };
-        let mut structured: Vec<String> = query
-            .claim_keys
-            .iter()
-            .flat_map(|k| self.lexical.claim_docs(query.tenant_id, k, &lex_docs))
-            .collect();
-        structured.sort();
-        structured.dedup();
-
-        let c = &self.config;
-        let rrf = |weight: u64, rank: usize| -> u64 {
-            fixed_point_score(weight, c.rrf_k + rank as u64 + 1).unwrap_or(0)
-        };
-        let mut base: BTreeMap<String, u64> = BTreeMap::new();
-        let mut explain: BTreeMap<String, Explanation> = BTreeMap::new();
-        let blank = |id: &str| Explanation {
-            record_id: id.to_owned(),
-            lexical_rank: None,
-            vector_rank: None,
-            structured: false,
-            neighbour_bonus: 0,
-            speaker_bonus: 0,
-            recency_bonus: 0,
-        };
-        // A list's floor (its lowest candidate's score) and the standard
-        // deviation of its candidates' scores.
-        let moments = |hits: &[Hit]| -> (f64, f64) {
-            let n = hits.len().max(1) as f64;
-            let mean = hits.iter().map(|h| f64::from(h.score)).sum::<f64>() / n;
-            let var = hits
-                .iter()
-                .map(|h| (f64::from(h.score) - mean).powi(2))
-                .sum::<f64>()
-                / n;
-            let floor = hits.last().map_or(0.0, |h| f64::from(h.score));
-            (floor, var.sqrt())
-        };
-        let lexical_moments = moments(&lexical_hits);
-        let vector_moments = moments(&vector_hits);
-        let contribution =
-            |hits: &[Hit], (floor, sd): (f64, f64), weight: u64, rank: usize| -> u64 {
-                match c.fusion {
-                    Fusion::ZScore => {
-                        let z = if sd > 0.0 {
-                            ((f64::from(hits[rank].score) - floor) / sd).max(0.0)
-                        } else {
-                            1.0
-                        };
-                        (z * rrf(weight, 0) as f64 / 3.0).round() as u64
-                    }
-                    Fusion::ReciprocalRank => rrf(weight, rank),
-                    Fusion::MinMaxScore => {
-                        let max = hits.first().map_or(0.0, |h| h.score);
-                        let min = hits.last().map_or(0.0, |h| h.score);
-                        let norm = if max > min {
-                            (hits[rank].score - min) / (max - min)
-                        } else {
-                            1.0
-                        };
-                        (f64::from(norm.clamp(0.0, 1.0)) * rrf(weight, 0) as f64).round() as u64
-                    }
-                }
-            };
-        for (rank, hit) in lexical_hits.iter().enumerate() {
-            *base.entry(hit.record_id.clone()).or_default() +=
-                contribution(&lexical_hits, lexical_moments, c.lexical_weight, rank);
-            explain
-                .entry(hit.record_id.clone())
-                .or_insert_with(|| blank(&hit.record_id))
-                .lexical_rank = Some(rank);
-        }
-        for (rank, hit) in vector_hits.iter().enumerate() {
-            *base.entry(hit.record_id.clone()).or_default() +=
-                contribution(&vector_hits, vector_moments, c.vector_weight, rank);
-            explain
-                .entry(hit.record_id.clone())
-                .or_insert_with(|| blank(&hit.record_id))
-                .vector_rank = Some(rank);
-        }
-        for id in &structured {
-            *base.entry(id.clone()).or_default() += rrf(c.structured_weight, 0);
-            explain
-                .entry(id.clone())
-                .or_insert_with(|| blank(id))
-                .structured = true;
-        }
-        // Speaker prior: a record whose speaker the query names gains
-        // `speaker_permille` of its fused score (before any neighbour bonus,
-        // which then lends the raised score).
-        if c.speaker_permille > 0 {
-            let person = c.speaker_roles.then(|| query_person(query.text));
-            for (id, score) in base.iter_mut() {
-                if self.lexical.speaker_named(id, &query_terms, person) {
-                    let bonus = score.saturating_mul(c.speaker_permille) / 1_000;
-                    *score = score.saturating_add(bonus);
-                    explain
-                        .entry(id.clone())
-                        .or_insert_with(|| blank(id))
-                        .speaker_bonus = bonus;
-                }
-            }
-        }
-        // Recency for a question about the current state: later candidates
-        // gain up to `recency_permille` of their score.
-        if c.recency_permille > 0 && asks_current_state(query.text) {
-            let times: Vec<(String, u64)> = base
-                .keys()
-                .filter_map(|id| self.lexical.created_at(id).map(|t| (id.clone(), t)))
-                .collect();
-            let oldest = times.iter().map(|(_, t)| *t).min().unwrap_or(0);
-            let newest = times.iter().map(|(_, t)| *t).max().unwrap_or(0);
-            if newest > oldest {
-                for (id, t) in times {
-                    if let Some(score) = base.get_mut(&id) {
-                        let place = (t - oldest) as f64 / (newest - oldest) as f64;
-                        let bonus = (*score as f64 * place * c.recency_permille as f64 / 1_000.0)
-                            .round() as u64;
-                        *score = score.saturating_add(bonus);
-                        explain
-                            .entry(id.clone())
-                            .or_insert_with(|| blank(&id))
-                            .recency_bonus = bonus;
-                    }
-                }
-            }
-        }
-        let mut fused = base.clone();
-        if c.neighbour_permille > 0 {
-            let mut neighbour_cache: HashMap<String, Vec<String>> = HashMap::new();
-            let mut targets: Vec<String> = base.keys().cloned().collect();
-            for id in base.keys() {
-                let n = self.lexical.neighbours(id, &lex_docs);
-                targets.extend(n.iter().cloned());
-                neighbour_cache.insert(id.clone(), n);
-            }
-            targets.sort();
-            targets.dedup();
-            for id in targets {
-                let neighbours = match neighbour_cache.get(&id) {
-                    Some(n) => n.clone(),
-                    None => self.lexical.neighbours(&id, &lex_docs),
-                };
-                let sum: u64 = neighbours.iter().filter_map(|n| base.get(n)).sum();
-                let bonus = sum.saturating_mul(c.neighbour_permille) / 2_000;
-                if bonus > 0 {
-                    *fused.entry(id.clone()).or_default() += bonus;
-                    explain
-                        .entry(id.clone())
-                        .or_insert_with(|| blank(&id))
-                        .neighbour_bonus = bonus;
-                }
-            }
-        }
-        let scores: Vec<ScoredCandidate> = fused
-            .into_iter()
-            .map(|(record_id, score)| ScoredCandidate { record_id, score })
-            .collect();
-        let input = RelevanceInput {
-            query_sha256: query_sha256.to_owned(),
-            eligible: query.eligible.clone(),
-            feature_release: self.feature_release(),
-            ranker_release: RANKER_RELEASE.to_owned(),
-            scores,
-            max_results: query.max_results,
-        };
-        let receipt = input.rank_with_eligible_digest(eligible_set_sha256)?;
-        let explanations = receipt
-            .results
-            .iter()
-            .map(|r| {
-                explain
-                    .remove(&r.record_id)
-                    .unwrap_or_else(|| blank(&r.record_id))
-            })
-            .collect();
-        Ok(Recall {
-            input,
-            receipt,
-            explanations,
-            vector_plan,
-            cache_hit: false,
-        })
+        let needed = lexical_needed(&self.config, query);
+        let mut source = MemorySource::new(&self.lexical, &self.vector, query, needed);
+        let candidates = gather(&mut source, &self.config, query, query_vector)?;
+        fuse(
+            &self.config,
+            query,
+            candidates,
+            &source,
+            query_sha256,
+            eligible_set_sha256,
+            self.feature_release(),
+        )
     }
 }
 
@@ -687,6 +502,7 @@ mod tests {
     use mosaic_harness::MemoryKind;
     use mosaic_harness::canonical::sha256_hex;
     use mosaic_harness::memory_scope::EligibleEntry;
+    use std::collections::BTreeMap;
 
     const POLICY: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 

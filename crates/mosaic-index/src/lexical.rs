@@ -59,7 +59,7 @@ struct Stats {
 
 /// Lexical ranking options (see `FunnelConfig`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct LexicalParams {
+pub struct LexicalParams {
     /// BM25 `k1`, per-mille.
     pub k1_permille: u64,
     /// BM25 `b`, per-mille.
@@ -94,42 +94,141 @@ pub struct LexicalBackend {
     claims: HashMap<(String, String), BTreeSet<DocId>>,
 }
 
-/// Prepared lexical document: term frequencies.
+/// Prepared lexical document: what BM25 and the speaker prior need of a
+/// text, as the analyzer (`text::terms`) gives it. The PostgreSQL lexical
+/// target stores exactly this, so both rank alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LexPrepared {
-    terms: Vec<(String, u32)>,
-    len: u32,
-    speaker: Vec<String>,
-    role: Option<Role>,
+    /// Distinct terms with their frequencies, sorted by term.
+    pub terms: Vec<(String, u32)>,
+    /// Number of terms (the document length).
+    pub len: u32,
+    /// Distinct terms of the speaker label, sorted.
+    pub speaker: Vec<String>,
+    /// The role the speaker label names, if any.
+    pub role: Option<Role>,
+}
+
+/// Analyses one text for the lexical index.
+pub fn analyse(text: &str) -> LexPrepared {
+    let all = terms(text);
+    let label = speaker_label(text);
+    let role = speaker_role(label);
+    let mut speaker = terms(label);
+    speaker.sort();
+    speaker.dedup();
+    let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    for t in all {
+        *counts.entry(t).or_default() += 1;
+    }
+    let mut terms: Vec<(String, u32)> = counts.into_iter().collect();
+    terms.sort();
+    LexPrepared {
+        terms,
+        len,
+        speaker,
+        role,
+    }
+}
+
+/// BM25 inverse document frequency of a term found in `df` of `n` docs.
+pub fn bm25_idf(n: u64, df: u64) -> f32 {
+    if df == 0 {
+        return 0.0;
+    }
+    (1.0 + (n as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln()
+}
+
+/// Average document length of `n` docs of `total_len` terms (at least 1).
+pub fn bm25_avgdl(n: u64, total_len: u64) -> f32 {
+    (total_len as f32 / n as f32).max(1.0)
+}
+
+/// BM25 scores, optionally over turn windows, of every doc in `tfs` (the
+/// eligible docs matching a query term: their frequency of each query
+/// term, in query-term order) and, with windows, of their window docs.
+/// `doc_len` gives a doc's length, `window` a doc's eligible window docs
+/// with their distance. Unsorted. Shared by the in-memory index and the
+/// PostgreSQL candidate source, so both compute the same floats.
+pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord>(
+    tfs: &HashMap<D, Vec<f32>>,
+    idfs: &[f32],
+    avgdl: f32,
+    params: &LexicalParams,
+    doc_len: impl Fn(D) -> f32,
+    window: impl Fn(D, usize) -> Vec<(D, usize)>,
+) -> Vec<(D, f32)> {
+    let window_permille = params.window_permille;
+    let k1 = params.k1_permille as f32 / 1000.0;
+    let b_len = params.b_permille as f32 / 1000.0;
+    let bm25 = |tf: f32, len: f32, avg: f32| -> f32 {
+        tf * (k1 + 1.0) / (tf + k1 * (1.0 - b_len + b_len * len / avg))
+    };
+    if window_permille == 0 {
+        return tfs
+            .iter()
+            .map(|(doc, tf)| {
+                let len = doc_len(*doc);
+                let s = idfs
+                    .iter()
+                    .zip(tf)
+                    .filter(|(_, tf)| **tf > 0.0)
+                    .map(|(idf, tf)| idf * bm25(*tf, len, avgdl))
+                    .sum();
+                (*doc, s)
+            })
+            .collect();
+    }
+    // A turn window: the doc plus up to `window_radius` eligible
+    // neighbours on each side in its subject's timeline; a neighbour at
+    // distance d weighs w^d in term counts and length.
+    let w = window_permille as f32 / 1000.0;
+    let radius = params.window_radius.max(1);
+    let side_mass: f32 = (1..=radius).map(|d| w.powi(d as i32)).sum();
+    let avg = avgdl * (1.0 + 2.0 * side_mass);
+    let mut targets: Vec<D> = Vec::with_capacity(tfs.len() * (1 + 2 * radius));
+    for doc in tfs.keys() {
+        targets.push(*doc);
+        targets.extend(window(*doc, radius).iter().map(|(d, _)| *d));
+    }
+    targets.sort_unstable();
+    targets.dedup();
+    let mut window_tf = vec![0.0f32; idfs.len()];
+    targets
+        .iter()
+        .map(|doc| {
+            window_tf.fill(0.0);
+            let mut len = doc_len(*doc);
+            if let Some(own) = tfs.get(doc) {
+                window_tf.iter_mut().zip(own).for_each(|(t, x)| *t += x);
+            }
+            for (d, dist) in window(*doc, radius) {
+                let weight = w.powi(dist as i32);
+                len += weight * doc_len(d);
+                if let Some(tf) = tfs.get(&d) {
+                    window_tf
+                        .iter_mut()
+                        .zip(tf)
+                        .for_each(|(t, x)| *t += weight * x);
+                }
+            }
+            let s = window_tf
+                .iter()
+                .zip(idfs)
+                .filter(|(tf, _)| **tf > 0.0)
+                .map(|(tf, idf)| idf * bm25(*tf, len, avg))
+                .sum();
+            (*doc, s)
+        })
+        .collect()
 }
 
 impl Backend for LexicalBackend {
     type Prepared = LexPrepared;
 
     fn prepare(&self, entries: &[&LiveEntry]) -> Vec<Result<LexPrepared, IndexError>> {
-        entries
-            .iter()
-            .map(|e| {
-                let all = terms(&e.text);
-                let label = speaker_label(&e.text);
-                let role = speaker_role(label);
-                let mut speaker = terms(label);
-                speaker.sort();
-                speaker.dedup();
-                let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
-                let mut counts: HashMap<String, u32> = HashMap::new();
-                for t in all {
-                    *counts.entry(t).or_default() += 1;
-                }
-                let mut terms: Vec<(String, u32)> = counts.into_iter().collect();
-                terms.sort();
-                Ok(LexPrepared {
-                    terms,
-                    len,
-                    speaker,
-                    role,
-                })
-            })
-            .collect()
+        entries.iter().map(|e| Ok(analyse(&e.text))).collect()
     }
 
     fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: LexPrepared) {
@@ -366,7 +465,7 @@ impl LexicalIndex {
         if n == 0 {
             return None;
         }
-        let avgdl = (total_len as f32 / n as f32).max(1.0);
+        let avgdl = bm25_avgdl(n, total_len);
         Some(Stats {
             partitions,
             n,
@@ -381,10 +480,7 @@ impl LexicalIndex {
             .filter_map(|p| self.backend.partitions[*p as usize].postings.get(&tid))
             .map(|l| l.len() as u64)
             .sum();
-        if df == 0 {
-            return 0.0;
-        }
-        (1.0 + (stats.n as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln()
+        bm25_idf(stats.n, df)
     }
 
     fn doc_len(&self, doc: DocId) -> f32 {
@@ -404,7 +500,6 @@ impl LexicalIndex {
         stats: &Stats,
         params: &LexicalParams,
     ) -> Vec<(DocId, f32)> {
-        let window_permille = params.window_permille;
         let b = &self.backend;
         // Term frequencies of the eligible matching docs, per query term.
         let mut tfs: HashMap<DocId, Vec<f32>> = HashMap::new();
@@ -422,69 +517,14 @@ impl LexicalIndex {
                 }
             }
         }
-        let k1 = params.k1_permille as f32 / 1000.0;
-        let b_len = params.b_permille as f32 / 1000.0;
-        let bm25 = |tf: f32, len: f32, avg: f32| -> f32 {
-            tf * (k1 + 1.0) / (tf + k1 * (1.0 - b_len + b_len * len / avg))
-        };
-        let mut scored: Vec<(DocId, f32)> = if window_permille == 0 {
-            tfs.iter()
-                .map(|(doc, tf)| {
-                    let len = self.doc_len(*doc);
-                    let s = query
-                        .iter()
-                        .zip(&idfs)
-                        .zip(tf)
-                        .filter(|(_, tf)| **tf > 0.0)
-                        .map(|(((_, w), idf), tf)| w * idf * bm25(*tf, len, stats.avgdl))
-                        .sum();
-                    (*doc, s)
-                })
-                .collect()
-        } else {
-            // A turn window: the doc plus up to `window_radius` eligible
-            // neighbours on each side in its subject's timeline; a
-            // neighbour at distance d weighs w^d in term counts and length.
-            let w = window_permille as f32 / 1000.0;
-            let radius = params.window_radius.max(1);
-            let side_mass: f32 = (1..=radius).map(|d| w.powi(d as i32)).sum();
-            let avg = stats.avgdl * (1.0 + 2.0 * side_mass);
-            let mut targets: Vec<DocId> = Vec::with_capacity(tfs.len() * (1 + 2 * radius));
-            for doc in tfs.keys() {
-                targets.push(*doc);
-                targets.extend(self.window_docs(*doc, docs, radius).iter().map(|(d, _)| *d));
-            }
-            targets.sort_unstable();
-            targets.dedup();
-            let mut window_tf = vec![0.0f32; query.len()];
-            targets
-                .iter()
-                .map(|doc| {
-                    window_tf.fill(0.0);
-                    let mut len = self.doc_len(*doc);
-                    if let Some(own) = tfs.get(doc) {
-                        window_tf.iter_mut().zip(own).for_each(|(t, x)| *t += x);
-                    }
-                    for (d, dist) in self.window_docs(*doc, docs, radius) {
-                        let weight = w.powi(dist as i32);
-                        len += weight * self.doc_len(d);
-                        if let Some(tf) = tfs.get(&d) {
-                            window_tf
-                                .iter_mut()
-                                .zip(tf)
-                                .for_each(|(t, x)| *t += weight * x);
-                        }
-                    }
-                    let s = window_tf
-                        .iter()
-                        .zip(query.iter().zip(&idfs))
-                        .filter(|(tf, _)| **tf > 0.0)
-                        .map(|(tf, ((_, qw), idf))| qw * idf * bm25(*tf, len, avg))
-                        .sum();
-                    (*doc, s)
-                })
-                .collect()
-        };
+        let mut scored = bm25_scores(
+            &tfs,
+            &idfs,
+            stats.avgdl,
+            params,
+            |d| self.doc_len(d),
+            |d, radius| self.window_docs(d, docs, radius),
+        );
         // Best first; equal scores by record id.
         scored.sort_by(|a, b| {
             b.1.total_cmp(&a.1)

@@ -24,6 +24,9 @@
 //! * [`funnel`]: candidates → integer fusion → relevance receipt, with a
 //!   result cache; the receipt goes to the core's selection and context
 //!   handoff ([`hand_off`], re-exported from `mosaic-harness`).
+//! * [`fusion`]: ranking in one place: the candidate-source trait the
+//!   in-memory and the PostgreSQL targets implement, and the one fusion
+//!   both use.
 //!
 //! I/O: snapshots, journals and model files are read and written at paths
 //! the caller gives. Nothing else: no network, no clock, no environment,
@@ -58,6 +61,7 @@ pub mod error;
 pub mod eval_metrics;
 pub mod fenced;
 pub mod funnel;
+pub mod fusion;
 pub mod journal;
 pub mod lexical;
 pub mod local_model;

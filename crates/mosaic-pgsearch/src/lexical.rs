@@ -1,12 +1,17 @@
 //! The lexical target over PostgreSQL full-text search: a `tsvector`
 //! (`english` configuration) per live record under a GIN index, ranked by
-//! `ts_rank_cd` (cover density, length-normalised) converted to fixed point.
+//! `ts_rank_cd` (cover density, length-normalised) converted to fixed point
+//! for [`LexicalSearch`]. Each row also holds the analyzer's terms of the
+//! text (`mosaic_index::lexical::analyse`), from which the shared ranker
+//! computes BM25 exactly as the in-memory index does (see [`crate::rank`]).
 //!
 //! A query matches any of its words (an `OR` of the words, built from
 //! letters and digits only, so no query text can inject `tsquery` syntax).
 //! `ts_rank_cd` uses no corpus statistics, so one tenant's documents never
 //! shape another tenant's scores.
 
+use mosaic_index::lexical::analyse;
+use mosaic_index::text::{ANALYZER_RELEASE, Role};
 use mosaic_index::{Acknowledgement, Eligible, IndexError, IndexTarget, PublishMessage};
 use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel};
@@ -53,15 +58,29 @@ impl PgLexicalIndex {
     }
 
     fn publish_inner(&mut self, m: &PublishMessage) -> PgSearchResult<Acknowledgement> {
+        let analysed = analyse(&m.text);
+        let (terms, tfs): (Vec<String>, Vec<i32>) = analysed
+            .terms
+            .into_iter()
+            .map(|(t, f)| (t, i32::try_from(f).unwrap_or(i32::MAX)))
+            .unzip();
+        let doc_len = i32::try_from(analysed.len).unwrap_or(i32::MAX);
+        let role = analysed.role.map(role_name);
         fence::publish(&mut self.client, TARGET, m, |tx| {
             tx.execute(
                 "INSERT INTO pgsearch_lexical (record_id, tenant_id, policy_sha256, subject_key, kind,
-                     created_at_ms, generation, document)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, to_tsvector('english', $8))
+                     created_at_ms, generation, document, seq, analyzer, doc_len, terms, tfs,
+                     speaker, speaker_role, claim_keys)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, to_tsvector('english', $8),
+                     nextval('pgsearch_lexical_seq'), $9, $10, $11, $12, $13, $14, $15)
                  ON CONFLICT (record_id) DO UPDATE SET tenant_id = excluded.tenant_id,
                      policy_sha256 = excluded.policy_sha256, subject_key = excluded.subject_key,
                      kind = excluded.kind, created_at_ms = excluded.created_at_ms,
-                     generation = excluded.generation, document = excluded.document",
+                     generation = excluded.generation, document = excluded.document,
+                     seq = excluded.seq, analyzer = excluded.analyzer,
+                     doc_len = excluded.doc_len, terms = excluded.terms, tfs = excluded.tfs,
+                     speaker = excluded.speaker, speaker_role = excluded.speaker_role,
+                     claim_keys = excluded.claim_keys",
                 &[
                     &m.record_id,
                     &m.scope.tenant_id,
@@ -71,10 +90,38 @@ impl PgLexicalIndex {
                     &int(m.created_at_unix_ms)?,
                     &int(m.generation)?,
                     &m.text,
+                    &ANALYZER_RELEASE,
+                    &doc_len,
+                    &terms,
+                    &tfs,
+                    &analysed.speaker,
+                    &role,
+                    &m.claim_keys,
                 ],
             )?;
             Ok(())
         })
+    }
+
+    /// Opens a read of the shared ranker's candidates (see [`crate::rank`])
+    /// on this target's connection: one read-only, repeatable-read
+    /// transaction as `tenant_id`, over the live records among `ids` under
+    /// `policy_sha256`.
+    pub fn candidates<'a>(
+        &'a mut self,
+        tenant_id: &'a str,
+        policy_sha256: &'a str,
+        ids: &[String],
+    ) -> PgSearchResult<crate::rank::PgCandidates<'a>> {
+        crate::rank::PgCandidates::open(&mut self.client, tenant_id, policy_sha256, ids)
+    }
+}
+
+/// The stored name of a speaker role.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
     }
 }
 

@@ -17,6 +17,9 @@
 //! * [`search`]: one search interface over these and the in-memory
 //!   targets; `conformance` (feature `conformance`, off by default, for
 //!   tests): the retrieval suite both pass.
+//! * [`rank`]: the shared ranker's candidate source over these tables, so
+//!   a read over PostgreSQL is ranked by `mosaic_index::fusion` exactly as
+//!   a read over the in-memory targets.
 //!
 //! I/O: the PostgreSQL connections the caller opens, and the embedder the
 //! caller gives the vector target. Nothing else: no clock, no environment,
@@ -29,11 +32,13 @@ pub mod conformance;
 mod error;
 pub mod fence;
 pub mod lexical;
+pub mod rank;
 pub mod schema;
 pub mod search;
 pub mod vector;
 
 pub use error::{PgSearchError, PgSearchResult};
 pub use lexical::PgLexicalIndex;
+pub use rank::PgCandidates;
 pub use search::{LexicalSearch, RankedHit, SearchTarget, VectorSearch};
 pub use vector::{IterativeScan, PgVectorIndex, VectorSearchConfig};

@@ -11,8 +11,11 @@
 //! # Tables
 //!
 //! * `pgsearch_lexical`: one row per live record of the lexical target:
-//!   scope columns and a `tsvector` (`english` configuration) under a GIN
-//!   index. The raw text is not kept.
+//!   scope columns, a `tsvector` (`english` configuration) under a GIN
+//!   index, and (since version 2) what the shared ranker needs: the
+//!   analyzer's terms and their frequencies (under a GIN index), the
+//!   document length, the speaker label's terms and role, the claim keys
+//!   and a publication sequence number. The raw text is not kept.
 //! * `pgsearch_vector`: one row per live record of the vector target:
 //!   scope columns and a `vector(N)` under an HNSW index
 //!   (`vector_cosine_ops`). `N` is fixed when the schema is created.
@@ -37,7 +40,7 @@ use postgres::{Client, GenericClient};
 use crate::error::{PgSearchError, PgSearchResult};
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Tables whose rows belong to one tenant (row-level security forced).
 pub const TENANT_TABLES: &[&str] = &["pgsearch_lexical", "pgsearch_vector"];
@@ -119,6 +122,34 @@ CREATE POLICY fence_update ON pgsearch_fence FOR UPDATE
     )
 }
 
+/// Version 2: what the shared ranker (`mosaic_index::fusion`) needs of a
+/// lexical row, as `mosaic_index::lexical::analyse` gives it: the
+/// analyzer's distinct terms with their frequencies (parallel arrays), the
+/// document length, the speaker label's terms and role, the claim keys,
+/// and a publication sequence number that orders records created at the
+/// same millisecond as the in-memory index orders them (publication
+/// order). Vector rows gain a publication sequence number too: among
+/// equally similar records, the ranker keeps the earlier publication, as
+/// the in-memory exact scan does. Rows published under version 1 have none
+/// of it (NULL) and
+/// must be published again; the ranker refuses to rank them.
+const MIGRATION_V2: &str = r#"
+CREATE SEQUENCE pgsearch_lexical_seq;
+ALTER TABLE pgsearch_lexical
+    ADD COLUMN seq BIGINT,
+    ADD COLUMN analyzer TEXT COLLATE "C",
+    ADD COLUMN doc_len INTEGER CHECK (doc_len >= 0),
+    ADD COLUMN terms TEXT[] COLLATE "C",
+    ADD COLUMN tfs INTEGER[],
+    ADD COLUMN speaker TEXT[] COLLATE "C",
+    ADD COLUMN speaker_role TEXT COLLATE "C" CHECK (speaker_role IN ('user', 'assistant')),
+    ADD COLUMN claim_keys TEXT[] COLLATE "C";
+CREATE INDEX pgsearch_lexical_terms ON pgsearch_lexical USING gin (terms);
+CREATE INDEX pgsearch_lexical_partition ON pgsearch_lexical (tenant_id, subject_key);
+CREATE SEQUENCE pgsearch_vector_seq;
+ALTER TABLE pgsearch_vector ADD COLUMN seq BIGINT;
+"#;
+
 /// What the application role may do, table by table.
 const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("pgsearch_migrations", "SELECT"),
@@ -164,10 +195,11 @@ pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
     check_supported(current)?;
     if current == 0 {
         tx.batch_execute(&migration_v1(dimension))?;
-        tx.execute(
-            "INSERT INTO pgsearch_migrations (version) VALUES ($1)",
-            &[&SCHEMA_VERSION],
-        )?;
+        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (1)", &[])?;
+    }
+    if current < 2 {
+        tx.batch_execute(MIGRATION_V2)?;
+        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (2)", &[])?;
     }
     check_dimension(&mut tx, dimension)?;
     tx.commit()?;
@@ -188,6 +220,9 @@ pub fn grant_application_role(owner: &mut Client, role: &str) -> PgSearchResult<
     for (table, privileges) in APPLICATION_GRANTS {
         sql.push_str(&format!("GRANT {privileges} ON {table} TO {role};\n"));
     }
+    sql.push_str(&format!(
+        "GRANT USAGE ON SEQUENCE pgsearch_lexical_seq, pgsearch_vector_seq TO {role};\n"
+    ));
     owner.batch_execute(&sql)?;
     Ok(())
 }

@@ -144,12 +144,13 @@ impl PgVectorIndex {
         fence::publish(&mut self.client, TARGET, m, |tx| {
             tx.execute(
                 "INSERT INTO pgsearch_vector (record_id, tenant_id, policy_sha256, subject_key, kind,
-                     created_at_ms, generation, embedding)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     created_at_ms, generation, embedding, seq)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nextval('pgsearch_vector_seq'))
                  ON CONFLICT (record_id) DO UPDATE SET tenant_id = excluded.tenant_id,
                      policy_sha256 = excluded.policy_sha256, subject_key = excluded.subject_key,
                      kind = excluded.kind, created_at_ms = excluded.created_at_ms,
-                     generation = excluded.generation, embedding = excluded.embedding",
+                     generation = excluded.generation, embedding = excluded.embedding,
+                     seq = excluded.seq",
                 &[
                     &m.record_id,
                     &m.scope.tenant_id,

@@ -430,3 +430,405 @@ fn schema_for_another_dimension_is_refused() {
         Err(PgSearchError::Schema(_))
     ));
 }
+
+/// The shared ranker over PostgreSQL against the in-memory retriever on the
+/// same conversation.
+mod shared_ranker {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    use mosaic_harness::canonical::sha256_hex;
+    use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet};
+    use mosaic_index::funnel::RANKER_RELEASE;
+    use mosaic_index::{
+        AnnConfig, FunnelConfig, PublishMessage, Recall, RecallQuery, RetrievalMode, Retriever,
+    };
+    use mosaic_pgsearch::rank;
+
+    const SUBJECT: &str = "principal:alice";
+    const ASSISTANT_SUBJECT: &str = "principal:bob";
+
+    const TOPICS: [&str; 16] = [
+        "went hiking at the lake with the kids",
+        "called the adoption agency about the interview",
+        "signed up for a pottery class on Tuesdays",
+        "painted a sunset over the harbour",
+        "went camping in the mountains last weekend",
+        "ran the charity race for the shelter",
+        "started a new job at the city library",
+        "took guitar lessons from an old friend",
+        "joined the support group that meets on Fridays",
+        "moved the shop hosting to Fly.io",
+        "kept the shop on Heroku for now",
+        "booked a trip to Paris in the summer",
+        "adopted a dog named Biscuit",
+        "finished reading a novel about sailors",
+        "volunteered at the animal shelter",
+        "watched the school play with her parents",
+    ];
+    const REPLIES: [&str; 6] = [
+        "That sounds wonderful, tell me more!",
+        "Wow, I am so proud of you.",
+        "How did that make you feel?",
+        "Yes, it was the best day in a long time.",
+        "I would love to see pictures of it.",
+        "Thanks, it really means a lot.",
+    ];
+
+    /// A small deterministic generator (64-bit LCG).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((self.0 >> 33) % n as u64) as usize
+        }
+    }
+
+    /// Turns of two named speakers (about `SUBJECT`), of a user and an
+    /// assistant (about `ASSISTANT_SUBJECT`), and another tenant's turns
+    /// under the same subject key. Every tenth turn shares its
+    /// predecessor's creation time; some turns carry claim keys.
+    fn conversation() -> Vec<PublishMessage> {
+        let mut rng = Lcg(7);
+        let mut out = Vec::new();
+        let mut at = 1_700_000_000_000u64;
+        let plan = [
+            (TENANT_A, SUBJECT, ["Caroline", "Melanie"], 220),
+            (TENANT_A, ASSISTANT_SUBJECT, ["user", "assistant"], 100),
+            (TENANT_B, SUBJECT, ["Caroline", "Joanna"], 60),
+        ];
+        for (tenant, subject, speakers, turns) in plan {
+            for i in 0..turns {
+                if i % 10 != 9 {
+                    at += 60_000;
+                }
+                let day = 1 + (i / 12) % 28;
+                let speaker = speakers[i % 2];
+                let body = if rng.next(3) == 0 {
+                    REPLIES[rng.next(REPLIES.len())].to_owned()
+                } else {
+                    let a = TOPICS[rng.next(TOPICS.len())];
+                    if rng.next(2) == 0 {
+                        format!("I {a}.")
+                    } else {
+                        format!("I {a}, and then {}.", TOPICS[rng.next(TOPICS.len())])
+                    }
+                };
+                let mut m = message(
+                    &format!("{tenant}-{subject}-{i:03}"),
+                    1,
+                    0,
+                    scope(tenant, subject),
+                    &format!("[{day} May, 2023] {speaker}: {body}"),
+                );
+                m.created_at_unix_ms = at;
+                if body.contains("Biscuit") {
+                    m.claim_keys = vec!["pet.name".into()];
+                } else if body.contains("hosting") {
+                    m.claim_keys = vec!["shop.hosting".into()];
+                }
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    const QUESTIONS: [&str; 20] = [
+        "Where did Melanie go hiking?",
+        "What did Caroline paint?",
+        "When did Caroline call the adoption agency?",
+        "What class did Melanie sign up for?",
+        "What is the name of Melanie's dog?",
+        "Where is my shop hosting now?",
+        "What did you say about the shop on Heroku?",
+        "Which race did Caroline run, and for whom?",
+        "What book is Melanie reading?",
+        "Who does Caroline take guitar lessons from?",
+        "Where is Melanie travelling in the summer?",
+        "What does Caroline do at the library currently?",
+        "How did Melanie feel about the school play?",
+        "What support group did Caroline join?",
+        "Did Melanie volunteer at the shelter?",
+        "camping mountains weekend",
+        "pictures",
+        "What is the latest news about the pottery class?",
+        "Which pet did they adopt?",
+        "proud wonderful feel",
+    ];
+
+    fn eligible(messages: &[PublishMessage], removed: &BTreeSet<String>) -> EligibleSet {
+        // Every eleventh turn of tenant A is outside the read (its terms
+        // still count in the subject's statistics, as in memory).
+        let entries = messages
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| {
+                m.scope.tenant_id == TENANT_A && i % 11 != 4 && !removed.contains(&m.record_id)
+            })
+            .map(|(_, m)| EligibleEntry {
+                record_id: m.record_id.clone(),
+                content_sha256: sha256_hex(m.text.as_bytes()),
+            })
+            .collect();
+        EligibleSet {
+            read_context_sha256: sha256_hex(b"shared ranker read"),
+            entries,
+        }
+    }
+
+    fn query<'a>(
+        text: &'a str,
+        eligible: &'a EligibleSet,
+        claim_keys: &'a [String],
+        mode: RetrievalMode,
+        policy: &'a str,
+    ) -> RecallQuery<'a> {
+        RecallQuery {
+            tenant_id: TENANT_A,
+            policy_sha256: policy,
+            selector_release: "test",
+            read_subject: "alice",
+            revocation_generation: 0,
+            text,
+            claim_keys,
+            eligible,
+            max_results: 10,
+            mode,
+        }
+    }
+
+    #[test]
+    fn postgresql_and_memory_rank_a_conversation_alike() {
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        let mut pg_lexical = factory.lexical(&db).expect("lexical");
+        let mut pg_vector = factory.vector(&db).expect("vector");
+        let embedder = suite_embedder();
+        let mut memory = Retriever::new(
+            embedder.clone(),
+            AnnConfig::default(),
+            FunnelConfig::default(),
+        );
+        let messages = conversation();
+        for m in &messages {
+            memory.lexical.publish(m).expect("memory lexical");
+            memory.vector.publish(m).expect("memory vector");
+            pg_lexical.publish(m).expect("pg lexical");
+            pg_vector.publish(m).expect("pg vector");
+        }
+        // The fence on both sides: a tombstone removes a turn, a later
+        // generation replaces another's text.
+        let mut removed = BTreeSet::new();
+        for m in messages
+            .iter()
+            .filter(|m| m.scope.tenant_id == TENANT_A)
+            .step_by(37)
+        {
+            memory
+                .lexical
+                .tombstone(&m.record_id, 2)
+                .expect("tombstone");
+            memory.vector.tombstone(&m.record_id, 2).expect("tombstone");
+            pg_lexical.tombstone(&m.record_id, 2).expect("tombstone");
+            pg_vector.tombstone(&m.record_id, 2).expect("tombstone");
+            removed.insert(m.record_id.clone());
+        }
+        let mut replaced = messages[50].clone();
+        replaced.generation = 2;
+        replaced.text = "[5 May, 2023] Melanie: I went hiking at the lake again today.".into();
+        for result in [
+            memory.lexical.publish(&replaced),
+            memory.vector.publish(&replaced),
+            pg_lexical.publish(&replaced),
+            pg_vector.publish(&replaced),
+        ] {
+            result.expect("republish");
+        }
+        let mut messages = messages;
+        messages[50] = replaced;
+        let set = eligible(&messages, &removed);
+        let policy = policy();
+        let claims = ["pet.name".to_owned(), "shop.hosting".to_owned()];
+        let mut compared = 0;
+        let (mut speaker, mut recency, mut structured, mut vector_only) = (0, 0, 0, 0);
+        for (i, text) in QUESTIONS.iter().enumerate() {
+            let vector = embedder.embed(text).expect("embed");
+            let claim_keys: &[String] = if i % 4 == 0 {
+                &claims[i / 4 % 2..][..1]
+            } else {
+                &[]
+            };
+            for mode in [
+                RetrievalMode::Lexical,
+                RetrievalMode::Vector,
+                RetrievalMode::Hybrid,
+            ] {
+                let q = query(text, &set, claim_keys, mode, &policy);
+                let v = (mode != RetrievalMode::Lexical).then_some(vector.as_slice());
+                let mem: Recall = memory.recall_embedded(&q, v).expect("memory recall");
+                let pg: Recall =
+                    rank::recall(&mut pg_lexical, memory.config(), &q, v, embedder.release())
+                        .expect("pg recall");
+                assert!(
+                    !mem.record_ids().is_empty(),
+                    "{text:?} {mode:?}: nothing found"
+                );
+                assert_eq!(
+                    pg.record_ids(),
+                    mem.record_ids(),
+                    "{text:?} {mode:?}: top-10s differ"
+                );
+                assert_eq!(
+                    pg.receipt, mem.receipt,
+                    "{text:?} {mode:?}: receipts differ"
+                );
+                assert_eq!(pg.explanations, mem.explanations, "{text:?} {mode:?}");
+                assert_eq!(pg.receipt.ranker_release, RANKER_RELEASE);
+                for e in &mem.explanations {
+                    speaker += usize::from(e.speaker_bonus > 0);
+                    recency += usize::from(e.recency_bonus > 0);
+                    structured += usize::from(e.structured);
+                    vector_only += usize::from(e.vector_rank.is_some() && e.lexical_rank.is_none());
+                }
+                for id in pg.record_ids() {
+                    assert!(!removed.contains(id), "a tombstoned turn was ranked");
+                    assert!(id.starts_with(TENANT_A), "another tenant's turn was ranked");
+                }
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, QUESTIONS.len() * 3);
+        // The comparison exercised every part of the fusion.
+        assert!(
+            speaker > 0 && recency > 0 && structured > 0 && vector_only > 0,
+            "speaker {speaker}, recency {recency}, structured {structured}, vector {vector_only}"
+        );
+    }
+
+    #[test]
+    fn a_version_1_schema_is_upgraded_and_its_old_rows_are_refused_until_republished() {
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        let mut owner = factory.admin(&db).expect("admin");
+        // Back to version 1: without what the shared ranker needs.
+        owner
+            .batch_execute(
+                "DROP INDEX pgsearch_lexical_terms; DROP INDEX pgsearch_lexical_partition;
+                 ALTER TABLE pgsearch_lexical DROP COLUMN seq, DROP COLUMN analyzer,
+                     DROP COLUMN doc_len, DROP COLUMN terms, DROP COLUMN tfs,
+                     DROP COLUMN speaker, DROP COLUMN speaker_role, DROP COLUMN claim_keys;
+                 ALTER TABLE pgsearch_vector DROP COLUMN seq;
+                 DROP SEQUENCE pgsearch_lexical_seq; DROP SEQUENCE pgsearch_vector_seq;
+                 DELETE FROM pgsearch_migrations WHERE version = 2;",
+            )
+            .expect("downgrade");
+        // The serving role refuses a version-1 schema.
+        assert!(matches!(
+            PgLexicalIndex::open(factory.app(&db).expect("app")),
+            Err(PgSearchError::Schema(_))
+        ));
+        let messages: Vec<PublishMessage> = conversation().into_iter().take(12).collect();
+        owner
+            .execute(
+                "INSERT INTO pgsearch_lexical (record_id, tenant_id, policy_sha256, subject_key,
+                     kind, created_at_ms, generation, document)
+                 VALUES ($1, $2, $3, $4, 'episodic', 1, 1, to_tsvector('english', $5))",
+                &[
+                    &messages[0].record_id,
+                    &TENANT_A,
+                    &policy(),
+                    &SUBJECT,
+                    &messages[0].text,
+                ],
+            )
+            .expect("a version-1 row");
+        assert_eq!(
+            schema::migrate(&mut owner, SUITE_DIMENSION).expect("upgrade"),
+            schema::SCHEMA_VERSION
+        );
+        schema::grant_application_role(&mut owner, &factory.app_role).expect("grant");
+        let mut pg_lexical = factory.lexical(&db).expect("lexical");
+        let set = eligible(&messages, &BTreeSet::new());
+        let policy = policy();
+        let config = FunnelConfig::default();
+        let q = query(
+            "Where did Melanie go hiking?",
+            &set,
+            &[],
+            RetrievalMode::Lexical,
+            &policy,
+        );
+        // The row from version 1 has no analyzer terms: ranking is refused.
+        let refused = rank::recall(&mut pg_lexical, &config, &q, None, "hash");
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("publish the lexical target again")),
+            "{refused:?}"
+        );
+        // Published again (a later generation), every row ranks.
+        let mut again = messages[0].clone();
+        again.generation = 2;
+        pg_lexical.publish(&again).expect("republish");
+        for m in &messages[1..] {
+            pg_lexical.publish(m).expect("publish");
+        }
+        rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
+    }
+
+    #[test]
+    fn rows_of_another_analyzer_or_tenant_are_never_ranked() {
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        let mut pg_lexical = factory.lexical(&db).expect("lexical");
+        let messages: Vec<PublishMessage> = conversation()
+            .into_iter()
+            .filter(|m| m.scope.tenant_id == TENANT_A)
+            .take(30)
+            .collect();
+        for m in &messages {
+            pg_lexical.publish(m).expect("publish");
+        }
+        let set = eligible(&messages, &BTreeSet::new());
+        let policy = policy();
+        let config = FunnelConfig::default();
+        let q = query(
+            "Where did Melanie go hiking?",
+            &set,
+            &[],
+            RetrievalMode::Lexical,
+            &policy,
+        );
+        let found = rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
+        assert!(!found.record_ids().is_empty());
+
+        // Another tenant reading the same record ids: the statements' tenant
+        // filter and row-level security leave it nothing.
+        let mut other = q.clone();
+        other.tenant_id = TENANT_B;
+        let nothing = rank::recall(&mut pg_lexical, &config, &other, None, "hash").expect("recall");
+        assert!(nothing.record_ids().is_empty());
+
+        // A row indexed by another analyzer release: the candidate source
+        // refuses to rank (its terms are not comparable).
+        let mut admin = factory.admin(&db).expect("admin");
+        admin
+            .execute(
+                "UPDATE pgsearch_lexical SET analyzer = 'analyzer-v0' WHERE record_id = $1",
+                &[&messages[3].record_id],
+            )
+            .expect("update");
+        let refused = rank::recall(&mut pg_lexical, &config, &q, None, "hash");
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("publish the lexical target again")),
+            "{refused:?}"
+        );
+    }
+}

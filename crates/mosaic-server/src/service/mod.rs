@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
+use mosaic_harness::memory_scope::EligibleSet;
 use mosaic_harness::memory_scope::{
     ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE, allocate_selected_memory,
     eligible_set, render_recalled_memory, select_memory,
 };
-use mosaic_harness::memory_scope::{EligibleSet, RelevanceInput, ScoredCandidate, rank_relevance};
 use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
     MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment,
@@ -29,9 +29,7 @@ use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, IndexError, IndexTarget, PublishMessage, RebuildEntry,
     RecallQuery, RetrievalMode, Retriever, ScopeKeys, TargetSnapshot, hand_off,
 };
-use mosaic_pgsearch::{
-    LexicalSearch, PgLexicalIndex, PgVectorIndex, SearchTarget, VectorSearch, VectorSearchConfig,
-};
+use mosaic_pgsearch::{PgLexicalIndex, PgVectorIndex, SearchTarget, VectorSearchConfig};
 use mosaic_store::read::eligibility_query;
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::{
@@ -206,15 +204,10 @@ pub trait OutboxFaults: Send + Sync {
 struct PgTargets {
     lexical: PgLexicalIndex,
     vector: PgVectorIndex,
+    /// The fusion parameters: those of the embedded retriever
+    /// ([`funnel_config`]), so both deployments rank alike.
+    config: FunnelConfig,
 }
-
-/// Release of the PostgreSQL recall path's fusion (reciprocal-rank fusion
-/// in fixed point, ties by record id).
-pub const PG_RANKER_RELEASE: &str = "mosaic-server-pg-rrf-v1";
-/// Domain tag of a PostgreSQL recall's query digest.
-pub const PG_QUERY_DOMAIN: &str = "mosaic.server.pg_recall_query.v1";
-/// Reciprocal-rank fusion constant.
-const RRF_K: u64 = 60;
 
 struct Bucket {
     tokens: f64,
@@ -983,12 +976,13 @@ fn publish_message(
     }
 }
 
+/// The fusion parameters of every recall, embedded or over PostgreSQL.
+fn funnel_config() -> FunnelConfig {
+    FunnelConfig::default()
+}
+
 fn new_retriever(embedder: &Arc<dyn Embedder>) -> Retriever {
-    Retriever::new(
-        embedder.clone(),
-        AnnConfig::default(),
-        FunnelConfig::default(),
-    )
+    Retriever::new(embedder.clone(), AnnConfig::default(), funnel_config())
 }
 
 fn validate_digests(request: &ProposeRequest) -> ServiceResult<()> {

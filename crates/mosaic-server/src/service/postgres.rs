@@ -76,78 +76,34 @@ impl PgTargets {
             lexical: PgLexicalIndex::open(client()?).map_err(|e| unavailable(&e))?,
             vector: PgVectorIndex::open(client()?, embedder, VectorSearchConfig::default())
                 .map_err(|e| unavailable(&e))?,
+            config: funnel_config(),
         })
     }
 
-    /// The relevance receipt of a recall over the PostgreSQL targets:
-    /// full-text and nearest-neighbour candidates inside the eligible set,
-    /// fused by reciprocal rank in fixed point (ties by record id), ranked
-    /// by the harness's `rank_relevance`.
-    /// Ranks `set` for `query`; `vector` is the embedded query (`None`
-    /// for a lexical query).
+    /// The relevance receipt of a recall over the PostgreSQL targets, by
+    /// the same ranker as an embedded recall (`mosaic_index::fusion`, fed by
+    /// `mosaic_pgsearch::rank`'s candidate source): BM25 over turn windows,
+    /// vector similarity, claim keys, the speaker prior and recency, inside
+    /// the eligible set `set` (the query's). `vector` is the embedded query
+    /// (`None` for a lexical query).
     pub(super) fn relevance(
         &mut self,
         query: &RecallQuery<'_>,
         set: &EligibleSet,
         vector: Option<&[f32]>,
     ) -> ServiceResult<mosaic_harness::memory_scope::RelevanceReceipt> {
-        let search = |e: mosaic_pgsearch::PgSearchError| {
-            ServiceError::Internal(format!("PostgreSQL search: {e}"))
+        let query = RecallQuery {
+            eligible: set,
+            ..query.clone()
         };
-        let ids: Vec<String> = set.entries.iter().map(|e| e.record_id.clone()).collect();
-        let eligible = mosaic_index::Eligible::Records(&ids);
-        let k = query.max_results.saturating_mul(4).max(20);
-        let mut lists = Vec::new();
-        if query.mode != RetrievalMode::Vector {
-            lists.push(
-                self.lexical
-                    .search_text(
-                        query.text,
-                        &eligible,
-                        query.tenant_id,
-                        query.policy_sha256,
-                        k,
-                    )
-                    .map_err(search)?,
-            );
-        }
-        if let Some(vector) = vector.filter(|_| query.mode != RetrievalMode::Lexical) {
-            lists.push(
-                self.vector
-                    .search_embedding(vector, &eligible, query.tenant_id, query.policy_sha256, k)
-                    .map_err(search)?,
-            );
-        }
-        let mut fused: BTreeMap<String, u64> = BTreeMap::new();
-        for list in &lists {
-            for (rank, hit) in list.iter().enumerate() {
-                let rank = u64::try_from(rank).unwrap_or(u64::MAX);
-                *fused.entry(hit.record_id.clone()).or_default() +=
-                    1_000_000 / (RRF_K.saturating_add(rank).saturating_add(1));
-            }
-        }
-        let feature_release = format!("pg-fts-english+{}", self.vector.embedder().release());
-        let query_sha256 = domain_digest(
-            PG_QUERY_DOMAIN,
-            &serde_json::json!({
-                "text": query.text,
-                "mode": query.mode,
-                "max_results": query.max_results,
-                "eligible_set_sha256": set.digest()?,
-                "feature_release": feature_release,
-            }),
+        let release = self.vector.embedder().release().to_owned();
+        let recall = mosaic_pgsearch::rank::recall(
+            &mut self.lexical,
+            &self.config,
+            &query,
+            vector,
+            &release,
         )?;
-        let input = RelevanceInput {
-            query_sha256,
-            eligible: set.clone(),
-            feature_release,
-            ranker_release: PG_RANKER_RELEASE.to_owned(),
-            scores: fused
-                .into_iter()
-                .map(|(record_id, score)| ScoredCandidate { record_id, score })
-                .collect(),
-            max_results: query.max_results,
-        };
-        rank_relevance(&input).map_err(|e| ServiceError::Internal(format!("relevance: {e}")))
+        Ok(recall.receipt)
     }
 }

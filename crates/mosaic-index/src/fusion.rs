@@ -1,0 +1,580 @@
+//! Ranking in one place: candidate generation behind [`CandidateSource`],
+//! then one fusion ([`fuse`]) that turns the candidates into scores and the
+//! relevance receipt.
+//!
+//! The in-memory targets ([`MemorySource`], used by the
+//! [`Retriever`](crate::Retriever)) and the PostgreSQL targets (in
+//! `mosaic-pgsearch`) both implement [`CandidateSource`]: BM25 over turn
+//! windows inside the read's eligible set (see [`crate::lexical::bm25_scores`],
+//! which both call), vector similarity with the same kernel
+//! ([`crate::ann::dot`]), exact claim-key matches, and per-candidate
+//! features (whether the query names the record's speaker, its creation
+//! time, its eligible neighbours). Everything after that, standard-score
+//! fusion, the speaker prior, recency for current-state questions and the
+//! neighbour bonus, is [`fuse`]: deterministic, no I/O, so both paths rank
+//! alike and report the same ranker release.
+
+use std::collections::{BTreeMap, HashMap};
+
+use mosaic_harness::memory_scope::{RelevanceInput, ScoredCandidate, fixed_point_score};
+
+use crate::ann::SearchPlan;
+use crate::error::IndexError;
+use crate::funnel::{
+    Explanation, FunnelConfig, Fusion, RANKER_RELEASE, Recall, RecallQuery, RetrievalMode,
+};
+use crate::lexical::{Hit, LexicalIndex, LexicalParams};
+use crate::scope::DocSet;
+use crate::text::{Role, asks_current_state, query_person, terms};
+use crate::vector::VectorIndex;
+
+/// Where a read's candidates and their features come from. Every method
+/// answers inside the eligible set (and the tenant and policy) the source
+/// was opened for; nothing outside it is ever returned or lends terms.
+pub trait CandidateSource {
+    /// BM25 hits for `query_terms` (analysed as `text::terms` gives them),
+    /// over turn windows as `params` says, best first, ties by record id,
+    /// at most `depth`. Statistics (document count, average length,
+    /// document frequency) are those of the subjects (tenant + subject
+    /// key) the eligible records belong to.
+    fn lexical_hits(
+        &mut self,
+        query_terms: &[String],
+        depth: usize,
+        params: &LexicalParams,
+    ) -> Result<Vec<Hit>, IndexError>;
+
+    /// The `depth` eligible records most similar to `query_vector`
+    /// ([`crate::ann::dot`]), best first, ties by record id, and the plan.
+    fn vector_hits(
+        &mut self,
+        query_vector: &[f32],
+        depth: usize,
+    ) -> Result<(SearchPlan, Vec<Hit>), IndexError>;
+
+    /// Eligible records carrying exactly `claim_key`, sorted by record id.
+    fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError>;
+
+    /// Whether the query names the speaker of `record_id` (see
+    /// [`LexicalIndex`]'s speaker labels and roles).
+    fn speaker_named(
+        &self,
+        record_id: &str,
+        query_terms: &[String],
+        person: Option<Option<Role>>,
+    ) -> bool;
+
+    /// The creation time of `record_id`, if the lexical target holds it.
+    fn created_at(&self, record_id: &str) -> Option<u64>;
+
+    /// The eligible records just before and just after `record_id` in its
+    /// subject's timeline (creation time, then publication order).
+    fn neighbours(&self, record_id: &str) -> Vec<String>;
+}
+
+/// The candidate lists of one read.
+#[derive(Clone, Debug, Default)]
+pub struct Candidates {
+    /// Analysed query terms.
+    pub query_terms: Vec<String>,
+    /// BM25 hits, best first.
+    pub lexical: Vec<Hit>,
+    /// Vector hits, best first.
+    pub vector: Vec<Hit>,
+    /// Records matching a claim key, sorted, distinct.
+    pub structured: Vec<String>,
+    /// The vector plan, if vectors ran.
+    pub vector_plan: Option<SearchPlan>,
+}
+
+/// Whether a read needs the lexical target's eligible docs (BM25, claim
+/// keys or neighbours).
+pub fn lexical_needed(config: &FunnelConfig, query: &RecallQuery<'_>) -> bool {
+    query.mode != RetrievalMode::Vector
+        || !query.claim_keys.is_empty()
+        || config.neighbour_permille > 0
+}
+
+/// Runs the generators the query's mode asks for.
+pub fn gather<S: CandidateSource + ?Sized>(
+    source: &mut S,
+    config: &FunnelConfig,
+    query: &RecallQuery<'_>,
+    query_vector: Option<&[f32]>,
+) -> Result<Candidates, IndexError> {
+    let depth = config.candidate_depth;
+    let query_terms = terms(query.text);
+    let lexical = match query.mode {
+        RetrievalMode::Vector => Vec::new(),
+        _ => source.lexical_hits(
+            &query_terms,
+            depth,
+            &LexicalParams {
+                k1_permille: config.bm25_k1_permille,
+                b_permille: config.bm25_b_permille,
+                window_permille: config.lexical_window_permille,
+                window_radius: config.lexical_window_radius,
+            },
+        )?,
+    };
+    let (vector_plan, vector) = match (query.mode, query_vector) {
+        (RetrievalMode::Lexical, _) | (_, None) => (None, Vec::new()),
+        (_, Some(v)) => {
+            let (plan, hits) = source.vector_hits(v, depth)?;
+            (Some(plan), hits)
+        }
+    };
+    let mut structured = Vec::new();
+    for key in query.claim_keys {
+        structured.extend(source.claim_records(key)?);
+    }
+    structured.sort();
+    structured.dedup();
+    Ok(Candidates {
+        query_terms,
+        lexical,
+        vector,
+        structured,
+        vector_plan,
+    })
+}
+
+/// Candidates and features into scores, the relevance input and its
+/// receipt (see the module documentation). `features` is the source the
+/// candidates came from.
+pub fn fuse<S: CandidateSource + ?Sized>(
+    config: &FunnelConfig,
+    query: &RecallQuery<'_>,
+    candidates: Candidates,
+    features: &S,
+    query_sha256: &str,
+    eligible_set_sha256: String,
+    feature_release: String,
+) -> Result<Recall, IndexError> {
+    let Candidates {
+        query_terms,
+        lexical: lexical_hits,
+        vector: vector_hits,
+        structured,
+        vector_plan,
+    } = candidates;
+    let c = config;
+    let rrf = |weight: u64, rank: usize| -> u64 {
+        fixed_point_score(weight, c.rrf_k + rank as u64 + 1).unwrap_or(0)
+    };
+    let mut base: BTreeMap<String, u64> = BTreeMap::new();
+    let mut explain: BTreeMap<String, Explanation> = BTreeMap::new();
+    let blank = |id: &str| Explanation {
+        record_id: id.to_owned(),
+        lexical_rank: None,
+        vector_rank: None,
+        structured: false,
+        neighbour_bonus: 0,
+        speaker_bonus: 0,
+        recency_bonus: 0,
+    };
+    // A list's floor (its lowest candidate's score) and the standard
+    // deviation of its candidates' scores.
+    let moments = |hits: &[Hit]| -> (f64, f64) {
+        let n = hits.len().max(1) as f64;
+        let mean = hits.iter().map(|h| f64::from(h.score)).sum::<f64>() / n;
+        let var = hits
+            .iter()
+            .map(|h| (f64::from(h.score) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let floor = hits.last().map_or(0.0, |h| f64::from(h.score));
+        (floor, var.sqrt())
+    };
+    let lexical_moments = moments(&lexical_hits);
+    let vector_moments = moments(&vector_hits);
+    let contribution = |hits: &[Hit], (floor, sd): (f64, f64), weight: u64, rank: usize| -> u64 {
+        match c.fusion {
+            Fusion::ZScore => {
+                let z = if sd > 0.0 {
+                    ((f64::from(hits[rank].score) - floor) / sd).max(0.0)
+                } else {
+                    1.0
+                };
+                (z * rrf(weight, 0) as f64 / 3.0).round() as u64
+            }
+            Fusion::ReciprocalRank => rrf(weight, rank),
+            Fusion::MinMaxScore => {
+                let max = hits.first().map_or(0.0, |h| h.score);
+                let min = hits.last().map_or(0.0, |h| h.score);
+                let norm = if max > min {
+                    (hits[rank].score - min) / (max - min)
+                } else {
+                    1.0
+                };
+                (f64::from(norm.clamp(0.0, 1.0)) * rrf(weight, 0) as f64).round() as u64
+            }
+        }
+    };
+    for (rank, hit) in lexical_hits.iter().enumerate() {
+        *base.entry(hit.record_id.clone()).or_default() +=
+            contribution(&lexical_hits, lexical_moments, c.lexical_weight, rank);
+        explain
+            .entry(hit.record_id.clone())
+            .or_insert_with(|| blank(&hit.record_id))
+            .lexical_rank = Some(rank);
+    }
+    for (rank, hit) in vector_hits.iter().enumerate() {
+        *base.entry(hit.record_id.clone()).or_default() +=
+            contribution(&vector_hits, vector_moments, c.vector_weight, rank);
+        explain
+            .entry(hit.record_id.clone())
+            .or_insert_with(|| blank(&hit.record_id))
+            .vector_rank = Some(rank);
+    }
+    for id in &structured {
+        *base.entry(id.clone()).or_default() += rrf(c.structured_weight, 0);
+        explain
+            .entry(id.clone())
+            .or_insert_with(|| blank(id))
+            .structured = true;
+    }
+    // Speaker prior: a record whose speaker the query names gains
+    // `speaker_permille` of its fused score (before any neighbour bonus,
+    // which then lends the raised score).
+    if c.speaker_permille > 0 {
+        let person = c.speaker_roles.then(|| query_person(query.text));
+        for (id, score) in base.iter_mut() {
+            if features.speaker_named(id, &query_terms, person) {
+                let bonus = score.saturating_mul(c.speaker_permille) / 1_000;
+                *score = score.saturating_add(bonus);
+                explain
+                    .entry(id.clone())
+                    .or_insert_with(|| blank(id))
+                    .speaker_bonus = bonus;
+            }
+        }
+    }
+    // Recency for a question about the current state: later candidates
+    // gain up to `recency_permille` of their score.
+    if c.recency_permille > 0 && asks_current_state(query.text) {
+        let times: Vec<(String, u64)> = base
+            .keys()
+            .filter_map(|id| features.created_at(id).map(|t| (id.clone(), t)))
+            .collect();
+        let oldest = times.iter().map(|(_, t)| *t).min().unwrap_or(0);
+        let newest = times.iter().map(|(_, t)| *t).max().unwrap_or(0);
+        if newest > oldest {
+            for (id, t) in times {
+                if let Some(score) = base.get_mut(&id) {
+                    let place = (t - oldest) as f64 / (newest - oldest) as f64;
+                    let bonus = (*score as f64 * place * c.recency_permille as f64 / 1_000.0)
+                        .round() as u64;
+                    *score = score.saturating_add(bonus);
+                    explain
+                        .entry(id.clone())
+                        .or_insert_with(|| blank(&id))
+                        .recency_bonus = bonus;
+                }
+            }
+        }
+    }
+    let mut fused = base.clone();
+    if c.neighbour_permille > 0 {
+        let mut neighbour_cache: HashMap<String, Vec<String>> = HashMap::new();
+        let mut targets: Vec<String> = base.keys().cloned().collect();
+        for id in base.keys() {
+            let n = features.neighbours(id);
+            targets.extend(n.iter().cloned());
+            neighbour_cache.insert(id.clone(), n);
+        }
+        targets.sort();
+        targets.dedup();
+        for id in targets {
+            let neighbours = match neighbour_cache.get(&id) {
+                Some(n) => n.clone(),
+                None => features.neighbours(&id),
+            };
+            let sum: u64 = neighbours.iter().filter_map(|n| base.get(n)).sum();
+            let bonus = sum.saturating_mul(c.neighbour_permille) / 2_000;
+            if bonus > 0 {
+                *fused.entry(id.clone()).or_default() += bonus;
+                explain
+                    .entry(id.clone())
+                    .or_insert_with(|| blank(&id))
+                    .neighbour_bonus = bonus;
+            }
+        }
+    }
+    let scores: Vec<ScoredCandidate> = fused
+        .into_iter()
+        .map(|(record_id, score)| ScoredCandidate { record_id, score })
+        .collect();
+    let input = RelevanceInput {
+        query_sha256: query_sha256.to_owned(),
+        eligible: query.eligible.clone(),
+        feature_release,
+        ranker_release: RANKER_RELEASE.to_owned(),
+        scores,
+        max_results: query.max_results,
+    };
+    let receipt = input.rank_with_eligible_digest(eligible_set_sha256)?;
+    let explanations = receipt
+        .results
+        .iter()
+        .map(|r| {
+            explain
+                .remove(&r.record_id)
+                .unwrap_or_else(|| blank(&r.record_id))
+        })
+        .collect();
+    Ok(Recall {
+        input,
+        receipt,
+        explanations,
+        vector_plan,
+        cache_hit: false,
+    })
+}
+
+/// The in-memory targets as a candidate source for one read.
+pub struct MemorySource<'a> {
+    lexical: &'a LexicalIndex,
+    vector: &'a VectorIndex,
+    ids: Vec<&'a str>,
+    tenant_id: &'a str,
+    policy_sha256: &'a str,
+    /// The eligible docs of the lexical target (empty when the read needs
+    /// none of BM25, claim keys or neighbours).
+    lex_docs: DocSet,
+}
+
+impl<'a> MemorySource<'a> {
+    /// The source of `query` over these targets; the lexical docs are
+    /// resolved only when `lexical_needed`.
+    pub fn new(
+        lexical: &'a LexicalIndex,
+        vector: &'a VectorIndex,
+        query: &RecallQuery<'a>,
+        lexical_needed: bool,
+    ) -> Self {
+        let ids: Vec<&'a str> = query
+            .eligible
+            .entries
+            .iter()
+            .map(|e| e.record_id.as_str())
+            .collect();
+        let lex_docs = if lexical_needed {
+            lexical.resolve_ids(ids.iter().copied(), query.tenant_id, query.policy_sha256)
+        } else {
+            DocSet::default()
+        };
+        MemorySource {
+            lexical,
+            vector,
+            ids,
+            tenant_id: query.tenant_id,
+            policy_sha256: query.policy_sha256,
+            lex_docs,
+        }
+    }
+}
+
+impl CandidateSource for MemorySource<'_> {
+    fn lexical_hits(
+        &mut self,
+        query_terms: &[String],
+        depth: usize,
+        params: &LexicalParams,
+    ) -> Result<Vec<Hit>, IndexError> {
+        Ok(self
+            .lexical
+            .search_with(query_terms, &self.lex_docs, depth, params))
+    }
+
+    fn vector_hits(
+        &mut self,
+        query_vector: &[f32],
+        depth: usize,
+    ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
+        let docs =
+            self.vector
+                .resolve_ids(self.ids.iter().copied(), self.tenant_id, self.policy_sha256);
+        Ok(self.vector.search_docs(query_vector, &docs, depth))
+    }
+
+    fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError> {
+        Ok(self
+            .lexical
+            .claim_docs(self.tenant_id, claim_key, &self.lex_docs))
+    }
+
+    fn speaker_named(
+        &self,
+        record_id: &str,
+        query_terms: &[String],
+        person: Option<Option<Role>>,
+    ) -> bool {
+        self.lexical.speaker_named(record_id, query_terms, person)
+    }
+
+    fn created_at(&self, record_id: &str) -> Option<u64> {
+        self.lexical.created_at(record_id)
+    }
+
+    fn neighbours(&self, record_id: &str) -> Vec<String> {
+        self.lexical.neighbours(record_id, &self.lex_docs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mosaic_harness::canonical::sha256_hex;
+    use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet, verify_relevance_receipt};
+
+    /// A source that is not an index: fixed lists and features, and a log
+    /// of which generators ran.
+    #[derive(Default)]
+    struct Scripted {
+        calls: Vec<&'static str>,
+    }
+
+    fn hit(id: &str, score: f32) -> Hit {
+        Hit {
+            record_id: id.into(),
+            score,
+        }
+    }
+
+    impl CandidateSource for Scripted {
+        fn lexical_hits(
+            &mut self,
+            _: &[String],
+            depth: usize,
+            _: &LexicalParams,
+        ) -> Result<Vec<Hit>, IndexError> {
+            self.calls.push("lexical");
+            let mut hits = vec![hit("a", 3.0), hit("b", 2.0), hit("c", 1.0)];
+            hits.truncate(depth);
+            Ok(hits)
+        }
+
+        fn vector_hits(
+            &mut self,
+            _: &[f32],
+            _: usize,
+        ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
+            self.calls.push("vector");
+            Ok((
+                SearchPlan::ExactScan,
+                vec![hit("c", 0.9), hit("a", 0.5), hit("b", 0.1)],
+            ))
+        }
+
+        fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError> {
+            self.calls.push("claims");
+            Ok(if claim_key == "pet.name" {
+                vec!["b".into()]
+            } else {
+                Vec::new()
+            })
+        }
+
+        fn speaker_named(&self, record_id: &str, _: &[String], _: Option<Option<Role>>) -> bool {
+            record_id == "c"
+        }
+
+        fn created_at(&self, record_id: &str) -> Option<u64> {
+            Some(match record_id {
+                "a" => 1,
+                "b" => 2,
+                _ => 3,
+            })
+        }
+
+        fn neighbours(&self, _: &str) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    fn eligible() -> EligibleSet {
+        EligibleSet {
+            read_context_sha256: sha256_hex(b"read"),
+            entries: ["a", "b", "c"]
+                .iter()
+                .map(|id| EligibleEntry {
+                    record_id: (*id).into(),
+                    content_sha256: sha256_hex(id.as_bytes()),
+                })
+                .collect(),
+        }
+    }
+
+    fn run(mode: RetrievalMode, text: &str, claim_keys: &[String]) -> (Vec<&'static str>, Recall) {
+        let set = eligible();
+        let query = RecallQuery {
+            tenant_id: "t",
+            policy_sha256: "p",
+            selector_release: "s",
+            read_subject: "r",
+            revocation_generation: 0,
+            text,
+            claim_keys,
+            eligible: &set,
+            max_results: 10,
+            mode,
+        };
+        let config = FunnelConfig::default();
+        let mut source = Scripted::default();
+        let vector = [1.0f32, 0.0];
+        let candidates = gather(&mut source, &config, &query, Some(&vector)).unwrap();
+        let digest = set.digest().unwrap();
+        let recall = fuse(
+            &config,
+            &query,
+            candidates,
+            &source,
+            &sha256_hex(text.as_bytes()),
+            digest,
+            "features".into(),
+        )
+        .unwrap();
+        (source.calls, recall)
+    }
+
+    #[test]
+    fn only_the_generators_the_mode_asks_for_run() {
+        let claims = ["pet.name".to_owned()];
+        assert_eq!(run(RetrievalMode::Lexical, "x", &[]).0, ["lexical"]);
+        assert_eq!(run(RetrievalMode::Vector, "x", &[]).0, ["vector"]);
+        assert_eq!(
+            run(RetrievalMode::Hybrid, "x", &claims).0,
+            ["lexical", "vector", "claims"]
+        );
+    }
+
+    #[test]
+    fn fusion_takes_features_from_whatever_source_answers() {
+        let claims = ["pet.name".to_owned()];
+        let (_, plain) = run(RetrievalMode::Hybrid, "what happened", &[]);
+        let (_, recall) = run(RetrievalMode::Hybrid, "what happened", &claims);
+        let by_id = |r: &Recall, id: &str| {
+            r.explanations
+                .iter()
+                .zip(&r.receipt.results)
+                .find(|(e, _)| e.record_id == id)
+                .map(|(e, s)| (e.clone(), s.score))
+                .unwrap()
+        };
+        // The source names c's speaker: c gains half its score.
+        let (c, c_score) = by_id(&recall, "c");
+        assert!(c.speaker_bonus > 0);
+        assert_eq!(c.speaker_bonus, (c_score - c.speaker_bonus) / 2);
+        assert_eq!(by_id(&plain, "a").0.speaker_bonus, 0);
+        // b matches the claim key: the structured weight is added.
+        let (b, b_score) = by_id(&recall, "b");
+        assert!(b.structured && b_score > by_id(&plain, "b").1);
+        assert_eq!(recall.receipt.ranker_release, RANKER_RELEASE);
+        verify_relevance_receipt(&recall.input, &recall.receipt).unwrap();
+        // A current-state question: the source's newest record gains recency.
+        let (_, now) = run(RetrievalMode::Hybrid, "where is it now", &[]);
+        assert_eq!(by_id(&now, "a").0.recency_bonus, 0);
+        assert!(by_id(&now, "c").0.recency_bonus > 0);
+    }
+}

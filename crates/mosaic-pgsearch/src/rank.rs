@@ -1,0 +1,472 @@
+//! The shared ranker's candidate source over the PostgreSQL targets.
+//!
+//! [`PgCandidates`] implements `mosaic_index::fusion::CandidateSource`, so
+//! a read over PostgreSQL is ranked by the same fusion as a read over the
+//! in-memory targets (`mosaic_index::fusion::fuse`, ranker release
+//! `mosaic_index::funnel::RANKER_RELEASE`), from the same inputs:
+//!
+//! * BM25 over turn windows, computed here by
+//!   `mosaic_index::lexical::bm25_scores` from what each lexical row stores
+//!   (the analyzer's terms and frequencies, the document length), with the
+//!   statistics of the subjects the eligible records belong to: document
+//!   count and total length of every live row of those subjects, and each
+//!   query term's document frequency among them, as the in-memory index
+//!   keeps them per subject partition. Turn windows run over the eligible
+//!   records of a subject ordered by creation time, then publication
+//!   sequence (the in-memory index orders equal times by publication too).
+//! * Vector similarity with the in-memory kernel (`mosaic_index::ann::dot`)
+//!   over the eligible vectors nearest by pgvector's exact cosine distance
+//!   (a sequential scan of the eligible rows, never the approximate HNSW
+//!   index), with a margin of extra rows so that float rounding between the
+//!   two distance computations cannot change which records are kept. The
+//!   Equally similar records are kept in publication order (each vector
+//!   row has a publication sequence number), as the in-memory scan keeps
+//!   them in doc order. The
+//!   in-memory index also scans exactly up to `AnnConfig::exact_limit`
+//!   eligible records; above that it uses its graph and the two may differ.
+//! * Claim keys, speaker labels and roles, creation times and neighbours
+//!   from the eligible lexical rows.
+//!
+//! Everything is read in one read-only, repeatable-read transaction as the
+//! reading tenant (row-level security applies, and every statement also
+//! names the tenant and policy), so a read sees one state of both tables.
+//! Only live rows exist in the document tables: the generation fence
+//! ([`crate::fence`]) deletes a record's row when it applies its tombstone.
+
+use std::collections::{BTreeMap, HashMap};
+
+use mosaic_index::ann::dot;
+use mosaic_index::embed::check_embedding;
+use mosaic_index::funnel::{FunnelConfig, Recall, RecallQuery, feature_release_of, query_digest};
+use mosaic_index::fusion::{CandidateSource, fuse, gather};
+use mosaic_index::lexical::{LexicalParams, bm25_avgdl, bm25_idf, bm25_scores};
+use mosaic_index::text::{ANALYZER_RELEASE, Role};
+use mosaic_index::{Hit, IndexError, SearchPlan};
+use pgvector::Vector;
+use postgres::{Client, IsolationLevel, Transaction};
+
+use crate::PgLexicalIndex;
+use crate::error::{PgSearchError, PgSearchResult};
+use crate::fence::enter_tenant;
+use crate::schema;
+
+/// Rows fetched beyond the candidate depth by pgvector's distance before
+/// they are scored again with the in-memory kernel.
+pub const VECTOR_MARGIN: usize = 32;
+
+/// One eligible lexical row.
+struct Row {
+    record_id: String,
+    subject: usize,
+    created_at_ms: i64,
+    seq: i64,
+    doc_len: u32,
+    speaker: Vec<String>,
+    role: Option<Role>,
+    claim_keys: Vec<String>,
+}
+
+/// One read's candidates over the PostgreSQL targets (see the module
+/// documentation). Holds the read's transaction until dropped.
+pub struct PgCandidates<'a> {
+    tx: Transaction<'a>,
+    tenant_id: &'a str,
+    policy_sha256: &'a str,
+    ids: Vec<String>,
+    rows: Vec<Row>,
+    by_id: HashMap<String, usize>,
+    subjects: Vec<String>,
+    /// Per row: its place in its subject's eligible timeline.
+    place: Vec<usize>,
+    /// Per subject: its eligible rows in time order.
+    timelines: Vec<Vec<usize>>,
+}
+
+impl std::fmt::Debug for PgCandidates<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgCandidates")
+            .field("eligible_rows", &self.rows.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_role(name: Option<String>) -> PgSearchResult<Option<Role>> {
+    match name.as_deref() {
+        None => Ok(None),
+        Some("user") => Ok(Some(Role::User)),
+        Some("assistant") => Ok(Some(Role::Assistant)),
+        Some(other) => Err(PgSearchError::Database(format!(
+            "unknown stored speaker role {other:?}"
+        ))),
+    }
+}
+
+impl<'a> PgCandidates<'a> {
+    /// Opens the read and loads the eligible lexical rows among `ids`.
+    /// Refuses with [`PgSearchError::Schema`] when an eligible row was
+    /// indexed by another analyzer release (or before schema version 2):
+    /// its terms would not be comparable, so it must be published again.
+    pub(crate) fn open(
+        client: &'a mut Client,
+        tenant_id: &'a str,
+        policy_sha256: &'a str,
+        ids: &[String],
+    ) -> PgSearchResult<Self> {
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        enter_tenant(&mut tx, tenant_id)?;
+        let mut ids = ids.to_vec();
+        ids.sort();
+        ids.dedup();
+        let found = tx.query(
+            "SELECT record_id, subject_key, created_at_ms, seq, doc_len, speaker, speaker_role,
+                    claim_keys, analyzer
+             FROM pgsearch_lexical
+             WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3)",
+            &[&tenant_id, &policy_sha256, &ids],
+        )?;
+        let mut subject_ids: BTreeMap<String, usize> = BTreeMap::new();
+        let mut subjects = Vec::new();
+        let mut rows = Vec::with_capacity(found.len());
+        for r in &found {
+            let analyzer: Option<String> = r.try_get(8)?;
+            if analyzer.as_deref() != Some(ANALYZER_RELEASE) {
+                return Err(PgSearchError::Schema(format!(
+                    "an eligible record was indexed by analyzer {analyzer:?}, not \
+                     {ANALYZER_RELEASE}: publish the lexical target again"
+                )));
+            }
+            let subject_key: String = r.try_get(1)?;
+            let next = subjects.len();
+            let subject = *subject_ids.entry(subject_key.clone()).or_insert(next);
+            if subject == next {
+                subjects.push(subject_key);
+            }
+            let seq: Option<i64> = r.try_get(3)?;
+            let doc_len: Option<i32> = r.try_get(4)?;
+            let speaker: Option<Vec<String>> = r.try_get(5)?;
+            let claim_keys: Option<Vec<String>> = r.try_get(7)?;
+            rows.push(Row {
+                record_id: r.try_get(0)?,
+                subject,
+                created_at_ms: r.try_get(2)?,
+                seq: seq.unwrap_or(0),
+                doc_len: doc_len.and_then(|l| u32::try_from(l).ok()).unwrap_or(0),
+                speaker: speaker.unwrap_or_default(),
+                role: parse_role(r.try_get(6)?)?,
+                claim_keys: claim_keys.unwrap_or_default(),
+            });
+        }
+        let mut timelines: Vec<Vec<usize>> = vec![Vec::new(); subjects.len()];
+        for (i, row) in rows.iter().enumerate() {
+            timelines[row.subject].push(i);
+        }
+        let mut place = vec![0; rows.len()];
+        for timeline in &mut timelines {
+            timeline.sort_by_key(|&i| (rows[i].created_at_ms, rows[i].seq));
+            for (p, &i) in timeline.iter().enumerate() {
+                place[i] = p;
+            }
+        }
+        let by_id = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.record_id.clone(), i))
+            .collect();
+        Ok(PgCandidates {
+            tx,
+            tenant_id,
+            policy_sha256,
+            ids,
+            rows,
+            by_id,
+            subjects,
+            place,
+            timelines,
+        })
+    }
+
+    /// Number of eligible lexical rows.
+    pub fn eligible_rows(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Up to `radius` eligible rows on each side of `row` in its subject's
+    /// timeline, with their distance (1 = adjacent).
+    fn window(&self, row: usize, radius: usize) -> Vec<(usize, usize)> {
+        let timeline = &self.timelines[self.rows[row].subject];
+        let p = self.place[row];
+        let before = timeline[..p].iter().rev().take(radius);
+        let after = timeline[p + 1..].iter().take(radius);
+        before
+            .enumerate()
+            .chain(after.enumerate())
+            .map(|(i, &x)| (x, i + 1))
+            .collect()
+    }
+
+    fn bm25(
+        &mut self,
+        query_terms: &[String],
+        depth: usize,
+        params: &LexicalParams,
+    ) -> PgSearchResult<Vec<Hit>> {
+        let mut query: Vec<String> = query_terms.to_vec();
+        query.sort();
+        query.dedup();
+        if self.rows.is_empty() || query.is_empty() || depth == 0 {
+            return Ok(Vec::new());
+        }
+        let stats = self.tx.query_one(
+            "SELECT count(*)::BIGINT, coalesce(sum(doc_len), 0)::BIGINT FROM pgsearch_lexical
+             WHERE tenant_id = $1 AND subject_key = ANY($2)",
+            &[&self.tenant_id, &self.subjects],
+        )?;
+        let n = u64::try_from(stats.try_get::<_, i64>(0)?).unwrap_or(0);
+        let total_len = u64::try_from(stats.try_get::<_, i64>(1)?).unwrap_or(0);
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut df: HashMap<String, u64> = HashMap::new();
+        for r in self.tx.query(
+            "SELECT t.term, count(*)::BIGINT
+             FROM pgsearch_lexical d CROSS JOIN LATERAL unnest(d.terms) AS t(term)
+             WHERE d.tenant_id = $1 AND d.subject_key = ANY($2) AND d.terms && $3
+                   AND t.term = ANY($3)
+             GROUP BY t.term",
+            &[&self.tenant_id, &self.subjects, &query],
+        )? {
+            df.insert(
+                r.try_get(0)?,
+                u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0),
+            );
+        }
+        let idfs: Vec<f32> = query
+            .iter()
+            .map(|t| bm25_idf(n, df.get(t).copied().unwrap_or(0)))
+            .collect();
+        let mut tfs: HashMap<usize, Vec<f32>> = HashMap::new();
+        for r in self.tx.query(
+            "SELECT record_id, terms, tfs FROM pgsearch_lexical
+             WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3)
+                   AND terms && $4",
+            &[&self.tenant_id, &self.policy_sha256, &self.ids, &query],
+        )? {
+            let record_id: String = r.try_get(0)?;
+            let Some(&row) = self.by_id.get(&record_id) else {
+                continue;
+            };
+            let terms: Vec<String> = r.try_get(1)?;
+            let counts: Vec<i32> = r.try_get(2)?;
+            let mut tf = vec![0.0f32; query.len()];
+            for (term, count) in terms.iter().zip(&counts) {
+                if let Ok(qi) = query.binary_search(term) {
+                    tf[qi] += u32::try_from(*count).unwrap_or(0) as f32;
+                }
+            }
+            tfs.insert(row, tf);
+        }
+        let avgdl = bm25_avgdl(n, total_len);
+        let mut scored = bm25_scores(
+            &tfs,
+            &idfs,
+            avgdl,
+            params,
+            |d| self.rows[d].doc_len as f32,
+            |d, radius| self.window(d, radius),
+        );
+        scored.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| self.rows[a.0].record_id.cmp(&self.rows[b.0].record_id))
+        });
+        scored.truncate(depth);
+        Ok(scored
+            .into_iter()
+            .map(|(d, score)| Hit {
+                record_id: self.rows[d].record_id.clone(),
+                score,
+            })
+            .collect())
+    }
+
+    fn nearest(&mut self, query_vector: &[f32], depth: usize) -> PgSearchResult<Vec<Hit>> {
+        let dimension = schema::stored_dimension(&mut self.tx)?;
+        check_embedding(query_vector, dimension)?;
+        if depth == 0 || self.ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(depth.saturating_add(VECTOR_MARGIN)).unwrap_or(i64::MAX);
+        let vector = Vector::from(query_vector.to_vec());
+        // MATERIALIZED: the eligible rows are scanned and their exact
+        // distances sorted; the approximate HNSW index is never used here.
+        let rows = self.tx.query(
+            "WITH eligible AS MATERIALIZED (
+                 SELECT record_id, embedding, seq FROM pgsearch_vector
+                 WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3))
+             SELECT record_id, embedding, seq FROM eligible
+             ORDER BY embedding <=> $4, seq, record_id LIMIT $5",
+            &[
+                &self.tenant_id,
+                &self.policy_sha256,
+                &self.ids,
+                &vector,
+                &limit,
+            ],
+        )?;
+        let mut scored = rows
+            .iter()
+            .map(|r| {
+                let embedding: Vector = r.try_get(1)?;
+                let seq: Option<i64> = r.try_get(2)?;
+                let hit = Hit {
+                    record_id: r.try_get(0)?,
+                    score: dot(query_vector, embedding.as_slice()),
+                };
+                Ok((hit, seq.unwrap_or(i64::MAX)))
+            })
+            .collect::<Result<Vec<_>, postgres::Error>>()?;
+        // The best `depth`, equal similarities by publication order (as the
+        // in-memory scan keeps them), then best first, ties by record id.
+        scored.sort_by(|(a, sa), (b, sb)| b.score.total_cmp(&a.score).then_with(|| sa.cmp(sb)));
+        scored.truncate(depth);
+        let mut hits: Vec<Hit> = scored.into_iter().map(|(h, _)| h).collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.record_id.cmp(&b.record_id))
+        });
+        Ok(hits)
+    }
+
+    fn row(&self, record_id: &str) -> Option<&Row> {
+        self.by_id.get(record_id).map(|&i| &self.rows[i])
+    }
+}
+
+impl CandidateSource for PgCandidates<'_> {
+    fn lexical_hits(
+        &mut self,
+        query_terms: &[String],
+        depth: usize,
+        params: &LexicalParams,
+    ) -> Result<Vec<Hit>, IndexError> {
+        self.bm25(query_terms, depth, params)
+            .map_err(PgSearchError::into_index_error)
+    }
+
+    fn vector_hits(
+        &mut self,
+        query_vector: &[f32],
+        depth: usize,
+    ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
+        self.nearest(query_vector, depth)
+            .map(|hits| (SearchPlan::ExactScan, hits))
+            .map_err(PgSearchError::into_index_error)
+    }
+
+    fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError> {
+        let mut out: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.claim_keys.iter().any(|k| k == claim_key))
+            .map(|r| r.record_id.clone())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn speaker_named(
+        &self,
+        record_id: &str,
+        query_terms: &[String],
+        person: Option<Option<Role>>,
+    ) -> bool {
+        let Some(row) = self.row(record_id) else {
+            return false;
+        };
+        if let (Some(person), Some(role)) = (person, row.role) {
+            return person == Some(role);
+        }
+        !row.speaker.is_empty() && query_terms.iter().any(|t| row.speaker.contains(t))
+    }
+
+    fn created_at(&self, record_id: &str) -> Option<u64> {
+        self.row(record_id)
+            .and_then(|r| u64::try_from(r.created_at_ms).ok())
+    }
+
+    fn neighbours(&self, record_id: &str) -> Vec<String> {
+        let Some(&i) = self.by_id.get(record_id) else {
+            return Vec::new();
+        };
+        let timeline = &self.timelines[self.rows[i].subject];
+        let p = self.place[i];
+        let before = p.checked_sub(1).map(|q| timeline[q]);
+        let after = timeline.get(p + 1).copied();
+        [before, after]
+            .into_iter()
+            .flatten()
+            .map(|x| self.rows[x].record_id.clone())
+            .collect()
+    }
+}
+
+/// Ranks `query` over the PostgreSQL targets with the shared ranker: the
+/// candidates of [`PgCandidates`] (opened on `lexical`'s connection), then
+/// `mosaic_index::fusion::fuse` with `config`. `query_vector` is the
+/// embedded query (`None` skips vectors); `embedder_release` names the
+/// embedder that made it and the stored vectors. The receipt's query digest
+/// and feature release are computed as the in-memory retriever computes
+/// them, so both paths give the same receipt for the same data.
+pub fn recall(
+    lexical: &mut PgLexicalIndex,
+    config: &FunnelConfig,
+    query: &RecallQuery<'_>,
+    query_vector: Option<&[f32]>,
+    embedder_release: &str,
+) -> Result<Recall, IndexError> {
+    let eligible_set_sha256 = query.eligible.digest()?;
+    let feature_release = feature_release_of(embedder_release);
+    let query_sha256 = query_digest(query, &eligible_set_sha256, config, &feature_release)?;
+    let ids: Vec<String> = query
+        .eligible
+        .entries
+        .iter()
+        .map(|e| e.record_id.clone())
+        .collect();
+    let mut source = lexical
+        .candidates(query.tenant_id, query.policy_sha256, &ids)
+        .map_err(PgSearchError::into_index_error)?;
+    let candidates = gather(&mut source, config, query, query_vector)?;
+    fuse(
+        config,
+        query,
+        candidates,
+        &source,
+        &query_sha256,
+        eligible_set_sha256,
+        feature_release,
+    )
+}
+
+/// Keeps [`role_name`] and [`parse_role`] inverse to each other.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lexical::role_name;
+
+    #[test]
+    fn stored_role_names_read_back() {
+        for role in [Role::User, Role::Assistant] {
+            assert_eq!(
+                parse_role(Some(role_name(role).to_owned())).ok().flatten(),
+                Some(role)
+            );
+        }
+        assert!(parse_role(Some("moderator".into())).is_err());
+        assert_eq!(parse_role(None).ok().flatten(), None);
+    }
+}
