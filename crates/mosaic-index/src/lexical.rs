@@ -358,12 +358,14 @@ impl LexicalIndex {
     }
 
     /// The live records of one subject (`tenant_id`, `subject_key`) that
-    /// share the most index terms with `text`, most first (ties by record
-    /// id), at most `limit`: the texts a write guard compares a new one
-    /// with. A near-duplicate or a restatement shares most of its terms, so
-    /// it is among these however many records the subject holds; the cost
-    /// is the postings of `text`'s own terms in that subject. Empty when
-    /// `text` has no index term.
+    /// share the most index terms with `text`, weighting each shared term by
+    /// its rarity in the subject (`ln(1 + n / df)`), best first (ties by
+    /// record id), at most `limit`: the texts a write guard compares a new
+    /// one with. A near-duplicate or a restatement shares most of its terms,
+    /// the rare ones included, so it ranks among these however many records
+    /// the subject holds, while a word every record has (a speaker's name)
+    /// weighs little; the cost is the postings of `text`'s own terms in that
+    /// subject. Empty when `text` has no index term.
     pub fn sharing_terms(
         &self,
         tenant_id: &str,
@@ -385,17 +387,20 @@ impl LexicalIndex {
             .collect();
         term_ids.sort_unstable();
         term_ids.dedup();
-        let mut shared: HashMap<DocId, u32> = HashMap::new();
+        let n = partition.n_docs as f64;
+        let mut shared: HashMap<DocId, f64> = HashMap::new();
         for tid in term_ids {
-            for (doc, _) in partition.postings.get(&tid).map_or(&[][..], Vec::as_slice) {
-                *shared.entry(*doc).or_default() += 1;
+            let postings = partition.postings.get(&tid).map_or(&[][..], Vec::as_slice);
+            let weight = (1.0 + n / postings.len().max(1) as f64).ln();
+            for (doc, _) in postings {
+                *shared.entry(*doc).or_default() += weight;
             }
         }
-        let mut ranked: Vec<(u32, &str)> = shared
+        let mut ranked: Vec<(f64, &str)> = shared
             .into_iter()
-            .filter_map(|(doc, n)| Some((n, self.record_of(doc)?)))
+            .filter_map(|(doc, w)| Some((w, self.record_of(doc)?)))
             .collect();
-        ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
         ranked
             .into_iter()
             .take(limit)

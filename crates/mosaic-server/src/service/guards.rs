@@ -16,9 +16,14 @@ use crate::catalog::{SharedSemanticEvidence, WriteGuards};
 pub const TEXT_GUARD_RELEASE: &str = "mosaic.text-guard.v1";
 
 /// Most live records of one subject and kind a proposal's text is compared
-/// with: those sharing the most index terms with it (see
-/// [`ServiceCore::text_scan`]).
+/// with when the store is scanned (see [`ServiceCore::text_scan`]).
 pub const TEXT_SCAN_LIMIT: usize = 256;
+
+/// How many of the subject's records sharing the most (rarity-weighted)
+/// index terms with a proposal's text are compared with it. A duplicate or
+/// near-duplicate shares nearly all of them and ranks first; the rest leave
+/// room for restatements that share the subject and predicate only.
+pub const GUARD_CANDIDATES: usize = 32;
 
 /// The words of `text` after normalisation: lower case, every run of
 /// characters that are not letters or digits is one separator.
@@ -164,14 +169,16 @@ impl ServiceCore {
     /// deterministic pattern. The proposal's own record (a replay) and the
     /// record it declares it supersedes take no part.
     ///
-    /// The texts compared are the subject's readable records sharing the
-    /// most index terms with the proposal (the lexical index's postings of
-    /// the proposal's own terms): a duplicate, a near-duplicate or a
-    /// restatement of the same subject and predicate shares most of its
-    /// terms, so it is found whatever the subject's size, at a cost that
-    /// does not grow with it. A text without index terms (stopwords only),
-    /// and the PostgreSQL indexes, fall back to the first
-    /// `TEXT_SCAN_LIMIT` live records of the subject and kind in the store.
+    /// The texts compared are the `GUARD_CANDIDATES` indexed records of the
+    /// subject sharing the most rarity-weighted index terms with the
+    /// proposal (the lexical index's postings of the proposal's own terms),
+    /// each then read from the store so only live ones of the same kind
+    /// count: a duplicate, a near-duplicate or a restatement of the same
+    /// subject and predicate shares most of its terms, so it is found
+    /// whatever the subject's size, at a cost that does not grow with it. A
+    /// text without index terms (stopwords only), and the PostgreSQL
+    /// indexes, fall back to the first `TEXT_SCAN_LIMIT` live records of the
+    /// subject and kind in the store.
     pub(super) fn text_scan(
         &self,
         inner: &mut Inner,
@@ -194,9 +201,22 @@ impl ServiceCore {
         };
         let new = normalized_words(&request.content);
         let mut out = Vec::new();
-        let indexed = self.guard_candidates(tenant, request);
-        let rows: Vec<(String, String)> = match indexed {
-            Some(rows) => rows,
+        let live =
+            |state: RecordState| matches!(state, RecordState::Active | RecordState::Publishing);
+        let rows: Vec<(String, String)> = match self.guard_candidates(tenant, request) {
+            Some(ids) => {
+                let mut rows = Vec::with_capacity(ids.len());
+                for id in ids {
+                    if let Some(stored) = inner.store.get_record(&id)?
+                        && live(stored.state)
+                        && stored.record.kind == request.kind
+                        && stored.record.subject == request.subject
+                    {
+                        rows.push((id, stored.content));
+                    }
+                }
+                rows
+            }
             // Bounded: the first TEXT_SCAN_LIMIT live records of the
             // subject and kind (by record id, a digest: an arbitrary sample).
             None => inner
@@ -239,15 +259,11 @@ impl ServiceCore {
 }
 
 impl ServiceCore {
-    /// The readable records of the proposal's subject and kind sharing the
-    /// most index terms with its text, with their texts, from the embedded
-    /// lexical index; `None` when that index cannot answer (PostgreSQL
-    /// indexes, or a text without index terms).
-    fn guard_candidates(
-        &self,
-        tenant: &str,
-        request: &ProposeRequest,
-    ) -> Option<Vec<(String, String)>> {
+    /// The indexed records of the proposal's subject sharing the most
+    /// rarity-weighted index terms with its text, from the embedded lexical
+    /// index; `None` when that index cannot answer (PostgreSQL indexes, or
+    /// a text without index terms).
+    fn guard_candidates(&self, tenant: &str, request: &ProposeRequest) -> Option<Vec<String>> {
         if self.config.postgres.is_some() {
             return None;
         }
@@ -257,19 +273,12 @@ impl ServiceCore {
             tenant,
             &request.subject.key(),
             &request.content,
-            TEXT_SCAN_LIMIT,
+            GUARD_CANDIDATES,
         );
         if ids.is_empty() && mosaic_index::text::terms(&request.content).is_empty() {
             return None;
         }
-        Some(
-            ids.into_iter()
-                .filter_map(|id| {
-                    let entry = lexical.live_entry(&id)?;
-                    (entry.scope.kind == request.kind).then(|| (id, entry.text.clone()))
-                })
-                .collect(),
-        )
+        Some(ids)
     }
 }
 
