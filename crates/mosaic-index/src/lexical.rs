@@ -364,8 +364,10 @@ impl LexicalIndex {
     /// one with. A near-duplicate or a restatement shares most of its terms,
     /// the rare ones included, so it ranks among these however many records
     /// the subject holds, while a word every record has (a speaker's name)
-    /// weighs little; the cost is the postings of `text`'s own terms in that
-    /// subject. Empty when `text` has no index term.
+    /// weighs little (and is not walked at all when the text has a term
+    /// fewer than half of the records hold); the cost is the postings of
+    /// `text`'s own rare terms in that subject. Empty when `text` has no
+    /// index term.
     pub fn sharing_terms(
         &self,
         tenant_id: &str,
@@ -388,11 +390,23 @@ impl LexicalIndex {
         term_ids.sort_unstable();
         term_ids.dedup();
         let n = partition.n_docs as f64;
+        let postings: Vec<&[(DocId, u32)]> = term_ids
+            .iter()
+            .filter_map(|tid| partition.postings.get(tid).map(Vec::as_slice))
+            .collect();
+        // A term most of the subject's records hold (a speaker's name)
+        // tells none of them apart: its postings are walked only when the
+        // text has no rarer term, so the cost is the rare terms' postings.
+        let rare: Vec<&[(DocId, u32)]> = postings
+            .iter()
+            .copied()
+            .filter(|p| p.len() * 2 <= partition.n_docs as usize)
+            .collect();
+        let walked = if rare.is_empty() { postings } else { rare };
         let mut shared: HashMap<DocId, f64> = HashMap::new();
-        for tid in term_ids {
-            let postings = partition.postings.get(&tid).map_or(&[][..], Vec::as_slice);
-            let weight = (1.0 + n / postings.len().max(1) as f64).ln();
-            for (doc, _) in postings {
+        for list in walked {
+            let weight = (1.0 + n / list.len().max(1) as f64).ln();
+            for (doc, _) in list {
                 *shared.entry(*doc).or_default() += weight;
             }
         }
@@ -400,7 +414,12 @@ impl LexicalIndex {
             .into_iter()
             .filter_map(|(doc, w)| Some((w, self.record_of(doc)?)))
             .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        let order = |a: &(f64, &str), b: &(f64, &str)| b.0.total_cmp(&a.0).then(a.1.cmp(b.1));
+        if ranked.len() > limit && limit > 0 {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(order);
         ranked
             .into_iter()
             .take(limit)

@@ -126,3 +126,54 @@ fn equal_scores_tie_by_record_id() {
         vec!["a", "m", "z"]
     );
 }
+
+/// The write guard's candidates: the subject's records sharing the most
+/// rarity-weighted terms, a word every record holds weighing nothing, other
+/// subjects never, at most `limit`, and none once tombstoned.
+#[test]
+fn sharing_terms_finds_the_closest_texts_of_one_subject() {
+    let mut idx = lexical_index();
+    for i in 0..60 {
+        idx.publish(&publish(
+            &format!("r{i:02}"),
+            1,
+            0,
+            &format!("Caroline: note {} about parcel {}", i * 7, i * 11),
+        ))
+        .unwrap();
+    }
+    idx.publish(&publish(
+        "target",
+        1,
+        0,
+        "Caroline: the zebra quokka parade",
+    ))
+    .unwrap();
+    let mut other = publish("elsewhere", 1, 0, "Caroline: the zebra quokka parade");
+    other.scope = scope("tenant-a", "principal:bob");
+    idx.publish(&other).unwrap();
+    let found = idx.sharing_terms(
+        "tenant-a",
+        "principal:alice",
+        "Caroline: the zebra quokka parade again",
+        5,
+    );
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some("target"),
+        "{found:?}"
+    );
+    assert!(found.len() <= 5);
+    assert!(!found.iter().any(|id| id == "elsewhere"));
+    // Only the name in common: the name is walked (no rarer term), and
+    // every record shares it equally.
+    let by_name = idx.sharing_terms("tenant-a", "principal:alice", "Caroline", 3);
+    assert_eq!(by_name.len(), 3);
+    assert!(
+        idx.sharing_terms("tenant-b", "principal:alice", "zebra", 5)
+            .is_empty()
+    );
+    idx.tombstone("target", 2).unwrap();
+    let after = idx.sharing_terms("tenant-a", "principal:alice", "zebra quokka parade", 5);
+    assert!(!after.iter().any(|id| id == "target"), "{after:?}");
+}
