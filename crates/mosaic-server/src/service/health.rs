@@ -8,7 +8,7 @@ impl ServiceCore {
     /// Liveness and a few numbers.
     pub fn health(&self) -> ServiceResult<HealthResponse> {
         let (store_schema_version, revocation_generation) = {
-            let mut inner = self.reader()?;
+            let mut inner = lock(&self.health_reader)?;
             (
                 inner.store.schema_version()?,
                 inner.store.revocation_generation()?,
@@ -18,9 +18,27 @@ impl ServiceCore {
             status: "ok".to_owned(),
             store_schema_version,
             revocation_generation,
-            indexed_records: self.read_indexes().retriever.lexical.live_count(),
+            indexed_records: self.indexed_records_now(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
         })
+    }
+
+    /// The lexical index's live count, or, while an outbox pass holds the
+    /// index write lock applying deliveries, the count last read: health
+    /// answers at once either way.
+    fn indexed_records_now(&self) -> usize {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.indexes.try_read() {
+            Ok(ix) => {
+                let n = ix.retriever.lexical.live_count();
+                self.indexed_records.store(n, Relaxed);
+                n
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                p.into_inner().retriever.lexical.live_count()
+            }
+            Err(std::sync::TryLockError::WouldBlock) => self.indexed_records.load(Relaxed),
+        }
     }
 
     /// The audit chain's head after walking the whole chain (refused when
@@ -120,5 +138,45 @@ impl ServiceCore {
             }
         }
         Ok(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::embedder::EmbedderKind;
+
+    /// `/health` waits on no request: it answers while every pooled read
+    /// connection is taken and an outbox pass holds the index write lock.
+    #[test]
+    fn health_answers_while_the_read_pool_and_the_index_write_lock_are_held()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = ServerConfig {
+            data_dir: dir.path().join("data"),
+            embedder: EmbedderKind::Hash,
+            read_connections: 2,
+            ..ServerConfig::default()
+        };
+        let (service, _) = Service::open(config)?;
+        let core = &service.core;
+        let before = core.health()?;
+        let held = [core.reader()?, core.reader()?];
+        let ix = core.write_indexes();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let answered = std::thread::scope(|s| {
+            s.spawn(|| tx.send(core.health().map(|h| h.indexed_records)));
+            let answered = rx.recv_timeout(Duration::from_secs(5));
+            drop(ix);
+            drop(held);
+            answered
+        });
+        match answered {
+            Ok(Ok(n)) => assert_eq!(n, before.indexed_records),
+            other => panic!("health did not answer at once: {other:?}"),
+        }
+        Ok(())
     }
 }

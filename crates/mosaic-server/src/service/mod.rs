@@ -260,9 +260,15 @@ pub struct ServiceCore {
     /// Read connections: recall, get, list, authentication, the reads of a
     /// proposal and of an outbox pass. Never wait for the writer.
     readers: sync::Pool<Inner>,
+    /// `/health`'s own read connection, so a probe never queues behind the
+    /// requests holding the pool's connections.
+    health_reader: Mutex<Inner>,
     /// The indexes: ranking takes the read side; an outbox pass takes the
     /// write side only to apply deliveries it prepared (embedded) before.
     indexes: RwLock<Indexes>,
+    /// The indexed record count `/health` last read, answered while an
+    /// outbox pass holds the index write lock (health never waits on it).
+    indexed_records: std::sync::atomic::AtomicUsize,
     /// Injected outbox faults (tests only; `None` in the product).
     faults: Mutex<Option<Arc<dyn OutboxFaults>>>,
     /// Commits made and outbox passes finished, for proposals that wait to
@@ -477,6 +483,7 @@ impl Service {
         let readers = (0..config.read_connections.max(1))
             .map(|_| open_pair(false))
             .collect::<ServiceResult<Vec<_>>>()?;
+        let health_reader = Mutex::new(open_pair(false)?);
         let pg = match &config.postgres {
             Some(url) => Some(Mutex::new(PgTargets::connect(url, embedder.clone())?)),
             None => None,
@@ -485,7 +492,9 @@ impl Service {
         let core = ServiceCore {
             writer: Mutex::new(writer),
             readers: sync::Pool::new(readers),
+            health_reader,
             indexes: RwLock::new(Indexes { retriever, pg }),
+            indexed_records: std::sync::atomic::AtomicUsize::new(0),
             faults: Mutex::new(None),
             progress: sync::Progress::default(),
             pass: Mutex::new(()),
