@@ -512,6 +512,12 @@ impl Service {
         };
         let admin_key_file = core.bootstrap_admin_key()?;
         let switched_from = core.load_indexes()?;
+        // The count `/health` answers while the index lock is taken, until
+        // it reads one itself.
+        core.indexed_records.store(
+            core.read_indexes().retriever.lexical.live_count(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let identity = core.embedder_identity();
         let core = Arc::new(core);
         let worker = sync::spawn_worker(core.clone())?;
