@@ -366,24 +366,28 @@ impl LexicalIndex {
     /// the subject holds, while a word every record has (a speaker's name)
     /// weighs little (and is not walked at all when the text has a term
     /// fewer than half of the records hold); the cost is the postings of
-    /// `text`'s own rare terms in that subject. Empty when `text` has no
-    /// index term.
+    /// `text`'s own rare terms in that subject. `None` when `text` has no
+    /// index term (stopwords only): the index cannot tell its neighbours.
     pub fn sharing_terms(
         &self,
         tenant_id: &str,
         subject_key: &str,
         text: &str,
         limit: usize,
-    ) -> Vec<String> {
+    ) -> Option<Vec<String>> {
+        let text_terms = terms(text);
+        if text_terms.is_empty() {
+            return None;
+        }
         let b = &self.backend;
         let Some(&pid) = b
             .partition_ids
             .get(&(tenant_id.to_owned(), subject_key.to_owned()))
         else {
-            return Vec::new();
+            return Some(Vec::new());
         };
         let partition = &b.partitions[pid as usize];
-        let mut term_ids: Vec<u32> = terms(text)
+        let mut term_ids: Vec<u32> = text_terms
             .iter()
             .filter_map(|t| b.vocab.get(t.as_str()).copied())
             .collect();
@@ -420,11 +424,13 @@ impl LexicalIndex {
             ranked.truncate(limit);
         }
         ranked.sort_by(order);
-        ranked
-            .into_iter()
-            .take(limit)
-            .map(|(_, id)| id.to_owned())
-            .collect()
+        Some(
+            ranked
+                .into_iter()
+                .take(limit)
+                .map(|(_, id)| id.to_owned())
+                .collect(),
+        )
     }
 
     pub(crate) fn search_docs(&self, query_terms: &[String], docs: &DocSet, k: usize) -> Vec<Hit> {

@@ -267,18 +267,12 @@ impl ServiceCore {
         if self.config.postgres.is_some() {
             return None;
         }
-        let ix = self.read_indexes();
-        let lexical = &ix.retriever.lexical;
-        let ids = lexical.sharing_terms(
+        self.read_indexes().retriever.lexical.sharing_terms(
             tenant,
             &request.subject.key(),
             &request.content,
             GUARD_CANDIDATES,
-        );
-        if ids.is_empty() && mosaic_index::text::terms(&request.content).is_empty() {
-            return None;
-        }
-        Some(ids)
+        )
     }
 }
 

@@ -410,11 +410,7 @@ fn drop_reasons(
     for decision in decisions {
         if let mosaic_harness::memory_scope::DecisionOutcome::Dropped { reason } = &decision.outcome
         {
-            let name = serde_json::to_value(reason)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_else(|| format!("{reason:?}"));
-            *counts.entry(name).or_insert(0) += 1;
+            *counts.entry(reason.as_str().to_owned()).or_insert(0) += 1;
         }
     }
     counts
