@@ -107,11 +107,11 @@ mod tests {
         );
         assert_eq!(
             report.record_set_sha256,
-            "b348b7d20ee02f8a4a059f1e6d0026eb5dd0431a76898582d66dbfd6ede8e600"
+            "1fe0451ffc2f00daeaac3a09cb8992361eb399e13f512454dda09492f96423e3"
         );
         assert_eq!(
             report.receipt.receipt_sha256,
-            "32163c151e7d6bfb1844bf624815fee98c207dc4f1529bf9dfe54f86176fb771"
+            "e38a182e6de100c630cc154c754447cc0b697da8f17f7e9ebbf3107b2ceecf94"
         );
     }
 }

@@ -4,6 +4,7 @@
 //! ranges, and re-emitted sorted by the UTF-16 code units of their names.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use serde::ser::{self, Serialize};
 
@@ -58,13 +59,37 @@ pub(crate) struct Members<'a> {
     pending_key: Option<String>,
 }
 
+type MemberList = Vec<(Cow<'static, str>, usize, usize)>;
+
+thread_local! {
+    /// Member lists to reuse: structs nest, so several are in use at once.
+    static MEMBER_LISTS: RefCell<Vec<MemberList>> = const { RefCell::new(Vec::new()) };
+    /// The values of the struct being finished. Only one `finish` runs at a
+    /// time on a thread (a nested struct finishes while its value is
+    /// written, before its parent's `finish`), so one buffer serves all.
+    static VALUES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// UTF-16 code unit order of two member names; ASCII names compare as
+/// their bytes do.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.as_bytes().cmp(b.as_bytes())
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
 impl<'a> Members<'a> {
     fn new(out: &'a mut Vec<u8>, variant: Option<&'static str>) -> Self {
         let base = out.len();
+        let members = MEMBER_LISTS
+            .with(|lists| lists.borrow_mut().pop())
+            .unwrap_or_default();
         Members {
             out,
             base,
-            members: Vec::new(),
+            members,
             variant,
             pending_key: None,
         }
@@ -79,11 +104,31 @@ impl<'a> Members<'a> {
     }
 
     fn finish(mut self) -> R {
-        let region = self.out.split_off(self.base);
-        self.members
-            .sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-        if self.members.windows(2).any(|w| w[0].0 == w[1].0) {
-            return Err(CanonicalError::Serialize("duplicate member name".into()));
+        let result = VALUES.with(|values| {
+            let mut region = values.borrow_mut();
+            region.clear();
+            region.extend_from_slice(&self.out[self.base..]);
+            self.out.truncate(self.base);
+            self.write_sorted(&region)
+        });
+        let mut members = std::mem::take(&mut self.members);
+        members.clear();
+        MEMBER_LISTS.with(|lists| lists.borrow_mut().push(members));
+        result
+    }
+
+    /// Writes the members, sorted by name, with their values from `region`
+    /// (the bytes written past `base`).
+    fn write_sorted(&mut self, region: &[u8]) -> R {
+        if !self
+            .members
+            .windows(2)
+            .all(|w| utf16_order(&w[0].0, &w[1].0).is_lt())
+        {
+            self.members.sort_by(|a, b| utf16_order(&a.0, &b.0));
+            if self.members.windows(2).any(|w| w[0].0 == w[1].0) {
+                return Err(CanonicalError::Serialize("duplicate member name".into()));
+            }
         }
         if let Some(variant) = self.variant {
             self.out.push(b'{');

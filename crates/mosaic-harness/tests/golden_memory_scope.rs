@@ -11,9 +11,10 @@ use mosaic_harness::fixtures::{
     fixture_source, scoped_selection_context, scoped_selection_records,
 };
 use mosaic_harness::memory_scope::{
-    ContextBudget, ContextLane, READ_CONTEXT_DOMAIN, RECORD_SET_DOMAIN, RelevanceInput,
-    SELECTION_DECISIONS_DOMAIN, ScoredCandidate, SourceSetManifest, allocate_selected_memory,
-    eligible_set, rank_relevance, record_set_digest, select_memory, sign_source_set,
+    ContextBudget, ContextLane, READ_CONTEXT_DOMAIN, RECORD_DOMAIN, RECORD_SET_DOMAIN,
+    RelevanceInput, SELECTION_DECISIONS_DOMAIN, ScoredCandidate, SourceSetManifest,
+    allocate_selected_memory, eligible_set, rank_relevance, record_set_digest, select_memory,
+    sign_source_set,
 };
 use serde_json::{Value, json};
 
@@ -74,16 +75,31 @@ fn vectors() -> BTreeMap<String, Value> {
                "sha256": sha256_hex(&context_bytes)}),
     );
     assert_eq!(sha256_hex(&context_bytes), ctx.digest().unwrap());
-    let set_bytes = domain_bytes(RECORD_SET_DOMAIN, &{
-        let mut sorted = records.clone();
-        sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
-        sorted
-    })
-    .unwrap();
-    assert_eq!(sha256_hex(&set_bytes), record_set_digest(&records).unwrap());
+    // Each record's digest, then the set of (id, digest) pairs by id,
+    // recomputed here from the documented encoding.
+    let mut sorted = records.clone();
+    sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+    let record_bytes = domain_bytes(RECORD_DOMAIN, &sorted[0]).unwrap();
     out.insert(
-        "mosaic.memory.record_set.v1".into(),
-        json!({"bytes_len": set_bytes.len(), "sha256": sha256_hex(&set_bytes)}),
+        RECORD_DOMAIN.into(),
+        json!({"record_id": sorted[0].record_id,
+               "bytes": String::from_utf8(record_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&record_bytes)}),
+    );
+    let entries: Vec<Value> = sorted
+        .iter()
+        .map(|r| {
+            json!({"record_id": r.record_id,
+                   "record_sha256": sha256_hex(&domain_bytes(RECORD_DOMAIN, r).unwrap())})
+        })
+        .collect();
+    let set_bytes = domain_bytes(RECORD_SET_DOMAIN, &entries).unwrap();
+    assert_eq!(sha256_hex(&set_bytes), record_set_digest(&records).unwrap());
+    assert_eq!(sha256_hex(&set_bytes), receipt.record_set_sha256);
+    out.insert(
+        RECORD_SET_DOMAIN.into(),
+        json!({"bytes": String::from_utf8(set_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&set_bytes)}),
     );
     out.insert(
         "mosaic.memory.selection_receipt.v2".into(),

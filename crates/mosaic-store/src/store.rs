@@ -10,10 +10,10 @@ use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
 use crate::types::{
-    AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleSet,
-    IndexAck, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction,
-    ReviewCase, ReviewReceipt, RevocationReason, StoredConsent, StoredRecord, Tombstone,
-    WriteOutcome, WriteRequest,
+    AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleIds,
+    EligibleSet, IndexAck, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage,
+    ReviewAction, ReviewCase, ReviewReceipt, RevocationReason, StoredConsent, StoredRecord,
+    Tombstone, WriteOutcome, WriteRequest,
 };
 
 /// Durable state of Mosaic Memory.
@@ -182,9 +182,24 @@ pub trait Store: Send {
     /// a canonical snapshot identity.
     fn eligible_records(&mut self, query: &EligibilityQuery) -> StoreResult<EligibleSet>;
 
+    /// The eligibility read for a reader that keeps record bodies by id (a
+    /// body never changes once written): in one read, the identities of
+    /// what [`Store::eligible_records`] finds, as `(record_id,
+    /// line_generation)` sorted by record id with the same snapshot
+    /// identity, and the records among them `known` answers false for.
+    fn eligible_unknown(
+        &mut self,
+        query: &EligibilityQuery,
+        known: &dyn Fn(&str) -> bool,
+    ) -> StoreResult<(EligibleIds, Vec<StoredRecord>)>;
+
     /// A record in any state (for inspection and tests), or `None` once
     /// erased.
     fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>>;
+
+    /// A tenant's records with these ids, in any state, sorted by record
+    /// id, in one read; unknown, foreign and erased ids are absent.
+    fn get_records(&mut self, tenant_id: &str, ids: &[String]) -> StoreResult<Vec<StoredRecord>>;
 
     /// The structured claims of a record, sorted by claim id: committed in
     /// the record's own write transaction (so they exist exactly when the

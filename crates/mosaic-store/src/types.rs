@@ -297,13 +297,24 @@ impl SnapshotIdentity {
         revocation_generation: u64,
         records: &[StoredRecord],
     ) -> Result<Self, CanonicalError> {
-        let mut query = query.clone();
-        query.kinds.sort();
-        query.kinds.dedup();
-        let mut ids: Vec<(&str, u64)> = records
+        let ids: Vec<(&str, u64)> = records
             .iter()
             .map(|r| (r.record.record_id.as_str(), r.line_generation))
             .collect();
+        Self::of_ids(query, revocation_generation, ids)
+    }
+
+    /// Computes the identity over `(record_id, line_generation)` pairs in
+    /// any order: the same identity [`SnapshotIdentity::compute`] gives for
+    /// the records themselves.
+    pub fn of_ids(
+        query: &EligibilityQuery,
+        revocation_generation: u64,
+        mut ids: Vec<(&str, u64)>,
+    ) -> Result<Self, CanonicalError> {
+        let mut query = query.clone();
+        query.kinds.sort();
+        query.kinds.dedup();
         ids.sort();
         let snapshot_sha256 = domain_digest(
             SNAPSHOT_DOMAIN,
@@ -318,6 +329,36 @@ impl SnapshotIdentity {
             snapshot_sha256,
         })
     }
+}
+
+/// The identities of the records that passed the store-side eligibility
+/// filter, without their bodies or contents (see
+/// [`crate::Store::eligible_ids`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EligibleIds {
+    /// `(record_id, line_generation)`, sorted by record id.
+    pub ids: Vec<(String, u64)>,
+    /// What the read saw: the identity [`EligibleSet::snapshot`] would be.
+    pub snapshot: SnapshotIdentity,
+}
+
+/// Whether a record's body agrees with the eligibility query that found
+/// it: its tenant, policy and subject are the query's. The store checks
+/// this for every body it answers an eligibility read with, and a reader
+/// that keeps bodies by id checks it for each body it reads by id.
+pub fn body_matches_query(record: &mosaic_harness::MemoryRecord, q: &EligibilityQuery) -> bool {
+    use mosaic_harness::MemorySubject;
+    let subject_ok = match &record.subject {
+        MemorySubject::Run { run_id } => run_id == &q.run_id,
+        MemorySubject::Principal { principal_id } => principal_id == &q.principal_id,
+        MemorySubject::PrincipalInWorkspace {
+            workspace_id,
+            principal_id,
+        } => workspace_id == &q.workspace_id && principal_id == &q.principal_id,
+        MemorySubject::Workspace { workspace_id }
+        | MemorySubject::Procedure { workspace_id, .. } => workspace_id == &q.workspace_id,
+    };
+    subject_ok && record.tenant_id == q.tenant_id && record.policy_sha256 == q.policy_sha256
 }
 
 /// Records that passed the store-side eligibility filter, sorted by record id.

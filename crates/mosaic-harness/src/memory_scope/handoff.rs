@@ -17,9 +17,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use std::borrow::Borrow;
+
 use super::{
-    MemoryReadContext, MemorySelection, MemorySelectionReceipt, RelevanceReceipt, SelectionError,
-    select_memory_ranked,
+    CheckedRecord, MemoryReadContext, MemorySelection, MemorySelectionReceipt, RelevanceReceipt,
+    SelectionError, check_all, select_memory_checked, select_memory_ranked_checked,
 };
 use crate::canonical::{CanonicalError, domain_digest, sha256_hex};
 use crate::record::MemoryRecord;
@@ -171,14 +173,20 @@ pub fn memory_context_items(
 ) -> Result<Vec<ContextItem>, RenderError> {
     let by_id: BTreeMap<&str, &MemoryRecord> =
         records.iter().map(|r| (r.record_id.as_str(), r)).collect();
+    items_of(receipt, |id| by_id.get(id).copied())
+}
+
+/// The memory-lane items of `receipt`'s selection, each record found by id.
+fn items_of<'r>(
+    receipt: &MemorySelectionReceipt,
+    find: impl Fn(&str) -> Option<&'r MemoryRecord>,
+) -> Result<Vec<ContextItem>, RenderError> {
     receipt
         .selected_record_ids
         .iter()
         .enumerate()
         .map(|(rank, id)| {
-            let record = by_id
-                .get(id.as_str())
-                .ok_or_else(|| RenderError::MissingRecord(id.clone()))?;
+            let record = find(id).ok_or_else(|| RenderError::MissingRecord(id.clone()))?;
             Ok(ContextItem {
                 item_id: record.record_id.clone(),
                 lane: ContextLane::Memory,
@@ -356,7 +364,20 @@ pub fn allocate_selected_memory(
     other_items: &[ContextItem],
     budget: &ContextBudget,
 ) -> Result<(ContextAllocation, MemoryContextReport), RenderError> {
-    let memory_items = memory_context_items(receipt, records)?;
+    allocate_items(
+        receipt,
+        memory_context_items(receipt, records)?,
+        other_items,
+        budget,
+    )
+}
+
+fn allocate_items(
+    receipt: &MemorySelectionReceipt,
+    memory_items: Vec<ContextItem>,
+    other_items: &[ContextItem],
+    budget: &ContextBudget,
+) -> Result<(ContextAllocation, MemoryContextReport), RenderError> {
     let mut all: Vec<ContextItem> = other_items.to_vec();
     all.extend(memory_items);
     let allocation = allocate_context(&all, budget)?;
@@ -488,20 +509,53 @@ pub fn hand_off(
     other_items: &[ContextItem],
     budget: &ContextBudget,
 ) -> Result<Handoff, HandoffError> {
-    let selection = select_memory_ranked(ctx, records, relevance)?;
-    let (allocation, report) =
-        allocate_selected_memory(&selection.receipt, records, other_items, budget)?;
-    let by_id: BTreeMap<&str, &MemoryRecord> =
-        records.iter().map(|r| (r.record_id.as_str(), r)).collect();
+    hand_off_checked(
+        ctx,
+        &check_all(records)?,
+        Some(relevance),
+        other_items,
+        budget,
+        |id| contents.get(id).cloned(),
+    )
+}
+
+/// [`hand_off`] over checked records, ordered by `relevance` or, without
+/// one, by kind and recency ([`select_memory_checked`]). `content_of`
+/// answers a record's exact content; it is asked only for the records the
+/// allocation included, so a reader deciding on many records fetches the
+/// texts of the few that make it in.
+pub fn hand_off_checked<R, F>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+    relevance: Option<&RelevanceReceipt>,
+    other_items: &[ContextItem],
+    budget: &ContextBudget,
+    mut content_of: F,
+) -> Result<Handoff, HandoffError>
+where
+    R: Borrow<CheckedRecord>,
+    F: FnMut(&str) -> Option<String>,
+{
+    let selection = match relevance {
+        Some(relevance) => select_memory_ranked_checked(ctx, records, relevance)?,
+        None => select_memory_checked(ctx, records)?,
+    };
+    // Ids are unique (the selection checked them): found by binary search.
+    let mut sorted: Vec<&MemoryRecord> = records.iter().map(|r| r.borrow().record()).collect();
+    sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+    let find = |id: &str| {
+        sorted
+            .binary_search_by(|r| r.record_id.as_str().cmp(id))
+            .ok()
+            .map(|at| sorted[at])
+    };
+    let items = items_of(&selection.receipt, find)?;
+    let (allocation, report) = allocate_items(&selection.receipt, items, other_items, budget)?;
     let mut blocks = Vec::with_capacity(report.included_memory.len());
     for id in &report.included_memory {
-        let record = by_id
-            .get(id.as_str())
-            .ok_or_else(|| RenderError::MissingRecord(id.clone()))?;
-        let content = contents
-            .get(id)
-            .ok_or_else(|| RenderError::MissingContent(id.clone()))?;
-        blocks.push(render_recalled_memory(record, content)?);
+        let record = find(id).ok_or_else(|| RenderError::MissingRecord(id.clone()))?;
+        let content = content_of(id).ok_or_else(|| RenderError::MissingContent(id.clone()))?;
+        blocks.push(render_recalled_memory(record, &content)?);
     }
     Ok(Handoff {
         selection,
@@ -520,7 +574,7 @@ mod tests {
     use crate::fixtures::{scoped_selection_context, scoped_selection_records};
     use crate::memory_scope::{
         RelevanceInput, ScoredCandidate, eligible_set, fixed_point_score, rank_relevance,
-        verify_memory_selection,
+        select_memory_ranked, verify_memory_selection,
     };
 
     type Fixture = (

@@ -40,22 +40,24 @@ pub use handoff::{
     allocate_context, allocate_selected_memory, memory_context_items, render_recalled_memory,
 };
 pub use handoff::{DroppedItem, escape_memory_text};
-pub use handoff::{Handoff, HandoffError, hand_off};
+pub use handoff::{Handoff, HandoffError, hand_off, hand_off_checked};
 pub use manifest::{
     ManifestError, SignedSourceSetManifest, SourceSetManifest, TrustedManifestKey, sign_source_set,
     verify_summary_sources,
 };
 pub use relevance::{
     EligibleEntry, EligibleSet, RankedResult, RelevanceError, RelevanceInput, RelevanceReceipt,
-    SCORE_SCALE, ScoredCandidate, eligible_set, fixed_point_score, rank_relevance,
-    verify_relevance_receipt,
+    SCORE_SCALE, ScoredCandidate, eligible_set, eligible_set_checked, fixed_point_score,
+    rank_relevance, verify_relevance_receipt,
 };
 pub use supersession::SupersessionProblem;
 
 /// Domain tag of the read-context digest.
 pub const READ_CONTEXT_DOMAIN: &str = "mosaic.memory.read_context.v1";
+/// Domain tag of one record's digest (the record set commits to these).
+pub const RECORD_DOMAIN: &str = "mosaic.memory.record.v1";
 /// Domain tag of the canonical record-set digest.
-pub const RECORD_SET_DOMAIN: &str = "mosaic.memory.record_set.v1";
+pub const RECORD_SET_DOMAIN: &str = "mosaic.memory.record_set.v2";
 /// Domain tag of the selection-receipt digest.
 pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v2";
 /// Domain tag of the digest of a selection's decision list.
@@ -463,12 +465,94 @@ pub enum SelectionError {
     Canonical(#[from] CanonicalError),
 }
 
+/// A record checked once for reading: valid, with its
+/// `mosaic.memory.record.v1` digest. A record's body never changes once
+/// written, so a reader that decides on the same records many times keeps
+/// them checked and each read neither validates nor hashes a record again
+/// (the `*_checked` selection functions take these).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedRecord {
+    record: MemoryRecord,
+    record_sha256: String,
+}
+
+impl CheckedRecord {
+    /// Validates `record` and computes its digest.
+    pub fn new(record: MemoryRecord) -> Result<Self, SelectionError> {
+        record
+            .validate()
+            .map_err(|problems| SelectionError::InvalidRecord {
+                record_id: record.record_id.clone(),
+                problems,
+            })?;
+        let record_sha256 = domain_digest(RECORD_DOMAIN, &record)?;
+        Ok(CheckedRecord {
+            record,
+            record_sha256,
+        })
+    }
+
+    /// The record.
+    pub fn record(&self) -> &MemoryRecord {
+        &self.record
+    }
+
+    /// Its `mosaic.memory.record.v1` digest.
+    pub fn record_sha256(&self) -> &str {
+        &self.record_sha256
+    }
+
+    /// The record, giving up the check.
+    pub fn into_record(self) -> MemoryRecord {
+        self.record
+    }
+}
+
+/// Checks every record (in input order: the first invalid one is the error).
+pub(crate) fn check_all(records: &[MemoryRecord]) -> Result<Vec<CheckedRecord>, SelectionError> {
+    records.iter().cloned().map(CheckedRecord::new).collect()
+}
+
+#[derive(Serialize)]
+struct RecordSetEntry<'a> {
+    record_id: &'a str,
+    record_sha256: &'a str,
+}
+
 /// The digest of `records` canonicalized by record id
-/// (`mosaic.memory.record_set.v1` over the JSON array of full records).
+/// (`mosaic.memory.record_set.v2` over the JSON array of
+/// `{record_id, record_sha256}`, each record's `mosaic.memory.record.v1`
+/// digest, sorted by record id).
 pub fn record_set_digest(records: &[MemoryRecord]) -> Result<String, CanonicalError> {
-    let mut sorted: Vec<&MemoryRecord> = records.iter().collect();
-    sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
-    domain_digest_seq(RECORD_SET_DOMAIN, sorted)
+    let mut entries: Vec<(&str, String)> = records
+        .iter()
+        .map(|r| Ok((r.record_id.as_str(), domain_digest(RECORD_DOMAIN, r)?)))
+        .collect::<Result<_, CanonicalError>>()?;
+    entries.sort();
+    domain_digest_seq(
+        RECORD_SET_DOMAIN,
+        &entries
+            .iter()
+            .map(|(record_id, record_sha256)| RecordSetEntry {
+                record_id,
+                record_sha256,
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// [`record_set_digest`] of checked records already sorted by record id.
+fn record_set_digest_sorted(sorted: &[&CheckedRecord]) -> Result<String, CanonicalError> {
+    domain_digest_seq(
+        RECORD_SET_DOMAIN,
+        &sorted
+            .iter()
+            .map(|r| RecordSetEntry {
+                record_id: &r.record.record_id,
+                record_sha256: &r.record_sha256,
+            })
+            .collect::<Vec<_>>(),
+    )
 }
 
 fn kind_recency_order(a: &MemoryRecord, b: &MemoryRecord) -> Ordering {
@@ -479,25 +563,36 @@ fn kind_recency_order(a: &MemoryRecord, b: &MemoryRecord) -> Ordering {
         .then(a.record_id.cmp(&b.record_id))
 }
 
-fn validate_inputs(
+/// The read context is valid, no two records share an id, and the
+/// supersession edges among them are sound; the records sorted by id.
+pub(crate) fn check_inputs<'a, R: std::borrow::Borrow<CheckedRecord>>(
     ctx: &MemoryReadContext,
-    records: &[MemoryRecord],
-) -> Result<(), SelectionError> {
+    records: &'a [R],
+) -> Result<Vec<&'a CheckedRecord>, SelectionError> {
     ctx.validate().map_err(SelectionError::InvalidContext)?;
-    let mut by_id: BTreeMap<&str, &MemoryRecord> = BTreeMap::new();
-    for record in records {
-        record
-            .validate()
-            .map_err(|problems| SelectionError::InvalidRecord {
-                record_id: record.record_id.clone(),
-                problems,
-            })?;
-        if by_id.insert(&record.record_id, record).is_some() {
-            return Err(SelectionError::DuplicateRecordId(record.record_id.clone()));
-        }
+    let mut sorted: Vec<&CheckedRecord> = records.iter().map(|r| r.borrow()).collect();
+    sorted.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
+    if let Some(pair) = sorted
+        .windows(2)
+        .find(|w| w[0].record.record_id == w[1].record.record_id)
+    {
+        return Err(SelectionError::DuplicateRecordId(
+            pair[0].record.record_id.clone(),
+        ));
     }
-    supersession::validate_edges(&by_id)
-        .map_err(|(record_id, problem)| SelectionError::InvalidSupersession { record_id, problem })
+    if sorted
+        .iter()
+        .any(|r| matches!(r.record.status, MemoryStatus::Superseded { .. }))
+    {
+        let by_id: BTreeMap<&str, &MemoryRecord> = sorted
+            .iter()
+            .map(|r| (r.record.record_id.as_str(), &r.record))
+            .collect();
+        supersession::validate_edges(&by_id).map_err(|(record_id, problem)| {
+            SelectionError::InvalidSupersession { record_id, problem }
+        })?;
+    }
+    Ok(sorted)
 }
 
 /// Selects memory for one read, ordered by kind and recency.
@@ -505,21 +600,39 @@ pub fn select_memory(
     ctx: &MemoryReadContext,
     records: &[MemoryRecord],
 ) -> Result<MemorySelection, SelectionError> {
-    validate_inputs(ctx, records)?;
+    select_memory_checked(ctx, &check_all(records)?)
+}
+
+/// [`select_memory`] over checked records.
+pub fn select_memory_checked<R: std::borrow::Borrow<CheckedRecord>>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+) -> Result<MemorySelection, SelectionError> {
+    let sorted = check_inputs(ctx, records)?;
     let mut eligible: Vec<&MemoryRecord> = Vec::new();
-    let mut decisions: Vec<MemoryDecision> = Vec::with_capacity(records.len());
-    for record in records {
+    let mut outcomes: Vec<Option<DropReason>> = Vec::with_capacity(sorted.len());
+    for checked in &sorted {
+        let record = &checked.record;
         match eligibility(ctx, record) {
-            Ok(()) => eligible.push(record),
-            Err(reason) => decisions.push(dropped(record, reason)),
+            Ok(()) => {
+                eligible.push(record);
+                outcomes.push(None);
+            }
+            Err(reason) => outcomes.push(Some(reason)),
         }
+    }
+    // Only the first `max_records` in kind and recency order are selected
+    // (the order is total: record id breaks ties), so only those are sorted.
+    if eligible.len() > ctx.max_records && ctx.max_records > 0 {
+        eligible.select_nth_unstable_by(ctx.max_records - 1, |a, b| kind_recency_order(a, b));
+        eligible.truncate(ctx.max_records);
     }
     eligible.sort_by(|a, b| kind_recency_order(a, b));
     finish(
         ctx,
-        records,
+        &sorted,
+        &outcomes,
         eligible,
-        decisions,
         SelectionOrdering::KindRecency,
         None,
     )
@@ -533,7 +646,16 @@ pub fn select_memory_ranked(
     records: &[MemoryRecord],
     relevance: &RelevanceReceipt,
 ) -> Result<MemorySelection, SelectionError> {
-    validate_inputs(ctx, records)?;
+    select_memory_ranked_checked(ctx, &check_all(records)?, relevance)
+}
+
+/// [`select_memory_ranked`] over checked records.
+pub fn select_memory_ranked_checked<R: std::borrow::Borrow<CheckedRecord>>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+    relevance: &RelevanceReceipt,
+) -> Result<MemorySelection, SelectionError> {
+    let sorted = check_inputs(ctx, records)?;
     let rank_of: BTreeMap<&str, usize> = relevance
         .results
         .iter()
@@ -544,8 +666,9 @@ pub fn select_memory_ranked(
     // receipt must name and the decisions.
     let mut entries = Vec::new();
     let mut eligible: Vec<(usize, &MemoryRecord)> = Vec::new();
-    let mut decisions = Vec::with_capacity(records.len());
-    for record in records {
+    let mut outcomes: Vec<Option<DropReason>> = Vec::with_capacity(sorted.len());
+    for checked in &sorted {
+        let record = &checked.record;
         match eligibility(ctx, record) {
             Ok(()) => {
                 entries.push(EligibleEntry {
@@ -553,14 +676,17 @@ pub fn select_memory_ranked(
                     content_sha256: record.content_sha256.clone(),
                 });
                 match rank_of.get(record.record_id.as_str()) {
-                    Some(&rank) => eligible.push((rank, record)),
-                    None => decisions.push(dropped(record, DropReason::NotRelevant)),
+                    Some(&rank) => {
+                        eligible.push((rank, record));
+                        outcomes.push(None);
+                    }
+                    None => outcomes.push(Some(DropReason::NotRelevant)),
                 }
             }
-            Err(reason) => decisions.push(dropped(record, reason)),
+            Err(reason) => outcomes.push(Some(reason)),
         }
     }
-    entries.sort();
+    // Sorted by record id already: the records are.
     let snapshot = EligibleSet {
         read_context_sha256: ctx.digest()?,
         entries,
@@ -579,55 +705,63 @@ pub fn select_memory_ranked(
     let ordered = eligible.into_iter().map(|(_, r)| r).collect();
     finish(
         ctx,
-        records,
+        &sorted,
+        &outcomes,
         ordered,
-        decisions,
         SelectionOrdering::Relevance,
         Some(relevance.receipt_sha256.clone()),
     )
 }
 
-fn dropped(record: &MemoryRecord, reason: DropReason) -> MemoryDecision {
-    MemoryDecision {
-        record_id: record.record_id.clone(),
-        kind: record.kind,
-        outcome: DecisionOutcome::Dropped { reason },
-    }
-}
-
+/// The receipt and the decisions, in record id order: `outcomes[i]` is
+/// the drop reason of `sorted[i]` found before ordering, or `None` for a
+/// candidate, which is selected at its position in `ordered` if that is
+/// below the selection limit and dropped as `selection_limit` otherwise.
 fn finish(
     ctx: &MemoryReadContext,
-    records: &[MemoryRecord],
-    ordered_eligible: Vec<&MemoryRecord>,
-    mut decisions: Vec<MemoryDecision>,
+    sorted: &[&CheckedRecord],
+    outcomes: &[Option<DropReason>],
+    ordered: Vec<&MemoryRecord>,
     ordering: SelectionOrdering,
     relevance_receipt_sha256: Option<String>,
 ) -> Result<MemorySelection, SelectionError> {
-    let mut selected_record_ids = Vec::with_capacity(ctx.max_records.min(ordered_eligible.len()));
-    for (position, record) in ordered_eligible.into_iter().enumerate() {
-        let outcome = if position < ctx.max_records {
-            selected_record_ids.push(record.record_id.clone());
-            // position < max_records <= MAX_SELECTION, so it fits in u32.
-            DecisionOutcome::Selected {
-                rank: position as u32,
+    let selected_record_ids: Vec<String> = ordered
+        .iter()
+        .take(ctx.max_records)
+        .map(|r| r.record_id.clone())
+        .collect();
+    // position < max_records <= MAX_SELECTION, so it fits in u32.
+    let rank_of: BTreeMap<&str, u32> = selected_record_ids
+        .iter()
+        .enumerate()
+        .map(|(position, id)| (id.as_str(), position as u32))
+        .collect();
+    let decisions: Vec<MemoryDecision> = sorted
+        .iter()
+        .zip(outcomes)
+        .map(|(checked, outcome)| {
+            let record = &checked.record;
+            let outcome = match outcome {
+                Some(reason) => DecisionOutcome::Dropped { reason: *reason },
+                None => match rank_of.get(record.record_id.as_str()) {
+                    Some(&rank) => DecisionOutcome::Selected { rank },
+                    None => DecisionOutcome::Dropped {
+                        reason: DropReason::SelectionLimit,
+                    },
+                },
+            };
+            MemoryDecision {
+                record_id: record.record_id.clone(),
+                kind: record.kind,
+                outcome,
             }
-        } else {
-            DecisionOutcome::Dropped {
-                reason: DropReason::SelectionLimit,
-            }
-        };
-        decisions.push(MemoryDecision {
-            record_id: record.record_id.clone(),
-            kind: record.kind,
-            outcome,
-        });
-    }
-    decisions.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+        })
+        .collect();
     let mut receipt = MemorySelectionReceipt {
         schema_version: crate::MEMORY_SCHEMA_VERSION,
         selector_release: ctx.selector_release.clone(),
         read_context_sha256: ctx.digest()?,
-        record_set_sha256: record_set_digest(records)?,
+        record_set_sha256: record_set_digest_sorted(sorted)?,
         ordering,
         relevance_receipt_sha256,
         selected_record_ids,

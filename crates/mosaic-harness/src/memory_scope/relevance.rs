@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::{MemoryReadContext, SelectionError, eligibility, validate_inputs};
+use super::{
+    CheckedRecord, MemoryReadContext, SelectionError, check_all, check_inputs, eligibility,
+};
 use crate::canonical::{CanonicalError, MAX_CANONICAL_INT, domain_digest, is_sha256_hex};
 use crate::record::{MemoryRecord, is_identifier};
 
@@ -65,16 +67,24 @@ pub fn eligible_set(
     ctx: &MemoryReadContext,
     records: &[MemoryRecord],
 ) -> Result<EligibleSet, SelectionError> {
-    validate_inputs(ctx, records)?;
-    let mut entries: Vec<EligibleEntry> = records
-        .iter()
+    eligible_set_checked(ctx, &check_all(records)?)
+}
+
+/// [`eligible_set`] over checked records.
+pub fn eligible_set_checked<R: std::borrow::Borrow<CheckedRecord>>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+) -> Result<EligibleSet, SelectionError> {
+    // Sorted by record id without repeats, so the entries are too.
+    let entries: Vec<EligibleEntry> = check_inputs(ctx, records)?
+        .into_iter()
+        .map(CheckedRecord::record)
         .filter(|r| eligibility(ctx, r).is_ok())
         .map(|r| EligibleEntry {
             record_id: r.record_id.clone(),
             content_sha256: r.content_sha256.clone(),
         })
         .collect();
-    entries.sort();
     Ok(EligibleSet {
         read_context_sha256: ctx.digest()?,
         entries,

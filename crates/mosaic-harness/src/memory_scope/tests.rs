@@ -969,3 +969,53 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn memory_scope_checked_records_select_exactly_as_plain_ones() {
+    let (ctx, records) = fixture();
+    let checked: Vec<std::sync::Arc<CheckedRecord>> = records
+        .iter()
+        .rev()
+        .cloned()
+        .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
+        .collect();
+    assert_eq!(
+        select_memory_checked(&ctx, &checked).unwrap(),
+        select_memory(&ctx, &records).unwrap()
+    );
+    assert_eq!(
+        eligible_set_checked(&ctx, &checked).unwrap(),
+        eligible_set(&ctx, &records).unwrap()
+    );
+    // The record set commits to each record through its digest: one edited
+    // field of one record changes it.
+    let before = record_set_digest(&records).unwrap();
+    let mut edited = records.clone();
+    edited[3].token_count += 1;
+    assert_ne!(record_set_digest(&edited).unwrap(), before);
+    assert_eq!(
+        select_memory_checked(&ctx, &checked)
+            .unwrap()
+            .receipt
+            .record_set_sha256,
+        before
+    );
+}
+
+#[test]
+fn memory_scope_checked_record_refuses_an_invalid_record_and_repeats() {
+    let (ctx, records) = fixture();
+    let mut bad = records[0].clone();
+    bad.content_sha256 = "not a digest".into();
+    assert!(matches!(
+        CheckedRecord::new(bad),
+        Err(SelectionError::InvalidRecord { .. })
+    ));
+    let one = CheckedRecord::new(records[0].clone()).unwrap();
+    assert_eq!(
+        select_memory_checked(&ctx, &[&one, &one]),
+        Err(SelectionError::DuplicateRecordId(
+            records[0].record_id.clone()
+        ))
+    );
+}

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, StructuredClaim};
-use mosaic_harness::{MemoryRecord, MemoryStatus, MemorySubject};
+use mosaic_harness::{MemoryRecord, MemoryStatus};
 
 use super::{
     Arg, SqlRow, Tx, decode, i, params, parse_stage, parse_state, revocation_generation,
@@ -13,8 +13,9 @@ use super::{
 };
 use crate::error::{StoreError, StoreResult};
 use crate::types::{
-    EligibilityQuery, EligibleSet, IntegrityReport, ListedRecord, ListedState, RecordFilter,
-    RecordPage, RecordState, SnapshotIdentity, StoredConsent, StoredRecord,
+    EligibilityQuery, EligibleIds, EligibleSet, IntegrityReport, ListedRecord, ListedState,
+    RecordFilter, RecordPage, RecordState, SnapshotIdentity, StoredConsent, StoredRecord,
+    body_matches_query,
 };
 
 /// The columns [`record_from_row`] reads, of `records r`.
@@ -84,6 +85,7 @@ fn record_decode(row: RecordRow) -> StoreResult<StoredRecord> {
 /// row-level security implies it: it is the index prefix.
 pub(crate) fn eligibility_statements<C: Tx>(
     q: &EligibilityQuery,
+    columns: &str,
 ) -> StoreResult<Vec<(String, Vec<Arg>)>> {
     let mut kinds: Vec<String> = q.kinds.iter().map(|k| k.as_str().to_owned()).collect();
     kinds.sort_unstable();
@@ -113,7 +115,7 @@ pub(crate) fn eligibility_statements<C: Tx>(
             Arg::Int(now),
         ];
         let mut sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM records r
+            "SELECT {columns} FROM records r
              WHERE r.tenant_id = ?1 AND r.policy_sha256 = ?2 AND r.state = 'active'
                AND r.subject_type = ?3 AND r.subject_a = ?4
                AND r.created_at_ms <= ?5 AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?5)"
@@ -133,26 +135,15 @@ pub(crate) fn eligibility_statements<C: Tx>(
 pub(crate) fn eligible_records<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<EligibleSet> {
     let generation = revocation_generation(c)?;
     let mut records = Vec::new();
-    for (sql, args) in eligibility_statements::<C>(q)? {
+    for (sql, args) in eligibility_statements::<C>(q, RECORD_COLUMNS)? {
         let rows = c.rows(&sql, &vals(&args), record_from_row)?;
         for row in rows {
             let stored = record_decode(row)?;
             // Defense in depth: the body must agree with the indexed columns.
-            let rec = &stored.record;
-            let subject_ok = match &rec.subject {
-                MemorySubject::Run { run_id } => run_id == &q.run_id,
-                MemorySubject::Principal { principal_id } => principal_id == &q.principal_id,
-                MemorySubject::PrincipalInWorkspace {
-                    workspace_id,
-                    principal_id,
-                } => workspace_id == &q.workspace_id && principal_id == &q.principal_id,
-                MemorySubject::Workspace { workspace_id }
-                | MemorySubject::Procedure { workspace_id, .. } => workspace_id == &q.workspace_id,
-            };
-            if !subject_ok || rec.tenant_id != q.tenant_id || rec.policy_sha256 != q.policy_sha256 {
+            if !body_matches_query(&stored.record, q) {
                 return Err(StoreError::Corrupt(format!(
                     "record {} body disagrees with its indexed columns",
-                    rec.record_id
+                    stored.record.record_id
                 )));
             }
             records.push(stored);
@@ -162,6 +153,61 @@ pub(crate) fn eligible_records<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResul
     let snapshot = SnapshotIdentity::compute(q, generation, &records)?;
     Ok(EligibleSet { records, snapshot })
 }
+
+/// The columns of [`eligible_ids`] (the read recall runs).
+pub(crate) const ELIGIBLE_ID_COLUMNS: &str = "r.record_id, r.line_generation";
+
+/// The eligibility read answering identities only: the same statements as
+/// [`eligible_records`] selecting `(record_id, line_generation)`, so a
+/// reader that keeps decoded bodies by id (they never change once written)
+/// decodes none of them again.
+pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<EligibleIds> {
+    let generation = revocation_generation(c)?;
+    let mut ids: Vec<(String, u64)> = Vec::new();
+    for (sql, args) in eligibility_statements::<C>(q, ELIGIBLE_ID_COLUMNS)? {
+        for (id, line_generation) in c.rows(&sql, &vals(&args), |r| r.cols::<(String, i64)>())? {
+            ids.push((id, u(line_generation)?));
+        }
+    }
+    ids.sort();
+    let snapshot = SnapshotIdentity::of_ids(
+        q,
+        generation,
+        ids.iter().map(|(id, g)| (id.as_str(), *g)).collect(),
+    )?;
+    Ok(EligibleIds { ids, snapshot })
+}
+
+/// A tenant's records with these ids, in any state, sorted by record id;
+/// unknown, foreign and erased ids are absent.
+pub(crate) fn get_records<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    ids: &[String],
+) -> StoreResult<Vec<StoredRecord>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(RECORDS_PER_READ) {
+        // By primary key only (a tenant predicate could lead the planner to
+        // the eligibility index's tenant prefix, a scan of the tenant); the
+        // tenant is checked on each row.
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r WHERE {}",
+            C::in_set("r.record_id", "?1")
+        );
+        let args = [Arg::TextSet(chunk.to_vec())];
+        for row in c.rows(&sql, &vals(&args), record_from_row)? {
+            let stored = record_decode(row)?;
+            if stored.record.tenant_id == tenant_id {
+                out.push(stored);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
+    Ok(out)
+}
+
+/// Most ids bound to one statement of [`get_records`].
+const RECORDS_PER_READ: usize = 2_000;
 
 pub(crate) fn get_record<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<StoredRecord>> {
     c.row(

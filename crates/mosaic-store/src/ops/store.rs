@@ -48,9 +48,9 @@ macro_rules! impl_store {
             use $crate::store::Store;
             use $crate::types::{
                 AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery,
-                EligibleSet, IndexAck, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter,
-                RecordPage, ReviewAction, ReviewCase, ReviewReceipt, RevocationReason,
-                StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+                EligibleIds, EligibleSet, IndexAck, IntegrityReport, OutboxTask, PendingDeletion,
+                RecordFilter, RecordPage, ReviewAction, ReviewCase, ReviewReceipt,
+                RevocationReason, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
             };
 
             impl Store for $backend {
@@ -316,6 +316,49 @@ macro_rules! impl_store {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, &query.tenant_id)?;
                         read::eligible_records(c, query)
+                    })
+                }
+
+                fn eligible_unknown(
+                    &mut self,
+                    query: &EligibilityQuery,
+                    known: &dyn Fn(&str) -> bool,
+                ) -> StoreResult<(EligibleIds, Vec<StoredRecord>)> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, &query.tenant_id)?;
+                        let found = read::eligible_ids(c, query)?;
+                        let unknown: Vec<String> = found
+                            .ids
+                            .iter()
+                            .filter(|(id, _)| !known(id))
+                            .map(|(id, _)| id.clone())
+                            .collect();
+                        let records = if unknown.is_empty() {
+                            Vec::new()
+                        } else {
+                            read::get_records(c, &query.tenant_id, &unknown)?
+                        };
+                        for stored in &records {
+                            // Defense in depth, as for `eligible_records`.
+                            if !$crate::types::body_matches_query(&stored.record, query) {
+                                return Err(StoreError::Corrupt(format!(
+                                    "record {} body disagrees with its indexed columns",
+                                    stored.record.record_id
+                                )));
+                            }
+                        }
+                        Ok((found, records))
+                    })
+                }
+
+                fn get_records(
+                    &mut self,
+                    tenant_id: &str,
+                    ids: &[String],
+                ) -> StoreResult<Vec<StoredRecord>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::get_records(c, tenant_id, ids)
                     })
                 }
 

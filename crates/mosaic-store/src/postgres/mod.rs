@@ -489,7 +489,10 @@ impl PostgresStore {
     /// `query`, planned as `query.tenant_id` (for tests that the index
     /// serves the query).
     pub fn explain_eligibility(&mut self, query: &EligibilityQuery) -> StoreResult<Vec<String>> {
-        let statements = crate::ops::read::eligibility_statements::<Ctx<'_>>(query)?;
+        let statements = crate::ops::read::eligibility_statements::<Ctx<'_>>(
+            query,
+            crate::ops::read::ELIGIBLE_ID_COLUMNS,
+        )?;
         let mut tx = self
             .client
             .build_transaction()

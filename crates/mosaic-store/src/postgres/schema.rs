@@ -70,7 +70,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -457,6 +457,17 @@ ALTER TABLE record_claims FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON record_claims
     USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
     WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#,
+    // 4 -> 5
+    r#"
+-- The eligibility read recall runs answers identities (record id, line
+-- generation) from this index alone: every column it filters on or
+-- returns is in it, so a read never visits the records' rows (their
+-- bodies and contents).
+DROP INDEX idx_records_eligibility;
+CREATE INDEX idx_records_eligibility ON records
+    (tenant_id, policy_sha256, state, subject_type, subject_a, subject_b, kind, expires_at_ms,
+     created_at_ms, record_id, line_generation);
 "#,
 ];
 

@@ -258,6 +258,9 @@ impl Tx for Ctx<'_> {
     }
 }
 
+/// `PRAGMA cache_size` of every connection: negative, so in KiB (32 MiB).
+const PAGE_CACHE_KIB: i64 = -32 * 1024;
+
 /// SQLite's numeric value of `PRAGMA synchronous = FULL`.
 pub const SYNCHRONOUS_FULL: i64 = 2;
 
@@ -309,6 +312,10 @@ impl SqliteStore {
         // freed space inside pages), so an erased record's bytes do not
         // linger in the file; see docs/ERASURE.md.
         conn.pragma_update(None, "secure_delete", "ON")?;
+        // Up to 32 MiB of pages per connection (SQLite's default is 2 MiB):
+        // the eligibility index of a large principal stays in memory
+        // instead of being read again from the file on every recall.
+        conn.pragma_update(None, "cache_size", PAGE_CACHE_KIB)?;
         schema::migrate(&mut conn)?;
         Ok(SqliteStore {
             conn,
@@ -346,7 +353,10 @@ impl SqliteStore {
     /// read runs for `query` (for tests that the index is used).
     pub fn explain_eligibility(&mut self, query: &EligibilityQuery) -> StoreResult<Vec<String>> {
         let mut out = Vec::new();
-        for (sql, params) in crate::ops::read::eligibility_statements::<Ctx<'_>>(query)? {
+        for (sql, params) in crate::ops::read::eligibility_statements::<Ctx<'_>>(
+            query,
+            crate::ops::read::ELIGIBLE_ID_COLUMNS,
+        )? {
             let mut stmt = self.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
             let rows = stmt.query_map(params_from_iter(vals(&params)), |row| {
                 row.get::<_, String>(3)

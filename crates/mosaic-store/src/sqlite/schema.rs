@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -248,6 +248,17 @@ FROM records r
 JOIN proposals p ON p.proposal_id = r.proposal_id
 JOIN json_each(p.input_json, '$.proposal.claims') c
 WHERE p.input_json IS NOT NULL;
+"#,
+    // 4 -> 5
+    r#"
+-- The eligibility read recall runs answers identities (record id, line
+-- generation) from this index alone: every column it filters on or
+-- returns is in it, so a read never visits the records' rows (their
+-- bodies and contents).
+DROP INDEX idx_records_eligibility;
+CREATE INDEX idx_records_eligibility ON records
+    (tenant_id, policy_sha256, state, subject_type, subject_a, subject_b, kind, expires_at_ms,
+     created_at_ms, record_id, line_generation);
 "#,
 ];
 
