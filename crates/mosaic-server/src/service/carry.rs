@@ -36,17 +36,17 @@ impl ServiceCore {
                 policy_sha256: digest,
                 ..ctx.clone()
             };
-            let found = inner.store.eligible_records(&eligibility_query(&then))?;
-            for candidate in found.records {
-                let record = candidate.record;
-                if eligibility(&then, &record).is_err() {
+            let (found, _) = self.eligible_checked(inner, &eligibility_query(&then))?;
+            for candidate in found {
+                let record = candidate.record();
+                if eligibility(&then, record).is_err() {
                     continue;
                 }
-                if let Err(reason) = eligibility(ctx, &record) {
+                if let Err(reason) = eligibility(ctx, record) {
                     decisions.insert(
                         record.record_id.clone(),
                         MemoryDecision {
-                            record_id: record.record_id,
+                            record_id: record.record_id.clone(),
                             kind: record.kind,
                             outcome: DecisionOutcome::Dropped { reason },
                         },

@@ -15,10 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
 use mosaic_harness::memory_scope::EligibleSet;
-use mosaic_harness::memory_scope::{
-    ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE, allocate_selected_memory,
-    eligible_set, render_recalled_memory, select_memory,
-};
+use mosaic_harness::memory_scope::{ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE};
 use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
     MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment,
@@ -27,7 +24,7 @@ use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
 use mosaic_index::vector::EmbeddingSnapshot;
 use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, IndexError, IndexTarget, PublishMessage, RebuildEntry,
-    RecallQuery, RetrievalMode, Retriever, ScopeKeys, TargetSnapshot, hand_off,
+    RecallQuery, RetrievalMode, Retriever, ScopeKeys, TargetSnapshot,
 };
 use mosaic_pgsearch::{PgLexicalIndex, PgVectorIndex, SearchTarget, VectorSearchConfig};
 use mosaic_store::read::eligibility_query;
@@ -60,6 +57,7 @@ mod outbox;
 mod persistence;
 mod postgres;
 mod propose;
+mod read_model;
 mod recall;
 mod revocation;
 mod sync;
@@ -293,6 +291,8 @@ pub struct ServiceCore {
     extraction: Option<extract::Extraction>,
     /// The last decision instant handed out ([`ServiceCore::decision_instant`]).
     last_decision: std::sync::atomic::AtomicU64,
+    /// Checked record bodies by id, for recall.
+    read_model: read_model::ReadModel,
 }
 
 /// How far decision instants may run ahead of the clock.
@@ -507,6 +507,7 @@ impl Service {
             metrics: Metrics::default(),
             extraction: extract::Extraction::open(&config)?,
             last_decision: std::sync::atomic::AtomicU64::new(0),
+            read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             config,
             embedder,
         };

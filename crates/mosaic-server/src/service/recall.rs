@@ -1,7 +1,11 @@
 //! Reads: recall (eligibility, ranking, selection, handoff), get and list.
 
-use mosaic_harness::memory_scope::SCORE_SCALE;
-use mosaic_store::StoredRecord;
+use std::sync::Arc;
+
+use mosaic_harness::memory_scope::{
+    CheckedRecord, Handoff, HandoffError, RenderError, SCORE_SCALE, eligible_set_checked,
+    hand_off_checked,
+};
 
 use super::*;
 
@@ -91,25 +95,12 @@ impl ServiceCore {
                 ));
             }
         };
-        let mut eligible = inner.store.eligible_records(&eligibility_query(&ctx))?;
-        let duplicates = drop_duplicate_contents(&mut eligible.records);
+        let (mut records, snapshot) =
+            self.eligible_checked(&mut inner, &eligibility_query(&ctx))?;
+        let duplicates = drop_duplicate_contents(&mut records);
         // Records of an earlier policy are never candidates; they are
         // counted (and, with `explain`, listed) as `policy_mismatch`.
         let earlier = self.earlier_policy_decisions(&mut inner, &ctx)?;
-        let snapshot = eligible.snapshot;
-        // The records and their texts move out of the store's answer; only
-        // the texts of the few records that can be selected are copied.
-        let (records, texts): (Vec<mosaic_harness::MemoryRecord>, Vec<String>) = eligible
-            .records
-            .into_iter()
-            .map(|r| (r.record, r.content))
-            .unzip();
-        let position: HashMap<&str, usize> = records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.record_id.as_str(), i))
-            .collect();
-        let text_of = |id: &str| position.get(id).map(|&i| texts[i].as_str());
         let budget = ContextBudget {
             token_counter_release: DEFAULT_TOKEN_COUNTER.to_owned(),
             total_tokens: request.token_budget.unwrap_or(4096),
@@ -117,9 +108,9 @@ impl ServiceCore {
         };
         let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
         let mut omitted_indexes = Vec::new();
-        let (selection, relevance, report, blocks) = match query_text {
+        let relevance = match query_text {
             Some(text) => {
-                let set = eligible_set(&ctx, &records).map_err(|e| internal(&e))?;
+                let set = eligible_set_checked(&ctx, &records).map_err(|e| internal(&e))?;
                 let read_subject = format!("{principal}/{workspace_id}/{run_id}");
                 let mut query = RecallQuery {
                     tenant_id: tenant,
@@ -154,6 +145,7 @@ impl ServiceCore {
                         }
                     }
                 };
+                // Ranking holds no store connection.
                 drop(inner);
                 let mut receipt = if self.config.postgres.is_some() {
                     match self.write_indexes().pg_mut() {
@@ -169,39 +161,37 @@ impl ServiceCore {
                 if let Some(min) = min_score {
                     cut_below(&mut receipt, min).map_err(|e| internal(&e))?;
                 }
-                // Only ranked records can be selected: their texts suffice.
-                let contents: BTreeMap<String, String> = receipt
-                    .results
-                    .iter()
-                    .filter_map(|r| Some((r.record_id.clone(), text_of(&r.record_id)?.to_owned())))
-                    .collect();
-                let handoff = hand_off(&ctx, &records, &contents, &receipt, &[], &budget)?;
-                (
-                    handoff.selection,
-                    Some(receipt),
-                    handoff.report,
-                    handoff.blocks,
-                )
+                inner = self.reader()?;
+                Some(receipt)
             }
-            None => {
-                let selection = select_memory(&ctx, &records).map_err(|e| internal(&e))?;
-                let (_, report) =
-                    allocate_selected_memory(&selection.receipt, &records, &[], &budget)
-                        .map_err(|e| internal(&e))?;
-                let mut blocks = Vec::new();
-                for id in &report.included_memory {
-                    let (Some(record), Some(content)) =
-                        (position.get(id.as_str()).map(|&i| &records[i]), text_of(id))
-                    else {
-                        return Err(ServiceError::Internal(format!(
-                            "selected record {id} not supplied"
-                        )));
-                    };
-                    blocks.push(render_recalled_memory(record, content).map_err(|e| internal(&e))?);
-                }
-                (selection, None, report, blocks)
-            }
+            None => None,
         };
+        // Only ranked (or, without a query, selected) records can be handed
+        // off: the texts of those are read, in one read when ranked.
+        let mut texts = Texts::new(tenant);
+        if let Some(receipt) = &relevance {
+            let ids: Vec<String> = receipt
+                .results
+                .iter()
+                .map(|r| r.record_id.clone())
+                .collect();
+            texts.prefetch(&mut inner, &ids)?;
+        }
+        let handoff = hand_off_checked(&ctx, &records, relevance.as_ref(), &[], &budget, |id| {
+            texts.get(&mut inner, id)
+        });
+        texts.failed()?;
+        let Handoff {
+            selection,
+            report,
+            blocks,
+            ..
+        } = handoff.map_err(|e| match e {
+            HandoffError::Render(RenderError::MissingContent(_)) => ServiceError::Unavailable(
+                "a memory was erased while it was read; retry the request".into(),
+            ),
+            other => ServiceError::from(other),
+        })?;
         let context = if blocks.is_empty() {
             String::new()
         } else {
@@ -216,24 +206,31 @@ impl ServiceCore {
                     .collect()
             })
             .unwrap_or_default();
-        let memories = selection
-            .receipt
-            .selected_record_ids
-            .iter()
-            .filter_map(|id| {
-                let record = &records[*position.get(id.as_str())?];
-                Some(RecalledMemory {
-                    record_id: id.clone(),
-                    kind: record.kind,
-                    content: text_of(id)?.to_owned(),
-                    created_at_unix_ms: record.created_at_unix_ms,
-                    score: scores
-                        .get(id.as_str())
-                        .map(|s| *s as f64 / SCORE_SCALE as f64),
-                    in_context: report.included_memory.contains(id),
-                })
-            })
-            .collect();
+        let record_of = |id: &str| {
+            records
+                .binary_search_by(|r| r.record().record_id.as_str().cmp(id))
+                .ok()
+                .map(|at| records[at].record())
+        };
+        let mut memories = Vec::with_capacity(selection.receipt.selected_record_ids.len());
+        for id in &selection.receipt.selected_record_ids {
+            let (Some(record), Some(content)) = (record_of(id), texts.get(&mut inner, id)) else {
+                texts.failed()?;
+                return Err(ServiceError::Unavailable(
+                    "a memory was erased while it was read; retry the request".into(),
+                ));
+            };
+            memories.push(RecalledMemory {
+                record_id: id.clone(),
+                kind: record.kind,
+                content,
+                created_at_unix_ms: record.created_at_unix_ms,
+                score: scores
+                    .get(id.as_str())
+                    .map(|s| *s as f64 / SCORE_SCALE as f64),
+                in_context: report.included_memory.contains(id),
+            });
+        }
         let mut drop_counts = selection.receipt.decision_counts.dropped.clone();
         for (reason, count) in drop_reasons(&earlier) {
             *drop_counts.entry(reason).or_insert(0) += count;
@@ -371,22 +368,82 @@ impl ServiceCore {
 /// id on a tie) so identical contents are never recalled twice; returns
 /// how many it set aside. The eligible set every receipt commits to is
 /// the one that remains.
-fn drop_duplicate_contents(records: &mut Vec<StoredRecord>) -> u64 {
-    let mut keep: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
-    for r in records.iter() {
-        let candidate = (r.record.created_at_unix_ms, r.record.record_id.as_str());
-        keep.entry(r.record.content_sha256.as_str())
+fn drop_duplicate_contents(records: &mut Vec<Arc<CheckedRecord>>) -> u64 {
+    let mut keep: HashMap<&str, usize> = HashMap::with_capacity(records.len());
+    for (at, r) in records.iter().enumerate() {
+        let record = r.record();
+        keep.entry(record.content_sha256.as_str())
             .and_modify(|best| {
-                if candidate > *best {
-                    *best = candidate;
+                let candidate = (record.created_at_unix_ms, record.record_id.as_str());
+                let current = records[*best].record();
+                if candidate > (current.created_at_unix_ms, current.record_id.as_str()) {
+                    *best = at;
                 }
             })
-            .or_insert(candidate);
+            .or_insert(at);
     }
-    let kept: BTreeSet<String> = keep.values().map(|(_, id)| (*id).to_owned()).collect();
+    if keep.len() == records.len() {
+        return 0;
+    }
+    let mut kept = vec![false; records.len()];
+    for at in keep.into_values() {
+        kept[at] = true;
+    }
     let before = records.len();
-    records.retain(|r| kept.contains(&r.record.record_id));
+    let mut flags = kept.into_iter();
+    records.retain(|_| flags.next().unwrap_or(false));
     (before - records.len()) as u64
+}
+
+/// The texts of the records a recall hands off, read from the store as
+/// they are asked for (or all at once, [`Texts::prefetch`]); a store
+/// failure is kept for [`Texts::failed`], since the handoff asks through a
+/// closure that can only answer "none".
+struct Texts<'a> {
+    tenant: &'a str,
+    read: HashMap<String, String>,
+    error: Option<ServiceError>,
+}
+
+impl<'a> Texts<'a> {
+    fn new(tenant: &'a str) -> Self {
+        Texts {
+            tenant,
+            read: HashMap::new(),
+            error: None,
+        }
+    }
+
+    fn prefetch(&mut self, inner: &mut Inner, ids: &[String]) -> ServiceResult<()> {
+        for stored in inner.store.get_records(self.tenant, ids)? {
+            self.read.insert(stored.record.record_id, stored.content);
+        }
+        Ok(())
+    }
+
+    fn get(&mut self, inner: &mut Inner, id: &str) -> Option<String> {
+        if let Some(text) = self.read.get(id) {
+            return Some(text.clone());
+        }
+        match inner.store.get_records(self.tenant, &[id.to_owned()]) {
+            Ok(found) => {
+                let stored = found.into_iter().next()?;
+                self.read.insert(id.to_owned(), stored.content.clone());
+                Some(stored.content)
+            }
+            Err(e) => {
+                self.error.get_or_insert(e.into());
+                None
+            }
+        }
+    }
+
+    fn failed(&mut self) -> ServiceResult<()> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Keeps the ranked results scoring at least `min` (fixed point) and

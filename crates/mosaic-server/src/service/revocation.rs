@@ -125,6 +125,7 @@ impl ServiceCore {
                     let mut inner = self.writer()?;
                     match inner.store.erase(token, now) {
                         Ok(erased) => {
+                            self.read_model.forget(record_id);
                             inner.catalog.clear_request(erased.tenant_id(), record_id)?;
                             Ok(RevocationState::Erased(erased))
                         }
