@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use mosaic_harness::MemoryKind;
 use mosaic_harness::canonical::sha256_hex;
-use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet};
+use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet, SealedEligibleSet};
 use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, HashEmbedder, IndexTarget, PublishMessage, RecallQuery,
     RetrievalMode, Retriever, ScopeKeys, SearchPlan,
@@ -161,15 +161,15 @@ fn main() {
         "ingest split: lexical target {lexical_secs:.1} s; vector target {vector_secs:.1} s, of which embedding about {embed_secs:.1} s (timed apart: the target embeds again); the rest is record generation"
     );
 
-    let eligible: Vec<EligibleSet> = per_principal
+    let eligible: Vec<SealedEligibleSet> = per_principal
         .into_iter()
         .enumerate()
         .map(|(p, mut entries)| {
             entries.sort();
-            EligibleSet {
+            seal(EligibleSet {
                 read_context_sha256: sha256_hex(format!("p{p}").as_bytes()),
                 entries,
-            }
+            })
         })
         .collect();
     let queries: Vec<String> = (0..n_queries)
@@ -222,13 +222,13 @@ fn main() {
     let mut big: Vec<EligibleEntry> = eligible
         .iter()
         .step_by(2)
-        .flat_map(|s| s.entries.iter().cloned())
+        .flat_map(|s| s.set().entries.iter().cloned())
         .collect();
     big.sort();
-    let big = EligibleSet {
+    let big = seal(EligibleSet {
         read_context_sha256: sha256_hex(b"half"),
         entries: big,
-    };
+    });
     let mut big_times = Vec::new();
     let mut found: Vec<Vec<String>> = Vec::new();
     let mut plan = None;
@@ -263,7 +263,7 @@ fn main() {
     report(
         &format!(
             "recall, half-store scope ({} records), vector only, plan {:?}",
-            big.entries.len(),
+            big.set().entries.len(),
             plan.unwrap_or(SearchPlan::ExactScan)
         ),
         big_times,
@@ -294,4 +294,9 @@ fn main() {
         "half-store reads: recall@10 against an exact scan {:.3} ({hit}/{total})",
         hit as f64 / total.max(1) as f64
     );
+}
+
+/// `set` with its digest (a set of generated ids always has one).
+fn seal(set: EligibleSet) -> SealedEligibleSet {
+    SealedEligibleSet::seal(set).unwrap_or_else(|e| panic!("eligible set digest: {e}"))
 }

@@ -38,7 +38,7 @@ use std::time::Instant;
 
 use mosaic_harness::MemoryKind;
 use mosaic_harness::canonical::sha256_hex;
-use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet};
+use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet, SealedEligibleSet};
 use mosaic_index::eval_metrics::{MetricSums, category_label, score_ranking};
 use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, HashEmbedder, IndexTarget, PublishMessage, RecallQuery,
@@ -349,7 +349,7 @@ fn main() {
         AnnConfig::default(),
         FunnelConfig::default(),
     );
-    let mut eligible_by_conv: BTreeMap<String, EligibleSet> = BTreeMap::new();
+    let mut eligible_by_conv: BTreeMap<String, SealedEligibleSet> = BTreeMap::new();
     let mut turn_ids: BTreeSet<String> = BTreeSet::new();
     let started = Instant::now();
     let mut n_turns = 0usize;
@@ -407,10 +407,11 @@ fn main() {
         entries.sort();
         eligible_by_conv.insert(
             conv.conversation_id.clone(),
-            EligibleSet {
+            SealedEligibleSet::seal(EligibleSet {
                 read_context_sha256: sha256_hex(conv.conversation_id.as_bytes()),
                 entries,
-            },
+            })
+            .unwrap_or_else(|e| panic!("eligible set digest: {e}")),
         );
     }
     let misses = embedder.misses.load(Ordering::Relaxed);

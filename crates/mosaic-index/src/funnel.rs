@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mosaic_harness::canonical::domain_digest;
-use mosaic_harness::memory_scope::{EligibleSet, RelevanceInput, RelevanceReceipt};
+use mosaic_harness::memory_scope::{RelevanceInput, RelevanceReceipt, SealedEligibleSet};
 use serde::{Deserialize, Serialize};
 
 use crate::ann::{AnnConfig, SearchPlan};
@@ -172,7 +172,7 @@ pub struct RecallQuery<'a> {
     pub claim_keys: &'a [String],
     /// The eligible set of this read (see
     /// `mosaic_harness::memory_scope::eligible_set`).
-    pub eligible: &'a EligibleSet,
+    pub eligible: &'a SealedEligibleSet,
     /// Keep at most this many results.
     pub max_results: usize,
     /// Generators to run.
@@ -415,7 +415,7 @@ impl Retriever {
 
     /// The cache key of `query` against the current snapshot.
     pub fn cache_key(&self, query: &RecallQuery<'_>) -> Result<CacheKey, IndexError> {
-        self.cache_key_with(query, &query.eligible.digest()?)
+        self.cache_key_with(query, query.eligible.sha256())
     }
 
     /// [`Retriever::cache_key`] with the eligible-set digest computed once
@@ -454,9 +454,9 @@ impl Retriever {
         query: &RecallQuery<'_>,
         query_vector: Option<&[f32]>,
     ) -> Result<Recall, IndexError> {
-        // The eligible set's digest is hashed once per read: for the cache
-        // key here and for the relevance receipt in `compute`.
-        let eligible_set_sha256 = query.eligible.digest()?;
+        // The eligible set was sealed with its digest once for the read: it
+        // names the set in the cache key here and in the relevance receipt.
+        let eligible_set_sha256 = query.eligible.sha256().to_owned();
         let key = self.cache_key_with(query, &eligible_set_sha256)?;
         // The lock is held for the lookup and for the insertion only; two
         // readers missing the same key both compute it, identically.
@@ -501,12 +501,12 @@ mod tests {
     use crate::target::{IndexTarget, PublishMessage, ScopeKeys};
     use mosaic_harness::MemoryKind;
     use mosaic_harness::canonical::sha256_hex;
-    use mosaic_harness::memory_scope::EligibleEntry;
+    use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet};
     use std::collections::BTreeMap;
 
     const POLICY: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-    fn loaded(lines: &[&str]) -> (Retriever, EligibleSet) {
+    fn loaded(lines: &[&str]) -> (Retriever, SealedEligibleSet) {
         let mut r = Retriever::new(
             Arc::new(HashEmbedder::new(64)),
             AnnConfig::default(),
@@ -535,14 +535,15 @@ mod tests {
                 content_sha256: sha256_hex(text.as_bytes()),
             });
         }
-        let eligible = EligibleSet {
+        let eligible = SealedEligibleSet::seal(EligibleSet {
             read_context_sha256: sha256_hex(b"read"),
             entries,
-        };
+        })
+        .unwrap();
         (r, eligible)
     }
 
-    fn ask(r: &Retriever, eligible: &EligibleSet, text: &str, mode: RetrievalMode) -> Recall {
+    fn ask(r: &Retriever, eligible: &SealedEligibleSet, text: &str, mode: RetrievalMode) -> Recall {
         let q = RecallQuery {
             tenant_id: "tenant",
             policy_sha256: POLICY,

@@ -307,7 +307,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         .collect();
     let input = RelevanceInput {
         query_sha256: query_sha256.to_owned(),
-        eligible: query.eligible.clone(),
+        eligible: query.eligible.set().clone(),
         feature_release,
         ranker_release: RANKER_RELEASE.to_owned(),
         scores,
@@ -355,6 +355,7 @@ impl<'a> MemorySource<'a> {
     ) -> Self {
         let ids: Vec<&'a str> = query
             .eligible
+            .set()
             .entries
             .iter()
             .map(|e| e.record_id.as_str())
@@ -426,7 +427,9 @@ impl CandidateSource for MemorySource<'_> {
 mod tests {
     use super::*;
     use mosaic_harness::canonical::sha256_hex;
-    use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet, verify_relevance_receipt};
+    use mosaic_harness::memory_scope::{
+        EligibleEntry, EligibleSet, SealedEligibleSet, verify_relevance_receipt,
+    };
 
     /// A source that is not an index: fixed lists and features, and a log
     /// of which generators ran.
@@ -507,7 +510,7 @@ mod tests {
     }
 
     fn run(mode: RetrievalMode, text: &str, claim_keys: &[String]) -> (Vec<&'static str>, Recall) {
-        let set = eligible();
+        let set = SealedEligibleSet::seal(eligible()).unwrap();
         let query = RecallQuery {
             tenant_id: "t",
             policy_sha256: "p",
@@ -524,7 +527,7 @@ mod tests {
         let mut source = Scripted::default();
         let vector = [1.0f32, 0.0];
         let candidates = gather(&mut source, &config, &query, Some(&vector)).unwrap();
-        let digest = set.digest().unwrap();
+        let digest = set.sha256().to_owned();
         let recall = fuse(
             &config,
             &query,

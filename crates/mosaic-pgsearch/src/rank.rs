@@ -428,11 +428,12 @@ pub fn recall(
     query_vector: Option<&[f32]>,
     embedder_release: &str,
 ) -> Result<Recall, IndexError> {
-    let eligible_set_sha256 = query.eligible.digest()?;
+    let eligible_set_sha256 = query.eligible.sha256().to_owned();
     let feature_release = feature_release_of(embedder_release);
     let query_sha256 = query_digest(query, &eligible_set_sha256, config, &feature_release)?;
     let ids: Vec<String> = query
         .eligible
+        .set()
         .entries
         .iter()
         .map(|e| e.record_id.clone())

@@ -21,7 +21,8 @@ use std::borrow::Borrow;
 
 use super::{
     CheckedRecord, MemoryReadContext, MemorySelection, MemorySelectionReceipt, RelevanceReceipt,
-    SelectionError, check_all, select_memory_checked, select_memory_ranked_checked,
+    SealedEligibleSet, SelectionError, check_all, select_memory_checked,
+    select_memory_ranked_checked, select_memory_ranked_sealed,
 };
 use crate::canonical::{CanonicalError, domain_digest, sha256_hex};
 use crate::record::MemoryRecord;
@@ -509,25 +510,45 @@ pub fn hand_off(
     other_items: &[ContextItem],
     budget: &ContextBudget,
 ) -> Result<Handoff, HandoffError> {
-    hand_off_checked(
-        ctx,
-        &check_all(records)?,
-        Some(relevance),
-        other_items,
-        budget,
-        |id| contents.get(id).cloned(),
-    )
+    let checked = check_all(records)?;
+    let selection = select_memory_ranked_checked(ctx, &checked, relevance)?;
+    finish_handoff(&checked, selection, other_items, budget, |id| {
+        contents.get(id).cloned()
+    })
 }
 
-/// [`hand_off`] over checked records, ordered by `relevance` or, without
-/// one, by kind and recency ([`select_memory_checked`]). `content_of`
-/// answers a record's exact content; it is asked only for the records the
-/// allocation included, so a reader deciding on many records fetches the
-/// texts of the few that make it in.
+/// [`hand_off`] over checked records, ordered by a relevance receipt
+/// ranked over the read's sealed eligible set
+/// ([`select_memory_ranked_sealed`]) or, without one, by kind and recency
+/// ([`select_memory_checked`]). `content_of` answers a record's exact
+/// content; it is asked only for the records the allocation included, so a
+/// reader deciding on many records fetches the texts of the few that make
+/// it in.
 pub fn hand_off_checked<R, F>(
     ctx: &MemoryReadContext,
     records: &[R],
-    relevance: Option<&RelevanceReceipt>,
+    ranked: Option<(&RelevanceReceipt, &SealedEligibleSet)>,
+    other_items: &[ContextItem],
+    budget: &ContextBudget,
+    content_of: F,
+) -> Result<Handoff, HandoffError>
+where
+    R: Borrow<CheckedRecord>,
+    F: FnMut(&str) -> Option<String>,
+{
+    let selection = match ranked {
+        Some((relevance, eligible)) => {
+            select_memory_ranked_sealed(ctx, records, relevance, eligible)?
+        }
+        None => select_memory_checked(ctx, records)?,
+    };
+    finish_handoff(records, selection, other_items, budget, content_of)
+}
+
+/// The allocation and the rendered blocks of a selection.
+fn finish_handoff<R, F>(
+    records: &[R],
+    selection: MemorySelection,
     other_items: &[ContextItem],
     budget: &ContextBudget,
     mut content_of: F,
@@ -536,10 +557,6 @@ where
     R: Borrow<CheckedRecord>,
     F: FnMut(&str) -> Option<String>,
 {
-    let selection = match relevance {
-        Some(relevance) => select_memory_ranked_checked(ctx, records, relevance)?,
-        None => select_memory_checked(ctx, records)?,
-    };
     // Ids are unique (the selection checked them): found by binary search.
     let mut sorted: Vec<&MemoryRecord> = records.iter().map(|r| r.borrow().record()).collect();
     sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));

@@ -47,8 +47,8 @@ pub use manifest::{
 };
 pub use relevance::{
     EligibleEntry, EligibleSet, RankedResult, RelevanceError, RelevanceInput, RelevanceReceipt,
-    SCORE_SCALE, ScoredCandidate, eligible_set, eligible_set_checked, fixed_point_score,
-    rank_relevance, verify_relevance_receipt,
+    SCORE_SCALE, ScoredCandidate, SealedEligibleSet, eligible_set, eligible_set_checked,
+    fixed_point_score, rank_relevance, verify_relevance_receipt,
 };
 pub use supersession::SupersessionProblem;
 
@@ -655,6 +655,27 @@ pub fn select_memory_ranked_checked<R: std::borrow::Borrow<CheckedRecord>>(
     records: &[R],
     relevance: &RelevanceReceipt,
 ) -> Result<MemorySelection, SelectionError> {
+    select_ranked(ctx, records, relevance, None)
+}
+
+/// [`select_memory_ranked_checked`] for a read whose eligible set was
+/// sealed before ranking: the set is compared with the records' eligible
+/// set entry by entry and named by its sealed digest, not hashed again.
+pub fn select_memory_ranked_sealed<R: std::borrow::Borrow<CheckedRecord>>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+    relevance: &RelevanceReceipt,
+    eligible: &SealedEligibleSet,
+) -> Result<MemorySelection, SelectionError> {
+    select_ranked(ctx, records, relevance, Some(eligible))
+}
+
+fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+    relevance: &RelevanceReceipt,
+    sealed: Option<&SealedEligibleSet>,
+) -> Result<MemorySelection, SelectionError> {
     let sorted = check_inputs(ctx, records)?;
     let rank_of: BTreeMap<&str, usize> = relevance
         .results
@@ -667,14 +688,25 @@ pub fn select_memory_ranked_checked<R: std::borrow::Borrow<CheckedRecord>>(
     let mut entries = Vec::new();
     let mut eligible: Vec<(usize, &MemoryRecord)> = Vec::new();
     let mut outcomes: Vec<Option<DropReason>> = Vec::with_capacity(sorted.len());
+    // With a sealed set, each eligible record is compared with its entry.
+    let mut sealed_entries = sealed.map(|s| s.set().entries.iter());
+    let mut sealed_differs = false;
     for checked in &sorted {
         let record = &checked.record;
         match eligibility(ctx, record) {
             Ok(()) => {
-                entries.push(EligibleEntry {
-                    record_id: record.record_id.clone(),
-                    content_sha256: record.content_sha256.clone(),
-                });
+                match sealed_entries.as_mut() {
+                    Some(expected) => {
+                        sealed_differs |= !expected.next().is_some_and(|e| {
+                            e.record_id == record.record_id
+                                && e.content_sha256 == record.content_sha256
+                        });
+                    }
+                    None => entries.push(EligibleEntry {
+                        record_id: record.record_id.clone(),
+                        content_sha256: record.content_sha256.clone(),
+                    }),
+                }
                 match rank_of.get(record.record_id.as_str()) {
                     Some(&rank) => {
                         eligible.push((rank, record));
@@ -686,12 +718,27 @@ pub fn select_memory_ranked_checked<R: std::borrow::Borrow<CheckedRecord>>(
             Err(reason) => outcomes.push(Some(reason)),
         }
     }
-    // Sorted by record id already: the records are.
-    let snapshot = EligibleSet {
-        read_context_sha256: ctx.digest()?,
-        entries,
+    let read_context_sha256 = ctx.digest()?;
+    let eligible_sha256 = match (sealed, sealed_entries) {
+        (Some(sealed), Some(mut rest)) => {
+            if sealed_differs
+                || rest.next().is_some()
+                || sealed.set().read_context_sha256 != read_context_sha256
+            {
+                return Err(SelectionError::RelevanceMismatch(
+                    "the sealed eligible set is not this read's eligible set".into(),
+                ));
+            }
+            sealed.sha256().to_owned()
+        }
+        // Sorted by record id already: the records are.
+        _ => EligibleSet {
+            read_context_sha256,
+            entries,
+        }
+        .digest()?,
     };
-    if snapshot.digest()? != relevance.eligible_set_sha256 {
+    if eligible_sha256 != relevance.eligible_set_sha256 {
         return Err(SelectionError::RelevanceMismatch(
             "eligible_set_sha256 differs from this read's eligible set".into(),
         ));

@@ -91,6 +91,33 @@ pub fn eligible_set_checked<R: std::borrow::Borrow<CheckedRecord>>(
     })
 }
 
+/// An eligible set with its digest, computed once: the ranker and the
+/// selection of one read name the set by it without hashing the set again
+/// (the digest is always the set's: it is computed here, never supplied).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedEligibleSet {
+    set: EligibleSet,
+    sha256: String,
+}
+
+impl SealedEligibleSet {
+    /// Seals `set` with its `mosaic.memory.eligible_set.v1` digest.
+    pub fn seal(set: EligibleSet) -> Result<Self, CanonicalError> {
+        let sha256 = set.digest()?;
+        Ok(SealedEligibleSet { set, sha256 })
+    }
+
+    /// The set.
+    pub fn set(&self) -> &EligibleSet {
+        &self.set
+    }
+
+    /// Its digest.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+}
+
 /// A ranker's score for one eligible record.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

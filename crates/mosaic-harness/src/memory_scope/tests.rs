@@ -1019,3 +1019,36 @@ fn memory_scope_checked_record_refuses_an_invalid_record_and_repeats() {
         ))
     );
 }
+
+#[test]
+fn memory_scope_a_sealed_eligible_set_must_be_the_reads_own() {
+    let (ctx, records) = fixture();
+    let input = relevance_input(&ctx, &records);
+    let receipt = rank_relevance(&input).unwrap();
+    let checked: Vec<CheckedRecord> = records
+        .iter()
+        .cloned()
+        .map(|r| CheckedRecord::new(r).unwrap())
+        .collect();
+    let sealed = SealedEligibleSet::seal(input.eligible.clone()).unwrap();
+    assert_eq!(
+        select_memory_ranked_sealed(&ctx, &checked, &receipt, &sealed).unwrap(),
+        select_memory_ranked(&ctx, &records, &receipt).unwrap()
+    );
+    // The same set less one entry, one entry with another content digest,
+    // and the set under another read context: each is another read's set,
+    // refused by the selector before anything is selected.
+    let mut fewer = input.eligible.clone();
+    fewer.entries.pop();
+    let mut changed = input.eligible.clone();
+    changed.entries[0].content_sha256 = sha256_hex(b"other content");
+    let mut other_read = input.eligible.clone();
+    other_read.read_context_sha256 = sha256_hex(b"other read");
+    for set in [fewer, changed, other_read] {
+        let sealed = SealedEligibleSet::seal(set).unwrap();
+        assert!(matches!(
+            select_memory_ranked_sealed(&ctx, &checked, &receipt, &sealed),
+            Err(SelectionError::RelevanceMismatch(_))
+        ));
+    }
+}

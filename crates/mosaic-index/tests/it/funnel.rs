@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use mosaic_harness::MemoryRecord;
 use mosaic_harness::fixtures::{scoped_selection_context, scoped_selection_records};
 use mosaic_harness::memory_scope::{
-    ContextBudget, EligibleSet, eligible_set, verify_relevance_receipt,
+    ContextBudget, EligibleSet, SealedEligibleSet, eligible_set, verify_relevance_receipt,
 };
 use mosaic_index::{
     FunnelConfig, Fusion, IndexTarget, PublishMessage, RecallQuery, RetrievalMode, Retriever,
@@ -13,6 +13,10 @@ use mosaic_index::{
 };
 
 use crate::common::retriever;
+
+fn sealed(set: EligibleSet) -> SealedEligibleSet {
+    SealedEligibleSet::seal(set).unwrap()
+}
 
 fn message(record: &MemoryRecord, content: &str, claim_keys: Vec<String>) -> PublishMessage {
     PublishMessage {
@@ -53,7 +57,7 @@ fn loaded() -> (Retriever, Vec<MemoryRecord>, BTreeMap<String, String>) {
 
 fn query<'a>(
     text: &'a str,
-    eligible: &'a EligibleSet,
+    eligible: &'a SealedEligibleSet,
     claims: &'a [String],
     revocation_generation: u64,
 ) -> RecallQuery<'a> {
@@ -75,7 +79,7 @@ fn query<'a>(
 fn funnel_ranks_only_eligible_records_and_hands_off() {
     let (r, records, contents) = loaded();
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &records).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &records).unwrap());
     let mut q = query(
         "how do I build and test the cargo workspace",
         &eligible,
@@ -85,6 +89,7 @@ fn funnel_ranks_only_eligible_records_and_hands_off() {
     q.policy_sha256 = &ctx.policy_sha256;
     let recall = r.recall(&q).unwrap();
     let eligible_ids: BTreeSet<&str> = eligible
+        .set()
         .entries
         .iter()
         .map(|e| e.record_id.as_str())
@@ -118,7 +123,7 @@ fn funnel_ranks_only_eligible_records_and_hands_off() {
 fn claim_key_matches_are_structured_candidates() {
     let (r, records, _) = loaded();
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &records).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &records).unwrap());
     let claims = vec!["principal:user-vinay|response_detail_preference|surface=alerts".to_string()];
     let mut q = query("unrelated words entirely", &eligible, &claims, 0);
     q.policy_sha256 = &ctx.policy_sha256;
@@ -132,7 +137,7 @@ fn claim_key_matches_are_structured_candidates() {
 fn revocation_invalidates_cached_results() {
     let (mut r, records, _) = loaded();
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &records).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &records).unwrap());
     let mut q = query("cargo build test", &eligible, &[], 7);
     q.policy_sha256 = &ctx.policy_sha256;
     let first = r.recall(&q).unwrap();
@@ -183,8 +188,8 @@ fn near_identical_memories_of_other_tenants_and_principals_never_cross() {
         twins.push(rec);
     }
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &twins).unwrap();
-    assert_eq!(eligible.entries.len(), 1);
+    let eligible = sealed(eligible_set(&ctx, &twins).unwrap());
+    assert_eq!(eligible.set().entries.len(), 1);
     for mode in [
         RetrievalMode::Lexical,
         RetrievalMode::Vector,
@@ -233,7 +238,7 @@ fn neighbouring_records_lend_context() {
     });
     let recs = three_turns(&mut r, &TURNS);
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &recs).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &recs).unwrap());
     let mut q = query("painting", &eligible, &[], 0);
     q.policy_sha256 = &ctx.policy_sha256;
     q.mode = RetrievalMode::Lexical;
@@ -248,7 +253,7 @@ fn turn_windows_reach_the_reply_and_fade_with_distance() {
     let mut r = retriever();
     let recs = three_turns(&mut r, &TURNS);
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &recs).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &recs).unwrap());
     let mut q = query("painting", &eligible, &[], 0);
     q.policy_sha256 = &ctx.policy_sha256;
     q.mode = RetrievalMode::Lexical;
@@ -273,7 +278,7 @@ fn turn_windows_never_read_ineligible_neighbours() {
     let recs = three_turns(&mut r, &TURNS);
     let ctx = scoped_selection_context();
     // turn-0 (the only one mentioning painting) is not eligible.
-    let eligible = eligible_set(&ctx, &recs[1..]).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &recs[1..]).unwrap());
     let mut q = query("painting", &eligible, &[], 0);
     q.policy_sha256 = &ctx.policy_sha256;
     q.mode = RetrievalMode::Lexical;
@@ -290,7 +295,7 @@ fn every_fusion_ranks_a_match_of_both_lists_first() {
     let mut r = retriever();
     let recs = three_turns(&mut r, &TURNS);
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &recs).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &recs).unwrap());
     let mut q = query("walk the dog tomorrow", &eligible, &[], 0);
     q.policy_sha256 = &ctx.policy_sha256;
     for fusion in [Fusion::ZScore, Fusion::MinMaxScore, Fusion::ReciprocalRank] {
@@ -311,7 +316,7 @@ fn recall_through_a_shared_reference_from_many_threads_matches_and_caches() {
     let (r, records, _) = loaded();
     send_sync(&r);
     let ctx = scoped_selection_context();
-    let eligible = eligible_set(&ctx, &records).unwrap();
+    let eligible = sealed(eligible_set(&ctx, &records).unwrap());
     let mut q = query("cargo build test", &eligible, &[], 0);
     q.policy_sha256 = &ctx.policy_sha256;
     // The reference answer comes from a fresh retriever, so no cache helps.

@@ -438,7 +438,7 @@ mod shared_ranker {
     use std::collections::BTreeSet;
 
     use mosaic_harness::canonical::sha256_hex;
-    use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet};
+    use mosaic_harness::memory_scope::{EligibleEntry, EligibleSet, SealedEligibleSet};
     use mosaic_index::funnel::RANKER_RELEASE;
     use mosaic_index::{
         AnnConfig, FunnelConfig, PublishMessage, Recall, RecallQuery, RetrievalMode, Retriever,
@@ -559,7 +559,7 @@ mod shared_ranker {
         "proud wonderful feel",
     ];
 
-    fn eligible(messages: &[PublishMessage], removed: &BTreeSet<String>) -> EligibleSet {
+    fn eligible(messages: &[PublishMessage], removed: &BTreeSet<String>) -> SealedEligibleSet {
         // Every eleventh turn of tenant A is outside the read (its terms
         // still count in the subject's statistics, as in memory).
         let entries = messages
@@ -573,15 +573,16 @@ mod shared_ranker {
                 content_sha256: sha256_hex(m.text.as_bytes()),
             })
             .collect();
-        EligibleSet {
+        SealedEligibleSet::seal(EligibleSet {
             read_context_sha256: sha256_hex(b"shared ranker read"),
             entries,
-        }
+        })
+        .unwrap()
     }
 
     fn query<'a>(
         text: &'a str,
-        eligible: &'a EligibleSet,
+        eligible: &'a SealedEligibleSet,
         claim_keys: &'a [String],
         mode: RetrievalMode,
         policy: &'a str,

@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
-use mosaic_harness::memory_scope::EligibleSet;
 use mosaic_harness::memory_scope::{ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE};
 use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,

@@ -89,7 +89,7 @@ impl PgTargets {
     pub(super) fn relevance(
         &mut self,
         query: &RecallQuery<'_>,
-        set: &EligibleSet,
+        set: &mosaic_harness::memory_scope::SealedEligibleSet,
         vector: Option<&[f32]>,
     ) -> ServiceResult<mosaic_harness::memory_scope::RelevanceReceipt> {
         let query = RecallQuery {

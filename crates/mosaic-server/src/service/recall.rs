@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use mosaic_harness::memory_scope::{
-    CheckedRecord, Handoff, HandoffError, RenderError, SCORE_SCALE, eligible_set_checked,
-    hand_off_checked,
+    CheckedRecord, Handoff, HandoffError, RenderError, SCORE_SCALE, SealedEligibleSet,
+    eligible_set_checked, hand_off_checked,
 };
 
 use super::*;
@@ -108,9 +108,12 @@ impl ServiceCore {
         };
         let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
         let mut omitted_indexes = Vec::new();
-        let relevance = match query_text {
+        let ranked = match query_text {
             Some(text) => {
-                let set = eligible_set_checked(&ctx, &records).map_err(|e| internal(&e))?;
+                let set = SealedEligibleSet::seal(
+                    eligible_set_checked(&ctx, &records).map_err(|e| internal(&e))?,
+                )
+                .map_err(|e| internal(&e))?;
                 let read_subject = format!("{principal}/{workspace_id}/{run_id}");
                 let mut query = RecallQuery {
                     tenant_id: tenant,
@@ -162,14 +165,14 @@ impl ServiceCore {
                     cut_below(&mut receipt, min).map_err(|e| internal(&e))?;
                 }
                 inner = self.reader()?;
-                Some(receipt)
+                Some((receipt, set))
             }
             None => None,
         };
         // Only ranked (or, without a query, selected) records can be handed
         // off: the texts of those are read, in one read when ranked.
         let mut texts = Texts::new(tenant);
-        if let Some(receipt) = &relevance {
+        if let Some((receipt, _)) = &ranked {
             let ids: Vec<String> = receipt
                 .results
                 .iter()
@@ -177,9 +180,14 @@ impl ServiceCore {
                 .collect();
             texts.prefetch(&mut inner, &ids)?;
         }
-        let handoff = hand_off_checked(&ctx, &records, relevance.as_ref(), &[], &budget, |id| {
-            texts.get(&mut inner, id)
-        });
+        let handoff = hand_off_checked(
+            &ctx,
+            &records,
+            ranked.as_ref().map(|(receipt, set)| (receipt, set)),
+            &[],
+            &budget,
+            |id| texts.get(&mut inner, id),
+        );
         texts.failed()?;
         let Handoff {
             selection,
@@ -197,6 +205,7 @@ impl ServiceCore {
         } else {
             format!("{RECALLED_MEMORY_NOTICE}\n\n{}", blocks.join("\n\n"))
         };
+        let relevance = ranked.map(|(receipt, _)| receipt);
         let scores: BTreeMap<&str, u64> = relevance
             .as_ref()
             .map(|r| {
