@@ -54,6 +54,7 @@ mod browse;
 mod carry;
 mod conversation;
 mod extract;
+mod guard_vectors;
 mod guards;
 mod health;
 mod outbox;
@@ -289,6 +290,8 @@ pub struct ServiceCore {
     config: ServerConfig,
     metrics: Metrics,
     embedder: Arc<dyn Embedder>,
+    /// The vectors the write guard embedded, until their publication.
+    guard_vectors: Arc<guard_vectors::GuardVectors>,
     /// Fact extraction from conversations, when configured.
     extraction: Option<extract::Extraction>,
     /// The last decision instant handed out ([`ServiceCore::decision_instant`]).
@@ -509,6 +512,7 @@ impl Service {
             last_decision: std::sync::atomic::AtomicU64::new(0),
             config,
             embedder,
+            guard_vectors: Arc::default(),
         };
         let admin_key_file = core.bootstrap_admin_key()?;
         let switched_from = core.load_indexes()?;
