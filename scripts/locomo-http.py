@@ -3,7 +3,8 @@
 
     scripts/locomo-http.py --mosaic target/release/mosaic \
         --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
-        [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10]
+        [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10] \
+        [--write-guards '{"near_duplicate_cosine_permille": 1000}']
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates a tenant and one key per conversation (each its own
@@ -119,6 +120,8 @@ def main():
     parser.add_argument("--conversations", type=int, default=10, help="how many conversations")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
+    parser.add_argument("--write-guards", default=None,
+                        help='the tenant\'s write guards as JSON, e.g. \'{"near_duplicate_cosine_permille": 1000}\' (default: the server\'s)')
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -128,7 +131,10 @@ def main():
                  if q["conversation_id"] in wanted and q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
     server = Server(args.mosaic, args.serve_args)
     try:
-        ok(*server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "locomo"}), "tenant")
+        tenant = {"tenant_id": "locomo"}
+        if args.write_guards:
+            tenant["policy"] = {"write_guards": json.loads(args.write_guards)}
+        ok(*server.call("POST", "/v1/admin/tenants", server.admin, tenant), "tenant")
         summary = {"conversations": len(conversations), "questions": len(questions), "k": args.k}
         for surface in ("native", "mem0"):
             keys = {c["conversation_id"]: principal_key(server, re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{c['conversation_id']}"))

@@ -110,7 +110,7 @@ class MosaicServer:
             "/v1/admin/tenants",
             json={
                 "tenant_id": tenant_id,
-                "policy": {"write_guards": {"near_duplicate_permille": 1000, "shared_semantic_evidence": "any"}},
+                "policy": {"write_guards": {"near_duplicate_permille": 1000, "near_duplicate_cosine_permille": 1000, "shared_semantic_evidence": "any"}},
             },
         )
         r.raise_for_status()

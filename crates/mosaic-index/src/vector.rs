@@ -132,6 +132,37 @@ impl VectorIndex {
         self.search_docs(query_vector, &docs, k)
     }
 
+    /// Top-`k` live records of one tenant's subject and kind by cosine
+    /// similarity to `query_vector`, whatever policy they were published
+    /// under: the write guards' vector candidates (the subject's own docs,
+    /// as [`LexicalIndex::sharing_terms`](crate::LexicalIndex::sharing_terms)
+    /// finds the lexical ones), searched exactly or through the filtered
+    /// graph by the same plan as a ranked query.
+    pub fn nearest_in_subject(
+        &self,
+        query_vector: &[f32],
+        tenant_id: &str,
+        subject_key: &str,
+        kind: mosaic_harness::MemoryKind,
+        k: usize,
+    ) -> Vec<Hit> {
+        let mut docs = DocSet::with_capacity(self.fence.doc_capacity());
+        for doc in self.backend.subject_docs(tenant_id, subject_key) {
+            let same_kind = self
+                .fence
+                .record_of(doc)
+                .and_then(|r| self.fence.live_entry(r))
+                .is_some_and(|l| l.scope.kind == kind && l.scope.tenant_id == tenant_id);
+            if same_kind {
+                docs.insert(doc);
+            }
+        }
+        if docs.is_empty() || query_vector.len() != self.dimension() {
+            return Vec::new();
+        }
+        self.search_docs(query_vector, &docs, k).1
+    }
+
     pub(crate) fn search_docs(
         &self,
         query_vector: &[f32],

@@ -361,6 +361,12 @@ pub struct WriteGuards {
     /// proposal a duplicate.
     #[serde(default = "default_near_duplicate")]
     pub near_duplicate_permille: u32,
+    /// A live record of the same subject and kind whose stored embedding
+    /// has at least this cosine similarity with the proposal's (permille,
+    /// `1..=1000`; 1000 turns the vector guard off: identical texts are
+    /// the lexical guard's) makes the proposal a duplicate.
+    #[serde(default = "default_near_duplicate_cosine")]
+    pub near_duplicate_cosine_permille: u32,
     /// Whether a prose statement contradicting a live record by a
     /// deterministic pattern is sent to review.
     #[serde(default = "default_true")]
@@ -378,6 +384,23 @@ fn default_near_duplicate() -> u32 {
     DEFAULT_NEAR_DUPLICATE_PERMILLE
 }
 
+/// The default vector near-duplicate threshold: cosine 0.9. The embedder
+/// in force by default, all-MiniLM-L6-v2, is trained contrastively so that
+/// a sentence and its rewording land close together: restatements of one
+/// statement score about 0.9 and above, while sentences of one topic that
+/// say different things (another activity, another fact about the same
+/// thing) score well below, typically 0.4 to 0.8. 0.9 refuses rewordings
+/// and leaves related statements alone; it is argued from the model, not
+/// tuned on LoCoMo (whose false refusals at this threshold are measured in
+/// BENCHMARKS.md). Cosine cannot tell a paraphrase from a changed value
+/// ("due on Friday" / "due on Monday" score about 0.9): the lexical
+/// guard's contradiction patterns run first and name those.
+pub const DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE: u32 = 900;
+
+fn default_near_duplicate_cosine() -> u32 {
+    DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE
+}
+
 fn default_true() -> bool {
     true
 }
@@ -386,6 +409,7 @@ impl Default for WriteGuards {
     fn default() -> Self {
         WriteGuards {
             near_duplicate_permille: DEFAULT_NEAR_DUPLICATE_PERMILLE,
+            near_duplicate_cosine_permille: DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE,
             prose_contradictions: true,
             shared_semantic_evidence: SharedSemanticEvidence::default(),
         }

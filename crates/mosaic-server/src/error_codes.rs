@@ -152,7 +152,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "invalid_write_guards",
         400,
-        "A tenant's write guards are out of range (the near-duplicate threshold is per mille)",
+        "A tenant's write guards are out of range (each near-duplicate threshold is a per mille in 1..=1000)",
     ),
     c(
         "invalid_user",

@@ -128,3 +128,63 @@ fn a_vector_count_that_does_not_match_applies_nothing() {
     assert!(results.iter().all(Result::is_err));
     assert_eq!(index.live_count(), 0);
 }
+
+/// `nearest_in_subject` (the write guards' vector candidates) ranks only
+/// live records of the one tenant, subject and kind asked for, whatever
+/// policy they were published under, nearest first.
+#[test]
+fn nearest_in_subject_keeps_to_its_tenant_subject_and_kind() {
+    use mosaic_harness::MemoryKind;
+    let mut index = vector_index();
+    let text = "the refund portal moved to a new address";
+    let mut messages = vec![
+        publish("same", 1, 0, text),
+        publish("near", 1, 0, "the refund portal moved to another address"),
+        publish("far", 1, 0, "lunch is served at noon on weekdays"),
+    ];
+    let mut other_tenant = publish("other-tenant", 1, 0, text);
+    other_tenant.scope.tenant_id = "tenant-b".into();
+    let mut other_subject = publish("other-subject", 1, 0, text);
+    other_subject.scope.subject_key = "principal:bob".into();
+    let mut other_kind = publish("other-kind", 1, 0, text);
+    other_kind.scope.kind = MemoryKind::Semantic;
+    let mut other_policy = publish("other-policy", 1, 0, text);
+    other_policy.scope.policy_sha256 = "0".repeat(64);
+    let revoked = publish("revoked", 1, 0, text);
+    messages.extend([
+        other_tenant,
+        other_subject,
+        other_kind,
+        other_policy,
+        revoked,
+    ]);
+    for m in &messages {
+        index.publish(m).expect("publish");
+    }
+    index.tombstone("revoked", 2).expect("tombstone");
+    let query = embedder().embed(text).expect("embed");
+    let hits = index.nearest_in_subject(
+        &query,
+        "tenant-a",
+        "principal:alice",
+        MemoryKind::Episodic,
+        10,
+    );
+    let ids: Vec<&str> = hits.iter().map(|h| h.record_id.as_str()).collect();
+    assert_eq!(ids[..2], ["other-policy", "same"], "{ids:?}");
+    assert_eq!(ids[2..], ["near", "far"], "{ids:?}");
+    assert!((hits[0].score - 1.0).abs() < 1e-5, "{}", hits[0].score);
+    assert!(hits[2].score > hits[3].score);
+    // A vector of another dimension finds nothing rather than failing.
+    assert!(
+        index
+            .nearest_in_subject(
+                &[1.0],
+                "tenant-a",
+                "principal:alice",
+                MemoryKind::Episodic,
+                10
+            )
+            .is_empty()
+    );
+}

@@ -265,14 +265,8 @@ impl ServiceCore {
         create: bool,
     ) -> ServiceResult<MemoryWritePolicy> {
         credential.require_admin()?;
-        if request
-            .write_guards
-            .is_some_and(|g| !(1..=1000).contains(&g.near_duplicate_permille))
-        {
-            return Err(ServiceError::bad_request(
-                "invalid_write_guards",
-                "near_duplicate_permille must lie in 1..=1000",
-            ));
+        if let Some(problem) = request.write_guards.as_ref().and_then(write_guards_problem) {
+            return Err(ServiceError::bad_request("invalid_write_guards", problem));
         }
         let mut inner = self.writer()?;
         if !create && inner.catalog.tenant(tenant)?.is_none() {
@@ -812,7 +806,7 @@ impl ServiceCore {
         if supersede && proposal.supersedes_record_id.is_none() {
             proposal.supersedes_record_id = Some(case.existing_record_id.clone());
         }
-        let prepared = self.prepare_write(&mut inner, &tenant, &principal, &proposal, &[])?;
+        let prepared = self.prepare_write(&mut inner, &tenant, &principal, &proposal, &[], None)?;
         let write = Box::new(prepared.write.clone());
         let action = if supersede {
             ReviewAction::Supersede(write)
@@ -967,4 +961,65 @@ fn recall_receipt_problem(
         return Ok(Some(e.to_string()));
     }
     Ok(None)
+}
+
+/// Why a tenant's write guards cannot be stored, if they cannot: each
+/// threshold is a permille in `1..=1000`.
+pub(super) fn write_guards_problem(guards: &crate::catalog::WriteGuards) -> Option<&'static str> {
+    if !(1..=1000).contains(&guards.near_duplicate_permille) {
+        return Some("near_duplicate_permille must lie in 1..=1000");
+    }
+    if !(1..=1000).contains(&guards.near_duplicate_cosine_permille) {
+        return Some("near_duplicate_cosine_permille must lie in 1..=1000");
+    }
+    None
+}
+
+#[cfg(test)]
+mod write_guard_tests {
+    use super::write_guards_problem;
+    use crate::catalog::WriteGuards;
+
+    #[test]
+    fn every_guard_threshold_is_a_permille_from_one_to_a_thousand() {
+        assert_eq!(write_guards_problem(&WriteGuards::default()), None);
+        for cosine in [1, 900, 1000] {
+            let guards = WriteGuards {
+                near_duplicate_cosine_permille: cosine,
+                ..WriteGuards::default()
+            };
+            assert_eq!(write_guards_problem(&guards), None, "{cosine}");
+        }
+        for cosine in [0, 1001, u32::MAX] {
+            let guards = WriteGuards {
+                near_duplicate_cosine_permille: cosine,
+                ..WriteGuards::default()
+            };
+            assert_eq!(
+                write_guards_problem(&guards),
+                Some("near_duplicate_cosine_permille must lie in 1..=1000"),
+                "{cosine}"
+            );
+        }
+        let lexical = WriteGuards {
+            near_duplicate_permille: 0,
+            ..WriteGuards::default()
+        };
+        assert_eq!(
+            write_guards_problem(&lexical),
+            Some("near_duplicate_permille must lie in 1..=1000")
+        );
+    }
+
+    #[test]
+    fn stored_guards_without_the_cosine_threshold_read_as_the_default() {
+        let old: WriteGuards = serde_json::from_str(
+            r#"{"near_duplicate_permille": 700, "prose_contradictions": true, "shared_semantic_evidence": "verifier"}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            old.near_duplicate_cosine_permille,
+            crate::catalog::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE
+        );
+    }
 }

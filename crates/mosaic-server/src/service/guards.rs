@@ -15,6 +15,23 @@ use crate::catalog::{SharedSemanticEvidence, WriteGuards};
 /// Detector release of the text guards (named in every observation).
 pub const TEXT_GUARD_RELEASE: &str = "mosaic.text-guard.v1";
 
+/// Detector release of the vector guard: cosine similarity of the
+/// proposal's embedding with a live record's stored one (the embedder in
+/// force is the server's, bound into every relevance receipt).
+pub const VECTOR_GUARD_RELEASE: &str = "mosaic.vector-guard.v1";
+
+/// How many of the subject's nearest records by embedding the vector guard
+/// reads back from the store.
+pub const VECTOR_GUARD_CANDIDATES: usize = 8;
+
+/// How long a proposal waits for the http embedder's answer before its
+/// vector guard is skipped (the lexical guard has run).
+pub const GUARD_EMBED_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the guard leaves an embedder alone after it failed or did not
+/// answer in time (proposals meanwhile run the lexical guard only).
+pub const GUARD_EMBED_PAUSE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Most live records of one subject and kind a proposal's text is compared
 /// with when the store is scanned (see [`ServiceCore::text_scan`]).
 pub const TEXT_SCAN_LIMIT: usize = 256;
@@ -65,6 +82,27 @@ pub fn text_relation(
     }
     (near_permille < 1000 && jaccard_permille(new, old) >= near_permille)
         .then_some(ConflictRelation::Duplicate)
+}
+
+/// Whether `text` is a JSON object or array, after an optional `name: `
+/// prefix (a speaker's). The embedding of templated text is mostly its
+/// template: two items of a key-value store in one JSON envelope, with
+/// different keys and values, are at cosine 0.95 and above under MiniLM,
+/// so the vector guard leaves such texts to the lexical guard.
+pub fn is_structured(text: &str) -> bool {
+    let body = text.trim();
+    let body = match body.split_once(": ") {
+        Some((name, rest))
+            if !name.is_empty()
+                && name.len() <= 64
+                && !name.contains(['{', '[', '"'])
+                && rest.trim_start().starts_with(['{', '[']) =>
+        {
+            rest.trim()
+        }
+        _ => body,
+    };
+    body.starts_with(['{', '[']) && serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok()
 }
 
 /// Copulas a statement's subject and predicate are split at.
@@ -179,6 +217,14 @@ impl ServiceCore {
     /// text without index terms (stopwords only), and the PostgreSQL
     /// indexes, fall back to the first `TEXT_SCAN_LIMIT` live records of the
     /// subject and kind in the store.
+    ///
+    /// With `vector` (the proposal's embedding, computed before any lock
+    /// by [`ServiceCore::guard_embed`]) the vector guard runs too: the
+    /// subject's `VECTOR_GUARD_CANDIDATES` live records of the kind nearest
+    /// to it in the in-process vector index, read back from the store, are
+    /// duplicates when their cosine similarity reaches the tenant's
+    /// `near_duplicate_cosine_permille` (1000: off).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn text_scan(
         &self,
         inner: &mut Inner,
@@ -187,6 +233,7 @@ impl ServiceCore {
         grant: &MemoryWriteGrant,
         (record_id, supersedes): (&str, Option<&str>),
         request: &ProposeRequest,
+        vector: Option<&[f32]>,
     ) -> ServiceResult<Vec<ConflictObservation>> {
         let guards = inner.catalog.write_guards(tenant)?;
         if !subject_visible(principal, grant, &request.subject) {
@@ -254,7 +301,183 @@ impl ServiceCore {
                 existing_claim: None,
             });
         }
+        if let Some(vector) = vector
+            && guards.near_duplicate_cosine_permille < 1000
+        {
+            self.vector_scan(
+                inner,
+                tenant,
+                (record_id, supersedes),
+                request,
+                vector,
+                guards.near_duplicate_cosine_permille,
+                &mut out,
+            )?;
+        }
         Ok(out)
+    }
+
+    /// The vector guard's observations (see [`ServiceCore::text_scan`]),
+    /// appended to `out` for records it does not already relate.
+    #[allow(clippy::too_many_arguments)]
+    fn vector_scan(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        (record_id, supersedes): (&str, Option<&str>),
+        request: &ProposeRequest,
+        vector: &[f32],
+        cosine_permille: u32,
+        out: &mut Vec<ConflictObservation>,
+    ) -> ServiceResult<()> {
+        if self.config.postgres.is_some() || is_structured(&request.content) {
+            return Ok(());
+        }
+        let hits = self.read_indexes().retriever.vector.nearest_in_subject(
+            vector,
+            tenant,
+            &request.subject.key(),
+            request.kind,
+            VECTOR_GUARD_CANDIDATES,
+        );
+        for hit in hits {
+            // Vectors are unit length: their dot product is the cosine.
+            if f64::from(hit.score) * 1000.0 < f64::from(cosine_permille) {
+                break;
+            }
+            let existing_id = hit.record_id;
+            if existing_id == record_id
+                || supersedes == Some(existing_id.as_str())
+                || out.iter().any(|o| o.existing_record_id == existing_id)
+            {
+                continue;
+            }
+            let Some(stored) = inner.store.get_record(&existing_id)? else {
+                continue;
+            };
+            if !matches!(stored.state, RecordState::Active | RecordState::Publishing)
+                || stored.record.tenant_id != tenant
+                || stored.record.kind != request.kind
+                || stored.record.subject != request.subject
+            {
+                continue;
+            }
+            let id = domain_digest(
+                "mosaic.vector-guard.observation.v1",
+                &serde_json::json!({
+                    "record_id": record_id,
+                    "existing_record_id": existing_id,
+                    "relation": ConflictRelation::Duplicate,
+                }),
+            )?;
+            self.metrics
+                .incr("mosaic_vector_guard_duplicates_total", &[]);
+            out.push(ConflictObservation {
+                observation_id: format!("obs-{}", id.get(..32).unwrap_or(&id)),
+                existing_record_id: existing_id,
+                relation: ConflictRelation::Duplicate,
+                detector_release: VECTOR_GUARD_RELEASE.to_owned(),
+                existing_claim: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// Embeds proposal texts for the vector guard before any lock is
+    /// taken, one batch, and keeps each vector for the outbox's vector
+    /// publication of the same text (so a text is embedded once). `None`
+    /// for a text the guard has no vector for: with the PostgreSQL indexes
+    /// (their target embeds as it stores), when the embedder fails, or when
+    /// the http embedder does not answer within `GUARD_EMBED_WAIT` (its
+    /// late answer is still kept for the publication). After a failure or
+    /// a timeout the guard leaves the embedder alone for
+    /// `GUARD_EMBED_PAUSE`. Then proposals run the lexical guard only and
+    /// succeed as before; the publication degrades as it always has.
+    pub(super) fn guard_embed(&self, texts: &[&str]) -> Vec<Option<Vec<f32>>> {
+        let none = || texts.iter().map(|_| None).collect();
+        // The hashing embedder's cosine is word and trigram overlap, which
+        // the lexical guard measures already; its vectors are no evidence
+        // of a paraphrase.
+        if texts.is_empty()
+            || self.config.postgres.is_some()
+            || self.config.embedder == crate::embedder::EmbedderKind::Hash
+        {
+            return none();
+        }
+        if self.guard_vectors.paused() {
+            self.metrics.add(
+                "mosaic_vector_guard_skipped_total",
+                &[("reason", "paused")],
+                texts.len() as u64,
+            );
+            return none();
+        }
+        let release = self.embedder.release().to_owned();
+        let keys: Vec<String> = texts
+            .iter()
+            .map(|t| guard_vectors::key(&release, t))
+            .collect();
+        let embedded: Option<Vec<Result<Vec<f32>, IndexError>>> =
+            if self.config.embedder == crate::embedder::EmbedderKind::Http {
+                // A service may hang: wait a bounded time on another thread,
+                // which keeps a late answer for the publication.
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                let embedder = self.embedder.clone();
+                let cache = self.guard_vectors.clone();
+                let owned: Vec<String> = texts.iter().map(|t| (*t).to_owned()).collect();
+                let keys = keys.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("mosaic-guard-embed".into())
+                    .spawn(move || {
+                        let refs: Vec<&str> = owned.iter().map(String::as_str).collect();
+                        let vectors = mosaic_index::embed::embed_checked(embedder.as_ref(), &refs);
+                        if let Err(std::sync::mpsc::TrySendError::Disconnected(vectors)) =
+                            tx.try_send(vectors)
+                        {
+                            for (key, v) in keys.into_iter().zip(vectors) {
+                                if let Ok(v) = v {
+                                    cache.insert(key, v);
+                                }
+                            }
+                        }
+                    });
+                match spawned {
+                    Ok(_) => rx.recv_timeout(GUARD_EMBED_WAIT).ok(),
+                    Err(_) => None,
+                }
+            } else {
+                Some(mosaic_index::embed::embed_checked(
+                    self.embedder.as_ref(),
+                    texts,
+                ))
+            };
+        let Some(embedded) = embedded else {
+            self.guard_vectors.pause(GUARD_EMBED_PAUSE);
+            self.metrics.add(
+                "mosaic_vector_guard_skipped_total",
+                &[("reason", "embedder_timeout")],
+                texts.len() as u64,
+            );
+            return none();
+        };
+        let mut out = Vec::with_capacity(texts.len());
+        for (key, v) in keys.into_iter().zip(embedded) {
+            match v {
+                Ok(v) => {
+                    self.guard_vectors.insert(key, v.clone());
+                    out.push(Some(v));
+                }
+                Err(_) => {
+                    self.guard_vectors.pause(GUARD_EMBED_PAUSE);
+                    self.metrics.incr(
+                        "mosaic_vector_guard_skipped_total",
+                        &[("reason", "embedder_error")],
+                    );
+                    out.push(None);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -327,6 +550,18 @@ mod tests {
             Some(ConflictRelation::Duplicate)
         );
         assert_eq!(rel("the cafeteria opens at noon", base), None);
+    }
+
+    #[test]
+    fn json_documents_are_structured_and_prose_is_not() {
+        assert!(is_structured(
+            r#"langgraph-store: {"langgraph_store":1,"key":"a","value":{"text":"alpha"}}"#
+        ));
+        assert!(is_structured(r#" [1, 2, {"a": "b"}] "#));
+        assert!(!is_structured("I love painting landscapes on weekends."));
+        assert!(!is_structured("note: {braces} in prose are not JSON"));
+        assert!(!is_structured("{ not json"));
+        assert!(!is_structured(""));
     }
 
     #[test]

@@ -50,6 +50,7 @@ mod browse;
 mod carry;
 mod conversation;
 mod extract;
+mod guard_vectors;
 mod guards;
 mod health;
 mod outbox;
@@ -286,6 +287,8 @@ pub struct ServiceCore {
     config: ServerConfig,
     metrics: Metrics,
     embedder: Arc<dyn Embedder>,
+    /// The vectors the write guard embedded, until their publication.
+    guard_vectors: Arc<guard_vectors::GuardVectors>,
     /// Fact extraction from conversations, when configured.
     extraction: Option<extract::Extraction>,
     /// The last decision instant handed out ([`ServiceCore::decision_instant`]).
@@ -509,6 +512,7 @@ impl Service {
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             config,
             embedder,
+            guard_vectors: Arc::default(),
         };
         let admin_key_file = core.bootstrap_admin_key()?;
         let switched_from = core.load_indexes()?;

@@ -421,23 +421,43 @@ impl ServiceCore {
         if target != VECTOR_TARGET || self.config.postgres.is_some() {
             return None;
         }
-        let texts: Vec<&str> = deliveries
+        // A text the write guard embedded keeps its vector: only the rest
+        // are embedded here.
+        let release = self.embedder.release().to_owned();
+        let mut vectors: Vec<Option<Embedded>> = deliveries
             .iter()
-            .filter_map(|(_, d)| match d {
-                IndexDelivery::Publish(m) => Some(m.text.as_str()),
+            .map(|(_, d)| match d {
+                IndexDelivery::Publish(m) => self
+                    .guard_vectors
+                    .take(&guard_vectors::key(&release, &m.text))
+                    .map(Ok),
                 IndexDelivery::Tombstone { .. } => None,
             })
             .collect();
-        let mut embedded = embed_checked(self.embedder.as_ref(), &texts).into_iter();
-        Some(
-            deliveries
-                .iter()
-                .map(|(_, d)| match d {
-                    IndexDelivery::Publish(_) => embedded.next(),
-                    IndexDelivery::Tombstone { .. } => None,
-                })
-                .collect(),
-        )
+        let missing: Vec<(usize, &str)> = deliveries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, d))| match d {
+                IndexDelivery::Publish(m) if vectors[i].is_none() => Some((i, m.text.as_str())),
+                _ => None,
+            })
+            .collect();
+        let reused = vectors.iter().filter(|v| v.is_some()).count();
+        if reused > 0 {
+            self.metrics.add(
+                "mosaic_vector_guard_vectors_reused_total",
+                &[],
+                reused as u64,
+            );
+        }
+        if !missing.is_empty() {
+            let texts: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
+            let embedded = embed_checked(self.embedder.as_ref(), &texts);
+            for ((i, _), v) in missing.iter().zip(embedded) {
+                vectors[*i] = Some(v);
+            }
+        }
+        Some(vectors)
     }
 
     /// True when the policy lets records activate without `target`.

@@ -75,13 +75,25 @@ impl ServiceCore {
         request: &ProposeRequest,
     ) -> ServiceResult<ProposeResponse> {
         let (tenant, principal) = credential.principal()?;
+        // The vector guard's embedding, before any lock (the publication
+        // reuses it).
+        let vector = self
+            .guard_embed(&[request.content.as_str()])
+            .pop()
+            .flatten();
         let scan_needed = !request.claims.is_empty() || request.supersedes_record_id.is_some();
         let mut response = if scan_needed {
             let mut writer = self.writer()?;
-            self.propose_locked(&mut writer, tenant, principal, request)?
+            self.propose_locked_with(&mut writer, tenant, principal, request, vector.as_deref())?
         } else {
-            let prepared =
-                self.prepare_write(&mut *self.reader()?, tenant, principal, request, &[])?;
+            let prepared = self.prepare_write(
+                &mut *self.reader()?,
+                tenant,
+                principal,
+                request,
+                &[],
+                vector.as_deref(),
+            )?;
             let outcome = self.group_commit(
                 Decision::of(tenant, principal, request, &prepared)?,
                 prepared.write.clone(),
@@ -104,16 +116,26 @@ impl ServiceCore {
         items: Vec<(ProposeRequest, Vec<CapturedSource>, Option<MessageRow>)>,
     ) -> ServiceResult<Vec<ProposeResponse>> {
         let mut jobs = Vec::with_capacity(items.len());
+        // Every text embedded in one batch for the vector guard, before
+        // any lock (the publication reuses the vectors).
+        let texts: Vec<&str> = items.iter().map(|(r, _, _)| r.content.as_str()).collect();
+        let vectors = self.guard_embed(&texts);
         {
             let mut reader = self.reader()?;
-            for (request, captured, message) in items {
+            for ((request, captured, message), vector) in items.into_iter().zip(vectors) {
                 if !request.claims.is_empty() || request.supersedes_record_id.is_some() {
                     return Err(ServiceError::Internal(
                         "a captured proposal carries claims".into(),
                     ));
                 }
-                let prepared =
-                    self.prepare_write(&mut reader, tenant, principal, &request, &captured)?;
+                let prepared = self.prepare_write(
+                    &mut reader,
+                    tenant,
+                    principal,
+                    &request,
+                    &captured,
+                    vector.as_deref(),
+                )?;
                 let mut decision = Decision::of(tenant, principal, &request, &prepared)?;
                 // The message is held by the record the write stores
                 // (its id derived within the tenant and principal).
@@ -245,6 +267,8 @@ impl ServiceCore {
         }
     }
 
+    /// A proposal prepared and committed under the writer `inner`, without
+    /// the vector guard (no embedding under the writer lock).
     pub(super) fn propose_locked(
         &self,
         inner: &mut Inner,
@@ -252,7 +276,20 @@ impl ServiceCore {
         principal: &str,
         request: &ProposeRequest,
     ) -> ServiceResult<ProposeResponse> {
-        let prepared = self.prepare_write(inner, tenant, principal, request, &[])?;
+        self.propose_locked_with(inner, tenant, principal, request, None)
+    }
+
+    /// [`ServiceCore::propose_locked`] with the vector guard's embedding
+    /// of the content, computed before the writer was taken.
+    fn propose_locked_with(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+        request: &ProposeRequest,
+        vector: Option<&[f32]>,
+    ) -> ServiceResult<ProposeResponse> {
+        let prepared = self.prepare_write(inner, tenant, principal, request, &[], vector)?;
         let outcome = inner.store.write(&prepared.write)?;
         record_decision(
             &inner.catalog,
@@ -312,7 +349,9 @@ impl ServiceCore {
     ///
     /// `pending` holds sources captured by the same call and not stored
     /// yet (a conversation ingest's messages); `request.cites` resolves
-    /// against them first, then against the catalog.
+    /// against them first, then against the catalog. `vector`, the
+    /// content's embedding when the caller computed one before taking
+    /// `inner`, runs the vector guard.
     pub(super) fn prepare_write(
         &self,
         inner: &mut Inner,
@@ -320,6 +359,7 @@ impl ServiceCore {
         principal: &str,
         request: &ProposeRequest,
         pending: &[CapturedSource],
+        vector: Option<&[f32]>,
     ) -> ServiceResult<PreparedWrite> {
         check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
         if request
@@ -463,6 +503,7 @@ impl ServiceCore {
             &grant,
             (&record_id, supersedes_record_id.as_deref()),
             request,
+            vector,
         )?;
         for o in text_observations {
             if !server_conflicts

@@ -3,7 +3,8 @@
 //! store and catalog of the previous release change nothing), and the
 //! index messages carry their keys, so `claim_keys` on `POST /v1/recall`
 //! finds the claimed record through the server, on first publication and
-//! after a rebuild.
+//! after a rebuild, on the in-process indexes and through `mosaic serve
+//! --postgres`.
 
 use std::sync::Arc;
 
@@ -458,4 +459,136 @@ fn with_postgres_a_claim_written_through_one_server_stops_a_contradiction_on_ano
         (row.get(0), row.get(1))
     };
     assert_eq!((claims, catalog_copy), (1, false));
+}
+
+/// The same through a real `mosaic serve --postgres` (the store, the
+/// catalog and both indexes in PostgreSQL, run as the application role):
+/// the published index rows carry the claim keys and the shared ranker
+/// brings the claimed record in by its key alone, only for its tenant.
+/// Skips without PostgreSQL (see `postgres.rs`), except under `CI=true`.
+#[test]
+fn claim_keys_on_recall_find_the_claimed_record_through_a_postgres_server() {
+    use crate::postgres::{Schema, call, in_schema, serve, urls};
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let app_role = app_url
+        .parse::<postgres::Config>()
+        .ok()
+        .and_then(|c| c.get_user().map(str::to_owned))
+        .expect("MOSAIC_TEST_POSTGRES_APP_URL names a user");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let schema = Schema {
+        name: format!("claims_test_{}_{nanos}", std::process::id()),
+        owner_url: owner_url.clone(),
+    };
+    postgres::Client::connect(&owner_url, postgres::NoTls)
+        .and_then(|mut c| c.batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name)))
+        .expect("schema");
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args([
+            "migrate",
+            "--postgres",
+            &in_schema(&owner_url, &schema.name),
+        ])
+        .args(["--app-role", &app_role])
+        .env("MOSAIC_EMBEDDER", "hash")
+        .output()
+        .expect("run mosaic migrate");
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = serve(&dir.path().join("data"), &in_schema(&app_url, &schema.name));
+    let admin = std::fs::read_to_string(dir.path().join("data").join("admin.key"))
+        .expect("admin key")
+        .trim()
+        .to_owned();
+    let mut keys = Vec::new();
+    for tenant in [TENANT, "tenant-b"] {
+        let (status, r) = call(
+            &server,
+            &admin,
+            "POST",
+            "/v1/admin/tenants",
+            Some(json!({"tenant_id": tenant,
+                        "policy": {"write_guards": {"shared_semantic_evidence": "any"}}})),
+        );
+        assert_eq!(status, 200, "{r}");
+        let (status, r) = call(
+            &server,
+            &admin,
+            "POST",
+            &format!("/v1/admin/tenants/{tenant}/verifiers"),
+            Some(json!({"verifier_release": CHECKER_RELEASE,
+                        "public_key_hex": public_key_hex(&CHECKER)})),
+        );
+        assert_eq!(status, 200, "{r}");
+        let (status, r) = call(
+            &server,
+            &admin,
+            "POST",
+            "/v1/admin/keys",
+            Some(json!({"tenant_id": tenant, "principal_id": "alice",
+                        "grant": {"allowed_workspace_ids": [WORKSPACE]}})),
+        );
+        assert_eq!(status, 200, "{r}");
+        keys.push(r["key"].as_str().expect("key").to_owned());
+    }
+    let propose = |key: &str, request: &ProposeRequest| -> Value {
+        let (status, r) = call(
+            &server,
+            key,
+            "POST",
+            "/v1/memories",
+            Some(serde_json::to_value(request).expect("json")),
+        );
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["readable"], true, "{r}");
+        r
+    };
+    let recall = |key: &str, query: &str, claim_keys: &[&str]| -> Vec<String> {
+        let (status, r) = call(
+            &server,
+            key,
+            "POST",
+            "/v1/recall",
+            Some(
+                json!({"query": query, "workspace_id": WORKSPACE, "mode": "lexical",
+                        "claim_keys": claim_keys, "max_records": 5}),
+            ),
+        );
+        assert_eq!(status, 200, "{r}");
+        selected(&r)
+    };
+    let claimed = record_id(&propose(&keys[0], &owner_fact("owner", "team-payments")));
+    let plain = record_id(&propose(
+        &keys[0],
+        &workspace_fact(
+            "plain",
+            WORKSPACE,
+            "The billing service deploys on Tuesdays",
+        ),
+    ));
+    let key = format!("{SUBJECT}|{PREDICATE}");
+    // Words in neither memory: only the claim key brings one in.
+    assert_eq!(
+        recall(&keys[0], "zebra quartz", &[&key]),
+        std::slice::from_ref(&claimed)
+    );
+    assert!(recall(&keys[0], "zebra quartz", &[]).is_empty());
+    assert!(recall(&keys[0], "zebra quartz", &["service:billing|deploy_day"]).is_empty());
+    // Both match the words: the key ranks the claimed one first.
+    let ids = recall(&keys[0], "billing service", &[&key]);
+    assert_eq!(ids.first(), Some(&claimed), "{ids:?}");
+    assert!(ids.contains(&plain), "{ids:?}");
+    // Another tenant with the same key in the same database sees nothing.
+    assert!(recall(&keys[1], "zebra quartz", &[&key]).is_empty());
+    drop(server);
+    drop(schema);
 }

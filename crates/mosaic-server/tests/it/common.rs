@@ -237,3 +237,102 @@ pub fn distinct(seed: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// An OpenAI-compatible embedding endpoint on 127.0.0.1 answering with the
+/// real all-MiniLM-L6-v2 (from `MOSAIC_MODEL_DIR`), so a service can run
+/// the real model through its `http` embedder in every build. While
+/// `hang` is set it holds every answer back (an embedder that hangs).
+pub struct MiniLmEndpoint {
+    pub url: String,
+    pub hang: Arc<std::sync::atomic::AtomicBool>,
+    /// How many texts it has embedded.
+    pub texts: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The endpoint, or `None` (after saying so) when `MOSAIC_MODEL_DIR` is not
+/// set; under `CI=true` a missing model fails the test instead.
+pub fn minilm_endpoint() -> Option<MiniLmEndpoint> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::Ordering;
+    let Some(dir) = std::env::var_os("MOSAIC_MODEL_DIR") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but MOSAIC_MODEL_DIR is not set"
+        );
+        eprintln!("MOSAIC_MODEL_DIR is not set: the MiniLM test did not run");
+        return None;
+    };
+    let model = Arc::new(
+        mosaic_index::local_model::MiniLmEmbedder::load(std::path::Path::new(&dir))
+            .expect("the model in MOSAIC_MODEL_DIR loads"),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let hang = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let held = hang.clone();
+    let texts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = texts.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let (model, hang, counted) = (model.clone(), held.clone(), counted.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut length = 0usize;
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    return;
+                }
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                while hang.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let texts: Vec<&str> = request["input"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                counted.fetch_add(texts.len(), Ordering::SeqCst);
+                use mosaic_index::Embedder;
+                let vectors = model.embed_batch(&texts).expect("embed");
+                let data: Vec<Value> = vectors
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| serde_json::json!({"index": i, "embedding": v}))
+                    .collect();
+                let reply = serde_json::json!({"data": data}).to_string();
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            });
+        }
+    });
+    Some(MiniLmEndpoint { url, hang, texts })
+}
+
+/// [`world_with`] embedding with the real MiniLM through `endpoint`.
+pub fn minilm_world(endpoint: &MiniLmEndpoint, adjust: impl FnOnce(&mut ServerConfig)) -> World {
+    let url = endpoint.url.clone();
+    world_with(move |c| {
+        c.embedder = mosaic_server::embedder::EmbedderKind::Http;
+        c.embedder_url = Some(url);
+        c.embedder_model = Some("all-minilm-l6-v2".into());
+        c.embedding_dim = 384;
+        adjust(c);
+    })
+}
