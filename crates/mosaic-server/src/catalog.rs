@@ -367,6 +367,14 @@ pub struct WriteGuards {
     /// the lexical guard's) makes the proposal a duplicate.
     #[serde(default = "default_near_duplicate_cosine")]
     pub near_duplicate_cosine_permille: u32,
+    /// Whether the vector guard also compares a principal's own episodic
+    /// memories (its conversation turns, run notes). Off by default: an
+    /// episodic record says what happened when, so a rewording said later
+    /// is another event, and refusing it would cut the record of it; the
+    /// lexical guard still refuses copies. Facts, procedures, working
+    /// state and anything shared (workspace subjects) always get both.
+    #[serde(default)]
+    pub vector_guard_private_episodic: bool,
     /// Whether a prose statement contradicting a live record by a
     /// deterministic pattern is sent to review.
     #[serde(default = "default_true")]
@@ -410,6 +418,7 @@ impl Default for WriteGuards {
         WriteGuards {
             near_duplicate_permille: DEFAULT_NEAR_DUPLICATE_PERMILLE,
             near_duplicate_cosine_permille: DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE,
+            vector_guard_private_episodic: false,
             prose_contradictions: true,
             shared_semantic_evidence: SharedSemanticEvidence::default(),
         }

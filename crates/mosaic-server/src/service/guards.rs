@@ -303,6 +303,7 @@ impl ServiceCore {
         }
         if let Some(vector) = vector
             && guards.near_duplicate_cosine_permille < 1000
+            && vector_guard_applies(&guards, request)
         {
             self.vector_scan(
                 inner,
@@ -497,6 +498,17 @@ impl ServiceCore {
             GUARD_CANDIDATES,
         )
     }
+}
+
+/// Whether the vector guard compares this proposal: always, except a
+/// principal's own episodic memory unless the tenant asks for it (see
+/// [`WriteGuards::vector_guard_private_episodic`]).
+fn vector_guard_applies(guards: &WriteGuards, request: &ProposeRequest) -> bool {
+    let shared = matches!(
+        request.subject,
+        MemorySubject::Workspace { .. } | MemorySubject::Procedure { .. }
+    );
+    request.kind != MemoryKind::Episodic || shared || guards.vector_guard_private_episodic
 }
 
 /// Refuses shared (workspace) semantic memory whose only evidence is the

@@ -348,9 +348,11 @@ async fn text_guard_false_refusals_on_locomo_turns() {
     );
 }
 
-/// The same measurement with the default write guards, the vector guard
-/// included, embedding with the real MiniLM (`MOSAIC_MODEL_DIR`): fails
-/// when more than 2% of the distinct turns are refused.
+/// The same measurement with the default write guards and the vector guard
+/// extended to the principal's own episodic memory
+/// (`vector_guard_private_episodic`, off by default), embedding with the
+/// real MiniLM (`MOSAIC_MODEL_DIR`): fails when more than 2% of the
+/// distinct turns are refused.
 #[tokio::test]
 async fn vector_guard_false_refusals_on_locomo_turns() {
     let Ok(path) = std::env::var("MOSAIC_LOCOMO") else {
@@ -440,6 +442,10 @@ async fn set_cosine(w: &World, cosine: u32) {
         Some(&w.admin_key),
         Some(json!({"write_guards": {
             "near_duplicate_cosine_permille": cosine,
+            // LoCoMo's turns are a principal's own episodic memory, which
+            // the vector guard compares only on request: asked for here,
+            // so the measurement is the vector guard's.
+            "vector_guard_private_episodic": cosine < 1000,
             "shared_semantic_evidence": "any",
         }})),
     )
@@ -782,34 +788,50 @@ async fn a_reworded_conversation_message_is_refused_by_the_vector_guard() {
     let w = crate::common::minilm_world(&endpoint, |_| {});
     let alice = &w.principals[0];
     let embedded = || endpoint.texts.load(std::sync::atomic::Ordering::SeqCst);
-    let before = embedded();
     let ingest = |id: &str, text: &str| json!({"messages": [{"role": "user", "name": "alice", "content": text, "id": id}]});
-    let (status, body) = send(
-        &w.router,
-        "POST",
-        "/v1/conversations/chat-1/messages",
-        Some(&alice.key),
-        Some(ingest("t1", PAINTING)),
-    )
-    .await;
+    let say = |id: &'static str, text: &'static str| {
+        send(
+            &w.router,
+            "POST",
+            "/v1/conversations/chat-1/messages",
+            Some(&alice.key),
+            Some(ingest(id, text)),
+        )
+    };
+    let episodic_vector_guard = |on: bool| {
+        send(
+            &w.router,
+            "PUT",
+            "/v1/admin/tenants/tenant-a/policy",
+            Some(&w.admin_key),
+            Some(json!({"write_guards": {"vector_guard_private_episodic": on}})),
+        )
+    };
+    let before = embedded();
+    let (status, body) = say("t1", PAINTING).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["kept"], 1, "{body}");
     assert_eq!(body["messages"][0]["readable"], true, "{body}");
     assert_eq!(embedded() - before, 1);
-    let (status, body) = send(
-        &w.router,
-        "POST",
-        "/v1/conversations/chat-1/messages",
-        Some(&alice.key),
-        Some(ingest("t2", PAINTING_REWORDED)),
-    )
-    .await;
+    // With the tenant's `vector_guard_private_episodic`, the vector guard
+    // refuses a rewording in the principal's own conversation.
+    let (status, body) = episodic_vector_guard(true).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = say("t2", PAINTING_REWORDED).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["refused"], 1, "{body}");
     assert_eq!(
         body["messages"][0]["violations"][0]["violation"], "duplicate_memory",
         "{body}"
     );
+    // By default it keeps it: an episodic record says what happened when,
+    // and a rewording said later is another event (copies are still the
+    // lexical guard's to refuse).
+    let (status, body) = episodic_vector_guard(false).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = say("t3", PAINTING_REWORDED).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["kept"], 1, "{body}");
 }
 
 /// Items of a key-value store in one JSON envelope (the LangGraph store's)
