@@ -202,8 +202,9 @@ pub struct Explanation {
 /// A recall: the relevance input, its receipt and explanations.
 #[derive(Clone, Debug)]
 pub struct Recall {
-    /// Input of the relevance stage (re-verifiable).
-    pub input: RelevanceInput,
+    /// Input of the relevance stage (re-verifiable), shared: it holds the
+    /// read's whole eligible set, and the result cache keeps copies.
+    pub input: Arc<RelevanceInput>,
     /// The receipt (ordered results).
     pub receipt: RelevanceReceipt,
     /// One explanation per result, in result order.

@@ -324,7 +324,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         })
         .collect();
     Ok(Recall {
-        input,
+        input: std::sync::Arc::new(input),
         receipt,
         explanations,
         vector_plan,

@@ -77,16 +77,20 @@ impl ServiceCore {
         // The bodies the model holds are taken as the store asks, so a
         // concurrent restart of the model cannot lose them for this read.
         let held: RefCell<Vec<Arc<CheckedRecord>>> = RefCell::new(Vec::new());
-        let (found, fresh) =
+        let (found, fresh) = {
+            // One read lock for the whole store read (inserts wait for it;
+            // they happen after reads, never inside one).
+            let map = model.read();
             inner
                 .store
-                .eligible_unknown(query, &|id| match model.read().get(id) {
+                .eligible_unknown(query, &|id| match map.get(id) {
                     Some(record) => {
                         held.borrow_mut().push(record.clone());
                         true
                     }
                     None => false,
-                })?;
+                })?
+        };
         // Asked in id order (twice over if the store retried its read).
         let mut held = held.into_inner();
         held.sort_by(|a, b| a.record().record_id.cmp(&b.record().record_id));
