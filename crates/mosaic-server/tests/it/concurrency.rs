@@ -270,3 +270,93 @@ fn a_recall_answer_does_not_grow_with_the_memories_it_decides_on() {
         large.selection_receipt.decisions_sha256
     );
 }
+
+/// Recall reads each record's body once and keeps it checked by id (the
+/// read model): a warm read's receipt must commit to exactly the records
+/// the store holds, as a cold one's does. The record set is recomputed
+/// here by the core from the records read back one by one, and a record
+/// revoked after it was kept is never recalled again.
+#[test]
+fn a_warm_recall_commits_to_the_records_as_stored() {
+    use mosaic_harness::memory_scope::{record_set_digest, verify_selection_decisions};
+
+    let w = world();
+    let principal = &w.principals[0];
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let label = format!("warm-{i:02}");
+        let fact = workspace_fact(
+            &label,
+            WORKSPACE,
+            &format!(
+                "backup window {i:02} opens at night ({}).",
+                crate::common::distinct(&label)
+            ),
+        );
+        let answer = w
+            .service
+            .propose(&principal.credential, &fact)
+            .expect("propose");
+        assert_eq!(answer.decision, "accepted", "{:?}", answer.violations);
+        ids.push(answer.record_id.clone());
+    }
+    assert_eq!(ids.len(), 12);
+    let recall = || {
+        w.service
+            .recall(
+                &principal.credential,
+                &RecallRequest {
+                    workspace_id: Some(WORKSPACE.to_owned()),
+                    query: Some("backup window night".to_owned()),
+                    max_records: Some(5),
+                    explain: true,
+                    ..RecallRequest::default()
+                },
+            )
+            .expect("recall")
+    };
+    let as_stored = |decided: &[String]| {
+        let records: Vec<_> = decided
+            .iter()
+            .map(|id| {
+                w.service
+                    .get_memory(&principal.credential, id)
+                    .expect("get")
+                    .record
+            })
+            .collect();
+        record_set_digest(&records).expect("digest")
+    };
+    let cold = recall();
+    let warm = recall();
+    for answer in [&cold, &warm] {
+        let decided: Vec<String> = answer
+            .decisions
+            .iter()
+            .map(|d| d.record_id.clone())
+            .collect();
+        assert_eq!(decided.len(), 12);
+        assert_eq!(
+            answer.selection_receipt.record_set_sha256,
+            as_stored(&decided)
+        );
+        verify_selection_decisions(&answer.selection_receipt, &answer.decisions)
+            .expect("decisions");
+    }
+    assert_eq!(
+        cold.selection_receipt.record_set_sha256,
+        warm.selection_receipt.record_set_sha256
+    );
+    // Revoked after its body was kept: gone from the next read.
+    let revoked = warm.selected_record_ids[0].clone();
+    w.service
+        .revoke(
+            &principal.credential,
+            &revoked,
+            &mosaic_server::api::RevokeRequest::default(),
+        )
+        .expect("revoke");
+    let after = recall();
+    assert!(!after.decisions.iter().any(|d| d.record_id == revoked));
+    assert_eq!(after.selection_receipt.decision_counts.decided, 11);
+}
