@@ -134,6 +134,80 @@ impl PgVectorIndex {
             .collect()
     }
 
+    /// The `k` live records of `tenant_id` with `subject_key` and `kind`
+    /// nearest to `query` by cosine similarity, best first, ties by record
+    /// id, whatever their policy: what the write guard compares a proposal
+    /// with (`mosaic_index::VectorIndex::nearest_in_subject` in process).
+    /// Run as the tenant (row-level security applies).
+    pub fn nearest_in_subject(
+        &mut self,
+        query: &[f32],
+        tenant_id: &str,
+        subject_key: &str,
+        kind: mosaic_harness::MemoryKind,
+        k: usize,
+    ) -> PgSearchResult<Vec<RankedHit>> {
+        check_embedding(query, self.dimension)?;
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(k).unwrap_or(i64::MAX);
+        let ef_search = u32::try_from(k)
+            .unwrap_or(u32::MAX)
+            .max(self.config.ef_search)
+            .clamp(1, 1000)
+            .to_string();
+        let max_scan = self.config.max_scan_tuples.max(1).to_string();
+        let vector = Vector::from(query.to_vec());
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        enter_tenant(&mut tx, tenant_id)?;
+        tx.execute(
+            "SELECT set_config('hnsw.ef_search', $1, true),
+                    set_config('hnsw.iterative_scan', $2, true),
+                    set_config('hnsw.max_scan_tuples', $3, true)",
+            &[&ef_search, &self.config.iterative_scan.as_str(), &max_scan],
+        )?;
+        let rows = tx.query(
+            "WITH hits AS MATERIALIZED (
+                 SELECT d.record_id, d.embedding <=> $1 AS distance FROM pgsearch_vector d
+                 WHERE d.tenant_id = $2 AND d.subject_key = $3 AND d.kind = $4
+                 ORDER BY d.embedding <=> $1 LIMIT $5)
+             SELECT record_id, distance FROM hits ORDER BY distance, record_id",
+            &[&vector, &tenant_id, &subject_key, &kind.as_str(), &limit],
+        )?;
+        tx.commit()?;
+        let mut hits = rows
+            .iter()
+            .map(|r| {
+                let distance: f64 = r.try_get(1)?;
+                Ok(RankedHit {
+                    record_id: r.try_get(0)?,
+                    score: fixed_point(1.0 - distance),
+                })
+            })
+            .collect::<Result<Vec<_>, postgres::Error>>()?;
+        sort_ranked(&mut hits);
+        Ok(hits)
+    }
+
+    /// Publishes `message` with a vector its caller embedded (the write
+    /// guard's, say) instead of embedding its text again; `Err` from the
+    /// embedding fails the delivery as an embedding failure here would.
+    pub fn publish_prepared(
+        &mut self,
+        message: &PublishMessage,
+        embedding: Result<Vec<f32>, IndexError>,
+    ) -> Result<Acknowledgement, IndexError> {
+        fence::validate(message)?;
+        self.publish_embedded(message, embedding?)
+            .map_err(PgSearchError::into_index_error)
+    }
+
     fn publish_embedded(
         &mut self,
         m: &PublishMessage,

@@ -19,8 +19,8 @@ use mosaic_pgsearch::conformance::{
 };
 use mosaic_pgsearch::schema::{self, TENANT_TABLES, quote_identifier};
 use mosaic_pgsearch::{
-    LexicalSearch, PgLexicalIndex, PgSearchError, PgSearchResult, PgVectorIndex, VectorSearch,
-    VectorSearchConfig,
+    LexicalSearch, PgLexicalIndex, PgSearchError, PgSearchResult, PgVectorIndex, SearchTarget,
+    VectorSearch, VectorSearchConfig,
 };
 use postgres::{Client, NoTls};
 
@@ -831,5 +831,83 @@ mod shared_ranker {
             matches!(&refused, Err(e) if e.to_string().contains("publish the lexical target again")),
             "{refused:?}"
         );
+    }
+}
+
+/// The write guard's distance query: the live rows of one tenant, subject
+/// and kind nearest to a vector, best first; rows of another tenant (the
+/// `WHERE` clause and row-level security), another subject, another kind
+/// or tombstoned take no part. A prepared vector is stored as given (not
+/// the text's embedding); a failed or malformed one stores nothing.
+#[test]
+fn nearest_in_subject_keeps_to_its_tenant_subject_and_kind() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let db = factory.fresh().expect("fresh");
+    let mut vector = factory.vector(&db).expect("vector");
+    let unit = |hot: &[usize]| {
+        let mut v = vec![0.0f32; SUITE_DIMENSION];
+        for &i in hot {
+            v[i] = 1.0 / (hot.len() as f32).sqrt();
+        }
+        v
+    };
+    let alice = "principal:alice";
+    let semantic = |s: mosaic_index::ScopeKeys| mosaic_index::ScopeKeys {
+        kind: MemoryKind::Semantic,
+        ..s
+    };
+    let rows = [
+        ("a-same", scope(TENANT_A, alice), unit(&[0])),
+        ("a-near", scope(TENANT_A, alice), unit(&[0, 1])),
+        ("a-kind", semantic(scope(TENANT_A, alice)), unit(&[0])),
+        ("a-subject", scope(TENANT_A, "principal:bob"), unit(&[0])),
+        ("b-same", scope(TENANT_B, alice), unit(&[0])),
+        ("a-gone", scope(TENANT_A, alice), unit(&[0])),
+    ];
+    for (id, s, v) in rows {
+        vector
+            .publish_prepared(&message(id, 1, 0, s, "unrelated words"), Ok(v))
+            .expect("publish prepared");
+    }
+    vector.tombstone("a-gone", 2).expect("tombstone");
+    let hits = vector
+        .nearest_in_subject(&unit(&[0]), TENANT_A, alice, MemoryKind::Episodic, 8)
+        .expect("nearest");
+    let ids: Vec<&str> = hits.iter().map(|h| h.record_id.as_str()).collect();
+    assert_eq!(ids, ["a-same", "a-near"], "{hits:?}");
+    // The stored vector is the one given: cosine 1, then 1/sqrt(2).
+    assert_eq!(hits[0].score, 1_000_000, "{hits:?}");
+    assert_eq!(hits[1].score, 707_107, "{hits:?}");
+    let hits = vector
+        .nearest_in_subject(&unit(&[0]), TENANT_B, alice, MemoryKind::Episodic, 8)
+        .expect("nearest");
+    let ids: Vec<&str> = hits.iter().map(|h| h.record_id.as_str()).collect();
+    assert_eq!(ids, ["b-same"]);
+    assert!(
+        vector
+            .nearest_in_subject(&unit(&[0]), TENANT_A, alice, MemoryKind::Episodic, 0)
+            .expect("k = 0")
+            .is_empty()
+    );
+    // A query of the wrong dimension is refused before any SQL.
+    assert!(
+        vector
+            .nearest_in_subject(&[1.0], TENANT_A, alice, MemoryKind::Episodic, 8)
+            .is_err()
+    );
+    // A failed embedding or one of the wrong dimension stores nothing.
+    let failed = mosaic_index::IndexError::BadEmbedding {
+        expected: 1,
+        actual: 0,
+    };
+    for (id, v) in [("a-failed", Err(failed)), ("a-short", Ok(vec![1.0f32]))] {
+        assert!(
+            vector
+                .publish_prepared(&message(id, 1, 0, scope(TENANT_A, alice), "x"), v)
+                .is_err()
+        );
+        assert_eq!(vector.live_generation_of(id).expect("fence"), None, "{id}");
     }
 }

@@ -221,7 +221,8 @@ impl ServiceCore {
     /// With `vector` (the proposal's embedding, computed before any lock
     /// by [`ServiceCore::guard_embed`]) the vector guard runs too: the
     /// subject's `VECTOR_GUARD_CANDIDATES` live records of the kind nearest
-    /// to it in the in-process vector index, read back from the store, are
+    /// to it in the vector index (in process, or PostgreSQL's vector table;
+    /// see [`ServiceCore::guard_nearest`]), read back from the store, are
     /// duplicates when their cosine similarity reaches the tenant's
     /// `near_duplicate_cosine_permille` (1000: off).
     #[allow(clippy::too_many_arguments)]
@@ -331,22 +332,14 @@ impl ServiceCore {
         cosine_permille: u32,
         out: &mut Vec<ConflictObservation>,
     ) -> ServiceResult<()> {
-        if self.config.postgres.is_some() || is_structured(&request.content) {
+        if is_structured(&request.content) {
             return Ok(());
         }
-        let hits = self.read_indexes().retriever.vector.nearest_in_subject(
-            vector,
-            tenant,
-            &request.subject.key(),
-            request.kind,
-            VECTOR_GUARD_CANDIDATES,
-        );
-        for hit in hits {
-            // Vectors are unit length: their dot product is the cosine.
-            if f64::from(hit.score) * 1000.0 < f64::from(cosine_permille) {
+        let hits = self.guard_nearest(tenant, request, vector)?;
+        for (existing_id, cosine) in hits {
+            if cosine * 1000.0 < f64::from(cosine_permille) {
                 break;
             }
-            let existing_id = hit.record_id;
             if existing_id == record_id
                 || supersedes == Some(existing_id.as_str())
                 || out.iter().any(|o| o.existing_record_id == existing_id)
@@ -384,11 +377,62 @@ impl ServiceCore {
         Ok(())
     }
 
+    /// The subject's `VECTOR_GUARD_CANDIDATES` indexed records of the
+    /// proposal's tenant and kind nearest to `vector`, with their cosine
+    /// similarity, best first: from the in-process vector index, or with
+    /// PostgreSQL from its vector table (one distance query run as the
+    /// tenant, on the vector target's connection, under the index read
+    /// lock).
+    fn guard_nearest(
+        &self,
+        tenant: &str,
+        request: &ProposeRequest,
+        vector: &[f32],
+    ) -> ServiceResult<Vec<(String, f64)>> {
+        let ix = self.read_indexes();
+        let Some(pg) = ix.pg.as_ref() else {
+            // Vectors are unit length: their dot product is the cosine.
+            return Ok(ix
+                .retriever
+                .vector
+                .nearest_in_subject(
+                    vector,
+                    tenant,
+                    &request.subject.key(),
+                    request.kind,
+                    VECTOR_GUARD_CANDIDATES,
+                )
+                .into_iter()
+                .map(|h| (h.record_id, f64::from(h.score)))
+                .collect());
+        };
+        let hits = pg
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .vector
+            .nearest_in_subject(
+                vector,
+                tenant,
+                &request.subject.key(),
+                request.kind,
+                VECTOR_GUARD_CANDIDATES,
+            )
+            .map_err(|e| ServiceError::Unavailable(format!("PostgreSQL vector index: {e}")))?;
+        Ok(hits
+            .into_iter()
+            .map(|h| {
+                (
+                    h.record_id,
+                    h.score as f64 / mosaic_pgsearch::search::SCORE_SCALE,
+                )
+            })
+            .collect())
+    }
+
     /// Embeds proposal texts for the vector guard before any lock is
     /// taken, one batch, and keeps each vector for the outbox's vector
     /// publication of the same text (so a text is embedded once). `None`
-    /// for a text the guard has no vector for: with the PostgreSQL indexes
-    /// (their target embeds as it stores), when the embedder fails, or when
+    /// for a text the guard has no vector for: when the embedder fails, or when
     /// the http embedder does not answer within `GUARD_EMBED_WAIT` (its
     /// late answer is still kept for the publication). After a failure or
     /// a timeout the guard leaves the embedder alone for
@@ -399,10 +443,7 @@ impl ServiceCore {
         // The hashing embedder's cosine is word and trigram overlap, which
         // the lexical guard measures already; its vectors are no evidence
         // of a paraphrase.
-        if texts.is_empty()
-            || self.config.postgres.is_some()
-            || self.config.embedder == crate::embedder::EmbedderKind::Hash
-        {
+        if texts.is_empty() || self.config.embedder == crate::embedder::EmbedderKind::Hash {
             return none();
         }
         if self.guard_vectors.paused() {

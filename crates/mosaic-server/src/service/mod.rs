@@ -134,9 +134,9 @@ struct Inner {
 /// the database (`pg`; the in-process retriever then stays empty).
 struct Indexes {
     retriever: Retriever,
-    /// Behind a mutex of its own only so that `Indexes` is `Sync` (its
-    /// clients are not); reached through `&mut Indexes`, so never
-    /// contended.
+    /// Behind a mutex of its own so that `Indexes` is `Sync` (its clients
+    /// are not); reached through `&mut Indexes`, except by the vector write
+    /// guard, which locks it under the index read lock for one query.
     pg: Option<Mutex<PgTargets>>,
 }
 
@@ -912,14 +912,24 @@ fn index_target<'a>(ix: &'a mut Indexes, target: &str) -> &'a mut dyn IndexTarge
     }
 }
 
-/// Hands one message to the `target` index; a publication to the
-/// in-process vector target uses `vector` when the caller embedded it.
+/// Hands one message to the `target` index; a publication to the vector
+/// target uses `vector` when the caller embedded it.
 fn deliver(
     ix: &mut Indexes,
     target: &str,
     delivery: &IndexDelivery,
     vector: Option<Result<Vec<f32>, IndexError>>,
 ) -> Result<(), ()> {
+    if let (IndexDelivery::Publish(message), Some(vector), Ok(pg)) =
+        (delivery, &vector, ix.targets())
+        && target == VECTOR_TARGET
+    {
+        return pg
+            .vector
+            .publish_prepared(message, vector.clone())
+            .map(|_| ())
+            .map_err(|_| ());
+    }
     if let (IndexDelivery::Publish(message), Some(vector), None) = (delivery, &vector, &ix.pg)
         && target == VECTOR_TARGET
     {

@@ -410,15 +410,16 @@ impl ServiceCore {
         Ok(report)
     }
 
-    /// The vectors of the in-process vector target's publications, embedded
-    /// in one batch with no lock held (`None` for other targets, and with
-    /// PostgreSQL, whose target embeds as it stores).
+    /// The vectors of the vector target's publications (`None` for other
+    /// targets): in process, embedded in one batch with no lock held; with
+    /// PostgreSQL, only those the write guard kept (its target embeds the
+    /// rest as it stores).
     fn prepare_vectors(
         &self,
         target: &str,
         deliveries: &[(OutboxTask, IndexDelivery)],
     ) -> Option<Vec<Option<Embedded>>> {
-        if target != VECTOR_TARGET || self.config.postgres.is_some() {
+        if target != VECTOR_TARGET {
             return None;
         }
         // A text the write guard embedded keeps its vector: only the rest
@@ -450,7 +451,7 @@ impl ServiceCore {
                 reused as u64,
             );
         }
-        if !missing.is_empty() {
+        if !missing.is_empty() && self.config.postgres.is_none() {
             let texts: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
             let embedded = embed_checked(self.embedder.as_ref(), &texts);
             for ((i, _), v) in missing.iter().zip(embedded) {

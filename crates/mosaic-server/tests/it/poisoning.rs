@@ -642,6 +642,167 @@ async fn a_paraphrase_in_another_subject_or_tenant_is_accepted_by_the_vector_gua
     );
 }
 
+/// The vector guard runs with `mosaic serve --postgres` too (store,
+/// catalog and both indexes in PostgreSQL, run as the application role,
+/// MiniLM through the http embedder): a paraphrase of a workspace fact is
+/// refused by the nearest records of the subject in the database's vector
+/// table, and the publication of the accepted fact stores the vector the
+/// guard computed (its text is embedded once). The same paraphrase in
+/// another tenant's workspace of the same id is accepted: the distance
+/// query keeps to the proposal's tenant (and row-level security to the
+/// tenant it runs as). Skips without PostgreSQL or the model, except under
+/// `CI=true`.
+#[test]
+fn a_paraphrase_is_refused_by_the_vector_guard_through_a_postgres_server() {
+    use crate::postgres::{Schema, call, in_schema, serve_with, urls};
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let Some(endpoint) = crate::common::minilm_endpoint() else {
+        return;
+    };
+    let app_role = app_url
+        .parse::<postgres::Config>()
+        .ok()
+        .and_then(|c| c.get_user().map(str::to_owned))
+        .expect("MOSAIC_TEST_POSTGRES_APP_URL names a user");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let schema = Schema {
+        name: format!("vector_guard_test_{}_{nanos}", std::process::id()),
+        owner_url: owner_url.clone(),
+    };
+    postgres::Client::connect(&owner_url, postgres::NoTls)
+        .and_then(|mut c| c.batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name)))
+        .expect("schema");
+    let env = [
+        ("MOSAIC_EMBEDDER", "http"),
+        ("MOSAIC_EMBEDDER_URL", endpoint.url.as_str()),
+        ("MOSAIC_EMBEDDER_MODEL", "all-minilm-l6-v2"),
+        ("MOSAIC_EMBEDDING_DIM", "384"),
+    ];
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args([
+            "migrate",
+            "--postgres",
+            &in_schema(&owner_url, &schema.name),
+        ])
+        .args(["--app-role", &app_role])
+        .envs(env)
+        .output()
+        .expect("run mosaic migrate");
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = serve_with(
+        &dir.path().join("data"),
+        &in_schema(&app_url, &schema.name),
+        &env,
+    );
+    let admin = std::fs::read_to_string(dir.path().join("data").join("admin.key"))
+        .expect("admin key")
+        .trim()
+        .to_owned();
+    let mut keys = Vec::new();
+    for (tenant, principal) in [
+        ("tenant-a", "alice"),
+        ("tenant-a", "bob"),
+        ("tenant-b", "alice"),
+    ] {
+        if principal == "alice" {
+            let (status, r) = call(
+                &server,
+                &admin,
+                "POST",
+                "/v1/admin/tenants",
+                Some(json!({"tenant_id": tenant,
+                            "policy": {"write_guards": {"shared_semantic_evidence": "any"}}})),
+            );
+            assert_eq!(status, 200, "{r}");
+        }
+        let (status, r) = call(
+            &server,
+            &admin,
+            "POST",
+            "/v1/admin/keys",
+            Some(json!({"tenant_id": tenant, "principal_id": principal,
+                        "grant": {"allowed_workspace_ids": [WORKSPACE]}})),
+        );
+        assert_eq!(status, 200, "{r}");
+        keys.push(r["key"].as_str().expect("key").to_owned());
+    }
+    let propose = |key: &str, request: &ProposeRequest| -> Value {
+        let (status, r) = call(
+            &server,
+            key,
+            "POST",
+            "/v1/memories",
+            Some(serde_json::to_value(request).expect("json")),
+        );
+        assert_eq!(status, 200, "{r}");
+        r
+    };
+    let embedded = || endpoint.texts.load(std::sync::atomic::Ordering::SeqCst);
+    let before = embedded();
+    let first = propose(&keys[0], &workspace_fact("paint", WORKSPACE, PAINTING));
+    assert_eq!(first["decision"], "accepted", "{first}");
+    assert_eq!(first["readable"], true, "{first}");
+    // Embedded once: the PostgreSQL vector target stored the guard's vector.
+    assert_eq!(embedded() - before, 1);
+    let first_record = first["record_id"].as_str().expect("id").to_owned();
+    // Another principal of the tenant, other words: the vector guard.
+    let body = propose(
+        &keys[1],
+        &workspace_fact("paint-again", WORKSPACE, PAINTING_REWORDED),
+    );
+    assert_eq!(body["decision"], "rejected", "{body}");
+    assert_eq!(violations(&body), ["duplicate_memory"], "{body}");
+    assert_eq!(
+        body["violations"][0]["existing_record_id"],
+        first_record.as_str()
+    );
+    assert_eq!(
+        body["server_conflicts"][0]["detector_release"], "mosaic.vector-guard.v1",
+        "{body}"
+    );
+    let refused = body["record_id"].as_str().expect("id");
+    let (status, _) = call(
+        &server,
+        &keys[1],
+        "GET",
+        &format!("/v1/memories/{refused}"),
+        None,
+    );
+    assert_eq!(status, 404);
+    // Unrelated text of the same subject and kind passes.
+    let body = propose(
+        &keys[1],
+        &workspace_fact("pottery", WORKSPACE, "I went to a pottery class yesterday."),
+    );
+    assert_eq!(body["decision"], "accepted", "{body}");
+    // Another tenant, the same workspace id (the same subject key): the
+    // guard's distance query does not look into tenant-a.
+    let body = propose(
+        &keys[2],
+        &workspace_fact("paint-b", WORKSPACE, PAINTING_REWORDED),
+    );
+    assert_eq!(body["decision"], "accepted", "{body}");
+    // Within tenant-b the guard does work.
+    let body = propose(&keys[2], &workspace_fact("paint-b2", WORKSPACE, PAINTING));
+    assert_eq!(body["decision"], "rejected", "{body}");
+    assert_eq!(
+        body["server_conflicts"][0]["detector_release"], "mosaic.vector-guard.v1",
+        "{body}"
+    );
+    drop(server);
+    drop(schema);
+}
+
 /// `near_duplicate_cosine_permille` 1000 turns the vector guard off (the
 /// lexical guard still runs); out of range it is refused at the admin
 /// route, before anything changes.

@@ -101,9 +101,19 @@ impl Server {
 }
 
 pub(crate) fn serve(data_dir: &std::path::Path, postgres: &str) -> Server {
+    serve_with(data_dir, postgres, &[("MOSAIC_EMBEDDER", "hash")])
+}
+
+/// `mosaic serve --postgres` with these environment variables (the
+/// embedder's settings, say).
+pub(crate) fn serve_with(
+    data_dir: &std::path::Path,
+    postgres: &str,
+    env: &[(&str, &str)],
+) -> Server {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--postgres", postgres])
-        .env("MOSAIC_EMBEDDER", "hash")
+        .envs(env.iter().copied())
         .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::piped())
