@@ -202,9 +202,11 @@ pub struct Explanation {
 /// A recall: the relevance input, its receipt and explanations.
 #[derive(Clone, Debug)]
 pub struct Recall {
-    /// Input of the relevance stage (re-verifiable), shared: it holds the
-    /// read's whole eligible set, and the result cache keeps copies.
-    pub input: Arc<RelevanceInput>,
+    /// Input of the relevance stage (re-verifiable) when this read computed
+    /// it; `None` on a cache hit: the input holds the read's whole eligible
+    /// set, which the result cache does not keep (its entries would grow
+    /// with the principal's memory count).
+    pub input: Option<Arc<RelevanceInput>>,
     /// The receipt (ordered results).
     pub receipt: RelevanceReceipt,
     /// One explanation per result, in result order.
@@ -467,7 +469,11 @@ impl Retriever {
             return Ok(hit);
         }
         let recall = self.compute(query, query_vector, &key.query_sha256, eligible_set_sha256)?;
-        self.cache_lock().put(key, recall.clone());
+        let kept = Recall {
+            input: None,
+            ..recall.clone()
+        };
+        self.cache_lock().put(key, kept);
         Ok(recall)
     }
 
@@ -742,7 +748,11 @@ mod tests {
             RetrievalMode::Lexical,
         );
         assert!(dated.explanations.iter().all(|e| e.recency_bonus == 0));
-        mosaic_harness::memory_scope::verify_relevance_receipt(&now.input, &now.receipt).unwrap();
+        mosaic_harness::memory_scope::verify_relevance_receipt(
+            now.input.as_deref().unwrap(),
+            &now.receipt,
+        )
+        .unwrap();
     }
 
     #[test]
@@ -770,11 +780,31 @@ mod tests {
     }
 
     #[test]
+    fn the_result_cache_keeps_receipts_not_the_reads_eligible_set() {
+        let (r, eligible) = loaded(&LINES);
+        let first = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
+        let again = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
+        assert!(!first.cache_hit && again.cache_hit);
+        // The computed read carries its input (and so the whole eligible
+        // set); the cache entry does not, so it does not grow with it.
+        assert_eq!(
+            first.input.as_ref().map(|i| i.eligible.entries.len()),
+            Some(eligible.set().entries.len())
+        );
+        assert!(again.input.is_none());
+        assert_eq!(again.receipt, first.receipt);
+        assert_eq!(again.explanations, first.explanations);
+    }
+
+    #[test]
     fn the_speaker_prior_keeps_the_receipt_verifiable() {
         let (r, eligible) = loaded(&LINES);
         let recall = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
-        mosaic_harness::memory_scope::verify_relevance_receipt(&recall.input, &recall.receipt)
-            .unwrap();
+        mosaic_harness::memory_scope::verify_relevance_receipt(
+            recall.input.as_deref().unwrap(),
+            &recall.receipt,
+        )
+        .unwrap();
         assert_eq!(recall.receipt.ranker_release, RANKER_RELEASE);
     }
 }

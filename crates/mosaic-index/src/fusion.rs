@@ -324,7 +324,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         })
         .collect();
     Ok(Recall {
-        input: std::sync::Arc::new(input),
+        input: Some(std::sync::Arc::new(input)),
         receipt,
         explanations,
         vector_plan,
@@ -574,7 +574,7 @@ mod tests {
         let (b, b_score) = by_id(&recall, "b");
         assert!(b.structured && b_score > by_id(&plain, "b").1);
         assert_eq!(recall.receipt.ranker_release, RANKER_RELEASE);
-        verify_relevance_receipt(&recall.input, &recall.receipt).unwrap();
+        verify_relevance_receipt(recall.input.as_deref().unwrap(), &recall.receipt).unwrap();
         // A current-state question: the source's newest record gains recency.
         let (_, now) = run(RetrievalMode::Hybrid, "where is it now", &[]);
         assert_eq!(by_id(&now, "a").0.recency_bonus, 0);

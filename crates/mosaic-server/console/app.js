@@ -469,6 +469,16 @@
           state.revocations[id] = rev;
           say(`Memory ${id} revoked: ${rev.stage}.`);
           render();
+          // The deletion may finish after the answer (a busy server):
+          // follow it to its receipt, once a second for up to a minute.
+          for (let i = 0; i < 60 && state.revocations[id].stage !== 'finalized'; i++) {
+            await new Promise((done) => setTimeout(done, 1000));
+            const now = await api('GET', '/v1/memories/' + enc(id) + '/deletion').catch(() => null);
+            if (now) {
+              state.revocations[id] = now;
+              if (now.stage === 'finalized') render();
+            }
+          }
         }, true));
     } else {
       deletion.append(empty('Only a principal key revokes memories.'));

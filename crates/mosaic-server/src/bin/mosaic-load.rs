@@ -85,7 +85,9 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     replicas: usize,
     /// Keep the (single) server's data directory here instead of a
-    /// temporary one.
+    /// temporary one. A directory kept by an earlier run is served again
+    /// with its memories (its tenant is reused, with new keys), so a
+    /// recall-only run can follow a run that wrote.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// One more argument for `mosaic serve` (repeatable), e.g.
@@ -202,7 +204,9 @@ async fn provision(
         &json!({"tenant_id": TENANT}),
     )
     .await?;
-    if status != 200 {
+    // 409 `tenant_exists`: a data directory kept by an earlier run.
+    let reused = status == 409 && body["error"]["code"] == "tenant_exists";
+    if status != 200 && !reused {
         bail!("creating the tenant answered {status}: {body}");
     }
     let mut out = Vec::with_capacity(principals);
