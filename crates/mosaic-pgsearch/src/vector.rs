@@ -152,26 +152,8 @@ impl PgVectorIndex {
             return Ok(Vec::new());
         }
         let limit = i64::try_from(k).unwrap_or(i64::MAX);
-        let ef_search = u32::try_from(k)
-            .unwrap_or(u32::MAX)
-            .max(self.config.ef_search)
-            .clamp(1, 1000)
-            .to_string();
-        let max_scan = self.config.max_scan_tuples.max(1).to_string();
         let vector = Vector::from(query.to_vec());
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
-        enter_tenant(&mut tx, tenant_id)?;
-        tx.execute(
-            "SELECT set_config('hnsw.ef_search', $1, true),
-                    set_config('hnsw.iterative_scan', $2, true),
-                    set_config('hnsw.max_scan_tuples', $3, true)",
-            &[&ef_search, &self.config.iterative_scan.as_str(), &max_scan],
-        )?;
+        let mut tx = self.search_tx(tenant_id, k)?;
         let rows = tx.query(
             "WITH hits AS MATERIALIZED (
                  SELECT d.record_id, d.embedding <=> $1 AS distance FROM pgsearch_vector d
@@ -181,18 +163,7 @@ impl PgVectorIndex {
             &[&vector, &tenant_id, &subject_key, &kind.as_str(), &limit],
         )?;
         tx.commit()?;
-        let mut hits = rows
-            .iter()
-            .map(|r| {
-                let distance: f64 = r.try_get(1)?;
-                Ok(RankedHit {
-                    record_id: r.try_get(0)?,
-                    score: fixed_point(1.0 - distance),
-                })
-            })
-            .collect::<Result<Vec<_>, postgres::Error>>()?;
-        sort_ranked(&mut hits);
-        Ok(hits)
+        ranked_hits(&rows)
     }
 
     /// Publishes `message` with a vector its caller embedded (the write
@@ -240,6 +211,36 @@ impl PgVectorIndex {
         })
     }
 
+    /// A read-only snapshot entered as `tenant_id`, with the HNSW search
+    /// settings for `k` results (both searches run in one).
+    fn search_tx(
+        &mut self,
+        tenant_id: &str,
+        k: usize,
+    ) -> PgSearchResult<postgres::Transaction<'_>> {
+        let ef_search = u32::try_from(k)
+            .unwrap_or(u32::MAX)
+            .max(self.config.ef_search)
+            .clamp(1, 1000)
+            .to_string();
+        let max_scan = self.config.max_scan_tuples.max(1).to_string();
+        let iterative_scan = self.config.iterative_scan.as_str().to_owned();
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        enter_tenant(&mut tx, tenant_id)?;
+        tx.execute(
+            "SELECT set_config('hnsw.ef_search', $1, true),
+                    set_config('hnsw.iterative_scan', $2, true),
+                    set_config('hnsw.max_scan_tuples', $3, true)",
+            &[&ef_search, &iterative_scan, &max_scan],
+        )?;
+        Ok(tx)
+    }
+
     fn run_search(
         &mut self,
         query: &[f32],
@@ -255,26 +256,8 @@ impl PgVectorIndex {
             return Ok(Vec::new());
         }
         let limit = i64::try_from(k).unwrap_or(i64::MAX);
-        let ef_search = u32::try_from(k)
-            .unwrap_or(u32::MAX)
-            .max(self.config.ef_search)
-            .clamp(1, 1000)
-            .to_string();
-        let max_scan = self.config.max_scan_tuples.max(1).to_string();
         let vector = Vector::from(query.to_vec());
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
-        enter_tenant(&mut tx, tenant_id)?;
-        tx.execute(
-            "SELECT set_config('hnsw.ef_search', $1, true),
-                    set_config('hnsw.iterative_scan', $2, true),
-                    set_config('hnsw.max_scan_tuples', $3, true)",
-            &[&ef_search, &self.config.iterative_scan.as_str(), &max_scan],
-        )?;
+        let mut tx = self.search_tx(tenant_id, k)?;
         let filter = match &eligible {
             EligibleParams::Records(_) => "d.record_id = ANY($4)",
             EligibleParams::Scope(..) => "d.subject_key = ANY($4) AND d.kind = ANY($6)",
@@ -379,17 +362,23 @@ impl VectorSearch for PgVectorIndex {
         k: usize,
     ) -> PgSearchResult<Vec<RankedHit>> {
         let rows = self.run_search(query, eligible, tenant_id, policy_sha256, k, false)?;
-        let mut hits = rows
-            .iter()
-            .map(|r| {
-                let distance: f64 = r.try_get(1)?;
-                Ok(RankedHit {
-                    record_id: r.try_get(0)?,
-                    score: fixed_point(1.0 - distance),
-                })
-            })
-            .collect::<Result<Vec<_>, postgres::Error>>()?;
-        sort_ranked(&mut hits);
-        Ok(hits)
+        ranked_hits(&rows)
     }
+}
+
+/// `(record_id, cosine distance)` rows as hits scored by cosine similarity,
+/// best first.
+fn ranked_hits(rows: &[postgres::Row]) -> PgSearchResult<Vec<RankedHit>> {
+    let mut hits = rows
+        .iter()
+        .map(|r| {
+            let distance: f64 = r.try_get(1)?;
+            Ok(RankedHit {
+                record_id: r.try_get(0)?,
+                score: fixed_point(1.0 - distance),
+            })
+        })
+        .collect::<Result<Vec<_>, postgres::Error>>()?;
+    sort_ranked(&mut hits);
+    Ok(hits)
 }

@@ -1123,6 +1123,25 @@ pub fn reads_never_cross_scope<F: StoreFactory>(factory: &F) -> StoreResult<()> 
             expected,
             "{tenant}/{principal}/{workspace}/{run}"
         );
+        // The identity read recall runs finds the same records, with the
+        // same snapshot, and the bodies only of the ids the caller lacks.
+        let full = store.eligible_records(&q)?;
+        let (found, bodies) = store.eligible_unknown(&q, &|_| false)?;
+        let ids: Vec<&str> = found.ids.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, expected, "{tenant}/{principal}/{workspace}/{run}");
+        assert_eq!(found.snapshot, full.snapshot);
+        assert_eq!(bodies, full.records);
+        let (_, none) = store.eligible_unknown(&q, &|_| true)?;
+        assert!(none.is_empty());
+        // Read by id, a record answers only for its own tenant.
+        let wanted: Vec<String> = expected.iter().map(|id| (*id).to_owned()).collect();
+        assert_eq!(store.get_records(tenant, &wanted)?, full.records);
+        let other = if tenant == fixtures::TENANT_A {
+            fixtures::TENANT_B
+        } else {
+            fixtures::TENANT_A
+        };
+        assert!(store.get_records(other, &wanted)?.is_empty());
     }
     // Expiry is half-open.
     let q = query(

@@ -501,11 +501,6 @@ impl CheckedRecord {
     pub fn record_sha256(&self) -> &str {
         &self.record_sha256
     }
-
-    /// The record, giving up the check.
-    pub fn into_record(self) -> MemoryRecord {
-        self.record
-    }
 }
 
 /// Checks every record (in input order: the first invalid one is the error).

@@ -249,16 +249,12 @@ impl ServiceCore {
         };
         let new = normalized_words(&request.content);
         let mut out = Vec::new();
-        let live =
-            |state: RecordState| matches!(state, RecordState::Active | RecordState::Publishing);
         let rows: Vec<(String, String)> = match self.guard_candidates(tenant, request) {
             Some(ids) => {
                 let mut rows = Vec::with_capacity(ids.len());
                 for id in ids {
                     if let Some(stored) = inner.store.get_record(&id)?
-                        && live(stored.state)
-                        && stored.record.kind == request.kind
-                        && stored.record.subject == request.subject
+                        && live_candidate(&stored, tenant, request)
                     {
                         rows.push((id, stored.content));
                     }
@@ -286,21 +282,13 @@ impl ServiceCore {
             if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
                 continue;
             }
-            let id = domain_digest(
+            out.push(guard_observation(
                 "mosaic.text-guard.observation.v1",
-                &serde_json::json!({
-                    "record_id": record_id,
-                    "existing_record_id": existing_id,
-                    "relation": relation,
-                }),
-            )?;
-            out.push(ConflictObservation {
-                observation_id: format!("obs-{}", id.get(..32).unwrap_or(&id)),
-                existing_record_id: existing_id,
+                TEXT_GUARD_RELEASE,
+                record_id,
+                existing_id,
                 relation,
-                detector_release: TEXT_GUARD_RELEASE.to_owned(),
-                existing_claim: None,
-            });
+            )?);
         }
         if let Some(vector) = vector
             && guards.near_duplicate_cosine_permille < 1000
@@ -349,30 +337,18 @@ impl ServiceCore {
             let Some(stored) = inner.store.get_record(&existing_id)? else {
                 continue;
             };
-            if !matches!(stored.state, RecordState::Active | RecordState::Publishing)
-                || stored.record.tenant_id != tenant
-                || stored.record.kind != request.kind
-                || stored.record.subject != request.subject
-            {
+            if !live_candidate(&stored, tenant, request) {
                 continue;
             }
-            let id = domain_digest(
-                "mosaic.vector-guard.observation.v1",
-                &serde_json::json!({
-                    "record_id": record_id,
-                    "existing_record_id": existing_id,
-                    "relation": ConflictRelation::Duplicate,
-                }),
-            )?;
             self.metrics
                 .incr("mosaic_vector_guard_duplicates_total", &[]);
-            out.push(ConflictObservation {
-                observation_id: format!("obs-{}", id.get(..32).unwrap_or(&id)),
-                existing_record_id: existing_id,
-                relation: ConflictRelation::Duplicate,
-                detector_release: VECTOR_GUARD_RELEASE.to_owned(),
-                existing_claim: None,
-            });
+            out.push(guard_observation(
+                "mosaic.vector-guard.observation.v1",
+                VECTOR_GUARD_RELEASE,
+                record_id,
+                existing_id,
+                ConflictRelation::Duplicate,
+            )?);
         }
         Ok(())
     }
@@ -539,6 +515,45 @@ impl ServiceCore {
             GUARD_CANDIDATES,
         )
     }
+}
+
+/// A stored record a guard may relate a proposal to: live (active or
+/// still publishing), of the proposal's tenant, kind and subject.
+fn live_candidate(
+    stored: &mosaic_store::StoredRecord,
+    tenant: &str,
+    request: &ProposeRequest,
+) -> bool {
+    matches!(stored.state, RecordState::Active | RecordState::Publishing)
+        && stored.record.tenant_id == tenant
+        && stored.record.kind == request.kind
+        && stored.record.subject == request.subject
+}
+
+/// A guard's observation that the proposal's record relates to
+/// `existing_id`, its id a digest under `domain` of the three.
+fn guard_observation(
+    domain: &str,
+    detector_release: &str,
+    record_id: &str,
+    existing_id: String,
+    relation: ConflictRelation,
+) -> ServiceResult<ConflictObservation> {
+    let id = domain_digest(
+        domain,
+        &serde_json::json!({
+            "record_id": record_id,
+            "existing_record_id": existing_id,
+            "relation": relation,
+        }),
+    )?;
+    Ok(ConflictObservation {
+        observation_id: format!("obs-{}", id.get(..32).unwrap_or(&id)),
+        existing_record_id: existing_id,
+        relation,
+        detector_release: detector_release.to_owned(),
+        existing_claim: None,
+    })
 }
 
 /// Whether the vector guard compares this proposal: always, except a

@@ -468,43 +468,15 @@ fn with_postgres_a_claim_written_through_one_server_stops_a_contradiction_on_ano
 /// Skips without PostgreSQL (see `postgres.rs`), except under `CI=true`.
 #[test]
 fn claim_keys_on_recall_find_the_claimed_record_through_a_postgres_server() {
-    use crate::postgres::{Schema, call, in_schema, serve, urls};
+    use crate::postgres::{call, in_schema, serve, urls};
+    use crate::postgres_erasure::migrated_schema;
     let Some((owner_url, app_url)) = urls() else {
         return;
     };
-    let app_role = app_url
-        .parse::<postgres::Config>()
-        .ok()
-        .and_then(|c| c.get_user().map(str::to_owned))
-        .expect("MOSAIC_TEST_POSTGRES_APP_URL names a user");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let schema = Schema {
-        name: format!("claims_test_{}_{nanos}", std::process::id()),
-        owner_url: owner_url.clone(),
-    };
-    postgres::Client::connect(&owner_url, postgres::NoTls)
-        .and_then(|mut c| c.batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name)))
-        .expect("schema");
-    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
-        .args([
-            "migrate",
-            "--postgres",
-            &in_schema(&owner_url, &schema.name),
-        ])
-        .args(["--app-role", &app_role])
-        .env("MOSAIC_EMBEDDER", "hash")
-        .output()
-        .expect("run mosaic migrate");
-    assert!(
-        migrated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&migrated.stderr)
-    );
+    let schema = migrated_schema(&owner_url, &app_url, "claim_keys_test");
+    let app = in_schema(&app_url, &schema.name);
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = serve(&dir.path().join("data"), &in_schema(&app_url, &schema.name));
+    let server = serve(&dir.path().join("data"), &app);
     let admin = std::fs::read_to_string(dir.path().join("data").join("admin.key"))
         .expect("admin key")
         .trim()

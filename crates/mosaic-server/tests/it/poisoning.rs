@@ -654,56 +654,24 @@ async fn a_paraphrase_in_another_subject_or_tenant_is_accepted_by_the_vector_gua
 /// `CI=true`.
 #[test]
 fn a_paraphrase_is_refused_by_the_vector_guard_through_a_postgres_server() {
-    use crate::postgres::{Schema, call, in_schema, serve_with, urls};
+    use crate::postgres::{call, in_schema, serve_with, urls};
+    use crate::postgres_erasure::migrated_schema_with;
     let Some((owner_url, app_url)) = urls() else {
         return;
     };
     let Some(endpoint) = crate::common::minilm_endpoint() else {
         return;
     };
-    let app_role = app_url
-        .parse::<postgres::Config>()
-        .ok()
-        .and_then(|c| c.get_user().map(str::to_owned))
-        .expect("MOSAIC_TEST_POSTGRES_APP_URL names a user");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let schema = Schema {
-        name: format!("vector_guard_test_{}_{nanos}", std::process::id()),
-        owner_url: owner_url.clone(),
-    };
-    postgres::Client::connect(&owner_url, postgres::NoTls)
-        .and_then(|mut c| c.batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name)))
-        .expect("schema");
     let env = [
         ("MOSAIC_EMBEDDER", "http"),
         ("MOSAIC_EMBEDDER_URL", endpoint.url.as_str()),
         ("MOSAIC_EMBEDDER_MODEL", "all-minilm-l6-v2"),
         ("MOSAIC_EMBEDDING_DIM", "384"),
     ];
-    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
-        .args([
-            "migrate",
-            "--postgres",
-            &in_schema(&owner_url, &schema.name),
-        ])
-        .args(["--app-role", &app_role])
-        .envs(env)
-        .output()
-        .expect("run mosaic migrate");
-    assert!(
-        migrated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&migrated.stderr)
-    );
+    let schema = migrated_schema_with(&owner_url, &app_url, "vector_guard_test", &env);
+    let app = in_schema(&app_url, &schema.name);
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = serve_with(
-        &dir.path().join("data"),
-        &in_schema(&app_url, &schema.name),
-        &env,
-    );
+    let server = serve_with(&dir.path().join("data"), &app, &env);
     let admin = std::fs::read_to_string(dir.path().join("data").join("admin.key"))
         .expect("admin key")
         .trim()

@@ -16,6 +16,17 @@ const SECRETS: [&str; 2] = ["kwyjibo", "zorblatt"];
 
 /// A fresh schema migrated by the owner for the application role.
 pub(crate) fn migrated_schema(owner_url: &str, app_url: &str, label: &str) -> Schema {
+    migrated_schema_with(owner_url, app_url, label, &[("MOSAIC_EMBEDDER", "hash")])
+}
+
+/// [`migrated_schema`] with `mosaic migrate` run under `env` (the embedder
+/// the servers on the schema will use).
+pub(crate) fn migrated_schema_with(
+    owner_url: &str,
+    app_url: &str,
+    label: &str,
+    env: &[(&str, &str)],
+) -> Schema {
     let app_role = app_url
         .parse::<postgres::Config>()
         .ok()
@@ -37,7 +48,7 @@ pub(crate) fn migrated_schema(owner_url: &str, app_url: &str, label: &str) -> Sc
     let migrated = Command::new(BIN)
         .args(["migrate", "--postgres", &in_schema(owner_url, &schema.name)])
         .args(["--app-role", &app_role])
-        .env("MOSAIC_EMBEDDER", "hash")
+        .envs(env.iter().copied())
         .output()
         .expect("run mosaic migrate");
     assert!(
