@@ -7,7 +7,9 @@
 //!   → weighted standard-score fusion (or min-max, or reciprocal-rank) in
 //!     integers, speaker prior (records whose speaker the query names, or
 //!     whose role its person names), recency for questions about the
-//!     current state, optional neighbouring-record bonus, ties by record id
+//!     current state, a time prior for questions asking when (records that
+//!     place something in time), optional neighbouring-record bonus, ties
+//!     by record id
 //!   → RelevanceInput → rank_relevance → RelevanceReceipt
 //!   → select_memory_ranked → context handoff (the core's
 //!     `mosaic_harness::memory_scope::hand_off`, re-exported as [`crate::hand_off`])
@@ -37,7 +39,7 @@ use crate::vector::VectorIndex;
 /// Domain tag of the query digest.
 pub const QUERY_DOMAIN: &str = "mosaic.index.recall_query.v1";
 /// Release of the fusion below; bound into every relevance receipt.
-pub const RANKER_RELEASE: &str = "funnel-zscore-window-speaker-recency-v4";
+pub const RANKER_RELEASE: &str = "funnel-zscore-window-speaker-recency-time-v5";
 
 /// Which candidate generators run.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
@@ -120,6 +122,10 @@ pub struct FunnelConfig {
     /// time among the candidates (0 for the oldest, 1 for the newest); 0
     /// disables it.
     pub recency_permille: u64,
+    /// For a question asking when (`text::asks_when`): per-mille added to
+    /// the score of a candidate that places something in time
+    /// (`text::places_in_time`); 0 disables it.
+    pub time_permille: u64,
 }
 
 impl Default for FunnelConfig {
@@ -131,7 +137,8 @@ impl Default for FunnelConfig {
     /// `b`, records of a speaker the query names at 1.5 times their score
     /// (speakers that are roles chosen by the question's person), later
     /// records up to 1.25 times their score for a question about the
-    /// current state, no extra neighbour bonus.
+    /// current state, records that place something in time at 1.5 times
+    /// their score for a question asking when, no extra neighbour bonus.
     fn default() -> Self {
         FunnelConfig {
             candidate_depth: 100,
@@ -149,6 +156,7 @@ impl Default for FunnelConfig {
             speaker_permille: 500,
             speaker_roles: true,
             recency_permille: 250,
+            time_permille: 500,
         }
     }
 }
@@ -197,6 +205,8 @@ pub struct Explanation {
     pub speaker_bonus: u64,
     /// Score added by recency (a question about the current state).
     pub recency_bonus: u64,
+    /// Score added for placing something in time (a question asking when).
+    pub time_bonus: u64,
 }
 
 /// A recall: the relevance input, its receipt and explanations.
@@ -751,6 +761,78 @@ mod tests {
         mosaic_harness::memory_scope::verify_relevance_receipt(
             now.input.as_deref().unwrap(),
             &now.receipt,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_question_asking_when_prefers_lines_that_place_it_in_time() {
+        const LINES: [&str; 5] = [
+            "[3 July, 2023] Caroline: The pride parade was full of energy and love.",
+            "[3 July, 2023] Caroline: I went to a parade last Friday, it was amazing and I felt at home.",
+            "[3 July, 2023] Melanie: Pride parades are so much fun, the parade music too.",
+            "[3 July, 2023] Caroline: The parade had a great pride choir.",
+            "[3 July, 2023] Melanie: Work, the kids, the garden, the weather, the food, a parade.",
+        ];
+        let (mut r, eligible) = loaded(&LINES);
+        r.set_config(FunnelConfig {
+            speaker_permille: 0,
+            ..FunnelConfig::default()
+        });
+        let timed = |recall: &Recall| -> Vec<String> {
+            recall
+                .explanations
+                .iter()
+                .filter(|e| e.time_bonus > 0)
+                .map(|e| e.record_id.clone())
+                .collect()
+        };
+        // Without the prior the line that says when is not first.
+        let mut off = r.config().clone();
+        off.time_permille = 0;
+        r.set_config(off.clone());
+        let plain = ask(
+            &r,
+            &eligible,
+            "When did Caroline go to the pride parade?",
+            RetrievalMode::Lexical,
+        );
+        assert_ne!(plain.record_ids()[0], "line-1", "{:?}", plain.explanations);
+        assert!(timed(&plain).is_empty());
+        // With it, that line (and only it) gains half its score and leads.
+        r.set_config(FunnelConfig {
+            time_permille: 500,
+            ..off
+        });
+        let when = ask(
+            &r,
+            &eligible,
+            "When did Caroline go to the pride parade?",
+            RetrievalMode::Lexical,
+        );
+        assert_eq!(timed(&when), vec!["line-1".to_owned()]);
+        assert_eq!(when.record_ids()[0], "line-1");
+        let score = |recall: &Recall, id: &str| {
+            recall
+                .receipt
+                .results
+                .iter()
+                .find(|x| x.record_id == id)
+                .map(|x| x.score)
+                .unwrap()
+        };
+        assert_eq!(score(&when, "line-1"), score(&plain, "line-1") * 3 / 2);
+        // A question that does not ask when gets no time bonus.
+        let what = ask(
+            &r,
+            &eligible,
+            "What was the pride parade like?",
+            RetrievalMode::Lexical,
+        );
+        assert!(timed(&what).is_empty());
+        mosaic_harness::memory_scope::verify_relevance_receipt(
+            when.input.as_deref().unwrap(),
+            &when.receipt,
         )
         .unwrap();
     }

@@ -9,9 +9,10 @@
 //! which both call), vector similarity with the same kernel
 //! ([`crate::ann::dot`]), exact claim-key matches, and per-candidate
 //! features (whether the query names the record's speaker, its creation
-//! time, its eligible neighbours). Everything after that, standard-score
-//! fusion, the speaker prior, recency for current-state questions and the
-//! neighbour bonus, is [`fuse`]: deterministic, no I/O, so both paths rank
+//! time, whether its text places something in time, its eligible
+//! neighbours). Everything after that, standard-score fusion, the speaker
+//! prior, the time prior for questions asking when, recency for
+//! current-state questions and the neighbour bonus, is [`fuse`]: deterministic, no I/O, so both paths rank
 //! alike and report the same ranker release.
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,7 +26,7 @@ use crate::funnel::{
 };
 use crate::lexical::{Hit, LexicalIndex, LexicalParams};
 use crate::scope::DocSet;
-use crate::text::{Role, asks_current_state, query_person, terms};
+use crate::text::{Role, asks_current_state, asks_when, query_person, terms};
 use crate::vector::VectorIndex;
 
 /// Where a read's candidates and their features come from. Every method
@@ -66,6 +67,10 @@ pub trait CandidateSource {
 
     /// The creation time of `record_id`, if the lexical target holds it.
     fn created_at(&self, record_id: &str) -> Option<u64>;
+
+    /// Whether `record_id`'s text places something in time
+    /// (`text::places_in_time`).
+    fn places_in_time(&self, record_id: &str) -> bool;
 
     /// The eligible records just before and just after `record_id` in its
     /// subject's timeline (creation time, then publication order).
@@ -172,6 +177,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         neighbour_bonus: 0,
         speaker_bonus: 0,
         recency_bonus: 0,
+        time_bonus: 0,
     };
     // A list's floor (its lowest candidate's score) and the standard
     // deviation of its candidates' scores.
@@ -247,6 +253,20 @@ pub fn fuse<S: CandidateSource + ?Sized>(
                     .entry(id.clone())
                     .or_insert_with(|| blank(id))
                     .speaker_bonus = bonus;
+            }
+        }
+    }
+    // A question asking when: a candidate that places something in time
+    // gains `time_permille` of its score.
+    if c.time_permille > 0 && asks_when(query.text) {
+        for (id, score) in base.iter_mut() {
+            if features.places_in_time(id) {
+                let bonus = score.saturating_mul(c.time_permille) / 1_000;
+                *score = score.saturating_add(bonus);
+                explain
+                    .entry(id.clone())
+                    .or_insert_with(|| blank(id))
+                    .time_bonus = bonus;
             }
         }
     }
@@ -418,6 +438,10 @@ impl CandidateSource for MemorySource<'_> {
         self.lexical.created_at(record_id)
     }
 
+    fn places_in_time(&self, record_id: &str) -> bool {
+        self.lexical.places_in_time(record_id)
+    }
+
     fn neighbours(&self, record_id: &str) -> Vec<String> {
         self.lexical.neighbours(record_id, &self.lex_docs)
     }
@@ -493,6 +517,10 @@ mod tests {
 
         fn neighbours(&self, _: &str) -> Vec<String> {
             Vec::new()
+        }
+
+        fn places_in_time(&self, _: &str) -> bool {
+            false
         }
     }
 

@@ -23,7 +23,7 @@ use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::scope::{DocSet, Eligible};
 use crate::target::{DocId, LiveEntry};
-use crate::text::{Role, speaker_label, speaker_role, terms};
+use crate::text::{Role, places_in_time, speaker_label, speaker_role, terms};
 
 /// BM25 `k1` (per-mille) of plain searches and of the default funnel.
 pub const BM25_K1_PERMILLE: u64 = 1_200;
@@ -47,6 +47,8 @@ struct LexDoc {
     speaker: Vec<u32>,
     /// The role the speaker label names (`user:`, `assistant:`), if any.
     role: Option<Role>,
+    /// Whether the line places something in time (`text::places_in_time`).
+    timed: bool,
     claims: Vec<(String, String)>,
 }
 
@@ -107,6 +109,8 @@ pub struct LexPrepared {
     pub speaker: Vec<String>,
     /// The role the speaker label names, if any.
     pub role: Option<Role>,
+    /// Whether the text places something in time (`text::places_in_time`).
+    pub timed: bool,
 }
 
 /// Analyses one text for the lexical index.
@@ -129,6 +133,7 @@ pub fn analyse(text: &str) -> LexPrepared {
         len,
         speaker,
         role,
+        timed: places_in_time(text),
     }
 }
 
@@ -277,6 +282,7 @@ impl Backend for LexicalBackend {
             terms: term_ids,
             speaker,
             role: prepared.role,
+            timed: prepared.timed,
             claims: entry
                 .claim_keys
                 .iter()
@@ -660,6 +666,16 @@ impl LexicalIndex {
                     .get(t.as_str())
                     .is_some_and(|tid| d.speaker.binary_search(tid).is_ok())
             })
+    }
+
+    /// Whether `record_id`'s text places something in time
+    /// (`text::places_in_time`).
+    pub(crate) fn places_in_time(&self, record_id: &str) -> bool {
+        self.fence
+            .doc_of(record_id)
+            .and_then(|doc| self.backend.docs.get(doc as usize))
+            .and_then(|x| x.as_ref())
+            .is_some_and(|d| d.timed)
     }
 
     /// The creation time of `record_id`, if it is indexed.

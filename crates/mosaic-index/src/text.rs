@@ -262,6 +262,17 @@ pub fn terms(text: &str) -> Vec<String> {
 /// the text has none. The funnel prefers the lines of a speaker a query
 /// names.
 pub fn speaker_label(text: &str) -> &str {
+    label_and_body(text).0
+}
+
+/// What a transcript line says: the text after its bracketed prefix and
+/// speaker label (see [`speaker_label`]); the whole text when it has
+/// neither.
+pub fn line_body(text: &str) -> &str {
+    label_and_body(text).1
+}
+
+fn label_and_body(text: &str) -> (&str, &str) {
     let mut rest = text;
     if let Some(after) = rest.strip_prefix('[')
         && let Some(close) = after.find(']').filter(|c| *c < 80)
@@ -269,7 +280,7 @@ pub fn speaker_label(text: &str) -> &str {
         rest = after[close + 1..].trim_start();
     }
     let Some(colon) = rest.find(':').filter(|c| *c > 0 && *c <= 40) else {
-        return "";
+        return ("", rest);
     };
     let name = &rest[..colon];
     let words = name.split_whitespace().count();
@@ -282,10 +293,128 @@ pub fn speaker_label(text: &str) -> &str {
         .next()
         .is_none_or(char::is_whitespace);
     if (1..=3).contains(&words) && plain && starts && spaced {
-        name
+        (name, rest[colon + 1..].trim_start())
     } else {
-        ""
+        ("", rest)
     }
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+fn lower_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn is_year(w: &str) -> bool {
+    w.len() == 4
+        && (w.starts_with("19") || w.starts_with("20"))
+        && w.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether a question asks when something happened or for how long:
+/// it starts with `when`, or holds `how long`, `how many days` (weeks,
+/// months, years), `what year` (month, date, day, time) or `which year`
+/// (month, day).
+pub fn asks_when(text: &str) -> bool {
+    let words = lower_words(text);
+    const UNITS: [&str; 8] = [
+        "day", "days", "week", "weeks", "month", "months", "year", "years",
+    ];
+    words.first().is_some_and(|w| w == "when")
+        || words.windows(2).any(|p| {
+            (p[0] == "how" && p[1] == "long")
+                || ((p[0] == "what" || p[0] == "which")
+                    && matches!(p[1].as_str(), "year" | "month" | "date" | "day" | "time"))
+        })
+        || words
+            .windows(3)
+            .any(|p| p[0] == "how" && p[1] == "many" && UNITS.contains(&p[2].as_str()))
+}
+
+/// Whether a line places something in time relative to when it was said
+/// or on a date of its own: `yesterday`, `tomorrow`, `tonight`, `ago`, a
+/// weekday, a month, a year, `last`/`next`/`this`/`past` followed by a unit
+/// of time (`last week`, `this morning`), or a count of units (`for 3
+/// years`, `two weeks`). Only the line's body counts (see [`line_body`]):
+/// a dated prefix is on every line.
+pub fn places_in_time(text: &str) -> bool {
+    let words = lower_words(line_body(text));
+    const SINGLE: [&str; 11] = [
+        "yesterday",
+        "tomorrow",
+        "tonight",
+        "ago",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
+    const UNITS: [&str; 20] = [
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "weekend",
+        "weekends",
+        "month",
+        "months",
+        "year",
+        "years",
+        "night",
+        "morning",
+        "afternoon",
+        "evening",
+        "summer",
+        "winter",
+        "spring",
+        "fall",
+        "autumn",
+        "semester",
+    ];
+    const COUNTS: [&str; 13] = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "few",
+        "couple", "several",
+    ];
+    // "May" is also a verb: it counts beside a number ("May 5", "5 May").
+    let month = |i: usize, w: &str| {
+        MONTHS.contains(&w)
+            && (w != "may"
+                || [i.wrapping_sub(1), i + 1]
+                    .iter()
+                    .filter_map(|&j| words.get(j))
+                    .any(|n| n.bytes().all(|b| b.is_ascii_digit())))
+    };
+    words
+        .iter()
+        .enumerate()
+        .any(|(i, w)| SINGLE.contains(&w.as_str()) || month(i, w) || is_year(w))
+        || words.windows(2).any(|p| {
+            let unit = UNITS.contains(&p[1].as_str());
+            unit && (matches!(
+                p[0].as_str(),
+                "last" | "next" | "this" | "past" | "coming" | "previous"
+            ) || COUNTS.contains(&p[0].as_str())
+                || p[0].bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 /// A conversational role, as opposed to a person's name.
@@ -337,31 +466,10 @@ pub fn query_person(text: &str) -> Option<Role> {
 /// a month: "what was she currently reading in July 2023?" asks about July
 /// 2023, not about now).
 pub fn asks_current_state(text: &str) -> bool {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let dated = words.iter().any(|w| {
-        MONTHS.contains(&w.as_str())
-            || (w.len() == 4
-                && (w.starts_with("19") || w.starts_with("20"))
-                && w.bytes().all(|b| b.is_ascii_digit()))
-    });
+    let words = lower_words(text);
+    let dated = words
+        .iter()
+        .any(|w| MONTHS.contains(&w.as_str()) || is_year(w));
     if dated {
         return false;
     }
@@ -635,6 +743,59 @@ mod tests {
         ));
         assert!(!asks_current_state("What did I know about the momentum?"));
         assert!(!asks_current_state("Did we talk these over some days ago?"));
+    }
+
+    #[test]
+    fn questions_asking_when_are_recognised() {
+        for q in [
+            "When did Caroline go to the support group?",
+            "when was the migration finished",
+            "How long has Nate had his turtles?",
+            "What year did I switch to Rust?",
+            "In which month did we move the shop?",
+            "How many weeks ago did the outage happen?",
+        ] {
+            assert!(asks_when(q), "{q}");
+        }
+        for q in [
+            "What did Caroline paint?",
+            "Where do we deploy now?",
+            "How many turtles does Nate have?",
+            "Which tools do I use for tracking time?",
+            "Did we say when to meet?",
+        ] {
+            assert!(!asks_when(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn lines_placing_something_in_time_are_recognised_by_their_body() {
+        for line in [
+            "[8 May, 2023] Caroline: I went to the support group yesterday.",
+            "[8 May, 2023] Caroline: We had a blast last year at the Pride fest.",
+            "[8 May, 2023] Nate: I've had them for 3 years now.",
+            "[8 May, 2023] Jon: A few weeks ago I started a studio.",
+            "Joanna: I'll come over tomorrow if that's fine.",
+            "user: The launch is planned for March.",
+            "user: We shipped it on May 5.",
+            "assistant: The release went out in 2021.",
+            "Melanie: See you on Saturday!",
+            "John: I started this morning.",
+        ] {
+            assert!(places_in_time(line), "{line}");
+        }
+        for line in [
+            // The dated prefix and the speaker are not the line's body.
+            "[1:50 pm on 17 August, 2023] Caroline: Thanks, that means a lot!",
+            "[8 May, 2023] Tuesday: I love painting.",
+            "Melanie: You may want to try pottery.",
+            "user: What a day it has been.",
+            "assistant: Use a weekly backup with 30 copies.",
+        ] {
+            assert!(!places_in_time(line), "{line}");
+        }
+        assert_eq!(line_body("[8 May, 2023] Nate: Hi there"), "Hi there");
+        assert_eq!(line_body("no label here"), "no label here");
     }
 
     #[test]

@@ -64,6 +64,7 @@ struct Row {
     speaker: Vec<String>,
     role: Option<Role>,
     claim_keys: Vec<String>,
+    timed: bool,
 }
 
 /// One read's candidates over the PostgreSQL targets (see the module
@@ -123,7 +124,7 @@ impl<'a> PgCandidates<'a> {
         ids.dedup();
         let found = tx.query(
             "SELECT record_id, subject_key, created_at_ms, seq, doc_len, speaker, speaker_role,
-                    claim_keys, analyzer
+                    claim_keys, analyzer, timed
              FROM pgsearch_lexical
              WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3)",
             &[&tenant_id, &policy_sha256, &ids],
@@ -149,6 +150,8 @@ impl<'a> PgCandidates<'a> {
             let doc_len: Option<i32> = r.try_get(4)?;
             let speaker: Option<Vec<String>> = r.try_get(5)?;
             let claim_keys: Option<Vec<String>> = r.try_get(7)?;
+            // Published before schema 3: unknown, read as not timed.
+            let timed: Option<bool> = r.try_get(9)?;
             rows.push(Row {
                 record_id: r.try_get(0)?,
                 subject,
@@ -158,6 +161,7 @@ impl<'a> PgCandidates<'a> {
                 speaker: speaker.unwrap_or_default(),
                 role: parse_role(r.try_get(6)?)?,
                 claim_keys: claim_keys.unwrap_or_default(),
+                timed: timed.unwrap_or(false),
             });
         }
         let mut timelines: Vec<Vec<usize>> = vec![Vec::new(); subjects.len()];
@@ -396,6 +400,10 @@ impl CandidateSource for PgCandidates<'_> {
     fn created_at(&self, record_id: &str) -> Option<u64> {
         self.row(record_id)
             .and_then(|r| u64::try_from(r.created_at_ms).ok())
+    }
+
+    fn places_in_time(&self, record_id: &str) -> bool {
+        self.row(record_id).is_some_and(|r| r.timed)
     }
 
     fn neighbours(&self, record_id: &str) -> Vec<String> {

@@ -15,7 +15,8 @@
 //!   index, and (since version 2) what the shared ranker needs: the
 //!   analyzer's terms and their frequencies (under a GIN index), the
 //!   document length, the speaker label's terms and role, the claim keys
-//!   and a publication sequence number. The raw text is not kept.
+//!   and a publication sequence number; since version 3, whether the text
+//!   places something in time. The raw text is not kept.
 //! * `pgsearch_vector`: one row per live record of the vector target:
 //!   scope columns and a `vector(N)` under an HNSW index
 //!   (`vector_cosine_ops`). `N` is fixed when the schema is created.
@@ -40,7 +41,7 @@ use postgres::{Client, GenericClient};
 use crate::error::{PgSearchError, PgSearchResult};
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Tables whose rows belong to one tenant (row-level security forced).
 pub const TENANT_TABLES: &[&str] = &["pgsearch_lexical", "pgsearch_vector"];
@@ -150,6 +151,15 @@ CREATE SEQUENCE pgsearch_vector_seq;
 ALTER TABLE pgsearch_vector ADD COLUMN seq BIGINT;
 "#;
 
+/// Version 3: whether a lexical row's text places something in time
+/// (`mosaic_index::text::places_in_time`), for the ranker's prior on
+/// questions asking when. The raw text is not kept, so rows published
+/// before version 3 cannot be backfilled: they hold NULL, which the ranker
+/// reads as "places nothing in time" until the record is published again.
+const MIGRATION_V3: &str = r#"
+ALTER TABLE pgsearch_lexical ADD COLUMN timed BOOLEAN;
+"#;
+
 /// What the application role may do, table by table.
 const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("pgsearch_migrations", "SELECT"),
@@ -200,6 +210,10 @@ pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
     if current < 2 {
         tx.batch_execute(MIGRATION_V2)?;
         tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (2)", &[])?;
+    }
+    if current < 3 {
+        tx.batch_execute(MIGRATION_V3)?;
+        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (3)", &[])?;
     }
     check_dimension(&mut tx, dimension)?;
     tx.commit()?;

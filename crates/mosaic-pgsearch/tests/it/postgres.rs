@@ -536,10 +536,11 @@ mod shared_ranker {
         out
     }
 
-    const QUESTIONS: [&str; 20] = [
+    const QUESTIONS: [&str; 21] = [
         "Where did Melanie go hiking?",
         "What did Caroline paint?",
         "When did Caroline call the adoption agency?",
+        "How long ago did Melanie go camping in the mountains?",
         "What class did Melanie sign up for?",
         "What is the name of Melanie's dog?",
         "Where is my shop hosting now?",
@@ -656,7 +657,8 @@ mod shared_ranker {
         let policy = policy();
         let claims = ["pet.name".to_owned(), "shop.hosting".to_owned()];
         let mut compared = 0;
-        let (mut speaker, mut recency, mut structured, mut vector_only) = (0, 0, 0, 0);
+        let (mut speaker, mut recency, mut timed, mut structured, mut vector_only) =
+            (0, 0, 0, 0, 0);
         for (i, text) in QUESTIONS.iter().enumerate() {
             let vector = embedder.embed(text).expect("embed");
             let claim_keys: &[String] = if i % 4 == 0 {
@@ -693,6 +695,7 @@ mod shared_ranker {
                 for e in &mem.explanations {
                     speaker += usize::from(e.speaker_bonus > 0);
                     recency += usize::from(e.recency_bonus > 0);
+                    timed += usize::from(e.time_bonus > 0);
                     structured += usize::from(e.structured);
                     vector_only += usize::from(e.vector_rank.is_some() && e.lexical_rank.is_none());
                 }
@@ -706,8 +709,9 @@ mod shared_ranker {
         assert_eq!(compared, QUESTIONS.len() * 3);
         // The comparison exercised every part of the fusion.
         assert!(
-            speaker > 0 && recency > 0 && structured > 0 && vector_only > 0,
-            "speaker {speaker}, recency {recency}, structured {structured}, vector {vector_only}"
+            speaker > 0 && recency > 0 && timed > 0 && structured > 0 && vector_only > 0,
+            "speaker {speaker}, recency {recency}, time {timed}, structured {structured}, \
+             vector {vector_only}"
         );
     }
 
@@ -724,10 +728,11 @@ mod shared_ranker {
                 "DROP INDEX pgsearch_lexical_terms; DROP INDEX pgsearch_lexical_partition;
                  ALTER TABLE pgsearch_lexical DROP COLUMN seq, DROP COLUMN analyzer,
                      DROP COLUMN doc_len, DROP COLUMN terms, DROP COLUMN tfs,
-                     DROP COLUMN speaker, DROP COLUMN speaker_role, DROP COLUMN claim_keys;
+                     DROP COLUMN speaker, DROP COLUMN speaker_role, DROP COLUMN claim_keys,
+                     DROP COLUMN timed;
                  ALTER TABLE pgsearch_vector DROP COLUMN seq;
                  DROP SEQUENCE pgsearch_lexical_seq; DROP SEQUENCE pgsearch_vector_seq;
-                 DELETE FROM pgsearch_migrations WHERE version = 2;",
+                 DELETE FROM pgsearch_migrations WHERE version >= 2;",
             )
             .expect("downgrade");
         // The serving role refuses a version-1 schema.
@@ -780,6 +785,63 @@ mod shared_ranker {
             pg_lexical.publish(m).expect("publish");
         }
         rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
+    }
+
+    #[test]
+    fn a_version_2_schema_is_upgraded_and_its_rows_rank_as_placing_nothing_in_time() {
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        let mut pg_lexical = factory.lexical(&db).expect("lexical");
+        let messages: Vec<PublishMessage> = conversation()
+            .into_iter()
+            .filter(|m| m.scope.tenant_id == TENANT_A && m.text.contains("last weekend"))
+            .take(3)
+            .collect();
+        assert!(!messages.is_empty());
+        for m in &messages {
+            pg_lexical.publish(m).expect("publish");
+        }
+        let set = eligible(&messages, &BTreeSet::new());
+        let policy = policy();
+        let config = FunnelConfig::default();
+        let q = query(
+            "When did Melanie go camping in the mountains?",
+            &set,
+            &[],
+            RetrievalMode::Lexical,
+            &policy,
+        );
+        let timed = |r: &Recall| r.explanations.iter().filter(|e| e.time_bonus > 0).count();
+        let fresh = rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
+        // (The lowest candidate's standard score is 0, and so its bonus.)
+        assert!(timed(&fresh) > 0, "{:?}", fresh.explanations);
+        // Back to version 2: the rows lose what version 3 added.
+        let mut owner = factory.admin(&db).expect("admin");
+        owner
+            .batch_execute(
+                "ALTER TABLE pgsearch_lexical DROP COLUMN timed;
+                 DELETE FROM pgsearch_migrations WHERE version = 3;",
+            )
+            .expect("downgrade");
+        assert_eq!(
+            schema::migrate(&mut owner, SUITE_DIMENSION).expect("upgrade"),
+            schema::SCHEMA_VERSION
+        );
+        let mut pg_lexical = factory.lexical(&db).expect("lexical");
+        // A row from before version 3 is ranked, without the time prior.
+        let old = rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
+        assert_eq!(old.record_ids(), fresh.record_ids());
+        assert_eq!(timed(&old), 0);
+        // Published again, it gains it.
+        for m in &messages {
+            let mut again = m.clone();
+            again.generation = 2;
+            pg_lexical.publish(&again).expect("republish");
+        }
+        let again = rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
+        assert_eq!(timed(&again), timed(&fresh));
     }
 
     #[test]
