@@ -6,7 +6,9 @@ real server on loopback: a fresh `mosaic serve` in a temporary data
 directory; each conversation one principal (its own key) of one tenant;
 each turn proposed as an episodic memory `[session date] speaker: text`
 whose one source is the turn itself; each question recalled with its
-conversation's key, k results, in each mode. Categories: every one but the
+conversation's key, k results, in each mode (a turn the gate refuses, an
+exact or near duplicate, is reported and counts as a miss when it is
+evidence). Categories: every one but the
 number 5 (LoCoMo's adversarial). Prints recall@10, any-hit@10 and nDCG@10
 per mode, and the latency of proposals and recalls at the client.
 
@@ -96,7 +98,7 @@ def main():
             admin = (data / "admin.key").read_text().strip()
             call(base, admin, "/v1/admin/tenants",
                  {"tenant_id": "eval", "policy": {"max_ttl_ms": 3650 * DAY_MS}})
-            keys, record_turn, propose_ms = {}, {}, []
+            keys, record_turn, propose_ms, rejected = {}, {}, [], []
             started = time.perf_counter()
             for index, conv in enumerate(conversations):
                 principal = f"conversation-{index + 1}"
@@ -126,12 +128,18 @@ def main():
                         answer = call(base, key, "/v1/memories", body)
                         propose_ms.append((time.perf_counter() - t0) * 1e3)
                         if answer.get("decision") != "accepted":
-                            raise SystemExit(f"turn {turn['turn_id']} was {answer.get('decision')}")
+                            # As `mosaic eval` does: the gate's refusal (an
+                            # exact or near duplicate) is reported, and a
+                            # refused evidence turn counts as a miss.
+                            rejected.append(f"{conv['conversation_id']}:{turn['turn_id']}")
+                            continue
                         record_turn[answer["record_id"]] = (conv["conversation_id"], turn["turn_id"])
             ingest_s = time.perf_counter() - started
             scored = [q for q in questions if q["category"] != 5 and q["evidence"]]
-            print(f"{len(conversations)} conversations, {len(record_turn)} turns over HTTP "
-                  f"({len(record_turn) / ingest_s:.1f}/s); {len(scored)} questions scored")
+            proposed = len(record_turn) + len(rejected)
+            print(f"{len(conversations)} conversations, {proposed} turns proposed over HTTP "
+                  f"({proposed / ingest_s:.1f}/s), {len(rejected)} rejected by the gate"
+                  f"{': ' + ', '.join(rejected) if rejected else ''}; {len(scored)} questions scored")
             print()
             print("| mode | n | recall@10 | any-hit@10 | nDCG@10 | recall p50 ms | recall p99 ms |")
             print("|---|---:|---:|---:|---:|---:|---:|")

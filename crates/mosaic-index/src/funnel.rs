@@ -560,6 +560,17 @@ mod tests {
         (r, eligible)
     }
 
+    /// The score `recall`'s receipt gives `id`.
+    fn score(recall: &Recall, id: &str) -> u64 {
+        recall
+            .receipt
+            .results
+            .iter()
+            .find(|x| x.record_id == id)
+            .map(|x| x.score)
+            .unwrap()
+    }
+
     fn ask(r: &Retriever, eligible: &SealedEligibleSet, text: &str, mode: RetrievalMode) -> Recall {
         let q = RecallQuery {
             tenant_id: "tenant",
@@ -732,15 +743,6 @@ mod tests {
         // The oldest candidate gains nothing, the newest a quarter, the
         // others in proportion to their place in time (line-3 at 3/4).
         assert_eq!(by_id["line-0"].recency_bonus, 0);
-        let score = |recall: &Recall, id: &str| {
-            recall
-                .receipt
-                .results
-                .iter()
-                .find(|x| x.record_id == id)
-                .map(|x| x.score)
-                .unwrap()
-        };
         for (id, place) in [("line-4", 1.0), ("line-3", 0.75)] {
             let before = score(&plain, id);
             assert_eq!(
@@ -812,15 +814,6 @@ mod tests {
         );
         assert_eq!(timed(&when), vec!["line-1".to_owned()]);
         assert_eq!(when.record_ids()[0], "line-1");
-        let score = |recall: &Recall, id: &str| {
-            recall
-                .receipt
-                .results
-                .iter()
-                .find(|x| x.record_id == id)
-                .map(|x| x.score)
-                .unwrap()
-        };
         assert_eq!(score(&when, "line-1"), score(&plain, "line-1") * 3 / 2);
         // A question that does not ask when gets no time bonus.
         let what = ask(

@@ -787,6 +787,23 @@ mod shared_ranker {
         rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
     }
 
+    /// Publishes the first `n` of tenant A's turns that `keep` keeps.
+    fn publish_turns_of_a(
+        pg_lexical: &mut PgLexicalIndex,
+        keep: impl Fn(&PublishMessage) -> bool,
+        n: usize,
+    ) -> Vec<PublishMessage> {
+        let messages: Vec<PublishMessage> = conversation()
+            .into_iter()
+            .filter(|m| m.scope.tenant_id == TENANT_A && keep(m))
+            .take(n)
+            .collect();
+        for m in &messages {
+            pg_lexical.publish(m).expect("publish");
+        }
+        messages
+    }
+
     #[test]
     fn a_version_2_schema_is_upgraded_and_its_rows_rank_as_placing_nothing_in_time() {
         let Some(factory) = PgFactory::from_env() else {
@@ -794,15 +811,8 @@ mod shared_ranker {
         };
         let db = factory.fresh().expect("fresh");
         let mut pg_lexical = factory.lexical(&db).expect("lexical");
-        let messages: Vec<PublishMessage> = conversation()
-            .into_iter()
-            .filter(|m| m.scope.tenant_id == TENANT_A && m.text.contains("last weekend"))
-            .take(3)
-            .collect();
+        let messages = publish_turns_of_a(&mut pg_lexical, |m| m.text.contains("last weekend"), 3);
         assert!(!messages.is_empty());
-        for m in &messages {
-            pg_lexical.publish(m).expect("publish");
-        }
         let set = eligible(&messages, &BTreeSet::new());
         let policy = policy();
         let config = FunnelConfig::default();
@@ -851,14 +861,7 @@ mod shared_ranker {
         };
         let db = factory.fresh().expect("fresh");
         let mut pg_lexical = factory.lexical(&db).expect("lexical");
-        let messages: Vec<PublishMessage> = conversation()
-            .into_iter()
-            .filter(|m| m.scope.tenant_id == TENANT_A)
-            .take(30)
-            .collect();
-        for m in &messages {
-            pg_lexical.publish(m).expect("publish");
-        }
+        let messages = publish_turns_of_a(&mut pg_lexical, |_| true, 30);
         let set = eligible(&messages, &BTreeSet::new());
         let policy = policy();
         let config = FunnelConfig::default();
