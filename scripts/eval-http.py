@@ -77,7 +77,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         server = subprocess.Popen(
-            [args.mosaic, "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data)]
+            # A measuring client, not a load test: the per-key rate limit
+            # (50 a second by default) is lifted, as the other scripts do.
+            [args.mosaic, "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data),
+             "--rate-limit-per-second", "1000000", "--rate-limit-burst", "1000000"]
             + args.serve_args,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

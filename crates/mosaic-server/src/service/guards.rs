@@ -64,6 +64,25 @@ pub fn jaccard_permille(a: &[String], b: &[String]) -> u32 {
     u32::try_from(inter * 1000 / union).unwrap_or(1000)
 }
 
+/// At most this many distinct words of a proposal may be missing from a
+/// stored text for the proposal to be its near-duplicate. A restatement
+/// differs in a few words (another date prefix, a lead-in such as "back to
+/// the project", an adverb); a text that adds more than that says something
+/// the stored one does not, however many words they share. Without this
+/// bound the Jaccard ratio alone refused long answers that repeat an
+/// earlier answer's advice and add a sentence of their own.
+pub const NEAR_DUPLICATE_MAX_NEW_WORDS: usize = 5;
+
+/// How many distinct words of `new` are not in `old`.
+fn new_words(new: &[String], old: &[String]) -> usize {
+    let old: BTreeSet<&str> = old.iter().map(String::as_str).collect();
+    new.iter()
+        .map(String::as_str)
+        .collect::<BTreeSet<&str>>()
+        .difference(&old)
+        .count()
+}
+
 /// How a new text relates to a stored one by the text guards, if at all.
 pub fn text_relation(
     new: &[String],
@@ -80,7 +99,9 @@ pub fn text_relation(
     {
         return Some(ConflictRelation::Contradicts);
     }
-    (near_permille < 1000 && jaccard_permille(new, old) >= near_permille)
+    (near_permille < 1000
+        && jaccard_permille(new, old) >= near_permille
+        && new_words(new, old) <= NEAR_DUPLICATE_MAX_NEW_WORDS)
         .then_some(ConflictRelation::Duplicate)
 }
 
@@ -618,6 +639,35 @@ mod tests {
             Some(ConflictRelation::Duplicate)
         );
         assert_eq!(rel("the cafeteria opens at noon", base), None);
+    }
+
+    #[test]
+    fn a_long_text_that_adds_a_sentence_is_not_a_near_duplicate() {
+        let advice = "Caching is where most of the time goes. Cache the dependency downloads \
+            keyed by the lock file, and the build output keyed by the lock file plus the \
+            toolchain version. Run the slow integration tests only on the main branch and \
+            keep the unit tests on every push, so the feedback stays quick for everyone.";
+        let old = format!("[30 September, 2024] assistant: Use array jobs for sweeps. {advice}");
+        let new = format!(
+            "[30 September, 2024] assistant: A June defence means a complete draft by \
+             about March to leave time for revisions. {advice}"
+        );
+        let (a, b) = (normalized_words(&new), normalized_words(&old));
+        // Most words are shared (the ratio alone would refuse it) ...
+        assert!(jaccard_permille(&a, &b) >= 700);
+        // ... but it adds a sentence the stored text does not hold.
+        assert!(new_words(&a, &b) > NEAR_DUPLICATE_MAX_NEW_WORDS);
+        assert_eq!(rel(&new, &old), None);
+        // A restatement with another lead-in is still refused.
+        assert_eq!(
+            rel(
+                "[2 February, 2025] user: Another thing. The CI run takes twenty minutes. \
+                 How can I make it quicker?",
+                "[2 February, 2025] user: Back to the project. The CI run takes twenty \
+                 minutes. How can I make it quicker?"
+            ),
+            Some(ConflictRelation::Duplicate)
+        );
     }
 
     #[test]
