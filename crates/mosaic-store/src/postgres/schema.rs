@@ -481,8 +481,8 @@ CREATE INDEX idx_records_eligibility ON records
 -- catalog's key becomes (tenant, record id), which `idx_catalog_tenant`
 -- held besides.
 DROP INDEX IF EXISTS idx_records_line;
-DROP INDEX idx_catalog_tenant;
-ALTER TABLE record_catalog DROP CONSTRAINT record_catalog_pkey;
+DROP INDEX IF EXISTS idx_catalog_tenant;
+ALTER TABLE record_catalog DROP CONSTRAINT IF EXISTS record_catalog_pkey;
 ALTER TABLE record_catalog ADD CONSTRAINT record_catalog_pkey PRIMARY KEY (tenant_id, record_id);
 "#,
 ];
