@@ -413,30 +413,72 @@ impl LexicalIndex {
             .filter(|p| p.len() * 2 <= partition.n_docs as usize)
             .collect();
         let walked = if rare.is_empty() { postings } else { rare };
-        let mut shared: HashMap<DocId, f64> = HashMap::new();
+        if limit == 0 {
+            return Some(Vec::new());
+        }
+        // Every walked posting, list by list; a stable sort by doc keeps
+        // each doc's weights in list order, so each sum is added in the
+        // same order whatever the subject's size. No map: the postings of
+        // a large subject are thousands of entries per text.
+        let mut walked_docs: Vec<(DocId, f64)> =
+            Vec::with_capacity(walked.iter().map(|l| l.len()).sum());
         for list in walked {
             let weight = (1.0 + n / list.len().max(1) as f64).ln();
-            for (doc, _) in list {
-                *shared.entry(*doc).or_default() += weight;
+            walked_docs.extend(list.iter().map(|(doc, _)| (*doc, weight)));
+        }
+        walked_docs.sort_by_key(|(doc, _)| *doc);
+        let mut shared: Vec<(f64, DocId)> = Vec::new();
+        for (doc, weight) in walked_docs {
+            match shared.last_mut() {
+                Some((sum, last)) if *last == doc => *sum += weight,
+                _ => shared.push((weight, doc)),
             }
+        }
+        shared.retain(|(_, doc)| self.record_of(*doc).is_some());
+        // The best `limit` by weight, ties by record id: the weight at the
+        // cut is found on numbers alone, and only the records tied at it
+        // compare their ids (most records of a large subject share one
+        // common term and tie).
+        if shared.len() > limit {
+            let by_weight = |a: &(f64, DocId), b: &(f64, DocId)| b.0.total_cmp(&a.0);
+            shared.select_nth_unstable_by(limit - 1, by_weight);
+            let cut = shared[limit - 1].0;
+            let above = shared[..limit]
+                .iter()
+                .filter(|(w, _)| w.total_cmp(&cut).is_gt())
+                .count();
+            let mut kept: Vec<(f64, DocId)> = Vec::with_capacity(limit);
+            let mut tied: Vec<(f64, DocId)> = Vec::new();
+            for entry in shared {
+                match entry.0.total_cmp(&cut) {
+                    std::cmp::Ordering::Greater => kept.push(entry),
+                    std::cmp::Ordering::Equal => tied.push(entry),
+                    std::cmp::Ordering::Less => {}
+                }
+            }
+            let mut tied: Vec<(f64, &str)> = tied
+                .into_iter()
+                .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
+                .collect();
+            let room = limit - above;
+            if tied.len() > room && room > 0 {
+                tied.select_nth_unstable_by(room - 1, |a, b| a.1.cmp(b.1));
+            }
+            tied.truncate(room);
+            let mut ranked: Vec<(f64, &str)> = kept
+                .into_iter()
+                .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
+                .chain(tied)
+                .collect();
+            ranked.sort_by(rank_order);
+            return Some(ranked.into_iter().map(|(_, id)| id.to_owned()).collect());
         }
         let mut ranked: Vec<(f64, &str)> = shared
             .into_iter()
-            .filter_map(|(doc, w)| Some((w, self.record_of(doc)?)))
+            .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
             .collect();
-        let order = |a: &(f64, &str), b: &(f64, &str)| b.0.total_cmp(&a.0).then(a.1.cmp(b.1));
-        if ranked.len() > limit && limit > 0 {
-            ranked.select_nth_unstable_by(limit - 1, order);
-            ranked.truncate(limit);
-        }
-        ranked.sort_by(order);
-        Some(
-            ranked
-                .into_iter()
-                .take(limit)
-                .map(|(_, id)| id.to_owned())
-                .collect(),
-        )
+        ranked.sort_by(rank_order);
+        Some(ranked.into_iter().map(|(_, id)| id.to_owned()).collect())
     }
 
     pub(crate) fn search_docs(&self, query_terms: &[String], docs: &DocSet, k: usize) -> Vec<Hit> {
@@ -714,4 +756,10 @@ pub(crate) fn sort_hits(hits: &mut [Hit]) {
             .total_cmp(&a.score)
             .then_with(|| a.record_id.cmp(&b.record_id))
     });
+}
+
+/// Weight first (highest first), then record id: the write guard's
+/// candidate order.
+fn rank_order(a: &(f64, &str), b: &(f64, &str)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(b.1))
 }

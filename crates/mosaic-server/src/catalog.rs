@@ -860,6 +860,14 @@ impl Catalog {
         // The export copies of erased records are overwritten,
         // not just unlinked (see docs/ERASURE.md).
         conn.pragma_update(None, "secure_delete", "ON")?;
+        // The store's checkpoint threshold, for the same reason: a group
+        // commit's rows land on pages keyed by digests, and a longer log
+        // writes a page several commits touched to the file once.
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            mosaic_store::sqlite::WAL_CHECKPOINT_PAGES,
+        )?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > CATALOG_SCHEMA_VERSION {
             return Err(ServiceError::Internal(format!(

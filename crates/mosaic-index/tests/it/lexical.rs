@@ -172,7 +172,7 @@ fn sharing_terms_finds_the_closest_texts_of_one_subject() {
     let by_name = idx
         .sharing_terms("tenant-a", "principal:alice", "Caroline", 3)
         .unwrap_or_default();
-    assert_eq!(by_name.len(), 3);
+    assert_eq!(by_name, ["r00", "r01", "r02"], "ties by record id");
     assert!(
         idx.sharing_terms("tenant-b", "principal:alice", "zebra", 5)
             .is_some_and(|ids| ids.is_empty())
@@ -186,5 +186,55 @@ fn sharing_terms_finds_the_closest_texts_of_one_subject() {
     assert_eq!(
         idx.sharing_terms("tenant-a", "principal:alice", "it is what it is", 5),
         None
+    );
+}
+
+/// The cut among the guard's candidates: every record weighing more than
+/// the `limit`-th is kept, and those tied with it are chosen by record id,
+/// whatever order they were published in.
+#[test]
+fn sharing_terms_breaks_ties_at_the_cut_by_record_id() {
+    let mut idx = lexical_index();
+    // Filler the query shares nothing with, so its terms stay rare.
+    for i in 0..40 {
+        idx.publish(&publish(
+            &format!("f{i:02}"),
+            1,
+            0,
+            &format!("filler {i} tide"),
+        ))
+        .unwrap();
+    }
+    // Published in descending id order: the order must come from the ids.
+    for i in (0..9).rev() {
+        idx.publish(&publish(
+            &format!("b{i}"),
+            1,
+            0,
+            &format!("walnut lantern {i}"),
+        ))
+        .unwrap();
+    }
+    for i in (0..3).rev() {
+        idx.publish(&publish(
+            &format!("z{i}"),
+            1,
+            0,
+            &format!("walnut lantern orchid {i}"),
+        ))
+        .unwrap();
+    }
+    let found = idx
+        .sharing_terms("tenant-a", "principal:alice", "walnut lantern orchid", 6)
+        .unwrap_or_default();
+    assert_eq!(found, ["z0", "z1", "z2", "b0", "b1", "b2"]);
+    let all = idx
+        .sharing_terms("tenant-a", "principal:alice", "walnut lantern orchid", 50)
+        .unwrap_or_default();
+    assert_eq!(all.len(), 12, "{all:?}");
+    assert_eq!(&all[..4], ["z0", "z1", "z2", "b0"]);
+    assert!(
+        idx.sharing_terms("tenant-a", "principal:alice", "walnut", 0)
+            .is_some_and(|ids| ids.is_empty())
     );
 }

@@ -43,6 +43,10 @@
 //! from the stored gate inputs of earlier records, and deleted with the
 //! record's content on erasure.
 //!
+//! Version 6 (both backends) drops two indexes no query used: records by
+//! line, and the catalog by record id alone (its key is now the tenant and
+//! the record id).
+//!
 //! JSON is stored as `TEXT`, not `JSONB`: stored receipts and gate inputs
 //! keep their exact bytes, and nothing queries inside them.
 //! Identifier columns use the `"C"` collation, so orderings are byte-wise
@@ -70,7 +74,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -468,6 +472,18 @@ DROP INDEX idx_records_eligibility;
 CREATE INDEX idx_records_eligibility ON records
     (tenant_id, policy_sha256, state, subject_type, subject_a, subject_b, kind, expires_at_ms,
      created_at_ms, record_id, line_generation);
+"#,
+    // 5 -> 6
+    r#"
+-- The same two indexes as in SQLite did no work here either: nothing looks
+-- records up by line, and every catalog read names the tenant (a record
+-- id is unique store-wide through `records` and `object_tenants`). The
+-- catalog's key becomes (tenant, record id), which `idx_catalog_tenant`
+-- held besides.
+DROP INDEX IF EXISTS idx_records_line;
+DROP INDEX IF EXISTS idx_catalog_tenant;
+ALTER TABLE record_catalog DROP CONSTRAINT IF EXISTS record_catalog_pkey;
+ALTER TABLE record_catalog ADD CONSTRAINT record_catalog_pkey PRIMARY KEY (tenant_id, record_id);
 "#,
 ];
 

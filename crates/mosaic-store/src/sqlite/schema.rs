@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -259,6 +259,42 @@ DROP INDEX idx_records_eligibility;
 CREATE INDEX idx_records_eligibility ON records
     (tenant_id, policy_sha256, state, subject_type, subject_a, subject_b, kind, expires_at_ms,
      created_at_ms, record_id, line_generation);
+"#,
+    // 5 -> 6
+    r#"
+-- Record ids are digests, so an index keyed by one takes each new record on
+-- a random page, and a commit writes every page it touched (to the WAL,
+-- then again at the checkpoint): past a few thousand records each such
+-- index costs about a page per accepted record. Two did no work:
+-- `idx_records_line` was never read (nothing looks records up by line, and
+-- lines are never deleted nor re-keyed, so the foreign key needs no child
+-- lookup), and the catalog's primary key on the record id repeated
+-- `idx_catalog_tenant` (every catalog read names the tenant, and a record
+-- id is unique store-wide through `records` and `revocations`). The
+-- catalog is rebuilt without it; its rows keep their order.
+DROP INDEX IF EXISTS idx_records_line;
+CREATE TABLE record_catalog_v6 (
+    record_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    subject_type TEXT NOT NULL,
+    subject_a TEXT NOT NULL,
+    subject_b TEXT NOT NULL,
+    proposer_principal_id TEXT NOT NULL,
+    proposal_id TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL
+) STRICT;
+INSERT INTO record_catalog_v6 (record_id, tenant_id, kind, subject_type, subject_a, subject_b,
+    proposer_principal_id, proposal_id, created_at_ms)
+SELECT record_id, tenant_id, kind, subject_type, subject_a, subject_b,
+       proposer_principal_id, proposal_id, created_at_ms
+FROM record_catalog ORDER BY rowid;
+DROP TABLE record_catalog;
+ALTER TABLE record_catalog_v6 RENAME TO record_catalog;
+CREATE UNIQUE INDEX idx_catalog_tenant ON record_catalog (tenant_id, record_id);
+CREATE INDEX idx_catalog_subject ON record_catalog
+    (tenant_id, subject_type, subject_a, subject_b, record_id);
+CREATE INDEX idx_catalog_proposer ON record_catalog (tenant_id, proposer_principal_id, record_id);
 "#,
 ];
 

@@ -39,6 +39,10 @@ fn opens_in_wal_with_full_sync_and_current_schema() {
         store.synchronous_level().expect("synchronous"),
         mosaic_store::sqlite::SYNCHRONOUS_FULL
     );
+    assert_eq!(
+        store.checkpoint_pages().expect("checkpoint"),
+        mosaic_store::sqlite::WAL_CHECKPOINT_PAGES
+    );
     // A reopen keeps the data.
     drop(store);
     let mut again = SqliteStore::open(&path, test_config()).expect("reopen");
@@ -140,6 +144,96 @@ fn version_3_files_gain_the_claims_of_their_records() {
     assert!(store.record_claims("r-erased").expect("claims").is_empty());
     let report = store.integrity_check().expect("check");
     assert!(report.is_ok(), "{report:?}");
+}
+
+#[test]
+fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
+    let (_dir, path, mut store) = seeded();
+    for (principal, id) in [("alice", "r-2"), ("bob", "r-1"), ("alice", "r-3")] {
+        let request = Spec::workspace(fixtures::TENANT_A, principal, id).build();
+        assert!(store.write(&request).expect("write").is_accepted());
+    }
+    drop(store);
+    // What a version 5 file looked like: the line index, and a catalog
+    // keyed by the record id.
+    raw(&path)
+        .execute_batch(
+            "CREATE INDEX idx_records_line ON records (line_id, line_generation);
+             CREATE TABLE c5 (
+                 record_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, kind TEXT NOT NULL,
+                 subject_type TEXT NOT NULL, subject_a TEXT NOT NULL, subject_b TEXT NOT NULL,
+                 proposer_principal_id TEXT NOT NULL, proposal_id TEXT NOT NULL,
+                 created_at_ms INTEGER NOT NULL) STRICT;
+             INSERT INTO c5 SELECT * FROM record_catalog;
+             DROP TABLE record_catalog;
+             ALTER TABLE c5 RENAME TO record_catalog;
+             CREATE INDEX idx_catalog_tenant ON record_catalog (tenant_id, record_id);
+             CREATE INDEX idx_catalog_subject ON record_catalog
+                 (tenant_id, subject_type, subject_a, subject_b, record_id);
+             CREATE INDEX idx_catalog_proposer ON record_catalog
+                 (tenant_id, proposer_principal_id, record_id);
+             PRAGMA user_version = 5;",
+        )
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let conn = raw(&path);
+    let indexes: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('records', 'record_catalog')
+             ORDER BY name",
+        )
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert!(
+        !indexes.iter().any(|n| n == "idx_records_line"),
+        "{indexes:?}"
+    );
+    assert!(
+        !indexes
+            .iter()
+            .any(|n| n.starts_with("sqlite_autoindex_record_catalog")),
+        "{indexes:?}"
+    );
+    for name in [
+        "idx_catalog_tenant",
+        "idx_catalog_subject",
+        "idx_catalog_proposer",
+    ] {
+        assert!(indexes.iter().any(|n| n == name), "{name} in {indexes:?}");
+    }
+    // The tenant and record id stay unique.
+    assert!(
+        conn.execute(
+            "INSERT INTO record_catalog SELECT * FROM record_catalog WHERE record_id = 'r-1'",
+            [],
+        )
+        .is_err()
+    );
+    let page = store
+        .list_records(&mosaic_store::RecordFilter::tenant(fixtures::TENANT_A, 10))
+        .expect("list");
+    let listed: Vec<(&str, &str)> = page
+        .records
+        .iter()
+        .map(|r| (r.record_id.as_str(), r.proposer_principal_id.as_str()))
+        .collect();
+    assert_eq!(listed, [("r-1", "bob"), ("r-2", "alice"), ("r-3", "alice")]);
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
+    // A new record still lands in the catalog.
+    let request = Spec::workspace(fixtures::TENANT_A, "bob", "r-0").build();
+    assert!(store.write(&request).expect("write").is_accepted());
+    let page = store
+        .list_records(&mosaic_store::RecordFilter::tenant(fixtures::TENANT_A, 10))
+        .expect("list");
+    assert_eq!(
+        page.records.first().map(|r| r.record_id.as_str()),
+        Some("r-0")
+    );
 }
 
 #[test]
