@@ -207,6 +207,12 @@ pub trait Store: Send {
     /// without claims, an unknown or an erased one.
     fn record_claims(&mut self, record_id: &str) -> StoreResult<Vec<StructuredClaim>>;
 
+    /// Every stored claim of `tenant_id`, as `(record_id, claim)` sorted by
+    /// record and claim id, whatever the record's state: what a check of
+    /// every record's claims reads in one query instead of one per record.
+    /// Only `tenant_id`'s claims can appear.
+    fn tenant_claims(&mut self, tenant_id: &str) -> StoreResult<Vec<(String, StructuredClaim)>>;
+
     /// Every stored claim of `tenant_id` with this subject and predicate,
     /// as `(record_id, claim)` sorted by record and claim id, whatever the
     /// record's state (a conflict scan filters by state itself). Only

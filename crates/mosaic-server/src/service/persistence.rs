@@ -1,5 +1,6 @@
 //! Index persistence: snapshots, saved embeddings, load at startup and rebuild from the store.
 
+use mosaic_index::ann::GraphSnapshot;
 use mosaic_index::journal::write_durably;
 use mosaic_index::{IndexJournal, JournalEntry, JournalHeader, apply_to_lexical, apply_to_vector};
 
@@ -156,7 +157,7 @@ impl ServiceCore {
         // One writer of the snapshot files at a time (a compaction from the
         // reconciler may meet a rebuild or a shutdown flush).
         let _snapshots = lock(&self.snapshots)?;
-        let (lexical, vector, embeddings) = {
+        let (lexical, vector, embeddings, graph) = {
             let ix = self.read_indexes();
             if ix.pg.is_some() {
                 // The indexes live in PostgreSQL: nothing to snapshot.
@@ -166,13 +167,29 @@ impl ServiceCore {
                 ix.retriever.lexical.snapshot().to_bytes()?,
                 ix.retriever.vector.snapshot().to_bytes()?,
                 ix.retriever.vector.embedding_snapshot().to_bytes()?,
+                // Taken under the same lock as the vectors: node i is the
+                // i-th saved vector.
+                ix.retriever.vector.graph_snapshot(),
             )
+        };
+        // The graph is bound to this vectors file: a crash between the two
+        // writes leaves a graph that no longer fits, which a restart
+        // refuses (and rebuilds in the background).
+        let graph = match (graph, EmbeddingSnapshot::binding_of(&embeddings)) {
+            (Some(graph), Some(binding)) => graph.to_bytes(&binding)?,
+            _ => Vec::new(),
         };
         write_durably(&self.index_path("lexical"), &lexical)?;
         write_durably(&self.index_path("vector"), &vector)?;
         write_durably(&self.embeddings_path(), &embeddings)?;
+        write_durably(&self.graph_path(), &graph)?;
         self.save_embedder_identity()?;
-        Ok((lexical.len() + vector.len() + embeddings.len()) as u64)
+        Ok((lexical.len() + vector.len() + embeddings.len() + graph.len()) as u64)
+    }
+
+    /// The vector target's graph, bound to [`ServiceCore::embeddings_path`].
+    pub(super) fn graph_path(&self) -> PathBuf {
+        self.config.data_dir.join("index").join(VECTOR_GRAPH_FILE)
     }
 
     /// Opens the journals (replaying them into the restored indexes when
@@ -261,6 +278,20 @@ impl ServiceCore {
         Ok(vec![RESULT_CACHE_STORE])
     }
 
+    /// Whether this service's open attached the saved HNSW graph of the
+    /// vector index (rather than leaving every vector to be linked again).
+    pub fn restored_vector_graph(&self) -> bool {
+        self.restored_graph
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Live vectors not linked into the HNSW graph yet: those a restart
+    /// could not attach a saved graph for, until the background absorber
+    /// links them (searches scan them exactly meanwhile).
+    pub fn vector_graph_pending(&self) -> usize {
+        self.read_indexes().retriever.vector.pending_graph()
+    }
+
     /// Saves the index snapshots now (also done by reconcile when dirty).
     pub fn flush(&self) -> ServiceResult<()> {
         let _pass = lock(&self.pass)?;
@@ -283,25 +314,73 @@ impl ServiceCore {
             self.reindex(None)?;
             return Ok(switched_from);
         }
+        let mut step = std::time::Instant::now();
+        let mut lap = |name: &'static str| {
+            let now = std::time::Instant::now();
+            tracing::info!(
+                step = name,
+                ms = (now - step).as_millis() as u64,
+                "index restore"
+            );
+            step = now;
+        };
         let lexical = TargetSnapshot::load(&self.index_path("lexical"));
+        lap("decode lexical snapshot");
         let vector = TargetSnapshot::load(&self.index_path("vector"));
+        lap("decode vector snapshot");
         // Missing, corrupt, stale or another embedder's: whatever it cannot
         // vouch for is embedded again.
-        let embeddings = EmbeddingSnapshot::load(&self.embeddings_path()).ok();
+        let embedding_bytes = std::fs::read(self.embeddings_path()).unwrap_or_default();
+        let embeddings = EmbeddingSnapshot::from_bytes(&embedding_bytes).ok();
+        lap("decode embeddings");
+        // The saved graph, when it is bound to exactly these vectors; any
+        // other (missing, corrupt, older) is not used.
+        let graph = embeddings
+            .as_ref()
+            .and_then(|_| EmbeddingSnapshot::binding_of(&embedding_bytes))
+            .and_then(|binding| {
+                let bytes = std::fs::read(self.graph_path()).ok()?;
+                GraphSnapshot::from_bytes(&bytes, &binding).ok()
+            });
+        drop(embedding_bytes);
+        lap("decode graph");
         if let (Ok(lexical), Ok(vector)) = (lexical, vector) {
             let mut retriever = new_retriever(&self.embedder);
-            if retriever.lexical.restore(&lexical).is_ok()
-                && retriever
+            let lexical_ok = retriever.lexical.restore(&lexical).is_ok();
+            lap("restore lexical");
+            let restored = if lexical_ok {
+                retriever
                     .vector
-                    .restore_with_embeddings(&vector, embeddings.as_ref())
-                    .is_ok()
-            {
+                    .restore_saved(&vector, embeddings.as_ref(), graph.as_ref())
+                    .ok()
+            } else {
+                None
+            };
+            drop(graph);
+            if let Some(restored) = restored {
+                self.restored_graph.store(
+                    restored.graph_attached,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                tracing::info!(
+                    embedded = restored.embedded,
+                    graph_attached = restored.graph_attached,
+                    pending = restored.pending,
+                    "vector index restored"
+                );
+                lap("restore vector");
                 self.write_indexes().retriever = retriever;
-                if self.open_journals(true)? {
+                let journals = self.open_journals(true)?;
+                // Replayed publications stayed out of the graph; from here
+                // on new ones are linked as they arrive.
+                self.write_indexes().retriever.vector.finish_restore();
+                lap("replay journals");
+                if journals {
                     // Lock order: a reader before the indexes, never after.
                     let mut reader = self.reader()?;
                     let problems = index_problems(&mut reader, &mut self.write_indexes())?;
                     drop(reader);
+                    lap("check against the store");
                     if problems.is_empty() {
                         self.save_embedder_identity()?;
                         return Ok(None);

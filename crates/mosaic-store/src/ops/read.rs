@@ -231,6 +231,23 @@ pub(crate) fn record_claims<C: Tx>(c: &C, record_id: &str) -> StoreResult<Vec<St
     .collect()
 }
 
+/// Every stored claim of a tenant, as `(record_id, claim)`, sorted by
+/// record and claim id.
+pub(crate) fn tenant_claims<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+) -> StoreResult<Vec<(String, StructuredClaim)>> {
+    c.rows(
+        "SELECT record_id, claim_json FROM record_claims WHERE tenant_id = ?1
+         ORDER BY record_id, claim_id",
+        params![tenant_id],
+        |r| r.cols::<(String, String)>(),
+    )?
+    .into_iter()
+    .map(|(record_id, json)| Ok((record_id, decode(&json)?)))
+    .collect()
+}
+
 /// A tenant's stored claims with this subject and predicate, as
 /// `(record_id, claim)`, sorted by record and claim id.
 pub(crate) fn claims_by_key<C: Tx>(
