@@ -742,8 +742,8 @@ fn claim_keys_differ(ix: &mut Indexes, record_id: &str, claims: &[StructuredClai
 
 /// Records whose index state disagrees with the store: active but not live
 /// in a target, revoked/erased but still live, or live with other claim
-/// keys than the store's. Reads per tenant one listing (with each record's
-/// state) and one query for all its claims, not a read per record.
+/// keys than the store's. Reads per tenant one query for every record's
+/// state and one for all its claims, not a read per record.
 fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(String, String)>> {
     let mut problems = Vec::new();
     // Publications still pending per target: a target that already
@@ -755,30 +755,27 @@ fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(Str
         pending.insert(target, rows.into_iter().map(|t| t.record_id).collect());
     }
     for tenant in inner.catalog.tenant_ids()? {
-        let rows = list_all(
-            inner.store.as_mut(),
-            RecordFilter::tenant(&tenant, MAX_LIST_LIMIT),
-        )?;
+        let rows = inner.store.record_states(&tenant)?;
         let mut claims: HashMap<String, Vec<StructuredClaim>> = HashMap::new();
         for (record_id, claim) in inner.store.tenant_claims(&tenant)? {
             claims.entry(record_id).or_default().push(claim);
         }
-        for row in rows {
-            let lexical = live_in(ix, "lexical", &row.record_id)?;
-            let vector = live_in(ix, "vector", &row.record_id)?;
-            let live_in_store = matches!(row.state, ListedState::Active | ListedState::Publishing);
-            let stored_claims = claims.get(&row.record_id).map_or(&[][..], Vec::as_slice);
-            if live_in_store && lexical && claim_keys_differ(ix, &row.record_id, stored_claims) {
+        for (record_id, state) in rows {
+            let lexical = live_in(ix, "lexical", &record_id)?;
+            let vector = live_in(ix, "vector", &record_id)?;
+            let live_in_store = matches!(state, ListedState::Active | ListedState::Publishing);
+            let stored_claims = claims.get(&record_id).map_or(&[][..], Vec::as_slice);
+            if live_in_store && lexical && claim_keys_differ(ix, &record_id, stored_claims) {
                 problems.push((
-                    row.record_id.clone(),
+                    record_id.clone(),
                     "claim keys in the lexical index differ from the store's".to_owned(),
                 ));
             }
-            match row.state {
+            match state {
                 ListedState::Active => {
                     if !lexical || !vector {
                         problems.push((
-                            row.record_id.clone(),
+                            record_id.clone(),
                             "active in the store but missing from an index".to_owned(),
                         ));
                     }
@@ -787,14 +784,11 @@ fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(Str
                     let acknowledged_but_missing = [("lexical", lexical), ("vector", vector)]
                         .iter()
                         .any(|(target, live)| {
-                            !live
-                                && !pending
-                                    .get(target)
-                                    .is_some_and(|p| p.contains(&row.record_id))
+                            !live && !pending.get(target).is_some_and(|p| p.contains(&record_id))
                         });
                     if acknowledged_but_missing {
                         problems.push((
-                            row.record_id.clone(),
+                            record_id.clone(),
                             "acknowledged by an index that does not hold it".to_owned(),
                         ));
                     }
@@ -803,7 +797,7 @@ fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(Str
                 ListedState::Revoked | ListedState::Erased => {
                     if lexical || vector {
                         problems.push((
-                            row.record_id.clone(),
+                            record_id.clone(),
                             "revoked or erased but still live in an index".to_owned(),
                         ));
                     }
