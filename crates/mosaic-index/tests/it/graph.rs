@@ -259,7 +259,7 @@ fn vectors_replayed_after_the_snapshot_stay_pending_and_are_found() {
         let (plan, hits) = search(&r, &m.text, 10);
         assert_eq!(plan, SearchPlan::FilteredGraph);
         assert_eq!(hits[0].0, m.record_id);
-        assert_eq!(exact(&r, &m.text, 1), [m.record_id.clone()]);
+        assert_eq!(exact(&r, &m.text, 1), std::slice::from_ref(&m.record_id));
     }
     assert!(r.vector_of("r0012").is_none());
     // After the restore, publications are linked as they arrive.

@@ -231,6 +231,11 @@ pub(super) fn spawn_graph_absorber(
                         ms = started.elapsed().as_millis() as u64,
                         "vector graph: every restored vector linked"
                     );
+                    // Save the whole graph now, so the next restart attaches
+                    // it rather than linking these vectors again.
+                    if let Err(e) = core.save_graph_if_stale() {
+                        tracing::warn!(error = %e, "could not save the vector graph");
+                    }
                     break;
                 }
                 std::thread::yield_now();

@@ -174,6 +174,13 @@ fn a_restart_attaches_the_saved_graph_and_never_one_that_does_not_fit() -> Resul
     assert!(absorbed(&service), "the vectors were never linked");
     assert_eq!(top(&service, &key, query)?, want);
     assert_eq!(service.doctor()?, Vec::<(String, String)>::new());
+    // The linked graph was saved (no record was written meanwhile): the
+    // next restart attaches it.
+    drop(service);
+    assert_ne!(std::fs::read(&graph).expect("graph"), corrupt);
+    let (service, _) = Service::open(config(dir.path()))?;
+    assert!(service.restored_vector_graph());
+    assert_eq!(top(&service, &key, query)?, want);
     // More records change the vectors: the next save's graph is bound to
     // them, so the earlier graph put back in its place does not fit.
     let credential = service.authenticate(Some(&key))?;
