@@ -3,7 +3,7 @@
 
     scripts/recall-scale.py --mosaic target/release/mosaic [--sizes 100,1000,10000]
         [--queries 200] [--recall-up-to 10000] [--restart]
-        [--serve-arg=--embedder --serve-arg=hash] [--json]
+        [--serve-arg=--embedder --serve-arg=hash] [--keep-data-dir DIR] [--json]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates one tenant and one principal, then grows that
@@ -25,7 +25,9 @@ recall after it, are reported.
 
 The generated turns are seeded (`--seed`), so two runs ask the same
 questions of the same data. Standard library only; the server and its data
-directory are removed at the end.
+directory are removed at the end (`--keep-data-dir DIR`: the data directory
+is DIR, which must not exist yet, and is kept, for instance to time more
+restarts on it).
 """
 
 import argparse
@@ -96,10 +98,11 @@ class Server:
         self.child.terminate()
         self.child.wait(timeout=120)
 
-    def close(self):
+    def close(self, keep=False):
         self.child.kill()
         self.child.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def vocabulary(rng, n):
@@ -120,6 +123,7 @@ def main():
     parser.add_argument("--recall-up-to", type=int, default=10000, help="time recall only up to this many memories")
     parser.add_argument("--restart", action="store_true", help="stop and restart the server after the last step")
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
+    parser.add_argument("--keep-data-dir", help="use this (new) data directory and keep it")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -134,7 +138,9 @@ def main():
         return " ".join(rng.choice(words) for _ in range(rng.randint(8, 24))) + "."
 
     queries = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 6))) + "?" for _ in range(args.queries)]
-    server = Server(args.mosaic, args.serve_args)
+    if args.keep_data_dir and os.path.exists(args.keep_data_dir):
+        sys.exit("--keep-data-dir must name a directory that does not exist yet")
+    server = Server(args.mosaic, args.serve_args, args.keep_data_dir)
     results = []
     try:
         server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "scale"})
@@ -199,7 +205,13 @@ def main():
                 print(f"restart at {stored} memories: serving after {restart['serving_s']} s, "
                       f"first recall {restart['first_recall_s']} s ({restart['selected']} selected)", flush=True)
     finally:
-        server.close()
+        if args.keep_data_dir:
+            # A clean stop, so the kept directory holds the shutdown snapshot.
+            try:
+                server.stop()
+            except Exception:
+                pass
+        server.close(keep=bool(args.keep_data_dir))
     if args.json:
         print(json.dumps({"queries": args.queries, "results": results}))
 

@@ -229,11 +229,32 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord>(
         .collect()
 }
 
+/// Batches at least this long are analysed on two threads.
+const PARALLEL_PREPARE: usize = 4096;
+
 impl Backend for LexicalBackend {
     type Prepared = LexPrepared;
 
     fn prepare(&self, entries: &[&LiveEntry]) -> Vec<Result<LexPrepared, IndexError>> {
-        entries.iter().map(|e| Ok(analyse(&e.text))).collect()
+        // A large batch (a restore or rebuild) is analysed on two threads:
+        // analysis is a pure function of each text, and the order is kept.
+        if entries.len() < PARALLEL_PREPARE {
+            return entries.iter().map(|e| Ok(analyse(&e.text))).collect();
+        }
+        let (first, second) = entries.split_at(entries.len() / 2);
+        let analyse_all = |part: &[&LiveEntry]| -> Vec<Result<LexPrepared, IndexError>> {
+            part.iter().map(|e| Ok(analyse(&e.text))).collect()
+        };
+        std::thread::scope(|s| {
+            let other = s.spawn(|| analyse_all(second));
+            let mut out = analyse_all(first);
+            match other.join() {
+                Ok(rest) => out.extend(rest),
+                // Unreachable (analysis does not panic); analysed here then.
+                Err(_) => out.extend(analyse_all(second)),
+            }
+            out
+        })
     }
 
     fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: LexPrepared) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::ann::{AnnConfig, AnnIndex, SearchPlan};
+use crate::ann::{AnnConfig, AnnIndex, GraphSnapshot, SearchPlan};
 use crate::embed::{Embedder, check_embedding, embed_checked};
 use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
@@ -21,6 +21,9 @@ pub struct VectorBackend {
     ann: AnnIndex,
     subjects: HashMap<(String, String), BTreeSet<DocId>>,
     doc_subject: HashMap<DocId, (String, String)>,
+    /// Store inserted vectors without linking them into the graph (while
+    /// restoring: see [`VectorIndex::restore_saved`]).
+    defer_graph: bool,
 }
 
 impl Backend for VectorBackend {
@@ -32,7 +35,11 @@ impl Backend for VectorBackend {
     }
 
     fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: Vec<f32>) {
-        self.ann.insert(doc, &prepared);
+        if self.defer_graph {
+            self.ann.insert_pending(doc, &prepared);
+        } else {
+            self.ann.insert(doc, &prepared);
+        }
         let key = (
             entry.scope.tenant_id.clone(),
             entry.scope.subject_key.clone(),
@@ -75,6 +82,7 @@ impl VectorIndex {
                 ann: AnnIndex::new(dim, config),
                 subjects: HashMap::new(),
                 doc_subject: HashMap::new(),
+                defer_graph: false,
             },
         )
     }
@@ -223,6 +231,79 @@ impl VectorIndex {
     }
 }
 
+/// What [`VectorIndex::restore_saved`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SavedRestore {
+    /// Texts embedded (no saved vector fit them).
+    pub embedded: usize,
+    /// Whether the saved graph was attached.
+    pub graph_attached: bool,
+    /// Live records not in the graph yet (searched exactly beside it until
+    /// [`VectorIndex::absorb_pending`] links them in).
+    pub pending: usize,
+}
+
+impl VectorIndex {
+    /// The graph over the live records in record-id order, the order of
+    /// [`VectorIndex::embedding_snapshot`]'s vectors (take both under the
+    /// same lock, so node `i` is the `i`-th saved vector).
+    pub fn graph_snapshot(&self) -> Option<GraphSnapshot> {
+        let mut live: Vec<(&str, DocId)> = self
+            .fence
+            .live_slots()
+            .map(|(id, doc, _)| (id, doc))
+            .collect();
+        live.sort_unstable();
+        let order: Vec<DocId> = live.into_iter().map(|(_, doc)| doc).collect();
+        self.backend.ann.graph_snapshot(&order)
+    }
+
+    /// [`VectorIndex::restore_with_embeddings`] without graph work: every
+    /// vector is stored as pending, then `graph` (saved with `embeddings`)
+    /// is attached when every live record took its saved vector, so its
+    /// node `i` is the `i`-th record; otherwise, or when the graph does not
+    /// check out, the records stay pending (exact scan) until absorbed.
+    /// Later publications (a journal replay) stay pending too, until
+    /// [`VectorIndex::finish_restore`].
+    pub fn restore_saved(
+        &mut self,
+        snapshot: &TargetSnapshot,
+        embeddings: Option<&EmbeddingSnapshot>,
+        graph: Option<&GraphSnapshot>,
+    ) -> Result<SavedRestore, IndexError> {
+        self.backend.defer_graph = true;
+        let embedded = self.restore_with_embeddings(snapshot, embeddings)?;
+        let all_saved =
+            embedded == 0 && embeddings.is_some_and(|e| e.vectors.len() == self.backend.ann.len());
+        let graph_attached = match graph {
+            Some(g) if all_saved => self.backend.ann.attach_graph(g).is_ok(),
+            _ => false,
+        };
+        Ok(SavedRestore {
+            embedded,
+            graph_attached,
+            pending: self.backend.ann.pending(),
+        })
+    }
+
+    /// Ends a [`VectorIndex::restore_saved`]: publications from now on are
+    /// linked into the graph as they arrive.
+    pub fn finish_restore(&mut self) {
+        self.backend.defer_graph = false;
+    }
+
+    /// Links up to `budget` pending records into the graph (lowest doc
+    /// first); returns how many remain pending.
+    pub fn absorb_pending(&mut self, budget: usize) -> usize {
+        self.backend.ann.absorb(budget)
+    }
+
+    /// Live records not in the graph yet.
+    pub fn pending_graph(&self) -> usize {
+        self.backend.ann.pending()
+    }
+}
+
 /// Magic line that opens an embedding snapshot file.
 const EMBEDDINGS_MAGIC: &[u8] = b"mosaic-embeddings-v1\n";
 
@@ -311,6 +392,21 @@ impl EmbeddingSnapshot {
         out.extend_from_slice(&header);
         out.extend_from_slice(&body);
         Ok(out)
+    }
+
+    /// What a graph saved with the snapshot file `bytes` is bound to: the
+    /// SHA-256 of the file up to the end of its header, which commits to
+    /// the body through `body_sha256` (checked by
+    /// [`EmbeddingSnapshot::from_bytes`]). `None` for bytes that do not
+    /// open like a snapshot.
+    pub fn binding_of(bytes: &[u8]) -> Option<String> {
+        let mut at = 0;
+        if take(bytes, &mut at, EMBEDDINGS_MAGIC.len()).ok()? != EMBEDDINGS_MAGIC {
+            return None;
+        }
+        let header_len = read_u32(bytes, &mut at).ok()?;
+        take(bytes, &mut at, header_len).ok()?;
+        Some(hex::encode(Sha256::digest(&bytes[..at])))
     }
 
     /// Decodes a snapshot, strictly: the magic line, a header with exactly

@@ -1738,6 +1738,30 @@ pub fn claims_commit_with_their_record<F: StoreFactory>(factory: &F) -> StoreRes
     assert!(store.write(&plain)?.is_accepted());
     assert!(store.record_claims("r-plain")?.is_empty());
     assert!(store.record_claims("no-such-record")?.is_empty());
+    // The whole-tenant reads (one query each) agree with the per-record
+    // ones and stay inside their tenant.
+    assert_eq!(
+        store.tenant_claims(fixtures::TENANT_A)?,
+        vec![("r-claim".to_owned(), expected[0].clone())]
+    );
+    assert!(store.tenant_claims(fixtures::TENANT_B)?.is_empty());
+    let listed = |store: &mut F::Store, tenant: &str| -> StoreResult<Vec<_>> {
+        Ok(store
+            .list_records(&RecordFilter::tenant(tenant, MAX_LIST_LIMIT))?
+            .records
+            .into_iter()
+            .map(|r| (r.record_id, r.state))
+            .collect())
+    };
+    let states = store.record_states(fixtures::TENANT_A)?;
+    assert_eq!(states, listed(&mut store, fixtures::TENANT_A)?);
+    assert!(states.iter().any(|(id, _)| id == "r-plain"));
+    assert!(
+        store
+            .record_states(fixtures::TENANT_B)?
+            .iter()
+            .all(|(id, _)| id != "r-claim" && id != "r-plain")
+    );
     // A replay writes nothing twice.
     assert!(store.write(&claimed)?.replayed);
     assert_eq!(key(&mut store, fixtures::TENANT_A)?.len(), 1);
@@ -1758,5 +1782,12 @@ pub fn claims_commit_with_their_record<F: StoreFactory>(factory: &F) -> StoreRes
     )?;
     assert!(store.record_claims("r-claim")?.is_empty());
     assert!(key(&mut store, fixtures::TENANT_A)?.is_empty());
+    assert!(store.tenant_claims(fixtures::TENANT_A)?.is_empty());
+    assert!(
+        store
+            .record_states(fixtures::TENANT_A)?
+            .contains(&("r-claim".to_owned(), ListedState::Erased)),
+        "an erased record keeps its identity and says so"
+    );
     Ok(())
 }

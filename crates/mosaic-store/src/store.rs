@@ -11,9 +11,9 @@ use crate::revocation::{
 };
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleIds,
-    EligibleSet, IndexAck, IntegrityReport, OutboxTask, PendingDeletion, RecordFilter, RecordPage,
-    ReviewAction, ReviewCase, ReviewReceipt, RevocationReason, StoredConsent, StoredRecord,
-    Tombstone, WriteOutcome, WriteRequest,
+    EligibleSet, IndexAck, IntegrityReport, ListedState, OutboxTask, PendingDeletion, RecordFilter,
+    RecordPage, ReviewAction, ReviewCase, ReviewReceipt, RevocationReason, StoredConsent,
+    StoredRecord, Tombstone, WriteOutcome, WriteRequest,
 };
 
 /// Durable state of Mosaic Memory.
@@ -206,6 +206,19 @@ pub trait Store: Send {
     /// record does) and deleted when it is erased. Empty for a record
     /// without claims, an unknown or an erased one.
     fn record_claims(&mut self, record_id: &str) -> StoreResult<Vec<StructuredClaim>>;
+
+    /// Every record of `tenant_id` (erased ones included) with its
+    /// lifecycle state, sorted by record id: the states of a whole listing
+    /// ([`Store::list_records`]) in one query, without content or
+    /// identities, for a check of every record against the indexes. Only
+    /// `tenant_id`'s records can appear.
+    fn record_states(&mut self, tenant_id: &str) -> StoreResult<Vec<(String, ListedState)>>;
+
+    /// Every stored claim of `tenant_id`, as `(record_id, claim)` sorted by
+    /// record and claim id, whatever the record's state: what a check of
+    /// every record's claims reads in one query instead of one per record.
+    /// Only `tenant_id`'s claims can appear.
+    fn tenant_claims(&mut self, tenant_id: &str) -> StoreResult<Vec<(String, StructuredClaim)>>;
 
     /// Every stored claim of `tenant_id` with this subject and predicate,
     /// as `(record_id, claim)` sorted by record and claim id, whatever the

@@ -3,6 +3,7 @@
 mod common;
 mod embedders;
 mod funnel;
+mod graph;
 mod hygiene;
 mod journal;
 mod lexical;

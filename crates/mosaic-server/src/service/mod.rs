@@ -17,7 +17,7 @@ use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
 use mosaic_harness::memory_scope::{ContextBudget, MemoryReadContext, RECALLED_MEMORY_NOTICE};
 use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
-    MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment,
+    MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment, StructuredClaim,
 };
 use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
 use mosaic_index::vector::EmbeddingSnapshot;
@@ -79,6 +79,9 @@ pub const POLICY_DOCUMENT_DOMAIN: &str = "mosaic.server.policy_document.v1";
 pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
 /// The vector index's saved embeddings, beside its snapshot.
 pub const VECTOR_EMBEDDINGS_FILE: &str = "vector.embeddings";
+/// The vector target's HNSW graph, saved with (and bound to) the vectors
+/// file, so a restart attaches it instead of inserting every vector again.
+pub const VECTOR_GRAPH_FILE: &str = "vector.graph";
 /// Index targets every record must reach before it is readable.
 pub const INDEX_TARGETS: [&str; 2] = ["lexical", VECTOR_TARGET];
 
@@ -220,6 +223,8 @@ pub struct Service {
     core: Arc<ServiceCore>,
     worker: Option<std::thread::JoinHandle<()>>,
     extractor: Option<std::thread::JoinHandle<()>>,
+    /// Links the vectors a restart left out of the graph into it.
+    absorber: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Service {
@@ -241,6 +246,9 @@ impl Drop for Service {
         }
         if let Some(extractor) = self.extractor.take() {
             let _ = extractor.join();
+        }
+        if let Some(absorber) = self.absorber.take() {
+            let _ = absorber.join();
         }
         if let Err(e) = self.core.flush() {
             tracing::warn!(error = %e, "could not save the indexes at shutdown");
@@ -267,6 +275,8 @@ pub struct ServiceCore {
     /// The indexed record count `/health` last read, answered while an
     /// outbox pass holds the index write lock (health never waits on it).
     indexed_records: std::sync::atomic::AtomicUsize,
+    /// Whether the last open attached the saved vector graph.
+    restored_graph: std::sync::atomic::AtomicBool,
     /// Injected outbox faults (tests only; `None` in the product).
     faults: Mutex<Option<Arc<dyn OutboxFaults>>>,
     /// Commits made and outbox passes finished, for proposals that wait to
@@ -497,6 +507,7 @@ impl Service {
             health_reader,
             indexes: RwLock::new(Indexes { retriever, pg }),
             indexed_records: std::sync::atomic::AtomicUsize::new(0),
+            restored_graph: std::sync::atomic::AtomicBool::new(false),
             faults: Mutex::new(None),
             progress: sync::Progress::default(),
             pass: Mutex::new(()),
@@ -526,11 +537,13 @@ impl Service {
         let core = Arc::new(core);
         let worker = sync::spawn_worker(core.clone())?;
         let extractor = extract::spawn_extractor(core.clone())?;
+        let absorber = sync::spawn_graph_absorber(core.clone())?;
         Ok((
             Service {
                 core,
                 worker: Some(worker),
                 extractor,
+                absorber,
             },
             OpenReport {
                 admin_key_file,
@@ -715,25 +728,22 @@ fn live_visible(
 }
 
 /// Whether the lexical index holds a live record with other claim keys
-/// than the store's claims give (an index written before the messages
-/// carried them, or a journal that lost them).
-fn claim_keys_differ(inner: &mut Inner, ix: &mut Indexes, record_id: &str) -> ServiceResult<bool> {
+/// than `claims` (the store's claims of that record) give: an index
+/// written before the messages carried them, or a journal that lost them.
+fn claim_keys_differ(ix: &mut Indexes, record_id: &str, claims: &[StructuredClaim]) -> bool {
     let Err(retriever) = ix.targets() else {
-        return Ok(false);
+        return false;
     };
-    let Some(indexed) = retriever
+    retriever
         .lexical
         .live_entry(record_id)
-        .map(|e| e.claim_keys.clone())
-    else {
-        return Ok(false);
-    };
-    Ok(indexed != stored_claim_keys(&mut *inner.store, record_id)?)
+        .is_some_and(|e| e.claim_keys != mosaic_harness::memory_write::claim_index_keys(claims))
 }
 
 /// Records whose index state disagrees with the store: active but not live
 /// in a target, revoked/erased but still live, or live with other claim
-/// keys than the store's.
+/// keys than the store's. Reads per tenant one query for every record's
+/// state and one for all its claims, not a read per record.
 fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(String, String)>> {
     let mut problems = Vec::new();
     // Publications still pending per target: a target that already
@@ -744,51 +754,53 @@ fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(Str
         let rows = inner.store.pending_outbox(target, usize::MAX)?;
         pending.insert(target, rows.into_iter().map(|t| t.record_id).collect());
     }
-    for row in all_records(inner)? {
-        let stored = inner.store.get_record(&row.record_id)?;
-        let lexical = live_in(ix, "lexical", &row.record_id)?;
-        let vector = live_in(ix, "vector", &row.record_id)?;
-        let live_in_store = stored
-            .as_ref()
-            .is_some_and(|s| matches!(s.state, RecordState::Active | RecordState::Publishing));
-        if live_in_store && lexical && claim_keys_differ(inner, ix, &row.record_id)? {
-            problems.push((
-                row.record_id.clone(),
-                "claim keys in the lexical index differ from the store's".to_owned(),
-            ));
+    for tenant in inner.catalog.tenant_ids()? {
+        let rows = inner.store.record_states(&tenant)?;
+        let mut claims: HashMap<String, Vec<StructuredClaim>> = HashMap::new();
+        for (record_id, claim) in inner.store.tenant_claims(&tenant)? {
+            claims.entry(record_id).or_default().push(claim);
         }
-        match stored {
-            Some(s) if s.state == RecordState::Active => {
-                if !lexical || !vector {
-                    problems.push((
-                        row.record_id.clone(),
-                        "active in the store but missing from an index".to_owned(),
-                    ));
-                }
+        for (record_id, state) in rows {
+            let lexical = live_in(ix, "lexical", &record_id)?;
+            let vector = live_in(ix, "vector", &record_id)?;
+            let live_in_store = matches!(state, ListedState::Active | ListedState::Publishing);
+            let stored_claims = claims.get(&record_id).map_or(&[][..], Vec::as_slice);
+            if live_in_store && lexical && claim_keys_differ(ix, &record_id, stored_claims) {
+                problems.push((
+                    record_id.clone(),
+                    "claim keys in the lexical index differ from the store's".to_owned(),
+                ));
             }
-            Some(s) if s.state == RecordState::Publishing => {
-                let acknowledged_but_missing = [("lexical", lexical), ("vector", vector)]
-                    .iter()
-                    .any(|(target, live)| {
-                        !live
-                            && !pending
-                                .get(target)
-                                .is_some_and(|p| p.contains(&row.record_id))
-                    });
-                if acknowledged_but_missing {
-                    problems.push((
-                        row.record_id.clone(),
-                        "acknowledged by an index that does not hold it".to_owned(),
-                    ));
+            match state {
+                ListedState::Active => {
+                    if !lexical || !vector {
+                        problems.push((
+                            record_id.clone(),
+                            "active in the store but missing from an index".to_owned(),
+                        ));
+                    }
                 }
-            }
-            Some(s) if s.state != RecordState::Revoked => {}
-            _ => {
-                if lexical || vector {
-                    problems.push((
-                        row.record_id.clone(),
-                        "revoked or erased but still live in an index".to_owned(),
-                    ));
+                ListedState::Publishing => {
+                    let acknowledged_but_missing = [("lexical", lexical), ("vector", vector)]
+                        .iter()
+                        .any(|(target, live)| {
+                            !live && !pending.get(target).is_some_and(|p| p.contains(&record_id))
+                        });
+                    if acknowledged_but_missing {
+                        problems.push((
+                            record_id.clone(),
+                            "acknowledged by an index that does not hold it".to_owned(),
+                        ));
+                    }
+                }
+                ListedState::Superseded | ListedState::Contested | ListedState::Quarantined => {}
+                ListedState::Revoked | ListedState::Erased => {
+                    if lexical || vector {
+                        problems.push((
+                            record_id.clone(),
+                            "revoked or erased but still live in an index".to_owned(),
+                        ));
+                    }
                 }
             }
         }

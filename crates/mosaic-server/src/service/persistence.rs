@@ -1,5 +1,6 @@
 //! Index persistence: snapshots, saved embeddings, load at startup and rebuild from the store.
 
+use mosaic_index::ann::GraphSnapshot;
 use mosaic_index::journal::write_durably;
 use mosaic_index::{IndexJournal, JournalEntry, JournalHeader, apply_to_lexical, apply_to_vector};
 
@@ -24,6 +25,11 @@ pub(in crate::service) struct Persist {
     snapshot_bytes: u64,
     /// Bytes appended to the journals since the last snapshot.
     appended_bytes: u64,
+    /// The open left vectors out of the graph (no saved graph fitted, as
+    /// with files of an earlier release; a partial one; journal replays):
+    /// the next save is due whatever the journals hold, so a later restart
+    /// attaches the whole graph.
+    graph_stale: bool,
 }
 
 pub(in crate::service) struct Journals {
@@ -121,11 +127,11 @@ impl ServiceCore {
             let persist = lock(&self.persist)?;
             let due = match &persist.journals {
                 Some(j) => {
-                    force && (j.lexical.entries() + j.vector.entries() > 0)
+                    force && (j.lexical.entries() + j.vector.entries() > 0 || persist.graph_stale)
                         || j.lexical.tombstones() + j.vector.tombstones() > 0
                         || persist.appended_bytes > persist.snapshot_bytes.max(1 << 20)
                 }
-                None => persist.dirty,
+                None => persist.dirty || persist.graph_stale,
             };
             if !due {
                 return Ok(());
@@ -141,6 +147,7 @@ impl ServiceCore {
         let mut persist = lock(&self.persist)?;
         persist.snapshot_bytes = bytes;
         persist.dirty = false;
+        persist.graph_stale = false;
         if let (Some(journals), Some((lexical, vector))) = (persist.journals.as_mut(), marks) {
             journals.lexical.discard_through(lexical)?;
             journals.vector.discard_through(vector)?;
@@ -156,7 +163,7 @@ impl ServiceCore {
         // One writer of the snapshot files at a time (a compaction from the
         // reconciler may meet a rebuild or a shutdown flush).
         let _snapshots = lock(&self.snapshots)?;
-        let (lexical, vector, embeddings) = {
+        let (lexical, vector, embeddings, graph) = {
             let ix = self.read_indexes();
             if ix.pg.is_some() {
                 // The indexes live in PostgreSQL: nothing to snapshot.
@@ -166,13 +173,29 @@ impl ServiceCore {
                 ix.retriever.lexical.snapshot().to_bytes()?,
                 ix.retriever.vector.snapshot().to_bytes()?,
                 ix.retriever.vector.embedding_snapshot().to_bytes()?,
+                // Taken under the same lock as the vectors: node i is the
+                // i-th saved vector.
+                ix.retriever.vector.graph_snapshot(),
             )
+        };
+        // The graph is bound to this vectors file: a crash between the two
+        // writes leaves a graph that no longer fits, which a restart
+        // refuses (and rebuilds in the background).
+        let graph = match (graph, EmbeddingSnapshot::binding_of(&embeddings)) {
+            (Some(graph), Some(binding)) => graph.to_bytes(&binding)?,
+            _ => Vec::new(),
         };
         write_durably(&self.index_path("lexical"), &lexical)?;
         write_durably(&self.index_path("vector"), &vector)?;
         write_durably(&self.embeddings_path(), &embeddings)?;
+        write_durably(&self.graph_path(), &graph)?;
         self.save_embedder_identity()?;
-        Ok((lexical.len() + vector.len() + embeddings.len()) as u64)
+        Ok((lexical.len() + vector.len() + embeddings.len() + graph.len()) as u64)
+    }
+
+    /// The vector target's graph, bound to [`ServiceCore::embeddings_path`].
+    pub(super) fn graph_path(&self) -> PathBuf {
+        self.config.data_dir.join("index").join(VECTOR_GRAPH_FILE)
     }
 
     /// Opens the journals (replaying them into the restored indexes when
@@ -261,6 +284,31 @@ impl ServiceCore {
         Ok(vec![RESULT_CACHE_STORE])
     }
 
+    /// Whether this service's open attached the saved HNSW graph of the
+    /// vector index (rather than leaving every vector to be linked again).
+    pub fn restored_vector_graph(&self) -> bool {
+        self.restored_graph
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Live vectors not linked into the HNSW graph yet: those a restart
+    /// could not attach a saved graph for, until the background absorber
+    /// links them (searches scan them exactly meanwhile).
+    pub fn vector_graph_pending(&self) -> usize {
+        self.read_indexes().retriever.vector.pending_graph()
+    }
+
+    /// Saves the snapshots (with the graph) when the open left vectors out
+    /// of the graph: called once the background absorber has linked every
+    /// vector, so the next restart attaches the whole graph.
+    pub(super) fn save_graph_if_stale(&self) -> ServiceResult<()> {
+        let _pass = lock(&self.pass)?;
+        if !lock(&self.persist)?.graph_stale {
+            return Ok(());
+        }
+        self.save_if_due(true)
+    }
+
     /// Saves the index snapshots now (also done by reconcile when dirty).
     pub fn flush(&self) -> ServiceResult<()> {
         let _pass = lock(&self.pass)?;
@@ -283,29 +331,89 @@ impl ServiceCore {
             self.reindex(None)?;
             return Ok(switched_from);
         }
-        let lexical = TargetSnapshot::load(&self.index_path("lexical"));
-        let vector = TargetSnapshot::load(&self.index_path("vector"));
-        // Missing, corrupt, stale or another embedder's: whatever it cannot
-        // vouch for is embedded again.
-        let embeddings = EmbeddingSnapshot::load(&self.embeddings_path()).ok();
-        if let (Ok(lexical), Ok(vector)) = (lexical, vector) {
-            let mut retriever = new_retriever(&self.embedder);
-            if retriever.lexical.restore(&lexical).is_ok()
-                && retriever
-                    .vector
-                    .restore_with_embeddings(&vector, embeddings.as_ref())
-                    .is_ok()
-            {
-                self.write_indexes().retriever = retriever;
-                if self.open_journals(true)? {
-                    // Lock order: a reader before the indexes, never after.
-                    let mut reader = self.reader()?;
-                    let problems = index_problems(&mut reader, &mut self.write_indexes())?;
-                    drop(reader);
-                    if problems.is_empty() {
-                        self.save_embedder_identity()?;
-                        return Ok(None);
-                    }
+        // The two targets are decoded and restored on two threads (they
+        // share nothing); each logs its time, never content.
+        let mut retriever = new_retriever(&self.embedder);
+        let (lexical_path, vector_path) = (self.index_path("lexical"), self.index_path("vector"));
+        let (embeddings_path, graph_path) = (self.embeddings_path(), self.graph_path());
+        let started = std::time::Instant::now();
+        let ms = |t: std::time::Instant| t.elapsed().as_millis() as u64;
+        let (lexical_index, vector_index) = (&mut retriever.lexical, &mut retriever.vector);
+        let (lexical_ok, restored) = std::thread::scope(|s| {
+            let lexical = s.spawn(move || {
+                let t = std::time::Instant::now();
+                let snapshot = TargetSnapshot::load(&lexical_path);
+                let decoded = ms(t);
+                let ok = snapshot.and_then(|s| lexical_index.restore(&s)).is_ok();
+                tracing::info!(
+                    decode_ms = decoded,
+                    total_ms = ms(t),
+                    ok,
+                    "lexical index restored"
+                );
+                ok
+            });
+            let vector = s.spawn(move || {
+                let t = std::time::Instant::now();
+                let snapshot = TargetSnapshot::load(&vector_path).ok()?;
+                // Missing, corrupt, stale or another embedder's: whatever
+                // it cannot vouch for is embedded again.
+                let bytes = std::fs::read(&embeddings_path).unwrap_or_default();
+                let embeddings = EmbeddingSnapshot::from_bytes(&bytes).ok();
+                // The saved graph, when it is bound to exactly these
+                // vectors; any other (missing, corrupt, older) is not used.
+                let graph = embeddings
+                    .as_ref()
+                    .and_then(|_| EmbeddingSnapshot::binding_of(&bytes))
+                    .and_then(|binding| {
+                        let bytes = std::fs::read(&graph_path).ok()?;
+                        GraphSnapshot::from_bytes(&bytes, &binding).ok()
+                    });
+                drop(bytes);
+                let decoded = ms(t);
+                let restored = vector_index
+                    .restore_saved(&snapshot, embeddings.as_ref(), graph.as_ref())
+                    .ok()?;
+                tracing::info!(
+                    decode_ms = decoded,
+                    total_ms = ms(t),
+                    embedded = restored.embedded,
+                    graph_attached = restored.graph_attached,
+                    pending = restored.pending,
+                    "vector index restored"
+                );
+                Some(restored)
+            });
+            (
+                lexical.join().unwrap_or(false),
+                vector.join().ok().flatten(),
+            )
+        });
+        if lexical_ok && let Some(restored) = restored {
+            self.restored_graph.store(
+                restored.graph_attached,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            self.write_indexes().retriever = retriever;
+            let journals = self.open_journals(true)?;
+            // Replayed publications stayed out of the graph; from here
+            // on new ones are linked as they arrive.
+            self.write_indexes().retriever.vector.finish_restore();
+            // Vectors left out of the graph (no saved graph fitted, or
+            // the saved one was partial, or the journal replayed them):
+            // once the absorber has linked them, the next save is due.
+            let pending = self.read_indexes().retriever.vector.pending_graph();
+            lock(&self.persist)?.graph_stale = pending > 0;
+            tracing::info!(ms = ms(started), "index journals replayed");
+            if journals {
+                // Lock order: a reader before the indexes, never after.
+                let mut reader = self.reader()?;
+                let problems = index_problems(&mut reader, &mut self.write_indexes())?;
+                drop(reader);
+                tracing::info!(ms = ms(started), "indexes checked against the store");
+                if problems.is_empty() {
+                    self.save_embedder_identity()?;
+                    return Ok(None);
                 }
             }
         }

@@ -129,6 +129,11 @@ impl Progress {
     }
 
     /// Stops the worker (and releases every waiter).
+    /// Whether the service is stopping.
+    pub(super) fn stopped(&self) -> bool {
+        guard(&self.state).stop
+    }
+
     pub(super) fn stop(&self) {
         guard(&self.state).stop = true;
         self.work.notify_all();
@@ -193,6 +198,51 @@ pub(super) fn spawn_worker(core: Arc<ServiceCore>) -> ServiceResult<std::thread:
             }
         })
         .map_err(|e| ServiceError::Internal(format!("cannot start the outbox worker: {e}")))
+}
+
+/// Vectors linked into the graph per hold of the index lock: about a
+/// millisecond each at 50,000 records, so readers wait at most a few tens
+/// of milliseconds behind one batch.
+const GRAPH_ABSORB_BATCH: usize = 16;
+
+/// When a restart left vectors out of the graph (those the journal added
+/// after the last snapshot, or all of them when the saved graph did not fit
+/// its vectors), a thread that links them in, a small batch per hold of the
+/// index lock, until none remain or the service stops. Searches meanwhile
+/// scan the pending vectors exactly beside the graph, so nothing is missed.
+pub(super) fn spawn_graph_absorber(
+    core: Arc<ServiceCore>,
+) -> ServiceResult<Option<std::thread::JoinHandle<()>>> {
+    if core.read_indexes().retriever.vector.pending_graph() == 0 {
+        return Ok(None);
+    }
+    std::thread::Builder::new()
+        .name("mosaic-graph".to_owned())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            while !core.progress.stopped() {
+                let left = core
+                    .write_indexes()
+                    .retriever
+                    .vector
+                    .absorb_pending(GRAPH_ABSORB_BATCH);
+                if left == 0 {
+                    tracing::info!(
+                        ms = started.elapsed().as_millis() as u64,
+                        "vector graph: every restored vector linked"
+                    );
+                    // Save the whole graph now, so the next restart attaches
+                    // it rather than linking these vectors again.
+                    if let Err(e) = core.save_graph_if_stale() {
+                        tracing::warn!(error = %e, "could not save the vector graph");
+                    }
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        })
+        .map(Some)
+        .map_err(|e| ServiceError::Internal(format!("cannot start the graph absorber: {e}")))
 }
 
 impl ServiceCore {

@@ -97,3 +97,110 @@ fn journals_grow_per_record_not_per_store_size_and_survive_a_restart() -> Result
     assert_eq!(service.doctor()?, Vec::<(String, String)>::new());
     Ok(())
 }
+
+/// The top records of one recall, by id.
+fn top(service: &Service, key: &str, query: &str) -> Result<Vec<String>, ServiceError> {
+    let credential = service.authenticate(Some(key))?;
+    Ok(service
+        .recall(
+            &credential,
+            &RecallRequest {
+                workspace_id: Some(WORKSPACE.to_owned()),
+                query: Some(query.to_owned()),
+                max_records: Some(5),
+                ..RecallRequest::default()
+            },
+        )?
+        .selected_record_ids)
+}
+
+/// Waits (bounded) until the background absorber has linked every vector.
+fn absorbed(service: &Service) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while service.vector_graph_pending() > 0 {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
+#[test]
+fn a_restart_attaches_the_saved_graph_and_never_one_that_does_not_fit() -> Result<(), ServiceError>
+{
+    let (dir, service, principals) = world().into_service();
+    let key = principals[0].key.clone();
+    let credential = principals[0].credential.clone();
+    let propose = |service: &Service, i: usize| -> Result<(), ServiceError> {
+        let fact = workspace_fact(
+            &format!("g{i:03}"),
+            WORKSPACE,
+            &format!(
+                "heron {i:03} waits by the north jetty ({}).",
+                crate::common::distinct(&format!("g{i:03}"))
+            ),
+        );
+        assert!(service.propose(&credential, &fact)?.readable);
+        Ok(())
+    };
+    for i in 0..40 {
+        propose(&service, i)?;
+    }
+    let query = "heron 017 north jetty";
+    let want = top(&service, &key, query)?;
+    assert_eq!(want.len(), 5);
+    // The shutdown save writes the graph beside the vectors; the restart
+    // attaches it: nothing is left to link.
+    drop(service);
+    let graph = dir.path().join("data/index/vector.graph");
+    let saved = std::fs::read(&graph).expect("the graph was saved");
+    let (service, _) = Service::open(config(dir.path()))?;
+    assert!(service.restored_vector_graph());
+    assert_eq!(service.vector_graph_pending(), 0);
+    assert_eq!(top(&service, &key, query)?, want);
+    drop(service);
+
+    // A corrupt graph is refused (service layer: the graph is not
+    // attached): every vector is searched exactly, then linked in the
+    // background, and the answers do not change.
+    let mut corrupt = saved.clone();
+    let at = corrupt.len() - 2;
+    corrupt[at] ^= 0x40;
+    std::fs::write(&graph, &corrupt).expect("write");
+    let (service, _) = Service::open(config(dir.path()))?;
+    assert!(!service.restored_vector_graph());
+    assert_eq!(top(&service, &key, query)?, want);
+    assert!(absorbed(&service), "the vectors were never linked");
+    assert_eq!(top(&service, &key, query)?, want);
+    assert_eq!(service.doctor()?, Vec::<(String, String)>::new());
+    // The linked graph was saved (no record was written meanwhile): the
+    // next restart attaches it.
+    drop(service);
+    assert_ne!(std::fs::read(&graph).expect("graph"), corrupt);
+    let (service, _) = Service::open(config(dir.path()))?;
+    assert!(service.restored_vector_graph());
+    assert_eq!(top(&service, &key, query)?, want);
+    // More records change the vectors: the next save's graph is bound to
+    // them, so the earlier graph put back in its place does not fit.
+    let credential = service.authenticate(Some(&key))?;
+    for i in 40..45 {
+        let fact = workspace_fact(
+            &format!("g{i:03}"),
+            WORKSPACE,
+            &format!(
+                "heron {i:03} waits by the north jetty ({}).",
+                crate::common::distinct(&format!("g{i:03}"))
+            ),
+        );
+        assert!(service.propose(&credential, &fact)?.readable);
+    }
+    let want = top(&service, &key, query)?;
+    drop(service);
+    std::fs::write(&graph, &saved).expect("write");
+    let (service, _) = Service::open(config(dir.path()))?;
+    assert!(!service.restored_vector_graph());
+    assert_eq!(top(&service, &key, query)?, want);
+    assert!(absorbed(&service), "the vectors were never linked");
+    Ok(())
+}

@@ -231,6 +231,47 @@ pub(crate) fn record_claims<C: Tx>(c: &C, record_id: &str) -> StoreResult<Vec<St
     .collect()
 }
 
+/// Every record of a tenant with its listed state, sorted by record id
+/// (the state column of [`list_records`], in one query).
+pub(crate) fn record_states<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+) -> StoreResult<Vec<(String, ListedState)>> {
+    c.rows(
+        "SELECT c.record_id, r.state FROM record_catalog c
+         LEFT JOIN records r ON r.record_id = c.record_id
+         WHERE c.tenant_id = ?1 ORDER BY c.record_id",
+        params![tenant_id],
+        |r| r.cols::<(String, Option<String>)>(),
+    )?
+    .into_iter()
+    .map(|(record_id, state)| {
+        let state = match state {
+            Some(s) => ListedState::from(parse_state(&s)?),
+            None => ListedState::Erased,
+        };
+        Ok((record_id, state))
+    })
+    .collect()
+}
+
+/// Every stored claim of a tenant, as `(record_id, claim)`, sorted by
+/// record and claim id.
+pub(crate) fn tenant_claims<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+) -> StoreResult<Vec<(String, StructuredClaim)>> {
+    c.rows(
+        "SELECT record_id, claim_json FROM record_claims WHERE tenant_id = ?1
+         ORDER BY record_id, claim_id",
+        params![tenant_id],
+        |r| r.cols::<(String, String)>(),
+    )?
+    .into_iter()
+    .map(|(record_id, json)| Ok((record_id, decode(&json)?)))
+    .collect()
+}
+
 /// A tenant's stored claims with this subject and predicate, as
 /// `(record_id, claim)`, sorted by record and claim id.
 pub(crate) fn claims_by_key<C: Tx>(

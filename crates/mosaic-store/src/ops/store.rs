@@ -379,6 +379,27 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn record_states(
+                    &mut self,
+                    tenant_id: &str,
+                ) -> StoreResult<Vec<(String, crate::types::ListedState)>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::record_states(c, tenant_id)
+                    })
+                }
+
+                fn tenant_claims(
+                    &mut self,
+                    tenant_id: &str,
+                ) -> StoreResult<Vec<(String, ::mosaic_harness::memory_write::StructuredClaim)>>
+                {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::tenant_claims(c, tenant_id)
+                    })
+                }
+
                 fn claims_by_key(
                     &mut self,
                     tenant_id: &str,
