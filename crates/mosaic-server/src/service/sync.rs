@@ -128,12 +128,12 @@ impl Progress {
         }
     }
 
-    /// Stops the worker (and releases every waiter).
     /// Whether the service is stopping.
     pub(super) fn stopped(&self) -> bool {
         guard(&self.state).stop
     }
 
+    /// Stops the worker (and releases every waiter).
     pub(super) fn stop(&self) {
         guard(&self.state).stop = true;
         self.work.notify_all();
