@@ -860,9 +860,8 @@ impl Catalog {
         // The export copies of erased records are overwritten,
         // not just unlinked (see docs/ERASURE.md).
         conn.pragma_update(None, "secure_delete", "ON")?;
-        // The store's checkpoint threshold, for the same reason: a group
-        // commit's rows land on pages keyed by digests, and a longer log
-        // writes a page several commits touched to the file once.
+        // The store's checkpoint threshold, for the same reason: the
+        // committing writer runs the checkpoint, so it stays short.
         conn.pragma_update(
             None,
             "wal_autocheckpoint",
