@@ -132,7 +132,7 @@ fn a_restart_attaches_the_saved_graph_and_never_one_that_does_not_fit() -> Resul
     let (dir, service, principals) = world().into_service();
     let key = principals[0].key.clone();
     let credential = principals[0].credential.clone();
-    let propose = |service: &Service, i: usize| -> Result<(), ServiceError> {
+    let propose = |service: &Service, credential: &_, i: usize| -> Result<(), ServiceError> {
         let fact = workspace_fact(
             &format!("g{i:03}"),
             WORKSPACE,
@@ -141,11 +141,11 @@ fn a_restart_attaches_the_saved_graph_and_never_one_that_does_not_fit() -> Resul
                 crate::common::distinct(&format!("g{i:03}"))
             ),
         );
-        assert!(service.propose(&credential, &fact)?.readable);
+        assert!(service.propose(credential, &fact)?.readable);
         Ok(())
     };
     for i in 0..40 {
-        propose(&service, i)?;
+        propose(&service, &credential, i)?;
     }
     let query = "heron 017 north jetty";
     let want = top(&service, &key, query)?;
@@ -185,15 +185,7 @@ fn a_restart_attaches_the_saved_graph_and_never_one_that_does_not_fit() -> Resul
     // them, so the earlier graph put back in its place does not fit.
     let credential = service.authenticate(Some(&key))?;
     for i in 40..45 {
-        let fact = workspace_fact(
-            &format!("g{i:03}"),
-            WORKSPACE,
-            &format!(
-                "heron {i:03} waits by the north jetty ({}).",
-                crate::common::distinct(&format!("g{i:03}"))
-            ),
-        );
-        assert!(service.propose(&credential, &fact)?.readable);
+        propose(&service, &credential, i)?;
     }
     let want = top(&service, &key, query)?;
     drop(service);
