@@ -386,6 +386,7 @@ impl ServiceCore {
         request: &ProposeRequest,
         vector: &[f32],
     ) -> ServiceResult<Vec<(String, f64)>> {
+        let subject = request.subject.key();
         let ix = self.read_indexes();
         let Some(pg) = ix.pg.as_ref() else {
             // Vectors are unit length: their dot product is the cosine.
@@ -395,7 +396,7 @@ impl ServiceCore {
                 .nearest_in_subject(
                     vector,
                     tenant,
-                    &request.subject.key(),
+                    &subject,
                     request.kind,
                     VECTOR_GUARD_CANDIDATES,
                 )
@@ -410,7 +411,7 @@ impl ServiceCore {
             .nearest_in_subject(
                 vector,
                 tenant,
-                &request.subject.key(),
+                &subject,
                 request.kind,
                 VECTOR_GUARD_CANDIDATES,
             )

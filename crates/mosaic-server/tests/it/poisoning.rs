@@ -21,6 +21,21 @@ async fn propose(w: &World, key: &str, request: &ProposeRequest) -> (StatusCode,
     send(&w.router, "POST", "/v1/memories", Some(key), Some(body)).await
 }
 
+/// `body` is a proposal the vector guard refused as a duplicate (of
+/// `existing`, when given): the server's first conflict observation is the
+/// vector guard's.
+fn assert_refused_by_vector_guard(body: &Value, existing: Option<&str>) {
+    assert_eq!(body["decision"], "rejected", "{body}");
+    if let Some(existing) = existing {
+        assert_eq!(violations(body), ["duplicate_memory"], "{body}");
+        assert_eq!(body["violations"][0]["existing_record_id"], existing);
+    }
+    assert_eq!(
+        body["server_conflicts"][0]["detector_release"], "mosaic.vector-guard.v1",
+        "{body}"
+    );
+}
+
 fn violations(response: &Value) -> Vec<String> {
     response["violations"]
         .as_array()
@@ -539,18 +554,9 @@ async fn a_paraphrase_is_refused_by_the_vector_guard() {
     let reworded = workspace_fact("paint-again", WORKSPACE, PAINTING_REWORDED);
     let (status, body) = propose(&w, &bob.key, &reworded).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["decision"], "rejected", "{body}");
-    assert_eq!(violations(&body), ["duplicate_memory"], "{body}");
-    assert_eq!(
-        body["violations"][0]["existing_record_id"],
-        first_record.as_str()
-    );
     // The vector guard saw it, not the text guard (whose observation
     // would come first and take the record).
-    assert_eq!(
-        body["server_conflicts"][0]["detector_release"], "mosaic.vector-guard.v1",
-        "{body}"
-    );
+    assert_refused_by_vector_guard(&body, Some(&first_record));
     assert_eq!(
         body["server_conflicts"][0]["relation"], "duplicate",
         "{body}"
@@ -635,11 +641,7 @@ async fn a_paraphrase_in_another_subject_or_tenant_is_accepted_by_the_vector_gua
         &workspace_fact("paint-b2", WORKSPACE, PAINTING),
     )
     .await;
-    assert_eq!(body["decision"], "rejected", "{body}");
-    assert_eq!(
-        body["server_conflicts"][0]["detector_release"], "mosaic.vector-guard.v1",
-        "{body}"
-    );
+    assert_refused_by_vector_guard(&body, None);
 }
 
 /// The vector guard runs with `mosaic serve --postgres` too (store,
@@ -728,16 +730,7 @@ fn a_paraphrase_is_refused_by_the_vector_guard_through_a_postgres_server() {
         &keys[1],
         &workspace_fact("paint-again", WORKSPACE, PAINTING_REWORDED),
     );
-    assert_eq!(body["decision"], "rejected", "{body}");
-    assert_eq!(violations(&body), ["duplicate_memory"], "{body}");
-    assert_eq!(
-        body["violations"][0]["existing_record_id"],
-        first_record.as_str()
-    );
-    assert_eq!(
-        body["server_conflicts"][0]["detector_release"], "mosaic.vector-guard.v1",
-        "{body}"
-    );
+    assert_refused_by_vector_guard(&body, Some(&first_record));
     let refused = body["record_id"].as_str().expect("id");
     let (status, _) = call(
         &server,
@@ -762,11 +755,7 @@ fn a_paraphrase_is_refused_by_the_vector_guard_through_a_postgres_server() {
     assert_eq!(body["decision"], "accepted", "{body}");
     // Within tenant-b the guard does work.
     let body = propose(&keys[2], &workspace_fact("paint-b2", WORKSPACE, PAINTING));
-    assert_eq!(body["decision"], "rejected", "{body}");
-    assert_eq!(
-        body["server_conflicts"][0]["detector_release"], "mosaic.vector-guard.v1",
-        "{body}"
-    );
+    assert_refused_by_vector_guard(&body, None);
     drop(server);
     drop(schema);
 }
