@@ -4,7 +4,7 @@
 //! cargo run --release -p mosaic-index --example locomo_eval -- \
 //!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8] [--model-dir DIR]
 //!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]...
-//!     [--split tuning|held-out|all] [--tables] [--latency] [--batch 64]
+//!     [--split tuning|held-out|all] [--tables] [--latency] [--batch 64|session]
 //! ```
 //!
 //! Each conversation is one principal; each turn one episodic record with
@@ -29,7 +29,11 @@
 //! once per text. `--latency` then times every question end to end with the
 //! default configuration in hybrid mode, one at a time: query embedding by
 //! the model itself (never the cache), then the funnel. `--batch` is the
-//! ingest batch (records per publish and per embedding call).
+//! ingest batch (records per publish and per embedding call); `--batch
+//! session` makes each session one batch, as `mosaic serve` receives them
+//! when a client sends a session per `POST /v1/conversations/{id}/messages`
+//! (`scripts/locomo-http.py`), so the embedding time it reports is the
+//! embedding-only figure for that ingest.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -282,7 +286,8 @@ fn main() {
     let mut variants: Vec<Variant> = Vec::new();
     let mut tables = false;
     let mut latency = false;
-    let mut batch = 64usize;
+    // None: one batch per session.
+    let mut batch = Some(64usize);
     let mut split: Option<bool> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -310,17 +315,23 @@ fn main() {
             }
             "--latency" => latency = true,
             "--batch" => {
-                batch = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .filter(|b: &usize| *b > 0)
-                    .unwrap_or_else(|| fail("--batch needs a positive integer".into()))
+                batch = match it.next().map(String::as_str) {
+                    Some("session") => None,
+                    value => Some(
+                        value
+                            .and_then(|v| v.parse().ok())
+                            .filter(|b: &usize| *b > 0)
+                            .unwrap_or_else(|| {
+                                fail("--batch needs a positive integer or `session`".into())
+                            }),
+                    ),
+                }
             }
             _ => positional.push(a.clone()),
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency] [--batch N]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency] [--batch N|session]".into());
     }
     if variants.is_empty() {
         variants = ["lexical", "vector", "hybrid"]
@@ -356,6 +367,7 @@ fn main() {
     let mut embed_secs = 0.0;
     for conv in &conversations {
         let mut messages = Vec::new();
+        let mut session_ends = Vec::new();
         let mut position = 0u64;
         for (s_idx, session) in conv.sessions.iter().enumerate() {
             for turn in &session.turns {
@@ -380,9 +392,22 @@ fn main() {
                 });
                 turn_ids.insert(record_id);
             }
+            session_ends.push(messages.len());
         }
         n_turns += messages.len();
-        for chunk in messages.chunks(batch) {
+        let chunks: Vec<&[PublishMessage]> = match batch {
+            Some(batch) => messages.chunks(batch).collect(),
+            None => session_ends
+                .iter()
+                .scan(0, |start, &end| {
+                    let chunk = &messages[*start..end];
+                    *start = end;
+                    Some(chunk)
+                })
+                .filter(|chunk| !chunk.is_empty())
+                .collect(),
+        };
+        for chunk in chunks {
             for r in retriever.lexical.publish_batch(chunk) {
                 r.unwrap_or_else(|e| fail(e.to_string()));
             }
