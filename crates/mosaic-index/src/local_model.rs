@@ -138,6 +138,14 @@ mod model {
     const CHUNK_TOKENS: usize = 512;
     /// Batches with fewer tokens run on the calling thread only.
     const PARALLEL_MIN_TOKENS: usize = 96;
+    /// Chunks per worker a batch is cut into when it is small (a few
+    /// hundred tokens, one conversation session say): with one chunk per
+    /// worker, one long text leaves the other workers idle; a few chunks
+    /// each let the worker that finishes first take the rest.
+    const CHUNKS_PER_WORKER: usize = 3;
+    /// Fewest tokens a chunk is cut to for balance: below this the dense
+    /// layers stream each weight panel for too few rows.
+    const MIN_CHUNK_TOKENS: usize = 64;
 
     /// A dense layer `y = x W^T + b`: f32 (the default release), or int8
     /// (weights per output channel, activations per token row, `i32`
@@ -352,10 +360,17 @@ mod model {
                     return Err(rt(format!("token id {bad} outside the vocabulary")));
                 }
             }
-            // Longest first, cut into chunks of at most CHUNK_TOKENS tokens
-            // (a longer text is a chunk of its own); workers take the next
+            // Longest first, cut into chunks of at most `limit` tokens (a
+            // longer text is a chunk of its own); workers take the next
             // chunk as they finish one, so a worker the OS delays on a busy
-            // machine does not hold the others up.
+            // machine does not hold the others up. A small batch is cut
+            // into a few chunks per worker rather than CHUNK_TOKENS ones,
+            // so every core has work (each text's vector is the same
+            // whatever chunk it runs in).
+            let total: usize = seqs.iter().map(|s| s.ids.len()).sum();
+            let limit = total
+                .div_ceil(self.threads.max(1) * CHUNKS_PER_WORKER)
+                .clamp(MIN_CHUNK_TOKENS, CHUNK_TOKENS);
             let mut order: Vec<usize> = (0..seqs.len()).collect();
             order.sort_by_key(|&i| (std::cmp::Reverse(seqs[i].ids.len()), i));
             let mut chunks: Vec<&[usize]> = Vec::new();
@@ -363,14 +378,13 @@ mod model {
             while start < order.len() {
                 let mut end = start + 1;
                 let mut tokens = seqs[order[start]].ids.len();
-                while end < order.len() && tokens + seqs[order[end]].ids.len() <= CHUNK_TOKENS {
+                while end < order.len() && tokens + seqs[order[end]].ids.len() <= limit {
                     tokens += seqs[order[end]].ids.len();
                     end += 1;
                 }
                 chunks.push(&order[start..end]);
                 start = end;
             }
-            let total: usize = seqs.iter().map(|s| s.ids.len()).sum();
             let workers = if total < PARALLEL_MIN_TOKENS {
                 1
             } else {
