@@ -559,52 +559,89 @@ mod avx512 {
             a.groups,
             &w.data[p * panel_len..(p + 1) * panel_len],
         );
-        let c0 = p * PANEL;
-        let cols = c0..c0 + PANEL;
-        let (sums, scales, bias) = (
-            &w.sums[cols.clone()],
-            &w.scales[cols.clone()],
-            &w.bias[cols],
-        );
-        // SAFETY: each of the three slices holds exactly 32 values, so
-        // both 16-lane loads at 0 and 16 stay inside it.
-        let (sums, scales, bias) = unsafe {
-            (
-                [
-                    _mm512_loadu_epi32(sums.as_ptr()),
-                    _mm512_loadu_epi32(sums.as_ptr().add(16)),
-                ],
-                [
-                    _mm512_loadu_ps(scales.as_ptr()),
-                    _mm512_loadu_ps(scales.as_ptr().add(16)),
-                ],
-                [
-                    _mm512_loadu_ps(bias.as_ptr()),
-                    _mm512_loadu_ps(bias.as_ptr().add(16)),
-                ],
-            )
-        };
-        let valid = (w.n - c0).min(PANEL);
-        // Columns of the panel that exist, per vector.
-        let lanes = [valid.min(16), valid.saturating_sub(16)];
-        for (i, acc) in acc.iter().enumerate() {
-            let row = r + i;
+        let epilogue = Epilogue::new(w, p);
+        for (i, &acc) in acc.iter().enumerate() {
+            epilogue.row(a, r + i, acc, out);
+        }
+    }
+
+    /// What turns the raw sums of one panel into outputs: the panel's
+    /// column sums, scales and biases, and which of its columns exist.
+    /// Separate from the kernel so that other kernels producing raw sums
+    /// can share it.
+    pub(super) struct Epilogue {
+        c0: usize,
+        n: usize,
+        sums: [__m512i; 2],
+        scales: [__m512; 2],
+        bias: [__m512; 2],
+        /// Columns of the panel that exist, per vector.
+        lanes: [usize; 2],
+    }
+
+    impl Epilogue {
+        /// The epilogue of panel `p` of `w`.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        #[inline]
+        pub(super) fn new(w: &QuantMatrix, p: usize) -> Epilogue {
+            let c0 = p * PANEL;
+            let cols = c0..c0 + PANEL;
+            let (sums, scales, bias) = (
+                &w.sums[cols.clone()],
+                &w.scales[cols.clone()],
+                &w.bias[cols],
+            );
+            // SAFETY: each of the three slices holds exactly 32 values, so
+            // both 16-lane loads at 0 and 16 stay inside it.
+            let (sums, scales, bias) = unsafe {
+                (
+                    [
+                        _mm512_loadu_epi32(sums.as_ptr()),
+                        _mm512_loadu_epi32(sums.as_ptr().add(16)),
+                    ],
+                    [
+                        _mm512_loadu_ps(scales.as_ptr()),
+                        _mm512_loadu_ps(scales.as_ptr().add(16)),
+                    ],
+                    [
+                        _mm512_loadu_ps(bias.as_ptr()),
+                        _mm512_loadu_ps(bias.as_ptr().add(16)),
+                    ],
+                )
+            };
+            let valid = (w.n - c0).min(PANEL);
+            Epilogue {
+                c0,
+                n: w.n,
+                sums,
+                scales,
+                bias,
+                lanes: [valid.min(16), valid.saturating_sub(16)],
+            }
+        }
+
+        /// Writes row `row` of the product from its raw sums `acc` (the
+        /// panel's 32 columns as two 16-lane vectors).
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        #[inline]
+        pub(super) fn row(&self, a: &QuantRows, row: usize, acc: [__m512i; 2], out: &mut Out<'_>) {
             let zp = _mm512_set1_epi32(a.zero_points[row]);
             let row_scale = _mm512_set1_ps(a.scales[row]);
-            for v in 0..2 {
-                if lanes[v] == 0 {
+            for (v, acc) in acc.into_iter().enumerate() {
+                let lanes = self.lanes[v];
+                if lanes == 0 {
                     continue;
                 }
-                let mask: __mmask16 = if lanes[v] == 16 {
+                let mask: __mmask16 = if lanes == 16 {
                     0xFFFF
                 } else {
-                    (1u16 << lanes[v]) - 1
+                    (1u16 << lanes) - 1
                 };
-                let exact = _mm512_sub_epi32(acc[v], _mm512_mullo_epi32(zp, sums[v]));
-                let start = row * w.n + c0 + 16 * v;
+                let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(zp, self.sums[v]));
+                let start = row * self.n + self.c0 + 16 * v;
                 match out {
                     Out::Int(o) => {
-                        let dst = &mut o[start..start + lanes[v]];
+                        let dst = &mut o[start..start + lanes];
                         // SAFETY: the mask selects exactly the first
                         // `dst.len()` lanes, so only `dst` is written.
                         unsafe { _mm512_mask_storeu_epi32(dst.as_mut_ptr(), mask, exact) };
@@ -612,10 +649,10 @@ mod avx512 {
                     Out::Float(o) => {
                         let y = _mm512_fmadd_ps(
                             _mm512_cvtepi32_ps(exact),
-                            _mm512_mul_ps(row_scale, scales[v]),
-                            bias[v],
+                            _mm512_mul_ps(row_scale, self.scales[v]),
+                            self.bias[v],
                         );
-                        let dst = &mut o[start..start + lanes[v]];
+                        let dst = &mut o[start..start + lanes];
                         // SAFETY: as above.
                         unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, y) };
                     }
