@@ -1,42 +1,55 @@
-//! Times the int8 product and the row quantisation on one thread:
+//! Times the int8 product on every backend this CPU has, and the row
+//! quantisation, on one thread, on the shapes of MiniLM's dense layers
+//! (a 512-token chunk, and a 14-token query):
 //! `cargo run --release -p mosaic-kernels --example int8_bench`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mosaic_kernels::{Backend, QuantMatrix, QuantRows, linear_with};
 
+/// Mean seconds per call of `f`, run for at least a quarter second.
+fn time(mut f: impl FnMut()) -> f64 {
+    f();
+    let start = Instant::now();
+    let mut reps = 0u32;
+    while start.elapsed() < Duration::from_millis(250) {
+        f();
+        reps += 1;
+    }
+    start.elapsed().as_secs_f64() / f64::from(reps)
+}
+
 fn main() {
-    let backend = Backend::best();
-    println!("backend {backend:?}");
-    for (rows, k, n) in [(512, 384, 1152), (512, 384, 1536), (512, 1536, 384)] {
-        let x: Vec<f32> = (0..rows * k)
-            .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
-            .collect();
-        let w: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 104729) % 1000) as f32 / 5000.0 - 0.1)
-            .collect();
-        let b = vec![0.0f32; n];
-        let qw = QuantMatrix::quantize(&[(&w, &b)], k);
-        let mut qx = QuantRows::new();
-        let mut out = vec![0.0f32; rows * n];
-        let reps = 40;
-        let start = Instant::now();
-        for _ in 0..reps {
-            qx.quantize_with(backend, &x, k);
+    let backends: Vec<Backend> = [Backend::Scalar, Backend::Avx512Vnni, Backend::Amx]
+        .into_iter()
+        .filter(|b| b.is_available())
+        .collect();
+    println!("best backend {:?}", Backend::best());
+    for rows in [512, 14] {
+        for (k, n) in [(384, 1152), (384, 384), (384, 1536), (1536, 384)] {
+            let x: Vec<f32> = (0..rows * k)
+                .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+                .collect();
+            let w: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 104729) % 1000) as f32 / 5000.0 - 0.1)
+                .collect();
+            let b = vec![0.0f32; n];
+            let qw = QuantMatrix::quantize(&[(&w, &b)], k);
+            let mut qx = QuantRows::new();
+            qx.quantize(&x, k);
+            let quant = time(|| qx.quantize(&x, k));
+            let mut out = vec![0.0f32; rows * n];
+            let macs = (rows * k * n) as f64;
+            let mut line = format!("rows {rows:>3} k {k:>4} n {n:>4}:");
+            for &backend in &backends {
+                let t = time(|| linear_with(backend, &qx, &qw, &mut out));
+                line += &format!(
+                    "  {backend:?} {:.1} us ({:.0} GMAC/s)",
+                    t * 1e6,
+                    macs / t / 1e9
+                );
+            }
+            println!("{line}  | quantise {:.1} us", quant * 1e6);
         }
-        let quant = start.elapsed().as_secs_f64() / reps as f64;
-        let start = Instant::now();
-        for _ in 0..reps {
-            linear_with(backend, &qx, &qw, &mut out);
-        }
-        let mm = start.elapsed().as_secs_f64() / reps as f64;
-        let macs = (rows * k * n) as f64;
-        println!(
-            "{rows}x{k}x{n}: product {:.3} ms = {:.0} GMAC/s ({:.0} GOP/s), quantise {:.3} ms",
-            mm * 1e3,
-            macs / mm / 1e9,
-            2.0 * macs / mm / 1e9,
-            quant * 1e3
-        );
     }
 }

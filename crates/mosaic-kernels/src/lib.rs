@@ -7,15 +7,30 @@
 //! embedder. A weight matrix is quantised once, per output channel and
 //! symmetrically, to `i8` ([`QuantMatrix`]); activations are quantised per
 //! row to `u8` with a per-row scale and zero point ([`QuantRows`]); the
-//! product accumulates `u8 x i8` in `i32` (AVX-512 VNNI `VPDPBUSD` when the
-//! CPU has it), subtracts the zero point times the weight column sums,
-//! and [`linear`] dequantises with both scales and adds the bias.
+//! product accumulates `u8 x i8` in `i32`, subtracts the zero point times
+//! the weight column sums, and [`linear`] dequantises with both scales and
+//! adds the bias.
+//!
+//! The backends ([`Backend`]):
+//!
+//! - `Scalar`: portable Rust, every CPU.
+//! - `Avx512Vnni`: `VPDPBUSD` on AVX-512 registers (x86-64).
+//! - `Amx`: Intel AMX-INT8 `TDPBUSD` on tile registers (x86-64 Linux), for
+//!   the products whose `k` is a multiple of 64 (others run on the VNNI
+//!   kernel); quantisation and the epilogue stay on AVX-512 VNNI, which
+//!   it therefore also requires. Linux enables the tile state per process
+//!   on request: the first [`Backend::is_available`] check of `Amx` checks
+//!   CPUID (AMX-TILE, AMX-INT8) and XCR0 (tile state saved by the OS), and
+//!   asks for it once with `arch_prctl(ARCH_REQ_XCOMP_PERM,
+//!   XFEATURE_XTILEDATA)`; the answer is cached for the process. Each
+//!   product call configures the calling thread's tiles and releases them
+//!   before it returns.
 //!
 //! Every kernel has a portable scalar twin with bit-identical results (the
-//! integer products exactly; the dequantised floats too, since both sides
-//! use the same fused multiply-add and round-to-nearest-even conversions).
-//! [`Backend`] picks one at run time; the `_with` functions force one, for
-//! tests.
+//! integer products exactly; the dequantised floats too, since all
+//! backends use the same fused multiply-add and round-to-nearest-even
+//! conversions). [`Backend::best`] picks one at run time (AMX, then AVX-512
+//! VNNI, then scalar); the `_with` functions force one, for tests.
 //!
 //! Safety: slices in, slices out. The lengths of all inputs are checked
 //! before any unsafe block (the panicking checks are the only failure
@@ -38,12 +53,19 @@ pub enum Backend {
     Scalar,
     /// AVX-512 (F, BW) with VNNI, x86-64 only.
     Avx512Vnni,
+    /// Intel AMX (AMX-TILE, AMX-INT8) tile products, with the AVX-512
+    /// VNNI kernels for the rest (quantisation, the epilogue, and shapes
+    /// the tiles do not fit); x86-64 Linux only, where the kernel must
+    /// enable the tile state and grant this process its use.
+    Amx,
 }
 
 impl Backend {
     /// The fastest backend this CPU supports.
     pub fn best() -> Backend {
-        if Backend::Avx512Vnni.is_available() {
+        if Backend::Amx.is_available() {
+            Backend::Amx
+        } else if Backend::Avx512Vnni.is_available() {
             Backend::Avx512Vnni
         } else {
             Backend::Scalar
@@ -58,6 +80,10 @@ impl Backend {
             Backend::Avx512Vnni => avx512::available(),
             #[cfg(not(target_arch = "x86_64"))]
             Backend::Avx512Vnni => false,
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Backend::Amx => amx::available(),
+            #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+            Backend::Amx => false,
         }
     }
 
@@ -256,10 +282,12 @@ impl QuantRows {
                     }
                 }
             }
-            Backend::Avx512Vnni => {
+            // AMX has nothing for this; its backend requires AVX-512 VNNI.
+            Backend::Avx512Vnni | Backend::Amx => {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `backend.check()` above confirmed the CPU has
-                // every feature the function enables.
+                // every feature the function enables (AMX's availability
+                // includes AVX-512 VNNI's).
                 unsafe {
                     avx512::quantize_rows(
                         x,
@@ -397,6 +425,14 @@ fn product(backend: Backend, a: &QuantRows, w: &QuantMatrix, out: Out<'_>) {
             // asserted just above.
             unsafe {
                 avx512::product(a, w, out)
+            };
+        }
+        Backend::Amx => {
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            // SAFETY: as above; `backend.check()` also confirmed the OS
+            // enabled the tile state and granted this process its use.
+            unsafe {
+                amx::product(a, w, out)
             };
         }
     }
@@ -559,52 +595,88 @@ mod avx512 {
             a.groups,
             &w.data[p * panel_len..(p + 1) * panel_len],
         );
-        let c0 = p * PANEL;
-        let cols = c0..c0 + PANEL;
-        let (sums, scales, bias) = (
-            &w.sums[cols.clone()],
-            &w.scales[cols.clone()],
-            &w.bias[cols],
-        );
-        // SAFETY: each of the three slices holds exactly 32 values, so
-        // both 16-lane loads at 0 and 16 stay inside it.
-        let (sums, scales, bias) = unsafe {
-            (
-                [
-                    _mm512_loadu_epi32(sums.as_ptr()),
-                    _mm512_loadu_epi32(sums.as_ptr().add(16)),
-                ],
-                [
-                    _mm512_loadu_ps(scales.as_ptr()),
-                    _mm512_loadu_ps(scales.as_ptr().add(16)),
-                ],
-                [
-                    _mm512_loadu_ps(bias.as_ptr()),
-                    _mm512_loadu_ps(bias.as_ptr().add(16)),
-                ],
-            )
-        };
-        let valid = (w.n - c0).min(PANEL);
-        // Columns of the panel that exist, per vector.
-        let lanes = [valid.min(16), valid.saturating_sub(16)];
-        for (i, acc) in acc.iter().enumerate() {
-            let row = r + i;
+        let epilogue = Epilogue::new(w, p);
+        for (i, &acc) in acc.iter().enumerate() {
+            epilogue.row(a, r + i, acc, out);
+        }
+    }
+
+    /// What turns the raw sums of one panel into outputs: the panel's
+    /// column sums, scales and biases, and which of its columns exist.
+    /// Shared by every kernel that produces raw sums (VNNI and AMX).
+    pub(super) struct Epilogue {
+        c0: usize,
+        n: usize,
+        sums: [__m512i; 2],
+        scales: [__m512; 2],
+        bias: [__m512; 2],
+        /// Columns of the panel that exist, per vector.
+        lanes: [usize; 2],
+    }
+
+    impl Epilogue {
+        /// The epilogue of panel `p` of `w`.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        #[inline]
+        pub(super) fn new(w: &QuantMatrix, p: usize) -> Epilogue {
+            let c0 = p * PANEL;
+            let cols = c0..c0 + PANEL;
+            let (sums, scales, bias) = (
+                &w.sums[cols.clone()],
+                &w.scales[cols.clone()],
+                &w.bias[cols],
+            );
+            // SAFETY: each of the three slices holds exactly 32 values, so
+            // both 16-lane loads at 0 and 16 stay inside it.
+            let (sums, scales, bias) = unsafe {
+                (
+                    [
+                        _mm512_loadu_epi32(sums.as_ptr()),
+                        _mm512_loadu_epi32(sums.as_ptr().add(16)),
+                    ],
+                    [
+                        _mm512_loadu_ps(scales.as_ptr()),
+                        _mm512_loadu_ps(scales.as_ptr().add(16)),
+                    ],
+                    [
+                        _mm512_loadu_ps(bias.as_ptr()),
+                        _mm512_loadu_ps(bias.as_ptr().add(16)),
+                    ],
+                )
+            };
+            let valid = (w.n - c0).min(PANEL);
+            Epilogue {
+                c0,
+                n: w.n,
+                sums,
+                scales,
+                bias,
+                lanes: [valid.min(16), valid.saturating_sub(16)],
+            }
+        }
+
+        /// Writes row `row` of the product from its raw sums `acc` (the
+        /// panel's 32 columns as two 16-lane vectors).
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        #[inline]
+        pub(super) fn row(&self, a: &QuantRows, row: usize, acc: [__m512i; 2], out: &mut Out<'_>) {
             let zp = _mm512_set1_epi32(a.zero_points[row]);
             let row_scale = _mm512_set1_ps(a.scales[row]);
-            for v in 0..2 {
-                if lanes[v] == 0 {
+            for (v, acc) in acc.into_iter().enumerate() {
+                let lanes = self.lanes[v];
+                if lanes == 0 {
                     continue;
                 }
-                let mask: __mmask16 = if lanes[v] == 16 {
+                let mask: __mmask16 = if lanes == 16 {
                     0xFFFF
                 } else {
-                    (1u16 << lanes[v]) - 1
+                    (1u16 << lanes) - 1
                 };
-                let exact = _mm512_sub_epi32(acc[v], _mm512_mullo_epi32(zp, sums[v]));
-                let start = row * w.n + c0 + 16 * v;
+                let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(zp, self.sums[v]));
+                let start = row * self.n + self.c0 + 16 * v;
                 match out {
                     Out::Int(o) => {
-                        let dst = &mut o[start..start + lanes[v]];
+                        let dst = &mut o[start..start + lanes];
                         // SAFETY: the mask selects exactly the first
                         // `dst.len()` lanes, so only `dst` is written.
                         unsafe { _mm512_mask_storeu_epi32(dst.as_mut_ptr(), mask, exact) };
@@ -612,10 +684,10 @@ mod avx512 {
                     Out::Float(o) => {
                         let y = _mm512_fmadd_ps(
                             _mm512_cvtepi32_ps(exact),
-                            _mm512_mul_ps(row_scale, scales[v]),
-                            bias[v],
+                            _mm512_mul_ps(row_scale, self.scales[v]),
+                            self.bias[v],
                         );
-                        let dst = &mut o[start..start + lanes[v]];
+                        let dst = &mut o[start..start + lanes];
                         // SAFETY: as above.
                         unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, y) };
                     }
@@ -658,6 +730,314 @@ mod avx512 {
     }
 }
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod amx {
+    //! The AMX-INT8 product: `TDPBUSD` tiles hold the raw `u8 x i8` sums,
+    //! and the AVX-512 epilogue of [`super::avx512`] turns them into
+    //! outputs. Callers must have checked [`available`].
+    //!
+    //! Every tile is 16 rows of 64 bytes. An A tile is 16 activation rows
+    //! by 64 `k` bytes (a plain strided load of [`QuantRows`]); a B tile is
+    //! 16 groups of four `k` values by 16 columns, which is exactly half of
+    //! a packed panel's 16 groups (`[16][32][4]`) read with a 128-byte
+    //! stride; an accumulator tile is 16 rows by 16 `i32` columns.
+
+    use core::arch::asm;
+    use core::arch::x86_64::*;
+    use core::marker::PhantomData;
+    use std::sync::OnceLock;
+
+    use super::avx512::{self, Epilogue};
+    use super::{GROUP, Out, PANEL, PANEL_GROUP, QuantMatrix, QuantRows};
+
+    /// Rows of every tile.
+    const TM: usize = 16;
+    /// Bytes of every tile row.
+    const TB: usize = 64;
+    /// Groups of four `k` values one A tile row (and one B tile) covers.
+    const STEP: usize = TB / GROUP;
+
+    /// Whether the CPU has AMX-TILE and AMX-INT8 (and AVX-512 VNNI for the
+    /// rest), the OS enabled the tile state, and this process was granted
+    /// its use. Asked once per process.
+    pub(super) fn available() -> bool {
+        static AVAILABLE: OnceLock<bool> = OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            avx512::available() && cpu_has_amx_int8() && os_enables_tiles() && request_tiles()
+        })
+    }
+
+    /// CPUID leaf 7, subleaf 0: EDX bit 24 is AMX-TILE, bit 25 AMX-INT8.
+    fn cpu_has_amx_int8() -> bool {
+        if __cpuid(0).eax < 7 {
+            return false;
+        }
+        let edx = __cpuid_count(7, 0).edx;
+        edx & (1 << 24) != 0 && edx & (1 << 25) != 0
+    }
+
+    /// XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA): the OS saves and
+    /// restores the tile state.
+    fn os_enables_tiles() -> bool {
+        // CPUID leaf 1, ECX bit 27 (OSXSAVE): the OS enabled XGETBV.
+        if __cpuid(1).ecx & (1 << 27) == 0 {
+            return false;
+        }
+        let (lo, hi): (u32, u32);
+        // SAFETY: OSXSAVE is set, so XGETBV with ECX = 0 is defined; it
+        // only reads XCR0 into EDX:EAX.
+        unsafe {
+            asm!(
+                "xgetbv",
+                in("ecx") 0u32,
+                out("eax") lo,
+                out("edx") hi,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        let xcr0 = (u64::from(hi) << 32) | u64::from(lo);
+        xcr0 & (0b11 << 17) == 0b11 << 17
+    }
+
+    /// Linux keeps the tile data off until a process asks:
+    /// `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, for the whole
+    /// process. True when granted.
+    fn request_tiles() -> bool {
+        const SYS_ARCH_PRCTL: usize = 158;
+        const ARCH_REQ_XCOMP_PERM: usize = 0x1023;
+        const XFEATURE_XTILEDATA: usize = 18;
+        let ret: isize;
+        // SAFETY: this system call reads and writes no user memory; it only
+        // changes which register state the kernel lets this process use.
+        // `syscall` overwrites RCX and R11, declared as clobbered.
+        unsafe {
+            asm!(
+                "syscall",
+                inlateout("rax") SYS_ARCH_PRCTL as isize => ret,
+                in("rdi") ARCH_REQ_XCOMP_PERM,
+                in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret == 0
+    }
+
+    /// The operand of `LDTILECFG`.
+    #[repr(C, align(64))]
+    struct Config {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        /// Bytes per row of each tile.
+        colsb: [u16; 16],
+        /// Rows of each tile.
+        rows: [u8; 16],
+    }
+
+    /// Proof that this thread's tiles are configured: `tmm0..=tmm7`, each
+    /// 16 rows of 64 bytes. Dropping it releases them (on unwinding too).
+    /// Not `Send`: the tile state belongs to the thread.
+    struct Tiles(PhantomData<*const ()>);
+
+    impl Tiles {
+        /// Configures this thread's tiles.
+        ///
+        /// # Safety
+        ///
+        /// [`available`] must have returned true.
+        unsafe fn load() -> Tiles {
+            let mut config = Config {
+                palette: 1,
+                start_row: 0,
+                reserved: [0; 14],
+                colsb: [0; 16],
+                rows: [0; 16],
+            };
+            config.colsb[..8].fill(TB as u16);
+            config.rows[..8].fill(TM as u8);
+            // SAFETY: the caller checked that the CPU has AMX and the OS
+            // granted it; LDTILECFG reads the 64 bytes of `config`, which is
+            // 64-byte aligned and a valid palette-1 configuration.
+            unsafe {
+                asm!(
+                    "ldtilecfg [{}]",
+                    in(reg) &raw const config,
+                    options(nostack, readonly, preserves_flags),
+                );
+            }
+            Tiles(PhantomData)
+        }
+    }
+
+    impl Drop for Tiles {
+        fn drop(&mut self) {
+            // SAFETY: a `Tiles` exists only after `Tiles::load`, so AMX is
+            // usable; TILERELEASE touches no memory.
+            unsafe { asm!("tilerelease", options(nomem, nostack, preserves_flags)) };
+        }
+    }
+
+    /// The raw sums of up to 32 rows and one panel, as the tiles store
+    /// them: `[row][32 columns]`.
+    #[repr(C, align(64))]
+    struct Sums([[i32; PANEL]; 2 * TM]);
+
+    /// The raw `u8 x i8` sums of `T * 16` rows (`rows`, `[T * 16][stride]`)
+    /// and one panel (`[groups][32][4]`) into `sums`, `T` being 1 or 2.
+    #[inline]
+    fn raw_sums<const T: usize>(
+        _tiles: &Tiles,
+        rows: &[u8],
+        stride: usize,
+        groups: usize,
+        panel: &[i8],
+        sums: &mut Sums,
+    ) {
+        assert!(T == 1 || T == 2);
+        assert!(groups.is_multiple_of(STEP));
+        assert!(stride >= groups * GROUP);
+        assert!(rows.len() >= T * TM * stride);
+        assert!(panel.len() >= groups * PANEL_GROUP);
+        let (a, b) = (rows.as_ptr(), panel.as_ptr());
+        // SAFETY: `_tiles` proves tmm0..=tmm3 are configured on this
+        // thread; TILEZERO touches no memory.
+        unsafe {
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        for g in (0..groups).step_by(STEP) {
+            if T == 2 {
+                // SAFETY: tiles as above. A tile `t` reads 16 rows of 64
+                // bytes at `(16t + i) * stride + 4g` for i < 16: the last
+                // byte is below `32 * stride` (as g + 16 <= groups and
+                // 4 * groups <= stride), inside `rows`. A B tile reads 16
+                // rows of 64 bytes at `(g + i) * 128` (+ 64): the last byte
+                // is below `(g + 16) * 128 <= groups * 128`, inside `panel`.
+                unsafe {
+                    asm!(
+                        "tileloadd tmm4, [{a0} + {sa}*1]",
+                        "tileloadd tmm6, [{b} + {sb}*1]",
+                        "tdpbusd tmm0, tmm4, tmm6",
+                        "tileloadd tmm7, [{b} + {sb}*1 + 64]",
+                        "tdpbusd tmm1, tmm4, tmm7",
+                        "tileloadd tmm5, [{a1} + {sa}*1]",
+                        "tdpbusd tmm2, tmm5, tmm6",
+                        "tdpbusd tmm3, tmm5, tmm7",
+                        a0 = in(reg) a.add(g * GROUP),
+                        a1 = in(reg) a.add(TM * stride + g * GROUP),
+                        sa = in(reg) stride,
+                        b = in(reg) b.add(g * PANEL_GROUP),
+                        sb = in(reg) PANEL_GROUP,
+                        options(nostack, readonly, preserves_flags),
+                    );
+                }
+            } else {
+                // SAFETY: as above, with the one A tile.
+                unsafe {
+                    asm!(
+                        "tileloadd tmm4, [{a0} + {sa}*1]",
+                        "tileloadd tmm6, [{b} + {sb}*1]",
+                        "tdpbusd tmm0, tmm4, tmm6",
+                        "tileloadd tmm7, [{b} + {sb}*1 + 64]",
+                        "tdpbusd tmm1, tmm4, tmm7",
+                        a0 = in(reg) a.add(g * GROUP),
+                        sa = in(reg) stride,
+                        b = in(reg) b.add(g * PANEL_GROUP),
+                        sb = in(reg) PANEL_GROUP,
+                        options(nostack, readonly, preserves_flags),
+                    );
+                }
+            }
+        }
+        let c = sums.0.as_mut_ptr().cast::<u8>();
+        // SAFETY: tiles as above. Each store writes 16 rows of 64 bytes,
+        // 128 bytes apart, at byte 0 or 64 of row 0 (and, for T = 2, of
+        // row 16) of `sums`: at most 32 rows of 128 bytes, all inside it.
+        unsafe {
+            asm!(
+                "tilestored [{c} + {sc}*1], tmm0",
+                "tilestored [{c} + {sc}*1 + 64], tmm1",
+                c = in(reg) c,
+                sc = in(reg) PANEL * 4,
+                options(nostack, preserves_flags),
+            );
+            if T == 2 {
+                asm!(
+                    "tilestored [{c} + {sc}*1], tmm2",
+                    "tilestored [{c} + {sc}*1 + 64], tmm3",
+                    c = in(reg) c.add(TM * PANEL * 4),
+                    sc = in(reg) PANEL * 4,
+                    options(nostack, preserves_flags),
+                );
+            }
+        }
+    }
+
+    /// See [`super::product`], which checked every length this relies on.
+    /// Falls back to the AVX-512 VNNI kernel when `k` is not whole tiles.
+    ///
+    /// # Safety
+    ///
+    /// [`available`] must have returned true.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn product(a: &QuantRows, w: &QuantMatrix, mut out: Out<'_>) {
+        let groups = a.groups;
+        if !groups.is_multiple_of(STEP) {
+            return avx512::product(a, w, out);
+        }
+        // SAFETY: the caller checked `available`.
+        let tiles = unsafe { Tiles::load() };
+        let stride = groups * GROUP;
+        let panel_len = groups * PANEL_GROUP;
+        let panels = w.n.div_ceil(PANEL);
+        let whole = a.rows / TM * TM;
+        // The last rows, fewer than a tile, zero-padded to a whole tile.
+        let mut tail = vec![0u8; if whole < a.rows { TM * stride } else { 0 }];
+        tail[..(a.rows - whole) * stride].copy_from_slice(&a.data[whole * stride..]);
+        let mut sums = Sums([[0; PANEL]; 2 * TM]);
+        let mut r = 0;
+        while r < a.rows {
+            let (rows, tile_rows, m) = if r + 2 * TM <= whole {
+                (&a.data[r * stride..(r + 2 * TM) * stride], 2 * TM, 2 * TM)
+            } else if r < whole {
+                (&a.data[r * stride..(r + TM) * stride], TM, TM)
+            } else {
+                (&tail[..], TM, a.rows - r)
+            };
+            for p in 0..panels {
+                let panel = &w.data[p * panel_len..(p + 1) * panel_len];
+                if tile_rows == 2 * TM {
+                    raw_sums::<2>(&tiles, rows, stride, groups, panel, &mut sums);
+                } else {
+                    raw_sums::<1>(&tiles, rows, stride, groups, panel, &mut sums);
+                }
+                let epilogue = Epilogue::new(w, p);
+                for (i, row) in sums.0[..m].iter().enumerate() {
+                    // SAFETY: `row` holds 32 `i32`s, 64-byte aligned (each
+                    // row of the aligned `Sums` is 128 bytes), so both
+                    // aligned 16-lane loads stay inside it.
+                    let acc = unsafe {
+                        [
+                            _mm512_load_si512(row.as_ptr().cast()),
+                            _mm512_load_si512(row.as_ptr().add(16).cast()),
+                        ]
+                    };
+                    epilogue.row(a, r + i, acc, &mut out);
+                }
+            }
+            r += m;
+        }
+        drop(tiles);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -681,7 +1061,7 @@ mod tests {
     }
 
     fn backends() -> Vec<Backend> {
-        [Backend::Scalar, Backend::Avx512Vnni]
+        [Backend::Scalar, Backend::Avx512Vnni, Backend::Amx]
             .into_iter()
             .filter(|b| b.is_available())
             .collect()
@@ -779,6 +1159,40 @@ mod tests {
                     .zip(&floats[0])
                     .all(|(p, q)| p.to_bits() == q.to_bits());
                 assert!(same, "{rows}x{n}x{k}: dequantised outputs differ");
+            }
+        }
+    }
+
+    #[test]
+    fn amx_matches_scalar_bit_for_bit_on_every_row_count() {
+        if !Backend::Amx.is_available() {
+            println!("skipped: this CPU or OS offers no AMX-INT8");
+            return;
+        }
+        let mut rng = Rng(13);
+        // Every row count up to 70 crosses each tile boundary (16, 32,
+        // 48, 64) and each zero-padded tail; 300 and 512 are many blocks.
+        // k of 100 and 260 are not whole tiles: the VNNI fallback.
+        let rows: Vec<usize> = (1..=70).chain([300, 512]).collect();
+        for k in [64, 384, 1536, 100, 260] {
+            for n in [32, 96, 40] {
+                for &rows in &rows {
+                    let (a, w) = operands(&mut rng, rows, n, k);
+                    let mut want = vec![0i32; rows * n];
+                    let mut got = vec![i32::MIN; rows * n];
+                    matmul_i32_with(Backend::Scalar, &a, &w, &mut want);
+                    matmul_i32_with(Backend::Amx, &a, &w, &mut got);
+                    assert_eq!(got, want, "{rows}x{n}x{k}: integer products differ");
+                    let mut want = vec![0.0f32; rows * n];
+                    let mut got = vec![f32::NAN; rows * n];
+                    linear_with(Backend::Scalar, &a, &w, &mut want);
+                    linear_with(Backend::Amx, &a, &w, &mut got);
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(p, q)| p.to_bits() == q.to_bits());
+                    assert!(same, "{rows}x{n}x{k}: dequantised outputs differ");
+                }
             }
         }
     }
