@@ -292,6 +292,14 @@ impl VectorIndex {
         self.backend.defer_graph = false;
     }
 
+    /// From now on publications are stored pending: searched exactly
+    /// beside the graph until [`VectorIndex::absorb_pending`] links them.
+    /// A service that links them on a thread of its own so a publication
+    /// never waits for graph work.
+    pub fn defer_linking(&mut self) {
+        self.backend.defer_graph = true;
+    }
+
     /// Links up to `budget` pending records into the graph (lowest doc
     /// first); returns how many remain pending.
     pub fn absorb_pending(&mut self, budget: usize) -> usize {

@@ -6,10 +6,16 @@
 //! vector is only ever reused for the same text in the same vector space.
 //! Bounded in entries and in age: a vector nobody publishes (a refused
 //! proposal's) is dropped within [`MAX_AGE`] or when newer ones need room.
+//!
+//! A conversation call's texts that no guard compares are embedded *ahead*,
+//! on a thread of their own, while the call is prepared and committed
+//! ([`GuardVectors::ahead`]): their keys are pending until that thread
+//! settles them, and the publication waits for a pending key
+//! ([`GuardVectors::take_waiting`]) instead of embedding the text again.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -24,6 +30,8 @@ pub const MAX_AGE: Duration = Duration::from_secs(120);
 #[derive(Default)]
 pub struct GuardVectors {
     cache: Mutex<Cache>,
+    /// Signalled whenever embeddings ahead settle their keys.
+    settled: Condvar,
     /// Milliseconds since `epoch` before which the guard does not call the
     /// embedder again (it failed or did not answer in time).
     paused_until_ms: AtomicU64,
@@ -37,6 +45,79 @@ struct Cache {
     /// Insertion order: (key, sequence number).
     order: VecDeque<(String, u64)>,
     next: u64,
+    /// Keys being embedded ahead, with how many embeddings ahead hold each.
+    pending: HashMap<String, usize>,
+}
+
+impl Cache {
+    fn insert(&mut self, key: String, vector: Vec<f32>) {
+        let now = Instant::now();
+        while let Some((old, seq)) = self.order.front().cloned() {
+            let current = self.map.get(&old).map(|(_, s, at)| (*s, *at));
+            match current {
+                Some((s, at)) if s == seq => {
+                    if self.map.len() < CAPACITY && now.duration_since(at) < MAX_AGE {
+                        break;
+                    }
+                    self.map.remove(&old);
+                }
+                // Taken or replaced since: only the order entry is left.
+                _ => {}
+            }
+            self.order.pop_front();
+        }
+        let seq = self.next;
+        self.next += 1;
+        self.order.push_back((key.clone(), seq));
+        self.map.insert(key, (vector, seq, now));
+    }
+
+    fn take(&mut self, key: &str) -> Option<Vec<f32>> {
+        let taken = self.map.remove(key).map(|(v, _, _)| v);
+        // Order entries of taken keys are dropped as they reach the front;
+        // keep the queue from growing past twice the capacity meanwhile.
+        if self.order.len() > 2 * CAPACITY {
+            let Cache { map, order, .. } = self;
+            order.retain(|(k, s)| map.get(k).is_some_and(|(_, seq, _)| seq == s));
+        }
+        taken
+    }
+}
+
+/// Keys being embedded ahead (see [`GuardVectors::ahead`]): settled, with
+/// whatever vectors it was given, when dropped.
+pub struct Ahead {
+    cache: Arc<GuardVectors>,
+    keys: Vec<String>,
+    vectors: Vec<Option<Vec<f32>>>,
+}
+
+impl Ahead {
+    /// Keeps `vectors` (one per key, in order; `None` for a text that
+    /// could not be embedded) and settles the keys.
+    pub fn finish(mut self, vectors: Vec<Option<Vec<f32>>>) {
+        self.vectors = vectors;
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        let mut vectors = std::mem::take(&mut self.vectors).into_iter();
+        let mut c = self.cache.cache();
+        for key in self.keys.drain(..) {
+            if let Some(v) = vectors.next().flatten() {
+                c.insert(key.clone(), v);
+            }
+            if let Some(n) = c.pending.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    c.pending.remove(&key);
+                }
+            }
+        }
+        drop(c);
+        self.cache.settled.notify_all();
+    }
 }
 
 /// The cache key of `text` embedded by the embedder of `release`.
@@ -58,39 +139,50 @@ impl GuardVectors {
     /// Keeps `vector` for `key`, dropping the oldest entries beyond
     /// [`CAPACITY`] or older than [`MAX_AGE`].
     pub fn insert(&self, key: String, vector: Vec<f32>) {
-        let now = Instant::now();
-        let mut c = self.cache();
-        while let Some((old, seq)) = c.order.front().cloned() {
-            let current = c.map.get(&old).map(|(_, s, at)| (*s, *at));
-            match current {
-                Some((s, at)) if s == seq => {
-                    if c.map.len() < CAPACITY && now.duration_since(at) < MAX_AGE {
-                        break;
-                    }
-                    c.map.remove(&old);
-                }
-                // Taken or replaced since: only the order entry is left.
-                _ => {}
-            }
-            c.order.pop_front();
-        }
-        let seq = c.next;
-        c.next += 1;
-        c.order.push_back((key.clone(), seq));
-        c.map.insert(key, (vector, seq, now));
+        self.cache().insert(key, vector);
     }
 
-    /// The vector kept for `key`, removed (the publication's read).
-    pub fn take(&self, key: &str) -> Option<Vec<f32>> {
+    /// Marks `keys` as being embedded ahead. The answer settles them when
+    /// it is dropped (keeping the vectors [`Ahead::finish`] gave it), so a
+    /// publication waiting on them goes on even when the embedding thread
+    /// fails or panics.
+    pub fn ahead(self: &Arc<Self>, keys: Vec<String>) -> Ahead {
         let mut c = self.cache();
-        let taken = c.map.remove(key).map(|(v, _, _)| v);
-        // Order entries of taken keys are dropped as they reach the front;
-        // keep the queue from growing past twice the capacity meanwhile.
-        if c.order.len() > 2 * CAPACITY {
-            let Cache { map, order, .. } = &mut *c;
-            order.retain(|(k, s)| map.get(k).is_some_and(|(_, seq, _)| seq == s));
+        for key in &keys {
+            *c.pending.entry(key.clone()).or_default() += 1;
         }
-        taken
+        drop(c);
+        Ahead {
+            cache: self.clone(),
+            keys,
+            vectors: Vec::new(),
+        }
+    }
+
+    /// The vector kept for `key`, removed; while `key` is being embedded
+    /// ahead, waits for it at most `wait` first. `None` when no vector is
+    /// kept (then the caller embeds the text itself).
+    pub fn take_waiting(&self, key: &str, wait: Duration) -> Option<Vec<f32>> {
+        let deadline = Instant::now() + wait;
+        let mut c = self.cache();
+        while c.pending.contains_key(key) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            c = self
+                .settled
+                .wait_timeout(c, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        c.take(key)
+    }
+
+    /// The vector kept for `key`, removed.
+    #[cfg(test)]
+    pub fn take(&self, key: &str) -> Option<Vec<f32>> {
+        self.cache().take(key)
     }
 
     /// How many vectors are kept.
@@ -152,6 +244,66 @@ mod tests {
             cache.take(&k);
         }
         assert!(cache.cache().order.len() <= 2 * CAPACITY + 1);
+    }
+
+    #[test]
+    fn a_publication_waits_for_a_text_embedded_ahead() {
+        let cache = Arc::new(GuardVectors::default());
+        let k = key("r", "ahead");
+        let ahead = cache.ahead(vec![k.clone()]);
+        let waiter = {
+            let cache = cache.clone();
+            let k = k.clone();
+            std::thread::spawn(move || cache.take_waiting(&k, Duration::from_secs(30)))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        // Still pending: the waiter has not taken anything yet.
+        assert!(!waiter.is_finished());
+        ahead.finish(vec![Some(vec![0.5, 0.5])]);
+        assert_eq!(waiter.join().ok().flatten(), Some(vec![0.5, 0.5]));
+        // A key nobody embeds ahead is answered at once.
+        assert_eq!(cache.take_waiting(&k, Duration::from_secs(30)), None);
+    }
+
+    #[test]
+    fn an_embedding_ahead_that_panics_settles_its_keys_without_vectors() {
+        let cache = Arc::new(GuardVectors::default());
+        let (a, b) = (key("r", "a"), key("r", "b"));
+        let ahead = cache.ahead(vec![a.clone(), b.clone()]);
+        let thread = std::thread::spawn(move || {
+            let _ahead = ahead;
+            panic!("the embedder panicked");
+        });
+        assert!(thread.join().is_err());
+        let started = Instant::now();
+        assert_eq!(cache.take_waiting(&a, Duration::from_secs(30)), None);
+        assert_eq!(cache.take_waiting(&b, Duration::from_secs(30)), None);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(cache.cache().pending.is_empty());
+    }
+
+    #[test]
+    fn a_text_that_could_not_be_embedded_ahead_is_left_to_the_publication() {
+        let cache = Arc::new(GuardVectors::default());
+        let (a, b) = (key("r", "a"), key("r", "b"));
+        cache
+            .ahead(vec![a.clone(), b.clone()])
+            .finish(vec![None, Some(vec![1.0])]);
+        assert_eq!(cache.take_waiting(&a, Duration::from_secs(30)), None);
+        assert_eq!(
+            cache.take_waiting(&b, Duration::from_secs(30)),
+            Some(vec![1.0])
+        );
+    }
+
+    #[test]
+    fn a_wait_on_a_key_that_never_settles_ends_at_its_bound() {
+        let cache = Arc::new(GuardVectors::default());
+        let k = key("r", "stuck");
+        let _ahead = cache.ahead(vec![k.clone()]);
+        let started = Instant::now();
+        assert_eq!(cache.take_waiting(&k, Duration::from_millis(100)), None);
+        assert!(started.elapsed() >= Duration::from_millis(100));
     }
 
     #[test]

@@ -427,6 +427,89 @@ impl ServiceCore {
             .collect())
     }
 
+    /// The embeddings a batch of proposals needs before it is prepared:
+    /// those the vector guard compares, embedded now (see
+    /// [`ServiceCore::guard_embed`]). With an in-process embedder (which
+    /// cannot hang) and the embedded indexes, the other texts are embedded
+    /// ahead on a thread of their own while the batch is prepared and
+    /// committed, and the outbox's publication waits for their vectors
+    /// (`None` here: no guard compares them). Otherwise every text is
+    /// embedded now, as the guard's batch.
+    pub(super) fn embed_for_batch(
+        &self,
+        tenant: &str,
+        requests: &[&ProposeRequest],
+    ) -> ServiceResult<Vec<Option<Vec<f32>>>> {
+        let texts: Vec<&str> = requests.iter().map(|r| r.content.as_str()).collect();
+        let in_process = !matches!(self.config.embedder, crate::embedder::EmbedderKind::Http);
+        if !in_process || self.config.postgres.is_some() || requests.is_empty() {
+            return Ok(self.guard_embed(&texts));
+        }
+        let guards = self.reader()?.catalog.write_guards(tenant)?;
+        // The hashing embedder's vectors are never compared (see
+        // `guard_embed`).
+        let hashing = self.config.embedder == crate::embedder::EmbedderKind::Hash;
+        let compared: Vec<bool> = requests
+            .iter()
+            .map(|r| {
+                !hashing
+                    && guards.near_duplicate_cosine_permille < 1000
+                    && vector_guard_applies(&guards, r)
+            })
+            .collect();
+        let ahead: Vec<String> = texts
+            .iter()
+            .zip(&compared)
+            .filter(|(_, c)| !**c)
+            .map(|(t, _)| (*t).to_owned())
+            .collect();
+        let ahead_started = !ahead.is_empty() && self.embed_ahead(ahead);
+        let now: Vec<&str> = texts
+            .iter()
+            .zip(&compared)
+            .filter(|(_, c)| **c || !ahead_started)
+            .map(|(t, _)| *t)
+            .collect();
+        let mut embedded = self.guard_embed(&now).into_iter();
+        Ok(compared
+            .iter()
+            .map(|c| {
+                if *c || !ahead_started {
+                    embedded.next().flatten()
+                } else {
+                    None
+                }
+            })
+            .collect())
+    }
+
+    /// Starts embedding `texts` on a thread of its own, their keys pending
+    /// in the guard's vectors until it is done; `false` when no thread could
+    /// be started (nothing is pending then).
+    fn embed_ahead(&self, texts: Vec<String>) -> bool {
+        let release = self.embedder.release().to_owned();
+        let keys = texts
+            .iter()
+            .map(|t| guard_vectors::key(&release, t))
+            .collect();
+        let ahead = self.guard_vectors.ahead(keys);
+        let embedder = self.embedder.clone();
+        let started = std::thread::Builder::new()
+            .name("mosaic-embed-ahead".into())
+            .spawn(move || {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let vectors = mosaic_index::embed::embed_checked(embedder.as_ref(), &refs)
+                    .into_iter()
+                    .map(Result::ok)
+                    .collect();
+                ahead.finish(vectors);
+            });
+        if started.is_ok() {
+            self.metrics.incr("mosaic_embeddings_ahead_total", &[]);
+        }
+        started.is_ok()
+    }
+
     /// Embeds proposal texts for the vector guard before any lock is
     /// taken, one batch, and keeps each vector for the outbox's vector
     /// publication of the same text (so a text is embedded once). `None`

@@ -223,8 +223,8 @@ pub struct Service {
     core: Arc<ServiceCore>,
     worker: Option<std::thread::JoinHandle<()>>,
     extractor: Option<std::thread::JoinHandle<()>>,
-    /// Links the vectors a restart left out of the graph into it.
-    absorber: Option<std::thread::JoinHandle<()>>,
+    /// Links published (and restored) vectors into the graph.
+    linker: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Service {
@@ -247,9 +247,21 @@ impl Drop for Service {
         if let Some(extractor) = self.extractor.take() {
             let _ = extractor.join();
         }
-        if let Some(absorber) = self.absorber.take() {
-            let _ = absorber.join();
+        self.core.graph_wake.notify();
+        if let Some(linker) = self.linker.take() {
+            let _ = linker.join();
         }
+        // The few publications the linker had not reached yet are linked
+        // now, so the saved graph is whole and the next start attaches all
+        // of it. Many more (a restart's vectors whose graph did not fit)
+        // are left for the next start's linker: a stop stays quick.
+        let mut ix = self.core.write_indexes();
+        if ix.retriever.vector.pending_graph() <= sync::SHUTDOWN_LINK_LIMIT {
+            ix.retriever
+                .vector
+                .absorb_pending(sync::SHUTDOWN_LINK_LIMIT);
+        }
+        drop(ix);
         if let Err(e) = self.core.flush() {
             tracing::warn!(error = %e, "could not save the indexes at shutdown");
         }
@@ -282,6 +294,8 @@ pub struct ServiceCore {
     /// Commits made and outbox passes finished, for proposals that wait to
     /// be readable and for the worker that waits for commits.
     progress: sync::Progress,
+    /// Wakes the graph linker when a pass left vectors to link.
+    graph_wake: sync::Wake,
     /// One outbox pass at a time (the worker, reconcile, a revocation).
     pass: Mutex<()>,
     /// Proposals waiting for the writer: one group commit takes them all.
@@ -500,7 +514,9 @@ impl Service {
             Some(url) => Some(Mutex::new(PgTargets::connect(url, embedder.clone())?)),
             None => None,
         };
-        let retriever = new_retriever(&embedder);
+        let mut retriever = new_retriever(&embedder);
+        // The graph linker links publications into the vector graph.
+        retriever.vector.defer_linking();
         let core = ServiceCore {
             writer: Mutex::new(writer),
             readers: sync::Pool::new(readers),
@@ -510,6 +526,7 @@ impl Service {
             restored_graph: std::sync::atomic::AtomicBool::new(false),
             faults: Mutex::new(None),
             progress: sync::Progress::default(),
+            graph_wake: sync::Wake::default(),
             pass: Mutex::new(()),
             group: sync::GroupQueue::default(),
             persist: Mutex::new(persistence::Persist::default()),
@@ -537,13 +554,17 @@ impl Service {
         let core = Arc::new(core);
         let worker = sync::spawn_worker(core.clone())?;
         let extractor = extract::spawn_extractor(core.clone())?;
-        let absorber = sync::spawn_graph_absorber(core.clone())?;
+        // With PostgreSQL the vectors live in the database: no graph here.
+        let linker = match core.config.postgres {
+            None => Some(sync::spawn_graph_linker(core.clone())?),
+            Some(_) => None,
+        };
         Ok((
             Service {
                 core,
                 worker: Some(worker),
                 extractor,
-                absorber,
+                linker,
             },
             OpenReport {
                 admin_key_file,

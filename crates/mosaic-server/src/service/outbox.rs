@@ -6,6 +6,12 @@ use mosaic_store::StoredRecord;
 
 use super::*;
 
+/// How long a publication waits for a text a call is embedding ahead: an
+/// in-process embedding of one call's texts takes well under a second, so
+/// this bounds only a thread that is stuck (the pass then embeds the text
+/// itself).
+const AHEAD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One text's embedding, or why it has none.
 type Embedded = Result<Vec<f32>, IndexError>;
 
@@ -356,6 +362,8 @@ impl ServiceCore {
                 }
             }
         }
+        // New vectors wait (searched exactly) for the graph linker.
+        self.graph_wake.notify();
         // The changes are saved before they are acknowledged, so a target
         // never acknowledges what a restart would not find.
         self.persist_changes(changed)?;
@@ -422,15 +430,16 @@ impl ServiceCore {
         if target != VECTOR_TARGET {
             return None;
         }
-        // A text the write guard embedded keeps its vector: only the rest
-        // are embedded here.
+        // A text the write guard embedded (or a call embedded ahead: the
+        // pass waits for it) keeps its vector: only the rest are embedded
+        // here.
         let release = self.embedder.release().to_owned();
         let mut vectors: Vec<Option<Embedded>> = deliveries
             .iter()
             .map(|(_, d)| match d {
                 IndexDelivery::Publish(m) => self
                     .guard_vectors
-                    .take(&guard_vectors::key(&release, &m.text))
+                    .take_waiting(&guard_vectors::key(&release, &m.text), AHEAD_WAIT)
                     .map(Ok),
                 IndexDelivery::Tombstone { .. } => None,
             })

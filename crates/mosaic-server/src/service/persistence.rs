@@ -292,16 +292,21 @@ impl ServiceCore {
     }
 
     /// Live vectors not linked into the HNSW graph yet: those a restart
-    /// could not attach a saved graph for, until the background absorber
+    /// could not attach a saved graph for, and publications the graph linker
+    /// has not reached yet, until it
     /// links them (searches scan them exactly meanwhile).
     pub fn vector_graph_pending(&self) -> usize {
         self.read_indexes().retriever.vector.pending_graph()
     }
 
     /// Saves the snapshots (with the graph) when the open left vectors out
-    /// of the graph: called once the background absorber has linked every
+    /// of the graph: called once the graph linker has linked every
     /// vector, so the next restart attaches the whole graph.
     pub(super) fn save_graph_if_stale(&self) -> ServiceResult<()> {
+        // Most calls find nothing to save: they do not queue for a pass.
+        if !lock(&self.persist)?.graph_stale {
+            return Ok(());
+        }
         let _pass = lock(&self.pass)?;
         if !lock(&self.persist)?.graph_stale {
             return Ok(());
@@ -396,12 +401,12 @@ impl ServiceCore {
             );
             self.write_indexes().retriever = retriever;
             let journals = self.open_journals(true)?;
-            // Replayed publications stayed out of the graph; from here
-            // on new ones are linked as they arrive.
-            self.write_indexes().retriever.vector.finish_restore();
+            // Replayed publications stayed out of the graph, and so do new
+            // ones: the graph linker links them all.
+            self.write_indexes().retriever.vector.defer_linking();
             // Vectors left out of the graph (no saved graph fitted, or
             // the saved one was partial, or the journal replayed them):
-            // once the absorber has linked them, the next save is due.
+            // once the linker has linked them, the next save is due.
             let pending = self.read_indexes().retriever.vector.pending_graph();
             lock(&self.persist)?.graph_stale = pending > 0;
             tracing::info!(ms = ms(started), "index journals replayed");
@@ -494,6 +499,8 @@ impl ServiceCore {
         let mut retriever = new_retriever(&self.embedder);
         retriever.lexical.rebuild_from(&lexical)?;
         retriever.vector.rebuild_from(&vector)?;
+        // Rebuilt linked; later publications go to the graph linker.
+        retriever.vector.defer_linking();
         drop(inner);
         self.write_indexes().retriever = retriever;
         let bytes = self.save_indexes()?;

@@ -116,10 +116,11 @@ impl ServiceCore {
         items: Vec<(ProposeRequest, Vec<CapturedSource>, Option<MessageRow>)>,
     ) -> ServiceResult<Vec<ProposeResponse>> {
         let mut jobs = Vec::with_capacity(items.len());
-        // Every text embedded in one batch for the vector guard, before
-        // any lock (the publication reuses the vectors).
-        let texts: Vec<&str> = items.iter().map(|(r, _, _)| r.content.as_str()).collect();
-        let vectors = self.guard_embed(&texts);
+        // The texts the vector guard compares are embedded in one batch
+        // before any lock, the others meanwhile (the publication reuses
+        // the vectors either way).
+        let requests: Vec<&ProposeRequest> = items.iter().map(|(r, _, _)| r).collect();
+        let vectors = self.embed_for_batch(tenant, &requests)?;
         {
             let mut reader = self.reader()?;
             for ((request, captured, message), vector) in items.into_iter().zip(vectors) {

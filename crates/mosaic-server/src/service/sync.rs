@@ -205,44 +205,84 @@ pub(super) fn spawn_worker(core: Arc<ServiceCore>) -> ServiceResult<std::thread:
 /// of milliseconds behind one batch.
 const GRAPH_ABSORB_BATCH: usize = 16;
 
-/// When a restart left vectors out of the graph (those the journal added
-/// after the last snapshot, or all of them when the saved graph did not fit
-/// its vectors), a thread that links them in, a small batch per hold of the
-/// index lock, until none remain or the service stops. Searches meanwhile
-/// scan the pending vectors exactly beside the graph, so nothing is missed.
-pub(super) fn spawn_graph_absorber(
-    core: Arc<ServiceCore>,
-) -> ServiceResult<Option<std::thread::JoinHandle<()>>> {
-    if core.read_indexes().retriever.vector.pending_graph() == 0 {
-        return Ok(None);
+/// Most unlinked vectors a stop links before the final save (about a
+/// second at 50,000 records); more are left to the next start's linker.
+pub(super) const SHUTDOWN_LINK_LIMIT: usize = 1024;
+
+/// How long the linker sleeps when nobody wakes it (it also wakes on a stop).
+const LINKER_IDLE: Duration = Duration::from_millis(200);
+
+/// A wake-up call that is not lost when it comes before the wait.
+#[derive(Default)]
+pub(super) struct Wake {
+    woken: Mutex<bool>,
+    signal: Condvar,
+}
+
+impl Wake {
+    pub(super) fn notify(&self) {
+        *guard(&self.woken) = true;
+        self.signal.notify_one();
     }
+
+    /// Waits until notified (since the last wait) or `timeout` ran out.
+    fn wait(&self, timeout: Duration) {
+        let mut woken = guard(&self.woken);
+        if !*woken {
+            woken = self
+                .signal
+                .wait_timeout(woken, timeout)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        *woken = false;
+    }
+}
+
+/// The graph linker. An outbox pass stores a publication's vector pending
+/// (searches scan pending vectors exactly beside the graph, so it is found
+/// at once) and wakes this thread, which links pending vectors into the
+/// HNSW graph a small batch per hold of the index lock, yielding in
+/// between. So a proposal becomes readable without waiting for graph work,
+/// and a restart that left vectors out of the graph (those the journal
+/// added after the last snapshot, or all of them when the saved graph did
+/// not fit its vectors) needs no graph work before serving. Once every
+/// vector a restart left out is linked, the whole graph is saved, so the
+/// next restart attaches it.
+pub(super) fn spawn_graph_linker(
+    core: Arc<ServiceCore>,
+) -> ServiceResult<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("mosaic-graph".to_owned())
         .spawn(move || {
-            let started = std::time::Instant::now();
             while !core.progress.stopped() {
-                let left = core
-                    .write_indexes()
-                    .retriever
-                    .vector
-                    .absorb_pending(GRAPH_ABSORB_BATCH);
-                if left == 0 {
-                    tracing::info!(
-                        ms = started.elapsed().as_millis() as u64,
-                        "vector graph: every restored vector linked"
-                    );
-                    // Save the whole graph now, so the next restart attaches
-                    // it rather than linking these vectors again.
-                    if let Err(e) = core.save_graph_if_stale() {
-                        tracing::warn!(error = %e, "could not save the vector graph");
-                    }
-                    break;
+                if core.read_indexes().retriever.vector.pending_graph() == 0 {
+                    core.graph_wake.wait(LINKER_IDLE);
+                    continue;
                 }
-                std::thread::yield_now();
+                let linked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    core.write_indexes()
+                        .retriever
+                        .vector
+                        .absorb_pending(GRAPH_ABSORB_BATCH)
+                }));
+                match linked {
+                    Ok(0) => {
+                        // Saves only when a restart left vectors out.
+                        if let Err(e) = core.save_graph_if_stale() {
+                            tracing::warn!(error = %e, "could not save the vector graph");
+                        }
+                    }
+                    Ok(_) => std::thread::yield_now(),
+                    Err(_) => {
+                        core.metrics.incr("mosaic_graph_link_failures_total", &[]);
+                        tracing::error!("linking vectors into the graph panicked");
+                        core.graph_wake.wait(LINKER_IDLE);
+                    }
+                }
             }
         })
-        .map(Some)
-        .map_err(|e| ServiceError::Internal(format!("cannot start the graph absorber: {e}")))
+        .map_err(|e| ServiceError::Internal(format!("cannot start the graph linker: {e}")))
 }
 
 impl ServiceCore {
