@@ -272,15 +272,19 @@ impl ServiceCore {
         let mut out = Vec::new();
         let rows: Vec<(String, String)> = match self.guard_candidates(tenant, request) {
             Some(ids) => {
-                let mut rows = Vec::with_capacity(ids.len());
-                for id in ids {
-                    if let Some(stored) = inner.store.get_record(&id)?
-                        && live_candidate(&stored, tenant, request)
-                    {
-                        rows.push((id, stored.content));
-                    }
-                }
-                rows
+                // One read for every candidate, compared in the index's
+                // order.
+                let mut found: HashMap<String, mosaic_store::StoredRecord> = inner
+                    .store
+                    .get_records(tenant, &ids)?
+                    .into_iter()
+                    .map(|stored| (stored.record.record_id.clone(), stored))
+                    .collect();
+                ids.into_iter()
+                    .filter_map(|id| found.remove(&id).map(|stored| (id, stored)))
+                    .filter(|(_, stored)| live_candidate(stored, tenant, request))
+                    .map(|(id, stored)| (id, stored.content))
+                    .collect()
             }
             // Bounded: the first TEXT_SCAN_LIMIT live records of the
             // subject and kind (by record id, a digest: an arbitrary sample).
