@@ -53,14 +53,50 @@ pub fn normalized_words(text: &str) -> Vec<String> {
 }
 
 /// Token Jaccard similarity of two word lists, in permille (0..=1000).
-pub fn jaccard_permille(a: &[String], b: &[String]) -> u32 {
-    let a: BTreeSet<&str> = a.iter().map(String::as_str).collect();
-    let b: BTreeSet<&str> = b.iter().map(String::as_str).collect();
-    let union = a.union(&b).count();
+#[cfg(test)]
+fn jaccard_permille(a: &[String], b: &[String]) -> u32 {
+    let (a, b) = (distinct(a), distinct(b));
+    jaccard_of(&a, &b, shared(&a, &b))
+}
+
+/// How many distinct words of `new` are not in `old`.
+#[cfg(test)]
+fn new_words(new: &[String], old: &[String]) -> usize {
+    let (new, old) = (distinct(new), distinct(old));
+    new.len() - shared(&new, &old)
+}
+
+/// The distinct words of a list, sorted.
+fn distinct(words: &[String]) -> Vec<&str> {
+    let mut out: Vec<&str> = words.iter().map(String::as_str).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// How many words two sorted distinct lists share.
+fn shared(a: &[&str], b: &[&str]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        match x.cmp(y) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Jaccard in permille of two sorted distinct lists sharing `inter` words.
+fn jaccard_of(a: &[&str], b: &[&str], inter: usize) -> u32 {
+    let union = a.len() + b.len() - inter;
     if union == 0 {
         return 1000;
     }
-    let inter = a.intersection(&b).count();
     u32::try_from(inter * 1000 / union).unwrap_or(1000)
 }
 
@@ -73,36 +109,57 @@ pub fn jaccard_permille(a: &[String], b: &[String]) -> u32 {
 /// earlier answer's advice and add a sentence of their own.
 pub const NEAR_DUPLICATE_MAX_NEW_WORDS: usize = 5;
 
-/// How many distinct words of `new` are not in `old`.
-fn new_words(new: &[String], old: &[String]) -> usize {
-    let old: BTreeSet<&str> = old.iter().map(String::as_str).collect();
-    new.iter()
-        .map(String::as_str)
-        .collect::<BTreeSet<&str>>()
-        .difference(&old)
-        .count()
-}
-
 /// How a new text relates to a stored one by the text guards, if at all.
-pub fn text_relation(
+#[cfg(test)]
+fn text_relation(
     new: &[String],
     old: &[String],
     near_permille: u32,
 ) -> Option<ConflictRelation> {
-    if new == old {
-        return Some(ConflictRelation::Duplicate);
+    GuardedText::new(new).relation(old, near_permille)
+}
+
+/// A proposal's normalised words, with what every comparison needs of
+/// them computed once: a proposal is compared with many stored texts.
+pub struct GuardedText<'a> {
+    words: &'a [String],
+    distinct: Vec<&'a str>,
+    statement: Option<Statement<'a>>,
+}
+
+impl<'a> GuardedText<'a> {
+    pub fn new(words: &'a [String]) -> Self {
+        GuardedText {
+            words,
+            distinct: distinct(words),
+            statement: Statement::parse(words),
+        }
     }
-    // A contradiction first: "X is owned by A" and "X is owned by B" share
-    // most of their words, and are not the same statement.
-    if let (Some(a), Some(b)) = (Statement::parse(new), Statement::parse(old))
-        && a.contradicts(&b)
-    {
-        return Some(ConflictRelation::Contradicts);
+
+    /// How the proposal relates to a stored text's normalised words.
+    pub fn relation(&self, old: &[String], near_permille: u32) -> Option<ConflictRelation> {
+        if self.words == old {
+            return Some(ConflictRelation::Duplicate);
+        }
+        // A contradiction first: "X is owned by A" and "X is owned by B"
+        // share most of their words, and are not the same statement.
+        if let Some(a) = &self.statement
+            && let Some(b) = Statement::parse(old)
+            && a.contradicts(&b)
+        {
+            return Some(ConflictRelation::Contradicts);
+        }
+        if near_permille >= 1000 {
+            return None;
+        }
+        let old = distinct(old);
+        let inter = shared(&self.distinct, &old);
+        // At most NEAR_DUPLICATE_MAX_NEW_WORDS distinct words of the
+        // proposal missing from the stored text.
+        (jaccard_of(&self.distinct, &old, inter) >= near_permille
+            && self.distinct.len() - inter <= NEAR_DUPLICATE_MAX_NEW_WORDS)
+            .then_some(ConflictRelation::Duplicate)
     }
-    (near_permille < 1000
-        && jaccard_permille(new, old) >= near_permille
-        && new_words(new, old) <= NEAR_DUPLICATE_MAX_NEW_WORDS)
-        .then_some(ConflictRelation::Duplicate)
 }
 
 /// Whether `text` is a JSON object or array, after an optional `name: `
@@ -162,7 +219,7 @@ const FUNCTIONAL_PREDICATES: [[&str; 2]; 18] = [
 
 /// `<subject> <copula> [not] <predicate> <object>`, from normalised words.
 #[derive(Debug, PartialEq, Eq)]
-struct Statement<'a> {
+pub struct Statement<'a> {
     subject: Vec<&'a str>,
     negated: bool,
     /// A functional predicate (two words) or empty (`X is Y`).
@@ -269,6 +326,7 @@ impl ServiceCore {
             ..RecordFilter::tenant(tenant, TEXT_SCAN_LIMIT)
         };
         let new = normalized_words(&request.content);
+        let guarded = GuardedText::new(&new);
         let mut out = Vec::new();
         let rows: Vec<(String, String)> = match self.guard_candidates(tenant, request) {
             Some(ids) => {
@@ -301,7 +359,7 @@ impl ServiceCore {
                 continue;
             }
             let old = normalized_words(&content);
-            let Some(relation) = text_relation(&new, &old, guards.near_duplicate_permille) else {
+            let Some(relation) = guarded.relation(&old, guards.near_duplicate_permille) else {
                 continue;
             };
             if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
@@ -704,6 +762,33 @@ pub(super) fn check_shared_provenance(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The merge over sorted distinct words counts what the set
+    /// operations count, repeated words and all.
+    #[test]
+    fn jaccard_and_new_words_match_the_set_definitions() {
+        use std::collections::BTreeSet;
+        let texts = [
+            "",
+            "a a a",
+            "the heron waits by the north jetty",
+            "the heron waits by the north jetty at dawn dawn",
+            "north north jetty heron",
+            "something else entirely, with words 12 and 13",
+        ];
+        for a in texts {
+            for b in texts {
+                let (wa, wb) = (normalized_words(a), normalized_words(b));
+                let sa: BTreeSet<&str> = wa.iter().map(String::as_str).collect();
+                let sb: BTreeSet<&str> = wb.iter().map(String::as_str).collect();
+                let union = sa.union(&sb).count();
+                let inter = sa.intersection(&sb).count();
+                let want = if union == 0 { 1000 } else { inter * 1000 / union };
+                assert_eq!(jaccard_permille(&wa, &wb) as usize, want, "{a:?} {b:?}");
+                assert_eq!(new_words(&wa, &wb), sa.difference(&sb).count(), "{a:?} {b:?}");
+            }
+        }
+    }
 
     fn rel(a: &str, b: &str) -> Option<ConflictRelation> {
         text_relation(&normalized_words(a), &normalized_words(b), 700)

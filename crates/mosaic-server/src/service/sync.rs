@@ -260,13 +260,21 @@ pub(super) fn spawn_graph_linker(
                     core.graph_wake.wait(LINKER_IDLE);
                     continue;
                 }
-                let linked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    core.write_indexes()
-                        .retriever
-                        .vector
-                        .absorb_pending(GRAPH_ABSORB_BATCH)
+                let left = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let mut ix = core.write_indexes();
+                    let before = ix.retriever.vector.pending_graph();
+                    let left = ix.retriever.vector.absorb_pending(GRAPH_ABSORB_BATCH);
+                    drop(ix);
+                    // Against the vector publications applied, this tells
+                    // how far the linker trails.
+                    core.metrics.add(
+                        "mosaic_graph_vectors_linked_total",
+                        &[],
+                        before.saturating_sub(left) as u64,
+                    );
+                    left
                 }));
-                match linked {
+                match left {
                     Ok(0) => {
                         // Saves only when a restart left vectors out.
                         if let Err(e) = core.save_graph_if_stale() {
