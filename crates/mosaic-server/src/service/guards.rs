@@ -111,11 +111,7 @@ pub const NEAR_DUPLICATE_MAX_NEW_WORDS: usize = 5;
 
 /// How a new text relates to a stored one by the text guards, if at all.
 #[cfg(test)]
-fn text_relation(
-    new: &[String],
-    old: &[String],
-    near_permille: u32,
-) -> Option<ConflictRelation> {
+fn text_relation(new: &[String], old: &[String], near_permille: u32) -> Option<ConflictRelation> {
     GuardedText::new(new).relation(old, near_permille)
 }
 
@@ -783,9 +779,17 @@ mod tests {
                 let sb: BTreeSet<&str> = wb.iter().map(String::as_str).collect();
                 let union = sa.union(&sb).count();
                 let inter = sa.intersection(&sb).count();
-                let want = if union == 0 { 1000 } else { inter * 1000 / union };
+                let want = if union == 0 {
+                    1000
+                } else {
+                    inter * 1000 / union
+                };
                 assert_eq!(jaccard_permille(&wa, &wb) as usize, want, "{a:?} {b:?}");
-                assert_eq!(new_words(&wa, &wb), sa.difference(&sb).count(), "{a:?} {b:?}");
+                assert_eq!(
+                    new_words(&wa, &wb),
+                    sa.difference(&sb).count(),
+                    "{a:?} {b:?}"
+                );
             }
         }
     }

@@ -352,6 +352,22 @@ impl ServiceCore {
                     task.op,
                 ));
             }
+            if target == VECTOR_TARGET && ix.pg.is_none() {
+                // Searches scan unlinked vectors exactly: when writers
+                // outrun the graph linker, the pass links the excess
+                // itself, so that scan stays bounded and writers slow
+                // down to what the graph can take.
+                let vector = &mut ix.retriever.vector;
+                let over = vector.pending_graph().saturating_sub(sync::MAX_UNLINKED);
+                if over > 0 {
+                    vector.absorb_pending(over);
+                    self.metrics.add(
+                        "mosaic_graph_vectors_linked_by_pass_total",
+                        &[],
+                        over as u64,
+                    );
+                }
+            }
             if let Some(f) = &faults {
                 for old in f.stale(target) {
                     // A stale copy is refused by the fence or is a

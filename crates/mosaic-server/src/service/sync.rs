@@ -205,6 +205,11 @@ pub(super) fn spawn_worker(core: Arc<ServiceCore>) -> ServiceResult<std::thread:
 /// of milliseconds behind one batch.
 const GRAPH_ABSORB_BATCH: usize = 16;
 
+/// Most vectors left unlinked after an outbox pass: a pass that would
+/// leave more links the excess itself (about half a millisecond per
+/// search to scan this many exactly, at MiniLM's 384 dimensions).
+pub(super) const MAX_UNLINKED: usize = 4096;
+
 /// Most unlinked vectors a stop links before the final save (about a
 /// second at 50,000 records); more are left to the next start's linker.
 pub(super) const SHUTDOWN_LINK_LIMIT: usize = 1024;
