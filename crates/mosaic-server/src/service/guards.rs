@@ -215,7 +215,7 @@ const FUNCTIONAL_PREDICATES: [[&str; 2]; 18] = [
 
 /// `<subject> <copula> [not] <predicate> <object>`, from normalised words.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Statement<'a> {
+struct Statement<'a> {
     subject: Vec<&'a str>,
     negated: bool,
     /// A functional predicate (two words) or empty (`X is Y`).
@@ -779,11 +779,7 @@ mod tests {
                 let sb: BTreeSet<&str> = wb.iter().map(String::as_str).collect();
                 let union = sa.union(&sb).count();
                 let inter = sa.intersection(&sb).count();
-                let want = if union == 0 {
-                    1000
-                } else {
-                    inter * 1000 / union
-                };
+                let want = (inter * 1000).checked_div(union).unwrap_or(1000);
                 assert_eq!(jaccard_permille(&wa, &wb) as usize, want, "{a:?} {b:?}");
                 assert_eq!(
                     new_words(&wa, &wb),
