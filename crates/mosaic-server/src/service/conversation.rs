@@ -165,28 +165,48 @@ impl ServiceCore {
             },
         };
         let now = self.now();
+        // The shape of every message first: nothing is embedded for a call
+        // refused for its shape.
+        let mut texts = Vec::with_capacity(request.messages.len());
+        for (idx, message) in request.messages.iter().enumerate() {
+            if message.content.trim().is_empty() {
+                return Err(ServiceError::bad_request(
+                    "invalid_message",
+                    format!("messages[{idx}].content is empty"),
+                ));
+            }
+            if let Some(name) = &message.name {
+                check_label(&format!("messages[{idx}].name"), name)?;
+            }
+            if let Some(at) = &message.created_at {
+                check_label(&format!("messages[{idx}].created_at"), at)?;
+            }
+            texts.push(render_message(message));
+        }
+        let episode = |text: String| {
+            ProposeRequest::new(
+                text,
+                MemoryKind::Episodic,
+                MemoryPurpose::Personalization,
+                subject.clone(),
+            )
+        };
+        self.tenant_and_grant(&mut *self.reader()?, tenant, principal)?;
+        // The embedding starts now, before the captures' digests and
+        // catalog reads: texts no guard compares are embedded meanwhile.
+        let vectors = {
+            let episodes: Vec<ProposeRequest> = texts.iter().cloned().map(episode).collect();
+            let requests: Vec<&ProposeRequest> = episodes.iter().collect();
+            self.embed_for_batch(tenant, &requests)?
+        };
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         let mut items = Vec::with_capacity(request.messages.len());
         let mut captured_before = Vec::with_capacity(request.messages.len());
         {
-            let mut reader = self.reader()?;
-            self.tenant_and_grant(&mut reader, tenant, principal)?;
-            for (idx, message) in request.messages.iter().enumerate() {
-                if message.content.trim().is_empty() {
-                    return Err(ServiceError::bad_request(
-                        "invalid_message",
-                        format!("messages[{idx}].content is empty"),
-                    ));
-                }
-                if let Some(name) = &message.name {
-                    check_label(&format!("messages[{idx}].name"), name)?;
-                }
-                if let Some(at) = &message.created_at {
-                    check_label(&format!("messages[{idx}].created_at"), at)?;
-                }
+            let reader = self.reader()?;
+            for ((idx, message), text) in request.messages.iter().enumerate().zip(texts) {
                 let message_id = message_id(message)?;
                 check_name(&format!("messages[{idx}].id"), &message_id)?;
-                let text = render_message(message);
                 let content_sha256 = sha256_hex(text.as_bytes());
                 if let Some(other) = seen.insert(message_id.clone(), content_sha256.clone())
                     && other != content_sha256
@@ -248,12 +268,7 @@ impl ServiceCore {
                     record_id: Some(record_id),
                     proposal_id: Some(format!("p-{short}")),
                     writer_release: Some(CAPTURE_WRITER.to_owned()),
-                    ..ProposeRequest::new(
-                        text.clone(),
-                        MemoryKind::Episodic,
-                        MemoryPurpose::Personalization,
-                        subject.clone(),
-                    )
+                    ..episode(text.clone())
                 };
                 items.push((proposal, vec![CapturedSource { source, text }], Some(row)));
             }
@@ -271,7 +286,7 @@ impl ServiceCore {
                 )
             })
             .collect();
-        let responses = self.propose_captured(tenant, principal, items)?;
+        let responses = self.propose_captured(tenant, principal, items, vectors)?;
         let mut out = IngestResponse {
             conversation_id: conversation_id.to_owned(),
             kept: 0,

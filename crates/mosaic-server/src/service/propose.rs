@@ -108,19 +108,17 @@ impl ServiceCore {
     /// them and whatever else waits for the writer), each with the sources
     /// the server captured for it; then waits once for their publication.
     /// Every proposal is prepared before anything is written, so an
-    /// invalid one fails the call with nothing written.
+    /// invalid one fails the call with nothing written. `vectors` are the
+    /// proposals' embeddings from [`ServiceCore::embed_for_batch`], one
+    /// each (`None` where no guard compares the text).
     pub(super) fn propose_captured(
         &self,
         tenant: &str,
         principal: &str,
         items: Vec<(ProposeRequest, Vec<CapturedSource>, Option<MessageRow>)>,
+        vectors: Vec<Option<Vec<f32>>>,
     ) -> ServiceResult<Vec<ProposeResponse>> {
         let mut jobs = Vec::with_capacity(items.len());
-        // The texts the vector guard compares are embedded in one batch
-        // before any lock, the others meanwhile (the publication reuses
-        // the vectors either way).
-        let requests: Vec<&ProposeRequest> = items.iter().map(|(r, _, _)| r).collect();
-        let vectors = self.embed_for_batch(tenant, &requests)?;
         {
             let mut reader = self.reader()?;
             for ((request, captured, message), vector) in items.into_iter().zip(vectors) {
