@@ -181,7 +181,9 @@ impl ServiceCore {
             if let Some(at) = &message.created_at {
                 check_label(&format!("messages[{idx}].created_at"), at)?;
             }
-            texts.push(render_message(message));
+            let message_id = message_id(message)?;
+            check_name(&format!("messages[{idx}].id"), &message_id)?;
+            texts.push((message_id, render_message(message)));
         }
         let episode = |text: String| {
             ProposeRequest::new(
@@ -195,7 +197,10 @@ impl ServiceCore {
         // The embedding starts now, before the captures' digests and
         // catalog reads: texts no guard compares are embedded meanwhile.
         let vectors = {
-            let episodes: Vec<ProposeRequest> = texts.iter().cloned().map(episode).collect();
+            let episodes: Vec<ProposeRequest> = texts
+                .iter()
+                .map(|(_, text)| episode(text.clone()))
+                .collect();
             let requests: Vec<&ProposeRequest> = episodes.iter().collect();
             self.embed_for_batch(tenant, &requests)?
         };
@@ -204,9 +209,7 @@ impl ServiceCore {
         let mut captured_before = Vec::with_capacity(request.messages.len());
         {
             let reader = self.reader()?;
-            for ((idx, message), text) in request.messages.iter().enumerate().zip(texts) {
-                let message_id = message_id(message)?;
-                check_name(&format!("messages[{idx}].id"), &message_id)?;
+            for (message, (message_id, text)) in request.messages.iter().zip(texts) {
                 let content_sha256 = sha256_hex(text.as_bytes());
                 if let Some(other) = seen.insert(message_id.clone(), content_sha256.clone())
                     && other != content_sha256
