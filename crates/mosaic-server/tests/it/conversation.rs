@@ -719,3 +719,67 @@ async fn the_messages_of_one_call_are_created_in_their_order() {
     // recency) keeps the conversation's order even within a millisecond.
     assert!(created.windows(2).all(|p| p[0] < p[1]), "{created:?}");
 }
+
+/// How many conversation calls started embedding their texts ahead.
+fn embeddings_ahead(w: &World) -> u64 {
+    w.service
+        .metrics()
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix("mosaic_embeddings_ahead_total "))
+        .map_or(0, |n| n.trim().parse().unwrap_or(0))
+}
+
+/// An in-process embedder embeds a call's captured messages ahead, while
+/// the call is prepared and committed, and the publication waits for
+/// those vectors: the messages are readable and found by meaning when the
+/// call answers. A call refused for its shape (a bad message id in its
+/// second message) starts no embedding and writes nothing (service layer:
+/// every message's shape is checked before the embedding starts).
+#[tokio::test]
+async fn a_call_embeds_its_messages_ahead_and_a_malformed_call_embeds_nothing() {
+    let w = world();
+    let alice = &w.principals[0];
+    let (status, body) = ingest(
+        &w,
+        &alice.key,
+        "chat-ahead",
+        json!({"messages": [
+            {"role": "user", "content": "a fine first message", "id": "ok-1"},
+            {"role": "user", "content": "a second one", "id": "bad id"},
+        ]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_identifier", "{body}");
+    assert_eq!(embeddings_ahead(&w), 0);
+    let listed = recall(&w, &alice.key, "fine first message").await;
+    assert_eq!(listed["selected_record_ids"], json!([]), "{listed}");
+
+    let (status, body) = ingest(
+        &w,
+        &alice.key,
+        "chat-ahead",
+        json!({"messages": [
+            {"role": "user", "content": "the heron waits by the north jetty", "id": "ok-1"},
+            {"role": "assistant", "content": "noted, the north jetty", "id": "ok-2"},
+        ]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["kept"], 2, "{body}");
+    assert!(
+        body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().all(|m| m["readable"] == true)),
+        "{body}"
+    );
+    assert_eq!(embeddings_ahead(&w), 1);
+    let found = recall(&w, &alice.key, "heron jetty").await;
+    assert!(
+        found["selected_record_ids"]
+            .as_array()
+            .is_some_and(|ids| !ids.is_empty()),
+        "{found}"
+    );
+}
