@@ -294,8 +294,8 @@ impl VectorIndex {
 
     /// From now on publications are stored pending: searched exactly
     /// beside the graph until [`VectorIndex::absorb_pending`] links them.
-    /// A service that links them on a thread of its own so a publication
-    /// never waits for graph work.
+    /// For a service that links them on a thread of its own, so that a
+    /// publication never waits for graph work.
     pub fn defer_linking(&mut self) {
         self.backend.defer_graph = true;
     }

@@ -292,9 +292,8 @@ impl ServiceCore {
     }
 
     /// Live vectors not linked into the HNSW graph yet: those a restart
-    /// could not attach a saved graph for, and publications the graph linker
-    /// has not reached yet, until it
-    /// links them (searches scan them exactly meanwhile).
+    /// could not attach a saved graph for, and publications the graph
+    /// linker has not reached yet (searches scan them exactly meanwhile).
     pub fn vector_graph_pending(&self) -> usize {
         self.read_indexes().retriever.vector.pending_graph()
     }
