@@ -370,8 +370,7 @@ impl ServiceCore {
             )?);
         }
         if let Some(vector) = vector
-            && guards.near_duplicate_cosine_permille < 1000
-            && vector_guard_applies(&guards, request)
+            && vector_guard_compares(&guards, request)
         {
             self.vector_scan(
                 inner,
@@ -509,11 +508,7 @@ impl ServiceCore {
         let hashing = self.config.embedder == crate::embedder::EmbedderKind::Hash;
         let compared: Vec<bool> = requests
             .iter()
-            .map(|r| {
-                !hashing
-                    && guards.near_duplicate_cosine_permille < 1000
-                    && vector_guard_applies(&guards, r)
-            })
+            .map(|r| !hashing && vector_guard_compares(&guards, r))
             .collect();
         let ahead: Vec<String> = texts
             .iter()
@@ -717,6 +712,13 @@ fn guard_observation(
         detector_release: detector_release.to_owned(),
         existing_claim: None,
     })
+}
+
+/// Whether the vector guard compares this proposal's embedding with
+/// stored ones: when the tenant's cosine threshold is on and the guard
+/// applies to the proposal.
+fn vector_guard_compares(guards: &WriteGuards, request: &ProposeRequest) -> bool {
+    guards.near_duplicate_cosine_permille < 1000 && vector_guard_applies(guards, request)
 }
 
 /// Whether the vector guard compares this proposal: always, except a

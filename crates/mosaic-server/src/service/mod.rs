@@ -198,6 +198,11 @@ pub trait OutboxFaults: Send + Sync {
     /// Old messages a slow or restarted worker still holds, delivered to
     /// `target` after the batch and never acknowledged.
     fn stale(&self, target: &str) -> Vec<IndexDelivery>;
+    /// Most vectors a pass may leave unlinked, in place of the service's
+    /// bound: a graph linker that has fallen that far behind.
+    fn max_unlinked(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The lexical and vector targets inside PostgreSQL, shared by every

@@ -357,8 +357,12 @@ impl ServiceCore {
                 // outrun the graph linker, the pass links the excess
                 // itself, so that scan stays bounded and writers slow
                 // down to what the graph can take.
+                let bound = faults
+                    .as_ref()
+                    .and_then(|f| f.max_unlinked())
+                    .unwrap_or(sync::MAX_UNLINKED);
                 let vector = &mut ix.retriever.vector;
-                let over = vector.pending_graph().saturating_sub(sync::MAX_UNLINKED);
+                let over = vector.pending_graph().saturating_sub(bound);
                 if over > 0 {
                     vector.absorb_pending(over);
                     self.metrics.add(

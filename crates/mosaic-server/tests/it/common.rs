@@ -336,3 +336,11 @@ pub fn minilm_world(endpoint: &MiniLmEndpoint, adjust: impl FnOnce(&mut ServerCo
         adjust(c);
     })
 }
+
+/// The value of an unlabelled counter in a metrics rendering (0 when absent).
+pub fn counter(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0)
+}

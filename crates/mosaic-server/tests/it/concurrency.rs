@@ -14,15 +14,8 @@ use mosaic_server::examples::workspace_fact;
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::common::{WORKSPACE, error_code, send, world, world_with};
+use crate::common::{WORKSPACE, counter, error_code, send, world, world_with};
 use crate::embedder::{HANG, fake_endpoint};
-
-fn counter(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or(0)
-}
 
 #[test]
 fn proposals_from_many_threads_share_commits_and_answer_readable() {

@@ -9,7 +9,7 @@ use mosaic_harness::memory_write::{SourceJudgment, StructuredClaim};
 use mosaic_server::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
 use serde_json::{Value, json};
 
-use crate::common::{World, error_code, send, world};
+use crate::common::{World, counter, error_code, send, world};
 
 const CHECKER: [u8; 32] = [0xc3; 32];
 const CHECKER_RELEASE: &str = "fact-checker-v1";
@@ -722,12 +722,10 @@ async fn the_messages_of_one_call_are_created_in_their_order() {
 
 /// How many conversation calls started embedding their texts ahead.
 fn embeddings_ahead(w: &World) -> u64 {
-    w.service
-        .metrics()
-        .render()
-        .lines()
-        .find_map(|l| l.strip_prefix("mosaic_embeddings_ahead_total "))
-        .map_or(0, |n| n.trim().parse().unwrap_or(0))
+    counter(
+        &w.service.metrics().render(),
+        "mosaic_embeddings_ahead_total",
+    )
 }
 
 /// An in-process embedder embeds a call's captured messages ahead, while

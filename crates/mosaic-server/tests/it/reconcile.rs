@@ -217,3 +217,98 @@ fn finish_deletion(store: &mut SqliteStore, requested: DeletionRequested, now: u
     let erased = store.erase(acknowledged, now).expect("erase");
     store.finalize_deletion(erased, now).expect("finalize");
 }
+
+/// Captures three messages in conversation `chat`.
+async fn ingest(
+    w: &crate::common::World,
+    key: &str,
+    chat: &str,
+    texts: [&str; 3],
+) -> (StatusCode, serde_json::Value) {
+    let messages: Vec<_> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"role": "user", "content": t, "id": format!("m{i}")}))
+        .collect();
+    send(
+        &w.router,
+        "POST",
+        &format!("/v1/conversations/{chat}/messages"),
+        Some(key),
+        Some(json!({ "messages": messages })),
+    )
+    .await
+}
+
+/// A graph linker that has fallen `0` vectors behind: every pass must link
+/// what it published itself.
+struct LinkerBehind;
+
+impl OutboxFaults for LinkerBehind {
+    fn schedule(&self, _target: &str, batch: &[OutboxTask]) -> Vec<usize> {
+        (0..batch.len()).collect()
+    }
+
+    fn fault(&self, _target: &str, _delivery: &IndexDelivery) -> OutboxFault {
+        OutboxFault::Deliver
+    }
+
+    fn stale(&self, _target: &str) -> Vec<IndexDelivery> {
+        Vec::new()
+    }
+
+    fn max_unlinked(&self) -> Option<usize> {
+        Some(0)
+    }
+}
+
+/// Searches scan unlinked vectors exactly, so their number is bounded
+/// (service layer, outbox pass): while the linker keeps up, passes leave
+/// the linking to it; when more than the bound would stay unlinked, the
+/// pass links the excess itself under the index lock it holds, before the
+/// proposal answers.
+#[tokio::test]
+async fn a_pass_links_the_vectors_the_linker_has_fallen_behind_on() {
+    let w = world();
+    let alice = &w.principals[0];
+    let linked_by_pass = || {
+        crate::common::counter(
+            &w.service.metrics().render(),
+            "mosaic_graph_vectors_linked_by_pass_total",
+        )
+    };
+    let (status, body) = ingest(
+        &w,
+        &alice.key,
+        "chat-a",
+        [
+            "the kettle is blue",
+            "lunch was at noon",
+            "the train left late",
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["kept"], 3, "{body}");
+    assert_eq!(linked_by_pass(), 0);
+
+    w.service
+        .set_outbox_faults(Some(Arc::new(LinkerBehind)))
+        .expect("faults");
+    let (status, body) = ingest(
+        &w,
+        &alice.key,
+        "chat-b",
+        [
+            "the heron waits by the jetty",
+            "rain is due at six",
+            "the cat sleeps on the stairs",
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["kept"], 3, "{body}");
+    assert_eq!(body["messages"][2]["readable"], true, "{body}");
+    assert_eq!(linked_by_pass(), 3);
+    assert_eq!(w.service.vector_graph_pending(), 0);
+}
