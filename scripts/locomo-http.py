@@ -4,7 +4,7 @@
     scripts/locomo-http.py --mosaic target/release/mosaic \
         --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
         [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10] \
-        [--write-guards '{"near_duplicate_cosine_permille": 1000}']
+        [--write-guards '{"near_duplicate_cosine_permille": 1000}'] [--parallel N]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates a tenant and one key per conversation (each its own
@@ -21,12 +21,17 @@ principal) through the admin API, then:
    asks the same questions with `POST /search`.
 
 It prints, per surface, turns per second of ingest (wall clock over all
-calls, one client), per-call latency percentiles, search latency
-percentiles and recall. Standard library only; the server and its data
+calls), per-call latency percentiles, search latency percentiles and
+recall. Each client holds one keep-alive connection, as the SDKs do. By
+default one client ingests the conversations one after the other;
+`--parallel N` has N clients ingest N conversations at a time (each
+conversation's sessions still in order, one call at a time). The
+questions are always asked by one client, one at a time. Standard library only; the server and its data
 directory are removed at the end. `--json` prints one summary object.
 """
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -35,9 +40,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 
 def percentile(values, p):
@@ -64,20 +70,34 @@ class Server:
             self.close()
             sys.exit(f"unexpected first server line: {first!r}")
         self.url = first[len(prefix):].strip()
+        self.local = threading.local()
         with open(os.path.join(self.dir, "admin.key")) as f:
             self.admin = f.read().strip()
 
     def call(self, method, path, key, body=None):
+        """One request over this thread's keep-alive connection (opened on
+        first use, opened again once if the server closed it)."""
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {key}")
+        headers = {"Authorization": f"Bearer {key}"}
         if data is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                return response.status, json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+            headers["Content-Type"] = "application/json"
+        for attempt in (0, 1):
+            connection = getattr(self.local, "connection", None)
+            if connection is None:
+                url = urllib.parse.urlsplit(self.url)
+                connection = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
+                self.local.connection = connection
+            try:
+                connection.request(method, path, body=data, headers=headers)
+                response = connection.getresponse()
+                raw = response.read()
+            except (ConnectionError, http.client.HTTPException):
+                connection.close()
+                self.local.connection = None
+                if attempt:
+                    raise
+                continue
+            return response.status, json.loads(raw or b"null")
 
     def close(self):
         self.child.kill()
@@ -122,6 +142,8 @@ def main():
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
     parser.add_argument("--write-guards", default=None,
                         help='the tenant\'s write guards as JSON, e.g. \'{"near_duplicate_cosine_permille": 1000}\' (default: the server\'s)')
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="clients ingesting at once, one conversation each (default 1)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -141,9 +163,12 @@ def main():
                     for c in conversations}
             record_turn = {}
             calls, turns = [], 0
-            started = time.perf_counter()
-            for c in conversations:
+
+            def ingest(c):
+                """One conversation's sessions in order, one call each:
+                (call latencies, turns, record id -> turn id)."""
                 cid, key = c["conversation_id"], keys[c["conversation_id"]]
+                latencies, count, found = [], 0, {}
                 for s in c["sessions"]:
                     if surface == "native":
                         body = {"messages": [{"id": t["turn_id"], "role": "user", "name": t["speaker"],
@@ -151,19 +176,27 @@ def main():
                                              for t in s["turns"] if t["text"].strip()]}
                         t0 = time.perf_counter()
                         answer = ok(*server.call("POST", f"/v1/conversations/{cid}/messages", key, body), "ingest")
-                        calls.append(time.perf_counter() - t0)
+                        latencies.append(time.perf_counter() - t0)
                         for m in answer["messages"]:
-                            record_turn[m["record_id"]] = m["message_id"]
+                            found[m["record_id"]] = m["message_id"]
                     else:
                         sent = [t for t in s["turns"] if t["text"].strip()]
                         body = {"messages": [{"role": "user", "name": t["speaker"], "content": t["text"]} for t in sent],
                                 "user_id": re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{cid}"), "run_id": f"{cid}-{s['session_id']}"}
                         t0 = time.perf_counter()
                         answer = ok(*server.call("POST", "/memories", key, body), "mem0 add")
-                        calls.append(time.perf_counter() - t0)
+                        latencies.append(time.perf_counter() - t0)
                         for t, r in zip(sent, answer["results"]):
-                            record_turn[r["id"]] = t["turn_id"]
-                    turns += len(s["turns"])
+                            found[r["id"]] = t["turn_id"]
+                    count += len(s["turns"])
+                return latencies, count, found
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as clients:
+                for latencies, count, found in clients.map(ingest, conversations):
+                    calls += latencies
+                    turns += count
+                    record_turn.update(found)
             ingest_s = time.perf_counter() - started
             searches, ranked = [], {}
             for q in questions:
@@ -184,6 +217,7 @@ def main():
                 "turns": turns,
                 "ingest_calls": len(calls),
                 "ingest_seconds": round(ingest_s, 2),
+                "ingest_clients": max(1, args.parallel),
                 "ingest_turns_per_second": round(turns / ingest_s, 1),
                 "ingest_call_p50_ms": ms(percentile(calls, 50)),
                 "ingest_call_p95_ms": ms(percentile(calls, 95)),
@@ -199,7 +233,7 @@ def main():
                   f"{summary['questions']} scored questions, k={args.k}")
             for surface in ("native", "mem0"):
                 s = summary[surface]
-                print(f"  {surface:6} ingest {s['turns']} turns in {s['ingest_calls']} calls, {s['ingest_seconds']} s = "
+                print(f"  {surface:6} ingest {s['turns']} turns in {s['ingest_calls']} calls by {s['ingest_clients']} client(s), {s['ingest_seconds']} s = "
                       f"{s['ingest_turns_per_second']} turns/s (call p50 {s['ingest_call_p50_ms']} ms, p95 {s['ingest_call_p95_ms']} ms); "
                       f"search p50 {s['search_p50_ms']} ms, p95 {s['search_p95_ms']} ms; "
                       f"recall@{args.k} {s[f'recall_at_{args.k}']}, any-hit@{args.k} {s[f'any_hit_at_{args.k}']}")
