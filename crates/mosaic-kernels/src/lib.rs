@@ -14,6 +14,10 @@
 //! The backends ([`Backend`]):
 //!
 //! - `Scalar`: portable Rust, every CPU.
+//! - `Avx2`: `VPMADDWD` on AVX2 registers (x86-64 without AVX-512 VNNI):
+//!   the `u8` and `i8` operands widened to `i16` and multiplied in pairs,
+//!   exactly (`VPMADDUBSW` would saturate), with the scalar quantisation
+//!   and epilogue.
 //! - `Avx512Vnni`: `VPDPBUSD` on AVX-512 registers (x86-64).
 //! - `Amx`: Intel AMX-INT8 `TDPBUSD` on tile registers (x86-64 Linux), for
 //!   the products whose `k` is a multiple of 64 (others run on the VNNI
@@ -30,7 +34,8 @@
 //! integer products exactly; the dequantised floats too, since all
 //! backends use the same fused multiply-add and round-to-nearest-even
 //! conversions). [`Backend::best`] picks one at run time (AMX, then AVX-512
-//! VNNI, then scalar); the `_with` functions force one, for tests.
+//! VNNI, then AVX2, then scalar); the `_with` functions force one, for
+//! tests.
 //!
 //! Safety: slices in, slices out. The lengths of all inputs are checked
 //! before any unsafe block (the panicking checks are the only failure
@@ -51,6 +56,8 @@ const PANEL_GROUP: usize = PANEL * GROUP;
 pub enum Backend {
     /// Portable Rust, every CPU.
     Scalar,
+    /// AVX2 and FMA, x86-64 only: for CPUs without AVX-512 VNNI.
+    Avx2,
     /// AVX-512 (F, BW) with VNNI, x86-64 only.
     Avx512Vnni,
     /// Intel AMX (AMX-TILE, AMX-INT8) tile products, with the AVX-512
@@ -67,6 +74,8 @@ impl Backend {
             Backend::Amx
         } else if Backend::Avx512Vnni.is_available() {
             Backend::Avx512Vnni
+        } else if Backend::Avx2.is_available() {
+            Backend::Avx2
         } else {
             Backend::Scalar
         }
@@ -76,6 +85,10 @@ impl Backend {
     pub fn is_available(self) -> bool {
         match self {
             Backend::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => avx2::available(),
+            #[cfg(not(target_arch = "x86_64"))]
+            Backend::Avx2 => false,
             #[cfg(target_arch = "x86_64")]
             Backend::Avx512Vnni => avx512::available(),
             #[cfg(not(target_arch = "x86_64"))]
@@ -269,7 +282,9 @@ impl QuantRows {
         self.zero_points.clear();
         self.zero_points.resize(rows, 0);
         match backend {
-            Backend::Scalar => {
+            // The AVX2 backend quantises with the scalar code: the rows
+            // are a small part of a layer's work next to the product.
+            Backend::Scalar | Backend::Avx2 => {
                 for (r, row) in x.chunks_exact(k).enumerate() {
                     let (lo, hi) = row
                         .iter()
@@ -418,6 +433,15 @@ fn product(backend: Backend, a: &QuantRows, w: &QuantMatrix, out: Out<'_>) {
     assert_eq!(w.bias.len(), panels * PANEL);
     match backend {
         Backend::Scalar => product_scalar(a, w, out),
+        Backend::Avx2 => {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `backend.check()` above confirmed the CPU has every
+            // feature the function enables; the lengths it relies on were
+            // asserted just above.
+            unsafe {
+                avx2::product(a, w, out)
+            };
+        }
         Backend::Avx512Vnni => {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `backend.check()` above confirmed the CPU has every
@@ -442,7 +466,6 @@ fn product_scalar(a: &QuantRows, w: &QuantMatrix, mut out: Out<'_>) {
     let stride = a.groups * GROUP;
     let panel_len = w.groups * PANEL_GROUP;
     for (r, row) in a.data.chunks_exact(stride).enumerate() {
-        let zp = a.zero_points[r];
         for (p, panel) in w.data.chunks_exact(panel_len).enumerate() {
             let mut acc = [0i32; PANEL];
             for (quad, line) in row.chunks_exact(GROUP).zip(panel.chunks_exact(PANEL_GROUP)) {
@@ -458,17 +481,166 @@ fn product_scalar(a: &QuantRows, w: &QuantMatrix, mut out: Out<'_>) {
             let c0 = p * PANEL;
             let valid = (w.n - c0).min(PANEL);
             for (j, &acc) in acc.iter().enumerate().take(valid) {
-                let c = c0 + j;
-                let exact = acc.wrapping_sub(zp.wrapping_mul(w.sums[c]));
-                match &mut out {
-                    Out::Int(o) => o[r * w.n + c] = exact,
-                    Out::Float(o) => {
-                        o[r * w.n + c] =
-                            (exact as f32).mul_add(a.scales[r] * w.scales[c], w.bias[c]);
+                finish(a, w, r, c0 + j, acc, &mut out);
+            }
+        }
+    }
+}
+
+/// Output `(r, c)` from its raw `u8 x i8` sum `acc`: the zero point's share
+/// taken off, then the exact integer or its dequantised value.
+#[inline(always)]
+fn finish(a: &QuantRows, w: &QuantMatrix, r: usize, c: usize, acc: i32, out: &mut Out<'_>) {
+    let exact = acc.wrapping_sub(a.zero_points[r].wrapping_mul(w.sums[c]));
+    match out {
+        Out::Int(o) => o[r * w.n + c] = exact,
+        Out::Float(o) => {
+            o[r * w.n + c] = (exact as f32).mul_add(a.scales[r] * w.scales[c], w.bias[c]);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! The AVX2 kernel. Without VNNI there is no `u8 x i8` product that
+    //! sums four bytes into a 32-bit lane exactly (`VPMADDUBSW` saturates
+    //! its 16-bit pair sums), so both operands are widened to `i16` and
+    //! `VPMADDWD` sums products in pairs into 32-bit lanes: a column's four
+    //! `k` values of a group land in two lanes, added together once a tile
+    //! is done. Each output then goes through the scalar [`super::finish`],
+    //! so the results are the scalar backend's bit for bit.
+
+    use core::arch::x86_64::*;
+
+    use super::{GROUP, Out, PANEL, PANEL_GROUP, QuantMatrix, QuantRows};
+
+    /// Rows per register tile: 6 rows x 2 vectors = 12 accumulators, the
+    /// 2 widened weight vectors and a broadcast row value, 15 of the 16
+    /// registers.
+    const MR: usize = 6;
+    /// Output columns per tile: a quarter of a panel.
+    const COLS: usize = 8;
+
+    pub(super) fn available() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+
+    /// See [`super::product`], which checked every length this relies on.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn product(a: &QuantRows, w: &QuantMatrix, mut out: Out<'_>) {
+        let stride = a.groups * GROUP;
+        let panel_len = w.groups * PANEL_GROUP;
+        // The activations widened once per product, not once per panel.
+        let wide: Vec<i16> = a.data.iter().map(|&v| i16::from(v)).collect();
+        for p in 0..w.n.div_ceil(PANEL) {
+            let panel = &w.data[p * panel_len..(p + 1) * panel_len];
+            for quarter in 0..PANEL / COLS {
+                let c0 = p * PANEL + quarter * COLS;
+                if c0 >= w.n {
+                    break;
+                }
+                let cols = (w.n - c0).min(COLS);
+                let mut r = 0;
+                while r < a.rows {
+                    let m = match a.rows - r {
+                        left if left >= MR => MR,
+                        left if left >= 4 => 4,
+                        left if left >= 2 => 2,
+                        _ => 1,
+                    };
+                    let rows = &wide[r * stride..(r + m) * stride];
+                    match m {
+                        MR => {
+                            let sums = tile::<MR>(rows, a.groups, panel, quarter);
+                            write(a, w, r, c0, cols, &sums, &mut out);
+                        }
+                        4 => {
+                            let sums = tile::<4>(rows, a.groups, panel, quarter);
+                            write(a, w, r, c0, cols, &sums, &mut out);
+                        }
+                        2 => {
+                            let sums = tile::<2>(rows, a.groups, panel, quarter);
+                            write(a, w, r, c0, cols, &sums, &mut out);
+                        }
+                        _ => {
+                            let sums = tile::<1>(rows, a.groups, panel, quarter);
+                            write(a, w, r, c0, cols, &sums, &mut out);
+                        }
                     }
+                    r += m;
                 }
             }
         }
+    }
+
+    /// Writes the raw sums of rows `r..` and columns `c0..c0 + cols`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn write(
+        a: &QuantRows,
+        w: &QuantMatrix,
+        r: usize,
+        c0: usize,
+        cols: usize,
+        sums: &[[i32; COLS]],
+        out: &mut Out<'_>,
+    ) {
+        for (i, row) in sums.iter().enumerate() {
+            for (j, &acc) in row.iter().enumerate().take(cols) {
+                super::finish(a, w, r + i, c0 + j, acc, out);
+            }
+        }
+    }
+
+    /// The raw sums of `M` widened rows (`rows`: `[M][groups * 4]`) and
+    /// columns `8 * quarter..8 * quarter + 8` of one panel
+    /// (`[groups][32][4]`).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn tile<const M: usize>(
+        rows: &[i16],
+        groups: usize,
+        panel: &[i8],
+        quarter: usize,
+    ) -> [[i32; COLS]; M] {
+        let stride = groups * GROUP;
+        assert!(rows.len() >= M * stride);
+        assert!(panel.len() >= groups * PANEL_GROUP);
+        assert!(quarter < PANEL / COLS);
+        let a = rows.as_ptr();
+        let b = panel.as_ptr();
+        let mut acc = [[_mm256_setzero_si256(); 2]; M];
+        for g in 0..groups {
+            // SAFETY: g < groups and the panel holds groups * 128 bytes;
+            // the quarter's 32 bytes start at g * 128 + 32 * quarter, with
+            // quarter < 4, so both 16-byte loads are in bounds (unaligned).
+            let (w0, w1) = unsafe {
+                let at = b.add(g * PANEL_GROUP + quarter * COLS * GROUP);
+                (
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128(at.cast())),
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128(at.add(16).cast())),
+                )
+            };
+            for (i, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: i < M and g < groups: the four values at
+                // i * stride + 4g lie inside `rows` (M * stride values).
+                let quad = unsafe { a.add(i * stride + GROUP * g).cast::<i64>().read_unaligned() };
+                let x = _mm256_set1_epi64x(quad);
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(x, w0));
+                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(x, w1));
+            }
+        }
+        // Lanes hold [c0 k0+k1, c0 k2+k3, c1 ..] for columns 0-3 and 4-7:
+        // the pair sums come out as [c0 c1 c4 c5 | c2 c3 c6 c7].
+        let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+        let mut sums = [[0i32; COLS]; M];
+        for (acc, dst) in acc.iter().zip(sums.iter_mut()) {
+            let pairs = _mm256_hadd_epi32(acc[0], acc[1]);
+            let ordered = _mm256_permutevar8x32_epi32(pairs, order);
+            // SAFETY: `dst` holds exactly 8 i32 (unaligned store).
+            unsafe { _mm256_storeu_si256(dst.as_mut_ptr().cast(), ordered) };
+        }
+        sums
     }
 }
 
@@ -1061,7 +1233,12 @@ mod tests {
     }
 
     fn backends() -> Vec<Backend> {
-        [Backend::Scalar, Backend::Avx512Vnni, Backend::Amx]
+        [
+            Backend::Scalar,
+            Backend::Avx2,
+            Backend::Avx512Vnni,
+            Backend::Amx,
+        ]
             .into_iter()
             .filter(|b| b.is_available())
             .collect()
