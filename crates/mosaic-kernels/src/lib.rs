@@ -1239,9 +1239,9 @@ mod tests {
             Backend::Avx512Vnni,
             Backend::Amx,
         ]
-            .into_iter()
-            .filter(|b| b.is_available())
-            .collect()
+        .into_iter()
+        .filter(|b| b.is_available())
+        .collect()
     }
 
     /// Random quantised operands; the extreme values appear often.

@@ -49,7 +49,8 @@ pub enum EmbedderKind {
     Minilm,
     /// The same model with int8 dense layers (AVX-512 VNNI where the CPU
     /// has it): about 2.5x the ingest throughput at recall within 0.001 on
-    /// LoCoMo; its own vector space (release), so switching rebuilds.
+    /// LoCoMo; with AVX2 only, about the f32 model's speed. Its own vector
+    /// space (release), so switching rebuilds.
     #[serde(rename = "minilm-int8")]
     MinilmInt8,
     /// An OpenAI-compatible HTTP endpoint.
