@@ -4,7 +4,8 @@
     scripts/locomo-http.py --mosaic target/release/mosaic \
         --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
         [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10] \
-        [--write-guards '{"near_duplicate_cosine_permille": 1000}'] [--parallel N]
+        [--write-guards '{"near_duplicate_cosine_permille": 1000}'] [--parallel N] \
+        [--surfaces native,mem0]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates a tenant and one key per conversation (each its own
@@ -144,6 +145,8 @@ def main():
                         help='the tenant\'s write guards as JSON, e.g. \'{"near_duplicate_cosine_permille": 1000}\' (default: the server\'s)')
     parser.add_argument("--parallel", type=int, default=1,
                         help="clients ingesting at once, one conversation each (default 1)")
+    parser.add_argument("--surfaces", default="native,mem0",
+                        help="which surfaces to run, comma-separated (default native,mem0)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -158,7 +161,10 @@ def main():
             tenant["policy"] = {"write_guards": json.loads(args.write_guards)}
         ok(*server.call("POST", "/v1/admin/tenants", server.admin, tenant), "tenant")
         summary = {"conversations": len(conversations), "questions": len(questions), "k": args.k}
-        for surface in ("native", "mem0"):
+        surfaces = [s for s in ("native", "mem0") if s in args.surfaces.split(",")]
+        if not surfaces:
+            raise SystemExit("--surfaces names neither native nor mem0")
+        for surface in surfaces:
             keys = {c["conversation_id"]: principal_key(server, re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{c['conversation_id']}"))
                     for c in conversations}
             record_turn = {}
@@ -231,7 +237,7 @@ def main():
         else:
             print(f"LoCoMo through mosaic serve over HTTP: {summary['conversations']} conversations, "
                   f"{summary['questions']} scored questions, k={args.k}")
-            for surface in ("native", "mem0"):
+            for surface in surfaces:
                 s = summary[surface]
                 print(f"  {surface:6} ingest {s['turns']} turns in {s['ingest_calls']} calls by {s['ingest_clients']} client(s), {s['ingest_seconds']} s = "
                       f"{s['ingest_turns_per_second']} turns/s (call p50 {s['ingest_call_p50_ms']} ms, p95 {s['ingest_call_p95_ms']} ms); "
