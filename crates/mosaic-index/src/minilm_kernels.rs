@@ -107,9 +107,10 @@ fn matmul<S: Simd>(simd: S, x: &[f32], w: &Panels<'_>, out: &mut [f32]) {
         // 2 rows x 4 vectors: 8 accumulators, the 4 weight vectors and a
         // broadcast row value, 13 of the 16 AVX2 registers. (3 rows needed
         // 17: the compiler kept two accumulators on the stack, and the
-        // store-to-load chain through them made the layers 1.7x slower in
-        // the whole encoder. 6 rows over half a panel, 15 registers, ran
-        // as fast with its weights in cache and 12% slower in the encoder.)
+        // store-to-load chain through them made the whole encoder 1.7x
+        // slower. 6 rows over half a panel, 15 registers, was slower in
+        // one whole-encoder run: 65 s against 58 s on LoCoMo, on a machine
+        // whose speed drifted.)
         8 => linear_blocks::<S, 4, 2>(simd, x, w, out),
         4 => linear_blocks::<S, 8, 1>(simd, x, w, out),
         _ => linear_scalar(x, w, out),

@@ -185,24 +185,12 @@ impl ServiceCore {
             check_name(&format!("messages[{idx}].id"), &message_id)?;
             texts.push((message_id, render_message(message)));
         }
-        let episode = |text: String| {
-            ProposeRequest::new(
-                text,
-                MemoryKind::Episodic,
-                MemoryPurpose::Personalization,
-                subject.clone(),
-            )
-        };
         self.tenant_and_grant(&mut *self.reader()?, tenant, principal)?;
         // The embedding starts now, before the captures' digests and
         // catalog reads: texts no guard compares are embedded meanwhile.
         let vectors = {
-            let episodes: Vec<ProposeRequest> = texts
-                .iter()
-                .map(|(_, text)| episode(text.clone()))
-                .collect();
-            let requests: Vec<&ProposeRequest> = episodes.iter().collect();
-            self.embed_for_batch(tenant, &requests)?
+            let contents: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
+            self.embed_for_batch(tenant, (MemoryKind::Episodic, &subject), &contents)?
         };
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         let mut items = Vec::with_capacity(request.messages.len());
@@ -271,7 +259,12 @@ impl ServiceCore {
                     record_id: Some(record_id),
                     proposal_id: Some(format!("p-{short}")),
                     writer_release: Some(CAPTURE_WRITER.to_owned()),
-                    ..episode(text.clone())
+                    ..ProposeRequest::new(
+                        text.clone(),
+                        MemoryKind::Episodic,
+                        MemoryPurpose::Personalization,
+                        subject.clone(),
+                    )
                 };
                 items.push((proposal, vec![CapturedSource { source, text }], Some(row)));
             }

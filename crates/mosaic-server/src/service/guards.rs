@@ -303,6 +303,7 @@ impl ServiceCore {
     pub(super) fn text_scan(
         &self,
         inner: &mut Inner,
+        guards: &WriteGuards,
         tenant: &str,
         principal: &str,
         grant: &MemoryWriteGrant,
@@ -310,7 +311,6 @@ impl ServiceCore {
         request: &ProposeRequest,
         vector: Option<&[f32]>,
     ) -> ServiceResult<Vec<ConflictObservation>> {
-        let guards = inner.catalog.write_guards(tenant)?;
         if !subject_visible(principal, grant, &request.subject) {
             return Ok(Vec::new());
         }
@@ -370,7 +370,7 @@ impl ServiceCore {
             )?);
         }
         if let Some(vector) = vector
-            && vector_guard_compares(&guards, request)
+            && vector_guard_compares(guards, request.kind, &request.subject)
         {
             self.vector_scan(
                 inner,
@@ -484,56 +484,34 @@ impl ServiceCore {
             .collect())
     }
 
-    /// The embeddings a batch of proposals needs before it is prepared:
-    /// those the vector guard compares, embedded now (see
-    /// [`ServiceCore::guard_embed`]). With an in-process embedder (which
-    /// cannot hang) and the embedded indexes, the other texts are embedded
-    /// ahead on a thread of their own while the batch is prepared and
-    /// committed, and the outbox's publication waits for their vectors
-    /// (`None` here: no guard compares them). Otherwise every text is
-    /// embedded now, as the guard's batch.
+    /// The embeddings a batch of proposals of one kind and subject (a
+    /// conversation call's messages) needs before it is prepared: when the
+    /// vector guard compares them, every text embedded now (see
+    /// [`ServiceCore::guard_embed`]). When it does not, with an in-process
+    /// embedder (which cannot hang) and the embedded indexes, the texts
+    /// are embedded ahead on a thread of their own while the batch is
+    /// prepared and committed, and the outbox's publication waits for
+    /// their vectors (`None` here: no guard compares them). Otherwise
+    /// every text is embedded now, as the guard's batch.
     pub(super) fn embed_for_batch(
         &self,
         tenant: &str,
-        requests: &[&ProposeRequest],
+        (kind, subject): (MemoryKind, &MemorySubject),
+        texts: &[&str],
     ) -> ServiceResult<Vec<Option<Vec<f32>>>> {
-        let texts: Vec<&str> = requests.iter().map(|r| r.content.as_str()).collect();
         let in_process = !matches!(self.config.embedder, crate::embedder::EmbedderKind::Http);
-        if !in_process || self.config.postgres.is_some() || requests.is_empty() {
-            return Ok(self.guard_embed(&texts));
+        if !in_process || self.config.postgres.is_some() || texts.is_empty() {
+            return Ok(self.guard_embed(texts));
         }
         let guards = self.reader()?.catalog.write_guards(tenant)?;
         // The hashing embedder's vectors are never compared (see
         // `guard_embed`).
         let hashing = self.config.embedder == crate::embedder::EmbedderKind::Hash;
-        let compared: Vec<bool> = requests
-            .iter()
-            .map(|r| !hashing && vector_guard_compares(&guards, r))
-            .collect();
-        let ahead: Vec<String> = texts
-            .iter()
-            .zip(&compared)
-            .filter(|(_, c)| !**c)
-            .map(|(t, _)| (*t).to_owned())
-            .collect();
-        let ahead_started = !ahead.is_empty() && self.embed_ahead(ahead);
-        let now: Vec<&str> = texts
-            .iter()
-            .zip(&compared)
-            .filter(|(_, c)| **c || !ahead_started)
-            .map(|(t, _)| *t)
-            .collect();
-        let mut embedded = self.guard_embed(&now).into_iter();
-        Ok(compared
-            .iter()
-            .map(|c| {
-                if *c || !ahead_started {
-                    embedded.next().flatten()
-                } else {
-                    None
-                }
-            })
-            .collect())
+        let compared = !hashing && vector_guard_compares(&guards, kind, subject);
+        if !compared && self.embed_ahead(texts.iter().map(|t| (*t).to_owned()).collect()) {
+            return Ok(vec![None; texts.len()]);
+        }
+        Ok(self.guard_embed(texts))
     }
 
     /// Starts embedding `texts` on a thread of its own, their keys pending
@@ -714,22 +692,22 @@ fn guard_observation(
     })
 }
 
-/// Whether the vector guard compares this proposal's embedding with
-/// stored ones: when the tenant's cosine threshold is on and the guard
-/// applies to the proposal.
-fn vector_guard_compares(guards: &WriteGuards, request: &ProposeRequest) -> bool {
-    guards.near_duplicate_cosine_permille < 1000 && vector_guard_applies(guards, request)
+/// Whether the vector guard compares the embedding of a proposal of this
+/// kind and subject with stored ones: when the tenant's cosine threshold
+/// is on and the guard applies to it.
+fn vector_guard_compares(guards: &WriteGuards, kind: MemoryKind, subject: &MemorySubject) -> bool {
+    guards.near_duplicate_cosine_permille < 1000 && vector_guard_applies(guards, kind, subject)
 }
 
-/// Whether the vector guard compares this proposal: always, except a
-/// principal's own episodic memory unless the tenant asks for it (see
-/// [`WriteGuards::vector_guard_private_episodic`]).
-fn vector_guard_applies(guards: &WriteGuards, request: &ProposeRequest) -> bool {
+/// Whether the vector guard compares a proposal of this kind and subject:
+/// always, except a principal's own episodic memory unless the tenant
+/// asks for it (see [`WriteGuards::vector_guard_private_episodic`]).
+fn vector_guard_applies(guards: &WriteGuards, kind: MemoryKind, subject: &MemorySubject) -> bool {
     let shared = matches!(
-        request.subject,
+        subject,
         MemorySubject::Workspace { .. } | MemorySubject::Procedure { .. }
     );
-    request.kind != MemoryKind::Episodic || shared || guards.vector_guard_private_episodic
+    kind != MemoryKind::Episodic || shared || guards.vector_guard_private_episodic
 }
 
 /// Refuses shared (workspace) semantic memory whose only evidence is the

@@ -469,11 +469,9 @@ impl ServiceCore {
             &captured,
         )?);
         let external = authenticate_evidence(&inner.catalog, &proposition, request)?;
-        guards::check_shared_provenance(
-            &inner.catalog.write_guards(tenant)?,
-            request,
-            &external.judgments,
-        )?;
+        // The tenant's write guards, read once for both checks below.
+        let write_guards = inner.catalog.write_guards(tenant)?;
+        guards::check_shared_provenance(&write_guards, request, &external.judgments)?;
         let mut server_conflicts =
             self.conflict_scan(inner, tenant, principal, &grant, &record_id, request)?;
         // A newer value for a claim the principal's own record holds
@@ -497,6 +495,7 @@ impl ServiceCore {
         // excepted.
         let text_observations = self.text_scan(
             inner,
+            &write_guards,
             tenant,
             principal,
             &grant,
