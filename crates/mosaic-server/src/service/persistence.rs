@@ -277,8 +277,14 @@ impl ServiceCore {
             let _pass = lock(&self.pass)?;
             self.save_if_due(false)?;
         }
-        for file in [STORE_FILE, CATALOG_FILE] {
-            truncate_wal(&self.config.data_dir.join(file))?;
+        {
+            // No write of this process appends frames while the logs are
+            // checkpointed; a reader (or another process) that holds a
+            // snapshot is waited for, a few attempts within a bounded time.
+            let _writer = self.writer()?;
+            for file in [STORE_FILE, CATALOG_FILE] {
+                truncate_wal_within(&self.config.data_dir.join(file), WAL_TRUNCATE_ATTEMPTS)?;
+            }
         }
         self.read_indexes().retriever.clear_cache();
         Ok(vec![RESULT_CACHE_STORE])
@@ -525,14 +531,48 @@ pub const RESULT_CACHE_STORE: &str = "result_cache";
 /// Checkpoints the SQLite database at `path` and truncates its WAL to zero
 /// bytes. Fails (the deletion waits for reconcile) when a reader keeps the
 /// checkpoint from finishing.
+/// How many times an erasure tries to truncate a write-ahead log (each
+/// attempt waits up to [`WAL_TRUNCATE_BUSY`] for readers) before it leaves
+/// the deletion at `erased` for reconcile to finish.
+const WAL_TRUNCATE_ATTEMPTS: u32 = 3;
+const WAL_TRUNCATE_BUSY: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn truncate_wal_within(path: &Path, attempts: u32) -> ServiceResult<()> {
+    let mut attempt = 1;
+    loop {
+        match truncate_wal(path) {
+            Err(ServiceError::Unavailable(_)) if attempt < attempts => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            done => return done,
+        }
+    }
+}
+
 fn truncate_wal(path: &Path) -> ServiceResult<()> {
     let conn = rusqlite::Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(2))?;
-    let (busy, _, _): (i64, i64, i64) =
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?;
-    if busy != 0 {
+    conn.busy_timeout(WAL_TRUNCATE_BUSY)?;
+    let checkpoint = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    });
+    let busy = match checkpoint {
+        Ok((busy, _, _)) => busy != 0,
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            true
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if busy {
         return Err(ServiceError::Unavailable(format!(
             "the write-ahead log of {} could not be truncated yet (a reader holds it)",
             path.file_name()

@@ -775,7 +775,14 @@ impl Drop for Served {
 impl Served {
     fn start(data_dir: &std::path::Path, log: std::path::PathBuf) -> Served {
         use std::io::{BufRead, BufReader, Write};
-        let stderr = std::fs::File::create(&log).expect("log file");
+        // Both the child's stderr and the copy of its stdout append, so
+        // neither overwrites what the other wrote (a plain `create` handle
+        // writes at its own offset, over lines appended by the other).
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mosaic"))
             .args(["serve", "--listen", "127.0.0.1:0", "--embedder", "hash"])
             .args([
