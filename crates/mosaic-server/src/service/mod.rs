@@ -48,6 +48,7 @@ use crate::metrics::Metrics;
 mod admin;
 mod browse;
 mod carry;
+mod checkpoint;
 mod conversation;
 mod extract;
 mod guard_vectors;
@@ -230,6 +231,8 @@ pub struct Service {
     extractor: Option<std::thread::JoinHandle<()>>,
     /// Links published (and restored) vectors into the graph.
     linker: Option<std::thread::JoinHandle<()>>,
+    /// Copies the SQLite logs into their files (checkpoint.rs).
+    checkpointer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Service {
@@ -255,6 +258,9 @@ impl Drop for Service {
         self.core.graph_wake.notify();
         if let Some(linker) = self.linker.take() {
             let _ = linker.join();
+        }
+        if let Some(checkpointer) = self.checkpointer.take() {
+            let _ = checkpointer.join();
         }
         // The few publications the linker had not reached yet are linked
         // now, so the saved graph is whole and the next start attaches all
@@ -501,13 +507,18 @@ impl Service {
                         catalog,
                     }
                 }
-                None => Inner {
-                    store: Box::new(SqliteStore::open(
-                        config.data_dir.join(STORE_FILE),
-                        store_config.clone(),
-                    )?),
-                    catalog: Catalog::open(&config.data_dir.join(CATALOG_FILE))?,
-                },
+                None => {
+                    // The checkpointer copies the logs (checkpoint.rs).
+                    let store =
+                        SqliteStore::open(config.data_dir.join(STORE_FILE), store_config.clone())?;
+                    store.leave_checkpoints_to_another_connection(checkpoint::LOG_FILE_LIMIT)?;
+                    let catalog = Catalog::open(&config.data_dir.join(CATALOG_FILE))?;
+                    catalog.leave_checkpoints_to_another_connection(checkpoint::LOG_FILE_LIMIT)?;
+                    Inner {
+                        store: Box::new(store),
+                        catalog,
+                    }
+                }
             })
         };
         let writer = open_pair(true)?;
@@ -564,12 +575,23 @@ impl Service {
             None => Some(sync::spawn_graph_linker(core.clone())?),
             Some(_) => None,
         };
+        let checkpointer = match core.config.postgres {
+            None => {
+                let files = [
+                    ("store", core.config.data_dir.join(STORE_FILE)),
+                    ("catalog", core.config.data_dir.join(CATALOG_FILE)),
+                ];
+                Some(checkpoint::spawn_checkpointer(core.clone(), files)?)
+            }
+            Some(_) => None,
+        };
         Ok((
             Service {
                 core,
                 worker: Some(worker),
                 extractor,
                 linker,
+                checkpointer,
             },
             OpenReport {
                 admin_key_file,

@@ -266,7 +266,9 @@ const PAGE_CACHE_KIB: i64 = -32 * 1024;
 /// it wrote a third fewer bytes per record at 50,000 records, but each
 /// checkpoint then stalled the one writer for longer, and 16 clients'
 /// single proposals fell from about 340 to 190-300 a second with their p99
-/// from 82 to 250 ms (BENCHMARKS.md, "Ingest at scale").
+/// from 82 to 250 ms (BENCHMARKS.md, "Ingest at scale"). The server keeps
+/// the long log without the stall: its connections leave checkpoints to a
+/// thread of their own ([`SqliteStore::leave_checkpoints_to_another_connection`]).
 pub const WAL_CHECKPOINT_PAGES: i64 = 1_000;
 
 /// SQLite's numeric value of `PRAGMA synchronous = FULL`.
@@ -288,6 +290,19 @@ impl SqliteStore {
         Ok(self
             .conn
             .query_row("PRAGMA wal_autocheckpoint", [], |row| row.get(0))?)
+    }
+
+    /// Stops this connection's commits from running checkpoints, for a
+    /// process that checkpoints the log from a connection of its own (the
+    /// server's background checkpointer): a long log then never stalls the
+    /// committing writer. Durability is unchanged: it is the log's.
+    /// `log_file_limit` (bytes) is what the log file is cut back to when
+    /// the log starts over.
+    pub fn leave_checkpoints_to_another_connection(&self, log_file_limit: i64) -> StoreResult<()> {
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        self.conn
+            .pragma_update(None, "journal_size_limit", log_file_limit)?;
+        Ok(())
     }
 
     /// Opens (creating if needed) the store at `path` and migrates it to
