@@ -73,9 +73,10 @@ pub(super) const LIMITS: Limits = Limits {
 /// How long a `RESTART` checkpoint waits for the writer and readers.
 const RESTART_WAIT: Duration = Duration::from_secs(2);
 
-/// How often the logs' lengths are looked at (a `NOOP` checkpoint reads
-/// them from the shared index, without I/O).
-const POLL: Duration = Duration::from_millis(50);
+/// How long the checkpointer sleeps when no commit wakes it. Proposals'
+/// commits and outbox passes' acknowledgements wake it; other writes
+/// (administration, revocations) are seen at the latest after this.
+const IDLE: Duration = Duration::from_secs(1);
 
 /// What the checkpointer does with a log of `frames` frames of which
 /// `copied` are in the file already.
@@ -149,8 +150,8 @@ impl Log {
     }
 }
 
-/// Starts the checkpointer for the store and catalog files in `data_dir`;
-/// it stops with the service.
+/// Starts the checkpointer for `files` (a name for metrics, the database
+/// file); it stops with the service.
 pub(super) fn spawn_checkpointer(
     core: Arc<ServiceCore>,
     files: [(&'static str, PathBuf); 2],
@@ -166,19 +167,42 @@ pub(super) fn spawn_checkpointer(
     std::thread::Builder::new()
         .name("mosaic-checkpoint".to_owned())
         .spawn(move || {
+            // Whether the last attempt on each log failed: a failure is
+            // logged once, not at every wake.
+            let mut failing = vec![false; logs.len()];
             while !core.progress.stopped() {
-                for log in &logs {
-                    if let Err(e) = log.tend(LIMITS, &core.metrics) {
-                        // A busy database or a full disk: the writer goes
-                        // on (its log grows) and the next poll tries again.
-                        core.metrics.incr(
-                            "mosaic_wal_checkpoint_failures_total",
-                            &[("file", log.name)],
-                        );
-                        tracing::warn!(file = log.name, error = %e, "a checkpoint failed");
+                for (log, failing) in logs.iter().zip(failing.iter_mut()) {
+                    // Nothing else checkpoints these logs, so a panic must
+                    // not end the thread.
+                    let tended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        log.tend(LIMITS, &core.metrics)
+                    }));
+                    let error = match tended {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(e.to_string()),
+                        Err(_) => Some("the checkpoint panicked".to_owned()),
+                    };
+                    match error {
+                        None => *failing = false,
+                        Some(e) => {
+                            // A busy database or a full disk: the writer
+                            // goes on (its log grows) and the next wake
+                            // tries again.
+                            core.metrics.incr(
+                                "mosaic_wal_checkpoint_failures_total",
+                                &[("file", log.name)],
+                            );
+                            if !*failing {
+                                tracing::warn!(file = log.name, error = %e, "a checkpoint failed");
+                            }
+                            *failing = true;
+                        }
                     }
                 }
-                std::thread::sleep(POLL);
+                // Looking at a log is cheap (a `NOOP` checkpoint reads
+                // its length from the shared index, without I/O), so it is
+                // done after every commit.
+                core.log_wake.wait(IDLE);
             }
         })
         .map_err(|e| ServiceError::Internal(format!("cannot start the checkpointer: {e}")))
@@ -223,29 +247,23 @@ mod tests {
     /// checkpointer's connection copying its log, and the log starting
     /// over at the writer's next commit.
     #[test]
-    fn the_writers_log_is_copied_by_the_checkpointer_and_starts_over() {
-        let dir = tempfile::tempdir().expect("dir");
+    fn the_writers_log_is_copied_by_the_checkpointer_and_starts_over()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
         let path = dir.path().join("t.sqlite");
-        let writer = rusqlite::Connection::open(&path).expect("open");
-        let _: String = writer
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .expect("wal");
-        writer
-            .pragma_update(None, "wal_autocheckpoint", 0)
-            .expect("no automatic checkpoints");
-        writer
-            .execute_batch("CREATE TABLE t (k BLOB PRIMARY KEY, v BLOB)")
-            .expect("table");
-        let commit = |n: usize| {
+        let writer = rusqlite::Connection::open(&path)?;
+        let _: String = writer.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+        writer.execute_batch("CREATE TABLE t (k BLOB PRIMARY KEY, v BLOB)")?;
+        let commit = |n: usize| -> rusqlite::Result<()> {
             for _ in 0..n {
-                writer
-                    .execute("INSERT INTO t VALUES (randomblob(32), zeroblob(3000))", [])
-                    .expect("insert");
+                writer.execute("INSERT INTO t VALUES (randomblob(32), zeroblob(3000))", [])?;
             }
+            Ok(())
         };
         let log = Log {
             name: "test",
-            conn: rusqlite::Connection::open(&path).expect("open"),
+            conn: rusqlite::Connection::open(&path)?,
         };
         let limits = Limits {
             checkpoint: 64,
@@ -253,54 +271,44 @@ mod tests {
             restart: 100_000,
         };
         let metrics = Metrics::default();
-        commit(10);
-        let (_, short, copied) = log.checkpoint("NOOP").expect("noop");
+        commit(10)?;
+        let (_, short, copied) = log.checkpoint("NOOP")?;
         assert!(short > 0 && short < limits.checkpoint, "{short}");
         assert_eq!(copied, 0);
-        log.tend(limits, &metrics).expect("tend");
-        assert_eq!(
-            log.checkpoint("NOOP").expect("noop").2,
-            0,
-            "too short to copy"
-        );
+        log.tend(limits, &metrics)?;
+        assert_eq!(log.checkpoint("NOOP")?.2, 0, "too short to copy");
         // The writer's commits alone never copy the log.
-        commit(80);
-        let (_, long, copied) = log.checkpoint("NOOP").expect("noop");
+        commit(80)?;
+        let (_, long, copied) = log.checkpoint("NOOP")?;
         assert!(long >= limits.checkpoint, "{long}");
         assert_eq!(copied, 0, "the writer ran no checkpoint");
-        log.tend(limits, &metrics).expect("tend");
-        let (_, frames, copied) = log.checkpoint("NOOP").expect("noop");
+        log.tend(limits, &metrics)?;
+        let (_, frames, copied) = log.checkpoint("NOOP")?;
         assert_eq!((frames, copied), (long, long), "copied in full");
         // The next commit starts the log over.
-        commit(1);
-        let (_, frames, copied) = log.checkpoint("NOOP").expect("noop");
+        commit(1)?;
+        let (_, frames, copied) = log.checkpoint("NOOP")?;
         assert!(frames < limits.checkpoint, "started over: {frames}");
         assert_eq!(copied, 0);
         // Frames a checkpoint could not copy (here: newer than a reader's
         // snapshot, as commits during a checkpoint are): the few left are
         // copied waiting for the writer, and the log starts over.
-        commit(80);
-        let reader = rusqlite::Connection::open(&path).expect("open");
-        reader.execute_batch("BEGIN").expect("begin");
-        let _: i64 = reader
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .expect("read");
-        commit(2);
-        log.tend(limits, &metrics).expect("tend");
-        reader.execute_batch("COMMIT").expect("commit");
-        let (_, frames, copied) = log.checkpoint("NOOP").expect("noop");
+        commit(80)?;
+        let reader = rusqlite::Connection::open(&path)?;
+        reader.execute_batch("BEGIN")?;
+        let _: i64 = reader.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?;
+        commit(2)?;
+        log.tend(limits, &metrics)?;
+        reader.execute_batch("COMMIT")?;
+        let (_, frames, copied) = log.checkpoint("NOOP")?;
         assert!(
             frames > copied && copied > 0 && frames - copied <= limits.residue,
             "{frames} {copied}"
         );
-        log.tend(limits, &metrics).expect("tend");
-        assert_eq!(
-            log.checkpoint("NOOP").expect("noop").2,
-            frames,
-            "the rest copied"
-        );
-        commit(1);
-        let (_, frames, copied) = log.checkpoint("NOOP").expect("noop");
+        log.tend(limits, &metrics)?;
+        assert_eq!(log.checkpoint("NOOP")?.2, frames, "the rest copied");
+        commit(1)?;
+        let (_, frames, copied) = log.checkpoint("NOOP")?;
         assert!(frames < limits.checkpoint, "started over: {frames}");
         assert_eq!(copied, 0);
         let text = metrics.render();
@@ -310,5 +318,6 @@ mod tests {
         ] {
             assert!(text.contains(line), "{text}");
         }
+        Ok(())
     }
 }

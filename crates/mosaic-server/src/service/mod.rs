@@ -259,6 +259,7 @@ impl Drop for Service {
         if let Some(linker) = self.linker.take() {
             let _ = linker.join();
         }
+        self.core.log_wake.notify();
         if let Some(checkpointer) = self.checkpointer.take() {
             let _ = checkpointer.join();
         }
@@ -307,6 +308,8 @@ pub struct ServiceCore {
     progress: sync::Progress,
     /// Wakes the graph linker when a pass left vectors to link.
     graph_wake: sync::Wake,
+    /// Wakes the checkpointer after commits (checkpoint.rs).
+    log_wake: sync::Wake,
     /// One outbox pass at a time (the worker, reconcile, a revocation).
     pass: Mutex<()>,
     /// Proposals waiting for the writer: one group commit takes them all.
@@ -543,6 +546,7 @@ impl Service {
             faults: Mutex::new(None),
             progress: sync::Progress::default(),
             graph_wake: sync::Wake::default(),
+            log_wake: sync::Wake::default(),
             pass: Mutex::new(()),
             group: sync::GroupQueue::default(),
             persist: Mutex::new(persistence::Persist::default()),

@@ -392,6 +392,7 @@ impl ServiceCore {
             .writer()?
             .store
             .acknowledge_indexes(&rows, self.now())?;
+        self.log_wake.notify();
         for ((ack, op), result) in acks.iter().zip(results) {
             let target = ack.target.as_str();
             match result {

@@ -528,15 +528,15 @@ impl ServiceCore {
 /// The name a deletion receipt gives the in-process recall result cache.
 pub const RESULT_CACHE_STORE: &str = "result_cache";
 
-/// Checkpoints the SQLite database at `path` and truncates its WAL to zero
-/// bytes. Fails (the deletion waits for reconcile) when a reader keeps the
-/// checkpoint from finishing.
 /// How many times an erasure tries to truncate a write-ahead log (each
 /// attempt waits up to [`WAL_TRUNCATE_BUSY`] for readers) before it leaves
 /// the deletion at `erased` for reconcile to finish.
 const WAL_TRUNCATE_ATTEMPTS: u32 = 3;
 const WAL_TRUNCATE_BUSY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// [`truncate_wal`], tried up to `attempts` times while the log is busy
+/// (a reader's snapshot, or another checkpoint, such as the checkpointer's,
+/// under way).
 fn truncate_wal_within(path: &Path, attempts: u32) -> ServiceResult<()> {
     let mut attempt = 1;
     loop {
@@ -550,6 +550,9 @@ fn truncate_wal_within(path: &Path, attempts: u32) -> ServiceResult<()> {
     }
 }
 
+/// Checkpoints the SQLite database at `path` and truncates its WAL to zero
+/// bytes. Fails with `Unavailable` (the deletion waits for reconcile) when
+/// a reader or another checkpoint keeps it from finishing.
 fn truncate_wal(path: &Path) -> ServiceResult<()> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(WAL_TRUNCATE_BUSY)?;

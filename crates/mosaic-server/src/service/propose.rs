@@ -183,6 +183,7 @@ impl ServiceCore {
     /// record is active.
     fn await_readable(&self, responses: &mut [ProposeResponse]) -> ServiceResult<()> {
         let seq = self.progress.commit();
+        self.log_wake.notify();
         if !responses.iter().any(|r| r.decision == "accepted") {
             return Ok(());
         }

@@ -231,7 +231,7 @@ impl Wake {
     }
 
     /// Waits until notified (since the last wait) or `timeout` ran out.
-    fn wait(&self, timeout: Duration) {
+    pub(super) fn wait(&self, timeout: Duration) {
         let mut woken = guard(&self.woken);
         if !*woken {
             woken = self
