@@ -280,10 +280,10 @@ impl ServiceCore {
         {
             // No write of this process appends frames while the logs are
             // checkpointed; a reader (or another process) that holds a
-            // snapshot is waited for, a few attempts within a bounded time.
+            // snapshot is waited for, within a bounded time.
             let _writer = self.writer()?;
             for file in [STORE_FILE, CATALOG_FILE] {
-                truncate_wal_within(&self.config.data_dir.join(file), WAL_TRUNCATE_ATTEMPTS)?;
+                truncate_wal_within(&self.config.data_dir.join(file), WAL_TRUNCATE_WAIT)?;
             }
         }
         self.read_indexes().retriever.clear_cache();
@@ -528,21 +528,21 @@ impl ServiceCore {
 /// The name a deletion receipt gives the in-process recall result cache.
 pub const RESULT_CACHE_STORE: &str = "result_cache";
 
-/// How many times an erasure tries to truncate a write-ahead log (each
-/// attempt waits up to [`WAL_TRUNCATE_BUSY`] for readers) before it leaves
-/// the deletion at `erased` for reconcile to finish.
-const WAL_TRUNCATE_ATTEMPTS: u32 = 3;
+/// How long an erasure keeps trying to truncate a write-ahead log before it
+/// leaves the deletion at `erased` for reconcile to finish: attempts wait
+/// up to [`WAL_TRUNCATE_BUSY`] for readers and the writer, and one that
+/// finds another checkpoint under way (the checkpointer's) fails at once
+/// and is tried again shortly.
+const WAL_TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_secs(6);
 const WAL_TRUNCATE_BUSY: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// [`truncate_wal`], tried up to `attempts` times while the log is busy
-/// (a reader's snapshot, or another checkpoint, such as the checkpointer's,
-/// under way).
-fn truncate_wal_within(path: &Path, attempts: u32) -> ServiceResult<()> {
-    let mut attempt = 1;
+/// [`truncate_wal`], tried again while the log is busy (a reader's
+/// snapshot, or another checkpoint under way) until `wait` has passed.
+fn truncate_wal_within(path: &Path, wait: std::time::Duration) -> ServiceResult<()> {
+    let deadline = std::time::Instant::now() + wait;
     loop {
         match truncate_wal(path) {
-            Err(ServiceError::Unavailable(_)) if attempt < attempts => {
-                attempt += 1;
+            Err(ServiceError::Unavailable(_)) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
             done => return done,
