@@ -43,6 +43,12 @@ fn opens_in_wal_with_full_sync_and_current_schema() {
         store.checkpoint_pages().expect("checkpoint"),
         mosaic_store::sqlite::WAL_CHECKPOINT_PAGES
     );
+    // A server that checkpoints from a connection of its own turns the
+    // store's automatic checkpoints off, and bounds the log file.
+    store
+        .leave_checkpoints_to_another_connection(1 << 20)
+        .expect("leave checkpoints");
+    assert_eq!(store.checkpoint_pages().expect("checkpoint"), 0);
     // A reopen keeps the data.
     drop(store);
     let mut again = SqliteStore::open(&path, test_config()).expect("reopen");
