@@ -149,6 +149,12 @@ def main():
                         help="which surfaces to run, comma-separated (default native,mem0)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    # Checked before anything starts.
+    asked = [s.strip() for s in args.surfaces.split(",") if s.strip()]
+    unknown = sorted(set(asked) - {"native", "mem0"})
+    if unknown or not asked:
+        raise SystemExit(f"--surfaces takes native and/or mem0, not {','.join(unknown) or 'nothing'}")
+    surfaces = [s for s in ("native", "mem0") if s in asked]
 
     conversations = load(args.conversations_file)[: args.conversations]
     wanted = {c["conversation_id"] for c in conversations}
@@ -161,9 +167,6 @@ def main():
             tenant["policy"] = {"write_guards": json.loads(args.write_guards)}
         ok(*server.call("POST", "/v1/admin/tenants", server.admin, tenant), "tenant")
         summary = {"conversations": len(conversations), "questions": len(questions), "k": args.k}
-        surfaces = [s for s in ("native", "mem0") if s in args.surfaces.split(",")]
-        if not surfaces:
-            raise SystemExit("--surfaces names neither native nor mem0")
         for surface in surfaces:
             keys = {c["conversation_id"]: principal_key(server, re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{c['conversation_id']}"))
                     for c in conversations}

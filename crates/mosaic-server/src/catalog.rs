@@ -884,15 +884,14 @@ impl Catalog {
     }
 
     /// Stops this connection's commits from running checkpoints (see
-    /// [`mosaic_store::sqlite::SqliteStore::leave_checkpoints_to_another_connection`]);
+    /// [`mosaic_store::sqlite::leave_checkpoints_to_another_connection`]);
     /// nothing to do with PostgreSQL.
     pub fn leave_checkpoints_to_another_connection(
         &self,
         log_file_limit: i64,
     ) -> ServiceResult<()> {
         if let Backend::Sqlite(conn) = &self.backend {
-            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-            conn.pragma_update(None, "journal_size_limit", log_file_limit)?;
+            mosaic_store::sqlite::leave_checkpoints_to_another_connection(conn, log_file_limit)?;
         }
         Ok(())
     }

@@ -196,3 +196,46 @@ fn a_restart_attaches_the_saved_graph_and_never_one_that_does_not_fit() -> Resul
     assert!(absorbed(&service), "the vectors were never linked");
     Ok(())
 }
+
+/// The service's writer runs no checkpoint: its log grows past SQLite's
+/// automatic threshold with nothing copied, left to the checkpointer
+/// (which starts at 64 MiB). Were the writer's automatic checkpoint on,
+/// the log would be copied and start over at about 1,000 frames.
+#[test]
+fn the_writer_leaves_its_log_to_the_checkpointer() -> Result<(), ServiceError> {
+    let (dir, service, principals) = world().into_service();
+    let credential = principals[0].credential.clone();
+    let store = dir.path().join("data/store.sqlite");
+    let log = rusqlite::Connection::open(&store).expect("open");
+    let frames = || -> (i64, i64) {
+        log.query_row("PRAGMA wal_checkpoint(NOOP)", [], |r| {
+            Ok((r.get(1)?, r.get(2)?))
+        })
+        .expect("noop")
+    };
+    let past = mosaic_store::sqlite::WAL_CHECKPOINT_PAGES + 500;
+    let mut i = 0;
+    while frames().0 < past {
+        assert!(
+            i < 2_000,
+            "the log never grew past {past} frames: {:?}",
+            frames()
+        );
+        let fact = workspace_fact(
+            &format!("w{i:05}"),
+            WORKSPACE,
+            &format!(
+                "note {i:05}: the boiler check is due on day {i:05} ({}).",
+                crate::common::distinct(&format!("w{i:05}"))
+            ),
+        );
+        assert!(service.propose(&credential, &fact)?.readable);
+        i += 1;
+    }
+    let (log_frames, copied) = frames();
+    assert_eq!(
+        copied, 0,
+        "{log_frames} frames, {copied} copied by the writer"
+    );
+    Ok(())
+}

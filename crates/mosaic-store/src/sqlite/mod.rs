@@ -274,6 +274,16 @@ pub const WAL_CHECKPOINT_PAGES: i64 = 1_000;
 /// SQLite's numeric value of `PRAGMA synchronous = FULL`.
 pub const SYNCHRONOUS_FULL: i64 = 2;
 
+/// [`SqliteStore::leave_checkpoints_to_another_connection`] for any SQLite
+/// connection of the process (the server's catalog uses it too).
+pub fn leave_checkpoints_to_another_connection(
+    conn: &Connection,
+    log_file_limit: i64,
+) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    conn.pragma_update(None, "journal_size_limit", log_file_limit)
+}
+
 impl SqliteStore {
     /// This connection's `PRAGMA synchronous` level ([`SYNCHRONOUS_FULL`]
     /// for every open store): what makes an acknowledged commit survive
@@ -299,10 +309,10 @@ impl SqliteStore {
     /// `log_file_limit` (bytes) is what the log file is cut back to when
     /// the log starts over.
     pub fn leave_checkpoints_to_another_connection(&self, log_file_limit: i64) -> StoreResult<()> {
-        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        self.conn
-            .pragma_update(None, "journal_size_limit", log_file_limit)?;
-        Ok(())
+        Ok(leave_checkpoints_to_another_connection(
+            &self.conn,
+            log_file_limit,
+        )?)
     }
 
     /// Opens (creating if needed) the store at `path` and migrates it to
