@@ -228,6 +228,17 @@ pub fn self_quoting_policy() -> Option<PolicyRequest> {
     })
 }
 
+/// A supported workspace fact labelled `label`: `text` followed by the
+/// label's [`distinct`] words in brackets and a full stop, so every label
+/// gives a text the write guards find new.
+pub fn distinct_fact(label: &str, text: &str) -> mosaic_server::api::ProposeRequest {
+    mosaic_server::examples::workspace_fact(
+        label,
+        WORKSPACE,
+        &format!("{text} ({}).", distinct(label)),
+    )
+}
+
 /// Four words no other seed shares (hex digits of the seed's digest), so
 /// templated test contents are not near-duplicates of each other.
 pub fn distinct(seed: &str) -> String {

@@ -30,13 +30,9 @@ fn proposals_from_many_threads_share_commits_and_answer_readable() {
             let credential = service.authenticate(Some(&key)).expect("key");
             (0..per_thread)
                 .map(|i| {
-                    let fact = workspace_fact(
+                    let fact = crate::common::distinct_fact(
                         &format!("t{t}-{i}"),
-                        WORKSPACE,
-                        &format!(
-                            "deploy note {t} {i}: the window moved to {i} o'clock ({}).",
-                            crate::common::distinct(&format!("t{t}-{i}"))
-                        ),
+                        &format!("deploy note {t} {i}: the window moved to {i} o'clock"),
                     );
                     service.propose(&credential, &fact).expect("propose")
                 })

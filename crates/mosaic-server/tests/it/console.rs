@@ -162,13 +162,9 @@ async fn browse_pages_filters_and_searches_only_what_the_key_may_see() {
     let other_tenant = &w.principals[2];
     let mut facts = Vec::new();
     for i in 0..7 {
-        let fact = workspace_fact(
+        let fact = crate::common::distinct_fact(
             &format!("fact-{i}"),
-            WORKSPACE,
-            &format!(
-                "Workspace fact number {i} about Lighthouses ({}).",
-                crate::common::distinct(&format!("fact-{i}"))
-            ),
+            &format!("Workspace fact number {i} about Lighthouses"),
         );
         facts.push(propose(&w.router, &alice.key, &fact).await);
     }

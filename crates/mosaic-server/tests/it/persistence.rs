@@ -7,7 +7,7 @@ use mosaic_server::api::{RecallRequest, RevokeRequest};
 use mosaic_server::examples::workspace_fact;
 use mosaic_server::{Service, ServiceError};
 
-use crate::common::{WORKSPACE, config, world};
+use crate::common::{WORKSPACE, config, distinct_fact, world};
 
 fn journal_bytes(dir: &std::path::Path) -> u64 {
     ["lexical", "vector"]
@@ -37,13 +37,9 @@ fn journals_grow_per_record_not_per_store_size_and_survive_a_restart() -> Result
     let (dir, service, principals) = world().into_service();
     let credential = principals[0].credential.clone();
     let propose = |service: &Service, i: usize| -> Result<String, ServiceError> {
-        let fact = workspace_fact(
+        let fact = distinct_fact(
             &format!("n{i:05}"),
-            WORKSPACE,
-            &format!(
-                "note {i:05}: the kettle descaling is due on day {i:05} ({}).",
-                crate::common::distinct(&format!("n{i:05}"))
-            ),
+            &format!("note {i:05}: the kettle descaling is due on day {i:05}"),
         );
         let response = service.propose(&credential, &fact)?;
         assert!(response.readable, "{:?}", response.violations);
@@ -221,13 +217,9 @@ fn the_writer_leaves_its_log_to_the_checkpointer() -> Result<(), ServiceError> {
             "the log never grew past {past} frames: {:?}",
             frames()
         );
-        let fact = workspace_fact(
+        let fact = distinct_fact(
             &format!("w{i:05}"),
-            WORKSPACE,
-            &format!(
-                "note {i:05}: the boiler check is due on day {i:05} ({}).",
-                crate::common::distinct(&format!("w{i:05}"))
-            ),
+            &format!("note {i:05}: the boiler check is due on day {i:05}"),
         );
         assert!(service.propose(&credential, &fact)?.readable);
         i += 1;
