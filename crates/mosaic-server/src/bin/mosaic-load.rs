@@ -9,6 +9,11 @@
 //! rejected proposal or transport failure) and the server's resident memory
 //! (VmRSS from /proc/PID/status) sampled every `--sample-ms`.
 //!
+//! With `--then-recall S` the same clients go on for S more seconds with
+//! recalls only, on the same server: the record count stops growing, so
+//! the resident-memory samples show whether memory stays flat once it
+//! does (reported apart, as `then_recall`).
+//!
 //! A prober reads `/health` every 10 ms meanwhile and reports its latency
 //! beside the operations' (its answers are not counted as operations).
 //!
@@ -65,6 +70,10 @@ struct Args {
     /// Share of operations that are proposals (the rest are recalls).
     #[arg(long, default_value_t = 50)]
     write_percent: u32,
+    /// Seconds of recalls only after `--duration`, on the same server and
+    /// principals (0: none): memory once the record count stops growing.
+    #[arg(long, default_value_t = 0)]
+    then_recall: u64,
     /// Resident-memory sampling interval in milliseconds.
     #[arg(long, default_value_t = 1000)]
     sample_ms: u64,
@@ -282,6 +291,8 @@ impl OpStats {
 struct ClientResult {
     propose: OpStats,
     recall: OpStats,
+    /// Recalls after `writes_until` (the `--then-recall` phase).
+    recall_after: OpStats,
     first_error: Option<String>,
 }
 
@@ -293,20 +304,33 @@ fn next_random(state: &mut u64) -> u64 {
     state.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
+/// When a client stops writing (it recalls only from then on) and when it
+/// stops.
+#[derive(Clone, Copy)]
+struct Phases {
+    writes_until: Instant,
+    deadline: Instant,
+}
+
 async fn run_client(
     client: HttpClient,
     base: String,
     principal: (String, String, String),
     client_idx: usize,
     write_percent: u32,
-    deadline: Instant,
+    phases: Phases,
     stop: Arc<AtomicBool>,
 ) -> ClientResult {
+    let Phases {
+        writes_until,
+        deadline,
+    } = phases;
     let (key, principal_id, consent) = principal;
     let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ (client_idx as u64 + 1).wrapping_mul(0xff51_afd7);
     let mut result = ClientResult {
         propose: OpStats::default(),
         recall: OpStats::default(),
+        recall_after: OpStats::default(),
         first_error: None,
     };
     let propose_url = format!("{base}/v1/memories");
@@ -316,8 +340,9 @@ async fn run_client(
         n += 1;
         let roll = next_random(&mut state);
         let topic = TOPICS[(roll >> 8) as usize % TOPICS.len()];
-        let is_write = (roll % 100) < u64::from(write_percent);
         let started = Instant::now();
+        let after = started >= writes_until;
+        let is_write = !after && (roll % 100) < u64::from(write_percent);
         let outcome = if is_write {
             let label = format!("c{client_idx}-n{n}");
             // Words of its own, so no two contents are near-duplicates
@@ -357,6 +382,8 @@ async fn run_client(
         let elapsed = started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64;
         let stats = if is_write {
             &mut result.propose
+        } else if after {
+            &mut result.recall_after
         } else {
             &mut result.recall
         };
@@ -640,6 +667,12 @@ async fn run(args: Args) -> Result<Value> {
     if !(1..=MAX_SECONDS).contains(&args.duration) {
         bail!("--duration must be 1..={MAX_SECONDS} seconds");
     }
+    if args.then_recall > MAX_SECONDS {
+        bail!("--then-recall must be 0..={MAX_SECONDS} seconds");
+    }
+    if args.then_recall > 0 && args.deletions > 0 {
+        bail!("--then-recall and --deletions measure apart: use one");
+    }
     if args.write_percent > 100 {
         bail!("--write-percent must be 0..=100");
     }
@@ -687,7 +720,8 @@ async fn run(args: Args) -> Result<Value> {
     }
 
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.duration);
+    let writes_until = started + Duration::from_secs(args.duration);
+    let deadline = writes_until + Duration::from_secs(args.then_recall);
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::with_capacity(args.clients);
     for idx in 0..args.clients {
@@ -700,7 +734,10 @@ async fn run(args: Args) -> Result<Value> {
             (p.key.clone(), p.principal_id.clone(), p.consent.clone()),
             idx,
             args.write_percent,
-            deadline,
+            Phases {
+                writes_until,
+                deadline,
+            },
             stop.clone(),
         )));
     }
@@ -755,14 +792,20 @@ async fn run(args: Args) -> Result<Value> {
     let mut samples: Vec<(f64, u64)> = Vec::new();
     let interval = Duration::from_millis(args.sample_ms.max(50));
     let mut ticker = tokio::time::interval(interval);
+    let mut rss_writes_end = None;
     while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
         ticker.tick().await;
+        let now = Instant::now();
         if let Some(kib) = rss_kib(pid) {
             samples.push((started.elapsed().as_secs_f64(), kib));
+            if now < writes_until {
+                rss_writes_end = Some(kib);
+            }
         }
     }
     let mut propose = OpStats::default();
     let mut recall = OpStats::default();
+    let mut recall_after = OpStats::default();
     let mut first_error = None;
     let mut failed_clients = 0u64;
     for task in tasks {
@@ -770,6 +813,7 @@ async fn run(args: Args) -> Result<Value> {
             Ok(r) => {
                 propose.merge(r.propose);
                 recall.merge(r.recall);
+                recall_after.merge(r.recall_after);
                 if first_error.is_none() {
                     first_error = r.first_error;
                 }
@@ -809,11 +853,38 @@ async fn run(args: Args) -> Result<Value> {
         None => Value::Null,
     };
     let deletion_errors = deletion["errors"].as_u64().unwrap_or(0);
-    let seconds = started.elapsed().as_secs_f64();
+    let total_seconds = started.elapsed().as_secs_f64();
+    let seconds = total_seconds.min(args.duration as f64);
     let rss_end = rss_kib(pid);
     let total = propose.latencies_us.len() + recall.latencies_us.len();
-    let errors = propose.errors + recall.errors + health.errors + failed_clients + deletion_errors;
+    let errors = propose.errors
+        + recall.errors
+        + recall_after.errors
+        + health.errors
+        + failed_clients
+        + deletion_errors;
     let rss_max = samples.iter().map(|s| s.1).max();
+    // Memory once writes stopped: the samples of the recall-only phase.
+    let then_recall = if args.then_recall > 0 {
+        let writes_end = args.duration as f64;
+        let after: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.0 >= writes_end)
+            .map(|s| s.1)
+            .collect();
+        json!({
+            "seconds": total_seconds - seconds,
+            "recall": recall_after.summary(total_seconds - seconds),
+            "rss_kib": {
+                "writes_end": rss_writes_end,
+                "min": after.iter().min(),
+                "max": after.iter().max(),
+                "end": rss_end,
+            },
+        })
+    } else {
+        Value::Null
+    };
     Ok(json!({
         "clients": args.clients,
         "principals": principals,
@@ -826,7 +897,8 @@ async fn run(args: Args) -> Result<Value> {
         "first_error": first_error,
         "propose": propose.summary(seconds),
         "recall": recall.summary(seconds),
-        "health": health.summary(seconds),
+        "health": health.summary(total_seconds),
+        "then_recall": then_recall,
         "replicas": args.replicas,
         "postgres": args.postgres.is_some(),
         "deletion": deletion,
@@ -837,6 +909,10 @@ async fn run(args: Args) -> Result<Value> {
 
 fn print_report(summary: &Value) {
     let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let mib = |v: &Value| {
+        v.as_f64()
+            .map_or("?".to_owned(), |k| format!("{:.1}", k / 1024.0))
+    };
     println!(
         "mosaic-load: {} clients x {:.1} s: {} operations, {:.0} ops/s, {} errors",
         summary["clients"],
@@ -896,13 +972,27 @@ fn print_report(summary: &Value) {
             }
         }
     }
+    let then = &summary["then_recall"];
+    if then.is_object() {
+        let s = &then["recall"];
+        let rss = &then["rss_kib"];
+        println!(
+            "  then recalls only for {:.1} s: {} recalls {:.0}/s  p50 {:.2} ms  p99 {:.2} ms  errors {}; server RSS MiB at the last write {}, then min {} max {} end {}",
+            f(&then["seconds"]),
+            s["count"],
+            f(&s["per_second"]),
+            f(&s["p50_ms"]),
+            f(&s["p99_ms"]),
+            s["errors"],
+            mib(&rss["writes_end"]),
+            mib(&rss["min"]),
+            mib(&rss["max"]),
+            mib(&rss["end"]),
+        );
+    }
     if let Some(e) = summary["first_error"].as_str() {
         println!("  first error: {e}");
     }
-    let mib = |v: &Value| {
-        v.as_f64()
-            .map_or("?".to_owned(), |k| format!("{:.1}", k / 1024.0))
-    };
     let rss = &summary["rss_kib"];
     println!(
         "  server RSS MiB: before load {}, max {}, end {}",

@@ -1,6 +1,7 @@
 //! The load generator's smoke run: `mosaic-load` starts a real `mosaic
 //! serve` on loopback, provisions keys, runs 8 clients of mixed proposals
-//! and recalls for 3 seconds and must see no error.
+//! and recalls for 3 seconds, then recalls only for 2 more, and must see
+//! no error.
 
 use std::process::Command;
 
@@ -14,6 +15,8 @@ fn load_smoke_run_has_no_errors_and_samples_resident_memory() {
             "8",
             "--duration",
             "3",
+            "--then-recall",
+            "2",
             "--sample-ms",
             "250",
             "--json",
@@ -41,6 +44,16 @@ fn load_smoke_run_has_no_errors_and_samples_resident_memory() {
         "resident memory is sampled over time: {summary}"
     );
     assert!(summary["rss_kib"]["max"].as_u64() > Some(0), "{summary}");
+    // The recall-only phase is reported apart, with memory at its start
+    // and over it; its recalls are not counted in the mixed phase's.
+    let then = &summary["then_recall"];
+    assert!(then["recall"]["count"].as_u64() > Some(0), "{summary}");
+    assert_eq!(then["recall"]["errors"], 0, "{summary}");
+    assert!(then["seconds"].as_f64() > Some(1.5), "{summary}");
+    assert!(summary["duration_s"].as_f64() < Some(3.5), "{summary}");
+    for at in ["writes_end", "min", "max", "end"] {
+        assert!(then["rss_kib"][at].as_u64() > Some(0), "{at}: {summary}");
+    }
 }
 
 #[test]
@@ -50,6 +63,7 @@ fn load_refuses_unbounded_runs() {
         ["--clients", "100000"],
         ["--duration", "0"],
         ["--duration", "86400"],
+        ["--then-recall", "86400"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_mosaic-load"))
             .args(args)
