@@ -259,7 +259,10 @@ const NO_SCOPE: u32 = u32::MAX;
 /// the counters caches key on.
 pub(crate) struct Fence {
     target: String,
-    slots: HashMap<String, Slot>,
+    /// Resolved once per eligible record and index target on every read,
+    /// so hashed with foldhash (randomly seeded per process, as hashbrown's
+    /// default) rather than SipHash, which was most of a lookup's cost.
+    slots: HashMap<String, Slot, foldhash::quality::RandomState>,
     doc_records: Vec<Option<String>>,
     snapshot_generation: u64,
     revocation_epoch: u64,
@@ -271,7 +274,7 @@ impl Fence {
     pub(crate) fn new(target: &str) -> Self {
         Fence {
             target: target.to_owned(),
-            slots: HashMap::new(),
+            slots: HashMap::default(),
             doc_records: Vec::new(),
             snapshot_generation: 0,
             revocation_epoch: 0,

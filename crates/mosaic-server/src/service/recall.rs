@@ -378,7 +378,10 @@ impl ServiceCore {
 /// how many it set aside. The eligible set every receipt commits to is
 /// the one that remains.
 fn drop_duplicate_contents(records: &mut Vec<Arc<CheckedRecord>>) -> u64 {
-    let mut keep: HashMap<&str, usize> = HashMap::with_capacity(records.len());
+    // One entry per eligible record on every read: foldhash (seeded per
+    // process) rather than SipHash, which was most of this loop's cost.
+    let mut keep: HashMap<&str, usize, foldhash::quality::RandomState> =
+        HashMap::with_capacity_and_hasher(records.len(), Default::default());
     for (at, r) in records.iter().enumerate() {
         let record = r.record();
         keep.entry(record.content_sha256.as_str())
