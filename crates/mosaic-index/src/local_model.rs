@@ -106,15 +106,17 @@ mod kernels;
 #[cfg(feature = "local-model")]
 mod model {
     use std::path::Path;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, mpsc};
 
     use safetensors::{Dtype, SafeTensors};
     use tokenizers::{Tokenizer, TruncationParams};
 
     use mosaic_kernels::{QuantMatrix, QuantRows};
 
-    use super::kernels::{Packed, add_layer_norm, add_layer_norm_fast, attention, gelu, linear};
+    use super::kernels::{
+        PANEL, Packed, add_layer_norm, add_layer_norm_fast, attention, gelu, linear, linear_panels,
+    };
     use super::{
         MINILM_DIMENSION, MINILM_INT8_RELEASE, MINILM_MAX_TOKENS, MINILM_RELEASE, verify_model_dir,
     };
@@ -191,6 +193,93 @@ mod model {
         output_norm: (Vec<f32>, Vec<f32>),
     }
 
+    /// One of a layer's four dense products.
+    #[derive(Clone, Copy)]
+    enum Which {
+        Qkv,
+        AttnOut,
+        Intermediate,
+        Output,
+    }
+
+    impl Layer {
+        fn dense(&self, which: Which) -> &Dense {
+            match which {
+                Which::Qkv => &self.qkv,
+                Which::AttnOut => &self.attn_out,
+                Which::Intermediate => &self.intermediate,
+                Which::Output => &self.output,
+            }
+        }
+    }
+
+    /// A dense product's upper panels, for the helper thread of a split
+    /// query: its input rows and the first panel it computes.
+    struct Job {
+        layer: usize,
+        which: Which,
+        from_panel: usize,
+        x: Vec<f32>,
+        /// Set by whichever thread computes the upper half: the helper
+        /// when it gets to it first, else the caller, once its own half is
+        /// done (a helper that another process keeps off the CPU then
+        /// costs nothing but the hand-off).
+        taken: Arc<AtomicBool>,
+    }
+
+    /// The calling thread's end of a split query: it sends the upper half
+    /// of each f32 dense product to a helper thread and computes the lower
+    /// half meanwhile.
+    struct Split {
+        jobs: mpsc::Sender<Job>,
+        done: mpsc::Receiver<Vec<f32>>,
+    }
+
+    /// How long a split query's threads spin for the other's next message
+    /// before they block: a product's half takes about a hundred
+    /// microseconds, and waking a blocked thread on an idle core can cost
+    /// tens of them, twice per product.
+    const SPIN: std::time::Duration = std::time::Duration::from_micros(300);
+
+    /// The next message of `rx`, spinning up to [`SPIN`] before blocking;
+    /// `None` once the sender is gone.
+    fn receive_soon<T>(rx: &mpsc::Receiver<T>) -> Option<T> {
+        let started = std::time::Instant::now();
+        loop {
+            match rx.try_recv() {
+                Ok(value) => return Some(value),
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                Err(mpsc::TryRecvError::Empty) if started.elapsed() < SPIN => {
+                    std::hint::spin_loop();
+                }
+                Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+            }
+        }
+    }
+
+    /// Counts the embedding calls running, so a call can tell whether it
+    /// is the only one (the guard leaves on drop, on every path).
+    struct InFlight<'a> {
+        count: &'a AtomicUsize,
+        alone: bool,
+    }
+
+    impl<'a> InFlight<'a> {
+        fn enter(count: &'a AtomicUsize) -> Self {
+            let before = count.fetch_add(1, Ordering::SeqCst);
+            InFlight {
+                count,
+                alone: before == 0,
+            }
+        }
+    }
+
+    impl Drop for InFlight<'_> {
+        fn drop(&mut self) {
+            self.count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// all-MiniLM-L6-v2 on the CPU, in plain Rust: the BERT encoder
     /// (token, position and type embeddings; 6 layers of 12-head attention
     /// and exact-GELU feed-forward; layer norms with eps 1e-12), truncation
@@ -198,7 +287,10 @@ mod model {
     ///
     /// No padding: the dense layers run over the tokens of many texts
     /// packed one after the other, and attention runs per text. Batches
-    /// are split across the available cores by token count.
+    /// are split across the available cores by token count; a batch too
+    /// small for that (one query) splits the f32 release's dense products
+    /// by output panels over two threads when no other embedding runs
+    /// (the same bits either way).
     pub struct MiniLmEmbedder {
         tokenizer: Mutex<Tokenizer>,
         word: Vec<f32>,
@@ -208,6 +300,8 @@ mod model {
         layers: Vec<Layer>,
         threads: usize,
         release: &'static str,
+        /// Embedding calls running now (see [`InFlight`]).
+        in_flight: AtomicUsize,
     }
 
     fn tensor(st: &SafeTensors<'_>, name: &str, shape: &[usize]) -> Result<Vec<f32>, IndexError> {
@@ -315,6 +409,7 @@ mod model {
                 embed_norm: norm(&st, &format!("{e}.LayerNorm"))?,
                 layers,
                 threads,
+                in_flight: AtomicUsize::new(0),
                 release: if int8 {
                     MINILM_INT8_RELEASE
                 } else {
@@ -337,6 +432,7 @@ mod model {
             if texts.is_empty() {
                 return Ok(Vec::new());
             }
+            let flight = InFlight::enter(&self.in_flight);
             let encodings = {
                 let tokenizer = self
                     .tokenizer
@@ -393,7 +489,11 @@ mod model {
             let next = AtomicUsize::new(0);
             let work = || self.run(&seqs, &chunks, &next);
             let results: Vec<Vec<(usize, Vec<f32>)>> = if workers == 1 {
-                vec![work()]
+                if self.split_when_alone() && flight.alone {
+                    vec![self.run_split(&seqs, &chunks, &next)]
+                } else {
+                    vec![work()]
+                }
             } else {
                 std::thread::scope(|scope| {
                     let handles: Vec<_> = (1..workers).map(|_| scope.spawn(work)).collect();
@@ -445,19 +545,137 @@ mod model {
             chunks: &[&[usize]],
             next: &AtomicUsize,
         ) -> Vec<(usize, Vec<f32>)> {
+            self.run_with(seqs, chunks, next, None)
+        }
+
+        fn run_with(
+            &self,
+            seqs: &[Seq<'_>],
+            chunks: &[&[usize]],
+            next: &AtomicUsize,
+            split: Option<&Split>,
+        ) -> Vec<(usize, Vec<f32>)> {
             let mut scratch = Scratch::default();
             let mut out = Vec::new();
             while let Some(which) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let chunk: Vec<&Seq<'_>> = which.iter().map(|&i| &seqs[i]).collect();
-                let vectors = self.forward(&chunk, &mut scratch);
+                let vectors = self.forward(&chunk, &mut scratch, split);
                 out.extend(which.iter().copied().zip(vectors));
             }
             out
         }
 
+        /// Whether a small batch may split its dense products over two
+        /// threads when no other embedding runs: the f32 release on a
+        /// machine with a second core. One query's f32 products stream
+        /// 42 MB of weights for a few rows, so two cores reading half each
+        /// finish sooner; under concurrent calls each keeps one core, as
+        /// splitting would only add hand-offs. The int8 release's weights
+        /// are a quarter of that and its query takes about a millisecond.
+        fn split_when_alone(&self) -> bool {
+            self.threads > 1 && self.release == MINILM_RELEASE
+        }
+
+        /// [`Self::run`] with a helper thread taking the upper half of
+        /// every f32 dense product (the same arithmetic per output, so the
+        /// same bits as one thread).
+        fn run_split(
+            &self,
+            seqs: &[Seq<'_>],
+            chunks: &[&[usize]],
+            next: &AtomicUsize,
+        ) -> Vec<(usize, Vec<f32>)> {
+            std::thread::scope(|scope| {
+                let (jobs, job_rx) = mpsc::channel::<Job>();
+                let (done_tx, done) = mpsc::channel::<Vec<f32>>();
+                scope.spawn(move || {
+                    while let Some(job) = receive_soon(&job_rx) {
+                        if job.taken.swap(true, Ordering::AcqRel) {
+                            // The caller computed it already.
+                            continue;
+                        }
+                        let Dense::F32(w) = self.layers[job.layer].dense(job.which) else {
+                            break;
+                        };
+                        let rows = job.x.len() / w.k();
+                        let panels = job.from_panel..w.panel_count();
+                        let mut hi = vec![0.0f32; rows * panels.len() * PANEL];
+                        linear_panels(&job.x, w, panels, &mut hi);
+                        if done_tx.send(hi).is_err() {
+                            break;
+                        }
+                    }
+                });
+                // The helper ends when `split` (its job sender) is dropped
+                // here, before the scope joins it.
+                let split = Split { jobs, done };
+                self.run_with(seqs, chunks, next, Some(&split))
+            })
+        }
+
+        /// Layer `l`'s product `which` of `x` into `out`: split with the
+        /// helper when there is one and the product is f32, else here.
+        fn dense(
+            &self,
+            l: usize,
+            which: Which,
+            x: &[f32],
+            out: &mut [f32],
+            q: &mut QuantRows,
+            split: Option<&Split>,
+        ) {
+            let dense = self.layers[l].dense(which);
+            let (Some(split), Dense::F32(w)) = (split, dense) else {
+                return dense.apply(x, out, q);
+            };
+            let (n, panels) = (w.n(), w.panel_count());
+            let rows = x.len() / w.k();
+            let mid = panels.div_ceil(2);
+            let taken = Arc::new(AtomicBool::new(false));
+            let job = Job {
+                layer: l,
+                which,
+                from_panel: mid,
+                x: x.to_vec(),
+                taken: taken.clone(),
+            };
+            if split.jobs.send(job).is_err() {
+                return dense.apply(x, out, q);
+            }
+            let mut lo = vec![0.0f32; rows * mid * PANEL];
+            linear_panels(x, w, 0..mid, &mut lo);
+            let width_hi = (panels - mid) * PANEL;
+            let here = || {
+                let mut hi = vec![0.0f32; rows * width_hi];
+                linear_panels(x, w, mid..panels, &mut hi);
+                hi
+            };
+            let hi = if taken.swap(true, Ordering::AcqRel) {
+                // The helper has it: the next answer is this product's.
+                match receive_soon(&split.done) {
+                    Some(hi) if hi.len() == rows * width_hi => hi,
+                    // A helper that is gone: this thread computes it.
+                    _ => here(),
+                }
+            } else {
+                here()
+            };
+            let width_lo = mid * PANEL;
+            for (r, row) in out.chunks_exact_mut(n).enumerate() {
+                let (dst_lo, dst_hi) = row.split_at_mut(width_lo);
+                dst_lo.copy_from_slice(&lo[r * width_lo..(r + 1) * width_lo]);
+                dst_hi.copy_from_slice(&hi[r * width_hi..(r + 1) * width_hi]);
+            }
+        }
+
         /// The encoder over the packed tokens of `chunk`, mean pooled and
         /// L2 normalised per text.
-        fn forward(&self, chunk: &[&Seq<'_>], s: &mut Scratch) -> Vec<Vec<f32>> {
+        fn forward(
+            &self,
+            chunk: &[&Seq<'_>],
+            s: &mut Scratch,
+            split: Option<&Split>,
+        ) -> Vec<Vec<f32>> {
             let lens: Vec<usize> = chunk.iter().map(|q| q.ids.len()).collect();
             let t: usize = lens.iter().sum();
             s.x.clear();
@@ -488,8 +706,8 @@ mod model {
             s.ctx.resize(t * HIDDEN, 0.0);
             s.tmp.resize(t * HIDDEN, 0.0);
             s.inter.resize(t * INTERMEDIATE, 0.0);
-            for layer in &self.layers {
-                layer.qkv.apply(&s.x, &mut s.qkv, &mut s.quant);
+            for (l, layer) in self.layers.iter().enumerate() {
+                self.dense(l, Which::Qkv, &s.x, &mut s.qkv, &mut s.quant, split);
                 let mut offset = 0;
                 for &len in &lens {
                     attention(
@@ -501,11 +719,18 @@ mod model {
                     );
                     offset += len;
                 }
-                layer.attn_out.apply(&s.ctx, &mut s.tmp, &mut s.quant);
+                self.dense(l, Which::AttnOut, &s.ctx, &mut s.tmp, &mut s.quant, split);
                 layer_norm(&mut s.x, &s.tmp, &layer.attn_norm.0, &layer.attn_norm.1);
-                layer.intermediate.apply(&s.x, &mut s.inter, &mut s.quant);
+                self.dense(
+                    l,
+                    Which::Intermediate,
+                    &s.x,
+                    &mut s.inter,
+                    &mut s.quant,
+                    split,
+                );
                 gelu(&mut s.inter);
-                layer.output.apply(&s.inter, &mut s.tmp, &mut s.quant);
+                self.dense(l, Which::Output, &s.inter, &mut s.tmp, &mut s.quant, split);
                 layer_norm(&mut s.x, &s.tmp, &layer.output_norm.0, &layer.output_norm.1);
             }
             let mut vectors = Vec::with_capacity(chunk.len());
@@ -524,6 +749,55 @@ mod model {
                 offset += len;
             }
             vectors
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// A query split over two threads gets the bits one thread gets,
+        /// for texts from one token to just under the parallel threshold.
+        /// Needs `MOSAIC_MODEL_DIR`; skips without it unless `CI=true`.
+        #[test]
+        fn a_split_query_embeds_the_same_bits_as_one_thread() -> Result<(), IndexError> {
+            let Some(dir) = std::env::var_os("MOSAIC_MODEL_DIR") else {
+                let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+                assert!(!ci, "CI=true but MOSAIC_MODEL_DIR is not set");
+                return Ok(());
+            };
+            let e = MiniLmEmbedder::load(std::path::Path::new(&dir))?;
+            assert!(
+                MiniLmEmbedder::load_int8(std::path::Path::new(&dir))?.release() != e.release()
+            );
+            let texts = [
+                "Hi!".to_owned(),
+                "What did Caroline research after the support group meeting?".to_owned(),
+                "word ".repeat(60),
+            ];
+            for text in &texts {
+                let encoding = e
+                    .tokenizer
+                    .lock()
+                    .map_err(|_| rt("tokenizer lock poisoned"))?
+                    .encode(text.as_str(), true)
+                    .map_err(rt)?;
+                let seqs = [Seq {
+                    ids: encoding.get_ids(),
+                    types: encoding.get_type_ids(),
+                }];
+                assert!(seqs[0].ids.len() < PARALLEL_MIN_TOKENS);
+                let chunks: [&[usize]; 1] = [&[0]];
+                let one = e.run(&seqs, &chunks, &AtomicUsize::new(0));
+                let two = e.run_split(&seqs, &chunks, &AtomicUsize::new(0));
+                assert_eq!(one.len(), 1);
+                assert_eq!(two.len(), 1);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&one[0].1), bits(&two[0].1), "{text:.40}");
+                // And the public call, split when nothing else embeds.
+                assert_eq!(bits(&e.embed(text)?), bits(&one[0].1), "{text:.40}");
+            }
+            Ok(())
         }
     }
 }

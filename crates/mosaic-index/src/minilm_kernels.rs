@@ -50,6 +50,16 @@ impl Packed {
         self.n
     }
 
+    /// Input width.
+    pub(super) fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Panels of [`PANEL`] output columns.
+    pub(super) fn panel_count(&self) -> usize {
+        self.n / PANEL
+    }
+
     fn panels(&self) -> Panels<'_> {
         Panels {
             k: self.k,
@@ -79,6 +89,29 @@ pub(super) fn linear(x: &[f32], w: &Packed, out: &mut [f32]) {
         w: w.panels(),
         out,
     });
+}
+
+/// [`linear`] for the output columns of panels `panels` only:
+/// `out[t][panels.len() * PANEL]`. Each output is computed exactly as
+/// [`linear`] computes it (the same products in the same order), so two
+/// threads that split a layer's panels between them get its bits.
+pub(super) fn linear_panels(
+    x: &[f32],
+    w: &Packed,
+    panels: std::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    let width = panels.len() * PANEL;
+    assert!(panels.end * PANEL <= w.n);
+    assert_eq!(x.len() % w.k, 0);
+    assert_eq!(out.len(), x.len() / w.k * width);
+    let sub = Panels {
+        k: w.k,
+        n: width,
+        data: &w.data[panels.start * w.k * PANEL..panels.end * w.k * PANEL],
+        bias: &w.bias[panels.start * PANEL..panels.end * PANEL],
+    };
+    Arch::new().dispatch(Linear { x, w: sub, out });
 }
 
 struct Linear<'a> {
@@ -663,6 +696,37 @@ mod tests {
                     .map(|(a, b)| (a - b).abs())
                     .fold(0.0, f32::max);
                 assert!(diff < 1e-5, "{path:?}, {t} rows: max diff {diff}");
+            }
+        }
+    }
+
+    #[test]
+    fn panels_split_between_two_callers_give_the_layers_bits() {
+        // One query's dense layers may be split by panels over two
+        // threads: each half must hold exactly the whole layer's columns.
+        let (k, n) = (40, 4 * PANEL);
+        let w = data(n * k, 7);
+        let b = data(n, 8);
+        let packed = Packed::new(&[(&w, &b)], k);
+        assert_eq!(packed.panel_count(), 4);
+        for t in [1, 2, 5, 13, 15, 27] {
+            let x = data(t * k, 9 + t as u64);
+            let mut whole = vec![0.0f32; t * n];
+            linear(&x, &packed, &mut whole);
+            for mid in 0..=4 {
+                let mut lo = vec![0.0f32; t * mid * PANEL];
+                let mut hi = vec![0.0f32; t * (4 - mid) * PANEL];
+                linear_panels(&x, &packed, 0..mid, &mut lo);
+                linear_panels(&x, &packed, mid..4, &mut hi);
+                for r in 0..t {
+                    let row = &whole[r * n..(r + 1) * n];
+                    let (want_lo, want_hi) = row.split_at(mid * PANEL);
+                    let got_lo = &lo[r * mid * PANEL..(r + 1) * mid * PANEL];
+                    let got_hi = &hi[r * (4 - mid) * PANEL..(r + 1) * (4 - mid) * PANEL];
+                    for (a, b) in want_lo.iter().zip(got_lo).chain(want_hi.iter().zip(got_hi)) {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{t} rows, split at {mid}");
+                    }
+                }
             }
         }
     }
