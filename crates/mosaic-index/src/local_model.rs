@@ -548,6 +548,8 @@ mod model {
             self.run_with(seqs, chunks, next, None)
         }
 
+        /// [`Self::run`], sharing each f32 dense product with the helper
+        /// of `split` when there is one.
         fn run_with(
             &self,
             seqs: &[Seq<'_>],
