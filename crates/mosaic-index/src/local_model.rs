@@ -487,7 +487,7 @@ mod model {
                 self.threads.min(chunks.len()).max(1)
             };
             let next = AtomicUsize::new(0);
-            let work = || self.run(&seqs, &chunks, &next);
+            let work = || self.run(&seqs, &chunks, &next, None);
             let results: Vec<Vec<(usize, Vec<f32>)>> = if workers == 1 {
                 if self.split_when_alone() && flight.alone {
                     vec![self.run_split(&seqs, &chunks, &next)]
@@ -538,19 +538,10 @@ mod model {
 
     impl MiniLmEmbedder {
         /// Embeds chunks (lists of indexes into `seqs`) taken from `chunks`
-        /// in turn, `next` counting the chunks taken so far by all workers.
+        /// in turn, `next` counting the chunks taken so far by all workers;
+        /// each f32 dense product is shared with the helper of `split` when
+        /// there is one.
         fn run(
-            &self,
-            seqs: &[Seq<'_>],
-            chunks: &[&[usize]],
-            next: &AtomicUsize,
-        ) -> Vec<(usize, Vec<f32>)> {
-            self.run_with(seqs, chunks, next, None)
-        }
-
-        /// [`Self::run`], sharing each f32 dense product with the helper
-        /// of `split` when there is one.
-        fn run_with(
             &self,
             seqs: &[Seq<'_>],
             chunks: &[&[usize]],
@@ -611,7 +602,7 @@ mod model {
                 // The helper ends when `split` (its job sender) is dropped
                 // here, before the scope joins it.
                 let split = Split { jobs, done };
-                self.run_with(seqs, chunks, next, Some(&split))
+                self.run(seqs, chunks, next, Some(&split))
             })
         }
 
@@ -758,6 +749,23 @@ mod model {
     mod tests {
         use super::*;
 
+        /// Only a call that starts with no other embedding running may
+        /// split; the count goes down again when a call ends.
+        #[test]
+        fn a_call_is_alone_only_when_no_other_embeds() {
+            let count = AtomicUsize::new(0);
+            let first = InFlight::enter(&count);
+            assert!(first.alone);
+            {
+                let second = InFlight::enter(&count);
+                assert!(!second.alone);
+            }
+            assert!(!InFlight::enter(&count).alone);
+            drop(first);
+            assert_eq!(count.load(Ordering::SeqCst), 0);
+            assert!(InFlight::enter(&count).alone);
+        }
+
         /// A query split over two threads gets the bits one thread gets,
         /// for texts from one token to just under the parallel threshold.
         /// Needs `MOSAIC_MODEL_DIR`; skips without it unless `CI=true`.
@@ -790,7 +798,7 @@ mod model {
                 }];
                 assert!(seqs[0].ids.len() < PARALLEL_MIN_TOKENS);
                 let chunks: [&[usize]; 1] = [&[0]];
-                let one = e.run(&seqs, &chunks, &AtomicUsize::new(0));
+                let one = e.run(&seqs, &chunks, &AtomicUsize::new(0), None);
                 let two = e.run_split(&seqs, &chunks, &AtomicUsize::new(0));
                 assert_eq!(one.len(), 1);
                 assert_eq!(two.len(), 1);
