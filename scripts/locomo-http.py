@@ -5,7 +5,7 @@
         --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
         [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10] \
         [--write-guards '{"near_duplicate_cosine_permille": 1000}'] [--parallel N] \
-        [--surfaces native,mem0]
+        [--surfaces native,mem0] [--modes lexical,vector,none]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates a tenant and one key per conversation (each its own
@@ -27,7 +27,13 @@ recall. Each client holds one keep-alive connection, as the SDKs do. By
 default one client ingests the conversations one after the other;
 `--parallel N` has N clients ingest N conversations at a time (each
 conversation's sessions still in order, one call at a time). The
-questions are always asked by one client, one at a time. Standard library only; the server and its data
+questions are always asked by one client, one at a time. `--modes` then
+asks every question again once per named retrieval mode (`hybrid`,
+`lexical`, `vector`, or `none`: a recall with no query), the modes taking
+turns question by question, and prints each mode's latency: where a
+recall's time goes at the door (`vector` against `lexical` is about the
+query's embedding; `none` the eligible set and the handoff without
+ranking). Standard library only; the server and its data
 directory are removed at the end. `--json` prints one summary object.
 """
 
@@ -147,6 +153,9 @@ def main():
                         help="clients ingesting at once, one conversation each (default 1)")
     parser.add_argument("--surfaces", default="native,mem0",
                         help="which surfaces to run, comma-separated (default native,mem0)")
+    parser.add_argument("--modes", default="",
+                        help="native surface: time each question again in these retrieval modes, "
+                             "comma-separated (hybrid, lexical, vector, none = no query)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     # Checked before anything starts.
@@ -155,6 +164,12 @@ def main():
     if unknown or not asked:
         raise SystemExit(f"--surfaces takes native and/or mem0, not {','.join(unknown) or 'nothing'}")
     surfaces = [s for s in ("native", "mem0") if s in asked]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad_modes = sorted(set(modes) - {"hybrid", "lexical", "vector", "none"})
+    if bad_modes:
+        raise SystemExit(f"--modes takes hybrid, lexical, vector and none, not {','.join(bad_modes)}")
+    if modes and "native" not in surfaces:
+        raise SystemExit("--modes times the native surface's recalls: add native to --surfaces")
 
     conversations = load(args.conversations_file)[: args.conversations]
     wanted = {c["conversation_id"] for c in conversations}
@@ -222,6 +237,16 @@ def main():
                 ranked[q["question_id"]] = [record_turn.get(i) for i in ids]
             recall, any_hit = score(questions, ranked, args.k)
             ms = lambda v: round(v * 1000, 2)
+            by_mode = {m: [] for m in modes} if surface == "native" else {}
+            for q in questions if by_mode else []:
+                key = keys[q["conversation_id"]]
+                for m in by_mode:
+                    body = {"max_records": args.k}
+                    if m != "none":
+                        body.update(query=q["question"], mode=m)
+                    t0 = time.perf_counter()
+                    ok(*server.call("POST", "/v1/recall", key, body), f"recall ({m})")
+                    by_mode[m].append(time.perf_counter() - t0)
             summary[surface] = {
                 "turns": turns,
                 "ingest_calls": len(calls),
@@ -235,6 +260,9 @@ def main():
                 f"recall_at_{args.k}": round(recall, 3),
                 f"any_hit_at_{args.k}": round(any_hit, 3),
             }
+            if by_mode:
+                summary[surface]["modes"] = {m: {"p50_ms": ms(percentile(v, 50)), "p95_ms": ms(percentile(v, 95))}
+                                             for m, v in by_mode.items()}
         if args.json:
             print(json.dumps(summary))
         else:
@@ -246,6 +274,8 @@ def main():
                       f"{s['ingest_turns_per_second']} turns/s (call p50 {s['ingest_call_p50_ms']} ms, p95 {s['ingest_call_p95_ms']} ms); "
                       f"search p50 {s['search_p50_ms']} ms, p95 {s['search_p95_ms']} ms; "
                       f"recall@{args.k} {s[f'recall_at_{args.k}']}, any-hit@{args.k} {s[f'any_hit_at_{args.k}']}")
+                for m, t in s.get("modes", {}).items():
+                    print(f"         recall in mode {m}: p50 {t['p50_ms']} ms, p95 {t['p95_ms']} ms")
     finally:
         server.close()
 

@@ -28,7 +28,10 @@
 //! embeddings (by SHA-256 of the text) between runs, so a model is run only
 //! once per text. `--latency` then times every question end to end with the
 //! default configuration in hybrid mode, one at a time: query embedding by
-//! the model itself (never the cache), then the funnel. `--batch` is the
+//! the model itself (never the cache), then the funnel; with `--idle-ms N`
+//! the process sleeps N milliseconds before each question, as a server
+//! between one client's requests does (the questions otherwise follow one
+//! another with no pause, which keeps the cores busy). `--batch` is the
 //! ingest batch (records per publish and per embedding call); `--batch
 //! session` makes each session one batch, as `mosaic serve` receives them
 //! when a client sends a session per `POST /v1/conversations/{id}/messages`
@@ -286,6 +289,7 @@ fn main() {
     let mut variants: Vec<Variant> = Vec::new();
     let mut tables = false;
     let mut latency = false;
+    let mut idle_ms = 0u64;
     // None: one batch per session.
     let mut batch = Some(64usize);
     let mut split: Option<bool> = None;
@@ -314,6 +318,13 @@ fn main() {
                 }
             }
             "--latency" => latency = true,
+            "--idle-ms" => {
+                idle_ms = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|ms| *ms <= 60_000)
+                    .unwrap_or_else(|| fail("--idle-ms needs milliseconds (0 to 60000)".into()))
+            }
             "--batch" => {
                 batch = match it.next().map(String::as_str) {
                     Some("session") => None,
@@ -331,7 +342,7 @@ fn main() {
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency] [--batch N|session]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session]".into());
     }
     if variants.is_empty() {
         variants = ["lexical", "vector", "hybrid"]
@@ -634,6 +645,9 @@ fn main() {
                 max_results: 10,
                 mode: RetrievalMode::Hybrid,
             };
+            if idle_ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(idle_ms));
+            }
             let t0 = Instant::now();
             let v = embedder
                 .inner
