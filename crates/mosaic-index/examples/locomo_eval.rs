@@ -344,6 +344,9 @@ fn main() {
     if positional.len() != 2 {
         fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session]".into());
     }
+    if idle_ms > 0 && !latency {
+        fail("--idle-ms applies to --latency's questions: add --latency".into());
+    }
     if variants.is_empty() {
         variants = ["lexical", "vector", "hybrid"]
             .iter()
