@@ -13,8 +13,8 @@
 
 use std::sync::{Arc, Barrier};
 
-use mosaic_harness::MemorySubject;
 use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation, MemoryWriteViolation};
+use mosaic_harness::{MemoryKind, MemorySubject};
 
 use crate::audit::{AuditKind, AuditVerification};
 use crate::error::{StoreError, StoreResult};
@@ -227,6 +227,37 @@ pub fn accepted_write_commits_and_is_idempotent<F: StoreFactory>(factory: &F) ->
     let stored = store.get_record("r1")?.expect("record stored");
     assert_eq!(stored.state, RecordState::Publishing);
     assert_eq!(stored.content, request.content);
+    // The write guards' read: a publishing record is live, for its own
+    // tenant, kind and subject only.
+    let ids = ["r1".to_owned(), "unknown".to_owned()];
+    let (kind, subject) = (stored.record.kind, &stored.record.subject);
+    assert_eq!(
+        store.live_contents(fixtures::TENANT_A, &ids, kind, subject)?,
+        vec![("r1".to_owned(), request.content.clone())]
+    );
+    assert!(
+        store
+            .live_contents(fixtures::TENANT_B, &ids, kind, subject)?
+            .is_empty()
+    );
+    let other_kind = MemoryKind::ALL
+        .into_iter()
+        .find(|k| *k != kind)
+        .expect("more than one kind");
+    assert!(
+        store
+            .live_contents(fixtures::TENANT_A, &ids, other_kind, subject)?
+            .is_empty()
+    );
+    let other_subject = MemorySubject::Principal {
+        principal_id: "bob".into(),
+    };
+    assert_ne!(subject, &other_subject);
+    assert!(
+        store
+            .live_contents(fixtures::TENANT_A, &ids, kind, &other_subject)?
+            .is_empty()
+    );
     assert_eq!(stored.line_generation, 1);
     for target in &config.required_index_targets {
         let tasks = store.pending_outbox(target, 10)?;
@@ -542,6 +573,18 @@ pub fn supersession_is_generation_fenced<F: StoreFactory>(factory: &F) -> StoreR
     let old = store.get_record("v1")?.expect("old record kept");
     assert_eq!(old.state, RecordState::Superseded);
     assert_eq!(old.content, base.content, "history is immutable");
+    // A superseded record is no write guard's candidate; its successor is.
+    let live: Vec<String> = store
+        .live_contents(
+            fixtures::TENANT_A,
+            &["v1".to_owned(), "v2".to_owned()],
+            old.record.kind,
+            &old.record.subject,
+        )?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(live, ["v2"]);
 
     // A second writer that also observed generation 1 loses.
     let mut s3 = Spec::principal(fixtures::TENANT_A, "alice", "v3");

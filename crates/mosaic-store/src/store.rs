@@ -3,6 +3,7 @@
 use mosaic_harness::memory_write::{
     ConsentReceipt, MemoryWriteGrant, MemoryWritePolicy, MemoryWriteReceipt, StructuredClaim,
 };
+use mosaic_harness::{MemoryKind, MemorySubject};
 
 use crate::audit::{AuditEventBody, AuditVerification};
 use crate::error::StoreResult;
@@ -200,6 +201,20 @@ pub trait Store: Send {
     /// A tenant's records with these ids, in any state, sorted by record
     /// id, in one read; unknown, foreign and erased ids are absent.
     fn get_records(&mut self, tenant_id: &str, ids: &[String]) -> StoreResult<Vec<StoredRecord>>;
+
+    /// The contents of the live (active or publishing) records among
+    /// `ids` that are the tenant's and of `kind` and `subject`, as
+    /// `(record_id, content)` sorted by record id, in one read that decodes
+    /// no record: the texts the write guards compare a proposal with.
+    /// Every other id (unknown, foreign, erased, of another state, kind or
+    /// subject) is absent.
+    fn live_contents(
+        &mut self,
+        tenant_id: &str,
+        ids: &[String],
+        kind: MemoryKind,
+        subject: &MemorySubject,
+    ) -> StoreResult<Vec<(String, String)>>;
 
     /// The structured claims of a record, sorted by claim id: committed in
     /// the record's own write transaction (so they exist exactly when the

@@ -326,18 +326,15 @@ impl ServiceCore {
         let mut out = Vec::new();
         let rows: Vec<(String, String)> = match self.guard_candidates(tenant, request) {
             Some(ids) => {
-                // One read for every candidate, compared in the index's
-                // order.
-                let mut found: HashMap<String, mosaic_store::StoredRecord> = inner
+                // One read for every candidate, of the live ones' texts
+                // alone (no record decoded), compared in the index's order.
+                let mut found: HashMap<String, String> = inner
                     .store
-                    .get_records(tenant, &ids)?
+                    .live_contents(tenant, &ids, request.kind, &request.subject)?
                     .into_iter()
-                    .map(|stored| (stored.record.record_id.clone(), stored))
                     .collect();
                 ids.into_iter()
-                    .filter_map(|id| found.remove(&id).map(|stored| (id, stored)))
-                    .filter(|(_, stored)| live_candidate(stored, tenant, request))
-                    .map(|(id, stored)| (id, stored.content))
+                    .filter_map(|id| found.remove(&id).map(|content| (id, content)))
                     .collect()
             }
             // Bounded: the first TEXT_SCAN_LIMIT live records of the

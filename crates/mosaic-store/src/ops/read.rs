@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, StructuredClaim};
-use mosaic_harness::{MemoryRecord, MemoryStatus};
+use mosaic_harness::{MemoryKind, MemoryRecord, MemoryStatus, MemorySubject};
 
 use super::{
     Arg, SqlRow, Tx, decode, i, params, parse_stage, parse_state, revocation_generation,
@@ -203,6 +203,59 @@ pub(crate) fn get_records<C: Tx>(
         }
     }
     out.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
+    Ok(out)
+}
+
+/// The columns [`live_contents`] reads, of `records r`.
+type LiveRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+);
+
+/// `(record_id, content)` of the live records among `ids` that are the
+/// tenant's and of `kind` and `subject`, sorted by record id. Read by
+/// primary key only, as [`get_records`] is, the other columns compared on
+/// each row; no record body is decoded.
+pub(crate) fn live_contents<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    ids: &[String],
+    kind: MemoryKind,
+    subject: &MemorySubject,
+) -> StoreResult<Vec<(String, String)>> {
+    let wanted = subject_columns(subject);
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(RECORDS_PER_READ) {
+        let sql = format!(
+            "SELECT r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b,
+                    r.state, r.content
+             FROM records r WHERE {}",
+            C::in_set("r.record_id", "?1")
+        );
+        let args = [Arg::TextSet(chunk.to_vec())];
+        for (id, tenant, row_kind, subject_type, a, b, state, content) in
+            c.rows(&sql, &vals(&args), |r| r.cols::<LiveRow>())?
+        {
+            let live = matches!(
+                parse_state(&state)?,
+                RecordState::Active | RecordState::Publishing
+            );
+            if live
+                && tenant == tenant_id
+                && row_kind == kind.as_str()
+                && (subject_type.as_str(), a.as_str(), b.as_str()) == wanted
+            {
+                out.push((id, content));
+            }
+        }
+    }
+    out.sort();
     Ok(out)
 }
 

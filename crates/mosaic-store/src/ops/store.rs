@@ -362,6 +362,19 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn live_contents(
+                    &mut self,
+                    tenant_id: &str,
+                    ids: &[String],
+                    kind: ::mosaic_harness::MemoryKind,
+                    subject: &::mosaic_harness::MemorySubject,
+                ) -> StoreResult<Vec<(String, String)>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::live_contents(c, tenant_id, ids, kind, subject)
+                    })
+                }
+
                 fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>> {
                     self.read_tx(|c| {
                         Tx::enter_tenant_of(c, RECORD, record_id)?;
