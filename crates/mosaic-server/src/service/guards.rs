@@ -398,23 +398,30 @@ impl ServiceCore {
         if is_structured(&request.content) {
             return Ok(());
         }
-        let hits = self.guard_nearest(tenant, request, vector)?;
-        for (existing_id, cosine) in hits {
-            if cosine * 1000.0 < f64::from(cosine_permille) {
-                break;
-            }
-            if existing_id == record_id
-                || supersedes == Some(existing_id.as_str())
-                || out.iter().any(|o| o.existing_record_id == existing_id)
-            {
-                continue;
-            }
-            let Some(stored) = inner.store.get_record(&existing_id)? else {
-                continue;
-            };
-            if !live_candidate(&stored, tenant, request) {
-                continue;
-            }
+        // The hits at the threshold the guard does not already relate,
+        // best first; then the live ones of the proposal's kind and subject
+        // among them, in one read (the text guard's, `live_contents`).
+        let near: Vec<String> = self
+            .guard_nearest(tenant, request, vector)?
+            .into_iter()
+            .take_while(|(_, cosine)| cosine * 1000.0 >= f64::from(cosine_permille))
+            .map(|(id, _)| id)
+            .filter(|id| {
+                id != record_id
+                    && supersedes != Some(id.as_str())
+                    && !out.iter().any(|o| o.existing_record_id == *id)
+            })
+            .collect();
+        if near.is_empty() {
+            return Ok(());
+        }
+        let live: BTreeSet<String> = inner
+            .store
+            .live_contents(tenant, &near, request.kind, &request.subject)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        for existing_id in near.into_iter().filter(|id| live.contains(id)) {
             self.metrics
                 .incr("mosaic_vector_guard_duplicates_total", &[]);
             out.push(guard_observation(
@@ -648,19 +655,6 @@ impl ServiceCore {
             GUARD_CANDIDATES,
         )
     }
-}
-
-/// A stored record a guard may relate a proposal to: live (active or
-/// still publishing), of the proposal's tenant, kind and subject.
-fn live_candidate(
-    stored: &mosaic_store::StoredRecord,
-    tenant: &str,
-    request: &ProposeRequest,
-) -> bool {
-    matches!(stored.state, RecordState::Active | RecordState::Publishing)
-        && stored.record.tenant_id == tenant
-        && stored.record.kind == request.kind
-        && stored.record.subject == request.subject
 }
 
 /// A guard's observation that the proposal's record relates to
