@@ -25,7 +25,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mosaic_harness::canonical::domain_digest;
-use mosaic_harness::memory_scope::{RelevanceInput, RelevanceReceipt, SealedEligibleSet};
+use mosaic_harness::memory_scope::{
+    EligibleSet, RelevanceInput, RelevanceReceipt, ScoredCandidate, SealedEligibleSet,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::ann::{AnnConfig, SearchPlan};
@@ -212,11 +214,11 @@ pub struct Explanation {
 /// A recall: the relevance input, its receipt and explanations.
 #[derive(Clone, Debug)]
 pub struct Recall {
-    /// Input of the relevance stage (re-verifiable) when this read computed
-    /// it; `None` on a cache hit: the input holds the read's whole eligible
-    /// set, which the result cache does not keep (its entries would grow
-    /// with the principal's memory count).
-    pub input: Option<Arc<RelevanceInput>>,
+    /// The ranker's scores when this read computed them; `None` on a
+    /// cache hit, whose entry keeps the receipt only. With the read's
+    /// eligible set they rebuild the relevance input
+    /// ([`Recall::relevance_input`]).
+    pub scores: Option<Arc<Vec<ScoredCandidate>>>,
     /// The receipt (ordered results).
     pub receipt: RelevanceReceipt,
     /// One explanation per result, in result order.
@@ -228,6 +230,25 @@ pub struct Recall {
 }
 
 impl Recall {
+    /// The relevance input this read ranked, rebuilt from its scores, its
+    /// receipt's query digest, releases and cut-off, and `eligible` (the
+    /// set the read ranked over), for [`verify_relevance_receipt`];
+    /// `None` on a cache hit. The read itself does not build it: the input
+    /// holds the whole eligible set, which would be copied per read.
+    ///
+    /// [`verify_relevance_receipt`]: mosaic_harness::memory_scope::verify_relevance_receipt
+    pub fn relevance_input(&self, eligible: &EligibleSet) -> Option<RelevanceInput> {
+        let scores = self.scores.as_deref()?;
+        Some(RelevanceInput {
+            query_sha256: self.receipt.query_sha256.clone(),
+            eligible: eligible.clone(),
+            feature_release: self.receipt.feature_release.clone(),
+            ranker_release: self.receipt.ranker_release.clone(),
+            scores: scores.clone(),
+            max_results: self.receipt.max_results,
+        })
+    }
+
     /// Result record ids, best first.
     pub fn record_ids(&self) -> Vec<&str> {
         self.receipt
@@ -478,9 +499,9 @@ impl Retriever {
             hit.cache_hit = true;
             return Ok(hit);
         }
-        let recall = self.compute(query, query_vector, &key.query_sha256, eligible_set_sha256)?;
+        let recall = self.compute(query, query_vector, &key.query_sha256)?;
         let kept = Recall {
-            input: None,
+            scores: None,
             ..recall.clone()
         };
         self.cache_lock().put(key, kept);
@@ -492,7 +513,6 @@ impl Retriever {
         query: &RecallQuery<'_>,
         query_vector: Option<&[f32]>,
         query_sha256: &str,
-        eligible_set_sha256: String,
     ) -> Result<Recall, IndexError> {
         // The lexical docs serve BM25, claim keys and neighbours; a pure
         // vector read without those never resolves them.
@@ -505,7 +525,6 @@ impl Retriever {
             candidates,
             &source,
             query_sha256,
-            eligible_set_sha256,
             self.feature_release(),
         )
     }
@@ -761,7 +780,7 @@ mod tests {
         );
         assert!(dated.explanations.iter().all(|e| e.recency_bonus == 0));
         mosaic_harness::memory_scope::verify_relevance_receipt(
-            now.input.as_deref().unwrap(),
+            &now.relevance_input(eligible.set()).unwrap(),
             &now.receipt,
         )
         .unwrap();
@@ -824,7 +843,7 @@ mod tests {
         );
         assert!(timed(&what).is_empty());
         mosaic_harness::memory_scope::verify_relevance_receipt(
-            when.input.as_deref().unwrap(),
+            &when.relevance_input(eligible.set()).unwrap(),
             &when.receipt,
         )
         .unwrap();
@@ -860,13 +879,13 @@ mod tests {
         let first = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
         let again = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
         assert!(!first.cache_hit && again.cache_hit);
-        // The computed read carries its input (and so the whole eligible
-        // set); the cache entry does not, so it does not grow with it.
-        assert_eq!(
-            first.input.as_ref().map(|i| i.eligible.entries.len()),
-            Some(eligible.set().entries.len())
-        );
-        assert!(again.input.is_none());
+        // The computed read keeps its scores (so its input can be
+        // rebuilt); the cache entry keeps the receipt only, so it grows
+        // with neither the eligible set nor the candidates.
+        let input = first.relevance_input(eligible.set()).unwrap();
+        mosaic_harness::memory_scope::verify_relevance_receipt(&input, &first.receipt).unwrap();
+        assert!(again.scores.is_none());
+        assert!(again.relevance_input(eligible.set()).is_none());
         assert_eq!(again.receipt, first.receipt);
         assert_eq!(again.explanations, first.explanations);
     }
@@ -876,7 +895,7 @@ mod tests {
         let (r, eligible) = loaded(&LINES);
         let recall = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
         mosaic_harness::memory_scope::verify_relevance_receipt(
-            recall.input.as_deref().unwrap(),
+            &recall.relevance_input(eligible.set()).unwrap(),
             &recall.receipt,
         )
         .unwrap();

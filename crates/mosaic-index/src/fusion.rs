@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use mosaic_harness::memory_scope::{RelevanceInput, ScoredCandidate, fixed_point_score};
+use mosaic_harness::memory_scope::{ScoredCandidate, fixed_point_score};
 
 use crate::ann::SearchPlan;
 use crate::error::IndexError;
@@ -153,7 +153,6 @@ pub fn fuse<S: CandidateSource + ?Sized>(
     candidates: Candidates,
     features: &S,
     query_sha256: &str,
-    eligible_set_sha256: String,
     feature_release: String,
 ) -> Result<Recall, IndexError> {
     let Candidates {
@@ -325,15 +324,16 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         .into_iter()
         .map(|(record_id, score)| ScoredCandidate { record_id, score })
         .collect();
-    let input = RelevanceInput {
-        query_sha256: query_sha256.to_owned(),
-        eligible: query.eligible.set().clone(),
-        feature_release,
-        ranker_release: RANKER_RELEASE.to_owned(),
-        scores,
-        max_results: query.max_results,
-    };
-    let receipt = input.rank_with_eligible_digest(eligible_set_sha256)?;
+    // Ranked over the sealed set in place: the read's whole eligible set
+    // is not copied into a relevance input (the scores are kept, so the
+    // input can be rebuilt to verify the receipt).
+    let receipt = query.eligible.rank(
+        query_sha256,
+        &feature_release,
+        RANKER_RELEASE,
+        &scores,
+        query.max_results,
+    )?;
     let explanations = receipt
         .results
         .iter()
@@ -344,7 +344,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         })
         .collect();
     Ok(Recall {
-        input: Some(std::sync::Arc::new(input)),
+        scores: Some(std::sync::Arc::new(scores)),
         receipt,
         explanations,
         vector_plan,
@@ -555,14 +555,12 @@ mod tests {
         let mut source = Scripted::default();
         let vector = [1.0f32, 0.0];
         let candidates = gather(&mut source, &config, &query, Some(&vector)).unwrap();
-        let digest = set.sha256().to_owned();
         let recall = fuse(
             &config,
             &query,
             candidates,
             &source,
             &sha256_hex(text.as_bytes()),
-            digest,
             "features".into(),
         )
         .unwrap();
@@ -602,7 +600,8 @@ mod tests {
         let (b, b_score) = by_id(&recall, "b");
         assert!(b.structured && b_score > by_id(&plain, "b").1);
         assert_eq!(recall.receipt.ranker_release, RANKER_RELEASE);
-        verify_relevance_receipt(recall.input.as_deref().unwrap(), &recall.receipt).unwrap();
+        let input = recall.relevance_input(&eligible()).unwrap();
+        verify_relevance_receipt(&input, &recall.receipt).unwrap();
         // A current-state question: the source's newest record gains recency.
         let (_, now) = run(RetrievalMode::Hybrid, "where is it now", &[]);
         assert_eq!(by_id(&now, "a").0.recency_bonus, 0);

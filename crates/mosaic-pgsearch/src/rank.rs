@@ -456,7 +456,6 @@ pub fn recall(
         candidates,
         &source,
         &query_sha256,
-        eligible_set_sha256,
         feature_release,
     )
 }

@@ -238,36 +238,74 @@ pub enum RelevanceError {
 
 /// Orders the scores and issues the relevance receipt.
 pub fn rank_relevance(input: &RelevanceInput) -> Result<RelevanceReceipt, RelevanceError> {
-    input.rank_with(|| input.eligible.digest())
+    input.parts().rank(|| input.eligible.digest())
 }
 
 impl RelevanceInput {
-    /// [`rank_relevance`] with the eligible-set digest already computed
-    /// (it must be `self.eligible.digest()`), for a caller that needed it
-    /// before ranking and would otherwise hash a large set twice.
-    /// [`verify_relevance_receipt`] recomputes it from the set.
-    pub fn rank_with_eligible_digest(
-        &self,
-        eligible_set_sha256: String,
-    ) -> Result<RelevanceReceipt, RelevanceError> {
-        self.rank_with(|| Ok(eligible_set_sha256))
+    fn parts(&self) -> RankParts<'_> {
+        RankParts {
+            query_sha256: &self.query_sha256,
+            entries: &self.eligible.entries,
+            feature_release: &self.feature_release,
+            ranker_release: &self.ranker_release,
+            scores: &self.scores,
+            max_results: self.max_results,
+        }
     }
+}
 
-    fn rank_with(
+impl SealedEligibleSet {
+    /// [`rank_relevance`] of the [`RelevanceInput`] made of this set and
+    /// the other parts, without copying the set into one: a ranker on the
+    /// read path names the set it ranked by the sealed digest, and keeps
+    /// its scores, so the input can be rebuilt for
+    /// [`verify_relevance_receipt`].
+    pub fn rank(
+        &self,
+        query_sha256: &str,
+        feature_release: &str,
+        ranker_release: &str,
+        scores: &[ScoredCandidate],
+        max_results: usize,
+    ) -> Result<RelevanceReceipt, RelevanceError> {
+        RankParts {
+            query_sha256,
+            entries: &self.set.entries,
+            feature_release,
+            ranker_release,
+            scores,
+            max_results,
+        }
+        .rank(|| Ok(self.sha256.clone()))
+    }
+}
+
+/// What a relevance receipt is computed from, borrowed.
+struct RankParts<'a> {
+    query_sha256: &'a str,
+    entries: &'a [EligibleEntry],
+    feature_release: &'a str,
+    ranker_release: &'a str,
+    scores: &'a [ScoredCandidate],
+    max_results: usize,
+}
+
+impl RankParts<'_> {
+    fn rank(
         &self,
         eligible_digest: impl FnOnce() -> Result<String, CanonicalError>,
     ) -> Result<RelevanceReceipt, RelevanceError> {
         let input = self;
-        if !is_sha256_hex(&input.query_sha256) {
+        if !is_sha256_hex(input.query_sha256) {
             return Err(RelevanceError::MalformedQueryDigest);
         }
-        if !is_identifier(&input.feature_release) {
+        if !is_identifier(input.feature_release) {
             return Err(RelevanceError::BadRelease("feature_release"));
         }
-        if !is_identifier(&input.ranker_release) {
+        if !is_identifier(input.ranker_release) {
             return Err(RelevanceError::BadRelease("ranker_release"));
         }
-        let entries = &input.eligible.entries;
+        let entries = input.entries;
         // Entries are normally sorted by record id: search them in place
         // instead of building a set of every eligible id.
         let sorted = entries.windows(2).all(|w| w[0].record_id < w[1].record_id);
@@ -287,7 +325,7 @@ impl RelevanceInput {
         };
         let mut seen = BTreeSet::new();
         let mut results = Vec::with_capacity(input.scores.len());
-        for scored in &input.scores {
+        for scored in input.scores {
             if !is_eligible(scored.record_id.as_str()) {
                 return Err(RelevanceError::ScoredIneligible(scored.record_id.clone()));
             }
@@ -306,10 +344,10 @@ impl RelevanceInput {
         results.truncate(input.max_results);
         let mut receipt = RelevanceReceipt {
             schema_version: crate::MEMORY_SCHEMA_VERSION,
-            query_sha256: input.query_sha256.clone(),
+            query_sha256: input.query_sha256.to_owned(),
             eligible_set_sha256: eligible_digest()?,
-            feature_release: input.feature_release.clone(),
-            ranker_release: input.ranker_release.clone(),
+            feature_release: input.feature_release.to_owned(),
+            ranker_release: input.ranker_release.to_owned(),
             max_results: input.max_results,
             results,
             receipt_sha256: String::new(),
@@ -368,17 +406,25 @@ mod tests {
             let ok = input(ids, &["c", "a"]);
             let receipt = rank_relevance(&ok).unwrap();
             assert_eq!(receipt.results.len(), 2);
-            assert_eq!(
-                ok.rank_with_eligible_digest(ok.eligible.digest().unwrap())
-                    .unwrap(),
-                receipt
-            );
+            let sealed = |i: &RelevanceInput| {
+                SealedEligibleSet::seal(i.eligible.clone()).unwrap().rank(
+                    &i.query_sha256,
+                    &i.feature_release,
+                    &i.ranker_release,
+                    &i.scores,
+                    i.max_results,
+                )
+            };
+            assert_eq!(sealed(&ok).unwrap(), receipt);
             for outside in ["e", "", "bb", "0"] {
-                assert_eq!(
-                    rank_relevance(&input(ids, &["a", outside])),
-                    Err(RelevanceError::ScoredIneligible(outside.into())),
-                    "{ids:?} {outside}"
-                );
+                let widened = input(ids, &["a", outside]);
+                for ranked in [rank_relevance(&widened), sealed(&widened)] {
+                    assert_eq!(
+                        ranked,
+                        Err(RelevanceError::ScoredIneligible(outside.into())),
+                        "{ids:?} {outside}"
+                    );
+                }
             }
         }
     }

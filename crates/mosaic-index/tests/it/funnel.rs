@@ -102,7 +102,8 @@ fn funnel_ranks_only_eligible_records_and_hands_off() {
             .all(|id| eligible_ids.contains(id))
     );
     assert_eq!(recall.record_ids()[0], "procedure-build");
-    verify_relevance_receipt(recall.input.as_deref().unwrap(), &recall.receipt).unwrap();
+    let input = recall.relevance_input(eligible.set()).unwrap();
+    verify_relevance_receipt(&input, &recall.receipt).unwrap();
     // The revoked deploy procedure is indexed but never eligible.
     assert!(!recall.record_ids().contains(&"procedure-revoked"));
 
