@@ -211,7 +211,7 @@ pub struct Explanation {
     pub time_bonus: u64,
 }
 
-/// A recall: the relevance input, its receipt and explanations.
+/// A recall: the ranker's scores, the relevance receipt and explanations.
 #[derive(Clone, Debug)]
 pub struct Recall {
     /// The ranker's scores when this read computed them; `None` on a
