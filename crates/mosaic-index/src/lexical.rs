@@ -281,7 +281,11 @@ impl Backend for LexicalBackend {
         speaker.sort_unstable();
         let partition = &mut self.partitions[pid as usize];
         for &(tid, tf) in &term_ids {
-            partition.postings.entry(tid).or_default().push((doc, tf));
+            let list = partition.postings.entry(tid).or_default();
+            // Postings stay in doc order (`best_shared` relies on it): every
+            // insert is of a freshly allocated, highest doc.
+            debug_assert!(list.last().is_none_or(|(last, _)| *last < doc));
+            list.push((doc, tf));
         }
         partition.n_docs += 1;
         partition.total_len += u64::from(prepared.len);
@@ -392,9 +396,11 @@ impl LexicalIndex {
     /// the rare ones included, so it ranks among these however many records
     /// the subject holds, while a word every record has (a speaker's name)
     /// weighs little (and is not walked at all when the text has a term
-    /// fewer than half of the records hold); the cost is the postings of
-    /// `text`'s own rare terms in that subject. `None` when `text` has no
-    /// index term (stopwords only): the index cannot tell its neighbours.
+    /// fewer than half of the records hold). The cost is the postings of
+    /// `text`'s own rare terms in that subject, rarest first, and only as
+    /// long as they can still change the answer (see `best_shared`). `None`
+    /// when `text` has no index term (stopwords only): the index cannot
+    /// tell its neighbours.
     pub fn sharing_terms(
         &self,
         tenant_id: &str,
@@ -421,41 +427,27 @@ impl LexicalIndex {
         term_ids.sort_unstable();
         term_ids.dedup();
         let n = partition.n_docs as f64;
-        let postings: Vec<&[(DocId, u32)]> = term_ids
+        let postings: Vec<(u32, &[(DocId, u32)])> = term_ids
             .iter()
-            .filter_map(|tid| partition.postings.get(tid).map(Vec::as_slice))
+            .filter_map(|tid| partition.postings.get(tid).map(|l| (*tid, l.as_slice())))
             .collect();
         // A term most of the subject's records hold (a speaker's name)
         // tells none of them apart: its postings are walked only when the
         // text has no rarer term, so the cost is the rare terms' postings.
-        let rare: Vec<&[(DocId, u32)]> = postings
+        let rare: Vec<(u32, &[(DocId, u32)])> = postings
             .iter()
             .copied()
-            .filter(|p| p.len() * 2 <= partition.n_docs as usize)
+            .filter(|(_, p)| p.len() * 2 <= partition.n_docs as usize)
             .collect();
         let walked = if rare.is_empty() { postings } else { rare };
         if limit == 0 {
             return Some(Vec::new());
         }
-        // Every walked posting, list by list; a stable sort by doc keeps
-        // each doc's weights in list order, so each sum is added in the
-        // same order whatever the subject's size. No map: the postings of
-        // a large subject are thousands of entries per text.
-        let mut walked_docs: Vec<(DocId, f64)> =
-            Vec::with_capacity(walked.iter().map(|l| l.len()).sum());
-        for list in walked {
-            let weight = (1.0 + n / list.len().max(1) as f64).ln();
-            walked_docs.extend(list.iter().map(|(doc, _)| (*doc, weight)));
-        }
-        walked_docs.sort_by_key(|(doc, _)| *doc);
-        let mut shared: Vec<(f64, DocId)> = Vec::new();
-        for (doc, weight) in walked_docs {
-            match shared.last_mut() {
-                Some((sum, last)) if *last == doc => *sum += weight,
-                _ => shared.push((weight, doc)),
-            }
-        }
-        shared.retain(|(_, doc)| self.record_of(*doc).is_some());
+        let weights: Vec<f64> = walked
+            .iter()
+            .map(|(_, list)| (1.0 + n / list.len().max(1) as f64).ln())
+            .collect();
+        let mut shared = self.best_shared(&walked, &weights, limit);
         // The best `limit` by weight, ties by record id: the weight at the
         // cut is found on numbers alone, and only the records tied at it
         // compare their ids (most records of a large subject share one
@@ -500,6 +492,89 @@ impl LexicalIndex {
             .collect();
         ranked.sort_by(rank_order);
         Some(ranked.into_iter().map(|(_, id)| id.to_owned()).collect())
+    }
+
+    /// The live docs of `lists` (term ids with their postings) that can be
+    /// among the best `limit` by weight, with their weight: the sum of the
+    /// `weights` of the lists holding them, added rarest list first (the
+    /// shortest; ties in list order).
+    ///
+    /// The lists are walked in that order, and the walk stops once `limit`
+    /// docs found weigh more than all the lists left together: a doc none
+    /// of the walked lists holds cannot reach them (the max-score bound of
+    /// top-k retrieval). The docs found then add the weights of the lists
+    /// left that hold them. So a term half of a large subject's records
+    /// hold (a speaker's name), thousands of postings, is walked only when
+    /// it can still change the answer, and the answer is the one a walk of
+    /// every list gives.
+    fn best_shared(
+        &self,
+        lists: &[(u32, &[(DocId, u32)])],
+        weights: &[f64],
+        limit: usize,
+    ) -> Vec<(f64, DocId)> {
+        // Bounds are sums in another order than the weights they are
+        // compared with: compared with this much room (far above the
+        // rounding of a few additions).
+        const SLACK: f64 = 1e-9;
+        let mut order: Vec<usize> = (0..lists.len()).collect();
+        order.sort_by_key(|&i| (lists[i].1.len(), i));
+        // left[j]: what the lists order[j..] weigh together.
+        let mut left = vec![0.0f64; order.len() + 1];
+        for (j, &i) in order.iter().enumerate().rev() {
+            left[j] = left[j + 1] + weights[i];
+        }
+        let mut weight_of: HashMap<DocId, f64, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(
+                order
+                    .iter()
+                    .rev()
+                    .skip(1)
+                    .map(|&i| lists[i].1.len())
+                    .sum(),
+                foldhash::fast::RandomState::default(),
+            );
+        let mut walked = order.len();
+        for (j, &i) in order.iter().enumerate() {
+            // Stop once `limit` docs found weigh more than all the lists
+            // left: no doc not found yet can reach them. (Only counted once
+            // the lists walked outweigh those left, or none can.)
+            let bar = left[j] * (1.0 + SLACK);
+            if weight_of.len() >= limit
+                && left[0] - left[j] > bar
+                && weight_of.values().filter(|w| **w > bar).count() >= limit
+            {
+                walked = j;
+                break;
+            }
+            for (doc, _) in lists[i].1 {
+                *weight_of.entry(*doc).or_insert(0.0) += weights[i];
+            }
+        }
+        let mut found: Vec<(DocId, f64)> = weight_of.into_iter().collect();
+        // The lists left, for the docs found: postings are in doc order
+        // (docs are numbered as published, and a republished record gets a
+        // new number), so the docs found, in that order, are looked up in
+        // each list by galloping from the last one's place.
+        found.sort_unstable_by_key(|(doc, _)| *doc);
+        for &i in &order[walked..] {
+            let list = lists[i].1;
+            let mut from = 0;
+            for (doc, weight) in &mut found {
+                from = gallop(list, from, *doc);
+                if list.get(from).is_some_and(|(d, _)| d == doc) {
+                    *weight += weights[i];
+                }
+            }
+        }
+        // A doc leaves the postings as its record leaves the fence (both on
+        // the publish that replaces it or the tombstone), so every doc here
+        // has a record; checked in doc order, as a consistency guard.
+        found
+            .into_iter()
+            .filter(|(doc, _)| self.record_of(*doc).is_some())
+            .map(|(doc, weight)| (weight, doc))
+            .collect()
     }
 
     pub(crate) fn search_docs(&self, query_terms: &[String], docs: &DocSet, k: usize) -> Vec<Hit> {
@@ -779,8 +854,165 @@ pub(crate) fn sort_hits(hits: &mut [Hit]) {
     });
 }
 
+/// The first place at or after `from` in `list` (sorted by doc) whose doc
+/// is not below `doc`: steps of 1, 2, 4, ... from `from`, then a binary
+/// search within the last step, so a run of ascending lookups costs about
+/// the logarithm of each gap, not of the list.
+fn gallop(list: &[(DocId, u32)], from: usize, doc: DocId) -> usize {
+    let below = |at: usize| list.get(at).is_some_and(|(d, _)| *d < doc);
+    if !below(from) {
+        return from;
+    }
+    // list[lo] is below `doc`; find hi with list[hi] not below (or the end).
+    let (mut lo, mut step) = (from, 1);
+    let hi = loop {
+        let next = lo + step;
+        if next >= list.len() {
+            break list.len();
+        }
+        if !below(next) {
+            break next;
+        }
+        lo = next;
+        step *= 2;
+    };
+    lo + 1 + list[lo + 1..hi].partition_point(|(d, _)| *d < doc)
+}
+
 /// Weight first (highest first), then record id: the write guard's
 /// candidate order.
 fn rank_order(a: &(f64, &str), b: &(f64, &str)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then(a.1.cmp(b.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use mosaic_harness::MemoryKind;
+    use mosaic_harness::canonical::sha256_hex;
+
+    use super::*;
+    use crate::target::IndexTarget;
+    use crate::{PublishMessage, ScopeKeys};
+
+    /// The walk [`LexicalIndex::best_shared`] bounds: every posting of every
+    /// list, each doc's weights added rarest list first.
+    fn walk_everything(
+        idx: &LexicalIndex,
+        lists: &[(u32, &[(DocId, u32)])],
+        weights: &[f64],
+    ) -> Vec<(f64, DocId)> {
+        let mut order: Vec<usize> = (0..lists.len()).collect();
+        order.sort_by_key(|&i| (lists[i].1.len(), i));
+        let mut sums: BTreeMap<DocId, f64> = BTreeMap::new();
+        for i in order {
+            for (doc, _) in lists[i].1 {
+                *sums.entry(*doc).or_insert(0.0) += weights[i];
+            }
+        }
+        sums.into_iter()
+            .filter(|(doc, _)| idx.record_of(*doc).is_some())
+            .map(|(doc, w)| (w, doc))
+            .collect()
+    }
+
+    /// The best `limit` of a list of (weight, doc), ties by doc.
+    fn best(mut all: Vec<(f64, DocId)>, limit: usize) -> Vec<(u64, DocId)> {
+        all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        all.truncate(limit);
+        all.into_iter().map(|(w, d)| (w.to_bits(), d)).collect()
+    }
+
+    #[test]
+    fn gallop_finds_the_first_place_not_below() {
+        let list: Vec<(DocId, u32)> = [2u32, 3, 5, 8, 13, 21, 34, 55, 89]
+            .iter()
+            .map(|d| (*d, 1))
+            .collect();
+        for from in 0..=list.len() {
+            for doc in 0..100 {
+                let expected = from + list[from..].partition_point(|(d, _)| *d < doc);
+                assert_eq!(gallop(&list, from, doc), expected, "from {from}, doc {doc}");
+            }
+        }
+        assert_eq!(gallop(&[], 0, 7), 0);
+    }
+
+    #[test]
+    fn the_bounded_walk_finds_what_walking_everything_finds() {
+        let mut idx = LexicalIndex::new();
+        // A small vocabulary with a skewed spread: some terms in a few
+        // records, some in a third of them, as a large subject's are.
+        let words: Vec<String> = (0..40).map(|i| format!("w{i}x")).collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        for r in 0..1_500u64 {
+            let len = 4 + next(10) as usize;
+            let text: Vec<&str> = (0..len)
+                .map(|_| {
+                    // Term i drawn with weight about 1/(i+1).
+                    let pick = next(1_000_000) as f64 / 1_000_000.0;
+                    let i = ((40.0f64).powf(pick) - 1.0) as usize;
+                    words[i.min(39)].as_str()
+                })
+                .collect();
+            idx.publish(&PublishMessage {
+                record_id: format!("r{r:05}"),
+                generation: 1,
+                revocation_generation: 0,
+                scope: ScopeKeys {
+                    tenant_id: "t".into(),
+                    policy_sha256: sha256_hex(b"policy"),
+                    subject_key: "s".into(),
+                    kind: MemoryKind::Episodic,
+                },
+                created_at_unix_ms: r,
+                claim_keys: Vec::new(),
+                text: text.join(" "),
+            })
+            .unwrap();
+            if r % 7 == 3 {
+                idx.tombstone(&format!("r{:05}", r / 2), 2).unwrap();
+            }
+        }
+        let b = &idx.backend;
+        let partition = &b.partitions[0];
+        let mut stopped_early = 0;
+        for q in 0..200 {
+            let len = 1 + next(12) as usize;
+            let mut tids: Vec<u32> = (0..len)
+                .filter_map(|_| b.vocab.get(words[next(40) as usize].as_str()).copied())
+                .collect();
+            tids.sort_unstable();
+            tids.dedup();
+            let lists: Vec<(u32, &[(DocId, u32)])> = tids
+                .iter()
+                .filter_map(|t| partition.postings.get(t).map(|l| (*t, l.as_slice())))
+                .collect();
+            let n = partition.n_docs as f64;
+            let weights: Vec<f64> = lists
+                .iter()
+                .map(|(_, l)| (1.0 + n / l.len() as f64).ln())
+                .collect();
+            let limit = [1, 5, 32, 200][q % 4];
+            let bounded = idx.best_shared(&lists, &weights, limit);
+            let everything = walk_everything(&idx, &lists, &weights);
+            if bounded.len() < everything.len() {
+                stopped_early += 1;
+            }
+            assert_eq!(
+                best(bounded, limit),
+                best(everything, limit),
+                "query {q}, limit {limit}"
+            );
+        }
+        // The bound did cut walks short, or this compared nothing new.
+        assert!(stopped_early > 50, "{stopped_early}");
+    }
 }
