@@ -526,12 +526,7 @@ impl LexicalIndex {
         }
         let mut weight_of: HashMap<DocId, f64, foldhash::fast::RandomState> =
             HashMap::with_capacity_and_hasher(
-                order
-                    .iter()
-                    .rev()
-                    .skip(1)
-                    .map(|&i| lists[i].1.len())
-                    .sum(),
+                order.iter().rev().skip(1).map(|&i| lists[i].1.len()).sum(),
                 foldhash::fast::RandomState::default(),
             );
         let mut walked = order.len();
