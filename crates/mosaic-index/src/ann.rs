@@ -109,53 +109,39 @@ pub struct AnnIndex {
 /// of every vector search (cosine on L2-normalised vectors), exposed so
 /// that a candidate source outside this crate scores exactly alike.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+    let [s] = dots(a, [b]);
+    s
 }
 
-/// [`dot`] of `q` with four vectors at once, each with exactly `dot`'s
-/// operations in `dot`'s order (so the same bits). A graph search scores
-/// the neighbours of a node, which lie anywhere in memory: one at a time,
-/// each waits for its vector to arrive from memory before the next one's
-/// loads start; interleaved, the four vectors' loads are in flight
-/// together.
-fn dot4(q: &[f32], v: [&[f32]; 4]) -> [f32; 4] {
+/// [`dot`] of `q` with each of `N` vectors, over the shortest length: one
+/// loop for both, so a vector scored in a group has exactly the operations
+/// it has alone (the same bits). A graph search scores the neighbours of a
+/// node, which lie anywhere in memory: one at a time, each waits for its
+/// vector to arrive before the next one's loads start; in a group of four
+/// ([`AnnIndex::scores`]), their loads are in flight together.
+#[inline(always)]
+fn dots<const N: usize>(q: &[f32], v: [&[f32]; N]) -> [f32; N] {
     let n = v.iter().fold(q.len(), |n, x| n.min(x.len()));
-    let q = &q[..n];
-    let v = v.map(|x| &x[..n]);
-    let mut acc = [[0.0f32; 8]; 4];
     let whole = n - n % 8;
-    for at in (0..whole).step_by(8) {
-        let x = &q[at..at + 8];
-        for (acc, y) in acc.iter_mut().zip(&v) {
-            let y = &y[at..at + 8];
+    let mut acc = [[0.0f32; 8]; N];
+    let mut rows = v.map(|y| y[..whole].chunks_exact(8));
+    for x in q[..whole].chunks_exact(8) {
+        for (acc, row) in acc.iter_mut().zip(&mut rows) {
+            let Some(y) = row.next() else { break };
             for i in 0..8 {
                 acc[i] += x[i] * y[i];
             }
         }
     }
-    let mut out = [0.0f32; 4];
-    for ((out, acc), y) in out.iter_mut().zip(&acc).zip(&v) {
-        let tail: f32 = q[whole..].iter().zip(&y[whole..]).map(|(x, y)| x * y).sum();
-        *out = ((acc[0] + acc[4]) + (acc[1] + acc[5]))
-            + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
-            + tail;
-    }
-    out
+    core::array::from_fn(|j| {
+        let acc = &acc[j];
+        let tail: f32 = q[whole..n]
+            .iter()
+            .zip(&v[j][whole..n])
+            .map(|(x, y)| x * y)
+            .sum();
+        ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+    })
 }
 
 /// The beam width of a filtered graph search over `eligible` of `live`
@@ -458,12 +444,13 @@ impl AnnIndex {
         }
     }
 
-    /// `scores[i] = dot(q, vector(docs[i]))`, four docs at a time.
+    /// `scores[i] = dot(q, vector(docs[i]))`, four docs at a time (see
+    /// [`dots`]).
     fn scores(&self, q: &[f32], docs: &[DocId], scores: &mut Vec<f32>) {
         scores.clear();
         let mut groups = docs.chunks_exact(4);
         for g in &mut groups {
-            scores.extend(dot4(
+            scores.extend(dots(
                 q,
                 [
                     self.vector(g[0]),
@@ -516,7 +503,7 @@ impl AnnIndex {
                 continue;
             };
             // The fresh neighbours first, then their scores in groups
-            // (see `dot4`), then each in list order as before.
+            // (see `dots`), then each in list order as before.
             fresh.clear();
             fresh.extend(
                 neighbours
@@ -1009,7 +996,7 @@ mod tests {
     }
 
     #[test]
-    fn dot4_has_the_bits_of_dot() {
+    fn a_group_of_four_has_the_bits_of_dot() {
         for n in [0usize, 1, 7, 8, 9, 24, 255, 256, 383, 384] {
             let v: Vec<Vec<f32>> = (0..5)
                 .map(|j| {
@@ -1018,7 +1005,7 @@ mod tests {
                         .collect()
                 })
                 .collect();
-            let four = dot4(&v[4], [&v[0], &v[1], &v[2], &v[3]]);
+            let four = dots(&v[4], [&v[0], &v[1], &v[2], &v[3]]);
             for j in 0..4 {
                 assert_eq!(
                     four[j].to_bits(),

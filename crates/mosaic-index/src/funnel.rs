@@ -490,8 +490,7 @@ impl Retriever {
     ) -> Result<Recall, IndexError> {
         // The eligible set was sealed with its digest once for the read: it
         // names the set in the cache key here and in the relevance receipt.
-        let eligible_set_sha256 = query.eligible.sha256().to_owned();
-        let key = self.cache_key_with(query, &eligible_set_sha256)?;
+        let key = self.cache_key_with(query, query.eligible.sha256())?;
         // The lock is held for the lookup and for the insertion only; two
         // readers missing the same key both compute it, identically.
         let cached = self.cache_lock().get(&key).cloned();

@@ -436,9 +436,8 @@ pub fn recall(
     query_vector: Option<&[f32]>,
     embedder_release: &str,
 ) -> Result<Recall, IndexError> {
-    let eligible_set_sha256 = query.eligible.sha256().to_owned();
     let feature_release = feature_release_of(embedder_release);
-    let query_sha256 = query_digest(query, &eligible_set_sha256, config, &feature_release)?;
+    let query_sha256 = query_digest(query, query.eligible.sha256(), config, &feature_release)?;
     let ids: Vec<String> = query
         .eligible
         .set()
