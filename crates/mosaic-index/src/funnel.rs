@@ -211,14 +211,32 @@ pub struct Explanation {
     pub time_bonus: u64,
 }
 
+/// What one ranking ranked with, besides the eligible set: kept from the
+/// ranking itself rather than read back from its receipt, so a receipt
+/// checked against it ([`Recall::relevance_input`]) is checked in every
+/// field, its query digest and releases included.
+#[derive(Clone, Debug)]
+pub struct Ranked {
+    /// Digest of the complete query the ranker was given.
+    pub query_sha256: String,
+    /// Release of the features (analyzer, embedder) it ranked with.
+    pub feature_release: String,
+    /// Release of the ranker.
+    pub ranker_release: String,
+    /// Its scores, one per scored candidate.
+    pub scores: Vec<ScoredCandidate>,
+    /// How many results it kept at most.
+    pub max_results: usize,
+}
+
 /// A recall: the ranker's scores, the relevance receipt and explanations.
 #[derive(Clone, Debug)]
 pub struct Recall {
-    /// The ranker's scores when this read computed them; `None` on a
-    /// cache hit, whose entry keeps the receipt only. With the read's
-    /// eligible set they rebuild the relevance input
+    /// What the ranker ranked with, when this read computed it; `None` on
+    /// a cache hit, whose entry keeps the receipt only. With the read's
+    /// eligible set it rebuilds the relevance input
     /// ([`Recall::relevance_input`]).
-    pub scores: Option<Arc<Vec<ScoredCandidate>>>,
+    pub ranked: Option<Arc<Ranked>>,
     /// The receipt (ordered results).
     pub receipt: RelevanceReceipt,
     /// One explanation per result, in result order.
@@ -230,22 +248,22 @@ pub struct Recall {
 }
 
 impl Recall {
-    /// The relevance input this read ranked, rebuilt from its scores, its
-    /// receipt's query digest, releases and cut-off, and `eligible` (the
-    /// set the read ranked over), for [`verify_relevance_receipt`];
-    /// `None` on a cache hit. The read itself does not build it: the input
-    /// holds the whole eligible set, which would be copied per read.
+    /// The relevance input this read ranked: what the ranker ranked with
+    /// ([`Ranked`]) and `eligible` (the set the read ranked over), for
+    /// [`verify_relevance_receipt`]; `None` on a cache hit. The read itself
+    /// does not build it: the input holds the whole eligible set, which
+    /// would be copied per read.
     ///
     /// [`verify_relevance_receipt`]: mosaic_harness::memory_scope::verify_relevance_receipt
     pub fn relevance_input(&self, eligible: &EligibleSet) -> Option<RelevanceInput> {
-        let scores = self.scores.as_deref()?;
+        let ranked = self.ranked.as_deref()?;
         Some(RelevanceInput {
-            query_sha256: self.receipt.query_sha256.clone(),
+            query_sha256: ranked.query_sha256.clone(),
             eligible: eligible.clone(),
-            feature_release: self.receipt.feature_release.clone(),
-            ranker_release: self.receipt.ranker_release.clone(),
-            scores: scores.clone(),
-            max_results: self.receipt.max_results,
+            feature_release: ranked.feature_release.clone(),
+            ranker_release: ranked.ranker_release.clone(),
+            scores: ranked.scores.clone(),
+            max_results: ranked.max_results,
         })
     }
 
@@ -500,7 +518,7 @@ impl Retriever {
         }
         let recall = self.compute(query, query_vector, &key.query_sha256)?;
         let kept = Recall {
-            scores: None,
+            ranked: None,
             ..recall.clone()
         };
         self.cache_lock().put(key, kept);
@@ -883,10 +901,40 @@ mod tests {
         // with neither the eligible set nor the candidates.
         let input = first.relevance_input(eligible.set()).unwrap();
         mosaic_harness::memory_scope::verify_relevance_receipt(&input, &first.receipt).unwrap();
-        assert!(again.scores.is_none());
+        assert!(again.ranked.is_none());
         assert!(again.relevance_input(eligible.set()).is_none());
         assert_eq!(again.receipt, first.receipt);
         assert_eq!(again.explanations, first.explanations);
+    }
+
+    #[test]
+    fn a_receipt_is_verified_against_what_was_ranked_not_against_itself() {
+        use mosaic_harness::memory_scope::verify_relevance_receipt;
+        let (r, eligible) = loaded(&LINES);
+        let recall = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
+        let input = recall.relevance_input(eligible.set()).unwrap();
+        verify_relevance_receipt(&input, &recall.receipt).unwrap();
+        // Each field the receipt states about the ranking, changed in the
+        // recall's own receipt and resealed (so its digest still checks
+        // out): the input is rebuilt from what was ranked, not from that
+        // receipt, so every change is caught.
+        type Forgery = (&'static str, fn(&mut RelevanceReceipt));
+        let forgeries: [Forgery; 4] = [
+            ("query", |x| x.query_sha256 = "0".repeat(64)),
+            ("features", |x| x.feature_release.push_str("-other")),
+            ("ranker", |x| x.ranker_release.push_str("-other")),
+            ("max results", |x| x.max_results += 1),
+        ];
+        for (what, forge) in forgeries {
+            let mut forged = recall.clone();
+            forge(&mut forged.receipt);
+            forged.receipt.receipt_sha256 = forged.receipt.compute_digest().unwrap();
+            let input = forged.relevance_input(eligible.set()).unwrap();
+            assert!(
+                verify_relevance_receipt(&input, &forged.receipt).is_err(),
+                "a receipt with another {what} verified"
+            );
+        }
     }
 
     #[test]

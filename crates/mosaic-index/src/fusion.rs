@@ -22,7 +22,7 @@ use mosaic_harness::memory_scope::{ScoredCandidate, fixed_point_score};
 use crate::ann::SearchPlan;
 use crate::error::IndexError;
 use crate::funnel::{
-    Explanation, FunnelConfig, Fusion, RANKER_RELEASE, Recall, RecallQuery, RetrievalMode,
+    Explanation, FunnelConfig, Fusion, RANKER_RELEASE, Ranked, Recall, RecallQuery, RetrievalMode,
 };
 use crate::lexical::{Hit, LexicalIndex, LexicalParams};
 use crate::scope::DocSet;
@@ -344,7 +344,13 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         })
         .collect();
     Ok(Recall {
-        scores: Some(std::sync::Arc::new(scores)),
+        ranked: Some(std::sync::Arc::new(Ranked {
+            query_sha256: query_sha256.to_owned(),
+            feature_release,
+            ranker_release: RANKER_RELEASE.to_owned(),
+            scores,
+            max_results: query.max_results,
+        })),
         receipt,
         explanations,
         vector_plan,

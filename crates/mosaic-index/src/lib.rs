@@ -73,7 +73,9 @@ pub mod vector;
 pub use ann::{AnnConfig, AnnIndex, SearchPlan};
 pub use embed::{Embedder, HashEmbedder};
 pub use error::{IndexError, ModelError, StaleReason};
-pub use funnel::{CacheKey, FunnelConfig, Fusion, Recall, RecallQuery, RetrievalMode, Retriever};
+pub use funnel::{
+    CacheKey, FunnelConfig, Fusion, Ranked, Recall, RecallQuery, RetrievalMode, Retriever,
+};
 pub use journal::{
     IndexJournal, JournalDamage, JournalEntry, JournalHeader, JournalRecovery, ReplayReport,
     apply_to_lexical, apply_to_vector,

@@ -295,17 +295,16 @@ impl RankParts<'_> {
         &self,
         eligible_digest: impl FnOnce() -> Result<String, CanonicalError>,
     ) -> Result<RelevanceReceipt, RelevanceError> {
-        let input = self;
-        if !is_sha256_hex(input.query_sha256) {
+        if !is_sha256_hex(self.query_sha256) {
             return Err(RelevanceError::MalformedQueryDigest);
         }
-        if !is_identifier(input.feature_release) {
+        if !is_identifier(self.feature_release) {
             return Err(RelevanceError::BadRelease("feature_release"));
         }
-        if !is_identifier(input.ranker_release) {
+        if !is_identifier(self.ranker_release) {
             return Err(RelevanceError::BadRelease("ranker_release"));
         }
-        let entries = input.entries;
+        let entries = self.entries;
         // Entries are normally sorted by record id: search them in place
         // instead of building a set of every eligible id.
         let sorted = entries.windows(2).all(|w| w[0].record_id < w[1].record_id);
@@ -324,8 +323,8 @@ impl RankParts<'_> {
             }
         };
         let mut seen = BTreeSet::new();
-        let mut results = Vec::with_capacity(input.scores.len());
-        for scored in input.scores {
+        let mut results = Vec::with_capacity(self.scores.len());
+        for scored in self.scores {
             if !is_eligible(scored.record_id.as_str()) {
                 return Err(RelevanceError::ScoredIneligible(scored.record_id.clone()));
             }
@@ -341,14 +340,14 @@ impl RankParts<'_> {
             });
         }
         results.sort_by(|a, b| b.score.cmp(&a.score).then(a.record_id.cmp(&b.record_id)));
-        results.truncate(input.max_results);
+        results.truncate(self.max_results);
         let mut receipt = RelevanceReceipt {
             schema_version: crate::MEMORY_SCHEMA_VERSION,
-            query_sha256: input.query_sha256.to_owned(),
+            query_sha256: self.query_sha256.to_owned(),
             eligible_set_sha256: eligible_digest()?,
-            feature_release: input.feature_release.to_owned(),
-            ranker_release: input.ranker_release.to_owned(),
-            max_results: input.max_results,
+            feature_release: self.feature_release.to_owned(),
+            ranker_release: self.ranker_release.to_owned(),
+            max_results: self.max_results,
             results,
             receipt_sha256: String::new(),
         };
