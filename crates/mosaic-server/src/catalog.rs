@@ -855,6 +855,7 @@ impl Catalog {
     pub fn open(path: &Path) -> ServiceResult<Self> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(30))?;
+        conn.set_prepared_statement_cache_capacity(mosaic_store::sqlite::STATEMENT_CACHE);
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         // The export copies of erased records are overwritten,
