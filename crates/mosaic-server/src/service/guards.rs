@@ -45,10 +45,19 @@ pub const GUARD_CANDIDATES: usize = 32;
 /// The words of `text` after normalisation: lower case, every run of
 /// characters that are not letters or digits is one separator.
 pub fn normalized_words(text: &str) -> Vec<String> {
-    text.to_lowercase()
+    words_of_lowercase(&text.to_lowercase())
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// [`normalized_words`] of a text already in lower case, borrowed from it:
+/// a proposal is compared with up to [`GUARD_CANDIDATES`] stored texts, and
+/// a string per word of each was most of what the comparison allocated.
+fn words_of_lowercase(lower: &str) -> Vec<&str> {
+    lower
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_owned)
         .collect()
 }
 
@@ -67,8 +76,8 @@ fn new_words(new: &[String], old: &[String]) -> usize {
 }
 
 /// The distinct words of a list, sorted.
-fn distinct(words: &[String]) -> Vec<&str> {
-    let mut out: Vec<&str> = words.iter().map(String::as_str).collect();
+fn distinct<S: AsRef<str>>(words: &[S]) -> Vec<&str> {
+    let mut out: Vec<&str> = words.iter().map(AsRef::as_ref).collect();
     out.sort_unstable();
     out.dedup();
     out
@@ -133,8 +142,17 @@ impl<'a> GuardedText<'a> {
     }
 
     /// How the proposal relates to a stored text's normalised words.
-    pub fn relation(&self, old: &[String], near_permille: u32) -> Option<ConflictRelation> {
-        if self.words == old {
+    pub fn relation<S: AsRef<str>>(
+        &self,
+        old: &[S],
+        near_permille: u32,
+    ) -> Option<ConflictRelation> {
+        if self
+            .words
+            .iter()
+            .map(String::as_str)
+            .eq(old.iter().map(AsRef::as_ref))
+        {
             return Some(ConflictRelation::Duplicate);
         }
         // A contradiction first: "X is owned by A" and "X is owned by B"
@@ -224,8 +242,8 @@ struct Statement<'a> {
 }
 
 impl<'a> Statement<'a> {
-    fn parse(words: &'a [String]) -> Option<Self> {
-        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    fn parse<S: AsRef<str>>(words: &'a [S]) -> Option<Self> {
+        let w: Vec<&str> = words.iter().map(AsRef::as_ref).collect();
         let (at, len) = (0..w.len()).find_map(|i| {
             COPULAS
                 .iter()
@@ -351,7 +369,8 @@ impl ServiceCore {
             if existing_id == record_id || supersedes == Some(existing_id.as_str()) {
                 continue;
             }
-            let old = normalized_words(&content);
+            let lower = content.to_lowercase();
+            let old = words_of_lowercase(&lower);
             let Some(relation) = guarded.relation(&old, guards.near_duplicate_permille) else {
                 continue;
             };
