@@ -112,7 +112,7 @@ impl PgLexicalIndex {
         &'a mut self,
         tenant_id: &'a str,
         policy_sha256: &'a str,
-        ids: &[String],
+        ids: Vec<&'a str>,
     ) -> PgSearchResult<crate::rank::PgCandidates<'a>> {
         crate::rank::PgCandidates::open(&mut self.client, tenant_id, policy_sha256, ids)
     }

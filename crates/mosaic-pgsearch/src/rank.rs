@@ -73,7 +73,8 @@ pub struct PgCandidates<'a> {
     tx: Transaction<'a>,
     tenant_id: &'a str,
     policy_sha256: &'a str,
-    ids: Vec<String>,
+    /// The eligible ids, sorted and distinct, borrowed from the read.
+    ids: Vec<&'a str>,
     rows: Vec<Row>,
     by_id: HashMap<String, usize>,
     subjects: Vec<String>,
@@ -111,7 +112,7 @@ impl<'a> PgCandidates<'a> {
         client: &'a mut Client,
         tenant_id: &'a str,
         policy_sha256: &'a str,
-        ids: &[String],
+        mut ids: Vec<&'a str>,
     ) -> PgSearchResult<Self> {
         let mut tx = client
             .build_transaction()
@@ -119,9 +120,11 @@ impl<'a> PgCandidates<'a> {
             .read_only(true)
             .start()?;
         enter_tenant(&mut tx, tenant_id)?;
-        let mut ids = ids.to_vec();
-        ids.sort();
-        ids.dedup();
+        // An eligible set comes sorted by id: checked, not sorted again.
+        if !ids.windows(2).all(|w| w[0] < w[1]) {
+            ids.sort_unstable();
+            ids.dedup();
+        }
         let found = tx.query(
             "SELECT record_id, subject_key, created_at_ms, seq, doc_len, speaker, speaker_role,
                     claim_keys, analyzer, timed
@@ -438,15 +441,16 @@ pub fn recall(
 ) -> Result<Recall, IndexError> {
     let feature_release = feature_release_of(embedder_release);
     let query_sha256 = query_digest(query, query.eligible.sha256(), config, &feature_release)?;
-    let ids: Vec<String> = query
+    // The ids are borrowed from the sealed set, not copied per read.
+    let ids: Vec<&str> = query
         .eligible
         .set()
         .entries
         .iter()
-        .map(|e| e.record_id.clone())
+        .map(|e| e.record_id.as_str())
         .collect();
     let mut source = lexical
-        .candidates(query.tenant_id, query.policy_sha256, &ids)
+        .candidates(query.tenant_id, query.policy_sha256, ids)
         .map_err(PgSearchError::into_index_error)?;
     let candidates = gather(&mut source, config, query, query_vector)?;
     fuse(
