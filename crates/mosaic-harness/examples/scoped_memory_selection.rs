@@ -111,7 +111,7 @@ mod tests {
         );
         assert_eq!(
             report.receipt.receipt_sha256,
-            "e38a182e6de100c630cc154c754447cc0b697da8f17f7e9ebbf3107b2ceecf94"
+            "5d024cf254eb00f85adffacb49315a67c1ffedc893b770707641e31bcf4e2958"
         );
     }
 }

@@ -11,10 +11,10 @@ use mosaic_harness::fixtures::{
     fixture_source, scoped_selection_context, scoped_selection_records,
 };
 use mosaic_harness::memory_scope::{
-    ContextBudget, ContextLane, READ_CONTEXT_DOMAIN, RECORD_DOMAIN, RECORD_SET_DOMAIN,
-    RelevanceInput, SELECTION_DECISIONS_DOMAIN, ScoredCandidate, SourceSetManifest,
-    allocate_selected_memory, eligible_set, rank_relevance, record_set_digest, select_memory,
-    sign_source_set,
+    ContextBudget, ContextLane, DECIDED_RECORDS_DOMAIN, DecisionOutcome, ELIGIBLE_ENTRIES_DOMAIN,
+    ELIGIBLE_SET_DOMAIN, READ_CONTEXT_DOMAIN, RECORD_DOMAIN, RECORD_SET_DOMAIN, RelevanceInput,
+    SELECTION_DECISIONS_DOMAIN, ScoredCandidate, SourceSetManifest, allocate_selected_memory,
+    eligible_set, rank_relevance, record_set_digest, select_memory, sign_source_set,
 };
 use serde_json::{Value, json};
 
@@ -105,16 +105,72 @@ fn vectors() -> BTreeMap<String, Value> {
         "mosaic.memory.selection_receipt.v2".into(),
         json!({"sha256": receipt.receipt_sha256}),
     );
-    let decisions_bytes = domain_bytes(SELECTION_DECISIONS_DOMAIN, &selection.decisions).unwrap();
+    // The decision list in its compressed form, recomputed here from the
+    // documented encoding: which records were decided on, the usual drop
+    // (two of the fixture's four drops are subject mismatches), and every
+    // other decision.
+    let decided: Vec<Value> = selection
+        .decisions
+        .iter()
+        .map(|d| json!({"record_id": d.record_id, "kind": d.kind}))
+        .collect();
+    let decided_bytes = domain_bytes(DECIDED_RECORDS_DOMAIN, &decided).unwrap();
+    let mut reasons: Vec<&str> = selection
+        .decisions
+        .iter()
+        .filter_map(|d| match d.outcome {
+            DecisionOutcome::Dropped { reason } => Some(reason.as_str()),
+            DecisionOutcome::Selected { .. } => None,
+        })
+        .collect();
+    reasons.sort_unstable();
+    assert_eq!(
+        reasons,
+        ["expired", "revoked", "subject_mismatch", "subject_mismatch"]
+    );
+    let usual = json!({"decision": "dropped", "reason": "subject_mismatch"});
+    let exceptions: Vec<&_> = selection
+        .decisions
+        .iter()
+        .filter(|d| serde_json::to_value(d.outcome).unwrap() != usual)
+        .collect();
+    assert_eq!(exceptions.len(), 6);
+    let decisions_bytes = domain_bytes(
+        SELECTION_DECISIONS_DOMAIN,
+        &json!({"decided_sha256": sha256_hex(&decided_bytes),
+                "usual": usual,
+                "exceptions": exceptions}),
+    )
+    .unwrap();
     assert_eq!(sha256_hex(&decisions_bytes), receipt.decisions_sha256);
+    out.insert(
+        DECIDED_RECORDS_DOMAIN.into(),
+        json!({"bytes": String::from_utf8(decided_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&decided_bytes)}),
+    );
     out.insert(
         SELECTION_DECISIONS_DOMAIN.into(),
         json!({"bytes": String::from_utf8(decisions_bytes.clone()).unwrap(),
                "sha256": sha256_hex(&decisions_bytes)}),
     );
+    // The eligible set: its entries' digest, then the set's over it.
+    let entries_bytes = domain_bytes(ELIGIBLE_ENTRIES_DOMAIN, &eligible.entries).unwrap();
+    let set_bytes = domain_bytes(
+        ELIGIBLE_SET_DOMAIN,
+        &json!({"read_context_sha256": eligible.read_context_sha256,
+                "entries_sha256": sha256_hex(&entries_bytes)}),
+    )
+    .unwrap();
+    assert_eq!(sha256_hex(&set_bytes), eligible.digest().unwrap());
     out.insert(
-        "mosaic.memory.eligible_set.v1".into(),
-        json!({"sha256": eligible.digest().unwrap()}),
+        ELIGIBLE_ENTRIES_DOMAIN.into(),
+        json!({"bytes": String::from_utf8(entries_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&entries_bytes)}),
+    );
+    out.insert(
+        ELIGIBLE_SET_DOMAIN.into(),
+        json!({"bytes": String::from_utf8(set_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&set_bytes)}),
     );
     out.insert(
         "mosaic.memory.relevance_receipt.v1".into(),

@@ -222,7 +222,7 @@ fn main() {
     let mut big: Vec<EligibleEntry> = eligible
         .iter()
         .step_by(2)
-        .flat_map(|s| s.set().entries.iter().cloned())
+        .flat_map(|s| s.entries().iter().cloned())
         .collect();
     big.sort();
     let big = seal(EligibleSet {
@@ -263,7 +263,7 @@ fn main() {
     report(
         &format!(
             "recall, half-store scope ({} records), vector only, plan {:?}",
-            big.set().entries.len(),
+            big.entries().len(),
             plan.unwrap_or(SearchPlan::ExactScan)
         ),
         big_times,

@@ -797,7 +797,7 @@ mod tests {
         );
         assert!(dated.explanations.iter().all(|e| e.recency_bonus == 0));
         mosaic_harness::memory_scope::verify_relevance_receipt(
-            &now.relevance_input(eligible.set()).unwrap(),
+            &now.relevance_input(&eligible.to_set()).unwrap(),
             &now.receipt,
         )
         .unwrap();
@@ -860,7 +860,7 @@ mod tests {
         );
         assert!(timed(&what).is_empty());
         mosaic_harness::memory_scope::verify_relevance_receipt(
-            &when.relevance_input(eligible.set()).unwrap(),
+            &when.relevance_input(&eligible.to_set()).unwrap(),
             &when.receipt,
         )
         .unwrap();
@@ -899,10 +899,10 @@ mod tests {
         // The computed read keeps its scores (so its input can be
         // rebuilt); the cache entry keeps the receipt only, so it grows
         // with neither the eligible set nor the candidates.
-        let input = first.relevance_input(eligible.set()).unwrap();
+        let input = first.relevance_input(&eligible.to_set()).unwrap();
         mosaic_harness::memory_scope::verify_relevance_receipt(&input, &first.receipt).unwrap();
         assert!(again.ranked.is_none());
-        assert!(again.relevance_input(eligible.set()).is_none());
+        assert!(again.relevance_input(&eligible.to_set()).is_none());
         assert_eq!(again.receipt, first.receipt);
         assert_eq!(again.explanations, first.explanations);
     }
@@ -912,7 +912,7 @@ mod tests {
         use mosaic_harness::memory_scope::verify_relevance_receipt;
         let (r, eligible) = loaded(&LINES);
         let recall = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
-        let input = recall.relevance_input(eligible.set()).unwrap();
+        let input = recall.relevance_input(&eligible.to_set()).unwrap();
         verify_relevance_receipt(&input, &recall.receipt).unwrap();
         // Each field the receipt states about the ranking, changed in the
         // recall's own receipt and resealed (so its digest still checks
@@ -929,7 +929,7 @@ mod tests {
             let mut forged = recall.clone();
             forge(&mut forged.receipt);
             forged.receipt.receipt_sha256 = forged.receipt.compute_digest().unwrap();
-            let input = forged.relevance_input(eligible.set()).unwrap();
+            let input = forged.relevance_input(&eligible.to_set()).unwrap();
             assert!(
                 verify_relevance_receipt(&input, &forged.receipt).is_err(),
                 "a receipt with another {what} verified"
@@ -942,7 +942,7 @@ mod tests {
         let (r, eligible) = loaded(&LINES);
         let recall = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);
         mosaic_harness::memory_scope::verify_relevance_receipt(
-            &recall.relevance_input(eligible.set()).unwrap(),
+            &recall.relevance_input(&eligible.to_set()).unwrap(),
             &recall.receipt,
         )
         .unwrap();

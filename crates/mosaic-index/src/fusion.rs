@@ -381,8 +381,7 @@ impl<'a> MemorySource<'a> {
     ) -> Self {
         let ids: Vec<&'a str> = query
             .eligible
-            .set()
-            .entries
+            .entries()
             .iter()
             .map(|e| e.record_id.as_str())
             .collect();

@@ -444,8 +444,7 @@ pub fn recall(
     // The ids are borrowed from the sealed set, not copied per read.
     let ids: Vec<&str> = query
         .eligible
-        .set()
-        .entries
+        .entries()
         .iter()
         .map(|e| e.record_id.as_str())
         .collect();

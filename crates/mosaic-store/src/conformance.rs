@@ -683,6 +683,7 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
     let (_db, mut store) = setup(factory, &config)?;
     let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
     store.write(&request)?;
+    let written = store.change_stamp()?;
     publish_all(&mut store, &config.required_index_targets, T0)?;
     let q = query(
         fixtures::TENANT_A,
@@ -693,6 +694,13 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
     );
     let before = store.eligible_records(&q)?;
     assert_eq!(before.records.len(), 1);
+    // Activation moved the change stamp; reads do not, and the identity
+    // read answers the stamp it saw.
+    let active = store.change_stamp()?;
+    assert_ne!(active, written, "activation must move the change stamp");
+    let (found, _) = store.eligible_unknown(&q, &|_| false)?;
+    assert_eq!(found.stamp, active);
+    assert_eq!(store.change_stamp()?, active);
 
     let auth = fixtures::authorization("alice");
     let ineligible = store.revoke("r1", &RevocationReason::Requested, &auth, T0 + 100)?;
@@ -700,6 +708,8 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
     let after = store.eligible_records(&q)?;
     assert!(after.records.is_empty());
     assert!(after.snapshot.revocation_generation > before.snapshot.revocation_generation);
+    let revoked = store.change_stamp()?;
+    assert_ne!(revoked, active, "revocation must move the change stamp");
     assert_eq!(
         ineligible.revocation_generation(),
         after.snapshot.revocation_generation
@@ -734,8 +744,14 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
     let vector = store.pending_outbox("vector", 10)?;
     store.acknowledge_index("r1", vector[0].generation, "vector", T0 + 400)?;
     let acknowledged = store.confirm_indexes_acknowledged(requested, T0 + 401)?;
+    let before_erasure = store.change_stamp()?;
     let erased = store.erase(acknowledged, T0 + 500)?;
     assert!(store.get_record("r1")?.is_none(), "content erased");
+    assert_ne!(
+        store.change_stamp()?,
+        before_erasure,
+        "erasure must move the change stamp"
+    );
     // A store outside the outbox may be named as purged, never one the
     // outbox acknowledges (that acknowledgement is the store's to give).
     assert!(matches!(
@@ -1195,6 +1211,8 @@ pub fn reads_never_cross_scope<F: StoreFactory>(factory: &F) -> StoreResult<()> 
         T0 + fixtures::TTL_MS,
     );
     assert!(readable_ids(&mut store, &q)?.is_empty());
+    let (found, _) = store.eligible_unknown(&q, &|_| true)?;
+    assert_eq!(found.stable_until_unix_ms, None, "nothing left to change");
     let q = query(
         fixtures::TENANT_A,
         "bob",
@@ -1203,6 +1221,15 @@ pub fn reads_never_cross_scope<F: StoreFactory>(factory: &F) -> StoreResult<()> 
         T0 + fixtures::TTL_MS - 1,
     );
     assert_eq!(readable_ids(&mut store, &q)?.len(), 2);
+    // The answer holds until the first expiry...
+    let (found, _) = store.eligible_unknown(&q, &|_| true)?;
+    assert_eq!(found.stable_until_unix_ms, Some(T0 + fixtures::TTL_MS));
+    // ...and, before the records were created, until the first comes of age.
+    let mut early = q.clone();
+    early.now_unix_ms = T0 - 1;
+    let (found, _) = store.eligible_unknown(&early, &|_| true)?;
+    assert!(found.ids.is_empty());
+    assert_eq!(found.stable_until_unix_ms, Some(T0));
     // A stale policy digest sees nothing.
     let mut q = query(
         fixtures::TENANT_A,

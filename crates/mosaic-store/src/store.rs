@@ -11,10 +11,10 @@ use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
 use crate::types::{
-    AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery, EligibleIds,
-    EligibleSet, IndexAck, IntegrityReport, ListedState, OutboxTask, PendingDeletion, RecordFilter,
-    RecordPage, ReviewAction, ReviewCase, ReviewReceipt, RevocationReason, StoredConsent,
-    StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+    AckOutcome, Authorization, ChangeStamp, ConsentWithdrawal, DeletionReceipt, EligibilityQuery,
+    EligibleIds, EligibleSet, IndexAck, IntegrityReport, ListedState, OutboxTask, PendingDeletion,
+    RecordFilter, RecordPage, ReviewAction, ReviewCase, ReviewReceipt, RevocationReason,
+    StoredConsent, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
 };
 
 /// Durable state of Mosaic Memory.
@@ -193,6 +193,10 @@ pub trait Store: Send {
         query: &EligibilityQuery,
         known: &dyn Fn(&str) -> bool,
     ) -> StoreResult<(EligibleIds, Vec<StoredRecord>)>;
+
+    /// The store's current [`ChangeStamp`]: one small read, so a reader
+    /// can tell whether what it derived from an earlier read still holds.
+    fn change_stamp(&mut self) -> StoreResult<ChangeStamp>;
 
     /// A record in any state (for inspection and tests), or `None` once
     /// erased.

@@ -2,7 +2,7 @@
 //! mapping to rows is each backend's business.
 
 use mosaic_harness::MemoryRecord;
-use mosaic_harness::canonical::{CanonicalError, domain_digest};
+use mosaic_harness::canonical::{CanonicalError, domain_digest, domain_digest_seq};
 use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, MemoryWriteProposal, MemoryWriteReceipt,
     MemoryWriteViolation, ProcedureEvaluation, SourceJudgment,
@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 /// Domain tag of [`WriteRequest::identity_sha256`] (the idempotency check).
 pub const WRITE_REQUEST_DOMAIN: &str = "mosaic.store.write_request.v1";
 /// Domain tag of the read snapshot identity.
-pub const SNAPSHOT_DOMAIN: &str = "mosaic.store.snapshot.v1";
+pub const SNAPSHOT_DOMAIN: &str = "mosaic.store.snapshot.v2";
+/// Domain tag of the digest of a snapshot's records.
+pub const SNAPSHOT_RECORDS_DOMAIN: &str = "mosaic.store.snapshot_records.v1";
 /// Domain tag of the deletion receipt.
 pub const DELETION_RECEIPT_DOMAIN: &str = "mosaic.store.deletion_receipt.v1";
 /// Domain tag of a review-action receipt.
@@ -279,7 +281,9 @@ pub struct EligibilityQuery {
 pub struct SnapshotIdentity {
     /// Store-wide revocation generation the read ran at.
     pub revocation_generation: u64,
-    /// `SHA-256(SNAPSHOT_DOMAIN || 0x0A || canonical_json({query, revocation_generation, records: sorted [(record_id, line_generation)]}))`.
+    /// `SHA-256(SNAPSHOT_DOMAIN || 0x0A || canonical_json({query, revocation_generation, records_sha256}))`,
+    /// `records_sha256` being `SHA-256(SNAPSHOT_RECORDS_DOMAIN || 0x0A || canonical_json(sorted [(record_id, line_generation)]))`
+    /// (see [`SnapshotIdentity::records_digest`]).
     pub snapshot_sha256: String,
 }
 
@@ -287,7 +291,7 @@ pub struct SnapshotIdentity {
 struct SnapshotBody<'a> {
     query: &'a EligibilityQuery,
     revocation_generation: u64,
-    records: Vec<(&'a str, u64)>,
+    records_sha256: &'a str,
 }
 
 impl SnapshotIdentity {
@@ -312,16 +316,34 @@ impl SnapshotIdentity {
         revocation_generation: u64,
         mut ids: Vec<(&str, u64)>,
     ) -> Result<Self, CanonicalError> {
+        ids.sort();
+        Self::of_records_digest(query, revocation_generation, &Self::records_digest(&ids)?)
+    }
+
+    /// The `SNAPSHOT_RECORDS_DOMAIN` digest of `(record_id,
+    /// line_generation)` pairs sorted by record id: the part of an identity
+    /// that does not change with the read's instant, so a reader that
+    /// keeps an unchanged answer hashes it once.
+    pub fn records_digest(sorted_ids: &[(&str, u64)]) -> Result<String, CanonicalError> {
+        domain_digest_seq(SNAPSHOT_RECORDS_DOMAIN, sorted_ids)
+    }
+
+    /// The identity of a read of `query` at `revocation_generation` whose
+    /// records have the digest `records_sha256` ([`SnapshotIdentity::records_digest`]).
+    pub fn of_records_digest(
+        query: &EligibilityQuery,
+        revocation_generation: u64,
+        records_sha256: &str,
+    ) -> Result<Self, CanonicalError> {
         let mut query = query.clone();
         query.kinds.sort();
         query.kinds.dedup();
-        ids.sort();
         let snapshot_sha256 = domain_digest(
             SNAPSHOT_DOMAIN,
             &SnapshotBody {
                 query: &query,
                 revocation_generation,
-                records: ids,
+                records_sha256,
             },
         )?;
         Ok(SnapshotIdentity {
@@ -340,6 +362,33 @@ pub struct EligibleIds {
     pub ids: Vec<(String, u64)>,
     /// What the read saw: the identity [`EligibleSet::snapshot`] would be.
     pub snapshot: SnapshotIdentity,
+    /// The store's change stamp, read before the identities: while the
+    /// store's stamp is still this one, nothing was committed since that
+    /// could change the answer (see [`ChangeStamp`]).
+    pub stamp: ChangeStamp,
+    /// The earliest instant after the read's `now_unix_ms` at which time
+    /// alone changes the answer: a found record expires, or an active
+    /// record of the scope created later than `now_unix_ms` comes of age.
+    /// `None` when no such instant exists.
+    pub stable_until_unix_ms: Option<u64>,
+}
+
+/// A store-wide stamp of committed change.
+///
+/// Every committed change of a record's lifecycle state (activation,
+/// supersession, contest, quarantine, revocation, erasure) appends an
+/// audit event in its own transaction, and every revocation also bumps the
+/// revocation generation: so two reads that see the same stamp see the
+/// same records in the same states. A reader may keep what it derived from
+/// a read for as long as the store's stamp stays the read's, and time
+/// alone does not change the answer (see
+/// [`EligibleIds::stable_until_unix_ms`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ChangeStamp {
+    /// Sequence number of the audit chain's head.
+    pub audit_seq: u64,
+    /// The revocation generation.
+    pub revocation_generation: u64,
 }
 
 /// Whether a record's body agrees with the eligibility query that found

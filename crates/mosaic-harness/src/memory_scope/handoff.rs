@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
 use super::{
-    CheckedRecord, MemoryReadContext, MemorySelection, MemorySelectionReceipt, RelevanceReceipt,
-    SealedEligibleSet, SelectionError, check_all, select_memory_checked,
-    select_memory_ranked_checked, select_memory_ranked_sealed,
+    CheckedRecord, MemoryReadContext, MemorySelection, MemorySelectionReceipt, RecordSet,
+    RelevanceReceipt, SealedEligibleSet, SelectionError, check_all, select_memory_checked,
+    select_memory_ranked_checked, select_memory_ranked_sealed, select_memory_ranked_set,
+    select_memory_set,
 };
 use crate::canonical::{CanonicalError, domain_digest, sha256_hex};
 use crate::record::MemoryRecord;
@@ -543,6 +544,26 @@ where
         None => select_memory_checked(ctx, records)?,
     };
     finish_handoff(records, selection, other_items, budget, content_of)
+}
+
+/// [`hand_off_checked`] over a sealed [`RecordSet`] (see
+/// [`select_memory_set`] and [`select_memory_ranked_set`]).
+pub fn hand_off_set<F>(
+    ctx: &MemoryReadContext,
+    set: &RecordSet,
+    ranked: Option<(&RelevanceReceipt, &SealedEligibleSet)>,
+    other_items: &[ContextItem],
+    budget: &ContextBudget,
+    content_of: F,
+) -> Result<Handoff, HandoffError>
+where
+    F: FnMut(&str) -> Option<String>,
+{
+    let selection = match ranked {
+        Some((relevance, eligible)) => select_memory_ranked_set(ctx, set, relevance, eligible)?,
+        None => select_memory_set(ctx, set)?,
+    };
+    finish_handoff(set.records(), selection, other_items, budget, content_of)
 }
 
 /// The allocation and the rendered blocks of a selection.

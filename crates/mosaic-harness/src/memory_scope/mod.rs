@@ -40,15 +40,16 @@ pub use handoff::{
     allocate_context, allocate_selected_memory, memory_context_items, render_recalled_memory,
 };
 pub use handoff::{DroppedItem, escape_memory_text};
-pub use handoff::{Handoff, HandoffError, hand_off, hand_off_checked};
+pub use handoff::{Handoff, HandoffError, hand_off, hand_off_checked, hand_off_set};
 pub use manifest::{
     ManifestError, SignedSourceSetManifest, SourceSetManifest, TrustedManifestKey, sign_source_set,
     verify_summary_sources,
 };
 pub use relevance::{
-    EligibleEntry, EligibleSet, RankedResult, RelevanceError, RelevanceInput, RelevanceReceipt,
-    SCORE_SCALE, ScoredCandidate, SealedEligibleSet, eligible_set, eligible_set_checked,
-    fixed_point_score, rank_relevance, verify_relevance_receipt,
+    ELIGIBLE_ENTRIES_DOMAIN, ELIGIBLE_SET_DOMAIN, EligibleEntry, EligibleSet, RankedResult,
+    RelevanceError, RelevanceInput, RelevanceReceipt, SCORE_SCALE, ScoredCandidate,
+    SealedEligibleSet, SealedEntries, eligible_set, eligible_set_checked, fixed_point_score,
+    rank_relevance, verify_relevance_receipt,
 };
 pub use supersession::SupersessionProblem;
 
@@ -61,7 +62,9 @@ pub const RECORD_SET_DOMAIN: &str = "mosaic.memory.record_set.v2";
 /// Domain tag of the selection-receipt digest.
 pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v2";
 /// Domain tag of the digest of a selection's decision list.
-pub const SELECTION_DECISIONS_DOMAIN: &str = "mosaic.memory.selection_decisions.v1";
+pub const SELECTION_DECISIONS_DOMAIN: &str = "mosaic.memory.selection_decisions.v2";
+/// Domain tag of the digest of which records a decision list decides on.
+pub const DECIDED_RECORDS_DOMAIN: &str = "mosaic.memory.decided_records.v1";
 
 /// Most records one read may select.
 pub const MAX_SELECTION: usize = 10_000;
@@ -263,7 +266,7 @@ pub fn eligibility(ctx: &MemoryReadContext, record: &MemoryRecord) -> Result<(),
 }
 
 /// The outcome for one input record.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DecisionOutcome {
     /// Selected at this zero-based position.
@@ -337,10 +340,77 @@ impl DecisionCounts {
     }
 }
 
-/// The `mosaic.memory.selection_decisions.v1` digest of a decision list
-/// (the JSON array of decisions, sorted by record id).
+/// The `mosaic.memory.selection_decisions.v2` digest of a decision list
+/// sorted by record id.
+///
+/// A list is hashed in a canonical compressed form that names each
+/// decision exactly once: `decided_sha256`, the
+/// `mosaic.memory.decided_records.v1` digest of the `{record_id, kind}`
+/// of every decision in order; `usual`, the outcome most decisions have
+/// when that is a drop (the drop reason with the most decisions, the
+/// smallest reason name among equals; `null` when nothing was dropped);
+/// and `exceptions`, every decision whose outcome is not `usual`, in
+/// order. Which records were decided on does not depend on the query, so
+/// a reader that keeps it hashes only the exceptions (about the selected
+/// records) per read, whatever the number of records decided on.
 pub fn decisions_digest(decisions: &[MemoryDecision]) -> Result<String, CanonicalError> {
-    domain_digest_seq(SELECTION_DECISIONS_DOMAIN, decisions)
+    let decided = decided_digest(decisions.iter().map(|d| (d.record_id.as_str(), d.kind)))?;
+    decisions_digest_with(&decided, decisions)
+}
+
+#[derive(Serialize)]
+struct DecidedRecord<'a> {
+    record_id: &'a str,
+    kind: MemoryKind,
+}
+
+/// `mosaic.memory.decided_records.v1` of `(record_id, kind)` pairs in
+/// record id order.
+fn decided_digest<'a>(
+    decided: impl Iterator<Item = (&'a str, MemoryKind)>,
+) -> Result<String, CanonicalError> {
+    let entries: Vec<DecidedRecord<'a>> = decided
+        .map(|(record_id, kind)| DecidedRecord { record_id, kind })
+        .collect();
+    domain_digest_seq(DECIDED_RECORDS_DOMAIN, &entries)
+}
+
+#[derive(Serialize)]
+struct DecisionsBody<'a> {
+    decided_sha256: &'a str,
+    usual: Option<DecisionOutcome>,
+    exceptions: Vec<&'a MemoryDecision>,
+}
+
+/// [`decisions_digest`] with the decided records' digest already known.
+fn decisions_digest_with(
+    decided_sha256: &str,
+    decisions: &[MemoryDecision],
+) -> Result<String, CanonicalError> {
+    let mut drops: BTreeMap<&'static str, (u64, DropReason)> = BTreeMap::new();
+    for decision in decisions {
+        if let DecisionOutcome::Dropped { reason } = decision.outcome {
+            drops.entry(reason.as_str()).or_insert((0, reason)).0 += 1;
+        }
+    }
+    // The most drops; among equals the smallest name (the map's order, and
+    // `max_by_key` keeps the last maximum, so iterate it backwards).
+    let usual = drops
+        .values()
+        .rev()
+        .max_by_key(|(count, _)| *count)
+        .map(|(_, reason)| DecisionOutcome::Dropped { reason: *reason });
+    domain_digest(
+        SELECTION_DECISIONS_DOMAIN,
+        &DecisionsBody {
+            decided_sha256,
+            usual,
+            exceptions: decisions
+                .iter()
+                .filter(|d| usual.as_ref() != Some(&d.outcome))
+                .collect(),
+        },
+    )
 }
 
 /// Proof of one selection, reproducible from its inputs.
@@ -503,6 +573,68 @@ impl CheckedRecord {
     }
 }
 
+/// Checked records sorted by record id without repeats, their supersession
+/// edges sound, sealed with their `mosaic.memory.record_set.v2` digest and
+/// the digest of which records a selection over them decides on, both
+/// computed once: a reader whose records did not change since an earlier
+/// read selects over the same set again without hashing every record
+/// again (see [`select_memory_set`], [`select_memory_ranked_set`] and
+/// [`hand_off_set`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordSet {
+    records: Vec<std::sync::Arc<CheckedRecord>>,
+    record_set_sha256: String,
+    decided_sha256: String,
+}
+
+impl RecordSet {
+    /// Sorts `records` by id, checks them (no repeated id, sound
+    /// supersession edges) and seals them.
+    pub fn new(mut records: Vec<std::sync::Arc<CheckedRecord>>) -> Result<Self, SelectionError> {
+        records.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
+        let sorted = check_sorted(records.iter().map(|r| &**r).collect())?;
+        let record_set_sha256 = record_set_digest_sorted(&sorted)?;
+        let decided_sha256 = decided_digest(
+            sorted
+                .iter()
+                .map(|r| (r.record.record_id.as_str(), r.record.kind)),
+        )?;
+        Ok(RecordSet {
+            records,
+            record_set_sha256,
+            decided_sha256,
+        })
+    }
+
+    /// The records, sorted by record id.
+    pub fn records(&self) -> &[std::sync::Arc<CheckedRecord>] {
+        &self.records
+    }
+
+    /// Their `mosaic.memory.record_set.v2` digest.
+    pub fn record_set_sha256(&self) -> &str {
+        &self.record_set_sha256
+    }
+
+    fn sorted(&self) -> Vec<&CheckedRecord> {
+        self.records.iter().map(|r| &**r).collect()
+    }
+
+    fn digests(&self) -> SetDigests<'_> {
+        SetDigests {
+            record_set_sha256: &self.record_set_sha256,
+            decided_sha256: &self.decided_sha256,
+        }
+    }
+}
+
+/// The digests of a [`RecordSet`], for [`finish`].
+#[derive(Clone, Copy)]
+struct SetDigests<'a> {
+    record_set_sha256: &'a str,
+    decided_sha256: &'a str,
+}
+
 /// Checks every record (in input order: the first invalid one is the error).
 pub(crate) fn check_all(records: &[MemoryRecord]) -> Result<Vec<CheckedRecord>, SelectionError> {
     records.iter().cloned().map(CheckedRecord::new).collect()
@@ -567,6 +699,12 @@ pub(crate) fn check_inputs<'a, R: std::borrow::Borrow<CheckedRecord>>(
     ctx.validate().map_err(SelectionError::InvalidContext)?;
     let mut sorted: Vec<&CheckedRecord> = records.iter().map(|r| r.borrow()).collect();
     sorted.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
+    check_sorted(sorted)
+}
+
+/// No two of `sorted` (sorted by record id) share an id, and the
+/// supersession edges among them are sound.
+fn check_sorted(sorted: Vec<&CheckedRecord>) -> Result<Vec<&CheckedRecord>, SelectionError> {
     if let Some(pair) = sorted
         .windows(2)
         .find(|w| w[0].record.record_id == w[1].record.record_id)
@@ -603,7 +741,24 @@ pub fn select_memory_checked<R: std::borrow::Borrow<CheckedRecord>>(
     ctx: &MemoryReadContext,
     records: &[R],
 ) -> Result<MemorySelection, SelectionError> {
-    let sorted = check_inputs(ctx, records)?;
+    select_kind_recency(ctx, check_inputs(ctx, records)?, None)
+}
+
+/// [`select_memory`] over a sealed [`RecordSet`]: the same receipt, with
+/// the set's digests as sealed.
+pub fn select_memory_set(
+    ctx: &MemoryReadContext,
+    set: &RecordSet,
+) -> Result<MemorySelection, SelectionError> {
+    ctx.validate().map_err(SelectionError::InvalidContext)?;
+    select_kind_recency(ctx, set.sorted(), Some(set.digests()))
+}
+
+fn select_kind_recency(
+    ctx: &MemoryReadContext,
+    sorted: Vec<&CheckedRecord>,
+    digests: Option<SetDigests<'_>>,
+) -> Result<MemorySelection, SelectionError> {
     let mut eligible: Vec<&MemoryRecord> = Vec::new();
     let mut outcomes: Vec<Option<DropReason>> = Vec::with_capacity(sorted.len());
     for checked in &sorted {
@@ -626,6 +781,7 @@ pub fn select_memory_checked<R: std::borrow::Borrow<CheckedRecord>>(
     finish(
         ctx,
         &sorted,
+        digests,
         &outcomes,
         eligible,
         SelectionOrdering::KindRecency,
@@ -665,13 +821,40 @@ pub fn select_memory_ranked_sealed<R: std::borrow::Borrow<CheckedRecord>>(
     select_ranked(ctx, records, relevance, Some(eligible))
 }
 
+/// [`select_memory_ranked_sealed`] over a sealed [`RecordSet`]: the same
+/// receipt, with the set's digests as sealed.
+pub fn select_memory_ranked_set(
+    ctx: &MemoryReadContext,
+    set: &RecordSet,
+    relevance: &RelevanceReceipt,
+    eligible: &SealedEligibleSet,
+) -> Result<MemorySelection, SelectionError> {
+    ctx.validate().map_err(SelectionError::InvalidContext)?;
+    select_ranked_sorted(
+        ctx,
+        set.sorted(),
+        Some(set.digests()),
+        relevance,
+        Some(eligible),
+    )
+}
+
 fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
     ctx: &MemoryReadContext,
     records: &[R],
     relevance: &RelevanceReceipt,
     sealed: Option<&SealedEligibleSet>,
 ) -> Result<MemorySelection, SelectionError> {
-    let sorted = check_inputs(ctx, records)?;
+    select_ranked_sorted(ctx, check_inputs(ctx, records)?, None, relevance, sealed)
+}
+
+fn select_ranked_sorted(
+    ctx: &MemoryReadContext,
+    sorted: Vec<&CheckedRecord>,
+    digests: Option<SetDigests<'_>>,
+    relevance: &RelevanceReceipt,
+    sealed: Option<&SealedEligibleSet>,
+) -> Result<MemorySelection, SelectionError> {
     let rank_of: BTreeMap<&str, usize> = relevance
         .results
         .iter()
@@ -684,7 +867,7 @@ fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
     let mut eligible: Vec<(usize, &MemoryRecord)> = Vec::new();
     let mut outcomes: Vec<Option<DropReason>> = Vec::with_capacity(sorted.len());
     // With a sealed set, each eligible record is compared with its entry.
-    let mut sealed_entries = sealed.map(|s| s.set().entries.iter());
+    let mut sealed_entries = sealed.map(|s| s.entries().iter());
     let mut sealed_differs = false;
     for checked in &sorted {
         let record = &checked.record;
@@ -718,7 +901,7 @@ fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
         (Some(sealed), Some(mut rest)) => {
             if sealed_differs
                 || rest.next().is_some()
-                || sealed.set().read_context_sha256 != read_context_sha256
+                || sealed.read_context_sha256() != read_context_sha256
             {
                 return Err(SelectionError::RelevanceMismatch(
                     "the sealed eligible set is not this read's eligible set".into(),
@@ -748,6 +931,7 @@ fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
     finish(
         ctx,
         &sorted,
+        digests,
         &outcomes,
         ordered,
         SelectionOrdering::Relevance,
@@ -762,6 +946,7 @@ fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
 fn finish(
     ctx: &MemoryReadContext,
     sorted: &[&CheckedRecord],
+    digests: Option<SetDigests<'_>>,
     outcomes: &[Option<DropReason>],
     ordered: Vec<&MemoryRecord>,
     ordering: SelectionOrdering,
@@ -799,16 +984,26 @@ fn finish(
             }
         })
         .collect();
+    let (record_set_sha256, decisions_sha256) = match digests {
+        Some(d) => (
+            d.record_set_sha256.to_owned(),
+            decisions_digest_with(d.decided_sha256, &decisions)?,
+        ),
+        None => (
+            record_set_digest_sorted(sorted)?,
+            decisions_digest(&decisions)?,
+        ),
+    };
     let mut receipt = MemorySelectionReceipt {
         schema_version: crate::MEMORY_SCHEMA_VERSION,
         selector_release: ctx.selector_release.clone(),
         read_context_sha256: ctx.digest()?,
-        record_set_sha256: record_set_digest_sorted(sorted)?,
+        record_set_sha256,
         ordering,
         relevance_receipt_sha256,
         selected_record_ids,
         decision_counts: DecisionCounts::of(&decisions),
-        decisions_sha256: decisions_digest(&decisions)?,
+        decisions_sha256,
         receipt_sha256: String::new(),
     };
     receipt.receipt_sha256 = receipt.compute_digest()?;

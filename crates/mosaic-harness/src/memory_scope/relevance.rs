@@ -5,17 +5,22 @@
 //! higher fixed-point score first, record id breaking ties.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::{
     CheckedRecord, MemoryReadContext, SelectionError, check_all, check_inputs, eligibility,
 };
-use crate::canonical::{CanonicalError, MAX_CANONICAL_INT, domain_digest, is_sha256_hex};
+use crate::canonical::{
+    CanonicalError, MAX_CANONICAL_INT, domain_digest, domain_digest_seq, is_sha256_hex,
+};
 use crate::record::{MemoryRecord, is_identifier};
 
 /// Domain tag of the eligible-set snapshot digest.
-pub const ELIGIBLE_SET_DOMAIN: &str = "mosaic.memory.eligible_set.v1";
+pub const ELIGIBLE_SET_DOMAIN: &str = "mosaic.memory.eligible_set.v2";
+/// Domain tag of the digest of an eligible set's entries.
+pub const ELIGIBLE_ENTRIES_DOMAIN: &str = "mosaic.memory.eligible_entries.v1";
 /// Domain tag of the relevance receipt digest.
 pub const RELEVANCE_RECEIPT_DOMAIN: &str = "mosaic.memory.relevance_receipt.v1";
 
@@ -55,9 +60,63 @@ pub struct EligibleSet {
 }
 
 impl EligibleSet {
-    /// `mosaic.memory.eligible_set.v1` digest of the snapshot.
+    /// `mosaic.memory.eligible_set.v2` digest of the snapshot: of its read
+    /// context digest and its entries' `mosaic.memory.eligible_entries.v1`
+    /// digest, so the entries of a set that did not change are hashed once,
+    /// not again at every read's instant.
     pub fn digest(&self) -> Result<String, CanonicalError> {
-        domain_digest(ELIGIBLE_SET_DOMAIN, self)
+        set_digest(&self.read_context_sha256, &entries_digest(&self.entries)?)
+    }
+}
+
+/// `mosaic.memory.eligible_entries.v1`: the JSON array of the entries.
+fn entries_digest(entries: &[EligibleEntry]) -> Result<String, CanonicalError> {
+    domain_digest_seq(ELIGIBLE_ENTRIES_DOMAIN, entries)
+}
+
+#[derive(Serialize)]
+struct EligibleSetBody<'a> {
+    read_context_sha256: &'a str,
+    entries_sha256: &'a str,
+}
+
+/// `mosaic.memory.eligible_set.v2` of a read context digest and an
+/// entries digest.
+fn set_digest(read_context_sha256: &str, entries_sha256: &str) -> Result<String, CanonicalError> {
+    domain_digest(
+        ELIGIBLE_SET_DOMAIN,
+        &EligibleSetBody {
+            read_context_sha256,
+            entries_sha256,
+        },
+    )
+}
+
+/// Eligible entries, sorted by record id, with their digest computed once:
+/// a reader whose eligible set did not change since an earlier read seals
+/// the next read's set from these without hashing them again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedEntries {
+    entries: Vec<EligibleEntry>,
+    sha256: String,
+}
+
+impl SealedEntries {
+    /// Seals `entries` (which must be sorted by record id, without repeats,
+    /// as [`eligible_set`] makes them) with their digest.
+    pub fn seal(entries: Vec<EligibleEntry>) -> Result<Self, CanonicalError> {
+        let sha256 = entries_digest(&entries)?;
+        Ok(SealedEntries { entries, sha256 })
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[EligibleEntry] {
+        &self.entries
+    }
+
+    /// Their `mosaic.memory.eligible_entries.v1` digest.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
     }
 }
 
@@ -96,20 +155,51 @@ pub fn eligible_set_checked<R: std::borrow::Borrow<CheckedRecord>>(
 /// (the digest is always the set's: it is computed here, never supplied).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SealedEligibleSet {
-    set: EligibleSet,
+    read_context_sha256: String,
+    entries: Arc<SealedEntries>,
     sha256: String,
 }
 
 impl SealedEligibleSet {
-    /// Seals `set` with its `mosaic.memory.eligible_set.v1` digest.
+    /// Seals `set` with its `mosaic.memory.eligible_set.v2` digest.
     pub fn seal(set: EligibleSet) -> Result<Self, CanonicalError> {
-        let sha256 = set.digest()?;
-        Ok(SealedEligibleSet { set, sha256 })
+        Self::of_entries(
+            set.read_context_sha256,
+            Arc::new(SealedEntries::seal(set.entries)?),
+        )
     }
 
-    /// The set.
-    pub fn set(&self) -> &EligibleSet {
-        &self.set
+    /// The set of `entries` under the read context digest
+    /// `read_context_sha256`: only the set's own digest is computed, the
+    /// entries' is theirs.
+    pub fn of_entries(
+        read_context_sha256: String,
+        entries: Arc<SealedEntries>,
+    ) -> Result<Self, CanonicalError> {
+        let sha256 = set_digest(&read_context_sha256, entries.sha256())?;
+        Ok(SealedEligibleSet {
+            read_context_sha256,
+            entries,
+            sha256,
+        })
+    }
+
+    /// The entries, sorted by record id.
+    pub fn entries(&self) -> &[EligibleEntry] {
+        self.entries.entries()
+    }
+
+    /// The read context digest the set was computed under.
+    pub fn read_context_sha256(&self) -> &str {
+        &self.read_context_sha256
+    }
+
+    /// The set, copied (to rebuild a [`RelevanceInput`] for verification).
+    pub fn to_set(&self) -> EligibleSet {
+        EligibleSet {
+            read_context_sha256: self.read_context_sha256.clone(),
+            entries: self.entries().to_vec(),
+        }
     }
 
     /// Its digest.
@@ -270,7 +360,7 @@ impl SealedEligibleSet {
     ) -> Result<RelevanceReceipt, RelevanceError> {
         RankParts {
             query_sha256,
-            entries: &self.set.entries,
+            entries: self.entries(),
             feature_release,
             ranker_release,
             scores,

@@ -1052,3 +1052,126 @@ fn memory_scope_a_sealed_eligible_set_must_be_the_reads_own() {
         ));
     }
 }
+
+#[test]
+fn memory_scope_a_sealed_record_set_selects_as_the_records_do() {
+    let (ctx, records) = fixture();
+    let input = relevance_input(&ctx, &records);
+    let receipt = rank_relevance(&input).unwrap();
+    // In reverse order: the set sorts them.
+    let checked: Vec<std::sync::Arc<CheckedRecord>> = records
+        .iter()
+        .rev()
+        .cloned()
+        .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
+        .collect();
+    let set = RecordSet::new(checked).unwrap();
+    assert_eq!(
+        set.record_set_sha256(),
+        record_set_digest(&records).unwrap()
+    );
+    // The same receipts and decisions as over the records themselves, and
+    // each verifies against the records.
+    let plain = select_memory_set(&ctx, &set).unwrap();
+    assert_eq!(plain, select_memory(&ctx, &records).unwrap());
+    verify_memory_selection(&ctx, &records, None, &plain.receipt).unwrap();
+    verify_selection_decisions(&plain.receipt, &plain.decisions).unwrap();
+    let sealed = SealedEligibleSet::seal(input.eligible.clone()).unwrap();
+    let ranked = select_memory_ranked_set(&ctx, &set, &receipt, &sealed).unwrap();
+    assert_eq!(
+        ranked,
+        select_memory_ranked(&ctx, &records, &receipt).unwrap()
+    );
+    verify_memory_selection(&ctx, &records, Some(&receipt), &ranked.receipt).unwrap();
+    // A set sealed from the entries alone names the same set.
+    let entries = std::sync::Arc::new(SealedEntries::seal(input.eligible.entries.clone()).unwrap());
+    let again =
+        SealedEligibleSet::of_entries(input.eligible.read_context_sha256.clone(), entries).unwrap();
+    assert_eq!(again.sha256(), input.eligible.digest().unwrap());
+    // Repeated ids are refused when the set is made.
+    let one = std::sync::Arc::new(CheckedRecord::new(records[0].clone()).unwrap());
+    assert_eq!(
+        RecordSet::new(vec![one.clone(), one]),
+        Err(SelectionError::DuplicateRecordId(
+            records[0].record_id.clone()
+        ))
+    );
+}
+
+#[test]
+fn memory_scope_the_decisions_digest_names_every_decision() {
+    let decision = |id: &str, outcome| MemoryDecision {
+        record_id: id.into(),
+        kind: MemoryKind::Semantic,
+        outcome,
+    };
+    let dropped = |reason| DecisionOutcome::Dropped { reason };
+    let list = vec![
+        decision("a", dropped(DropReason::SelectionLimit)),
+        decision("b", dropped(DropReason::Expired)),
+        decision("c", DecisionOutcome::Selected { rank: 0 }),
+        decision("d", dropped(DropReason::SelectionLimit)),
+        decision("e", dropped(DropReason::Expired)),
+    ];
+    let digest = decisions_digest(&list).unwrap();
+    // Any change of one decision's outcome, id or kind is another digest,
+    // whether the decision is usual or an exception.
+    for at in 0..list.len() {
+        for outcome in [
+            dropped(DropReason::SelectionLimit),
+            dropped(DropReason::Expired),
+            dropped(DropReason::Revoked),
+            DecisionOutcome::Selected { rank: 1 },
+        ] {
+            let mut changed = list.clone();
+            changed[at].outcome = outcome;
+            assert_eq!(
+                decisions_digest(&changed).unwrap() == digest,
+                changed == list
+            );
+        }
+        let mut renamed = list.clone();
+        renamed[at].record_id.push('x');
+        assert_ne!(decisions_digest(&renamed).unwrap(), digest);
+        let mut rekinded = list.clone();
+        rekinded[at].kind = MemoryKind::Episodic;
+        assert_ne!(decisions_digest(&rekinded).unwrap(), digest);
+    }
+    assert_ne!(decisions_digest(&list[..4]).unwrap(), digest);
+    // Two reasons with two drops each: the usual one is the smaller name,
+    // so `expired` is left out of the exceptions, whatever the order.
+    let decided: Vec<serde_json::Value> = list
+        .iter()
+        .map(|d| serde_json::json!({"record_id": d.record_id, "kind": d.kind}))
+        .collect();
+    let exceptions: Vec<&MemoryDecision> = list
+        .iter()
+        .filter(|d| d.outcome != dropped(DropReason::Expired))
+        .collect();
+    let expected = crate::canonical::domain_digest(
+        SELECTION_DECISIONS_DOMAIN,
+        &serde_json::json!({
+            "decided_sha256": crate::canonical::domain_digest(DECIDED_RECORDS_DOMAIN, &decided).unwrap(),
+            "usual": {"decision": "dropped", "reason": "expired"},
+            "exceptions": exceptions,
+        }),
+    )
+    .unwrap();
+    assert_eq!(digest, expected);
+    // Nothing dropped: no usual outcome, every decision an exception.
+    let selected = vec![decision("a", DecisionOutcome::Selected { rank: 0 })];
+    let expected = crate::canonical::domain_digest(
+        SELECTION_DECISIONS_DOMAIN,
+        &serde_json::json!({
+            "decided_sha256": crate::canonical::domain_digest(
+                DECIDED_RECORDS_DOMAIN,
+                &[serde_json::json!({"record_id": "a", "kind": "semantic"})],
+            )
+            .unwrap(),
+            "usual": null,
+            "exceptions": selected,
+        }),
+    )
+    .unwrap();
+    assert_eq!(decisions_digest(&selected).unwrap(), expected);
+}

@@ -89,8 +89,7 @@ fn funnel_ranks_only_eligible_records_and_hands_off() {
     q.policy_sha256 = &ctx.policy_sha256;
     let recall = r.recall(&q).unwrap();
     let eligible_ids: BTreeSet<&str> = eligible
-        .set()
-        .entries
+        .entries()
         .iter()
         .map(|e| e.record_id.as_str())
         .collect();
@@ -102,7 +101,7 @@ fn funnel_ranks_only_eligible_records_and_hands_off() {
             .all(|id| eligible_ids.contains(id))
     );
     assert_eq!(recall.record_ids()[0], "procedure-build");
-    let input = recall.relevance_input(eligible.set()).unwrap();
+    let input = recall.relevance_input(&eligible.to_set()).unwrap();
     verify_relevance_receipt(&input, &recall.receipt).unwrap();
     // The revoked deploy procedure is indexed but never eligible.
     assert!(!recall.record_ids().contains(&"procedure-revoked"));
@@ -190,7 +189,7 @@ fn near_identical_memories_of_other_tenants_and_principals_never_cross() {
     }
     let ctx = scoped_selection_context();
     let eligible = sealed(eligible_set(&ctx, &twins).unwrap());
-    assert_eq!(eligible.set().entries.len(), 1);
+    assert_eq!(eligible.entries().len(), 1);
     for mode in [
         RetrievalMode::Lexical,
         RetrievalMode::Vector,

@@ -333,6 +333,7 @@ pub struct ServiceCore {
     last_decision: std::sync::atomic::AtomicU64,
     /// Checked record bodies by id, for recall.
     read_model: read_model::ReadModel,
+    scope_cache: read_model::ScopeCache,
 }
 
 /// How far decision instants may run ahead of the clock.
@@ -558,6 +559,7 @@ impl Service {
             extraction: extract::Extraction::open(&config)?,
             last_decision: std::sync::atomic::AtomicU64::new(0),
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
+            scope_cache: read_model::ScopeCache::new(read_model::SCOPE_CACHE_CAPACITY),
             config,
             embedder,
             guard_vectors: Arc::default(),

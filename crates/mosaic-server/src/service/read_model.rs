@@ -17,12 +17,15 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
-use mosaic_harness::memory_scope::CheckedRecord;
+use mosaic_harness::memory_scope::{
+    CheckedRecord, MemoryReadContext, RecordSet, SealedEligibleSet, SealedEntries,
+    eligible_set_checked,
+};
 #[cfg(doc)]
 use mosaic_store::Store;
-use mosaic_store::{EligibilityQuery, RecordState, SnapshotIdentity};
+use mosaic_store::{ChangeStamp, EligibilityQuery, EligibleIds, RecordState, SnapshotIdentity};
 
 use super::*;
 
@@ -63,7 +66,171 @@ impl ReadModel {
     }
 }
 
+/// One scope's eligible read, kept while it is still the answer.
+pub(super) struct ScopeRead {
+    /// The store's change stamp the read saw.
+    stamp: ChangeStamp,
+    /// The instant the read ran at.
+    read_at_unix_ms: u64,
+    /// The instant from which time alone changes the answer.
+    stable_until_unix_ms: Option<u64>,
+    /// The eligible records, one per exact content (see
+    /// `drop_duplicate_contents`), sealed.
+    pub(super) records: RecordSet,
+    /// How many eligible records were set aside for a content another
+    /// record has.
+    pub(super) duplicates: u64,
+    /// How many records the store found eligible.
+    found: usize,
+    /// The digest of every eligible `(record_id, line_generation)`: what
+    /// the read's snapshot identity commits to besides the query.
+    records_sha256: String,
+    /// The eligible-set entries of `records`, sealed by the first ranked
+    /// recall of this read (every later one checks them entry by entry).
+    entries: OnceLock<Arc<SealedEntries>>,
+}
+
+impl ScopeRead {
+    /// Whether this read is still the store's answer at `now_unix_ms` when
+    /// the store's stamp is `stamp`: nothing committed since, and no record
+    /// expired or came of age in between (a clock set back is a miss).
+    fn holds(&self, stamp: ChangeStamp, now_unix_ms: u64) -> bool {
+        self.stamp == stamp
+            && self.read_at_unix_ms <= now_unix_ms
+            && self
+                .stable_until_unix_ms
+                .is_none_or(|until| now_unix_ms < until)
+    }
+
+    /// The snapshot identity of this answer under `query` (the read's own
+    /// instant is in it).
+    pub(super) fn snapshot(&self, query: &EligibilityQuery) -> ServiceResult<SnapshotIdentity> {
+        SnapshotIdentity::of_records_digest(
+            query,
+            self.stamp.revocation_generation,
+            &self.records_sha256,
+        )
+        .map_err(|e| ServiceError::Internal(e.to_string()))
+    }
+
+    /// The eligible set of this read under `ctx`, sealed: its entries are
+    /// sealed once per kept read, only the set's own digest (over `ctx`'s)
+    /// per recall.
+    pub(super) fn eligible_set(&self, ctx: &MemoryReadContext) -> ServiceResult<SealedEligibleSet> {
+        let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
+        let entries = match self.entries.get() {
+            Some(entries) => entries.clone(),
+            None => {
+                let set =
+                    eligible_set_checked(ctx, self.records.records()).map_err(|e| internal(&e))?;
+                let sealed = Arc::new(SealedEntries::seal(set.entries).map_err(|e| internal(&e))?);
+                // Another recall may have sealed the same entries first.
+                self.entries.get_or_init(|| sealed).clone()
+            }
+        };
+        SealedEligibleSet::of_entries(ctx.digest().map_err(|e| internal(&e))?, entries)
+            .map_err(|e| internal(&e))
+    }
+}
+
+/// Most eligible records kept across all scopes' reads.
+pub const SCOPE_CACHE_CAPACITY: usize = 200_000;
+
+/// The last eligible read of each scope (an eligibility query without its
+/// instant), reused while the store's change stamp says nothing was
+/// committed since and time alone has not changed the answer: a recall of
+/// an unchanged scope then reads one stamp instead of every eligible
+/// identity. Bounded like the read model: past its capacity it starts over.
+pub(super) struct ScopeCache {
+    reads: RwLock<HashMap<EligibilityQuery, Arc<ScopeRead>>>,
+    /// Records held across all entries.
+    held: std::sync::atomic::AtomicUsize,
+    capacity: usize,
+}
+
+impl ScopeCache {
+    pub(super) fn new(capacity: usize) -> Self {
+        ScopeCache {
+            reads: RwLock::new(HashMap::new()),
+            held: std::sync::atomic::AtomicUsize::new(0),
+            capacity,
+        }
+    }
+
+    /// The scope of `query`: the query without its instant, kinds sorted.
+    fn key(query: &EligibilityQuery) -> EligibilityQuery {
+        let mut key = query.clone();
+        key.now_unix_ms = 0;
+        key.kinds.sort();
+        key.kinds.dedup();
+        key
+    }
+
+    fn get(&self, key: &EligibilityQuery) -> Option<Arc<ScopeRead>> {
+        // Entries are whole `Arc`s, inserted and removed whole: a poisoned
+        // lock still guards a consistent map.
+        self.reads
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    fn put(&self, key: EligibilityQuery, read: Arc<ScopeRead>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut reads = self
+            .reads
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.held.load(Relaxed) + read.found > self.capacity {
+            reads.clear();
+            self.held.store(0, Relaxed);
+        }
+        self.held.fetch_add(read.found, Relaxed);
+        if let Some(old) = reads.insert(key, read) {
+            self.held.fetch_sub(old.found, Relaxed);
+        }
+    }
+}
+
 impl ServiceCore {
+    /// The eligible read of `query`'s scope at its instant: the kept one
+    /// when the store's stamp shows nothing committed since it and time
+    /// alone has not changed it, else a fresh one (kept for the next read).
+    pub(super) fn scope_read(
+        &self,
+        inner: &mut Inner,
+        query: &EligibilityQuery,
+    ) -> ServiceResult<Arc<ScopeRead>> {
+        let key = ScopeCache::key(query);
+        if let Some(kept) = self.scope_cache.get(&key) {
+            let stamp = inner.store.change_stamp()?;
+            if kept.holds(stamp, query.now_unix_ms) {
+                self.metrics
+                    .incr("mosaic_scope_reads_total", &[("outcome", "kept")]);
+                return Ok(kept);
+            }
+        }
+        self.metrics
+            .incr("mosaic_scope_reads_total", &[("outcome", "read")]);
+        let (mut records, found) = self.eligible_checked_ids(inner, query)?;
+        let duplicates = drop_duplicate_contents(&mut records);
+        let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
+        let ids: Vec<(&str, u64)> = found.ids.iter().map(|(id, g)| (id.as_str(), *g)).collect();
+        let read = Arc::new(ScopeRead {
+            stamp: found.stamp,
+            read_at_unix_ms: query.now_unix_ms,
+            stable_until_unix_ms: found.stable_until_unix_ms,
+            records: RecordSet::new(records).map_err(|e| internal(&e))?,
+            duplicates,
+            found: found.ids.len(),
+            records_sha256: SnapshotIdentity::records_digest(&ids).map_err(|e| internal(&e))?,
+            entries: OnceLock::new(),
+        });
+        self.scope_cache.put(key, read.clone());
+        Ok(read)
+    }
+
     /// The records `query` finds eligible in the store, checked, sorted by
     /// record id, with the snapshot the read saw: bodies this service
     /// checked before come from the read model, the others from the same
@@ -73,6 +240,16 @@ impl ServiceCore {
         inner: &mut Inner,
         query: &EligibilityQuery,
     ) -> ServiceResult<(Vec<Arc<CheckedRecord>>, SnapshotIdentity)> {
+        let (records, found) = self.eligible_checked_ids(inner, query)?;
+        Ok((records, found.snapshot))
+    }
+
+    /// [`ServiceCore::eligible_checked`] with the store's whole answer.
+    fn eligible_checked_ids(
+        &self,
+        inner: &mut Inner,
+        query: &EligibilityQuery,
+    ) -> ServiceResult<(Vec<Arc<CheckedRecord>>, EligibleIds)> {
         let model = &self.read_model;
         // The bodies the model holds are taken as the store asks, so a
         // concurrent restart of the model cannot lose them for this read.
@@ -130,6 +307,40 @@ impl ServiceCore {
             }
             map.extend(checked);
         }
-        Ok((out, found.snapshot))
+        Ok((out, found))
     }
+}
+
+/// Keeps one live record per exact content (the newest; the larger record
+/// id on a tie) so identical contents are never recalled twice; returns
+/// how many it set aside. The eligible set every receipt commits to is
+/// the one that remains.
+fn drop_duplicate_contents(records: &mut Vec<Arc<CheckedRecord>>) -> u64 {
+    // One entry per eligible record on every fresh read: foldhash (seeded
+    // per process) rather than SipHash, which was most of this loop's cost.
+    let mut keep: HashMap<&str, usize, foldhash::quality::RandomState> =
+        HashMap::with_capacity_and_hasher(records.len(), Default::default());
+    for (at, r) in records.iter().enumerate() {
+        let record = r.record();
+        keep.entry(record.content_sha256.as_str())
+            .and_modify(|best| {
+                let candidate = (record.created_at_unix_ms, record.record_id.as_str());
+                let current = records[*best].record();
+                if candidate > (current.created_at_unix_ms, current.record_id.as_str()) {
+                    *best = at;
+                }
+            })
+            .or_insert(at);
+    }
+    if keep.len() == records.len() {
+        return 0;
+    }
+    let mut kept = vec![false; records.len()];
+    for at in keep.into_values() {
+        kept[at] = true;
+    }
+    let before = records.len();
+    let mut flags = kept.into_iter();
+    records.retain(|_| flags.next().unwrap_or(false));
+    (before - records.len()) as u64
 }

@@ -1,11 +1,6 @@
 //! Reads: recall (eligibility, ranking, selection, handoff), get and list.
 
-use std::sync::Arc;
-
-use mosaic_harness::memory_scope::{
-    CheckedRecord, Handoff, HandoffError, RenderError, SCORE_SCALE, SealedEligibleSet,
-    eligible_set_checked, hand_off_checked,
-};
+use mosaic_harness::memory_scope::{Handoff, HandoffError, RenderError, SCORE_SCALE, hand_off_set};
 
 use super::*;
 
@@ -95,9 +90,11 @@ impl ServiceCore {
                 ));
             }
         };
-        let (mut records, snapshot) =
-            self.eligible_checked(&mut inner, &eligibility_query(&ctx))?;
-        let duplicates = drop_duplicate_contents(&mut records);
+        let scope_query = eligibility_query(&ctx);
+        let scope = self.scope_read(&mut inner, &scope_query)?;
+        let snapshot = scope.snapshot(&scope_query)?;
+        let records = scope.records.records();
+        let duplicates = scope.duplicates;
         // Records of an earlier policy are never candidates; they are
         // counted (and, with `explain`, listed) as `policy_mismatch`.
         let earlier = self.earlier_policy_decisions(&mut inner, &ctx)?;
@@ -110,10 +107,7 @@ impl ServiceCore {
         let mut omitted_indexes = Vec::new();
         let ranked = match query_text {
             Some(text) => {
-                let set = SealedEligibleSet::seal(
-                    eligible_set_checked(&ctx, &records).map_err(|e| internal(&e))?,
-                )
-                .map_err(|e| internal(&e))?;
+                let set = scope.eligible_set(&ctx)?;
                 let read_subject = format!("{principal}/{workspace_id}/{run_id}");
                 let mut query = RecallQuery {
                     tenant_id: tenant,
@@ -180,9 +174,9 @@ impl ServiceCore {
                 .collect();
             texts.prefetch(&mut inner, &ids)?;
         }
-        let handoff = hand_off_checked(
+        let handoff = hand_off_set(
             &ctx,
-            &records,
+            &scope.records,
             ranked.as_ref().map(|(receipt, set)| (receipt, set)),
             &[],
             &budget,
@@ -371,40 +365,6 @@ impl ServiceCore {
             })
             .collect())
     }
-}
-
-/// Keeps one live record per exact content (the newest; the larger record
-/// id on a tie) so identical contents are never recalled twice; returns
-/// how many it set aside. The eligible set every receipt commits to is
-/// the one that remains.
-fn drop_duplicate_contents(records: &mut Vec<Arc<CheckedRecord>>) -> u64 {
-    // One entry per eligible record on every read: foldhash (seeded per
-    // process) rather than SipHash, which was most of this loop's cost.
-    let mut keep: HashMap<&str, usize, foldhash::quality::RandomState> =
-        HashMap::with_capacity_and_hasher(records.len(), Default::default());
-    for (at, r) in records.iter().enumerate() {
-        let record = r.record();
-        keep.entry(record.content_sha256.as_str())
-            .and_modify(|best| {
-                let candidate = (record.created_at_unix_ms, record.record_id.as_str());
-                let current = records[*best].record();
-                if candidate > (current.created_at_unix_ms, current.record_id.as_str()) {
-                    *best = at;
-                }
-            })
-            .or_insert(at);
-    }
-    if keep.len() == records.len() {
-        return 0;
-    }
-    let mut kept = vec![false; records.len()];
-    for at in keep.into_values() {
-        kept[at] = true;
-    }
-    let before = records.len();
-    let mut flags = kept.into_iter();
-    records.retain(|_| flags.next().unwrap_or(false));
-    (before - records.len()) as u64
 }
 
 /// The texts of the records a recall hands off, read from the store as

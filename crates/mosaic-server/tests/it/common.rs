@@ -11,7 +11,7 @@ use mosaic_server::api::{
 };
 use mosaic_server::auth::Credential;
 use mosaic_server::catalog::{SharedSemanticEvidence, WriteGuards};
-use mosaic_server::service::ADMIN_KEY_FILE;
+use mosaic_server::service::{ADMIN_KEY_FILE, ServiceClock, SystemClock};
 use mosaic_server::{ServerConfig, Service, app};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -50,10 +50,18 @@ pub fn config(dir: &std::path::Path) -> ServerConfig {
 }
 
 pub fn world_with(adjust: impl FnOnce(&mut ServerConfig)) -> World {
+    world_with_clock(Arc::new(SystemClock), adjust)
+}
+
+/// [`world_with`] on the service clock `clock`.
+pub fn world_with_clock(
+    clock: Arc<dyn ServiceClock>,
+    adjust: impl FnOnce(&mut ServerConfig),
+) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = config(dir.path());
     adjust(&mut config);
-    let (service, report) = Service::open(config.clone()).expect("open service");
+    let (service, report) = Service::open_with_clock(config.clone(), clock).expect("open service");
     assert!(
         report.admin_key_file.is_some(),
         "first start writes the admin key"

@@ -41,4 +41,5 @@ mod postgres_erasure;
 mod reconcile;
 mod review;
 mod roundtrip;
+mod scope_reads;
 mod store_truth;

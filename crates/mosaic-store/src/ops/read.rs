@@ -13,9 +13,9 @@ use super::{
 };
 use crate::error::{StoreError, StoreResult};
 use crate::types::{
-    EligibilityQuery, EligibleIds, EligibleSet, IntegrityReport, ListedRecord, ListedState,
-    RecordFilter, RecordPage, RecordState, SnapshotIdentity, StoredConsent, StoredRecord,
-    body_matches_query,
+    ChangeStamp, EligibilityQuery, EligibleIds, EligibleSet, IntegrityReport, ListedRecord,
+    ListedState, RecordFilter, RecordPage, RecordState, SnapshotIdentity, StoredConsent,
+    StoredRecord, body_matches_query,
 };
 
 /// The columns [`record_from_row`] reads, of `records r`.
@@ -87,6 +87,20 @@ pub(crate) fn eligibility_statements<C: Tx>(
     q: &EligibilityQuery,
     columns: &str,
 ) -> StoreResult<Vec<(String, Vec<Arg>)>> {
+    scope_statements::<C>(
+        q,
+        columns,
+        "r.created_at_ms <= ?5 AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?5)",
+    )
+}
+
+/// The statements of [`eligibility_statements`] with another time
+/// predicate (`?5` is the query's instant).
+fn scope_statements<C: Tx>(
+    q: &EligibilityQuery,
+    columns: &str,
+    time_predicate: &str,
+) -> StoreResult<Vec<(String, Vec<Arg>)>> {
     let mut kinds: Vec<String> = q.kinds.iter().map(|k| k.as_str().to_owned()).collect();
     kinds.sort_unstable();
     kinds.dedup();
@@ -118,7 +132,7 @@ pub(crate) fn eligibility_statements<C: Tx>(
             "SELECT {columns} FROM records r
              WHERE r.tenant_id = ?1 AND r.policy_sha256 = ?2 AND r.state = 'active'
                AND r.subject_type = ?3 AND r.subject_a = ?4
-               AND r.created_at_ms <= ?5 AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?5)"
+               AND {time_predicate}"
         );
         if let Some(b) = b {
             args.push(Arg::Text(b.to_owned()));
@@ -155,27 +169,71 @@ pub(crate) fn eligible_records<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResul
 }
 
 /// The columns of [`eligible_ids`] (the read recall runs).
-pub(crate) const ELIGIBLE_ID_COLUMNS: &str = "r.record_id, r.line_generation";
+pub(crate) const ELIGIBLE_ID_COLUMNS: &str = "r.record_id, r.line_generation, r.expires_at_ms";
+
+/// The store's [`ChangeStamp`].
+pub(crate) fn change_stamp<C: Tx>(c: &C) -> StoreResult<ChangeStamp> {
+    let (audit_seq, generation) = c
+        .row(
+            "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
+                    (SELECT int_value FROM meta WHERE key = 'revocation_generation')",
+            params![],
+            |r| r.cols::<(Option<i64>, Option<i64>)>(),
+        )?
+        .ok_or_else(|| StoreError::Corrupt("meta is empty".into()))?;
+    match (audit_seq, generation) {
+        (Some(audit_seq), Some(generation)) => Ok(ChangeStamp {
+            audit_seq: u(audit_seq)?,
+            revocation_generation: u(generation)?,
+        }),
+        _ => Err(StoreError::Corrupt(
+            "meta.audit_head_seq or meta.revocation_generation missing".into(),
+        )),
+    }
+}
 
 /// The eligibility read answering identities only: the same statements as
 /// [`eligible_records`] selecting `(record_id, line_generation)`, so a
 /// reader that keeps decoded bodies by id (they never change once written)
 /// decodes none of them again.
 pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<EligibleIds> {
-    let generation = revocation_generation(c)?;
+    // The stamp first: should a change commit between this statement and
+    // the next ones (a backend whose statements see different snapshots),
+    // the answer is newer than its stamp, never older, so a reader that
+    // keeps it while the stamp holds keeps nothing stale.
+    let stamp = change_stamp(c)?;
     let mut ids: Vec<(String, u64)> = Vec::new();
+    let mut stable_until: Option<u64> = None;
+    let mut until = |at: u64| stable_until = Some(stable_until.map_or(at, |s| s.min(at)));
     for (sql, args) in eligibility_statements::<C>(q, ELIGIBLE_ID_COLUMNS)? {
-        for (id, line_generation) in c.rows(&sql, &vals(&args), |r| r.cols::<(String, i64)>())? {
+        let rows = c.rows(&sql, &vals(&args), |r| {
+            r.cols::<(String, i64, Option<i64>)>()
+        })?;
+        for (id, line_generation, expires_at) in rows {
+            if let Some(expires_at) = expires_at {
+                until(u(expires_at)?);
+            }
             ids.push((id, u(line_generation)?));
+        }
+    }
+    for (sql, args) in scope_statements::<C>(q, "MIN(r.created_at_ms)", "r.created_at_ms > ?5")? {
+        let rows = c.rows(&sql, &vals(&args), |r| r.get::<Option<i64>>(0))?;
+        for created_at in rows.into_iter().flatten() {
+            until(u(created_at)?);
         }
     }
     ids.sort();
     let snapshot = SnapshotIdentity::of_ids(
         q,
-        generation,
+        stamp.revocation_generation,
         ids.iter().map(|(id, g)| (id.as_str(), *g)).collect(),
     )?;
-    Ok(EligibleIds { ids, snapshot })
+    Ok(EligibleIds {
+        ids,
+        snapshot,
+        stamp,
+        stable_until_unix_ms: stable_until,
+    })
 }
 
 /// A tenant's records with these ids, in any state, sorted by record id;

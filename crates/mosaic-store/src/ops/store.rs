@@ -351,6 +351,10 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn change_stamp(&mut self) -> StoreResult<$crate::types::ChangeStamp> {
+                    self.read_tx(|c| read::change_stamp(c))
+                }
+
                 fn get_records(
                     &mut self,
                     tenant_id: &str,

@@ -1,0 +1,163 @@
+//! Point 3: a recall of an unchanged scope reuses the scope's last eligible
+//! read (one stamp read instead of every eligible identity), and never a
+//! stale one. The layer under test is the service's read path
+//! (`ScopeCache`): each case below changes the answer in one way (time
+//! alone, a clock set back, activation, revocation) and the next recall
+//! must see it; a kept read never answers another principal's recall.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::http::StatusCode;
+use mosaic_server::examples::preference;
+use mosaic_server::service::ServiceClock;
+use serde_json::{Value, json};
+
+use crate::common::{World, counter, send, send_raw, world_with_clock};
+
+/// A clock the test sets.
+struct ManualClock(AtomicU64);
+
+impl ServiceClock for ManualClock {
+    fn now_unix_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+const T0: u64 = 1_790_000_000_000;
+
+async fn propose(w: &World, label: &str, content: &str, ttl_ms: Option<u64>) -> String {
+    let p = &w.principals[0];
+    let mut request = preference(label, &p.principal, content, Some(p.consent.clone()));
+    request.ttl_ms = ttl_ms;
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&p.key),
+        Some(serde_json::to_value(&request).expect("json")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["decision"], "accepted", "{r}");
+    r["record_id"].as_str().expect("id").to_owned()
+}
+
+/// The recalled ids (a recall with no query: every eligible record up to
+/// the limit) and the snapshot identity.
+async fn recall(w: &World) -> (Vec<String>, Value) {
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&w.principals[0].key),
+        Some(json!({"max_records": 50})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    let mut ids: Vec<String> =
+        serde_json::from_value(r["selected_record_ids"].clone()).expect("ids");
+    ids.sort();
+    (ids, r["snapshot"].clone())
+}
+
+/// How many recalls read the store's eligible identities (`read`) and how
+/// many reused a kept read (`kept`).
+async fn scope_reads(w: &World) -> (u64, u64) {
+    let (_, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
+    let text = String::from_utf8(raw).expect("utf8");
+    (
+        counter(&text, "mosaic_scope_reads_total{outcome=\"read\"}"),
+        counter(&text, "mosaic_scope_reads_total{outcome=\"kept\"}"),
+    )
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn a_kept_scope_read_never_outlives_a_change() {
+    let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
+    let w = world_with_clock(clock.clone(), |_| {});
+    let short = propose(&w, "short", "Alice is in Lisbon this week", Some(60_000)).await;
+    let long = propose(&w, "long", "Alice prefers aisle seats", None).await;
+    clock.0.store(T0 + 1_000, Ordering::SeqCst);
+
+    let (first, first_snapshot) = recall(&w).await;
+    assert_eq!(first, sorted(vec![short.clone(), long.clone()]));
+    let (again, again_snapshot) = recall(&w).await;
+    assert_eq!(again, first);
+    assert_eq!(
+        scope_reads(&w).await,
+        (1, 1),
+        "the second recall reuses the first read"
+    );
+    // A kept read is its scope's alone: another principal of the tenant
+    // (whose grant names the same workspace) recalls none of it, and reads
+    // its own scope.
+    let (status, bob) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&w.principals[1].key),
+        Some(json!({"max_records": 50})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{bob}");
+    assert_eq!(bob["selected_record_ids"], json!([]), "{bob}");
+    assert_eq!(scope_reads(&w).await, (2, 1));
+    // The kept read still names the instant of each recall.
+    assert_eq!(
+        first_snapshot["revocation_generation"],
+        again_snapshot["revocation_generation"]
+    );
+
+    // Time alone: the short memory expires with no write in between.
+    clock.0.store(T0 + 61_000, Ordering::SeqCst);
+    let (expired, _) = recall(&w).await;
+    assert_eq!(
+        expired,
+        vec![long.clone()],
+        "an expired memory is never recalled"
+    );
+    assert_eq!(scope_reads(&w).await, (3, 1));
+
+    // A clock set back before the kept read is not trusted to it.
+    clock.0.store(T0 + 30_000, Ordering::SeqCst);
+    let (back, _) = recall(&w).await;
+    assert_eq!(back, sorted(vec![short.clone(), long.clone()]));
+    assert_eq!(scope_reads(&w).await, (4, 1));
+    clock.0.store(T0 + 61_000, Ordering::SeqCst);
+
+    // Activation of a new memory.
+    let added = propose(&w, "added", "Alice's flight leaves at nine", None).await;
+    let (with_added, _) = recall(&w).await;
+    assert_eq!(with_added, sorted(vec![long.clone(), added.clone()]));
+
+    // Revocation.
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/memories/{long}/revoke"),
+        Some(&w.principals[0].key),
+        Some(json!({"authority_ref": "ticket-1"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    let (after_revocation, _) = recall(&w).await;
+    assert_eq!(
+        after_revocation,
+        vec![added.clone()],
+        "a revoked memory is never recalled"
+    );
+    let (kept, _) = recall(&w).await;
+    assert_eq!(kept, vec![added]);
+    let (read, reused) = scope_reads(&w).await;
+    assert_eq!(
+        (read, reused),
+        (6, 2),
+        "each change read again, then reused"
+    );
+}
