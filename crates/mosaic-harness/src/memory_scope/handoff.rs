@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
 use super::{
-    CheckedRecord, MemoryReadContext, MemorySelection, MemorySelectionReceipt, RecordSet,
-    RelevanceReceipt, SealedEligibleSet, SelectionError, check_all, select_memory_checked,
-    select_memory_ranked_checked, select_memory_ranked_sealed, select_memory_ranked_set,
-    select_memory_set,
+    CheckedRecord, EligibilityPass, Listing, MemoryReadContext, MemorySelection,
+    MemorySelectionReceipt, RecordSet, RelevanceReceipt, SealedEligibleSet, SelectionError,
+    check_all, select_memory_checked, select_memory_ranked_checked, select_memory_ranked_sealed,
+    select_memory_ranked_set, select_memory_set,
 };
 use crate::canonical::{CanonicalError, domain_digest, sha256_hex};
 use crate::record::MemoryRecord;
@@ -513,9 +513,30 @@ pub fn hand_off(
 ) -> Result<Handoff, HandoffError> {
     let checked = check_all(records)?;
     let selection = select_memory_ranked_checked(ctx, &checked, relevance)?;
-    finish_handoff(&checked, selection, other_items, budget, |id| {
-        contents.get(id).cloned()
-    })
+    let sorted = by_id(&checked);
+    finish_handoff(
+        |id| find_in(&sorted, id),
+        selection,
+        other_items,
+        budget,
+        |id| contents.get(id).cloned(),
+    )
+}
+
+/// `records` sorted by id, for [`find_in`].
+fn by_id<R: Borrow<CheckedRecord>>(records: &[R]) -> Vec<&MemoryRecord> {
+    let mut sorted: Vec<&MemoryRecord> = records.iter().map(|r| r.borrow().record()).collect();
+    sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+    sorted
+}
+
+/// The record `id` among `sorted` (ids are unique: the selection checked
+/// them), by binary search.
+fn find_in<'r>(sorted: &[&'r MemoryRecord], id: &str) -> Option<&'r MemoryRecord> {
+    sorted
+        .binary_search_by(|r| r.record_id.as_str().cmp(id))
+        .ok()
+        .map(|at| sorted[at])
 }
 
 /// [`hand_off`] over checked records, ordered by a relevance receipt
@@ -543,51 +564,62 @@ where
         }
         None => select_memory_checked(ctx, records)?,
     };
-    finish_handoff(records, selection, other_items, budget, content_of)
+    let sorted = by_id(records);
+    finish_handoff(
+        |id| find_in(&sorted, id),
+        selection,
+        other_items,
+        budget,
+        content_of,
+    )
 }
 
-/// [`hand_off_checked`] over a sealed [`RecordSet`] (see
-/// [`select_memory_set`] and [`select_memory_ranked_set`]).
+/// [`hand_off_checked`] over a sealed [`RecordSet`] whose eligibility
+/// `pass` decided (see [`select_memory_set`] and
+/// [`select_memory_ranked_set`]).
+#[allow(clippy::too_many_arguments)]
 pub fn hand_off_set<F>(
     ctx: &MemoryReadContext,
     set: &RecordSet,
+    pass: &EligibilityPass,
     ranked: Option<(&RelevanceReceipt, &SealedEligibleSet)>,
     other_items: &[ContextItem],
     budget: &ContextBudget,
+    listing: Listing,
     content_of: F,
 ) -> Result<Handoff, HandoffError>
 where
     F: FnMut(&str) -> Option<String>,
 {
     let selection = match ranked {
-        Some((relevance, eligible)) => select_memory_ranked_set(ctx, set, relevance, eligible)?,
-        None => select_memory_set(ctx, set)?,
+        Some((relevance, eligible)) => {
+            select_memory_ranked_set(ctx, set, pass, relevance, eligible, listing)?
+        }
+        None => select_memory_set(ctx, set, pass, listing)?,
     };
-    finish_handoff(set.records(), selection, other_items, budget, content_of)
+    // The set is sorted by record id already.
+    let records = set.records();
+    let find = |id: &str| {
+        records
+            .binary_search_by(|r| r.record().record_id.as_str().cmp(id))
+            .ok()
+            .map(|at| records[at].record())
+    };
+    finish_handoff(find, selection, other_items, budget, content_of)
 }
 
 /// The allocation and the rendered blocks of a selection.
-fn finish_handoff<R, F>(
-    records: &[R],
+fn finish_handoff<'r, F>(
+    find: impl Fn(&str) -> Option<&'r MemoryRecord>,
     selection: MemorySelection,
     other_items: &[ContextItem],
     budget: &ContextBudget,
     mut content_of: F,
 ) -> Result<Handoff, HandoffError>
 where
-    R: Borrow<CheckedRecord>,
     F: FnMut(&str) -> Option<String>,
 {
-    // Ids are unique (the selection checked them): found by binary search.
-    let mut sorted: Vec<&MemoryRecord> = records.iter().map(|r| r.borrow().record()).collect();
-    sorted.sort_by(|a, b| a.record_id.cmp(&b.record_id));
-    let find = |id: &str| {
-        sorted
-            .binary_search_by(|r| r.record_id.as_str().cmp(id))
-            .ok()
-            .map(|at| sorted[at])
-    };
-    let items = items_of(&selection.receipt, find)?;
+    let items = items_of(&selection.receipt, &find)?;
     let (allocation, report) = allocate_items(&selection.receipt, items, other_items, budget)?;
     let mut blocks = Vec::with_capacity(report.included_memory.len());
     for id in &report.included_memory {

@@ -20,6 +20,7 @@
 mod clock;
 mod handoff;
 mod manifest;
+mod pass;
 mod relevance;
 mod supersession;
 
@@ -45,6 +46,7 @@ pub use manifest::{
     ManifestError, SignedSourceSetManifest, SourceSetManifest, TrustedManifestKey, sign_source_set,
     verify_summary_sources,
 };
+pub use pass::{EligibilityPass, Listing, select_memory_ranked_set, select_memory_set};
 pub use relevance::{
     ELIGIBLE_ENTRIES_DOMAIN, ELIGIBLE_SET_DOMAIN, EligibleEntry, EligibleSet, RankedResult,
     RelevanceError, RelevanceInput, RelevanceReceipt, SCORE_SCALE, ScoredCandidate,
@@ -383,32 +385,58 @@ struct DecisionsBody<'a> {
 }
 
 /// [`decisions_digest`] with the decided records' digest already known.
-fn decisions_digest_with(
+pub(crate) fn decisions_digest_with(
     decided_sha256: &str,
     decisions: &[MemoryDecision],
 ) -> Result<String, CanonicalError> {
-    let mut drops: BTreeMap<&'static str, (u64, DropReason)> = BTreeMap::new();
+    let mut drops: BTreeMap<DropReason, u64> = BTreeMap::new();
     for decision in decisions {
         if let DecisionOutcome::Dropped { reason } = decision.outcome {
-            drops.entry(reason.as_str()).or_insert((0, reason)).0 += 1;
+            *drops.entry(reason).or_insert(0) += 1;
         }
     }
-    // The most drops; among equals the smallest name (the map's order, and
-    // `max_by_key` keeps the last maximum, so iterate it backwards).
-    let usual = drops
-        .values()
-        .rev()
-        .max_by_key(|(count, _)| *count)
-        .map(|(_, reason)| DecisionOutcome::Dropped { reason: *reason });
+    let usual = usual_outcome(drops.into_iter());
+    let exceptions: Vec<&MemoryDecision> = decisions
+        .iter()
+        .filter(|d| usual.as_ref() != Some(&d.outcome))
+        .collect();
+    digest_body(decided_sha256, usual, exceptions)
+}
+
+/// The usual outcome of a decision list with these drop counts: the drop
+/// reason with the most drops, the smallest reason name among equals;
+/// `None` when nothing was dropped.
+pub(crate) fn usual_outcome(
+    drops: impl Iterator<Item = (DropReason, u64)>,
+) -> Option<DecisionOutcome> {
+    drops
+        .filter(|(_, count)| *count > 0)
+        .min_by(|(a, a_count), (b, b_count)| b_count.cmp(a_count).then(a.as_str().cmp(b.as_str())))
+        .map(|(reason, _)| DecisionOutcome::Dropped { reason })
+}
+
+/// [`decisions_digest`] of a list given by its decided records' digest,
+/// its usual outcome and its `exceptions` (every decision whose outcome is
+/// not `usual`, sorted by record id).
+pub(crate) fn decisions_digest_of(
+    decided_sha256: &str,
+    usual: Option<DecisionOutcome>,
+    exceptions: &[MemoryDecision],
+) -> Result<String, CanonicalError> {
+    digest_body(decided_sha256, usual, exceptions.iter().collect())
+}
+
+fn digest_body(
+    decided_sha256: &str,
+    usual: Option<DecisionOutcome>,
+    exceptions: Vec<&MemoryDecision>,
+) -> Result<String, CanonicalError> {
     domain_digest(
         SELECTION_DECISIONS_DOMAIN,
         &DecisionsBody {
             decided_sha256,
             usual,
-            exceptions: decisions
-                .iter()
-                .filter(|d| usual.as_ref() != Some(&d.outcome))
-                .collect(),
+            exceptions,
         },
     )
 }
@@ -527,6 +555,10 @@ pub enum SelectionError {
         /// What is wrong with the edge.
         problem: SupersessionProblem,
     },
+    /// An eligibility pass was given for another set, another context or
+    /// an instant it does not hold at.
+    #[error("the eligibility pass does not hold for this read")]
+    StalePass,
     /// The relevance receipt does not belong to this read.
     #[error("relevance receipt does not match this read: {0}")]
     RelevanceMismatch(String),
@@ -578,8 +610,8 @@ impl CheckedRecord {
 /// the digest of which records a selection over them decides on, both
 /// computed once: a reader whose records did not change since an earlier
 /// read selects over the same set again without hashing every record
-/// again (see [`select_memory_set`], [`select_memory_ranked_set`] and
-/// [`hand_off_set`]).
+/// again (see [`EligibilityPass`], [`select_memory_set`],
+/// [`select_memory_ranked_set`] and [`hand_off_set`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordSet {
     records: Vec<std::sync::Arc<CheckedRecord>>,
@@ -616,23 +648,11 @@ impl RecordSet {
         &self.record_set_sha256
     }
 
-    fn sorted(&self) -> Vec<&CheckedRecord> {
-        self.records.iter().map(|r| &**r).collect()
+    /// The `mosaic.memory.decided_records.v1` digest of a selection over
+    /// these records.
+    pub(crate) fn decided_sha256(&self) -> &str {
+        &self.decided_sha256
     }
-
-    fn digests(&self) -> SetDigests<'_> {
-        SetDigests {
-            record_set_sha256: &self.record_set_sha256,
-            decided_sha256: &self.decided_sha256,
-        }
-    }
-}
-
-/// The digests of a [`RecordSet`], for [`finish`].
-#[derive(Clone, Copy)]
-struct SetDigests<'a> {
-    record_set_sha256: &'a str,
-    decided_sha256: &'a str,
 }
 
 /// Checks every record (in input order: the first invalid one is the error).
@@ -741,23 +761,12 @@ pub fn select_memory_checked<R: std::borrow::Borrow<CheckedRecord>>(
     ctx: &MemoryReadContext,
     records: &[R],
 ) -> Result<MemorySelection, SelectionError> {
-    select_kind_recency(ctx, check_inputs(ctx, records)?, None)
-}
-
-/// [`select_memory`] over a sealed [`RecordSet`]: the same receipt, with
-/// the set's digests as sealed.
-pub fn select_memory_set(
-    ctx: &MemoryReadContext,
-    set: &RecordSet,
-) -> Result<MemorySelection, SelectionError> {
-    ctx.validate().map_err(SelectionError::InvalidContext)?;
-    select_kind_recency(ctx, set.sorted(), Some(set.digests()))
+    select_kind_recency(ctx, check_inputs(ctx, records)?)
 }
 
 fn select_kind_recency(
     ctx: &MemoryReadContext,
     sorted: Vec<&CheckedRecord>,
-    digests: Option<SetDigests<'_>>,
 ) -> Result<MemorySelection, SelectionError> {
     let mut eligible: Vec<&MemoryRecord> = Vec::new();
     let mut outcomes: Vec<Option<DropReason>> = Vec::with_capacity(sorted.len());
@@ -781,7 +790,6 @@ fn select_kind_recency(
     finish(
         ctx,
         &sorted,
-        digests,
         &outcomes,
         eligible,
         SelectionOrdering::KindRecency,
@@ -821,37 +829,18 @@ pub fn select_memory_ranked_sealed<R: std::borrow::Borrow<CheckedRecord>>(
     select_ranked(ctx, records, relevance, Some(eligible))
 }
 
-/// [`select_memory_ranked_sealed`] over a sealed [`RecordSet`]: the same
-/// receipt, with the set's digests as sealed.
-pub fn select_memory_ranked_set(
-    ctx: &MemoryReadContext,
-    set: &RecordSet,
-    relevance: &RelevanceReceipt,
-    eligible: &SealedEligibleSet,
-) -> Result<MemorySelection, SelectionError> {
-    ctx.validate().map_err(SelectionError::InvalidContext)?;
-    select_ranked_sorted(
-        ctx,
-        set.sorted(),
-        Some(set.digests()),
-        relevance,
-        Some(eligible),
-    )
-}
-
 fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
     ctx: &MemoryReadContext,
     records: &[R],
     relevance: &RelevanceReceipt,
     sealed: Option<&SealedEligibleSet>,
 ) -> Result<MemorySelection, SelectionError> {
-    select_ranked_sorted(ctx, check_inputs(ctx, records)?, None, relevance, sealed)
+    select_ranked_sorted(ctx, check_inputs(ctx, records)?, relevance, sealed)
 }
 
 fn select_ranked_sorted(
     ctx: &MemoryReadContext,
     sorted: Vec<&CheckedRecord>,
-    digests: Option<SetDigests<'_>>,
     relevance: &RelevanceReceipt,
     sealed: Option<&SealedEligibleSet>,
 ) -> Result<MemorySelection, SelectionError> {
@@ -931,7 +920,6 @@ fn select_ranked_sorted(
     finish(
         ctx,
         &sorted,
-        digests,
         &outcomes,
         ordered,
         SelectionOrdering::Relevance,
@@ -946,7 +934,6 @@ fn select_ranked_sorted(
 fn finish(
     ctx: &MemoryReadContext,
     sorted: &[&CheckedRecord],
-    digests: Option<SetDigests<'_>>,
     outcomes: &[Option<DropReason>],
     ordered: Vec<&MemoryRecord>,
     ordering: SelectionOrdering,
@@ -984,26 +971,16 @@ fn finish(
             }
         })
         .collect();
-    let (record_set_sha256, decisions_sha256) = match digests {
-        Some(d) => (
-            d.record_set_sha256.to_owned(),
-            decisions_digest_with(d.decided_sha256, &decisions)?,
-        ),
-        None => (
-            record_set_digest_sorted(sorted)?,
-            decisions_digest(&decisions)?,
-        ),
-    };
     let mut receipt = MemorySelectionReceipt {
         schema_version: crate::MEMORY_SCHEMA_VERSION,
         selector_release: ctx.selector_release.clone(),
         read_context_sha256: ctx.digest()?,
-        record_set_sha256,
+        record_set_sha256: record_set_digest_sorted(sorted)?,
         ordering,
         relevance_receipt_sha256,
         selected_record_ids,
         decision_counts: DecisionCounts::of(&decisions),
-        decisions_sha256,
+        decisions_sha256: decisions_digest(&decisions)?,
         receipt_sha256: String::new(),
     };
     receipt.receipt_sha256 = receipt.compute_digest()?;

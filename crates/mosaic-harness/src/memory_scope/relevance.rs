@@ -189,6 +189,11 @@ impl SealedEligibleSet {
         self.entries.entries()
     }
 
+    /// Its entries' `mosaic.memory.eligible_entries.v1` digest.
+    pub fn entries_sha256(&self) -> &str {
+        self.entries.sha256()
+    }
+
     /// The read context digest the set was computed under.
     pub fn read_context_sha256(&self) -> &str {
         &self.read_context_sha256

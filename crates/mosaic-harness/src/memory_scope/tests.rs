@@ -1071,18 +1071,34 @@ fn memory_scope_a_sealed_record_set_selects_as_the_records_do() {
         record_set_digest(&records).unwrap()
     );
     // The same receipts and decisions as over the records themselves, and
-    // each verifies against the records.
-    let plain = select_memory_set(&ctx, &set).unwrap();
+    // each verifies against the records; counted only, the same receipt.
+    let pass = EligibilityPass::new(&ctx, &set).unwrap();
+    let plain = select_memory_set(&ctx, &set, &pass, Listing::Full).unwrap();
     assert_eq!(plain, select_memory(&ctx, &records).unwrap());
     verify_memory_selection(&ctx, &records, None, &plain.receipt).unwrap();
     verify_selection_decisions(&plain.receipt, &plain.decisions).unwrap();
-    let sealed = SealedEligibleSet::seal(input.eligible.clone()).unwrap();
-    let ranked = select_memory_ranked_set(&ctx, &set, &receipt, &sealed).unwrap();
+    let counted = select_memory_set(&ctx, &set, &pass, Listing::CountsOnly).unwrap();
+    assert_eq!(counted.receipt, plain.receipt);
+    assert!(counted.decisions.is_empty());
+    let sealed = pass.eligible_set(&ctx).unwrap();
+    assert_eq!(sealed.sha256(), input.eligible.digest().unwrap());
+    let ranked =
+        select_memory_ranked_set(&ctx, &set, &pass, &receipt, &sealed, Listing::Full).unwrap();
     assert_eq!(
         ranked,
         select_memory_ranked(&ctx, &records, &receipt).unwrap()
     );
     verify_memory_selection(&ctx, &records, Some(&receipt), &ranked.receipt).unwrap();
+    // Another read's eligible set is refused.
+    let other = SealedEligibleSet::seal(EligibleSet {
+        read_context_sha256: sha256_hex(b"other read"),
+        entries: input.eligible.entries.clone(),
+    })
+    .unwrap();
+    assert!(matches!(
+        select_memory_ranked_set(&ctx, &set, &pass, &receipt, &other, Listing::CountsOnly),
+        Err(SelectionError::RelevanceMismatch(_))
+    ));
     // A set sealed from the entries alone names the same set.
     let entries = std::sync::Arc::new(SealedEntries::seal(input.eligible.entries.clone()).unwrap());
     let again =
@@ -1174,4 +1190,159 @@ fn memory_scope_the_decisions_digest_names_every_decision() {
     )
     .unwrap();
     assert_eq!(decisions_digest(&selected).unwrap(), expected);
+}
+
+#[test]
+fn memory_scope_an_eligibility_pass_holds_only_until_a_time_check_changes() {
+    let (ctx, records) = fixture();
+    let set = RecordSet::new(
+        records
+            .iter()
+            .cloned()
+            .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
+            .collect(),
+    )
+    .unwrap();
+    let pass = EligibilityPass::new(&ctx, &set).unwrap();
+    assert!(pass.holds_for(&ctx, &set));
+    // The first instant at or after the context's at which a record is
+    // created, expires or is revoked, or the policy starts or ends.
+    let mut times: Vec<u64> = vec![ctx.policy_valid_from_unix_ms];
+    times.extend(ctx.policy_valid_until_unix_ms);
+    for r in &records {
+        times.push(r.created_at_unix_ms);
+        times.extend(r.expires_at_unix_ms);
+        if let MemoryStatus::Revoked { revoked_at_unix_ms } = r.status {
+            times.push(revoked_at_unix_ms);
+        }
+    }
+    let next = times
+        .into_iter()
+        .filter(|t| *t >= ctx.now_unix_ms)
+        .min()
+        .expect("the fixture has a later instant");
+    let at = |now: u64| MemoryReadContext {
+        now_unix_ms: now,
+        ..ctx.clone()
+    };
+    if next > ctx.now_unix_ms {
+        assert!(pass.holds_for(&at(next - 1), &set));
+    }
+    assert!(!pass.holds_for(&at(next), &set));
+    // Earlier instants never hold, nor another context or another set.
+    assert!(!pass.holds_for(&at(ctx.now_unix_ms - 1), &set));
+    let other_principal = MemoryReadContext {
+        principal_id: "mallory".into(),
+        ..ctx.clone()
+    };
+    assert!(!pass.holds_for(&other_principal, &set));
+    assert!(matches!(
+        select_memory_set(&other_principal, &set, &pass, Listing::CountsOnly),
+        Err(SelectionError::StalePass)
+    ));
+    let smaller = RecordSet::new(set.records()[1..].to_vec()).unwrap();
+    assert!(!pass.holds_for(&ctx, &smaller));
+    // A different selection limit is the same pass.
+    let fewer = MemoryReadContext {
+        max_records: 1,
+        ..ctx.clone()
+    };
+    assert!(pass.holds_for(&fewer, &set));
+    assert_eq!(
+        select_memory_set(&fewer, &set, &pass, Listing::Full).unwrap(),
+        select_memory(&fewer, &records).unwrap()
+    );
+}
+
+proptest! {
+    /// Over any records, instant and limit, and whichever records a ranking
+    /// ranked, the selection over a sealed set with its pass (made at an
+    /// earlier instant when it still holds) gives the receipt and decisions
+    /// the selection over the records gives.
+    #[test]
+    fn memory_scope_a_pass_selects_as_the_records_do(
+        specs in proptest::collection::vec((0u64..6, 0u64..4, 0u8..4, any::<bool>()), 1..24),
+        now_offset in 0u64..8,
+        max_records in 1usize..6,
+        ranked_picks in proptest::collection::vec(0usize..24, 0..8),
+    ) {
+        let (base_ctx, _) = fixture();
+        let ctx = MemoryReadContext {
+            now_unix_ms: FIXTURE_NOW_UNIX_MS + now_offset * 1_000,
+            max_records,
+            ..base_ctx
+        };
+        let records: Vec<MemoryRecord> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, (created, ttl, who, revoked))| {
+                let mut r = semantic(&format!("r{i:02}"), FIXTURE_NOW_UNIX_MS + created * 1_000);
+                r.expires_at_unix_ms = Some(r.created_at_unix_ms + (ttl + 1) * 2_000);
+                if *who == 3 {
+                    r.subject = principal("someone-else");
+                }
+                if *revoked {
+                    r.status = MemoryStatus::Revoked {
+                        revoked_at_unix_ms: r.created_at_unix_ms + 3_000,
+                    };
+                }
+                r
+            })
+            .collect();
+        let set = RecordSet::new(
+            records
+                .iter()
+                .cloned()
+                .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
+                .collect(),
+        )
+        .unwrap();
+        let earlier = MemoryReadContext { now_unix_ms: FIXTURE_NOW_UNIX_MS, ..ctx.clone() };
+        let old = EligibilityPass::new(&earlier, &set).unwrap();
+        let pass = if old.holds_for(&ctx, &set) {
+            old
+        } else {
+            EligibilityPass::new(&ctx, &set).unwrap()
+        };
+        for listing in [Listing::Full, Listing::CountsOnly] {
+            let by_pass = select_memory_set(&ctx, &set, &pass, listing).unwrap();
+            let plain = select_memory(&ctx, &records).unwrap();
+            prop_assert_eq!(&by_pass.receipt, &plain.receipt);
+            if listing == Listing::Full {
+                prop_assert_eq!(&by_pass.decisions, &plain.decisions);
+            }
+        }
+        let eligible = eligible_set(&ctx, &records).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        let picked: Vec<String> = ranked_picks
+            .iter()
+            .filter_map(|i| eligible.entries.get(i % eligible.entries.len().max(1)))
+            .map(|e| e.record_id.clone())
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
+        let scores: Vec<ScoredCandidate> = picked
+            .into_iter()
+            .enumerate()
+            .map(|(n, record_id)| ScoredCandidate { record_id, score: 1_000 - n as u64 })
+            .collect();
+        let relevance = rank_relevance(&RelevanceInput {
+            query_sha256: sha256_hex(b"q"),
+            eligible: eligible.clone(),
+            feature_release: "f-v1".into(),
+            ranker_release: "r-v1".into(),
+            scores,
+            max_results: 4,
+        })
+        .unwrap();
+        let sealed = pass.eligible_set(&ctx).unwrap();
+        for listing in [Listing::Full, Listing::CountsOnly] {
+            let by_pass =
+                select_memory_ranked_set(&ctx, &set, &pass, &relevance, &sealed, listing).unwrap();
+            let plain = select_memory_ranked(&ctx, &records, &relevance).unwrap();
+            prop_assert_eq!(&by_pass.receipt, &plain.receipt);
+            if listing == Listing::Full {
+                prop_assert_eq!(&by_pass.decisions, &plain.decisions);
+            }
+        }
+    }
 }

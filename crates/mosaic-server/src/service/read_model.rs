@@ -17,12 +17,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
-use mosaic_harness::memory_scope::{
-    CheckedRecord, MemoryReadContext, RecordSet, SealedEligibleSet, SealedEntries,
-    eligible_set_checked,
-};
+use mosaic_harness::memory_scope::{CheckedRecord, EligibilityPass, MemoryReadContext, RecordSet};
 #[cfg(doc)]
 use mosaic_store::Store;
 use mosaic_store::{ChangeStamp, EligibilityQuery, EligibleIds, RecordState, SnapshotIdentity};
@@ -85,9 +82,10 @@ pub(super) struct ScopeRead {
     /// The digest of every eligible `(record_id, line_generation)`: what
     /// the read's snapshot identity commits to besides the query.
     records_sha256: String,
-    /// The eligible-set entries of `records`, sealed by the first ranked
-    /// recall of this read (every later one checks them entry by entry).
-    entries: OnceLock<Arc<SealedEntries>>,
+    /// The selector's eligibility pass over `records` under the last
+    /// recall's context, reused while it holds (see
+    /// [`EligibilityPass::holds_for`]).
+    pass: Mutex<Option<Arc<EligibilityPass>>>,
 }
 
 impl ScopeRead {
@@ -113,23 +111,27 @@ impl ScopeRead {
         .map_err(|e| ServiceError::Internal(e.to_string()))
     }
 
-    /// The eligible set of this read under `ctx`, sealed: its entries are
-    /// sealed once per kept read, only the set's own digest (over `ctx`'s)
-    /// per recall.
-    pub(super) fn eligible_set(&self, ctx: &MemoryReadContext) -> ServiceResult<SealedEligibleSet> {
-        let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
-        let entries = match self.entries.get() {
-            Some(entries) => entries.clone(),
-            None => {
-                let set =
-                    eligible_set_checked(ctx, self.records.records()).map_err(|e| internal(&e))?;
-                let sealed = Arc::new(SealedEntries::seal(set.entries).map_err(|e| internal(&e))?);
-                // Another recall may have sealed the same entries first.
-                self.entries.get_or_init(|| sealed).clone()
-            }
+    /// The selector's eligibility pass over this read's records under
+    /// `ctx`: the kept one while it holds, else a new one (kept instead).
+    pub(super) fn pass(&self, ctx: &MemoryReadContext) -> ServiceResult<Arc<EligibilityPass>> {
+        // The slot holds a whole `Arc`, replaced whole: a poisoned lock
+        // still guards a consistent value.
+        let lock = || {
+            self.pass
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
-        SealedEligibleSet::of_entries(ctx.digest().map_err(|e| internal(&e))?, entries)
-            .map_err(|e| internal(&e))
+        let kept = lock().clone();
+        if let Some(kept) = kept.filter(|p| p.holds_for(ctx, &self.records)) {
+            return Ok(kept);
+        }
+        // Computed without the lock: recalls at other instants go on.
+        let fresh = Arc::new(
+            EligibilityPass::new(ctx, &self.records)
+                .map_err(|e| ServiceError::Internal(e.to_string()))?,
+        );
+        *lock() = Some(fresh.clone());
+        Ok(fresh)
     }
 }
 
@@ -225,7 +227,7 @@ impl ServiceCore {
             duplicates,
             found: found.ids.len(),
             records_sha256: SnapshotIdentity::records_digest(&ids).map_err(|e| internal(&e))?,
-            entries: OnceLock::new(),
+            pass: Mutex::new(None),
         });
         self.scope_cache.put(key, read.clone());
         Ok(read)

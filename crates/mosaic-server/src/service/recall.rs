@@ -1,6 +1,8 @@
 //! Reads: recall (eligibility, ranking, selection, handoff), get and list.
 
-use mosaic_harness::memory_scope::{Handoff, HandoffError, RenderError, SCORE_SCALE, hand_off_set};
+use mosaic_harness::memory_scope::{
+    Handoff, HandoffError, Listing, RenderError, SCORE_SCALE, hand_off_set,
+};
 
 use super::*;
 
@@ -105,9 +107,10 @@ impl ServiceCore {
         };
         let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
         let mut omitted_indexes = Vec::new();
+        let pass = scope.pass(&ctx)?;
         let ranked = match query_text {
             Some(text) => {
-                let set = scope.eligible_set(&ctx)?;
+                let set = pass.eligible_set(&ctx).map_err(|e| internal(&e))?;
                 let read_subject = format!("{principal}/{workspace_id}/{run_id}");
                 let mut query = RecallQuery {
                     tenant_id: tenant,
@@ -174,12 +177,21 @@ impl ServiceCore {
                 .collect();
             texts.prefetch(&mut inner, &ids)?;
         }
+        // The decision per record is listed only when asked for: the receipt
+        // commits to every one all the same.
+        let listing = if request.explain {
+            Listing::Full
+        } else {
+            Listing::CountsOnly
+        };
         let handoff = hand_off_set(
             &ctx,
             &scope.records,
+            &pass,
             ranked.as_ref().map(|(receipt, set)| (receipt, set)),
             &[],
             &budget,
+            listing,
             |id| texts.get(&mut inner, id),
         );
         texts.failed()?;

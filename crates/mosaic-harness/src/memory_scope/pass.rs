@@ -1,0 +1,369 @@
+//! Selection over a sealed [`RecordSet`] whose eligibility was decided
+//! once: what a reader that keeps an unchanged read does at every recall.
+//!
+//! An [`EligibilityPass`] is every record's eligibility under one read
+//! context, with the instants over which it holds: each time check of
+//! [`eligibility`] compares the read's instant with an instant of the
+//! record or the policy, so the outcomes are the same at any later instant
+//! before the first of those instants at or after the pass's own. Within
+//! that interval, and under an otherwise equal context, a selection over
+//! the set needs no pass over every record: the selected records, the drop
+//! counts and the decisions digest (whose compressed form lists only the
+//! decisions that are not the usual one, see [`decisions_digest`]) follow
+//! from the pass and the ranking alone. The receipt is the one
+//! [`select_memory`] and [`select_memory_ranked`] give for the same
+//! records; with [`Listing::Full`] the decision list is built as well.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::relevance::{EligibleEntry, SealedEligibleSet, SealedEntries};
+use super::{
+    DecisionCounts, DecisionOutcome, DropReason, MemoryDecision, MemoryReadContext,
+    MemorySelection, MemorySelectionReceipt, RecordSet, RelevanceReceipt, SelectionError,
+    SelectionOrdering, decisions_digest_with, eligibility, kind_recency_order, usual_outcome,
+};
+use crate::record::MemoryStatus;
+
+/// Whether a selection lists every decision or only commits to them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// Build [`MemorySelection::decisions`], one per record (a pass over
+    /// every record).
+    Full,
+    /// Leave [`MemorySelection::decisions`] empty: the receipt still
+    /// commits to every decision by its counts and digest.
+    CountsOnly,
+}
+
+/// Every record's eligibility in one [`RecordSet`] under one read context.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EligibilityPass {
+    record_set_sha256: String,
+    context: MemoryReadContext,
+    /// The first instant at or after the context's at which any time check
+    /// could change its answer.
+    next_change_unix_ms: Option<u64>,
+    /// The drop reason of each record, in the set's order (`None`:
+    /// eligible).
+    outcomes: Vec<Option<DropReason>>,
+    /// Indices of the dropped records, in the set's order.
+    dropped: Vec<usize>,
+    /// Drops by reason.
+    drop_counts: BTreeMap<DropReason, u64>,
+    /// Indices of the eligible records in kind and recency order.
+    recency_order: Vec<usize>,
+    /// The eligible set's entries, sealed.
+    entries: Arc<SealedEntries>,
+}
+
+impl EligibilityPass {
+    /// Decides every record of `set` under `ctx`.
+    pub fn new(ctx: &MemoryReadContext, set: &RecordSet) -> Result<Self, SelectionError> {
+        ctx.validate().map_err(SelectionError::InvalidContext)?;
+        let now = ctx.now_unix_ms;
+        let mut next: Option<u64> = None;
+        let mut at_or_after = |t: u64| {
+            if t >= now {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        at_or_after(ctx.policy_valid_from_unix_ms);
+        if let Some(until) = ctx.policy_valid_until_unix_ms {
+            at_or_after(until);
+        }
+        let mut outcomes = Vec::with_capacity(set.records().len());
+        let mut dropped = Vec::new();
+        let mut drop_counts: BTreeMap<DropReason, u64> = BTreeMap::new();
+        let mut eligible = Vec::new();
+        let mut entries = Vec::new();
+        for (at, checked) in set.records().iter().enumerate() {
+            let record = checked.record();
+            at_or_after(record.created_at_unix_ms);
+            if let Some(expires) = record.expires_at_unix_ms {
+                at_or_after(expires);
+            }
+            if let MemoryStatus::Revoked { revoked_at_unix_ms } = record.status {
+                at_or_after(revoked_at_unix_ms);
+            }
+            match eligibility(ctx, record) {
+                Ok(()) => {
+                    eligible.push(at);
+                    entries.push(EligibleEntry {
+                        record_id: record.record_id.clone(),
+                        content_sha256: record.content_sha256.clone(),
+                    });
+                    outcomes.push(None);
+                }
+                Err(reason) => {
+                    dropped.push(at);
+                    *drop_counts.entry(reason).or_insert(0) += 1;
+                    outcomes.push(Some(reason));
+                }
+            }
+        }
+        let records = set.records();
+        eligible.sort_by(|a, b| kind_recency_order(records[*a].record(), records[*b].record()));
+        Ok(EligibilityPass {
+            record_set_sha256: set.record_set_sha256().to_owned(),
+            context: ctx.clone(),
+            next_change_unix_ms: next,
+            outcomes,
+            dropped,
+            drop_counts,
+            recency_order: eligible,
+            entries: Arc::new(SealedEntries::seal(entries)?),
+        })
+    }
+
+    /// Whether this pass decides `set` under `ctx` as a new pass would: the
+    /// same set, the same context but for its instant and selection limit,
+    /// and an instant from the pass's own up to (not including) the first
+    /// instant at which a time check could change.
+    pub fn holds_for(&self, ctx: &MemoryReadContext, set: &RecordSet) -> bool {
+        let then = self.context.now_unix_ms;
+        let now = ctx.now_unix_ms;
+        set.record_set_sha256() == self.record_set_sha256
+            && same_but_instant_and_limit(&self.context, ctx)
+            && (now == then
+                || (then < now && self.next_change_unix_ms.is_none_or(|next| now < next)))
+    }
+
+    /// The eligible set under `ctx` (for which this pass holds), sealed
+    /// from the pass's entries: only the set's own digest is computed.
+    pub fn eligible_set(
+        &self,
+        ctx: &MemoryReadContext,
+    ) -> Result<SealedEligibleSet, SelectionError> {
+        Ok(SealedEligibleSet::of_entries(
+            ctx.digest()?,
+            self.entries.clone(),
+        )?)
+    }
+}
+
+fn same_but_instant_and_limit(a: &MemoryReadContext, b: &MemoryReadContext) -> bool {
+    a.schema_version == b.schema_version
+        && a.selector_release == b.selector_release
+        && a.tenant_id == b.tenant_id
+        && a.policy_sha256 == b.policy_sha256
+        && a.policy_valid_from_unix_ms == b.policy_valid_from_unix_ms
+        && a.policy_valid_until_unix_ms == b.policy_valid_until_unix_ms
+        && a.principal_id == b.principal_id
+        && a.workspace_id == b.workspace_id
+        && a.run_id == b.run_id
+        && a.allowed_kinds == b.allowed_kinds
+}
+
+/// [`select_memory`](super::select_memory) over a sealed set, with its
+/// eligibility decided by `pass`.
+pub fn select_memory_set(
+    ctx: &MemoryReadContext,
+    set: &RecordSet,
+    pass: &EligibilityPass,
+    listing: Listing,
+) -> Result<MemorySelection, SelectionError> {
+    check_pass(ctx, set, pass)?;
+    let selected: Vec<usize> = pass
+        .recency_order
+        .iter()
+        .take(ctx.max_records)
+        .copied()
+        .collect();
+    // Every other eligible record is past the selection limit.
+    decide(
+        ctx,
+        set,
+        pass,
+        &selected,
+        &[],
+        DropReason::SelectionLimit,
+        SelectionOrdering::KindRecency,
+        None,
+        listing,
+    )
+}
+
+/// [`select_memory_ranked`](super::select_memory_ranked) over a sealed set,
+/// with its eligibility decided by `pass`; `eligible` is the set the
+/// ranking ranked, which must be the pass's.
+pub fn select_memory_ranked_set(
+    ctx: &MemoryReadContext,
+    set: &RecordSet,
+    pass: &EligibilityPass,
+    relevance: &RelevanceReceipt,
+    eligible: &SealedEligibleSet,
+    listing: Listing,
+) -> Result<MemorySelection, SelectionError> {
+    check_pass(ctx, set, pass)?;
+    if eligible.entries_sha256() != pass.entries.sha256()
+        || eligible.read_context_sha256() != ctx.digest()?
+    {
+        return Err(SelectionError::RelevanceMismatch(
+            "the sealed eligible set is not this read's eligible set".into(),
+        ));
+    }
+    if eligible.sha256() != relevance.eligible_set_sha256 {
+        return Err(SelectionError::RelevanceMismatch(
+            "eligible_set_sha256 differs from this read's eligible set".into(),
+        ));
+    }
+    if relevance.compute_digest()? != relevance.receipt_sha256 {
+        return Err(SelectionError::RelevanceMismatch(
+            "relevance receipt digest does not match its body".into(),
+        ));
+    }
+    // The ranked records that are eligible, in rank order (a result naming
+    // anything else is not a candidate, as in the selection over records).
+    let records = set.records();
+    let mut seen = BTreeSet::new();
+    let mut ranked: Vec<usize> = Vec::with_capacity(relevance.results.len());
+    for result in &relevance.results {
+        let Ok(at) =
+            records.binary_search_by(|r| r.record().record_id.as_str().cmp(&result.record_id))
+        else {
+            continue;
+        };
+        if pass.outcomes[at].is_none() && seen.insert(at) {
+            ranked.push(at);
+        }
+    }
+    let cut = ranked.len().min(ctx.max_records);
+    let (selected, past_limit) = ranked.split_at(cut);
+    decide(
+        ctx,
+        set,
+        pass,
+        selected,
+        past_limit,
+        DropReason::NotRelevant,
+        SelectionOrdering::Relevance,
+        Some(relevance.receipt_sha256.clone()),
+        listing,
+    )
+}
+
+fn check_pass(
+    ctx: &MemoryReadContext,
+    set: &RecordSet,
+    pass: &EligibilityPass,
+) -> Result<(), SelectionError> {
+    ctx.validate().map_err(SelectionError::InvalidContext)?;
+    if !pass.holds_for(ctx, set) {
+        return Err(SelectionError::StalePass);
+    }
+    Ok(())
+}
+
+/// The receipt (and, with [`Listing::Full`], the decisions) of a selection
+/// whose eligible records are `selected` (in order), `past_limit` (ranked
+/// past the selection limit) and the rest, dropped as `rest`.
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    ctx: &MemoryReadContext,
+    set: &RecordSet,
+    pass: &EligibilityPass,
+    selected: &[usize],
+    past_limit: &[usize],
+    rest: DropReason,
+    ordering: SelectionOrdering,
+    relevance_receipt_sha256: Option<String>,
+    listing: Listing,
+) -> Result<MemorySelection, SelectionError> {
+    let records = set.records();
+    let eligible = pass.recency_order.len();
+    let mut counts = pass.drop_counts.clone();
+    let beyond = past_limit.len() as u64;
+    let rest_count = (eligible - selected.len() - past_limit.len()) as u64;
+    if beyond > 0 {
+        *counts.entry(DropReason::SelectionLimit).or_insert(0) += beyond;
+    }
+    if rest_count > 0 {
+        *counts.entry(rest).or_insert(0) += rest_count;
+    }
+    // rank < max_records <= MAX_SELECTION, so it fits in u32.
+    let rank_of: BTreeMap<usize, u32> = selected
+        .iter()
+        .enumerate()
+        .map(|(rank, at)| (*at, rank as u32))
+        .collect();
+    let past: BTreeSet<usize> = past_limit.iter().copied().collect();
+    let outcome_at = |at: usize| -> DecisionOutcome {
+        if let Some(reason) = pass.outcomes[at] {
+            return DecisionOutcome::Dropped { reason };
+        }
+        if let Some(rank) = rank_of.get(&at) {
+            return DecisionOutcome::Selected { rank: *rank };
+        }
+        if past.contains(&at) {
+            return DecisionOutcome::Dropped {
+                reason: DropReason::SelectionLimit,
+            };
+        }
+        DecisionOutcome::Dropped { reason: rest }
+    };
+    let decision_at = |at: usize| {
+        let record = records[at].record();
+        MemoryDecision {
+            record_id: record.record_id.clone(),
+            kind: record.kind,
+            outcome: outcome_at(at),
+        }
+    };
+    let usual = usual_outcome(counts.iter().map(|(reason, count)| (*reason, *count)));
+    let listed: Vec<MemoryDecision> = match listing {
+        Listing::Full => (0..records.len()).map(decision_at).collect(),
+        Listing::CountsOnly => Vec::new(),
+    };
+    let decisions_sha256 =
+        if listing == Listing::Full || usual != Some(DecisionOutcome::Dropped { reason: rest }) {
+            // Not the usual case of a read: hash the whole list.
+            let all = if listing == Listing::Full {
+                listed.clone()
+            } else {
+                (0..records.len()).map(decision_at).collect()
+            };
+            decisions_digest_with(set.decided_sha256(), &all)?
+        } else {
+            // Every decision but those of the dropped, selected and past-limit
+            // records is the usual one: only those are exceptions.
+            let mut exceptions: Vec<usize> = pass
+                .dropped
+                .iter()
+                .chain(selected)
+                .chain(past_limit)
+                .copied()
+                .collect();
+            exceptions.sort_unstable();
+            let exceptions: Vec<MemoryDecision> = exceptions.into_iter().map(decision_at).collect();
+            super::decisions_digest_of(set.decided_sha256(), usual, &exceptions)?
+        };
+    let decision_counts = DecisionCounts {
+        decided: records.len() as u64,
+        selected: selected.len() as u64,
+        dropped: counts
+            .iter()
+            .map(|(reason, count)| (reason.as_str().to_owned(), *count))
+            .collect(),
+    };
+    let mut receipt = MemorySelectionReceipt {
+        schema_version: crate::MEMORY_SCHEMA_VERSION,
+        selector_release: ctx.selector_release.clone(),
+        read_context_sha256: ctx.digest()?,
+        record_set_sha256: set.record_set_sha256().to_owned(),
+        ordering,
+        relevance_receipt_sha256,
+        selected_record_ids: selected
+            .iter()
+            .map(|at| records[*at].record().record_id.clone())
+            .collect(),
+        decision_counts,
+        decisions_sha256,
+        receipt_sha256: String::new(),
+    };
+    receipt.receipt_sha256 = receipt.compute_digest()?;
+    Ok(MemorySelection {
+        receipt,
+        decisions: listed,
+    })
+}
