@@ -6,7 +6,10 @@ use crate::target::{
     AckOutcome, Acknowledgement, DocId, Fence, IndexTarget, LiveEntry, PublishMessage, PublishPlan,
     RebuildEntry, SlotState, TargetSnapshot, TombstonePlan,
 };
+use std::sync::{Arc, Mutex};
+
 use mosaic_harness::canonical::sha256_hex;
+use mosaic_harness::memory_scope::SealedEligibleSet;
 
 /// The data structure behind a target. It never sees generations: the
 /// fence decides what to apply.
@@ -33,6 +36,23 @@ pub trait Backend {
 pub struct FencedIndex<B: Backend> {
     pub(crate) fence: Fence,
     pub(crate) backend: B,
+    /// The latest eligible sets resolved to docs (see
+    /// [`FencedIndex::resolve_eligible`]), most recent last.
+    resolved: Mutex<Vec<Resolved>>,
+}
+
+/// Eligible sets resolved to docs kept per target: a few readers' scopes.
+const RESOLVED_KEPT: usize = 16;
+
+/// One eligible set resolved to docs at one state of the fence.
+struct Resolved {
+    /// The fence's generation (every change of a slot moves it).
+    generation: u64,
+    /// The (tenant, policy) scope number.
+    scope: u32,
+    /// The eligible entries' digest (it covers every eligible id).
+    entries_sha256: String,
+    docs: Arc<DocSet>,
 }
 
 fn live_entry(m: &PublishMessage) -> LiveEntry {
@@ -51,6 +71,7 @@ impl<B: Backend> FencedIndex<B> {
         FencedIndex {
             fence: Fence::new(target),
             backend,
+            resolved: Mutex::new(Vec::new()),
         }
     }
 
@@ -260,6 +281,54 @@ impl<B: Backend> FencedIndex<B> {
                 set
             }
         }
+    }
+
+    /// [`FencedIndex::resolve_ids`] of a sealed eligible set's ids, kept
+    /// for the next reads of the same set while the fence does not change
+    /// (a reader of an unchanged scope looks up no id again). The set is
+    /// named by its entries' digest, which covers every id in it.
+    pub(crate) fn resolve_eligible(
+        &self,
+        eligible: &SealedEligibleSet,
+        tenant_id: &str,
+        policy_sha256: &str,
+    ) -> Arc<DocSet> {
+        let Some(scope) = self.fence.scope_of(tenant_id, policy_sha256) else {
+            return Arc::new(DocSet::default());
+        };
+        let generation = self.fence.snapshot_generation();
+        let key = eligible.entries_sha256();
+        // Whole entries pushed and removed: a poisoned lock still guards a
+        // consistent list.
+        let lock = || {
+            self.resolved
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(kept) = lock()
+            .iter()
+            .rev()
+            .find(|r| r.generation == generation && r.scope == scope && r.entries_sha256 == key)
+        {
+            return kept.docs.clone();
+        }
+        let docs = Arc::new(self.resolve_ids(
+            eligible.entries().iter().map(|e| e.record_id.as_str()),
+            tenant_id,
+            policy_sha256,
+        ));
+        let mut resolved = lock();
+        resolved.retain(|r| r.generation == generation);
+        if resolved.len() >= RESOLVED_KEPT {
+            resolved.remove(0);
+        }
+        resolved.push(Resolved {
+            generation,
+            scope,
+            entries_sha256: key.to_owned(),
+            docs: docs.clone(),
+        });
+        docs
     }
 
     /// The docs of the live records among `ids` of `tenant_id` under

@@ -891,6 +891,53 @@ mod tests {
     }
 
     #[test]
+    fn an_eligible_set_resolved_once_follows_every_change_of_the_index() {
+        let (mut r, eligible) = loaded(&LINES);
+        let found = |r: &Retriever, text: &str, mode| -> Vec<String> {
+            ask(r, &eligible, text, mode)
+                .receipt
+                .results
+                .iter()
+                .map(|x| x.record_id.clone())
+                .collect()
+        };
+        for mode in [RetrievalMode::Lexical, RetrievalMode::Vector] {
+            assert!(found(&r, "Melanie hiking lake", mode).contains(&"line-0".to_owned()));
+        }
+        // The same record published again at a newer generation, with the
+        // same text (so the same eligible set): a new doc in each target,
+        // which a resolution kept from before would not name.
+        let again = PublishMessage {
+            record_id: "line-0".into(),
+            generation: 2,
+            revocation_generation: 0,
+            scope: ScopeKeys {
+                tenant_id: "tenant".into(),
+                policy_sha256: POLICY.into(),
+                subject_key: "principal:p".into(),
+                kind: MemoryKind::Episodic,
+            },
+            created_at_unix_ms: 1_000,
+            claim_keys: Vec::new(),
+            text: LINES[0].to_owned(),
+        };
+        r.lexical.publish(&again).unwrap();
+        r.vector.publish(&again).unwrap();
+        for mode in [RetrievalMode::Lexical, RetrievalMode::Vector] {
+            assert!(
+                found(&r, "Caroline Melanie hiking", mode).contains(&"line-0".to_owned()),
+                "{mode:?}"
+            );
+        }
+        // Tombstoned: never found again through the same set.
+        r.lexical.tombstone("line-0", 3).unwrap();
+        r.vector.tombstone("line-0", 3).unwrap();
+        for mode in [RetrievalMode::Lexical, RetrievalMode::Vector] {
+            assert!(!found(&r, "Melanie hiking at the lake", mode).contains(&"line-0".to_owned()));
+        }
+    }
+
+    #[test]
     fn the_result_cache_keeps_receipts_not_the_reads_eligible_set() {
         let (r, eligible) = loaded(&LINES);
         let first = ask(&r, &eligible, "Melanie hiking", RetrievalMode::Hybrid);

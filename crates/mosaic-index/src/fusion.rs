@@ -16,8 +16,9 @@
 //! alike and report the same ranker release.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use mosaic_harness::memory_scope::{ScoredCandidate, fixed_point_score};
+use mosaic_harness::memory_scope::{ScoredCandidate, SealedEligibleSet, fixed_point_score};
 
 use crate::ann::SearchPlan;
 use crate::error::IndexError;
@@ -362,12 +363,12 @@ pub fn fuse<S: CandidateSource + ?Sized>(
 pub struct MemorySource<'a> {
     lexical: &'a LexicalIndex,
     vector: &'a VectorIndex,
-    ids: Vec<&'a str>,
+    eligible: &'a SealedEligibleSet,
     tenant_id: &'a str,
     policy_sha256: &'a str,
     /// The eligible docs of the lexical target (empty when the read needs
     /// none of BM25, claim keys or neighbours).
-    lex_docs: DocSet,
+    lex_docs: Arc<DocSet>,
 }
 
 impl<'a> MemorySource<'a> {
@@ -379,21 +380,15 @@ impl<'a> MemorySource<'a> {
         query: &RecallQuery<'a>,
         lexical_needed: bool,
     ) -> Self {
-        let ids: Vec<&'a str> = query
-            .eligible
-            .entries()
-            .iter()
-            .map(|e| e.record_id.as_str())
-            .collect();
         let lex_docs = if lexical_needed {
-            lexical.resolve_ids(ids.iter().copied(), query.tenant_id, query.policy_sha256)
+            lexical.resolve_eligible(query.eligible, query.tenant_id, query.policy_sha256)
         } else {
-            DocSet::default()
+            Arc::new(DocSet::default())
         };
         MemorySource {
             lexical,
             vector,
-            ids,
+            eligible: query.eligible,
             tenant_id: query.tenant_id,
             policy_sha256: query.policy_sha256,
             lex_docs,
@@ -418,9 +413,9 @@ impl CandidateSource for MemorySource<'_> {
         query_vector: &[f32],
         depth: usize,
     ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
-        let docs =
-            self.vector
-                .resolve_ids(self.ids.iter().copied(), self.tenant_id, self.policy_sha256);
+        let docs = self
+            .vector
+            .resolve_eligible(self.eligible, self.tenant_id, self.policy_sha256);
         Ok(self.vector.search_docs(query_vector, &docs, depth))
     }
 

@@ -315,29 +315,26 @@ fn decide(
         Listing::Full => (0..records.len()).map(decision_at).collect(),
         Listing::CountsOnly => Vec::new(),
     };
-    let decisions_sha256 =
-        if listing == Listing::Full || usual != Some(DecisionOutcome::Dropped { reason: rest }) {
-            // Not the usual case of a read: hash the whole list.
-            let all = if listing == Listing::Full {
-                listed.clone()
-            } else {
-                (0..records.len()).map(decision_at).collect()
-            };
-            decisions_digest_with(set.decided_sha256(), &all)?
-        } else {
-            // Every decision but those of the dropped, selected and past-limit
-            // records is the usual one: only those are exceptions.
-            let mut exceptions: Vec<usize> = pass
-                .dropped
-                .iter()
-                .chain(selected)
-                .chain(past_limit)
-                .copied()
-                .collect();
-            exceptions.sort_unstable();
-            let exceptions: Vec<MemoryDecision> = exceptions.into_iter().map(decision_at).collect();
-            super::decisions_digest_of(set.decided_sha256(), usual, &exceptions)?
-        };
+    let decisions_sha256 = if listing == Listing::Full {
+        decisions_digest_with(set.decided_sha256(), &listed)?
+    } else if usual != Some(DecisionOutcome::Dropped { reason: rest }) {
+        // Not the usual case of a read: hash the whole list.
+        let all: Vec<MemoryDecision> = (0..records.len()).map(decision_at).collect();
+        decisions_digest_with(set.decided_sha256(), &all)?
+    } else {
+        // Every decision but those of the dropped, selected and past-limit
+        // records is the usual one: only those are exceptions.
+        let mut exceptions: Vec<usize> = pass
+            .dropped
+            .iter()
+            .chain(selected)
+            .chain(past_limit)
+            .copied()
+            .collect();
+        exceptions.sort_unstable();
+        let exceptions: Vec<MemoryDecision> = exceptions.into_iter().map(decision_at).collect();
+        super::decisions_digest_of(set.decided_sha256(), usual, &exceptions)?
+    };
     let decision_counts = DecisionCounts {
         decided: records.len() as u64,
         selected: selected.len() as u64,
