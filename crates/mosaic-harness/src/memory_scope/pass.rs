@@ -142,17 +142,34 @@ impl EligibilityPass {
     }
 }
 
+/// Whether two contexts are equal but for their instant and selection
+/// limit. Destructured field by field, so a field added to the context is
+/// a compile error here until it is compared.
 fn same_but_instant_and_limit(a: &MemoryReadContext, b: &MemoryReadContext) -> bool {
-    a.schema_version == b.schema_version
-        && a.selector_release == b.selector_release
-        && a.tenant_id == b.tenant_id
-        && a.policy_sha256 == b.policy_sha256
-        && a.policy_valid_from_unix_ms == b.policy_valid_from_unix_ms
-        && a.policy_valid_until_unix_ms == b.policy_valid_until_unix_ms
-        && a.principal_id == b.principal_id
-        && a.workspace_id == b.workspace_id
-        && a.run_id == b.run_id
-        && a.allowed_kinds == b.allowed_kinds
+    let MemoryReadContext {
+        schema_version,
+        selector_release,
+        tenant_id,
+        policy_sha256,
+        policy_valid_from_unix_ms,
+        policy_valid_until_unix_ms,
+        principal_id,
+        workspace_id,
+        run_id,
+        now_unix_ms: _,
+        allowed_kinds,
+        max_records: _,
+    } = a;
+    *schema_version == b.schema_version
+        && *selector_release == b.selector_release
+        && *tenant_id == b.tenant_id
+        && *policy_sha256 == b.policy_sha256
+        && *policy_valid_from_unix_ms == b.policy_valid_from_unix_ms
+        && *policy_valid_until_unix_ms == b.policy_valid_until_unix_ms
+        && *principal_id == b.principal_id
+        && *workspace_id == b.workspace_id
+        && *run_id == b.run_id
+        && *allowed_kinds == b.allowed_kinds
 }
 
 /// [`select_memory`](super::select_memory) over a sealed set, with its
@@ -214,20 +231,25 @@ pub fn select_memory_ranked_set(
         ));
     }
     // The ranked records that are eligible, in rank order (a result naming
-    // anything else is not a candidate, as in the selection over records).
+    // anything else is not a candidate, and a record named twice ranks at
+    // its last place, as in the selection over records).
     let records = set.records();
-    let mut seen = BTreeSet::new();
-    let mut ranked: Vec<usize> = Vec::with_capacity(relevance.results.len());
-    for result in &relevance.results {
-        let Ok(at) =
-            records.binary_search_by(|r| r.record().record_id.as_str().cmp(&result.record_id))
-        else {
-            continue;
-        };
-        if pass.outcomes[at].is_none() && seen.insert(at) {
-            ranked.push(at);
+    let mut place_of: BTreeMap<usize, usize> = BTreeMap::new();
+    for (place, result) in relevance.results.iter().enumerate() {
+        let found =
+            records.binary_search_by(|r| r.record().record_id.as_str().cmp(&result.record_id));
+        if let Ok(at) = found
+            && pass.outcomes[at].is_none()
+        {
+            place_of.insert(at, place);
         }
     }
+    let mut by_place: Vec<(usize, usize)> = place_of
+        .into_iter()
+        .map(|(at, place)| (place, at))
+        .collect();
+    by_place.sort_unstable();
+    let ranked: Vec<usize> = by_place.into_iter().map(|(_, at)| at).collect();
     let cut = ranked.len().min(ctx.max_records);
     let (selected, past_limit) = ranked.split_at(cut);
     decide(

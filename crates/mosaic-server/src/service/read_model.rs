@@ -178,6 +178,16 @@ impl ScopeCache {
             .cloned()
     }
 
+    /// Forgets every kept read (on erasure: a stale read could still name
+    /// the erased record, its id and digests, until replaced).
+    pub(super) fn forget_all(&self) {
+        self.reads
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        self.held.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn put(&self, key: EligibilityQuery, read: Arc<ScopeRead>) {
         use std::sync::atomic::Ordering::Relaxed;
         let mut reads = self

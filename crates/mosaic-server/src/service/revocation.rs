@@ -126,6 +126,9 @@ impl ServiceCore {
                     match inner.store.erase(token, now) {
                         Ok(erased) => {
                             self.read_model.forget(record_id);
+                            // Kept scope reads are stale once the store
+                            // changed, but they would still name the record.
+                            self.scope_cache.forget_all();
                             inner.catalog.clear_request(erased.tenant_id(), record_id)?;
                             Ok(RevocationState::Erased(erased))
                         }
