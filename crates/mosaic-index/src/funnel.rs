@@ -567,20 +567,7 @@ mod tests {
         );
         let mut entries = Vec::new();
         for (i, text) in lines.iter().enumerate() {
-            let m = PublishMessage {
-                record_id: format!("line-{i}"),
-                generation: 1,
-                revocation_generation: 0,
-                scope: ScopeKeys {
-                    tenant_id: "tenant".into(),
-                    policy_sha256: POLICY.into(),
-                    subject_key: "principal:p".into(),
-                    kind: MemoryKind::Episodic,
-                },
-                created_at_unix_ms: 1_000 + i as u64,
-                claim_keys: Vec::new(),
-                text: (*text).to_owned(),
-            };
+            let m = line(i, 1, text);
             r.lexical.publish(&m).unwrap();
             r.vector.publish(&m).unwrap();
             entries.push(EligibleEntry {
@@ -594,6 +581,24 @@ mod tests {
         })
         .unwrap();
         (r, eligible)
+    }
+
+    /// Line `i` of a conversation at `generation`.
+    fn line(i: usize, generation: u64, text: &str) -> PublishMessage {
+        PublishMessage {
+            record_id: format!("line-{i}"),
+            generation,
+            revocation_generation: 0,
+            scope: ScopeKeys {
+                tenant_id: "tenant".into(),
+                policy_sha256: POLICY.into(),
+                subject_key: "principal:p".into(),
+                kind: MemoryKind::Episodic,
+            },
+            created_at_unix_ms: 1_000 + i as u64,
+            claim_keys: Vec::new(),
+            text: text.to_owned(),
+        }
     }
 
     /// The score `recall`'s receipt gives `id`.
@@ -907,20 +912,7 @@ mod tests {
         // The same record published again at a newer generation, with the
         // same text (so the same eligible set): a new doc in each target,
         // which a resolution kept from before would not name.
-        let again = PublishMessage {
-            record_id: "line-0".into(),
-            generation: 2,
-            revocation_generation: 0,
-            scope: ScopeKeys {
-                tenant_id: "tenant".into(),
-                policy_sha256: POLICY.into(),
-                subject_key: "principal:p".into(),
-                kind: MemoryKind::Episodic,
-            },
-            created_at_unix_ms: 1_000,
-            claim_keys: Vec::new(),
-            text: LINES[0].to_owned(),
-        };
+        let again = line(0, 2, LINES[0]);
         r.lexical.publish(&again).unwrap();
         r.vector.publish(&again).unwrap();
         for mode in [RetrievalMode::Lexical, RetrievalMode::Vector] {

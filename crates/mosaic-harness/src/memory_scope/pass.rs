@@ -15,7 +15,7 @@
 //! records; with [`Listing::Full`] the decision list is built as well.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::relevance::{EligibleEntry, SealedEligibleSet, SealedEntries};
 use super::{
@@ -37,7 +37,7 @@ pub enum Listing {
 }
 
 /// Every record's eligibility in one [`RecordSet`] under one read context.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct EligibilityPass {
     record_set_sha256: String,
     context: MemoryReadContext,
@@ -51,8 +51,11 @@ pub struct EligibilityPass {
     dropped: Vec<usize>,
     /// Drops by reason.
     drop_counts: BTreeMap<DropReason, u64>,
-    /// Indices of the eligible records in kind and recency order.
-    recency_order: Vec<usize>,
+    /// Indices of the eligible records, in the set's order.
+    eligible: Vec<usize>,
+    /// The same in kind and recency order, sorted by the first selection
+    /// without a ranking that asks (a ranked one never does).
+    recency_order: OnceLock<Vec<usize>>,
     /// The eligible set's entries, sealed.
     entries: Arc<SealedEntries>,
 }
@@ -102,8 +105,6 @@ impl EligibilityPass {
                 }
             }
         }
-        let records = set.records();
-        eligible.sort_by(|a, b| kind_recency_order(records[*a].record(), records[*b].record()));
         Ok(EligibilityPass {
             record_set_sha256: set.record_set_sha256().to_owned(),
             context: ctx.clone(),
@@ -111,7 +112,8 @@ impl EligibilityPass {
             outcomes,
             dropped,
             drop_counts,
-            recency_order: eligible,
+            eligible,
+            recency_order: OnceLock::new(),
             entries: Arc::new(SealedEntries::seal(entries)?),
         })
     }
@@ -181,12 +183,13 @@ pub fn select_memory_set(
     listing: Listing,
 ) -> Result<MemorySelection, SelectionError> {
     check_pass(ctx, set, pass)?;
-    let selected: Vec<usize> = pass
-        .recency_order
-        .iter()
-        .take(ctx.max_records)
-        .copied()
-        .collect();
+    let records = set.records();
+    let order = pass.recency_order.get_or_init(|| {
+        let mut order = pass.eligible.clone();
+        order.sort_by(|a, b| kind_recency_order(records[*a].record(), records[*b].record()));
+        order
+    });
+    let selected: Vec<usize> = order.iter().take(ctx.max_records).copied().collect();
     // Every other eligible record is past the selection limit.
     decide(
         ctx,
@@ -293,7 +296,7 @@ fn decide(
     listing: Listing,
 ) -> Result<MemorySelection, SelectionError> {
     let records = set.records();
-    let eligible = pass.recency_order.len();
+    let eligible = pass.eligible.len();
     let mut counts = pass.drop_counts.clone();
     let beyond = past_limit.len() as u64;
     let rest_count = (eligible - selected.len() - past_limit.len()) as u64;

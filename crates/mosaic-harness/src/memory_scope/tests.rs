@@ -1192,17 +1192,22 @@ fn memory_scope_the_decisions_digest_names_every_decision() {
     assert_eq!(decisions_digest(&selected).unwrap(), expected);
 }
 
-#[test]
-fn memory_scope_an_eligibility_pass_holds_only_until_a_time_check_changes() {
-    let (ctx, records) = fixture();
-    let set = RecordSet::new(
+/// `records`, checked and sealed.
+fn record_set(records: &[MemoryRecord]) -> RecordSet {
+    RecordSet::new(
         records
             .iter()
             .cloned()
             .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
             .collect(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn memory_scope_an_eligibility_pass_holds_only_until_a_time_check_changes() {
+    let (ctx, records) = fixture();
+    let set = record_set(&records);
     let pass = EligibilityPass::new(&ctx, &set).unwrap();
     assert!(pass.holds_for(&ctx, &set));
     // The first instant at or after the context's at which a record is
@@ -1289,14 +1294,7 @@ proptest! {
                 r
             })
             .collect();
-        let set = RecordSet::new(
-            records
-                .iter()
-                .cloned()
-                .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
-                .collect(),
-        )
-        .unwrap();
+        let set = record_set(&records);
         let earlier = MemoryReadContext { now_unix_ms: FIXTURE_NOW_UNIX_MS, ..ctx.clone() };
         let old = EligibilityPass::new(&earlier, &set).unwrap();
         let pass = if old.holds_for(&ctx, &set) {
