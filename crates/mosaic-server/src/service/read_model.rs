@@ -148,6 +148,9 @@ pub(super) struct ScopeCache {
     /// Records held across all entries.
     held: std::sync::atomic::AtomicUsize,
     capacity: usize,
+    /// Moved by [`ScopeCache::forget_all`]: a read begun before it is not
+    /// kept after it.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 impl ScopeCache {
@@ -156,7 +159,14 @@ impl ScopeCache {
             reads: RwLock::new(HashMap::new()),
             held: std::sync::atomic::AtomicUsize::new(0),
             capacity,
+            epoch: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The current epoch, taken before a store read whose answer is to be
+    /// kept (see [`ScopeCache::put`]).
+    fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The scope of `query`: the query without its instant, kinds sorted.
@@ -181,19 +191,26 @@ impl ScopeCache {
     /// Forgets every kept read (on erasure: a stale read could still name
     /// the erased record, its id and digests, until replaced).
     pub(super) fn forget_all(&self) {
-        self.reads
+        let mut reads = self
+            .reads
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clear();
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        reads.clear();
         self.held.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn put(&self, key: EligibilityQuery, read: Arc<ScopeRead>) {
+    /// Keeps `read` for its scope, unless every kept read was forgotten
+    /// since `epoch` was taken (the read may predate an erasure).
+    fn put(&self, key: EligibilityQuery, read: Arc<ScopeRead>, epoch: u64) {
         use std::sync::atomic::Ordering::Relaxed;
         let mut reads = self
             .reads
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.epoch.load(std::sync::atomic::Ordering::SeqCst) != epoch {
+            return;
+        }
         if self.held.load(Relaxed) + read.found > self.capacity {
             reads.clear();
             self.held.store(0, Relaxed);
@@ -225,6 +242,7 @@ impl ServiceCore {
         }
         self.metrics
             .incr("mosaic_scope_reads_total", &[("outcome", "read")]);
+        let epoch = self.scope_cache.epoch();
         let (mut records, found) = self.eligible_checked_ids(inner, query)?;
         let duplicates = drop_duplicate_contents(&mut records);
         let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
@@ -239,7 +257,7 @@ impl ServiceCore {
             records_sha256: SnapshotIdentity::records_digest(&ids).map_err(|e| internal(&e))?,
             pass: Mutex::new(None),
         });
-        self.scope_cache.put(key, read.clone());
+        self.scope_cache.put(key, read.clone(), epoch);
         Ok(read)
     }
 
@@ -355,4 +373,69 @@ fn drop_duplicate_contents(records: &mut Vec<Arc<CheckedRecord>>) -> u64 {
     let mut flags = kept.into_iter();
     records.retain(|_| flags.next().unwrap_or(false));
     (before - records.len()) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read() -> Arc<ScopeRead> {
+        Arc::new(ScopeRead {
+            stamp: ChangeStamp {
+                audit_seq: 1,
+                revocation_generation: 0,
+            },
+            read_at_unix_ms: 10,
+            stable_until_unix_ms: None,
+            records: match RecordSet::new(Vec::new()) {
+                Ok(set) => set,
+                Err(e) => panic!("an empty set: {e}"),
+            },
+            duplicates: 0,
+            found: 0,
+            records_sha256: String::new(),
+            pass: Mutex::new(None),
+        })
+    }
+
+    fn key() -> EligibilityQuery {
+        EligibilityQuery {
+            tenant_id: "t".into(),
+            policy_sha256: "p".into(),
+            principal_id: "a".into(),
+            workspace_id: "w".into(),
+            run_id: "r".into(),
+            now_unix_ms: 0,
+            kinds: Vec::new(),
+        }
+    }
+
+    /// Layer: the service's scope cache. A read begun before an erasure
+    /// forgot every kept read is not kept after it (it may still name the
+    /// erased record); one begun after is.
+    #[test]
+    fn a_read_begun_before_forgetting_is_not_kept() {
+        let cache = ScopeCache::new(10);
+        let before = cache.epoch();
+        cache.forget_all();
+        cache.put(key(), read(), before);
+        assert!(cache.get(&key()).is_none());
+        cache.put(key(), read(), cache.epoch());
+        assert!(cache.get(&key()).is_some());
+        // Kept reads hold while nothing changed, and not past a change.
+        let Some(kept) = cache.get(&key()) else {
+            panic!("the read is kept");
+        };
+        let stamp = ChangeStamp {
+            audit_seq: 1,
+            revocation_generation: 0,
+        };
+        assert!(kept.holds(stamp, 10));
+        assert!(!kept.holds(stamp, 9), "a clock set back");
+        let moved = ChangeStamp {
+            audit_seq: 2,
+            ..stamp
+        };
+        assert!(!kept.holds(moved, 10));
+    }
 }
