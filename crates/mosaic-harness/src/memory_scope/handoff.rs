@@ -22,8 +22,7 @@ use std::borrow::Borrow;
 use super::{
     CheckedRecord, EligibilityPass, Listing, MemoryReadContext, MemorySelection,
     MemorySelectionReceipt, RecordSet, RelevanceReceipt, SealedEligibleSet, SelectionError,
-    check_all, select_memory_checked, select_memory_ranked_checked, select_memory_ranked_sealed,
-    select_memory_ranked_set, select_memory_set,
+    check_all, select_memory_ranked_checked, select_memory_ranked_set, select_memory_set,
 };
 use crate::canonical::{CanonicalError, domain_digest, sha256_hex};
 use crate::record::MemoryRecord;
@@ -539,44 +538,12 @@ fn find_in<'r>(sorted: &[&'r MemoryRecord], id: &str) -> Option<&'r MemoryRecord
         .map(|at| sorted[at])
 }
 
-/// [`hand_off`] over checked records, ordered by a relevance receipt
-/// ranked over the read's sealed eligible set
-/// ([`select_memory_ranked_sealed`]) or, without one, by kind and recency
-/// ([`select_memory_checked`]). `content_of` answers a record's exact
-/// content; it is asked only for the records the allocation included, so a
-/// reader deciding on many records fetches the texts of the few that make
-/// it in.
-pub fn hand_off_checked<R, F>(
-    ctx: &MemoryReadContext,
-    records: &[R],
-    ranked: Option<(&RelevanceReceipt, &SealedEligibleSet)>,
-    other_items: &[ContextItem],
-    budget: &ContextBudget,
-    content_of: F,
-) -> Result<Handoff, HandoffError>
-where
-    R: Borrow<CheckedRecord>,
-    F: FnMut(&str) -> Option<String>,
-{
-    let selection = match ranked {
-        Some((relevance, eligible)) => {
-            select_memory_ranked_sealed(ctx, records, relevance, eligible)?
-        }
-        None => select_memory_checked(ctx, records)?,
-    };
-    let sorted = by_id(records);
-    finish_handoff(
-        |id| find_in(&sorted, id),
-        selection,
-        other_items,
-        budget,
-        content_of,
-    )
-}
-
-/// [`hand_off_checked`] over a sealed [`RecordSet`] whose eligibility
-/// `pass` decided (see [`select_memory_set`] and
-/// [`select_memory_ranked_set`]).
+/// [`hand_off`] over a sealed [`RecordSet`] whose eligibility `pass`
+/// decided, ordered by a relevance receipt ranked over the pass's eligible
+/// set ([`select_memory_ranked_set`]) or, without one, by kind and recency
+/// ([`select_memory_set`]). `content_of` answers a record's exact content;
+/// it is asked only for the records the allocation included, so a reader
+/// deciding on many records fetches the texts of the few that make it in.
 #[allow(clippy::too_many_arguments)]
 pub fn hand_off_set<F>(
     ctx: &MemoryReadContext,

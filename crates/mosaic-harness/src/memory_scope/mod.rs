@@ -41,7 +41,7 @@ pub use handoff::{
     allocate_context, allocate_selected_memory, memory_context_items, render_recalled_memory,
 };
 pub use handoff::{DroppedItem, escape_memory_text};
-pub use handoff::{Handoff, HandoffError, hand_off, hand_off_checked, hand_off_set};
+pub use handoff::{Handoff, HandoffError, hand_off, hand_off_set};
 pub use manifest::{
     ManifestError, SignedSourceSetManifest, SourceSetManifest, TrustedManifestKey, sign_source_set,
     verify_summary_sources,
@@ -814,36 +814,7 @@ pub fn select_memory_ranked_checked<R: std::borrow::Borrow<CheckedRecord>>(
     records: &[R],
     relevance: &RelevanceReceipt,
 ) -> Result<MemorySelection, SelectionError> {
-    select_ranked(ctx, records, relevance, None)
-}
-
-/// [`select_memory_ranked_checked`] for a read whose eligible set was
-/// sealed before ranking: the set is compared with the records' eligible
-/// set entry by entry and named by its sealed digest, not hashed again.
-pub fn select_memory_ranked_sealed<R: std::borrow::Borrow<CheckedRecord>>(
-    ctx: &MemoryReadContext,
-    records: &[R],
-    relevance: &RelevanceReceipt,
-    eligible: &SealedEligibleSet,
-) -> Result<MemorySelection, SelectionError> {
-    select_ranked(ctx, records, relevance, Some(eligible))
-}
-
-fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
-    ctx: &MemoryReadContext,
-    records: &[R],
-    relevance: &RelevanceReceipt,
-    sealed: Option<&SealedEligibleSet>,
-) -> Result<MemorySelection, SelectionError> {
-    select_ranked_sorted(ctx, check_inputs(ctx, records)?, relevance, sealed)
-}
-
-fn select_ranked_sorted(
-    ctx: &MemoryReadContext,
-    sorted: Vec<&CheckedRecord>,
-    relevance: &RelevanceReceipt,
-    sealed: Option<&SealedEligibleSet>,
-) -> Result<MemorySelection, SelectionError> {
+    let sorted = check_inputs(ctx, records)?;
     let rank_of: BTreeMap<&str, usize> = relevance
         .results
         .iter()
@@ -855,25 +826,14 @@ fn select_ranked_sorted(
     let mut entries = Vec::new();
     let mut eligible: Vec<(usize, &MemoryRecord)> = Vec::new();
     let mut outcomes: Vec<Option<DropReason>> = Vec::with_capacity(sorted.len());
-    // With a sealed set, each eligible record is compared with its entry.
-    let mut sealed_entries = sealed.map(|s| s.entries().iter());
-    let mut sealed_differs = false;
     for checked in &sorted {
         let record = &checked.record;
         match eligibility(ctx, record) {
             Ok(()) => {
-                match sealed_entries.as_mut() {
-                    Some(expected) => {
-                        sealed_differs |= !expected.next().is_some_and(|e| {
-                            e.record_id == record.record_id
-                                && e.content_sha256 == record.content_sha256
-                        });
-                    }
-                    None => entries.push(EligibleEntry {
-                        record_id: record.record_id.clone(),
-                        content_sha256: record.content_sha256.clone(),
-                    }),
-                }
+                entries.push(EligibleEntry {
+                    record_id: record.record_id.clone(),
+                    content_sha256: record.content_sha256.clone(),
+                });
                 match rank_of.get(record.record_id.as_str()) {
                     Some(&rank) => {
                         eligible.push((rank, record));
@@ -885,26 +845,12 @@ fn select_ranked_sorted(
             Err(reason) => outcomes.push(Some(reason)),
         }
     }
-    let read_context_sha256 = ctx.digest()?;
-    let eligible_sha256 = match (sealed, sealed_entries) {
-        (Some(sealed), Some(mut rest)) => {
-            if sealed_differs
-                || rest.next().is_some()
-                || sealed.read_context_sha256() != read_context_sha256
-            {
-                return Err(SelectionError::RelevanceMismatch(
-                    "the sealed eligible set is not this read's eligible set".into(),
-                ));
-            }
-            sealed.sha256().to_owned()
-        }
-        // Sorted by record id already: the records are.
-        _ => EligibleSet {
-            read_context_sha256,
-            entries,
-        }
-        .digest()?,
-    };
+    // Sorted by record id already: the records are.
+    let eligible_sha256 = EligibleSet {
+        read_context_sha256: ctx.digest()?,
+        entries,
+    }
+    .digest()?;
     if eligible_sha256 != relevance.eligible_set_sha256 {
         return Err(SelectionError::RelevanceMismatch(
             "eligible_set_sha256 differs from this read's eligible set".into(),

@@ -1025,14 +1025,11 @@ fn memory_scope_a_sealed_eligible_set_must_be_the_reads_own() {
     let (ctx, records) = fixture();
     let input = relevance_input(&ctx, &records);
     let receipt = rank_relevance(&input).unwrap();
-    let checked: Vec<CheckedRecord> = records
-        .iter()
-        .cloned()
-        .map(|r| CheckedRecord::new(r).unwrap())
-        .collect();
+    let set = record_set(&records);
+    let pass = EligibilityPass::new(&ctx, &set).unwrap();
     let sealed = SealedEligibleSet::seal(input.eligible.clone()).unwrap();
     assert_eq!(
-        select_memory_ranked_sealed(&ctx, &checked, &receipt, &sealed).unwrap(),
+        select_memory_ranked_set(&ctx, &set, &pass, &receipt, &sealed, Listing::Full).unwrap(),
         select_memory_ranked(&ctx, &records, &receipt).unwrap()
     );
     // The same set less one entry, one entry with another content digest,
@@ -1044,10 +1041,10 @@ fn memory_scope_a_sealed_eligible_set_must_be_the_reads_own() {
     changed.entries[0].content_sha256 = sha256_hex(b"other content");
     let mut other_read = input.eligible.clone();
     other_read.read_context_sha256 = sha256_hex(b"other read");
-    for set in [fewer, changed, other_read] {
-        let sealed = SealedEligibleSet::seal(set).unwrap();
+    for other in [fewer, changed, other_read] {
+        let sealed = SealedEligibleSet::seal(other).unwrap();
         assert!(matches!(
-            select_memory_ranked_sealed(&ctx, &checked, &receipt, &sealed),
+            select_memory_ranked_set(&ctx, &set, &pass, &receipt, &sealed, Listing::CountsOnly),
             Err(SelectionError::RelevanceMismatch(_))
         ));
     }
