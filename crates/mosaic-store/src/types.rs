@@ -362,6 +362,10 @@ pub struct EligibleIds {
     pub ids: Vec<(String, u64)>,
     /// What the read saw: the identity [`EligibleSet::snapshot`] would be.
     pub snapshot: SnapshotIdentity,
+    /// The [`SnapshotIdentity::records_digest`] of `ids`, which `snapshot`
+    /// binds: a reader that keeps the answer derives the identity at a
+    /// later instant from it ([`SnapshotIdentity::of_records_digest`]).
+    pub records_sha256: String,
     /// The store's change stamp, read before the identities: while the
     /// store's stamp is still this one, nothing was committed since that
     /// could change the answer (see [`ChangeStamp`]).

@@ -193,6 +193,7 @@ pub fn select_memory_set(
     // Every other eligible record is past the selection limit.
     decide(
         ctx,
+        ctx.digest()?,
         set,
         pass,
         &selected,
@@ -216,8 +217,9 @@ pub fn select_memory_ranked_set(
     listing: Listing,
 ) -> Result<MemorySelection, SelectionError> {
     check_pass(ctx, set, pass)?;
+    let read_context_sha256 = ctx.digest()?;
     if eligible.entries_sha256() != pass.entries.sha256()
-        || eligible.read_context_sha256() != ctx.digest()?
+        || eligible.read_context_sha256() != read_context_sha256
     {
         return Err(SelectionError::RelevanceMismatch(
             "the sealed eligible set is not this read's eligible set".into(),
@@ -257,6 +259,7 @@ pub fn select_memory_ranked_set(
     let (selected, past_limit) = ranked.split_at(cut);
     decide(
         ctx,
+        read_context_sha256,
         set,
         pass,
         selected,
@@ -281,11 +284,12 @@ fn check_pass(
 }
 
 /// The receipt (and, with [`Listing::Full`], the decisions) of a selection
-/// whose eligible records are `selected` (in order), `past_limit` (ranked
+/// under `ctx` (whose digest is `read_context_sha256`) whose eligible records are `selected` (in order), `past_limit` (ranked
 /// past the selection limit) and the rest, dropped as `rest`.
 #[allow(clippy::too_many_arguments)]
 fn decide(
     ctx: &MemoryReadContext,
+    read_context_sha256: String,
     set: &RecordSet,
     pass: &EligibilityPass,
     selected: &[usize],
@@ -371,7 +375,7 @@ fn decide(
     let mut receipt = MemorySelectionReceipt {
         schema_version: crate::MEMORY_SCHEMA_VERSION,
         selector_release: ctx.selector_release.clone(),
-        read_context_sha256: ctx.digest()?,
+        read_context_sha256,
         record_set_sha256: set.record_set_sha256().to_owned(),
         ordering,
         relevance_receipt_sha256,

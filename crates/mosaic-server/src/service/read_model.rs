@@ -246,7 +246,6 @@ impl ServiceCore {
         let (mut records, found) = self.eligible_checked_ids(inner, query)?;
         let duplicates = drop_duplicate_contents(&mut records);
         let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
-        let ids: Vec<(&str, u64)> = found.ids.iter().map(|(id, g)| (id.as_str(), *g)).collect();
         let read = Arc::new(ScopeRead {
             stamp: found.stamp,
             read_at_unix_ms: query.now_unix_ms,
@@ -254,7 +253,7 @@ impl ServiceCore {
             records: RecordSet::new(records).map_err(|e| internal(&e))?,
             duplicates,
             found: found.ids.len(),
-            records_sha256: SnapshotIdentity::records_digest(&ids).map_err(|e| internal(&e))?,
+            records_sha256: found.records_sha256,
             pass: Mutex::new(None),
         });
         self.scope_cache.put(key, read.clone(), epoch);

@@ -223,14 +223,14 @@ pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<El
         }
     }
     ids.sort();
-    let snapshot = SnapshotIdentity::of_ids(
-        q,
-        stamp.revocation_generation,
-        ids.iter().map(|(id, g)| (id.as_str(), *g)).collect(),
-    )?;
+    let sorted: Vec<(&str, u64)> = ids.iter().map(|(id, g)| (id.as_str(), *g)).collect();
+    let records_sha256 = SnapshotIdentity::records_digest(&sorted)?;
+    let snapshot =
+        SnapshotIdentity::of_records_digest(q, stamp.revocation_generation, &records_sha256)?;
     Ok(EligibleIds {
         ids,
         snapshot,
+        records_sha256,
         stamp,
         stable_until_unix_ms: stable_until,
     })
