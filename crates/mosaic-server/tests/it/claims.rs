@@ -19,7 +19,7 @@ use mosaic_server::examples::workspace_fact;
 use mosaic_server::{Service, app};
 use serde_json::{Value, json};
 
-use crate::common::{WORKSPACE, config, send, send_raw, world};
+use crate::common::{WORKSPACE, config, propose, send, send_raw, world};
 
 const CHECKER: [u8; 32] = [0xc7; 32];
 const CHECKER_RELEASE: &str = "claims-checker-v1";
@@ -84,13 +84,6 @@ async fn register_checker(router: &axum::Router, admin_key: &str) {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-}
-
-async fn propose(router: &axum::Router, key: &str, request: &ProposeRequest) -> Value {
-    let body = serde_json::to_value(request).expect("json");
-    let (status, body) = send(router, "POST", "/v1/memories", Some(key), Some(body)).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
 }
 
 fn record_id(response: &Value) -> String {

@@ -211,6 +211,19 @@ pub async fn send(
     (status, json)
 }
 
+/// Proposes `request` through the router as `key`; the answer, which must
+/// be 200 (the decision may still be a rejection).
+pub async fn propose(
+    router: &axum::Router,
+    key: &str,
+    request: &mosaic_server::api::ProposeRequest,
+) -> Value {
+    let body = serde_json::to_value(request).expect("json");
+    let (status, body) = send(router, "POST", "/v1/memories", Some(key), Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
 /// Asserts the body is `{"error":{"code","message"}}` and returns the code.
 pub fn error_code(body: &Value) -> String {
     let code = body["error"]["code"]

@@ -13,16 +13,7 @@ async fn propose(
     key: &str,
     request: &mosaic_server::api::ProposeRequest,
 ) -> Value {
-    let (status, r) = send(
-        &w.router,
-        "POST",
-        "/v1/memories",
-        Some(key),
-        Some(serde_json::to_value(request).expect("json")),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{r}");
-    r
+    crate::common::propose(&w.router, key, request).await
 }
 
 fn selected(r: &Value) -> Vec<String> {

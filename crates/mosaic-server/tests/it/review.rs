@@ -65,10 +65,7 @@ fn claim_fact(label: &str, predicate: &str, value: &str) -> ProposeRequest {
 }
 
 async fn propose(w: &World, key: &str, request: &ProposeRequest) -> Value {
-    let body = serde_json::to_value(request).expect("json");
-    let (status, body) = send(&w.router, "POST", "/v1/memories", Some(key), Some(body)).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
+    crate::common::propose(&w.router, key, request).await
 }
 
 /// Alice's record says `predicate = Tuesday`; Bob's proposal says Friday

@@ -30,15 +30,7 @@ async fn propose(w: &World, label: &str, content: &str, ttl_ms: Option<u64>) -> 
     let p = &w.principals[0];
     let mut request = preference(label, &p.principal, content, Some(p.consent.clone()));
     request.ttl_ms = ttl_ms;
-    let (status, r) = send(
-        &w.router,
-        "POST",
-        "/v1/memories",
-        Some(&p.key),
-        Some(serde_json::to_value(&request).expect("json")),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{r}");
+    let r = crate::common::propose(&w.router, &p.key, &request).await;
     assert_eq!(r["decision"], "accepted", "{r}");
     r["record_id"].as_str().expect("id").to_owned()
 }
