@@ -558,7 +558,13 @@ pub fn supersession_is_generation_fenced<F: StoreFactory>(factory: &F) -> StoreR
 
     let mut s2 = Spec::principal(fixtures::TENANT_A, "alice", "v2");
     s2.supersedes = Some(("v1".into(), 1));
+    let before = store.change_stamp()?;
     let second = store.write(&s2.build())?;
+    assert_ne!(
+        store.change_stamp()?,
+        before,
+        "supersession must move the change stamp"
+    );
     match &second.decision {
         WriteDecision::Accepted {
             line_id,
@@ -1097,12 +1103,18 @@ pub fn conflicts_open_review_cases_with_receipts<F: StoreFactory>(factory: &F) -
         T0 + 10,
     );
     assert!(readable_ids(&mut store, &q)?.contains(&"other".to_string()));
+    let before = store.change_stamp()?;
     let r = store.resolve_review(
         &review_case_ids[0],
         ReviewAction::ContestExisting,
         &reviewer,
         T0 + 9,
     )?;
+    assert_ne!(
+        store.change_stamp()?,
+        before,
+        "a contest must move the change stamp"
+    );
     assert_eq!(r.body.status_after, ReviewStatus::Resolved);
     assert_eq!(
         store.get_record("other")?.map(|r| r.state),
