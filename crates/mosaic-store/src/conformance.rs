@@ -378,23 +378,42 @@ pub fn reads_wait_for_every_required_index<F: StoreFactory>(factory: &F) -> Stor
         readable_ids(&mut store, &q)?.is_empty(),
         "publishing record must be unreadable"
     );
+    // The writer's readability check: states by id, the tenant's only.
+    let ids = ["r1".to_owned(), "unknown".to_owned(), "r1".to_owned()];
+    let states = |store: &mut F::Store, tenant: &str| store.record_states_of(tenant, &ids);
+    assert_eq!(
+        states(&mut store, fixtures::TENANT_A)?,
+        vec![("r1".to_owned(), RecordState::Publishing)]
+    );
+    assert_eq!(states(&mut store, fixtures::TENANT_B)?, vec![]);
     let lexical = store.pending_outbox("lexical", 10)?;
     let ack = store.acknowledge_index("r1", lexical[0].generation, "lexical", T0 + 1)?;
     assert!(!ack.activated);
+    assert_eq!(ack.record_state, Some(RecordState::Publishing));
     assert!(
         readable_ids(&mut store, &q)?.is_empty(),
         "one of two indexes is not enough"
     );
     // Duplicate acknowledgement is idempotent.
-    assert!(
-        store
-            .acknowledge_index("r1", lexical[0].generation, "lexical", T0 + 2)?
-            .duplicate
-    );
+    let again = store.acknowledge_index("r1", lexical[0].generation, "lexical", T0 + 2)?;
+    assert!(again.duplicate && !again.activated);
+    assert_eq!(again.record_state, Some(RecordState::Publishing));
     let vector = store.pending_outbox("vector", 10)?;
     let ack = store.acknowledge_index("r1", vector[0].generation, "vector", T0 + 3)?;
     assert!(ack.activated);
+    assert_eq!(ack.record_state, Some(RecordState::Active));
     assert_eq!(readable_ids(&mut store, &q)?, vec!["r1".to_string()]);
+    assert_eq!(
+        states(&mut store, fixtures::TENANT_A)?,
+        vec![("r1".to_owned(), RecordState::Active)]
+    );
+    // The activation event names the record's tenant.
+    let trail = store.record_audit_trail("r1")?;
+    let activated = trail
+        .iter()
+        .find(|e| e.kind == crate::audit::AuditKind::RecordActivated)
+        .expect("an activation event");
+    assert_eq!(activated.tenant_id, fixtures::TENANT_A);
     assert!(store.pending_outbox("vector", 10)?.is_empty());
     // A generation never issued is refused.
     assert!(

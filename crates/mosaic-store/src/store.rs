@@ -13,8 +13,8 @@ use crate::revocation::{
 use crate::types::{
     AckOutcome, Authorization, ChangeStamp, ConsentWithdrawal, DeletionReceipt, EligibilityQuery,
     EligibleIds, EligibleSet, IndexAck, IntegrityReport, ListedState, OutboxTask, PendingDeletion,
-    RecordFilter, RecordPage, ReviewAction, ReviewCase, ReviewReceipt, RevocationReason,
-    StoredConsent, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+    RecordFilter, RecordPage, RecordState, ReviewAction, ReviewCase, ReviewReceipt,
+    RevocationReason, StoredConsent, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
 };
 
 /// Durable state of Mosaic Memory.
@@ -205,6 +205,16 @@ pub trait Store: Send {
     /// A tenant's records with these ids, in any state, sorted by record
     /// id, in one read; unknown, foreign and erased ids are absent.
     fn get_records(&mut self, tenant_id: &str, ids: &[String]) -> StoreResult<Vec<StoredRecord>>;
+
+    /// The lifecycle states of a tenant's records among `ids`, as
+    /// `(record_id, state)` sorted by record id, in one read that decodes
+    /// no record (what a writer checks to say whether its records are
+    /// readable yet). Unknown, foreign and erased ids are absent.
+    fn record_states_of(
+        &mut self,
+        tenant_id: &str,
+        ids: &[String],
+    ) -> StoreResult<Vec<(String, RecordState)>>;
 
     /// The contents of the live (active or publishing) records among
     /// `ids` that are the tenant's and of `kind` and `subject`, as

@@ -100,7 +100,7 @@ impl ServiceCore {
             )?;
             self.response_of(prepared, outcome)
         };
-        self.await_readable(std::slice::from_mut(&mut response))?;
+        self.await_readable(tenant, std::slice::from_mut(&mut response))?;
         Ok(response)
     }
 
@@ -174,14 +174,14 @@ impl ServiceCore {
             })?;
             responses.push(self.response_of(prepared, outcome));
         }
-        self.await_readable(&mut responses)?;
+        self.await_readable(tenant, &mut responses)?;
         Ok(responses)
     }
 
     /// Waits (bounded by `index_wait_ms`) for the outbox pass after the
     /// latest commit, then marks each accepted response readable when its
     /// record is active.
-    fn await_readable(&self, responses: &mut [ProposeResponse]) -> ServiceResult<()> {
+    fn await_readable(&self, tenant: &str, responses: &mut [ProposeResponse]) -> ServiceResult<()> {
         let seq = self.progress.commit();
         self.log_wake.notify();
         if !responses.iter().any(|r| r.decision == "accepted") {
@@ -191,12 +191,16 @@ impl ServiceCore {
         if !wait.is_zero() {
             self.progress.wait_passed(seq, wait);
         }
-        let mut reader = self.reader()?;
+        let accepted: Vec<String> = responses
+            .iter()
+            .filter(|r| r.decision == "accepted")
+            .map(|r| r.record_id.clone())
+            .collect();
+        let states = self.reader()?.store.record_states_of(tenant, &accepted)?;
         for response in responses.iter_mut().filter(|r| r.decision == "accepted") {
-            response.readable = reader
-                .store
-                .get_record(&response.record_id)?
-                .is_some_and(|stored| stored.state == RecordState::Active);
+            response.readable = states
+                .binary_search_by(|(id, _)| id.as_str().cmp(&response.record_id))
+                .is_ok_and(|at| states[at].1 == RecordState::Active);
         }
         Ok(())
     }

@@ -264,6 +264,33 @@ pub(crate) fn get_records<C: Tx>(
     Ok(out)
 }
 
+pub(crate) fn record_states_of<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    ids: &[String],
+) -> StoreResult<Vec<(String, RecordState)>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(RECORDS_PER_READ) {
+        // By primary key only, the tenant checked on each row, as
+        // [`get_records`] reads.
+        let sql = format!(
+            "SELECT r.record_id, r.tenant_id, r.state FROM records r WHERE {}",
+            C::in_set("r.record_id", "?1")
+        );
+        let args = [Arg::TextSet(chunk.to_vec())];
+        for (id, tenant, state) in
+            c.rows(&sql, &vals(&args), |r| r.cols::<(String, String, String)>())?
+        {
+            if tenant == tenant_id {
+                out.push((id, parse_state(&state)?));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    Ok(out)
+}
+
 /// The columns [`live_contents`] reads, of `records r`.
 type LiveRow = (
     String,

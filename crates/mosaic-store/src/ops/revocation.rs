@@ -65,9 +65,13 @@ pub(crate) fn acknowledge_index<C: Tx>(
     target: &str,
     at: u64,
 ) -> StoreResult<AckOutcome> {
-    let (op, current, dispatch): (String, i64, String) = c
+    // The message and its record's state in one read (no record row once
+    // the record is erased).
+    let (op, current, dispatch, tenant, state): (String, i64, String, String, Option<String>) = c
         .row(
-            "SELECT op, generation, dispatch FROM outbox WHERE record_id = ?1 AND target = ?2",
+            "SELECT o.op, o.generation, o.dispatch, o.tenant_id, r.state
+             FROM outbox o LEFT JOIN records r ON r.record_id = o.record_id
+             WHERE o.record_id = ?1 AND o.target = ?2",
             params![record_id, target],
             |r| r.cols(),
         )?
@@ -86,7 +90,7 @@ pub(crate) fn acknowledge_index<C: Tx>(
             "acknowledged generation {generation} was never issued for {record_id}/{target} (current {current})"
         )));
     }
-    let state = record_state(c, record_id)?;
+    let state = state.as_deref().map(parse_state).transpose()?;
     match dispatch.as_str() {
         "done" => {
             return Ok(AckOutcome {
@@ -122,6 +126,7 @@ pub(crate) fn acknowledge_index<C: Tx>(
             activate(
                 c,
                 record_id,
+                &tenant,
                 json!({ "publication_generation": generation }),
                 at,
             )?;
@@ -129,30 +134,34 @@ pub(crate) fn acknowledge_index<C: Tx>(
         }
     }
     Ok(AckOutcome {
-        record_state: record_state(c, record_id)?,
+        // Nothing else in this transaction changed the record's state.
+        record_state: if activated {
+            Some(RecordState::Active)
+        } else {
+            state
+        },
         activated,
         duplicate: false,
     })
 }
 
-/// Makes a publishing record readable and appends its `record_activated`
-/// event with `payload`.
-fn activate<C: Tx>(c: &C, record_id: &str, payload: serde_json::Value, at: u64) -> StoreResult<()> {
+/// Makes a publishing record of `tenant` readable and appends its
+/// `record_activated` event with `payload`.
+fn activate<C: Tx>(
+    c: &C,
+    record_id: &str,
+    tenant: &str,
+    payload: serde_json::Value,
+    at: u64,
+) -> StoreResult<()> {
     c.exec(
         "UPDATE records SET state = 'active' WHERE record_id = ?1 AND state = 'publishing'",
         params![record_id],
     )?;
-    let tenant: String = c
-        .row(
-            "SELECT tenant_id FROM records WHERE record_id = ?1",
-            params![record_id],
-            |r| r.get(0),
-        )?
-        .unwrap_or_default();
     audit(
         c,
         AuditKind::RecordActivated,
-        &tenant,
+        tenant,
         record_id,
         payload,
         at,
@@ -230,9 +239,17 @@ pub(crate) fn activate_degraded<C: Tx>(
     if seen != omitted.len() {
         return Err(refuse(first, "no publication is queued for it".to_owned()));
     }
+    let tenant: String = c
+        .row(
+            "SELECT tenant_id FROM records WHERE record_id = ?1",
+            params![record_id],
+            |r| r.get(0),
+        )?
+        .unwrap_or_default();
     activate(
         c,
         record_id,
+        &tenant,
         json!({
             "publication_generation": generation,
             "degraded": true,

@@ -366,6 +366,17 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn record_states_of(
+                    &mut self,
+                    tenant_id: &str,
+                    ids: &[String],
+                ) -> StoreResult<Vec<(String, $crate::types::RecordState)>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::record_states_of(c, tenant_id, ids)
+                    })
+                }
+
                 fn live_contents(
                     &mut self,
                     tenant_id: &str,
