@@ -17,8 +17,11 @@ each size times, from this client process over one keep-alive connection:
 
 Each step also reports its ingest rate (turns per second) and the bytes the
 server process wrote to storage per ingested record (`write_bytes` of
-/proc/PID/io over the step), so the write cost at 1k and at 50k records can
-be compared. Recall is timed only up to `--recall-up-to` memories. With
+/proc/PID/io over the step: store, catalog and indexes) and, of those, the
+bytes of index persistence (journals and snapshots, from the server's
+`mosaic_index_journal_bytes_total` and `mosaic_index_snapshot_bytes_total`
+at `GET /metrics`), so the write cost at 1k and at 50k records can be
+compared. Recall is timed only up to `--recall-up-to` memories. With
 `--restart` the server is stopped (SIGTERM) after the last step and started
 again on the same data directory: the time until it serves, and the first
 recall after it, are reported.
@@ -93,6 +96,21 @@ class Server:
                     return int(line.split()[1])
         return 0
 
+    def index_written(self):
+        """Bytes the server wrote for index persistence, `(journals,
+        snapshots)`, from its own counters at `GET /metrics`."""
+        self.conn.request("GET", "/metrics")
+        response = self.conn.getresponse()
+        text = response.read().decode()
+        if response.status != 200:
+            raise SystemExit(f"GET /metrics: HTTP {response.status}")
+        counters = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            counters[name] = int(float(value or 0)) if not name.startswith("#") else 0
+        return (counters.get("mosaic_index_journal_bytes_total", 0),
+                counters.get("mosaic_index_snapshot_bytes_total", 0))
+
     def stop(self):
         self.conn.close()
         self.child.terminate()
@@ -147,9 +165,10 @@ def main():
         key = server.call("POST", "/v1/admin/keys", server.admin,
                           {"tenant_id": "scale", "principal_id": "reader"})[0]["key"]
         stored, session = 0, 0
+        index_at_start = sum(server.index_written())
         for size in sizes:
             started = time.perf_counter()
-            grown, written = stored, server.written()
+            grown, written, index_written = stored, server.written(), server.index_written()
             while stored < size:
                 count = min(args.batch, size - stored)
                 day = 1 + session % 28
@@ -162,12 +181,21 @@ def main():
             ingest_s = time.perf_counter() - started
             row = {"memories": stored,
                    "ingest_turns_per_s": round((stored - grown) / ingest_s, 1) if ingest_s else None,
-                   "written_bytes_per_record": (server.written() - written) // max(1, stored - grown)}
+                   "written_bytes_per_record": (server.written() - written) // max(1, stored - grown),
+                   "index_journal_bytes_per_record":
+                       (server.index_written()[0] - index_written[0]) // max(1, stored - grown),
+                   "index_snapshot_bytes_per_record":
+                       (server.index_written()[1] - index_written[1]) // max(1, stored - grown),
+                   "index_bytes_per_record_so_far":
+                       (sum(server.index_written()) - index_at_start) // max(1, stored)}
+            index = (f"(index persistence: journals {row['index_journal_bytes_per_record']} B, "
+                     f"snapshots {row['index_snapshot_bytes_per_record']} B; "
+                     f"{row['index_bytes_per_record_so_far']} B per record since the start)")
             if stored > args.recall_up_to:
                 results.append(row)
                 if not args.json:
                     print(f"{stored:>7} memories: ingest {row['ingest_turns_per_s']} turns/s, "
-                          f"{row['written_bytes_per_record']} B written per record", flush=True)
+                          f"{row['written_bytes_per_record']} B written per record {index}", flush=True)
                 continue
             for name, body in (("hybrid", lambda q: {"query": q, "max_records": 10}),
                                ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
@@ -186,7 +214,7 @@ def main():
             if not args.json:
                 h, e, n = row["hybrid"], row["hybrid_explain"], row["no_query"]
                 print(f"{stored:>7} memories: ingest {row['ingest_turns_per_s']} turns/s, "
-                      f"{row['written_bytes_per_record']} B written per record | hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
+                      f"{row['written_bytes_per_record']} B written per record {index} | hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
                       f"explain p50 {e['p50_ms']} ms {e['bytes']} B | no query p50 {n['p50_ms']} ms "
                       f"p95 {n['p95_ms']} ms {n['bytes']} B", flush=True)
         if args.restart:

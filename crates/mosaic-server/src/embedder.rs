@@ -424,13 +424,14 @@ impl EmbedderIdentity {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Writes the identity atomically.
-    pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
+    /// Writes the identity atomically; answers the bytes written.
+    pub fn save(&self, data_dir: &Path) -> std::io::Result<u64> {
         let path = Self::path(data_dir);
         let tmp = path.with_extension("tmp");
         let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, &path)
+        std::fs::write(&tmp, &bytes)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(bytes.len() as u64)
     }
 }
 

@@ -152,6 +152,13 @@ impl ServiceCore {
             journals.lexical.discard_through(lexical)?;
             journals.vector.discard_through(vector)?;
             persist.appended_bytes = journals.lexical.len_bytes() + journals.vector.len_bytes();
+            // Each journal was written again with what the snapshots did
+            // not hold yet.
+            self.metrics.add(
+                "mosaic_index_journal_bytes_total",
+                &[],
+                persist.appended_bytes,
+            );
         }
         Ok(())
     }
@@ -189,8 +196,13 @@ impl ServiceCore {
         write_durably(&self.index_path("vector"), &vector)?;
         write_durably(&self.embeddings_path(), &embeddings)?;
         write_durably(&self.graph_path(), &graph)?;
-        self.save_embedder_identity()?;
-        Ok((lexical.len() + vector.len() + embeddings.len() + graph.len()) as u64)
+        let identity = self.save_embedder_identity()?;
+        let bytes = (lexical.len() + vector.len() + embeddings.len() + graph.len()) as u64;
+        // With the journals' bytes, what index persistence writes: a
+        // client can measure it per record through `/metrics`.
+        self.metrics
+            .add("mosaic_index_snapshot_bytes_total", &[], bytes + identity);
+        Ok(bytes)
     }
 
     /// The vector target's graph, bound to [`ServiceCore::embeddings_path`].
@@ -255,7 +267,7 @@ impl ServiceCore {
             .join(VECTOR_EMBEDDINGS_FILE)
     }
 
-    pub(super) fn save_embedder_identity(&self) -> ServiceResult<()> {
+    pub(super) fn save_embedder_identity(&self) -> ServiceResult<u64> {
         self.embedder_identity()
             .save(&self.config.data_dir)
             .map_err(|e| ServiceError::Internal(format!("cannot save the embedder identity: {e}")))

@@ -55,15 +55,38 @@ fn journals_grow_per_record_not_per_store_size_and_survive_a_restart() -> Result
     for i in 20..280 {
         ids.push(propose(&service, i)?);
     }
-    let before = journal_bytes(dir.path());
+    let counted = |name: &str| crate::common::counter(&service.metrics().render(), name);
+    let (before, counted_before) = (
+        journal_bytes(dir.path()),
+        counted("mosaic_index_journal_bytes_total"),
+    );
     for i in 280..300 {
         ids.push(propose(&service, i)?);
     }
     let last = journal_bytes(dir.path()) - before;
+    // What index persistence writes is counted for `/metrics`: every
+    // journal byte appended, and each snapshot as the files it wrote.
+    assert_eq!(
+        counted("mosaic_index_journal_bytes_total") - counted_before,
+        last
+    );
     assert!(first > 0, "the journals were not written");
     assert_eq!(
         first, last,
         "bytes per record depend on the store size ({first} at 20 records, {last} at 300)"
+    );
+    let before = counted("mosaic_index_snapshot_bytes_total");
+    service.flush()?;
+    let snapshots: u64 = std::fs::read_dir(dir.path().join("data/index"))
+        .expect("index dir")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e != "journal"))
+        .map(|path| std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    assert!(snapshots > 0, "no snapshot was written");
+    assert_eq!(
+        counted("mosaic_index_snapshot_bytes_total") - before,
+        snapshots
     );
     // A revocation: after reconcile no index file holds the text.
     let gone = format!(
