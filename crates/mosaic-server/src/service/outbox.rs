@@ -234,10 +234,10 @@ impl ServiceCore {
     }
 
     /// Publishes pending outbox rows to the indexes and acknowledges them,
-    /// in four steps that hold one lock each at most: read the rows and
-    /// their content (a reader), embed the texts (no lock), apply (the
-    /// index write lock), acknowledge every row in one transaction (the
-    /// writer).
+    /// target by target, in four steps that hold one lock each at most:
+    /// read the rows and their content (a reader), embed the texts (no
+    /// lock), apply (the index write lock), save and acknowledge the
+    /// target's rows in one transaction (the writer).
     fn publish_pending(&self) -> ServiceResult<ReconcileReport> {
         let mut report = ReconcileReport::default();
         let faults = lock(&self.faults)?.clone();
@@ -381,12 +381,56 @@ impl ServiceCore {
                     }
                 }
             }
+            drop(ix);
+            if target == VECTOR_TARGET {
+                // New vectors wait (searched exactly) for the graph linker.
+                self.graph_wake.notify();
+            }
+            // Each target acknowledges as soon as it applied: the lexical
+            // target's acknowledgements commit while the call's texts are
+            // still being embedded for the vector target, not after.
+            self.acknowledge(std::mem::take(&mut changed), &acks, &mut report)?;
+            acks.clear();
         }
-        // New vectors wait (searched exactly) for the graph linker.
-        self.graph_wake.notify();
-        // The changes are saved before they are acknowledged, so a target
-        // never acknowledges what a restart would not find.
+        // Degraded activation: an optional index failed to take a
+        // publication; the record becomes readable on the others, the store
+        // records the omission, and the publication stays queued for the
+        // next pass. Refused (the record stays unreadable) while any other
+        // index has not acknowledged.
+        for (record_id, generation, target) in failed_optional {
+            let outcome = self.writer()?.store.activate_degraded(
+                &record_id,
+                generation,
+                &[target],
+                self.now(),
+            );
+            match outcome {
+                Ok(outcome) if outcome.activated => {
+                    report.degraded_activations += 1;
+                    self.metrics
+                        .incr("mosaic_degraded_activations_total", &[("target", target)]);
+                }
+                Ok(_) | Err(StoreError::DegradedActivationRefused { .. }) => {}
+                Err(StoreError::InvalidState { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Saves what a target applied, then acknowledges its rows in one
+    /// transaction: the changes are saved before they are acknowledged,
+    /// so a target never acknowledges what a restart would not find.
+    fn acknowledge(
+        &self,
+        changed: Changes,
+        acks: &[(IndexAck, OutboxOp)],
+        report: &mut ReconcileReport,
+    ) -> ServiceResult<()> {
         self.persist_changes(changed)?;
+        if acks.is_empty() {
+            return Ok(());
+        }
         let rows: Vec<IndexAck> = acks.iter().map(|(ack, _)| ack.clone()).collect();
         let results = self
             .writer()?
@@ -413,30 +457,7 @@ impl ServiceCore {
                 }
             }
         }
-        // Degraded activation: an optional index failed to take a
-        // publication; the record becomes readable on the others, the store
-        // records the omission, and the publication stays queued for the
-        // next pass. Refused (the record stays unreadable) while any other
-        // index has not acknowledged.
-        for (record_id, generation, target) in failed_optional {
-            let outcome = self.writer()?.store.activate_degraded(
-                &record_id,
-                generation,
-                &[target],
-                self.now(),
-            );
-            match outcome {
-                Ok(outcome) if outcome.activated => {
-                    report.degraded_activations += 1;
-                    self.metrics
-                        .incr("mosaic_degraded_activations_total", &[("target", target)]);
-                }
-                Ok(_) | Err(StoreError::DegradedActivationRefused { .. }) => {}
-                Err(StoreError::InvalidState { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(report)
+        Ok(())
     }
 
     /// The vectors of the vector target's publications (`None` for other
