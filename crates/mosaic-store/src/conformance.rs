@@ -770,8 +770,11 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
     store.acknowledge_index("r1", vector[0].generation, "vector", T0 + 400)?;
     let acknowledged = store.confirm_indexes_acknowledged(requested, T0 + 401)?;
     let before_erasure = store.change_stamp()?;
+    let ids = ["r1".to_owned()];
+    assert_eq!(store.record_states_of(fixtures::TENANT_A, &ids)?.len(), 1);
     let erased = store.erase(acknowledged, T0 + 500)?;
     assert!(store.get_record("r1")?.is_none(), "content erased");
+    assert_eq!(store.record_states_of(fixtures::TENANT_A, &ids)?, vec![]);
     assert_ne!(
         store.change_stamp()?,
         before_erasure,

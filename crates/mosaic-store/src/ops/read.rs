@@ -236,6 +236,28 @@ pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<El
     })
 }
 
+/// The rows of `records r` among `ids`, `columns` of each mapped by
+/// `map`: read by primary key only (a tenant predicate could lead the
+/// planner to the eligibility index's tenant prefix, a scan of the
+/// tenant), so the caller checks the tenant on each row.
+fn records_by_id<C: Tx, T>(
+    c: &C,
+    columns: &str,
+    ids: &[String],
+    mut map: impl FnMut(&dyn SqlRow) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(RECORDS_PER_READ) {
+        let sql = format!(
+            "SELECT {columns} FROM records r WHERE {}",
+            C::in_set("r.record_id", "?1")
+        );
+        let args = [Arg::TextSet(chunk.to_vec())];
+        out.extend(c.rows(&sql, &vals(&args), &mut map)?);
+    }
+    Ok(out)
+}
+
 /// A tenant's records with these ids, in any state, sorted by record id;
 /// unknown, foreign and erased ids are absent.
 pub(crate) fn get_records<C: Tx>(
@@ -244,46 +266,29 @@ pub(crate) fn get_records<C: Tx>(
     ids: &[String],
 ) -> StoreResult<Vec<StoredRecord>> {
     let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(RECORDS_PER_READ) {
-        // By primary key only (a tenant predicate could lead the planner to
-        // the eligibility index's tenant prefix, a scan of the tenant); the
-        // tenant is checked on each row.
-        let sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM records r WHERE {}",
-            C::in_set("r.record_id", "?1")
-        );
-        let args = [Arg::TextSet(chunk.to_vec())];
-        for row in c.rows(&sql, &vals(&args), record_from_row)? {
-            let stored = record_decode(row)?;
-            if stored.record.tenant_id == tenant_id {
-                out.push(stored);
-            }
+    for row in records_by_id(c, RECORD_COLUMNS, ids, record_from_row)? {
+        let stored = record_decode(row)?;
+        if stored.record.tenant_id == tenant_id {
+            out.push(stored);
         }
     }
     out.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
     Ok(out)
 }
 
+/// `(record_id, state)` of a tenant's records among `ids`, sorted by
+/// record id; unknown, foreign and erased ids are absent.
 pub(crate) fn record_states_of<C: Tx>(
     c: &C,
     tenant_id: &str,
     ids: &[String],
 ) -> StoreResult<Vec<(String, RecordState)>> {
     let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(RECORDS_PER_READ) {
-        // By primary key only, the tenant checked on each row, as
-        // [`get_records`] reads.
-        let sql = format!(
-            "SELECT r.record_id, r.tenant_id, r.state FROM records r WHERE {}",
-            C::in_set("r.record_id", "?1")
-        );
-        let args = [Arg::TextSet(chunk.to_vec())];
-        for (id, tenant, state) in
-            c.rows(&sql, &vals(&args), |r| r.cols::<(String, String, String)>())?
-        {
-            if tenant == tenant_id {
-                out.push((id, parse_state(&state)?));
-            }
+    for (id, tenant, state) in records_by_id(c, "r.record_id, r.tenant_id, r.state", ids, |r| {
+        r.cols::<(String, String, String)>()
+    })? {
+        if tenant == tenant_id {
+            out.push((id, parse_state(&state)?));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
