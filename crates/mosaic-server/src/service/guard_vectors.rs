@@ -179,6 +179,13 @@ impl GuardVectors {
         c.take(key)
     }
 
+    /// Whether any of `keys` is being embedded ahead (a
+    /// [`Self::take_waiting`] on it would wait).
+    pub fn any_pending<'a>(&self, mut keys: impl Iterator<Item = &'a str>) -> bool {
+        let c = self.cache();
+        keys.any(|key| c.pending.contains_key(key))
+    }
+
     /// The vector kept for `key`, removed.
     #[cfg(test)]
     pub fn take(&self, key: &str) -> Option<Vec<f32>> {
@@ -294,6 +301,18 @@ mod tests {
             cache.take_waiting(&b, Duration::from_secs(30)),
             Some(vec![1.0])
         );
+    }
+
+    #[test]
+    fn a_key_is_pending_while_it_is_embedded_ahead() {
+        let cache = Arc::new(GuardVectors::default());
+        let (a, b) = (key("r", "a"), key("r", "b"));
+        assert!(!cache.any_pending([a.as_str(), b.as_str()].into_iter()));
+        let ahead = cache.ahead(vec![a.clone()]);
+        assert!(cache.any_pending([b.as_str(), a.as_str()].into_iter()));
+        assert!(!cache.any_pending([b.as_str()].into_iter()));
+        ahead.finish(vec![Some(vec![1.0])]);
+        assert!(!cache.any_pending([a.as_str()].into_iter()));
     }
 
     #[test]

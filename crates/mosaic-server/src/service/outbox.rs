@@ -234,10 +234,12 @@ impl ServiceCore {
     }
 
     /// Publishes pending outbox rows to the indexes and acknowledges them,
-    /// target by target, in four steps that hold one lock each at most:
-    /// read the rows and their content (a reader), embed the texts (no
-    /// lock), apply (the index write lock), save and acknowledge the
-    /// target's rows in one transaction (the writer).
+    /// in four steps that hold one lock each at most: read the rows and
+    /// their content (a reader), embed the texts (no lock), apply (the
+    /// index write lock), save the changes and acknowledge every row in
+    /// one transaction (the writer). When the vector target would wait for
+    /// texts a call is embedding ahead, the lexical target's rows are saved
+    /// and acknowledged before it waits.
     fn publish_pending(&self) -> ServiceResult<ReconcileReport> {
         let mut report = ReconcileReport::default();
         let faults = lock(&self.faults)?.clone();
@@ -304,6 +306,13 @@ impl ServiceCore {
             };
             if deliveries.is_empty() && faults.is_none() {
                 continue;
+            }
+            if target == VECTOR_TARGET && !acks.is_empty() && self.embedding_ahead(&deliveries) {
+                // The vector target is about to wait for a call's texts
+                // embedded ahead: what the other target applied is saved
+                // and acknowledged meanwhile, not after.
+                self.acknowledge(std::mem::take(&mut changed), &acks, &mut report)?;
+                acks.clear();
             }
             // Embedding happens here, outside every lock: readers rank
             // while the texts are embedded.
@@ -381,17 +390,10 @@ impl ServiceCore {
                     }
                 }
             }
-            drop(ix);
-            if target == VECTOR_TARGET {
-                // New vectors wait (searched exactly) for the graph linker.
-                self.graph_wake.notify();
-            }
-            // Each target acknowledges as soon as it applied: the lexical
-            // target's acknowledgements commit while the call's texts are
-            // still being embedded for the vector target, not after.
-            self.acknowledge(std::mem::take(&mut changed), &acks, &mut report)?;
-            acks.clear();
         }
+        // New vectors wait (searched exactly) for the graph linker.
+        self.graph_wake.notify();
+        self.acknowledge(changed, &acks, &mut report)?;
         // Degraded activation: an optional index failed to take a
         // publication; the record becomes readable on the others, the store
         // records the omission, and the publication stays queued for the
@@ -458,6 +460,21 @@ impl ServiceCore {
             }
         }
         Ok(())
+    }
+
+    /// Whether a publication among `deliveries` has its text embedded
+    /// ahead by a call still running.
+    fn embedding_ahead(&self, deliveries: &[(OutboxTask, IndexDelivery)]) -> bool {
+        let release = self.embedder.release();
+        let keys: Vec<String> = deliveries
+            .iter()
+            .filter_map(|(_, d)| match d {
+                IndexDelivery::Publish(m) => Some(guard_vectors::key(release, &m.text)),
+                IndexDelivery::Tombstone { .. } => None,
+            })
+            .collect();
+        self.guard_vectors
+            .any_pending(keys.iter().map(String::as_str))
     }
 
     /// The vectors of the vector target's publications (`None` for other
