@@ -420,9 +420,10 @@ impl ServiceCore {
         Ok(report)
     }
 
-    /// Saves what a target applied, then acknowledges its rows in one
-    /// transaction: the changes are saved before they are acknowledged,
-    /// so a target never acknowledges what a restart would not find.
+    /// Saves what the pass applied since it last acknowledged, then
+    /// acknowledges those rows in one transaction: the changes are saved
+    /// before they are acknowledged, so a target never acknowledges what a
+    /// restart would not find.
     fn acknowledge(
         &self,
         changed: Changes,
