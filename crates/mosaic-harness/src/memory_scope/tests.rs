@@ -973,12 +973,7 @@ proptest! {
 #[test]
 fn memory_scope_checked_records_select_exactly_as_plain_ones() {
     let (ctx, records) = fixture();
-    let checked: Vec<std::sync::Arc<CheckedRecord>> = records
-        .iter()
-        .rev()
-        .cloned()
-        .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
-        .collect();
+    let checked = checked(records.iter().rev());
     assert_eq!(
         select_memory_checked(&ctx, &checked).unwrap(),
         select_memory(&ctx, &records).unwrap()
@@ -1056,12 +1051,7 @@ fn memory_scope_a_sealed_record_set_selects_as_the_records_do() {
     let input = relevance_input(&ctx, &records);
     let receipt = rank_relevance(&input).unwrap();
     // In reverse order: the set sorts them.
-    let checked: Vec<std::sync::Arc<CheckedRecord>> = records
-        .iter()
-        .rev()
-        .cloned()
-        .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
-        .collect();
+    let checked = checked(records.iter().rev());
     let set = RecordSet::new(checked).unwrap();
     assert_eq!(
         set.record_set_sha256(),
@@ -1189,16 +1179,19 @@ fn memory_scope_the_decisions_digest_names_every_decision() {
     assert_eq!(decisions_digest(&selected).unwrap(), expected);
 }
 
+/// `records`, each checked, in the order given.
+fn checked<'a>(
+    records: impl Iterator<Item = &'a MemoryRecord>,
+) -> Vec<std::sync::Arc<CheckedRecord>> {
+    records
+        .cloned()
+        .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
+        .collect()
+}
+
 /// `records`, checked and sealed.
 fn record_set(records: &[MemoryRecord]) -> RecordSet {
-    RecordSet::new(
-        records
-            .iter()
-            .cloned()
-            .map(|r| std::sync::Arc::new(CheckedRecord::new(r).unwrap()))
-            .collect(),
-    )
-    .unwrap()
+    RecordSet::new(checked(records.iter())).unwrap()
 }
 
 #[test]

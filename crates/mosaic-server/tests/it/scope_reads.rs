@@ -35,22 +35,25 @@ async fn propose(w: &World, label: &str, content: &str, ttl_ms: Option<u64>) -> 
     r["record_id"].as_str().expect("id").to_owned()
 }
 
-/// The recalled ids (a recall with no query: every eligible record up to
-/// the limit) and the snapshot identity.
+/// The first principal's recalled ids (a recall with no query: every
+/// eligible record up to the limit) and the snapshot identity.
 async fn recall(w: &World) -> (Vec<String>, Value) {
+    recall_as(w, 0).await
+}
+
+/// [`recall`] with the key of principal `at`.
+async fn recall_as(w: &World, at: usize) -> (Vec<String>, Value) {
     let (status, r) = send(
         &w.router,
         "POST",
         "/v1/recall",
-        Some(&w.principals[0].key),
+        Some(&w.principals[at].key),
         Some(json!({"max_records": 50})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{r}");
-    let mut ids: Vec<String> =
-        serde_json::from_value(r["selected_record_ids"].clone()).expect("ids");
-    ids.sort();
-    (ids, r["snapshot"].clone())
+    let ids = serde_json::from_value(r["selected_record_ids"].clone()).expect("ids");
+    (sorted(ids), r["snapshot"].clone())
 }
 
 /// How many recalls read the store's eligible identities (`read`) and how
@@ -89,16 +92,8 @@ async fn a_kept_scope_read_never_outlives_a_change() {
     // A kept read is its scope's alone: another principal of the tenant
     // (whose grant names the same workspace) recalls none of it, and reads
     // its own scope.
-    let (status, bob) = send(
-        &w.router,
-        "POST",
-        "/v1/recall",
-        Some(&w.principals[1].key),
-        Some(json!({"max_records": 50})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{bob}");
-    assert_eq!(bob["selected_record_ids"], json!([]), "{bob}");
+    let (bob, _) = recall_as(&w, 1).await;
+    assert_eq!(bob, Vec::<String>::new());
     assert_eq!(scope_reads(&w).await, (2, 1));
     // The kept read still names the instant of each recall.
     assert_eq!(
