@@ -307,7 +307,14 @@ impl ServiceCore {
             if deliveries.is_empty() && faults.is_none() {
                 continue;
             }
-            if target == VECTOR_TARGET && !acks.is_empty() && self.embedding_ahead(&deliveries) {
+            // Each vector publication's key among the kept vectors, hashed
+            // once for both uses below.
+            let keys = (target == VECTOR_TARGET).then(|| self.vector_keys(&deliveries));
+            let embedding_ahead = keys.as_ref().is_some_and(|keys| {
+                self.guard_vectors
+                    .any_pending(keys.iter().flatten().map(String::as_str))
+            });
+            if embedding_ahead && !acks.is_empty() {
                 // The vector target is about to wait for a call's texts
                 // embedded ahead: what the other target applied is saved
                 // and acknowledged meanwhile, not after.
@@ -316,7 +323,7 @@ impl ServiceCore {
             }
             // Embedding happens here, outside every lock: readers rank
             // while the texts are embedded.
-            let mut vectors = self.prepare_vectors(target, &deliveries);
+            let mut vectors = keys.map(|keys| self.prepare_vectors(&deliveries, &keys));
             let mut ix = self.write_indexes();
             for (i, (task, delivery)) in deliveries.iter().enumerate() {
                 let fault = faults
@@ -463,45 +470,36 @@ impl ServiceCore {
         Ok(())
     }
 
-    /// Whether a publication among `deliveries` has its text embedded
-    /// ahead by a call still running.
-    fn embedding_ahead(&self, deliveries: &[(OutboxTask, IndexDelivery)]) -> bool {
+    /// The key of each publication's text among the vectors kept or being
+    /// embedded ahead (`None` for a tombstone).
+    fn vector_keys(&self, deliveries: &[(OutboxTask, IndexDelivery)]) -> Vec<Option<String>> {
         let release = self.embedder.release();
-        let keys: Vec<String> = deliveries
+        deliveries
             .iter()
-            .filter_map(|(_, d)| match d {
+            .map(|(_, d)| match d {
                 IndexDelivery::Publish(m) => Some(guard_vectors::key(release, &m.text)),
                 IndexDelivery::Tombstone { .. } => None,
             })
-            .collect();
-        self.guard_vectors
-            .any_pending(keys.iter().map(String::as_str))
+            .collect()
     }
 
-    /// The vectors of the vector target's publications (`None` for other
-    /// targets): in process, embedded in one batch with no lock held; with
+    /// The vectors of the vector target's publications, their texts' keys
+    /// `keys`: in process, embedded in one batch with no lock held; with
     /// PostgreSQL, only those the write guard kept (its target embeds the
     /// rest as it stores).
     fn prepare_vectors(
         &self,
-        target: &str,
         deliveries: &[(OutboxTask, IndexDelivery)],
-    ) -> Option<Vec<Option<Embedded>>> {
-        if target != VECTOR_TARGET {
-            return None;
-        }
+        keys: &[Option<String>],
+    ) -> Vec<Option<Embedded>> {
         // A text the write guard embedded (or a call embedded ahead: the
         // pass waits for it) keeps its vector: only the rest are embedded
         // here.
-        let release = self.embedder.release().to_owned();
-        let mut vectors: Vec<Option<Embedded>> = deliveries
+        let mut vectors: Vec<Option<Embedded>> = keys
             .iter()
-            .map(|(_, d)| match d {
-                IndexDelivery::Publish(m) => self
-                    .guard_vectors
-                    .take_waiting(&guard_vectors::key(&release, &m.text), AHEAD_WAIT)
-                    .map(Ok),
-                IndexDelivery::Tombstone { .. } => None,
+            .map(|key| {
+                key.as_ref()
+                    .and_then(|key| self.guard_vectors.take_waiting(key, AHEAD_WAIT).map(Ok))
             })
             .collect();
         let missing: Vec<(usize, &str)> = deliveries
@@ -527,7 +525,7 @@ impl ServiceCore {
                 vectors[*i] = Some(v);
             }
         }
-        Some(vectors)
+        vectors
     }
 
     /// True when the policy lets records activate without `target`.
