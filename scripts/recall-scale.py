@@ -179,15 +179,17 @@ def main():
                 stored += count
                 session += 1
             ingest_s = time.perf_counter() - started
+            # One read of the counters, so the three figures agree.
+            index_now = server.index_written()
             row = {"memories": stored,
                    "ingest_turns_per_s": round((stored - grown) / ingest_s, 1) if ingest_s else None,
                    "written_bytes_per_record": (server.written() - written) // max(1, stored - grown),
                    "index_journal_bytes_per_record":
-                       (server.index_written()[0] - index_written[0]) // max(1, stored - grown),
+                       (index_now[0] - index_written[0]) // max(1, stored - grown),
                    "index_snapshot_bytes_per_record":
-                       (server.index_written()[1] - index_written[1]) // max(1, stored - grown),
+                       (index_now[1] - index_written[1]) // max(1, stored - grown),
                    "index_bytes_per_record_so_far":
-                       (sum(server.index_written()) - index_at_start) // max(1, stored)}
+                       (sum(index_now) - index_at_start) // max(1, stored)}
             index = (f"(index persistence: journals {row['index_journal_bytes_per_record']} B, "
                      f"snapshots {row['index_snapshot_bytes_per_record']} B; "
                      f"{row['index_bytes_per_record_so_far']} B per record since the start)")
