@@ -806,7 +806,14 @@ impl ServiceCore {
         if supersede && proposal.supersedes_record_id.is_none() {
             proposal.supersedes_record_id = Some(case.existing_record_id.clone());
         }
-        let prepared = self.prepare_write(&mut inner, &tenant, &principal, &proposal, &[], None)?;
+        let prepared = self.prepare_write(
+            &mut inner,
+            &tenant,
+            &principal,
+            &proposal,
+            (&[], None),
+            None,
+        )?;
         let write = Box::new(prepared.write.clone());
         let action = if supersede {
             ReviewAction::Supersede(write)

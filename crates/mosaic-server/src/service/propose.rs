@@ -91,7 +91,7 @@ impl ServiceCore {
                 tenant,
                 principal,
                 request,
-                &[],
+                (&[], None),
                 vector.as_deref(),
             )?;
             let outcome = self.group_commit(
@@ -115,13 +115,19 @@ impl ServiceCore {
         &self,
         tenant: &str,
         principal: &str,
-        items: Vec<(ProposeRequest, Vec<CapturedSource>, Option<MessageRow>)>,
+        items: Vec<CapturedProposal>,
         vectors: Vec<Option<Vec<f32>>>,
     ) -> ServiceResult<Vec<ProposeResponse>> {
         let mut jobs = Vec::with_capacity(items.len());
         {
             let mut reader = self.reader()?;
-            for ((request, captured, message), vector) in items.into_iter().zip(vectors) {
+            for (item, vector) in items.into_iter().zip(vectors) {
+                let CapturedProposal {
+                    request,
+                    sources: captured,
+                    message,
+                    near_conversation,
+                } = item;
                 if !request.claims.is_empty() || request.supersedes_record_id.is_some() {
                     return Err(ServiceError::Internal(
                         "a captured proposal carries claims".into(),
@@ -132,16 +138,18 @@ impl ServiceCore {
                     tenant,
                     principal,
                     &request,
-                    &captured,
+                    (
+                        &captured,
+                        near_conversation.then_some(message.conversation_id.as_str()),
+                    ),
                     vector.as_deref(),
                 )?;
                 let mut decision = Decision::of(tenant, principal, &request, &prepared)?;
                 // The message is held by the record the write stores
                 // (its id derived within the tenant and principal).
-                decision.message = message.map(|mut m| {
-                    m.record_id.clone_from(&prepared.record_id);
-                    m
-                });
+                let mut message = message;
+                message.record_id.clone_from(&prepared.record_id);
+                decision.message = Some(message);
                 jobs.push((prepared, decision));
             }
         }
@@ -293,7 +301,8 @@ impl ServiceCore {
         request: &ProposeRequest,
         vector: Option<&[f32]>,
     ) -> ServiceResult<ProposeResponse> {
-        let prepared = self.prepare_write(inner, tenant, principal, request, &[], vector)?;
+        let prepared =
+            self.prepare_write(inner, tenant, principal, request, (&[], None), vector)?;
         let outcome = inner.store.write(&prepared.write)?;
         record_decision(
             &inner.catalog,
@@ -353,7 +362,10 @@ impl ServiceCore {
     ///
     /// `pending` holds sources captured by the same call and not stored
     /// yet (a conversation ingest's messages); `request.cites` resolves
-    /// against them first, then against the catalog. `vector`, the
+    /// against them first, then against the catalog. `near`, the
+    /// conversation whose records the stored ids are placed beside
+    /// ([`client_scoped_id_near`]); `None`: the ids are
+    /// [`client_scoped_id`]'s. `vector`, the
     /// content's embedding when the caller computed one before taking
     /// `inner`, runs the vector guard.
     pub(super) fn prepare_write(
@@ -362,7 +374,7 @@ impl ServiceCore {
         tenant: &str,
         principal: &str,
         request: &ProposeRequest,
-        pending: &[CapturedSource],
+        (pending, near): (&[CapturedSource], Option<&str>),
         vector: Option<&[f32]>,
     ) -> ServiceResult<PreparedWrite> {
         check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
@@ -391,12 +403,16 @@ impl ServiceCore {
         // tenant and principal, from which the stored id is derived, so no
         // tenant or principal can collide with, squat on or probe for
         // another's ids (see ARCHITECTURE.md, "Identities").
+        let scoped = |prefix: &str, key: &str| match near {
+            Some(near) => client_scoped_id_near(prefix, tenant, principal, near, key),
+            None => client_scoped_id(prefix, tenant, principal, key),
+        };
         let record_id = match &request.record_id {
-            Some(key) => client_scoped_id("m", tenant, principal, key)?,
+            Some(key) => scoped("m", key)?,
             None => format!("m-{short}"),
         };
         let proposal_id = match &request.proposal_id {
-            Some(key) => client_scoped_id("p", tenant, principal, key)?,
+            Some(key) => scoped("p", key)?,
             None => format!("p-{short}"),
         };
         // A record the key may not see answers exactly like a missing one
@@ -764,6 +780,55 @@ fn newer_value_supersedes(
 
 /// Domain of a stored id derived from a client's own id.
 pub const CLIENT_ID_DOMAIN: &str = "mosaic.server.client_id.v1";
+
+/// A proposal the server made of a captured message.
+pub(super) struct CapturedProposal {
+    /// The proposal; its record and proposal ids are keys.
+    pub request: ProposeRequest,
+    /// The captured message, its source.
+    pub sources: Vec<CapturedSource>,
+    /// The message's catalog row (its record id is set to the stored one).
+    pub message: MessageRow,
+    /// The stored ids are placed beside the conversation's other records
+    /// ([`client_scoped_id_near`]); false for a message captured before
+    /// ids were placed, so that its replay keeps the ids it had.
+    pub near_conversation: bool,
+}
+
+/// Domain of the placement part of an id derived with
+/// [`client_scoped_id_near`].
+pub const ID_PLACE_DOMAIN: &str = "mosaic.server.id_place.v1";
+
+/// [`client_scoped_id`] placed beside the ids that share `near` (a
+/// conversation): `prefix-`, 8 hex digits of the digest of `{tenant,
+/// principal, near}`, then the first 24 of the key's own digest. Ids are
+/// digests, so every index of the store keyed by one takes each new record
+/// on a random page, and a commit writes every page it touched: past a
+/// few thousand records, about one page per record and index, however
+/// many records the commit carries. Ids that share their first digits sort
+/// together, so a call's messages, all of one conversation, land on
+/// adjacent pages whatever the store's size (ARCHITECTURE.md,
+/// "Identities"). Both parts are keyed by the tenant and principal, so the
+/// ids stay tenant-local.
+pub fn client_scoped_id_near(
+    prefix: &str,
+    tenant: &str,
+    principal: &str,
+    near: &str,
+    key: &str,
+) -> ServiceResult<String> {
+    let scoped = client_scoped_id(prefix, tenant, principal, key)?;
+    let place = domain_digest(
+        ID_PLACE_DOMAIN,
+        &serde_json::json!({"tenant_id": tenant, "principal_id": principal, "near": near}),
+    )?;
+    let own = scoped.get(prefix.len() + 1..).unwrap_or(&scoped);
+    Ok(format!(
+        "{prefix}-{}{}",
+        place.get(..8).unwrap_or(&place),
+        own.get(..24).unwrap_or(own)
+    ))
+}
 
 /// The stored id of a client-chosen record or proposal id: `prefix-` and
 /// the first 32 hex digits of the digest of `{tenant, principal, key}`.

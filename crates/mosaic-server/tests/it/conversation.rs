@@ -77,6 +77,14 @@ async fn a_conversation_becomes_episodes_with_captured_sources_and_replays_idemp
             .iter()
             .all(|m| m["readable"] == true && m["replayed"] == false)
     );
+    // One conversation's records sort together: their ids share the
+    // placement digits (`client_scoped_id_near`), so the store's indexes
+    // keyed by id take the call's records on adjacent pages.
+    let place = |m: &serde_json::Value| m["record_id"].as_str().map(|id| id[..10].to_owned());
+    assert!(
+        messages.iter().all(|m| place(m) == place(&messages[0])),
+        "{body}"
+    );
     // The message without an id got a derived one.
     let derived = messages[2]["message_id"].as_str().expect("id");
     assert!(derived.starts_with("h-"), "{derived}");
