@@ -448,6 +448,19 @@ impl AnnIndex {
     /// [`dots`]).
     fn scores(&self, q: &[f32], docs: &[DocId], scores: &mut Vec<f32>) {
         scores.clear();
+        // Each vector's first load is a miss at a random address: ask for
+        // all of them before the first is needed, so they overlap (the
+        // lines after each first one follow in order, which the CPU's
+        // own prefetcher sees).
+        for &d in docs {
+            let v = self.vector(d);
+            if let Some(first) = v.first() {
+                mosaic_kernels::prefetch(first);
+            }
+            if let Some(next) = v.get(16) {
+                mosaic_kernels::prefetch(next);
+            }
+        }
         let mut groups = docs.chunks_exact(4);
         for g in &mut groups {
             scores.extend(dots(

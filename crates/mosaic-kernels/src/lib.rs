@@ -3,9 +3,11 @@
 //! The unsafe SIMD code of Mosaic Memory, kept small and behind a safe API
 //! so every other crate can keep `#![forbid(unsafe_code)]`.
 //!
-//! What is here: int8 matrix products for the dense layers of the local
-//! embedder. A weight matrix is quantised once, per output channel and
-//! symmetrically, to `i8` ([`QuantMatrix`]); activations are quantised per
+//! What is here: [`prefetch`], a cache hint the vector graph's search
+//! issues for the neighbours it is about to score; and int8 matrix
+//! products for the dense layers of the local embedder. A weight matrix
+//! is quantised once, per output channel and symmetrically, to `i8`
+//! ([`QuantMatrix`]); activations are quantised per
 //! row to `u8` with a per-row scale and zero point ([`QuantRows`]); the
 //! product accumulates `u8 x i8` in `i32`, subtracts the zero point times
 //! the weight column sums, and [`linear`] dequantises with both scales and
@@ -1208,6 +1210,27 @@ mod amx {
         }
         drop(tiles);
     }
+}
+
+/// Asks the CPU to start loading the cache line that holds `value` into
+/// every cache level, so that a load of it soon after waits less. A hint
+/// only: it changes no result and never faults. A graph search that is
+/// about to score a node's neighbours, which lie anywhere in memory,
+/// issues it for all of them first, so their misses overlap instead of
+/// following one another. A no-op off x86-64.
+#[inline(always)]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` only hints; it reads nothing the program can
+    // observe and cannot fault, and `value` is a live reference anyway.
+    // SSE, its one target feature, is part of every x86-64 CPU.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (value as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 #[cfg(test)]
