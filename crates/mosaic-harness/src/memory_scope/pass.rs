@@ -284,8 +284,9 @@ fn check_pass(
 }
 
 /// The receipt (and, with [`Listing::Full`], the decisions) of a selection
-/// under `ctx` (whose digest is `read_context_sha256`) whose eligible records are `selected` (in order), `past_limit` (ranked
-/// past the selection limit) and the rest, dropped as `rest`.
+/// under `ctx` (whose digest is `read_context_sha256`) whose eligible
+/// records are `selected` (in order), `past_limit` (ranked past the
+/// selection limit) and the rest, dropped as `rest`.
 #[allow(clippy::too_many_arguments)]
 fn decide(
     ctx: &MemoryReadContext,
