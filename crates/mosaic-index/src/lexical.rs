@@ -530,20 +530,27 @@ impl LexicalIndex {
                 foldhash::fast::RandomState::default(),
             );
         let mut walked = order.len();
+        // The most any doc found weighs.
+        let mut heaviest = 0.0f64;
         for (j, &i) in order.iter().enumerate() {
             // Stop once `limit` docs found weigh more than all the lists
             // left: no doc not found yet can reach them. (Only counted once
-            // the lists walked outweigh those left, or none can.)
+            // the lists walked outweigh those left and some doc does, or
+            // none can: counting is a pass over every doc found, and where
+            // no term is rarer than the rest it would not stop the walk.)
             let bar = left[j] * (1.0 + SLACK);
             if weight_of.len() >= limit
                 && left[0] - left[j] > bar
+                && heaviest > bar
                 && weight_of.values().filter(|w| **w > bar).count() >= limit
             {
                 walked = j;
                 break;
             }
             for (doc, _) in lists[i].1 {
-                *weight_of.entry(*doc).or_insert(0.0) += weights[i];
+                let weight = weight_of.entry(*doc).or_insert(0.0);
+                *weight += weights[i];
+                heaviest = heaviest.max(*weight);
             }
         }
         let mut found: Vec<(DocId, f64)> = weight_of.into_iter().collect();
