@@ -811,7 +811,7 @@ impl ServiceCore {
             &tenant,
             &principal,
             &proposal,
-            (&[], None),
+            super::propose::InCall::alone(&mut super::propose::CallReads::default()),
             None,
         )?;
         let write = Box::new(prepared.write.clone());

@@ -45,19 +45,10 @@ pub const GUARD_CANDIDATES: usize = 32;
 /// The words of `text` after normalisation: lower case, every run of
 /// characters that are not letters or digits is one separator.
 pub fn normalized_words(text: &str) -> Vec<String> {
-    words_of_lowercase(&text.to_lowercase())
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// [`normalized_words`] of a text already in lower case, borrowed from it:
-/// a proposal is compared with up to [`GUARD_CANDIDATES`] stored texts, and
-/// a string per word of each was most of what the comparison allocated.
-fn words_of_lowercase(lower: &str) -> Vec<&str> {
-    lower
+    text.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
+        .map(str::to_owned)
         .collect()
 }
 
@@ -65,14 +56,18 @@ fn words_of_lowercase(lower: &str) -> Vec<&str> {
 #[cfg(test)]
 fn jaccard_permille(a: &[String], b: &[String]) -> u32 {
     let (a, b) = (distinct(a), distinct(b));
-    jaccard_of(&a, &b, shared(&a, &b))
+    jaccard_of(
+        a.len(),
+        b.len(),
+        shared(a.iter().copied(), b.iter().copied()),
+    )
 }
 
 /// How many distinct words of `new` are not in `old`.
 #[cfg(test)]
 fn new_words(new: &[String], old: &[String]) -> usize {
     let (new, old) = (distinct(new), distinct(old));
-    new.len() - shared(&new, &old)
+    new.len() - shared(new.iter().copied(), old.iter().copied())
 }
 
 /// The distinct words of a list, sorted.
@@ -84,25 +79,33 @@ fn distinct<S: AsRef<str>>(words: &[S]) -> Vec<&str> {
 }
 
 /// How many words two sorted distinct lists share.
-fn shared(a: &[&str], b: &[&str]) -> usize {
-    let (mut i, mut j, mut n) = (0, 0, 0);
-    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+fn shared<'x, 'y>(
+    a: impl IntoIterator<Item = &'x str>,
+    b: impl IntoIterator<Item = &'y str>,
+) -> usize {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    let mut n = 0;
+    while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
         match x.cmp(y) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Less => {
+                a.next();
+            }
+            std::cmp::Ordering::Greater => {
+                b.next();
+            }
             std::cmp::Ordering::Equal => {
                 n += 1;
-                i += 1;
-                j += 1;
+                a.next();
+                b.next();
             }
         }
     }
     n
 }
 
-/// Jaccard in permille of two sorted distinct lists sharing `inter` words.
-fn jaccard_of(a: &[&str], b: &[&str], inter: usize) -> u32 {
-    let union = a.len() + b.len() - inter;
+/// Jaccard in permille of two sets of `a` and `b` words sharing `inter`.
+fn jaccard_of(a: usize, b: usize, inter: usize) -> u32 {
+    let union = a + b - inter;
     if union == 0 {
         return 1000;
     }
@@ -117,12 +120,6 @@ fn jaccard_of(a: &[&str], b: &[&str], inter: usize) -> u32 {
 /// bound the Jaccard ratio alone refused long answers that repeat an
 /// earlier answer's advice and add a sentence of their own.
 pub const NEAR_DUPLICATE_MAX_NEW_WORDS: usize = 5;
-
-/// How a new text relates to a stored one by the text guards, if at all.
-#[cfg(test)]
-fn text_relation(new: &[String], old: &[String], near_permille: u32) -> Option<ConflictRelation> {
-    GuardedText::new(new).relation(old, near_permille)
-}
 
 /// A proposal's normalised words, with what every comparison needs of
 /// them computed once: a proposal is compared with many stored texts.
@@ -141,24 +138,17 @@ impl<'a> GuardedText<'a> {
         }
     }
 
-    /// How the proposal relates to a stored text's normalised words.
-    pub fn relation<S: AsRef<str>>(
-        &self,
-        old: &[S],
-        near_permille: u32,
-    ) -> Option<ConflictRelation> {
-        if self
-            .words
-            .iter()
-            .map(String::as_str)
-            .eq(old.iter().map(AsRef::as_ref))
-        {
+    /// How the proposal relates to a stored text.
+    pub fn relation(&self, old: &StoredText, near_permille: u32) -> Option<ConflictRelation> {
+        if self.words.iter().map(String::as_str).eq(old.words()) {
             return Some(ConflictRelation::Duplicate);
         }
         // A contradiction first: "X is owned by A" and "X is owned by B"
         // share most of their words, and are not the same statement.
         if let Some(a) = &self.statement
-            && let Some(b) = Statement::parse(old)
+            && old.statement
+            && let words = old.words().collect::<Vec<_>>()
+            && let Some(b) = Statement::parse(&words)
             && a.contradicts(&b)
         {
             return Some(ConflictRelation::Contradicts);
@@ -166,13 +156,124 @@ impl<'a> GuardedText<'a> {
         if near_permille >= 1000 {
             return None;
         }
-        let old = distinct(old);
-        let inter = shared(&self.distinct, &old);
+        let inter = shared(
+            self.distinct.iter().copied(),
+            old.distinct.iter().map(|&i| old.word(i)),
+        );
         // At most NEAR_DUPLICATE_MAX_NEW_WORDS distinct words of the
         // proposal missing from the stored text.
-        (jaccard_of(&self.distinct, &old, inter) >= near_permille
+        (jaccard_of(self.distinct.len(), old.distinct.len(), inter) >= near_permille
             && self.distinct.len() - inter <= NEAR_DUPLICATE_MAX_NEW_WORDS)
             .then_some(ConflictRelation::Duplicate)
+    }
+}
+
+/// A stored text's normalised words, with what every comparison needs of
+/// them computed once (see [`GuardTexts`]): the text in lower case and
+/// where its words are, so reading one allocates no string per word.
+pub struct StoredText {
+    lower: String,
+    /// The words [`normalized_words`] gives, as byte ranges of `lower`.
+    words: Vec<(usize, usize)>,
+    /// Indexes into `words` of the distinct words, sorted by word.
+    distinct: Vec<usize>,
+    /// Whether the words parse as a statement (see [`Statement::parse`]):
+    /// only then can they contradict the proposal's.
+    statement: bool,
+}
+
+impl StoredText {
+    /// The stored `content`, normalised as [`normalized_words`] does.
+    pub fn of(content: &str) -> Self {
+        let lower = content.to_lowercase();
+        let mut words = Vec::new();
+        let mut start = None;
+        for (at, c) in lower.char_indices() {
+            match (c.is_alphanumeric(), start) {
+                (true, None) => start = Some(at),
+                (false, Some(from)) => {
+                    words.push((from, at));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(from) = start {
+            words.push((from, lower.len()));
+        }
+        let mut text = StoredText {
+            lower,
+            words,
+            distinct: Vec::new(),
+            statement: false,
+        };
+        let mut distinct: Vec<usize> = (0..text.words.len()).collect();
+        distinct.sort_unstable_by(|&a, &b| text.word(a).cmp(text.word(b)));
+        distinct.dedup_by(|a, b| text.word(*a) == text.word(*b));
+        text.statement = Statement::parse(&text.words().collect::<Vec<_>>()).is_some();
+        text.distinct = distinct;
+        text
+    }
+
+    /// Word `i`.
+    fn word(&self, i: usize) -> &str {
+        self.words
+            .get(i)
+            .and_then(|&(from, to)| self.lower.get(from..to))
+            .unwrap_or_default()
+    }
+
+    /// The words, in order.
+    fn words(&self) -> impl Iterator<Item = &str> {
+        (0..self.words.len()).map(|i| self.word(i))
+    }
+}
+
+/// The stored texts the text guard read during one call, by record id,
+/// for one kind and subject: one conversation call's messages are
+/// compared with largely the same records, each then read from the store
+/// and split into words once. `None`: the record was not live for that
+/// kind and subject when read. Holding them for the call is no staler than
+/// before: every proposal of a call is prepared before any is committed.
+#[derive(Default)]
+pub(super) struct GuardTexts {
+    /// The kind and subject key the texts were read for.
+    scope: Option<(MemoryKind, String)>,
+    texts: HashMap<String, Option<StoredText>>,
+}
+
+impl GuardTexts {
+    /// The texts of `ids` live for `kind` and `subject`, in the order of
+    /// `ids`; those not read yet are read with `read` (the live ones'
+    /// contents among the ids it is given), once per call.
+    fn live<'a>(
+        &'a mut self,
+        (kind, subject): (MemoryKind, &MemorySubject),
+        ids: &'a [String],
+        read: impl FnOnce(&[String]) -> ServiceResult<Vec<(String, String)>>,
+    ) -> ServiceResult<Vec<(&'a str, &'a StoredText)>> {
+        let scope = (kind, subject.key());
+        if self.scope.as_ref() != Some(&scope) {
+            self.texts.clear();
+            self.scope = Some(scope);
+        }
+        let missing: Vec<String> = ids
+            .iter()
+            .filter(|id| !self.texts.contains_key(id.as_str()))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let mut found: HashMap<String, String> = read(&missing)?.into_iter().collect();
+            for id in missing {
+                let text = found.remove(&id).map(|content| StoredText::of(&content));
+                self.texts.insert(id, text);
+            }
+        }
+        let texts = &self.texts;
+        Ok(ids
+            .iter()
+            .filter_map(|id| Some((id.as_str(), texts.get(id.as_str())?.as_ref()?)))
+            .collect())
     }
 }
 
@@ -328,6 +429,7 @@ impl ServiceCore {
         (record_id, supersedes): (&str, Option<&str>),
         request: &ProposeRequest,
         vector: Option<&[f32]>,
+        texts: &mut GuardTexts,
     ) -> ServiceResult<Vec<ConflictObservation>> {
         if !subject_visible(principal, grant, &request.subject) {
             return Ok(Vec::new());
@@ -342,36 +444,39 @@ impl ServiceCore {
         let new = normalized_words(&request.content);
         let guarded = GuardedText::new(&new);
         let mut out = Vec::new();
-        let rows: Vec<(String, String)> = match self.guard_candidates(tenant, request) {
+        let (candidates, scanned): (Vec<String>, Vec<(String, StoredText)>);
+        let rows: Vec<(&str, &StoredText)> = match self.guard_candidates(tenant, request) {
             Some(ids) => {
-                // One read for every candidate, of the live ones' texts
-                // alone (no record decoded), compared in the index's order.
-                let mut found: HashMap<String, String> = inner
-                    .store
-                    .live_contents(tenant, &ids, request.kind, &request.subject)?
-                    .into_iter()
-                    .collect();
-                ids.into_iter()
-                    .filter_map(|id| found.remove(&id).map(|content| (id, content)))
-                    .collect()
+                // The live ones' texts alone (no record decoded), read
+                // once per call, compared in the index's order.
+                candidates = ids;
+                texts.live((request.kind, &request.subject), &candidates, |ids| {
+                    Ok(inner
+                        .store
+                        .live_contents(tenant, ids, request.kind, &request.subject)?)
+                })?
             }
             // Bounded: the first TEXT_SCAN_LIMIT live records of the
             // subject and kind (by record id, a digest: an arbitrary sample).
-            None => inner
-                .store
-                .list_records(&filter)?
-                .records
-                .into_iter()
-                .filter_map(|row| Some((row.record_id, row.content?)))
-                .collect(),
+            None => {
+                scanned = inner
+                    .store
+                    .list_records(&filter)?
+                    .records
+                    .into_iter()
+                    .filter_map(|row| Some((row.record_id, StoredText::of(&row.content?))))
+                    .collect();
+                scanned
+                    .iter()
+                    .map(|(id, text)| (id.as_str(), text))
+                    .collect()
+            }
         };
-        for (existing_id, content) in rows {
-            if existing_id == record_id || supersedes == Some(existing_id.as_str()) {
+        for (existing_id, old) in rows {
+            if existing_id == record_id || supersedes == Some(existing_id) {
                 continue;
             }
-            let lower = content.to_lowercase();
-            let old = words_of_lowercase(&lower);
-            let Some(relation) = guarded.relation(&old, guards.near_duplicate_permille) else {
+            let Some(relation) = guarded.relation(old, guards.near_duplicate_permille) else {
                 continue;
             };
             if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
@@ -381,7 +486,7 @@ impl ServiceCore {
                 "mosaic.text-guard.observation.v1",
                 TEXT_GUARD_RELEASE,
                 record_id,
-                existing_id,
+                existing_id.to_owned(),
                 relation,
             )?);
         }
@@ -780,8 +885,103 @@ mod tests {
         }
     }
 
+    /// How text `a` relates to stored text `b` by the text guards.
     fn rel(a: &str, b: &str) -> Option<ConflictRelation> {
-        text_relation(&normalized_words(a), &normalized_words(b), 700)
+        GuardedText::new(&normalized_words(a)).relation(&StoredText::of(b), 700)
+    }
+
+    /// A stored text's words, distinct words and statement are those of
+    /// its normalised words, whatever the text.
+    #[test]
+    fn a_stored_text_reads_as_its_normalised_words() {
+        for text in [
+            "",
+            "   ",
+            "!!",
+            "a",
+            "The heron waits by the North jetty, at dawn.",
+            "ends on a word",
+            "  leading and trailing  ",
+            "Ünïcode İstanbul straße ΣΟΦΊΑ 12:30 x-y_z",
+            "the deploy key is owned by Alice",
+            "a a a b b",
+        ] {
+            let words = normalized_words(text);
+            let stored = StoredText::of(text);
+            assert!(
+                stored.words().eq(words.iter().map(String::as_str)),
+                "{text:?}"
+            );
+            let distinct_words = distinct(&words);
+            assert!(
+                stored
+                    .distinct
+                    .iter()
+                    .map(|&i| stored.word(i))
+                    .eq(distinct_words.iter().copied()),
+                "{text:?}"
+            );
+            assert_eq!(
+                stored.statement,
+                Statement::parse(&words).is_some(),
+                "{text:?}"
+            );
+        }
+    }
+
+    /// A call reads each candidate's text once, remembers that one was not
+    /// live, keeps the index's order, and reads again for another kind or
+    /// subject.
+    #[test]
+    fn guard_texts_read_each_record_once_per_kind_and_subject() -> ServiceResult<()> {
+        let subject = MemorySubject::Principal {
+            principal_id: "p".into(),
+        };
+        let other = MemorySubject::Principal {
+            principal_id: "q".into(),
+        };
+        let store: BTreeMap<&str, &str> = [("m-1", "one"), ("m-2", "two"), ("m-3", "three")].into();
+        let reads = std::cell::RefCell::new(Vec::<Vec<String>>::new());
+        let read = |ids: &[String]| -> ServiceResult<Vec<(String, String)>> {
+            reads.borrow_mut().push(ids.to_vec());
+            Ok(ids
+                .iter()
+                .filter_map(|id| Some((id.clone(), store.get(id.as_str())?.to_string())))
+                .collect())
+        };
+        let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let words = |found: Vec<(&str, &StoredText)>| -> Vec<(String, String)> {
+            found
+                .into_iter()
+                .map(|(id, text)| (id.to_owned(), text.words().collect::<Vec<_>>().join(" ")))
+                .collect()
+        };
+        let mut texts = GuardTexts::default();
+        let first = ids(&["m-2", "m-gone", "m-1"]);
+        let found = words(texts.live((MemoryKind::Episodic, &subject), &first, read)?);
+        assert_eq!(
+            found,
+            [("m-2".into(), "two".into()), ("m-1".into(), "one".into())]
+        );
+        let second = ids(&["m-3", "m-1", "m-gone"]);
+        let found = words(texts.live((MemoryKind::Episodic, &subject), &second, read)?);
+        assert_eq!(
+            found,
+            [("m-3".into(), "three".into()), ("m-1".into(), "one".into())]
+        );
+        // Another subject, then another kind: read again.
+        texts.live((MemoryKind::Episodic, &other), &second, read)?;
+        texts.live((MemoryKind::Semantic, &other), &second, read)?;
+        assert_eq!(
+            *reads.borrow(),
+            [
+                ids(&["m-2", "m-gone", "m-1"]),
+                ids(&["m-3"]),
+                second.clone(),
+                second.clone(),
+            ]
+        );
+        Ok(())
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl ServiceCore {
                 tenant,
                 principal,
                 request,
-                (&[], None),
+                InCall::alone(&mut CallReads::default()),
                 vector.as_deref(),
             )?;
             let outcome = self.group_commit(
@@ -121,6 +121,7 @@ impl ServiceCore {
         let mut jobs = Vec::with_capacity(items.len());
         {
             let mut reader = self.reader()?;
+            let mut reads = CallReads::default();
             for (item, vector) in items.into_iter().zip(vectors) {
                 let CapturedProposal {
                     request,
@@ -138,10 +139,11 @@ impl ServiceCore {
                     tenant,
                     principal,
                     &request,
-                    (
-                        &captured,
-                        near_conversation.then_some(message.conversation_id.as_str()),
-                    ),
+                    InCall {
+                        pending: &captured,
+                        near: near_conversation.then_some(message.conversation_id.as_str()),
+                        reads: &mut reads,
+                    },
                     vector.as_deref(),
                 )?;
                 let mut decision = Decision::of(tenant, principal, &request, &prepared)?;
@@ -301,8 +303,14 @@ impl ServiceCore {
         request: &ProposeRequest,
         vector: Option<&[f32]>,
     ) -> ServiceResult<ProposeResponse> {
-        let prepared =
-            self.prepare_write(inner, tenant, principal, request, (&[], None), vector)?;
+        let prepared = self.prepare_write(
+            inner,
+            tenant,
+            principal,
+            request,
+            InCall::alone(&mut CallReads::default()),
+            vector,
+        )?;
         let outcome = inner.store.write(&prepared.write)?;
         record_decision(
             &inner.catalog,
@@ -360,12 +368,7 @@ impl ServiceCore {
     /// (`accept_narrower`, `supersede`) go through it too, so a reviewer
     /// never bypasses the evidence rules or the gate.
     ///
-    /// `pending` holds sources captured by the same call and not stored
-    /// yet (a conversation ingest's messages); `request.cites` resolves
-    /// against them first, then against the catalog. `near`, the
-    /// conversation whose records the stored ids are placed beside
-    /// ([`client_scoped_id_near`]); `None`: the ids are
-    /// [`client_scoped_id`]'s. `vector`, the
+    /// `call` places the proposal in its call (see [`InCall`]). `vector`, the
     /// content's embedding when the caller computed one before taking
     /// `inner`, runs the vector guard.
     pub(super) fn prepare_write(
@@ -374,9 +377,14 @@ impl ServiceCore {
         tenant: &str,
         principal: &str,
         request: &ProposeRequest,
-        (pending, near): (&[CapturedSource], Option<&str>),
+        call: InCall<'_>,
         vector: Option<&[f32]>,
     ) -> ServiceResult<PreparedWrite> {
+        let InCall {
+            pending,
+            near,
+            reads,
+        } = call;
         check_identity(tenant, principal, &request.tenant_id, &request.principal_id)?;
         if request
             .subject
@@ -389,7 +397,14 @@ impl ServiceCore {
             ));
         }
         validate_digests(request)?;
-        let (tenant_row, grant) = self.tenant_and_grant(inner, tenant, principal)?;
+        let (tenant_row, grant) = match &reads.tenant_and_grant {
+            Some(read) => read.clone(),
+            None => {
+                let read = self.tenant_and_grant(inner, tenant, principal)?;
+                reads.tenant_and_grant = Some(read.clone());
+                read
+            }
+        };
         let policy = &tenant_row.policy;
         let now = self.decision_instant();
         let content_sha256 = sha256_hex(request.content.as_bytes());
@@ -490,8 +505,13 @@ impl ServiceCore {
             &captured,
         )?);
         let external = authenticate_evidence(&inner.catalog, &proposition, request)?;
-        // The tenant's write guards, read once for both checks below.
-        let write_guards = inner.catalog.write_guards(tenant)?;
+        // The tenant's write guards, read once for the call's proposals.
+        let write_guards = match reads.write_guards {
+            Some(guards) => guards,
+            None => *reads
+                .write_guards
+                .insert(inner.catalog.write_guards(tenant)?),
+        };
         guards::check_shared_provenance(&write_guards, request, &external.judgments)?;
         let mut server_conflicts =
             self.conflict_scan(inner, tenant, principal, &grant, &record_id, request)?;
@@ -523,6 +543,7 @@ impl ServiceCore {
             (&record_id, supersedes_record_id.as_deref()),
             request,
             vector,
+            &mut reads.guard_texts,
         )?;
         for o in text_observations {
             if !server_conflicts
@@ -780,6 +801,44 @@ fn newer_value_supersedes(
 
 /// Domain of a stored id derived from a client's own id.
 pub const CLIENT_ID_DOMAIN: &str = "mosaic.server.client_id.v1";
+
+/// A proposal's place in the call that makes it (see
+/// [`ServiceCore::prepare_write`]).
+pub(super) struct InCall<'a> {
+    /// Sources captured by the same call and not stored yet (a
+    /// conversation ingest's messages): `request.cites` resolves against
+    /// them first, then against the catalog.
+    pub pending: &'a [CapturedSource],
+    /// The conversation whose records the stored ids are placed beside
+    /// ([`client_scoped_id_near`]); `None`: the ids are
+    /// [`client_scoped_id`]'s.
+    pub near: Option<&'a str>,
+    /// What the call's proposals read once for all of them.
+    pub reads: &'a mut CallReads,
+}
+
+impl<'a> InCall<'a> {
+    /// A proposal alone in its call, citing nothing captured.
+    pub fn alone(reads: &'a mut CallReads) -> Self {
+        InCall {
+            pending: &[],
+            near: None,
+            reads,
+        }
+    }
+}
+
+/// What the proposals of one call read once for all of them: the tenant's
+/// policy and the key's grant, the tenant's write guards, and the stored
+/// texts the text guard compared them with (one conversation call's
+/// messages are compared with largely the same records). A call is one
+/// request, so its proposals are decided under one reading of its tenant.
+#[derive(Default)]
+pub(super) struct CallReads {
+    tenant_and_grant: Option<(crate::catalog::TenantRow, MemoryWriteGrant)>,
+    write_guards: Option<crate::catalog::WriteGuards>,
+    guard_texts: guards::GuardTexts,
+}
 
 /// A proposal the server made of a captured message.
 pub(super) struct CapturedProposal {
