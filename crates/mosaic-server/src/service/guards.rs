@@ -45,11 +45,35 @@ pub const GUARD_CANDIDATES: usize = 32;
 /// The words of `text` after normalisation: lower case, every run of
 /// characters that are not letters or digits is one separator.
 pub fn normalized_words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
+    let lower = text.to_lowercase();
+    word_spans(&lower)
+        .into_iter()
+        .filter_map(|(from, to)| lower.get(from..to))
         .map(str::to_owned)
         .collect()
+}
+
+/// Where the words of a text already in lower case are, as byte ranges:
+/// every run of characters that are not letters or digits is one
+/// separator. The one definition of a word for [`normalized_words`] and
+/// [`StoredText`].
+fn word_spans(lower: &str) -> Vec<(usize, usize)> {
+    let mut words = Vec::new();
+    let mut start = None;
+    for (at, c) in lower.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                words.push((from, at));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        words.push((from, lower.len()));
+    }
+    words
 }
 
 /// Token Jaccard similarity of two word lists, in permille (0..=1000).
@@ -186,21 +210,7 @@ impl StoredText {
     /// The stored `content`, normalised as [`normalized_words`] does.
     pub fn of(content: &str) -> Self {
         let lower = content.to_lowercase();
-        let mut words = Vec::new();
-        let mut start = None;
-        for (at, c) in lower.char_indices() {
-            match (c.is_alphanumeric(), start) {
-                (true, None) => start = Some(at),
-                (false, Some(from)) => {
-                    words.push((from, at));
-                    start = None;
-                }
-                _ => {}
-            }
-        }
-        if let Some(from) = start {
-            words.push((from, lower.len()));
-        }
+        let words = word_spans(&lower);
         let mut text = StoredText {
             lower,
             words,
@@ -907,6 +917,13 @@ mod tests {
             "a a a b b",
         ] {
             let words = normalized_words(text);
+            // The definition both follow, written independently of them.
+            let lower = text.to_lowercase();
+            let split: Vec<&str> = lower
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect();
+            assert_eq!(words, split, "{text:?}");
             let stored = StoredText::of(text);
             assert!(
                 stored.words().eq(words.iter().map(String::as_str)),
