@@ -4,7 +4,11 @@
 //! directory, provisions one tenant and `--principals` keys (each with a
 //! consent) through the admin API, then runs `--clients` concurrent clients
 //! for `--duration` seconds. Each client uses one principal's key and mixes
-//! proposals (`--write-percent`) with ranked recalls. It reports throughput,
+//! proposals (`--write-percent`) with ranked recalls. A proposal is the
+//! principal's next `examples::distinct_note` (numbered across the clients
+//! sharing it): no two of a principal's first thousand are near-duplicates,
+//! so the write guards accept them with the real embedder too, and a
+//! refusal counts as an error. It reports throughput,
 //! p50/p99/max latency per operation, the error count (any non-200 answer,
 //! rejected proposal or transport failure) and the server's resident memory
 //! (VmRSS from /proc/PID/status) sampled every `--sample-ms`.
@@ -40,7 +44,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -50,7 +54,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use mosaic_server::examples::preference;
+use mosaic_server::examples::{distinct_note, note_topic, preference};
 use serde_json::{Value, json};
 
 /// Bounded load test of a local `mosaic serve`.
@@ -96,7 +100,8 @@ struct Args {
     /// Keep the (single) server's data directory here instead of a
     /// temporary one. A directory kept by an earlier run is served again
     /// with its memories (its tenant is reused, with new keys), so a
-    /// recall-only run can follow a run that wrote.
+    /// recall-only run (`--write-percent 0`) can follow a run that wrote;
+    /// a writing run needs a fresh one.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// One more argument for `mosaic serve` (repeatable), e.g.
@@ -108,9 +113,6 @@ struct Args {
 const TENANT: &str = "load";
 const MAX_CLIENTS: usize = 1024;
 const MAX_SECONDS: u64 = 3600;
-const TOPICS: [&str; 8] = [
-    "coffee", "deploys", "invoices", "hiking", "jazz", "rust", "tea", "travel",
-];
 
 /// The server child: killed and reaped on drop.
 struct Server {
@@ -190,17 +192,20 @@ async fn request(
     ))
 }
 
+#[derive(Clone)]
 struct Principal {
     key: String,
     principal_id: String,
     consent: String,
+    /// How many notes its clients have proposed: each takes the next.
+    notes: Arc<AtomicU64>,
 }
 
 async fn provision(
     client: &HttpClient,
     server: &Server,
     principals: usize,
-) -> Result<Vec<Principal>> {
+) -> Result<(Vec<Principal>, bool)> {
     let admin = std::fs::read_to_string(server.data_dir.join("admin.key"))
         .context("cannot read the bootstrap admin key")?;
     let admin = admin.trim();
@@ -249,9 +254,10 @@ async fn provision(
             key,
             principal_id,
             consent,
+            notes: Arc::default(),
         });
     }
-    Ok(out)
+    Ok((out, reused))
 }
 
 /// Latencies in microseconds and the error count of one operation.
@@ -315,7 +321,7 @@ struct Phases {
 async fn run_client(
     client: HttpClient,
     base: String,
-    principal: (String, String, String),
+    principal: Principal,
     client_idx: usize,
     write_percent: u32,
     phases: Phases,
@@ -325,7 +331,12 @@ async fn run_client(
         writes_until,
         deadline,
     } = phases;
-    let (key, principal_id, consent) = principal;
+    let Principal {
+        key,
+        principal_id,
+        consent,
+        notes,
+    } = principal;
     let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ (client_idx as u64 + 1).wrapping_mul(0xff51_afd7);
     let mut result = ClientResult {
         propose: OpStats::default(),
@@ -339,21 +350,16 @@ async fn run_client(
     while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
         n += 1;
         let roll = next_random(&mut state);
-        let topic = TOPICS[(roll >> 8) as usize % TOPICS.len()];
+        let topic = note_topic(roll >> 8);
         let started = Instant::now();
         let after = started >= writes_until;
         let is_write = !after && (roll % 100) < u64::from(write_percent);
         let outcome = if is_write {
             let label = format!("c{client_idx}-n{n}");
-            // Words of its own, so no two contents are near-duplicates
-            // (the write guards refuse those).
-            let own = mosaic_harness::canonical::sha256_hex(label.as_bytes());
-            let content = format!(
-                "{principal_id} noted {topic} item {n} from client {client_idx}: {} {} {}",
-                &own[..8],
-                &own[8..16],
-                &own[16..24]
-            );
+            // The principal's next note: no two of its first thousand are
+            // near-duplicates, lexically or under MiniLM (the write guards
+            // refuse those).
+            let content = distinct_note(notes.fetch_add(1, Ordering::Relaxed));
             let proposal = preference(&label, &principal_id, &content, Some(consent.clone()));
             match serde_json::to_value(&proposal) {
                 Ok(body) => request(&client, "POST", &propose_url, &key, &body)
@@ -709,7 +715,14 @@ async fn run(args: Args) -> Result<Value> {
         .build_http();
     let setup_started = Instant::now();
     let prober = usize::from(args.deletions > 0);
-    let keys = provision(&client, server, principals + prober).await?;
+    let (keys, reused) = provision(&client, server, principals + prober).await?;
+    if reused && args.write_percent > 0 {
+        bail!(
+            "the load tenant exists already (a kept data directory or database): a writing run \
+             numbers its principals' notes from the start, so they would be refused as \
+             duplicates of the earlier run's; write into a fresh one, or pass --write-percent 0"
+        );
+    }
     let setup_seconds = setup_started.elapsed().as_secs_f64();
     let rss_start = rss_kib(pid);
     if !args.json {
@@ -731,7 +744,8 @@ async fn run(args: Args) -> Result<Value> {
         tasks.push(tokio::spawn(run_client(
             client.clone(),
             base,
-            (p.key.clone(), p.principal_id.clone(), p.consent.clone()),
+            // Shared with the other clients of the principal, notes too.
+            p.clone(),
             idx,
             args.write_percent,
             Phases {

@@ -77,3 +77,38 @@ fn load_refuses_unbounded_runs() {
         );
     }
 }
+
+/// A kept data directory serves a recall-only run again, but not a
+/// writing one: its principals' notes would be numbered from the start and
+/// refused as duplicates, so the loader says so instead of counting errors.
+#[test]
+fn load_writes_only_into_a_fresh_data_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kept = dir.path().join("kept");
+    let run = |write_percent: &str| {
+        Command::new(env!("CARGO_BIN_EXE_mosaic-load"))
+            .args(["--clients", "2", "--duration", "1", "--json"])
+            .args(["--write-percent", write_percent])
+            .arg("--data-dir")
+            .arg(&kept)
+            .args(["--mosaic-bin", env!("CARGO_BIN_EXE_mosaic")])
+            .output()
+            .expect("run mosaic-load")
+    };
+    let first = run("100");
+    assert!(first.status.success(), "{first:?}");
+    let summary: Value = serde_json::from_slice(&first.stdout).expect("json");
+    assert!(summary["propose"]["count"].as_u64() > Some(0), "{summary}");
+    assert_eq!(summary["errors"], 0, "{summary}");
+    let again = run("50");
+    assert_eq!(again.status.code(), Some(2), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("write into a fresh one"),
+        "{again:?}"
+    );
+    let recalls = run("0");
+    assert!(recalls.status.success(), "{recalls:?}");
+    let summary: Value = serde_json::from_slice(&recalls.stdout).expect("json");
+    assert!(summary["recall"]["count"].as_u64() > Some(0), "{summary}");
+    assert_eq!(summary["errors"], 0, "{summary}");
+}

@@ -971,3 +971,85 @@ async fn json_items_with_different_values_are_not_refused_by_the_vector_guard() 
         assert_eq!(body["decision"], "accepted", "{body}");
     }
 }
+
+/// The notes load tests write (`examples::distinct_note`, what
+/// `mosaic-load` proposes) are not near-duplicates of one another under
+/// the real MiniLM: among the first 1,000 of one subject no two reach the
+/// default vector-guard threshold, and the first 120, proposed through the
+/// service as one principal's preferences, are all accepted. A counter in
+/// one template is not enough: the control below (what the loader wrote
+/// before) is mostly refused by the vector guard.
+#[tokio::test]
+async fn load_test_notes_pass_the_write_guards_under_the_real_model() {
+    use mosaic_index::embed::Embedder;
+    use mosaic_server::examples::distinct_note;
+    let Some(endpoint) = crate::common::minilm_endpoint() else {
+        return;
+    };
+    let dir = std::env::var_os("MOSAIC_MODEL_DIR").expect("set when the endpoint is");
+    let model =
+        mosaic_index::local_model::MiniLmEmbedder::load(std::path::Path::new(&dir)).expect("model");
+    let notes: Vec<String> = (0..1000).map(distinct_note).collect();
+    let distinct: std::collections::BTreeSet<&String> = notes.iter().collect();
+    assert_eq!(distinct.len(), notes.len());
+    let refs: Vec<&str> = notes.iter().map(String::as_str).collect();
+    let vectors = model.embed_batch(&refs).expect("embed");
+    let mut worst = (0.0f32, 0, 0);
+    for i in 0..vectors.len() {
+        for j in i + 1..vectors.len() {
+            let cosine: f32 = vectors[i].iter().zip(&vectors[j]).map(|(a, b)| a * b).sum();
+            if cosine > worst.0 {
+                worst = (cosine, i, j);
+            }
+        }
+    }
+    println!(
+        "distinct_note: highest cosine {:.3} between {} and {}",
+        worst.0, worst.1, worst.2
+    );
+    let threshold = mosaic_server::catalog::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE as f32 / 1000.0;
+    assert!(worst.0 < threshold, "{worst:?}");
+
+    let w = crate::common::minilm_world(&endpoint, |_| {});
+    let alice = &w.principals[0];
+    for (i, note) in notes.iter().take(120).enumerate() {
+        let proposal = preference(
+            &format!("note-{i}"),
+            &alice.principal,
+            note,
+            Some(alice.consent.clone()),
+        );
+        let (status, body) = propose(&w, &alice.key, &proposal).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["decision"], "accepted", "note {i}: {body}");
+    }
+    // The control: what the loader wrote before (one topic, a counter and
+    // a digest's words, so the text guard passes them); the vector guard
+    // refuses most of them.
+    let mut refused = 0;
+    for n in 0..20 {
+        let own = sha256_hex(format!("counted-{n}").as_bytes());
+        let content = format!(
+            "{} noted coffee item {n} from client 0: {} {} {}",
+            alice.principal,
+            &own[..8],
+            &own[8..16],
+            &own[16..24]
+        );
+        let label = format!("counted-{n}");
+        let proposal = preference(
+            &label,
+            &alice.principal,
+            &content,
+            Some(alice.consent.clone()),
+        );
+        let (status, body) = propose(&w, &alice.key, &proposal).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if body["decision"] == "rejected" {
+            assert_refused_by_vector_guard(&body, None);
+            refused += 1;
+        }
+    }
+    println!("counter notes: {refused} of 20 refused");
+    assert!(refused >= 10, "{refused} of 20 refused");
+}
