@@ -96,80 +96,80 @@ pub fn workspace_fact(label: &str, workspace: &str, content: &str) -> ProposeReq
 }
 
 /// Pursuits, places, things and dishes for [`distinct_note`]: each list's
-/// length is a different prime (31, 37, 41, 43), so the list entries of two
+/// length is a different prime (31, 37, 41, 43), so the entries of two
 /// notes coincide only when their sequence numbers differ by a multiple of
-/// that prime.
+/// that prime. Every entry has at least two words of its own.
 const PURSUITS: [&str; 31] = [
     "rock climbing",
     "sourdough baking",
-    "chess",
+    "competitive chess",
     "watercolour painting",
     "salsa dancing",
-    "birdwatching",
+    "coastal birdwatching",
     "sea kayaking",
-    "pottery",
-    "stargazing",
-    "woodworking",
+    "wheel pottery",
+    "backyard stargazing",
+    "furniture woodworking",
     "marathon running",
-    "knitting",
+    "sock knitting",
     "vegetable gardening",
     "film photography",
     "scuba diving",
-    "calligraphy",
-    "beekeeping",
-    "fencing",
-    "origami",
+    "brush calligraphy",
+    "urban beekeeping",
+    "sabre fencing",
+    "paper origami",
     "cross-country skiing",
-    "surfing",
-    "archery",
-    "juggling",
-    "ice skating",
+    "longboard surfing",
+    "traditional archery",
+    "club juggling",
+    "figure skating",
     "trail cycling",
     "jazz piano",
-    "sailing",
-    "embroidery",
-    "tennis",
+    "dinghy sailing",
+    "silk embroidery",
+    "doubles tennis",
     "fly fishing",
-    "karaoke",
+    "karaoke nights",
 ];
 const PLACES: [&str; 37] = [
-    "Lisbon",
-    "Nairobi",
-    "Osaka",
-    "Reykjavik",
-    "Montreal",
-    "Cusco",
-    "Hanoi",
-    "Tbilisi",
-    "Marrakesh",
-    "Oslo",
-    "Santiago",
-    "Auckland",
-    "Krakow",
-    "Havana",
-    "Seoul",
-    "Dublin",
-    "Istanbul",
-    "Vancouver",
-    "Cape Town",
-    "Bergen",
-    "Valparaiso",
-    "Kyoto",
-    "Edinburgh",
-    "Zanzibar",
-    "Tallinn",
-    "Lima",
-    "Porto",
-    "Ljubljana",
-    "Hobart",
-    "Jaipur",
-    "Cartagena",
-    "Helsinki",
-    "Bruges",
-    "Chiang Mai",
-    "Salzburg",
-    "Addis Ababa",
-    "Quebec City",
+    "Lisbon, Portugal",
+    "Nairobi, Kenya",
+    "Osaka, Japan",
+    "Reykjavik, Iceland",
+    "Montreal, Canada",
+    "Cusco, Peru",
+    "Hanoi, Vietnam",
+    "Tbilisi, Georgia",
+    "Marrakesh, Morocco",
+    "Oslo, Norway",
+    "Santiago, Chile",
+    "Auckland, New Zealand",
+    "Krakow, Poland",
+    "Havana, Cuba",
+    "Seoul, Korea",
+    "Dublin, Ireland",
+    "Istanbul, Turkey",
+    "Oaxaca, Mexico",
+    "Cape Town, South Africa",
+    "Tallinn, Estonia",
+    "Montevideo, Uruguay",
+    "Kathmandu, Nepal",
+    "Edinburgh, Scotland",
+    "Zanzibar, Tanzania",
+    "Quito, Ecuador",
+    "Athens, Greece",
+    "Ljubljana, Slovenia",
+    "Hobart, Tasmania",
+    "Jaipur, India",
+    "Cartagena, Colombia",
+    "Helsinki, Finland",
+    "Bruges, Belgium",
+    "Chiang Mai, Thailand",
+    "Salzburg, Austria",
+    "Addis Ababa, Ethiopia",
+    "Budapest, Hungary",
+    "Valletta, Malta",
 ];
 const THINGS: [&str; 41] = [
     "a cast-iron skillet",
@@ -178,7 +178,7 @@ const THINGS: [&str; 41] = [
     "a mechanical keyboard",
     "a folding bicycle",
     "a brass telescope",
-    "a ukulele",
+    "a soprano ukulele",
     "waterproof hiking boots",
     "a fountain pen",
     "a camera drone",
@@ -191,101 +191,113 @@ const THINGS: [&str; 41] = [
     "a wood-fired pizza oven",
     "a rain jacket",
     "a camping stove",
-    "a film camera",
+    "an instant camera",
     "a yoga mat",
-    "a violin",
+    "a student violin",
     "a road atlas",
     "an espresso grinder",
-    "a hammock",
-    "a sketchbook",
-    "a microscope",
-    "a metronome",
+    "a canvas hammock",
+    "a pocket sketchbook",
+    "a school microscope",
+    "a wooden metronome",
     "a tandem kayak",
-    "a sleeping bag",
+    "a down sleeping bag",
     "a label printer",
     "a pressure cooker",
-    "a snowboard",
+    "a freestyle snowboard",
     "a soldering iron",
     "a weather radio",
-    "a tool belt",
+    "a leather tool belt",
     "a lava lamp",
-    "a harmonica",
+    "a blues harmonica",
     "a compost bin",
     "a pair of binoculars",
     "a desk globe",
 ];
 const DISHES: [&str; 43] = [
-    "ramen",
+    "tonkotsu ramen",
     "tacos al pastor",
     "mushroom risotto",
     "pad thai",
     "lentil soup",
-    "sushi",
-    "pierogi",
-    "shakshuka",
+    "salmon sushi",
+    "potato pierogi",
+    "spicy shakshuka",
     "jollof rice",
-    "pho",
-    "falafel",
+    "beef pho",
+    "falafel wraps",
     "butter chicken",
-    "ceviche",
-    "goulash",
-    "paella",
-    "dumplings",
-    "moussaka",
-    "bibimbap",
-    "poutine",
-    "injera with lentil stew",
+    "shrimp ceviche",
+    "Hungarian goulash",
+    "seafood paella",
+    "pork dumplings",
+    "aubergine moussaka",
+    "stone-pot bibimbap",
+    "cheese poutine",
+    "injera with berbere stew",
     "clam chowder",
     "pesto gnocchi",
     "chili con carne",
     "tom yum",
-    "borscht",
-    "empanadas",
+    "beetroot borscht",
+    "spinach empanadas",
     "katsu curry",
-    "baklava",
+    "pistachio baklava",
     "apple strudel",
     "key lime pie",
-    "churros",
-    "tiramisu",
-    "pancakes with maple syrup",
+    "cinnamon churros",
+    "coffee tiramisu",
+    "maple pancakes",
     "banana bread",
     "mango sticky rice",
     "fish and chips",
-    "ratatouille",
-    "spanakopita",
+    "summer ratatouille",
+    "spanakopita pastries",
     "bao buns",
-    "gazpacho",
+    "chilled gazpacho",
     "kimchi stew",
-    "croissants",
+    "almond croissants",
     "halloumi salad",
 ];
 
 /// The sentence shapes of [`distinct_note`] (13 of them, another prime),
-/// each with three of the four kinds of entry.
+/// each with one entry of every list.
 fn note_shape(shape: u64, p: &str, pl: &str, t: &str, d: &str) -> String {
     match shape % 13 {
-        0 => format!("Took up {p} after a summer in {pl}, where {d} was on every menu"),
-        1 => format!("Saving up for {t} to take {p} more seriously during a stay in {pl}"),
-        2 => format!("Orders {d} whenever in {pl} and never travels without {t}"),
-        3 => format!("Borrowed {t} from a neighbour to try {p}, then celebrated with {d}"),
-        4 => format!(
-            "Dreams of retiring to {pl} to spend the mornings on {p} and the evenings cooking {d}"
+        0 => format!("Took up {p} after a summer in {pl}, packing {t} and living on {d}"),
+        1 => format!(
+            "Saving up for {t} to get serious about {p} before a long stay in {pl} with plenty of {d}"
         ),
-        5 => format!("Keeps {t} in the car for {p} trips and stops for {d} on the way home"),
-        6 => format!("Wants to visit {pl} next year, mostly for the {d}, and will bring {t}"),
+        2 => {
+            format!("Orders {d} whenever in {pl}, never travels without {t}, and fits in some {p}")
+        }
+        3 => format!(
+            "Borrowed {t} from a neighbour to try {p}, then cooked {d} the way they do in {pl}"
+        ),
+        4 => format!(
+            "Dreams of retiring to {pl} for mornings of {p}, evenings of {d}, and {t} on the porch"
+        ),
+        5 => format!(
+            "Keeps {t} in the car for {p} trips, stops for {d} on the way home, and plans a drive to {pl}"
+        ),
+        6 => format!("Wants to visit {pl} next year for the {d} and the {p}, and will bring {t}"),
         7 => format!(
-            "Gave up {p} after an injury and now collects {t} while planning a move to {pl}"
+            "Gave up {p} after an injury, now collects {t}, eats {d}, and plans a move to {pl}"
         ),
         8 => format!(
-            "Would like {t} as a birthday present and a dinner of {d} before flying to {pl}"
+            "Would like {t} as a birthday present, with a dinner of {d} and a weekend of {p} near {pl}"
         ),
         9 => format!(
-            "Meets friends for {p} twice a month, then shares {d} at a place that recalls {pl}"
+            "Meets friends for {p} twice a month, then shares {d} and stories about {pl} and {t}"
         ),
-        10 => format!("Cannot stand {d} and prefers quiet weekends of {p} with {t} close at hand"),
-        11 => format!("Left {pl} three years ago and still misses the {p} club there and its {t}"),
+        10 => format!(
+            "Cannot stand {d}, prefers quiet weekends of {p} with {t}, and never liked {pl}"
+        ),
+        11 => format!(
+            "Left {pl} three years ago and still misses its {p} club, its {d}, and the {t} there"
+        ),
         _ => format!(
-            "Bought {t} secondhand, uses it for {p}, and pairs the outings with homemade {d}"
+            "Bought {t} for {p}, and pairs the outings with homemade {d} from a recipe from {pl}"
         ),
     }
 }
@@ -294,13 +306,12 @@ fn note_shape(shape: u64, p: &str, pl: &str, t: &str, d: &str) -> String {
 /// sequence, for load tests that write many memories of one subject: the
 /// write guards refuse a near-duplicate of a live memory, so notes that
 /// differ only by a counter would mostly be refused under a real embedder.
-/// Note `seq` has one of 13 sentence shapes (`seq % 13`) filled with three
-/// entries of four lists of prime lengths 31, 37, 41 and 43 (`seq` modulo
-/// each). Two notes whose numbers differ by less than 1,147 (31 x 37)
-/// therefore share at most one entry, and share their shape too only when
-/// the numbers differ by a multiple of 13 (so by at least 403 for a shape
-/// and an entry); past 1,147 notes they start to share more, and after
-/// 13 x 31 x 37 x 41 x 43 the sequence repeats.
+/// Note `seq` has one of 13 sentence shapes (`seq % 13`) filled with one
+/// entry of each of four lists of prime lengths 31, 37, 41 and 43 (`seq`
+/// modulo each). Two notes whose numbers differ by less than 1,147
+/// (31 x 37) therefore share at most one entry, so each has at least six
+/// words the other lacks; after 13 x 31 x 37 x 41 x 43 numbers the
+/// sequence repeats.
 pub fn distinct_note(seq: u64) -> String {
     let at = |len: usize| (seq % len as u64) as usize;
     note_shape(

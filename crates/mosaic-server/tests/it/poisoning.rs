@@ -973,25 +973,37 @@ async fn json_items_with_different_values_are_not_refused_by_the_vector_guard() 
 }
 
 /// The notes load tests write (`examples::distinct_note`, what
-/// `mosaic-load` proposes) are not near-duplicates of one another under
-/// the real MiniLM: among the first 1,000 of one subject no two reach the
-/// default vector-guard threshold, and the first 120, proposed through the
-/// service as one principal's preferences, are all accepted. A counter in
-/// one template is not enough: the control below (what the loader wrote
-/// before) is mostly refused by the vector guard.
+/// `mosaic-load` proposes) are not near-duplicates of one another: among
+/// the first 1,147 of one subject no two reach the default vector-guard
+/// threshold under the real MiniLM, all of them proposed as one
+/// principal's preferences pass the text guard (hashing embedder, so the
+/// text guard alone), and the first 120 pass both guards through a service
+/// embedding with MiniLM. A counter in one template is not enough: the
+/// control below (what the loader wrote before) is mostly refused by the
+/// vector guard.
 #[tokio::test]
 async fn load_test_notes_pass_the_write_guards_under_the_real_model() {
     use mosaic_index::embed::Embedder;
     use mosaic_server::examples::distinct_note;
+    let notes: Vec<String> = (0..1147).map(distinct_note).collect();
+    let distinct: std::collections::BTreeSet<&String> = notes.iter().collect();
+    assert_eq!(distinct.len(), notes.len());
+    let lexical = world();
+    let alice = &lexical.principals[0];
+    for (i, note) in notes.iter().enumerate() {
+        let label = format!("note-{i}");
+        let proposal = preference(&label, &alice.principal, note, Some(alice.consent.clone()));
+        let (status, body) = propose(&lexical, &alice.key, &proposal).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["decision"], "accepted", "note {i}: {body}");
+    }
+
     let Some(endpoint) = crate::common::minilm_endpoint() else {
         return;
     };
     let dir = std::env::var_os("MOSAIC_MODEL_DIR").expect("set when the endpoint is");
     let model =
         mosaic_index::local_model::MiniLmEmbedder::load(std::path::Path::new(&dir)).expect("model");
-    let notes: Vec<String> = (0..1000).map(distinct_note).collect();
-    let distinct: std::collections::BTreeSet<&String> = notes.iter().collect();
-    assert_eq!(distinct.len(), notes.len());
     let refs: Vec<&str> = notes.iter().map(String::as_str).collect();
     let vectors = model.embed_batch(&refs).expect("embed");
     let mut worst = (0.0f32, 0, 0);
