@@ -240,6 +240,10 @@ struct BodyLimit(usize);
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ServiceResult<T> + Send + 'static,
 ) -> Result<T, ApiError> {
+    let f = move || {
+        crate::priority::bulk_thread();
+        f()
+    };
     match tokio::task::spawn_blocking(f).await {
         Ok(result) => result.map_err(ApiError),
         Err(_) => Err(ApiError(ServiceError::Internal(

@@ -63,6 +63,7 @@ pub mod mem0;
 pub mod metrics;
 pub mod numbers;
 pub mod openapi;
+pub mod priority;
 pub mod service;
 
 pub use config::ServerConfig;

@@ -154,17 +154,20 @@ impl McpServer {
     ) -> ServiceResult<CallToolResult> {
         let service = self.service.clone();
         let name = name.to_owned();
-        let task = tokio::task::spawn_blocking(move || match name.as_str() {
-            "remember" => remember(&service, &credential, arguments),
-            "recall" => recall(&service, &credential, arguments),
-            "list" => list(&service, &credential, arguments),
-            "forget" => forget(&service, &credential, arguments),
-            "forget_everything" => forget_everything(&service, &credential, arguments),
-            "explain" => explain(&service, &credential, arguments),
-            other => Err(ServiceError::bad_request(
-                "unknown_tool",
-                format!("no tool named {other:?}"),
-            )),
+        let task = tokio::task::spawn_blocking(move || {
+            crate::priority::bulk_thread();
+            match name.as_str() {
+                "remember" => remember(&service, &credential, arguments),
+                "recall" => recall(&service, &credential, arguments),
+                "list" => list(&service, &credential, arguments),
+                "forget" => forget(&service, &credential, arguments),
+                "forget_everything" => forget_everything(&service, &credential, arguments),
+                "explain" => explain(&service, &credential, arguments),
+                other => Err(ServiceError::bad_request(
+                    "unknown_tool",
+                    format!("no tool named {other:?}"),
+                )),
+            }
         });
         match task.await {
             Ok(result) => result,

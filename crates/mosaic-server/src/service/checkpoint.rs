@@ -167,6 +167,7 @@ pub(super) fn spawn_checkpointer(
     std::thread::Builder::new()
         .name("mosaic-checkpoint".to_owned())
         .spawn(move || {
+            crate::priority::bulk_thread();
             // Whether the last attempt on each log failed: a failure is
             // logged once, not at every wake.
             let mut failing = vec![false; logs.len()];

@@ -166,6 +166,7 @@ pub(super) fn spawn_extractor(
     std::thread::Builder::new()
         .name("mosaic-extract".to_owned())
         .spawn(move || {
+            crate::priority::bulk_thread();
             let idle = Duration::from_millis(core.config.extraction_retry_ms.clamp(10, 1_000));
             let Some(extraction) = core.extraction.as_ref() else {
                 return;

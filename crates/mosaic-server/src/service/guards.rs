@@ -666,6 +666,7 @@ impl ServiceCore {
         let started = std::thread::Builder::new()
             .name("mosaic-embed-ahead".into())
             .spawn(move || {
+                crate::priority::bulk_thread();
                 let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
                 let vectors = mosaic_index::embed::embed_checked(embedder.as_ref(), &refs)
                     .into_iter()

@@ -177,6 +177,7 @@ pub(super) fn spawn_worker(core: Arc<ServiceCore>) -> ServiceResult<std::thread:
     std::thread::Builder::new()
         .name("mosaic-outbox".to_owned())
         .spawn(move || {
+            crate::priority::bulk_thread();
             let idle = Duration::from_millis(core.config.reconcile_interval_ms.max(10));
             while let Some(seq) = core.progress.next_work(idle) {
                 let pass =
@@ -260,6 +261,7 @@ pub(super) fn spawn_graph_linker(
     std::thread::Builder::new()
         .name("mosaic-graph".to_owned())
         .spawn(move || {
+            crate::priority::bulk_thread();
             while !core.progress.stopped() {
                 if core.read_indexes().retriever.vector.pending_graph() == 0 {
                     core.graph_wake.wait(LINKER_IDLE);
