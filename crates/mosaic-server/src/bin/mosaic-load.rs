@@ -8,7 +8,8 @@
 //! principal's next `examples::distinct_note` (numbered across the clients
 //! sharing it): no two of a principal's first thousand are near-duplicates,
 //! so the write guards accept them with the real embedder too, and a
-//! refusal counts as an error. It reports throughput,
+//! refusal counts as an error (reported apart as `refused`, with the first
+//! one's violation code). It reports throughput,
 //! p50/p99/max latency per operation, the error count (any non-200 answer,
 //! rejected proposal or transport failure) and the server's resident memory
 //! (VmRSS from /proc/PID/status) sampled every `--sample-ms`.
@@ -265,12 +266,16 @@ async fn provision(
 struct OpStats {
     latencies_us: Vec<u64>,
     errors: u64,
+    /// Of the errors, proposals answered 200 and not accepted (the gate
+    /// refused them: a write guard, a policy).
+    refused: u64,
 }
 
 impl OpStats {
     fn merge(&mut self, other: OpStats) {
         self.latencies_us.extend(other.latencies_us);
         self.errors += other.errors;
+        self.refused += other.refused;
     }
 
     fn summary(&mut self, seconds: f64) -> Value {
@@ -286,6 +291,7 @@ impl OpStats {
         json!({
             "count": n,
             "errors": self.errors,
+            "refused": self.refused,
             "per_second": if seconds > 0.0 { n as f64 / seconds } else { 0.0 },
             "p50_ms": pick(0.50),
             "p99_ms": pick(0.99),
@@ -397,13 +403,19 @@ async fn run_client(
             Ok((true, _, _)) => stats.latencies_us.push(elapsed),
             Ok((false, status, body)) => {
                 stats.errors += 1;
+                let refused = status == 200 && body["decision"].is_string();
+                stats.refused += u64::from(refused);
                 if result.first_error.is_none() {
-                    // The error code only: a body can echo memory content.
+                    // Codes only: a body can echo memory content.
                     let code = body["error"]["code"]
                         .as_str()
                         .or(body["decision"].as_str())
                         .unwrap_or("?");
-                    result.first_error = Some(format!("HTTP {status} {code}"));
+                    let why = body["violations"][0]["violation"].as_str();
+                    result.first_error = Some(match why {
+                        Some(why) => format!("HTTP {status} {code} ({why})"),
+                        None => format!("HTTP {status} {code}"),
+                    });
                 }
             }
             Err(e) => {
@@ -938,13 +950,17 @@ fn print_report(summary: &Value) {
     for op in ["propose", "recall", "health"] {
         let s = &summary[op];
         println!(
-            "  {op:<8} {:>8} ops {:>8.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>8.2} ms  errors {}",
+            "  {op:<8} {:>8} ops {:>8.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>8.2} ms  errors {}{}",
             s["count"],
             f(&s["per_second"]),
             f(&s["p50_ms"]),
             f(&s["p99_ms"]),
             f(&s["max_ms"]),
-            s["errors"]
+            s["errors"],
+            match s["refused"].as_u64() {
+                Some(n) if n > 0 => format!(" (refused by the gate {n})"),
+                _ => String::new(),
+            }
         );
     }
     let d = &summary["deletion"];

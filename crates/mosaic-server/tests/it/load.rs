@@ -32,6 +32,7 @@ fn load_smoke_run_has_no_errors_and_samples_resident_memory() {
     );
     let summary: Value = serde_json::from_str(stdout.trim()).expect("one JSON summary");
     assert_eq!(summary["errors"], 0, "{summary}");
+    assert_eq!(summary["propose"]["refused"], 0, "{summary}");
     assert_eq!(summary["clients"], 8);
     // The /health prober answered all along.
     for op in ["propose", "recall", "health"] {
