@@ -19,8 +19,9 @@
 //! the resident-memory samples show whether memory stays flat once it
 //! does (reported apart, as `then_recall`).
 //!
-//! A prober reads `/health` every 10 ms meanwhile and reports its latency
-//! beside the operations' (its answers are not counted as operations).
+//! A prober reads `/health` every 10 ms meanwhile, on a thread and a
+//! connection of its own, and reports its latency beside the operations'
+//! (its answers are not counted as operations).
 //!
 //! With `--deletions N` it also measures deletion propagation: while the
 //! clients run, one more principal proposes a memory, checks it is
@@ -455,6 +456,68 @@ impl DeletionResult {
     }
 }
 
+/// `GET /health` on `url` (`http://127.0.0.1:PORT`) every 10 ms until
+/// `deadline` or `stop`, over one kept-alive connection (opened again
+/// after a failure), with blocking reads: the latency of each 200 answer,
+/// from writing the request to reading the body's last byte, and every
+/// other outcome counted as an error.
+fn probe_health(url: &str, deadline: Instant, stop: &AtomicBool) -> OpStats {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut stats = OpStats::default();
+    let mut conn: Option<BufReader<std::net::TcpStream>> = None;
+    let mut next = Instant::now();
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+        next += Duration::from_millis(10);
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let t0 = Instant::now();
+        let answered = (|| -> std::io::Result<bool> {
+            if conn.is_none() {
+                let stream = std::net::TcpStream::connect(addr)?;
+                stream.set_nodelay(true)?;
+                stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+                conn = Some(BufReader::new(stream));
+            }
+            let Some(reader) = conn.as_mut() else {
+                return Ok(false);
+            };
+            reader
+                .get_mut()
+                .write_all(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")?;
+            let mut line = String::new();
+            reader.read_line(&mut line)?;
+            let ok = line.starts_with("HTTP/1.1 200");
+            let mut length = 0usize;
+            loop {
+                line.clear();
+                if reader.read_line(&mut line)? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body)?;
+            Ok(ok)
+        })();
+        match answered {
+            Ok(true) => stats.latencies_us.push(micros(t0)),
+            Ok(false) => stats.errors += 1,
+            Err(_) => {
+                stats.errors += 1;
+                conn = None;
+            }
+        }
+    }
+    stats
+}
+
 fn micros(since: Instant) -> u64 {
     since.elapsed().as_micros().min(u128::from(u64::MAX)) as u64
 }
@@ -784,35 +847,15 @@ async fn run(args: Args) -> Result<Value> {
         })
     });
     // `/health` every 10 ms while the clients run: it must not wait on
-    // their writes.
+    // their writes. On a thread of its own, as a separate prober would be,
+    // so its latency is not the load's own tasks waiting for this
+    // runtime's workers.
     let health = {
-        let (client, url, stop) = (client.clone(), server.url.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut stats = OpStats::default();
-            let mut ticker = tokio::time::interval(Duration::from_millis(10));
-            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-                ticker.tick().await;
-                let t0 = Instant::now();
-                let request = hyper::Request::builder()
-                    .method("GET")
-                    .uri(format!("{url}/health"))
-                    .body(Full::new(Bytes::new()));
-                let answered = match request {
-                    Ok(r) => client.request(r).await.ok(),
-                    Err(_) => None,
-                };
-                match answered {
-                    Some(response) if response.status().as_u16() == 200 => {
-                        let _ = response.into_body().collect().await;
-                        stats
-                            .latencies_us
-                            .push(u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX));
-                    }
-                    _ => stats.errors += 1,
-                }
-            }
-            stats
-        })
+        let (addr, stop) = (server.url.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("health-prober".into())
+            .spawn(move || probe_health(&addr, deadline, &stop))
+            .context("cannot start the health prober")?
     };
     // Resident memory over time, while the clients run.
     let mut samples: Vec<(f64, u64)> = Vec::new();
@@ -848,8 +891,8 @@ async fn run(args: Args) -> Result<Value> {
         }
     }
     let mut health = health
-        .await
-        .map_err(|e| anyhow!("the health prober failed: {e}"))?;
+        .join()
+        .map_err(|_| anyhow!("the health prober failed"))?;
     let deletion = match deleter {
         Some(task) => {
             let mut d = task
