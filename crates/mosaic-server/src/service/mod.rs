@@ -10,7 +10,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{
+    Arc, LockResult, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    TryLockError, TryLockResult,
+};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
@@ -296,6 +300,9 @@ pub struct ServiceCore {
     /// The indexes: ranking takes the read side; an outbox pass takes the
     /// write side only to apply deliveries it prepared (embedded) before.
     indexes: RwLock<Indexes>,
+    /// Requests and passes waiting for `indexes` (the graph linker, which
+    /// is background work, lets go of it when one does).
+    index_waiters: AtomicUsize,
     /// The indexed record count `/health` last read, answered while an
     /// outbox pass holds the index write lock (health never waits on it).
     indexed_records: std::sync::atomic::AtomicUsize,
@@ -542,6 +549,7 @@ impl Service {
             readers: sync::Pool::new(readers),
             health_reader,
             indexes: RwLock::new(Indexes { retriever, pg }),
+            index_waiters: AtomicUsize::new(0),
             indexed_records: std::sync::atomic::AtomicUsize::new(0),
             restored_graph: std::sync::atomic::AtomicBool::new(false),
             faults: Mutex::new(None),
@@ -1334,13 +1342,53 @@ pub fn write_secret_file(path: &Path, secret: &str) -> ServiceResult<()> {
 }
 
 impl ServiceCore {
-    /// The indexes for ranking (shared with other readers).
+    /// The indexes for ranking (shared with other readers). Counted in
+    /// `index_waiters` while it waits.
     fn read_indexes(&self) -> RwLockReadGuard<'_, Indexes> {
-        self.indexes.read().unwrap_or_else(PoisonError::into_inner)
+        self.counted_wait(self.indexes.try_read(), || self.indexes.read())
     }
 
     /// The indexes for applying deliveries (held without I/O or embedding).
+    /// Counted in `index_waiters` while it waits.
     fn write_indexes(&self) -> RwLockWriteGuard<'_, Indexes> {
-        self.indexes.write().unwrap_or_else(PoisonError::into_inner)
+        self.counted_wait(self.indexes.try_write(), || self.indexes.write())
+    }
+
+    /// The guard `attempt` got at once, else `wait`'s, counted in
+    /// `index_waiters` meanwhile (a poisoned lock is taken over).
+    fn counted_wait<G>(
+        &self,
+        attempt: TryLockResult<G>,
+        wait: impl FnOnce() -> LockResult<G>,
+    ) -> G {
+        match attempt {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let _waiting = Waiting::on(&self.index_waiters);
+                wait().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
+    }
+
+    /// Whether a request or a pass waits for the indexes.
+    fn index_wanted(&self) -> bool {
+        self.index_waiters.load(Ordering::Acquire) > 0
+    }
+}
+
+/// One waiter counted while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn on(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -201,9 +201,10 @@ pub(super) fn spawn_worker(core: Arc<ServiceCore>) -> ServiceResult<std::thread:
         .map_err(|e| ServiceError::Internal(format!("cannot start the outbox worker: {e}")))
 }
 
-/// Vectors linked into the graph per hold of the index lock: about a
-/// millisecond each at 50,000 records, so readers wait at most a few tens
-/// of milliseconds behind one batch.
+/// Most vectors linked into the graph per hold of the index lock (about a
+/// millisecond each at 50,000 records). The linker lets go sooner, after
+/// the vector it is linking, when a request or a pass waits for the lock
+/// (`ServiceCore::index_wanted`), so they wait for one vector at most.
 const GRAPH_ABSORB_BATCH: usize = 16;
 
 /// Most vectors left unlinked after an outbox pass: a pass that would
@@ -262,15 +263,26 @@ pub(super) fn spawn_graph_linker(
         .name("mosaic-graph".to_owned())
         .spawn(move || {
             crate::priority::bulk_thread();
+            // The linker's own holds are not counted as waiting: it lets
+            // go of the lock when a request or a pass waits for it, after
+            // the vector it is linking.
+            let read = || core.indexes.read().unwrap_or_else(PoisonError::into_inner);
+            let write = || core.indexes.write().unwrap_or_else(PoisonError::into_inner);
             while !core.progress.stopped() {
-                if core.read_indexes().retriever.vector.pending_graph() == 0 {
+                if read().retriever.vector.pending_graph() == 0 {
                     core.graph_wake.wait(LINKER_IDLE);
                     continue;
                 }
                 let left = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let mut ix = core.write_indexes();
+                    let mut ix = write();
                     let before = ix.retriever.vector.pending_graph();
-                    let left = ix.retriever.vector.absorb_pending(GRAPH_ABSORB_BATCH);
+                    let mut left = before;
+                    for _ in 0..GRAPH_ABSORB_BATCH {
+                        left = ix.retriever.vector.absorb_pending(1);
+                        if left == 0 || core.index_wanted() {
+                            break;
+                        }
+                    }
                     drop(ix);
                     // Against the vector publications applied, this tells
                     // how far the linker trails.
@@ -309,5 +321,82 @@ impl ServiceCore {
     /// The write connection pair.
     pub(super) fn writer(&self) -> ServiceResult<MutexGuard<'_, Inner>> {
         lock(&self.writer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::config::ServerConfig;
+    use crate::embedder::EmbedderKind;
+    use crate::service::Service;
+
+    /// What the graph linker lets go for: a request or a pass waiting for
+    /// the index lock is counted while it waits (a read behind a write
+    /// hold, a write behind a read hold), and no longer once it holds it.
+    #[test]
+    fn a_wait_for_the_index_lock_is_seen_by_the_linker_until_it_is_held()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = ServerConfig {
+            data_dir: dir.path().join("data"),
+            embedder: EmbedderKind::Hash,
+            ..ServerConfig::default()
+        };
+        let (service, _) = Service::open(config)?;
+        let core = &service.core;
+        assert!(!core.index_wanted());
+        // Uncontended: nothing is counted.
+        drop(core.read_indexes());
+        drop(core.write_indexes());
+        assert!(!core.index_wanted());
+        for write_held in [true, false] {
+            let seen = std::thread::scope(|s| {
+                let (held, hold) = std::sync::mpsc::channel::<()>();
+                let holder = s.spawn(move || {
+                    // The linker's own, uncounted, hold.
+                    if write_held {
+                        let _ix = core.indexes.write();
+                        hold.recv().ok()
+                    } else {
+                        let _ix = core.indexes.read();
+                        hold.recv().ok()
+                    }
+                });
+                let waiting_since = std::time::Instant::now();
+                while core.indexes.try_write().is_ok() {
+                    std::thread::yield_now();
+                    assert!(waiting_since.elapsed() < Duration::from_secs(5));
+                }
+                let waiter = s.spawn(|| {
+                    if write_held {
+                        drop(core.read_indexes());
+                    } else {
+                        drop(core.write_indexes());
+                    }
+                });
+                let started = std::time::Instant::now();
+                let mut seen = false;
+                while started.elapsed() < Duration::from_secs(5) {
+                    if core.index_wanted() {
+                        seen = true;
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                let _ = held.send(());
+                let _ = holder.join();
+                let _ = waiter.join();
+                seen
+            });
+            assert!(
+                seen,
+                "a waiter behind a {} hold is counted",
+                if write_held { "write" } else { "read" }
+            );
+            assert!(!core.index_wanted(), "and no longer once it held the lock");
+        }
+        Ok(())
     }
 }
