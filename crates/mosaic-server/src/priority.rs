@@ -8,10 +8,11 @@
 //! core busy under load, and a worker woken by a new connection or a
 //! `/health` probe would wait its turn behind them. So every thread of
 //! bulk work lowers its own scheduling priority by [`BULK_NICENESS`]
-//! below the process's when it starts: between bulk threads nothing changes (they are all lowered
-//! alike), and the front, which uses little CPU, gets a core as soon as it
-//! wakes. Linux only (a thread's nice value is its own there); a no-op
-//! elsewhere, and when lowering fails.
+//! below the process's when it starts: between bulk threads nothing
+//! changes (they are all lowered alike), and the front, which uses little
+//! CPU, gets a core as soon as it wakes. Linux only (a thread's nice value
+//! is its own there); a no-op elsewhere, and when lowering fails. The
+//! main thread never runs bulk work, so its nice value is the process's.
 
 use std::cell::Cell;
 
