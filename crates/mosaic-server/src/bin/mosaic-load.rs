@@ -460,7 +460,8 @@ impl DeletionResult {
 /// `deadline` or `stop`, over one kept-alive connection (opened again
 /// after a failure), with blocking reads: the latency of each 200 answer,
 /// from writing the request to reading the body's last byte, and every
-/// other outcome counted as an error.
+/// other outcome counted as an error. Plain HTTP/1.1 by hand: the CLI's
+/// client (`ureq`) added about 0.45 ms to every probe's p50 here.
 fn probe_health(url: &str, deadline: Instant, stop: &AtomicBool) -> OpStats {
     use std::io::{BufRead, BufReader, Read, Write};
     let addr = url.trim_start_matches("http://");

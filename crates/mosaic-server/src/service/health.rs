@@ -146,7 +146,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::embedder::EmbedderKind;
 
     /// `/health` waits on no request: it answers while every pooled read
     /// connection is taken and an outbox pass holds the index write lock.
@@ -154,13 +153,7 @@ mod tests {
     fn health_answers_while_the_read_pool_and_the_index_write_lock_are_held()
     -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let config = ServerConfig {
-            data_dir: dir.path().join("data"),
-            embedder: EmbedderKind::Hash,
-            read_connections: 2,
-            ..ServerConfig::default()
-        };
-        let (service, _) = Service::open(config)?;
+        let service = Service::for_test(dir.path(), |c| c.read_connections = 2)?;
         let core = &service.core;
         let before = core.health()?;
         let held = [core.reader()?, core.reader()?];

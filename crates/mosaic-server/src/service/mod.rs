@@ -465,6 +465,22 @@ impl Service {
         Self::open_with_clock(config, Arc::new(SystemClock))
     }
 
+    /// A service on a new data directory below `dir` with the hashing
+    /// embedder, its configuration `adjust`ed (the service's unit tests).
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        dir: &Path,
+        adjust: impl FnOnce(&mut ServerConfig),
+    ) -> ServiceResult<Self> {
+        let mut config = ServerConfig {
+            data_dir: dir.join("data"),
+            embedder: crate::embedder::EmbedderKind::Hash,
+            ..ServerConfig::default()
+        };
+        adjust(&mut config);
+        Ok(Self::open(config)?.0)
+    }
+
     /// [`Service::open`] with an explicit clock.
     pub fn open_with_clock(
         config: ServerConfig,

@@ -328,8 +328,6 @@ impl ServiceCore {
 mod tests {
     use std::time::Duration;
 
-    use crate::config::ServerConfig;
-    use crate::embedder::EmbedderKind;
     use crate::service::Service;
 
     /// What the graph linker lets go for: a request or a pass waiting for
@@ -339,12 +337,7 @@ mod tests {
     fn a_wait_for_the_index_lock_is_seen_by_the_linker_until_it_is_held()
     -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let config = ServerConfig {
-            data_dir: dir.path().join("data"),
-            embedder: EmbedderKind::Hash,
-            ..ServerConfig::default()
-        };
-        let (service, _) = Service::open(config)?;
+        let service = Service::for_test(dir.path(), |_| {})?;
         let core = &service.core;
         assert!(!core.index_wanted());
         // Uncontended: nothing is counted.

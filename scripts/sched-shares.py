@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""What the cores ran together, from a scheduler trace.
+
+    perf sched record -a -o sched.data -- sleep 6     # while a load runs
+    perf sched timehist -i sched.data | scripts/sched-shares.py [--step-us 50]
+
+Reads `perf sched timehist` lines (time, [cpu], task, wait, delay, run
+time: each ends a stretch of `task` on `cpu`), samples every `--step-us`
+microseconds which task every core was running, and prints, best first,
+the share of the trace's time each combination of tasks took, one task
+per core (`idle` for an idle core). Thread names are grouped by the
+prefix before their `[tid/pid]`, so the server's threads read as
+`mosaic-embed-ah`, `mosaic-graph`, `tokio-rt-worker` and so on (tokio's
+blocking pool, which runs request handlers, shares the workers' name);
+`:-1` is perf's name for a thread that exited before it was named (the
+embedder's short-lived helper threads in a server trace).
+"""
+
+import argparse
+import bisect
+import collections
+import re
+import sys
+
+LINE = re.compile(r"\s*([\d.]+)\s+\[(\d+)\]\s+(.+?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--step-us", type=float, default=50.0)
+    parser.add_argument("--most", type=int, default=25)
+    args = parser.parse_args()
+    stretches = collections.defaultdict(list)
+    for line in sys.stdin:
+        m = LINE.match(line)
+        if not m:
+            continue
+        end, cpu, task, run_ms = float(m.group(1)), int(m.group(2)), m.group(3), float(m.group(6))
+        name = re.sub(r"\[-?\d+(/-?\d+)?\]", "", task).strip()
+        stretches[cpu].append((end - run_ms / 1000.0, end, "idle" if name.startswith("<idle>") else name))
+    if not stretches:
+        sys.exit("no `perf sched timehist` lines on stdin")
+    for runs in stretches.values():
+        runs.sort()
+    starts = {cpu: [a for a, _, _ in runs] for cpu, runs in stretches.items()}
+
+    def running(cpu, t):
+        i = bisect.bisect_right(starts[cpu], t) - 1
+        if i < 0:
+            return "idle"
+        a, b, name = stretches[cpu][i]
+        return name if a <= t < b else "idle"
+
+    cpus = sorted(stretches)
+    t = max(runs[0][0] for runs in stretches.values())
+    last = min(runs[-1][1] for runs in stretches.values())
+    step = args.step_us / 1e6
+    counts, total = collections.Counter(), 0
+    while t < last:
+        counts[tuple(sorted(running(cpu, t) for cpu in cpus))] += 1
+        total += 1
+        t += step
+    if not total:
+        sys.exit("the trace covers no time on every core")
+    print(f"{len(cpus)} cores, {total * step:.3f} s sampled every {args.step_us:g} us")
+    for combination, n in counts.most_common(args.most):
+        print(f"{100.0 * n / total:6.2f}%  " + " + ".join(combination))
+
+
+if __name__ == "__main__":
+    main()
