@@ -216,6 +216,21 @@ pub(super) const MAX_UNLINKED: usize = 4096;
 /// second at 50,000 records); more are left to the next start's linker.
 pub(super) const SHUTDOWN_LINK_LIMIT: usize = 1024;
 
+/// One hold of the linker: links a vector at a time (`absorb_one`
+/// returns how many remain pending) up to [`GRAPH_ABSORB_BATCH`], and
+/// stops after the vector it is linking once none remain or `wanted`
+/// says a request or a pass waits for the lock. Returns how many remain.
+fn link_batch(mut absorb_one: impl FnMut() -> usize, wanted: impl Fn() -> bool) -> usize {
+    let mut left = usize::MAX;
+    for _ in 0..GRAPH_ABSORB_BATCH {
+        left = absorb_one();
+        if left == 0 || wanted() {
+            break;
+        }
+    }
+    left
+}
+
 /// How long the linker sleeps when nobody wakes it (it also wakes on a stop).
 const LINKER_IDLE: Duration = Duration::from_millis(200);
 
@@ -276,13 +291,10 @@ pub(super) fn spawn_graph_linker(
                 let left = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let mut ix = write();
                     let before = ix.retriever.vector.pending_graph();
-                    let mut left = before;
-                    for _ in 0..GRAPH_ABSORB_BATCH {
-                        left = ix.retriever.vector.absorb_pending(1);
-                        if left == 0 || core.index_wanted() {
-                            break;
-                        }
-                    }
+                    let left = link_batch(
+                        || ix.retriever.vector.absorb_pending(1),
+                        || core.index_wanted(),
+                    );
                     drop(ix);
                     // Against the vector publications applied, this tells
                     // how far the linker trails.
@@ -328,7 +340,41 @@ impl ServiceCore {
 mod tests {
     use std::time::Duration;
 
+    use super::{GRAPH_ABSORB_BATCH, link_batch};
     use crate::service::Service;
+
+    /// The linker's hold ends after the vector it is linking once a
+    /// waiter is counted, at a full batch otherwise, and when nothing is
+    /// left to link.
+    #[test]
+    fn the_linker_lets_go_after_the_vector_it_is_linking() {
+        let absorb = |pending: &std::cell::Cell<usize>| {
+            pending.set(pending.get().saturating_sub(1));
+            pending.get()
+        };
+        // Nobody waits: a whole batch, then the next hold.
+        let pending = std::cell::Cell::new(100);
+        let left = link_batch(|| absorb(&pending), || false);
+        assert_eq!((left, pending.get()), (100 - GRAPH_ABSORB_BATCH, left));
+        // A waiter appears after the third vector: the hold ends there.
+        let pending = std::cell::Cell::new(100);
+        let left = link_batch(|| absorb(&pending), || pending.get() <= 97);
+        assert_eq!(left, 97);
+        // A waiter from the start: one vector, no more.
+        let pending = std::cell::Cell::new(100);
+        assert_eq!(link_batch(|| absorb(&pending), || true), 99);
+        // Fewer pending than a batch: stops once none are left.
+        let pending = std::cell::Cell::new(5);
+        let calls = std::cell::Cell::new(0);
+        let left = link_batch(
+            || {
+                calls.set(calls.get() + 1);
+                absorb(&pending)
+            },
+            || false,
+        );
+        assert_eq!((left, calls.get()), (0, 5));
+    }
 
     /// What the graph linker lets go for: a request or a pass waiting for
     /// the index lock is counted while it waits (a read behind a write
