@@ -23,7 +23,9 @@ principal) through the admin API, then:
 
 It prints, per surface, turns per second of ingest (wall clock over all
 calls), per-call latency percentiles, search latency percentiles and
-recall. Each client holds one keep-alive connection, as the SDKs do. By
+recall, and the search pass's mean at the client beside the server's own
+account from its `/metrics`: the mean request time and, within it, the
+mean time the query's embedding took. Each client holds one keep-alive connection, as the SDKs do. By
 default one client ingests the conversations one after the other;
 `--parallel N` has N clients ingest N conversations at a time (each
 conversation's sessions still in order, one call at a time). The
@@ -105,6 +107,29 @@ class Server:
                     raise
                 continue
             return response.status, json.loads(raw or b"null")
+
+    def histograms(self, names):
+        """(sum in seconds, count) of each histogram series in `names`
+        (a name with its labels as `/metrics` prints them), from the
+        server's own `/metrics`."""
+        url = urllib.parse.urlsplit(self.url)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
+        try:
+            connection.request("GET", "/metrics")
+            text = connection.getresponse().read().decode()
+        finally:
+            connection.close()
+        found = {n: [0.0, 0] for n in names}
+        for line in text.splitlines():
+            series, _, value = line.rpartition(" ")
+            for n in names:
+                name, _, labels = n.partition("{")
+                labels = "{" + labels if labels else ""
+                if series == f"{name}_sum{labels}":
+                    found[n][0] = float(value)
+                elif series == f"{name}_count{labels}":
+                    found[n][1] = int(float(value))
+        return found
 
     def close(self):
         self.child.kill()
@@ -223,6 +248,11 @@ def main():
                     record_turn.update(found)
             ingest_s = time.perf_counter() - started
             searches, ranked = [], {}
+            # The server's own account of the same recalls: its request
+            # time and, within it, the query's embedding.
+            route = "/v1/recall" if surface == "native" else "/search"
+            timed = [f'mosaic_http_request_duration_seconds{{route="{route}"}}', "mosaic_query_embedding_seconds"]
+            before = server.histograms(timed)
             for q in questions:
                 key = keys[q["conversation_id"]]
                 t0 = time.perf_counter()
@@ -235,8 +265,13 @@ def main():
                     ids = [r["id"] for r in answer["results"]]
                 searches.append(time.perf_counter() - t0)
                 ranked[q["question_id"]] = [record_turn.get(i) for i in ids]
+            after = server.histograms(timed)
             recall, any_hit = score(questions, ranked, args.k)
             ms = lambda v: round(v * 1000, 2)
+
+            def server_mean(name):
+                (s0, c0), (s1, c1) = before[name], after[name]
+                return ms((s1 - s0) / (c1 - c0)) if c1 > c0 else None
             by_mode = {m: [] for m in modes} if surface == "native" else {}
             for q in questions if by_mode else []:
                 key = keys[q["conversation_id"]]
@@ -257,6 +292,9 @@ def main():
                 "ingest_call_p95_ms": ms(percentile(calls, 95)),
                 "search_p50_ms": ms(percentile(searches, 50)),
                 "search_p95_ms": ms(percentile(searches, 95)),
+                "search_mean_ms": ms(statistics.fmean(searches)) if searches else None,
+                "search_server_mean_ms": server_mean(timed[0]),
+                "search_embedding_mean_ms": server_mean(timed[1]),
                 f"recall_at_{args.k}": round(recall, 3),
                 f"any_hit_at_{args.k}": round(any_hit, 3),
             }
@@ -274,6 +312,8 @@ def main():
                       f"{s['ingest_turns_per_second']} turns/s (call p50 {s['ingest_call_p50_ms']} ms, p95 {s['ingest_call_p95_ms']} ms); "
                       f"search p50 {s['search_p50_ms']} ms, p95 {s['search_p95_ms']} ms; "
                       f"recall@{args.k} {s[f'recall_at_{args.k}']}, any-hit@{args.k} {s[f'any_hit_at_{args.k}']}")
+                print(f"         search means: {s['search_mean_ms']} ms at the client, {s['search_server_mean_ms']} ms "
+                      f"in the server (its /metrics), of which the query's embedding {s['search_embedding_mean_ms']} ms")
                 for m, t in s.get("modes", {}).items():
                     print(f"         recall in mode {m}: p50 {t['p50_ms']} ms, p95 {t['p95_ms']} ms")
     finally:

@@ -22,7 +22,19 @@ impl ServiceCore {
         let query_text = request.query.as_deref().filter(|q| !q.trim().is_empty());
         let mode = request.mode.unwrap_or(RetrievalMode::Hybrid);
         let mut query_vector = match query_text {
-            Some(text) if mode != RetrievalMode::Lexical => Some(self.embedder.embed(text)),
+            Some(text) if mode != RetrievalMode::Lexical => {
+                // Timed apart from the request: at the door most of a
+                // hybrid recall is this one call (a slow embedder shows
+                // here, not only in the request's duration).
+                let started = std::time::Instant::now();
+                let embedded = self.embedder.embed(text);
+                self.metrics.observe(
+                    "mosaic_query_embedding_seconds",
+                    &[],
+                    started.elapsed().as_secs_f64(),
+                );
+                Some(embedded)
+            }
             _ => None,
         };
         let mut inner = self.reader()?;

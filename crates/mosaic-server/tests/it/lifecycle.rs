@@ -418,6 +418,15 @@ async fn metrics_count_requests_without_ids_or_content() {
         Some(json!({"query": "preference"})),
     )
     .await;
+    // A lexical recall embeds nothing.
+    send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "preference", "mode": "lexical"})),
+    )
+    .await;
     let (status, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
     assert_eq!(status, StatusCode::OK);
     let text = String::from_utf8(raw).expect("utf8");
@@ -430,7 +439,12 @@ async fn metrics_count_requests_without_ids_or_content() {
         text.contains("mosaic_write_decisions_total{decision=\"accepted\"} 1"),
         "{text}"
     );
-    assert!(text.contains("mosaic_recalls_total 1"), "{text}");
+    assert!(text.contains("mosaic_recalls_total 2"), "{text}");
+    // The hybrid recall's query was embedded, timed apart.
+    assert!(
+        text.contains("mosaic_query_embedding_seconds_count 1"),
+        "{text}"
+    );
     for forbidden in ["alice", "tenant-a", "secret-ish", "mk_"] {
         assert!(!text.contains(forbidden), "metrics leak {forbidden}");
     }
