@@ -312,8 +312,9 @@ def main():
                       f"{s['ingest_turns_per_second']} turns/s (call p50 {s['ingest_call_p50_ms']} ms, p95 {s['ingest_call_p95_ms']} ms); "
                       f"search p50 {s['search_p50_ms']} ms, p95 {s['search_p95_ms']} ms; "
                       f"recall@{args.k} {s[f'recall_at_{args.k}']}, any-hit@{args.k} {s[f'any_hit_at_{args.k}']}")
-                print(f"         search means: {s['search_mean_ms']} ms at the client, {s['search_server_mean_ms']} ms "
-                      f"in the server (its /metrics), of which the query's embedding {s['search_embedding_mean_ms']} ms")
+                shown = lambda v: "n/a" if v is None else f"{v} ms"
+                print(f"         search means: {shown(s['search_mean_ms'])} at the client, {shown(s['search_server_mean_ms'])} "
+                      f"in the server (its /metrics), of which the query's embedding {shown(s['search_embedding_mean_ms'])}")
                 for m, t in s.get("modes", {}).items():
                     print(f"         recall in mode {m}: p50 {t['p50_ms']} ms, p95 {t['p95_ms']} ms")
     finally:

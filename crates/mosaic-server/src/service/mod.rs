@@ -685,6 +685,18 @@ impl ServiceCore {
         }
     }
 
+    /// The instant a read sees: the clock, or the latest decision's
+    /// instant while decisions run ahead of it (see
+    /// [`ServiceCore::decision_instant`]). A record is eligible from its
+    /// creation instant on, so a read at the bare clock would miss the
+    /// records a call has just answered as readable, for as long as the
+    /// decisions' lead (up to [`MAX_DECISION_LEAD_MS`] under a burst of
+    /// writes).
+    pub(super) fn read_instant(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        self.now().max(self.last_decision.load(Ordering::SeqCst))
+    }
+
     fn bootstrap_admin_key(&self) -> ServiceResult<Option<PathBuf>> {
         let inner = lock(&self.writer)?;
         if inner.catalog.admin_key_count()? > 0 {

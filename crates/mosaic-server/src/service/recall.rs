@@ -81,7 +81,9 @@ impl ServiceCore {
             principal_id: principal.to_owned(),
             workspace_id: workspace_id.clone(),
             run_id: run_id.clone(),
-            now_unix_ms: self.now(),
+            // Every record decided so far, including the ones a burst of
+            // writes placed just ahead of the clock.
+            now_unix_ms: self.read_instant(),
             allowed_kinds: kinds,
             max_records,
         };

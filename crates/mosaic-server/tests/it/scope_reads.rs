@@ -148,3 +148,50 @@ async fn a_kept_scope_read_never_outlives_a_change() {
         "each change read again, then reused"
     );
 }
+
+/// Decisions within one millisecond are placed a millisecond apart, ahead
+/// of the clock (so they keep their order); a record is eligible from its
+/// creation instant on. A recall right after the calls, with the clock
+/// not yet there, still recalls every record the calls answered as
+/// readable. The layer under test is the read context's instant
+/// (`ServiceCore::read_instant`): at the bare clock only the first record
+/// was recalled.
+#[tokio::test]
+async fn a_record_answered_readable_is_recalled_while_decisions_run_ahead_of_the_clock() {
+    let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
+    let w = world_with_clock(clock.clone(), |_| {});
+    let mut ids = Vec::new();
+    for (label, content) in [
+        ("first", "Alice prefers aisle seats"),
+        ("second", "Alice's flight leaves at nine"),
+        ("third", "Alice is allergic to peanuts"),
+    ] {
+        let p = &w.principals[0];
+        let request = preference(label, &p.principal, content, Some(p.consent.clone()));
+        let r = crate::common::propose(&w.router, &p.key, &request).await;
+        assert_eq!(r["decision"], "accepted", "{r}");
+        assert_eq!(r["readable"], true, "{r}");
+        ids.push(r["record_id"].as_str().expect("id").to_owned());
+    }
+    // The clock has not moved: the second and third were created ahead
+    // of it.
+    assert_eq!(clock.0.load(Ordering::SeqCst), T0);
+    let (recalled, _) = recall(&w).await;
+    assert_eq!(recalled, sorted(ids.clone()));
+    // And with a query, ranked among the same eligible set.
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&w.principals[0].key),
+        Some(json!({"query": "Alice's flight", "max_records": 50})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    let ranked: Vec<String> =
+        serde_json::from_value(r["selected_record_ids"].clone()).expect("ids");
+    assert!(ranked.contains(&ids[1]), "{r}");
+    // Another principal still recalls none of them.
+    let (bob, _) = recall_as(&w, 1).await;
+    assert_eq!(bob, Vec::<String>::new());
+}
