@@ -25,17 +25,17 @@ It prints, per surface, turns per second of ingest (wall clock over all
 calls), per-call latency percentiles, search latency percentiles and
 recall, and the search pass's mean at the client beside the server's own
 account from its `/metrics`: the mean request time and, within it, the
-mean time the query's embedding took. Each client holds one keep-alive connection, as the SDKs do. By
-default one client ingests the conversations one after the other;
-`--parallel N` has N clients ingest N conversations at a time (each
-conversation's sessions still in order, one call at a time). The
-questions are always asked by one client, one at a time. `--modes` then
-asks every question again once per named retrieval mode (`hybrid`,
-`lexical`, `vector`, or `none`: a recall with no query), the modes taking
-turns question by question, and prints each mode's latency: where a
-recall's time goes at the door (`vector` against `lexical` is about the
-query's embedding; `none` the eligible set and the handoff without
-ranking). Standard library only; the server and its data
+mean time the query's embedding took. Each client holds one keep-alive
+connection, as the SDKs do. By default one client ingests the
+conversations one after the other; `--parallel N` has N clients ingest N
+conversations at a time (each conversation's sessions still in order, one
+call at a time). The questions are always asked by one client, one at a
+time. `--modes` then asks every question again once per named retrieval
+mode (`hybrid`, `lexical`, `vector`, or `none`: a recall with no query),
+the modes taking turns question by question, and prints each mode's
+latency: where a recall's time goes at the door (`vector` against
+`lexical` is about the query's embedding; `none` the eligible set and the
+handoff without ranking). Standard library only; the server and its data
 directory are removed at the end. `--json` prints one summary object.
 """
 
