@@ -664,7 +664,6 @@ impl ServiceCore {
     /// of the clock by at most [`MAX_DECISION_LEAD_MS`]; past that (over a
     /// thousand decisions a second, sustained) instants may tie again.
     pub(super) fn decision_instant(&self) -> u64 {
-        use std::sync::atomic::Ordering;
         let wall = self.now();
         let mut last = self.last_decision.load(Ordering::Relaxed);
         loop {
@@ -693,7 +692,6 @@ impl ServiceCore {
     /// decisions' lead (up to [`MAX_DECISION_LEAD_MS`] under a burst of
     /// writes).
     pub(super) fn read_instant(&self) -> u64 {
-        use std::sync::atomic::Ordering;
         self.now().max(self.last_decision.load(Ordering::SeqCst))
     }
 

@@ -418,15 +418,17 @@ async fn metrics_count_requests_without_ids_or_content() {
         Some(json!({"query": "preference"})),
     )
     .await;
-    // A lexical recall embeds nothing.
-    send(
-        &w.router,
-        "POST",
-        "/v1/recall",
-        Some(&alice.key),
-        Some(json!({"query": "preference", "mode": "lexical"})),
-    )
-    .await;
+    // A lexical recall and a recall without a query embed nothing.
+    for body in [json!({"query": "preference", "mode": "lexical"}), json!({})] {
+        send(
+            &w.router,
+            "POST",
+            "/v1/recall",
+            Some(&alice.key),
+            Some(body),
+        )
+        .await;
+    }
     let (status, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
     assert_eq!(status, StatusCode::OK);
     let text = String::from_utf8(raw).expect("utf8");
@@ -439,7 +441,7 @@ async fn metrics_count_requests_without_ids_or_content() {
         text.contains("mosaic_write_decisions_total{decision=\"accepted\"} 1"),
         "{text}"
     );
-    assert!(text.contains("mosaic_recalls_total 2"), "{text}");
+    assert!(text.contains("mosaic_recalls_total 3"), "{text}");
     // The hybrid recall's query was embedded, timed apart.
     assert!(
         text.contains("mosaic_query_embedding_seconds_count 1"),
