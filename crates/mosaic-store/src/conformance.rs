@@ -133,6 +133,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             "claims_commit_with_their_record",
             claims_commit_with_their_record::<F>,
         ),
+        (
+            "latest_creation_instant_only_rises",
+            latest_creation_instant_only_rises::<F>,
+        ),
     ]
 }
 
@@ -1394,6 +1398,59 @@ pub fn state_survives_reopen<F: StoreFactory>(factory: &F) -> StoreResult<()> {
         stored.record.subject,
         MemorySubject::Principal { .. }
     ));
+    Ok(())
+}
+
+/// The latest creation instant is 0 on a fresh store, rises with each
+/// accepted write (in another tenant too: it is store-wide), is never
+/// lowered by a write with an earlier instant, nor by a rejected one, and
+/// holds across a reopen and an erasure of the record that set it.
+pub fn latest_creation_instant_only_rises<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (db, mut store) = setup(factory, &config)?;
+    assert_eq!(store.latest_created_at()?, 0);
+    let created = |store: &mut F::Store, id: &str| -> StoreResult<u64> {
+        Ok(store
+            .get_record(id)?
+            .expect("written")
+            .record
+            .created_at_unix_ms)
+    };
+    let mut first = Spec::principal(fixtures::TENANT_A, "alice", "r-first");
+    first.now = T0 + 10;
+    assert!(store.write(&first.build())?.is_accepted());
+    let first_at = created(&mut store, "r-first")?;
+    assert_eq!(store.latest_created_at()?, first_at);
+    let mut later = Spec::principal(fixtures::TENANT_B, "alice", "r-later");
+    later.now = T0 + 20;
+    assert!(store.write(&later.build())?.is_accepted());
+    let later_at = created(&mut store, "r-later")?;
+    assert!(later_at > first_at);
+    assert_eq!(store.latest_created_at()?, later_at);
+    // An earlier instant, accepted: the latest stays.
+    let mut earlier = Spec::principal(fixtures::TENANT_A, "alice", "r-earlier");
+    earlier.now = T0 + 5;
+    assert!(store.write(&earlier.build())?.is_accepted());
+    assert_eq!(store.latest_created_at()?, later_at);
+    // A rejection creates no record and moves nothing.
+    let mut rejected = Spec::principal(fixtures::TENANT_A, "alice", "r-rejected");
+    rejected.now = T0 + 30;
+    rejected.with_consent = false;
+    assert!(!store.write(&rejected.build())?.is_accepted());
+    assert_eq!(store.latest_created_at()?, later_at);
+    // Erasing the record that set it leaves it: instants are never reused.
+    publish_all(&mut store, &config.required_index_targets, T0 + 40)?;
+    revoke_to_receipt(
+        &mut store,
+        "r-later",
+        &config.required_index_targets,
+        T0 + 50,
+    )?;
+    assert!(store.get_record("r-later")?.is_none());
+    assert_eq!(store.latest_created_at()?, later_at);
+    drop(store);
+    let mut store = factory.connect(&db, &config)?;
+    assert_eq!(store.latest_created_at()?, later_at);
     Ok(())
 }
 

@@ -198,6 +198,13 @@ pub trait Store: Send {
     /// can tell whether what it derived from an earlier read still holds.
     fn change_stamp(&mut self) -> StoreResult<ChangeStamp>;
 
+    /// The latest creation instant any record was given (0 before the
+    /// first; a record erased since still counts). It only rises: a write
+    /// with an earlier instant leaves it. A service that places its
+    /// decisions ahead of the clock reads from here where the previous
+    /// process left off, without a scan.
+    fn latest_created_at(&mut self) -> StoreResult<u64>;
+
     /// A record in any state (for inspection and tests), or `None` once
     /// erased.
     fn get_record(&mut self, record_id: &str) -> StoreResult<Option<StoredRecord>>;

@@ -336,7 +336,8 @@ pub struct ServiceCore {
     guard_vectors: Arc<guard_vectors::GuardVectors>,
     /// Fact extraction from conversations, when configured.
     extraction: Option<extract::Extraction>,
-    /// The last decision instant handed out ([`ServiceCore::decision_instant`]).
+    /// The last decision instant handed out ([`ServiceCore::decision_instant`]),
+    /// from the latest creation instant the store holds on.
     last_decision: std::sync::atomic::AtomicU64,
     /// Checked record bodies by id, for recall.
     read_model: read_model::ReadModel,
@@ -548,7 +549,12 @@ impl Service {
                 }
             })
         };
-        let writer = open_pair(true)?;
+        let mut writer = open_pair(true)?;
+        // Where the previous process's decisions left off: they may have
+        // run ahead of the clock (see `decision_instant`), and a read or a
+        // new decision starting from the bare clock would not see them, or
+        // would be placed before them.
+        let latest_decision = writer.store.latest_created_at()?;
         let readers = (0..config.read_connections.max(1))
             .map(|_| open_pair(false))
             .collect::<ServiceResult<Vec<_>>>()?;
@@ -581,7 +587,7 @@ impl Service {
             clock,
             metrics: Metrics::default(),
             extraction: extract::Extraction::open(&config)?,
-            last_decision: std::sync::atomic::AtomicU64::new(0),
+            last_decision: std::sync::atomic::AtomicU64::new(latest_decision),
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             scope_cache: read_model::ScopeCache::new(read_model::SCOPE_CACHE_CAPACITY),
             config,

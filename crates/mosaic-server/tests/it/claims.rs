@@ -296,7 +296,10 @@ async fn files_of_the_previous_release_open_with_their_claims() {
     let r = claim_then_restart(|data, record| {
         let store = rusqlite::Connection::open(data.join("store.sqlite")).expect("store");
         store
-            .execute_batch("DROP TABLE record_claims; PRAGMA user_version = 3;")
+            .execute_batch(
+                "DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+                 PRAGMA user_version = 3;",
+            )
             .expect("store downgrade");
         drop(store);
         let catalog = rusqlite::Connection::open(data.join("catalog.sqlite")).expect("catalog");

@@ -195,3 +195,60 @@ async fn a_record_answered_readable_is_recalled_while_decisions_run_ahead_of_the
     let (bob, _) = recall_as(&w, 1).await;
     assert_eq!(bob, Vec::<String>::new());
 }
+
+/// A record's creation instant, as its owner reads it.
+async fn created_at(w: &World, id: &str) -> u64 {
+    let (status, memory) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{id}"),
+        Some(&w.principals[0].key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{memory}");
+    memory["record"]["created_at_unix_ms"]
+        .as_u64()
+        .expect("instant")
+}
+
+/// The same after a restart: the service reopens with the clock still
+/// behind the instants its previous process decided at, recalls every
+/// record, and places its next decision after them. The layer under test
+/// is where the decision instants start when the service opens (the
+/// store's latest creation instant, `Store::latest_created_at`): from the
+/// bare clock, only the first record was recalled and the new record was
+/// created before the third.
+#[tokio::test]
+async fn decisions_ahead_of_the_clock_stay_readable_and_ordered_across_a_restart() {
+    let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
+    let w = world_with_clock(clock.clone(), |_| {});
+    let mut ids = Vec::new();
+    for (label, content) in [
+        ("first", "Alice prefers aisle seats"),
+        ("second", "Alice's flight leaves at nine"),
+        ("third", "Alice is allergic to peanuts"),
+    ] {
+        ids.push(propose(&w, label, content, None).await);
+    }
+    let third_at = created_at(&w, &ids[2]).await;
+    assert!(third_at > T0, "decided ahead of the frozen clock");
+    let (dir, service, principals) = w.into_service();
+    drop(service);
+    let config = crate::common::config(dir.path());
+    let (service, _) =
+        mosaic_server::Service::open_with_clock(config, clock.clone()).expect("reopen");
+    let service = Arc::new(service);
+    let w = World {
+        _dir: dir,
+        router: mosaic_server::app(service.clone()),
+        service,
+        admin_key: String::new(),
+        principals,
+    };
+    assert_eq!(clock.0.load(Ordering::SeqCst), T0);
+    let (recalled, _) = recall(&w).await;
+    assert_eq!(recalled, sorted(ids.clone()));
+    let fourth = propose(&w, "fourth", "Alice works from Lisbon", None).await;
+    assert!(created_at(&w, &fourth).await > third_at);
+}

@@ -192,6 +192,19 @@ pub(crate) fn change_stamp<C: Tx>(c: &C) -> StoreResult<ChangeStamp> {
     }
 }
 
+/// The latest creation instant any stored record was given (0 before the
+/// first).
+pub(crate) fn latest_created_at<C: Tx>(c: &C) -> StoreResult<u64> {
+    let v: Option<i64> = c
+        .row(
+            "SELECT int_value FROM meta WHERE key = 'latest_created_at'",
+            params![],
+            |r| r.get(0),
+        )?
+        .ok_or_else(|| StoreError::Corrupt("meta.latest_created_at missing".into()))?;
+    u(v.ok_or_else(|| StoreError::Corrupt("meta.latest_created_at is null".into()))?)
+}
+
 /// The eligibility read answering identities only: the same statements as
 /// [`eligible_records`] selecting `(record_id, line_generation)`, so a
 /// reader that keeps decoded bodies by id (they never change once written)

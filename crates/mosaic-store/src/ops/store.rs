@@ -355,6 +355,10 @@ macro_rules! impl_store {
                     self.read_tx(|c| read::change_stamp(c))
                 }
 
+                fn latest_created_at(&mut self) -> StoreResult<u64> {
+                    self.read_tx(|c| read::latest_created_at(c))
+                }
+
                 fn get_records(
                     &mut self,
                     tenant_id: &str,

@@ -443,6 +443,12 @@ fn commit_outcome<C: Tx>(
             req.content
         ],
     )?;
+    // The store-wide latest creation instant ([`Store::latest_created_at`]):
+    // raised, never lowered, in the record's own transaction.
+    c.exec(
+        "UPDATE meta SET int_value = ?1 WHERE key = 'latest_created_at' AND int_value < ?1",
+        params![i(record.created_at_unix_ms)?],
+    )?;
     c.exec(
         "INSERT INTO record_catalog (record_id, tenant_id, kind, subject_type, subject_a, subject_b,
              proposer_principal_id, proposal_id, created_at_ms)

@@ -65,7 +65,8 @@
 //! LOCAL`) inside each transaction. `tenants` and `object_tenants` are
 //! readable by every tenant (they hold identities only) but a row can only
 //! be inserted for the tenant currently set. `meta` (the store-wide
-//! revocation generation and audit chain head) and `schema_migrations`
+//! revocation generation, audit chain head and latest creation instant)
+//! and `schema_migrations`
 //! carry no tenant.
 
 use postgres::{Client, GenericClient};
@@ -74,7 +75,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -484,6 +485,17 @@ DROP INDEX IF EXISTS idx_records_line;
 DROP INDEX IF EXISTS idx_catalog_tenant;
 ALTER TABLE record_catalog DROP CONSTRAINT IF EXISTS record_catalog_pkey;
 ALTER TABLE record_catalog ADD CONSTRAINT record_catalog_pkey PRIMARY KEY (tenant_id, record_id);
+"#,
+    // 6 -> 7
+    r#"
+-- The latest creation instant any record was given, raised by every write
+-- in its own transaction (see the SQLite migration). Row security is
+-- lifted for the owner for the length of this transaction only, so the
+-- maximum is taken over every tenant.
+ALTER TABLE records NO FORCE ROW LEVEL SECURITY;
+INSERT INTO meta (key, int_value, text_value)
+SELECT 'latest_created_at', coalesce(max(created_at_ms), 0), NULL FROM records;
+ALTER TABLE records FORCE ROW LEVEL SECURITY;
 "#,
 ];
 

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -295,6 +295,16 @@ CREATE UNIQUE INDEX idx_catalog_tenant ON record_catalog (tenant_id, record_id);
 CREATE INDEX idx_catalog_subject ON record_catalog
     (tenant_id, subject_type, subject_a, subject_b, record_id);
 CREATE INDEX idx_catalog_proposer ON record_catalog (tenant_id, proposer_principal_id, record_id);
+"#,
+    // 6 -> 7
+    r#"
+-- The latest creation instant any record was given, raised by every write
+-- in its own transaction: a service that opens reads from it that instant
+-- on (its decisions may have run ahead of the clock before a restart) and
+-- places its next decisions after it, without a scan. Records erased
+-- before this version no longer count, as they are no longer readable.
+INSERT INTO meta (key, int_value, text_value)
+SELECT 'latest_created_at', coalesce(max(created_at_ms), 0), NULL FROM records;
 "#,
 ];
 

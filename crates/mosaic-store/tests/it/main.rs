@@ -29,6 +29,7 @@ macro_rules! conformance_tests {
             listing_never_crosses_tenants,
             current_policy_and_grant_read_back,
             claims_commit_with_their_record,
+            latest_creation_instant_only_rises,
         );
     };
     (@checks $factory_ty:ty, $factory:expr; $($name:ident),* $(,)?) => {

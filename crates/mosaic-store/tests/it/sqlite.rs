@@ -65,6 +65,7 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     let conn = raw(&path);
     conn.execute_batch(
         "DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
+         DELETE FROM meta WHERE key = 'latest_created_at';
          PRAGMA user_version = 1;",
     )
     .expect("downgrade");
@@ -136,7 +137,10 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // What a version 3 file looked like: claims only inside the stored
     // gate inputs.
     raw(&path)
-        .execute_batch("DROP TABLE record_claims; PRAGMA user_version = 3;")
+        .execute_batch(
+            "DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+             PRAGMA user_version = 3;",
+        )
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -178,6 +182,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
                  (tenant_id, subject_type, subject_a, subject_b, record_id);
              CREATE INDEX idx_catalog_proposer ON record_catalog
                  (tenant_id, proposer_principal_id, record_id);
+             DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 5;",
         )
         .expect("downgrade");
@@ -240,6 +245,46 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
         page.records.first().map(|r| r.record_id.as_str()),
         Some("r-0")
     );
+}
+
+#[test]
+fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
+    let (_dir, path, mut store) = seeded();
+    for (id, now) in [("r-1", T0 + 30), ("r-2", T0 + 70), ("r-3", T0 + 50)] {
+        let mut spec = Spec::workspace(fixtures::TENANT_A, "alice", id);
+        spec.now = now;
+        assert!(store.write(&spec.build()).expect("write").is_accepted());
+    }
+    let latest = store
+        .get_record("r-2")
+        .expect("read")
+        .expect("stored")
+        .record
+        .created_at_unix_ms;
+    assert_eq!(store.latest_created_at().expect("latest"), latest);
+    drop(store);
+    // What a version 6 file looked like: no such row.
+    raw(&path)
+        .execute_batch(
+            "DELETE FROM meta WHERE key = 'latest_created_at';
+             PRAGMA user_version = 6;",
+        )
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    assert_eq!(store.latest_created_at().expect("latest"), latest);
+    // And an empty version 6 file starts from 0.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let path = empty.path().join("store.sqlite");
+    drop(SqliteStore::open(&path, test_config()).expect("open"));
+    raw(&path)
+        .execute_batch(
+            "DELETE FROM meta WHERE key = 'latest_created_at';
+             PRAGMA user_version = 6;",
+        )
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.latest_created_at().expect("latest"), 0);
 }
 
 #[test]

@@ -475,14 +475,17 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     let Some(factory) = PgFactory::from_env() else {
         return;
     };
-    let (db, store) = seeded(&factory);
+    let (db, mut store) = seeded(&factory);
+    let latest = store.latest_created_at().expect("latest");
+    assert!(latest > 0);
     drop(store);
     // What a version 3 schema looked like: claims only inside the stored
-    // gate inputs.
+    // gate inputs, and no latest creation instant.
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(
-            "DROP TABLE record_claims; DELETE FROM schema_migrations WHERE version >= 4;",
+            "DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+             DELETE FROM schema_migrations WHERE version >= 4;",
         )
         .expect("downgrade");
     assert_eq!(
@@ -491,6 +494,8 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     );
     schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
     let mut store = factory.connect(&db, &test_config()).expect("connect");
+    // Taken over every tenant's records, row security notwithstanding.
+    assert_eq!(store.latest_created_at().expect("latest"), latest);
     for (tenant, record) in [(TENANT_A, "a-claim"), (TENANT_B, "b-claim")] {
         let found = store
             .claims_by_key(tenant, "workspace:ws-main", "deploy_day")
