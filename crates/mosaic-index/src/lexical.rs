@@ -156,8 +156,8 @@ pub fn bm25_avgdl(n: u64, total_len: u64) -> f32 {
 /// `doc_len` gives a doc's length, `window` a doc's eligible window docs
 /// with their distance. Unsorted. Shared by the in-memory index and the
 /// PostgreSQL candidate source, so both compute the same floats.
-pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord>(
-    tfs: &HashMap<D, Vec<f32>>,
+pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord, S: std::hash::BuildHasher + Default>(
+    tfs: &HashMap<D, Vec<f32>, S>,
     idfs: &[f32],
     avgdl: f32,
     params: &LexicalParams,
@@ -192,14 +192,21 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord>(
     let radius = params.window_radius.max(1);
     let side_mass: f32 = (1..=radius).map(|d| w.powi(d as i32)).sum();
     let avg = avgdl * (1.0 + 2.0 * side_mass);
+    // The windows of the matching docs are asked for once: they name the
+    // targets, then score them.
     let mut targets: Vec<D> = Vec::with_capacity(tfs.len() * (1 + 2 * radius));
+    let mut windows: HashMap<D, Vec<(D, usize)>, S> =
+        HashMap::with_capacity_and_hasher(tfs.len(), S::default());
     for doc in tfs.keys() {
+        let around = window(*doc, radius);
         targets.push(*doc);
-        targets.extend(window(*doc, radius).iter().map(|(d, _)| *d));
+        targets.extend(around.iter().map(|(d, _)| *d));
+        windows.insert(*doc, around);
     }
     targets.sort_unstable();
     targets.dedup();
     let mut window_tf = vec![0.0f32; idfs.len()];
+    let mut asked: Vec<(D, usize)> = Vec::new();
     targets
         .iter()
         .map(|doc| {
@@ -208,7 +215,14 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord>(
             if let Some(own) = tfs.get(doc) {
                 window_tf.iter_mut().zip(own).for_each(|(t, x)| *t += x);
             }
-            for (d, dist) in window(*doc, radius) {
+            let around = match windows.get(doc) {
+                Some(known) => known,
+                None => {
+                    asked = window(*doc, radius);
+                    &asked
+                }
+            };
+            for &(d, dist) in around {
                 let weight = w.powi(dist as i32);
                 len += weight * doc_len(d);
                 if let Some(tf) = tfs.get(&d) {
@@ -603,9 +617,7 @@ impl LexicalIndex {
                 query.push((*tid, 1.0));
             }
         }
-        let mut scored = self.score(&query, docs, &stats, params);
-        scored.truncate(k);
-        scored
+        self.score(&query, docs, &stats, params, k)
             .into_iter()
             .filter_map(|(doc, score)| {
                 self.record_of(doc).map(|r| Hit {
@@ -668,17 +680,20 @@ impl LexicalIndex {
     }
 
     /// Scores every eligible doc matching a query term (and, with windows,
-    /// their eligible neighbours), best first, ties by record id.
+    /// their eligible neighbours); the best `k`, best first, ties by record
+    /// id.
     fn score(
         &self,
         query: &[(u32, f32)],
         docs: &DocSet,
         stats: &Stats,
         params: &LexicalParams,
+        k: usize,
     ) -> Vec<(DocId, f32)> {
         let b = &self.backend;
-        // Term frequencies of the eligible matching docs, per query term.
-        let mut tfs: HashMap<DocId, Vec<f32>> = HashMap::new();
+        // Term frequencies of the eligible matching docs, per query term
+        // (looked up once per window neighbour: a fast hash of the id).
+        let mut tfs: HashMap<DocId, Vec<f32>, foldhash::fast::RandomState> = HashMap::default();
         let mut idfs = Vec::with_capacity(query.len());
         for (qi, &(tid, _)) in query.iter().enumerate() {
             idfs.push(self.idf(stats, tid));
@@ -701,11 +716,21 @@ impl LexicalIndex {
             |d| self.doc_len(d),
             |d, radius| self.window_docs(d, docs, radius),
         );
-        // Best first; equal scores by record id.
-        scored.sort_by(|a, b| {
+        // Best first; equal scores by record id (a total order: a doc has
+        // one record id), so the best `k` are picked before they are
+        // sorted, rather than sorting every scored doc.
+        let order = |a: &(DocId, f32), b: &(DocId, f32)| {
             b.1.total_cmp(&a.1)
                 .then_with(|| self.record_of(a.0).cmp(&self.record_of(b.0)))
-        });
+        };
+        if scored.len() > k {
+            if k == 0 {
+                return Vec::new();
+            }
+            scored.select_nth_unstable_by(k - 1, order);
+            scored.truncate(k);
+        }
+        scored.sort_by(order);
         scored
     }
 

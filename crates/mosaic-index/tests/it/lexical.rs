@@ -127,6 +127,59 @@ fn equal_scores_tie_by_record_id() {
     );
 }
 
+/// A search for fewer hits than match is the head of a longer one: the best
+/// `limit`, those tied at the cut chosen by record id, whatever order the
+/// records were published in (the index picks the best before sorting
+/// them, rather than sorting every scored doc).
+#[test]
+fn a_short_search_is_the_head_of_a_long_one() {
+    let mut idx = lexical_index();
+    let mut ids = Vec::new();
+    // Published in descending id order, so no order comes from publishing.
+    for i in (0..12).rev() {
+        let id = format!("t{i:02}");
+        idx.publish(&publish(&id, 1, 0, "walnut lantern")).unwrap();
+        ids.push(id);
+    }
+    for i in (0..3).rev() {
+        let id = format!("w{i}");
+        idx.publish(&publish(&id, 1, 0, "walnut lantern walnut orchid"))
+            .unwrap();
+        ids.push(id);
+    }
+    for i in 0..20 {
+        let id = format!("f{i:02}");
+        idx.publish(&publish(&id, 1, 0, &format!("filler {i} tide")))
+            .unwrap();
+        ids.push(id);
+    }
+    let search = |limit| {
+        idx.search(
+            "walnut lantern orchid",
+            &Eligible::Records(&ids),
+            "tenant-a",
+            &policy(),
+            limit,
+        )
+    };
+    let long = search(100);
+    assert!(long.len() >= 15, "{long:?}");
+    // Best first, equal scores by record id.
+    assert!(
+        long.windows(2).all(|p| p[0].score > p[1].score
+            || (p[0].score == p[1].score && p[0].record_id < p[1].record_id)),
+        "{long:?}"
+    );
+    // Some cut falls inside a run of equal scores.
+    let inside_a_tie = (1..long.len())
+        .find(|&i| long[i - 1].score == long[i].score)
+        .expect("tied scores");
+    for limit in [0, 1, 2, inside_a_tie, inside_a_tie + 1, 7, long.len()] {
+        let short = search(limit);
+        assert_eq!(short, long[..limit], "limit {limit}");
+    }
+}
+
 /// The write guard's candidates: the subject's records sharing the most
 /// rarity-weighted terms, a word every record holds weighing nothing, other
 /// subjects never, at most `limit`, and none once tombstoned.
