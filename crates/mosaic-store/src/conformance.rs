@@ -262,6 +262,13 @@ pub fn accepted_write_commits_and_is_idempotent<F: StoreFactory>(factory: &F) ->
             .live_contents(fixtures::TENANT_A, &ids, kind, &other_subject)?
             .is_empty()
     );
+    // Recall's read of the texts it hands off: any state, the tenant's
+    // own only.
+    assert_eq!(
+        store.contents_of(fixtures::TENANT_A, &ids)?,
+        vec![("r1".to_owned(), request.content.clone())]
+    );
+    assert!(store.contents_of(fixtures::TENANT_B, &ids)?.is_empty());
     assert_eq!(stored.line_generation, 1);
     for target in &config.required_index_targets {
         let tasks = store.pending_outbox(target, 10)?;
@@ -1447,6 +1454,12 @@ pub fn latest_creation_instant_only_rises<F: StoreFactory>(factory: &F) -> Store
         T0 + 50,
     )?;
     assert!(store.get_record("r-later")?.is_none());
+    assert!(
+        store
+            .contents_of(fixtures::TENANT_B, &["r-later".to_owned()])?
+            .is_empty(),
+        "an erased record's text is gone"
+    );
     assert_eq!(store.latest_created_at()?, later_at);
     drop(store);
     let mut store = factory.connect(&db, &config)?;

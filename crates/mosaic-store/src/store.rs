@@ -223,6 +223,16 @@ pub trait Store: Send {
         ids: &[String],
     ) -> StoreResult<Vec<(String, RecordState)>>;
 
+    /// The contents of the tenant's records among `ids`, in any state, as
+    /// `(record_id, content)` sorted by record id, in one read that decodes
+    /// no record: the texts a recall hands off. Unknown, foreign and
+    /// erased ids are absent.
+    fn contents_of(
+        &mut self,
+        tenant_id: &str,
+        ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>>;
+
     /// The contents of the live (active or publishing) records among
     /// `ids` that are the tenant's and of `kind` and `subject`, as
     /// `(record_id, content)` sorted by record id, in one read that decodes

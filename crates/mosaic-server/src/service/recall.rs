@@ -413,9 +413,7 @@ impl<'a> Texts<'a> {
     }
 
     fn prefetch(&mut self, inner: &mut Inner, ids: &[String]) -> ServiceResult<()> {
-        for stored in inner.store.get_records(self.tenant, ids)? {
-            self.read.insert(stored.record.record_id, stored.content);
-        }
+        self.read.extend(inner.store.contents_of(self.tenant, ids)?);
         Ok(())
     }
 
@@ -423,11 +421,11 @@ impl<'a> Texts<'a> {
         if let Some(text) = self.read.get(id) {
             return Some(text.clone());
         }
-        match inner.store.get_records(self.tenant, &[id.to_owned()]) {
+        match inner.store.contents_of(self.tenant, &[id.to_owned()]) {
             Ok(found) => {
-                let stored = found.into_iter().next()?;
-                self.read.insert(id.to_owned(), stored.content.clone());
-                Some(stored.content)
+                let (_, content) = found.into_iter().next()?;
+                self.read.insert(id.to_owned(), content.clone());
+                Some(content)
             }
             Err(e) => {
                 self.error.get_or_insert(e.into());

@@ -289,6 +289,29 @@ pub(crate) fn get_records<C: Tx>(
     Ok(out)
 }
 
+/// `(record_id, content)` of a tenant's records among `ids`, in any state,
+/// sorted by record id; unknown, foreign and erased ids are absent. No
+/// record body is read or decoded.
+pub(crate) fn contents_of<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    ids: &[String],
+) -> StoreResult<Vec<(String, String)>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, tenant, content) in
+        records_by_id(c, "r.record_id, r.tenant_id, r.content", ids, |r| {
+            r.cols::<(String, String, String)>()
+        })?
+    {
+        if tenant == tenant_id {
+            out.push((id, content));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    Ok(out)
+}
+
 /// `(record_id, state)` of a tenant's records among `ids`, sorted by
 /// record id; unknown, foreign and erased ids are absent.
 pub(crate) fn record_states_of<C: Tx>(

@@ -381,6 +381,17 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn contents_of(
+                    &mut self,
+                    tenant_id: &str,
+                    ids: &[String],
+                ) -> StoreResult<Vec<(String, String)>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::contents_of(c, tenant_id, ids)
+                    })
+                }
+
                 fn live_contents(
                     &mut self,
                     tenant_id: &str,
