@@ -32,7 +32,9 @@ pub const BM25_B_PERMILLE: u64 = 750;
 
 #[derive(Default)]
 struct Partition {
-    postings: HashMap<u32, Vec<(DocId, u32)>>,
+    /// By term id (numbered in order of first appearance, not chosen by
+    /// any client): a fast hash.
+    postings: HashMap<u32, Vec<(DocId, u32)>, foldhash::fast::RandomState>,
     n_docs: u64,
     total_len: u64,
     timeline: BTreeSet<(u64, DocId)>,
@@ -89,7 +91,11 @@ impl Default for LexicalParams {
 /// The BM25 backend.
 #[derive(Default)]
 pub struct LexicalBackend {
-    vocab: HashMap<String, u32>,
+    /// Looked up once per term of every text published and every query,
+    /// and per query term and candidate for the speaker prior: hashed with
+    /// foldhash (randomly seeded per process, as the fence's slots are)
+    /// rather than SipHash.
+    vocab: HashMap<String, u32, foldhash::quality::RandomState>,
     partition_ids: HashMap<(String, String), u32>,
     partitions: Vec<Partition>,
     docs: Vec<Option<LexDoc>>,
