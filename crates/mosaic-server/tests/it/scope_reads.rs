@@ -149,17 +149,9 @@ async fn a_kept_scope_read_never_outlives_a_change() {
     );
 }
 
-/// Decisions within one millisecond are placed a millisecond apart, ahead
-/// of the clock (so they keep their order); a record is eligible from its
-/// creation instant on. A recall right after the calls, with the clock
-/// not yet there, still recalls every record the calls answered as
-/// readable. The layer under test is the read context's instant
-/// (`ServiceCore::read_instant`): at the bare clock only the first record
-/// was recalled.
-#[tokio::test]
-async fn a_record_answered_readable_is_recalled_while_decisions_run_ahead_of_the_clock() {
-    let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
-    let w = world_with_clock(clock.clone(), |_| {});
+/// Three of the first principal's preferences, each answered readable;
+/// their record ids in the order proposed.
+async fn propose_three(w: &World) -> Vec<String> {
     let mut ids = Vec::new();
     for (label, content) in [
         ("first", "Alice prefers aisle seats"),
@@ -173,6 +165,21 @@ async fn a_record_answered_readable_is_recalled_while_decisions_run_ahead_of_the
         assert_eq!(r["readable"], true, "{r}");
         ids.push(r["record_id"].as_str().expect("id").to_owned());
     }
+    ids
+}
+
+/// Decisions within one millisecond are placed a millisecond apart, ahead
+/// of the clock (so they keep their order); a record is eligible from its
+/// creation instant on. A recall right after the calls, with the clock
+/// not yet there, still recalls every record the calls answered as
+/// readable. The layer under test is the read context's instant
+/// (`ServiceCore::read_instant`): at the bare clock only the first record
+/// was recalled.
+#[tokio::test]
+async fn a_record_answered_readable_is_recalled_while_decisions_run_ahead_of_the_clock() {
+    let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
+    let w = world_with_clock(clock.clone(), |_| {});
+    let ids = propose_three(&w).await;
     // The clock has not moved: the second and third were created ahead
     // of it.
     assert_eq!(clock.0.load(Ordering::SeqCst), T0);
@@ -223,14 +230,7 @@ async fn created_at(w: &World, id: &str) -> u64 {
 async fn decisions_ahead_of_the_clock_stay_readable_and_ordered_across_a_restart() {
     let clock = Arc::new(ManualClock(AtomicU64::new(T0)));
     let w = world_with_clock(clock.clone(), |_| {});
-    let mut ids = Vec::new();
-    for (label, content) in [
-        ("first", "Alice prefers aisle seats"),
-        ("second", "Alice's flight leaves at nine"),
-        ("third", "Alice is allergic to peanuts"),
-    ] {
-        ids.push(propose(&w, label, content, None).await);
-    }
+    let ids = propose_three(&w).await;
     let third_at = created_at(&w, &ids[2]).await;
     assert!(third_at > T0, "decided ahead of the frozen clock");
     let (dir, service, principals) = w.into_service();

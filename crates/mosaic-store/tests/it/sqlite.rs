@@ -247,6 +247,16 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     );
 }
 
+/// What a version 6 file looked like: no latest creation instant.
+fn as_version_6(path: &std::path::Path) {
+    raw(path)
+        .execute_batch(
+            "DELETE FROM meta WHERE key = 'latest_created_at';
+             PRAGMA user_version = 6;",
+        )
+        .expect("downgrade");
+}
+
 #[test]
 fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
     let (_dir, path, mut store) = seeded();
@@ -263,13 +273,7 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
         .created_at_unix_ms;
     assert_eq!(store.latest_created_at().expect("latest"), latest);
     drop(store);
-    // What a version 6 file looked like: no such row.
-    raw(&path)
-        .execute_batch(
-            "DELETE FROM meta WHERE key = 'latest_created_at';
-             PRAGMA user_version = 6;",
-        )
-        .expect("downgrade");
+    as_version_6(&path);
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
     assert_eq!(store.latest_created_at().expect("latest"), latest);
@@ -277,12 +281,7 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
     let empty = tempfile::tempdir().expect("tempdir");
     let path = empty.path().join("store.sqlite");
     drop(SqliteStore::open(&path, test_config()).expect("open"));
-    raw(&path)
-        .execute_batch(
-            "DELETE FROM meta WHERE key = 'latest_created_at';
-             PRAGMA user_version = 6;",
-        )
-        .expect("downgrade");
+    as_version_6(&path);
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.latest_created_at().expect("latest"), 0);
 }
