@@ -249,6 +249,39 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord, S: std::hash::BuildHash
         .collect()
 }
 
+/// A partition's eligible docs are listed in timeline order for a read
+/// when its matching docs are at least this fraction (1/n) of its docs
+/// (see [`LexicalIndex::eligible_timelines`]).
+const DENSE_TIMELINE: u64 = 8;
+
+/// The eligible docs of some partitions in timeline order, for one read:
+/// a doc's window is then read off its list.
+#[derive(Default)]
+struct EligibleTimelines {
+    lists: Vec<Vec<DocId>>,
+    /// A listed doc's list and place in it.
+    place: HashMap<DocId, (usize, usize), foldhash::fast::RandomState>,
+}
+
+impl EligibleTimelines {
+    /// What [`LexicalIndex::window_docs`] answers for a listed doc (the
+    /// eligible docs before it, nearest first, then those after it, with
+    /// their distance), or `None` for a doc in no list.
+    fn window(&self, doc: DocId, radius: usize) -> Option<Vec<(DocId, usize)>> {
+        let &(list, i) = self.place.get(&doc)?;
+        let list = &self.lists[list];
+        let before = list[..i].iter().rev().take(radius);
+        let after = list[i + 1..].iter().take(radius);
+        Some(
+            before
+                .enumerate()
+                .chain(after.enumerate())
+                .map(|(d, x)| (*x, d + 1))
+                .collect(),
+        )
+    }
+}
+
 /// Batches at least this long are analysed on two threads.
 const PARALLEL_PREPARE: usize = 4096;
 
@@ -714,13 +747,22 @@ impl LexicalIndex {
                 }
             }
         }
+        let timelines = if params.window_permille > 0 {
+            self.eligible_timelines(tfs.keys().copied(), docs)
+        } else {
+            EligibleTimelines::default()
+        };
         let mut scored = bm25_scores(
             &tfs,
             &idfs,
             stats.avgdl,
             params,
             |d| self.doc_len(d),
-            |d, radius| self.window_docs(d, docs, radius),
+            |d, radius| {
+                timelines
+                    .window(d, radius)
+                    .unwrap_or_else(|| self.window_docs(d, docs, radius))
+            },
         );
         // Best first; equal scores by record id (a total order: a doc has
         // one record id), so the best `k` are picked before they are
@@ -738,6 +780,45 @@ impl LexicalIndex {
         }
         scored.sort_by(order);
         scored
+    }
+
+    /// The eligible docs, in timeline order, of each partition where the
+    /// `matching` docs are at least [`DENSE_TIMELINE`]th of its docs: a
+    /// walk of the whole timeline then costs less than two walks into it
+    /// per window would (a read asks for the window of every matching doc
+    /// and of each of their neighbours). Other partitions are left out,
+    /// so a rare term in a large subject walks only its docs' windows.
+    fn eligible_timelines(
+        &self,
+        matching: impl Iterator<Item = DocId>,
+        docs: &DocSet,
+    ) -> EligibleTimelines {
+        let b = &self.backend;
+        let mut per_partition: HashMap<u32, u64, foldhash::fast::RandomState> = HashMap::default();
+        for doc in matching {
+            if let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) {
+                *per_partition.entry(d.partition).or_default() += 1;
+            }
+        }
+        let mut timelines = EligibleTimelines::default();
+        for (p, count) in per_partition {
+            let partition = &b.partitions[p as usize];
+            if count * DENSE_TIMELINE < partition.n_docs {
+                continue;
+            }
+            let list: Vec<DocId> = partition
+                .timeline
+                .iter()
+                .map(|(_, doc)| *doc)
+                .filter(|doc| docs.contains(*doc))
+                .collect();
+            let at = timelines.lists.len();
+            for (i, doc) in list.iter().enumerate() {
+                timelines.place.insert(*doc, (at, i));
+            }
+            timelines.lists.push(list);
+        }
+        timelines
     }
 
     /// Up to `radius` eligible docs on each side of `doc` in its subject's
@@ -955,6 +1036,64 @@ mod tests {
         all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         all.truncate(limit);
         all.into_iter().map(|(w, d)| (w.to_bits(), d)).collect()
+    }
+
+    /// A window read off a read's eligible timeline is the one walked
+    /// from the partition's timeline: same docs, same order, same
+    /// distances, across subjects, creation-time ties, ineligible docs
+    /// between eligible ones and windows cut short at either end; a
+    /// partition with too few matching docs gets no list.
+    #[test]
+    fn a_listed_window_is_the_walked_one() {
+        let mut idx = LexicalIndex::new();
+        for r in 0..120u64 {
+            idx.publish(&PublishMessage {
+                record_id: format!("r{r:03}"),
+                generation: 1,
+                revocation_generation: 0,
+                scope: ScopeKeys {
+                    tenant_id: "t".into(),
+                    policy_sha256: sha256_hex(b"policy"),
+                    subject_key: format!("s{}", r % 3),
+                    kind: MemoryKind::Episodic,
+                },
+                // Pairs share an instant: ties ordered by doc.
+                created_at_unix_ms: 1_000 + r / 2,
+                claim_keys: Vec::new(),
+                text: format!("note {r}"),
+            })
+            .unwrap();
+        }
+        let all: Vec<DocId> = (0..120)
+            .filter_map(|r| idx.fence.doc_of(&format!("r{r:03}")))
+            .collect();
+        assert_eq!(all.len(), 120);
+        // Runs of eligible and ineligible docs of uneven lengths.
+        let mut docs = DocSet::with_capacity(all.len());
+        for (i, doc) in all.iter().enumerate() {
+            if (i * 7) % 11 < 6 {
+                docs.insert(*doc);
+            }
+        }
+        // Every doc matching: every partition is listed.
+        let timelines = idx.eligible_timelines(all.iter().copied(), &docs);
+        assert_eq!(timelines.lists.len(), 3);
+        let mut compared = 0;
+        for doc in &all {
+            for radius in 1..=4 {
+                match timelines.window(*doc, radius) {
+                    Some(listed) => {
+                        assert_eq!(listed, idx.window_docs(*doc, &docs, radius), "doc {doc}");
+                        compared += 1;
+                    }
+                    None => assert!(!docs.contains(*doc), "an eligible doc {doc} is listed"),
+                }
+            }
+        }
+        assert!(compared > 200, "{compared}");
+        // One matching doc in a partition of forty: no list.
+        let sparse = idx.eligible_timelines(all.iter().copied().take(1), &docs);
+        assert!(sparse.lists.is_empty());
     }
 
     #[test]
