@@ -856,6 +856,7 @@ impl Catalog {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(30))?;
         conn.set_prepared_statement_cache_capacity(mosaic_store::sqlite::STATEMENT_CACHE);
+        mosaic_store::sqlite::keep_plans_stable(&conn)?;
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         // The export copies of erased records are overwritten,
@@ -1668,5 +1669,26 @@ impl Catalog {
             "UPDATE verifiers SET disabled = 1 WHERE tenant_id = ?1 AND verifier_id = ?2",
             &[tenant_id.into(), verifier_id.into()],
         )? > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_opened_catalog_keeps_its_query_plans_stable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = Catalog::open(&dir.path().join("catalog.sqlite")).expect("open");
+        let Backend::Sqlite(conn) = &catalog.backend else {
+            panic!("a catalog opened from a path is SQLite");
+        };
+        // Its bound-LIMIT statements (the pending jobs, the earlier
+        // policies) are not compiled again on every run: see
+        // `mosaic_store::sqlite::keep_plans_stable`.
+        assert!(
+            conn.db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)
+                .expect("db config")
+        );
     }
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mosaic_harness::MemorySource;
+use rusqlite::config::DbConfig;
 use rusqlite::types::{Null, ToSqlOutput};
 use rusqlite::{Connection, OpenFlags, Row, TransactionBehavior, params_from_iter};
 
@@ -290,6 +291,20 @@ pub fn leave_checkpoints_to_another_connection(
     conn.pragma_update(None, "journal_size_limit", log_file_limit)
 }
 
+/// Keeps every statement's query plan independent of the values bound to
+/// it (SQLite's query planner stability guarantee), for any SQLite
+/// connection of the process (the server's catalog uses it too).
+/// Without it, the bundled SQLite marks a statement whose `LIMIT` is a
+/// bound parameter for compiling again whenever that parameter is bound,
+/// which is every time a cached statement runs: the outbox pass's read of
+/// pending rows was parsed and planned again on every pass. The store
+/// keeps no `ANALYZE` statistics and matches no bound patterns, so its
+/// plans never depended on bound values: nothing else changes.
+pub fn keep_plans_stable(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    Ok(())
+}
+
 impl SqliteStore {
     /// This connection's `PRAGMA synchronous` level ([`SYNCHRONOUS_FULL`]
     /// for every open store): what makes an acknowledged commit survive
@@ -298,6 +313,12 @@ impl SqliteStore {
         Ok(self
             .conn
             .query_row("PRAGMA synchronous", [], |row| row.get(0))?)
+    }
+
+    /// Whether this connection keeps its query plans stable
+    /// ([`keep_plans_stable`], true for every open store).
+    pub fn plans_stable(&self) -> StoreResult<bool> {
+        Ok(self.conn.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)?)
     }
 
     /// This connection's `PRAGMA wal_autocheckpoint` ([`WAL_CHECKPOINT_PAGES`]
@@ -364,6 +385,7 @@ impl SqliteStore {
         // instead of being read again from the file on every recall.
         conn.pragma_update(None, "cache_size", PAGE_CACHE_KIB)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        keep_plans_stable(&conn)?;
         // The checkpoint threshold (see WAL_CHECKPOINT_PAGES): short, so a
         // checkpoint, run by the committing writer, never stalls it long.
         // Durability is the log's: every commit is in it, synced, before it

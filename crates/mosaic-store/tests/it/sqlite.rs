@@ -56,6 +56,41 @@ fn opens_in_wal_with_full_sync_and_current_schema() {
 }
 
 #[test]
+fn a_cached_statement_with_a_bound_limit_runs_without_being_compiled_again() {
+    let (_dir, path, store) = seeded();
+    assert!(store.plans_stable().expect("plans stable"));
+    // What the store's connections are opened with, on a connection of
+    // the same SQLite: a cached statement whose LIMIT is bound (the
+    // outbox's read of pending rows is one) runs again as it was compiled.
+    // The control, without it, is compiled again on every run after the
+    // first: that is what the setting is for.
+    const SQL: &str = "SELECT key FROM meta ORDER BY key LIMIT ?1";
+    let recompiled = |stable: bool| {
+        let conn = raw(&path);
+        if stable {
+            mosaic_store::sqlite::keep_plans_stable(&conn).expect("keep plans stable");
+        }
+        for limit in [10_000i64, 10_000, 5] {
+            let mut stmt = conn.prepare_cached(SQL).expect("prepare");
+            let ids = stmt
+                .query_map([limit], |r| r.get::<_, String>(0))
+                .expect("query")
+                .collect::<Result<Vec<_>, _>>()
+                .expect("rows");
+            assert!(!ids.is_empty());
+        }
+        conn.prepare_cached(SQL)
+            .expect("cached")
+            .get_status(rusqlite::StatementStatus::RePrepare)
+    };
+    assert_eq!(recompiled(true), 0);
+    assert!(
+        recompiled(false) >= 2,
+        "without the setting SQLite compiles a bound LIMIT's statement again on every run"
+    );
+}
+
+#[test]
 fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     let (_dir, path, mut store) = seeded();
     let request = Spec::workspace(fixtures::TENANT_A, "bob", "r-old").build();
