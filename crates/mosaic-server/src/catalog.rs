@@ -1677,18 +1677,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_opened_catalog_keeps_its_query_plans_stable() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let catalog = Catalog::open(&dir.path().join("catalog.sqlite")).expect("open");
+    fn an_opened_catalog_keeps_its_query_plans_stable() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let catalog = Catalog::open(&dir.path().join("catalog.sqlite"))?;
         let Backend::Sqlite(conn) = &catalog.backend else {
             panic!("a catalog opened from a path is SQLite");
         };
         // Its bound-LIMIT statements (the pending jobs, the earlier
         // policies) are not compiled again on every run: see
         // `mosaic_store::sqlite::keep_plans_stable`.
-        assert!(
-            conn.db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)
-                .expect("db config")
-        );
+        assert!(conn.db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)?);
+        Ok(())
     }
 }
