@@ -297,19 +297,7 @@ pub(crate) fn contents_of<C: Tx>(
     tenant_id: &str,
     ids: &[String],
 ) -> StoreResult<Vec<(String, String)>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for (id, tenant, content) in
-        records_by_id(c, "r.record_id, r.tenant_id, r.content", ids, |r| {
-            r.cols::<(String, String, String)>()
-        })?
-    {
-        if tenant == tenant_id {
-            out.push((id, content));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out.dedup_by(|a, b| a.0 == b.0);
-    Ok(out)
+    column_of(c, tenant_id, "r.content", ids, Ok)
 }
 
 /// `(record_id, state)` of a tenant's records among `ids`, sorted by
@@ -319,12 +307,25 @@ pub(crate) fn record_states_of<C: Tx>(
     tenant_id: &str,
     ids: &[String],
 ) -> StoreResult<Vec<(String, RecordState)>> {
+    column_of(c, tenant_id, "r.state", ids, |state| parse_state(&state))
+}
+
+/// `(record_id, parse(column))` of a tenant's records among `ids`, sorted
+/// by record id, each id once; unknown, foreign and erased ids are absent.
+fn column_of<C: Tx, T>(
+    c: &C,
+    tenant_id: &str,
+    column: &str,
+    ids: &[String],
+    parse: impl Fn(String) -> StoreResult<T>,
+) -> StoreResult<Vec<(String, T)>> {
+    let columns = format!("r.record_id, r.tenant_id, {column}");
     let mut out = Vec::with_capacity(ids.len());
-    for (id, tenant, state) in records_by_id(c, "r.record_id, r.tenant_id, r.state", ids, |r| {
-        r.cols::<(String, String, String)>()
-    })? {
+    for (id, tenant, value) in
+        records_by_id(c, &columns, ids, |r| r.cols::<(String, String, String)>())?
+    {
         if tenant == tenant_id {
-            out.push((id, parse_state(&state)?));
+            out.push((id, parse(value)?));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
