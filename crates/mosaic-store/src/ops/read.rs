@@ -358,28 +358,23 @@ pub(crate) fn live_contents<C: Tx>(
 ) -> StoreResult<Vec<(String, String)>> {
     let wanted = subject_columns(subject);
     let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(RECORDS_PER_READ) {
-        let sql = format!(
-            "SELECT r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b,
-                    r.state, r.content
-             FROM records r WHERE {}",
-            C::in_set("r.record_id", "?1")
+    for (id, tenant, row_kind, subject_type, a, b, state, content) in records_by_id(
+        c,
+        "r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b,
+         r.state, r.content",
+        ids,
+        |r| r.cols::<LiveRow>(),
+    )? {
+        let live = matches!(
+            parse_state(&state)?,
+            RecordState::Active | RecordState::Publishing
         );
-        let args = [Arg::TextSet(chunk.to_vec())];
-        for (id, tenant, row_kind, subject_type, a, b, state, content) in
-            c.rows(&sql, &vals(&args), |r| r.cols::<LiveRow>())?
+        if live
+            && tenant == tenant_id
+            && row_kind == kind.as_str()
+            && (subject_type.as_str(), a.as_str(), b.as_str()) == wanted
         {
-            let live = matches!(
-                parse_state(&state)?,
-                RecordState::Active | RecordState::Publishing
-            );
-            if live
-                && tenant == tenant_id
-                && row_kind == kind.as_str()
-                && (subject_type.as_str(), a.as_str(), b.as_str()) == wanted
-            {
-                out.push((id, content));
-            }
+            out.push((id, content));
         }
     }
     out.sort();
