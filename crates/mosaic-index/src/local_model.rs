@@ -107,7 +107,7 @@ mod kernels;
 mod model {
     use std::path::Path;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex, mpsc};
+    use std::sync::{Arc, mpsc};
 
     use safetensors::{Dtype, SafeTensors};
     use tokenizers::{Tokenizer, TruncationParams};
@@ -292,7 +292,9 @@ mod model {
     /// by output panels over two threads when no other embedding runs
     /// (the same bits either way).
     pub struct MiniLmEmbedder {
-        tokenizer: Mutex<Tokenizer>,
+        /// Read-only once loaded: concurrent calls encode on their own
+        /// threads.
+        tokenizer: Tokenizer,
         word: Vec<f32>,
         position: Vec<f32>,
         token_type: Vec<f32>,
@@ -390,7 +392,7 @@ mod model {
                 .map(|n| n.get())
                 .unwrap_or(1);
             Ok(MiniLmEmbedder {
-                tokenizer: Mutex::new(tokenizer),
+                tokenizer,
                 word: tensor(
                     &st,
                     &format!("{e}.word_embeddings.weight"),
@@ -433,17 +435,15 @@ mod model {
                 return Ok(Vec::new());
             }
             let flight = InFlight::enter(&self.in_flight);
-            let encodings = {
-                let tokenizer = self
-                    .tokenizer
-                    .lock()
-                    .map_err(|_| rt("tokenizer lock poisoned"))?;
-                if texts.len() == 1 {
-                    vec![tokenizer.encode(texts[0], true).map_err(rt)?]
-                } else {
-                    tokenizer.encode_batch(texts.to_vec(), true).map_err(rt)?
-                }
-            };
+            // One text at a time on this thread. The tokenizer's
+            // `encode_batch` spreads a batch over a rayon pool whose idle
+            // workers spin (`sched_yield`) after every batch, on the cores
+            // the forward pass below needs; tokenising is a few percent of
+            // an embedding, and without padding the encodings are the same.
+            let encodings = texts
+                .iter()
+                .map(|text| self.tokenizer.encode(*text, true).map_err(rt))
+                .collect::<Result<Vec<_>, _>>()?;
             let seqs: Vec<Seq<'_>> = encodings
                 .iter()
                 .map(|e| Seq {
@@ -786,12 +786,7 @@ mod model {
                 "word ".repeat(60),
             ];
             for text in &texts {
-                let encoding = e
-                    .tokenizer
-                    .lock()
-                    .map_err(|_| rt("tokenizer lock poisoned"))?
-                    .encode(text.as_str(), true)
-                    .map_err(rt)?;
+                let encoding = e.tokenizer.encode(text.as_str(), true).map_err(rt)?;
                 let seqs = [Seq {
                     ids: encoding.get_ids(),
                     types: encoding.get_type_ids(),
