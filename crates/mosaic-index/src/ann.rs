@@ -103,45 +103,23 @@ pub struct AnnIndex {
     pending: BTreeSet<DocId>,
 }
 
-/// Inner product with eight independent partial sums, so the compiler can
-/// keep them in SIMD registers (a single running sum is a serial chain of
-/// dependent additions it may not reorder). This is the similarity kernel
-/// of every vector search (cosine on L2-normalised vectors), exposed so
-/// that a candidate source outside this crate scores exactly alike.
+/// Inner product of L2-normalised vectors (their cosine): the similarity
+/// kernel of every vector search, [`mosaic_kernels::dots`] of one vector
+/// (the same bits on every CPU), exposed so that a candidate source outside
+/// this crate scores exactly alike.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let [s] = dots(a, [b]);
+    let [s] = mosaic_kernels::dots(a, [b]);
     s
 }
 
-/// [`dot`] of `q` with each of `N` vectors, over the shortest length: one
-/// loop for both, so a vector scored in a group has exactly the operations
-/// it has alone (the same bits). A graph search scores the neighbours of a
-/// node, which lie anywhere in memory: one at a time, each waits for its
-/// vector to arrive before the next one's loads start; in a group of four
+/// [`dot`] of `q` with each of `N` vectors, with exactly the operations of
+/// [`dot`] on each. A graph search scores the neighbours of a node, which
+/// lie anywhere in memory: one at a time, each waits for its vector to
+/// arrive before the next one's loads start; in a group of four
 /// ([`AnnIndex::scores`]), their loads are in flight together.
 #[inline(always)]
 fn dots<const N: usize>(q: &[f32], v: [&[f32]; N]) -> [f32; N] {
-    let n = v.iter().fold(q.len(), |n, x| n.min(x.len()));
-    let whole = n - n % 8;
-    let mut acc = [[0.0f32; 8]; N];
-    let mut rows = v.map(|y| y[..whole].chunks_exact(8));
-    for x in q[..whole].chunks_exact(8) {
-        for (acc, row) in acc.iter_mut().zip(&mut rows) {
-            let Some(y) = row.next() else { break };
-            for i in 0..8 {
-                acc[i] += x[i] * y[i];
-            }
-        }
-    }
-    core::array::from_fn(|j| {
-        let acc = &acc[j];
-        let tail: f32 = q[whole..n]
-            .iter()
-            .zip(&v[j][whole..n])
-            .map(|(x, y)| x * y)
-            .sum();
-        ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
-    })
+    mosaic_kernels::dots(q, v)
 }
 
 /// The beam width of a filtered graph search over `eligible` of `live`
