@@ -69,8 +69,8 @@ struct Args {
     /// Seconds of load after setup (1..=3600).
     #[arg(long, default_value_t = 120)]
     duration: u64,
-    /// Principals (one key each); clients share them round-robin
-    /// (default: one per client).
+    /// Principals (one key each, 1 to `--clients`); clients share them
+    /// round-robin (default: one per client).
     #[arg(long)]
     principals: Option<usize>,
     /// Share of operations that are proposals (the rest are recalls).
@@ -80,7 +80,7 @@ struct Args {
     /// principals (0: none): memory once the record count stops growing.
     #[arg(long, default_value_t = 0)]
     then_recall: u64,
-    /// Resident-memory sampling interval in milliseconds.
+    /// Resident-memory sampling interval in milliseconds (50..=60000).
     #[arg(long, default_value_t = 1000)]
     sample_ms: u64,
     /// The `mosaic` binary (default: next to this one).
@@ -90,7 +90,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Measure deletion propagation over this many revocations while the
-    /// clients run (0: off). The clients stop when the last one is timed.
+    /// clients run (0: off; at most 100,000). The clients stop when the last one is timed.
     #[arg(long, default_value_t = 0)]
     deletions: usize,
     /// Serve on this PostgreSQL database (`mosaic serve --postgres URL`).
@@ -115,6 +115,10 @@ struct Args {
 const TENANT: &str = "load";
 const MAX_CLIENTS: usize = 1024;
 const MAX_SECONDS: u64 = 3600;
+/// Resident-memory sampling interval bounds, in milliseconds.
+const SAMPLE_MS: std::ops::RangeInclusive<u64> = 50..=60_000;
+/// Most revocations `--deletions` times.
+const MAX_DELETIONS: usize = 100_000;
 
 /// The server child: killed and reaped on drop.
 struct Server {
@@ -758,10 +762,23 @@ async fn run(args: Args) -> Result<Value> {
     if args.write_percent > 100 {
         bail!("--write-percent must be 0..=100");
     }
-    let principals = args
-        .principals
-        .unwrap_or(args.clients)
-        .clamp(1, args.clients);
+    let principals = args.principals.unwrap_or(args.clients);
+    if !(1..=args.clients).contains(&principals) {
+        bail!(
+            "--principals must be 1..={} (one to --clients)",
+            args.clients
+        );
+    }
+    if !SAMPLE_MS.contains(&args.sample_ms) {
+        bail!(
+            "--sample-ms must be {}..={} milliseconds",
+            SAMPLE_MS.start(),
+            SAMPLE_MS.end()
+        );
+    }
+    if args.deletions > MAX_DELETIONS {
+        bail!("--deletions must be 0..={MAX_DELETIONS}");
+    }
     if !(1..=4).contains(&args.replicas) || (args.replicas > 1 && args.postgres.is_none()) {
         bail!("--replicas must be 1..=4, and more than one needs --postgres");
     }
@@ -860,7 +877,7 @@ async fn run(args: Args) -> Result<Value> {
     };
     // Resident memory over time, while the clients run.
     let mut samples: Vec<(f64, u64)> = Vec::new();
-    let interval = Duration::from_millis(args.sample_ms.max(50));
+    let interval = Duration::from_millis(args.sample_ms);
     let mut ticker = tokio::time::interval(interval);
     let mut rss_writes_end = None;
     while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {

@@ -59,13 +59,19 @@ fn load_smoke_run_has_no_errors_and_samples_resident_memory() {
 
 #[test]
 fn load_refuses_unbounded_runs() {
-    for args in [
-        ["--clients", "0"],
-        ["--clients", "100000"],
-        ["--duration", "0"],
-        ["--duration", "86400"],
-        ["--then-recall", "86400"],
-    ] {
+    let refused: [&[&str]; 10] = [
+        &["--clients", "0"],
+        &["--clients", "100000"],
+        &["--duration", "0"],
+        &["--duration", "86400"],
+        &["--then-recall", "86400"],
+        &["--write-percent", "101"],
+        &["--principals", "0"],
+        &["--clients", "4", "--principals", "5"],
+        &["--sample-ms", "0"],
+        &["--deletions", "1000000"],
+    ];
+    for args in refused {
         let out = Command::new(env!("CARGO_BIN_EXE_mosaic-load"))
             .args(args)
             .args(["--mosaic-bin", env!("CARGO_BIN_EXE_mosaic")])
