@@ -5,7 +5,7 @@
         --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
         [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10] \
         [--write-guards '{"near_duplicate_cosine_permille": 1000}'] [--parallel N] \
-        [--surfaces native,mem0] [--modes lexical,vector,none]
+        [--surfaces native,mem0] [--modes lexical,vector,none] [--batch N]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates a tenant and one key per conversation (each its own
@@ -16,7 +16,10 @@ principal) through the admin API, then:
    with its turn id, speaker name and session date), then asks every scored
    question (LoCoMo categories 1-4) with `POST /v1/recall` (k memories) and
    scores evidence recall@k and any-hit@k against the turn ids the ingest
-   answered with;
+   answered with. With `--batch N` a call carries N consecutive turns of
+   one conversation instead, across its sessions (each turn still with its
+   session's date): `locomo_eval ... --batch N` embeds the same batches
+   alone;
 2. mem0-compatible: a second principal per conversation ingests the same
    sessions with `POST /memories` (mem0's shape, one call per session) and
    asks the same questions with `POST /search`.
@@ -181,8 +184,13 @@ def main():
     parser.add_argument("--modes", default="",
                         help="native surface: time each question again in these retrieval modes, "
                              "comma-separated (hybrid, lexical, vector, none = no query)")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="native surface: turns per ingest call, consecutive turns of one "
+                             "conversation across its sessions, 1 to 1000 (default: one session per call)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.batch < 0 or args.batch > 1000:
+        raise SystemExit("--batch takes 1 to 1000 turns per call (or 0: one session per call)")
     # Checked before anything starts.
     asked = [s.strip() for s in args.surfaces.split(",") if s.strip()]
     unknown = sorted(set(asked) - {"native", "mem0"})
@@ -214,20 +222,31 @@ def main():
             calls, turns = [], 0
 
             def ingest(c):
-                """One conversation's sessions in order, one call each:
+                """One conversation's sessions in order, one call each (native with
+                --batch: calls of that many consecutive turns):
                 (call latencies, turns, record id -> turn id)."""
                 cid, key = c["conversation_id"], keys[c["conversation_id"]]
                 latencies, count, found = [], 0, {}
-                for s in c["sessions"]:
+                if surface == "native":
+                    messages = [[{"id": t["turn_id"], "role": "user", "name": t["speaker"],
+                                  "created_at": s["date_time"], "content": t["text"]}
+                                 for t in s["turns"] if t["text"].strip()]
+                                for s in c["sessions"]]
+                    if args.batch:
+                        flat = [m for session in messages for m in session]
+                        messages = [flat[i:i + args.batch] for i in range(0, len(flat), args.batch)]
+                    batches = [m for m in messages if m]
+                else:
+                    batches = c["sessions"]
+                for s in batches:
                     if surface == "native":
-                        body = {"messages": [{"id": t["turn_id"], "role": "user", "name": t["speaker"],
-                                              "created_at": s["date_time"], "content": t["text"]}
-                                             for t in s["turns"] if t["text"].strip()]}
+                        body = {"messages": s}
                         t0 = time.perf_counter()
                         answer = ok(*server.call("POST", f"/v1/conversations/{cid}/messages", key, body), "ingest")
                         latencies.append(time.perf_counter() - t0)
                         for m in answer["messages"]:
                             found[m["record_id"]] = m["message_id"]
+                        count += len(s)
                     else:
                         sent = [t for t in s["turns"] if t["text"].strip()]
                         body = {"messages": [{"role": "user", "name": t["speaker"], "content": t["text"]} for t in sent],
@@ -237,7 +256,7 @@ def main():
                         latencies.append(time.perf_counter() - t0)
                         for t, r in zip(sent, answer["results"]):
                             found[r["id"]] = t["turn_id"]
-                    count += len(s["turns"])
+                        count += len(s["turns"])
                 return latencies, count, found
 
             started = time.perf_counter()
