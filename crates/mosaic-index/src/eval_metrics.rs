@@ -78,7 +78,7 @@ impl MetricSums {
         }
     }
 
-    /// One Markdown row of [`TABLE_HEADER`]: `| name | label | n | ... |`.
+    /// One Markdown row under [`table_header`]: `| name | label | n | ... |`.
     pub fn table_row(&self, name: &str, label: &str) -> String {
         let m = self.mean();
         format!(

@@ -92,7 +92,7 @@ pub struct EmbedderFlags {
     #[arg(long)]
     pub embedder: Option<mosaic_server::embedder::EmbedderKind>,
     /// Directory of the minilm model files (default
-    /// <data-dir>/models/all-MiniLM-L6-v2). Env MOSAIC_MODEL_DIR.
+    /// models/all-MiniLM-L6-v2 under --data-dir). Env MOSAIC_MODEL_DIR.
     #[arg(long)]
     pub model_dir: Option<PathBuf>,
     /// Base URL of the http embedder, e.g. http://127.0.0.1:8080/v1 (the

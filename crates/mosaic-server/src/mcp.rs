@@ -6,21 +6,21 @@
 //! plain arguments an LLM can fill in: no digests, no ids to invent.
 //!
 //! * `remember` takes a statement (`text`, optional `kind`, optional
-//!   `workspace_id`) and runs it through [`Service::remember_text`]: the
+//!   `workspace_id`) and runs it through [`Service::remember_text`](crate::service::ServiceCore::remember_text): the
 //!   server builds the source itself and the gate decides.
-//! * `recall` runs [`Service::recall`] and answers with the
+//! * `recall` runs [`Service::recall`](crate::service::ServiceCore::recall) and answers with the
 //!   [`RECALLED_MEMORY_NOTICE`] followed by the escaped
 //!   `<recalled-memory ...>` data blocks, and the selection receipt digest.
 //!   Recalled text appears only inside those blocks.
 //! * `list` shows the principal's active memories, newest first, as the
 //!   same escaped blocks.
-//! * `forget` revokes a memory ([`Service::revoke`]) and returns its
+//! * `forget` revokes a memory ([`Service::revoke`](crate::service::ServiceCore::revoke)) and returns its
 //!   deletion receipt digest once finalized.
-//! * `forget_everything` erases the principal ([`Service::erase_self`]),
+//! * `forget_everything` erases the principal ([`Service::erase_self`](crate::service::ServiceCore::erase_self)),
 //!   with a deletion receipt per memory; it needs `confirm: true`.
 //! * `explain` says why a memory exists and whether a recall would select
 //!   it: the stored record's state, the re-verified write receipt
-//!   ([`Service::verify`]), its revocation stage, and the selector's decision
+//!   ([`Service::verify`](crate::service::ServiceCore::verify)), its revocation stage, and the selector's decision
 //!   for every candidate with the receipt digests. It never returns content.
 //!
 //! The full proposal (declared sources, signed evidence, claims) stays on

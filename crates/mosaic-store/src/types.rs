@@ -355,7 +355,7 @@ impl SnapshotIdentity {
 
 /// The identities of the records that passed the store-side eligibility
 /// filter, without their bodies or contents (see
-/// [`crate::Store::eligible_ids`]).
+/// [`crate::Store::eligible_unknown`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EligibleIds {
     /// `(record_id, line_generation)`, sorted by record id.

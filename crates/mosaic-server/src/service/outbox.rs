@@ -95,7 +95,7 @@ impl ServiceCore {
         })
     }
 
-    /// [`Service::reconcile`] plus a full comparison of the store with each
+    /// [`Service::reconcile`](ServiceCore::reconcile) plus a full comparison of the store with each
     /// index: active records missing from an index are published again,
     /// and index entries without an active record behind them (revoked,
     /// erased, or unknown to the store: ghosts) are removed. It invents no
