@@ -189,9 +189,9 @@ def main():
                              "conversation across its sessions, 1 to 1000 (default: one session per call)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    # Checked before anything starts.
     if args.batch < 0 or args.batch > 1000:
         raise SystemExit("--batch takes 1 to 1000 turns per call (or 0: one session per call)")
-    # Checked before anything starts.
     asked = [s.strip() for s in args.surfaces.split(",") if s.strip()]
     unknown = sorted(set(asked) - {"native", "mem0"})
     if unknown or not asked:

@@ -90,7 +90,8 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Measure deletion propagation over this many revocations while the
-    /// clients run (0: off; at most 100,000). The clients stop when the last one is timed.
+    /// clients run (0: off; at most 100,000). The clients stop when the
+    /// last one is timed.
     #[arg(long, default_value_t = 0)]
     deletions: usize,
     /// Serve on this PostgreSQL database (`mosaic serve --postgres URL`).
