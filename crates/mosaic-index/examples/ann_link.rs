@@ -10,9 +10,13 @@
 //! mean time per vector for each quarter of the run, so the growth with
 //! the graph's size shows.
 
+mod common;
+
 use std::time::Instant;
 
 use mosaic_index::{AnnConfig, AnnIndex};
+
+use common::arg;
 
 struct Rng(u64);
 
@@ -24,14 +28,6 @@ impl Rng {
             .wrapping_add(1442695040888963407);
         ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
     }
-}
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {

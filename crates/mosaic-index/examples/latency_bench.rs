@@ -14,6 +14,8 @@
 //! records eligible; the planner picks the exact scan or the filtered graph
 //! by estimated cost, `--graph-cost-permille 1` forces the graph).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +26,8 @@ use mosaic_index::{
     AnnConfig, Embedder, FunnelConfig, HashEmbedder, IndexTarget, PublishMessage, RecallQuery,
     RetrievalMode, Retriever, ScopeKeys, SearchPlan,
 };
+
+use common::arg;
 
 struct Rng(u64);
 impl Rng {
@@ -40,14 +44,6 @@ impl Rng {
         let id = (r * r) / 5_000;
         format!("w{id}")
     }
-}
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {

@@ -15,6 +15,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap};
 
+use mosaic_kernels::dots;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -108,18 +109,8 @@ pub struct AnnIndex {
 /// (the same bits on every CPU), exposed so that a candidate source outside
 /// this crate scores exactly alike.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let [s] = mosaic_kernels::dots(a, [b]);
+    let [s] = dots(a, [b]);
     s
-}
-
-/// [`dot`] of `q` with each of `N` vectors, with exactly the operations of
-/// [`dot`] on each. A graph search scores the neighbours of a node, which
-/// lie anywhere in memory: one at a time, each waits for its vector to
-/// arrive before the next one's loads start; in a group of four
-/// ([`AnnIndex::scores`]), their loads are in flight together.
-#[inline(always)]
-fn dots<const N: usize>(q: &[f32], v: [&[f32]; N]) -> [f32; N] {
-    mosaic_kernels::dots(q, v)
 }
 
 /// The beam width of a filtered graph search over `eligible` of `live`
@@ -422,8 +413,12 @@ impl AnnIndex {
         }
     }
 
-    /// `scores[i] = dot(q, vector(docs[i]))`, four docs at a time (see
-    /// [`dots`]).
+    /// `scores[i] = dot(q, vector(docs[i]))`, four docs at a time with
+    /// [`dots`] (each with exactly the operations of [`dot`]). A graph
+    /// search scores the neighbours of a node, which lie anywhere in
+    /// memory: one at a time, each waits for its vector to arrive before
+    /// the next one's loads start; in a group of four, their loads are in
+    /// flight together.
     fn scores(&self, q: &[f32], docs: &[DocId], scores: &mut Vec<f32>) {
         scores.clear();
         // Each vector's first load is a miss at a random address: ask for
