@@ -28,7 +28,11 @@ It prints, per surface, turns per second of ingest (wall clock over all
 calls), per-call latency percentiles, search latency percentiles and
 recall, and the search pass's mean at the client beside the server's own
 account from its `/metrics`: the mean request time and, within it, the
-mean time the query's embedding took. Each client holds one keep-alive
+mean time the query's embedding took, and the server's account of the
+ingest: each call's mean time preparing its proposals (gate and guards),
+in the group commit, and waiting for the indexes, and the mean time of
+an index acknowledgement (saving the index changes and the transaction
+that makes records readable). Each client holds one keep-alive
 connection, as the SDKs do. By default one client ingests the
 conversations one after the other; `--parallel N` has N clients ingest N
 conversations at a time (each conversation's sessions still in order, one
@@ -259,6 +263,11 @@ def main():
                         count += len(s["turns"])
                 return latencies, count, found
 
+            # The server's account of the ingest: each call's write phases
+            # and the indexes' acknowledgements.
+            phases = [f'mosaic_write_phase_seconds{{phase="{p}"}}' for p in ("prepare", "commit", "index_wait")]
+            written = phases + ["mosaic_outbox_acknowledge_seconds"]
+            before_ingest = server.histograms(written)
             started = time.perf_counter()
             with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as clients:
                 for latencies, count, found in clients.map(ingest, conversations):
@@ -266,6 +275,7 @@ def main():
                     turns += count
                     record_turn.update(found)
             ingest_s = time.perf_counter() - started
+            after_ingest = server.histograms(written)
             searches, ranked = [], {}
             # The server's own account of the same recalls: its request
             # time and, within it, the query's embedding.
@@ -288,7 +298,7 @@ def main():
             recall, any_hit = score(questions, ranked, args.k)
             ms = lambda v: round(v * 1000, 2)
 
-            def server_mean(name):
+            def server_mean(name, before=before, after=after):
                 (s0, c0), (s1, c1) = before[name], after[name]
                 return ms((s1 - s0) / (c1 - c0)) if c1 > c0 else None
             by_mode = {m: [] for m in modes} if surface == "native" else {}
@@ -309,6 +319,9 @@ def main():
                 "ingest_turns_per_second": round(turns / ingest_s, 1),
                 "ingest_call_p50_ms": ms(percentile(calls, 50)),
                 "ingest_call_p95_ms": ms(percentile(calls, 95)),
+                "ingest_server_phase_mean_ms": {name.split('"')[1]: server_mean(name, before_ingest, after_ingest) for name in phases},
+                "ingest_acknowledgement_mean_ms": server_mean(written[-1], before_ingest, after_ingest),
+                "ingest_acknowledgements": after_ingest[written[-1]][1] - before_ingest[written[-1]][1],
                 "search_p50_ms": ms(percentile(searches, 50)),
                 "search_p95_ms": ms(percentile(searches, 95)),
                 "search_mean_ms": ms(statistics.fmean(searches)) if searches else None,
@@ -332,6 +345,10 @@ def main():
                       f"search p50 {s['search_p50_ms']} ms, p95 {s['search_p95_ms']} ms; "
                       f"recall@{args.k} {s[f'recall_at_{args.k}']}, any-hit@{args.k} {s[f'any_hit_at_{args.k}']}")
                 shown = lambda v: "n/a" if v is None else f"{v} ms"
+                if s["ingest_acknowledgements"]:
+                    means = ", ".join(f"{p} {shown(v)}" for p, v in s["ingest_server_phase_mean_ms"].items())
+                    print(f"         ingest call means in the server (its /metrics): {means}; "
+                          f"{s['ingest_acknowledgements']} index acknowledgements of {shown(s['ingest_acknowledgement_mean_ms'])} each")
                 print(f"         search means: {shown(s['search_mean_ms'])} at the client, {shown(s['search_server_mean_ms'])} "
                       f"in the server (its /metrics), of which the query's embedding {shown(s['search_embedding_mean_ms'])}")
                 for m, t in s.get("modes", {}).items():

@@ -437,6 +437,7 @@ impl ServiceCore {
         acks: &[(IndexAck, OutboxOp)],
         report: &mut ReconcileReport,
     ) -> ServiceResult<()> {
+        let started = std::time::Instant::now();
         self.persist_changes(changed)?;
         if acks.is_empty() {
             return Ok(());
@@ -446,6 +447,11 @@ impl ServiceCore {
             .writer()?
             .store
             .acknowledge_indexes(&rows, self.now())?;
+        self.metrics.observe(
+            "mosaic_outbox_acknowledge_seconds",
+            &[],
+            started.elapsed().as_secs_f64(),
+        );
         self.log_wake.notify();
         for ((ack, op), result) in acks.iter().zip(results) {
             let target = ack.target.as_str();

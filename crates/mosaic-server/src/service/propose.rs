@@ -75,6 +75,7 @@ impl ServiceCore {
         request: &ProposeRequest,
     ) -> ServiceResult<ProposeResponse> {
         let (tenant, principal) = credential.principal()?;
+        let started = std::time::Instant::now();
         // The vector guard's embedding, before any lock (the publication
         // reuses it).
         let vector = self
@@ -84,7 +85,15 @@ impl ServiceCore {
         let scan_needed = !request.claims.is_empty() || request.supersedes_record_id.is_some();
         let mut response = if scan_needed {
             let mut writer = self.writer()?;
-            self.propose_locked_with(&mut writer, tenant, principal, request, vector.as_deref())?
+            let response = self.propose_locked_with(
+                &mut writer,
+                tenant,
+                principal,
+                request,
+                vector.as_deref(),
+            )?;
+            self.write_phase("locked", started);
+            response
         } else {
             let prepared = self.prepare_write(
                 &mut *self.reader()?,
@@ -94,13 +103,17 @@ impl ServiceCore {
                 InCall::alone(&mut CallReads::default()),
                 vector.as_deref(),
             )?;
+            let committing = self.write_phase("prepare", started);
             let outcome = self.group_commit(
                 Decision::of(tenant, principal, request, &prepared)?,
                 prepared.write.clone(),
             )?;
+            self.write_phase("commit", committing);
             self.response_of(prepared, outcome)
         };
+        let waiting = std::time::Instant::now();
         self.await_readable(tenant, std::slice::from_mut(&mut response))?;
+        self.write_phase("index_wait", waiting);
         Ok(response)
     }
 
@@ -118,6 +131,7 @@ impl ServiceCore {
         items: Vec<CapturedProposal>,
         vectors: Vec<Option<Vec<f32>>>,
     ) -> ServiceResult<Vec<ProposeResponse>> {
+        let started = std::time::Instant::now();
         let mut jobs = Vec::with_capacity(items.len());
         {
             let mut reader = self.reader()?;
@@ -155,6 +169,7 @@ impl ServiceCore {
                 jobs.push((prepared, decision));
             }
         }
+        let committing = self.write_phase("prepare", started);
         let mut waiting = Vec::with_capacity(jobs.len());
         for (prepared, decision) in jobs {
             let (done, outcome) = std::sync::mpsc::sync_channel(1);
@@ -184,8 +199,30 @@ impl ServiceCore {
             })?;
             responses.push(self.response_of(prepared, outcome));
         }
+        let waiting = self.write_phase("commit", committing);
         self.await_readable(tenant, &mut responses)?;
+        self.write_phase("index_wait", waiting);
         Ok(responses)
+    }
+
+    /// Records how long a write's `phase` took since `started` (one
+    /// observation per call, whatever its number of proposals) in
+    /// `mosaic_write_phase_seconds`, and returns the phase's end: the next
+    /// phase's start. The phases: `prepare` (the vector guard's embedding
+    /// of a single proposal, the gate and the guards, on a reader),
+    /// `commit` (the group commit of the store and the catalog, waiting
+    /// for the writer included), `index_wait` (until the indexes
+    /// acknowledged, bounded by `index_wait_ms`), and `locked` for a
+    /// proposal with claims or a supersession, prepared and committed
+    /// under the writer lock.
+    fn write_phase(&self, phase: &str, started: std::time::Instant) -> std::time::Instant {
+        let now = std::time::Instant::now();
+        self.metrics.observe(
+            "mosaic_write_phase_seconds",
+            &[("phase", phase)],
+            now.duration_since(started).as_secs_f64(),
+        );
+        now
     }
 
     /// Waits (bounded by `index_wait_ms`) for the outbox pass after the

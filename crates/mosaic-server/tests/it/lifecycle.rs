@@ -447,6 +447,24 @@ async fn metrics_count_requests_without_ids_or_content() {
         text.contains("mosaic_query_embedding_seconds_count 1"),
         "{text}"
     );
+    // The proposal's phases, once each, and the acknowledgement that
+    // made it readable.
+    for phase in ["prepare", "commit", "index_wait"] {
+        assert!(
+            text.contains(&format!(
+                "mosaic_write_phase_seconds_count{{phase=\"{phase}\"}} 1\n"
+            )),
+            "{phase}: {text}"
+        );
+    }
+    assert!(
+        !text.contains("mosaic_write_phase_seconds_count{phase=\"locked\"}"),
+        "a proposal without claims is not written under the lock: {text}"
+    );
+    assert!(
+        text.contains("mosaic_outbox_acknowledge_seconds_count"),
+        "{text}"
+    );
     for forbidden in ["alice", "tenant-a", "secret-ish", "mk_"] {
         assert!(!text.contains(forbidden), "metrics leak {forbidden}");
     }
