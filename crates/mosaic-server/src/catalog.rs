@@ -25,7 +25,6 @@
 
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
 use rusqlite::Connection;
@@ -853,28 +852,17 @@ impl Catalog {
 
     /// Opens (creating if needed) the catalog at `path`.
     pub fn open(path: &Path) -> ServiceResult<Self> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(30))?;
-        conn.set_prepared_statement_cache_capacity(mosaic_store::sqlite::STATEMENT_CACHE);
-        mosaic_store::sqlite::keep_plans_stable(&conn)?;
-        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        // The export copies of erased records are overwritten,
-        // not just unlinked (see docs/ERASURE.md).
-        conn.pragma_update(None, "secure_delete", "ON")?;
-        // The store's checkpoint threshold, for the same reason: the
-        // committing writer runs the checkpoint, so it stays short.
-        conn.pragma_update(
-            None,
-            "wal_autocheckpoint",
-            mosaic_store::sqlite::WAL_CHECKPOINT_PAGES,
-        )?;
+        let conn = mosaic_store::sqlite::open_file(path)?;
+        // The version first: a newer release's file is left untouched.
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > CATALOG_SCHEMA_VERSION {
             return Err(ServiceError::Internal(format!(
                 "catalog schema version {version} is newer than this release ({CATALOG_SCHEMA_VERSION})"
             )));
         }
+        // Written as the store is (the export copies of erased records are
+        // overwritten, not just unlinked: see docs/ERASURE.md).
+        mosaic_store::sqlite::make_durable(&conn)?;
         conn.execute_batch(SCHEMA)?;
         for table in DROPPED_TABLES {
             conn.execute_batch(&format!("DROP TABLE IF EXISTS {table};"))?;
@@ -1677,7 +1665,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_opened_catalog_keeps_its_query_plans_stable() -> Result<(), Box<dyn std::error::Error>> {
+    fn an_opened_catalog_is_written_as_the_store_is() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let catalog = Catalog::open(&dir.path().join("catalog.sqlite"))?;
         let Backend::Sqlite(conn) = &catalog.backend else {
@@ -1687,6 +1675,39 @@ mod tests {
         // policies) are not compiled again on every run: see
         // `mosaic_store::sqlite::keep_plans_stable`.
         assert!(conn.db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)?);
+        // Durable and erasing as the store (`mosaic_store::sqlite::make_durable`).
+        let pragma = |name: &str| -> rusqlite::Result<String> {
+            conn.query_row(&format!("PRAGMA {name}"), [], |r| {
+                Ok(match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    other => format!("{:?}", other.as_i64()?),
+                })
+            })
+        };
+        assert_eq!(pragma("journal_mode")?, "wal");
+        assert_eq!(
+            pragma("synchronous")?,
+            mosaic_store::sqlite::SYNCHRONOUS_FULL.to_string()
+        );
+        assert_eq!(pragma("secure_delete")?, "1");
+        Ok(())
+    }
+
+    #[test]
+    fn a_catalog_from_a_newer_release_is_refused_untouched()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("catalog.sqlite");
+        {
+            let conn = Connection::open(&path)?;
+            conn.pragma_update(None, "user_version", CATALOG_SCHEMA_VERSION + 1)?;
+        }
+        assert!(Catalog::open(&path).is_err());
+        let conn = Connection::open(&path)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        assert_eq!(mode, "delete", "the file was not switched to the log");
+        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        assert_eq!(tables, 0, "no table was created");
         Ok(())
     }
 }

@@ -305,6 +305,58 @@ pub fn keep_plans_stable(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Opens `path` (creating the file if needed) for one thread's use, waiting
+/// up to 30 s for another connection's lock: the first step of opening
+/// any SQLite file of the process (the store, the server's catalog).
+/// Nothing in the file changes yet, so the caller can check its schema
+/// version first; [`make_durable`] is the second step.
+pub fn open_file(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_secs(30))?;
+    Ok(conn)
+}
+
+/// What every SQLite file of the process (the store, the server's
+/// catalog) is written with, and is refused without:
+/// - the write-ahead log, so readers never wait for the writer;
+/// - `synchronous = FULL`, so an acknowledged commit survives power loss
+///   (checked: a build of SQLite that ignored it would be refused);
+/// - `secure_delete`, so deleted content (freed pages and the freed space
+///   inside pages) is overwritten with zeros and an erased record's bytes
+///   do not linger in the file (see docs/ERASURE.md);
+/// - [`STATEMENT_CACHE`] prepared statements and stable query plans
+///   ([`keep_plans_stable`]);
+/// - the checkpoint threshold [`WAL_CHECKPOINT_PAGES`]: short, so a
+///   checkpoint run by the committing writer never stalls it long (the
+///   server leaves checkpoints to a thread of its own instead:
+///   [`leave_checkpoints_to_another_connection`]). Durability is the
+///   log's: every commit is in it, synced, before it returns.
+pub fn make_durable(conn: &Connection) -> StoreResult<()> {
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Backend(format!(
+            "journal_mode is {mode}, not wal"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?;
+    if synchronous != SYNCHRONOUS_FULL {
+        return Err(StoreError::Backend(format!(
+            "synchronous is {synchronous}, not FULL ({SYNCHRONOUS_FULL})"
+        )));
+    }
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    keep_plans_stable(conn)?;
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
+    Ok(())
+}
+
 impl SqliteStore {
     /// This connection's `PRAGMA synchronous` level ([`SYNCHRONOUS_FULL`]
     /// for every open store): what makes an acknowledged commit survive
@@ -347,13 +399,7 @@ impl SqliteStore {
     /// with [`StoreError::SchemaTooNew`] and left untouched.
     pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> StoreResult<Self> {
         let path = path.as_ref().to_path_buf();
-        let mut conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(Duration::from_secs(30))?;
+        let mut conn = open_file(&path)?;
         // Check the version before changing anything in the file.
         let found = schema::user_version(&conn)?;
         if found > schema::SCHEMA_VERSION {
@@ -362,35 +408,12 @@ impl SqliteStore {
                 supported: schema::SCHEMA_VERSION,
             });
         }
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Backend(format!(
-                "journal_mode is {mode}, not wal"
-            )));
-        }
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?;
-        if synchronous != SYNCHRONOUS_FULL {
-            return Err(StoreError::Backend(format!(
-                "synchronous is {synchronous}, not FULL ({SYNCHRONOUS_FULL})"
-            )));
-        }
+        make_durable(&conn)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        // Deleted content is overwritten with zeros (freed pages and the
-        // freed space inside pages), so an erased record's bytes do not
-        // linger in the file; see docs/ERASURE.md.
-        conn.pragma_update(None, "secure_delete", "ON")?;
         // Up to 32 MiB of pages per connection (SQLite's default is 2 MiB):
         // the eligibility index of a large principal stays in memory
         // instead of being read again from the file on every recall.
         conn.pragma_update(None, "cache_size", PAGE_CACHE_KIB)?;
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        keep_plans_stable(&conn)?;
-        // The checkpoint threshold (see WAL_CHECKPOINT_PAGES): short, so a
-        // checkpoint, run by the committing writer, never stalls it long.
-        // Durability is the log's: every commit is in it, synced, before it
-        // returns.
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
         schema::migrate(&mut conn)?;
         Ok(SqliteStore {
             conn,
