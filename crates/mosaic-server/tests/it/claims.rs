@@ -154,6 +154,24 @@ async fn claim_keys_on_recall_find_the_claimed_record_through_the_server() {
         .await,
     );
     let key = format!("{SUBJECT}|{PREDICATE}");
+    // The claimed fact was prepared and committed under the writer lock
+    // (its conflict scan sees every earlier record), the plain one in a
+    // group commit: each is timed as such at /metrics.
+    let (status, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let metrics = String::from_utf8(raw).expect("utf8");
+    for phase in ["locked", "prepare", "commit"] {
+        assert!(
+            metrics.contains(&format!(
+                "mosaic_write_phase_seconds_count{{phase=\"{phase}\"}} 1\n"
+            )),
+            "{phase}: {metrics}"
+        );
+    }
+    assert!(
+        metrics.contains("mosaic_write_phase_seconds_count{phase=\"index_wait\"} 2\n"),
+        "{metrics}"
+    );
 
     // Words in neither memory: only the claim key can bring one in, and
     // only the claimed one.
