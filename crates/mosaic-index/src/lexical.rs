@@ -577,11 +577,16 @@ impl LexicalIndex {
         for (j, &i) in order.iter().enumerate().rev() {
             left[j] = left[j + 1] + weights[i];
         }
-        let mut weight_of: HashMap<DocId, f64, foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(
-                order.iter().rev().skip(1).map(|&i| lists[i].1.len()).sum(),
-                foldhash::fast::RandomState::default(),
-            );
+        // The docs found with their weights, in doc order: postings are in
+        // doc order (docs are numbered as published, and a republished
+        // record gets a new number), so each list walked is merged in, in
+        // one pass over both, each doc's weights added in the order of the
+        // lists as before (the same sums, to the bit: a doc's first weight
+        // is the list's, as `0.0 + weight` was). A hash map of the
+        // docs cost a random probe per posting; the merge reads both in
+        // order.
+        let mut found: Vec<(DocId, f64)> = Vec::new();
+        let mut merged: Vec<(DocId, f64)> = Vec::new();
         let mut walked = order.len();
         // The most any doc found weighs.
         let mut heaviest = 0.0f64;
@@ -592,26 +597,47 @@ impl LexicalIndex {
             // none can: counting is a pass over every doc found, and where
             // no term is rarer than the rest it would not stop the walk.)
             let bar = left[j] * (1.0 + SLACK);
-            if weight_of.len() >= limit
+            if found.len() >= limit
                 && left[0] - left[j] > bar
                 && heaviest > bar
-                && weight_of.values().filter(|w| **w > bar).count() >= limit
+                && found.iter().filter(|(_, w)| *w > bar).count() >= limit
             {
                 walked = j;
                 break;
             }
-            for (doc, _) in lists[i].1 {
-                let weight = weight_of.entry(*doc).or_insert(0.0);
-                *weight += weights[i];
-                heaviest = heaviest.max(*weight);
+            let (list, weight) = (lists[i].1, weights[i]);
+            merged.clear();
+            merged.reserve(found.len() + list.len());
+            let (mut a, mut b) = (0, 0);
+            while let (Some(&(doc, sum)), Some(&(posted, _))) = (found.get(a), list.get(b)) {
+                match doc.cmp(&posted) {
+                    std::cmp::Ordering::Less => {
+                        merged.push((doc, sum + weight));
+                        a += 1;
+                    }
+                    std::cmp::Ordering::Greater => {
+                        merged.push((posted, weight));
+                        b += 1;
+                    }
+                    std::cmp::Ordering::Equal => {
+                        merged.push((doc, sum + weight));
+                        a += 1;
+                        b += 1;
+                    }
+                }
             }
+            merged.extend_from_slice(found.get(a..).unwrap_or_default());
+            merged.extend(
+                list.get(b..)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(posted, _)| (*posted, weight)),
+            );
+            std::mem::swap(&mut found, &mut merged);
+            heaviest = found.iter().fold(heaviest, |h, (_, w)| h.max(*w));
         }
-        let mut found: Vec<(DocId, f64)> = weight_of.into_iter().collect();
-        // The lists left, for the docs found: postings are in doc order
-        // (docs are numbered as published, and a republished record gets a
-        // new number), so the docs found, in that order, are looked up in
+        // The lists left, for the docs found: in doc order, looked up in
         // each list by galloping from the last one's place.
-        found.sort_unstable_by_key(|(doc, _)| *doc);
         for &i in &order[walked..] {
             let list = lists[i].1;
             let mut from = 0;
