@@ -612,7 +612,7 @@ impl LexicalIndex {
             while let (Some(&(doc, sum)), Some(&(posted, _))) = (found.get(a), list.get(b)) {
                 match doc.cmp(&posted) {
                     std::cmp::Ordering::Less => {
-                        merged.push((doc, sum + weight));
+                        merged.push((doc, sum));
                         a += 1;
                     }
                     std::cmp::Ordering::Greater => {
