@@ -376,3 +376,14 @@ pub fn counter(metrics: &str, name: &str) -> u64 {
         .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// How many calls `/metrics` text timed in each write phase:
+/// `[prepare, commit, index_wait, locked]`.
+pub fn write_phases(metrics: &str) -> [u64; 4] {
+    ["prepare", "commit", "index_wait", "locked"].map(|phase| {
+        counter(
+            metrics,
+            &format!("mosaic_write_phase_seconds_count{{phase=\"{phase}\"}}"),
+        )
+    })
+}
