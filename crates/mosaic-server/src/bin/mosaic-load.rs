@@ -61,7 +61,7 @@ use serde_json::{Value, json};
 
 /// Bounded load test of a local `mosaic serve`.
 #[derive(Parser, Debug)]
-#[command(name = "mosaic-load", version, about)]
+#[command(name = "mosaic-load", version)]
 struct Args {
     /// Concurrent clients (1..=1024).
     #[arg(long, default_value_t = 64)]

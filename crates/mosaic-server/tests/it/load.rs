@@ -85,6 +85,21 @@ fn load_refuses_unbounded_runs() {
     }
 }
 
+/// `--help` says what the tool is, not what the service is.
+#[test]
+fn load_help_describes_the_load_test() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mosaic-load"))
+        .arg("--help")
+        .output()
+        .expect("run mosaic-load");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.starts_with("Bounded load test of a local `mosaic serve`"),
+        "{help}"
+    );
+}
+
 /// A kept data directory serves a recall-only run again, but not a
 /// writing one: its principals' notes would be numbered from the start and
 /// refused as duplicates, so the loader says so instead of counting errors.
