@@ -617,24 +617,24 @@ impl LexicalIndex {
                     }
                     std::cmp::Ordering::Greater => {
                         merged.push((posted, weight));
+                        heaviest = heaviest.max(weight);
                         b += 1;
                     }
                     std::cmp::Ordering::Equal => {
                         merged.push((doc, sum + weight));
+                        heaviest = heaviest.max(sum + weight);
                         a += 1;
                         b += 1;
                     }
                 }
             }
             merged.extend_from_slice(found.get(a..).unwrap_or_default());
-            merged.extend(
-                list.get(b..)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|(posted, _)| (*posted, weight)),
-            );
+            let unmatched = list.get(b..).unwrap_or_default();
+            if !unmatched.is_empty() {
+                heaviest = heaviest.max(weight);
+            }
+            merged.extend(unmatched.iter().map(|(posted, _)| (*posted, weight)));
             std::mem::swap(&mut found, &mut merged);
-            heaviest = found.iter().fold(heaviest, |h, (_, w)| h.max(*w));
         }
         // The lists left, for the docs found: in doc order, looked up in
         // each list by galloping from the last one's place.

@@ -1676,20 +1676,12 @@ mod tests {
         // `mosaic_store::sqlite::keep_plans_stable`.
         assert!(conn.db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)?);
         // Durable and erasing as the store (`mosaic_store::sqlite::make_durable`).
-        let pragma = |name: &str| -> rusqlite::Result<String> {
-            conn.query_row(&format!("PRAGMA {name}"), [], |r| {
-                Ok(match r.get_ref(0)? {
-                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                    other => format!("{:?}", other.as_i64()?),
-                })
-            })
-        };
-        assert_eq!(pragma("journal_mode")?, "wal");
-        assert_eq!(
-            pragma("synchronous")?,
-            mosaic_store::sqlite::SYNCHRONOUS_FULL.to_string()
-        );
-        assert_eq!(pragma("secure_delete")?, "1");
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        assert_eq!(mode, "wal");
+        let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+        assert_eq!(synchronous, mosaic_store::sqlite::SYNCHRONOUS_FULL);
+        let secure_delete: i64 = conn.query_row("PRAGMA secure_delete", [], |r| r.get(0))?;
+        assert_eq!(secure_delete, 1);
         Ok(())
     }
 
