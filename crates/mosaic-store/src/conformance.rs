@@ -21,9 +21,9 @@ use crate::error::{StoreError, StoreResult};
 use crate::revocation::RevocationState;
 use crate::store::Store;
 use crate::types::{
-    AckOutcome, DerivedAction, EligibilityQuery, ListedRecord, ListedState, MAX_LIST_LIMIT,
-    OutboxOp, RecordFilter, RecordState, ReviewAction, ReviewStatus, RevocationReason,
-    RevocationStage, StoreConfig, WriteDecision,
+    AckOutcome, DerivedAction, Durability, EligibilityQuery, IndexAck, ListedRecord, ListedState,
+    MAX_LIST_LIMIT, OutboxOp, RecordFilter, RecordState, ReviewAction, ReviewStatus,
+    RevocationReason, RevocationStage, StoreConfig, WriteDecision,
 };
 
 pub mod fixtures;
@@ -136,6 +136,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
         (
             "latest_creation_instant_only_rises",
             latest_creation_instant_only_rises::<F>,
+        ),
+        (
+            "deferred_acknowledgements_activate_and_persist",
+            deferred_acknowledgements_activate_and_persist::<F>,
         ),
     ]
 }
@@ -1405,6 +1409,71 @@ pub fn state_survives_reopen<F: StoreFactory>(factory: &F) -> StoreResult<()> {
         stored.record.subject,
         MemorySubject::Principal { .. }
     ));
+    Ok(())
+}
+
+/// Index acknowledgements committed [`Durability::Deferred`] act as synced
+/// ones: one transaction activates the record, its tenant's reads see it,
+/// a stale row is refused alone, and the activation is still there when the
+/// store is opened again (a commit that returned is in the database's log;
+/// only a power cut may lose it). The connection's later writes still
+/// commit.
+pub fn deferred_acknowledgements_activate_and_persist<F: StoreFactory>(
+    factory: &F,
+) -> StoreResult<()> {
+    let config = test_config();
+    let (db, mut store) = setup(factory, &config)?;
+    store.write(&Spec::principal(fixtures::TENANT_A, "alice", "r1").build())?;
+    let mut acks = Vec::new();
+    for target in &config.required_index_targets {
+        for task in store.pending_outbox(target, 10)? {
+            acks.push(IndexAck {
+                record_id: task.record_id,
+                generation: task.generation,
+                target: task.target,
+            });
+        }
+    }
+    assert_eq!(acks.len(), config.required_index_targets.len());
+    let stale = IndexAck {
+        generation: acks[0].generation + 7,
+        ..acks[0].clone()
+    };
+    acks.push(stale);
+    let results = store.acknowledge_indexes(&acks, T0 + 1, Durability::Deferred)?;
+    assert_eq!(results.len(), acks.len());
+    assert!(results[..acks.len() - 1].iter().all(Result::is_ok));
+    assert!(results[acks.len() - 1].is_err(), "the stale row is refused");
+    assert!(
+        results
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .any(|outcome| outcome.activated)
+    );
+    let q = query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    );
+    assert_eq!(readable_ids(&mut store, &q)?, vec!["r1".to_string()]);
+    drop(store);
+    let mut store = factory.connect(&db, &config)?;
+    assert_eq!(
+        store.record_states_of(fixtures::TENANT_A, &["r1".to_owned()])?,
+        vec![("r1".to_owned(), RecordState::Active)]
+    );
+    for target in &config.required_index_targets {
+        assert!(store.pending_outbox(target, 10)?.is_empty());
+    }
+    store.write(&Spec::principal(fixtures::TENANT_A, "alice", "r2").build())?;
+    assert_eq!(
+        store.record_states_of(fixtures::TENANT_A, &["r2".to_owned()])?,
+        vec![("r2".to_owned(), RecordState::Publishing)]
+    );
+    let report = store.integrity_check()?;
+    assert!(report.is_ok(), "integrity: {report:?}");
     Ok(())
 }
 

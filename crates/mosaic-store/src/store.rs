@@ -11,10 +11,11 @@ use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
 use crate::types::{
-    AckOutcome, Authorization, ChangeStamp, ConsentWithdrawal, DeletionReceipt, EligibilityQuery,
-    EligibleIds, EligibleSet, IndexAck, IntegrityReport, ListedState, OutboxTask, PendingDeletion,
-    RecordFilter, RecordPage, RecordState, ReviewAction, ReviewCase, ReviewReceipt,
-    RevocationReason, StoredConsent, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+    AckOutcome, Authorization, ChangeStamp, ConsentWithdrawal, DeletionReceipt, Durability,
+    EligibilityQuery, EligibleIds, EligibleSet, IndexAck, IntegrityReport, ListedState, OutboxTask,
+    PendingDeletion, RecordFilter, RecordPage, RecordState, ReviewAction, ReviewCase,
+    ReviewReceipt, RevocationReason, StoredConsent, StoredRecord, Tombstone, WriteOutcome,
+    WriteRequest,
 };
 
 /// Durable state of Mosaic Memory.
@@ -84,14 +85,16 @@ pub trait Store: Send {
     ) -> StoreResult<AckOutcome>;
 
     /// [`Store::acknowledge_index`] for several rows in **one** transaction
-    /// (one commit, so an outbox pass costs one fsync, not one per row).
-    /// One result per row, in order: a row refused for its own reason
-    /// (stale generation, unknown row, not issued) does not stop the
-    /// others; a database failure fails the whole call and commits nothing.
+    /// (one commit, so an outbox pass costs at most one fsync, not one per
+    /// row), committed with `durability`. One result per row, in order: a
+    /// row refused for its own reason (stale generation, unknown row, not
+    /// issued) does not stop the others; a database failure fails the
+    /// whole call and commits nothing.
     fn acknowledge_indexes(
         &mut self,
         acks: &[IndexAck],
         at_unix_ms: u64,
+        durability: Durability,
     ) -> StoreResult<Vec<StoreResult<AckOutcome>>>;
 
     /// Degraded activation: makes a publishing record readable although

@@ -452,6 +452,25 @@ impl OutboxOp {
     }
 }
 
+/// When a commit returns, relative to the disk.
+///
+/// Both SQLite's write-ahead log and PostgreSQL's are written in commit
+/// order, and a synced commit syncs the log up to itself: a commit made
+/// [`Durability::Deferred`] is never lost while a later synced commit
+/// survives, and losing it loses no other commit's effect (the database is
+/// as if it had not been made).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Returns once the commit is on disk: it survives a power cut.
+    Synced,
+    /// Returns once the commit is in the database's log, not yet synced:
+    /// it survives the process's crash (`kill -9`), and a power cut before
+    /// the next synced commit or checkpoint may lose it. For what the
+    /// database can be told again, such as an index acknowledgement the
+    /// outbox delivers again when it is missing.
+    Deferred,
+}
+
 /// One outbox acknowledgement of [`crate::Store::acknowledge_indexes`]:
 /// `target` applied `record_id` at `generation`.
 #[derive(Clone, Debug, PartialEq, Eq)]

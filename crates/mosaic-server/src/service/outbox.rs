@@ -2,7 +2,7 @@
 
 use super::persistence::Changes;
 use mosaic_index::embed::embed_checked;
-use mosaic_store::StoredRecord;
+use mosaic_store::{Durability, StoredRecord};
 
 use super::*;
 
@@ -443,10 +443,11 @@ impl ServiceCore {
             return Ok(());
         }
         let rows: Vec<IndexAck> = acks.iter().map(|(ack, _)| ack.clone()).collect();
+        let durability = acknowledgement_durability(acks.iter().map(|(_, op)| *op));
         let results = self
             .writer()?
             .store
-            .acknowledge_indexes(&rows, self.now())?;
+            .acknowledge_indexes(&rows, self.now(), durability)?;
         self.metrics.observe(
             "mosaic_outbox_acknowledge_seconds",
             &[],
@@ -537,5 +538,42 @@ impl ServiceCore {
     /// True when the policy lets records activate without `target`.
     pub(super) fn optional_target(&self, target: &str) -> bool {
         self.config.vector_index_optional && target == VECTOR_TARGET
+    }
+}
+
+/// How a pass's acknowledgements of `ops` commit. Publications without
+/// waiting for the disk: what a power cut loses of them the outbox delivers
+/// again at startup (the record is unreadable until then, never readable
+/// without its indexes), as it does for the journals, which are not synced
+/// either; the wait would sit on every proposal's path, after its
+/// embedding. A pass with an erasure is synced: its acknowledgement is the
+/// proof of deletion the erasure's receipt reports.
+fn acknowledgement_durability(mut ops: impl Iterator<Item = OutboxOp>) -> Durability {
+    if ops.all(|op| op == OutboxOp::Publish) {
+        Durability::Deferred
+    } else {
+        Durability::Synced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_publications_are_acknowledged_unsynced() {
+        use OutboxOp::{Erase, Publish};
+        assert_eq!(
+            acknowledgement_durability([Publish, Publish].into_iter()),
+            Durability::Deferred
+        );
+        assert_eq!(
+            acknowledgement_durability([Publish, Erase, Publish].into_iter()),
+            Durability::Synced
+        );
+        assert_eq!(
+            acknowledgement_durability([Erase].into_iter()),
+            Durability::Synced
+        );
     }
 }

@@ -8,6 +8,7 @@ use crate::error::StoreResult;
 use crate::ops::Tx;
 #[cfg(doc)]
 use crate::store::Store;
+use crate::types::Durability;
 
 /// A database a [`Store`] runs on: how it opens a transaction.
 pub(crate) trait Backend: Send {
@@ -16,9 +17,18 @@ pub(crate) trait Backend: Send {
     where
         Self: 't;
 
-    /// Runs `f` in one writing transaction and commits it (the backend may
-    /// run `f` again when the database asks for a retry).
-    fn write_tx<T>(&mut self, f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>) -> StoreResult<T>;
+    /// Runs `f` in one writing transaction and commits it synced (the
+    /// backend may run `f` again when the database asks for a retry).
+    fn write_tx<T>(&mut self, f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        self.write_tx_as(Durability::Synced, f)
+    }
+
+    /// [`Backend::write_tx`], committed with `durability`.
+    fn write_tx_as<T>(
+        &mut self,
+        durability: Durability,
+        f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T>;
 
     /// Runs `f` in one reading transaction (one snapshot).
     fn read_tx<T>(&mut self, f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>) -> StoreResult<T>;
@@ -47,9 +57,9 @@ macro_rules! impl_store {
             use $crate::sqlite::MAX_BATCH;
             use $crate::store::Store;
             use $crate::types::{
-                AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, EligibilityQuery,
-                EligibleIds, EligibleSet, IndexAck, IntegrityReport, OutboxTask, PendingDeletion,
-                RecordFilter, RecordPage, ReviewAction, ReviewCase, ReviewReceipt,
+                AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, Durability,
+                EligibilityQuery, EligibleIds, EligibleSet, IndexAck, IntegrityReport, OutboxTask,
+                PendingDeletion, RecordFilter, RecordPage, ReviewAction, ReviewCase, ReviewReceipt,
                 RevocationReason, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
             };
 
@@ -146,11 +156,12 @@ macro_rules! impl_store {
                     &mut self,
                     acks: &[IndexAck],
                     at_unix_ms: u64,
+                    durability: Durability,
                 ) -> StoreResult<Vec<StoreResult<AckOutcome>>> {
                     if acks.is_empty() {
                         return Ok(Vec::new());
                     }
-                    self.write_tx(|c| {
+                    self.write_tx_as(durability, |c| {
                         let mut out = Vec::with_capacity(acks.len());
                         for ack in acks {
                             let one =

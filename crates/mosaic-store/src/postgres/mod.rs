@@ -63,7 +63,7 @@ use crate::ops::store::Backend;
 use crate::ops::{Arg, PROPOSAL, RECORD, SqlRow, Tx, Val, params, vals};
 #[cfg(doc)]
 use crate::store::Store;
-use crate::types::{EligibilityQuery, StoreConfig};
+use crate::types::{Durability, EligibilityQuery, StoreConfig};
 
 /// How many times a transaction that failed with a serialization failure or
 /// a deadlock is run in total before the error is returned.
@@ -518,7 +518,7 @@ impl PostgresStore {
 
     fn attempt<T>(
         &mut self,
-        writing: bool,
+        writing: Option<Durability>,
         f: &dyn Fn(&Ctx<'_>) -> StoreResult<T>,
     ) -> (StoreResult<T>, bool) {
         let PostgresStore {
@@ -526,7 +526,7 @@ impl PostgresStore {
             config,
             statements,
         } = self;
-        let builder = if writing {
+        let builder = if writing.is_some() {
             client
                 .build_transaction()
                 .isolation_level(IsolationLevel::ReadCommitted)
@@ -547,11 +547,17 @@ impl PostgresStore {
             tx: RefCell::new(tx),
             statements,
             config,
-            writing,
+            writing: writing.is_some(),
             retryable: Cell::new(false),
         };
         let out = (|| {
-            if writing {
+            if writing == Some(Durability::Deferred) {
+                // This transaction's commit returns once it is in the log,
+                // before the log is flushed (PostgreSQL's asynchronous
+                // commit, for this transaction alone).
+                ctx.exec("SET LOCAL synchronous_commit = off", params![])?;
+            }
+            if writing.is_some() {
                 // Writers serialize on the audit chain head (see module docs).
                 ctx.exec(
                     "SELECT int_value FROM meta WHERE key = 'audit_head_seq' FOR UPDATE",
@@ -573,7 +579,14 @@ impl PostgresStore {
         }
     }
 
-    fn run<T>(&mut self, writing: bool, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+    /// Runs `f` in a transaction (a writing one committed with the given
+    /// durability, or a reading one for `None`), again while the database
+    /// asks for a retry.
+    fn run<T>(
+        &mut self,
+        writing: Option<Durability>,
+        f: impl Fn(&Ctx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -588,12 +601,16 @@ impl PostgresStore {
 impl Backend for PostgresStore {
     type Tx<'t> = Ctx<'t>;
 
-    fn write_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        self.run(true, f)
+    fn write_tx_as<T>(
+        &mut self,
+        durability: Durability,
+        f: impl Fn(&Ctx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.run(Some(durability), f)
     }
 
     fn read_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        self.run(false, f)
+        self.run(None, f)
     }
 
     fn stored_schema_version(&mut self) -> StoreResult<i64> {

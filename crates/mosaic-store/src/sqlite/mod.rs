@@ -1,5 +1,7 @@
 //! The embedded backend: one SQLite file in WAL mode with
-//! `synchronous=FULL`, so a commit that returned survives power loss.
+//! `synchronous=FULL`, so a commit that returned survives power loss
+//! (except one its caller asked to be [`Durability::Deferred`], which a
+//! power cut before the next synced commit may lose).
 //!
 //! Every [`Store`] method is one transaction. Writes use `BEGIN IMMEDIATE`,
 //! which takes SQLite's single write lock up front: two processes (or two
@@ -24,7 +26,7 @@ use crate::ops::store::Backend;
 use crate::ops::{Arg, SqlRow, Tx, Val, params, vals};
 #[cfg(doc)]
 use crate::store::Store;
-use crate::types::{EligibilityQuery, StoreConfig};
+use crate::types::{Durability, EligibilityQuery, StoreConfig};
 
 /// Most requests one [`Store::write_batch`] call accepts.
 pub const MAX_BATCH: usize = 1024;
@@ -470,19 +472,27 @@ impl SqliteStore {
 impl Backend for SqliteStore {
     type Tx<'t> = Ctx<'t>;
 
-    fn write_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let ctx = Ctx {
-            conn: &tx,
-            faults: &self.faults,
-            config: &self.config,
-        };
-        let out = f(&ctx)?;
-        self.faults.step()?;
-        tx.commit()?;
-        Ok(out)
+    /// [`Durability::Deferred`] runs the transaction at `synchronous =
+    /// NORMAL`, which in WAL mode writes the commit to the log without
+    /// syncing it (the next synced commit or checkpoint syncs it), and sets
+    /// `FULL` again before returning, whatever the outcome. The level can
+    /// only change between transactions, hence around this one.
+    fn write_tx_as<T>(
+        &mut self,
+        durability: Durability,
+        f: impl Fn(&Ctx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        match durability {
+            Durability::Synced => self.synced_write_tx(f),
+            Durability::Deferred => {
+                self.conn.pragma_update(None, "synchronous", "NORMAL")?;
+                let out = self.synced_write_tx(f);
+                // Restoring comes first: a connection left at NORMAL would
+                // commit every later write unsynced.
+                self.conn.pragma_update(None, "synchronous", "FULL")?;
+                out
+            }
+        }
     }
 
     fn read_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
@@ -501,6 +511,24 @@ impl Backend for SqliteStore {
 
     fn stored_schema_version(&mut self) -> StoreResult<i64> {
         schema::user_version(&self.conn)
+    }
+}
+
+impl SqliteStore {
+    /// One writing transaction at the connection's synchronous level.
+    fn synced_write_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let ctx = Ctx {
+            conn: &tx,
+            faults: &self.faults,
+            config: &self.config,
+        };
+        let out = f(&ctx)?;
+        self.faults.step()?;
+        tx.commit()?;
+        Ok(out)
     }
 }
 

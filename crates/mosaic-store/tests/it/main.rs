@@ -30,6 +30,7 @@ macro_rules! conformance_tests {
             current_policy_and_grant_read_back,
             claims_commit_with_their_record,
             latest_creation_instant_only_rises,
+            deferred_acknowledgements_activate_and_persist,
         );
     };
     (@checks $factory_ty:ty, $factory:expr; $($name:ident),* $(,)?) => {

@@ -9,7 +9,8 @@ use mosaic_store::read::{eligibility_query, select_from_store};
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::sqlite::schema::SCHEMA_VERSION;
 use mosaic_store::{
-    EligibilityQuery, ReviewAction, RevocationReason, SqliteStore, Store, StoreError, WriteDecision,
+    Durability, EligibilityQuery, IndexAck, ReviewAction, RevocationReason, SqliteStore, Store,
+    StoreError, WriteDecision,
 };
 use rusqlite::Connection;
 
@@ -781,4 +782,62 @@ fn every_error_variant_formats() {
     for error in errors {
         assert!(!error.to_string().is_empty(), "{error:?}");
     }
+}
+
+/// A deferred commit runs at `synchronous = NORMAL` and leaves the
+/// connection at FULL again, whether it committed or failed: otherwise
+/// every later write of the connection would return before the disk has it.
+#[test]
+fn a_deferred_acknowledgement_leaves_the_connection_synced() {
+    let (_dir, _path, mut store) = seeded();
+    let config = test_config();
+    store
+        .write(&Spec::principal(fixtures::TENANT_A, "alice", "r1").build())
+        .expect("write");
+    let acks = |store: &mut SqliteStore| -> Vec<IndexAck> {
+        config
+            .required_index_targets
+            .iter()
+            .flat_map(|target| {
+                store
+                    .pending_outbox(target, 10)
+                    .expect("pending")
+                    .into_iter()
+                    .map(|task| IndexAck {
+                        record_id: task.record_id,
+                        generation: task.generation,
+                        target: task.target,
+                    })
+            })
+            .collect()
+    };
+    let pending = acks(&mut store);
+    assert_eq!(pending.len(), config.required_index_targets.len());
+    // A failed deferred transaction: rolled back, the level restored.
+    store.inject_fault_at(Some(1));
+    assert!(matches!(
+        store.acknowledge_indexes(&pending, T0 + 1, Durability::Deferred),
+        Err(StoreError::InjectedFault(1))
+    ));
+    store.inject_fault_at(None);
+    assert_eq!(
+        store.synchronous_level().expect("synchronous"),
+        mosaic_store::sqlite::SYNCHRONOUS_FULL
+    );
+    assert_eq!(acks(&mut store), pending, "nothing was acknowledged");
+    // A committed one: the record is active, the level restored.
+    let results = store
+        .acknowledge_indexes(&pending, T0 + 2, Durability::Deferred)
+        .expect("acknowledge");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(
+        store
+            .record_states_of(fixtures::TENANT_A, &["r1".to_owned()])
+            .expect("states"),
+        vec![("r1".to_owned(), mosaic_store::RecordState::Active)]
+    );
+    assert_eq!(
+        store.synchronous_level().expect("synchronous"),
+        mosaic_store::sqlite::SYNCHRONOUS_FULL
+    );
 }
