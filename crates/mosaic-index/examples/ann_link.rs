@@ -8,12 +8,15 @@
 //! Seeded, clustered unit vectors (50 centres, noise around each), linked
 //! one at a time into an index with the default [`AnnConfig`]; prints the
 //! mean time per vector for each quarter of the run, so the growth with
-//! the graph's size shows.
+//! the graph's size shows, then the recall@10 of graph searches over the
+//! whole index against exact scans (200 more vectors of the same kind as
+//! queries).
 
 mod common;
 
 use std::time::Instant;
 
+use mosaic_index::scope::DocSet;
 use mosaic_index::{AnnConfig, AnnIndex};
 
 use common::arg;
@@ -38,7 +41,8 @@ fn main() {
     let centres: Vec<Vec<f32>> = (0..50)
         .map(|_| (0..dim).map(|_| rng.float()).collect())
         .collect();
-    let vectors: Vec<Vec<f32>> = (0..n)
+    let queries = 200;
+    let vectors: Vec<Vec<f32>> = (0..n + queries)
         .map(|i| {
             let mut v: Vec<f32> = centres[i % centres.len()]
                 .iter()
@@ -58,6 +62,7 @@ fn main() {
     let quarter = n / 4;
     let started = Instant::now();
     let mut lap = Instant::now();
+    let (vectors, probes) = vectors.split_at(n);
     for (i, v) in vectors.iter().enumerate() {
         index.insert(i as u32, v);
         if (i + 1) % quarter == 0 {
@@ -74,5 +79,25 @@ fn main() {
     println!(
         "{n} vectors of {dim} dimensions linked in {total:.3} s: {:.1} us each",
         total * 1e6 / n as f64
+    );
+    let mut all = DocSet::with_capacity(n);
+    for d in 0..n {
+        all.insert(d as u32);
+    }
+    let started = Instant::now();
+    let mut found = 0;
+    for q in probes {
+        let truth = index.exact(q, &all, 10);
+        let graph = index.graph_filtered(q, Some(&all), 10);
+        found += graph
+            .iter()
+            .filter(|g| truth.iter().any(|t| t.0 == g.0))
+            .count();
+    }
+    println!(
+        "graph recall@10 against exact scans: {:.4} ({found} of {}), {:.2} ms per query pair",
+        found as f64 / (10 * probes.len()) as f64,
+        10 * probes.len(),
+        started.elapsed().as_secs_f64() * 1e3 / probes.len() as f64
     );
 }

@@ -88,10 +88,21 @@ impl Ord for Scored {
 }
 
 /// Vectors (inner product on L2-normalised vectors = cosine) plus the graph.
+///
+/// The graph is built and walked on a byte copy of each vector
+/// ([`mosaic_kernels::quantize_i8`], a quarter of the f32 vector's bytes):
+/// a beam search is bound by fetching its neighbours' vectors from memory,
+/// and once the vectors outgrow the CPU's caches a quarter of the bytes is
+/// most of a quarter of the wait. The byte scores only steer the walk and
+/// choose the links; every score a search returns is the exact f32 one.
 pub struct AnnIndex {
     dim: usize,
     config: AnnConfig,
     vectors: Vec<f32>,
+    /// `dim` bytes per doc: the vector quantized, for the graph.
+    codes: Vec<i8>,
+    /// Per doc, the scale of its bytes (0 for a removed doc).
+    scales: Vec<f32>,
     links: Vec<Option<Vec<Vec<DocId>>>>,
     entry: Option<DocId>,
     max_level: usize,
@@ -111,6 +122,20 @@ pub struct AnnIndex {
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let [s] = dots(a, [b]);
     s
+}
+
+/// A vector as the graph walks with it: its bytes and their scale.
+struct Probe {
+    codes: Vec<i8>,
+    scale: f32,
+}
+
+impl Probe {
+    fn of(vector: &[f32]) -> Self {
+        let mut codes = vec![0i8; vector.len()];
+        let scale = mosaic_kernels::quantize_i8(vector, &mut codes);
+        Probe { codes, scale }
+    }
 }
 
 /// The beam width of a filtered graph search over `eligible` of `live`
@@ -181,6 +206,8 @@ impl AnnIndex {
             dim,
             config,
             vectors: Vec::new(),
+            codes: Vec::new(),
+            scales: Vec::new(),
             links: Vec::new(),
             entry: None,
             max_level: 0,
@@ -213,6 +240,40 @@ impl AnnIndex {
     fn vector(&self, doc: DocId) -> &[f32] {
         let start = doc as usize * self.dim;
         &self.vectors[start..start + self.dim]
+    }
+
+    fn code(&self, doc: DocId) -> &[i8] {
+        let start = doc as usize * self.dim;
+        &self.codes[start..start + self.dim]
+    }
+
+    /// The graph's similarity of `q` and `doc`: their bytes' exact integer
+    /// product, scaled (the same value on every CPU).
+    fn approx(&self, q: &Probe, doc: DocId) -> f32 {
+        let [p] = mosaic_kernels::dots_i8(&q.codes, [self.code(doc)]);
+        p as f32 * (q.scale * self.scales[doc as usize])
+    }
+
+    /// [`AnnIndex::approx`] of two stored docs.
+    fn approx_pair(&self, a: DocId, b: DocId) -> f32 {
+        let [p] = mosaic_kernels::dots_i8(self.code(a), [self.code(b)]);
+        p as f32 * (self.scales[a as usize] * self.scales[b as usize])
+    }
+
+    /// The stored `doc` as a probe.
+    fn probe_of(&self, doc: DocId) -> Probe {
+        Probe {
+            codes: self.code(doc).to_vec(),
+            scale: self.scales[doc as usize],
+        }
+    }
+
+    /// Zeroes the removed `doc`'s vector and bytes.
+    fn erase_vector(&mut self, doc: DocId) {
+        let start = doc as usize * self.dim;
+        self.vectors[start..start + self.dim].fill(0.0);
+        self.codes[start..start + self.dim].fill(0);
+        self.scales[doc as usize] = 0.0;
     }
 
     fn is_live(&self, doc: DocId) -> bool {
@@ -248,11 +309,17 @@ impl AnnIndex {
         if self.links.len() <= idx {
             self.links.resize_with(idx + 1, || None);
             self.vectors.resize((idx + 1) * self.dim, 0.0);
+            self.codes.resize((idx + 1) * self.dim, 0);
+            self.scales.resize(idx + 1, 0.0);
         }
         if self.is_live(doc) {
             self.remove(doc);
         }
         self.vectors[idx * self.dim..(idx + 1) * self.dim].copy_from_slice(vector);
+        self.scales[idx] = mosaic_kernels::quantize_i8(
+            vector,
+            &mut self.codes[idx * self.dim..(idx + 1) * self.dim],
+        );
         self.set_live(doc, true);
         self.live += 1;
     }
@@ -296,13 +363,12 @@ impl AnnIndex {
         let idx = doc as usize;
         let level = level_for(doc, self.config.m);
         self.links[idx] = Some(vec![Vec::new(); level + 1]);
-        let vector = self.vector(doc).to_vec();
         let Some(mut entry) = self.entry else {
             self.entry = Some(doc);
             self.max_level = level;
             return;
         };
-        let q = vector;
+        let q = self.probe_of(doc);
         for l in (level + 1..=self.max_level).rev() {
             entry = self.greedy(&q, entry, l);
         }
@@ -346,11 +412,10 @@ impl AnnIndex {
         }
         let mut pool = std::mem::take(list);
         pool.push(to);
-        let base = self.vector(from);
         let mut scored: Vec<Scored> = pool
             .iter()
             .filter(|d| self.is_live(**d))
-            .map(|d| Scored(dot(base, self.vector(*d)), *d))
+            .map(|d| Scored(self.approx_pair(from, *d), *d))
             .collect();
         scored.sort_by(|a, b| b.cmp(a));
         let kept = self.select(&scored, max);
@@ -368,8 +433,7 @@ impl AnnIndex {
             if kept.len() >= max {
                 break;
             }
-            let v = self.vector(c.1);
-            if kept.iter().all(|k| dot(v, self.vector(*k)) < c.0) {
+            if kept.iter().all(|k| self.approx_pair(c.1, *k) < c.0) {
                 kept.push(c.1);
             } else {
                 skipped.push(c.1);
@@ -384,8 +448,8 @@ impl AnnIndex {
         kept
     }
 
-    fn greedy(&self, q: &[f32], mut current: DocId, level: usize) -> DocId {
-        let mut best = dot(q, self.vector(current));
+    fn greedy(&self, q: &Probe, mut current: DocId, level: usize) -> DocId {
+        let mut best = self.approx(q, current);
         loop {
             let mut improved = false;
             let neighbours = self
@@ -399,7 +463,7 @@ impl AnnIndex {
                 if !self.is_live(n) {
                     continue;
                 }
-                let s = dot(q, self.vector(n));
+                let s = self.approx(q, n);
                 if s > best {
                     best = s;
                     next = n;
@@ -413,47 +477,48 @@ impl AnnIndex {
         }
     }
 
-    /// `scores[i] = dot(q, vector(docs[i]))`, four docs at a time with
-    /// [`dots`] (each with exactly the operations of [`dot`]). A graph
-    /// search scores the neighbours of a node, which lie anywhere in
-    /// memory: one at a time, each waits for its vector to arrive before
-    /// the next one's loads start; in a group of four, their loads are in
-    /// flight together.
-    fn scores(&self, q: &[f32], docs: &[DocId], scores: &mut Vec<f32>) {
+    /// `scores[i] = approx(q, docs[i])`, four docs at a time with
+    /// [`mosaic_kernels::dots_i8`]. A graph search scores the neighbours of
+    /// a node, which lie anywhere in memory: one at a time, each waits for
+    /// its bytes to arrive before the next one's loads start; in a group of
+    /// four, their loads are in flight together.
+    fn scores(&self, q: &Probe, docs: &[DocId], scores: &mut Vec<f32>) {
         scores.clear();
         // Each vector's first load is a miss at a random address: ask for
         // all of them before the first is needed, so they overlap (the
         // lines after each first one follow in order, which the CPU's
         // own prefetcher sees).
         for &d in docs {
-            let v = self.vector(d);
+            let v = self.code(d);
             if let Some(first) = v.first() {
                 mosaic_kernels::prefetch(first);
             }
-            if let Some(next) = v.get(16) {
+            if let Some(next) = v.get(64) {
                 mosaic_kernels::prefetch(next);
             }
         }
+        let scale = |d: DocId| q.scale * self.scales[d as usize];
         let mut groups = docs.chunks_exact(4);
         for g in &mut groups {
-            scores.extend(dots(
-                q,
+            let products = mosaic_kernels::dots_i8(
+                &q.codes,
                 [
-                    self.vector(g[0]),
-                    self.vector(g[1]),
-                    self.vector(g[2]),
-                    self.vector(g[3]),
+                    self.code(g[0]),
+                    self.code(g[1]),
+                    self.code(g[2]),
+                    self.code(g[3]),
                 ],
-            ));
+            );
+            scores.extend(products.iter().zip(g).map(|(&p, &d)| p as f32 * scale(d)));
         }
-        scores.extend(groups.remainder().iter().map(|&d| dot(q, self.vector(d))));
+        scores.extend(groups.remainder().iter().map(|&d| self.approx(q, d)));
     }
 
     /// Beam search on one layer; only docs passing `filter` enter the
     /// results, every live doc may be walked through. Best first.
     fn search_layer(
         &self,
-        q: &[f32],
+        q: &Probe,
         entry_points: &[DocId],
         ef: usize,
         level: usize,
@@ -469,7 +534,7 @@ impl AnnIndex {
             if !self.is_live(ep) || !visited.insert(ep) {
                 continue;
             }
-            let s = Scored(dot(q, self.vector(ep)), ep);
+            let s = Scored(self.approx(q, ep), ep);
             candidates.push(s);
             if passes(ep) {
                 results.push(std::cmp::Reverse(s));
@@ -522,8 +587,7 @@ impl AnnIndex {
         if self.pending.remove(&doc) {
             self.set_live(doc, false);
             self.live -= 1;
-            let start = doc as usize * self.dim;
-            self.vectors[start..start + self.dim].fill(0.0);
+            self.erase_vector(doc);
             return;
         }
         let Some(levels) = self.links.get_mut(doc as usize).and_then(Option::take) else {
@@ -545,11 +609,10 @@ impl AnnIndex {
                         pool.push(c);
                     }
                 }
-                let base = self.vector(n).to_vec();
                 let mut scored: Vec<Scored> = pool
                     .iter()
                     .filter(|d| self.is_live(**d))
-                    .map(|d| Scored(dot(&base, self.vector(*d)), *d))
+                    .map(|d| Scored(self.approx_pair(n, *d), *d))
                     .collect();
                 scored.sort_by(|a, b| b.cmp(a));
                 let repaired = self.select(&scored, self.max_links(level));
@@ -558,8 +621,7 @@ impl AnnIndex {
                 }
             }
         }
-        let start = doc as usize * self.dim;
-        self.vectors[start..start + self.dim].fill(0.0);
+        self.erase_vector(doc);
         if self.entry == Some(doc) {
             self.entry = None;
             self.max_level = 0;
@@ -619,10 +681,22 @@ impl AnnIndex {
     ) -> Vec<(DocId, f32)> {
         let mut found = match self.entry {
             Some(mut entry) => {
+                let probe = Probe::of(q);
                 for l in (1..=self.max_level).rev() {
-                    entry = self.greedy(q, entry, l);
+                    entry = self.greedy(&probe, entry, l);
                 }
-                self.search_layer(q, &[entry], ef.max(k), 0, docs, None)
+                let walked = self.search_layer(&probe, &[entry], ef.max(k), 0, docs, None);
+                // The walk's scores are the bytes': every doc it found is
+                // scored again exactly, as a scan would score it.
+                for s in &walked {
+                    if let Some(first) = self.vector(s.1).first() {
+                        mosaic_kernels::prefetch(first);
+                    }
+                }
+                walked
+                    .iter()
+                    .map(|s| Scored(dot(q, self.vector(s.1)), s.1))
+                    .collect()
             }
             None => Vec::new(),
         };
@@ -1094,5 +1168,48 @@ mod tests {
         // never past 1.5x.
         assert!(longest[0] > 8 && longest[0] <= 12, "{longest:?}");
         assert!(longest[1] <= 6, "{longest:?}");
+    }
+
+    /// The graph walks on bytes, but what a search returns is scored
+    /// exactly: every score is [`dot`] of the query and the doc's f32
+    /// vector, to the bit, in exact order; the walk's own (byte) scores
+    /// differ from them; and a removed doc's bytes are zeroed with its
+    /// vector.
+    #[test]
+    fn graph_searches_walk_on_bytes_and_return_exact_scores() {
+        let dim = 48;
+        let config = AnnConfig {
+            exact_limit: 0,
+            ..AnnConfig::default()
+        };
+        let mut ann = AnnIndex::new(dim, config);
+        let vector = |seed: usize| {
+            let mut v: Vec<f32> = (0..dim)
+                .map(|i| ((seed * 7919 + i * 104_729) % 1_009) as f32 / 1_009.0 - 0.5)
+                .collect();
+            crate::embed::l2_normalise(&mut v);
+            v
+        };
+        for d in 0..1_500u32 {
+            ann.insert(d, &vector(d as usize));
+        }
+        let mut differs = 0;
+        for seed in 5_000..5_020 {
+            let q = vector(seed);
+            let found = ann.graph_filtered(&q, None, 10);
+            assert_eq!(found.len(), 10);
+            for pair in found.windows(2) {
+                assert!(pair[0].1 >= pair[1].1, "{found:?}");
+            }
+            let probe = Probe::of(&q);
+            for &(doc, score) in &found {
+                assert_eq!(score.to_bits(), dot(&q, ann.vector(doc)).to_bits());
+                differs += usize::from(ann.approx(&probe, doc).to_bits() != score.to_bits());
+            }
+        }
+        assert!(differs > 0, "the byte scores are approximations");
+        ann.remove(3);
+        assert!(ann.code(3).iter().all(|&c| c == 0));
+        assert_eq!(ann.scales[3], 0.0);
     }
 }

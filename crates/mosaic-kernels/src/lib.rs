@@ -1315,6 +1315,78 @@ fn dots_portable<const N: usize>(q: &[f32], v: [&[f32]; N]) -> [f32; N] {
     core::array::from_fn(|j| finish_dot(&acc[j], &q[whole..n], &v[j][whole..n]))
 }
 
+/// `x` quantized to one signed byte per element with one scale, `x[i]`
+/// close to `codes[i] * scale`: the largest magnitude maps to 127, each
+/// element to its nearest step (the same bytes on every CPU: one IEEE
+/// division and rounding each). Returns the scale, 0 for an all-zero `x`.
+/// `codes` takes the first `x.len()` codes.
+pub fn quantize_i8(x: &[f32], codes: &mut [i8]) -> f32 {
+    let largest = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    if largest == 0.0 || !largest.is_finite() {
+        codes.iter_mut().for_each(|c| *c = 0);
+        return 0.0;
+    }
+    let scale = largest / 127.0;
+    for (c, v) in codes.iter_mut().zip(x) {
+        *c = (v / scale).round().clamp(-127.0, 127.0) as i8;
+    }
+    scale
+}
+
+/// Exact integer inner products of `q` with each of `N` byte vectors, over
+/// the shortest length (at most 133,000 elements, so no sum overflows):
+/// integer sums, so every CPU returns the same values.
+pub fn dots_i8<const N: usize>(q: &[i8], v: [&[i8]; N]) -> [i32; N] {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, the only feature the function enables.
+        return unsafe { dots_i8_avx2(q, v) };
+    }
+    dots_i8_portable(q, v)
+}
+
+/// [`dots_i8`] on AVX2: sixteen bytes widened to 16-bit lanes, multiplied
+/// and added in pairs into eight 32-bit sums per vector.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dots_i8_avx2<const N: usize>(q: &[i8], v: [&[i8]; N]) -> [i32; N] {
+    use core::arch::x86_64::*;
+    let n = v.iter().fold(q.len(), |n, x| n.min(x.len()));
+    let whole = n - n % 16;
+    let mut acc = [_mm256_setzero_si256(); N];
+    let mut at = 0;
+    while at < whole {
+        // SAFETY: at + 16 <= whole <= n, and n is at most the length of `q`
+        // and of every vector: each 16-byte unaligned load is in bounds.
+        let x = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(q.as_ptr().add(at).cast())) };
+        for (acc, y) in acc.iter_mut().zip(&v) {
+            // SAFETY: as above.
+            let y = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(y.as_ptr().add(at).cast())) };
+            *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(x, y));
+        }
+        at += 16;
+    }
+    core::array::from_fn(|j| {
+        let mut lanes = [0i32; 8];
+        // SAFETY: `lanes` holds eight 32-bit integers (an unaligned store).
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc[j]) };
+        lanes.iter().sum::<i32>() + dot_i8_plain(&q[whole..n], &v[j][whole..n])
+    })
+}
+
+/// [`dots_i8`] for every CPU.
+fn dots_i8_portable<const N: usize>(q: &[i8], v: [&[i8]; N]) -> [i32; N] {
+    v.map(|y| dot_i8_plain(q, y))
+}
+
+/// The plain integer inner product over the shorter length.
+fn dot_i8_plain(q: &[i8], y: &[i8]) -> i32 {
+    q.iter()
+        .zip(y)
+        .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1638,5 +1710,44 @@ mod tests {
         let a = QuantRows::from_u8(&[1, 2, 3, 4], 4, &[1.0], &[0]);
         let w = QuantMatrix::from_i8(&[1; 8], &[1.0, 1.0], &[0.0, 0.0], 4);
         linear(&a, &w, &mut [0.0]);
+    }
+
+    #[test]
+    fn byte_vectors_have_the_same_products_on_every_path() {
+        let mut rng = Rng(11);
+        let mut byte = || ((rng.next() % 255) as i32 - 127) as i8;
+        for len in [0usize, 1, 15, 16, 17, 31, 48, 384, 385] {
+            let vs: Vec<Vec<i8>> = (0..5).map(|_| (0..len).map(|_| byte()).collect()).collect();
+            let plain: Vec<i32> = vs[1..].iter().map(|y| dot_i8_plain(&vs[0], y)).collect();
+            let grouped = dots_i8(&vs[0], [&vs[1], &vs[2], &vs[3], &vs[4]]);
+            assert_eq!(grouped.to_vec(), plain, "length {len}");
+            assert_eq!(dots_i8_portable(&vs[0], [&vs[1]]), [plain[0]]);
+        }
+        // The extremes: 384 products of 127 by -127, exactly.
+        let high = vec![127i8; 384];
+        let low = vec![-127i8; 384];
+        assert_eq!(dots_i8(&high, [&low]), [-127 * 127 * 384]);
+    }
+
+    #[test]
+    fn quantized_bytes_step_within_half_a_scale() {
+        let mut rng = Rng(5);
+        let x: Vec<f32> = (0..384)
+            .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+            .collect();
+        let mut codes = vec![0i8; 384];
+        let scale = quantize_i8(&x, &mut codes);
+        let largest = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        assert_eq!(scale, largest / 127.0);
+        assert!(codes.iter().any(|&c| c.unsigned_abs() == 127));
+        for (v, c) in x.iter().zip(&codes) {
+            assert!(
+                (v - f32::from(*c) * scale).abs() <= scale / 2.0 * 1.0001,
+                "{v} {c}"
+            );
+        }
+        let mut zero = vec![9i8; 4];
+        assert_eq!(quantize_i8(&[0.0; 4], &mut zero), 0.0);
+        assert_eq!(zero, vec![0; 4]);
     }
 }
