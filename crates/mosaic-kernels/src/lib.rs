@@ -1334,8 +1334,9 @@ pub fn quantize_i8(x: &[f32], codes: &mut [i8]) -> f32 {
 }
 
 /// Exact integer inner products of `q` with each of `N` byte vectors, over
-/// the shortest length (at most 133,000 elements, so no sum overflows):
-/// integer sums, so every CPU returns the same values.
+/// the shortest length (at most 131,000 elements, so that no sum of
+/// products of at most 128 x 128 overflows): integer sums, so every CPU
+/// returns the same values.
 pub fn dots_i8<const N: usize>(q: &[i8], v: [&[i8]; N]) -> [i32; N] {
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") {

@@ -652,9 +652,11 @@ impl ServiceCore {
         Ok(self.guard_embed(texts))
     }
 
-    /// Starts embedding `texts` on a thread of its own, their keys pending
-    /// in the guard's vectors until it is done; `false` when no thread could
-    /// be started (nothing is pending then).
+    /// Starts embedding `texts` on a thread of the embed-ahead workers
+    /// (see [`sync::Workers`] for why not a thread of its own), their keys
+    /// pending in the guard's vectors until it is done; `false` when no
+    /// thread could take it (nothing is pending then: dropping the job
+    /// settles its keys).
     fn embed_ahead(&self, texts: Vec<String>) -> bool {
         let release = self.embedder.release().to_owned();
         let keys = texts
@@ -663,17 +665,14 @@ impl ServiceCore {
             .collect();
         let ahead = self.guard_vectors.ahead(keys);
         let embedder = self.embedder.clone();
-        let started = std::thread::Builder::new()
-            .name("mosaic-embed-ahead".into())
-            .spawn(move || {
-                crate::priority::bulk_thread();
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                let vectors = mosaic_index::embed::embed_checked(embedder.as_ref(), &refs)
-                    .into_iter()
-                    .map(Result::ok)
-                    .collect();
-                ahead.finish(vectors);
-            });
+        let started = self.ahead_workers.run(Box::new(move || {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vectors = mosaic_index::embed::embed_checked(embedder.as_ref(), &refs)
+                .into_iter()
+                .map(Result::ok)
+                .collect();
+            ahead.finish(vectors);
+        }));
         if started.is_ok() {
             self.metrics.incr("mosaic_embeddings_ahead_total", &[]);
         }

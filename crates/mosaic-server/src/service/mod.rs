@@ -334,6 +334,8 @@ pub struct ServiceCore {
     embedder: Arc<dyn Embedder>,
     /// The vectors the write guard embedded, until their publication.
     guard_vectors: Arc<guard_vectors::GuardVectors>,
+    /// The threads that embed a conversation call's texts ahead.
+    ahead_workers: Arc<sync::Workers>,
     /// Fact extraction from conversations, when configured.
     extraction: Option<extract::Extraction>,
     /// The last decision instant handed out ([`ServiceCore::decision_instant`]),
@@ -593,6 +595,7 @@ impl Service {
             config,
             embedder,
             guard_vectors: Arc::default(),
+            ahead_workers: sync::Workers::new("mosaic-embed-ahead"),
         };
         let admin_key_file = core.bootstrap_admin_key()?;
         let switched_from = core.load_indexes()?;

@@ -439,3 +439,212 @@ mod tests {
         Ok(())
     }
 }
+
+/// One job for [`Workers`].
+pub(super) type Job = Box<dyn FnOnce() + Send>;
+
+/// Long-lived threads for the bulk jobs a request starts and does not
+/// wait for itself (the embeddings ahead of a conversation call).
+///
+/// A thread spawned per job starts on its spawner's core and waits there
+/// behind it: Linux places a new thread with its parent, and the request
+/// thread goes on preparing the call. Traced at the door, a session
+/// call's embedding started 2-5 ms after its thread was spawned, on the
+/// core the request ran on, while the other core idled. A thread woken
+/// from its wait is placed on an idle core at once. A worker is started
+/// when a job finds none idle (up to [`Workers::MOST`], after which jobs
+/// queue) and ends after [`Workers::KEEP_ALIVE`] without work, so an
+/// idle service holds none.
+pub(super) struct Workers {
+    name: &'static str,
+    keep_alive: Duration,
+    state: Mutex<WorkersState>,
+    work: Condvar,
+}
+
+#[derive(Default)]
+struct WorkersState {
+    queue: std::collections::VecDeque<Job>,
+    idle: usize,
+    threads: usize,
+}
+
+impl Workers {
+    /// Most threads at once: more concurrent jobs queue.
+    pub(super) const MOST: usize = 64;
+    /// How long an idle worker waits for a job before it ends.
+    pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+    pub(super) fn new(name: &'static str) -> Arc<Self> {
+        Self::keeping(name, Self::KEEP_ALIVE)
+    }
+
+    /// [`Workers::new`] whose idle threads end after `keep_alive`.
+    fn keeping(name: &'static str, keep_alive: Duration) -> Arc<Self> {
+        Arc::new(Workers {
+            name,
+            keep_alive,
+            state: Mutex::new(WorkersState::default()),
+            work: Condvar::new(),
+        })
+    }
+
+    /// Runs `job` on an idle worker, a new one, or the first to finish
+    /// (queued); `Err(job)` when no worker is running and none could be
+    /// started.
+    pub(super) fn run(self: &Arc<Self>, job: Job) -> Result<(), Job> {
+        let mut state = guard(&self.state);
+        if state.idle > state.queue.len() {
+            state.queue.push_back(job);
+            drop(state);
+            self.work.notify_one();
+            return Ok(());
+        }
+        if state.threads >= Self::MOST {
+            state.queue.push_back(job);
+            return Ok(());
+        }
+        state.threads += 1;
+        drop(state);
+        // The job travels in a slot, so that it comes back when no thread
+        // could be started.
+        let slot = Arc::new(Mutex::new(Some(job)));
+        let taken = slot.clone();
+        let workers = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name(self.name.to_owned())
+            .spawn(move || {
+                crate::priority::bulk_thread();
+                let first = guard(&taken).take();
+                workers.serve(first);
+            });
+        if spawned.is_err() {
+            guard(&self.state).threads -= 1;
+            if let Some(job) = guard(&slot).take() {
+                return Err(job);
+            }
+        }
+        Ok(())
+    }
+
+    /// A worker's life: `first`, then queued jobs until none comes for
+    /// its keep-alive. A panicking job ends only itself.
+    fn serve(&self, first: Option<Job>) {
+        let mut next = first;
+        loop {
+            if let Some(job) = next.take() {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
+            let mut state = guard(&self.state);
+            let deadline = Instant::now() + self.keep_alive;
+            while state.queue.is_empty() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    state.threads -= 1;
+                    return;
+                }
+                state.idle += 1;
+                state = self
+                    .work
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                state.idle -= 1;
+            }
+            next = state.queue.pop_front();
+        }
+    }
+
+    /// Threads running (busy or idle), for tests.
+    #[cfg(test)]
+    fn threads(&self) -> usize {
+        guard(&self.state).threads
+    }
+
+    /// Threads waiting for a job, for tests.
+    #[cfg(test)]
+    fn idle(&self) -> usize {
+        guard(&self.state).idle
+    }
+}
+
+#[cfg(test)]
+mod worker_tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// Runs a job that reports its thread's id and name.
+    fn which_thread(workers: &Arc<Workers>) -> (std::thread::ThreadId, String) {
+        let (tx, rx) = mpsc::channel();
+        let job: Job = Box::new(move || {
+            let me = std::thread::current();
+            let _ = tx.send((me.id(), me.name().unwrap_or_default().to_owned()));
+        });
+        assert!(workers.run(job).is_ok());
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the job ran")
+    }
+
+    /// Waits (at most 10 s) until `done` holds of `workers`.
+    fn until(workers: &Workers, done: impl Fn(&Workers) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(workers) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_worker_is_reused_survives_a_panic_and_ends_when_idle() {
+        let workers = Workers::keeping("mosaic-test-worker", Duration::from_millis(300));
+        let (first, name) = which_thread(&workers);
+        assert_eq!(name, "mosaic-test-worker");
+        // The idle worker takes the next job: no second thread.
+        until(&workers, |w| w.idle() == 1);
+        let (second, _) = which_thread(&workers);
+        assert_eq!(second, first);
+        assert_eq!(workers.threads(), 1);
+        // A panicking job ends only itself.
+        until(&workers, |w| w.idle() == 1);
+        let (tx, rx) = mpsc::channel();
+        let failing: Job = Box::new(move || {
+            let _ = tx.send(());
+            panic!("a job fails");
+        });
+        assert!(workers.run(failing).is_ok());
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the job ran");
+        until(&workers, |w| w.idle() == 1);
+        let (third, _) = which_thread(&workers);
+        assert_eq!(third, first);
+        assert_eq!(workers.threads(), 1);
+        // Idle past its keep-alive, the worker ends; a new job starts one.
+        until(&workers, |w| w.threads() == 0);
+        assert_eq!(workers.threads(), 0);
+        let (fourth, _) = which_thread(&workers);
+        assert_ne!(fourth, first);
+    }
+
+    #[test]
+    fn concurrent_jobs_get_threads_of_their_own() {
+        let workers = Workers::keeping("mosaic-test-worker", Duration::from_secs(5));
+        let gate = Arc::new(std::sync::Barrier::new(4));
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..3 {
+            let (gate, tx) = (gate.clone(), tx.clone());
+            let job: Job = Box::new(move || {
+                // All three wait here together: three threads, or the
+                // test times out below.
+                gate.wait();
+                let _ = tx.send(std::thread::current().id());
+            });
+            assert!(workers.run(job).is_ok());
+        }
+        gate.wait();
+        let ids: std::collections::HashSet<_> = (0..3)
+            .map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("ran"))
+            .collect();
+        assert_eq!(ids.len(), 3);
+        assert_eq!(workers.threads(), 3);
+    }
+}
