@@ -582,8 +582,15 @@ mod worker_tests {
             let _ = tx.send((me.id(), me.name().unwrap_or_default().to_owned()));
         });
         assert!(workers.run(job).is_ok());
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("the job ran")
+        received(&rx)
+    }
+
+    /// What a job sent, waiting at most 10 s for it.
+    fn received<T>(rx: &mpsc::Receiver<T>) -> T {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(value) => value,
+            Err(e) => panic!("the job did not report: {e}"),
+        }
     }
 
     /// Waits (at most 10 s) until `done` holds of `workers`.
@@ -612,8 +619,7 @@ mod worker_tests {
             panic!("a job fails");
         });
         assert!(workers.run(failing).is_ok());
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("the job ran");
+        received(&rx);
         until(&workers, |w| w.idle() == 1);
         let (third, _) = which_thread(&workers);
         assert_eq!(third, first);
@@ -641,9 +647,7 @@ mod worker_tests {
             assert!(workers.run(job).is_ok());
         }
         gate.wait();
-        let ids: std::collections::HashSet<_> = (0..3)
-            .map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("ran"))
-            .collect();
+        let ids: std::collections::HashSet<_> = (0..3).map(|_| received(&rx)).collect();
         assert_eq!(ids.len(), 3);
         assert_eq!(workers.threads(), 3);
     }
