@@ -449,8 +449,8 @@ pub(super) type Job = Box<dyn FnOnce() + Send>;
 /// A thread spawned per job starts on its spawner's core and waits there
 /// behind it: Linux places a new thread with its parent, and the request
 /// thread goes on preparing the call. Traced at the door, a session
-/// call's embedding started 2-5 ms after its thread was spawned, on the
-/// core the request ran on, while the other core idled. A thread woken
+/// call's embedding started up to 5 ms (2.5 ms median) after the
+/// request, on the core the request ran on, while the other core idled. A thread woken
 /// from its wait is placed on an idle core at once. A worker is started
 /// when a job finds none idle (up to [`Workers::MOST`], after which jobs
 /// queue) and ends after [`Workers::KEEP_ALIVE`] without work, so an
