@@ -1317,8 +1317,8 @@ fn dots_portable<const N: usize>(q: &[f32], v: [&[f32]; N]) -> [f32; N] {
 
 /// `x` quantized to one signed byte per element with one scale, `x[i]`
 /// close to `codes[i] * scale`: the largest magnitude maps to 127, each
-/// element to its nearest step (the same bytes on every CPU: one IEEE
-/// division and rounding each). Returns the scale, 0 for an all-zero `x`.
+/// element to its nearest step, ties to even as the activations' rows
+/// (the same bytes on every CPU: one IEEE division and rounding each). Returns the scale, 0 for an all-zero `x`.
 /// `codes` takes the first `x.len()` codes.
 pub fn quantize_i8(x: &[f32], codes: &mut [i8]) -> f32 {
     let largest = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -1328,7 +1328,7 @@ pub fn quantize_i8(x: &[f32], codes: &mut [i8]) -> f32 {
     }
     let scale = largest / 127.0;
     for (c, v) in codes.iter_mut().zip(x) {
-        *c = (v / scale).round().clamp(-127.0, 127.0) as i8;
+        *c = (v / scale).round_ties_even().clamp(-127.0, 127.0) as i8;
     }
     scale
 }

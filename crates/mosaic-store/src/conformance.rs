@@ -191,6 +191,17 @@ fn accepted_id(decision: &WriteDecision) -> Option<&str> {
     }
 }
 
+/// Alice's reads in tenant A's workspace, run 1, just after the writes.
+fn alice_run_1() -> EligibilityQuery {
+    query(
+        fixtures::TENANT_A,
+        "alice",
+        fixtures::WORKSPACE,
+        "run-1",
+        T0 + 10,
+    )
+}
+
 fn query(tenant: &str, principal: &str, workspace: &str, run: &str, now: u64) -> EligibilityQuery {
     EligibilityQuery {
         tenant_id: tenant.into(),
@@ -382,13 +393,7 @@ pub fn reads_wait_for_every_required_index<F: StoreFactory>(factory: &F) -> Stor
     let (_db, mut store) = setup(factory, &config)?;
     let request = Spec::principal(fixtures::TENANT_A, "alice", "r1").build();
     store.write(&request)?;
-    let q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let q = alice_run_1();
     assert!(
         readable_ids(&mut store, &q)?.is_empty(),
         "publishing record must be unreadable"
@@ -445,13 +450,7 @@ pub fn reads_wait_for_every_required_index<F: StoreFactory>(factory: &F) -> Stor
 pub fn degraded_activation_needs_policy_and_records_the_omission<F: StoreFactory>(
     factory: &F,
 ) -> StoreResult<()> {
-    let q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let q = alice_run_1();
     let refused =
         |r: StoreResult<AckOutcome>| matches!(r, Err(StoreError::DegradedActivationRefused { .. }));
 
@@ -643,13 +642,7 @@ pub fn supersession_is_generation_fenced<F: StoreFactory>(factory: &F) -> StoreR
     assert!(store.get_record("v3")?.is_none());
     // Reads see exactly one generation of the line once published.
     publish_all(&mut store, &config.required_index_targets, T0 + 1)?;
-    let q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let q = alice_run_1();
     assert_eq!(readable_ids(&mut store, &q)?, vec!["v2".to_string()]);
     Ok(())
 }
@@ -725,13 +718,7 @@ pub fn revocation_walks_every_state_to_a_receipt<F: StoreFactory>(factory: &F) -
     store.write(&request)?;
     let written = store.change_stamp()?;
     publish_all(&mut store, &config.required_index_targets, T0)?;
-    let q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let q = alice_run_1();
     let before = store.eligible_records(&q)?;
     assert_eq!(before.records.len(), 1);
     // Activation moved the change stamp; reads do not, and the identity
@@ -961,13 +948,7 @@ pub fn derived_records_can_be_quarantined<F: StoreFactory>(factory: &F) -> Store
     derived.derived_from = vec!["src1".into()];
     store.write(&derived.build())?;
     publish_all(&mut store, &config.required_index_targets, T0)?;
-    let q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let q = alice_run_1();
     assert_eq!(
         readable_ids(&mut store, &q)?,
         vec!["src1".to_string(), "sum1".to_string()]
@@ -1132,13 +1113,7 @@ pub fn conflicts_open_review_cases_with_receipts<F: StoreFactory>(factory: &F) -
     else {
         panic!("conflict must reject");
     };
-    let q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let q = alice_run_1();
     assert!(readable_ids(&mut store, &q)?.contains(&"other".to_string()));
     let before = store.change_stamp()?;
     let r = store.resolve_review(
@@ -1280,13 +1255,7 @@ pub fn reads_never_cross_scope<F: StoreFactory>(factory: &F) -> StoreResult<()> 
     assert!(found.ids.is_empty());
     assert_eq!(found.stable_until_unix_ms, Some(T0));
     // A stale policy digest sees nothing.
-    let mut q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let mut q = alice_run_1();
     q.policy_sha256 = fixtures::policy(fixtures::TENANT_B).policy_sha256;
     assert!(readable_ids(&mut store, &q)?.is_empty());
     Ok(())
@@ -1303,13 +1272,7 @@ pub fn snapshot_identity_ignores_insertion_order<F: StoreFactory>(factory: &F) -
             store.write(&request)?;
         }
         publish_all(&mut store, &config.required_index_targets, T0)?;
-        let q = query(
-            fixtures::TENANT_A,
-            "alice",
-            fixtures::WORKSPACE,
-            "run-1",
-            T0 + 10,
-        );
+        let q = alice_run_1();
         let set = store.eligible_records(&q)?;
         let ids: Vec<_> = set
             .records
@@ -1450,13 +1413,7 @@ pub fn deferred_acknowledgements_activate_and_persist<F: StoreFactory>(
             .filter_map(|r| r.as_ref().ok())
             .any(|outcome| outcome.activated)
     );
-    let q = query(
-        fixtures::TENANT_A,
-        "alice",
-        fixtures::WORKSPACE,
-        "run-1",
-        T0 + 10,
-    );
+    let q = alice_run_1();
     assert_eq!(readable_ids(&mut store, &q)?, vec!["r1".to_string()]);
     drop(store);
     let mut store = factory.connect(&db, &config)?;

@@ -470,9 +470,12 @@ struct WorkersState {
 }
 
 impl Workers {
-    /// Most threads at once: more concurrent jobs queue.
+    /// Most threads at once: more concurrent jobs queue. A bound, not a
+    /// tuning: each job already spreads its embedding over every core, so
+    /// threads beyond a few only share them.
     pub(super) const MOST: usize = 64;
-    /// How long an idle worker waits for a job before it ends.
+    /// How long an idle worker waits for a job before it ends: tokio's
+    /// blocking pool keeps its threads as long.
     pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
     pub(super) fn new(name: &'static str) -> Arc<Self> {
@@ -489,69 +492,67 @@ impl Workers {
         })
     }
 
-    /// Runs `job` on an idle worker, a new one, or the first to finish
-    /// (queued); `Err(job)` when no worker is running and none could be
-    /// started.
+    /// Queues `job` for an idle worker, or a new one when none is idle (the
+    /// first to finish once [`Workers::MOST`] run); `Err(job)` when no
+    /// worker runs and none could be started.
     pub(super) fn run(self: &Arc<Self>, job: Job) -> Result<(), Job> {
         let mut state = guard(&self.state);
-        if state.idle > state.queue.len() {
-            state.queue.push_back(job);
+        state.queue.push_back(job);
+        if state.idle >= state.queue.len() {
             drop(state);
             self.work.notify_one();
             return Ok(());
         }
         if state.threads >= Self::MOST {
-            state.queue.push_back(job);
             return Ok(());
         }
         state.threads += 1;
         drop(state);
-        // The job travels in a slot, so that it comes back when no thread
-        // could be started.
-        let slot = Arc::new(Mutex::new(Some(job)));
-        let taken = slot.clone();
         let workers = self.clone();
         let spawned = std::thread::Builder::new()
             .name(self.name.to_owned())
             .spawn(move || {
                 crate::priority::bulk_thread();
-                let first = guard(&taken).take();
-                workers.serve(first);
+                workers.serve();
             });
         if spawned.is_err() {
-            guard(&self.state).threads -= 1;
-            if let Some(job) = guard(&slot).take() {
-                return Err(job);
+            let mut state = guard(&self.state);
+            state.threads -= 1;
+            // With a worker running the job waits for it; with none, it
+            // is the only one queued (each failed start took its own back).
+            if state.threads == 0 {
+                return state.queue.pop_back().map_or(Ok(()), Err);
             }
         }
         Ok(())
     }
 
-    /// A worker's life: `first`, then queued jobs until none comes for
-    /// its keep-alive. A panicking job ends only itself.
-    fn serve(&self, first: Option<Job>) {
-        let mut next = first;
+    /// A worker's life: queued jobs until none comes for its keep-alive.
+    /// A panicking job ends only itself.
+    fn serve(&self) {
         loop {
-            if let Some(job) = next.take() {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-            }
-            let mut state = guard(&self.state);
-            let deadline = Instant::now() + self.keep_alive;
-            while state.queue.is_empty() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    state.threads -= 1;
-                    return;
+            let job = {
+                let mut state = guard(&self.state);
+                let deadline = Instant::now() + self.keep_alive;
+                loop {
+                    if let Some(job) = state.queue.pop_front() {
+                        break job;
+                    }
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        state.threads -= 1;
+                        return;
+                    }
+                    state.idle += 1;
+                    state = self
+                        .work
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                    state.idle -= 1;
                 }
-                state.idle += 1;
-                state = self
-                    .work
-                    .wait_timeout(state, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-                state.idle -= 1;
-            }
-            next = state.queue.pop_front();
+            };
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
         }
     }
 
