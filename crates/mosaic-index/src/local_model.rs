@@ -140,14 +140,39 @@ mod model {
     const CHUNK_TOKENS: usize = 512;
     /// Batches with fewer tokens run on the calling thread only.
     const PARALLEL_MIN_TOKENS: usize = 96;
-    /// Chunks per worker a batch is cut into when it is small (a few
-    /// hundred tokens, one conversation session say): with one chunk per
-    /// worker, one long text leaves the other workers idle; a few chunks
-    /// each let the worker that finishes first take the rest.
-    const CHUNKS_PER_WORKER: usize = 3;
     /// Fewest tokens a chunk is cut to for balance: below this the dense
     /// layers stream each weight panel for too few rows.
     const MIN_CHUNK_TOKENS: usize = 64;
+
+    /// Cuts texts of `lens` tokens, taken in the order `order` (longest
+    /// first), into the chunks `workers` take in turn. A worker that takes
+    /// the last chunk while the others have finished keeps them idle for
+    /// as long as that chunk runs, so chunks shrink as the batch runs out:
+    /// each holds at most half of the tokens still to cut shared among the
+    /// workers ("factoring": `remaining / (2 workers)`, within
+    /// [`MIN_CHUNK_TOKENS`]..=[`CHUNK_TOKENS`]), so the first chunks keep
+    /// enough rows to reuse each weight panel and the last are small. A
+    /// text longer than its limit is a chunk of its own. Each text's vector
+    /// is the same whatever chunk it runs in.
+    fn cut_chunks<'a>(lens: &[usize], order: &'a [usize], workers: usize) -> Vec<&'a [usize]> {
+        let len = |i: usize| lens.get(order[i]).copied().unwrap_or(0);
+        let mut remaining: usize = (0..order.len()).map(len).sum();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < order.len() {
+            let limit = (remaining / (2 * workers.max(1))).clamp(MIN_CHUNK_TOKENS, CHUNK_TOKENS);
+            let mut end = start + 1;
+            let mut tokens = len(start);
+            while end < order.len() && tokens + len(end) <= limit {
+                tokens += len(end);
+                end += 1;
+            }
+            chunks.push(&order[start..end]);
+            remaining = remaining.saturating_sub(tokens);
+            start = end;
+        }
+        chunks
+    }
 
     /// A dense layer `y = x W^T + b`: f32 (the default release), or int8
     /// (weights per output channel, activations per token row, `i32`
@@ -456,31 +481,15 @@ mod model {
                     return Err(rt(format!("token id {bad} outside the vocabulary")));
                 }
             }
-            // Longest first, cut into chunks of at most `limit` tokens (a
-            // longer text is a chunk of its own); workers take the next
-            // chunk as they finish one, so a worker the OS delays on a busy
-            // machine does not hold the others up. A small batch is cut
-            // into a few chunks per worker rather than CHUNK_TOKENS ones,
-            // so every core has work (each text's vector is the same
-            // whatever chunk it runs in).
-            let total: usize = seqs.iter().map(|s| s.ids.len()).sum();
-            let limit = total
-                .div_ceil(self.threads.max(1) * CHUNKS_PER_WORKER)
-                .clamp(MIN_CHUNK_TOKENS, CHUNK_TOKENS);
+            // Longest first, cut into chunks that shrink as the batch runs
+            // out (`cut_chunks`); workers take the next chunk as they
+            // finish one, so a worker the OS delays on a busy machine does
+            // not hold the others up.
+            let lens: Vec<usize> = seqs.iter().map(|s| s.ids.len()).collect();
+            let total: usize = lens.iter().sum();
             let mut order: Vec<usize> = (0..seqs.len()).collect();
-            order.sort_by_key(|&i| (std::cmp::Reverse(seqs[i].ids.len()), i));
-            let mut chunks: Vec<&[usize]> = Vec::new();
-            let mut start = 0;
-            while start < order.len() {
-                let mut end = start + 1;
-                let mut tokens = seqs[order[start]].ids.len();
-                while end < order.len() && tokens + seqs[order[end]].ids.len() <= limit {
-                    tokens += seqs[order[end]].ids.len();
-                    end += 1;
-                }
-                chunks.push(&order[start..end]);
-                start = end;
-            }
+            order.sort_by_key(|&i| (std::cmp::Reverse(lens[i]), i));
+            let chunks = cut_chunks(&lens, &order, self.threads);
             let workers = if total < PARALLEL_MIN_TOKENS {
                 1
             } else {
@@ -748,6 +757,51 @@ mod model {
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        /// Chunks cover every text once, in order; their limit falls as
+        /// the batch runs out, so the last chunk of a batch is small
+        /// whatever its size, while a large batch starts with full ones.
+        #[test]
+        fn chunks_shrink_as_the_batch_runs_out() {
+            // One conversation session: 22 texts of 36 down to 15 tokens,
+            // 561 in all.
+            let session: Vec<usize> = (0..22).map(|i| 36 - i).collect();
+            // A bulk load: 400 texts of 30 tokens, and one past the limit.
+            let bulk: Vec<usize> = std::iter::once(600).chain([30; 400]).collect();
+            for (lens, workers) in [(&session, 2), (&session, 8), (&bulk, 2), (&vec![5], 2)] {
+                let order: Vec<usize> = (0..lens.len()).collect();
+                let chunks = cut_chunks(lens, &order, workers);
+                let flat: Vec<usize> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+                assert_eq!(flat, order);
+                let tokens: Vec<usize> = chunks
+                    .iter()
+                    .map(|c| c.iter().map(|&i| lens[i]).sum())
+                    .collect();
+                let last = tokens.last().copied().unwrap_or(0);
+                assert!(last <= MIN_CHUNK_TOKENS, "{tokens:?}");
+                for (chunk, t) in chunks.iter().zip(&tokens) {
+                    assert!(chunk.len() == 1 || *t <= CHUNK_TOKENS, "{tokens:?}");
+                }
+            }
+            let session_order: Vec<usize> = (0..session.len()).collect();
+            let session_cut = cut_chunks(&session, &session_order, 2);
+            let sizes: Vec<usize> = session_cut
+                .iter()
+                .map(|c| c.iter().map(|&i| session[i]).sum())
+                .collect();
+            // A first chunk near a quarter of the tokens, then smaller
+            // ones: several for each of the two workers.
+            assert!(
+                sizes[0] > 2 * MIN_CHUNK_TOKENS && sizes[0] <= 561 / 4,
+                "{sizes:?}"
+            );
+            assert!(sizes.len() >= 6, "{sizes:?}");
+            let bulk_order: Vec<usize> = (0..bulk.len()).collect();
+            let bulk_cut = cut_chunks(&bulk, &bulk_order, 2);
+            assert_eq!(bulk_cut[0], &[0]);
+            let second: usize = bulk_cut[1].iter().map(|&i| bulk[i]).sum();
+            assert!(second > CHUNK_TOKENS - 30, "{second}");
+        }
 
         /// Only a call that starts with no other embedding running may
         /// split; the count goes down again when a call ends.
