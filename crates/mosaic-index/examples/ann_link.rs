@@ -8,9 +8,12 @@
 //! Seeded, clustered unit vectors (50 centres, noise around each), linked
 //! one at a time into an index with the default [`AnnConfig`]; prints the
 //! mean time per vector for each quarter of the run, so the growth with
-//! the graph's size shows, then the recall@10 of graph searches over the
-//! whole index against exact scans (200 more vectors of the same kind as
-//! queries).
+//! the graph's size shows, then, with every doc eligible and with one in
+//! 2, 4 and 10, the recall@10 of graph searches against exact scans (200
+//! more vectors of the same kind as queries), the time per query of each
+//! (the exact scan as searches run it, pruned by byte scores, and scoring
+//! every doc in f32, which must return the same), and the planner's
+//! estimate and choice for that many eligible docs.
 
 mod common;
 
@@ -80,24 +83,48 @@ fn main() {
         "{n} vectors of {dim} dimensions linked in {total:.3} s: {:.1} us each",
         total * 1e6 / n as f64
     );
-    let mut all = DocSet::with_capacity(n);
-    for d in 0..n {
-        all.insert(d as u32);
+    // Every doc eligible, then one in 2, 4 and 10: the recall of graph
+    // searches against exact scans, each one's time per query, and what
+    // the planner estimates and picks for that many eligible docs.
+    for every in [1, 2, 4, 10] {
+        let mut eligible = DocSet::with_capacity(n);
+        for d in (0..n).step_by(every) {
+            eligible.insert(d as u32);
+        }
+        let (mut f32_s, mut exact_s, mut graph_s, mut found) = (0.0, 0.0, 0.0, 0);
+        for q in probes {
+            let at = Instant::now();
+            let every_doc = index.exact_f32(q, &eligible, 10);
+            f32_s += at.elapsed().as_secs_f64();
+            let at = Instant::now();
+            let truth = index.exact(q, &eligible, 10);
+            exact_s += at.elapsed().as_secs_f64();
+            assert_eq!(
+                truth, every_doc,
+                "the byte-pruned scan differs from the f32 scan"
+            );
+            let at = Instant::now();
+            let graph = index.graph_filtered(q, Some(&eligible), 10);
+            graph_s += at.elapsed().as_secs_f64();
+            found += graph
+                .iter()
+                .filter(|g| truth.iter().any(|t| t.0 == g.0))
+                .count();
+        }
+        let per = |s: f64| s * 1e3 / probes.len() as f64;
+        let (scan_cost, graph_cost) = index.plan_costs(eligible.len());
+        println!(
+            "{} eligible: graph recall@10 against exact scans {:.4} ({found} of {}); \
+             per query: exact {:.3} ms (every doc in f32: {:.3} ms), graph {:.3} ms; \
+             estimated graph / scan cost {:.2}, plan {:?}",
+            eligible.len(),
+            found as f64 / (10 * probes.len()) as f64,
+            10 * probes.len(),
+            per(exact_s),
+            per(f32_s),
+            per(graph_s),
+            graph_cost / scan_cost,
+            index.plan(eligible.len()),
+        );
     }
-    let started = Instant::now();
-    let mut found = 0;
-    for q in probes {
-        let truth = index.exact(q, &all, 10);
-        let graph = index.graph_filtered(q, Some(&all), 10);
-        found += graph
-            .iter()
-            .filter(|g| truth.iter().any(|t| t.0 == g.0))
-            .count();
-    }
-    println!(
-        "graph recall@10 against exact scans: {:.4} ({found} of {}), {:.2} ms per query pair",
-        found as f64 / (10 * probes.len()) as f64,
-        10 * probes.len(),
-        started.elapsed().as_secs_f64() * 1e3 / probes.len() as f64
-    );
 }

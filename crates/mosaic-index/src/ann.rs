@@ -103,6 +103,11 @@ pub struct AnnIndex {
     codes: Vec<i8>,
     /// Per doc, the scale of its bytes (0 for a removed doc).
     scales: Vec<f32>,
+    /// Per doc, `(||x - x'||, ||x'||)` of its vector `x` and its bytes
+    /// scaled, `x'`, rounded up: what bounds how far a byte score may lie
+    /// from the exact one (see [`AnnIndex::exact`]). Infinite for a vector
+    /// that is not finite.
+    byte_bounds: Vec<(f32, f32)>,
     links: Vec<Option<Vec<Vec<DocId>>>>,
     entry: Option<DocId>,
     max_level: usize,
@@ -122,6 +127,39 @@ pub struct AnnIndex {
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let [s] = dots(a, [b]);
     s
+}
+
+/// `(||x - x'||, ||x'||)` for a vector `x` and its bytes `codes` at
+/// `scale` (`x' = scale * codes`), computed in f64 and rounded up to the
+/// next f32; infinite when `x` is not finite.
+fn byte_error(x: &[f32], codes: &[i8], scale: f32) -> (f32, f32) {
+    let (mut off, mut len) = (0.0f64, 0.0f64);
+    for (&v, &c) in x.iter().zip(codes) {
+        let scaled = f64::from(scale) * f64::from(c);
+        off += (f64::from(v) - scaled).powi(2);
+        len += scaled * scaled;
+    }
+    let up = |v: f64| {
+        let r = (v.sqrt() * (1.0 + 1e-9)) as f32;
+        if r.is_finite() {
+            r.next_up()
+        } else {
+            f32::INFINITY
+        }
+    };
+    if x.iter().all(|v| v.is_finite()) {
+        (up(off), up(len))
+    } else {
+        (f32::INFINITY, f32::INFINITY)
+    }
+}
+
+/// How far `q.x` can lie from the byte score `q'.x'` in exact arithmetic,
+/// given [`byte_error`] of each:
+/// `||q|| ||x - x'|| + ||q - q'|| ||x'||`, with `||q||` at most
+/// `||q'|| + ||q - q'||`.
+fn byte_bound((q_off, q_bytes): (f32, f32), (x_off, x_bytes): (f32, f32)) -> f32 {
+    (q_bytes + q_off) * x_off + q_off * x_bytes
 }
 
 /// A vector as the graph walks with it: its bytes and their scale.
@@ -208,6 +246,7 @@ impl AnnIndex {
             vectors: Vec::new(),
             codes: Vec::new(),
             scales: Vec::new(),
+            byte_bounds: Vec::new(),
             links: Vec::new(),
             entry: None,
             max_level: 0,
@@ -274,6 +313,7 @@ impl AnnIndex {
         self.vectors[start..start + self.dim].fill(0.0);
         self.codes[start..start + self.dim].fill(0);
         self.scales[doc as usize] = 0.0;
+        self.byte_bounds[doc as usize] = (0.0, 0.0);
     }
 
     fn is_live(&self, doc: DocId) -> bool {
@@ -311,6 +351,7 @@ impl AnnIndex {
             self.vectors.resize((idx + 1) * self.dim, 0.0);
             self.codes.resize((idx + 1) * self.dim, 0);
             self.scales.resize(idx + 1, 0.0);
+            self.byte_bounds.resize(idx + 1, (0.0, 0.0));
         }
         if self.is_live(doc) {
             self.remove(doc);
@@ -320,6 +361,7 @@ impl AnnIndex {
             vector,
             &mut self.codes[idx * self.dim..(idx + 1) * self.dim],
         );
+        self.byte_bounds[idx] = byte_error(vector, self.code(doc), self.scales[idx]);
         self.set_live(doc, true);
         self.live += 1;
     }
@@ -636,25 +678,120 @@ impl AnnIndex {
         }
     }
 
-    /// Exact top-`k` over `docs`: one pass over the eligible docs in doc
-    /// order (so over the vectors in memory order), keeping the best `k`.
+    /// Exact top-`k` over `docs`, the same docs and scores as scoring
+    /// every eligible doc in f32 ([`AnnIndex::exact_f32`]), reading a
+    /// quarter of the bytes: a first pass over the eligible docs' bytes
+    /// (in doc order, so in memory order) gives each a byte score `a` and
+    /// a bound `e` on how far its exact score can lie from it; with `t`
+    /// the `k`-th largest `a - e`, at least `k` docs score `t` or more,
+    /// so no doc with `a + e < t` is among the best `k`, and only the
+    /// others are scored exactly. The bound, for a query `q` of bytes
+    /// `q'` and a doc `x` of bytes `x'`:
+    /// `|q.x - q'.x'| <= ||q|| ||x - x'|| + ||q - q'|| ||x'||`, plus
+    /// the rounding of both products. When `docs` holds at most `k` live
+    /// docs, or the query is not finite, every doc is scored exactly.
     pub fn exact(&self, q: &[f32], docs: &DocSet, k: usize) -> Vec<(DocId, f32)> {
         if k == 0 {
             return Vec::new();
         }
-        let mut top: BinaryHeap<std::cmp::Reverse<Scored>> = BinaryHeap::with_capacity(k + 1);
+        let eligible = self.eligible(docs);
+        match self.byte_candidates(q, &eligible, k) {
+            Some(candidates) => self.best(q, candidates.into_iter(), k),
+            None => self.best(q, eligible.into_iter(), k),
+        }
+    }
+
+    /// The docs of `eligible` (live, in doc order) that may be among the
+    /// best `k` by exact score (see [`AnnIndex::exact`]); `None` when
+    /// every doc is to be scored: `eligible` holds at most `k` docs, or
+    /// the query is not finite.
+    fn byte_candidates(&self, q: &[f32], eligible: &[DocId], k: usize) -> Option<Vec<DocId>> {
+        let probe = Probe::of(q);
+        let (q_off, q_bytes) = byte_error(q, &probe.codes, probe.scale);
+        if k == 0 || eligible.len() <= k || !q_off.is_finite() || !q_bytes.is_finite() {
+            return None;
+        }
+        // ||q|| is at most ||q'|| + ||q - q'||.
+        let q_len = q_bytes + q_off;
+        // A sum of `dim` products in f32, in any order, lies within
+        // `dim` units of its last place (2^-23 each, twice the rounding)
+        // of |q||x| from the exact sum.
+        let rounding = (self.dim as f32 + 2.0) * f32::EPSILON;
+        let bound = |doc: DocId, product: i32| {
+            let a = product as f32 * (probe.scale * self.scales[doc as usize]);
+            let (x_off, x_len) = self.byte_bounds[doc as usize];
+            let e = byte_bound((q_off, q_bytes), (x_off, x_len));
+            // The exact score's rounding (|x| is at most ||x'|| +
+            // ||x - x'||), then that of `a` and of the sums below.
+            let slack = rounding * q_len * (x_len + x_off) + 1e-6 * (a.abs() + e);
+            (a, e + slack + f32::MIN_POSITIVE)
+        };
+        let mut bounds: Vec<(f32, f32)> = Vec::with_capacity(eligible.len());
+        let mut groups = eligible.chunks_exact(4);
+        for g in &mut groups {
+            let products = mosaic_kernels::dots_i8(
+                &probe.codes,
+                [
+                    self.code(g[0]),
+                    self.code(g[1]),
+                    self.code(g[2]),
+                    self.code(g[3]),
+                ],
+            );
+            bounds.extend(products.iter().zip(g).map(|(&p, &d)| bound(d, p)));
+        }
+        for &d in groups.remainder() {
+            let [p] = mosaic_kernels::dots_i8(&probe.codes, [self.code(d)]);
+            bounds.push(bound(d, p));
+        }
+        let mut lows: Vec<f32> = bounds.iter().map(|(a, e)| a - e).collect();
+        let (_, &mut t, _) = lows.select_nth_unstable_by(k - 1, |x, y| y.total_cmp(x));
+        Some(
+            eligible
+                .iter()
+                .zip(&bounds)
+                .filter(|(_, (a, e))| {
+                    let high = a + e;
+                    !high.is_finite() || high.total_cmp(&t).is_ge()
+                })
+                .map(|(&d, _)| d)
+                .collect(),
+        )
+    }
+
+    /// [`AnnIndex::exact`] by scoring every eligible doc in f32: the
+    /// reference it must equal.
+    pub fn exact_f32(&self, q: &[f32], docs: &DocSet, k: usize) -> Vec<(DocId, f32)> {
+        if k == 0 {
+            return Vec::new();
+        }
+        self.best(q, self.eligible(docs).into_iter(), k)
+    }
+
+    /// The live docs of `docs`, in doc order.
+    fn eligible(&self, docs: &DocSet) -> Vec<DocId> {
+        let mut out = Vec::with_capacity(docs.len().min(self.live));
         for (w, (&eligible, &live)) in docs.words().iter().zip(&self.live_bits).enumerate() {
             let mut word = eligible & live;
             while word != 0 {
-                let doc = (w * 64) as DocId + word.trailing_zeros();
+                out.push((w * 64) as DocId + word.trailing_zeros());
                 word &= word - 1;
-                let s = Scored(dot(q, self.vector(doc)), doc);
-                if top.len() < k {
-                    top.push(std::cmp::Reverse(s));
-                } else if top.peek().is_some_and(|worst| s > worst.0) {
-                    top.pop();
-                    top.push(std::cmp::Reverse(s));
-                }
+            }
+        }
+        out
+    }
+
+    /// The best `k` of `docs` by exact f32 score, best first (ties by doc
+    /// id).
+    fn best(&self, q: &[f32], docs: impl Iterator<Item = DocId>, k: usize) -> Vec<(DocId, f32)> {
+        let mut top: BinaryHeap<std::cmp::Reverse<Scored>> = BinaryHeap::with_capacity(k + 1);
+        for doc in docs {
+            let s = Scored(dot(q, self.vector(doc)), doc);
+            if top.len() < k {
+                top.push(std::cmp::Reverse(s));
+            } else if top.peek().is_some_and(|worst| s > worst.0) {
+                top.pop();
+                top.push(std::cmp::Reverse(s));
             }
         }
         let mut out: Vec<Scored> = top.into_iter().map(|r| r.0).collect();
@@ -1168,6 +1305,143 @@ mod tests {
         // never past 1.5x.
         assert!(longest[0] > 8 && longest[0] <= 12, "{longest:?}");
         assert!(longest[1] <= 6, "{longest:?}");
+    }
+
+    /// Seeded pseudo-random values in [-0.5, 0.5).
+    fn noise(seed: u64, n: usize) -> Vec<f32> {
+        let mut z = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                z ^= z << 13;
+                z ^= z >> 7;
+                z ^= z << 17;
+                (z >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// The byte scan's bound holds for every pair tried, among them the
+    /// one built to be furthest from its byte score (a doc along the
+    /// query's own rounding error), and vectors of any length.
+    #[test]
+    fn a_byte_score_lies_within_its_bound() {
+        for dim in [7usize, 48, 384, 1_024] {
+            let mut ann = AnnIndex::new(dim, AnnConfig::default());
+            let mut queries: Vec<Vec<f32>> = (0..20).map(|s| noise(900 + s, dim)).collect();
+            let spiky: Vec<f32> = (0..dim).map(|i| if i == 0 { 40.0 } else { 0.01 }).collect();
+            queries.push(spiky.clone());
+            let mut docs: Vec<Vec<f32>> = (0..200u64)
+                .map(|s| {
+                    let mut v = noise(s, dim);
+                    // Lengths from 0.01 to 100.
+                    let len = 10f32.powf((s % 5) as f32 - 2.0);
+                    v.iter_mut().for_each(|x| *x *= len);
+                    v
+                })
+                .collect();
+            docs.push(spiky);
+            for q in &queries {
+                // Along q - q': the query's rounding counts in full.
+                let probe = Probe::of(q);
+                let along: Vec<f32> = q
+                    .iter()
+                    .zip(&probe.codes)
+                    .map(|(v, &c)| v - probe.scale * f32::from(c))
+                    .collect();
+                docs.push(along);
+            }
+            for (d, v) in docs.iter().enumerate() {
+                ann.insert(d as DocId, v);
+            }
+            let all: Vec<DocId> = (0..docs.len() as DocId).collect();
+            for q in &queries {
+                let probe = Probe::of(q);
+                let (q_off, q_bytes) = byte_error(q, &probe.codes, probe.scale);
+                for &d in &all {
+                    let exact = dot(q, ann.vector(d));
+                    let a = ann.approx(&probe, d);
+                    let e = byte_bound((q_off, q_bytes), ann.byte_bounds[d as usize]);
+                    assert!(
+                        (exact - a).abs() <= e * 1.000_01 + 1e-30,
+                        "dim {dim} doc {d}: exact {exact} bytes {a} bound {e}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The exact top-k is the f32 scan's, doc for doc and bit for bit,
+    /// over every kind of eligible set, lengths, near ties, duplicates, a
+    /// zero and a non-finite vector; and the byte pass leaves most docs
+    /// unscored when the set is large.
+    #[test]
+    fn the_byte_pruned_scan_returns_the_f32_scan() {
+        let dim = 96;
+        let mut ann = AnnIndex::new(dim, AnnConfig::default());
+        let mut n: DocId = 0;
+        let mut add = |ann: &mut AnnIndex, v: Vec<f32>| {
+            ann.insert(n, &v);
+            n += 1;
+        };
+        for s in 0..2_000u64 {
+            let mut v = noise(s, dim);
+            crate::embed::l2_normalise(&mut v);
+            add(&mut ann, v);
+        }
+        // Duplicates and near ties of one vector, of other lengths.
+        let base = ann.vector(17).to_vec();
+        for i in 0..40 {
+            let tweak = noise(10_000 + i, dim);
+            let v: Vec<f32> = base
+                .iter()
+                .zip(&tweak)
+                .map(|(b, t)| b * (1.0 + (i % 3) as f32) + t * 1e-6 * (i % 2) as f32)
+                .collect();
+            add(&mut ann, v);
+        }
+        add(&mut ann, vec![0.0; dim]);
+        let mut bad = vec![0.1; dim];
+        bad[3] = f32::NAN;
+        add(&mut ann, bad);
+        ann.remove(5);
+        let total = n;
+        let mut pruned = 0;
+        for (qi, every) in [1usize, 2, 3, 7, 50].into_iter().enumerate() {
+            let mut docs = DocSet::with_capacity(total as usize);
+            for d in (qi as DocId..total).step_by(every) {
+                docs.insert(d);
+            }
+            for s in 0..12u64 {
+                let mut q = noise(50_000 + s, dim);
+                if s % 3 == 0 {
+                    q = base.iter().zip(&q).map(|(b, x)| b + x * 0.01).collect();
+                }
+                for k in [1, 10, 37, 5_000] {
+                    let want = ann.exact_f32(&q, &docs, k);
+                    let got = ann.exact(&q, &docs, k);
+                    let bits = |r: &[(DocId, f32)]| {
+                        r.iter().map(|(d, s)| (*d, s.to_bits())).collect::<Vec<_>>()
+                    };
+                    assert_eq!(bits(&got), bits(&want), "every {every}, query {s}, k {k}");
+                }
+                let eligible = ann.eligible(&docs);
+                if let Some(c) = ann.byte_candidates(&q, &eligible, 10)
+                    && eligible.len() >= 1_000
+                    && c.len() * 4 < eligible.len()
+                {
+                    pruned += 1;
+                }
+            }
+        }
+        assert!(pruned > 0, "the byte pass must leave docs unscored");
+        let q = vec![f32::NAN; dim];
+        let all = {
+            let mut d = DocSet::with_capacity(total as usize);
+            (0..total).for_each(|x| d.insert(x));
+            d
+        };
+        assert_eq!(ann.exact(&q, &all, 3).len(), 3);
+        assert!(ann.byte_candidates(&q, &ann.eligible(&all), 3).is_none());
     }
 
     /// The graph walks on bytes, but what a search returns is scored
