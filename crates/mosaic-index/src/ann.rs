@@ -539,7 +539,14 @@ impl AnnIndex {
                 mosaic_kernels::prefetch(next);
             }
         }
-        let scale = |d: DocId| q.scale * self.scales[d as usize];
+        self.each_product(q, docs, |d, p| {
+            scores.push(p as f32 * (q.scale * self.scales[d as usize]));
+        });
+    }
+
+    /// Calls `f` with each of `docs` and its bytes' integer product with
+    /// `q`'s, in order, four docs per [`mosaic_kernels::dots_i8`] call.
+    fn each_product(&self, q: &Probe, docs: &[DocId], mut f: impl FnMut(DocId, i32)) {
         let mut groups = docs.chunks_exact(4);
         for g in &mut groups {
             let products = mosaic_kernels::dots_i8(
@@ -551,9 +558,12 @@ impl AnnIndex {
                     self.code(g[3]),
                 ],
             );
-            scores.extend(products.iter().zip(g).map(|(&p, &d)| p as f32 * scale(d)));
+            g.iter().zip(products).for_each(|(&d, p)| f(d, p));
         }
-        scores.extend(groups.remainder().iter().map(|&d| self.approx(q, d)));
+        for &d in groups.remainder() {
+            let [p] = mosaic_kernels::dots_i8(&q.codes, [self.code(d)]);
+            f(d, p);
+        }
     }
 
     /// Beam search on one layer; only docs passing `filter` enter the
@@ -727,23 +737,7 @@ impl AnnIndex {
             (a, e + slack + f32::MIN_POSITIVE)
         };
         let mut bounds: Vec<(f32, f32)> = Vec::with_capacity(eligible.len());
-        let mut groups = eligible.chunks_exact(4);
-        for g in &mut groups {
-            let products = mosaic_kernels::dots_i8(
-                &probe.codes,
-                [
-                    self.code(g[0]),
-                    self.code(g[1]),
-                    self.code(g[2]),
-                    self.code(g[3]),
-                ],
-            );
-            bounds.extend(products.iter().zip(g).map(|(&p, &d)| bound(d, p)));
-        }
-        for &d in groups.remainder() {
-            let [p] = mosaic_kernels::dots_i8(&probe.codes, [self.code(d)]);
-            bounds.push(bound(d, p));
-        }
+        self.each_product(&probe, eligible, |d, p| bounds.push(bound(d, p)));
         let mut lows: Vec<f32> = bounds.iter().map(|(a, e)| a - e).collect();
         let (_, &mut t, _) = lows.select_nth_unstable_by(k - 1, |x, y| y.total_cmp(x));
         Some(
