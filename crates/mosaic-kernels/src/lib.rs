@@ -143,16 +143,9 @@ impl QuantMatrix {
         for (w, b) in parts {
             assert_eq!(w.len(), b.len() * k, "weight is not [bias.len()][k]");
             for row in w.chunks_exact(k) {
-                let amax = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-                let scale = amax / 127.0;
-                scales.push(scale);
-                q.extend(row.iter().map(|v| {
-                    if scale > 0.0 {
-                        (v / scale).round_ties_even().clamp(-127.0, 127.0) as i8
-                    } else {
-                        0
-                    }
-                }));
+                let at = q.len();
+                q.resize(at + k, 0);
+                scales.push(quantize_i8(row, &mut q[at..]));
             }
             bias.extend_from_slice(b);
         }
@@ -1317,9 +1310,10 @@ fn dots_portable<const N: usize>(q: &[f32], v: [&[f32]; N]) -> [f32; N] {
 
 /// `x` quantized to one signed byte per element with one scale, `x[i]`
 /// close to `codes[i] * scale`: the largest magnitude maps to 127, each
-/// element to its nearest step, ties to even as the activations' rows
-/// (the same bytes on every CPU: one IEEE division and rounding each). Returns the scale, 0 for an all-zero `x`.
-/// `codes` takes the first `x.len()` codes.
+/// element to its nearest step, ties to even (the same bytes on every
+/// CPU: one IEEE division and rounding each). Each weight row of a
+/// [`QuantMatrix`] is quantized so. Returns the scale, 0 for an all-zero
+/// (or not finite) `x`. `codes` takes the first `x.len()` codes.
 pub fn quantize_i8(x: &[f32], codes: &mut [i8]) -> f32 {
     let largest = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     if largest == 0.0 || !largest.is_finite() {
