@@ -14,6 +14,11 @@ prefix before their `[tid/pid]`, so the server's threads read as
 blocking pool, which runs request handlers, shares the workers' name);
 `:-1` is perf's name for a thread that exited before it was named (the
 embedder's short-lived helper threads in a server trace).
+
+With `--gaps PREFIX` it also prints the stretches in which no core ran a
+task whose name starts with PREFIX (`mosaic-embed` or `:-1` for the
+embedding: give it twice for both), those longer than `--gap-ms`
+counted, with their median and their share of the time.
 """
 
 import argparse
@@ -29,6 +34,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--step-us", type=float, default=50.0)
     parser.add_argument("--most", type=int, default=25)
+    parser.add_argument("--gaps", action="append", default=[],
+                        help="task name prefix whose absence from every core is reported")
+    parser.add_argument("--gap-ms", type=float, default=2.0)
     args = parser.parse_args()
     stretches = collections.defaultdict(list)
     for line in sys.stdin:
@@ -56,15 +64,30 @@ def main():
     last = min(runs[-1][1] for runs in stretches.values())
     step = args.step_us / 1e6
     counts, total = collections.Counter(), 0
+    gaps, gap = [], 0
     while t < last:
-        counts[tuple(sorted(running(cpu, t) for cpu in cpus))] += 1
+        combination = tuple(sorted(running(cpu, t) for cpu in cpus))
+        counts[combination] += 1
         total += 1
         t += step
+        if args.gaps:
+            if any(task.startswith(p) for task in combination for p in args.gaps):
+                if gap:
+                    gaps.append(gap * step)
+                gap = 0
+            else:
+                gap += 1
     if not total:
         sys.exit("the trace covers no time on every core")
     print(f"{len(cpus)} cores, {total * step:.3f} s sampled every {args.step_us:g} us")
     for combination, n in counts.most_common(args.most):
         print(f"{100.0 * n / total:6.2f}%  " + " + ".join(combination))
+    if args.gaps:
+        long = sorted(g for g in gaps if g * 1000.0 > args.gap_ms)
+        median = long[len(long) // 2] * 1000.0 if long else 0.0
+        print(f"none of {', '.join(args.gaps)} running: {len(long)} stretches over {args.gap_ms:g} ms, "
+              f"median {median:.2f} ms, {100.0 * sum(long) / (total * step):.1f}% of the time "
+              f"({100.0 * sum(gaps) / (total * step):.1f}% in all stretches)")
 
 
 if __name__ == "__main__":
