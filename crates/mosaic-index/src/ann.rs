@@ -108,7 +108,15 @@ pub struct AnnIndex {
     /// from the exact one (see [`AnnIndex::exact`]). Infinite for a vector
     /// that is not finite.
     byte_bounds: Vec<(f32, f32)>,
+    /// Per doc, its neighbour lists above layer 0 (`links[doc][l - 1]`
+    /// for layer `l`), `None` for a doc not in the graph.
     links: Vec<Option<Vec<Vec<DocId>>>>,
+    /// Per doc, its layer-0 neighbours in a slot of its own (see
+    /// [`AnnIndex::slot0`]): the length, then up to `m0 + m0 / 2` docs.
+    /// Every layer-0 step of a walk reads a list; in one flat array it is
+    /// one load at a computed address, where a list of its own is two
+    /// pointers to follow, each a miss once the graph outgrows the caches.
+    layer0: Vec<DocId>,
     entry: Option<DocId>,
     max_level: usize,
     live: usize,
@@ -248,6 +256,7 @@ impl AnnIndex {
             scales: Vec::new(),
             byte_bounds: Vec::new(),
             links: Vec::new(),
+            layer0: Vec::new(),
             entry: None,
             max_level: 0,
             live: 0,
@@ -342,6 +351,76 @@ impl AnnIndex {
         }
     }
 
+    /// Entries per doc in `layer0`: the list's length, then room for the
+    /// longest list lazy pruning lets grow (see [`AnnIndex::connect`]).
+    fn slot0(&self) -> usize {
+        1 + self.config.m0 + self.config.m0 / 2
+    }
+
+    /// The top layer of `doc` when it is in the graph.
+    fn node_level(&self, doc: DocId) -> Option<usize> {
+        self.links.get(doc as usize)?.as_ref().map(Vec::len)
+    }
+
+    /// The neighbours of `doc` on `level` (none when it is not in the
+    /// graph on that layer).
+    fn neighbours(&self, doc: DocId, level: usize) -> &[DocId] {
+        let Some(Some(upper)) = self.links.get(doc as usize) else {
+            return &[];
+        };
+        if level > 0 {
+            return upper.get(level - 1).map_or(&[][..], Vec::as_slice);
+        }
+        let start = doc as usize * self.slot0();
+        let len = self.layer0.get(start).map_or(0, |&n| n as usize);
+        self.layer0
+            .get(start + 1..start + 1 + len)
+            .unwrap_or_default()
+    }
+
+    /// Makes `list` the neighbours of `doc` on `level`, for a doc in the
+    /// graph on that layer, its list within the lazy-pruning bound.
+    fn set_neighbours(&mut self, doc: DocId, level: usize, list: &[DocId]) {
+        if level > 0 {
+            if let Some(Some(upper)) = self.links.get_mut(doc as usize)
+                && let Some(l) = upper.get_mut(level - 1)
+            {
+                l.clear();
+                l.extend_from_slice(list);
+            }
+            return;
+        }
+        let slot = self.slot0();
+        let start = doc as usize * slot;
+        let len = list.len().min(slot - 1);
+        if let Some(s) = self.layer0.get_mut(start..start + slot) {
+            s[0] = len as DocId;
+            s[1..=len].copy_from_slice(&list[..len]);
+        }
+    }
+
+    /// Appends `to` to the neighbours of `doc` on `level`, for a doc in the
+    /// graph on that layer whose list has room (see
+    /// [`AnnIndex::connect`]).
+    fn push_neighbour(&mut self, doc: DocId, level: usize, to: DocId) {
+        if level > 0 {
+            if let Some(Some(upper)) = self.links.get_mut(doc as usize)
+                && let Some(l) = upper.get_mut(level - 1)
+            {
+                l.push(to);
+            }
+            return;
+        }
+        let slot = self.slot0();
+        let start = doc as usize * slot;
+        if let Some(s) = self.layer0.get_mut(start..start + slot)
+            && (s[0] as usize) < slot - 1
+        {
+            s[0] += 1;
+            s[s[0] as usize] = to;
+        }
+    }
+
     /// Stores `vector` as the live `doc` (replacing a live one), not yet
     /// linked into the graph.
     fn store(&mut self, doc: DocId, vector: &[f32]) {
@@ -352,6 +431,7 @@ impl AnnIndex {
             self.codes.resize((idx + 1) * self.dim, 0);
             self.scales.resize(idx + 1, 0.0);
             self.byte_bounds.resize(idx + 1, (0.0, 0.0));
+            self.layer0.resize((idx + 1) * self.slot0(), 0);
         }
         if self.is_live(doc) {
             self.remove(doc);
@@ -404,7 +484,8 @@ impl AnnIndex {
     fn link(&mut self, doc: DocId) {
         let idx = doc as usize;
         let level = level_for(doc, self.config.m);
-        self.links[idx] = Some(vec![Vec::new(); level + 1]);
+        self.links[idx] = Some(vec![Vec::new(); level]);
+        self.set_neighbours(doc, 0, &[]);
         let Some(mut entry) = self.entry else {
             self.entry = Some(doc);
             self.max_level = level;
@@ -419,9 +500,7 @@ impl AnnIndex {
             let found =
                 self.search_layer(&q, &eps, self.config.ef_construction, l, None, Some(doc));
             let chosen = self.select(&found, self.max_links(l));
-            if let Some(Some(levels)) = self.links.get_mut(idx) {
-                levels[l] = chosen.clone();
-            }
+            self.set_neighbours(doc, l, &chosen);
             for n in chosen {
                 self.connect(n, doc, l);
             }
@@ -435,12 +514,10 @@ impl AnnIndex {
 
     fn connect(&mut self, from: DocId, to: DocId, level: usize) {
         let max = self.max_links(level);
-        let Some(Some(levels)) = self.links.get_mut(from as usize) else {
+        if self.node_level(from).is_none_or(|top| top < level) {
             return;
-        };
-        let Some(list) = levels.get_mut(level) else {
-            return;
-        };
+        }
+        let list = self.neighbours(from, level);
         if list.contains(&to) {
             return;
         }
@@ -449,10 +526,10 @@ impl AnnIndex {
         // the list length) runs once per `max / 2` new links instead of on
         // every one.
         if list.len() < max + max / 2 {
-            list.push(to);
+            self.push_neighbour(from, level, to);
             return;
         }
-        let mut pool = std::mem::take(list);
+        let mut pool = list.to_vec();
         pool.push(to);
         let mut scored: Vec<Scored> = pool
             .iter()
@@ -461,9 +538,7 @@ impl AnnIndex {
             .collect();
         scored.sort_by(|a, b| b.cmp(a));
         let kept = self.select(&scored, max);
-        if let Some(Some(levels)) = self.links.get_mut(from as usize) {
-            levels[level] = kept;
-        }
+        self.set_neighbours(from, level, &kept);
     }
 
     /// Heuristic neighbour selection (diverse first, then fill by
@@ -494,12 +569,7 @@ impl AnnIndex {
         let mut best = self.approx(q, current);
         loop {
             let mut improved = false;
-            let neighbours = self
-                .links
-                .get(current as usize)
-                .and_then(|l| l.as_ref())
-                .and_then(|l| l.get(level))
-                .map_or(&[][..], Vec::as_slice);
+            let neighbours = self.neighbours(current, level);
             let mut next = current;
             for &n in neighbours {
                 if !self.is_live(n) {
@@ -599,12 +669,7 @@ impl AnnIndex {
             {
                 break;
             }
-            let Some(Some(levels)) = self.links.get(c.1 as usize) else {
-                continue;
-            };
-            let Some(neighbours) = levels.get(level) else {
-                continue;
-            };
+            let neighbours = self.neighbours(c.1, level);
             // The fresh neighbours first, then their scores in groups
             // (see `dots`), then each in list order as before.
             fresh.clear();
@@ -642,20 +707,27 @@ impl AnnIndex {
             self.erase_vector(doc);
             return;
         }
-        let Some(levels) = self.links.get_mut(doc as usize).and_then(Option::take) else {
+        let Some(top) = self.node_level(doc) else {
             return;
         };
+        let levels: Vec<Vec<DocId>> = (0..=top)
+            .map(|l| self.neighbours(doc, l).to_vec())
+            .collect();
+        self.set_neighbours(doc, 0, &[]);
+        self.links[doc as usize] = None;
         self.set_live(doc, false);
         self.live -= 1;
         for (level, neighbours) in levels.iter().enumerate() {
             for &n in neighbours {
-                let Some(Some(n_levels)) = self.links.get(n as usize) else {
+                if self.node_level(n).is_none_or(|t| t < level) {
                     continue;
-                };
-                let Some(list) = n_levels.get(level) else {
-                    continue;
-                };
-                let mut pool: Vec<DocId> = list.iter().copied().filter(|d| *d != doc).collect();
+                }
+                let mut pool: Vec<DocId> = self
+                    .neighbours(n, level)
+                    .iter()
+                    .copied()
+                    .filter(|d| *d != doc)
+                    .collect();
                 for &c in neighbours {
                     if c != n && !pool.contains(&c) && self.is_live(c) {
                         pool.push(c);
@@ -668,9 +740,7 @@ impl AnnIndex {
                     .collect();
                 scored.sort_by(|a, b| b.cmp(a));
                 let repaired = self.select(&scored, self.max_links(level));
-                if let Some(Some(n_levels)) = self.links.get_mut(n as usize) {
-                    n_levels[level] = repaired;
-                }
+                self.set_neighbours(n, level, &repaired);
             }
         }
         self.erase_vector(doc);
@@ -679,10 +749,10 @@ impl AnnIndex {
             self.max_level = 0;
             for (d, l) in self.links.iter().enumerate() {
                 if let Some(l) = l
-                    && (self.entry.is_none() || l.len() - 1 > self.max_level)
+                    && (self.entry.is_none() || l.len() > self.max_level)
                 {
                     self.entry = DocId::try_from(d).ok();
-                    self.max_level = l.len() - 1;
+                    self.max_level = l.len();
                 }
             }
         }
@@ -1072,11 +1142,11 @@ impl AnnIndex {
         }
         let nodes = order
             .iter()
-            .map(|&doc| match &self.links[doc as usize] {
-                Some(levels) => levels
-                    .iter()
-                    .map(|list| {
-                        list.iter()
+            .map(|&doc| match self.node_level(doc) {
+                Some(top) => (0..=top)
+                    .map(|level| {
+                        self.neighbours(doc, level)
+                            .iter()
                             .map(|&n| position.get(n as usize).copied().unwrap_or(u32::MAX))
                             .filter(|&p| p != u32::MAX)
                             .collect()
@@ -1160,7 +1230,8 @@ impl AnnIndex {
                 continue;
             }
             let doc = node as DocId;
-            self.links[node] = Some(levels.clone());
+            self.links[node] = Some(levels[1..].to_vec());
+            self.set_neighbours(doc, 0, &levels[0]);
             self.pending.remove(&doc);
         }
         self.entry = graph.entry;
@@ -1289,16 +1360,81 @@ mod tests {
             ann.insert(d, &v);
         }
         let mut longest = [0usize; 2];
-        for levels in ann.links.iter().flatten() {
-            for (level, list) in levels.iter().enumerate() {
+        for doc in 0..600u32 {
+            for level in 0..=ann.node_level(doc).expect("every doc is linked") {
                 let i = usize::from(level > 0);
-                longest[i] = longest[i].max(list.len());
+                longest[i] = longest[i].max(ann.neighbours(doc, level).len());
             }
         }
         // Lists reach past their size (so pruning really is lazy) but
         // never past 1.5x.
         assert!(longest[0] > 8 && longest[0] <= 12, "{longest:?}");
         assert!(longest[1] <= 6, "{longest:?}");
+    }
+
+    /// After inserts, removals and replacements (a doc number linked,
+    /// removed and linked again), every list holds only docs in the graph
+    /// on that layer, none twice and not the doc itself, within the
+    /// lazy-pruning bound; a removed doc has no list left; and the graph
+    /// attached from its snapshot to a fresh index is the same graph.
+    #[test]
+    fn a_graph_after_removals_and_replacements_links_only_its_nodes() {
+        let dim = 16;
+        let config = AnnConfig {
+            m: 4,
+            m0: 8,
+            ..AnnConfig::default()
+        };
+        let mut ann = AnnIndex::new(dim, config.clone());
+        let vector = |seed: u64| {
+            let mut v = noise(seed, dim);
+            crate::embed::l2_normalise(&mut v);
+            v
+        };
+        let mut removed = Vec::new();
+        for d in 0..1_200u32 {
+            ann.insert(d, &vector(u64::from(d)));
+            if d % 7 == 3 && d > 10 {
+                ann.remove(d - 5);
+                removed.push(d - 5);
+            }
+            if d % 11 == 0 && d > 20 {
+                ann.insert(d - 13, &vector(u64::from(d) + 100_000));
+            }
+        }
+        let mut lists = 0;
+        for doc in 0..1_200u32 {
+            let Some(top) = ann.node_level(doc) else {
+                assert!(!ann.is_live(doc));
+                assert!(ann.neighbours(doc, 0).is_empty());
+                continue;
+            };
+            for level in 0..=top {
+                let list = ann.neighbours(doc, level);
+                let max = ann.max_links(level);
+                assert!(list.len() <= max + max / 2, "{doc} {level} {list:?}");
+                let mut sorted = list.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(sorted.len(), list.len(), "{doc} {level} {list:?}");
+                for &n in list {
+                    assert_ne!(n, doc);
+                    assert!(ann.node_level(n).is_some_and(|t| t >= level), "{doc} {n}");
+                }
+                lists += usize::from(!list.is_empty());
+            }
+        }
+        assert!(lists > 1_000, "{lists}");
+        assert!(removed.iter().any(|&d| ann.node_level(d).is_none()));
+        let order: Vec<DocId> = (0..1_200u32).filter(|&d| ann.is_live(d)).collect();
+        let graph = ann.graph_snapshot(&order).expect("the live docs");
+        let mut fresh = AnnIndex::new(dim, config);
+        for (i, &doc) in order.iter().enumerate() {
+            fresh.insert_pending(i as DocId, ann.vector(doc));
+        }
+        fresh.attach_graph(&graph).expect("the graph fits");
+        let all: Vec<DocId> = (0..order.len() as DocId).collect();
+        assert_eq!(fresh.graph_snapshot(&all), Some(graph));
     }
 
     /// Seeded pseudo-random values in [-0.5, 0.5).
