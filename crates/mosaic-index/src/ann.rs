@@ -1343,15 +1343,20 @@ mod tests {
         assert!(ann.exact(&q, &set, 0).is_empty());
     }
 
-    #[test]
-    fn link_lists_stay_within_the_lazy_pruning_bound() {
-        let dim = 8;
-        let config = AnnConfig {
+    /// Few links per node, so that lists fill and get pruned in a small
+    /// graph.
+    fn few_links() -> AnnConfig {
+        AnnConfig {
             m: 4,
             m0: 8,
             ..AnnConfig::default()
-        };
-        let mut ann = AnnIndex::new(dim, config);
+        }
+    }
+
+    #[test]
+    fn link_lists_stay_within_the_lazy_pruning_bound() {
+        let dim = 8;
+        let mut ann = AnnIndex::new(dim, few_links());
         for d in 0..600u32 {
             let mut v: Vec<f32> = (0..dim)
                 .map(|i| ((d as usize * 31 + i * 17) % 29) as f32 - 14.0)
@@ -1380,12 +1385,7 @@ mod tests {
     #[test]
     fn a_graph_after_removals_and_replacements_links_only_its_nodes() {
         let dim = 16;
-        let config = AnnConfig {
-            m: 4,
-            m0: 8,
-            ..AnnConfig::default()
-        };
-        let mut ann = AnnIndex::new(dim, config.clone());
+        let mut ann = AnnIndex::new(dim, few_links());
         let vector = |seed: u64| {
             let mut v = noise(seed, dim);
             crate::embed::l2_normalise(&mut v);
@@ -1428,7 +1428,7 @@ mod tests {
         assert!(removed.iter().any(|&d| ann.node_level(d).is_none()));
         let order: Vec<DocId> = (0..1_200u32).filter(|&d| ann.is_live(d)).collect();
         let graph = ann.graph_snapshot(&order).expect("the live docs");
-        let mut fresh = AnnIndex::new(dim, config);
+        let mut fresh = AnnIndex::new(dim, few_links());
         for (i, &doc) in order.iter().enumerate() {
             fresh.insert_pending(i as DocId, ann.vector(doc));
         }
