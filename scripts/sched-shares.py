@@ -77,6 +77,9 @@ def main():
                 gap = 0
             else:
                 gap += 1
+    if gap:
+        # A stretch still open when the trace ends counts too.
+        gaps.append(gap * step)
     if not total:
         sys.exit("the trace covers no time on every core")
     print(f"{len(cpus)} cores, {total * step:.3f} s sampled every {args.step_us:g} us")

@@ -392,6 +392,7 @@ impl AnnIndex {
         }
         let slot = self.slot0();
         let start = doc as usize * slot;
+        debug_assert!(list.len() < slot, "a layer-0 list past its slot");
         let len = list.len().min(slot - 1);
         if let Some(s) = self.layer0.get_mut(start..start + slot) {
             s[0] = len as DocId;
