@@ -26,6 +26,13 @@ compared. Recall is timed only up to `--recall-up-to` memories. With
 again on the same data directory: the time until it serves, and the first
 recall after it, are reported.
 
+With `--again N` the steps up to N memories are run once more at the end,
+on a second server started fresh, with the same turns: the small store's
+rate measured again just after the large one's, so a change in the
+machine's speed between the first steps and the last (a minute or more
+apart on a shared machine) shows beside the rates it would skew. Those
+rows (ingest only) are marked `again`.
+
 The generated turns are seeded (`--seed`), so two runs ask the same
 questions of the same data. Standard library only; the server and its data
 directory are removed at the end (`--keep-data-dir DIR`: the data directory
@@ -131,6 +138,72 @@ def vocabulary(rng, n):
     return sorted(words)
 
 
+class Corpus:
+    """The seeded turns and queries: two corpora of one seed give the same
+    queries and then the same turns, in the same order."""
+
+    speakers = ["Avery", "Blake"]
+
+    def __init__(self, seed, queries):
+        self.rng = random.Random(seed)
+        self.words = vocabulary(self.rng, 5000)
+        self.queries = [" ".join(self.rng.choice(self.words) for _ in range(self.rng.randint(3, 6))) + "?"
+                        for _ in range(queries)]
+        self.stored, self.session = 0, 0
+
+    def turn(self):
+        return " ".join(self.rng.choice(self.words) for _ in range(self.rng.randint(8, 24))) + "."
+
+    def grow(self, server, key, size, batch):
+        """Ingests turns until `size` are stored, `batch` per call, a
+        conversation per call."""
+        while self.stored < size:
+            count = min(batch, size - self.stored)
+            day = 1 + self.session % 28
+            messages = [{"role": "user", "name": self.speakers[(self.stored + i) % 2],
+                         "created_at": f"2023-05-{day:02d}T10:{(i // 60) % 60:02d}:{i % 60:02d}Z",
+                         "content": self.turn()} for i in range(count)]
+            server.call("POST", f"/v1/conversations/c{self.session}/messages", key, {"messages": messages})
+            self.stored += count
+            self.session += 1
+
+
+def open_tenant(server):
+    """Creates the tenant and its one principal's key on `server`."""
+    server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "scale"})
+    return server.call("POST", "/v1/admin/keys", server.admin,
+                       {"tenant_id": "scale", "principal_id": "reader"})[0]["key"]
+
+
+def ingest_step(server, key, corpus, size, batch, index_at_start):
+    """Grows the store to `size` and returns the step's row: its ingest
+    rate and the bytes written per record."""
+    started = time.perf_counter()
+    grown, written, index_written = corpus.stored, server.written(), server.index_written()
+    corpus.grow(server, key, size, batch)
+    stored = corpus.stored
+    ingest_s = time.perf_counter() - started
+    # One read of the counters, so the three figures agree.
+    index_now = server.index_written()
+    return {"memories": stored,
+            "ingest_turns_per_s": round((stored - grown) / ingest_s, 1) if ingest_s else None,
+            "written_bytes_per_record": (server.written() - written) // max(1, stored - grown),
+            "index_journal_bytes_per_record":
+                (index_now[0] - index_written[0]) // max(1, stored - grown),
+            "index_snapshot_bytes_per_record":
+                (index_now[1] - index_written[1]) // max(1, stored - grown),
+            "index_bytes_per_record_so_far":
+                (sum(index_now) - index_at_start) // max(1, stored)}
+
+
+def ingest_line(row, label=""):
+    index = (f"(index persistence: journals {row['index_journal_bytes_per_record']} B, "
+             f"snapshots {row['index_snapshot_bytes_per_record']} B; "
+             f"{row['index_bytes_per_record_so_far']} B per record since the start)")
+    return (f"{row['memories']:>7} memories{label}: ingest {row['ingest_turns_per_s']} turns/s, "
+            f"{row['written_bytes_per_record']} B written per record {index}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mosaic", required=True, help="the mosaic binary")
@@ -140,6 +213,8 @@ def main():
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--recall-up-to", type=int, default=10000, help="time recall only up to this many memories")
     parser.add_argument("--restart", action="store_true", help="stop and restart the server after the last step")
+    parser.add_argument("--again", type=int, default=0, metavar="N",
+                        help="at the end, run the steps up to N memories again on a fresh server")
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
     parser.add_argument("--keep-data-dir", help="use this (new) data directory and keep it")
     parser.add_argument("--json", action="store_true")
@@ -148,56 +223,24 @@ def main():
     if sizes != sorted(sizes) or sizes[0] <= 0:
         sys.exit("--sizes must be positive and ascending")
 
-    rng = random.Random(args.seed)
-    words = vocabulary(rng, 5000)
-    speakers = ["Avery", "Blake"]
-
-    def turn():
-        return " ".join(rng.choice(words) for _ in range(rng.randint(8, 24))) + "."
-
-    queries = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 6))) + "?" for _ in range(args.queries)]
+    if args.again and args.again not in sizes:
+        sys.exit("--again must be one of --sizes")
+    corpus = Corpus(args.seed, args.queries)
+    queries = corpus.queries
     if args.keep_data_dir and os.path.exists(args.keep_data_dir):
         sys.exit("--keep-data-dir must name a directory that does not exist yet")
     server = Server(args.mosaic, args.serve_args, args.keep_data_dir)
     results = []
     try:
-        server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "scale"})
-        key = server.call("POST", "/v1/admin/keys", server.admin,
-                          {"tenant_id": "scale", "principal_id": "reader"})[0]["key"]
-        stored, session = 0, 0
+        key = open_tenant(server)
         index_at_start = sum(server.index_written())
         for size in sizes:
-            started = time.perf_counter()
-            grown, written, index_written = stored, server.written(), server.index_written()
-            while stored < size:
-                count = min(args.batch, size - stored)
-                day = 1 + session % 28
-                messages = [{"role": "user", "name": speakers[(stored + i) % 2],
-                             "created_at": f"2023-05-{day:02d}T10:{(i // 60) % 60:02d}:{i % 60:02d}Z",
-                             "content": turn()} for i in range(count)]
-                server.call("POST", f"/v1/conversations/c{session}/messages", key, {"messages": messages})
-                stored += count
-                session += 1
-            ingest_s = time.perf_counter() - started
-            # One read of the counters, so the three figures agree.
-            index_now = server.index_written()
-            row = {"memories": stored,
-                   "ingest_turns_per_s": round((stored - grown) / ingest_s, 1) if ingest_s else None,
-                   "written_bytes_per_record": (server.written() - written) // max(1, stored - grown),
-                   "index_journal_bytes_per_record":
-                       (index_now[0] - index_written[0]) // max(1, stored - grown),
-                   "index_snapshot_bytes_per_record":
-                       (index_now[1] - index_written[1]) // max(1, stored - grown),
-                   "index_bytes_per_record_so_far":
-                       (sum(index_now) - index_at_start) // max(1, stored)}
-            index = (f"(index persistence: journals {row['index_journal_bytes_per_record']} B, "
-                     f"snapshots {row['index_snapshot_bytes_per_record']} B; "
-                     f"{row['index_bytes_per_record_so_far']} B per record since the start)")
+            row = ingest_step(server, key, corpus, size, args.batch, index_at_start)
+            stored = corpus.stored
             if stored > args.recall_up_to:
                 results.append(row)
                 if not args.json:
-                    print(f"{stored:>7} memories: ingest {row['ingest_turns_per_s']} turns/s, "
-                          f"{row['written_bytes_per_record']} B written per record {index}", flush=True)
+                    print(ingest_line(row), flush=True)
                 continue
             for name, body in (("hybrid", lambda q: {"query": q, "max_records": 10}),
                                ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
@@ -215,8 +258,7 @@ def main():
             results.append(row)
             if not args.json:
                 h, e, n = row["hybrid"], row["hybrid_explain"], row["no_query"]
-                print(f"{stored:>7} memories: ingest {row['ingest_turns_per_s']} turns/s, "
-                      f"{row['written_bytes_per_record']} B written per record {index} | hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
+                print(f"{ingest_line(row)} | hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
                       f"explain p50 {e['p50_ms']} ms {e['bytes']} B | no query p50 {n['p50_ms']} ms "
                       f"p95 {n['p95_ms']} ms {n['bytes']} B", flush=True)
         if args.restart:
@@ -234,6 +276,8 @@ def main():
             if not args.json:
                 print(f"restart at {stored} memories: serving after {restart['serving_s']} s, "
                       f"first recall {restart['first_recall_s']} s ({restart['selected']} selected)", flush=True)
+        if args.again:
+            results += again(args, server)
     finally:
         if args.keep_data_dir:
             # A clean stop, so the kept directory holds the shutdown snapshot.
@@ -244,6 +288,31 @@ def main():
         server.close(keep=bool(args.keep_data_dir))
     if args.json:
         print(json.dumps({"queries": args.queries, "results": results}))
+
+
+def again(args, first):
+    """The steps up to `args.again` memories once more, on a fresh server
+    with the same turns, `first` stopped before (so the two do not share
+    the cores); their rows, marked `again`."""
+    first.stop()
+    # Its last writes reach the disk before the fresh server starts, so the
+    # writeback of a large store's stop does not run in the small one's steps.
+    os.sync()
+    rows = []
+    server = Server(args.mosaic, args.serve_args)
+    try:
+        key = open_tenant(server)
+        corpus = Corpus(args.seed, args.queries)
+        index_at_start = sum(server.index_written())
+        for size in [s for s in (int(s) for s in args.sizes.split(",")) if s <= args.again]:
+            row = ingest_step(server, key, corpus, size, args.batch, index_at_start)
+            row["again"] = True
+            rows.append(row)
+            if not args.json:
+                print(ingest_line(row, " (again, fresh server)"), flush=True)
+    finally:
+        server.close()
+    return rows
 
 
 if __name__ == "__main__":
