@@ -2,7 +2,7 @@
 """Cost against one principal's memory count, through `mosaic serve`.
 
     scripts/recall-scale.py --mosaic target/release/mosaic [--sizes 100,1000,10000]
-        [--queries 200] [--recall-up-to 10000] [--restart]
+        [--queries 200] [--recall-up-to 10000] [--restart] [--again N]
         [--serve-arg=--embedder --serve-arg=hash] [--keep-data-dir DIR] [--json]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
