@@ -36,9 +36,7 @@ def main():
         questions = [json.loads(line)["question"] for line in f if line.strip()][: args.questions]
     server = scale.Server(args.mosaic, args.serve_args)
     try:
-        server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "modes"})
-        key = server.call("POST", "/v1/admin/keys", server.admin,
-                          {"tenant_id": "modes", "principal_id": "reader"})[0]["key"]
+        key = scale.open_tenant(server, "modes")
         for mode in ("lexical", "vector", "hybrid"):
             server.call("POST", "/v1/recall", key, {"query": questions[0], "mode": mode})  # warm
             times = []

@@ -31,7 +31,8 @@ on a second server started fresh, with the same turns: the small store's
 rate measured again just after the large one's, so a change in the
 machine's speed between the first steps and the last (a minute or more
 apart on a shared machine) shows beside the rates it would skew. Those
-rows (ingest only) are marked `again`.
+rows (ingest only) are marked `again`. With `--json` each row also lists
+every ingest call's duration (`call_ms`), so a step's spread shows.
 
 The generated turns are seeded (`--seed`), so two runs ask the same
 questions of the same data. Standard library only; the server and its data
@@ -156,37 +157,43 @@ class Corpus:
 
     def grow(self, server, key, size, batch):
         """Ingests turns until `size` are stored, `batch` per call, a
-        conversation per call."""
+        conversation per call; returns each call's duration in ms."""
+        calls = []
         while self.stored < size:
             count = min(batch, size - self.stored)
             day = 1 + self.session % 28
             messages = [{"role": "user", "name": self.speakers[(self.stored + i) % 2],
                          "created_at": f"2023-05-{day:02d}T10:{(i // 60) % 60:02d}:{i % 60:02d}Z",
                          "content": self.turn()} for i in range(count)]
+            started = time.perf_counter()
             server.call("POST", f"/v1/conversations/c{self.session}/messages", key, {"messages": messages})
+            calls.append(round((time.perf_counter() - started) * 1000.0, 1))
             self.stored += count
             self.session += 1
+        return calls
 
 
-def open_tenant(server):
-    """Creates the tenant and its one principal's key on `server`."""
-    server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": "scale"})
+def open_tenant(server, tenant="scale"):
+    """Creates `tenant` and a key for its one principal on `server`."""
+    server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": tenant})
     return server.call("POST", "/v1/admin/keys", server.admin,
-                       {"tenant_id": "scale", "principal_id": "reader"})[0]["key"]
+                       {"tenant_id": tenant, "principal_id": "reader"})[0]["key"]
 
 
 def ingest_step(server, key, corpus, size, batch, index_at_start):
     """Grows the store to `size` and returns the step's row: its ingest
-    rate and the bytes written per record."""
+    rate, each call's duration (`call_ms`) and the bytes written per
+    record."""
     started = time.perf_counter()
     grown, written, index_written = corpus.stored, server.written(), server.index_written()
-    corpus.grow(server, key, size, batch)
+    calls = corpus.grow(server, key, size, batch)
     stored = corpus.stored
     ingest_s = time.perf_counter() - started
     # One read of the counters, so the three figures agree.
     index_now = server.index_written()
     return {"memories": stored,
             "ingest_turns_per_s": round((stored - grown) / ingest_s, 1) if ingest_s else None,
+            "call_ms": calls,
             "written_bytes_per_record": (server.written() - written) // max(1, stored - grown),
             "index_journal_bytes_per_record":
                 (index_now[0] - index_written[0]) // max(1, stored - grown),
@@ -277,7 +284,7 @@ def main():
                 print(f"restart at {stored} memories: serving after {restart['serving_s']} s, "
                       f"first recall {restart['first_recall_s']} s ({restart['selected']} selected)", flush=True)
         if args.again:
-            results += again(args, server)
+            results += again(args, sizes, server)
     finally:
         if args.keep_data_dir:
             # A clean stop, so the kept directory holds the shutdown snapshot.
@@ -290,7 +297,7 @@ def main():
         print(json.dumps({"queries": args.queries, "results": results}))
 
 
-def again(args, first):
+def again(args, sizes, first):
     """The steps up to `args.again` memories once more, on a fresh server
     with the same turns, `first` stopped before (so the two do not share
     the cores); their rows, marked `again`."""
@@ -304,7 +311,7 @@ def again(args, first):
         key = open_tenant(server)
         corpus = Corpus(args.seed, args.queries)
         index_at_start = sum(server.index_written())
-        for size in [s for s in (int(s) for s in args.sizes.split(",")) if s <= args.again]:
+        for size in [s for s in sizes if s <= args.again]:
             row = ingest_step(server, key, corpus, size, args.batch, index_at_start)
             row["again"] = True
             rows.append(row)
