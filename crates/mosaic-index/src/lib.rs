@@ -59,6 +59,7 @@ pub mod ann;
 pub mod embed;
 pub mod error;
 pub mod eval_metrics;
+pub mod fence;
 pub mod fenced;
 pub mod funnel;
 pub mod fusion;

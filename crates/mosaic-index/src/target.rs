@@ -25,7 +25,8 @@ use mosaic_harness::MemoryKind;
 use mosaic_harness::canonical::sha256_hex;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{IndexError, StaleReason};
+use crate::error::IndexError;
+use crate::fence::{FenceDecision, HeldSlot, decide_publication, decide_tombstone};
 
 /// Internal dense document number inside one target.
 pub type DocId = u32;
@@ -63,43 +64,6 @@ pub struct PublishMessage {
     pub claim_keys: Vec<String>,
     /// Text to index.
     pub text: String,
-}
-
-impl PublishMessage {
-    fn validate(&self) -> Result<(), IndexError> {
-        let id_ok = |s: &str| !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control);
-        if !id_ok(&self.record_id) {
-            return Err(IndexError::InvalidMessage {
-                field: "record_id",
-                problem: "empty, too long or has control characters",
-            });
-        }
-        if !id_ok(&self.scope.tenant_id) {
-            return Err(IndexError::InvalidMessage {
-                field: "tenant_id",
-                problem: "empty, too long or has control characters",
-            });
-        }
-        if !mosaic_harness::canonical::is_sha256_hex(&self.scope.policy_sha256) {
-            return Err(IndexError::InvalidMessage {
-                field: "policy_sha256",
-                problem: "not SHA-256 hex",
-            });
-        }
-        if !id_ok(&self.scope.subject_key) {
-            return Err(IndexError::InvalidMessage {
-                field: "subject_key",
-                problem: "empty, too long or has control characters",
-            });
-        }
-        if self.generation == 0 {
-            return Err(IndexError::InvalidMessage {
-                field: "generation",
-                problem: "generations start at 1",
-            });
-        }
-        Ok(())
-    }
 }
 
 /// Whether an acknowledged message changed the index.
@@ -166,6 +130,19 @@ pub struct LiveEntry {
     /// The indexed text (kept so a target can be snapshotted and rebuilt
     /// without the store; erased on tombstone).
     pub text: String,
+}
+
+impl LiveEntry {
+    /// The identity of the publication this entry holds
+    /// ([`crate::fence::publication_sha256`]).
+    pub fn publication_sha256(&self) -> Result<String, IndexError> {
+        crate::fence::publication_sha256(
+            &self.scope,
+            self.created_at_unix_ms,
+            &self.claim_keys,
+            &self.text_sha256,
+        )
+    }
 }
 
 /// Per-record state of a target.
@@ -286,16 +263,6 @@ impl Fence {
         &self.target
     }
 
-    fn stale(&self, record_id: &str, offered: u64, held: u64, reason: StaleReason) -> IndexError {
-        IndexError::StaleGeneration {
-            target: self.target.clone(),
-            record_id: record_id.to_owned(),
-            offered,
-            held,
-            reason,
-        }
-    }
-
     pub(crate) fn ack(
         &self,
         record_id: &str,
@@ -311,52 +278,22 @@ impl Fence {
     }
 
     pub(crate) fn plan_publish(&self, m: &PublishMessage) -> Result<PublishPlan, IndexError> {
-        m.validate()?;
-        if m.revocation_generation >= m.generation {
-            return Err(self.stale(
-                &m.record_id,
-                m.generation,
-                m.revocation_generation,
-                StaleReason::RevokedAtOrAfter,
-            ));
-        }
-        let Some(slot) = self.slots.get(&m.record_id) else {
-            return Ok(PublishPlan::Apply { old_doc: None });
+        let slot = self.slots.get(&m.record_id);
+        let live = match slot.and_then(|s| s.state.live.as_ref()) {
+            Some(live) => Some(live.publication_sha256()?),
+            None => None,
         };
-        if m.generation <= slot.state.revoked_through {
-            return Err(self.stale(
-                &m.record_id,
-                m.generation,
-                slot.state.revoked_through,
-                StaleReason::RevokedAtOrAfter,
-            ));
-        }
-        if m.generation < slot.state.generation {
-            return Err(self.stale(
-                &m.record_id,
-                m.generation,
-                slot.state.generation,
-                StaleReason::OlderThanHeld,
-            ));
-        }
-        if m.generation == slot.state.generation {
-            return match &slot.state.live {
-                Some(live)
-                    if live.text_sha256 == sha256_hex(m.text.as_bytes())
-                        && live.scope == m.scope
-                        && live.claim_keys == m.claim_keys
-                        && live.created_at_unix_ms == m.created_at_unix_ms =>
-                {
-                    Ok(PublishPlan::Duplicate)
-                }
-                _ => Err(IndexError::GenerationConflict {
-                    target: self.target.clone(),
-                    record_id: m.record_id.clone(),
-                    generation: m.generation,
-                }),
-            };
-        }
-        Ok(PublishPlan::Apply { old_doc: slot.doc })
+        let held = slot.map(|s| HeldSlot {
+            generation: s.state.generation,
+            revoked_through: s.state.revoked_through,
+            live_publication: live.as_deref(),
+        });
+        Ok(match decide_publication(&self.target, m, held)? {
+            FenceDecision::Duplicate => PublishPlan::Duplicate,
+            FenceDecision::Apply => PublishPlan::Apply {
+                old_doc: slot.and_then(|s| s.doc),
+            },
+        })
     }
 
     /// A fresh doc number for `record_id`.
@@ -414,27 +351,21 @@ impl Fence {
         record_id: &str,
         generation: u64,
     ) -> Result<TombstonePlan, IndexError> {
-        if record_id.is_empty() || generation == 0 {
-            return Err(IndexError::InvalidMessage {
-                field: "tombstone",
-                problem: "empty record id or generation 0",
-            });
-        }
-        let Some(slot) = self.slots.get(record_id) else {
-            return Ok(TombstonePlan::Apply { old_doc: None });
-        };
-        if generation < slot.state.generation {
-            return Err(self.stale(
-                record_id,
-                generation,
-                slot.state.generation,
-                StaleReason::OlderThanHeld,
-            ));
-        }
-        if generation == slot.state.generation && slot.state.live.is_none() {
-            return Ok(TombstonePlan::Duplicate);
-        }
-        Ok(TombstonePlan::Apply { old_doc: slot.doc })
+        let slot = self.slots.get(record_id);
+        // Only whether the slot is live matters to a tombstone.
+        let held = slot.map(|s| HeldSlot {
+            generation: s.state.generation,
+            revoked_through: s.state.revoked_through,
+            live_publication: s.state.live.as_ref().map(|_| ""),
+        });
+        Ok(
+            match decide_tombstone(&self.target, record_id, generation, held)? {
+                FenceDecision::Duplicate => TombstonePlan::Duplicate,
+                FenceDecision::Apply => TombstonePlan::Apply {
+                    old_doc: slot.and_then(|s| s.doc),
+                },
+            },
+        )
     }
 
     pub(crate) fn commit_tombstone(

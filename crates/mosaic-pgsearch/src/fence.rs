@@ -1,67 +1,23 @@
-//! The generation fence in SQL: the same decisions as `mosaic-index`'s
-//! in-memory fence, made under a row lock so that any number of workers on
-//! any number of servers converge to one state.
+//! The generation fence in SQL: the pure decision of `mosaic_index::fence`
+//! (the one the in-memory targets call), made under a row lock so that any
+//! number of workers on any number of servers converge to one state.
 //!
 //! Per `(target, record)` the fence row keeps the highest generation
-//! applied and a revocation watermark. A publication is applied only above
-//! both; the same publication again is a duplicate; a different one at the
-//! same generation is a conflict. A tombstone is applied unless older than
-//! the held generation; at equal generations it wins. The final state
-//! depends only on the set of messages delivered.
+//! applied, a revocation watermark, whether the record is live and the
+//! identity of its live publication; this module only reads and writes
+//! that row.
 
-use mosaic_harness::canonical::{domain_digest, is_sha256_hex, sha256_hex};
-use mosaic_index::{
-    AckOutcome, Acknowledgement, IndexError, PublishMessage, ScopeKeys, StaleReason,
+use mosaic_index::fence::{
+    FenceDecision, HeldSlot, decide_publication, decide_tombstone, message_publication_sha256,
 };
+use mosaic_index::{AckOutcome, Acknowledgement, IndexError, PublishMessage};
 use postgres::{Client, IsolationLevel, Transaction};
-use serde::Serialize;
 
 use crate::error::{PgSearchError, PgSearchResult};
-
-/// Domain tag of the publication identity kept in the fence.
-pub const PUBLICATION_DOMAIN: &str = "mosaic.pgsearch.publication.v1";
 
 /// How many times a transaction whose fence row changed tenant under it is
 /// run before giving up.
 const ATTEMPTS: u32 = 3;
-
-#[derive(Serialize)]
-struct PublicationIdentity<'a> {
-    scope: &'a ScopeKeys,
-    created_at_unix_ms: u64,
-    claim_keys: &'a [String],
-    text_sha256: String,
-}
-
-/// The digest two deliveries of one publication share.
-pub(crate) fn publication_sha256(m: &PublishMessage) -> PgSearchResult<String> {
-    domain_digest(
-        PUBLICATION_DOMAIN,
-        &PublicationIdentity {
-            scope: &m.scope,
-            created_at_unix_ms: m.created_at_unix_ms,
-            claim_keys: &m.claim_keys,
-            text_sha256: sha256_hex(m.text.as_bytes()),
-        },
-    )
-    .map_err(|e| PgSearchError::Index(IndexError::Canonical(e)))
-}
-
-fn stale(
-    target: &str,
-    record_id: &str,
-    offered: u64,
-    held: u64,
-    reason: StaleReason,
-) -> IndexError {
-    IndexError::StaleGeneration {
-        target: target.to_owned(),
-        record_id: record_id.to_owned(),
-        offered,
-        held,
-        reason,
-    }
-}
 
 pub(crate) fn ack(
     target: &str,
@@ -77,29 +33,9 @@ pub(crate) fn ack(
     }
 }
 
-/// The message checks of the in-memory fence, before any SQL.
+/// The message checks every target makes, before any SQL.
 pub(crate) fn validate(m: &PublishMessage) -> Result<(), IndexError> {
-    let id_ok = |s: &str| !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control);
-    let bad = |field, problem| Err(IndexError::InvalidMessage { field, problem });
-    if !id_ok(&m.record_id) {
-        return bad("record_id", "empty, too long or has control characters");
-    }
-    if !id_ok(&m.scope.tenant_id) {
-        return bad("tenant_id", "empty, too long or has control characters");
-    }
-    if !is_sha256_hex(&m.scope.policy_sha256) {
-        return bad("policy_sha256", "not SHA-256 hex");
-    }
-    if !id_ok(&m.scope.subject_key) {
-        return bad("subject_key", "empty, too long or has control characters");
-    }
-    if m.generation == 0 {
-        return bad("generation", "generations start at 1");
-    }
-    if i64::try_from(m.generation).is_err() || i64::try_from(m.created_at_unix_ms).is_err() {
-        return bad("generation", "out of range");
-    }
-    Ok(())
+    mosaic_index::fence::validate(m)
 }
 
 pub(crate) fn int(v: u64) -> PgSearchResult<i64> {
@@ -118,6 +54,24 @@ struct Slot {
     revoked_through: u64,
     live: bool,
     publication_sha256: Option<String>,
+}
+
+impl Slot {
+    /// What the fence decides against: nothing held until a message was
+    /// applied (a row just created holds zeros).
+    fn held(&self) -> Option<HeldSlot<'_>> {
+        (self.generation > 0 || self.revoked_through > 0).then(|| HeldSlot {
+            generation: self.generation,
+            revoked_through: self.revoked_through,
+            live_publication: if self.live {
+                // A live row always carries its publication's identity;
+                // an absent one matches no message (a conflict).
+                Some(self.publication_sha256.as_deref().unwrap_or(""))
+            } else {
+                None
+            },
+        })
+    }
 }
 
 /// Enters `tenant` for the rest of the transaction ('' = none).
@@ -172,18 +126,9 @@ pub(crate) fn publish<W>(
 where
     W: FnOnce(&mut Transaction<'_>) -> PgSearchResult<()>,
 {
-    validate(m)?;
-    if m.revocation_generation >= m.generation {
-        return Err(stale(
-            target,
-            &m.record_id,
-            m.generation,
-            m.revocation_generation,
-            StaleReason::RevokedAtOrAfter,
-        )
-        .into());
-    }
-    let digest = publication_sha256(m)?;
+    // Checks that need no row first, so a bad message takes no lock.
+    decide_publication(target, m, None)?;
+    let digest = message_publication_sha256(m)?;
     let mut tx = begin(client)?;
     enter_tenant(&mut tx, &m.scope.tenant_id)?;
     let slot = lock(&mut tx, target, &m.record_id)?.ok_or(PgSearchError::Index(
@@ -192,44 +137,14 @@ where
             problem: "the record is indexed under another tenant",
         },
     ))?;
-    if slot.generation > 0 || slot.revoked_through > 0 {
-        if m.generation <= slot.revoked_through {
-            return Err(stale(
-                target,
-                &m.record_id,
-                m.generation,
-                slot.revoked_through,
-                StaleReason::RevokedAtOrAfter,
-            )
-            .into());
-        }
-        if m.generation < slot.generation {
-            return Err(stale(
-                target,
-                &m.record_id,
-                m.generation,
-                slot.generation,
-                StaleReason::OlderThanHeld,
-            )
-            .into());
-        }
-        if m.generation == slot.generation {
-            if slot.live && slot.publication_sha256.as_deref() == Some(digest.as_str()) {
-                tx.commit()?;
-                return Ok(ack(
-                    target,
-                    &m.record_id,
-                    m.generation,
-                    AckOutcome::AlreadyApplied,
-                ));
-            }
-            return Err(IndexError::GenerationConflict {
-                target: target.to_owned(),
-                record_id: m.record_id.clone(),
-                generation: m.generation,
-            }
-            .into());
-        }
+    if decide_publication(target, m, slot.held())? == FenceDecision::Duplicate {
+        tx.commit()?;
+        return Ok(ack(
+            target,
+            &m.record_id,
+            m.generation,
+            AckOutcome::AlreadyApplied,
+        ));
     }
     if slot
         .tenant_id
@@ -270,13 +185,7 @@ pub(crate) fn tombstone(
     record_id: &str,
     generation: u64,
 ) -> PgSearchResult<Acknowledgement> {
-    if record_id.is_empty() || generation == 0 {
-        return Err(IndexError::InvalidMessage {
-            field: "tombstone",
-            problem: "empty record id or generation 0",
-        }
-        .into());
-    }
+    decide_tombstone(target, record_id, generation, None)?;
     let generation_i = int(generation)?;
     for _ in 0..ATTEMPTS {
         let mut tx = begin(client)?;
@@ -297,26 +206,15 @@ pub(crate) fn tombstone(
         if slot.tenant_id != tenant {
             continue;
         }
-        if slot.generation > 0 || slot.revoked_through > 0 {
-            if generation < slot.generation {
-                return Err(stale(
-                    target,
-                    record_id,
-                    generation,
-                    slot.generation,
-                    StaleReason::OlderThanHeld,
-                )
-                .into());
-            }
-            if generation == slot.generation && !slot.live {
-                tx.commit()?;
-                return Ok(ack(
-                    target,
-                    record_id,
-                    generation,
-                    AckOutcome::AlreadyApplied,
-                ));
-            }
+        if decide_tombstone(target, record_id, generation, slot.held())? == FenceDecision::Duplicate
+        {
+            tx.commit()?;
+            return Ok(ack(
+                target,
+                record_id,
+                generation,
+                AckOutcome::AlreadyApplied,
+            ));
         }
         tx.execute(
             &format!("DELETE FROM {doc_table} WHERE record_id = $1"),
