@@ -427,18 +427,28 @@ fn allocate_items(
     Ok((allocation, report))
 }
 
-/// Escapes text for the inside of a `<recalled-memory>` block or one of its
-/// attributes: `&`, `<`, `>`, `"` and `'` become entities, so the text can
-/// neither close the block nor open a tag of its own.
+/// Escapes text for the inside of a `<recalled-memory>` block: `&`, `<` and
+/// `>` become entities, so the text can neither close the block nor open a
+/// tag of its own. Quotes and apostrophes are left as written: inside the
+/// block they close nothing, and an LLM reads "I'm" better than "I&#39;m".
 pub fn escape_memory_text(text: &str) -> String {
+    escape(text, false)
+}
+
+/// Escapes text for a double-quoted attribute of a `<recalled-memory>` tag:
+/// as [`escape_memory_text`], and `"` too, which would end the attribute.
+pub fn escape_memory_attribute(text: &str) -> String {
+    escape(text, true)
+}
+
+fn escape(text: &str, attribute: bool) -> String {
     let mut out = String::with_capacity(text.len() + 16);
     for ch in text.chars() {
         match ch {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
+            '"' if attribute => out.push_str("&quot;"),
             c => out.push(c),
         }
     }
@@ -462,7 +472,7 @@ pub fn render_recalled_memory(record: &MemoryRecord, content: &str) -> Result<St
     Ok(format!(
         "<recalled-memory kind=\"{}\" record=\"{}\" trust=\"model_generated\">\n{}\n</recalled-memory>",
         record.kind.as_str(),
-        escape_memory_text(&record.record_id),
+        escape_memory_attribute(&record.record_id),
         escape_memory_text(content)
     ))
 }

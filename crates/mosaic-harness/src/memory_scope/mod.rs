@@ -40,7 +40,7 @@ pub use handoff::{
     ContextPlacement, ContextTrust, MemoryContextReport, RECALLED_MEMORY_NOTICE, RenderError,
     allocate_context, allocate_selected_memory, memory_context_items, render_recalled_memory,
 };
-pub use handoff::{DroppedItem, escape_memory_text};
+pub use handoff::{DroppedItem, escape_memory_attribute, escape_memory_text};
 pub use handoff::{Handoff, HandoffError, hand_off, hand_off_set};
 pub use manifest::{
     ManifestError, SignedSourceSetManifest, SourceSetManifest, TrustedManifestKey, sign_source_set,

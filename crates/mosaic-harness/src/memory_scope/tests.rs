@@ -812,8 +812,6 @@ fn memory_scope_instruction_like_payload_stays_data() {
     let restored = body
         .replace("&lt;", "<")
         .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
         .replace("&amp;", "&");
     assert_eq!(restored, payload);
     // Rendering other text than the accepted content is refused.
@@ -821,6 +819,28 @@ fn memory_scope_instruction_like_payload_stays_data() {
         render_recalled_memory(&record, "something else"),
         Err(RenderError::ContentDigestMismatch(record.record_id.clone()))
     );
+}
+
+#[test]
+fn memory_scope_block_keeps_quotes_and_apostrophes_as_written() {
+    // Only what could close the block or open a tag is escaped: an LLM
+    // reads the user's own words, not HTML entities.
+    let payload = "I'm Sam, I said \"hi\" & left <b>";
+    let record = fixture_record(
+        "fact-quotes",
+        MemoryKind::Semantic,
+        MemorySubject::Principal {
+            principal_id: "alice".into(),
+        },
+        payload,
+        FIXTURE_NOW_UNIX_MS - 10,
+    );
+    let block = render_recalled_memory(&record, payload).unwrap();
+    assert!(
+        block.contains("\nI'm Sam, I said \"hi\" &amp; left &lt;b&gt;\n"),
+        "{block}"
+    );
+    assert!(!block.contains("&#39;") && !block.contains("&quot;"));
 }
 
 #[test]
