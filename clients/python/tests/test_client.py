@@ -50,7 +50,12 @@ def test_fact_search_get_list_history_delete_and_verify(client, principal):
 
     found = client.search("where does the user live", kinds=["semantic"])
     assert found.record_ids == [fact.record_id]
-    assert found.hits[0].score is not None
+    hit = found.hits[0]
+    # A hit carries what a caller shows: the content, kind and a float score
+    # (the server's fixed-point relevance divided by its scale).
+    assert hit.content == "I moved to Berlin" and hit.kind == "semantic"
+    assert isinstance(hit.score, float) and 0.0 < hit.score < 1_000.0
+    assert hit.in_context and hit.created_at_unix_ms > 0
     assert "Berlin" in found.context
     assert found.decisions == []
 
@@ -80,6 +85,8 @@ def test_fact_search_get_list_history_delete_and_verify(client, principal):
     assert deletion.finalized, deletion.stage
     verdict = client.verify(deletion.receipt)
     assert verdict.valid, verdict.problem
+    # The Deletion itself is accepted too: verify() takes its receipt.
+    assert client.verify(deletion).valid
     forged = dict(deletion.receipt.to_json())
     forged["receipt_sha256"] = "0" * 64
     assert not client.verify(forged).valid
@@ -190,3 +197,31 @@ def test_rate_limited_requests_are_retried_then_raise_a_typed_error():
             assert patient.whoami()["credential"]["role"] == "principal"
     finally:
         slow.stop()
+
+
+def test_an_admin_key_creates_a_tenant_and_a_key_that_works(server):
+    with Mosaic(server.admin_key, server.url) as admin:
+        tenant = f"admin-made-{id(admin)}"
+        created = admin.create_tenant(tenant)
+        assert created["tenant_id"] == tenant
+        issued = admin.create_key(tenant, "sam", grant={"allowed_workspace_ids": ["ws-1"]})
+        assert issued["tenant_id"] == tenant and issued["principal_id"] == "sam"
+        assert issued["key"] and issued["key"] != server.admin_key
+    with Mosaic(issued["key"], server.url) as sam:
+        assert sam.whoami()["credential"]["principal_id"] == "sam"
+        sam.add_messages("chat-1", ["I'm Sam and I like green tea."])
+        assert "green tea" in sam.search("tea").context
+
+
+def test_a_principal_key_cannot_create_tenants(client):
+    with pytest.raises(PermissionDeniedError):
+        client.create_tenant("not-allowed")
+
+
+def test_verify_refuses_a_deletion_without_receipt_clearly(client):
+    from mosaic_memory.types import Deletion
+
+    pending = Deletion.from_json({"record_id": "r1", "stage": "requested", "revocation_generation": 1})
+    with pytest.raises(MosaicError) as e:
+        client.verify(pending)
+    assert e.value.code == "deletion_not_finalized"

@@ -163,6 +163,14 @@ class _Api:
     def whoami(self, user_id: Optional[str]) -> _Call[Dict[str, Any]]:
         return _Call("GET", "/v1/whoami", lambda d: d, user_id=self._user(user_id))
 
+    def create_tenant(self, tenant_id: str, policy: Optional[Mapping[str, Any]]) -> _Call[Dict[str, Any]]:
+        body = _drop_none({"tenant_id": tenant_id, "policy": dict(policy) if policy is not None else None})
+        return _Call("POST", "/v1/admin/tenants", lambda d: d, body)
+
+    def create_key(self, tenant_id: str, principal_id: str, grant: Optional[Mapping[str, Any]]) -> _Call[Dict[str, Any]]:
+        body = _drop_none({"tenant_id": tenant_id, "principal_id": principal_id, "grant": dict(grant) if grant is not None else None})
+        return _Call("POST", "/v1/admin/keys", lambda d: d, body)
+
 
 def _headers(api_key: Optional[str]) -> Dict[str, str]:
     headers = {"Accept": "application/json", "User-Agent": "mosaic-memory-python/0.1.0"}
@@ -195,6 +203,20 @@ def _request_kwargs(call: _Call[Any]) -> Dict[str, Any]:
     if call.user_id is not None:
         kwargs["headers"] = {USER_HEADER: call.user_id}
     return kwargs
+
+
+def _deletion_receipt(value: Union[DeletionReceipt, Deletion, Mapping[str, Any]]) -> Union[DeletionReceipt, Mapping[str, Any]]:
+    """The receipt a deletion verification checks: a :class:`Deletion`
+    carries it once the deletion is finalized."""
+    if isinstance(value, Deletion):
+        if value.receipt is None:
+            raise MosaicError(
+                "deletion_not_finalized",
+                f"the deletion of {value.record_id} has no receipt yet; fetch it again with deletion() once it is finalized",
+                None,
+            )
+        return value.receipt
+    return value
 
 
 def _backoff(attempt: int) -> float:
@@ -326,12 +348,12 @@ class Mosaic:
         """Re-verifies a stored write receipt from its stored inputs."""
         return self._send(self._api.verify_write(proposal_id))
 
-    def verify(self, receipt: Union[DeletionReceipt, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
-        """Verifies a deletion receipt, or the write receipt of a write
-        result or stored memory."""
+    def verify(self, receipt: Union[DeletionReceipt, Deletion, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
+        """Verifies a deletion receipt (or the receipt of a :class:`Deletion`),
+        or the write receipt of a write result or stored memory."""
         if isinstance(receipt, (WriteResult, Memory)):
             return self.verify_write(receipt.proposal_id)
-        return self.verify_deletion(receipt)
+        return self.verify_deletion(_deletion_receipt(receipt))
 
     def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         """The key's credential and grant."""
@@ -340,6 +362,17 @@ class Mosaic:
     def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         """The tenant's write policy (``max_ttl_ms``, ``allowed_kinds``, ...)."""
         return self._send(self._api.policy(user_id))
+
+    def create_tenant(self, tenant_id: str, *, policy: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Creates a tenant (needs the admin key, ``<data-dir>/admin.key``),
+        with the default policy unless ``policy`` is given."""
+        return self._send(self._api.create_tenant(tenant_id, policy))
+
+    def create_key(self, tenant_id: str, principal_id: str, *, grant: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Creates an API key for one principal of a tenant (needs the admin
+        key). The answer's ``key`` is the secret, shown only this once:
+        pass it to ``Mosaic(key, url)``."""
+        return self._send(self._api.create_key(tenant_id, principal_id, grant))
 
 
 class AsyncMosaic:
@@ -434,13 +467,19 @@ class AsyncMosaic:
     async def verify_write(self, proposal_id: str) -> Verification:
         return await self._send(self._api.verify_write(proposal_id))
 
-    async def verify(self, receipt: Union[DeletionReceipt, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
+    async def verify(self, receipt: Union[DeletionReceipt, Deletion, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
         if isinstance(receipt, (WriteResult, Memory)):
             return await self.verify_write(receipt.proposal_id)
-        return await self.verify_deletion(receipt)
+        return await self.verify_deletion(_deletion_receipt(receipt))
 
     async def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         return await self._send(self._api.whoami(user_id))
 
     async def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         return await self._send(self._api.policy(user_id))
+
+    async def create_tenant(self, tenant_id: str, *, policy: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        return await self._send(self._api.create_tenant(tenant_id, policy))
+
+    async def create_key(self, tenant_id: str, principal_id: str, *, grant: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        return await self._send(self._api.create_key(tenant_id, principal_id, grant))

@@ -67,7 +67,6 @@ ENVELOPE_VERSION = 1
 #: The speaker name of captured items.
 SPEAKER = "langgraph-store"
 _PREFIX = SPEAKER + ": "
-_SCORE_SCALE = 1_000_000
 
 Namespace = Tuple[str, ...]
 
@@ -301,7 +300,7 @@ class MosaicStore(BaseStore):
             order = {hit.record_id: i for i, hit in enumerate(recalled.hits)}
             for hit in recalled.hits:
                 if hit.score is not None:
-                    scores[hit.record_id] = hit.score / _SCORE_SCALE
+                    scores[hit.record_id] = hit.score
             candidates.sort(key=lambda c: order.get(c[0].record_id, len(order)))
         page = candidates[op.offset : op.offset + op.limit]
         return [

@@ -120,11 +120,18 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class Hit:
-    """One selected memory of a recall: its record id and, for a ranked
-    recall, its fixed-point relevance score (higher is better)."""
+    """One selected memory of a recall, in selection order: its record id,
+    exact content, kind, creation instant and, for a ranked recall, its
+    relevance score (a float, higher is better; ``None`` when no query
+    ranked the recall). ``in_context`` says whether it fit the token
+    budget (and so is in :attr:`RecallResult.context`)."""
 
     record_id: str
-    score: Optional[int]
+    score: Optional[float]
+    content: Optional[str] = None
+    kind: Optional[str] = None
+    created_at_unix_ms: Optional[int] = None
+    in_context: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,14 +155,26 @@ class RecallResult:
     @classmethod
     def from_json(cls, data: Json) -> "RecallResult":
         relevance = data.get("relevance_receipt")
-        scores: Dict[str, int] = {}
-        if isinstance(relevance, dict):
-            for r in relevance.get("results", []):
-                scores[r["record_id"]] = int(r["score"])
+        memories = {m["record_id"]: m for m in data.get("memories", [])}
+
+        def hit(record_id: str) -> Hit:
+            m = memories.get(record_id)
+            if m is None:
+                return Hit(record_id, None)
+            score = m.get("score")
+            return Hit(
+                record_id,
+                float(score) if score is not None else None,
+                content=m.get("content"),
+                kind=m.get("kind"),
+                created_at_unix_ms=m.get("created_at_unix_ms"),
+                in_context=bool(m.get("in_context", True)),
+            )
+
         return cls(
             context=data.get("context", ""),
             blocks=list(data.get("blocks", [])),
-            hits=[Hit(rid, scores.get(rid)) for rid in data.get("selected_record_ids", [])],
+            hits=[hit(rid) for rid in data.get("selected_record_ids", [])],
             decisions=list(data.get("decisions", [])),
             drop_reasons={k: int(v) for k, v in data.get("drop_reasons", {}).items()},
             selection_receipt=data.get("selection_receipt", {}),
