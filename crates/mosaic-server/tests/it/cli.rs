@@ -19,9 +19,17 @@ impl Drop for Server {
 
 fn mosaic(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env_remove("MOSAIC_URL")
-        .env_remove("MOSAIC_KEY");
+    cmd.args(args);
+    // Only what a test names reaches the binary.
+    for name in [
+        "MOSAIC_URL",
+        "MOSAIC_KEY",
+        "MOSAIC_ADMIN_KEY",
+        "MOSAIC_LISTEN",
+        "MOSAIC_DATA_DIR",
+    ] {
+        cmd.env_remove(name);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
