@@ -241,6 +241,29 @@ pub enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Create a tenant and a principal key and print a ready curl and
+    /// Python snippet that use them: on the server answering at --url
+    /// (admin key from --admin-key, or from the admin.key of --data-dir),
+    /// or, when no server answers at the default URL, directly in the data
+    /// directory (created when new) for `mosaic serve` to open.
+    Quickstart {
+        /// Server URL (default http://127.0.0.1:7070). Env MOSAIC_URL.
+        #[arg(long, env = "MOSAIC_URL")]
+        url: Option<String>,
+        /// The server's data directory (default ./mosaic-data): its
+        /// admin.key is read when --admin-key is not given.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// The admin key. Env MOSAIC_ADMIN_KEY.
+        #[arg(long, env = "MOSAIC_ADMIN_KEY", hide_env_values = true)]
+        admin_key: Option<String>,
+        /// Tenant to create (an existing one is reused).
+        #[arg(long, default_value = "quickstart")]
+        tenant: String,
+        /// Principal the new key acts as.
+        #[arg(long, default_value = "me")]
+        principal: String,
+    },
     /// A guided tour against an embedded service in a temporary directory.
     Demo,
     /// Measure evidence recall on a conversational dataset (conversations
@@ -477,6 +500,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Reconcile { remote, data_dir } => {
             maintenance(&remote, data_dir, json, "reconcile")
         }
+        Command::Quickstart {
+            url,
+            data_dir,
+            admin_key,
+            tenant,
+            principal,
+        } => crate::quickstart::run(crate::quickstart::Options {
+            url,
+            data_dir,
+            admin_key,
+            tenant,
+            principal,
+            json,
+        }),
         Command::Demo => crate::demo::run(json),
         Command::Eval {
             conversations,
@@ -1079,7 +1116,7 @@ fn mcp(
 /// running `mosaic serve` or `mosaic mcp`) holds: its in-process indexes
 /// would never see this process's writes, nor this one its (split-brain
 /// recall).
-fn refuse_if_held(data_dir: &Path, instead: &str) -> Result<()> {
+pub(crate) fn refuse_if_held(data_dir: &Path, instead: &str) -> Result<()> {
     for target in ["lexical", "vector"] {
         let path = data_dir.join("index").join(format!("{target}.journal"));
         let Ok(file) = std::fs::OpenOptions::new().read(true).open(&path) else {

@@ -15,9 +15,11 @@
 //!   registered for the tenant, and scans stored claims for conflicts
 //!   itself ([`evidence`]).
 //! * **Writes** run the store's chapter 8 transaction (which runs the pure
-//!   gate) and are then published synchronously to the in-process lexical
-//!   and vector indexes through the store's outbox; a background reconcile
-//!   loop retries anything left pending and advances deletions.
+//!   gate) and commit with their outbox rows; the `mosaic-outbox` worker
+//!   thread then publishes them to the lexical and vector index targets
+//!   (in process, or in PostgreSQL), and a proposal waits for that pass at
+//!   most `index_wait_ms` to answer whether it is `readable`. A periodic
+//!   reconcile publishes anything left pending and advances deletions.
 //! * **Reads** take the store's eligibility query, rank with the index
 //!   funnel when a query is given, select with the pure selector and hand
 //!   off escaped `<recalled-memory>` blocks with every receipt.

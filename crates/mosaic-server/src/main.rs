@@ -1,6 +1,7 @@
 //! `mosaic`: the Mosaic Memory service and its command line.
 //!
-//! `serve` runs the service; `doctor` checks a data directory; `demo` walks
+//! `serve` runs the service; `quickstart` creates a tenant and a key and
+//! prints a first call that uses them; `doctor` checks a data directory; `demo` walks
 //! through the product against an embedded service in a temporary
 //! directory; `eval` measures recall on a conversational dataset through
 //! the same embedded service. The other verbs talk to a running server over HTTP (`--url`,
@@ -14,6 +15,7 @@
 mod cli;
 mod demo;
 mod eval;
+mod quickstart;
 
 use std::process::ExitCode;
 

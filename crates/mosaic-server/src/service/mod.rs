@@ -286,7 +286,7 @@ impl Drop for Service {
 
 /// Store, catalog, indexes, limits and metrics, shared by request threads
 /// and the outbox worker. Who holds what, and what may wait on what, is
-/// ARCHITECTURE.md's "Concurrency and ownership".
+/// ARCHITECTURE.md's "Owners" (in full: docs/concurrency.md).
 pub struct ServiceCore {
     /// The write connections: every store and catalog write, one
     /// transaction (or one group commit) at a time.

@@ -454,7 +454,7 @@ impl ServiceCore {
         // Ids are tenant-local: a client's own id is a key within its
         // tenant and principal, from which the stored id is derived, so no
         // tenant or principal can collide with, squat on or probe for
-        // another's ids (see ARCHITECTURE.md, "Identities").
+        // another's ids (see docs/write-gate.md, "Identities").
         let scoped = |prefix: &str, key: &str| match near {
             Some(near) => client_scoped_id_near(prefix, tenant, principal, near, key),
             None => client_scoped_id(prefix, tenant, principal, key),
@@ -903,7 +903,7 @@ pub const ID_PLACE_DOMAIN: &str = "mosaic.server.id_place.v1";
 /// few thousand records, about one page per record and index, however
 /// many records the commit carries. Ids that share their first digits sort
 /// together, so a call's messages, all of one conversation, land on
-/// adjacent pages whatever the store's size (ARCHITECTURE.md,
+/// adjacent pages whatever the store's size (docs/write-gate.md,
 /// "Identities"). Both parts are keyed by the tenant and principal, so the
 /// ids stay tenant-local.
 pub fn client_scoped_id_near(

@@ -1,7 +1,7 @@
 //! The service's concurrency parts: the reader pool, the commit/pass
 //! progress that proposals wait on, the group-commit queue and the outbox
-//! worker thread. ARCHITECTURE.md ("Concurrency and ownership") says who
-//! owns what.
+//! worker thread. ARCHITECTURE.md ("Owners") and docs/concurrency.md
+//! say who owns what.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};

@@ -19,9 +19,17 @@ impl Drop for Server {
 
 fn mosaic(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env_remove("MOSAIC_URL")
-        .env_remove("MOSAIC_KEY");
+    cmd.args(args);
+    // Only what a test names reaches the binary.
+    for name in [
+        "MOSAIC_URL",
+        "MOSAIC_KEY",
+        "MOSAIC_ADMIN_KEY",
+        "MOSAIC_LISTEN",
+        "MOSAIC_DATA_DIR",
+    ] {
+        cmd.env_remove(name);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -242,4 +250,302 @@ fn demo_runs_the_whole_story() {
         .find(|l| l["type"] == "recall")
         .expect("recall");
     assert_eq!(last_recall["data"]["selected"], serde_json::json!([]));
+}
+
+/// Starts `mosaic serve` on a free port over `data`; returns it and its URL.
+fn start_server(data: &std::path::Path) -> (Server, String) {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data.to_str().expect("utf8 path"),
+        ])
+        .env_remove("MOSAIC_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let server = Server(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().expect("a line").expect("utf8");
+    let url = first.trim_start_matches("mosaic: serving on ").to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    // Keep reading, so the server's later lines never meet a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (server, url)
+}
+
+/// The one `quickstart` JSON line.
+fn quickstart_line(out: &str) -> Value {
+    let line: Value = serde_json::from_str(out.trim()).expect("one JSON line");
+    assert_eq!(line["type"], "quickstart", "{out}");
+    line["data"].clone()
+}
+
+/// Runs a printed shell snippet (it needs `curl`); returns its stdout.
+fn run_snippet(snippet: &str) -> Option<String> {
+    let curl = Command::new("curl").arg("--version").output();
+    if !curl.is_ok_and(|o| o.status.success()) {
+        return None;
+    }
+    let out = Command::new("sh")
+        .args(["-c", snippet])
+        .output()
+        .expect("run sh");
+    assert!(out.status.success(), "{snippet}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs a printed Python snippet against the client in clients/python,
+/// when `python3` with `httpx` is here; returns its stdout.
+fn run_python_snippet(snippet: &str) -> Option<String> {
+    let httpx = Command::new("python3")
+        .args(["-c", "import httpx"])
+        .output();
+    if !httpx.is_ok_and(|o| o.status.success()) {
+        return None;
+    }
+    let client = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/python/src");
+    let out = Command::new("python3")
+        .args(["-c", snippet])
+        .env("PYTHONPATH", client)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{snippet}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs the printed curl snippet (its recall must name Berlin); without
+/// `curl` here, sends the snippet's conversation through the API instead.
+fn add_first_chat(snippet: &str, url: &str, key: &str) {
+    if let Some(printed) = run_snippet(snippet) {
+        assert!(printed.contains("Berlin"), "{printed}");
+        return;
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let r = agent
+        .post(&format!("{url}/v1/conversations/first-chat/messages"))
+        .header("Authorization", &format!("Bearer {key}"))
+        .send(
+            r#"{"messages": [{"id": "m1", "role": "user", "content": "I moved to Berlin last month."}]}"#
+                .as_bytes(),
+        )
+        .expect("ingest");
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+/// Recalls through the JSON API with `key`; returns the context.
+fn recall_context(url: &str, key: &str, query: &str) -> String {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = agent
+        .post(&format!("{url}/v1/recall"))
+        .header("Authorization", &format!("Bearer {key}"))
+        .send(serde_json::json!({ "query": query }).to_string().as_bytes())
+        .expect("recall");
+    assert_eq!(r.status().as_u16(), 200);
+    let body: Value =
+        serde_json::from_str(&r.body_mut().read_to_string().expect("body")).expect("json");
+    body["context"].as_str().expect("context").to_owned()
+}
+
+#[test]
+fn quickstart_on_a_running_server_gives_a_key_whose_snippet_recalls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data_str = data.to_str().expect("utf8 path");
+    let (_server, url) = start_server(&data);
+    let admin_key = std::fs::read_to_string(data.join("admin.key")).expect("admin key");
+
+    // The admin key comes from the data directory the server holds.
+    let (code, out, err) = mosaic(
+        &[
+            "--json",
+            "quickstart",
+            "--url",
+            &url,
+            "--data-dir",
+            data_str,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        !out.contains(admin_key.trim()),
+        "the admin key is never printed"
+    );
+    let first = quickstart_line(&out);
+    assert_eq!(first["tenant_id"], "quickstart");
+    assert_eq!(first["tenant_existed"], false);
+    assert_eq!(first["principal_id"], "me");
+    assert_eq!(first["data_dir_set_up"], Value::Null);
+    let key = first["key"].as_str().expect("key").to_owned();
+    let curl = first["curl"].as_str().expect("curl");
+    let python = first["python"].as_str().expect("python");
+    for snippet in [curl, python] {
+        assert!(
+            snippet.contains(&key) && snippet.contains(&url),
+            "{snippet}"
+        );
+    }
+    // Nothing recalled before the snippet adds the conversation.
+    assert!(
+        !recall_context(&url, &key, "where does the user live").contains("Berlin"),
+        "a new principal starts empty"
+    );
+    add_first_chat(curl, &url, &key);
+    assert!(recall_context(&url, &key, "where does the user live").contains("Berlin"));
+    // The Python snippet, with the client in clients/python (when httpx is
+    // installed here), recalls it too.
+    if let Some(printed) = run_python_snippet(python) {
+        assert!(
+            printed.contains("<recalled-memory") && printed.contains("Berlin"),
+            "{printed}"
+        );
+    }
+
+    // Again: the tenant is reused and a second key is made; its snippet
+    // replays the conversation (nothing added) and recalls the same.
+    let (code, out, err) = mosaic(
+        &["--json", "quickstart", "--url", &url],
+        &[("MOSAIC_ADMIN_KEY", admin_key.trim())],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let second = quickstart_line(&out);
+    assert_eq!(second["tenant_existed"], true);
+    let key2 = second["key"].as_str().expect("key").to_owned();
+    assert_ne!(key2, key, "each run makes a new key");
+    add_first_chat(second["curl"].as_str().expect("curl"), &url, &key2);
+    assert!(recall_context(&url, &key2, "where does the user live").contains("Berlin"));
+
+    // Human output: the key and both snippets, never the admin key.
+    let (code, out, _) = mosaic(
+        &[
+            "quickstart",
+            "--url",
+            &url,
+            "--tenant",
+            "other",
+            "--principal",
+            "ana",
+        ],
+        &[("MOSAIC_ADMIN_KEY", admin_key.trim())],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("tenant other (created), principal ana")
+            && out.contains("curl -s")
+            && out.contains("from mosaic_memory import Mosaic")
+            && !out.contains(admin_key.trim()),
+        "{out}"
+    );
+}
+
+#[test]
+fn quickstart_refuses_a_key_that_is_not_the_admin_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let (_server, url) = start_server(&data);
+    let admin_key = std::fs::read_to_string(data.join("admin.key")).expect("admin key");
+    let (code, out, err) = mosaic(
+        &["--json", "quickstart", "--url", &url],
+        &[("MOSAIC_ADMIN_KEY", admin_key.trim())],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let principal_key = quickstart_line(&out)["key"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    // A principal's key is stopped by the service's admin check
+    // (`require_admin`): no tenant, no key.
+    let (code, out, err) = mosaic(
+        &["quickstart", "--url", &url, "--tenant", "stolen"],
+        &[("MOSAIC_ADMIN_KEY", principal_key.as_str())],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("admin_required"), "{err}");
+    assert!(!out.contains("mk_"), "no key printed: {out}");
+    // An unknown key is stopped by authentication (`invalid_key`).
+    let unknown = format!("mk_{}", "0".repeat(64));
+    let (code, _, err) = mosaic(
+        &["quickstart", "--url", &url, "--tenant", "stolen"],
+        &[("MOSAIC_ADMIN_KEY", unknown.as_str())],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid_key"), "{err}");
+    // Neither created the tenant.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = agent
+        .get(&format!("{url}/v1/admin/tenants"))
+        .header("Authorization", &format!("Bearer {}", admin_key.trim()))
+        .call()
+        .expect("tenants");
+    let tenants: Value =
+        serde_json::from_str(&r.body_mut().read_to_string().expect("body")).expect("json");
+    assert_eq!(tenants, serde_json::json!(["quickstart"]));
+    // A URL given where nothing answers is an error, not a set-up.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let nobody = format!("http://{}", free.local_addr().expect("addr"));
+    drop(free);
+    let (code, _, err) = mosaic(&["quickstart", "--url", &nobody], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no server answers"), "{err}");
+}
+
+#[test]
+fn quickstart_without_a_server_sets_up_a_fresh_data_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("fresh");
+    let data_str = data.to_str().expect("utf8 path");
+    // Nothing listens on this address (the default URL follows it).
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listen = free.local_addr().expect("addr").to_string();
+    drop(free);
+    let (code, out, err) = mosaic(
+        &["--json", "quickstart", "--data-dir", data_str],
+        &[("MOSAIC_LISTEN", listen.as_str())],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let created = quickstart_line(&out);
+    assert_eq!(created["data_dir_set_up"], data_str);
+    assert_eq!(created["url"], format!("http://{listen}"));
+    let key = created["key"].as_str().expect("key").to_owned();
+    // The server started on that directory knows the key.
+    let (_server, url) = start_server(&data);
+    let curl = created["curl"]
+        .as_str()
+        .expect("curl")
+        .replace(&format!("http://{listen}"), &url);
+    assert!(
+        !recall_context(&url, &key, "where does the user live").contains("Berlin"),
+        "a new principal starts empty"
+    );
+    add_first_chat(&curl, &url, &key);
+    assert!(recall_context(&url, &key, "where does the user live").contains("Berlin"));
+    // While that server holds the directory, setting it up directly is
+    // refused (split-brain guard), with the way to reach the server.
+    let (code, _, err) = mosaic(
+        &["quickstart", "--data-dir", data_str],
+        &[("MOSAIC_LISTEN", listen.as_str())],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("has the data directory") && err.contains("--url"),
+        "{err}"
+    );
 }
