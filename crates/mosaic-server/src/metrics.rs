@@ -2,63 +2,73 @@
 //!
 //! Labels are route templates, methods, status codes, decisions and index
 //! targets only: never memory content, never principal or tenant ids.
+//!
+//! Backed by `metrics-exporter-prometheus`'s recorder, one per service (not
+//! the process-global one, so two services in one process keep apart):
+//! recording takes no global lock, since the recorder's registry is sharded
+//! and a series, once created, is an atomic counter or a lock-free bucket.
+//! Histogram samples wait in their bucket until the next upkeep, which a
+//! render runs and a background thread runs every few seconds, so memory
+//! stays bounded when nobody scrapes.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use metrics::{Key, Label, Metadata, Recorder};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
 /// Upper bounds (seconds) of the latency histogram buckets.
 pub const LATENCY_BUCKETS: [f64; 10] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
-type Labels = Vec<(String, String)>;
+/// How often histogram samples are folded into their buckets when nobody
+/// renders.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
-#[derive(Default)]
-struct Histogram {
-    buckets: [u64; LATENCY_BUCKETS.len()],
-    count: u64,
-    sum: f64,
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+struct Shared {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
 }
 
-#[derive(Default)]
-struct Registry {
-    counters: BTreeMap<(String, Labels), u64>,
-    histograms: BTreeMap<(String, Labels), Histogram>,
-}
-
-/// The metrics registry.
-#[derive(Default)]
+/// The metrics of one service.
 pub struct Metrics {
-    registry: Mutex<Registry>,
+    shared: Arc<Shared>,
 }
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
+impl Default for Metrics {
+    fn default() -> Self {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&LATENCY_BUCKETS)
+            .expect("the latency buckets are a fixed, non-empty list")
+            .build_recorder();
+        let handle = recorder.handle();
+        let shared = Arc::new(Shared { recorder, handle });
+        let weak: Weak<Shared> = Arc::downgrade(&shared);
+        // Ends with the service: the thread holds no strong reference.
+        let _ = std::thread::Builder::new()
+            .name("mosaic-metrics".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    match weak.upgrade() {
+                        Some(shared) => shared.handle.run_upkeep(),
+                        None => return,
+                    }
+                }
+            });
+        Metrics { shared }
+    }
+}
+
+fn key(name: &str, pairs: &[(&str, &str)]) -> Key {
+    let labels: Vec<Label> = pairs
         .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn render_labels(labels: &Labels, extra: Option<(&str, String)>) -> String {
-    let mut parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+        .map(|(k, v)| Label::new((*k).to_owned(), (*v).to_owned()))
         .collect();
-    if let Some((k, v)) = extra {
-        parts.push(format!("{k}=\"{v}\""));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("{{{}}}", parts.join(","))
-    }
+    Key::from_parts(name.to_owned(), labels)
 }
 
 impl Metrics {
@@ -69,72 +79,66 @@ impl Metrics {
 
     /// Adds `n` to a counter.
     pub fn add(&self, name: &str, pairs: &[(&str, &str)], n: u64) {
-        if let Ok(mut r) = self.registry.lock() {
-            *r.counters
-                .entry((name.to_owned(), labels(pairs)))
-                .or_default() += n;
-        }
+        self.shared
+            .recorder
+            .register_counter(&key(name, pairs), &METADATA)
+            .increment(n);
     }
 
     /// Records one observation (seconds) in a histogram.
     pub fn observe(&self, name: &str, pairs: &[(&str, &str)], seconds: f64) {
-        if let Ok(mut r) = self.registry.lock() {
-            let h = r
-                .histograms
-                .entry((name.to_owned(), labels(pairs)))
-                .or_default();
-            for (idx, bound) in LATENCY_BUCKETS.iter().enumerate() {
-                if seconds <= *bound {
-                    h.buckets[idx] += 1;
-                }
-            }
-            h.count += 1;
-            h.sum += seconds;
-        }
+        self.shared
+            .recorder
+            .register_histogram(&key(name, pairs), &METADATA)
+            .record(seconds);
     }
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        let Ok(r) = self.registry.lock() else {
-            return out;
-        };
-        let mut last = String::new();
-        for ((name, labels), value) in &r.counters {
-            if *name != last {
-                let _ = writeln!(out, "# TYPE {name} counter");
-                last.clone_from(name);
-            }
-            let _ = writeln!(out, "{name}{} {value}", render_labels(labels, None));
-        }
-        last.clear();
-        for ((name, labels), h) in &r.histograms {
-            if *name != last {
-                let _ = writeln!(out, "# TYPE {name} histogram");
-                last.clone_from(name);
-            }
-            for (idx, bound) in LATENCY_BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "{name}_bucket{} {}",
-                    render_labels(labels, Some(("le", bound.to_string()))),
-                    h.buckets[idx]
-                );
-            }
-            let _ = writeln!(
-                out,
-                "{name}_bucket{} {}",
-                render_labels(labels, Some(("le", "+Inf".to_owned()))),
-                h.count
-            );
-            let _ = writeln!(out, "{name}_sum{} {}", render_labels(labels, None), h.sum);
-            let _ = writeln!(
-                out,
-                "{name}_count{} {}",
-                render_labels(labels, None),
-                h.count
-            );
-        }
-        out
+        self.shared.handle.run_upkeep();
+        self.shared.handle.render()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_histograms_render_in_the_text_format() {
+        let m = Metrics::default();
+        m.incr("mosaic_things_total", &[("route", "/v1/recall")]);
+        m.add("mosaic_things_total", &[("route", "/v1/recall")], 2);
+        m.incr("mosaic_other_total", &[]);
+        m.observe("mosaic_took_seconds", &[("route", "/x")], 0.003);
+        m.observe("mosaic_took_seconds", &[("route", "/x")], 2.0);
+        let text = m.render();
+        assert!(
+            text.contains("mosaic_things_total{route=\"/v1/recall\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("mosaic_other_total 1"), "{text}");
+        assert!(
+            text.contains("mosaic_took_seconds_bucket{route=\"/x\",le=\"0.005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mosaic_took_seconds_bucket{route=\"/x\",le=\"+Inf\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mosaic_took_seconds_count{route=\"/x\"} 2"),
+            "{text}"
+        );
+        // Rendering twice loses nothing.
+        assert_eq!(m.render(), text);
+    }
+
+    #[test]
+    fn two_services_keep_their_metrics_apart() {
+        let (a, b) = (Metrics::default(), Metrics::default());
+        a.incr("mosaic_only_a_total", &[]);
+        assert!(a.render().contains("mosaic_only_a_total 1"));
+        assert!(!b.render().contains("mosaic_only_a_total"));
     }
 }
