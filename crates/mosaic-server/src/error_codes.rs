@@ -206,7 +206,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "session_key_mismatch",
         403,
-        "The MCP session was initialized with another key",
+        "A tool call reached a session another key initialized (the endpoint answers such requests 404 `not_found` first, as for an unknown session; this is the tool layer's second check)",
     ),
     c(
         "subject_not_permitted",
