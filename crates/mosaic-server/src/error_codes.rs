@@ -304,7 +304,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "rate_limited",
         429,
-        "The key exceeded its request rate; retry later",
+        "The key exceeded its request rate; the `Retry-After` header says in how many seconds to retry",
     ),
     c(
         "internal",

@@ -858,7 +858,10 @@ pub const ERROR_STATUSES: &[(&str, &str)] = &[
         "Conflicts with stored state (`stale_generation`, `message_id_in_use`, ...)",
     ),
     ("413", "Body over the limit (`body_too_large`)"),
-    ("429", "Rate limit (`rate_limited`)"),
+    (
+        "429",
+        "Rate limit (`rate_limited`); `Retry-After` says in how many seconds to retry",
+    ),
     ("500", "Internal failure (`internal`)"),
     (
         "503",
@@ -958,6 +961,10 @@ pub fn document() -> Value {
             responses[*status] = json!({"description": description,
                 "content": {"application/json": {"schema": error.clone()}}});
         }
+        responses["429"]["headers"] = json!({"Retry-After": {
+            "description": "Whole seconds until the key's next request fits its rate",
+            "schema": {"type": "integer", "minimum": 1}
+        }});
         let mut item = json!({
             "summary": operation.summary,
             "operationId": operation_id,
