@@ -10,7 +10,7 @@ use serde::Serialize;
 #[non_exhaustive]
 pub enum ServiceError {
     /// No credential was presented.
-    #[error("missing API key: send `Authorization: Bearer <key>`")]
+    #[error("missing API key: send `Authorization: Bearer <key>` (or `X-API-Key: <key>`)")]
     MissingKey,
     /// The presented credential is unknown or disabled.
     #[error("invalid API key")]
