@@ -42,6 +42,20 @@ def test_add_messages_keeps_each_message_and_replay_adds_nothing(client):
     assert memory.kind == "episodic"
 
 
+def test_add_messages_skips_turns_without_text_and_keeps_the_rest(client):
+    result = client.add_messages(
+        "chat-tools",
+        [
+            {"role": "user", "content": "Which trains run to Bergen?"},
+            {"role": "assistant", "content": ""},
+            {"role": "assistant", "content": "The 08:25 and the 15:57."},
+        ],
+    )
+    assert (result.kept, result.refused) == (2, 0)
+    assert [(s.index, s.reason) for s in result.skipped] == [(1, "empty_content")]
+    assert [m.index for m in result.messages] == [0, 2]
+
+
 def test_fact_search_get_list_history_delete_and_verify(client, principal):
     ingest = client.add_messages("chat-1", CHAT)
     fact = client.add_fact("I moved to Berlin", [("chat-1", "m1")])

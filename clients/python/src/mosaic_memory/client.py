@@ -247,7 +247,9 @@ class Mosaic:
         """Adds messages of a conversation; each becomes an episodic memory
         through the write gate. A message is a dict (``role``, ``content``,
         optional ``id``, ``name``, ``created_at``) or a plain string (a user
-        message). Replaying the same messages adds nothing."""
+        message). Replaying the same messages adds nothing. A message
+        without text (a tool-call or image-only turn) is skipped and listed
+        in ``skipped``; the others are kept."""
         return self._send(self._api.add_messages(conversation_id, messages, workspace_id, user_id))
 
     def add_fact(self, content: str, cites: Iterable[Cite], *, claims: Optional[List[Any]] = None, workspace_id: Optional[str] = None, consent_receipt_sha256: Optional[str] = None, judgments: Optional[List[Any]] = None, supersedes_record_id: Optional[str] = None, expected_line_generation: Optional[int] = None, ttl_ms: Optional[int] = None, user_id: Optional[str] = None) -> WriteResult:
