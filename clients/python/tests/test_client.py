@@ -1,5 +1,6 @@
 """The sync client against a real `mosaic serve`."""
 
+import httpx
 import pytest
 
 from mosaic_memory import (
@@ -185,6 +186,15 @@ def test_user_id_is_sent_only_when_given(server, principal):
     assert seen[-1] == "end-user-7"
 
 
+def test_a_retry_waits_what_retry_after_says():
+    from mosaic_memory.client import MAX_RETRY_AFTER, _backoff, _retry_pause
+
+    assert _retry_pause(0, {"retry-after": "3"}) == 3.0
+    assert _retry_pause(0, {"retry-after": "7200"}) == MAX_RETRY_AFTER
+    for unusable in ({}, {"retry-after": "soon"}, {"retry-after": "-1"}, None):
+        assert _retry_pause(2, unusable) == _backoff(2)
+
+
 def test_rate_limited_requests_are_retried_then_raise_a_typed_error():
     from mosaic_test_server import MosaicServer, fresh_principal
 
@@ -198,6 +208,9 @@ def test_rate_limited_requests_are_retried_then_raise_a_typed_error():
             for _ in range(5):
                 impatient.whoami()
         assert e.value.code == "rate_limited" and e.value.status == 429
+        # The server says when to come back.
+        raw = httpx.get(f"{slow.url}/v1/whoami", headers={"Authorization": f"Bearer {key}"})
+        assert raw.status_code == 429 and int(raw.headers["retry-after"]) >= 1
         # A patient client waits the bucket out (1 token a second).
         patient = Mosaic(key, slow.url, max_retries=5)
         for _ in range(3):

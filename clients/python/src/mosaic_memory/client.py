@@ -203,6 +203,24 @@ def _backoff(attempt: int) -> float:
     return min(2.0, 0.2 * (2**attempt))
 
 
+#: Longest pause a ``Retry-After`` header can impose on one retry.
+MAX_RETRY_AFTER = 60.0
+
+
+def _retry_pause(attempt: int, headers: Any) -> float:
+    """Seconds to wait before retry ``attempt`` of a 429: the server's
+    ``Retry-After`` (whole seconds, at most :data:`MAX_RETRY_AFTER`) when
+    it sends one, else the growing :func:`_backoff`."""
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        seconds = float(int(str(value).strip()))
+    except (TypeError, ValueError):
+        return _backoff(attempt)
+    if seconds < 0:
+        return _backoff(attempt)
+    return min(MAX_RETRY_AFTER, seconds)
+
+
 class Mosaic:
     """A synchronous client.
 
@@ -212,8 +230,8 @@ class Mosaic:
     the ``X-Mosaic-User`` header, which only an *application key* (one
     acting for an app's end users) may use; leave it unset with a
     principal's own key. A rate-limited request (429) is retried up to
-    ``max_retries`` times with a growing pause, then raises
-    :class:`RateLimitedError`.
+    ``max_retries`` times, after the server's ``Retry-After`` (else a
+    growing pause), then raises :class:`RateLimitedError`.
     """
 
     def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, max_retries: int = 3, http_client: Optional[httpx.Client] = None) -> None:
@@ -240,7 +258,7 @@ class Mosaic:
                 raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
             if response.status_code != 429 or attempt == self.max_retries:
                 break
-            time.sleep(_backoff(attempt))
+            time.sleep(_retry_pause(attempt, response.headers))
         return _decode(call, response)
 
     def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:
@@ -372,7 +390,7 @@ class AsyncMosaic:
                 raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
             if response.status_code != 429 or attempt == self.max_retries:
                 break
-            await asyncio.sleep(_backoff(attempt))
+            await asyncio.sleep(_retry_pause(attempt, response.headers))
         return _decode(call, response)
 
     async def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:
