@@ -40,6 +40,8 @@ export interface Violation {
 }
 
 export interface IngestedMessage {
+  /** The message's position in the call's messages. */
+  index: number;
   message_id: string;
   source_id: string;
   source_content_sha256: string;
@@ -55,6 +57,13 @@ export interface IngestResponse {
   kept: number;
   refused: number;
   messages: IngestedMessage[];
+  /** Messages without text (a tool-call or image-only turn), skipped. */
+  skipped: SkippedMessage[];
+}
+
+export interface SkippedMessage {
+  index: number;
+  reason: "empty_content";
 }
 
 export interface FactOptions extends CallOptions {

@@ -1,5 +1,6 @@
 """The sync client against a real `mosaic serve`."""
 
+import httpx
 import pytest
 
 from mosaic_memory import (
@@ -40,6 +41,20 @@ def test_add_messages_keeps_each_message_and_replay_adds_nothing(client):
     memory = client.get(plain.messages[0].record_id)
     assert memory.content == "user: I like green tea."
     assert memory.kind == "episodic"
+
+
+def test_add_messages_skips_turns_without_text_and_keeps_the_rest(client):
+    result = client.add_messages(
+        "chat-tools",
+        [
+            {"role": "user", "content": "Which trains run to Bergen?"},
+            {"role": "assistant", "content": ""},
+            {"role": "assistant", "content": "The 08:25 and the 15:57."},
+        ],
+    )
+    assert (result.kept, result.refused) == (2, 0)
+    assert [(s.index, s.reason) for s in result.skipped] == [(1, "empty_content")]
+    assert [m.index for m in result.messages] == [0, 2]
 
 
 def test_fact_search_get_list_history_delete_and_verify(client, principal):
@@ -178,6 +193,15 @@ def test_user_id_is_sent_only_when_given(server, principal):
     assert seen[-1] == "end-user-7"
 
 
+def test_a_retry_waits_what_retry_after_says():
+    from mosaic_memory.client import MAX_RETRY_AFTER, _backoff, _retry_pause
+
+    assert _retry_pause(0, {"retry-after": "3"}) == 3.0
+    assert _retry_pause(0, {"retry-after": "7200"}) == MAX_RETRY_AFTER
+    for unusable in ({}, {"retry-after": "soon"}, {"retry-after": "-1"}, None):
+        assert _retry_pause(2, unusable) == _backoff(2)
+
+
 def test_rate_limited_requests_are_retried_then_raise_a_typed_error():
     from mosaic_test_server import MosaicServer, fresh_principal
 
@@ -191,6 +215,9 @@ def test_rate_limited_requests_are_retried_then_raise_a_typed_error():
             for _ in range(5):
                 impatient.whoami()
         assert e.value.code == "rate_limited" and e.value.status == 429
+        # The server says when to come back.
+        raw = httpx.get(f"{slow.url}/v1/whoami", headers={"Authorization": f"Bearer {key}"})
+        assert raw.status_code == 429 and int(raw.headers["retry-after"]) >= 1
         # A patient client waits the bucket out (1 token a second).
         patient = Mosaic(key, slow.url, max_retries=5)
         for _ in range(3):

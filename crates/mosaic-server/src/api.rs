@@ -1071,11 +1071,20 @@ pub struct IngestRequest {
     /// that workspace only (default: to the principal across workspaces).
     #[serde(default)]
     pub workspace_id: Option<String>,
+    /// When the episodes expire (exclusive, Unix ms; default: the
+    /// policy's default TTL). It must lie ahead; the gate refuses one
+    /// beyond the policy's longest TTL. A message replayed with the same
+    /// value replays exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_unix_ms: Option<u64>,
 }
 
 /// What became of one message.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct IngestedMessage {
+    /// The message's position in the request's `messages`.
+    #[serde(default)]
+    pub index: usize,
     /// The message id (the client's, or the derived one).
     pub message_id: String,
     /// The captured source's id, as facts citing it carry it.
@@ -1095,6 +1104,15 @@ pub struct IngestedMessage {
     pub violations: Vec<MemoryWriteViolation>,
 }
 
+/// A message an ingest skipped.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct SkippedMessage {
+    /// Its position in the request's `messages`.
+    pub index: usize,
+    /// Why: `empty_content` (empty or whitespace-only content).
+    pub reason: String,
+}
+
 /// What a conversation ingest kept and refused.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct IngestResponse {
@@ -1104,8 +1122,14 @@ pub struct IngestResponse {
     pub kept: usize,
     /// Messages the gate refused.
     pub refused: usize,
-    /// One entry per message, in request order.
+    /// One entry per message with text, in request order (`index` is its
+    /// position in the request).
     pub messages: Vec<IngestedMessage>,
+    /// Messages skipped because they have no text (empty or whitespace
+    /// content: a tool-call or image-only turn), each with its position;
+    /// the call keeps the others.
+    #[serde(default)]
+    pub skipped: Vec<SkippedMessage>,
     /// The extraction job queued for the newly kept messages, when the
     /// server runs an extractor (`GET /v1/admin/extraction` reports it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

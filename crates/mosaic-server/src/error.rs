@@ -10,7 +10,7 @@ use serde::Serialize;
 #[non_exhaustive]
 pub enum ServiceError {
     /// No credential was presented.
-    #[error("missing API key: send `Authorization: Bearer <key>`")]
+    #[error("missing API key: send `Authorization: Bearer <key>` (or `X-API-Key: <key>`)")]
     MissingKey,
     /// The presented credential is unknown or disabled.
     #[error("invalid API key")]
@@ -53,9 +53,14 @@ pub enum ServiceError {
         /// Human explanation.
         message: String,
     },
-    /// The credential exceeded its request rate.
-    #[error("rate limit exceeded; retry later")]
-    RateLimited,
+    /// The credential exceeded its request rate. The answer carries a
+    /// `Retry-After` header with the seconds until its next request fits.
+    #[error("rate limit exceeded; retry after {retry_after_secs} s")]
+    RateLimited {
+        /// Whole seconds until the key's bucket holds a request again
+        /// (at least 1).
+        retry_after_secs: u64,
+    },
     /// The request took longer than the configured timeout. Its work may
     /// still finish: a proposal replayed with the same proposal id (or the
     /// same body) returns what was decided.
@@ -107,7 +112,7 @@ impl ServiceError {
             | ServiceError::Conflict { code, .. } => code,
             ServiceError::BodyTooLarge { .. } => "body_too_large",
             ServiceError::NotFound { .. } => "not_found",
-            ServiceError::RateLimited => "rate_limited",
+            ServiceError::RateLimited { .. } => "rate_limited",
             ServiceError::Timeout(_) => "request_timeout",
             ServiceError::Unavailable(_) => "unavailable",
             ServiceError::Internal(_) => "internal",
@@ -123,10 +128,18 @@ impl ServiceError {
             ServiceError::BodyTooLarge { .. } => 413,
             ServiceError::NotFound { .. } => 404,
             ServiceError::Conflict { .. } => 409,
-            ServiceError::RateLimited => 429,
+            ServiceError::RateLimited { .. } => 429,
             ServiceError::Timeout(_) => 503,
             ServiceError::Unavailable(_) => 503,
             ServiceError::Internal(_) => 500,
+        }
+    }
+
+    /// The `Retry-After` seconds the answer carries, for a 429.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            ServiceError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
         }
     }
 

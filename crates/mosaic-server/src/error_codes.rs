@@ -41,6 +41,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "A source is both declared and cited",
     ),
     c(
+        "identifier_required",
+        400,
+        "mem0's delete-all names nobody: `user_id`, `agent_id` or `run_id` is required",
+    ),
+    c(
         "identity_from_session",
         400,
         "An MCP tool argument names a tenant or principal; the session's key decides them",
@@ -78,7 +83,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "invalid_message",
         400,
-        "A message is empty, or its name or time label is blank, too long or has control characters",
+        "A call sends no messages or too many, a statement or update has no text, or a message's name or time label is blank, too long or has control characters (a message with empty content is skipped, not refused)",
     ),
     c("invalid_path", 400, "A path parameter cannot be decoded"),
     c(
@@ -173,7 +178,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "missing_key",
         401,
-        "No `Authorization: Bearer <key>` header",
+        "No key: neither `Authorization: Bearer <key>` (or `Token <key>`) nor `X-API-Key: <key>`",
     ),
     c("admin_required", 403, "The operation needs the admin key"),
     c("grant_expired", 403, "The principal's grant has expired"),
@@ -206,7 +211,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "session_key_mismatch",
         403,
-        "The MCP session was initialized with another key",
+        "A tool call reached a session another key initialized (the endpoint answers such requests 404 `not_found` first, as for an unknown session; this is the tool layer's second check)",
     ),
     c(
         "subject_not_permitted",
@@ -304,7 +309,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "rate_limited",
         429,
-        "The key exceeded its request rate; retry later",
+        "The key exceeded its request rate; the `Retry-After` header says in how many seconds to retry",
     ),
     c(
         "internal",

@@ -41,7 +41,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status =
             StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self.0.body())).into_response()
+        let mut response = (status, axum::Json(self.0.body())).into_response();
+        if let Some(secs) = self.0.retry_after_secs() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
     }
 }
 
@@ -191,20 +197,7 @@ impl FromRequestParts<AppState> for KeyAuth {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let presented = match parts.headers.get(header::AUTHORIZATION) {
-            None => None,
-            Some(value) => {
-                let text = value
-                    .to_str()
-                    .map_err(|_| ApiError(ServiceError::InvalidKey))?;
-                Some(
-                    text.strip_prefix("Bearer ")
-                        .ok_or(ApiError(ServiceError::InvalidKey))?
-                        .trim()
-                        .to_owned(),
-                )
-            }
-        };
+        let presented = presented_key(&parts.headers).map_err(ApiError)?;
         let user = match parts.headers.get(USER_HEADER) {
             None => None,
             Some(value) => Some(
@@ -223,6 +216,43 @@ impl FromRequestParts<AppState> for KeyAuth {
         let credential = blocking(move || service.authenticate(presented.as_deref())).await?;
         state.check_rate(&credential)?;
         Ok(KeyAuth { credential, user })
+    }
+}
+
+/// The header mem0's open-source server and many clients send the key in.
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// The key a request presents: `Authorization: Bearer KEY`,
+/// `Authorization: Token KEY` (mem0's platform client) or `X-API-Key: KEY`
+/// (mem0's server). Both headers may be sent only with the same key; any
+/// other `Authorization` scheme, or a header that is not text, is 401
+/// `invalid_key`.
+fn presented_key(headers: &axum::http::HeaderMap) -> ServiceResult<Option<String>> {
+    let authorization = match headers.get(header::AUTHORIZATION) {
+        None => None,
+        Some(value) => {
+            let text = value.to_str().map_err(|_| ServiceError::InvalidKey)?;
+            let key = text
+                .strip_prefix("Bearer ")
+                .or_else(|| text.strip_prefix("Token "))
+                .ok_or(ServiceError::InvalidKey)?;
+            Some(key.trim().to_owned())
+        }
+    };
+    let api_key = match headers.get(API_KEY_HEADER) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| ServiceError::InvalidKey)?
+                .trim()
+                .to_owned(),
+        ),
+    };
+    match (authorization, api_key) {
+        (Some(a), Some(b)) if a != b => Err(ServiceError::InvalidKey),
+        (Some(key), _) | (None, Some(key)) => Ok(Some(key)),
+        (None, None) => Ok(None),
     }
 }
 
@@ -779,6 +809,8 @@ fn routes() -> Routes {
             get(mem0::memory_history),
         )
         .add("/search", &[Method::POST], post(mem0::search_memories))
+        .add("/v1/ping/", &[Method::GET], get(mem0::ping))
+        .add("/v1/ping", &[Method::GET], get(mem0::ping))
         .add(
             "/v1/consents",
             &[Method::POST, Method::GET],

@@ -32,7 +32,10 @@
 //! Over HTTP every request to [`MCP_PATH`] must carry the same
 //! `Authorization: Bearer` key as the JSON API (missing or unknown keys get
 //! the API's 401 JSON error before MCP sees the request), and a session
-//! stays bound to the key that initialized it.
+//! stays bound to the key that initialized it: for every method (`POST`,
+//! `GET`, `DELETE`), a request naming a session another key opened
+//! answers exactly as one naming a session that does not exist (404
+//! `not_found`), before the transport sees it.
 //!
 //! Errors of the service (a forbidden workspace, an unknown record, a
 //! malformed argument) come back as tool results with `isError: true` and
@@ -40,6 +43,7 @@
 //! or keys.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
@@ -56,6 +60,7 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::SessionId;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -271,14 +276,149 @@ pub fn routes(state: AppState) -> Router<AppState> {
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_max_request_body_bytes(state.config().body_limit_bytes);
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(McpServer::per_request(factory_state.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
+    let owners = SessionOwners {
+        sessions,
+        owners: Arc::new(std::sync::Mutex::new(HashMap::new())),
+    };
+    // Layers run outside in: authenticate first (the key, its rate limit,
+    // the body checks), then the session's owner.
     Router::new()
         .route_service(MCP_PATH, service)
+        .route_layer(middleware::from_fn(move |request: Request, next: Next| {
+            let owners = owners.clone();
+            async move { owners.check(request, next).await }
+        }))
         .route_layer(middleware::from_fn_with_state(state, authenticate))
+}
+
+/// The header naming a streamable-HTTP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Which key opened each streamable-HTTP session. A session serves only
+/// the key that opened it, for every method: a request naming a session
+/// another key opened (or one that never existed, or has ended) gets
+/// [`unknown_session`], before the MCP transport sees it, so it can
+/// neither read the session's stream (`GET`), end it (`DELETE`) nor call
+/// its tools (`POST`), nor tell that it exists.
+#[derive(Clone)]
+struct SessionOwners {
+    sessions: Arc<LocalSessionManager>,
+    /// Session id -> the key id that opened it.
+    owners: Arc<std::sync::Mutex<HashMap<String, String>>>,
+}
+
+impl SessionOwners {
+    fn owner(&self, session: &str) -> Option<String> {
+        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners.get(session).cloned()
+    }
+
+    async fn check(&self, request: Request, next: Next) -> Response {
+        use axum::http::Method;
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let Some(key_id) = request
+            .extensions()
+            .get::<Credential>()
+            .map(|c| c.key_id().to_owned())
+        else {
+            let error = ServiceError::MissingKey;
+            return json_error(
+                axum::http::StatusCode::UNAUTHORIZED,
+                error.code(),
+                error.to_string(),
+            );
+        };
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .map(|v| v.to_str().map(str::to_owned));
+        let session = match session {
+            None => None,
+            Some(Ok(id)) => Some(id),
+            Some(Err(_)) => return unknown_session(),
+        };
+        if let Some(id) = &session {
+            let open = self
+                .sessions
+                .has_session(&SessionId::from(id.as_str()))
+                .await
+                .unwrap_or(false);
+            if !open {
+                self.forget(id);
+                return unknown_session();
+            }
+            if self.owner(id).as_deref() != Some(key_id.as_str()) {
+                return unknown_session();
+            }
+        }
+        let method = request.method().clone();
+        let response = next.run(request).await;
+        match &session {
+            None => {
+                // An initialization that opened a session: bind it.
+                if let Some(id) = response
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                {
+                    self.bind(id.to_owned(), key_id).await;
+                }
+            }
+            Some(id) if method == Method::DELETE && response.status().is_success() => {
+                self.forget(id);
+            }
+            Some(_) => {}
+        }
+        response
+    }
+
+    /// Records the owner of a new session, dropping the owners of
+    /// sessions the transport has ended since (idle timeout).
+    async fn bind(&self, session: String, key_id: String) {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let known: Vec<String> = {
+            let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+            owners.keys().cloned().collect()
+        };
+        let mut ended = Vec::new();
+        for id in known {
+            if !self
+                .sessions
+                .has_session(&SessionId::from(id.as_str()))
+                .await
+                .unwrap_or(false)
+            {
+                ended.push(id);
+            }
+        }
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ended {
+            owners.remove(&id);
+        }
+        owners.insert(session, key_id);
+    }
+
+    fn forget(&self, session: &str) {
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners.remove(session);
+    }
+}
+
+/// The answer to a request naming a session the key may not use: the
+/// same 404 for a session that never existed, one that ended and one
+/// another key opened.
+fn unknown_session() -> Response {
+    json_error(
+        axum::http::StatusCode::NOT_FOUND,
+        "not_found",
+        "MCP session not found".into(),
+    )
 }
 
 /// Authenticates a request to the MCP endpoint like any API request and

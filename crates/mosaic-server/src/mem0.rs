@@ -17,21 +17,41 @@
 //!   memory and `NONE` for a replay; refused messages are listed under
 //!   `refused` with the gate's reasons (mem0 has no such list). `metadata`
 //!   is not stored (the response says so under `ignored`), and no LLM
-//!   extraction runs (`infer` is accepted and ignored).
-//! - `POST /search` is a hybrid recall; `score` is the relevance score.
+//!   extraction runs (`infer`, `memory_type` and `prompt` are accepted and
+//!   named in `ignored`).
+//! - `POST /search` is a hybrid recall. `top_k` (or `limit`) is how many;
+//!   `user_id`, `agent_id` and `run_id` (top level, or as `filters`
+//!   conditions, alone or under `AND`) narrow it like `GET /memories`;
+//!   other `filters` conditions are named in `ignored`. `score` is on
+//!   mem0's 0-1 scale: `s / (s + 10)` of the hybrid recall's fused score
+//!   `s` ([`mem0_score`], monotone), and `threshold` keeps the memories
+//!   whose `score` reaches it.
+//! - `POST /memories` also takes mem0's `expiration_date` (`YYYY-MM-DD`:
+//!   the memories expire at the end of that UTC day, through the gate's
+//!   TTL limit); `memory_type` and `prompt` are accepted and named in
+//!   `ignored`, like `metadata` and `infer`. A message without text (a
+//!   tool-call or image-only turn) is skipped and listed under `skipped`.
+//! - The key may come as `Authorization: Bearer KEY`, `Authorization:
+//!   Token KEY` (mem0's platform client) or `X-API-Key: KEY` (mem0's
+//!   server); `GET /v1/ping/` answers a valid key as mem0's platform does,
+//!   so mem0's `MemoryClient` constructs against this server.
 //! - `PUT /memories/{memory_id}` supersedes the memory with the new text
-//!   (the old one stays as history); `DELETE` revokes, with the deletion
-//!   receipt; `DELETE /memories` revokes every active memory of the user.
+//!   (the old one stays as history). `DELETE /memories/{memory_id}`
+//!   deletes the memory's whole line (every version, so no replaced text
+//!   stays readable), each version to its deletion receipt, all listed in
+//!   the answer. `DELETE /memories` needs `user_id`, `agent_id` or
+//!   `run_id` in the query (400 `identifier_required` otherwise) and
+//!   deletes exactly what `GET /memories` lists for them, line by line.
 //! - Errors are this service's JSON errors with stable codes.
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{ConversationMessage, IngestRequest, MessageRole, RecallRequest, RevokeRequest};
+use crate::api::{ConversationMessage, IngestRequest, MessageRole, RecallRequest};
 use crate::auth::Credential;
 use crate::error::{ServiceError, ServiceResult};
-use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, KeyAuth, Reply, call};
+use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, Empty, KeyAuth, Reply, call};
 use crate::service::Service;
 
 /// Most memories `GET /memories` returns.
@@ -72,6 +92,14 @@ pub struct AddRequest {
     metadata: Option<Value>,
     #[serde(default)]
     infer: Option<bool>,
+    /// The day after which the memories expire (`YYYY-MM-DD`, UTC; an
+    /// RFC 3339 instant is taken to its day).
+    #[serde(default)]
+    expiration_date: Option<String>,
+    #[serde(default)]
+    memory_type: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
 }
 
 /// `POST /search`.
@@ -85,10 +113,16 @@ pub struct SearchRequest {
     agent_id: Option<String>,
     #[serde(default)]
     run_id: Option<String>,
+    /// `user_id`, `agent_id` and `run_id` conditions, alone or under
+    /// `AND` (mem0's shape); other conditions are named in `ignored`.
     #[serde(default)]
     filters: Option<Value>,
+    /// How many memories (mem0's newer name for `limit`).
+    #[serde(default)]
+    top_k: Option<usize>,
     #[serde(default)]
     limit: Option<usize>,
+    /// Lowest `score` (0 to 1) a memory needs.
     #[serde(default)]
     threshold: Option<f64>,
 }
@@ -142,6 +176,8 @@ pub struct Mem0Item {
 pub struct AddResponse {
     results: Vec<AddEvent>,
     refused: Vec<Refused>,
+    /// Messages without text (a tool-call or image-only turn), skipped.
+    skipped: Vec<crate::api::SkippedMessage>,
     ignored: Vec<String>,
 }
 
@@ -183,25 +219,48 @@ pub struct UpdateResponse {
     review_case_ids: Vec<String>,
 }
 
-/// `DELETE /memories/{memory_id}`'s answer, with the deletion receipt.
+/// `DELETE /memories/{memory_id}`'s answer: the memory's whole line was
+/// revoked (the version named, the versions it replaced and any that
+/// replaced it), each version with its deletion receipt.
 #[derive(Serialize, Debug, schemars::JsonSchema)]
 pub struct DeleteResponse {
     message: String,
+    /// The deletion receipt of the version named in the path.
     deletion_receipt_sha256: Option<String>,
-}
-
-/// `DELETE /memories`'s answer: every memory revoked, with its receipt.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct DeleteAllResponse {
-    message: String,
+    /// True when every revoked version has its deletion receipt.
+    complete: bool,
+    /// Every version revoked, newest first.
     deleted: Vec<Deleted>,
 }
 
-/// One revoked memory.
+/// `DELETE /memories`'s answer: every memory `GET /memories` lists for
+/// the identifier, each with its whole line, every version with its
+/// receipt.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct DeleteAllResponse {
+    message: String,
+    /// True when every revoked version has its deletion receipt.
+    complete: bool,
+    deleted: Vec<Deleted>,
+}
+
+/// One revoked version.
 #[derive(Serialize, Debug, schemars::JsonSchema)]
 pub struct Deleted {
     id: String,
+    /// The revocation's stage (`finalized` once deleted everywhere).
+    stage: String,
     deletion_receipt_sha256: Option<String>,
+}
+
+impl Deleted {
+    fn of(revoked: crate::api::RevocationResponse) -> Self {
+        Deleted {
+            id: revoked.record_id,
+            stage: revoked.stage,
+            deletion_receipt_sha256: revoked.deletion_receipt.map(|r| r.receipt_sha256),
+        }
+    }
 }
 
 /// One event of a memory's history, in mem0's shape.
@@ -299,9 +358,14 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
             })
             .collect(),
     };
+    let expires_at_unix_ms = match request.expiration_date.as_deref() {
+        None => None,
+        Some(date) => Some(end_of_day(date, service.now())?),
+    };
     let conversation = request
         .run_id
-        .or(request.agent_id)
+        .clone()
+        .or(request.agent_id.clone())
         .unwrap_or_else(|| "mem0".to_owned());
     let ingested = service.ingest_conversation(
         &credential,
@@ -309,11 +373,12 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
         &IngestRequest {
             messages,
             workspace_id: None,
+            expires_at_unix_ms,
         },
     )?;
     let mut results = Vec::new();
     let mut refused = Vec::new();
-    for (index, message) in ingested.messages.into_iter().enumerate() {
+    for message in ingested.messages {
         if message.decision == "accepted" {
             let memory = service.get_memory(&credential, &message.record_id)?;
             results.push(AddEvent {
@@ -323,69 +388,237 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
             });
         } else {
             refused.push(Refused {
-                index,
+                index: message.index,
                 violations: message.violations,
             });
         }
     }
-    let mut ignored = Vec::new();
-    if request.metadata.is_some() {
-        ignored.push("metadata".to_owned());
-    }
-    if request.infer.is_some() {
-        ignored.push("infer".to_owned());
-    }
-    Ok(AddResponse {
-        results,
-        refused,
-        ignored,
-    })
-}
-
-fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceResult<ListResponse> {
-    let credential = as_user(service, key, request.user_id.as_deref())?;
-    let limit = request.limit.unwrap_or(10);
-    if limit == 0 || limit > 100 {
-        return Err(ServiceError::bad_request(
-            "invalid_field",
-            "limit must be 1 to 100",
-        ));
-    }
-    let recalled = service.recall(
-        &credential,
-        &RecallRequest {
-            query: Some(request.query),
-            max_records: Some(limit),
-            min_score: request.threshold,
-            ..RecallRequest::default()
-        },
-    )?;
-    let (_, principal) = credential.principal()?;
-    let results: Vec<Mem0Item> = recalled
-        .memories
-        .into_iter()
-        .map(|m| Mem0Item {
-            hash: mosaic_harness::canonical::sha256_hex(m.content.as_bytes()),
-            id: m.record_id,
-            memory: m.content,
-            metadata: None,
-            score: m.score,
-            created_at: rfc3339(m.created_at_unix_ms),
-            updated_at: None,
-            user_id: principal.to_owned(),
-            kind: m.kind.as_str().to_owned(),
-        })
-        .collect();
     let ignored = [
-        ("agent_id", request.agent_id.is_some()),
-        ("run_id", request.run_id.is_some()),
-        ("filters", request.filters.is_some()),
+        ("metadata", request.metadata.is_some()),
+        ("infer", request.infer.is_some()),
+        ("memory_type", request.memory_type.is_some()),
+        ("prompt", request.prompt.is_some()),
     ]
     .into_iter()
     .filter(|(_, given)| *given)
     .map(|(name, _)| name.to_owned())
     .collect();
+    Ok(AddResponse {
+        results,
+        refused,
+        skipped: ingested.skipped,
+        ignored,
+    })
+}
+
+/// The constant of mem0's `score`: a memory's hybrid recall score `s`
+/// (a fused reciprocal-rank score, 0 or more) is reported as
+/// `s / (s + SCORE_HALF)`, monotone in `s`, 0 at 0, 0.5 at `SCORE_HALF`
+/// and below 1 for every `s`; `threshold` cuts on that value.
+pub const SCORE_HALF: f64 = 10.0;
+
+/// mem0's 0-1 `score` of a hybrid recall score.
+pub fn mem0_score(fused: f64) -> f64 {
+    let s = fused.max(0.0);
+    s / (s + SCORE_HALF)
+}
+
+/// Identifiers a mem0 `filters` object names: `{"user_id": ...}`,
+/// `{"AND": [{"user_id": ...}, {"run_id": ...}]}`; every other condition
+/// is returned by name (`filters.<name>`) to be reported as ignored.
+fn filter_ids(
+    filters: &Value,
+    ids: &mut [(&'static str, Option<String>); 3],
+    ignored: &mut Vec<String>,
+) -> ServiceResult<()> {
+    let Value::Object(map) = filters else {
+        return Err(ServiceError::bad_request(
+            "invalid_field",
+            "filters must be a JSON object",
+        ));
+    };
+    for (name, value) in map {
+        match (name.as_str(), value) {
+            ("AND", Value::Array(all)) => {
+                for condition in all {
+                    filter_ids(condition, ids, ignored)?;
+                }
+            }
+            (field, Value::String(given)) if ids.iter().any(|(n, _)| *n == field) => {
+                let slot = ids
+                    .iter_mut()
+                    .find(|(n, _)| *n == field)
+                    .map(|(_, v)| v)
+                    .ok_or_else(|| ServiceError::Internal("filter slot".into()))?;
+                match slot {
+                    Some(other) if other != given => {
+                        return Err(ServiceError::bad_request(
+                            "invalid_field",
+                            format!("filters name {field} twice, with different values"),
+                        ));
+                    }
+                    _ => *slot = Some(given.clone()),
+                }
+            }
+            (other, _) => ignored.push(format!("filters.{other}")),
+        }
+    }
+    Ok(())
+}
+
+fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceResult<ListResponse> {
+    let mut ignored = Vec::new();
+    let mut ids = [
+        ("user_id", request.user_id.clone()),
+        ("agent_id", request.agent_id.clone()),
+        ("run_id", request.run_id.clone()),
+    ];
+    if let Some(filters) = &request.filters {
+        filter_ids(filters, &mut ids, &mut ignored)?;
+    }
+    let [(_, user_id), (_, agent_id), (_, run_id)] = ids;
+    let limit = match (request.top_k, request.limit) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "top_k and limit differ: send one",
+            ));
+        }
+        (Some(n), _) | (None, Some(n)) => n,
+        (None, None) => 10,
+    };
+    if limit == 0 || limit > 100 {
+        return Err(ServiceError::bad_request(
+            "invalid_field",
+            "top_k (limit) must be 1 to 100",
+        ));
+    }
+    if let Some(t) = request.threshold
+        && !(0.0..=1.0).contains(&t)
+    {
+        return Err(ServiceError::bad_request(
+            "invalid_field",
+            "threshold must be 0 to 1 (it applies to the 0-1 score)",
+        ));
+    }
+    let credential = as_user(service, key, user_id.as_deref())?;
+    let conversation = run_id.as_deref().or(agent_id.as_deref());
+    let recalled = service.recall(
+        &credential,
+        &RecallRequest {
+            query: Some(request.query),
+            // Narrowed to one conversation afterwards: rank the most.
+            max_records: Some(if conversation.is_some() { 100 } else { limit }),
+            ..RecallRequest::default()
+        },
+    )?;
+    let (_, principal) = credential.principal()?;
+    let mut results = Vec::new();
+    for m in recalled.memories {
+        let score = m.score.map(mem0_score);
+        if let (Some(t), Some(s)) = (request.threshold, score)
+            && s < t
+        {
+            continue;
+        }
+        if let Some(conversation) = conversation
+            && !in_conversation(service, &credential, &m.record_id, conversation)?
+        {
+            continue;
+        }
+        results.push(Mem0Item {
+            hash: mosaic_harness::canonical::sha256_hex(m.content.as_bytes()),
+            id: m.record_id,
+            memory: m.content,
+            metadata: None,
+            score,
+            created_at: rfc3339(m.created_at_unix_ms),
+            updated_at: None,
+            user_id: principal.to_owned(),
+            kind: m.kind.as_str().to_owned(),
+        });
+        if results.len() == limit {
+            break;
+        }
+    }
     Ok(ListResponse { results, ignored })
+}
+
+/// Whether a memory was captured in `conversation` (mem0's `run_id`, else
+/// `agent_id`, names the conversation a message is ingested into).
+fn in_conversation(
+    service: &Service,
+    credential: &Credential,
+    record_id: &str,
+    conversation: &str,
+) -> ServiceResult<bool> {
+    let view = service.get_memory(credential, record_id)?;
+    let prefix = format!("msg:{conversation}/");
+    Ok(view
+        .record
+        .sources
+        .iter()
+        .any(|s| s.source_id.starts_with(&prefix)))
+}
+
+/// The end (exclusive, Unix ms) of the UTC day `date` names
+/// (`YYYY-MM-DD`, or an RFC 3339 instant, of which the day counts), which
+/// must lie after `now_ms`: mem0's memories expire after their
+/// `expiration_date`.
+fn end_of_day(date: &str, now_ms: u64) -> ServiceResult<u64> {
+    let invalid = || {
+        ServiceError::bad_request(
+            "invalid_field",
+            "expiration_date must be a date YYYY-MM-DD (UTC)",
+        )
+    };
+    let day = date.get(..10).ok_or_else(invalid)?;
+    let rest = &date[10..];
+    if !(rest.is_empty() || rest.starts_with('T') || rest.starts_with(' ')) {
+        return Err(invalid());
+    }
+    let parts: Vec<&str> = day.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return Err(invalid());
+    };
+    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
+        return Err(invalid());
+    }
+    let (year, month, dom): (i64, i64, i64) = (
+        y.parse().map_err(|_| invalid())?,
+        m.parse().map_err(|_| invalid())?,
+        d.parse().map_err(|_| invalid())?,
+    );
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err(invalid()),
+    };
+    if !(1..=days_in_month).contains(&dom) || year < 1970 {
+        return Err(invalid());
+    }
+    // Days since 1970-01-01 (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + dom - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let end_ms = u64::try_from(days + 1)
+        .ok()
+        .and_then(|d| d.checked_mul(86_400_000))
+        .ok_or_else(invalid)?;
+    if end_ms <= now_ms {
+        return Err(ServiceError::bad_request(
+            "invalid_field",
+            "expiration_date has passed",
+        ));
+    }
+    Ok(end_ms)
 }
 
 /// The user's active memories (of one conversation, with `run_id` or
@@ -540,37 +773,110 @@ fn delete_one(
     credential: &Credential,
     record_id: &str,
 ) -> ServiceResult<DeleteResponse> {
-    let revoked = service.revoke(credential, record_id, &RevokeRequest::default())?;
+    let deleted: Vec<Deleted> = service
+        .forget_line(credential, record_id)?
+        .into_iter()
+        .map(Deleted::of)
+        .collect();
+    let complete = deleted.iter().all(|d| d.deletion_receipt_sha256.is_some());
+    let receipt = deleted
+        .iter()
+        .find(|d| d.id == record_id)
+        .and_then(|d| d.deletion_receipt_sha256.clone());
     Ok(DeleteResponse {
-        message: "Memory deleted successfully!".to_owned(),
-        deletion_receipt_sha256: revoked.deletion_receipt.map(|r| r.receipt_sha256),
+        message: if complete {
+            "Memory deleted successfully!"
+        } else {
+            "Memory deletion started; some versions are still being erased"
+        }
+        .to_owned(),
+        deletion_receipt_sha256: receipt,
+        complete,
+        deleted,
     })
 }
 
+/// mem0's delete-all: at least one identifier in the query (as mem0's
+/// server requires), an empty body, and exactly what `GET /memories`
+/// lists for those identifiers, each memory with its whole line.
 fn delete_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<DeleteAllResponse> {
+    if scope.user_id.is_none() && scope.agent_id.is_none() && scope.run_id.is_none() {
+        return Err(ServiceError::bad_request(
+            "identifier_required",
+            "name whose memories to delete: user_id, agent_id or run_id in the query",
+        ));
+    }
     let credential = as_user(service, key, scope.user_id.as_deref())?;
-    let revoked = if scope.run_id.is_some() || scope.agent_id.is_some() {
-        let mut out = Vec::new();
-        for id in active_ids(service, &credential, &scope)? {
-            out.push(service.revoke(&credential, &id, &RevokeRequest::default())?);
+    let mut deleted = Vec::new();
+    // Every memory listed (a `limit`, when given, as `GET` takes it).
+    let listed = active_ids(service, &credential, &scope)?;
+    for id in listed.into_iter().take(scope.limit.unwrap_or(usize::MAX)) {
+        // A line revoked with an earlier memory of this list is not
+        // listed twice.
+        if deleted.iter().any(|d: &Deleted| d.id == id) {
+            continue;
         }
-        out
-    } else {
-        service.forget_all(&credential)?
-    };
+        deleted.extend(
+            service
+                .forget_line(&credential, &id)?
+                .into_iter()
+                .map(Deleted::of),
+        );
+    }
+    let complete = deleted.iter().all(|d| d.deletion_receipt_sha256.is_some());
     Ok(DeleteAllResponse {
-        message: "All relevant memories deleted".to_owned(),
-        deleted: revoked
-            .into_iter()
-            .map(|r| Deleted {
-                id: r.record_id,
-                deletion_receipt_sha256: r.deletion_receipt.map(|d| d.receipt_sha256),
-            })
-            .collect(),
+        message: if complete {
+            "All relevant memories deleted"
+        } else {
+            "Deletion started; some memories are still being erased"
+        }
+        .to_owned(),
+        complete,
+        deleted,
     })
+}
+
+/// `GET /v1/ping/`'s answer: what mem0's platform answers a valid key
+/// with, so mem0's `MemoryClient(api_key=..., host=...)` constructs (it
+/// checks the key here first, and needs an organization and a project).
+/// This service has neither: `org_id` is the key's tenant and
+/// `project_id` its principal (for an application or the admin key, the
+/// key's id); nothing the key could not learn from `GET /v1/whoami`.
+/// There is no e-mail address.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct PingResponse {
+    status: String,
+    message: String,
+    org_id: String,
+    project_id: String,
+    user_email: Option<String>,
 }
 
 // ---------------------------------------------------------------- handlers
+
+/// `GET /v1/ping/` (and `/v1/ping`): the key authenticates (any scheme
+/// the API takes) and is within its rate; its query (mem0's client sends
+/// its organization and project when it has them) is not read.
+pub(crate) async fn ping(key: KeyAuth) -> axum::Json<PingResponse> {
+    let (org_id, project_id) = match &key.credential {
+        Credential::Principal {
+            tenant_id,
+            principal_id,
+            ..
+        } => (tenant_id.clone(), principal_id.clone()),
+        Credential::Application {
+            tenant_id, key_id, ..
+        } => (tenant_id.clone(), key_id.clone()),
+        Credential::Admin { key_id } => ("admin".to_owned(), key_id.clone()),
+    };
+    axum::Json(PingResponse {
+        status: "ok".to_owned(),
+        message: "pong".to_owned(),
+        org_id,
+        project_id,
+        user_email: None,
+    })
+}
 
 pub(crate) async fn add_memories(
     State(s): State<AppState>,
@@ -633,6 +939,7 @@ pub(crate) async fn delete_all_memories(
     State(s): State<AppState>,
     key: KeyAuth,
     ApiQuery(q): ApiQuery<Scope>,
+    ApiJson(Empty {}): ApiJson<Empty>,
 ) -> Reply<DeleteAllResponse> {
     call(&s, move |s| delete_all(s, &key, q)).await
 }

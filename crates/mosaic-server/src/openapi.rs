@@ -149,9 +149,9 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "DELETE",
         "/memories",
-        "mem0-compatible: delete a user's memories, each to its deletion receipt",
+        "mem0-compatible: delete what GET /memories lists for user_id, agent_id or run_id (one is required), every version of each, each to its deletion receipt",
         "principal",
-        None,
+        Some("Empty"),
     ),
     op(
         "GET",
@@ -170,7 +170,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "DELETE",
         "/memories/{memory_id}",
-        "mem0-compatible: delete one memory (revocation to its deletion receipt)",
+        "mem0-compatible: delete one memory with every version of its line, each to its deletion receipt",
         "principal",
         None,
     ),
@@ -184,9 +184,23 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "POST",
         "/search",
-        "mem0-compatible: search a user's memories",
+        "mem0-compatible: search a user's memories (score on 0-1: s / (s + 10) of the fused score s)",
         "principal",
         Some("Mem0SearchRequest"),
+    ),
+    op(
+        "GET",
+        "/v1/ping/",
+        "mem0-compatible: check the key as mem0's platform does",
+        "any",
+        None,
+    ),
+    op(
+        "GET",
+        "/v1/ping",
+        "mem0-compatible: check the key as mem0's platform does",
+        "any",
+        None,
     ),
     op(
         "POST",
@@ -785,7 +799,7 @@ pub const TYPED: &[Typed] = &[
         "DELETE",
         "/memories",
         "mem0DeleteAllMemories",
-        None,
+        Some(schema_of::<Empty>),
         Json(schema_of::<crate::mem0::DeleteAllResponse>),
     ),
     typed(
@@ -823,6 +837,20 @@ pub const TYPED: &[Typed] = &[
         Some(schema_of::<crate::mem0::SearchRequest>),
         Json(schema_of::<crate::mem0::ListResponse>),
     ),
+    typed(
+        "GET",
+        "/v1/ping/",
+        "mem0Ping",
+        None,
+        Json(schema_of::<crate::mem0::PingResponse>),
+    ),
+    typed(
+        "GET",
+        "/v1/ping",
+        "mem0PingNoSlash",
+        None,
+        Json(schema_of::<crate::mem0::PingResponse>),
+    ),
 ];
 
 /// Query parameters of an operation: the fields of a Rust type decoded
@@ -858,7 +886,10 @@ pub const ERROR_STATUSES: &[(&str, &str)] = &[
         "Conflicts with stored state (`stale_generation`, `message_id_in_use`, ...)",
     ),
     ("413", "Body over the limit (`body_too_large`)"),
-    ("429", "Rate limit (`rate_limited`)"),
+    (
+        "429",
+        "Rate limit (`rate_limited`); `Retry-After` says in how many seconds to retry",
+    ),
     ("500", "Internal failure (`internal`)"),
     (
         "503",
@@ -958,6 +989,10 @@ pub fn document() -> Value {
             responses[*status] = json!({"description": description,
                 "content": {"application/json": {"schema": error.clone()}}});
         }
+        responses["429"]["headers"] = json!({"Retry-After": {
+            "description": "Whole seconds until the key's next request fits its rate",
+            "schema": {"type": "integer", "minimum": 1}
+        }});
         let mut item = json!({
             "summary": operation.summary,
             "operationId": operation_id,
@@ -966,7 +1001,7 @@ pub fn document() -> Value {
             "x-mosaic-auth": operation.auth,
         });
         if operation.auth != "none" {
-            item["security"] = json!([{"bearer": []}]);
+            item["security"] = json!([{"bearer": []}, {"apiKey": []}]);
         }
         if let Some(body) = operation.body {
             let (media, schema) = match types.and_then(|t| t.request) {
@@ -1007,7 +1042,10 @@ pub fn document() -> Value {
         "paths": paths,
         "x-error-codes": crate::error_codes::ERROR_CODES,
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "mk_ followed by 64 hex digits"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "mk_ followed by 64 hex digits (`Authorization: Token <key>` is taken too, as mem0's platform client sends it)"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "The same key in mem0's header; with `Authorization` too, both must name the same key"}
+            },
             "schemas": schemas
         }
     })

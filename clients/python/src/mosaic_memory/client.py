@@ -225,6 +225,24 @@ def _backoff(attempt: int) -> float:
     return min(2.0, 0.2 * (2**attempt))
 
 
+#: Longest pause a ``Retry-After`` header can impose on one retry.
+MAX_RETRY_AFTER = 60.0
+
+
+def _retry_pause(attempt: int, headers: Any) -> float:
+    """Seconds to wait before retry ``attempt`` of a 429: the server's
+    ``Retry-After`` (whole seconds, at most :data:`MAX_RETRY_AFTER`) when
+    it sends one, else the growing :func:`_backoff`."""
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        seconds = float(int(str(value).strip()))
+    except (TypeError, ValueError):
+        return _backoff(attempt)
+    if seconds < 0:
+        return _backoff(attempt)
+    return min(MAX_RETRY_AFTER, seconds)
+
+
 class Mosaic:
     """A synchronous client.
 
@@ -234,8 +252,8 @@ class Mosaic:
     the ``X-Mosaic-User`` header, which only an *application key* (one
     acting for an app's end users) may use; leave it unset with a
     principal's own key. A rate-limited request (429) is retried up to
-    ``max_retries`` times with a growing pause, then raises
-    :class:`RateLimitedError`.
+    ``max_retries`` times, after the server's ``Retry-After`` (else a
+    growing pause), then raises :class:`RateLimitedError`.
     """
 
     def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, user_id: Optional[str] = None, timeout: float = 30.0, max_retries: int = 3, http_client: Optional[httpx.Client] = None) -> None:
@@ -262,14 +280,16 @@ class Mosaic:
                 raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
             if response.status_code != 429 or attempt == self.max_retries:
                 break
-            time.sleep(_backoff(attempt))
+            time.sleep(_retry_pause(attempt, response.headers))
         return _decode(call, response)
 
     def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:
         """Adds messages of a conversation; each becomes an episodic memory
         through the write gate. A message is a dict (``role``, ``content``,
         optional ``id``, ``name``, ``created_at``) or a plain string (a user
-        message). Replaying the same messages adds nothing."""
+        message). Replaying the same messages adds nothing. A message
+        without text (a tool-call or image-only turn) is skipped and listed
+        in ``skipped``; the others are kept."""
         return self._send(self._api.add_messages(conversation_id, messages, workspace_id, user_id))
 
     def add_fact(self, content: str, cites: Iterable[Cite], *, claims: Optional[List[Any]] = None, workspace_id: Optional[str] = None, consent_receipt_sha256: Optional[str] = None, judgments: Optional[List[Any]] = None, supersedes_record_id: Optional[str] = None, expected_line_generation: Optional[int] = None, ttl_ms: Optional[int] = None, user_id: Optional[str] = None) -> WriteResult:
@@ -403,7 +423,7 @@ class AsyncMosaic:
                 raise ConnectionFailed("connection", f"{call.method} {call.path}: {type(e).__name__}: {e}") from e
             if response.status_code != 429 or attempt == self.max_retries:
                 break
-            await asyncio.sleep(_backoff(attempt))
+            await asyncio.sleep(_retry_pause(attempt, response.headers))
         return _decode(call, response)
 
     async def add_messages(self, conversation_id: str, messages: Iterable[Message], *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> IngestResult:

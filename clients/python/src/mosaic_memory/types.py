@@ -43,6 +43,8 @@ class IngestedMessage:
     replayed: bool
     readable: bool
     violations: List[Violation]
+    index: int = 0
+    """The message's position in the call's messages."""
 
     @property
     def accepted(self) -> bool:
@@ -59,7 +61,21 @@ class IngestedMessage:
             replayed=bool(data.get("replayed", False)),
             readable=bool(data.get("readable", False)),
             violations=_violations(data),
+            index=int(data.get("index", 0)),
         )
+
+
+@dataclass(frozen=True)
+class SkippedMessage:
+    """A message an ingest skipped: ``reason`` is ``empty_content`` (no
+    text: a tool-call or image-only turn)."""
+
+    index: int
+    reason: str
+
+    @classmethod
+    def from_json(cls, data: Json) -> "SkippedMessage":
+        return cls(index=int(data["index"]), reason=str(data["reason"]))
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,8 @@ class IngestResult:
     refused: int
     messages: List[IngestedMessage]
     raw: Json = field(repr=False)
+    skipped: List[SkippedMessage] = field(default_factory=list)
+    """Messages without text, skipped; the others were kept."""
 
     @classmethod
     def from_json(cls, data: Json) -> "IngestResult":
@@ -80,6 +98,7 @@ class IngestResult:
             refused=int(data["refused"]),
             messages=[IngestedMessage.from_json(m) for m in data["messages"]],
             raw=data,
+            skipped=[SkippedMessage.from_json(m) for m in data.get("skipped", [])],
         )
 
 

@@ -34,6 +34,8 @@ pub const CAPTURE_LOCATOR_DOMAIN: &str = "mosaic.server.captured_message.locator
 pub const CAPTURE_ID_DOMAIN: &str = "mosaic.server.captured_message.id.v1";
 /// Domain tag of a derived message id.
 pub const MESSAGE_ID_DOMAIN: &str = "mosaic.server.message_id.v1";
+/// Why a message was skipped: its content is empty or whitespace.
+pub const EMPTY_CONTENT: &str = "empty_content";
 /// The pseudo-conversation of statements remembered one by one.
 pub const STATEMENTS: &str = "statements";
 /// Writer release of captured episodes.
@@ -165,16 +167,24 @@ impl ServiceCore {
             },
         };
         let now = self.now();
-        // The shape of every message first: nothing is embedded for a call
-        // refused for its shape.
-        let mut texts = Vec::with_capacity(request.messages.len());
+        // A message with no text (a tool-call or image-only turn of a chat
+        // log) is skipped and reported; the call keeps the others.
+        let mut skipped = Vec::new();
+        let mut kept_messages = Vec::with_capacity(request.messages.len());
         for (idx, message) in request.messages.iter().enumerate() {
             if message.content.trim().is_empty() {
-                return Err(ServiceError::bad_request(
-                    "invalid_message",
-                    format!("messages[{idx}].content is empty"),
-                ));
+                skipped.push(SkippedMessage {
+                    index: idx,
+                    reason: EMPTY_CONTENT.to_owned(),
+                });
+            } else {
+                kept_messages.push((idx, message));
             }
+        }
+        // The shape of every message first: nothing is embedded for a call
+        // refused for its shape.
+        let mut texts = Vec::with_capacity(kept_messages.len());
+        for &(idx, message) in &kept_messages {
             if let Some(name) = &message.name {
                 check_label(&format!("messages[{idx}].name"), name)?;
             }
@@ -193,11 +203,11 @@ impl ServiceCore {
             self.embed_for_batch(tenant, (MemoryKind::Episodic, &subject), &contents)?
         };
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
-        let mut items = Vec::with_capacity(request.messages.len());
-        let mut captured_before = Vec::with_capacity(request.messages.len());
+        let mut items = Vec::with_capacity(kept_messages.len());
+        let mut captured_before = Vec::with_capacity(kept_messages.len());
         {
             let reader = self.reader()?;
-            for (message, (message_id, text)) in request.messages.iter().zip(texts) {
+            for (&(_, message), (message_id, text)) in kept_messages.iter().zip(texts) {
                 let content_sha256 = sha256_hex(text.as_bytes());
                 if let Some(other) = seen.insert(message_id.clone(), content_sha256.clone())
                     && other != content_sha256
@@ -257,10 +267,29 @@ impl ServiceCore {
                     locator_sha256,
                     captured_at_ms: now,
                 };
+                let proposal_id = format!("p-{short}");
+                // The expiry as a TTL from the instant the write path
+                // counts it from: the first decision's (a replay), else now.
+                let ttl_ms = match request.expires_at_unix_ms {
+                    None => None,
+                    Some(at) => {
+                        let from = reader
+                            .catalog
+                            .proposal_decided_at(&proposal_id, tenant, principal)?
+                            .unwrap_or(now);
+                        Some(at.checked_sub(from).filter(|t| *t > 0).ok_or_else(|| {
+                            ServiceError::bad_request(
+                                "invalid_field",
+                                "expires_at_unix_ms must lie ahead",
+                            )
+                        })?)
+                    }
+                };
                 let proposal = ProposeRequest {
                     record_id: Some(record_id),
-                    proposal_id: Some(format!("p-{short}")),
+                    proposal_id: Some(proposal_id),
                     writer_release: Some(CAPTURE_WRITER.to_owned()),
+                    ttl_ms,
                     ..ProposeRequest::new(
                         text.clone(),
                         MemoryKind::Episodic,
@@ -287,16 +316,24 @@ impl ServiceCore {
                 )
             })
             .collect();
-        let responses = self.propose_captured(tenant, principal, items, vectors)?;
+        let responses = if items.is_empty() {
+            Vec::new()
+        } else {
+            self.propose_captured(tenant, principal, items, vectors)?
+        };
         let mut out = IngestResponse {
             conversation_id: conversation_id.to_owned(),
             kept: 0,
             refused: 0,
             messages: Vec::with_capacity(responses.len()),
+            skipped,
             extraction_job_id: None,
         };
-        for (((message_id, source_id, source_content_sha256), response), before) in
-            ids.into_iter().zip(responses).zip(captured_before)
+        for ((((message_id, source_id, source_content_sha256), response), before), &(index, _)) in
+            ids.into_iter()
+                .zip(responses)
+                .zip(captured_before)
+                .zip(&kept_messages)
         {
             if response.decision == "accepted" {
                 out.kept += 1;
@@ -304,6 +341,7 @@ impl ServiceCore {
                 out.refused += 1;
             }
             out.messages.push(IngestedMessage {
+                index,
                 message_id,
                 source_id,
                 source_content_sha256,
@@ -518,22 +556,56 @@ impl ServiceCore {
         Ok(entries)
     }
 
-    /// Revokes every active memory about or by the credential's principal,
-    /// each to its deletion receipt; unlike erasure it keeps the
-    /// principal's consents and keys (the mem0-compatible delete-all).
-    pub fn forget_all(&self, credential: &Credential) -> ServiceResult<Vec<RevocationResponse>> {
+    /// Revokes every version of a memory's line (the record, the versions
+    /// it superseded and the one that superseded it), newest first, each
+    /// to its deletion receipt: the mem0-compatible deletion, which must
+    /// not leave replaced text readable. A record the credential may not
+    /// see, or one already erased, is not found. Each version goes
+    /// through [`Service::revoke`](super::ServiceCore::revoke), with its
+    /// visibility check.
+    pub fn forget_line(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+    ) -> ServiceResult<Vec<RevocationResponse>> {
         let (tenant, principal) = credential.principal()?;
-        let rows = {
+        let versions = {
             let mut reader = self.reader()?;
             self.tenant_and_grant(&mut reader, tenant, principal)?;
-            records_of_principal(reader.store.as_mut(), tenant, principal)?
+            let row = self.visible_row(&mut reader, credential, record_id)?;
+            // An erased record has no line left (and no content).
+            let Some((line_id, _)) = row.line.clone() else {
+                return Err(ServiceError::not_found("memory", record_id));
+            };
+            // A line keeps its subject: a supersession proposes the new
+            // version about the old one's subject.
+            let filter = RecordFilter {
+                subject: Some(row.subject.clone()),
+                ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
+            };
+            let mut versions: Vec<ListedRecord> = list_all(reader.store.as_mut(), filter)?
+                .into_iter()
+                .filter(|r| r.line.as_ref().is_some_and(|(line, _)| *line == line_id))
+                .collect();
+            versions.sort_by_key(|r| std::cmp::Reverse(r.line.as_ref().map_or(0, |(_, g)| *g)));
+            versions
         };
-        let mut out = Vec::new();
-        for row in rows {
-            if row.state != ListedState::Active {
+        let mut out = Vec::with_capacity(versions.len());
+        for row in versions {
+            if row.state == ListedState::Erased {
                 continue;
             }
-            out.push(self.revoke(credential, &row.record_id, &RevokeRequest::default())?);
+            // Revoking one version may already have revoked another
+            // (revocation cascades to what was derived from it): then its
+            // deletion is reported as it stands.
+            let revoked = match self.revoke(credential, &row.record_id, &RevokeRequest::default()) {
+                Err(ServiceError::Conflict {
+                    code: "invalid_state",
+                    ..
+                }) => self.deletion_status(credential, &row.record_id)?,
+                other => other?,
+            };
+            out.push(revoked);
         }
         Ok(out)
     }

@@ -733,7 +733,8 @@ impl ServiceCore {
             .ok_or(ServiceError::InvalidKey)
     }
 
-    /// Takes one token from the credential's bucket, or 429.
+    /// Takes one token from the credential's bucket, or 429 with the
+    /// seconds until the bucket holds one again.
     pub fn check_rate(&self, credential: &Credential) -> ServiceResult<()> {
         let rate = f64::from(self.config.rate_limit_per_second);
         let burst = f64::from(self.config.rate_limit_burst);
@@ -753,7 +754,19 @@ impl ServiceCore {
             Ok(())
         } else {
             self.metrics.incr("mosaic_rate_limited_total", &[]);
-            Err(ServiceError::RateLimited)
+            // Whole seconds until the bucket refills to one token.
+            let wait = if rate > 0.0 {
+                ((1.0 - bucket.tokens) / rate).ceil()
+            } else {
+                60.0
+            };
+            Err(ServiceError::RateLimited {
+                retry_after_secs: if wait.is_finite() && wait >= 1.0 {
+                    wait.min(3600.0) as u64
+                } else {
+                    1
+                },
+            })
         }
     }
 

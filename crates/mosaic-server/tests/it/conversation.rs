@@ -156,11 +156,6 @@ async fn bad_messages_are_refused_before_anything_is_written() {
         ("chat-1", json!({"messages": []}), "invalid_message"),
         (
             "chat-1",
-            json!({"messages": [{"role": "user", "content": "  "}]}),
-            "invalid_message",
-        ),
-        (
-            "chat-1",
             json!({"messages": [{"role": "robot", "content": "hi"}]}),
             "unknown_field",
         ),
@@ -788,4 +783,72 @@ async fn a_call_embeds_its_messages_ahead_and_a_malformed_call_embeds_nothing() 
             .is_some_and(|ids| !ids.is_empty()),
         "{found}"
     );
+}
+
+/// Chat logs go in as they are: a message without text (a tool-call turn,
+/// an image-only turn: empty or whitespace content) is skipped and
+/// reported with its position, and the call keeps the other messages,
+/// each reported with its own position.
+#[tokio::test]
+async fn messages_without_text_are_skipped_and_the_rest_kept() {
+    let w = world();
+    let alice = &w.principals[0];
+    let body = json!({"messages": [
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        {"role": "assistant", "content": ""},
+        {"role": "tool", "content": " \n\t "},
+        {"role": "assistant", "content": "It is snowing in Oslo."}
+    ]});
+    let (status, answer) = ingest(&w, &alice.key, "chat-tools", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["kept"], 2, "{answer}");
+    assert_eq!(
+        answer["skipped"],
+        json!([
+            {"index": 1, "reason": "empty_content"},
+            {"index": 2, "reason": "empty_content"}
+        ]),
+        "{answer}"
+    );
+    let kept: Vec<(u64, &str)> = answer["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            (
+                m["index"].as_u64().unwrap_or(99),
+                m["decision"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(kept, vec![(0, "accepted"), (3, "accepted")], "{answer}");
+    assert_eq!(listed_count(&w, &alice.key, "alice").await, 2);
+    // A replay of the same log replays the kept ones and skips the same.
+    let (status, again) = ingest(&w, &alice.key, "chat-tools", body).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["skipped"], answer["skipped"]);
+    assert!(
+        again["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .all(|m| m["replayed"] == true),
+        "{again}"
+    );
+    // Nothing but empty turns: nothing written, nothing refused.
+    let (status, empty) = ingest(
+        &w,
+        &alice.key,
+        "chat-empty",
+        json!({"messages": [{"role": "assistant", "content": "  "}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{empty}");
+    assert_eq!(
+        (&empty["kept"], &empty["refused"], &empty["messages"]),
+        (&json!(0), &json!(0), &json!([])),
+        "{empty}"
+    );
+    assert_eq!(empty["skipped"][0]["index"], 0, "{empty}");
+    assert_eq!(listed_count(&w, &alice.key, "alice").await, 2);
 }

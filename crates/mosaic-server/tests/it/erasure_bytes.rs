@@ -28,6 +28,12 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Every (file, secret) where the file's bytes hold the secret.
 fn holding(dir: &Path) -> Vec<(PathBuf, &'static str)> {
+    holding_any(dir, &SECRETS)
+}
+
+/// Every (file, secret) where a file of `dir` holds one of `secrets`
+/// (ASCII, any case).
+pub fn holding_any(dir: &Path, secrets: &[&'static str]) -> Vec<(PathBuf, &'static str)> {
     let mut all = Vec::new();
     files(dir, &mut all);
     assert!(all.len() >= 3, "the data directory has its files: {all:?}");
@@ -36,7 +42,7 @@ fn holding(dir: &Path) -> Vec<(PathBuf, &'static str)> {
         let Ok(bytes) = std::fs::read(&path) else {
             continue;
         };
-        for secret in SECRETS {
+        for &secret in secrets {
             if bytes
                 .windows(secret.len())
                 .any(|w| w.eq_ignore_ascii_case(secret.as_bytes()))

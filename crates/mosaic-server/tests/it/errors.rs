@@ -426,6 +426,70 @@ async fn rate_limit_answers_429_per_key() {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// Every 429 carries `Retry-After` (whole seconds until the key's bucket
+/// holds a request again), whichever surface the key exhausted its bucket
+/// on: the native API, the mem0-compatible routes and the MCP endpoint
+/// all answer from the same rate limit (the HTTP layer's key check).
+#[tokio::test]
+async fn every_429_says_when_to_retry() {
+    use tower::ServiceExt;
+    let w = world_with(|c| {
+        c.rate_limit_per_second = 1;
+        c.rate_limit_burst = 1;
+    });
+    let requests: [(&str, &str, Option<&str>); 3] = [
+        ("GET", "/v1/whoami", None),
+        ("POST", "/search", Some(r#"{"query":"x"}"#)),
+        (
+            "POST",
+            "/mcp",
+            Some(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+        ),
+    ];
+    for (i, (method, path, body)) in requests.into_iter().enumerate() {
+        // One key per surface (the world has four), so each surface
+        // exhausts its own bucket here.
+        let key = &w.principals[i].key;
+        let mut limited = None;
+        for _ in 0..5 {
+            let mut request = axum::http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("authorization", format!("Bearer {key}"))
+                .header("accept", "application/json, text/event-stream");
+            if body.is_some() {
+                request = request.header("content-type", "application/json");
+            }
+            let request = request
+                .body(body.map_or_else(axum::body::Body::empty, |b| {
+                    axum::body::Body::from(b.to_owned())
+                }))
+                .expect("request");
+            let response = w.router.clone().oneshot(request).await.expect("answer");
+            if response.status() == StatusCode::TOO_MANY_REQUESTS {
+                limited = Some(response);
+                break;
+            }
+        }
+        let response = limited.unwrap_or_else(|| panic!("{path}: never rate limited"));
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        assert!(
+            retry_after.is_some_and(|s| (1..=2).contains(&s)),
+            "{path}: Retry-After {:?}",
+            response.headers().get("retry-after")
+        );
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let body: Value = serde_json::from_slice(&bytes).expect("JSON error");
+        assert_eq!(error_code(&body), "rate_limited", "{path}");
+    }
+}
+
 /// Not async: the blocking PostgreSQL client must not be opened inside a
 /// runtime's async context (the server opens its store before the runtime).
 #[test]

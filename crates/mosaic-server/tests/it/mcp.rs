@@ -322,3 +322,115 @@ fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
     declared.sort();
     assert_eq!(declared, expected);
 }
+
+/// One request to the MCP endpoint as `key`, naming `session`; the status,
+/// the headers and, for an error, the JSON body (a success may be an
+/// event stream that stays open, so its body is not read).
+async fn mcp_request(
+    router: &axum::Router,
+    method: &str,
+    key: &str,
+    session: Option<&str>,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
+    let mut request = axum::http::Request::builder()
+        .method(method)
+        .uri(MCP_PATH)
+        .header("host", "memory.example")
+        .header("authorization", format!("Bearer {key}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let request = request
+        .body(body.map_or_else(axum::body::Body::empty, |b| {
+            axum::body::Body::from(b.to_string())
+        }))
+        .expect("request");
+    let response = tower::ServiceExt::oneshot(router.clone(), request)
+        .await
+        .expect("router answers");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let json = if status.is_success() {
+        serde_json::Value::Null
+    } else {
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null)
+    };
+    (status, headers, json)
+}
+
+/// A streamable-HTTP session serves only the key that opened it, for
+/// every method: another key naming it (to read its stream, end it or
+/// call its tools) gets exactly the answer a session id that never
+/// existed gets, from the endpoint's session check, and the session goes
+/// on for its owner.
+#[tokio::test]
+async fn an_mcp_session_answers_another_key_as_an_unknown_session() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0].key, &w.principals[1].key);
+    let r = &w.router;
+    let initialize: serde_json::Value = serde_json::from_slice(&initialize_body()).expect("json");
+    let (status, headers, body) = mcp_request(r, "POST", alice, None, Some(initialize)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session is opened")
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, body) = mcp_request(r, "POST", alice, Some(&session), Some(initialized)).await;
+    assert!(status.is_success(), "{status} {body}");
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let unknown = "00000000-0000-0000-0000-000000000000";
+    for (method, body) in [
+        ("GET", None),
+        ("DELETE", None),
+        ("POST", Some(list.clone())),
+    ] {
+        let (foreign_status, _, foreign) =
+            mcp_request(r, method, bob, Some(&session), body.clone()).await;
+        let (unknown_status, _, missing) =
+            mcp_request(r, method, bob, Some(unknown), body.clone()).await;
+        assert_eq!(
+            (foreign_status, error_code(&foreign)),
+            (StatusCode::NOT_FOUND, "not_found".to_owned()),
+            "{method} by another key: {foreign}"
+        );
+        assert_eq!(
+            (foreign_status, &foreign),
+            (unknown_status, &missing),
+            "{method}: another key's session answers as an unknown one"
+        );
+        // The owner's own unknown-session answer is the same too.
+        let (_, _, owners_missing) = mcp_request(r, method, alice, Some(unknown), body).await;
+        assert_eq!(foreign, owners_missing, "{method}");
+    }
+    // Bob's DELETE ended nothing: the session goes on for alice.
+    let (status, _, body) = mcp_request(r, "POST", alice, Some(&session), Some(list)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, headers, _) = mcp_request(r, "GET", alice, Some(&session), None).await;
+    assert_eq!(status, StatusCode::OK, "alice reads her session's stream");
+    assert!(
+        headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream")),
+        "{headers:?}"
+    );
+    // Her DELETE ends it; then it is unknown to her as well.
+    let (status, _, body) = mcp_request(r, "DELETE", alice, Some(&session), None).await;
+    assert!(status.is_success(), "{status} {body}");
+    let (status, _, body) = mcp_request(r, "GET", alice, Some(&session), None).await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (StatusCode::NOT_FOUND, "not_found".to_owned())
+    );
+}

@@ -299,3 +299,516 @@ async fn an_application_key_names_its_users_in_mem0s_user_id() {
         (StatusCode::BAD_REQUEST, "user_required")
     );
 }
+
+/// mem0's delete-all names whose memories go: without an identifier (or
+/// with a body that is not an empty JSON object) the compat layer refuses
+/// the call and revokes nothing. With one it deletes exactly what
+/// `GET /memories` lists, never a shared workspace record the principal
+/// wrote and another principal reads.
+#[tokio::test]
+async fn delete_all_needs_an_identifier_and_deletes_only_what_get_lists() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let r = &w.router;
+    let key = Some(alice.key.as_str());
+    let (status, body) = send(
+        r,
+        "POST",
+        "/memories",
+        key,
+        Some(json!({"messages": "I keep bees on the roof.", "user_id": "alice"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let shared = crate::common::propose(
+        r,
+        &alice.key,
+        &crate::common::distinct_fact("shared-hives", "The team's hives are checked on Mondays"),
+    )
+    .await;
+    assert_eq!(shared["decision"], "accepted", "{shared}");
+    let shared_id = shared["record_id"].as_str().expect("record id").to_owned();
+    let (status, _) = send(
+        r,
+        "GET",
+        &format!("/v1/memories/{shared_id}"),
+        Some(&bob.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "bob reads the shared record");
+
+    // Refused by the compat layer: no identifier, a malformed body, a body
+    // that is not empty.
+    for (path, body, code) in [
+        ("/memories", None, "identifier_required"),
+        ("/memories?limit=5", None, "identifier_required"),
+        ("/memories?user_id=alice", Some(&b"{"[..]), "malformed_json"),
+        (
+            "/memories?user_id=alice",
+            Some(&br#"{"user_id":"alice"}"#[..]),
+            "unknown_field",
+        ),
+    ] {
+        let (status, _, answer) =
+            crate::common::send_raw(r, "DELETE", path, key, body.map(<[u8]>::to_vec)).await;
+        assert_eq!(
+            (status, error_code(&answer).as_str()),
+            (StatusCode::BAD_REQUEST, code),
+            "{path}: {answer}"
+        );
+    }
+    let (_, listed) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    assert_eq!(
+        listed["results"].as_array().map(Vec::len),
+        Some(1),
+        "nothing was revoked by a refused call: {listed}"
+    );
+
+    let (status, cleared) = send(r, "DELETE", "/memories?user_id=alice", key, None).await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    let listed_id = listed["results"][0]["id"].as_str().expect("id");
+    let deleted: Vec<&str> = cleared["deleted"]
+        .as_array()
+        .expect("deleted")
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    assert_eq!(deleted, vec![listed_id], "{cleared}");
+    assert_eq!(cleared["complete"], true, "{cleared}");
+    let (status, _) = send(
+        r,
+        "GET",
+        &format!("/v1/memories/{shared_id}"),
+        Some(&bob.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "the shared record is untouched");
+}
+
+/// Deleting a memory through the mem0 routes deletes its whole line: the
+/// text an update replaced is no longer readable by id, in the browse
+/// listing, or in any file of the data directory, and the answer lists
+/// every version with its deletion receipt.
+#[tokio::test]
+async fn deleting_a_memory_deletes_every_version_of_it() {
+    let w = world();
+    let alice = &w.principals[0];
+    let r = &w.router;
+    let key = Some(alice.key.as_str());
+    let data = w._dir.path().join("data");
+    // Words no stemmer changes and no other test writes.
+    let (old_word, new_word, other_word) = ("vorpqualm", "snickerzat", "glimbrook");
+
+    let mut lines = Vec::new();
+    for (first, second) in [
+        (
+            format!("My locker word is {old_word}."),
+            format!("My locker word is {new_word} now."),
+        ),
+        (
+            "The garden shed has a blue door.".to_owned(),
+            format!("The garden shed door is painted {other_word} green."),
+        ),
+    ] {
+        let (status, added) = send(
+            r,
+            "POST",
+            "/memories",
+            key,
+            Some(json!({"messages": first, "user_id": "alice"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{added}");
+        let old = added["results"][0]["id"].as_str().expect("id").to_owned();
+        let (status, updated) = send(
+            r,
+            "PUT",
+            &format!("/memories/{old}"),
+            key,
+            Some(json!({"text": second})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{updated}");
+        assert_eq!(
+            updated["message"], "Memory updated successfully!",
+            "{updated}"
+        );
+        let new = updated["id"].as_str().expect("new id").to_owned();
+        lines.push((old, new));
+    }
+    let (old, new) = lines[0].clone();
+    let (status, _) = send(r, "GET", &format!("/memories/{old}"), key, None).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the replaced version is kept as history"
+    );
+    w.service.flush().expect("save indexes");
+    let before: std::collections::BTreeSet<&str> =
+        crate::erasure_bytes::holding_any(&data, &[old_word, new_word, other_word])
+            .into_iter()
+            .map(|(_, word)| word)
+            .collect();
+    assert_eq!(
+        before.len(),
+        3,
+        "every text is on disk before deletion (else the scan proves nothing): {before:?}"
+    );
+
+    // Deleting the current version takes the replaced one with it.
+    let (status, deleted) = send(r, "DELETE", &format!("/memories/{new}"), key, None).await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["complete"], true, "{deleted}");
+    assert_eq!(deleted["message"], "Memory deleted successfully!");
+    let versions: Vec<(&str, &str)> = deleted["deleted"]
+        .as_array()
+        .expect("deleted")
+        .iter()
+        .map(|d| {
+            assert!(
+                d["deletion_receipt_sha256"]
+                    .as_str()
+                    .is_some_and(|s| s.len() == 64),
+                "{d}"
+            );
+            (
+                d["id"].as_str().unwrap_or(""),
+                d["stage"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        vec![(new.as_str(), "finalized"), (old.as_str(), "finalized")],
+        "{deleted}"
+    );
+    for id in [&old, &new] {
+        let (status, body) = send(r, "GET", &format!("/memories/{id}"), key, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{id}: {body}");
+        let (status, _) = send(r, "GET", &format!("/v1/memories/{id}"), key, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{id}");
+    }
+    let (status, page) = send(r, "GET", "/v1/browse?limit=100", key, None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        !page.to_string().contains(old_word) && !page.to_string().contains(new_word),
+        "{page}"
+    );
+    let left = crate::erasure_bytes::holding_any(&data, &[old_word, new_word]);
+    assert!(left.is_empty(), "deleted text on disk: {left:?}");
+    // Deleting it again: nothing left to delete, as for a missing memory.
+    let (status, _) = send(r, "DELETE", &format!("/memories/{old}"), key, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Delete-all takes the other line whole too, from its old version's
+    // side as much as its new one's.
+    let (other_old, other_new) = lines[1].clone();
+    let (status, cleared) = send(r, "DELETE", "/memories?user_id=alice", key, None).await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    let mut ids: Vec<&str> = cleared["deleted"]
+        .as_array()
+        .expect("deleted")
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    let mut expected = vec![other_old.as_str(), other_new.as_str()];
+    expected.sort_unstable();
+    assert_eq!(ids, expected, "{cleared}");
+    let (status, _) = send(r, "GET", &format!("/memories/{other_old}"), key, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let left = crate::erasure_bytes::holding_any(&data, &[other_word]);
+    assert!(left.is_empty(), "deleted text on disk: {left:?}");
+}
+
+/// One request with the given headers (no `Authorization` unless named).
+async fn with_headers(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+) -> (StatusCode, Value) {
+    use tower::ServiceExt;
+    let mut request = axum::http::Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let response = router
+        .clone()
+        .oneshot(request.body(axum::body::Body::empty()).expect("request"))
+        .await
+        .expect("answer");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// mem0's clients send the key as `X-API-Key` (its server) or
+/// `Authorization: Token` (its platform client) and check it at
+/// `GET /v1/ping/`: each authenticates exactly like `Authorization:
+/// Bearer`, and the authentication layer refuses a wrong key, two
+/// different keys and an unknown scheme.
+#[tokio::test]
+async fn mem0_key_headers_and_ping_authenticate_like_bearer() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let r = &w.router;
+    for headers in [
+        vec![("x-api-key", alice.key.clone())],
+        vec![("authorization", format!("Token {}", alice.key))],
+        vec![("authorization", format!("Bearer {}", alice.key))],
+        vec![
+            ("authorization", format!("Bearer {}", alice.key)),
+            ("x-api-key", alice.key.clone()),
+        ],
+    ] {
+        let (status, body) = with_headers(r, "GET", "/memories?user_id=alice", &headers).await;
+        assert_eq!(status, StatusCode::OK, "{headers:?}: {body}");
+        for path in ["/v1/ping/", "/v1/ping", "/v1/ping/?org_id=o&project_id=p"] {
+            let (status, body) = with_headers(r, "GET", path, &headers).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {body}");
+            assert_eq!(body["status"], "ok", "{body}");
+            // mem0's client needs both set; they name the key's tenant
+            // and principal.
+            assert_eq!(
+                (&body["org_id"], &body["project_id"]),
+                (&json!("tenant-a"), &json!("alice")),
+                "{body}"
+            );
+        }
+    }
+    for (headers, code) in [
+        (vec![], "missing_key"),
+        (vec![("x-api-key", "mk_nonsense".to_owned())], "invalid_key"),
+        (
+            vec![
+                ("authorization", format!("Bearer {}", alice.key)),
+                ("x-api-key", bob.key.clone()),
+            ],
+            "invalid_key",
+        ),
+        (
+            vec![("authorization", format!("Basic {}", alice.key))],
+            "invalid_key",
+        ),
+    ] {
+        for path in ["/v1/ping/", "/memories?user_id=alice"] {
+            let (status, body) = with_headers(r, "GET", path, &headers).await;
+            assert_eq!(
+                (status, error_code(&body).as_str()),
+                (StatusCode::UNAUTHORIZED, code),
+                "{path} {headers:?}"
+            );
+        }
+    }
+    // X-API-Key is bob's key, not alice's: alice's user is refused.
+    let (status, body) = with_headers(
+        r,
+        "GET",
+        "/memories?user_id=alice",
+        &[("x-api-key", bob.key.clone())],
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (StatusCode::FORBIDDEN, "user_mismatch")
+    );
+}
+
+/// The request shapes of mem0's current server and clients: `top_k`,
+/// `filters` and `threshold` on search, `expiration_date`, `memory_type`,
+/// `prompt`, `infer` and `metadata` on add. What maps is mapped (and
+/// shown to take effect); what does not is named in `ignored`.
+#[tokio::test]
+async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
+    let w = world();
+    let alice = &w.principals[0];
+    let r = &w.router;
+    let key = Some(alice.key.as_str());
+    let now_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms");
+    let day_ms = 86_400_000;
+    let in_ten_days = now_ms / day_ms * day_ms + 10 * day_ms;
+    let date = mosaic_server::mem0::rfc3339(in_ten_days)[..10].to_owned();
+    let (status, added) = send(
+        r,
+        "POST",
+        "/memories",
+        key,
+        Some(json!({
+            "messages": [
+                {"role": "user", "content": "Book the ferry to Bergen for Friday."},
+                {"role": "assistant", "content": ""},
+                {"role": "user", "content": "Window seat on the ferry, please."}
+            ],
+            "user_id": "alice",
+            "run_id": "travel",
+            "expiration_date": date,
+            "memory_type": "episodic",
+            "prompt": "extract travel plans",
+            "infer": false,
+            "metadata": {"topic": "travel"}
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{added}");
+    assert_eq!(
+        added["ignored"],
+        json!(["metadata", "infer", "memory_type", "prompt"]),
+        "{added}"
+    );
+    assert_eq!(
+        added["skipped"],
+        json!([{"index": 1, "reason": "empty_content"}]),
+        "{added}"
+    );
+    let ids: Vec<String> = added["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 2, "{added}");
+    // expiration_date is the memory's expiry: the end of that UTC day.
+    let end_of_day = in_ten_days + day_ms;
+    for id in &ids {
+        let (status, view) = send(r, "GET", &format!("/v1/memories/{id}"), key, None).await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        let expires = view["record"]["expires_at_unix_ms"]
+            .as_u64()
+            .expect("expiry");
+        assert!(
+            expires >= end_of_day && expires - end_of_day < 60_000,
+            "expires {expires}, end of {date} is {end_of_day}"
+        );
+    }
+    let (status, other) = send(
+        r,
+        "POST",
+        "/memories",
+        key,
+        Some(json!({"messages": "I collect old ferry tickets.", "user_id": "alice"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{other}");
+    for bad in ["2001-01-01", "2030-02-30", "tomorrow"] {
+        let (status, body) = send(
+            r,
+            "POST",
+            "/memories",
+            key,
+            Some(json!({"messages": "x y z", "user_id": "alice", "expiration_date": bad})),
+        )
+        .await;
+        assert_eq!(
+            (status, error_code(&body).as_str()),
+            (StatusCode::BAD_REQUEST, "invalid_field"),
+            "{bad}: {body}"
+        );
+    }
+
+    // search: top_k, filters (alone or under AND), threshold; score 0-1.
+    let search = |body: Value| send(r, "POST", "/search", key, Some(body));
+    let (status, found) = search(json!({
+        "query": "ferry", "top_k": 5, "filters": {"user_id": "alice"}
+    }))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    let hits = found["results"].as_array().expect("results");
+    assert_eq!(hits.len(), 3, "{found}");
+    assert!(found.get("ignored").is_none(), "{found}");
+    // The score is the stated mapping of the native recall's score.
+    let (_, native) = send(
+        r,
+        "POST",
+        "/v1/recall",
+        key,
+        Some(json!({"query": "ferry", "max_records": 5})),
+    )
+    .await;
+    for hit in hits {
+        let score = hit["score"].as_f64().expect("score");
+        assert!((0.0..1.0).contains(&score), "{hit}");
+        let fused = native["memories"]
+            .as_array()
+            .expect("memories")
+            .iter()
+            .find(|m| m["record_id"] == hit["id"])
+            .and_then(|m| m["score"].as_f64())
+            .expect("recalled natively too");
+        assert!(
+            (score - mosaic_server::mem0::mem0_score(fused)).abs() < 1e-12
+                && (score - fused / (fused + 10.0)).abs() < 1e-12,
+            "{score} vs {fused}"
+        );
+    }
+    let (_, one) = search(json!({"query": "ferry", "top_k": 1})).await;
+    assert_eq!(one["results"].as_array().map(Vec::len), Some(1), "{one}");
+    let (_, travel) = search(json!({
+        "query": "ferry",
+        "filters": {"AND": [{"user_id": "alice"}, {"run_id": "travel"}], "categories": {"in": ["x"]}}
+    }))
+    .await;
+    let mut travel_ids: Vec<&str> = travel["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    travel_ids.sort_unstable();
+    let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(travel_ids, expected, "{travel}");
+    assert_eq!(travel["ignored"], json!(["filters.categories"]), "{travel}");
+    // threshold cuts on the 0-1 score.
+    let scores: Vec<f64> = hits.iter().filter_map(|h| h["score"].as_f64()).collect();
+    assert!(scores.iter().any(|s| *s > 0.0), "{scores:?}");
+    let cut = (scores.iter().cloned().fold(f64::MIN, f64::max)
+        + scores.iter().cloned().fold(f64::MAX, f64::min))
+        / 2.0;
+    let (_, above) = search(json!({"query": "ferry", "threshold": cut})).await;
+    let kept: Vec<f64> = above["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|h| h["score"].as_f64())
+        .collect();
+    assert_eq!(
+        kept.len(),
+        scores.iter().filter(|s| **s >= cut).count(),
+        "{above}"
+    );
+    assert!(kept.iter().all(|s| *s >= cut), "{above}");
+    for (body, what) in [
+        (json!({"query": "ferry", "threshold": 1.5}), "threshold"),
+        (json!({"query": "ferry", "top_k": 0}), "top_k"),
+        (
+            json!({"query": "ferry", "top_k": 2, "limit": 3}),
+            "top_k and limit",
+        ),
+        (
+            json!({"query": "ferry", "user_id": "alice", "filters": {"user_id": "bob"}}),
+            "two users",
+        ),
+        (json!({"query": "ferry", "filters": ["user_id"]}), "filters"),
+    ] {
+        let (status, answer) = search(body).await;
+        assert_eq!(
+            (status, error_code(&answer).as_str()),
+            (StatusCode::BAD_REQUEST, "invalid_field"),
+            "{what}: {answer}"
+        );
+    }
+}
