@@ -678,6 +678,7 @@ impl ServiceCore {
     pub fn disable_key(&self, credential: &Credential, key_id: &str) -> ServiceResult<()> {
         credential.require_admin()?;
         if self.writer()?.catalog.disable_key(key_id)? {
+            self.forget_cached_keys();
             Ok(())
         } else {
             Err(ServiceError::not_found("key", key_id))

@@ -220,10 +220,17 @@ struct PgTargets {
     config: FunnelConfig,
 }
 
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
+/// Per-key request rate: a GCRA limiter keyed by key id, whose state is a
+/// concurrent map (no lock shared by every request).
+type KeyRate = governor::DefaultKeyedRateLimiter<String>;
+
+/// How long an authenticated key is trusted without asking the catalog
+/// again: a key disabled on another server stops working within this.
+const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Past this many keys' rate state, the state of keys whose bucket is full
+/// again (indistinguishable from a fresh one) is dropped.
+const RATE_KEYS_KEPT: usize = 10_000;
 
 /// The running service: a handle that owns the outbox worker thread and
 /// dereferences to the shared [`ServiceCore`], whose methods are the
@@ -325,7 +332,11 @@ pub struct ServiceCore {
     persist: Mutex<persistence::Persist>,
     /// One writer of the snapshot files at a time.
     snapshots: Mutex<()>,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    /// Per-key request rate.
+    rate: KeyRate,
+    /// Recently authenticated keys (by SHA-256 of the key), for at most
+    /// [`KEY_CACHE_TTL`]; emptied when this server disables a key.
+    keys: moka::sync::Cache<String, Credential>,
     /// The last reconcile pass, for the admin's outbox view.
     last_reconcile: Mutex<Option<ReconcileRun>>,
     clock: Arc<dyn ServiceClock>,
@@ -584,7 +595,11 @@ impl Service {
             group: sync::GroupQueue::default(),
             persist: Mutex::new(persistence::Persist::default()),
             snapshots: Mutex::new(()),
-            buckets: Mutex::new(HashMap::new()),
+            rate: governor::RateLimiter::keyed(rate_quota(&config)),
+            keys: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(KEY_CACHE_TTL)
+                .build(),
             last_reconcile: Mutex::new(None),
             clock,
             metrics: Metrics::default(),
@@ -721,52 +736,53 @@ impl ServiceCore {
 
     // ------------------------------------------------------------ auth, limits
 
-    /// Resolves a presented bearer key to its credential.
+    /// Resolves a presented bearer key to its credential: from the key
+    /// cache when this server saw the key in the last second, else from the
+    /// catalog.
     pub fn authenticate(&self, presented: Option<&str>) -> ServiceResult<Credential> {
         let key = presented.ok_or(ServiceError::MissingKey)?;
         if !auth::well_formed(key) {
             return Err(ServiceError::InvalidKey);
         }
-        self.reader()?
+        let digest = auth::key_sha256(key);
+        if let Some(credential) = self.keys.get(&digest) {
+            return Ok(credential);
+        }
+        let credential = self
+            .reader()?
             .catalog
-            .credential(&auth::key_sha256(key))?
-            .ok_or(ServiceError::InvalidKey)
+            .credential(&digest)?
+            .ok_or(ServiceError::InvalidKey)?;
+        self.keys.insert(digest, credential.clone());
+        Ok(credential)
     }
 
-    /// Takes one token from the credential's bucket, or 429 with the
-    /// seconds until the bucket holds one again.
+    /// Forgets every cached key: called when this server disables keys, so
+    /// they stop working here at once (elsewhere within [`KEY_CACHE_TTL`]).
+    pub(crate) fn forget_cached_keys(&self) {
+        self.keys.invalidate_all();
+    }
+
+    /// Takes one request from the credential's rate, or 429 with the
+    /// seconds until it allows one again.
     pub fn check_rate(&self, credential: &Credential) -> ServiceResult<()> {
-        let rate = f64::from(self.config.rate_limit_per_second);
-        let burst = f64::from(self.config.rate_limit_burst);
-        let mut buckets = lock(&self.buckets)?;
-        let now = Instant::now();
-        let bucket = buckets
-            .entry(credential.key_id().to_owned())
-            .or_insert(Bucket {
-                tokens: burst,
-                at: now,
-            });
-        let elapsed = now.duration_since(bucket.at).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            Ok(())
-        } else {
-            self.metrics.incr("mosaic_rate_limited_total", &[]);
-            // Whole seconds until the bucket refills to one token.
-            let wait = if rate > 0.0 {
-                ((1.0 - bucket.tokens) / rate).ceil()
-            } else {
-                60.0
-            };
-            Err(ServiceError::RateLimited {
-                retry_after_secs: if wait.is_finite() && wait >= 1.0 {
-                    wait.min(3600.0) as u64
-                } else {
-                    1
-                },
-            })
+        let key_id = credential.key_id().to_owned();
+        match self.rate.check_key(&key_id) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                self.metrics.incr("mosaic_rate_limited_total", &[]);
+                if self.rate.len() > RATE_KEYS_KEPT {
+                    self.rate.retain_recent();
+                }
+                let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                    &governor::clock::DefaultClock::default(),
+                ));
+                // Whole seconds, rounded up, at least one.
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                Err(ServiceError::RateLimited {
+                    retry_after_secs: secs.clamp(1, 3600),
+                })
+            }
         }
     }
 
@@ -1200,6 +1216,16 @@ struct ExternalEvidence {
     adjudications: Vec<Adjudication>,
     conflicts: Vec<ConflictObservation>,
     procedure_evaluation: Option<ProcedureEvaluation>,
+}
+
+/// The per-key rate of `config`: `rate_limit_per_second` sustained, bursts
+/// of `rate_limit_burst` (both checked positive when the config loads).
+fn rate_quota(config: &ServerConfig) -> governor::Quota {
+    let per_second = std::num::NonZeroU32::new(config.rate_limit_per_second)
+        .unwrap_or(std::num::NonZeroU32::MIN);
+    let burst =
+        std::num::NonZeroU32::new(config.rate_limit_burst).unwrap_or(std::num::NonZeroU32::MIN);
+    governor::Quota::per_second(per_second).allow_burst(burst)
 }
 
 /// Checks one signed item against the tenant's registered verifiers and

@@ -329,6 +329,7 @@ impl ServiceCore {
         self.writer()?
             .catalog
             .disable_principal_keys(tenant, principal)?;
+        self.forget_cached_keys();
         Ok(response)
     }
 

@@ -145,6 +145,7 @@ pub(crate) fn call(
     let auth = format!("Bearer {key}");
     let result = match (method, body) {
         ("GET", _) => agent.get(&url).header("Authorization", &auth).call(),
+        ("DELETE", _) => agent.delete(&url).header("Authorization", &auth).call(),
         (_, Some(b)) => agent
             .post(&url)
             .header("Authorization", &auth)
@@ -409,6 +410,33 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     assert_eq!((status, r["accepted"].as_u64()), (200, Some(1)), "{r}");
     let context = recalled(&two, &key, "when is the staging database restored");
     assert!(context.contains("restored every Sunday"), "{context}");
+
+    // A key disabled through one server stops working there at once, and on
+    // the other, which authenticated it a moment ago (its key cache), within
+    // the cache's second.
+    let (status, me) = call(&two, &key, "GET", "/v1/whoami", None);
+    assert_eq!(status, 200, "{me}");
+    let key_id = me["credential"]["key_id"]
+        .as_str()
+        .expect("key id")
+        .to_owned();
+    let (status, r) = call(
+        &one,
+        &admin_key,
+        "DELETE",
+        &format!("/v1/admin/keys/{key_id}"),
+        None,
+    );
+    assert_eq!(status, 200, "{r}");
+    let disabled_at = std::time::Instant::now();
+    assert_eq!(call(&one, &key, "GET", "/v1/whoami", None).0, 401);
+    while call(&two, &key, "GET", "/v1/whoami", None).0 != 401 {
+        assert!(
+            disabled_at.elapsed() < std::time::Duration::from_millis(1_800),
+            "the disabled key still works on the other server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 
     // A server whose embedder differs from the one the database's vectors
     // were made with refuses to start.
