@@ -369,6 +369,8 @@ impl ServiceCore {
             line_id: None,
             line_generation: None,
             replayed: outcome.replayed,
+            expires_at_unix_ms: None,
+            expires_at: None,
             readable: false,
             receipt: outcome.receipt.clone(),
             server_judgments: prepared.server_judgments,
@@ -382,6 +384,11 @@ impl ServiceCore {
             } => {
                 response.line_id = Some(line_id);
                 response.line_generation = Some(line_generation);
+                // The record's expiry is the proposal's (the gate's
+                // retention rule; a replay's is the first decision's).
+                let expiry = prepared.write.proposal.requested_expiry_unix_ms;
+                response.expires_at_unix_ms = Some(expiry);
+                response.expires_at = Some(crate::instants::expiry(Some(expiry)));
             }
             WriteDecision::Rejected {
                 violations,
@@ -497,9 +504,7 @@ impl ServiceCore {
             .writer_release
             .clone()
             .unwrap_or_else(|| DEFAULT_WRITER.to_owned());
-        let ttl = request
-            .ttl_ms
-            .unwrap_or_else(|| (30 * DAY_MS).min(policy.max_ttl_ms));
+        let ttl = request.ttl_ms.unwrap_or(policy.max_ttl_ms);
         let first_decided = decided_earlier.unwrap_or(now);
         // The expiry is hashed into the receipt: it must stay a canonical
         // integer, or the encoder would fail after the work was done.

@@ -19,6 +19,7 @@ mod error_codes;
 mod errors;
 mod eval;
 mod evidence;
+mod expiry;
 mod extraction;
 mod fuzz;
 mod http_embedder;
