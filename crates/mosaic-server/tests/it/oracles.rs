@@ -444,3 +444,126 @@ async fn a_flawed_proposal_naming_a_hidden_record_answers_like_one_naming_a_miss
     assert_eq!(status, StatusCode::OK, "{r}");
     assert_eq!(r["decision"], "rejected", "{r}");
 }
+
+/// The other surfaces that take a record id in a write answer alike for a
+/// hidden record and a missing one: mem0's update and delete (the service's
+/// `visible_row`, reached through `update_text` and `revoke`), and the MCP
+/// tools `remember` with `supersedes`, `forget` and `explain` (the same
+/// service functions, their errors as tool results).
+#[tokio::test]
+async fn mem0_and_mcp_writes_naming_a_hidden_record_answer_like_a_missing_one() {
+    let w = world();
+    let mut ids = Vec::new();
+    for p in &w.principals {
+        let (status, r) = send(
+            &w.router,
+            "POST",
+            "/v1/memories",
+            Some(&p.key),
+            Some(private(p)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        ids.push(r["record_id"].as_str().expect("record id").to_owned());
+    }
+    let prober = &w.principals[1];
+    let missing = "m-00000000000000000000000000000000";
+    let named = [
+        ("another principal's", ids[0].as_str()),
+        ("another tenant's", ids[2].as_str()),
+    ];
+    let mem0: Vec<(&str, &str, Option<Value>)> = vec![
+        (
+            "PUT",
+            "/memories/{id}",
+            Some(json!({"text": "bob now likes coffee"})),
+        ),
+        ("DELETE", "/memories/{id}", None),
+    ];
+    for (method, path, body) in mem0 {
+        let expected = answer(&w, method, path, &prober.key, body.clone(), missing).await;
+        assert_eq!(
+            expected.0,
+            StatusCode::NOT_FOUND,
+            "{method} {path}: {}",
+            expected.1
+        );
+        for (whose, id) in named {
+            let got = answer(&w, method, path, &prober.key, body.clone(), id).await;
+            assert_eq!(got, expected, "mem0 {method} {path}: {whose} record");
+        }
+    }
+    let session = crate::numbers::mcp_session(&w.router, &prober.key).await;
+    let tool = |name: &str, arguments: Value, id: &str| {
+        let arguments = arguments.to_string().replace("{id}", id);
+        json!({
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": serde_json::from_str::<Value>(&arguments).expect("json")}
+        })
+        .to_string()
+    };
+    let calls = [
+        (
+            "remember",
+            json!({"text": "bob now likes coffee", "supersedes": "{id}"}),
+        ),
+        ("forget", json!({"record_id": "{id}"})),
+        ("explain", json!({"record_id": "{id}"})),
+    ];
+    for (name, arguments) in calls {
+        let (status, r) = crate::numbers::mcp_post(
+            &w.router,
+            &prober.key,
+            &session,
+            tool(name, arguments.clone(), missing),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        let expected = comparable(name, &r["result"]).replace(missing, "<id>");
+        if name != "explain" {
+            assert_eq!(r["result"]["isError"], true, "{name}: {r}");
+            assert!(expected.contains("not_found"), "{name}: {expected}");
+        }
+        for (whose, id) in named {
+            let (status, r) = crate::numbers::mcp_post(
+                &w.router,
+                &prober.key,
+                &session,
+                tool(name, arguments.clone(), id),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{r}");
+            assert_eq!(
+                comparable(name, &r["result"]).replace(id, "<id>"),
+                expected,
+                "MCP {name}: {whose} record answers unlike a missing one"
+            );
+        }
+    }
+}
+
+/// What of a tool result depends on the record named: all of it, except
+/// for `explain`, whose recall part carries receipts of its own read
+/// instant; there the record's part (structured, and the text before the
+/// recall's lines).
+fn comparable(tool: &str, result: &Value) -> String {
+    if tool != "explain" {
+        return result.to_string();
+    }
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    let record_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("recall") && !l.contains("receipt "))
+        .collect();
+    let structured = &result["structuredContent"];
+    json!({
+        "isError": result["isError"],
+        "record": structured["record"],
+        "write_receipt": structured["write_receipt"],
+        "revocation": structured["revocation"],
+        "text": record_lines,
+    })
+    .to_string()
+}
