@@ -44,3 +44,7 @@ mod review;
 mod roundtrip;
 mod scope_reads;
 mod store_truth;
+
+/// Skipped suites, listed after the test command (`testing/skip.rs`).
+#[path = "../../../../testing/skip.rs"]
+mod skip;

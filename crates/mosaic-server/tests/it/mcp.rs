@@ -43,9 +43,10 @@ fn python_client_available() -> bool {
     match python_client_decision(importable, std::env::var("CI").ok().as_deref()) {
         Ok(true) => true,
         Ok(false) => {
-            eprintln!(
-                "skipped: the `mcp` Python package is not importable \
-                 (python3 -m pip install 'mcp==1.30.0')"
+            crate::skip::skipped(
+                "MCP Python SDK client",
+                "the `mcp` Python package is not importable",
+                "python3 -m pip install 'mcp==1.30.0'",
             );
             false
         }
@@ -120,8 +121,14 @@ fn sdk_paths() -> Vec<Option<String>> {
         panic!("CI=true but MOSAIC_MCP_LATEST does not name the latest MCP SDK's directory");
     }
     let mut paths = vec![None];
-    if let Some(path) = latest {
-        paths.push(Some(path));
+    match latest {
+        Some(path) => paths.push(Some(path)),
+        None => crate::skip::skipped(
+            "MCP Python SDK client with the latest SDK",
+            "MOSAIC_MCP_LATEST is not set: the client ran with the installed SDK only",
+            "python3 -m pip install --target target/mcp-latest 'mcp==2.3.0', then export \
+             MOSAIC_MCP_LATEST=$PWD/target/mcp-latest",
+        ),
     }
     paths
 }
