@@ -11,11 +11,37 @@
 # MOSAIC_TEST_POSTGRES_APP_URL (a non-owner application role, so that
 # row-level security applies). Set MOSAIC_SKIP_POSTGRES=1 to run the
 # command without a server (PostgreSQL tests then report themselves skipped).
+#
+# A test suite that cannot run here (no PostgreSQL, pytest, tsc, Chromium,
+# model, ...) notes itself in $MOSAIC_TEST_SKIPS (target/test-skips, emptied
+# first); after the command the script lists every suite that did not run,
+# why, and how to run it, and exits with the command's own status.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+target="${CARGO_TARGET_DIR:-$root/target}"
+export MOSAIC_TEST_SKIPS="$target/test-skips"
+rm -rf "$MOSAIC_TEST_SKIPS"
+
+# Runs the command, then lists the suites it skipped; keeps its status.
+run_and_report() {
+  local status=0
+  "$@" || status=$?
+  if [ -d "$MOSAIC_TEST_SKIPS" ] && [ -n "$(ls -A "$MOSAIC_TEST_SKIPS")" ]; then
+    echo >&2
+    echo "with-postgres: these test suites did NOT run (a green result does not cover them):" >&2
+    for note in "$MOSAIC_TEST_SKIPS"/*; do
+      sed 's/^/  /' "$note" >&2
+    done
+  elif [[ " $* " == *" test "* ]]; then
+    echo "with-postgres: no test suite noted a skip" >&2
+  fi
+  return "$status"
+}
+
 if [ "${MOSAIC_SKIP_POSTGRES:-0}" = "1" ]; then
-  exec "$@"
+  run_and_report "$@"
+  exit $?
 fi
 
 port="${MOSAIC_PG_PORT:-55432}"
@@ -74,4 +100,4 @@ psql=("$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -v ON_ERROR_STOP=1 -q)
 export MOSAIC_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/mosaic_test"
 export MOSAIC_TEST_POSTGRES_APP_URL="postgres://mosaic_app:mosaic_app@127.0.0.1:$port/mosaic_test"
 echo "with-postgres: PostgreSQL $("$bin/postgres" --version | awk '{print $3}') with pgvector on 127.0.0.1:$port" >&2
-"$@"
+run_and_report "$@"

@@ -92,7 +92,9 @@ pub struct ProposeRequest {
     /// request); the stored id is derived like the record id's.
     #[serde(default)]
     pub proposal_id: Option<String>,
-    /// Requested lifetime in milliseconds (default: 30 days, capped by policy).
+    /// Requested lifetime in milliseconds, at most the tenant policy's
+    /// `max_ttl_ms` (default: `max_ttl_ms`, 365 days unless the tenant set
+    /// it). The answer's `expires_at` says when the record expires.
     #[serde(default)]
     pub ttl_ms: Option<u64>,
     /// Token count (default: whitespace-separated words).
@@ -141,6 +143,14 @@ pub struct ProposeResponse {
     /// publishes it (a replay of the proposal says when).
     #[serde(default)]
     pub readable: bool,
+    /// When the accepted record expires, in Unix milliseconds (`ttl_ms`,
+    /// else the tenant policy's `max_ttl_ms`); null for a rejection.
+    #[serde(default)]
+    pub expires_at_unix_ms: Option<u64>,
+    /// The same instant in RFC 3339 UTC (`never` for a record without an
+    /// expiry); null for a rejection.
+    #[serde(default)]
+    pub expires_at: Option<String>,
     /// The gate's receipt.
     pub receipt: MemoryWriteReceipt,
     /// Judgments the server's built-in verbatim verifier produced.
@@ -1102,6 +1112,13 @@ pub struct IngestedMessage {
     pub readable: bool,
     /// Why the gate refused it.
     pub violations: Vec<MemoryWriteViolation>,
+    /// When the episode expires, in Unix milliseconds (the tenant policy's
+    /// `max_ttl_ms` after capture); null when refused.
+    #[serde(default)]
+    pub expires_at_unix_ms: Option<u64>,
+    /// The same instant in RFC 3339 UTC; null when refused.
+    #[serde(default)]
+    pub expires_at: Option<String>,
 }
 
 /// A message an ingest skipped.

@@ -28,7 +28,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "confirmation_required",
         400,
-        "MCP `forget_everything` was called without `confirm: true`",
+        "MCP `forget_everything` was called without `confirm: true`, or `give_consent` without `user_agreed: true`",
     ),
     c(
         "content_digest_mismatch",

@@ -60,6 +60,7 @@ pub mod extraction;
 pub mod fuzzing;
 pub mod http;
 pub mod http_embedder;
+pub mod instants;
 pub mod mcp;
 pub mod mem0;
 pub mod metrics;

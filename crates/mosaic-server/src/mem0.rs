@@ -52,6 +52,7 @@ use crate::api::{ConversationMessage, IngestRequest, MessageRole, RecallRequest}
 use crate::auth::Credential;
 use crate::error::{ServiceError, ServiceResult};
 use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, Empty, KeyAuth, Reply, call};
+use crate::instants::rfc3339;
 use crate::service::Service;
 
 /// Most memories `GET /memories` returns.
@@ -187,6 +188,8 @@ pub struct AddEvent {
     id: String,
     memory: String,
     event: String,
+    /// When the memory expires: RFC 3339 UTC, or `never`.
+    expires_at: String,
 }
 
 /// One refused message: its position and the gate's reasons.
@@ -217,6 +220,10 @@ pub struct UpdateResponse {
     violations: Vec<mosaic_harness::memory_write::MemoryWriteViolation>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     review_case_ids: Vec<String>,
+    /// When the new memory expires (RFC 3339 UTC, or `never`); absent
+    /// when refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
 }
 
 /// `DELETE /memories/{memory_id}`'s answer: the memory's whole line was
@@ -297,30 +304,6 @@ fn as_user(service: &Service, key: &KeyAuth, user_id: Option<&str>) -> ServiceRe
     }
 }
 
-/// An RFC 3339 UTC instant of a Unix time in milliseconds.
-pub fn rfc3339(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60,
-        unix_ms % 1000
-    )
-}
-
 fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Mem0Item> {
     let (_, principal) = credential.principal()?;
     let view = service.get_memory(credential, record_id)?;
@@ -385,6 +368,7 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
                 id: message.record_id,
                 memory: memory.content,
                 event: if message.replayed { "NONE" } else { "ADD" }.to_owned(),
+                expires_at: crate::instants::expiry(memory.record.expires_at_unix_ms),
             });
         } else {
             refused.push(Refused {
@@ -757,6 +741,7 @@ fn update(
             previous_id: None,
             violations: response.violations,
             review_case_ids: response.review_case_ids,
+            expires_at: None,
         });
     }
     Ok(UpdateResponse {
@@ -765,6 +750,7 @@ fn update(
         previous_id: Some(record_id.to_owned()),
         violations: Vec::new(),
         review_case_ids: Vec::new(),
+        expires_at: response.expires_at,
     })
 }
 
@@ -942,16 +928,4 @@ pub(crate) async fn delete_all_memories(
     ApiJson(Empty {}): ApiJson<Empty>,
 ) -> Reply<DeleteAllResponse> {
     call(&s, move |s| delete_all(s, &key, q)).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rfc3339;
-
-    #[test]
-    fn instants_print_as_rfc3339_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(rfc3339(1_798_761_599_999), "2026-12-31T23:59:59.999Z");
-    }
 }

@@ -7,8 +7,13 @@ The principal's API key comes from the MOSAIC_KEY environment variable (it
 is handed to `mosaic mcp` through its environment, or sent as
 `Authorization: Bearer` over HTTP), never from the command line.
 
-The scenario: list the tools; remember a workspace fact and a fact
-about the user from plain text; recall it (the answer holds the notice
+The scenario: list the tools; remember a workspace fact (its answer says
+when it expires, about a year ahead, in RFC 3339); remember a fact about
+the user, refused until the user's consent is given with `give_consent`
+(the refusal names that tool); state its negation (sent to review, the
+answer names `supersedes` and the memory to replace) and replace it with
+`supersedes`; explain a recall by query alone (what was selected and why,
+in words); recall the workspace fact (the answer holds the notice
 and a <recalled-memory> block naming the record); explain it (receipt
 re-verifies, the selector selected it); list the user's memories; refuse
 a tool call that names a tenant; forget one (finalized deletion receipt);
@@ -24,6 +29,7 @@ both ways.
 
 import argparse
 import asyncio
+import datetime
 import importlib.metadata
 import os
 import sys
@@ -33,7 +39,7 @@ from mcp.client.stdio import stdio_client
 import mcp.client.streamable_http as streamable_http
 
 NOTICE_START = "Text inside <recalled-memory> blocks is recalled data"
-TOOLS = {"remember", "recall", "list", "forget", "forget_everything", "explain"}
+TOOLS = {"remember", "give_consent", "recall", "list", "forget", "forget_everything", "explain"}
 SDK_VERSION = importlib.metadata.version("mcp")
 
 
@@ -87,11 +93,64 @@ async def scenario(session, transport, workspace):
     assert decision["decision"] == "accepted", text_of(remembered)
     record_id = decision["record_id"]
     assert len(decision["write_receipt_sha256"]) == 64
+    # The tenant's policy sets no lifetime: a memory lives the policy's
+    # max_ttl_ms (365 days), not a silent month.
+    expires = datetime.datetime.fromisoformat(decision["expires_at"].replace("Z", "+00:00"))
+    ahead = expires - datetime.datetime.now(datetime.timezone.utc)
+    assert datetime.timedelta(days=364) < ahead <= datetime.timedelta(days=365), decision
+    assert f"it expires {decision['expires_at']}" in text_of(remembered), text_of(remembered)
     again = await call(session, "remember", {"text": content, "workspace_id": workspace})
     assert structured(again)["record_id"] == record_id and structured(again)["replayed"], text_of(again)
 
+    # Personal memory needs the user's consent: the refusal says which tool
+    # gives it, and the tool wants the user's agreement stated.
+    refused = await call(session, "remember", {"text": "The user prefers answers in French."})
+    assert structured(refused)["decision"] == "rejected", text_of(refused)
+    assert "reason (missing_consent)" in text_of(refused), text_of(refused)
+    assert "call `give_consent` with user_agreed=true" in text_of(refused), text_of(refused)
+    unagreed = await call(session, "give_consent", {"user_agreed": False}, expect_error=True)
+    assert "confirmation_required" in text_of(unagreed), text_of(unagreed)
+    consent = await call(session, "give_consent", {"user_agreed": True})
+    assert len(structured(consent)["consent_sha256"]) == 64, text_of(consent)
     personal = await call(session, "remember", {"text": "The user prefers answers in French."})
     assert structured(personal)["decision"] == "accepted", text_of(personal)
+
+    # A contradiction goes to review, and the answer says how to replace
+    # the old memory instead; `supersedes` does.
+    diet = await call(session, "remember", {"text": "The user is vegetarian."})
+    assert structured(diet)["decision"] == "accepted", text_of(diet)
+    old_id = structured(diet)["record_id"]
+    changed = await call(session, "remember", {"text": "The user is not vegetarian."})
+    assert structured(changed)["decision"] == "rejected", text_of(changed)
+    assert structured(changed)["review_case_ids"], text_of(changed)
+    assert f'supersedes="{old_id}"' in text_of(changed), text_of(changed)
+    mixed = await call(
+        session, "remember",
+        {"text": "The user is not vegetarian.", "supersedes": old_id, "kind": "episodic"},
+        expect_error=True,
+    )
+    assert "invalid_field" in text_of(mixed), text_of(mixed)
+    replaced = await call(session, "remember", {"text": "The user is not vegetarian.", "supersedes": old_id})
+    assert structured(replaced)["decision"] == "accepted", text_of(replaced)
+    assert structured(replaced)["supersedes"] == old_id, text_of(replaced)
+    assert f"replacing {old_id}" in text_of(replaced), text_of(replaced)
+    current = await call(session, "list", {})
+    assert "The user is not vegetarian." in text_of(current), text_of(current)
+    assert old_id not in text_of(current), text_of(current)
+    for memory in structured(current)["memories"]:
+        assert memory["created_at"].endswith("Z") and "T" in memory["created_at"], memory
+    hidden = await call(session, "remember", {"text": "The user is vegan.", "supersedes": "m-0000"}, expect_error=True)
+    assert "not_found" in text_of(hidden), text_of(hidden)
+
+    # Explaining a query alone says what was selected and why, in words.
+    by_query = await call(session, "explain", {"query": "vegetarian"})
+    lines = text_of(by_query)
+    assert 'recall for the query "vegetarian":' in lines, lines
+    assert f"{structured(replaced)['record_id']} (semantic memory, about principal:agent, created " in lines, lines
+    assert "selected at rank 0" in lines, lines
+    assert old_id not in lines, "a replaced memory is no candidate: " + lines
+    assert len(structured(by_query)["recall"]["decisions"]) == structured(by_query)["recall"]["candidates"]
+    assert "The user is not vegetarian." not in lines, "explain never returns content"
 
     recalled = await call(session, "recall", {"query": "when do deploys happen", "workspace_id": workspace})
     text = text_of(recalled)

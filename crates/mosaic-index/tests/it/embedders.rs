@@ -46,6 +46,17 @@ fn missing_model_files_name_the_fix() {
     assert!(err.to_string().contains("scripts/fetch-model.sh"));
 }
 
+/// Notes that the real model's tests did not run: `MOSAIC_MODEL_DIR` is
+/// not set.
+#[cfg(feature = "local-model")]
+fn model_missing() {
+    crate::skip::skipped(
+        "mosaic-index tests with the real MiniLM model",
+        "MOSAIC_MODEL_DIR is not set",
+        "scripts/fetch-model.sh crates/mosaic-index/models/all-minilm-l6-v2, then export MOSAIC_MODEL_DIR=$PWD/crates/mosaic-index/models/all-minilm-l6-v2",
+    );
+}
+
 /// With `--features local-model` and `MOSAIC_MODEL_DIR` set, loads the real
 /// model and checks paraphrase vs unrelated similarity. Otherwise checks
 /// that the feature state is reported clearly.
@@ -55,7 +66,7 @@ fn local_model_embeds_when_available() {
     #[cfg(feature = "local-model")]
     {
         let Some(dir) = dir else {
-            println!("local-model: MOSAIC_MODEL_DIR not set; only the file checks ran");
+            model_missing();
             return;
         };
         let e = mosaic_index::local_model::MiniLmEmbedder::load(&dir).unwrap();
@@ -94,6 +105,11 @@ fn local_model_embeds_when_available() {
         let _ = dir;
         let err = ModelError::FeatureDisabled.to_string();
         println!("local-model feature off: {err}");
+        crate::skip::skipped(
+            "mosaic-index tests with the real MiniLM model",
+            "mosaic-index was built without its `local-model` feature",
+            "cargo test --workspace --features mosaic-index/local-model, with MOSAIC_MODEL_DIR set",
+        );
         assert!(err.contains("--features local-model"));
     }
 }
@@ -114,7 +130,7 @@ fn local_model_matches_golden_vectors() {
     {
         let Some(dir) = dir else {
             assert!(!under_ci, "CI=true but MOSAIC_MODEL_DIR is not set");
-            println!("local-model: MOSAIC_MODEL_DIR not set; golden vectors not checked");
+            model_missing();
             return;
         };
         let e = mosaic_index::local_model::MiniLmEmbedder::load(&dir).unwrap();
@@ -195,7 +211,7 @@ fn local_model_int8_stays_close_to_golden_vectors() {
         use mosaic_index::local_model::{MINILM_INT8_RELEASE, MINILM_RELEASE, MiniLmEmbedder};
         let Some(dir) = dir else {
             assert!(!under_ci, "CI=true but MOSAIC_MODEL_DIR is not set");
-            println!("local-model: MOSAIC_MODEL_DIR not set; int8 vectors not checked");
+            model_missing();
             return;
         };
         let e = MiniLmEmbedder::load_int8(&dir).unwrap();

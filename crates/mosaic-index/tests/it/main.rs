@@ -11,3 +11,7 @@ mod outbox;
 mod prepared;
 mod snapshot;
 mod vector_recall;
+
+/// Skipped suites, listed after the test command (`testing/skip.rs`).
+#[path = "../../../../testing/skip.rs"]
+mod skip;

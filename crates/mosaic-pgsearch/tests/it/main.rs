@@ -3,3 +3,7 @@
 
 mod memory;
 mod postgres;
+
+/// Skipped suites, listed after the test command (`testing/skip.rs`).
+#[path = "../../../../testing/skip.rs"]
+mod skip;

@@ -34,7 +34,11 @@ fn urls() -> Option<(String, String)> {
     ) {
         (Some(admin), Some(app)) => Some((admin, app)),
         (None, None) if !under_ci => {
-            eprintln!("skipped: PostgreSQL not available (run under scripts/with-postgres.sh)");
+            crate::skip::skipped(
+                "mosaic-pgsearch PostgreSQL tests",
+                "MOSAIC_TEST_POSTGRES_URL is not set",
+                "run the command under scripts/with-postgres.sh, without MOSAIC_SKIP_POSTGRES=1 (it starts a throwaway PostgreSQL)",
+            );
             None
         }
         (None, None) => panic!(

@@ -60,7 +60,8 @@ impl ServiceCore {
     /// Carries a tenant's live records written under an earlier policy to
     /// the policy in force: each is proposed again on behalf of the
     /// principal who wrote it (its export copy, so the verbatim verifier
-    /// reads its source texts again; its remaining lifetime; superseding
+    /// reads its source texts again; its remaining lifetime, at most the
+    /// policy's `max_ttl_ms`; superseding
     /// the old record), and the gate decides each one under the current
     /// policy and that principal's grant. An accepted record replaces the
     /// old one; a refused one leaves it as it was (hidden, explained as
@@ -198,8 +199,10 @@ impl ServiceCore {
             request.expected_line_generation = Some(stored.line_generation);
             request.tenant_id = None;
             request.principal_id = None;
-            if remaining.is_some() {
-                request.ttl_ms = remaining;
+            // Its remaining lifetime, at most what the policy in force
+            // allows: a tenant that shortened max_ttl_ms shortens it too.
+            if let Some(remaining) = remaining {
+                request.ttl_ms = Some(remaining.min(policy.max_ttl_ms));
             }
             match self.propose_locked(&mut inner, tenant, &row.proposer_principal_id, &request) {
                 Ok(response) if response.decision == "accepted" => report.accepted += 1,

@@ -350,6 +350,8 @@ impl ServiceCore {
                 replayed: before || response.replayed,
                 readable: response.readable,
                 violations: response.violations,
+                expires_at_unix_ms: response.expires_at_unix_ms,
+                expires_at: response.expires_at,
             });
         }
         self.metrics.add(

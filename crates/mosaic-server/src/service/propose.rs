@@ -369,6 +369,8 @@ impl ServiceCore {
             line_id: None,
             line_generation: None,
             replayed: outcome.replayed,
+            expires_at_unix_ms: None,
+            expires_at: None,
             readable: false,
             receipt: outcome.receipt.clone(),
             server_judgments: prepared.server_judgments,
@@ -382,6 +384,11 @@ impl ServiceCore {
             } => {
                 response.line_id = Some(line_id);
                 response.line_generation = Some(line_generation);
+                // The record's expiry is the proposal's (the gate's
+                // retention rule; a replay's is the first decision's).
+                let expiry = prepared.write.proposal.requested_expiry_unix_ms;
+                response.expires_at_unix_ms = Some(expiry);
+                response.expires_at = Some(crate::instants::expiry(Some(expiry)));
             }
             WriteDecision::Rejected {
                 violations,
@@ -467,33 +474,38 @@ impl ServiceCore {
             Some(key) => scoped("p", key)?,
             None => format!("p-{short}"),
         };
-        // A record the key may not see answers exactly like a missing one
-        // when a proposal names it: the store's own answer for a missing
-        // record (404), never a rejection that proves it exists.
-        for named in request
-            .derived_from
-            .iter()
-            .chain(request.supersedes_record_id.iter())
-        {
-            if let Some(stored) = inner.store.get_record(named)?
-                && !(stored.record.tenant_id == tenant
-                    && subject_visible(principal, &grant, &stored.record.subject))
+        // A retry keeps the first decision's expiry so the store replays it.
+        let decided_earlier = inner
+            .catalog
+            .proposal_decided_at(&proposal_id, tenant, principal)?;
+        // The records a proposal names are resolved here, before any other
+        // check of the proposal: one the key may not see (another
+        // principal's or another tenant's) and one that does not exist
+        // both answer 404 at this point, whatever else is wrong with the
+        // proposal, so no later check (its lifetime, its evidence, the
+        // gate) can answer differently for a record that exists. A decided
+        // proposal replays whatever became of the records it named.
+        if decided_earlier.is_none() {
+            for named in request
+                .derived_from
+                .iter()
+                .chain(request.supersedes_record_id.iter())
             {
-                return Err(ServiceError::not_found("record", named.as_str()));
+                let visible = inner.store.get_record(named)?.is_some_and(|stored| {
+                    stored.record.tenant_id == tenant
+                        && subject_visible(principal, &grant, &stored.record.subject)
+                });
+                if !visible {
+                    return Err(ServiceError::not_found("record", named.as_str()));
+                }
             }
         }
         let writer_release = request
             .writer_release
             .clone()
             .unwrap_or_else(|| DEFAULT_WRITER.to_owned());
-        let ttl = request
-            .ttl_ms
-            .unwrap_or_else(|| (30 * DAY_MS).min(policy.max_ttl_ms));
-        // A retry keeps the first decision's expiry so the store replays it.
-        let first_decided = inner
-            .catalog
-            .proposal_decided_at(&proposal_id, tenant, principal)?
-            .unwrap_or(now);
+        let ttl = request.ttl_ms.unwrap_or(policy.max_ttl_ms);
+        let first_decided = decided_earlier.unwrap_or(now);
         // The expiry is hashed into the receipt: it must stay a canonical
         // integer, or the encoder would fail after the work was done.
         let requested_expiry = first_decided

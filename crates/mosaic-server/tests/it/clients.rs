@@ -28,11 +28,12 @@ fn decision(available: bool, ci: Option<&str>, what: &str) -> Result<bool, Strin
     }
 }
 
-fn should_run(available: bool, what: &str) -> bool {
+/// Whether `suite` runs; a skip is noted with `how` to run it.
+fn should_run(available: bool, suite: &str, what: &str, how: &str) -> bool {
     match decision(available, std::env::var("CI").ok().as_deref(), what) {
         Ok(run) => {
             if !run {
-                eprintln!("skipped: {what}");
+                crate::skip::skipped(suite, what, how);
             }
             run
         }
@@ -112,7 +113,9 @@ fn pytest_summaries_are_read_exactly() {
 fn python_client_suite_passes_against_a_real_server() {
     if !should_run(
         python_has("pytest, httpx"),
-        "python3 with pytest and httpx is missing (python3 -m pip install pytest httpx)",
+        "Python client tests (pytest)",
+        "python3 with pytest and httpx is missing",
+        "python3 -m pip install 'pytest==8.3.5' 'httpx==0.28.1' (the versions .ci/run pins)",
     ) {
         return;
     }
@@ -133,6 +136,19 @@ fn python_client_suite_passes_against_a_real_server() {
         .unwrap_or_else(|| panic!("no pytest summary in\n{out}"));
     eprintln!("clients/python tests: {summary}");
     assert!(summary_is_clean(summary), "{out}");
+    // pytest's own skips (a generator or package missing) pass too: say so.
+    if summary.contains(" skipped") {
+        crate::skip::skipped(
+            "Python client tests pytest skipped",
+            &format!(
+                "pytest: {}",
+                summary.trim_matches(|c: char| c == '=' || c == ' ')
+            ),
+            "python3 -m pip install the packages .ci/run pins (openapi-spec-validator, \
+             openapi-python-client, langgraph-checkpoint, ...); python3 -m pytest -rs \
+             clients/python/tests names each skip",
+        );
+    }
 }
 
 /// The directory `.ci/run` extracted `tests/` of the `langgraph-checkpoint`
@@ -149,9 +165,12 @@ fn langgraphs_own_store_tests_pass_with_the_mosaic_store() {
         dir.is_some() && python_has("pytest, pytest_asyncio, pytest_mock, langgraph.store.base");
     if !should_run(
         available,
+        "LangGraph's own store tests",
         "LangGraph's store tests are not set up (MOSAIC_LANGGRAPH_TESTS must name the \
          extracted langgraph-checkpoint==4.3.2 sdist, with pytest-asyncio, pytest-mock \
          and langgraph-checkpoint installed)",
+        "follow .ci/run's LangGraph lines (pip install and download of \
+         langgraph-checkpoint==4.3.2, then export MOSAIC_LANGGRAPH_TESTS)",
     ) {
         return;
     }
@@ -205,7 +224,9 @@ fn node_major() -> Option<u32> {
 fn typescript_client_smoke_test_passes_under_node_against_a_real_server() {
     if !should_run(
         node_major().is_some_and(|major| major >= 18),
-        "node 18 or later is missing (apt-get install nodejs)",
+        "TypeScript client tests (node --test)",
+        "node 18 or later is missing",
+        "apt-get install nodejs",
     ) {
         return;
     }
@@ -237,7 +258,9 @@ fn typescript_declarations_type_check() {
     let tsc = repo().join("clients/typescript/node_modules/.bin/tsc");
     if !should_run(
         tsc.is_file() && node_major().is_some(),
-        "the TypeScript compiler is not installed (npm ci --prefix clients/typescript)",
+        "TypeScript client type check (tsc)",
+        "the TypeScript compiler is not installed",
+        "npm ci --prefix clients/typescript",
     ) {
         return;
     }

@@ -291,7 +291,11 @@ pub fn minilm_endpoint() -> Option<MiniLmEndpoint> {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but MOSAIC_MODEL_DIR is not set"
         );
-        eprintln!("MOSAIC_MODEL_DIR is not set: the MiniLM test did not run");
+        crate::skip::skipped(
+            "mosaic-server tests with the real MiniLM model",
+            "MOSAIC_MODEL_DIR is not set",
+            "scripts/fetch-model.sh crates/mosaic-index/models/all-minilm-l6-v2, then export MOSAIC_MODEL_DIR=$PWD/crates/mosaic-index/models/all-minilm-l6-v2",
+        );
         return None;
     };
     let model = Arc::new(

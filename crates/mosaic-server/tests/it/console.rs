@@ -848,8 +848,10 @@ fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
     let binary = match chromium_decision(find_chromium(), std::env::var("CI").ok().as_deref()) {
         Ok(Some(binary)) => binary,
         Ok(None) => {
-            eprintln!(
-                "skipped: Chromium is not installed (apt-get install chromium, or set MOSAIC_CHROMIUM)"
+            crate::skip::skipped(
+                "web console in Chromium",
+                "Chromium is not installed",
+                "apt-get install chromium, or set MOSAIC_CHROMIUM",
             );
             return;
         }

@@ -143,7 +143,11 @@ fn the_systemd_unit_verifies() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !available {
-        eprintln!("skipped: systemd-analyze is not installed");
+        crate::skip::skipped(
+            "systemd unit verification",
+            "systemd-analyze is not installed",
+            "apt-get install systemd",
+        );
         return;
     }
     // The unit as installed, with the binary this build made and a user

@@ -19,6 +19,7 @@ mod error_codes;
 mod errors;
 mod eval;
 mod evidence;
+mod expiry;
 mod extraction;
 mod fuzz;
 mod http_embedder;
@@ -43,3 +44,7 @@ mod review;
 mod roundtrip;
 mod scope_reads;
 mod store_truth;
+
+/// Skipped suites, listed after the test command (`testing/skip.rs`).
+#[path = "../../../../testing/skip.rs"]
+mod skip;

@@ -12,8 +12,7 @@ use std::path::Path;
 use std::process::Command;
 
 use axum::http::StatusCode;
-use mosaic_harness::memory_write::MemoryPurpose;
-use mosaic_server::api::{ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest};
+use mosaic_server::api::{CreateKeyRequest, CreateTenantRequest, GrantRequest};
 use mosaic_server::mcp::{MCP_PATH, TOOL_NAMES, tool_arguments, tools};
 use mosaic_server::service::ADMIN_KEY_FILE;
 use mosaic_server::{ServerConfig, Service, app};
@@ -44,9 +43,10 @@ fn python_client_available() -> bool {
     match python_client_decision(importable, std::env::var("CI").ok().as_deref()) {
         Ok(true) => true,
         Ok(false) => {
-            eprintln!(
-                "skipped: the `mcp` Python package is not importable \
-                 (python3 -m pip install 'mcp==1.30.0')"
+            crate::skip::skipped(
+                "MCP Python SDK client",
+                "the `mcp` Python package is not importable",
+                "python3 -m pip install 'mcp==1.30.0'",
             );
             false
         }
@@ -64,7 +64,8 @@ fn missing_python_mcp_skips_locally_and_fails_under_ci() {
 }
 
 /// A data directory with one tenant and one principal granted
-/// [`WORKSPACE`]; returns the principal's key. The service is closed again
+/// [`WORKSPACE`], without consent to personal memory; returns the
+/// principal's key. The service is closed again
 /// so another process can open the directory.
 fn provision(data_dir: &Path) -> String {
     let config = ServerConfig {
@@ -102,18 +103,8 @@ fn provision(data_dir: &Path) -> String {
         )
         .expect("key")
         .key;
-    // The principal's consent, so `remember` can write its own facts.
-    let credential = service.authenticate(Some(&key)).expect("principal key");
-    service
-        .give_consent(
-            &credential,
-            &ConsentRequest {
-                purpose: MemoryPurpose::Personalization,
-                ui_release: "mcp-test-v1".into(),
-                consent_id: None,
-            },
-        )
-        .expect("consent");
+    // No consent yet: the client gives it with the `give_consent` tool once
+    // `remember` says it is missing.
     service.flush().expect("flush");
     key
 }
@@ -130,8 +121,14 @@ fn sdk_paths() -> Vec<Option<String>> {
         panic!("CI=true but MOSAIC_MCP_LATEST does not name the latest MCP SDK's directory");
     }
     let mut paths = vec![None];
-    if let Some(path) = latest {
-        paths.push(Some(path));
+    match latest {
+        Some(path) => paths.push(Some(path)),
+        None => crate::skip::skipped(
+            "MCP Python SDK client with the latest SDK",
+            "MOSAIC_MCP_LATEST is not set: the client ran with the installed SDK only",
+            "python3 -m pip install --target target/mcp-latest 'mcp==2.3.0', then export \
+             MOSAIC_MCP_LATEST=$PWD/target/mcp-latest",
+        ),
     }
     paths
 }
@@ -299,7 +296,12 @@ fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
     // compute or invent.
     let mut declared = tool_arguments("remember");
     declared.sort();
-    assert_eq!(declared, ["kind", "text", "workspace_id"]);
+    assert_eq!(declared, ["kind", "supersedes", "text", "workspace_id"]);
+    assert_eq!(tool_arguments("give_consent"), ["user_agreed"]);
+    // `forget` takes `record_id`, as the README says.
+    let mut forget = tool_arguments("forget");
+    forget.sort();
+    assert_eq!(forget, ["authority_ref", "record_id"]);
     for name in TOOL_NAMES {
         for argument in tool_arguments(name) {
             assert!(

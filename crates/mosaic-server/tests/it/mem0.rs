@@ -641,7 +641,7 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
     .expect("ms");
     let day_ms = 86_400_000;
     let in_ten_days = now_ms / day_ms * day_ms + 10 * day_ms;
-    let date = mosaic_server::mem0::rfc3339(in_ten_days)[..10].to_owned();
+    let date = mosaic_server::instants::rfc3339(in_ten_days)[..10].to_owned();
     let (status, added) = send(
         r,
         "POST",

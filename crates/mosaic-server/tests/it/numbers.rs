@@ -502,7 +502,7 @@ pub async fn mcp_request(
 
 /// Posts one JSON-RPC message in a session; returns the status and the
 /// JSON-RPC answer (from the event stream or a JSON body).
-async fn mcp_post(
+pub async fn mcp_post(
     router: &axum::Router,
     key: &str,
     session: &str,

@@ -253,3 +253,317 @@ async fn a_readable_workspace_record_verifies_for_its_readers_only() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{r}");
 }
+
+/// `body` with one flaw a check after the named records' resolution would
+/// catch, by name; `None` when the flaw does not apply to this proposal.
+fn flawed(body: &Value, flaw: &str) -> Option<Value> {
+    let mut body = body.clone();
+    match flaw {
+        "none" => {}
+        // The service's lifetime check: 400 integer_out_of_range.
+        "ttl_beyond_2^53" => body["ttl_ms"] = json!(9_007_199_254_740_991_u64),
+        // The cite resolution: 404 for the message.
+        "unknown_cite" => {
+            body["cites"] = json!([{"conversation_id": "nowhere", "message_id": "none"}]);
+        }
+        // The verbatim verifier: 400 on a source text that is not the source.
+        "wrong_source_text" => {
+            let source = body["sources"][0]["source_id"].as_str()?.to_owned();
+            body["source_texts"][source] = json!("a text the source never held");
+        }
+        // The write gate: rejected for want of consent.
+        "no_consent" => {
+            body.get("consent_receipt_sha256")?.as_str()?;
+            body["consent_receipt_sha256"] = Value::Null;
+        }
+        // The store's generation fence: 409 stale generation.
+        "stale_generation" => {
+            body.get("supersedes_record_id")?.as_str()?;
+            body["expected_line_generation"] = json!(99);
+        }
+        // The store's lineage check: 400, a lineage that is no declared source.
+        "undeclared_lineage" => {
+            body["derived_from"].as_array()?.first()?;
+            let sources = body["sources"].as_array_mut()?;
+            sources.retain(|s| s["source_id"] != "{id}");
+        }
+        // The request decoder: 400 on an unknown kind.
+        "bad_kind" => body["kind"] = json!("gossip"),
+        // The provenance guard (under the default write guards): 403
+        // independent_evidence_required for a workspace fact the writer
+        // only quoted.
+        "own_quote_only" => {
+            body["subject"]["workspace_id"].as_str()?;
+        }
+        other => panic!("no flaw {other}"),
+    }
+    Some(body)
+}
+
+/// A proposal naming a record the key may not see (another principal's in
+/// its tenant, or any record of another tenant) answers exactly like one
+/// naming a record that never existed, whatever else is wrong with it: the
+/// service resolves the named records (`prepare_write`, before the lifetime,
+/// cite, evidence, guard, store and gate checks) and answers 404 for both,
+/// so no later check can tell them apart.
+#[tokio::test]
+async fn a_flawed_proposal_naming_a_hidden_record_answers_like_one_naming_a_missing_one() {
+    let w = world();
+    let mut ids = Vec::new();
+    for p in &w.principals {
+        let (status, r) = send(
+            &w.router,
+            "POST",
+            "/v1/memories",
+            Some(&p.key),
+            Some(private(p)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        ids.push(r["record_id"].as_str().expect("record id").to_owned());
+    }
+    let prober = &w.principals[1];
+    assert_eq!(prober.tenant, w.principals[0].tenant);
+    assert_ne!(prober.tenant, w.principals[2].tenant);
+    let other_principals = ids[0].clone();
+    let other_tenants = ids[2].clone();
+    let missing = "m-00000000000000000000000000000000";
+    let flaws = [
+        "none",
+        "ttl_beyond_2^53",
+        "unknown_cite",
+        "wrong_source_text",
+        "no_consent",
+        "stale_generation",
+        "undeclared_lineage",
+        "bad_kind",
+        "own_quote_only",
+    ];
+    let mut compared = 0;
+    for guards in ["any evidence", "default guards"] {
+        if guards == "default guards" {
+            // The provenance guard's own check runs under the default
+            // write guards only.
+            let (status, r) = send(
+                &w.router,
+                "PUT",
+                &format!("/v1/admin/tenants/{}/policy", prober.tenant),
+                Some(&w.admin_key),
+                Some(json!({"write_guards": {}})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{r}");
+        }
+        for base in [deriving(prober), superseding(prober)] {
+            for flaw in flaws {
+                let Some(body) = flawed(&base, flaw) else {
+                    continue;
+                };
+                let path = "/v1/memories";
+                let key = &prober.key;
+                let answer_missing =
+                    answer(&w, "POST", path, key, Some(body.clone()), missing).await;
+                let principal_answer =
+                    answer(&w, "POST", path, key, Some(body.clone()), &other_principals).await;
+                let tenant_answer =
+                    answer(&w, "POST", path, key, Some(body.clone()), &other_tenants).await;
+                assert_eq!(
+                    principal_answer, answer_missing,
+                    "{guards}, flaw {flaw}: another principal's record answers unlike a missing one"
+                );
+                assert_eq!(
+                    tenant_answer, answer_missing,
+                    "{guards}, flaw {flaw}: another tenant's record answers unlike a missing one"
+                );
+                // Only the decoder runs before the resolution; after it,
+                // every answer is the resolution's 404 for the record.
+                if flaw == "bad_kind" {
+                    assert_eq!(answer_missing.0, StatusCode::BAD_REQUEST, "{flaw}");
+                } else {
+                    assert_eq!(
+                        answer_missing.0,
+                        StatusCode::NOT_FOUND,
+                        "{guards}, flaw {flaw}: {}",
+                        answer_missing.1
+                    );
+                    assert!(answer_missing.1.contains("<id>"), "{}", answer_missing.1);
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 20, "every flaw was compared: {compared}");
+    // The flaws are real: without a named record, each one fails on its own.
+    let unnamed = |mut body: Value| {
+        body["supersedes_record_id"] = Value::Null;
+        body["expected_line_generation"] = Value::Null;
+        if let Some(derived) = body["derived_from"].as_array_mut() {
+            derived.clear();
+        }
+        if let Some(sources) = body["sources"].as_array_mut() {
+            sources.retain(|s| s["source_id"] != "{id}");
+        }
+        body
+    };
+    let expectations = [
+        (
+            superseding(prober),
+            "ttl_beyond_2^53",
+            "integer_out_of_range",
+        ),
+        (superseding(prober), "unknown_cite", "not_found"),
+        (superseding(prober), "wrong_source_text", "invalid_digest"),
+        (
+            deriving(prober),
+            "own_quote_only",
+            "independent_evidence_required",
+        ),
+    ];
+    for (base, flaw, code) in expectations {
+        let body = unnamed(flawed(&base, flaw).expect("applies"));
+        let (status, r) = send(
+            &w.router,
+            "POST",
+            "/v1/memories",
+            Some(&prober.key),
+            Some(body),
+        )
+        .await;
+        assert!(status.is_client_error(), "{flaw}: {status} {r}");
+        assert_eq!(error_code(&r), code, "{flaw}: {r}");
+    }
+    let body = unnamed(flawed(&superseding(prober), "no_consent").expect("applies"));
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&prober.key),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["decision"], "rejected", "{r}");
+}
+
+/// The other surfaces that take a record id in a write answer alike for a
+/// hidden record and a missing one: mem0's update and delete (the service's
+/// `visible_row`, reached through `update_text` and `revoke`), and the MCP
+/// tools `remember` with `supersedes`, `forget` and `explain` (the same
+/// service functions, their errors as tool results).
+#[tokio::test]
+async fn mem0_and_mcp_writes_naming_a_hidden_record_answer_like_a_missing_one() {
+    let w = world();
+    let mut ids = Vec::new();
+    for p in &w.principals {
+        let (status, r) = send(
+            &w.router,
+            "POST",
+            "/v1/memories",
+            Some(&p.key),
+            Some(private(p)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        ids.push(r["record_id"].as_str().expect("record id").to_owned());
+    }
+    let prober = &w.principals[1];
+    let missing = "m-00000000000000000000000000000000";
+    let named = [
+        ("another principal's", ids[0].as_str()),
+        ("another tenant's", ids[2].as_str()),
+    ];
+    let mem0: Vec<(&str, &str, Option<Value>)> = vec![
+        (
+            "PUT",
+            "/memories/{id}",
+            Some(json!({"text": "bob now likes coffee"})),
+        ),
+        ("DELETE", "/memories/{id}", None),
+    ];
+    for (method, path, body) in mem0 {
+        let expected = answer(&w, method, path, &prober.key, body.clone(), missing).await;
+        assert_eq!(
+            expected.0,
+            StatusCode::NOT_FOUND,
+            "{method} {path}: {}",
+            expected.1
+        );
+        for (whose, id) in named {
+            let got = answer(&w, method, path, &prober.key, body.clone(), id).await;
+            assert_eq!(got, expected, "mem0 {method} {path}: {whose} record");
+        }
+    }
+    let session = crate::numbers::mcp_session(&w.router, &prober.key).await;
+    let tool = |name: &str, arguments: Value, id: &str| {
+        let arguments = arguments.to_string().replace("{id}", id);
+        json!({
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": serde_json::from_str::<Value>(&arguments).expect("json")}
+        })
+        .to_string()
+    };
+    let calls = [
+        (
+            "remember",
+            json!({"text": "bob now likes coffee", "supersedes": "{id}"}),
+        ),
+        ("forget", json!({"record_id": "{id}"})),
+        ("explain", json!({"record_id": "{id}"})),
+    ];
+    for (name, arguments) in calls {
+        let (status, r) = crate::numbers::mcp_post(
+            &w.router,
+            &prober.key,
+            &session,
+            tool(name, arguments.clone(), missing),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        let expected = comparable(name, &r["result"]).replace(missing, "<id>");
+        if name != "explain" {
+            assert_eq!(r["result"]["isError"], true, "{name}: {r}");
+            assert!(expected.contains("not_found"), "{name}: {expected}");
+        }
+        for (whose, id) in named {
+            let (status, r) = crate::numbers::mcp_post(
+                &w.router,
+                &prober.key,
+                &session,
+                tool(name, arguments.clone(), id),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{r}");
+            assert_eq!(
+                comparable(name, &r["result"]).replace(id, "<id>"),
+                expected,
+                "MCP {name}: {whose} record answers unlike a missing one"
+            );
+        }
+    }
+}
+
+/// What of a tool result depends on the record named: all of it, except
+/// for `explain`, whose recall part carries receipts of its own read
+/// instant; there the record's part (structured, and the text before the
+/// recall's lines).
+fn comparable(tool: &str, result: &Value) -> String {
+    if tool != "explain" {
+        return result.to_string();
+    }
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    let record_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("recall") && !l.contains("receipt "))
+        .collect();
+    let structured = &result["structuredContent"];
+    json!({
+        "isError": result["isError"],
+        "record": structured["record"],
+        "write_receipt": structured["write_receipt"],
+        "revocation": structured["revocation"],
+        "text": record_lines,
+    })
+    .to_string()
+}

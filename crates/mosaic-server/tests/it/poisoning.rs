@@ -353,7 +353,11 @@ async fn a_self_quoted_shared_fact_is_refused_by_the_provenance_guard() {
 #[tokio::test]
 async fn text_guard_false_refusals_on_locomo_turns() {
     let Ok(path) = std::env::var("MOSAIC_LOCOMO") else {
-        eprintln!("MOSAIC_LOCOMO is not set: no LoCoMo turns to measure");
+        crate::skip::skipped(
+            "LoCoMo false-refusal measurements",
+            "MOSAIC_LOCOMO is not set (the data set is not part of the repository)",
+            "export MOSAIC_LOCOMO=<locomo10_conversations.jsonl> (see BENCHMARKS.md)",
+        );
         return;
     };
     let (distinct, refused) = locomo_false_refusals(&path, world, 1000).await;
@@ -371,7 +375,11 @@ async fn text_guard_false_refusals_on_locomo_turns() {
 #[tokio::test]
 async fn vector_guard_false_refusals_on_locomo_turns() {
     let Ok(path) = std::env::var("MOSAIC_LOCOMO") else {
-        eprintln!("MOSAIC_LOCOMO is not set: no LoCoMo turns to measure");
+        crate::skip::skipped(
+            "LoCoMo false-refusal measurements",
+            "MOSAIC_LOCOMO is not set (the data set is not part of the repository)",
+            "export MOSAIC_LOCOMO=<locomo10_conversations.jsonl> (see BENCHMARKS.md)",
+        );
         return;
     };
     let Some(endpoint) = crate::common::minilm_endpoint() else {

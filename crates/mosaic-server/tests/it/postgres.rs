@@ -28,7 +28,11 @@ pub(crate) fn urls() -> Option<(String, String)> {
     ) {
         (Some(owner), Some(app)) => Some((owner, app)),
         (None, None) if !under_ci => {
-            eprintln!("skipped: PostgreSQL not available (run under scripts/with-postgres.sh)");
+            crate::skip::skipped(
+                "mosaic-server PostgreSQL tests",
+                "MOSAIC_TEST_POSTGRES_URL is not set",
+                "run the command under scripts/with-postgres.sh, without MOSAIC_SKIP_POSTGRES=1 (it starts a throwaway PostgreSQL)",
+            );
             None
         }
         (None, None) => panic!(

@@ -59,3 +59,7 @@ mod crash;
 mod model;
 mod postgres;
 mod sqlite;
+
+/// Skipped suites, listed after the test command (`testing/skip.rs`).
+#[path = "../../../../testing/skip.rs"]
+mod skip;

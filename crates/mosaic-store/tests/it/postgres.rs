@@ -58,7 +58,11 @@ pub fn pg_target_from_env() -> PgTarget {
         var("CI"),
     ) {
         Ok(PgTarget::Skip) => {
-            eprintln!("skipped: PostgreSQL not available (run under scripts/with-postgres.sh)");
+            crate::skip::skipped(
+                "mosaic-store PostgreSQL tests",
+                "MOSAIC_TEST_POSTGRES_URL is not set",
+                "run the command under scripts/with-postgres.sh, without MOSAIC_SKIP_POSTGRES=1 (it starts a throwaway PostgreSQL)",
+            );
             PgTarget::Skip
         }
         Ok(target) => target,
@@ -93,7 +97,11 @@ fn postgres_backend_is_built_under_ci() {
         !under_ci,
         "CI=true but mosaic-store was built without its `postgres` feature"
     );
-    eprintln!("skipped: PostgreSQL backend not built (feature `postgres` is off)");
+    crate::skip::skipped(
+        "mosaic-store PostgreSQL backend",
+        "mosaic-store was built without its `postgres` feature",
+        "cargo test --workspace (the workspace turns the feature on)",
+    );
 }
 
 #[cfg(feature = "postgres")]
