@@ -573,6 +573,7 @@
     // ones are outside it.
     const request = {
       kind: 'recall', selection_receipt: sel, relevance_receipt: rel || undefined,
+      selection_signature: res.selection_signature, relevance_signature: res.relevance_signature || undefined,
       decisions: res.decisions.slice(0, sel.decision_counts.decided),
     };
     button.addEventListener('click', () => verify(button, result, request));

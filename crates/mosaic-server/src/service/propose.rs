@@ -370,6 +370,10 @@ impl ServiceCore {
             line_generation: None,
             replayed: outcome.replayed,
             readable: false,
+            receipt_signature: self
+                .signer
+                .sign(ReceiptKind::Write, &outcome.receipt.receipt_sha256)
+                .ok(),
             receipt: outcome.receipt.clone(),
             server_judgments: prepared.server_judgments,
             server_conflicts: prepared.server_conflicts,
