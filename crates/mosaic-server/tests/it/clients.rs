@@ -111,8 +111,9 @@ fn pytest_summaries_are_read_exactly() {
 #[test]
 fn python_client_suite_passes_against_a_real_server() {
     if !should_run(
-        python_has("pytest, httpx"),
-        "python3 with pytest and httpx is missing (python3 -m pip install pytest httpx)",
+        python_has("pytest, httpx, cryptography"),
+        "python3 with pytest, httpx and cryptography is missing \
+         (python3 -m pip install pytest httpx cryptography)",
     ) {
         return;
     }
