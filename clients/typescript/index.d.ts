@@ -87,6 +87,7 @@ export interface WriteResponse {
   replayed: boolean;
   readable: boolean;
   receipt: Record<string, unknown>;
+  receipt_signature: ReceiptSignature | null;
   server_judgments: unknown[];
   server_conflicts: unknown[];
 }
@@ -116,6 +117,8 @@ export interface RecallResponse {
   drop_reasons: Record<string, number>;
   selection_receipt: Record<string, unknown>;
   relevance_receipt: { results: RankedResult[]; receipt_sha256: string; [k: string]: unknown } | null;
+  selection_signature: ReceiptSignature;
+  relevance_signature: ReceiptSignature | null;
   context_report: Record<string, unknown>;
   snapshot: Record<string, unknown>;
   omitted_indexes?: string[];
@@ -158,9 +161,19 @@ export interface ListOptions extends CallOptions {
   procedureId?: string;
 }
 
+/** The server's Ed25519 signature over a receipt (docs/ENCODING.md). */
+export interface ReceiptSignature {
+  kind: "write" | "selection" | "relevance" | "deletion" | "audit_head";
+  key_id: string;
+  receipt_sha256: string;
+  signature_hex: string;
+}
+
 export interface DeletionReceipt {
   body: Record<string, unknown>;
   receipt_sha256: string;
+  /** Present on every receipt the server returns. */
+  signature?: ReceiptSignature;
 }
 
 export interface Deletion {

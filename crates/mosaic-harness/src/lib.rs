@@ -20,6 +20,7 @@ mod canonical_ser;
 pub mod fixtures;
 pub mod memory_scope;
 pub mod memory_write;
+pub mod receipt_signature;
 pub mod record;
 
 pub use record::{

@@ -354,6 +354,9 @@
       box.append(h('h3', null, 'Every store and index, with its acknowledged generation'),
         table(['Store', 'Acknowledged generation', 'At'],
           receipt.body.stores.map((s) => [s.store, String(s.acknowledged_generation), when(s.acknowledged_at_unix_ms)])));
+      box.append(kv([['Server signature', signatureStatus(null, [['deletion receipt',
+        () => signatureProblem('deletion', 'mosaic.store.deletion_receipt.v1', receipt.body, receipt.receipt_sha256, receipt.signature),
+        receipt.signature ? receipt.signature.key_id : '']])]]));
       const out = h('p', { class: 'verify-result', role: 'status' });
       const button = h('button', { type: 'button', class: 'secondary' }, 'Verify deletion receipt');
       button.addEventListener('click', () => verify(button, out, { kind: 'deletion', receipt }));
@@ -361,6 +364,80 @@
     }
     return box;
   }
+
+  // ------------------------------------------------------------ signatures
+
+  // A receipt's signature, checked in this browser (WebCrypto Ed25519)
+  // against the public keys of GET /v1/keys: the receipt's digest is
+  // recomputed from its body, and the signature must cover that digest,
+  // the receipt's kind and the key id (docs/ENCODING.md, "Receipt
+  // signatures").
+  const utf8 = new TextEncoder();
+  const hexOf = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+  const bytesOf = (hex) => new Uint8Array((hex.match(/../g) || []).map((x) => parseInt(x, 16)));
+
+  /** RFC 8785 canonical JSON of what receipts hold (integers, strings, ...). */
+  function canon(v) {
+    if (Array.isArray(v)) return '[' + v.map(canon).join(',') + ']';
+    if (v !== null && typeof v === 'object') {
+      return '{' + Object.keys(v).sort().map((k) => JSON.stringify(k) + ':' + canon(v[k])).join(',') + '}';
+    }
+    return JSON.stringify(v);
+  }
+
+  const sha256 = async (text) => hexOf(await crypto.subtle.digest('SHA-256', utf8.encode(text)));
+
+  let keysPromise = null;
+  function receiptKeys() {
+    if (!keysPromise) keysPromise = api('GET', '/v1/keys').catch((e) => { keysPromise = null; throw e; });
+    return keysPromise;
+  }
+
+  /** '' when `signature` verifies for the receipt of `kind` with `body`
+   * under domain tag `domain` and digest `digest`; otherwise why not. */
+  async function signatureProblem(kind, domain, body, digest, signature) {
+    if (!signature) return 'the receipt carries no signature';
+    if (!window.crypto || !crypto.subtle) return 'this browser offers no WebCrypto here';
+    if (await sha256(domain + '\n' + canon(body)) !== digest) return 'the digest does not match the receipt';
+    if (signature.kind !== kind || signature.receipt_sha256 !== digest) return 'the signature is over another receipt';
+    const keys = await receiptKeys();
+    const key = keys.keys.find((k) => k.key_id === signature.key_id);
+    if (!key) return `no published key has id ${signature.key_id}`;
+    const raw = bytesOf(key.public_key_hex);
+    if ('rk-' + hexOf(await crypto.subtle.digest('SHA-256', raw)).slice(0, 32) !== key.key_id) return 'the published key does not have its id';
+    const message = 'mosaic.receipt.signature.v1\n' + canon({ kind, key_id: signature.key_id, receipt_sha256: digest });
+    let ok = false;
+    try {
+      const publicKey = await crypto.subtle.importKey('raw', raw, { name: 'Ed25519' }, false, ['verify']);
+      ok = await crypto.subtle.verify({ name: 'Ed25519' }, publicKey, bytesOf(signature.signature_hex), utf8.encode(message));
+    } catch (e) {
+      return 'this browser cannot check Ed25519 signatures: ' + e.message;
+    }
+    return ok ? '' : 'the signature does not verify';
+  }
+
+  /** A status line that fills in once the signatures are checked. */
+  function signatureStatus(id, checks) {
+    const out = h('span', { class: 'signature-result', id, role: 'status' }, 'Checking…');
+    (async () => {
+      try {
+        for (const [what, check] of checks) {
+          const problem = await check();
+          if (problem) {
+            out.replaceChildren(h('span', { class: 'bad' }, `Not verified: ${what}: ${problem}`));
+            return;
+          }
+        }
+        const keyId = checks.length ? checks[0][2] : '';
+        out.replaceChildren(h('span', { class: 'ok' }, 'Verified in this browser'), ' ', h('span', { class: 'hint' }, `(key ${keyId})`));
+      } catch (err) {
+        out.replaceChildren(h('span', { class: 'bad' }, `Not verified: ${err.message || err}`));
+      }
+    })();
+    return out;
+  }
+
+  const withoutDigest = (receipt) => Object.fromEntries(Object.entries(receipt).filter(([k]) => k !== 'receipt_sha256'));
 
   async function verify(button, out, request) {
     out.replaceChildren('Verifying…');
@@ -567,12 +644,20 @@
       ['Store snapshot', h('span', null, mono(res.snapshot.snapshot_sha256), ` at revocation generation ${res.snapshot.revocation_generation}`)],
       ['Context report', mono(res.context_report.report_sha256)],
     ]));
+    const checks = [['selection receipt', () => signatureProblem('selection', 'mosaic.memory.selection_receipt.v2', withoutDigest(sel), sel.receipt_sha256, res.selection_signature),
+      res.selection_signature ? res.selection_signature.key_id : '']];
+    if (rel) {
+      checks.push(['relevance receipt', () => signatureProblem('relevance', 'mosaic.memory.relevance_receipt.v1', withoutDigest(rel), rel.receipt_sha256, res.relevance_signature),
+        res.relevance_signature ? res.relevance_signature.key_id : '']);
+    }
+    out.push(kv([['Server signatures', signatureStatus('recall-signatures', checks)]]));
     const result = h('span', { class: 'verify-result', id: 'recall-verify', role: 'status' });
     const button = h('button', { type: 'button', class: 'secondary' }, 'Verify receipts');
     // The receipt's own decisions come first; the trailing policy_mismatch
     // ones are outside it.
     const request = {
       kind: 'recall', selection_receipt: sel, relevance_receipt: rel || undefined,
+      selection_signature: res.selection_signature, relevance_signature: res.relevance_signature || undefined,
       decisions: res.decisions.slice(0, sel.decision_counts.decided),
     };
     button.addEventListener('click', () => verify(button, result, request));

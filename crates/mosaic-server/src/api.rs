@@ -11,6 +11,7 @@ use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, MemoryPurpose, MemoryWriteReceipt, MemoryWriteViolation,
     ProcedureEvaluation, SourceJudgment, StructuredClaim,
 };
+use mosaic_harness::receipt_signature::ReceiptSignature;
 use mosaic_harness::{MemoryKind, MemoryRecord, MemorySource, MemorySubject, SummaryDescriptor};
 use mosaic_index::RetrievalMode;
 use mosaic_store::{
@@ -153,6 +154,10 @@ pub struct ProposeResponse {
     pub expires_at: Option<String>,
     /// The gate's receipt.
     pub receipt: MemoryWriteReceipt,
+    /// The server's signature over the receipt (kind `write`; see
+    /// `GET /v1/keys`). Always present in the server's responses.
+    #[serde(default)]
+    pub receipt_signature: Option<ReceiptSignature>,
     /// Judgments the server's built-in verbatim verifier produced.
     pub server_judgments: Vec<SourceJudgment>,
     /// Conflict observations the server's own structured scan produced.
@@ -238,6 +243,12 @@ pub struct RecallResponse {
     pub selection_receipt: MemorySelectionReceipt,
     /// The relevance receipt when a query ranked the candidates.
     pub relevance_receipt: Option<RelevanceReceipt>,
+    /// The server's signature over the selection receipt (kind
+    /// `selection`; see `GET /v1/keys`).
+    pub selection_signature: ReceiptSignature,
+    /// The server's signature over the relevance receipt (kind
+    /// `relevance`), when there is one.
+    pub relevance_signature: Option<ReceiptSignature>,
     /// Which selected memories fit the token budget.
     pub context_report: MemoryContextReport,
     /// The store snapshot the read is bound to.
@@ -352,6 +363,10 @@ pub struct DeletionReceiptView {
     pub body: DeletionReceiptBody,
     /// Its digest.
     pub receipt_sha256: String,
+    /// The server's signature over the digest (kind `deletion`; see
+    /// `GET /v1/keys`). Always present in the server's responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<ReceiptSignature>,
 }
 
 /// A consent given by the credential's principal.
@@ -411,22 +426,32 @@ pub enum VerifyRequest {
         /// The proposal.
         proposal_id: String,
     },
-    /// Recompute a deletion receipt's digest.
+    /// Recompute a deletion receipt's digest and check the server's
+    /// signature over it (a receipt without one does not verify).
     Deletion {
         /// The receipt.
         receipt: Box<DeletionReceiptView>,
     },
     /// Recompute a recall's selection receipt digest (and its relevance
-    /// receipt's, which the selection must name), check that the selection
-    /// follows the relevance order and agrees with the receipt's counts,
-    /// and, when `decisions` is given (an `explain` recall's list), that it
-    /// is the list the receipt commits to.
+    /// receipt's, which the selection must name), check the server's
+    /// signature over each (a receipt without its signature does not
+    /// verify: a receipt whose fields were changed and whose digest was
+    /// computed again is not one this server issued), check that the
+    /// selection follows the relevance order and agrees with the receipt's
+    /// counts, and, when `decisions` is given (an `explain` recall's list),
+    /// that it is the list the receipt commits to.
     Recall {
         /// The recall's `selection_receipt`.
         selection_receipt: Box<MemorySelectionReceipt>,
         /// The recall's `relevance_receipt`, when a query ranked it.
         #[serde(default)]
         relevance_receipt: Option<Box<RelevanceReceipt>>,
+        /// The recall's `selection_signature`.
+        #[serde(default)]
+        selection_signature: Option<ReceiptSignature>,
+        /// The recall's `relevance_signature`, when a query ranked it.
+        #[serde(default)]
+        relevance_signature: Option<ReceiptSignature>,
         /// The recall's `decisions` without the trailing `policy_mismatch`
         /// ones (those are outside the receipt), when it was explained.
         #[serde(default)]
@@ -719,6 +744,20 @@ pub struct AuditHead {
     pub seq: u64,
     /// Its digest.
     pub sha256: String,
+}
+
+/// The audit chain's head as `GET /v1/admin/audit/head` answers it: signed,
+/// so a witness can show which server published it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignedAuditHead {
+    /// Sequence number of the last event (the number of events).
+    pub seq: u64,
+    /// Its digest.
+    pub sha256: String,
+    /// The server's signature (kind `audit_head`) over the
+    /// `mosaic.audit.head.v1` digest of `{seq, sha256}`.
+    pub signature: ReceiptSignature,
 }
 
 impl std::str::FromStr for AuditHead {

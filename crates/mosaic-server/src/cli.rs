@@ -49,6 +49,11 @@ pub struct ServeFlags {
     /// PostgreSQL URL (scale-out: store, indexes and catalog in the database).
     #[arg(long)]
     pub postgres: Option<String>,
+    /// Receipt-signing key file (default <data-dir>/signing-keys.json);
+    /// servers sharing a PostgreSQL database share one. Env
+    /// MOSAIC_SIGNING_KEY_FILE.
+    #[arg(long)]
+    pub signing_key_file: Option<PathBuf>,
     /// Largest request body in bytes.
     #[arg(long)]
     pub body_limit_bytes: Option<usize>,
@@ -199,16 +204,38 @@ pub enum Command {
         /// Record id.
         record_id: String,
     },
-    /// Verify a write receipt (by proposal id) or a deletion receipt (file).
+    /// Verify a write receipt (by proposal id) or a deletion receipt (file)
+    /// with the server; or, with --offline, any receipt the API returned
+    /// with the server's public keys alone (no server, no data directory).
     Verify {
         #[command(flatten)]
         remote: Remote,
         /// Proposal whose stored write receipt to re-verify.
-        #[arg(long, conflicts_with = "deletion_receipt")]
+        #[arg(long, conflicts_with_all = ["deletion_receipt", "offline"])]
         proposal: Option<String>,
-        /// Deletion receipt JSON file (`{body, receipt_sha256}`).
-        #[arg(long)]
+        /// Deletion receipt JSON file (`{body, receipt_sha256, signature}`).
+        #[arg(long, conflicts_with = "offline")]
         deletion_receipt: Option<PathBuf>,
+        /// Check a receipt file (`-` for stdin) offline: a proposal's,
+        /// recall's or revocation's JSON answer, a deletion receipt or a
+        /// signed audit head. Needs --keys.
+        #[arg(long, value_name = "RECEIPT_FILE", requires = "keys")]
+        offline: Option<PathBuf>,
+        /// The server's public keys: the JSON of `GET /v1/keys`, the output
+        /// of `mosaic doctor --json`, or lines of 64 hex digits.
+        #[arg(long, value_name = "KEYS_FILE")]
+        keys: Option<PathBuf>,
+    },
+    /// The receipt-signing keys: `show` the published public keys, or
+    /// `rotate` to a new signing key (earlier public keys stay published,
+    /// so receipts they signed keep verifying; restart the servers to sign
+    /// with the new key).
+    Keys {
+        /// `show` or `rotate`.
+        #[arg(value_parser = ["show", "rotate"])]
+        action: String,
+        #[command(flatten)]
+        flags: ServeFlags,
     },
     /// Export the key's memories as JSON lines.
     Export {
@@ -340,6 +367,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             flags,
             audit_witness,
         } => doctor(&flags, audit_witness.as_ref(), json),
+        Command::Keys { action, flags } => keys(&action, &flags, json),
         Command::Migrate { flags, app_role } => migrate(&flags, app_role.as_deref(), json),
         Command::Propose {
             remote,
@@ -439,7 +467,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             remote,
             proposal,
             deletion_receipt,
+            offline,
+            keys,
         } => {
+            if let (Some(receipt), Some(keys)) = (&offline, &keys) {
+                return verify_offline(receipt, keys, json);
+            }
             let request = match (proposal, deletion_receipt) {
                 (Some(p), _) => json!({"kind": "write", "proposal_id": p}),
                 (None, Some(file)) => {
@@ -571,6 +604,75 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
     }
+}
+
+/// `mosaic verify --offline`: exit 0 when every receipt in the document
+/// verifies, 2 when one does not.
+fn verify_offline(receipt: &Path, keys: &Path, json: bool) -> Result<ExitCode> {
+    let keys_text =
+        std::fs::read_to_string(keys).with_context(|| format!("cannot read {}", keys.display()))?;
+    let keys = mosaic_server::signing::parse_public_keys(&keys_text).map_err(|e| anyhow!(e))?;
+    if keys.is_empty() {
+        bail!("the keys file holds no key");
+    }
+    let doc: Value =
+        serde_json::from_str(&read_input(receipt)?).context("the receipt file is not JSON")?;
+    let verdict = mosaic_server::receipts::verify_document(&doc, &keys).map_err(|e| anyhow!(e))?;
+    if json {
+        print_line("verify", &serde_json::to_value(&verdict)?);
+    } else if verdict.valid {
+        println!(
+            "valid ({} signed by a published key)",
+            verdict.checked.join(", ")
+        );
+    } else {
+        println!("INVALID: {}", verdict.problem.as_deref().unwrap_or("?"));
+    }
+    Ok(if verdict.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+/// `mosaic keys show|rotate`, on the key file the configuration names.
+fn keys(action: &str, flags: &ServeFlags, json: bool) -> Result<ExitCode> {
+    let config = load_config(flags)?;
+    let path = config.signing_key_path();
+    let published = match action {
+        "rotate" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0);
+            mosaic_server::signing::rotate(&path, now).map_err(|e| anyhow!("{e}"))?
+        }
+        _ => mosaic_server::signing::ReceiptSigner::load(&path)
+            .map_err(|e| anyhow!("{e}"))?
+            .keys(),
+    };
+    if json {
+        print_line("keys", &serde_json::to_value(&published)?);
+    } else {
+        for key in &published.keys {
+            let current = if key.key_id == published.current_key_id {
+                " (current)"
+            } else {
+                ""
+            };
+            println!(
+                "{} {} {}{current}",
+                key.key_id, key.algorithm, key.public_key_hex
+            );
+        }
+        if action == "rotate" {
+            println!(
+                "restart the servers to sign with {}",
+                published.current_key_id
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read_input(path: &Path) -> Result<String> {
@@ -822,6 +924,9 @@ fn load_config(flags: &ServeFlags) -> Result<ServerConfig> {
     if let Some(v) = &flags.postgres {
         config.postgres = Some(v.clone());
     }
+    if let Some(v) = &flags.signing_key_file {
+        config.signing_key_file = Some(v.clone());
+    }
     if let Some(v) = flags.body_limit_bytes {
         config.body_limit_bytes = v;
     }
@@ -976,6 +1081,7 @@ fn doctor(
 ) -> Result<ExitCode> {
     let mut problems: Vec<(String, String)> = Vec::new();
     let mut head = None;
+    let mut signing_keys = None;
     let config = match load_config(flags) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -1017,7 +1123,8 @@ fn doctor(
                         Ok(found) => problems.extend(found),
                         Err(e) => problems.push(("checks".into(), e.to_string())),
                     }
-                    head = service.audit_head().ok();
+                    head = service.signed_audit_head().ok();
+                    signing_keys = Some(service.receipt_keys());
                     if let Some(witness) = witness {
                         match service.check_audit_witness(witness) {
                             Ok(None) => {}
@@ -1033,7 +1140,7 @@ fn doctor(
     if json {
         print_line(
             "doctor",
-            &json!({"ok": problems.is_empty(), "problems": problems.iter().map(|(c, p)| json!({"check": c, "problem": p})).collect::<Vec<_>>(), "audit_head": head}),
+            &json!({"ok": problems.is_empty(), "problems": problems.iter().map(|(c, p)| json!({"check": c, "problem": p})).collect::<Vec<_>>(), "audit_head": head, "signing_keys": signing_keys}),
         );
     } else {
         if problems.is_empty() {
@@ -1048,6 +1155,18 @@ fn doctor(
                 "doctor: audit head {}:{} (publish it; check later with --audit-witness)",
                 head.seq, head.sha256
             );
+            println!(
+                "doctor: audit head signature {} by {}",
+                head.signature.signature_hex, head.signature.key_id
+            );
+        }
+        if let Some(keys) = &signing_keys {
+            for key in &keys.keys {
+                println!(
+                    "doctor: receipt-signing key {} {} {}",
+                    key.key_id, key.algorithm, key.public_key_hex
+                );
+            }
         }
     }
     Ok(if problems.is_empty() {
@@ -1070,6 +1189,7 @@ fn mcp(
         listen: None,
         data_dir,
         postgres: None,
+        signing_key_file: None,
         body_limit_bytes: None,
         rate_limit_per_second: None,
         rate_limit_burst: None,

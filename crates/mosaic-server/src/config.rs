@@ -21,6 +21,10 @@ pub struct ServerConfig {
     /// and the server catalog live in that database instead of the data
     /// directory, so several servers can share it.
     pub postgres: Option<String>,
+    /// The receipt-signing key file (default `<data_dir>/signing-keys.json`,
+    /// created at first start). Servers sharing a PostgreSQL database share
+    /// one file, so that each signs with the deployment's current key.
+    pub signing_key_file: Option<PathBuf>,
     /// Largest accepted request body, in bytes.
     pub body_limit_bytes: usize,
     /// Requests per second each credential may sustain.
@@ -95,6 +99,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             data_dir: PathBuf::from("./mosaic-data"),
             postgres: None,
+            signing_key_file: None,
             body_limit_bytes: 1024 * 1024,
             rate_limit_per_second: 50,
             rate_limit_burst: 100,
@@ -157,6 +162,7 @@ impl ServerConfig {
                 "MOSAIC_LISTEN" => self.listen = parse(&name, &value)?,
                 "MOSAIC_DATA_DIR" => self.data_dir = PathBuf::from(value),
                 "MOSAIC_POSTGRES" => self.postgres = Some(value),
+                "MOSAIC_SIGNING_KEY_FILE" => self.signing_key_file = Some(PathBuf::from(value)),
                 "MOSAIC_BODY_LIMIT_BYTES" => self.body_limit_bytes = parse(&name, &value)?,
                 "MOSAIC_RATE_LIMIT_PER_SECOND" => {
                     self.rate_limit_per_second = parse(&name, &value)?
@@ -195,6 +201,13 @@ impl ServerConfig {
             }
         }
         Ok(())
+    }
+
+    /// Where the receipt-signing key file is.
+    pub fn signing_key_path(&self) -> PathBuf {
+        self.signing_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(crate::signing::SIGNING_KEY_FILE))
     }
 
     /// Checks the values make sense; lists every problem.

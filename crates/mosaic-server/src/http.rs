@@ -661,12 +661,18 @@ async fn reindex(
     .await
 }
 
-async fn audit_head(State(s): State<AppState>, Auth(c): Auth) -> Reply<AuditHead> {
+async fn audit_head(State(s): State<AppState>, Auth(c): Auth) -> Reply<SignedAuditHead> {
     call(&s, move |s| {
         c.require_admin()?;
-        s.audit_head()
+        s.signed_audit_head()
     })
     .await
+}
+
+/// The receipt-signing public keys: no credential, anyone may check a
+/// receipt.
+async fn receipt_keys(State(s): State<AppState>) -> Reply<crate::signing::KeysResponse> {
+    call(&s, |s| Ok(s.receipt_keys())).await
 }
 
 async fn route_not_found() -> ApiError {
@@ -758,6 +764,7 @@ fn routes() -> Routes {
     routes
         .add("/health", &[Method::GET], get(health))
         .add("/metrics", &[Method::GET], get(metrics))
+        .add("/v1/keys", &[Method::GET], get(receipt_keys))
         .add("/openapi.json", &[Method::GET], get(openapi))
         .add("/v1/whoami", &[Method::GET], get(whoami))
         .add(

@@ -67,7 +67,9 @@ pub mod metrics;
 pub mod numbers;
 pub mod openapi;
 pub mod priority;
+pub mod receipts;
 pub mod service;
+pub mod signing;
 
 pub use config::ServerConfig;
 pub use error::{ErrorBody, ErrorDetail, ServiceError, ServiceResult};

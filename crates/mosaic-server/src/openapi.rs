@@ -57,6 +57,13 @@ pub const OPERATIONS: &[Operation] = &[
     op("GET", "/openapi.json", "This document", "none", None),
     op(
         "GET",
+        "/v1/keys",
+        "The receipt-signing public keys (Ed25519), earlier ones with the window they signed in: check any receipt's signature offline with them",
+        "none",
+        None,
+    ),
+    op(
+        "GET",
         "/v1/whoami",
         "The credential and its grant",
         "any",
@@ -395,7 +402,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "GET",
         "/v1/admin/audit/head",
-        "The audit chain's head (sequence number and digest) after walking the whole chain: publish it to an external witness and check it later with `mosaic doctor --audit-witness SEQ:SHA256`",
+        "The audit chain's head (sequence number and digest) after walking the whole chain, signed with the receipt-signing key: publish it to an external witness and check it later with `mosaic doctor --audit-witness SEQ:SHA256`",
         "admin",
         None,
     ),
@@ -494,6 +501,13 @@ pub const TYPED: &[Typed] = &[
     ),
     typed("GET", "/metrics", "metrics", None, Answer::Metrics),
     typed("GET", "/openapi.json", "openapi", None, Answer::Document),
+    typed(
+        "GET",
+        "/v1/keys",
+        "receiptKeys",
+        None,
+        Json(schema_of::<crate::signing::KeysResponse>),
+    ),
     typed(
         "GET",
         "/v1/whoami",
@@ -730,7 +744,7 @@ pub const TYPED: &[Typed] = &[
         "/v1/admin/audit/head",
         "auditHead",
         None,
-        Json(schema_of::<a::AuditHead>),
+        Json(schema_of::<a::SignedAuditHead>),
     ),
     typed(
         "GET",

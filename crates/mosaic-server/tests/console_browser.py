@@ -331,6 +331,9 @@ def walk(b, env, shots):
         raise Failure("no relevance score shown: %s" % rows)
     b.js("__t.click('#recall-results button', 'Verify receipts')")
     b.wait("__t.text('#recall-verify') === 'Verified'", "the recall receipts verified")
+    # The server's signatures, checked in the browser (WebCrypto Ed25519).
+    b.wait("__t.text('#recall-signatures').startsWith('Verified in this browser')",
+           "the recall receipts' signatures verified in the browser")
     shot("recall")
     shot("recall-390", 390)
 
@@ -354,6 +357,8 @@ def walk(b, env, shots):
             raise Failure("the deletion receipt does not name the %s index: %s" % (target, stores))
     b.js("__t.click('#deletion button', 'Verify deletion receipt')")
     b.wait("__t.text('#deletion .verify-result') === 'Verified'", "the deletion receipt verified")
+    b.wait("__t.text('#deletion .signature-result').startsWith('Verified in this browser')",
+           "the deletion receipt's signature verified in the browser")
     shot("revoked")
 
     step("the revoked memory is gone from the next recall")
@@ -365,6 +370,27 @@ def walk(b, env, shots):
     text = b.js("document.getElementById('recall-results').textContent")
     if revoke in text:
         raise Failure("the revoked memory %s is still in the recall" % revoke)
+    b.wait("__t.text('#recall-signatures').startsWith('Verified in this browser')",
+           "the second recall's signatures verified in the browser")
+
+    step("a forged signature shows as not verified")
+    # The answer reaches the page with one hex digit of the selection
+    # receipt's signature changed: the browser's Ed25519 check refuses it.
+    b.js("""(() => {
+      const real = window.fetch;
+      window.__realFetch = real;
+      window.fetch = async (path, init) => {
+        const r = await real(path, init);
+        if (!String(path).endsWith('/v1/recall')) return r;
+        const body = await r.json();
+        const sig = body.selection_signature.signature_hex;
+        body.selection_signature.signature_hex = (sig[0] === '0' ? '1' : '0') + sig.slice(1);
+        return new Response(JSON.stringify(body), { status: r.status, headers: { 'Content-Type': 'application/json' } });
+      };
+    })()""")
+    b.js("__t.click('button', 'Recall')")
+    b.wait("__t.text('#recall-signatures').startsWith('Not verified')", "the forged signature refused in the browser")
+    b.js("window.fetch = window.__realFetch")
 
     step("stored markup renders as text")
     load("#/memory/" + evil)

@@ -171,6 +171,9 @@ class _Api:
         body = _drop_none({"tenant_id": tenant_id, "principal_id": principal_id, "grant": dict(grant) if grant is not None else None})
         return _Call("POST", "/v1/admin/keys", lambda d: d, body)
 
+    def receipt_keys(self) -> _Call[Dict[str, Any]]:
+        return _Call("GET", "/v1/keys", lambda d: d)
+
 
 def _headers(api_key: Optional[str]) -> Dict[str, str]:
     headers = {"Accept": "application/json", "User-Agent": "mosaic-memory-python/0.1.0"}
@@ -379,6 +382,12 @@ class Mosaic:
         """The key's credential and grant."""
         return self._send(self._api.whoami(user_id))
 
+    def receipt_keys(self) -> Dict[str, Any]:
+        """The server's receipt-signing public keys (``GET /v1/keys``): keep
+        them to check receipts offline with
+        :func:`mosaic_memory.offline.verify_receipt`."""
+        return self._send(self._api.receipt_keys())
+
     def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         """The tenant's write policy (``max_ttl_ms``, ``allowed_kinds``, ...)."""
         return self._send(self._api.policy(user_id))
@@ -494,6 +503,9 @@ class AsyncMosaic:
 
     async def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         return await self._send(self._api.whoami(user_id))
+
+    async def receipt_keys(self) -> Dict[str, Any]:
+        return await self._send(self._api.receipt_keys())
 
     async def policy(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         return await self._send(self._api.policy(user_id))

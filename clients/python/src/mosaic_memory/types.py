@@ -266,18 +266,24 @@ class ListedMemory:
 
 @dataclass(frozen=True)
 class DeletionReceipt:
-    """A deletion receipt: its canonical body and digest. Pass it to
-    ``verify_deletion`` to have the server recompute the digest."""
+    """A deletion receipt: its canonical body, digest and the server's
+    signature. Pass it to ``verify_deletion`` to have the server check it,
+    or to :func:`mosaic_memory.offline.verify_receipt` (with the server's
+    public keys) to check it without the server."""
 
     body: Json
     receipt_sha256: str
+    signature: Optional[Json] = None
 
     def to_json(self) -> Json:
-        return {"body": self.body, "receipt_sha256": self.receipt_sha256}
+        out: Json = {"body": self.body, "receipt_sha256": self.receipt_sha256}
+        if self.signature is not None:
+            out["signature"] = self.signature
+        return out
 
     @classmethod
     def from_json(cls, data: Json) -> "DeletionReceipt":
-        return cls(body=data["body"], receipt_sha256=data["receipt_sha256"])
+        return cls(body=data["body"], receipt_sha256=data["receipt_sha256"], signature=data.get("signature"))
 
 
 @dataclass(frozen=True)

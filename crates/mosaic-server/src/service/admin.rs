@@ -55,26 +55,25 @@ impl ServiceCore {
             }
             VerifyRequest::Deletion { receipt } => {
                 check_digest("receipt.receipt_sha256", &receipt.receipt_sha256)?;
-                let receipt = DeletionReceipt {
-                    body: receipt.body.clone(),
-                    receipt_sha256: receipt.receipt_sha256.clone(),
-                };
-                let valid = receipt.verify();
+                let problem = crate::receipts::deletion_problem(receipt, &self.published_keys()?)?;
                 Ok(VerifyResponse {
-                    valid,
-                    problem: (!valid)
-                        .then(|| "receipt_sha256 does not match the canonical body".to_owned()),
+                    valid: problem.is_none(),
+                    problem,
                 })
             }
             VerifyRequest::Recall {
                 selection_receipt,
                 relevance_receipt,
                 decisions,
+                selection_signature,
+                relevance_signature,
             } => {
-                let problem = recall_receipt_problem(
+                let problem = crate::receipts::recall_problem(
                     selection_receipt,
                     relevance_receipt.as_deref(),
                     decisions.as_deref(),
+                    (selection_signature.as_ref(), relevance_signature.as_ref()),
+                    &self.published_keys()?,
                 )?;
                 Ok(VerifyResponse {
                     valid: problem.is_none(),
@@ -82,6 +81,13 @@ impl ServiceCore {
                 })
             }
         }
+    }
+
+    /// The receipt-signing public keys, as verifying keys.
+    fn published_keys(&self) -> ServiceResult<Vec<ed25519_dalek::VerifyingKey>> {
+        self.receipt_keys()
+            .verifying_keys()
+            .map_err(ServiceError::Internal)
     }
 
     // ------------------------------------------------------------ export, import
@@ -904,71 +910,6 @@ fn within_bounds(grant: &MemoryWriteGrant, bounds: &auth::ApplicationBounds) -> 
             "the user holds a grant wider than this application key's bounds",
         ))
     }
-}
-
-/// Why a recall's receipts do not verify, if they do not: a digest that
-/// does not match its canonical body, a relevance receipt the selection
-/// does not name, or a selected record not decided selected at its rank.
-fn recall_receipt_problem(
-    selection: &mosaic_harness::memory_scope::MemorySelectionReceipt,
-    relevance: Option<&mosaic_harness::memory_scope::RelevanceReceipt>,
-    decisions: Option<&[mosaic_harness::memory_scope::MemoryDecision]>,
-) -> ServiceResult<Option<String>> {
-    if selection.compute_digest()? != selection.receipt_sha256 {
-        return Ok(Some(
-            "selection receipt_sha256 does not match the canonical body".to_owned(),
-        ));
-    }
-    match (relevance, &selection.relevance_receipt_sha256) {
-        (Some(r), _) if r.compute_digest()? != r.receipt_sha256 => {
-            return Ok(Some(
-                "relevance receipt_sha256 does not match the canonical body".to_owned(),
-            ));
-        }
-        (Some(r), Some(named)) if *named != r.receipt_sha256 => {
-            return Ok(Some(
-                "the selection receipt names another relevance receipt".to_owned(),
-            ));
-        }
-        (Some(_), None) => {
-            return Ok(Some(
-                "the selection receipt is not bound to a relevance receipt".to_owned(),
-            ));
-        }
-        (None, Some(_)) => {
-            return Ok(Some(
-                "the selection receipt names a relevance receipt that was not supplied".to_owned(),
-            ));
-        }
-        _ => {}
-    }
-    let counts = &selection.decision_counts;
-    let dropped: u64 = counts.dropped.values().sum();
-    if counts.selected != selection.selected_record_ids.len() as u64
-        || counts.selected.checked_add(dropped) != Some(counts.decided)
-    {
-        return Ok(Some(
-            "decision_counts do not add up to the selected records".to_owned(),
-        ));
-    }
-    // A ranked selection takes the relevance results in their order.
-    if let Some(relevance) = relevance {
-        let mut ranked = relevance.results.iter().map(|r| r.record_id.as_str());
-        for id in &selection.selected_record_ids {
-            if !ranked.any(|r| r == id) {
-                return Ok(Some(format!(
-                    "selected record {id} is not in the relevance order"
-                )));
-            }
-        }
-    }
-    if let Some(decisions) = decisions
-        && let Err(e) =
-            mosaic_harness::memory_scope::verify_selection_decisions(selection, decisions)
-    {
-        return Ok(Some(e.to_string()));
-    }
-    Ok(None)
 }
 
 /// Why a tenant's write guards cannot be stored, if they cannot: each

@@ -60,6 +60,21 @@ impl ServiceCore {
         }
     }
 
+    /// [`ServiceCore::audit_head`], signed with the receipt-signing key.
+    pub fn signed_audit_head(&self) -> ServiceResult<SignedAuditHead> {
+        let head = self.audit_head()?;
+        let digest = mosaic_harness::receipt_signature::audit_head_sha256(head.seq, &head.sha256)?;
+        let signature = self.sign_receipt(
+            mosaic_harness::receipt_signature::ReceiptKind::AuditHead,
+            &digest,
+        )?;
+        Ok(SignedAuditHead {
+            seq: head.seq,
+            sha256: head.sha256,
+            signature,
+        })
+    }
+
     /// Checks a head published earlier: the chain verifies and still holds
     /// that event with that digest. `None` when it does; otherwise what is
     /// wrong. This catches what the chain cannot catch alone: the chain

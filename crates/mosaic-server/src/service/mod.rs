@@ -23,6 +23,7 @@ use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, ConsentReceipt, MemoryPurpose, MemoryWriteGrant,
     MemoryWritePolicy, MemoryWriteProposal, ProcedureEvaluation, SourceJudgment, StructuredClaim,
 };
+use mosaic_harness::receipt_signature::ReceiptKind;
 use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind, MemorySubject};
 use mosaic_index::vector::EmbeddingSnapshot;
 use mosaic_index::{
@@ -355,6 +356,8 @@ pub struct ServiceCore {
     /// Checked record bodies by id, for recall.
     read_model: read_model::ReadModel,
     scope_cache: read_model::ScopeCache,
+    /// Signs every receipt the service hands out.
+    signer: crate::signing::ReceiptSigner,
 }
 
 /// How far decision instants may run ahead of the clock.
@@ -439,11 +442,15 @@ fn stage_name(state: &RevocationState) -> &'static str {
     }
 }
 
-fn receipt_view(receipt: &DeletionReceipt) -> DeletionReceiptView {
-    DeletionReceiptView {
+fn receipt_view(
+    signer: &crate::signing::ReceiptSigner,
+    receipt: &DeletionReceipt,
+) -> ServiceResult<DeletionReceiptView> {
+    Ok(DeletionReceiptView {
         body: receipt.body.clone(),
         receipt_sha256: receipt.receipt_sha256.clone(),
-    }
+        signature: Some(signer.sign(ReceiptKind::Deletion, &receipt.receipt_sha256)?),
+    })
 }
 
 /// Whether a credential's grant lets it see memories about `subject`.
@@ -576,6 +583,10 @@ impl Service {
             Some(url) => Some(Mutex::new(PgTargets::connect(url, embedder.clone())?)),
             None => None,
         };
+        let signer = crate::signing::ReceiptSigner::load_or_create(
+            &config.signing_key_path(),
+            clock.now_unix_ms(),
+        )?;
         let mut retriever = new_retriever(&embedder);
         // The graph linker links publications into the vector graph.
         retriever.vector.defer_linking();
@@ -607,6 +618,7 @@ impl Service {
             last_decision: std::sync::atomic::AtomicU64::new(latest_decision),
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             scope_cache: read_model::ScopeCache::new(read_model::SCOPE_CACHE_CAPACITY),
+            signer,
             config,
             embedder,
             guard_vectors: Arc::default(),
@@ -660,6 +672,20 @@ impl Service {
 }
 
 impl ServiceCore {
+    /// Signs a receipt's digest with the deployment's current key.
+    pub fn sign_receipt(
+        &self,
+        kind: ReceiptKind,
+        receipt_sha256: &str,
+    ) -> ServiceResult<mosaic_harness::receipt_signature::ReceiptSignature> {
+        self.signer.sign(kind, receipt_sha256)
+    }
+
+    /// The receipt-signing public keys (`GET /v1/keys`).
+    pub fn receipt_keys(&self) -> crate::signing::KeysResponse {
+        self.signer.keys()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &ServerConfig {
         &self.config

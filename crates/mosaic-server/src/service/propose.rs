@@ -372,6 +372,10 @@ impl ServiceCore {
             expires_at_unix_ms: None,
             expires_at: None,
             readable: false,
+            receipt_signature: self
+                .signer
+                .sign(ReceiptKind::Write, &outcome.receipt.receipt_sha256)
+                .ok(),
             receipt: outcome.receipt.clone(),
             server_judgments: prepared.server_judgments,
             server_conflicts: prepared.server_conflicts,

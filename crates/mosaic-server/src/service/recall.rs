@@ -267,6 +267,13 @@ impl ServiceCore {
         if duplicates > 0 {
             drop_counts.insert("duplicate_content".to_owned(), duplicates);
         }
+        let selection_signature = self
+            .signer
+            .sign(ReceiptKind::Selection, &selection.receipt.receipt_sha256)?;
+        let relevance_signature = relevance
+            .as_ref()
+            .map(|r| self.signer.sign(ReceiptKind::Relevance, &r.receipt_sha256))
+            .transpose()?;
         self.metrics.incr("mosaic_recalls_total", &[]);
         self.metrics.add(
             "mosaic_recall_selected_total",
@@ -286,6 +293,8 @@ impl ServiceCore {
             memories,
             selection_receipt: selection.receipt,
             relevance_receipt: relevance,
+            selection_signature,
+            relevance_signature,
             context_report: report,
             snapshot,
             omitted_indexes,

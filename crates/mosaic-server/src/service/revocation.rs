@@ -176,7 +176,7 @@ impl ServiceCore {
                         stage: "finalized".to_owned(),
                         revocation_generation: receipt.body.revocation_generation,
                         tombstone: Some(receipt.body.tombstone.clone()),
-                        deletion_receipt: Some(receipt_view(&receipt)),
+                        deletion_receipt: Some(receipt_view(&self.signer, &receipt)?),
                     });
                 }
             };

@@ -112,10 +112,10 @@ fn pytest_summaries_are_read_exactly() {
 #[test]
 fn python_client_suite_passes_against_a_real_server() {
     if !should_run(
-        python_has("pytest, httpx"),
+        python_has("pytest, httpx, cryptography"),
         "Python client tests (pytest)",
-        "python3 with pytest and httpx is missing",
-        "python3 -m pip install 'pytest==8.3.5' 'httpx==0.28.1' (the versions .ci/run pins)",
+        "python3 with pytest, httpx and cryptography is missing",
+        "python3 -m pip install 'pytest==8.3.5' 'httpx==0.28.1' 'cryptography==48.0.0' (the versions .ci/run pins)",
     ) {
         return;
     }

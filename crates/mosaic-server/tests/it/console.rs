@@ -522,6 +522,8 @@ async fn consents_outbox_and_recall_receipts() {
         "kind": "recall",
         "selection_receipt": recall["selection_receipt"],
         "relevance_receipt": recall["relevance_receipt"],
+        "selection_signature": recall["selection_signature"],
+        "relevance_signature": recall["relevance_signature"],
     });
     let (status, verdict) = send(
         &w.router,

@@ -39,6 +39,7 @@ mod policy_carry;
 mod postgres;
 mod postgres_catalog;
 mod postgres_erasure;
+mod receipt_signatures;
 mod reconcile;
 mod review;
 mod roundtrip;

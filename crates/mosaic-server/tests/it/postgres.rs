@@ -216,12 +216,21 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let app = in_schema(&app_url, &schema.name);
-    let one = serve(&dir.path().join("one"), &app);
+    // The deployment's servers share one receipt-signing key file.
+    let key_file = dir.path().join("signing-keys.json");
+    let env = [
+        ("MOSAIC_EMBEDDER", "hash"),
+        (
+            "MOSAIC_SIGNING_KEY_FILE",
+            key_file.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let one = serve_with(&dir.path().join("one"), &app, &env);
     let admin_key = std::fs::read_to_string(dir.path().join("one").join("admin.key"))
         .expect("the first server writes the admin key")
         .trim()
         .to_owned();
-    let two = serve(&dir.path().join("two"), &app);
+    let two = serve_with(&dir.path().join("two"), &app, &env);
     assert!(
         !dir.path().join("two").join("admin.key").exists(),
         "the second server shares the first one's admin key"
@@ -296,6 +305,41 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     assert!(
         context.contains("drafted by the on-call engineer"),
         "server one recalls server two's memory: {context}"
+    );
+
+    // Both sign with the shared key: server two's receipts verify against
+    // server one's published keys, offline and through its verify route.
+    assert!(!dir.path().join("one").join("signing-keys.json").exists());
+    let (status, recall) = call(
+        &two,
+        &key,
+        "POST",
+        "/v1/recall",
+        Some(json!({"query": "staging database", "workspace_id": "ws-main"})),
+    );
+    assert_eq!(status, 200, "{recall}");
+    let (status, keys) = call(&one, &key, "GET", "/v1/keys", None);
+    assert_eq!(status, 200, "{keys}");
+    let verifying =
+        mosaic_server::signing::parse_public_keys(&keys.to_string()).expect("the keys parse");
+    let verdict = mosaic_server::receipts::verify_document(&recall, &verifying).expect("a recall");
+    assert!(verdict.valid, "{verdict:?}");
+    let (status, v) = call(
+        &one,
+        &key,
+        "POST",
+        "/v1/verify",
+        Some(json!({
+            "kind": "recall",
+            "selection_receipt": recall["selection_receipt"],
+            "relevance_receipt": recall["relevance_receipt"],
+            "selection_signature": recall["selection_signature"],
+            "relevance_signature": recall["relevance_signature"],
+        })),
+    );
+    assert_eq!(
+        (status, &v),
+        (200, &json!({"valid": true, "problem": null}))
     );
 
     // A revocation through one server is honoured by the other at once,

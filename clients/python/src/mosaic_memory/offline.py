@@ -1,0 +1,285 @@
+"""Checking a receipt without the server: from the receipt as the API
+returned it and the server's public keys (``GET /v1/keys``, or ``mosaic
+doctor --json``).
+
+Needs an Ed25519 implementation: install the ``verify`` extra
+(``pip install 'mosaic-memory[verify]'``, which brings ``cryptography``).
+
+What is checked, for every receipt in the document:
+
+* its ``receipt_sha256`` is the digest of its canonical body
+  (``SHA-256(domain_tag || 0x0A || canonical_json(body))``, RFC 8785 JSON,
+  see the server's ``docs/ENCODING.md``);
+* the server's Ed25519 signature over
+  ``"mosaic.receipt.signature.v1" || 0x0A || canonical_json({kind, key_id,
+  receipt_sha256})`` verifies under the published key with that id;
+* for a recall: the selection receipt names the relevance receipt it came
+  with, and its counts add up to the selected records.
+
+A receipt that passes was issued, as it is, by a server holding one of the
+keys. The Rust verifier (``mosaic verify --offline``) also checks an
+explained recall's decision list against the receipt; this module does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+
+SIGNATURE_DOMAIN = "mosaic.receipt.signature.v1"
+AUDIT_HEAD_DOMAIN = "mosaic.audit.head.v1"
+WRITE_RECEIPT_DOMAIN = "mosaic.memory.write_receipt.v1"
+SELECTION_RECEIPT_DOMAIN = "mosaic.memory.selection_receipt.v2"
+RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
+DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
+
+_MAX_INT = (1 << 53) - 1
+
+
+class ReceiptFormatError(ValueError):
+    """The document or the keys are not what the API returns."""
+
+
+@dataclass(frozen=True)
+class OfflineVerdict:
+    """``valid`` when every receipt in the document verifies; ``checked``
+    names them (``write``, ``selection``, ``relevance``, ``deletion``,
+    ``audit_head``); ``problem`` says why not."""
+
+    valid: bool
+    checked: List[str] = field(default_factory=list)
+    problem: Optional[str] = None
+
+
+def _string(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20:
+            out.append("\\u%04x" % code)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON bytes the server hashes: RFC 8785 restricted to
+    integers of at most 2^53 - 1 (floats are refused)."""
+    return _canonical(value).encode("utf-8")
+
+
+def _canonical(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        if abs(value) > _MAX_INT:
+            raise ReceiptFormatError(f"integer {value} is outside the canonical range")
+        return str(value)
+    if isinstance(value, float):
+        raise ReceiptFormatError("receipts hold no floating-point numbers")
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_canonical(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        items = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16-be"))
+        return "{" + ",".join(_string(k) + ":" + _canonical(v) for k, v in items) + "}"
+    raise ReceiptFormatError(f"{type(value).__name__} is not JSON")
+
+
+def domain_digest(domain_tag: str, value: Any) -> str:
+    """``SHA-256(domain_tag || 0x0A || canonical_json(value))`` as hex."""
+    return hashlib.sha256(domain_tag.encode("ascii") + b"\n" + canonical_json(value)).hexdigest()
+
+
+def signing_bytes(kind: str, key_id: str, receipt_sha256: str) -> bytes:
+    """The exact bytes a receipt signature covers."""
+    body = {"kind": kind, "key_id": key_id, "receipt_sha256": receipt_sha256}
+    return SIGNATURE_DOMAIN.encode("ascii") + b"\n" + canonical_json(body)
+
+
+def key_id(public_key: bytes) -> str:
+    """A key's id: ``rk-`` and the first 32 hex digits of SHA-256 of its 32 bytes."""
+    return "rk-" + hashlib.sha256(public_key).hexdigest()[:32]
+
+
+def _ed25519():
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise ImportError(
+            "offline verification needs the 'cryptography' package: pip install 'mosaic-memory[verify]'"
+        ) from e
+    return Ed25519PublicKey, InvalidSignature
+
+
+def _hex_bytes(text: Any, length: int) -> Optional[bytes]:
+    if not isinstance(text, str) or len(text) != 2 * length:
+        return None
+    if any(c not in "0123456789abcdef" for c in text):
+        return None
+    return bytes.fromhex(text)
+
+
+def load_public_keys(keys: Union[Mapping[str, Any], Iterable[str], str]) -> Dict[str, bytes]:
+    """The public keys by id, from the JSON of ``GET /v1/keys`` (a dict,
+    or its text), ``mosaic doctor --json``'s line, or hex strings. A key
+    whose id is not the id of its bytes is refused."""
+    if isinstance(keys, str):
+        text = keys.strip()
+        keys = json.loads(text) if text.startswith("{") else [l for l in text.splitlines() if l.strip()]
+    out: Dict[str, bytes] = {}
+    if isinstance(keys, Mapping):
+        data = keys.get("data", keys)
+        data = data.get("signing_keys", data) if isinstance(data, Mapping) else data
+        if not isinstance(data, Mapping) or not isinstance(data.get("keys"), list):
+            raise ReceiptFormatError("the keys JSON has no 'keys' list")
+        for entry in data["keys"]:
+            if not isinstance(entry, Mapping) or entry.get("algorithm") != "ed25519":
+                raise ReceiptFormatError("a published key is not an ed25519 key")
+            raw = _hex_bytes(entry.get("public_key_hex"), 32)
+            if raw is None:
+                raise ReceiptFormatError("a published key is not 32 bytes of hex")
+            if key_id(raw) != entry.get("key_id"):
+                raise ReceiptFormatError(f"the published key {entry.get('key_id')} does not have that id")
+            out[key_id(raw)] = raw
+        return out
+    for line in keys:
+        raw = _hex_bytes(line.strip(), 32)
+        if raw is None:
+            raise ReceiptFormatError("a key line is not 32 bytes of hex")
+        out[key_id(raw)] = raw
+    return out
+
+
+def _signature_problem(what: str, signature: Any, kind: str, digest: str, keys: Mapping[str, bytes]) -> Optional[str]:
+    if not isinstance(signature, Mapping):
+        return f"the {what} receipt carries no signature"
+    if set(signature) != {"kind", "key_id", "receipt_sha256", "signature_hex"}:
+        return f"{what} signature: the signature is malformed"
+    if signature["kind"] != kind:
+        return f"{what} signature: the signature is over a {signature['kind']} receipt, not a {kind} one"
+    if signature["receipt_sha256"] != digest:
+        return f"{what} signature: the signature names another receipt_sha256 than the receipt's"
+    public = keys.get(signature["key_id"]) if isinstance(signature["key_id"], str) else None
+    if public is None:
+        return f"{what} signature: no published key has key id {signature['key_id']}"
+    raw = _hex_bytes(signature["signature_hex"], 64)
+    if raw is None:
+        return f"{what} signature: the signature is malformed"
+    Ed25519PublicKey, InvalidSignature = _ed25519()
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(raw, signing_bytes(kind, signature["key_id"], digest))
+    except InvalidSignature:
+        return f"{what} signature: the signature does not verify under key {signature['key_id']}"
+    return None
+
+
+def _body_digest(domain: str, receipt: Mapping[str, Any]) -> str:
+    return domain_digest(domain, {k: v for k, v in receipt.items() if k != "receipt_sha256"})
+
+
+def _check(what: str, domain: str, kind: str, receipt: Any, signature: Any, keys: Mapping[str, bytes]) -> Optional[str]:
+    if not isinstance(receipt, Mapping) or not isinstance(receipt.get("receipt_sha256"), str):
+        raise ReceiptFormatError(f"the {what} receipt is not an object with receipt_sha256")
+    digest = _body_digest(domain, receipt)
+    if digest != receipt["receipt_sha256"]:
+        return f"{what} receipt_sha256 does not match the canonical body"
+    return _signature_problem(what, signature, kind, digest, keys)
+
+
+def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], Iterable[str], str]) -> OfflineVerdict:
+    """Checks the receipts in one API answer, offline: a proposal's
+    (``receipt``, ``receipt_signature``), a recall's (``selection_receipt``,
+    ``relevance_receipt`` and their signatures), a revocation's
+    (``deletion_receipt``), a deletion receipt alone, or a signed audit head
+    (``GET /v1/admin/audit/head``). ``keys`` as :func:`load_public_keys`
+    takes them. Raises :class:`ReceiptFormatError` when the document holds
+    no receipt; a receipt that does not verify is a verdict."""
+    public = load_public_keys(keys)
+    if not public:
+        raise ReceiptFormatError("no public key given")
+
+    def verdict(checked: List[str], problem: Optional[str]) -> OfflineVerdict:
+        return OfflineVerdict(valid=problem is None, checked=checked, problem=problem)
+
+    if isinstance(document.get("selection_receipt"), Mapping):
+        selection = document["selection_receipt"]
+        relevance = document.get("relevance_receipt")
+        checked = ["selection"] + (["relevance"] if relevance is not None else [])
+        problem = _check("selection", SELECTION_RECEIPT_DOMAIN, "selection", selection, document.get("selection_signature"), public)
+        if problem:
+            return verdict(checked, problem)
+        named = selection.get("relevance_receipt_sha256")
+        if relevance is None:
+            if named is not None:
+                return verdict(checked, "the selection receipt names a relevance receipt that was not supplied")
+        else:
+            problem = _check("relevance", RELEVANCE_RECEIPT_DOMAIN, "relevance", relevance, document.get("relevance_signature"), public)
+            if problem:
+                return verdict(checked, problem)
+            if named != relevance["receipt_sha256"]:
+                return verdict(checked, "the selection receipt names another relevance receipt")
+        counts = selection.get("decision_counts") or {}
+        dropped = sum((counts.get("dropped") or {}).values())
+        if counts.get("selected") != len(selection.get("selected_record_ids") or []) or counts.get("selected", 0) + dropped != counts.get("decided"):
+            return verdict(checked, "decision_counts do not add up to the selected records")
+        return verdict(checked, None)
+    if isinstance(document.get("receipt"), Mapping):
+        return verdict(
+            ["write"],
+            _check("write", WRITE_RECEIPT_DOMAIN, "write", document["receipt"], document.get("receipt_signature"), public),
+        )
+    deletion = document.get("deletion_receipt")
+    if deletion is None and "body" in document:
+        deletion = document
+    if isinstance(deletion, Mapping):
+        if not isinstance(deletion.get("body"), Mapping) or not isinstance(deletion.get("receipt_sha256"), str):
+            raise ReceiptFormatError("the deletion receipt is not {body, receipt_sha256, signature}")
+        digest = domain_digest(DELETION_RECEIPT_DOMAIN, deletion["body"])
+        if digest != deletion["receipt_sha256"]:
+            return verdict(["deletion"], "receipt_sha256 does not match the canonical body")
+        return verdict(["deletion"], _signature_problem("deletion", deletion.get("signature"), "deletion", digest, public))
+    if "seq" in document and "signature" in document:
+        seq, head = document.get("seq"), document.get("sha256")
+        if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(head, str):
+            raise ReceiptFormatError("the audit head is not {seq, sha256, signature}")
+        digest = domain_digest(AUDIT_HEAD_DOMAIN, {"seq": seq, "sha256": head})
+        return verdict(["audit_head"], _signature_problem("audit head", document["signature"], "audit_head", digest, public))
+    raise ReceiptFormatError(
+        "the document holds no receipt (a proposal's, a recall's or a revocation's answer, a deletion receipt or an audit head)"
+    )
+
+
+__all__ = [
+    "OfflineVerdict",
+    "ReceiptFormatError",
+    "canonical_json",
+    "domain_digest",
+    "key_id",
+    "load_public_keys",
+    "signing_bytes",
+    "verify_receipt",
+]

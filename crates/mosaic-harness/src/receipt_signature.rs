@@ -1,0 +1,281 @@
+//! Signatures over receipts: the exact bytes a server signs, and the check
+//! anyone holding the server's public keys can run without the server.
+//!
+//! A receipt's digest (`receipt_sha256`) already commits to its canonical
+//! body. A signature binds that digest to the server that issued it: the
+//! server signs, with Ed25519 (RFC 8032, deterministic), the bytes
+//!
+//! ```text
+//! "mosaic.receipt.signature.v1" || 0x0A || canonical_json({kind, key_id, receipt_sha256})
+//! ```
+//!
+//! where `kind` names the receipt (`write`, `selection`, `relevance`,
+//! `deletion`, `audit_head`), so a signature over one kind of receipt cannot
+//! be presented as another kind, and `key_id` names the signing key, so a
+//! signature cannot be moved to another key's name. The audit chain's head
+//! has no receipt digest of its own: its `receipt_sha256` is
+//! [`audit_head_sha256`] of `{seq, sha256}`.
+//!
+//! Everything here is I/O-free: the caller holds the key.
+
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{CanonicalError, domain_bytes, domain_digest, is_sha256_hex, sha256_hex};
+
+/// Domain tag of the bytes a receipt signature covers.
+pub const RECEIPT_SIGNATURE_DOMAIN: &str = "mosaic.receipt.signature.v1";
+
+/// Domain tag of the digest an audit head's signature names.
+pub const AUDIT_HEAD_DOMAIN: &str = "mosaic.audit.head.v1";
+
+/// Which receipt a signature is over.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptKind {
+    /// A write gate's `MemoryWriteReceipt`.
+    Write,
+    /// A read's `MemorySelectionReceipt`.
+    Selection,
+    /// A ranked read's `RelevanceReceipt`.
+    Relevance,
+    /// A finalized deletion receipt.
+    Deletion,
+    /// The audit chain's head `{seq, sha256}`.
+    AuditHead,
+}
+
+impl ReceiptKind {
+    /// The snake_case name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptKind::Write => "write",
+            ReceiptKind::Selection => "selection",
+            ReceiptKind::Relevance => "relevance",
+            ReceiptKind::Deletion => "deletion",
+            ReceiptKind::AuditHead => "audit_head",
+        }
+    }
+}
+
+/// A server's signature over one receipt, as it travels beside the receipt.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptSignature {
+    /// Which receipt.
+    pub kind: ReceiptKind,
+    /// The signing key (`rk-` and 32 hex digits, see [`key_id`]).
+    pub key_id: String,
+    /// The receipt's digest the signature covers.
+    pub receipt_sha256: String,
+    /// The 64-byte Ed25519 signature, lowercase hex.
+    pub signature_hex: String,
+}
+
+#[derive(Serialize)]
+struct SignedFields<'a> {
+    kind: ReceiptKind,
+    key_id: &'a str,
+    receipt_sha256: &'a str,
+}
+
+#[derive(Serialize)]
+struct AuditHeadFields<'a> {
+    seq: u64,
+    sha256: &'a str,
+}
+
+/// The exact bytes a receipt signature covers.
+pub fn signing_bytes(
+    kind: ReceiptKind,
+    key_id: &str,
+    receipt_sha256: &str,
+) -> Result<Vec<u8>, CanonicalError> {
+    domain_bytes(
+        RECEIPT_SIGNATURE_DOMAIN,
+        &SignedFields {
+            kind,
+            key_id,
+            receipt_sha256,
+        },
+    )
+}
+
+/// A receipt-signing key's id: `rk-` and the first 32 hex digits of the
+/// plain SHA-256 of its 32 public-key bytes.
+pub fn key_id(public_key: &VerifyingKey) -> String {
+    format!("rk-{}", &sha256_hex(public_key.as_bytes())[..32])
+}
+
+/// The digest an audit head's signature names:
+/// `SHA-256("mosaic.audit.head.v1" || 0x0A || canonical_json({seq, sha256}))`.
+pub fn audit_head_sha256(seq: u64, sha256: &str) -> Result<String, CanonicalError> {
+    domain_digest(AUDIT_HEAD_DOMAIN, &AuditHeadFields { seq, sha256 })
+}
+
+/// Signs `receipt_sha256` as a receipt of `kind` with `key`.
+pub fn sign_receipt(
+    key: &SigningKey,
+    kind: ReceiptKind,
+    receipt_sha256: &str,
+) -> Result<ReceiptSignature, CanonicalError> {
+    let key_id = key_id(&key.verifying_key());
+    let bytes = signing_bytes(kind, &key_id, receipt_sha256)?;
+    Ok(ReceiptSignature {
+        kind,
+        key_id,
+        receipt_sha256: receipt_sha256.to_owned(),
+        signature_hex: hex::encode(key.sign(&bytes).to_bytes()),
+    })
+}
+
+/// Why a receipt signature does not verify.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureProblem {
+    /// The signature is over another kind of receipt.
+    #[error("the signature is over a {found} receipt, not a {expected} one")]
+    WrongKind {
+        /// The kind being verified.
+        expected: &'static str,
+        /// The kind the signature names.
+        found: &'static str,
+    },
+    /// The signature names another digest than the receipt's.
+    #[error("the signature names another receipt_sha256 than the receipt's")]
+    OtherReceipt,
+    /// No published key has the signature's key id.
+    #[error("no published key has key id {0}")]
+    UnknownKey(String),
+    /// The signature is not 64 bytes of hex, or the digest not SHA-256 hex.
+    #[error("the signature is malformed")]
+    Malformed,
+    /// Ed25519 verification failed.
+    #[error("the signature does not verify under key {0}")]
+    BadSignature(String),
+}
+
+/// Checks `signature` over a receipt of `kind` whose digest (recomputed by
+/// the caller from the receipt's body) is `receipt_sha256`, against the
+/// published `keys` (the ones whose `key_id` matches are tried).
+pub fn verify_receipt_signature(
+    signature: &ReceiptSignature,
+    kind: ReceiptKind,
+    receipt_sha256: &str,
+    keys: &[VerifyingKey],
+) -> Result<(), SignatureProblem> {
+    if signature.kind != kind {
+        return Err(SignatureProblem::WrongKind {
+            expected: kind.as_str(),
+            found: signature.kind.as_str(),
+        });
+    }
+    if signature.receipt_sha256 != receipt_sha256 || !is_sha256_hex(receipt_sha256) {
+        return Err(SignatureProblem::OtherReceipt);
+    }
+    let key = keys
+        .iter()
+        .find(|k| key_id(k) == signature.key_id)
+        .ok_or_else(|| SignatureProblem::UnknownKey(signature.key_id.clone()))?;
+    let raw: [u8; 64] = hex::decode(&signature.signature_hex)
+        .ok()
+        .filter(|_| {
+            signature
+                .signature_hex
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+        .and_then(|b| b.try_into().ok())
+        .ok_or(SignatureProblem::Malformed)?;
+    let bytes = signing_bytes(kind, &signature.key_id, receipt_sha256)
+        .map_err(|_| SignatureProblem::Malformed)?;
+    key.verify(&bytes, &Signature::from_bytes(&raw))
+        .map_err(|_| SignatureProblem::BadSignature(signature.key_id.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&[7u8; 32])
+    }
+
+    const DIGEST: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_signature_verifies_and_every_changed_field_fails() {
+        let key = key();
+        let public = [key.verifying_key()];
+        let sig = sign_receipt(&key, ReceiptKind::Selection, DIGEST).expect("signs");
+        assert_eq!(
+            verify_receipt_signature(&sig, ReceiptKind::Selection, DIGEST, &public),
+            Ok(())
+        );
+        // Another kind asked for.
+        assert!(matches!(
+            verify_receipt_signature(&sig, ReceiptKind::Relevance, DIGEST, &public),
+            Err(SignatureProblem::WrongKind { .. })
+        ));
+        // The signature's kind relabelled to match: the bytes differ.
+        let mut relabelled = sig.clone();
+        relabelled.kind = ReceiptKind::Relevance;
+        assert!(matches!(
+            verify_receipt_signature(&relabelled, ReceiptKind::Relevance, DIGEST, &public),
+            Err(SignatureProblem::BadSignature(_))
+        ));
+        // Another receipt.
+        let other = DIGEST.replace('0', "1");
+        assert_eq!(
+            verify_receipt_signature(&sig, ReceiptKind::Selection, &other, &public),
+            Err(SignatureProblem::OtherReceipt)
+        );
+        let mut moved = sig.clone();
+        moved.receipt_sha256 = other.clone();
+        assert!(matches!(
+            verify_receipt_signature(&moved, ReceiptKind::Selection, &other, &public),
+            Err(SignatureProblem::BadSignature(_))
+        ));
+        // Another key id.
+        let mut renamed = sig.clone();
+        renamed.key_id = "rk-00000000000000000000000000000000".into();
+        assert!(matches!(
+            verify_receipt_signature(&renamed, ReceiptKind::Selection, DIGEST, &public),
+            Err(SignatureProblem::UnknownKey(_))
+        ));
+        // Every byte of the signature.
+        for i in 0..sig.signature_hex.len() {
+            let mut forged = sig.clone();
+            let mut chars: Vec<u8> = forged.signature_hex.into_bytes();
+            chars[i] = if chars[i] == b'0' { b'1' } else { b'0' };
+            forged.signature_hex = String::from_utf8(chars).expect("ascii");
+            assert!(
+                verify_receipt_signature(&forged, ReceiptKind::Selection, DIGEST, &public).is_err(),
+                "signature hex digit {i}"
+            );
+        }
+        // Upper-case hex is not the canonical form.
+        let mut upper = sig.clone();
+        upper.signature_hex = upper.signature_hex.to_uppercase();
+        assert_eq!(
+            verify_receipt_signature(&upper, ReceiptKind::Selection, DIGEST, &public),
+            Err(SignatureProblem::Malformed)
+        );
+        // Another key under the same id.
+        let stranger = [SigningKey::from_bytes(&[8u8; 32]).verifying_key()];
+        assert!(matches!(
+            verify_receipt_signature(&sig, ReceiptKind::Selection, DIGEST, &stranger),
+            Err(SignatureProblem::UnknownKey(_))
+        ));
+    }
+
+    #[test]
+    fn the_signed_bytes_are_the_documented_ones() {
+        let bytes = signing_bytes(ReceiptKind::AuditHead, "rk-1", DIGEST).expect("bytes");
+        assert_eq!(
+            String::from_utf8(bytes).expect("utf-8"),
+            format!(
+                "mosaic.receipt.signature.v1\n{{\"key_id\":\"rk-1\",\"kind\":\"audit_head\",\"receipt_sha256\":\"{DIGEST}\"}}"
+            )
+        );
+    }
+}

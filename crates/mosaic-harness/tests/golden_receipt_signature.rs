@@ -1,0 +1,56 @@
+//! Golden vector for receipt signatures: a fixed test key signs a fixed
+//! digest; Ed25519 is deterministic, so the documented bytes and the
+//! signature below are what any implementation must produce (they were
+//! computed with an independent Ed25519 implementation, and are repeated
+//! in `docs/ENCODING.md`).
+
+use ed25519_dalek::SigningKey;
+use mosaic_harness::receipt_signature::{
+    ReceiptKind, audit_head_sha256, key_id, sign_receipt, signing_bytes, verify_receipt_signature,
+};
+
+/// The test key: secret bytes 0x00, 0x01, ..., 0x1f.
+fn test_key() -> SigningKey {
+    let mut secret = [0u8; 32];
+    for (i, b) in secret.iter_mut().enumerate() {
+        *b = u8::try_from(i).expect("small");
+    }
+    SigningKey::from_bytes(&secret)
+}
+
+/// SHA-256 of the empty string, standing in for a receipt digest.
+const DIGEST: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+const PUBLIC_KEY_HEX: &str = "03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8";
+const KEY_ID: &str = "rk-56475aa75463474c0285df5dbf2bcab7";
+const SIGNED_BYTES: &str = "mosaic.receipt.signature.v1\n{\"key_id\":\"rk-56475aa75463474c0285df5dbf2bcab7\",\"kind\":\"selection\",\"receipt_sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"}";
+const SIGNATURE_HEX: &str = "c263acf9812883151cda126ca531e50acfbf50e1c27ac2e3665211b6d5d3eb971ea8797616ce64400e2a9e8d54d86aacad77eb4f68dfc8328f4c70bc62a05904";
+
+#[test]
+fn the_fixed_test_key_gives_the_documented_signature() {
+    let key = test_key();
+    assert_eq!(hex::encode(key.verifying_key().as_bytes()), PUBLIC_KEY_HEX);
+    assert_eq!(key_id(&key.verifying_key()), KEY_ID);
+    let bytes = signing_bytes(ReceiptKind::Selection, KEY_ID, DIGEST).expect("bytes");
+    assert_eq!(String::from_utf8(bytes).expect("utf-8"), SIGNED_BYTES);
+    let signature = sign_receipt(&key, ReceiptKind::Selection, DIGEST).expect("signs");
+    assert_eq!(signature.key_id, KEY_ID);
+    assert_eq!(signature.receipt_sha256, DIGEST);
+    assert_eq!(signature.signature_hex, SIGNATURE_HEX);
+    assert_eq!(
+        verify_receipt_signature(
+            &signature,
+            ReceiptKind::Selection,
+            DIGEST,
+            &[key.verifying_key()]
+        ),
+        Ok(())
+    );
+}
+
+#[test]
+fn the_audit_head_digest_is_the_documented_one() {
+    assert_eq!(
+        audit_head_sha256(3, DIGEST).expect("digest"),
+        "ed845c36929944d03a38ee6083c1a29ef3f52a06927cdba7fd3155da2aaa2f39"
+    );
+}

@@ -1,0 +1,550 @@
+//! Signed receipts: every receipt the API returns (write, selection,
+//! relevance, deletion, the audit head) carries the server's Ed25519
+//! signature, checks offline from the receipt and `GET /v1/keys` alone, and
+//! fails once any signed field or the signature is changed. The layer that
+//! stops a forged receipt is the signature check (`receipts.rs`, used by
+//! `POST /v1/verify` and `mosaic verify --offline`): a receipt whose fields
+//! were changed and whose digest was computed again is not signed.
+
+use axum::http::StatusCode;
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use mosaic_harness::memory_scope::MemorySelectionReceipt;
+use mosaic_harness::receipt_signature::{ReceiptKind, sign_receipt};
+use mosaic_server::receipts::verify_document;
+use mosaic_server::signing::{KeysResponse, parse_public_keys};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+async fn published_keys(router: &axum::Router) -> (KeysResponse, Vec<VerifyingKey>) {
+    // No credential: anyone may fetch them.
+    let (status, body) = send(router, "GET", "/v1/keys", None, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let keys: KeysResponse = serde_json::from_value(body.clone()).expect("key set");
+    let verifying = parse_public_keys(&body.to_string()).expect("keys parse");
+    (keys, verifying)
+}
+
+/// Every JSON path below `value` that ends at a scalar or an empty
+/// container.
+fn leaf_paths(value: &Value, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                let mut p = prefix.clone();
+                p.push(k.clone());
+                leaf_paths(v, p, out);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, v) in items.iter().enumerate() {
+                let mut p = prefix.clone();
+                p.push(i.to_string());
+                leaf_paths(v, p, out);
+            }
+        }
+        _ => out.push(prefix),
+    }
+}
+
+fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
+    path.iter().fold(value, |v, k| match v {
+        Value::Array(items) => &mut items[k.parse::<usize>().expect("index")],
+        other => &mut other[k.as_str()],
+    })
+}
+
+/// A different value of the same shape where one exists.
+fn changed(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            let flipped = if s.starts_with('0') { "1" } else { "0" };
+            Value::String(format!("{flipped}{}", &s[1..]))
+        }
+        Value::String(s) if s.len() == 128 => {
+            let flipped = if s.ends_with('0') { "1" } else { "0" };
+            Value::String(format!("{}{flipped}", &s[..127]))
+        }
+        Value::String(s) => Value::String(format!("{s}x")),
+        Value::Number(n) => json!(n.as_u64().unwrap_or(0) + 1),
+        Value::Bool(b) => Value::Bool(!b),
+        Value::Null => json!("0000000000000000000000000000000000000000000000000000000000000000"),
+        Value::Array(_) => json!(["x"]),
+        Value::Object(_) => json!({"x": 1}),
+    }
+}
+
+/// Changes every signed leaf of `doc` below the `signed` members in turn;
+/// each change must fail verification (a verdict of invalid, or a document
+/// that no longer parses). Returns how many were tried.
+fn every_mutation_fails(doc: &Value, signed: &[&str], keys: &[VerifyingKey]) -> usize {
+    let mut paths = Vec::new();
+    for member in signed {
+        assert!(!doc[*member].is_null(), "{member} is present: {doc}");
+        leaf_paths(&doc[*member], vec![(*member).to_owned()], &mut paths);
+    }
+    for path in &paths {
+        let mut forged = doc.clone();
+        let leaf = at(&mut forged, path);
+        *leaf = changed(leaf);
+        // A document that no longer parses does not verify either.
+        if let Ok(v) = verify_document(&forged, keys) {
+            assert!(!v.valid, "changing {path:?} still verifies");
+        }
+    }
+    paths.len()
+}
+
+#[tokio::test]
+async fn every_receipt_is_signed_verifies_offline_and_fails_once_changed() {
+    let w = world();
+    let alice = &w.principals[0];
+    let (keys, verifying) = published_keys(&w.router).await;
+    assert_eq!(keys.keys.len(), 1);
+    assert_eq!(keys.keys[0].key_id, keys.current_key_id);
+    assert_eq!(keys.keys[0].algorithm, "ed25519");
+    // The key file is the server's alone.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let path = w.service.config().signing_key_path();
+        let mode = std::fs::metadata(&path)
+            .expect("key file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+        // Nothing secret is published.
+        let text = std::fs::read_to_string(&path).expect("key file");
+        let stored: Value = serde_json::from_str(&text).expect("json");
+        let secret = stored["keys"][0]["secret_key_hex"]
+            .as_str()
+            .expect("secret");
+        let (_, body) = send(&w.router, "GET", "/v1/keys", None, None).await;
+        assert!(!body.to_string().contains(secret));
+        let (_, metrics, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
+        assert!(!String::from_utf8_lossy(&metrics).contains(secret));
+    }
+
+    // Write.
+    let written = propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("signed-1", "The deploy window opens at nine."),
+    )
+    .await;
+    assert_eq!(written["decision"], "accepted", "{written}");
+    assert_eq!(written["receipt_signature"]["kind"], "write");
+    assert_eq!(
+        written["receipt_signature"]["key_id"],
+        json!(keys.current_key_id)
+    );
+    let verdict = verify_document(&written, &verifying).expect("a write receipt");
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(verdict.checked, ["write"]);
+    let tried = every_mutation_fails(&written, &["receipt", "receipt_signature"], &verifying);
+    assert!(tried >= 19, "{tried}");
+
+    // Selection and relevance.
+    let (status, recall) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "deploy window", "explain": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{recall}");
+    assert_eq!(recall["selection_signature"]["kind"], "selection");
+    assert_eq!(recall["relevance_signature"]["kind"], "relevance");
+    let verdict = verify_document(&recall, &verifying).expect("a recall");
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(verdict.checked, ["selection", "relevance"]);
+    every_mutation_fails(
+        &recall,
+        &[
+            "selection_receipt",
+            "relevance_receipt",
+            "selection_signature",
+            "relevance_signature",
+        ],
+        &verifying,
+    );
+    // The two signatures are not interchangeable.
+    let mut swapped = recall.clone();
+    swapped["selection_signature"] = recall["relevance_signature"].clone();
+    assert!(!verify_document(&swapped, &verifying).expect("recall").valid);
+    // An unranked recall has no relevance receipt and no relevance signature.
+    let (_, plain) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    assert!(plain["relevance_signature"].is_null(), "{plain}");
+    assert!(verify_document(&plain, &verifying).expect("recall").valid);
+
+    // Deletion.
+    let record_id = written["record_id"].as_str().expect("record id");
+    let (status, revoked) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/memories/{record_id}/revoke"),
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    assert_eq!(revoked["stage"], "finalized", "{revoked}");
+    assert_eq!(revoked["deletion_receipt"]["signature"]["kind"], "deletion");
+    assert!(
+        verify_document(&revoked, &verifying)
+            .expect("deletion")
+            .valid
+    );
+    assert!(
+        verify_document(&revoked["deletion_receipt"], &verifying)
+            .expect("deletion")
+            .valid
+    );
+    every_mutation_fails(&revoked, &["deletion_receipt"], &verifying);
+    // Read again later, the receipt is signed alike.
+    let (_, again) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{record_id}/deletion"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(again["deletion_receipt"], revoked["deletion_receipt"]);
+
+    // The audit head.
+    let (status, head) = send(
+        &w.router,
+        "GET",
+        "/v1/admin/audit/head",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{head}");
+    assert_eq!(head["signature"]["kind"], "audit_head");
+    let verdict = verify_document(&head, &verifying).expect("audit head");
+    assert!(verdict.valid, "{verdict:?}");
+    every_mutation_fails(&head, &["seq", "sha256", "signature"], &verifying);
+
+    // Under another server's keys nothing verifies.
+    let stranger = [SigningKey::from_bytes(&[9u8; 32]).verifying_key()];
+    for doc in [&written, &recall, &revoked, &head] {
+        let verdict = verify_document(doc, &stranger).expect("a receipt");
+        assert!(!verdict.valid);
+        assert!(
+            verdict
+                .problem
+                .as_deref()
+                .is_some_and(|p| p.contains("no published key")),
+            "{verdict:?}"
+        );
+    }
+}
+
+/// A selection receipt with a forged `record_set_sha256` and a recomputed
+/// digest passes every internal-consistency check; the layer that stops it
+/// is the signature check of `POST /v1/verify`.
+#[tokio::test]
+async fn a_forged_selection_receipt_is_refused() {
+    let w = world();
+    let alice = &w.principals[0];
+    propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("forged-1", "The on-call rota changes on Mondays."),
+    )
+    .await;
+    let (_, recall) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "on-call rota"})),
+    )
+    .await;
+    let request = |selection: &Value, signature: &Value| {
+        json!({
+            "kind": "recall",
+            "selection_receipt": selection,
+            "relevance_receipt": recall["relevance_receipt"],
+            "selection_signature": signature,
+            "relevance_signature": recall["relevance_signature"],
+        })
+    };
+    let verify = |body: Value| {
+        let router = w.router.clone();
+        let key = alice.key.clone();
+        async move {
+            let (status, verdict) =
+                send(&router, "POST", "/v1/verify", Some(&key), Some(body)).await;
+            assert_eq!(status, StatusCode::OK, "{verdict}");
+            verdict
+        }
+    };
+    let genuine = verify(request(
+        &recall["selection_receipt"],
+        &recall["selection_signature"],
+    ))
+    .await;
+    assert_eq!(genuine, json!({"valid": true, "problem": null}));
+
+    let mut forged: MemorySelectionReceipt =
+        serde_json::from_value(recall["selection_receipt"].clone()).expect("receipt");
+    forged.record_set_sha256 = "ab".repeat(32);
+    forged.receipt_sha256 = forged.compute_digest().expect("digest");
+    let forged_json = serde_json::to_value(&forged).expect("json");
+    // With the genuine signature: it names the genuine digest.
+    let verdict = verify(request(&forged_json, &recall["selection_signature"])).await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    assert!(
+        verdict["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("selection signature")),
+        "{verdict}"
+    );
+    // The signature moved to the forged digest no longer verifies.
+    let mut moved = recall["selection_signature"].clone();
+    moved["receipt_sha256"] = json!(forged.receipt_sha256);
+    let verdict = verify(request(&forged_json, &moved)).await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    // Signed by a key of the forger's own: not a published key.
+    let forger = SigningKey::from_bytes(&[5u8; 32]);
+    let own = sign_receipt(&forger, ReceiptKind::Selection, &forged.receipt_sha256).expect("sign");
+    let verdict = verify(request(&forged_json, &json!(own))).await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    assert!(
+        verdict["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("no published key")),
+        "{verdict}"
+    );
+    // Without any signature.
+    let mut unsigned = request(&forged_json, &Value::Null);
+    unsigned
+        .as_object_mut()
+        .expect("object")
+        .remove("selection_signature");
+    let verdict = verify(unsigned).await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    // The genuine receipt without its signature does not verify either: the
+    // server vouches only for what it signed.
+    let mut bare = request(&recall["selection_receipt"], &Value::Null);
+    bare.as_object_mut()
+        .expect("object")
+        .remove("selection_signature");
+    let verdict = verify(bare).await;
+    assert_eq!(
+        verdict["problem"], "the selection receipt carries no signature",
+        "{verdict}"
+    );
+
+    // A forged deletion receipt with a recomputed digest is refused alike.
+    let record_id = recall["selected_record_ids"][0].as_str().expect("selected");
+    let (_, revoked) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/memories/{record_id}/revoke"),
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    let mut receipt = revoked["deletion_receipt"].clone();
+    receipt["body"]["finalized_at_unix_ms"] = json!(1);
+    let body: mosaic_store::DeletionReceiptBody =
+        serde_json::from_value(receipt["body"].clone()).expect("body");
+    receipt["receipt_sha256"] = json!(
+        mosaic_store::DeletionReceipt::new(body)
+            .expect("digest")
+            .receipt_sha256
+    );
+    let verdict = verify(json!({"kind": "deletion", "receipt": receipt})).await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    assert!(
+        verdict["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("deletion signature")),
+        "{verdict}"
+    );
+}
+
+/// After a rotation the new key is published beside the old one, and the
+/// receipts the old key signed still verify, through the server and
+/// offline.
+#[tokio::test]
+async fn a_rotation_keeps_earlier_receipts_verifying() {
+    let w = world();
+    let alice = &w.principals[0];
+    propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("rotate-1", "Backups run at midnight."),
+    )
+    .await;
+    let (_, recall) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "backups"})),
+    )
+    .await;
+    let (before, _) = published_keys(&w.router).await;
+    let path = w.service.config().signing_key_path();
+    let rotated = mosaic_server::signing::rotate(&path, 4_102_444_800_000).expect("rotates");
+    let (after, verifying) = published_keys(&w.router).await;
+    assert_eq!(after, rotated);
+    assert_eq!(after.keys.len(), 2);
+    assert_eq!(after.keys[0].key_id, before.current_key_id);
+    assert_eq!(after.keys[0].valid_until_unix_ms, Some(4_102_444_800_000));
+    assert_ne!(after.current_key_id, before.current_key_id);
+    assert!(verify_document(&recall, &verifying).expect("recall").valid);
+    let (_, verdict) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&alice.key),
+        Some(json!({
+            "kind": "recall",
+            "selection_receipt": recall["selection_receipt"],
+            "relevance_receipt": recall["relevance_receipt"],
+            "selection_signature": recall["selection_signature"],
+            "relevance_signature": recall["relevance_signature"],
+        })),
+    )
+    .await;
+    assert_eq!(verdict, json!({"valid": true, "problem": null}));
+    // Without the earlier key the earlier receipt no longer verifies: the
+    // published set is what an old receipt needs.
+    let current_only: Vec<VerifyingKey> = verifying[1..].to_vec();
+    assert!(
+        !verify_document(&recall, &current_only)
+            .expect("recall")
+            .valid
+    );
+}
+
+fn mosaic(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(args)
+        .env_remove("MOSAIC_URL")
+        .env_remove("MOSAIC_KEY")
+        .env_remove("MOSAIC_SIGNING_KEY_FILE")
+        .output()
+        .expect("run mosaic");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// `mosaic verify --offline` checks a receipt with the public keys alone
+/// (no server, no data directory); `mosaic keys rotate` and `mosaic
+/// doctor` publish the keys it needs.
+#[tokio::test]
+async fn the_cli_verifies_offline_rotates_and_exports_the_keys() {
+    let w = world();
+    let alice = &w.principals[0];
+    propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("cli-1", "Invoices are sent on the first."),
+    )
+    .await;
+    let (_, recall) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "invoices", "explain": true})),
+    )
+    .await;
+    let (_, keys) = send(&w.router, "GET", "/v1/keys", None, None).await;
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str, value: &Value| {
+        let path = elsewhere.path().join(name);
+        std::fs::write(&path, value.to_string()).expect("write");
+        path.to_str().expect("utf-8 path").to_owned()
+    };
+    let keys_file = file("keys.json", &keys);
+    let recall_file = file("recall.json", &recall);
+    let (code, out) = mosaic(&["verify", "--offline", &recall_file, "--keys", &keys_file]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("valid (selection, relevance"), "{out}");
+
+    let mut forged = recall.clone();
+    forged["selection_receipt"]["selected_record_ids"] = json!([]);
+    let forged_file = file("forged.json", &forged);
+    let (code, out) = mosaic(&[
+        "--json",
+        "verify",
+        "--offline",
+        &forged_file,
+        "--keys",
+        &keys_file,
+    ]);
+    assert_eq!(code, 2, "{out}");
+    let line: Value = serde_json::from_str(out.trim()).expect("a JSON line");
+    assert_eq!(line["data"]["valid"], false, "{line}");
+    // An edited decision of an explained recall fails too.
+    let mut edited = recall.clone();
+    edited["decisions"][0]["kind"] = json!("procedural");
+    let edited_file = file("edited.json", &edited);
+    let (code, out) = mosaic(&["verify", "--offline", &edited_file, "--keys", &keys_file]);
+    assert_eq!(code, 2, "{out}");
+
+    // Rotate on the data directory; the running service publishes both.
+    let data = w.service.config().data_dir.clone();
+    let data_str = data.to_str().expect("utf-8 path").to_owned();
+    let (code, out) = mosaic(&["--json", "keys", "rotate", "--data-dir", &data_str]);
+    assert_eq!(code, 0, "{out}");
+    let rotated: Value = serde_json::from_str(out.trim()).expect("a JSON line");
+    assert_eq!(rotated["data"]["keys"].as_array().map(Vec::len), Some(2));
+    let (_, now) = send(&w.router, "GET", "/v1/keys", None, None).await;
+    assert_eq!(now, rotated["data"]);
+    let (code, out) = mosaic(&["keys", "show", "--data-dir", &data_str]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(!out.contains("secret"), "{out}");
+
+    // Stopped, the data directory's doctor exports the key set, which
+    // verifies the receipt signed before the rotation.
+    let World {
+        _dir,
+        service,
+        router,
+        ..
+    } = w;
+    drop(router);
+    drop(service);
+    let (code, out) = mosaic(&[
+        "--json",
+        "doctor",
+        "--data-dir",
+        &data_str,
+        "--embedder",
+        "hash",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let doctor: Value = serde_json::from_str(out.trim()).expect("a JSON line");
+    assert_eq!(doctor["data"]["signing_keys"], rotated["data"], "{doctor}");
+    assert_eq!(
+        doctor["data"]["audit_head"]["signature"]["kind"],
+        "audit_head"
+    );
+    let doctor_file = file("doctor.json", &doctor);
+    let (code, out) = mosaic(&["verify", "--offline", &recall_file, "--keys", &doctor_file]);
+    assert_eq!(code, 0, "{out}");
+    let head_file = file("head.json", &doctor["data"]["audit_head"]);
+    let (code, out) = mosaic(&["verify", "--offline", &head_file, "--keys", &doctor_file]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("valid (audit_head"), "{out}");
+}
