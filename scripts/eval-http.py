@@ -10,11 +10,19 @@ conversation's key, k results, in each mode (a turn the gate refuses, an
 exact or near duplicate, is reported and counts as a miss when it is
 evidence). Categories: every one but the
 number 5 (LoCoMo's adversarial). Prints recall@10, any-hit@10 and nDCG@10
-per mode, and the latency of proposals and recalls at the client.
+per mode, recall@10 per mode and category, and the latency of proposals
+and recalls at the client.
 
     scripts/eval-http.py CONVERSATIONS.jsonl QUESTIONS.jsonl \\
         [--mosaic target/release/mosaic] [--modes hybrid,lexical,vector] \\
+        [--conversations 0-4] [--leave-out-question-turns] \\
         [-- extra mosaic serve arguments, e.g. --embedder minilm --model-dir DIR]
+
+--conversations FIRST-LAST keeps only those conversations (0-based, file
+order, both ends included), to score one split. --leave-out-question-turns
+is for sets whose questions are turns of the history (RealMem: each
+question has a query_turn_id and an answer_turn_id, its reference reply):
+neither the question's own turn nor its reference reply is ingested.
 
 Standard library only. Loopback only; the server and its directory are
 removed at the end.
@@ -67,12 +75,25 @@ def main():
     ap.add_argument("--mosaic", default="target/release/mosaic")
     ap.add_argument("--modes", default="hybrid,lexical,vector")
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--conversations", dest="split", default=None, help="FIRST-LAST, 0-based, file order")
+    ap.add_argument("--leave-out-question-turns", action="store_true")
     argv = sys.argv[1:]
     serve_args = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     args.serve_args = serve_args
     conversations = [json.loads(l) for l in open(args.conversations) if l.strip()]
     questions = [json.loads(l) for l in open(args.questions) if l.strip()]
+    if args.split:
+        first, last = (int(x) for x in args.split.split("-"))
+        conversations = conversations[first:last + 1]
+        kept = {c["conversation_id"] for c in conversations}
+        questions = [q for q in questions if q["conversation_id"] in kept]
+    left_out = set()
+    if args.leave_out_question_turns:
+        for q in questions:
+            for turn_id in (q.get("query_turn_id"), q.get("answer_turn_id")):
+                if turn_id:
+                    left_out.add((q["conversation_id"], turn_id))
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
@@ -110,6 +131,8 @@ def main():
                 keys[conv["conversation_id"]] = key
                 for session in conv["sessions"]:
                     for turn in session["turns"]:
+                        if (conv["conversation_id"], turn["turn_id"]) in left_out:
+                            continue
                         text = f"[{session.get('date_time', '')}] {turn['speaker']}: {turn['text']}"
                         source_id = "turn-" + sha(turn["turn_id"])[:16]
                         body = {
@@ -144,8 +167,11 @@ def main():
                   f"({proposed / ingest_s:.1f}/s), {len(rejected)} rejected by the gate"
                   f"{': ' + ', '.join(rejected) if rejected else ''}; {len(scored)} questions scored")
             print()
+            if left_out:
+                print(f"{len(left_out)} question turns and reference replies left out")
             print("| mode | n | recall@10 | any-hit@10 | nDCG@10 | recall p50 ms | recall p99 ms |")
             print("|---|---:|---:|---:|---:|---:|---:|")
+            by_category = {}
             for mode in args.modes.split(","):
                 r10 = hit = ndcg = 0.0
                 times = []
@@ -163,6 +189,9 @@ def main():
                     wanted = {(q["conversation_id"], e) for e in evidence}
                     hits = [record_turn.get(r) in wanted for r in ranked]
                     r10 += sum(hits[:10]) / len(evidence)
+                    cell = by_category.setdefault((mode, q["category"]), [0.0, 0])
+                    cell[0] += sum(hits[:10]) / len(evidence)
+                    cell[1] += 1
                     hit += 1.0 if any(hits[:10]) else 0.0
                     dcg = sum(1 / math.log2(i + 2) for i, h in enumerate(hits[:10]) if h)
                     ideal = sum(1 / math.log2(i + 2) for i in range(min(len(evidence), 10)))
@@ -171,6 +200,15 @@ def main():
                 n = len(scored)
                 print(f"| {mode} | {n} | {r10 / n:.3f} | {hit / n:.3f} | {ndcg / n:.3f} | "
                       f"{percentile(times, 0.5):.1f} | {percentile(times, 0.99):.1f} |")
+            categories = sorted({c for (_, c) in by_category}, key=str)
+            modes = args.modes.split(",")
+            print()
+            print("| category | n | " + " | ".join(f"{m} R@10" for m in modes) + " |")
+            print("|---|---:|" + "---:|" * len(modes))
+            for c in categories:
+                n = by_category[(modes[0], c)][1]
+                print(f"| {c} | {n} | " + " | ".join(
+                    f"{by_category[(m, c)][0] / by_category[(m, c)][1]:.3f}" for m in modes) + " |")
             propose_ms.sort()
             print()
             print(f"proposal latency at the client: p50 {percentile(propose_ms, 0.5):.1f} ms, "

@@ -211,6 +211,14 @@ impl Embedder for CachedEmbedder {
         self.inner.release()
     }
 
+    fn window(&self) -> Option<usize> {
+        self.inner.window()
+    }
+
+    fn passages(&self, text: &str) -> Vec<mosaic_index::embed::Span> {
+        self.inner.passages(text)
+    }
+
     fn dimension(&self) -> usize {
         self.inner.dimension()
     }

@@ -209,6 +209,10 @@ pub struct Explanation {
     pub recency_bonus: u64,
     /// Score added for placing something in time (a question asking when).
     pub time_bonus: u64,
+    /// For a record indexed as several passages (longer than the
+    /// embedder's window) that the vector list found: the passage that
+    /// matched, which gave the record its vector score.
+    pub vector_passage: Option<crate::vector::PassageMatch>,
 }
 
 /// What one ranking ranked with, besides the eligible set: kept from the
@@ -447,8 +451,17 @@ impl Retriever {
     }
 
     /// Analyzer and embedder releases.
+    /// An embedder with a window adds how texts are cut into passages.
     pub fn feature_release(&self) -> String {
-        feature_release_of(self.vector.embedder().release())
+        let embedder = self.vector.embedder();
+        let mut release = feature_release_of(embedder.release());
+        if let Some(window) = embedder.window() {
+            release.push_str(&format!(
+                "+passages-w{window}-o{}",
+                window / crate::embed::PASSAGE_OVERLAP_DIVISOR
+            ));
+        }
+        release
     }
 
     /// Embeds a query (exposed so callers can time it separately).

@@ -28,7 +28,7 @@ use crate::funnel::{
 use crate::lexical::{Hit, LexicalIndex, LexicalParams};
 use crate::scope::DocSet;
 use crate::text::{Role, asks_current_state, asks_when, query_person, terms};
-use crate::vector::VectorIndex;
+use crate::vector::{PassageMatch, VectorIndex};
 
 /// Where a read's candidates and their features come from. Every method
 /// answers inside the eligible set (and the tenant and policy) the source
@@ -76,6 +76,14 @@ pub trait CandidateSource {
     /// The eligible records just before and just after `record_id` in its
     /// subject's timeline (creation time, then publication order).
     fn neighbours(&self, record_id: &str) -> Vec<String>;
+
+    /// For a record indexed as several passages (longer than the
+    /// embedder's window), the passage most similar to `query_vector`;
+    /// `None` for a record embedded whole, or a source that keeps one
+    /// vector per record.
+    fn vector_passage(&self, _record_id: &str, _query_vector: &[f32]) -> Option<PassageMatch> {
+        None
+    }
 }
 
 /// The candidate lists of one read.
@@ -91,6 +99,8 @@ pub struct Candidates {
     pub structured: Vec<String>,
     /// The vector plan, if vectors ran.
     pub vector_plan: Option<SearchPlan>,
+    /// The passage that matched, for vector hits indexed as several.
+    pub passages: BTreeMap<String, PassageMatch>,
 }
 
 /// Whether a read needs the lexical target's eligible docs (BM25, claim
@@ -123,10 +133,16 @@ pub fn gather<S: CandidateSource + ?Sized>(
             },
         )?,
     };
+    let mut passages = BTreeMap::new();
     let (vector_plan, vector) = match (query.mode, query_vector) {
         (RetrievalMode::Lexical, _) | (_, None) => (None, Vec::new()),
         (_, Some(v)) => {
             let (plan, hits) = source.vector_hits(v, depth)?;
+            for hit in &hits {
+                if let Some(m) = source.vector_passage(&hit.record_id, v) {
+                    passages.insert(hit.record_id.clone(), m);
+                }
+            }
             (Some(plan), hits)
         }
     };
@@ -142,6 +158,7 @@ pub fn gather<S: CandidateSource + ?Sized>(
         vector,
         structured,
         vector_plan,
+        passages,
     })
 }
 
@@ -162,6 +179,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         vector: vector_hits,
         structured,
         vector_plan,
+        passages,
     } = candidates;
     let c = config;
     let rrf = |weight: u64, rank: usize| -> u64 {
@@ -178,6 +196,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         speaker_bonus: 0,
         recency_bonus: 0,
         time_bonus: 0,
+        vector_passage: None,
     };
     // A list's floor (its lowest candidate's score) and the standard
     // deviation of its candidates' scores.
@@ -228,10 +247,11 @@ pub fn fuse<S: CandidateSource + ?Sized>(
     for (rank, hit) in vector_hits.iter().enumerate() {
         *base.entry(hit.record_id.clone()).or_default() +=
             contribution(&vector_hits, vector_moments, c.vector_weight, rank);
-        explain
+        let e = explain
             .entry(hit.record_id.clone())
-            .or_insert_with(|| blank(&hit.record_id))
-            .vector_rank = Some(rank);
+            .or_insert_with(|| blank(&hit.record_id));
+        e.vector_rank = Some(rank);
+        e.vector_passage = passages.get(&hit.record_id).copied();
     }
     for id in &structured {
         *base.entry(id.clone()).or_default() += rrf(c.structured_weight, 0);
@@ -444,6 +464,10 @@ impl CandidateSource for MemorySource<'_> {
 
     fn neighbours(&self, record_id: &str) -> Vec<String> {
         self.lexical.neighbours(record_id, &self.lex_docs)
+    }
+
+    fn vector_passage(&self, record_id: &str, query_vector: &[f32]) -> Option<PassageMatch> {
+        self.vector.passage_match(record_id, query_vector)
     }
 }
 

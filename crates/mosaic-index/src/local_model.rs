@@ -320,6 +320,8 @@ mod model {
         /// Read-only once loaded: concurrent calls encode on their own
         /// threads.
         tokenizer: Tokenizer,
+        /// The same tokenizer without truncation: passage spans.
+        untruncated: Tokenizer,
         word: Vec<f32>,
         position: Vec<f32>,
         token_type: Vec<f32>,
@@ -378,6 +380,8 @@ mod model {
             // The shipped tokenizer pads and truncates at 128: no padding
             // here (texts are packed, never padded), truncation at 256.
             tokenizer.with_padding(None);
+            let mut untruncated = tokenizer.clone();
+            untruncated.with_truncation(None).map_err(rt)?;
             tokenizer
                 .with_truncation(Some(TruncationParams {
                     max_length: MINILM_MAX_TOKENS,
@@ -418,6 +422,7 @@ mod model {
                 .unwrap_or(1);
             Ok(MiniLmEmbedder {
                 tokenizer,
+                untruncated,
                 word: tensor(
                     &st,
                     &format!("{e}.word_embeddings.weight"),
@@ -453,6 +458,34 @@ mod model {
 
         fn dimension(&self) -> usize {
             MINILM_DIMENSION
+        }
+
+        fn window(&self) -> Option<usize> {
+            Some(MINILM_MAX_TOKENS)
+        }
+
+        /// Windows of 254 word pieces (the 256 of the model less `[CLS]`
+        /// and `[SEP]`) sharing 32 (`crate::embed::passage_windows`); a
+        /// text the tokenizer cannot read is one passage (its embedding
+        /// reports the error).
+        fn passages(&self, text: &str) -> Vec<crate::embed::Span> {
+            let whole = vec![crate::embed::Span {
+                start: 0,
+                end: text.len(),
+            }];
+            let Ok(encoding) = self.untruncated.encode(text, false) else {
+                return whole;
+            };
+            let offsets = encoding.get_offsets();
+            // Byte offsets on char boundaries, increasing: anything else
+            // and the text stays one passage.
+            let sound = offsets.iter().all(|&(a, b)| {
+                a <= b && b <= text.len() && text.is_char_boundary(a) && text.is_char_boundary(b)
+            }) && offsets.windows(2).all(|w| w[0].0 <= w[1].0);
+            if !sound {
+                return whole;
+            }
+            crate::embed::passage_windows(offsets, text.len(), MINILM_MAX_TOKENS, 2)
         }
 
         fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {

@@ -8,12 +8,30 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::ann::{AnnConfig, AnnIndex, GraphSnapshot, SearchPlan};
-use crate::embed::{Embedder, check_embedding, embed_checked};
+use crate::embed::{Embedder, Passages, Span, check_embedding, complete_passages, embed_passages};
 use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::lexical::{Hit, sort_hits};
 use crate::scope::{DocSet, Eligible};
 use crate::target::{Acknowledgement, DocId, LiveEntry, PublishMessage, TargetSnapshot};
+
+/// The passages of a record longer than the embedder's window.
+struct LongRecord {
+    spans: Vec<Span>,
+    /// Vectors of passages 1.. (passage 0's is in the graph).
+    rest: Vec<Vec<f32>>,
+}
+
+/// Which passage of a record matched a query best.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PassageMatch {
+    /// The passage, from 0.
+    pub index: usize,
+    /// How many passages the record was indexed as.
+    pub passages: usize,
+    /// Its byte span in the record's text.
+    pub span: Span,
+}
 
 /// The vector backend.
 pub struct VectorBackend {
@@ -21,24 +39,38 @@ pub struct VectorBackend {
     ann: AnnIndex,
     subjects: HashMap<(String, String), BTreeSet<DocId>>,
     doc_subject: HashMap<DocId, (String, String)>,
+    /// Records longer than the embedder's window: every passage's span,
+    /// and the vectors of the passages after the first (the first is the
+    /// record's vector in `ann`, so candidate generation, snapshots and
+    /// graphs work as for a short record).
+    passages: HashMap<DocId, LongRecord>,
     /// Store inserted vectors without linking them into the graph (while
     /// restoring: see [`VectorIndex::restore_saved`]).
     defer_graph: bool,
 }
 
 impl Backend for VectorBackend {
-    type Prepared = Vec<f32>;
+    type Prepared = Passages;
 
-    fn prepare(&self, entries: &[&LiveEntry]) -> Vec<Result<Vec<f32>, IndexError>> {
+    fn prepare(&self, entries: &[&LiveEntry]) -> Vec<Result<Passages, IndexError>> {
         let texts: Vec<&str> = entries.iter().map(|e| e.text.as_str()).collect();
-        embed_checked(self.embedder.as_ref(), &texts)
+        embed_passages(self.embedder.as_ref(), &texts)
     }
 
-    fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: Vec<f32>) {
+    fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: Passages) {
+        let Passages { spans, vectors } = prepared;
+        let mut vectors = vectors.into_iter();
+        let first = vectors.next().unwrap_or_default();
         if self.defer_graph {
-            self.ann.insert_pending(doc, &prepared);
+            self.ann.insert_pending(doc, &first);
         } else {
-            self.ann.insert(doc, &prepared);
+            self.ann.insert(doc, &first);
+        }
+        let rest: Vec<Vec<f32>> = vectors.collect();
+        if rest.is_empty() {
+            self.passages.remove(&doc);
+        } else {
+            self.passages.insert(doc, LongRecord { spans, rest });
         }
         let key = (
             entry.scope.tenant_id.clone(),
@@ -50,6 +82,7 @@ impl Backend for VectorBackend {
 
     fn remove(&mut self, doc: DocId) {
         self.ann.remove(doc);
+        self.passages.remove(&doc);
         if let Some(key) = self.doc_subject.remove(&doc)
             && let Some(set) = self.subjects.get_mut(&key)
         {
@@ -82,6 +115,7 @@ impl VectorIndex {
                 ann: AnnIndex::new(dim, config),
                 subjects: HashMap::new(),
                 doc_subject: HashMap::new(),
+                passages: HashMap::new(),
                 defer_graph: false,
             },
         )
@@ -113,16 +147,57 @@ impl VectorIndex {
     /// vector; a stale message reports the fence's refusal. If `vectors`
     /// does not hold exactly one entry per message, every message fails
     /// and nothing is applied.
+    ///
+    /// A text longer than the embedder's window has its later passages
+    /// embedded here ([`complete_passages`]); a caller that holds a lock
+    /// over this index embeds them first and calls
+    /// [`VectorIndex::publish_batch_passages`].
     pub fn publish_batch_prepared(
         &mut self,
         messages: &[PublishMessage],
         vectors: Vec<Result<Vec<f32>, IndexError>>,
     ) -> Vec<Result<Acknowledgement, IndexError>> {
+        if vectors.len() != messages.len() {
+            // Every message fails (publish_batch_with's count check).
+            let wrong = vectors
+                .into_iter()
+                .map(|v| v.map(|v| Passages::whole(0, v)))
+                .collect();
+            return self.publish_batch_with(messages, wrong);
+        }
         let dim = self.dimension();
-        let checked = vectors
-            .into_iter()
-            .map(|v| v.and_then(|v| check_embedding(&v, dim).map(|()| v)))
+        let embedder = self.backend.embedder.clone();
+        let passages = messages
+            .iter()
+            .zip(vectors)
+            .map(|(m, v)| {
+                v.and_then(|v| check_embedding(&v, dim).map(|()| v))
+                    .and_then(|v| complete_passages(embedder.as_ref(), &m.text, v))
+            })
             .collect();
+        self.publish_batch_passages(messages, passages)
+    }
+
+    /// [`VectorIndex::publish_batch_prepared`] with every passage of each
+    /// text embedded by the caller (see [`crate::embed::embed_passages`]
+    /// and [`complete_passages`]): each vector is checked against the
+    /// dimension, and the spans must be one per vector and inside the
+    /// text, else the message fails.
+    pub fn publish_batch_passages(
+        &mut self,
+        messages: &[PublishMessage],
+        passages: Vec<Result<Passages, IndexError>>,
+    ) -> Vec<Result<Acknowledgement, IndexError>> {
+        let dim = self.dimension();
+        let checked = if passages.len() == messages.len() {
+            messages
+                .iter()
+                .zip(passages)
+                .map(|(m, p)| p.and_then(|p| check_passages(&p, m.text.len(), dim).map(|()| p)))
+                .collect()
+        } else {
+            passages
+        };
         self.publish_batch_with(messages, checked)
     }
 
@@ -177,7 +252,8 @@ impl VectorIndex {
         docs: &DocSet,
         k: usize,
     ) -> (SearchPlan, Vec<Hit>) {
-        let (plan, found) = self.backend.ann.search(query_vector, docs, k);
+        let (plan, mut found) = self.backend.ann.search(query_vector, docs, k);
+        self.best_passages(query_vector, docs, k, &mut found);
         let mut hits: Vec<Hit> = found
             .into_iter()
             .filter_map(|(doc, score)| {
@@ -189,6 +265,99 @@ impl VectorIndex {
             .collect();
         sort_hits(&mut hits);
         (plan, hits)
+    }
+}
+
+/// Checks a record's passages: one span per vector, at least one, spans
+/// inside the text, vectors of the dimension and finite.
+fn check_passages(p: &Passages, text_len: usize, dim: usize) -> Result<(), IndexError> {
+    if p.vectors.is_empty()
+        || p.spans.len() != p.vectors.len()
+        || p.spans.iter().any(|s| s.start > s.end || s.end > text_len)
+    {
+        return Err(IndexError::BadEmbedding {
+            expected: p.spans.len().max(1),
+            actual: p.vectors.len(),
+        });
+    }
+    p.vectors.iter().try_for_each(|v| check_embedding(v, dim))
+}
+
+impl VectorIndex {
+    /// A record longer than the embedder's window scores by its best
+    /// passage: `found` (the graph's or the exact scan's top `k` by each
+    /// record's first passage) is merged with the eligible long records'
+    /// later passages, scanned exactly (there is one entry per long record,
+    /// so the scan is over the long records, or over `docs` when fewer).
+    /// Each record appears once, with its best passage's similarity; best
+    /// first, ties by doc, at most `k`.
+    fn best_passages(&self, q: &[f32], docs: &DocSet, k: usize, found: &mut Vec<(DocId, f32)>) {
+        let long = &self.backend.passages;
+        if long.is_empty() || k == 0 {
+            return;
+        }
+        let mut best: HashMap<DocId, f32> = found.iter().copied().collect();
+        let mut consider = |doc: DocId, record: &LongRecord| {
+            let Some(first) = self.backend.ann.vector_of(doc) else {
+                return;
+            };
+            let score = record
+                .rest
+                .iter()
+                .map(|v| crate::ann::dot(q, v))
+                .fold(crate::ann::dot(q, first), f32::max);
+            best.insert(doc, score);
+        };
+        if long.len() <= docs.len() {
+            for (doc, record) in long {
+                if docs.contains(*doc) {
+                    consider(*doc, record);
+                }
+            }
+        } else {
+            for doc in docs.docs() {
+                if let Some(record) = long.get(doc) {
+                    consider(*doc, record);
+                }
+            }
+        }
+        let mut merged: Vec<(DocId, f32)> = best.into_iter().collect();
+        merged.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        merged.truncate(k);
+        *found = merged;
+    }
+
+    /// The passage of `record_id` most similar to `query_vector`, for a
+    /// record indexed as several passages (`None` for one passage, or an
+    /// unknown record).
+    pub fn passage_match(&self, record_id: &str, query_vector: &[f32]) -> Option<PassageMatch> {
+        let doc = self.fence.doc_of(record_id)?;
+        let record = self.backend.passages.get(&doc)?;
+        let first = self.backend.ann.vector_of(doc)?;
+        if query_vector.len() != first.len() {
+            return None;
+        }
+        let mut index = 0;
+        let mut top = crate::ann::dot(query_vector, first);
+        for (i, v) in record.rest.iter().enumerate() {
+            let score = crate::ann::dot(query_vector, v);
+            if score > top {
+                top = score;
+                index = i + 1;
+            }
+        }
+        Some(PassageMatch {
+            index,
+            passages: record.spans.len(),
+            span: *record.spans.get(index)?,
+        })
+    }
+
+    /// Live records indexed as several passages, and the vectors their
+    /// later passages add (what chunking costs in index size).
+    pub fn passage_counts(&self) -> (usize, usize) {
+        let long = &self.backend.passages;
+        (long.len(), long.values().map(|r| r.rest.len()).sum())
     }
 }
 
@@ -223,10 +392,63 @@ impl VectorIndex {
         let dim = self.backend.ann.dim();
         let usable = embeddings
             .filter(|e| e.release == self.backend.embedder.release() && e.dimension == dim);
-        self.restore_with(snapshot, |id, entry| {
+        let embedder = self.backend.embedder.clone();
+        let saved = |id: &str, entry: &LiveEntry| -> Option<Vec<f32>> {
             let (text_sha256, vector) = usable?.vectors.get(id)?;
             (*text_sha256 == entry.text_sha256 && check_embedding(vector, dim).is_ok())
                 .then(|| vector.clone())
+        };
+        // A saved vector is the record's first passage; the later passages
+        // of records longer than the window are embedded again, in one
+        // batch (a record whose passages fail is embedded whole below).
+        let mut long: Vec<(&str, Vec<Span>)> = Vec::new();
+        for (id, slot) in &snapshot.slots {
+            if let Some(entry) = &slot.live
+                && saved(id, entry).is_some()
+            {
+                let spans = embedder.passages(&entry.text);
+                if spans.len() > 1 {
+                    long.push((id.as_str(), spans));
+                }
+            }
+        }
+        let mut rest: HashMap<&str, Vec<Vec<f32>>> = HashMap::new();
+        if !long.is_empty() {
+            let texts: Vec<&str> = long
+                .iter()
+                .flat_map(|(id, spans)| {
+                    let text = snapshot.slots[*id]
+                        .live
+                        .as_ref()
+                        .map_or("", |l| l.text.as_str());
+                    spans[1..]
+                        .iter()
+                        .map(move |s| text.get(s.start..s.end).unwrap_or(""))
+                })
+                .collect();
+            let mut vectors = crate::embed::embed_checked(embedder.as_ref(), &texts).into_iter();
+            for (id, spans) in &long {
+                let mine: Result<Vec<Vec<f32>>, IndexError> =
+                    vectors.by_ref().take(spans.len() - 1).collect();
+                if let Ok(mine) = mine {
+                    rest.insert(id, mine);
+                }
+            }
+        }
+        let long: HashMap<&str, Vec<Span>> = long.into_iter().collect();
+        self.restore_with(snapshot, |id, entry| {
+            let first = saved(id, entry)?;
+            match long.get(id) {
+                None => Some(Passages::whole(entry.text.len(), first)),
+                Some(spans) => {
+                    let mut vectors = vec![first];
+                    vectors.extend(rest.get(id)?.iter().cloned());
+                    Some(Passages {
+                        spans: spans.clone(),
+                        vectors,
+                    })
+                }
+            }
         })
     }
 }

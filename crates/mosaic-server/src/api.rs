@@ -276,6 +276,26 @@ pub struct RecalledMemory {
     pub score: Option<f64>,
     /// Whether it fit the token budget (and is in `context`).
     pub in_context: bool,
+    /// For a memory longer than the embedder's window, which the vector
+    /// index holds as several overlapping passages and scores by its best
+    /// one: the passage that matched the query. Absent for a memory
+    /// embedded whole, or one the vector index did not rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_passage: Option<MatchedPassage>,
+}
+
+/// The passage of a long memory that matched a query.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MatchedPassage {
+    /// The passage, from 0.
+    pub index: usize,
+    /// How many passages the memory is indexed as.
+    pub passages: usize,
+    /// Its first character in `content` (Unicode scalar values, from 0).
+    pub char_start: usize,
+    /// One past its last character in `content`.
+    pub char_end: usize,
 }
 
 /// One memory as stored.

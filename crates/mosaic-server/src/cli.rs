@@ -116,6 +116,11 @@ pub struct EmbedderFlags {
     /// index, and the omission is recorded. Env MOSAIC_VECTOR_INDEX_OPTIONAL.
     #[arg(long)]
     pub vector_index_optional: bool,
+    /// Embed each text as one vector truncated to the embedder's window
+    /// (MiniLM: 256 word pieces) instead of indexing a longer text as
+    /// overlapping passages scored by the best. Env MOSAIC_WHOLE_TEXTS.
+    #[arg(long)]
+    pub whole_texts: bool,
 }
 
 impl EmbedderFlags {
@@ -135,6 +140,9 @@ impl EmbedderFlags {
         }
         if let Some(v) = self.embedding_dim {
             config.embedding_dim = v;
+        }
+        if self.whole_texts {
+            config.whole_texts = true;
         }
         if self.vector_index_optional {
             config.vector_index_optional = true;

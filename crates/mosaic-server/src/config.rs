@@ -62,6 +62,11 @@ pub struct ServerConfig {
     /// says so. Default false: every index is required and such a record
     /// stays unreadable until its vector publication succeeds.
     pub vector_index_optional: bool,
+    /// Embed every text as one vector, truncated to the embedder's window,
+    /// instead of indexing a text longer than the window as several
+    /// passages scored by the best (the default). Cheaper ingest and the
+    /// ranking of earlier releases; long texts are seen only by their start.
+    pub whole_texts: bool,
     /// Read connections to the store and catalog (recall, get, list,
     /// authentication); they never wait for the writer.
     pub read_connections: usize,
@@ -112,6 +117,7 @@ impl Default for ServerConfig {
             embedder_model: None,
             embedder_api_key: None,
             vector_index_optional: false,
+            whole_texts: false,
             read_connections: 4,
             index_wait_ms: 5_000,
             extractor_url: None,
@@ -180,6 +186,7 @@ impl ServerConfig {
                 "MOSAIC_VECTOR_INDEX_OPTIONAL" => {
                     self.vector_index_optional = parse(&name, &value)?
                 }
+                "MOSAIC_WHOLE_TEXTS" => self.whole_texts = parse(&name, &value)?,
                 "MOSAIC_READ_CONNECTIONS" => self.read_connections = parse(&name, &value)?,
                 "MOSAIC_INDEX_WAIT_MS" => self.index_wait_ms = parse(&name, &value)?,
                 "MOSAIC_EMBEDDER_API_KEY" => {

@@ -254,10 +254,34 @@ fn http_settings(config: &ServerConfig) -> Result<(&str, &str), EmbedderError> {
 /// The embedder `config` names, ready to use: model files verified and
 /// loaded, or the HTTP endpoint probed once (which also checks the
 /// dimension).
+///
+/// With `whole_texts`, the embedder reports no window, so every text is
+/// one vector (the embedder truncates it) rather than several passages.
 pub fn build(config: &ServerConfig) -> Result<Arc<dyn Embedder>, EmbedderError> {
     let embedder = build_unchecked(config)?;
     check_release(embedder.release())?;
+    if config.whole_texts {
+        return Ok(Arc::new(Whole(embedder)));
+    }
     Ok(embedder)
+}
+
+/// An embedder seen as having no window: every text is embedded whole
+/// (truncated by the embedder itself), as one passage.
+struct Whole(Arc<dyn Embedder>);
+
+impl Embedder for Whole {
+    fn release(&self) -> &str {
+        self.0.release()
+    }
+
+    fn dimension(&self) -> usize {
+        self.0.dimension()
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+        self.0.embed_batch(texts)
+    }
 }
 
 /// Checks that `release` fits the relevance receipt's `feature_release`
@@ -382,6 +406,14 @@ impl<E: Embedder> Embedder for Released<E> {
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
         self.inner.embed_batch(texts)
+    }
+
+    fn window(&self) -> Option<usize> {
+        self.inner.window()
+    }
+
+    fn passages(&self, text: &str) -> Vec<mosaic_index::embed::Span> {
+        self.inner.passages(text)
     }
 }
 

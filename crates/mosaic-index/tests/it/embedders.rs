@@ -249,3 +249,55 @@ fn local_model_int8_stays_close_to_golden_vectors() {
         println!("local-model feature off: int8 vectors not checked");
     }
 }
+
+/// The local model has a window of 256 word pieces: a longer text is cut
+/// into overlapping passages that cover it, the first embedded as the
+/// model's truncated view of the whole text, and a sentence at the end is
+/// seen by the last passage, not by the first. Same skipping rules as
+/// `local_model_embeds_when_available`.
+#[test]
+fn local_model_cuts_long_texts_into_passages_of_its_window() {
+    let dir = std::env::var_os("MOSAIC_MODEL_DIR").map(PathBuf::from);
+    #[cfg(feature = "local-model")]
+    {
+        let Some(dir) = dir else {
+            println!("local-model: MOSAIC_MODEL_DIR not set; passages not checked");
+            return;
+        };
+        let e = mosaic_index::local_model::MiniLmEmbedder::load(&dir).unwrap();
+        assert_eq!(
+            e.window(),
+            Some(mosaic_index::local_model::MINILM_MAX_TOKENS)
+        );
+        let short = "I live in Lisbon.";
+        assert_eq!(e.passages(short).len(), 1);
+        let filler = "We compared the quarterly spreadsheet totals for the office supplies \
+                      budget and agreed to revisit the printer paper order next week. ";
+        let tail = "My daughter Ines starts violin lessons at the conservatory in March.";
+        let long = format!("{}{tail}", filler.repeat(20));
+        let spans = e.passages(&long);
+        assert!(spans.len() >= 3, "{} passages", spans.len());
+        assert_eq!(spans[0].start, 0);
+        assert_eq!(spans.last().unwrap().end, long.len());
+        for pair in spans.windows(2) {
+            assert!(pair[1].start < pair[0].end, "neighbours overlap: {pair:?}");
+            assert!(pair[1].start > pair[0].start);
+        }
+        let passages = mosaic_index::embed::embed_passages(&e, &[long.as_str()])
+            .pop()
+            .unwrap()
+            .unwrap();
+        assert_eq!(passages.spans, spans);
+        let whole = e.embed(&long).unwrap();
+        assert!(cosine(&whole, &passages.vectors[0]) > 0.9999);
+        let q = e.embed("When do Ines's violin lessons start?").unwrap();
+        let first = cosine(&q, &passages.vectors[0]);
+        let last = cosine(&q, passages.vectors.last().unwrap());
+        println!("local-model passages: first {first:.3}, last {last:.3}");
+        assert!(last > first + 0.2, "first {first}, last {last}");
+    }
+    #[cfg(not(feature = "local-model"))]
+    {
+        let _ = dir;
+    }
+}

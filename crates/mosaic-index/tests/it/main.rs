@@ -8,6 +8,7 @@ mod hygiene;
 mod journal;
 mod lexical;
 mod outbox;
+mod passages;
 mod prepared;
 mod snapshot;
 mod vector_recall;

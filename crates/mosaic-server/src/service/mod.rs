@@ -1082,15 +1082,25 @@ fn deliver(
     ix: &mut Indexes,
     target: &str,
     delivery: &IndexDelivery,
-    vector: Option<Result<Vec<f32>, IndexError>>,
+    vector: Option<Result<mosaic_index::embed::Passages, IndexError>>,
 ) -> Result<(), ()> {
     if let (IndexDelivery::Publish(message), Some(vector), Ok(pg)) =
         (delivery, &vector, ix.targets())
         && target == VECTOR_TARGET
     {
+        // One vector per record here: the first passage's.
+        let first = vector.clone().and_then(|p| {
+            p.vectors
+                .into_iter()
+                .next()
+                .ok_or(IndexError::BadEmbedding {
+                    expected: 1,
+                    actual: 0,
+                })
+        });
         return pg
             .vector
-            .publish_prepared(message, vector.clone())
+            .publish_prepared(message, first)
             .map(|_| ())
             .map_err(|_| ());
     }
@@ -1100,7 +1110,7 @@ fn deliver(
         return match ix
             .retriever
             .vector
-            .publish_batch_prepared(std::slice::from_ref(message), vec![vector.clone()])
+            .publish_batch_passages(std::slice::from_ref(message), vec![vector.clone()])
             .pop()
         {
             Some(Ok(_)) => Ok(()),

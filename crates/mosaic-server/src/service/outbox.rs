@@ -1,7 +1,7 @@
 //! The outbox worker's passes: publication to the indexes, acknowledgement, reconcile and repair.
 
 use super::persistence::Changes;
-use mosaic_index::embed::embed_checked;
+use mosaic_index::embed::{Passages, complete_passages, embed_checked};
 use mosaic_store::{Durability, StoredRecord};
 
 use super::*;
@@ -13,7 +13,9 @@ use super::*;
 const AHEAD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One text's embedding, or why it has none.
-type Embedded = Result<Vec<f32>, IndexError>;
+/// A record's passages as the vector target holds them (one for a text
+/// that fits the embedder's window).
+type Embedded = Result<Passages, IndexError>;
 
 impl ServiceCore {
     // ------------------------------------------------------------ outbox, indexes
@@ -502,7 +504,7 @@ impl ServiceCore {
         // A text the write guard embedded (or a call embedded ahead: the
         // pass waits for it) keeps its vector: only the rest are embedded
         // here.
-        let mut vectors: Vec<Option<Embedded>> = keys
+        let mut vectors: Vec<Option<Result<Vec<f32>, IndexError>>> = keys
             .iter()
             .map(|key| {
                 key.as_ref()
@@ -532,7 +534,38 @@ impl ServiceCore {
                 vectors[*i] = Some(v);
             }
         }
-        vectors
+        // The embedded vector target indexes a text longer than the
+        // embedder's window as several passages: the later ones are
+        // embedded here too, outside every lock (the first is the vector
+        // above). The PostgreSQL target keeps one vector per record.
+        let embedded_target = self.config.postgres.is_none();
+        let passages: Vec<Option<Embedded>> = vectors
+            .into_iter()
+            .zip(deliveries)
+            .map(|(v, (_, d))| {
+                let v = v?;
+                Some(match d {
+                    IndexDelivery::Publish(m) if embedded_target => {
+                        v.and_then(|v| complete_passages(self.embedder.as_ref(), &m.text, v))
+                    }
+                    IndexDelivery::Publish(m) => v.map(|v| Passages::whole(m.text.len(), v)),
+                    IndexDelivery::Tombstone { .. } => v.map(|v| Passages::whole(0, v)),
+                })
+            })
+            .collect();
+        // What long records cost: the vectors embedded beyond each
+        // record's first.
+        let more: usize = passages
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|p| p.vectors.len().saturating_sub(1))
+            .sum();
+        if more > 0 {
+            self.metrics
+                .add("mosaic_vector_passages_total", &[], more as u64);
+        }
+        passages
     }
 
     /// True when the policy lets records activate without `target`.

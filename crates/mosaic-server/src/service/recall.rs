@@ -122,6 +122,8 @@ impl ServiceCore {
         let internal = |e: &dyn std::fmt::Display| ServiceError::Internal(e.to_string());
         let mut omitted_indexes = Vec::new();
         let pass = scope.pass(&ctx)?;
+        // The passage of a long memory that matched (embedded index only).
+        let mut passages: BTreeMap<String, mosaic_index::vector::PassageMatch> = BTreeMap::new();
         let ranked = match query_text {
             Some(text) => {
                 let set = pass.eligible_set(&ctx).map_err(|e| internal(&e))?;
@@ -167,10 +169,16 @@ impl ServiceCore {
                         None => return Err(ServiceError::Internal("no PostgreSQL index".into())),
                     }
                 } else {
-                    self.read_indexes()
+                    let recall = self
+                        .read_indexes()
                         .retriever
-                        .recall_embedded(&query, vector.as_deref())?
-                        .receipt
+                        .recall_embedded(&query, vector.as_deref())?;
+                    passages = recall
+                        .explanations
+                        .iter()
+                        .filter_map(|e| e.vector_passage.map(|p| (e.record_id.clone(), p)))
+                        .collect();
+                    recall.receipt
                 };
                 if let Some(min) = min_score {
                     cut_below(&mut receipt, min).map_err(|e| internal(&e))?;
@@ -249,6 +257,9 @@ impl ServiceCore {
                     "a memory was erased while it was read; retry the request".into(),
                 ));
             };
+            let matched_passage = passages
+                .get(id.as_str())
+                .and_then(|p| matched_passage(&content, p));
             memories.push(RecalledMemory {
                 record_id: id.clone(),
                 kind: record.kind,
@@ -258,6 +269,7 @@ impl ServiceCore {
                     .get(id.as_str())
                     .map(|s| *s as f64 / SCORE_SCALE as f64),
                 in_context: report.included_memory.contains(id),
+                matched_passage,
             });
         }
         let mut drop_counts = selection.receipt.decision_counts.dropped.clone();
@@ -476,4 +488,65 @@ fn drop_reasons(
         }
     }
     counts
+}
+
+/// A passage's byte span as characters of `content`; `None` when the span
+/// does not fall on its char boundaries (the text changed under the index).
+fn matched_passage(
+    content: &str,
+    p: &mosaic_index::vector::PassageMatch,
+) -> Option<crate::api::MatchedPassage> {
+    let before = content.get(..p.span.start)?;
+    let inside = content.get(p.span.start..p.span.end)?;
+    let char_start = before.chars().count();
+    Some(crate::api::MatchedPassage {
+        index: p.index,
+        passages: p.passages,
+        char_start,
+        char_end: char_start + inside.chars().count(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use mosaic_index::embed::Span;
+    use mosaic_index::vector::PassageMatch;
+
+    use super::matched_passage;
+
+    #[test]
+    fn a_matched_passage_is_reported_in_characters_of_the_content() {
+        // "é" and "ü" are two bytes each: byte 7 is char 6.
+        let content = "café: über the bridge";
+        let start = content.find("über").unwrap();
+        let p = PassageMatch {
+            index: 1,
+            passages: 2,
+            span: Span {
+                start,
+                end: content.len(),
+            },
+        };
+        let m = matched_passage(content, &p).unwrap();
+        assert_eq!((m.index, m.passages), (1, 2));
+        assert_eq!((m.char_start, m.char_end), (6, content.chars().count()));
+        let chars: String = content
+            .chars()
+            .skip(m.char_start)
+            .take(m.char_end - m.char_start)
+            .collect();
+        assert_eq!(chars, "über the bridge");
+        // A span that does not fall on the content's char boundaries (the
+        // text changed under the index) is not reported.
+        let torn = PassageMatch {
+            span: Span { start: 4, end: 9 },
+            ..p
+        };
+        assert!(matched_passage(content, &torn).is_none());
+        let past = PassageMatch {
+            span: Span { start: 0, end: 999 },
+            ..p
+        };
+        assert!(matched_passage(content, &past).is_none());
+    }
 }
