@@ -75,6 +75,8 @@ pub fn fixture_record(
         writer_release: "memory-writer-v1".into(),
         sources: vec![fixture_source(record_id)],
         summary: None,
+        metadata: None,
+        address: None,
     }
 }
 

@@ -23,6 +23,6 @@ pub mod memory_write;
 pub mod record;
 
 pub use record::{
-    InvalidField, MEMORY_SCHEMA_VERSION, MemoryKind, MemoryRecord, MemorySource, MemoryStatus,
-    MemorySubject, SummaryDescriptor,
+    InvalidField, MEMORY_SCHEMA_VERSION, MemoryAddress, MemoryKind, MemoryMetadata, MemoryRecord,
+    MemorySource, MemoryStatus, MemorySubject, SummaryDescriptor,
 };

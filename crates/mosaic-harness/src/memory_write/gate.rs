@@ -841,6 +841,8 @@ fn build_record(input: &MemoryWriteInput) -> MemoryRecord {
         writer_release: proposal.writer_release.clone(),
         sources: proposal.sources.clone(),
         summary: proposal.summary.clone(),
+        metadata: proposal.metadata.clone(),
+        address: proposal.address.clone(),
     }
 }
 
