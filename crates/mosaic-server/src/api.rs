@@ -11,7 +11,10 @@ use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, MemoryPurpose, MemoryWriteReceipt, MemoryWriteViolation,
     ProcedureEvaluation, SourceJudgment, StructuredClaim,
 };
-use mosaic_harness::{MemoryKind, MemoryRecord, MemorySource, MemorySubject, SummaryDescriptor};
+use mosaic_harness::{
+    MemoryAddress, MemoryKind, MemoryMetadata, MemoryRecord, MemorySource, MemorySubject,
+    SummaryDescriptor,
+};
 use mosaic_index::RetrievalMode;
 use mosaic_store::{
     DeletionReceiptBody, ReviewCase, ReviewReceiptBody, SnapshotIdentity, Tombstone,
@@ -113,6 +116,61 @@ pub struct ProposeRequest {
     /// Must equal the credential's principal when present.
     #[serde(default)]
     pub principal_id: Option<String>,
+    /// Application metadata the memory carries (a JSON object; see
+    /// docs/ENCODING.md for its limits). Covered by the record's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Application namespace (a path of segments), with `key` the
+    /// memory's address: a write to an address that already holds a
+    /// current record of the same subject supersedes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Vec<String>>,
+    /// Application key within `namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl ProposeRequest {
+    /// The request's address, checked: `namespace` and `key` come together
+    /// and within their limits (400 `invalid_address` otherwise), and the
+    /// metadata within its limits (400 `invalid_metadata`).
+    pub fn checked_address(&self) -> Result<Option<MemoryAddress>, crate::error::ServiceError> {
+        checked_attachments(
+            self.metadata.as_ref(),
+            self.namespace.as_ref(),
+            self.key.as_ref(),
+        )
+    }
+}
+
+/// Checks metadata and an address given as `namespace` and `key` (see
+/// [`ProposeRequest::checked_address`]).
+pub fn checked_attachments(
+    metadata: Option<&MemoryMetadata>,
+    namespace: Option<&Vec<String>>,
+    key: Option<&String>,
+) -> Result<Option<MemoryAddress>, crate::error::ServiceError> {
+    use crate::error::ServiceError;
+    if let Some(Err(reason)) = metadata.map(MemoryMetadata::check) {
+        return Err(ServiceError::bad_request("invalid_metadata", reason));
+    }
+    let address = match (namespace, key) {
+        (None, None) => return Ok(None),
+        (Some(namespace), Some(key)) => MemoryAddress {
+            namespace: namespace.clone(),
+            key: key.clone(),
+        },
+        _ => {
+            return Err(ServiceError::bad_request(
+                "invalid_address",
+                "namespace and key are given together or not at all",
+            ));
+        }
+    };
+    address
+        .check()
+        .map_err(|reason| ServiceError::bad_request("invalid_address", reason))?;
+    Ok(Some(address))
 }
 
 /// What the write gate and the store decided.
@@ -255,6 +313,36 @@ pub struct RecalledMemory {
     pub score: Option<f64>,
     /// Whether it fit the token budget (and is in `context`).
     pub in_context: bool,
+    /// Its application metadata, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Its application address, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<MemoryAddress>,
+}
+
+/// `GET /v1/items`: the current memory at an application address. The
+/// subject defaults to the credential's principal; `type` and the
+/// subject's ids (as in [`ListQuery`]) name another the key may read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddressQuery {
+    /// The namespace's segments joined by `/` (segments hold no `/`).
+    pub namespace: String,
+    /// The key within the namespace.
+    pub key: String,
+    /// Subject type (`principal` by default).
+    #[serde(default, rename = "type")]
+    pub subject_type: Option<String>,
+    /// Run of a run subject.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Workspace of a workspace, procedure or principal-in-workspace subject.
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// Procedure of a procedure subject.
+    #[serde(default)]
+    pub procedure_id: Option<String>,
 }
 
 /// One memory as stored.
@@ -995,6 +1083,9 @@ impl ProposeRequest {
             writer_release: None,
             tenant_id: None,
             principal_id: None,
+            metadata: None,
+            namespace: None,
+            key: None,
         }
     }
 }
@@ -1071,6 +1162,9 @@ pub struct IngestRequest {
     /// that workspace only (default: to the principal across workspaces).
     #[serde(default)]
     pub workspace_id: Option<String>,
+    /// Application metadata every episode of these messages carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
 }
 
 /// What became of one message.
@@ -1148,6 +1242,15 @@ pub struct FactRequest {
     /// Requested lifetime in milliseconds.
     #[serde(default)]
     pub ttl_ms: Option<u64>,
+    /// Application metadata the fact carries (see [`ProposeRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Application namespace of the fact (see [`ProposeRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Vec<String>>,
+    /// Application key of the fact within `namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// Query of one page of the credential principal's memories

@@ -46,6 +46,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "An MCP tool argument names a tenant or principal; the session's key decides them",
     ),
     c(
+        "invalid_address",
+        400,
+        "A namespace or key breaks its limits (1 to 8 segments of 1 to 128 characters without control characters or `/`; a key of 1 to 256 characters without control characters), or only one of the two is given",
+    ),
+    c(
         "invalid_argument",
         400,
         "An argument the store refuses (a limit, a cursor, an id)",
@@ -79,6 +84,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "invalid_message",
         400,
         "A message is empty, or its name or time label is blank, too long or has control characters",
+    ),
+    c(
+        "invalid_metadata",
+        400,
+        "Metadata is not a JSON object within its limits (16,384 canonical bytes, depth 4, member names of 1 to 128 characters, integers of magnitude at most 2^53-1, no fractions); the message names the limit",
     ),
     c("invalid_path", 400, "A path parameter cannot be decoded"),
     c(

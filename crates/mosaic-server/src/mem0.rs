@@ -16,7 +16,8 @@
 //!   message is kept as an episodic memory. `event` is `ADD` for a new
 //!   memory and `NONE` for a replay; refused messages are listed under
 //!   `refused` with the gate's reasons (mem0 has no such list). `metadata`
-//!   is not stored (the response says so under `ignored`), and no LLM
+//!   (a JSON object, within the limits of docs/ENCODING.md) is stored
+//!   with every memory of the call and returned by every read; no LLM
 //!   extraction runs (`infer` is accepted and ignored).
 //! - `POST /search` is a hybrid recall; `score` is the relevance score.
 //! - `PUT /memories/{memory_id}` supersedes the memory with the new text
@@ -262,6 +263,11 @@ pub fn rfc3339(unix_ms: u64) -> String {
     )
 }
 
+/// A memory's metadata as mem0 shows it: the object, or `null`.
+fn metadata_value(metadata: Option<mosaic_harness::MemoryMetadata>) -> Option<Value> {
+    metadata.map(|m| Value::Object(m.0))
+}
+
 fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Mem0Item> {
     let (_, principal) = credential.principal()?;
     let view = service.get_memory(credential, record_id)?;
@@ -269,7 +275,7 @@ fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceR
         id: record_id.to_owned(),
         memory: view.content,
         hash: view.record.content_sha256,
-        metadata: None,
+        metadata: metadata_value(view.record.metadata),
         score: None,
         created_at: rfc3339(view.record.created_at_unix_ms),
         updated_at: None,
@@ -299,6 +305,16 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
             })
             .collect(),
     };
+    let metadata = match request.metadata {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(members)) => Some(mosaic_harness::MemoryMetadata(members)),
+        Some(_) => {
+            return Err(ServiceError::bad_request(
+                "invalid_metadata",
+                "metadata is a JSON object",
+            ));
+        }
+    };
     let conversation = request
         .run_id
         .or(request.agent_id)
@@ -309,6 +325,7 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
         &IngestRequest {
             messages,
             workspace_id: None,
+            metadata,
         },
     )?;
     let mut results = Vec::new();
@@ -329,9 +346,6 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
         }
     }
     let mut ignored = Vec::new();
-    if request.metadata.is_some() {
-        ignored.push("metadata".to_owned());
-    }
     if request.infer.is_some() {
         ignored.push("infer".to_owned());
     }
@@ -368,7 +382,7 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
             hash: mosaic_harness::canonical::sha256_hex(m.content.as_bytes()),
             id: m.record_id,
             memory: m.content,
-            metadata: None,
+            metadata: metadata_value(m.metadata),
             score: m.score,
             created_at: rfc3339(m.created_at_unix_ms),
             updated_at: None,

@@ -85,6 +85,13 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op(
         "GET",
+        "/v1/items",
+        "The current memory at an application address, by one indexed read (query: namespace = segments joined by '/', key; type and workspace_id, run_id, procedure_id for a subject other than the principal); 404 alike for no current record and a subject the key may not read",
+        "principal",
+        None,
+    ),
+    op(
+        "GET",
         "/v1/memories/{record_id}",
         "One memory with its content and state",
         "any",
@@ -727,6 +734,13 @@ pub const TYPED: &[Typed] = &[
     ),
     typed(
         "GET",
+        "/v1/items",
+        "getItemAtAddress",
+        None,
+        Json(schema_of::<a::MemoryView>),
+    ),
+    typed(
+        "GET",
         "/v1/browse",
         "browseMemories",
         None,
@@ -830,6 +844,7 @@ pub const TYPED: &[Typed] = &[
 pub const QUERIES: &[(&str, &str, SchemaFn)] = &[
     ("GET", "/v1/memories", schema_of::<a::ListQuery>),
     ("GET", "/v1/browse", schema_of::<a::BrowseQuery>),
+    ("GET", "/v1/items", schema_of::<a::AddressQuery>),
     ("GET", "/memories", schema_of::<crate::mem0::Scope>),
     ("DELETE", "/memories", schema_of::<crate::mem0::Scope>),
 ];

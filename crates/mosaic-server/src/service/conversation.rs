@@ -155,6 +155,7 @@ impl ServiceCore {
                 format!("send 1 to {MAX_MESSAGES} messages per call"),
             ));
         }
+        crate::api::checked_attachments(request.metadata.as_ref(), None, None)?;
         let subject = match &request.workspace_id {
             Some(workspace_id) => MemorySubject::PrincipalInWorkspace {
                 workspace_id: workspace_id.clone(),
@@ -261,6 +262,7 @@ impl ServiceCore {
                     record_id: Some(record_id),
                     proposal_id: Some(format!("p-{short}")),
                     writer_release: Some(CAPTURE_WRITER.to_owned()),
+                    metadata: request.metadata.clone(),
                     ..ProposeRequest::new(
                         text.clone(),
                         MemoryKind::Episodic,
@@ -383,6 +385,9 @@ impl ServiceCore {
             expected_line_generation: request.expected_line_generation,
             ttl_ms: request.ttl_ms,
             writer_release,
+            metadata: request.metadata.clone(),
+            namespace: request.namespace.clone(),
+            key: request.key.clone(),
             ..ProposeRequest::new(
                 request.content.clone(),
                 MemoryKind::Semantic,

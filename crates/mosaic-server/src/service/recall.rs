@@ -258,6 +258,8 @@ impl ServiceCore {
                     .get(id.as_str())
                     .map(|s| *s as f64 / SCORE_SCALE as f64),
                 in_context: report.included_memory.contains(id),
+                metadata: record.metadata.clone(),
+                address: record.address.clone(),
             });
         }
         let mut drop_counts = selection.receipt.decision_counts.dropped.clone();
@@ -358,6 +360,47 @@ impl ServiceCore {
             line_generation: stored.line_generation,
             proposal_id: stored.proposal_id,
         })
+    }
+
+    /// The current memory at an application address (`GET /v1/items`):
+    /// one indexed read of the address, then the record as
+    /// [`ServiceCore::get_memory`] answers it. A subject the key may not
+    /// read, or an address with no current record, answers 404 alike.
+    pub fn memory_at_address(
+        &self,
+        credential: &Credential,
+        query: &AddressQuery,
+    ) -> ServiceResult<MemoryView> {
+        let (tenant, principal) = credential.principal()?;
+        let namespace: Vec<String> = query.namespace.split('/').map(str::to_owned).collect();
+        let address = crate::api::checked_attachments(None, Some(&namespace), Some(&query.key))?
+            .ok_or_else(|| ServiceError::Internal("an address without its address".into()))?;
+        let subject = match &query.subject_type {
+            None => MemorySubject::Principal {
+                principal_id: principal.to_owned(),
+            },
+            Some(subject_type) => subject_from_query(&ListQuery {
+                subject_type: subject_type.clone(),
+                run_id: query.run_id.clone(),
+                principal_id: Some(principal.to_owned()),
+                workspace_id: query.workspace_id.clone(),
+                procedure_id: query.procedure_id.clone(),
+            })?,
+        };
+        let missing = || ServiceError::not_found("memory", "at that address");
+        let found = {
+            let mut inner = self.reader()?;
+            let (_, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
+            if !subject_visible(principal, &grant, &subject) {
+                return Err(missing());
+            }
+            inner.store.record_at_address(tenant, &subject, &address)?
+        };
+        let (record_id, _) = found.ok_or_else(missing)?;
+        match self.get_memory(credential, &record_id) {
+            Err(ServiceError::NotFound { .. }) => Err(missing()),
+            other => other,
+        }
     }
 
     /// Memories about one subject (any state), identities only.
