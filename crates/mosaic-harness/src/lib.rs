@@ -17,6 +17,7 @@
 
 pub mod canonical;
 mod canonical_ser;
+pub mod filter;
 pub mod fixtures;
 pub mod memory_scope;
 pub mod memory_write;

@@ -518,6 +518,11 @@ pub enum InvalidField {
         /// Which limit.
         reason: String,
     },
+    /// A read filter breaks a limit (see `filter::ReadFilter::check`).
+    BadFilter {
+        /// Which limit.
+        reason: String,
+    },
 }
 
 impl fmt::Display for InvalidField {
@@ -543,6 +548,7 @@ impl fmt::Display for InvalidField {
             }
             InvalidField::BadMetadata { reason } => write!(f, "metadata: {reason}"),
             InvalidField::BadAddress { reason } => write!(f, "address: {reason}"),
+            InvalidField::BadFilter { reason } => write!(f, "filter: {reason}"),
         }
     }
 }

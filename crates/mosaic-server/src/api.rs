@@ -248,6 +248,13 @@ pub struct RecallRequest {
     /// and named in the relevance receipt's `ranker_release`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f64>,
+    /// A filter on metadata, address, kind, creation instant and subject
+    /// (mem0's shape: `{"AND": [...]}`, `{"field": {"gte": ..}}`; see
+    /// `mosaic_harness::filter`). It restricts the eligible set before any
+    /// ranking and is bound into the read context, so the selection
+    /// receipt commits to it. 400 `invalid_filter` names a broken limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<serde_json::Value>,
     /// Must equal the credential's tenant when present.
     #[serde(default)]
     pub tenant_id: Option<String>,

@@ -76,6 +76,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "A JSON field has the wrong type or value",
     ),
     c(
+        "invalid_filter",
+        400,
+        "A read filter is not an object of fields and AND / OR / NOT within its limits (4,096 canonical bytes, depth 8, 64 conditions, known operators); the message names the problem",
+    ),
+    c(
         "invalid_identifier",
         400,
         "A conversation or message id is not 1 to 100 ASCII letters, digits or `._:@-`",

@@ -870,6 +870,7 @@ pub(super) fn own_read_context(input: &MemoryWriteInput) -> MemoryReadContext {
             .filter(|k| policy.allowed_kinds.contains(k) && grant.allowed_kinds.contains(k))
             .collect(),
         max_records: 1,
+        filter: None,
     }
 }
 

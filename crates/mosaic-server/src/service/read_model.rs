@@ -130,7 +130,11 @@ impl ScopeRead {
             EligibilityPass::new(ctx, &self.records)
                 .map_err(|e| ServiceError::Internal(e.to_string()))?,
         );
-        *lock() = Some(fresh.clone());
+        // A filtered read's pass is its own: it would only displace the
+        // pass the scope's unfiltered reads share.
+        if ctx.filter.is_none() {
+            *lock() = Some(fresh.clone());
+        }
         Ok(fresh)
     }
 }

@@ -86,6 +86,7 @@ impl ServiceCore {
             now_unix_ms: self.read_instant(),
             allowed_kinds: kinds,
             max_records,
+            filter: checked_filter(request.filter.as_ref())?,
         };
         if let Err(problems) = ctx.validate() {
             return Err(ServiceError::bad_request(
@@ -510,4 +511,18 @@ fn drop_reasons(
         }
     }
     counts
+}
+
+/// A request's filter, checked (400 `invalid_filter` naming the limit).
+pub(super) fn checked_filter(
+    filter: Option<&serde_json::Value>,
+) -> ServiceResult<Option<mosaic_harness::filter::ReadFilter>> {
+    let Some(value) = filter else {
+        return Ok(None);
+    };
+    let filter = mosaic_harness::filter::ReadFilter(value.clone());
+    filter
+        .check()
+        .map_err(|reason| ServiceError::bad_request("invalid_filter", reason))?;
+    Ok(Some(filter))
 }

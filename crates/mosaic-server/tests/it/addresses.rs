@@ -332,3 +332,85 @@ async fn an_address_never_reads_across_principals_subjects_or_tenants() {
     let (status, body) = item(&w, &alice.key, "namespace=trav&key=seat").await;
     assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
 }
+
+/// Filters restrict the eligible set before ranking (a record the filter
+/// excludes is `filtered_out`, never ranked), and the read context the
+/// selection receipt commits to names the filter.
+#[tokio::test]
+async fn a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receipt() {
+    let w = world();
+    let alice = &w.principals[0];
+    let teams = ["infra", "web", "infra", "web", "data", "infra"];
+    let mut web_ids = Vec::new();
+    for (i, team) in teams.iter().enumerate() {
+        let request = addressed(
+            &format!("deploy-{i}"),
+            &format!(
+                "Deploy window {i} for the {team} team is Tuesday morning ({}).",
+                crate::common::distinct(&format!("d{i}"))
+            ),
+            &["ops", team],
+            &format!("deploy-{i}"),
+            json!({"team": team, "priority": i}),
+        );
+        let (_, body) = propose(&w, &alice.key, &request).await;
+        assert_eq!(body["decision"], "accepted", "{body}");
+        if *team == "web" {
+            web_ids.push(body["record_id"].as_str().expect("id").to_owned());
+        }
+    }
+    let recall = |filter: Option<Value>| {
+        let mut body =
+            json!({"query": "deploy window tuesday", "workspace_id": WORKSPACE, "max_records": 10});
+        if let Some(filter) = filter {
+            body["filter"] = filter;
+        }
+        send(
+            &w.router,
+            "POST",
+            "/v1/recall",
+            Some(&alice.key),
+            Some(body),
+        )
+    };
+    let (status, all) = recall(None).await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    let (status, web) = recall(Some(json!({"team": "web"}))).await;
+    assert_eq!(status, StatusCode::OK, "{web}");
+    let mut got: Vec<String> = web["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .map(|m| m["record_id"].as_str().expect("id").to_owned())
+        .collect();
+    got.sort();
+    web_ids.sort();
+    assert_eq!(got, web_ids, "{web}");
+    assert_eq!(web["drop_reasons"]["filtered_out"], 4, "{web}");
+    assert_ne!(
+        web["selection_receipt"]["read_context_sha256"],
+        all["selection_receipt"]["read_context_sha256"],
+        "the receipt commits to the filter"
+    );
+    // Ranges, membership, namespace prefix and boolean structure.
+    let (_, some) = recall(Some(json!({"AND": [
+        {"priority": {"gte": 1, "lt": 5}},
+        {"NOT": {"team": {"in": ["data"]}}},
+        {"namespace": {"prefix": "ops/infra"}}
+    ]})))
+    .await;
+    let teams_found: Vec<&str> = some["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .map(|m| m["metadata"]["team"].as_str().expect("team"))
+        .collect();
+    assert_eq!(
+        teams_found,
+        ["infra"],
+        "only priority 2 is infra in 1..5: {some}"
+    );
+    let (status, body) = recall(Some(json!({"team": {"like": "w%"}}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_filter");
+}
