@@ -655,6 +655,8 @@ fn list(
             "record_id": entry.record_id,
             "kind": entry.kind,
             "created_at_unix_ms": entry.created_at_unix_ms,
+            "metadata": view.record.metadata,
+            "address": view.record.address,
         }));
     }
     let text = if blocks.is_empty() {
@@ -750,6 +752,12 @@ fn recall(
         "selection_receipt_sha256": response.selection_receipt.receipt_sha256,
         "relevance_receipt_sha256": relevance,
         "snapshot": response.snapshot,
+        // What the application attached to each selected memory.
+        "attached": response
+            .memories
+            .iter()
+            .map(|m| json!({"record_id": m.record_id, "metadata": m.metadata, "address": m.address}))
+            .collect::<Vec<_>>(),
     });
     Ok(success(text, structured))
 }
