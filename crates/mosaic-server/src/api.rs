@@ -403,6 +403,11 @@ pub struct ListQuery {
     /// Procedure of a procedure subject.
     #[serde(default)]
     pub procedure_id: Option<String>,
+    /// A read filter as JSON text (the shape of recall's `filter`): only
+    /// memories whose record matches it are listed; an erased memory has
+    /// no record left and is not listed under a filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 /// A revocation request.

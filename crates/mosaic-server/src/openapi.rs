@@ -72,7 +72,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "GET",
         "/v1/memories",
-        "List memories about one subject (query: type, principal_id, workspace_id, run_id, procedure_id)",
+        "List memories about one subject (query: type, principal_id, workspace_id, run_id, procedure_id; filter = a read filter as JSON text, the shape of recall's filter)",
         "principal",
         None,
     ),

@@ -512,6 +512,7 @@ impl ServiceCore {
                 principal_id: Some(principal.to_owned()),
                 workspace_id: None,
                 procedure_id: None,
+                filter: None,
             },
         )?;
         entries.retain(|e| e.state == "active");

@@ -386,6 +386,7 @@ impl ServiceCore {
                 principal_id: Some(principal.to_owned()),
                 workspace_id: query.workspace_id.clone(),
                 procedure_id: query.procedure_id.clone(),
+                filter: None,
             })?,
         };
         let missing = || ServiceError::not_found("memory", "at that address");
@@ -420,11 +421,32 @@ impl ServiceCore {
                 "the credential may not read memories about this subject",
             ));
         }
+        let read_filter = match &query.filter {
+            None => None,
+            Some(text) => {
+                let value: serde_json::Value = serde_json::from_str(text).map_err(|_| {
+                    ServiceError::bad_request("invalid_filter", "filter is not JSON text")
+                })?;
+                checked_filter(Some(&value))?
+            }
+        };
         let filter = RecordFilter {
             subject: Some(subject),
             ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
         };
-        Ok(list_all(inner.store.as_mut(), filter)?
+        let mut rows = list_all(inner.store.as_mut(), filter)?;
+        if let Some(read_filter) = &read_filter {
+            let ids: Vec<String> = rows.iter().map(|r| r.record_id.clone()).collect();
+            let matching: BTreeSet<String> = inner
+                .store
+                .get_records(tenant, &ids)?
+                .into_iter()
+                .filter(|stored| read_filter.matches(&stored.record))
+                .map(|stored| stored.record.record_id)
+                .collect();
+            rows.retain(|row| matching.contains(&row.record_id));
+        }
+        Ok(rows
             .into_iter()
             .map(|row| ListEntry {
                 record_id: row.record_id,

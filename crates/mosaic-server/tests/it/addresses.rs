@@ -414,3 +414,62 @@ async fn a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receip
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(error_code(&body), "invalid_filter");
 }
+
+/// `GET /v1/memories` takes the same filter, as JSON text.
+#[tokio::test]
+async fn a_list_filter_lists_only_matching_memories() {
+    let w = world();
+    let alice = &w.principals[0];
+    let mut ids = Vec::new();
+    for (i, team) in ["infra", "web", "infra"].iter().enumerate() {
+        let request = addressed(
+            &format!("list-{i}"),
+            &format!(
+                "Listed note {i} ({}).",
+                crate::common::distinct(&format!("l{i}"))
+            ),
+            &["lists"],
+            &format!("list-{i}"),
+            json!({"team": team}),
+        );
+        let (_, body) = propose(&w, &alice.key, &request).await;
+        assert_eq!(body["decision"], "accepted", "{body}");
+        ids.push(body["record_id"].as_str().expect("id").to_owned());
+    }
+    let list = |filter: &str| {
+        format!(
+            "/v1/memories?type=workspace&workspace_id={WORKSPACE}&filter={}",
+            urlencode(filter)
+        )
+    };
+    let (status, body) = send(
+        &w.router,
+        "GET",
+        &list(r#"{"team": {"ne": "infra"}}"#),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed: Vec<&str> = body
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["record_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(listed, [ids[1].as_str()], "{body}");
+    let (status, body) = send(&w.router, "GET", &list("not json"), Some(&alice.key), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_filter");
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
