@@ -145,7 +145,8 @@ class Corpus:
 
     speakers = ["Avery", "Blake"]
 
-    def __init__(self, seed, queries):
+    def __init__(self, seed, queries, filter_every=0):
+        self.filter_every = filter_every
         self.rng = random.Random(seed)
         self.words = vocabulary(self.rng, 5000)
         self.queries = [" ".join(self.rng.choice(self.words) for _ in range(self.rng.randint(3, 6))) + "?"
@@ -165,8 +166,13 @@ class Corpus:
             messages = [{"role": "user", "name": self.speakers[(self.stored + i) % 2],
                          "created_at": f"2023-05-{day:02d}T10:{(i // 60) % 60:02d}:{i % 60:02d}Z",
                          "content": self.turn()} for i in range(count)]
+            request = {"messages": messages}
+            if self.filter_every:
+                # Every call's memories carry their call's group, so
+                # {"group": 0} selects one call in `filter_every`.
+                request["metadata"] = {"group": self.session % self.filter_every}
             started = time.perf_counter()
-            server.call("POST", f"/v1/conversations/c{self.session}/messages", key, {"messages": messages})
+            server.call("POST", f"/v1/conversations/c{self.session}/messages", key, request)
             calls.append(round((time.perf_counter() - started) * 1000.0, 1))
             self.stored += count
             self.session += 1
@@ -224,6 +230,9 @@ def main():
                         help="at the end, run the steps up to N memories again on a fresh server")
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
     parser.add_argument("--keep-data-dir", help="use this (new) data directory and keep it")
+    parser.add_argument("--filter-every", type=int, default=0, metavar="N",
+                        help="tag each ingest call's memories with metadata group = call % N and also time "
+                             "a hybrid recall filtered to group 0 (1 memory in N)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -232,7 +241,7 @@ def main():
 
     if args.again and args.again not in sizes:
         sys.exit("--again must be one of --sizes")
-    corpus = Corpus(args.seed, args.queries)
+    corpus = Corpus(args.seed, args.queries, args.filter_every)
     queries = corpus.queries
     if args.keep_data_dir and os.path.exists(args.keep_data_dir):
         sys.exit("--keep-data-dir must name a directory that does not exist yet")
@@ -249,9 +258,13 @@ def main():
                 if not args.json:
                     print(ingest_line(row), flush=True)
                 continue
-            for name, body in (("hybrid", lambda q: {"query": q, "max_records": 10}),
-                               ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
-                               ("no_query", lambda q: {"max_records": 10})):
+            variants = [("hybrid", lambda q: {"query": q, "max_records": 10}),
+                        ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
+                        ("no_query", lambda q: {"max_records": 10})]
+            if args.filter_every:
+                variants.append(("hybrid_filtered",
+                                 lambda q: {"query": q, "max_records": 10, "filter": {"group": 0}}))
+            for name, body in variants:
                 server.call("POST", "/v1/recall", key, body(queries[0]))  # warm
                 times, sizes_b = [], []
                 for q in queries:
@@ -268,6 +281,10 @@ def main():
                 print(f"{ingest_line(row)} | hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
                       f"explain p50 {e['p50_ms']} ms {e['bytes']} B | no query p50 {n['p50_ms']} ms "
                       f"p95 {n['p95_ms']} ms {n['bytes']} B", flush=True)
+                if "hybrid_filtered" in row:
+                    f = row["hybrid_filtered"]
+                    print(f"  filtered hybrid (group 0 of {args.filter_every}) p50 {f['p50_ms']} ms "
+                          f"p95 {f['p95_ms']} ms {f['bytes']} B", flush=True)
         if args.restart:
             server.stop()
             t0 = time.perf_counter()
@@ -309,7 +326,7 @@ def again(args, sizes, first):
     server = Server(args.mosaic, args.serve_args)
     try:
         key = open_tenant(server)
-        corpus = Corpus(args.seed, args.queries)
+        corpus = Corpus(args.seed, args.queries, args.filter_every)
         index_at_start = sum(server.index_written())
         for size in [s for s in sizes if s <= args.again]:
             row = ingest_step(server, key, corpus, size, args.batch, index_at_start)

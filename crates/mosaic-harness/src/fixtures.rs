@@ -37,6 +37,7 @@ pub fn scoped_selection_context() -> MemoryReadContext {
         now_unix_ms: FIXTURE_NOW_UNIX_MS,
         allowed_kinds: MemoryKind::ALL.to_vec(),
         max_records: 8,
+        filter: None,
     }
 }
 
@@ -75,6 +76,8 @@ pub fn fixture_record(
         writer_release: "memory-writer-v1".into(),
         sources: vec![fixture_source(record_id)],
         summary: None,
+        metadata: None,
+        address: None,
     }
 }
 

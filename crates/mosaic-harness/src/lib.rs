@@ -17,6 +17,7 @@
 
 pub mod canonical;
 mod canonical_ser;
+pub mod filter;
 pub mod fixtures;
 pub mod memory_scope;
 pub mod memory_write;
@@ -24,6 +25,6 @@ pub mod receipt_signature;
 pub mod record;
 
 pub use record::{
-    InvalidField, MEMORY_SCHEMA_VERSION, MemoryKind, MemoryRecord, MemorySource, MemoryStatus,
-    MemorySubject, SummaryDescriptor,
+    InvalidField, MEMORY_SCHEMA_VERSION, MemoryAddress, MemoryKind, MemoryMetadata, MemoryRecord,
+    MemorySource, MemoryStatus, MemorySubject, SummaryDescriptor,
 };

@@ -300,6 +300,166 @@ pub struct MemoryRecord {
     pub sources: Vec<MemorySource>,
     /// Present when the content is a lossy summary.
     pub summary: Option<SummaryDescriptor>,
+    /// What the application attached to the memory (absent when none: a
+    /// record without metadata encodes exactly as before metadata existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// The application's address of the memory (absent when unaddressed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<MemoryAddress>,
+}
+
+/// Most canonical JSON bytes a record's metadata may take.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+/// Deepest nesting of metadata: the top object is depth 1.
+pub const MAX_METADATA_DEPTH: usize = 4;
+/// Longest metadata member name, in characters.
+pub const MAX_METADATA_KEY_CHARS: usize = 128;
+/// Most segments an address namespace may have.
+pub const MAX_NAMESPACE_SEGMENTS: usize = 8;
+/// Longest namespace segment, in characters.
+pub const MAX_NAMESPACE_SEGMENT_CHARS: usize = 128;
+/// Longest address key, in characters.
+pub const MAX_ADDRESS_KEY_CHARS: usize = 256;
+
+/// Application metadata: a JSON object of strings, booleans, nulls,
+/// integers (at most 2^53 - 1 in magnitude; no fractions, as the canonical
+/// encoding has none), arrays and objects, bounded by
+/// [`MAX_METADATA_BYTES`], [`MAX_METADATA_DEPTH`] and
+/// [`MAX_METADATA_KEY_CHARS`] (see [`MemoryMetadata::check`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct MemoryMetadata(pub serde_json::Map<String, serde_json::Value>);
+
+impl std::hash::Hash for MemoryMetadata {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // serde_json's map is ordered by name, so equal metadata renders
+        // to equal text.
+        serde_json::to_string(&self.0)
+            .unwrap_or_default()
+            .hash(state);
+    }
+}
+
+impl MemoryMetadata {
+    /// The first limit the metadata breaks, named, or `Ok`.
+    pub fn check(&self) -> Result<(), String> {
+        // `depth` is the value's own: members of the top object are at 2.
+        fn walk(value: &serde_json::Value, depth: usize) -> Result<(), String> {
+            use serde_json::Value;
+            match value {
+                Value::Null | Value::Bool(_) | Value::String(_) => Ok(()),
+                Value::Number(n) => {
+                    let fits = n.as_u64().is_some_and(|v| v <= MAX_CANONICAL_INT)
+                        || n.as_i64()
+                            .is_some_and(|v| v.unsigned_abs() <= MAX_CANONICAL_INT);
+                    if fits {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "metadata numbers must be integers of magnitude at most 2^53-1 (found {n})"
+                        ))
+                    }
+                }
+                Value::Array(items) => {
+                    if depth > MAX_METADATA_DEPTH {
+                        return Err(format!(
+                            "metadata nests deeper than {MAX_METADATA_DEPTH} levels"
+                        ));
+                    }
+                    items.iter().try_for_each(|v| walk(v, depth + 1))
+                }
+                Value::Object(members) => {
+                    if depth > MAX_METADATA_DEPTH {
+                        return Err(format!(
+                            "metadata nests deeper than {MAX_METADATA_DEPTH} levels"
+                        ));
+                    }
+                    members.iter().try_for_each(|(k, v)| {
+                        check_key(k)?;
+                        walk(v, depth + 1)
+                    })
+                }
+            }
+        }
+        fn check_key(key: &str) -> Result<(), String> {
+            if key.is_empty()
+                || key.chars().count() > MAX_METADATA_KEY_CHARS
+                || key.chars().any(char::is_control)
+            {
+                return Err(format!(
+                    "metadata member names are 1 to {MAX_METADATA_KEY_CHARS} characters without control characters"
+                ));
+            }
+            Ok(())
+        }
+        for (key, value) in &self.0 {
+            check_key(key)?;
+            walk(value, 2)?;
+        }
+        let bytes = crate::canonical::canonical_json(self)
+            .map_err(|e| format!("metadata is not canonically encodable: {e}"))?;
+        if bytes.len() > MAX_METADATA_BYTES {
+            return Err(format!(
+                "metadata takes {} canonical bytes, more than {MAX_METADATA_BYTES}",
+                bytes.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where an application keeps a memory: a namespace path and a key within
+/// it. Within one tenant and subject an address names one line of records:
+/// a write to it supersedes the line's current record.
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryAddress {
+    /// Path of segments: 1 to [`MAX_NAMESPACE_SEGMENTS`], each 1 to
+    /// [`MAX_NAMESPACE_SEGMENT_CHARS`] characters without control
+    /// characters or `/`.
+    pub namespace: Vec<String>,
+    /// 1 to [`MAX_ADDRESS_KEY_CHARS`] characters without control characters.
+    pub key: String,
+}
+
+impl MemoryAddress {
+    /// The first limit the address breaks, named, or `Ok`.
+    pub fn check(&self) -> Result<(), String> {
+        if self.namespace.is_empty() || self.namespace.len() > MAX_NAMESPACE_SEGMENTS {
+            return Err(format!(
+                "a namespace has 1 to {MAX_NAMESPACE_SEGMENTS} segments"
+            ));
+        }
+        for segment in &self.namespace {
+            if segment.is_empty()
+                || segment.chars().count() > MAX_NAMESPACE_SEGMENT_CHARS
+                || segment.chars().any(|c| c.is_control() || c == '/')
+            {
+                return Err(format!(
+                    "namespace segments are 1 to {MAX_NAMESPACE_SEGMENT_CHARS} characters without control characters or '/'"
+                ));
+            }
+        }
+        if self.key.is_empty()
+            || self.key.chars().count() > MAX_ADDRESS_KEY_CHARS
+            || self.key.chars().any(char::is_control)
+        {
+            return Err(format!(
+                "a key is 1 to {MAX_ADDRESS_KEY_CHARS} characters without control characters"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The namespace as one string, its segments joined by `/` (segments
+    /// hold no `/`, so the join is reversible and a prefix of segments is
+    /// a string prefix ending in `/`).
+    pub fn namespace_path(&self) -> String {
+        self.namespace.join("/")
+    }
 }
 
 /// Why a record (or another input) is malformed. Reported all at once.
@@ -348,6 +508,21 @@ pub enum InvalidField {
         /// Which field.
         field: String,
     },
+    /// The metadata breaks a limit (see [`MemoryMetadata::check`]).
+    BadMetadata {
+        /// Which limit.
+        reason: String,
+    },
+    /// The address breaks a limit (see [`MemoryAddress::check`]).
+    BadAddress {
+        /// Which limit.
+        reason: String,
+    },
+    /// A read filter breaks a limit (see `filter::ReadFilter::check`).
+    BadFilter {
+        /// Which limit.
+        reason: String,
+    },
 }
 
 impl fmt::Display for InvalidField {
@@ -371,6 +546,9 @@ impl fmt::Display for InvalidField {
             InvalidField::IntegerOutOfRange { field } => {
                 write!(f, "{field}: integer above 2^53-1")
             }
+            InvalidField::BadMetadata { reason } => write!(f, "metadata: {reason}"),
+            InvalidField::BadAddress { reason } => write!(f, "address: {reason}"),
+            InvalidField::BadFilter { reason } => write!(f, "filter: {reason}"),
         }
     }
 }
@@ -468,6 +646,19 @@ impl Problems {
         }
     }
 
+    pub(crate) fn attachments(
+        &mut self,
+        metadata: &Option<MemoryMetadata>,
+        address: &Option<MemoryAddress>,
+    ) {
+        if let Some(Err(reason)) = metadata.as_ref().map(MemoryMetadata::check) {
+            self.0.push(InvalidField::BadMetadata { reason });
+        }
+        if let Some(Err(reason)) = address.as_ref().map(MemoryAddress::check) {
+            self.0.push(InvalidField::BadAddress { reason });
+        }
+    }
+
     pub(crate) fn finish(mut self) -> Result<(), Vec<InvalidField>> {
         if self.0.is_empty() {
             Ok(())
@@ -529,6 +720,7 @@ impl MemoryRecord {
         p.id("writer_release", &self.writer_release);
         p.sources("sources", &self.sources);
         p.summary(&self.summary);
+        p.attachments(&self.metadata, &self.address);
         p.finish()
     }
 
@@ -578,6 +770,8 @@ pub(crate) mod fixtures {
             writer_release: "writer-v1".into(),
             sources: vec![source(&format!("{id}-src"))],
             summary: None,
+            metadata: None,
+            address: None,
         }
     }
 }
@@ -688,6 +882,91 @@ mod tests {
         assert!(serde_json::from_str::<MemoryRecord>(&dup).is_err());
         assert!(serde_json::from_str::<MemoryRecord>(&format!("{text} {{}}")).is_err());
         assert_eq!(serde_json::from_str::<MemoryRecord>(&text).unwrap(), r);
+    }
+
+    fn meta(v: serde_json::Value) -> Option<MemoryMetadata> {
+        Some(serde_json::from_value(v).unwrap())
+    }
+
+    fn reasons(r: &MemoryRecord) -> Vec<String> {
+        r.validate()
+            .err()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn record_without_metadata_or_address_encodes_as_before() {
+        let r = record("r1", MemoryKind::Semantic, principal("p"));
+        let text = String::from_utf8(crate::canonical::canonical_json(&r).unwrap()).unwrap();
+        assert!(!text.contains("metadata") && !text.contains("address"));
+        // A stored record of an earlier release (no such members) decodes.
+        let back: MemoryRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        let mut with = r.clone();
+        with.metadata = meta(serde_json::json!({"a": 1}));
+        assert_ne!(
+            crate::canonical::canonical_json(&with).unwrap(),
+            crate::canonical::canonical_json(&r).unwrap(),
+            "metadata is covered by the record's digest"
+        );
+    }
+
+    #[test]
+    fn record_metadata_limits_are_enforced_and_named() {
+        let mut r = record("r1", MemoryKind::Semantic, principal("p"));
+        r.metadata = meta(serde_json::json!({"a": {"b": {"c": [1, -2, null, true, "s"]}}}));
+        r.validate().unwrap();
+        r.metadata = meta(serde_json::json!({"a": {"b": {"c": {"d": 1}}}}));
+        r.validate().unwrap();
+        r.metadata = meta(serde_json::json!({"a": {"b": {"c": {"d": {"e": 1}}}}}));
+        assert!(
+            reasons(&r)[0].contains("deeper than 4"),
+            "{:?}",
+            reasons(&r)
+        );
+        r.metadata = meta(serde_json::json!({"score": 0.5}));
+        assert!(reasons(&r)[0].contains("integers"));
+        r.metadata = meta(serde_json::json!({"n": 9_007_199_254_740_992u64}));
+        assert!(reasons(&r)[0].contains("2^53-1"));
+        r.metadata = meta(serde_json::json!({"x".repeat(129): 1}));
+        assert!(reasons(&r)[0].contains("128 characters"));
+        r.metadata = meta(serde_json::json!({"a\u{7}": 1}));
+        assert!(reasons(&r)[0].contains("control"));
+        r.metadata = meta(serde_json::json!({"big": "x".repeat(MAX_METADATA_BYTES)}));
+        assert!(reasons(&r)[0].contains("16384"));
+    }
+
+    #[test]
+    fn record_address_limits_are_enforced_and_named() {
+        let mut r = record("r1", MemoryKind::Semantic, principal("p"));
+        let addr = |ns: &[&str], key: &str| {
+            Some(MemoryAddress {
+                namespace: ns.iter().map(|s| s.to_string()).collect(),
+                key: key.into(),
+            })
+        };
+        r.address = addr(&["a", "b c"], "k 1");
+        r.validate().unwrap();
+        assert_eq!(r.address.as_ref().unwrap().namespace_path(), "a/b c");
+        for (bad, why) in [
+            (addr(&[], "k"), "segments"),
+            (addr(&["a"; 9], "k"), "segments"),
+            (addr(&[""], "k"), "segments are"),
+            (addr(&["a/b"], "k"), "'/'"),
+            (addr(&["a\n"], "k"), "control"),
+            (addr(&["a"], ""), "key"),
+            (addr(&["a"], &"k".repeat(257)), "256"),
+        ] {
+            r.address = bad;
+            let got = reasons(&r);
+            assert!(
+                got.len() == 1 && got[0].contains(why),
+                "{got:?} lacks {why}"
+            );
+        }
     }
 
     #[test]

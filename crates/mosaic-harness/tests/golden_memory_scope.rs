@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use mosaic_harness::MemoryAddress;
 use mosaic_harness::canonical::{domain_bytes, sha256_hex};
 use mosaic_harness::fixtures::{
     fixture_source, scoped_selection_context, scoped_selection_records,
@@ -85,6 +86,28 @@ fn vectors() -> BTreeMap<String, Value> {
         json!({"record_id": sorted[0].record_id,
                "bytes": String::from_utf8(record_bytes.clone()).unwrap(),
                "sha256": sha256_hex(&record_bytes)}),
+    );
+    // A record with application metadata and an address: the two members
+    // appear only when present, so the record above (without them)
+    // encodes exactly as before they existed.
+    let mut addressed = sorted[0].clone();
+    addressed.metadata = Some(
+        serde_json::from_value(
+            json!({"category": "alerts", "priority": 2, "tags": ["ops", "pager"]}),
+        )
+        .unwrap(),
+    );
+    addressed.address = Some(MemoryAddress {
+        namespace: vec!["user-vinay".into(), "preferences".into()],
+        key: "alerts".into(),
+    });
+    addressed.validate().unwrap();
+    let addressed_bytes = domain_bytes(RECORD_DOMAIN, &addressed).unwrap();
+    out.insert(
+        format!("{RECORD_DOMAIN} with metadata and address"),
+        json!({"record_id": addressed.record_id,
+               "bytes": String::from_utf8(addressed_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&addressed_bytes)}),
     );
     let entries: Vec<Value> = sorted
         .iter()

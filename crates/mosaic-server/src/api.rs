@@ -12,7 +12,10 @@ use mosaic_harness::memory_write::{
     ProcedureEvaluation, SourceJudgment, StructuredClaim,
 };
 use mosaic_harness::receipt_signature::ReceiptSignature;
-use mosaic_harness::{MemoryKind, MemoryRecord, MemorySource, MemorySubject, SummaryDescriptor};
+use mosaic_harness::{
+    MemoryAddress, MemoryKind, MemoryMetadata, MemoryRecord, MemorySource, MemorySubject,
+    SummaryDescriptor,
+};
 use mosaic_index::RetrievalMode;
 use mosaic_store::{
     DeletionReceiptBody, ReviewCase, ReviewReceiptBody, SnapshotIdentity, Tombstone,
@@ -116,6 +119,61 @@ pub struct ProposeRequest {
     /// Must equal the credential's principal when present.
     #[serde(default)]
     pub principal_id: Option<String>,
+    /// Application metadata the memory carries (a JSON object; see
+    /// docs/ENCODING.md for its limits). Covered by the record's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Application namespace (a path of segments), with `key` the
+    /// memory's address: a write to an address that already holds a
+    /// current record of the same subject supersedes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Vec<String>>,
+    /// Application key within `namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl ProposeRequest {
+    /// The request's address, checked: `namespace` and `key` come together
+    /// and within their limits (400 `invalid_address` otherwise), and the
+    /// metadata within its limits (400 `invalid_metadata`).
+    pub fn checked_address(&self) -> Result<Option<MemoryAddress>, crate::error::ServiceError> {
+        checked_attachments(
+            self.metadata.as_ref(),
+            self.namespace.as_ref(),
+            self.key.as_ref(),
+        )
+    }
+}
+
+/// Checks metadata and an address given as `namespace` and `key` (see
+/// [`ProposeRequest::checked_address`]).
+pub fn checked_attachments(
+    metadata: Option<&MemoryMetadata>,
+    namespace: Option<&Vec<String>>,
+    key: Option<&String>,
+) -> Result<Option<MemoryAddress>, crate::error::ServiceError> {
+    use crate::error::ServiceError;
+    if let Some(Err(reason)) = metadata.map(MemoryMetadata::check) {
+        return Err(ServiceError::bad_request("invalid_metadata", reason));
+    }
+    let address = match (namespace, key) {
+        (None, None) => return Ok(None),
+        (Some(namespace), Some(key)) => MemoryAddress {
+            namespace: namespace.clone(),
+            key: key.clone(),
+        },
+        _ => {
+            return Err(ServiceError::bad_request(
+                "invalid_address",
+                "namespace and key are given together or not at all",
+            ));
+        }
+    };
+    address
+        .check()
+        .map_err(|reason| ServiceError::bad_request("invalid_address", reason))?;
+    Ok(Some(address))
 }
 
 /// What the write gate and the store decided.
@@ -205,6 +263,13 @@ pub struct RecallRequest {
     /// and named in the relevance receipt's `ranker_release`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f64>,
+    /// A filter on metadata, address, kind, creation instant and subject
+    /// (mem0's shape: `{"AND": [...]}`, `{"field": {"gte": ..}}`; see
+    /// `mosaic_harness::filter`). It restricts the eligible set before any
+    /// ranking and is bound into the read context, so the selection
+    /// receipt commits to it. 400 `invalid_filter` names a broken limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<serde_json::Value>,
     /// Must equal the credential's tenant when present.
     #[serde(default)]
     pub tenant_id: Option<String>,
@@ -282,6 +347,12 @@ pub struct RecalledMemory {
     /// embedded whole, or one the vector index did not rank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matched_passage: Option<MatchedPassage>,
+    /// Its application metadata, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Its application address, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<MemoryAddress>,
 }
 
 /// The passage of a long memory that matched a query.
@@ -296,6 +367,30 @@ pub struct MatchedPassage {
     pub char_start: usize,
     /// One past its last character in `content`.
     pub char_end: usize,
+}
+
+/// `GET /v1/items`: the current memory at an application address. The
+/// subject defaults to the credential's principal; `type` and the
+/// subject's ids (as in [`ListQuery`]) name another the key may read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddressQuery {
+    /// The namespace's segments joined by `/` (segments hold no `/`).
+    pub namespace: String,
+    /// The key within the namespace.
+    pub key: String,
+    /// Subject type (`principal` by default).
+    #[serde(default, rename = "type")]
+    pub subject_type: Option<String>,
+    /// Run of a run subject.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Workspace of a workspace, procedure or principal-in-workspace subject.
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// Procedure of a procedure subject.
+    #[serde(default)]
+    pub procedure_id: Option<String>,
 }
 
 /// One memory as stored.
@@ -349,6 +444,11 @@ pub struct ListQuery {
     /// Procedure of a procedure subject.
     #[serde(default)]
     pub procedure_id: Option<String>,
+    /// A read filter as JSON text (the shape of recall's `filter`): only
+    /// memories whose record matches it are listed; an erased memory has
+    /// no record left and is not listed under a filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 /// A revocation request.
@@ -1064,6 +1164,9 @@ impl ProposeRequest {
             writer_release: None,
             tenant_id: None,
             principal_id: None,
+            metadata: None,
+            namespace: None,
+            key: None,
         }
     }
 }
@@ -1146,6 +1249,9 @@ pub struct IngestRequest {
     /// value replays exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_unix_ms: Option<u64>,
+    /// Application metadata every episode of these messages carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
 }
 
 /// What became of one message.
@@ -1248,6 +1354,15 @@ pub struct FactRequest {
     /// Requested lifetime in milliseconds.
     #[serde(default)]
     pub ttl_ms: Option<u64>,
+    /// Application metadata the fact carries (see [`ProposeRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Application namespace of the fact (see [`ProposeRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Vec<String>>,
+    /// Application key of the fact within `namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// Query of one page of the credential principal's memories

@@ -51,6 +51,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "An MCP tool argument names a tenant or principal; the session's key decides them",
     ),
     c(
+        "invalid_address",
+        400,
+        "A namespace or key breaks its limits (1 to 8 segments of 1 to 128 characters without control characters or `/`; a key of 1 to 256 characters without control characters), or only one of the two is given",
+    ),
+    c(
         "invalid_argument",
         400,
         "An argument the store refuses (a limit, a cursor, an id)",
@@ -76,6 +81,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "A JSON field has the wrong type or value",
     ),
     c(
+        "invalid_filter",
+        400,
+        "A read filter is not an object of fields and AND / OR / NOT within its limits (4,096 canonical bytes, depth 8, 64 conditions, known operators); the message names the problem",
+    ),
+    c(
         "invalid_identifier",
         400,
         "A conversation or message id is not 1 to 100 ASCII letters, digits or `._:@-`",
@@ -84,6 +94,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "invalid_message",
         400,
         "A call sends no messages or too many, a statement or update has no text, or a message's name or time label is blank, too long or has control characters (a message with empty content is skipped, not refused)",
+    ),
+    c(
+        "invalid_metadata",
+        400,
+        "Metadata is not a JSON object within its limits (16,384 canonical bytes, depth 4, member names of 1 to 128 characters, integers of magnitude at most 2^53-1, no fractions); the message names the limit",
     ),
     c("invalid_path", 400, "A path parameter cannot be decoded"),
     c(

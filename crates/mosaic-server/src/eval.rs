@@ -729,6 +729,9 @@ fn turn_proposal(principal: &str, turn_id: &str, text: &str) -> ProposeRequest {
         writer_release: Some("mosaic-eval-v1".into()),
         tenant_id: None,
         principal_id: None,
+        metadata: None,
+        namespace: None,
+        key: None,
     }
 }
 

@@ -399,6 +399,14 @@ async fn outbox_state(State(s): State<AppState>, Auth(c): Auth) -> Reply<OutboxS
     call(&s, move |s| s.outbox_state(&c)).await
 }
 
+async fn item_at_address(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<AddressQuery>,
+) -> Reply<MemoryView> {
+    call(&s, move |s| s.memory_at_address(&c, &q)).await
+}
+
 async fn get_memory(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -773,6 +781,7 @@ fn routes() -> Routes {
             post(propose).get(list_memories),
         )
         .add("/v1/browse", &[Method::GET], get(browse))
+        .add("/v1/items", &[Method::GET], get(item_at_address))
         .add("/v1/memories/{record_id}", &[Method::GET], get(get_memory))
         .add(
             "/v1/memories/{record_id}/history",

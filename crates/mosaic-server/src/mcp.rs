@@ -964,6 +964,8 @@ fn list(
             "kind": entry.kind,
             "created_at": rfc3339(entry.created_at_unix_ms),
             "expires_at": expiry(view.record.expires_at_unix_ms),
+            "metadata": view.record.metadata,
+            "address": view.record.address,
         }));
     }
     let text = if blocks.is_empty() {
@@ -1059,6 +1061,12 @@ fn recall(
         "selection_receipt_sha256": response.selection_receipt.receipt_sha256,
         "relevance_receipt_sha256": relevance,
         "snapshot": response.snapshot,
+        // What the application attached to each selected memory.
+        "attached": response
+            .memories
+            .iter()
+            .map(|m| json!({"record_id": m.record_id, "metadata": m.metadata, "address": m.address}))
+            .collect::<Vec<_>>(),
     });
     Ok(success(text, structured))
 }
@@ -1138,6 +1146,7 @@ fn drop_sentence(reason: DropReason) -> &'static str {
         DropReason::Expired => "it expired",
         DropReason::SubjectMismatch => "it is about another run, user or workspace",
         DropReason::NotRelevant => "it ranked below the relevance cut-off for the query",
+        DropReason::FilteredOut => "it does not match the recall's filter",
         DropReason::SelectionLimit => {
             "it was relevant, but max_records memories were already selected"
         }

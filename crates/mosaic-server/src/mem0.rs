@@ -16,7 +16,8 @@
 //!   message is kept as an episodic memory. `event` is `ADD` for a new
 //!   memory and `NONE` for a replay; refused messages are listed under
 //!   `refused` with the gate's reasons (mem0 has no such list). `metadata`
-//!   is not stored (the response says so under `ignored`), and no LLM
+//!   (a JSON object, within the limits of docs/ENCODING.md) is stored
+//!   with every memory of the call and returned by every read; no LLM
 //!   extraction runs (`infer`, `memory_type` and `prompt` are accepted and
 //!   named in `ignored`).
 //! - `POST /search` is a hybrid recall. `top_k` (or `limit`) is how many;
@@ -29,7 +30,7 @@
 //! - `POST /memories` also takes mem0's `expiration_date` (`YYYY-MM-DD`:
 //!   the memories expire at the end of that UTC day, through the gate's
 //!   TTL limit); `memory_type` and `prompt` are accepted and named in
-//!   `ignored`, like `metadata` and `infer`. A message without text (a
+//!   `ignored`, like `infer`. A message without text (a
 //!   tool-call or image-only turn) is skipped and listed under `skipped`.
 //! - The key may come as `Authorization: Bearer KEY`, `Authorization:
 //!   Token KEY` (mem0's platform client) or `X-API-Key: KEY` (mem0's
@@ -304,6 +305,11 @@ fn as_user(service: &Service, key: &KeyAuth, user_id: Option<&str>) -> ServiceRe
     }
 }
 
+/// A memory's metadata as mem0 shows it: the object, or `null`.
+fn metadata_value(metadata: Option<mosaic_harness::MemoryMetadata>) -> Option<Value> {
+    metadata.map(|m| Value::Object(m.0))
+}
+
 fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceResult<Mem0Item> {
     let (_, principal) = credential.principal()?;
     let view = service.get_memory(credential, record_id)?;
@@ -311,7 +317,7 @@ fn item(service: &Service, credential: &Credential, record_id: &str) -> ServiceR
         id: record_id.to_owned(),
         memory: view.content,
         hash: view.record.content_sha256,
-        metadata: None,
+        metadata: metadata_value(view.record.metadata),
         score: None,
         created_at: rfc3339(view.record.created_at_unix_ms),
         updated_at: None,
@@ -345,6 +351,16 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
         None => None,
         Some(date) => Some(end_of_day(date, service.now())?),
     };
+    let metadata = match request.metadata {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(members)) => Some(mosaic_harness::MemoryMetadata(members)),
+        Some(_) => {
+            return Err(ServiceError::bad_request(
+                "invalid_metadata",
+                "metadata is a JSON object",
+            ));
+        }
+    };
     let conversation = request
         .run_id
         .clone()
@@ -357,6 +373,7 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
             messages,
             workspace_id: None,
             expires_at_unix_ms,
+            metadata,
         },
     )?;
     let mut results = Vec::new();
@@ -378,7 +395,6 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
         }
     }
     let ignored = [
-        ("metadata", request.metadata.is_some()),
         ("infer", request.infer.is_some()),
         ("memory_type", request.memory_type.is_some()),
         ("prompt", request.prompt.is_some()),
@@ -514,7 +530,7 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
             hash: mosaic_harness::canonical::sha256_hex(m.content.as_bytes()),
             id: m.record_id,
             memory: m.content,
-            metadata: None,
+            metadata: metadata_value(m.metadata),
             score,
             created_at: rfc3339(m.created_at_unix_ms),
             updated_at: None,

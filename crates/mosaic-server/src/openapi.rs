@@ -79,7 +79,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "GET",
         "/v1/memories",
-        "List memories about one subject (query: type, principal_id, workspace_id, run_id, procedure_id)",
+        "List memories about one subject (query: type, principal_id, workspace_id, run_id, procedure_id; filter = a read filter as JSON text, the shape of recall's filter)",
         "principal",
         None,
     ),
@@ -87,6 +87,13 @@ pub const OPERATIONS: &[Operation] = &[
         "GET",
         "/v1/browse",
         "One page of the principal's memories, sorted by record id (query: kind, state, subject key, q to search ids and content, after = the previous page's next_after, limit 1..=200, default 50); one request examines at most 5000 stored records",
+        "principal",
+        None,
+    ),
+    op(
+        "GET",
+        "/v1/items",
+        "The current memory at an application address, by one indexed read (query: namespace = segments joined by '/', key; type and workspace_id, run_id, procedure_id for a subject other than the principal); 404 alike for no current record and a subject the key may not read",
         "principal",
         None,
     ),
@@ -755,6 +762,13 @@ pub const TYPED: &[Typed] = &[
     ),
     typed(
         "GET",
+        "/v1/items",
+        "getItemAtAddress",
+        None,
+        Json(schema_of::<a::MemoryView>),
+    ),
+    typed(
+        "GET",
         "/v1/browse",
         "browseMemories",
         None,
@@ -872,6 +886,7 @@ pub const TYPED: &[Typed] = &[
 pub const QUERIES: &[(&str, &str, SchemaFn)] = &[
     ("GET", "/v1/memories", schema_of::<a::ListQuery>),
     ("GET", "/v1/browse", schema_of::<a::BrowseQuery>),
+    ("GET", "/v1/items", schema_of::<a::AddressQuery>),
     ("GET", "/memories", schema_of::<crate::mem0::Scope>),
     ("DELETE", "/memories", schema_of::<crate::mem0::Scope>),
 ];

@@ -14,7 +14,7 @@
 use std::sync::{Arc, Barrier};
 
 use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation, MemoryWriteViolation};
-use mosaic_harness::{MemoryKind, MemorySubject};
+use mosaic_harness::{MemoryAddress, MemoryKind, MemorySubject};
 
 use crate::audit::{AuditKind, AuditVerification};
 use crate::error::{StoreError, StoreResult};
@@ -141,7 +141,94 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             "deferred_acknowledgements_activate_and_persist",
             deferred_acknowledgements_activate_and_persist::<F>,
         ),
+        (
+            "addresses_name_the_current_record",
+            addresses_name_the_current_record::<F>,
+        ),
     ]
+}
+
+/// A record's application address and metadata are stored with it. The
+/// address finds the current record of its tenant, subject, namespace and
+/// key only (never another tenant's, another subject's, a namespace
+/// prefix's or an unaddressed record); a supersession moves it to the
+/// replacement; a revoked record is no longer current.
+pub fn addresses_name_the_current_record<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let workspace = MemorySubject::Workspace {
+        workspace_id: fixtures::WORKSPACE.into(),
+    };
+    let address = |ns: &[&str], key: &str| MemoryAddress {
+        namespace: ns.iter().map(|s| (*s).to_owned()).collect(),
+        key: key.into(),
+    };
+    let here = address(&["notes", "2026"], "k1");
+    let addressed = |spec: Spec, at: &MemoryAddress| {
+        let mut request = spec.build();
+        request.proposal.address = Some(at.clone());
+        request.proposal.metadata = Some(
+            serde_json::from_value(serde_json::json!({"topic": "deploys", "n": 1}))
+                .expect("metadata"),
+        );
+        request
+    };
+    assert_eq!(
+        store.record_at_address(fixtures::TENANT_A, &workspace, &here)?,
+        None
+    );
+    let plain = Spec::workspace(fixtures::TENANT_A, "alice", "r-plain").build();
+    assert!(store.write(&plain)?.is_accepted());
+    let first = addressed(
+        Spec::workspace(fixtures::TENANT_A, "alice", "r-addr-1"),
+        &here,
+    );
+    assert!(store.write(&first)?.is_accepted());
+    let found = store.record_at_address(fixtures::TENANT_A, &workspace, &here)?;
+    assert_eq!(found, Some(("r-addr-1".to_owned(), 1)));
+    let stored = store.get_record("r-addr-1")?.expect("stored");
+    assert_eq!(stored.record.address.as_ref(), Some(&here));
+    assert_eq!(stored.record.metadata, first.proposal.metadata);
+    // Neither another tenant, subject, key nor a namespace prefix finds it.
+    assert_eq!(
+        store.record_at_address(fixtures::TENANT_B, &workspace, &here)?,
+        None
+    );
+    let principal = MemorySubject::Principal {
+        principal_id: "alice".into(),
+    };
+    assert_eq!(
+        store.record_at_address(fixtures::TENANT_A, &principal, &here)?,
+        None
+    );
+    for other in [address(&["notes"], "k1"), address(&["notes", "2026"], "k2")] {
+        assert_eq!(
+            store.record_at_address(fixtures::TENANT_A, &workspace, &other)?,
+            None
+        );
+    }
+    // A supersession moves the address to the replacement.
+    let mut next = Spec::workspace(fixtures::TENANT_A, "alice", "r-addr-2");
+    next.supersedes = Some(("r-addr-1".into(), 1));
+    next.now = T0 + 1;
+    let outcome = store.write(&addressed(next, &here))?;
+    assert!(outcome.is_accepted(), "{:?}", outcome.decision);
+    assert_eq!(
+        store.record_at_address(fixtures::TENANT_A, &workspace, &here)?,
+        Some(("r-addr-2".to_owned(), 2))
+    );
+    // A revoked record is no longer the address's current record.
+    store.revoke(
+        "r-addr-2",
+        &RevocationReason::Requested,
+        &fixtures::authorization("alice"),
+        T0 + 2,
+    )?;
+    assert_eq!(
+        store.record_at_address(fixtures::TENANT_A, &workspace, &here)?,
+        None
+    );
+    Ok(())
 }
 
 /// Runs every check, stopping at the first failure.

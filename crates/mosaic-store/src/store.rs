@@ -280,6 +280,17 @@ pub trait Store: Send {
         predicate: &str,
     ) -> StoreResult<Vec<(String, StructuredClaim)>>;
 
+    /// The current record at an application address: the newest record of
+    /// `tenant_id` about `subject` at `address` that is active or
+    /// publishing, as `(record_id, line_generation)`, or `None`. Only
+    /// `tenant_id`'s records can be found. One indexed read.
+    fn record_at_address(
+        &mut self,
+        tenant_id: &str,
+        subject: &MemorySubject,
+        address: &mosaic_harness::MemoryAddress,
+    ) -> StoreResult<Option<(String, u64)>>;
+
     /// One page of a tenant's records (every accepted record, erased ones
     /// included as identities), filtered by [`RecordFilter`] and sorted by
     /// record id. Only `filter.tenant_id`'s records can appear. Content is

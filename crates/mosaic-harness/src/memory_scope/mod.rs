@@ -99,6 +99,11 @@ pub struct MemoryReadContext {
     pub allowed_kinds: Vec<MemoryKind>,
     /// Most records to select (at most [`MAX_SELECTION`]).
     pub max_records: usize,
+    /// The read's filter: a record it does not match is not eligible
+    /// (`filtered_out`). Absent when the read has none, and then omitted
+    /// from the encoding, so an unfiltered context keeps its digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<crate::filter::ReadFilter>,
 }
 
 impl MemoryReadContext {
@@ -126,6 +131,9 @@ impl MemoryReadContext {
             p.0.push(InvalidField::IntegerOutOfRange {
                 field: "max_records".into(),
             });
+        }
+        if let Some(Err(reason)) = self.filter.as_ref().map(crate::filter::ReadFilter::check) {
+            p.0.push(InvalidField::BadFilter { reason });
         }
         p.finish()
     }
@@ -198,6 +206,8 @@ pub enum DropReason {
     Expired,
     /// The record's run, principal or workspace is not the reader's.
     SubjectMismatch,
+    /// The record does not match the read's filter.
+    FilteredOut,
     /// Eligible, but ranked below a relevance cut-off.
     NotRelevant,
     /// Eligible, but the selection limit was already reached.
@@ -218,6 +228,7 @@ impl DropReason {
             DropReason::NotYetValid => "not_yet_valid",
             DropReason::Expired => "expired",
             DropReason::SubjectMismatch => "subject_mismatch",
+            DropReason::FilteredOut => "filtered_out",
             DropReason::NotRelevant => "not_relevant",
             DropReason::SelectionLimit => "selection_limit",
         }
@@ -263,6 +274,9 @@ pub fn eligibility(ctx: &MemoryReadContext, record: &MemoryRecord) -> Result<(),
     }
     if !ctx.subject_matches(&record.subject) {
         return Err(DropReason::SubjectMismatch);
+    }
+    if ctx.filter.as_ref().is_some_and(|f| !f.matches(record)) {
+        return Err(DropReason::FilteredOut);
     }
     Ok(())
 }

@@ -161,6 +161,7 @@ fn same_but_instant_and_limit(a: &MemoryReadContext, b: &MemoryReadContext) -> b
         now_unix_ms: _,
         allowed_kinds,
         max_records: _,
+        filter,
     } = a;
     *schema_version == b.schema_version
         && *selector_release == b.selector_release
@@ -172,6 +173,7 @@ fn same_but_instant_and_limit(a: &MemoryReadContext, b: &MemoryReadContext) -> b
         && *workspace_id == b.workspace_id
         && *run_id == b.run_id
         && *allowed_kinds == b.allowed_kinds
+        && *filter == b.filter
 }
 
 /// [`select_memory`](super::select_memory) over a sealed set, with its

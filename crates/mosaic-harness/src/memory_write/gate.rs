@@ -841,6 +841,8 @@ fn build_record(input: &MemoryWriteInput) -> MemoryRecord {
         writer_release: proposal.writer_release.clone(),
         sources: proposal.sources.clone(),
         summary: proposal.summary.clone(),
+        metadata: proposal.metadata.clone(),
+        address: proposal.address.clone(),
     }
 }
 
@@ -868,6 +870,7 @@ pub(super) fn own_read_context(input: &MemoryWriteInput) -> MemoryReadContext {
             .filter(|k| policy.allowed_kinds.contains(k) && grant.allowed_kinds.contains(k))
             .collect(),
         max_records: 1,
+        filter: None,
     }
 }
 

@@ -52,7 +52,10 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::{MemoryKind, MemoryRecord, MemorySource, MemorySubject, SummaryDescriptor};
+use crate::record::{
+    MemoryAddress, MemoryKind, MemoryMetadata, MemoryRecord, MemorySource, MemorySubject,
+    SummaryDescriptor,
+};
 
 pub use claims::{
     ConflictRelation, StructuredClaim, claim_index_keys, claim_key_component, claim_relation,
@@ -198,6 +201,13 @@ pub struct MemoryWriteProposal {
     /// The structured claims the content asserts; empty when the proposal is
     /// judged as a whole.
     pub claims: Vec<StructuredClaim>,
+    /// Application metadata the record will carry (absent: encoded as
+    /// before metadata existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Application address the record will have (absent: unaddressed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<MemoryAddress>,
 }
 
 /// Tenant-wide write constraints.

@@ -104,6 +104,8 @@ pub fn baseline_input() -> Result<MemoryWriteInput, MemoryWriteError> {
         procedure_evaluation: None,
         supersedes_record_id: None,
         claims: vec![preference_claim(CLAIM_ID, "alerts", "concise")],
+        metadata: None,
+        address: None,
     };
     Ok(MemoryWriteInput {
         policy: MemoryWritePolicy {

@@ -157,6 +157,7 @@ impl ServiceCore {
                 format!("send 1 to {MAX_MESSAGES} messages per call"),
             ));
         }
+        crate::api::checked_attachments(request.metadata.as_ref(), None, None)?;
         let subject = match &request.workspace_id {
             Some(workspace_id) => MemorySubject::PrincipalInWorkspace {
                 workspace_id: workspace_id.clone(),
@@ -290,6 +291,7 @@ impl ServiceCore {
                     proposal_id: Some(proposal_id),
                     writer_release: Some(CAPTURE_WRITER.to_owned()),
                     ttl_ms,
+                    metadata: request.metadata.clone(),
                     ..ProposeRequest::new(
                         text.clone(),
                         MemoryKind::Episodic,
@@ -423,6 +425,9 @@ impl ServiceCore {
             expected_line_generation: request.expected_line_generation,
             ttl_ms: request.ttl_ms,
             writer_release,
+            metadata: request.metadata.clone(),
+            namespace: request.namespace.clone(),
+            key: request.key.clone(),
             ..ProposeRequest::new(
                 request.content.clone(),
                 MemoryKind::Semantic,
@@ -547,6 +552,7 @@ impl ServiceCore {
                 principal_id: Some(principal.to_owned()),
                 workspace_id: None,
                 procedure_id: None,
+                filter: None,
             },
         )?;
         entries.retain(|e| e.state == "active");

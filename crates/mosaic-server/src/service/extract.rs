@@ -444,6 +444,9 @@ impl ServiceCore {
                 supersedes_record_id: None,
                 expected_line_generation: None,
                 ttl_ms: None,
+                metadata: None,
+                namespace: None,
+                key: None,
             };
             match self.propose_fact(&credential, &request, Some(extraction.writer_release())) {
                 Ok(response) if response.decision == "accepted" => accepted += 1,

@@ -82,7 +82,13 @@ impl ServiceCore {
             .guard_embed(&[request.content.as_str()])
             .pop()
             .flatten();
-        let scan_needed = !request.claims.is_empty() || request.supersedes_record_id.is_some();
+        // An addressed write may supersede the address's current record:
+        // it is resolved and committed under the writer lock, so two
+        // writes to one address never both start a line.
+        let scan_needed = !request.claims.is_empty()
+            || request.supersedes_record_id.is_some()
+            || request.key.is_some()
+            || request.namespace.is_some();
         let mut response = if scan_needed {
             let mut writer = self.writer()?;
             let response = self.propose_locked_with(
@@ -453,6 +459,31 @@ impl ServiceCore {
                 read
             }
         };
+        let address = request.checked_address()?;
+        // A write to an address supersedes the address's current record
+        // (same tenant and subject), through the gate like any declared
+        // supersession. The resolved supersession is part of the request
+        // the ids derive from, so a later write of the same text to the
+        // address is a new proposal, not a replay of the first.
+        let resolved;
+        let request = match (&address, &request.supersedes_record_id) {
+            (Some(address), None) => {
+                match inner
+                    .store
+                    .record_at_address(tenant, &request.subject, address)?
+                {
+                    Some((current, generation)) => {
+                        let mut with = request.clone();
+                        with.supersedes_record_id = Some(current);
+                        with.expected_line_generation = Some(generation);
+                        resolved = with;
+                        &resolved
+                    }
+                    None => request,
+                }
+            }
+            _ => request,
+        };
         let policy = &tenant_row.policy;
         let now = self.decision_instant();
         let content_sha256 = sha256_hex(request.content.as_bytes());
@@ -587,17 +618,26 @@ impl ServiceCore {
         // The text guards: duplicates and prose contradictions of records
         // the structured scan did not already relate, the superseded one
         // excepted.
-        let text_observations = self.text_scan(
-            inner,
-            &write_guards,
-            tenant,
-            principal,
-            &grant,
-            (&record_id, supersedes_record_id.as_deref()),
-            request,
-            vector,
-            &mut reads.guard_texts,
-        )?;
+        //
+        // An addressed item is distinct from every other by its address
+        // (templated notes under distinct keys are not duplicates of each
+        // other, and a write to an address replaces, not duplicates, its
+        // current record): the text guards protect unaddressed memory.
+        let text_observations = if address.is_some() {
+            Vec::new()
+        } else {
+            self.text_scan(
+                inner,
+                &write_guards,
+                tenant,
+                principal,
+                &grant,
+                (&record_id, supersedes_record_id.as_deref()),
+                request,
+                vector,
+                &mut reads.guard_texts,
+            )?
+        };
         for o in text_observations {
             if !server_conflicts
                 .iter()
@@ -637,6 +677,8 @@ impl ServiceCore {
             procedure_evaluation: external.procedure_evaluation.clone(),
             supersedes_record_id,
             claims: request.claims.clone(),
+            metadata: request.metadata.clone(),
+            address,
         };
         let write = WriteRequest {
             tenant_id: tenant.to_owned(),

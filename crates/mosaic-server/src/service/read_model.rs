@@ -86,6 +86,9 @@ pub(super) struct ScopeRead {
     /// recall's context, reused while it holds (see
     /// [`EligibilityPass::holds_for`]).
     pass: Mutex<Option<Arc<EligibilityPass>>>,
+    /// The same for the last filtered recall (its own slot, so filtered
+    /// and unfiltered reads of one scope do not displace each other).
+    filtered_pass: Mutex<Option<Arc<EligibilityPass>>>,
 }
 
 impl ScopeRead {
@@ -116,9 +119,13 @@ impl ScopeRead {
     pub(super) fn pass(&self, ctx: &MemoryReadContext) -> ServiceResult<Arc<EligibilityPass>> {
         // The slot holds a whole `Arc`, replaced whole: a poisoned lock
         // still guards a consistent value.
+        let slot = if ctx.filter.is_some() {
+            &self.filtered_pass
+        } else {
+            &self.pass
+        };
         let lock = || {
-            self.pass
-                .lock()
+            slot.lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
         let kept = lock().clone();
@@ -255,6 +262,7 @@ impl ServiceCore {
             found: found.ids.len(),
             records_sha256: found.records_sha256,
             pass: Mutex::new(None),
+            filtered_pass: Mutex::new(None),
         });
         self.scope_cache.put(key, read.clone(), epoch);
         Ok(read)
@@ -394,6 +402,7 @@ mod tests {
             found: 0,
             records_sha256: String::new(),
             pass: Mutex::new(None),
+            filtered_pass: Mutex::new(None),
         })
     }
 

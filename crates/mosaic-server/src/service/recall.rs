@@ -86,6 +86,7 @@ impl ServiceCore {
             now_unix_ms: self.read_instant(),
             allowed_kinds: kinds,
             max_records,
+            filter: checked_filter(request.filter.as_ref())?,
         };
         if let Err(problems) = ctx.validate() {
             return Err(ServiceError::bad_request(
@@ -270,6 +271,8 @@ impl ServiceCore {
                     .map(|s| *s as f64 / SCORE_SCALE as f64),
                 in_context: report.included_memory.contains(id),
                 matched_passage,
+                metadata: record.metadata.clone(),
+                address: record.address.clone(),
             });
         }
         let mut drop_counts = selection.receipt.decision_counts.dropped.clone();
@@ -381,6 +384,48 @@ impl ServiceCore {
         })
     }
 
+    /// The current memory at an application address (`GET /v1/items`):
+    /// one indexed read of the address, then the record as
+    /// [`ServiceCore::get_memory`] answers it. A subject the key may not
+    /// read, or an address with no current record, answers 404 alike.
+    pub fn memory_at_address(
+        &self,
+        credential: &Credential,
+        query: &AddressQuery,
+    ) -> ServiceResult<MemoryView> {
+        let (tenant, principal) = credential.principal()?;
+        let namespace: Vec<String> = query.namespace.split('/').map(str::to_owned).collect();
+        let address = crate::api::checked_attachments(None, Some(&namespace), Some(&query.key))?
+            .ok_or_else(|| ServiceError::Internal("an address without its address".into()))?;
+        let subject = match &query.subject_type {
+            None => MemorySubject::Principal {
+                principal_id: principal.to_owned(),
+            },
+            Some(subject_type) => subject_from_query(&ListQuery {
+                subject_type: subject_type.clone(),
+                run_id: query.run_id.clone(),
+                principal_id: Some(principal.to_owned()),
+                workspace_id: query.workspace_id.clone(),
+                procedure_id: query.procedure_id.clone(),
+                filter: None,
+            })?,
+        };
+        let missing = || ServiceError::not_found("memory", "at that address");
+        let found = {
+            let mut inner = self.reader()?;
+            let (_, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
+            if !subject_visible(principal, &grant, &subject) {
+                return Err(missing());
+            }
+            inner.store.record_at_address(tenant, &subject, &address)?
+        };
+        let (record_id, _) = found.ok_or_else(missing)?;
+        match self.get_memory(credential, &record_id) {
+            Err(ServiceError::NotFound { .. }) => Err(missing()),
+            other => other,
+        }
+    }
+
     /// Memories about one subject (any state), identities only.
     pub fn list_by_subject(
         &self,
@@ -397,11 +442,32 @@ impl ServiceCore {
                 "the credential may not read memories about this subject",
             ));
         }
+        let read_filter = match &query.filter {
+            None => None,
+            Some(text) => {
+                let value: serde_json::Value = serde_json::from_str(text).map_err(|_| {
+                    ServiceError::bad_request("invalid_filter", "filter is not JSON text")
+                })?;
+                checked_filter(Some(&value))?
+            }
+        };
         let filter = RecordFilter {
             subject: Some(subject),
             ..RecordFilter::tenant(tenant, MAX_LIST_LIMIT)
         };
-        Ok(list_all(inner.store.as_mut(), filter)?
+        let mut rows = list_all(inner.store.as_mut(), filter)?;
+        if let Some(read_filter) = &read_filter {
+            let ids: Vec<String> = rows.iter().map(|r| r.record_id.clone()).collect();
+            let matching: BTreeSet<String> = inner
+                .store
+                .get_records(tenant, &ids)?
+                .into_iter()
+                .filter(|stored| read_filter.matches(&stored.record))
+                .map(|stored| stored.record.record_id)
+                .collect();
+            rows.retain(|row| matching.contains(&row.record_id));
+        }
+        Ok(rows
             .into_iter()
             .map(|row| ListEntry {
                 record_id: row.record_id,
@@ -505,6 +571,20 @@ fn matched_passage(
         char_start,
         char_end: char_start + inside.chars().count(),
     })
+}
+
+/// A request's filter, checked (400 `invalid_filter` naming the limit).
+pub(super) fn checked_filter(
+    filter: Option<&serde_json::Value>,
+) -> ServiceResult<Option<mosaic_harness::filter::ReadFilter>> {
+    let Some(value) = filter else {
+        return Ok(None);
+    };
+    let filter = mosaic_harness::filter::ReadFilter(value.clone());
+    filter
+        .check()
+        .map_err(|reason| ServiceError::bad_request("invalid_filter", reason))?;
+    Ok(Some(filter))
 }
 
 #[cfg(test)]

@@ -310,6 +310,8 @@ async fn files_of_the_previous_release_open_with_their_claims() {
         store
             .execute_batch(
                 "DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+                 DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+                 ALTER TABLE records DROP COLUMN address_namespace;
                  PRAGMA user_version = 3;",
             )
             .expect("store downgrade");

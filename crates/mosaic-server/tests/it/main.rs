@@ -1,5 +1,6 @@
 //! Integration tests of mosaic-server: one binary, one module per concern.
 
+mod addresses;
 mod application_keys;
 mod audit_witness;
 mod chaos;

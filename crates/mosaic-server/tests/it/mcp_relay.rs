@@ -276,11 +276,14 @@ fn mcp_next_to_a_running_server_relays_to_it_and_never_splits_recall() {
     let (status, body) = served.post(
         "/v1/memories",
         &key,
-        &serde_json::to_value(mosaic_server::examples::workspace_fact(
-            "api",
-            "default",
-            "The API write is visible to the MCP client",
-        ))
+        &serde_json::to_value(mosaic_server::api::ProposeRequest {
+            metadata: Some(serde_json::from_value(json!({"via": "api"})).expect("metadata object")),
+            ..mosaic_server::examples::workspace_fact(
+                "api",
+                "default",
+                "The API write is visible to the MCP client",
+            )
+        })
         .expect("json"),
     );
     assert_eq!(status, 200, "{body}");
@@ -293,6 +296,13 @@ fn mcp_next_to_a_running_server_relays_to_it_and_never_splits_recall() {
         found
             .to_string()
             .contains("The API write is visible to the MCP client"),
+        "{found}"
+    );
+    // MCP's recall shows what the application attached to the memory.
+    assert!(
+        found["result"]["structuredContent"]["attached"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|m| m["metadata"] == json!({"via": "api"}))),
         "{found}"
     );
     client.finish();

@@ -46,11 +46,7 @@ async fn an_application_written_against_mem0_works_by_changing_its_base_url_and_
         results[0]["memory"],
         "user: I am vegetarian and allergic to nuts."
     );
-    assert_eq!(
-        added["ignored"],
-        json!(["metadata"]),
-        "metadata is not silently dropped"
-    );
+    assert_eq!(added["ignored"], json!([]), "metadata is stored: {added}");
     // Replayed: nothing new.
     let (_, again) = send(r, "POST", "/memories", key, Some(body)).await;
     assert!(
@@ -98,6 +94,16 @@ async fn an_application_written_against_mem0_works_by_changing_its_base_url_and_
     let (status, all) = send(r, "GET", "/memories?user_id=alice", key, None).await;
     assert_eq!(status, StatusCode::OK, "{all}");
     assert_eq!(all["results"].as_array().map(Vec::len), Some(3), "{all}");
+    // The metadata each add carried comes back on every read.
+    for item in all["results"].as_array().expect("results") {
+        let expected = if item["id"] == lisbon.as_str() {
+            Value::Null
+        } else {
+            json!({"category": "food"})
+        };
+        assert_eq!(item["metadata"], expected, "{item}");
+    }
+    assert_eq!(top["metadata"], json!({"category": "food"}), "{top}");
     let (_, trip) = send(r, "GET", "/memories?user_id=alice&run_id=trip", key, None).await;
     assert_eq!(trip["results"].as_array().map(Vec::len), Some(1), "{trip}");
     let (status, got) = send(r, "GET", &format!("/memories/{lisbon}"), key, None).await;

@@ -193,6 +193,7 @@ fn every_schema_is_generated_and_every_reference_resolves() {
             "principal_id",
             "workspace_id",
             "run_id",
+            "filter",
             "procedure_id"
         ])
     );

@@ -248,6 +248,8 @@ impl Spec {
             procedure_evaluation: None,
             supersedes_record_id: self.supersedes.as_ref().map(|(old, _)| old.clone()),
             claims: Vec::new(),
+            metadata: None,
+            address: None,
         };
         WriteRequest {
             tenant_id: self.tenant.clone(),

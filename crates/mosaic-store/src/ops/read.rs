@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy, StructuredClaim};
-use mosaic_harness::{MemoryKind, MemoryRecord, MemoryStatus, MemorySubject};
+use mosaic_harness::{MemoryAddress, MemoryKind, MemoryRecord, MemoryStatus, MemorySubject};
 
 use super::{
     Arg, SqlRow, Tx, decode, i, params, parse_stage, parse_state, revocation_generation,
@@ -465,6 +465,38 @@ pub(crate) fn claims_by_key<C: Tx>(
     .into_iter()
     .map(|(record_id, json)| Ok((record_id, decode(&json)?)))
     .collect()
+}
+
+/// The current record at an application address: the newest record of
+/// `tenant_id` about `subject` at `address` that is active or publishing,
+/// as `(record_id, line_generation)`. One lookup on `idx_records_address`.
+pub(crate) fn record_at_address<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    subject: &MemorySubject,
+    address: &MemoryAddress,
+) -> StoreResult<Option<(String, u64)>> {
+    let (subject_type, subject_a, subject_b) = subject_columns(subject);
+    let found = c.row(
+        "SELECT record_id, line_generation FROM records
+         WHERE tenant_id = ?1 AND subject_type = ?2 AND subject_a = ?3 AND subject_b = ?4
+           AND address_namespace = ?5 AND address_key = ?6
+           AND state IN ('active', 'publishing')
+         ORDER BY created_at_ms DESC, line_generation DESC, record_id
+         LIMIT 1",
+        params![
+            tenant_id,
+            subject_type,
+            subject_a,
+            subject_b,
+            address.namespace_path(),
+            address.key
+        ],
+        |r| r.cols::<(String, i64)>(),
+    )?;
+    found
+        .map(|(id, generation)| Ok((id, u(generation)?)))
+        .transpose()
 }
 
 // ---------------------------------------------------------------- listing

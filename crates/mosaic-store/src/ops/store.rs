@@ -467,6 +467,18 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn record_at_address(
+                    &mut self,
+                    tenant_id: &str,
+                    subject: &::mosaic_harness::MemorySubject,
+                    address: &::mosaic_harness::MemoryAddress,
+                ) -> StoreResult<Option<(String, u64)>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::record_at_address(c, tenant_id, subject, address)
+                    })
+                }
+
                 fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, &filter.tenant_id)?;

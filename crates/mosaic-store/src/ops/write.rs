@@ -421,8 +421,9 @@ fn commit_outcome<C: Tx>(
     c.exec(
         "INSERT INTO records (record_id, tenant_id, policy_sha256, kind, subject_type, subject_a, subject_b,
              created_at_ms, expires_at_ms, state, superseded_by, line_id, line_generation, consent_sha256,
-             proposal_id, required_targets, record_json, content)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+             proposal_id, required_targets, record_json, content, address_namespace, address_key)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+             ?18, ?19)",
         params![
             record.record_id,
             record.tenant_id,
@@ -440,7 +441,9 @@ fn commit_outcome<C: Tx>(
             proposal_id,
             encode(targets)?,
             encode(record)?,
-            req.content
+            req.content,
+            record.address.as_ref().map(|a| a.namespace_path()),
+            record.address.as_ref().map(|a| a.key.clone())
         ],
     )?;
     // The store-wide latest creation instant ([`Store::latest_created_at`]):

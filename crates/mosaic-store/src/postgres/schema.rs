@@ -43,6 +43,11 @@
 //! from the stored gate inputs of earlier records, and deleted with the
 //! record's content on erasure.
 //!
+//! Version 8 (both backends) adds `records.address_namespace` and
+//! `records.address_key` (a record's application address, `NULL` when it
+//! has none) and `idx_records_address` on (tenant, subject, namespace,
+//! key, state), so a read by address is one indexed lookup.
+//!
 //! Version 6 (both backends) drops two indexes no query used: records by
 //! line, and the catalog by record id alone (its key is now the tenant and
 //! the record id).
@@ -75,7 +80,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -496,6 +501,16 @@ ALTER TABLE records NO FORCE ROW LEVEL SECURITY;
 INSERT INTO meta (key, int_value, text_value)
 SELECT 'latest_created_at', coalesce(max(created_at_ms), 0), NULL FROM records;
 ALTER TABLE records FORCE ROW LEVEL SECURITY;
+"#,
+    // 7 -> 8
+    r#"
+-- An application's address of a record (see the SQLite migration). The
+-- table's row security covers the new columns as it covers the others.
+ALTER TABLE records ADD COLUMN IF NOT EXISTS address_namespace TEXT COLLATE "C";
+ALTER TABLE records ADD COLUMN IF NOT EXISTS address_key TEXT COLLATE "C";
+CREATE INDEX IF NOT EXISTS idx_records_address ON records
+    (tenant_id, subject_type, subject_a, subject_b, address_namespace, address_key, state)
+    WHERE address_key IS NOT NULL;
 "#,
 ];
 

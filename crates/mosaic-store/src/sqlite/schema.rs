@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -305,6 +305,17 @@ CREATE INDEX idx_catalog_proposer ON record_catalog (tenant_id, proposer_princip
 -- before this version no longer count, as they are no longer readable.
 INSERT INTO meta (key, int_value, text_value)
 SELECT 'latest_created_at', coalesce(max(created_at_ms), 0), NULL FROM records;
+"#,
+    // 7 -> 8
+    r#"
+-- An application's address of a record (namespace path joined by '/',
+-- key), copied from the record so a read by address is one indexed
+-- lookup. Records written before this version have none.
+ALTER TABLE records ADD COLUMN address_namespace TEXT;
+ALTER TABLE records ADD COLUMN address_key TEXT;
+CREATE INDEX idx_records_address ON records
+    (tenant_id, subject_type, subject_a, subject_b, address_namespace, address_key, state)
+    WHERE address_key IS NOT NULL;
 "#,
 ];
 

@@ -31,6 +31,7 @@ macro_rules! conformance_tests {
             claims_commit_with_their_record,
             latest_creation_instant_only_rises,
             deferred_acknowledgements_activate_and_persist,
+            addresses_name_the_current_record,
         );
     };
     (@checks $factory_ty:ty, $factory:expr; $($name:ident),* $(,)?) => {

@@ -100,7 +100,9 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
     conn.execute_batch(
-        "DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
+        "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+             ALTER TABLE records DROP COLUMN address_namespace;
+             DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
          DELETE FROM meta WHERE key = 'latest_created_at';
          PRAGMA user_version = 1;",
     )
@@ -174,7 +176,9 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // gate inputs.
     raw(&path)
         .execute_batch(
-            "DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+             ALTER TABLE records DROP COLUMN address_namespace;
+             DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 3;",
         )
         .expect("downgrade");
@@ -204,7 +208,9 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     // keyed by the record id.
     raw(&path)
         .execute_batch(
-            "CREATE INDEX idx_records_line ON records (line_id, line_generation);
+            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+             ALTER TABLE records DROP COLUMN address_namespace;
+             CREATE INDEX idx_records_line ON records (line_id, line_generation);
              CREATE TABLE c5 (
                  record_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, kind TEXT NOT NULL,
                  subject_type TEXT NOT NULL, subject_a TEXT NOT NULL, subject_b TEXT NOT NULL,
@@ -287,7 +293,9 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
 fn as_version_6(path: &std::path::Path) {
     raw(path)
         .execute_batch(
-            "DELETE FROM meta WHERE key = 'latest_created_at';
+            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+             ALTER TABLE records DROP COLUMN address_namespace;
+             DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 6;",
         )
         .expect("downgrade");
@@ -320,6 +328,71 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
     as_version_6(&path);
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.latest_created_at().expect("latest"), 0);
+}
+
+/// What a version 7 file looked like: records without addresses.
+fn as_version_7(path: &std::path::Path) {
+    raw(path)
+        .execute_batch(&format!("{UNDO_V8} PRAGMA user_version = 7;"))
+        .expect("downgrade");
+}
+
+const UNDO_V8: &str = "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+    ALTER TABLE records DROP COLUMN address_namespace;";
+
+#[test]
+fn version_7_files_gain_addresses_in_place() {
+    let (_dir, path, mut store) = seeded();
+    let old = Spec::workspace(fixtures::TENANT_A, "alice", "r-old").build();
+    assert!(store.write(&old).expect("write").is_accepted());
+    drop(store);
+    as_version_7(&path);
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    // The earlier record reads back unchanged, without an address.
+    let stored = store.get_record("r-old").expect("read").expect("stored");
+    assert_eq!(stored.record.address, None);
+    assert_eq!(stored.record.metadata, None);
+    let mut addressed = Spec::workspace(fixtures::TENANT_A, "alice", "r-new").build();
+    let here = mosaic_harness::MemoryAddress {
+        namespace: vec!["notes".into()],
+        key: "k".into(),
+    };
+    addressed.proposal.address = Some(here.clone());
+    assert!(store.write(&addressed).expect("write").is_accepted());
+    let workspace = mosaic_harness::MemorySubject::Workspace {
+        workspace_id: fixtures::WORKSPACE.into(),
+    };
+    assert_eq!(
+        store
+            .record_at_address(fixtures::TENANT_A, &workspace, &here)
+            .expect("lookup"),
+        Some(("r-new".to_owned(), 1))
+    );
+    drop(store);
+    // The lookup is one read of the address index.
+    let plan: Vec<String> = raw(&path)
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT record_id, line_generation FROM records
+             WHERE tenant_id = 'a' AND subject_type = 'workspace' AND subject_a = 'w'
+               AND subject_b = '' AND address_namespace = 'n' AND address_key = 'k'
+               AND state IN ('active', 'publishing')
+             ORDER BY created_at_ms DESC, line_generation DESC, record_id LIMIT 1",
+        )
+        .expect("plan")
+        .query_map([], |row| row.get::<_, String>(3))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("plan rows");
+    assert!(
+        plan.iter().any(|line| line.contains("idx_records_address")),
+        "{plan:?}"
+    );
+    let report = SqliteStore::open(&path, test_config())
+        .expect("open")
+        .integrity_check()
+        .expect("check");
+    assert!(report.is_ok(), "{report:?}");
 }
 
 #[test]

@@ -515,6 +515,58 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
 }
 
 #[test]
+fn version_7_schemas_gain_addresses_in_place() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, store) = seeded(&factory);
+    drop(store);
+    // What a version 7 schema looked like: records without addresses.
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute(
+            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+             ALTER TABLE records DROP COLUMN address_namespace;
+             DELETE FROM schema_migrations WHERE version >= 8;",
+        )
+        .expect("downgrade");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    let old = store.get_record("a-ws").expect("read").expect("stored");
+    assert_eq!(old.record.address, None);
+    let here = mosaic_harness::MemoryAddress {
+        namespace: vec!["notes".into()],
+        key: "k".into(),
+    };
+    let mut addressed = Spec::workspace(TENANT_A, "alice", "a-addr");
+    addressed.now = T0 + 50;
+    let mut request = addressed.build();
+    request.proposal.address = Some(here.clone());
+    assert!(store.write(&request).expect("write").is_accepted());
+    let workspace = mosaic_harness::MemorySubject::Workspace {
+        workspace_id: fixtures::WORKSPACE.into(),
+    };
+    assert_eq!(
+        store
+            .record_at_address(TENANT_A, &workspace, &here)
+            .expect("lookup"),
+        Some(("a-addr".to_owned(), 1))
+    );
+    // Row security: the other tenant's lookup of the same address finds
+    // nothing.
+    assert_eq!(
+        store
+            .record_at_address(TENANT_B, &workspace, &here)
+            .expect("lookup"),
+        None
+    );
+}
+
+#[test]
 fn eligibility_query_is_served_by_its_index() {
     let Some(factory) = PgFactory::from_env() else {
         return;

@@ -1,0 +1,370 @@
+//! Read filters: a condition on a record's metadata, address, kind,
+//! creation instant and subject that a read binds into its read context.
+//! The selector decides it with eligibility, so a filter restricts the
+//! eligible set before any ranking, and the selection receipt commits to it
+//! through the read context's digest.
+//!
+//! The JSON shape follows mem0's filters:
+//!
+//! - `{"AND": [f, ...]}`, `{"OR": [f, ...]}`, `{"NOT": f}`;
+//! - otherwise an object of fields, all of which must hold, each mapped to
+//!   a value (equality) or to an object of operators: `eq`, `ne`, `gt`,
+//!   `gte`, `lt`, `lte` (integers with integers, strings with strings),
+//!   `in`, `nin` (an array of values), and for `namespace` only `prefix`
+//!   (whole segments: `a/b` is a prefix of `a/b` and `a/b/c`, not of
+//!   `a/bc`). Operators may be written with a leading `$`.
+//!
+//! Fields: `created_at` (Unix milliseconds), `kind`, `namespace` (segments
+//! joined by `/`), `key`, `user_id` (the subject's principal), `run_id`
+//! (the subject's run), `workspace_id` (the subject's workspace), and
+//! `metadata.NAME` or any other name: the metadata member `NAME`. A record
+//! without the field matches only `ne` and `nin`.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canonical::canonical_json;
+use crate::record::MemoryRecord;
+
+/// Most canonical bytes a filter may take.
+pub const MAX_FILTER_BYTES: usize = 4096;
+/// Deepest nesting of `AND` / `OR` / `NOT`.
+pub const MAX_FILTER_DEPTH: usize = 8;
+/// Most conditions (field operators) one filter may hold.
+pub const MAX_FILTER_CONDITIONS: usize = 64;
+
+/// A checked read filter (see the module documentation).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct ReadFilter(pub Value);
+
+impl std::hash::Hash for ReadFilter {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        serde_json::to_string(&self.0)
+            .unwrap_or_default()
+            .hash(state);
+    }
+}
+
+const OPERATORS: [&str; 9] = ["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "prefix"];
+
+impl ReadFilter {
+    /// The first problem of the filter's shape or size, named, or `Ok`.
+    pub fn check(&self) -> Result<(), String> {
+        let bytes = canonical_json(&self.0).map_err(|e| {
+            format!("a filter holds integers of magnitude at most 2^53-1 and no fractions ({e})")
+        })?;
+        if bytes.len() > MAX_FILTER_BYTES {
+            return Err(format!(
+                "a filter takes at most {MAX_FILTER_BYTES} canonical bytes"
+            ));
+        }
+        let mut conditions = 0;
+        check_node(&self.0, 1, &mut conditions)?;
+        if conditions > MAX_FILTER_CONDITIONS {
+            return Err(format!(
+                "a filter holds at most {MAX_FILTER_CONDITIONS} conditions"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `record` satisfies the filter. A filter that fails
+    /// [`ReadFilter::check`] matches nothing.
+    pub fn matches(&self, record: &MemoryRecord) -> bool {
+        node_matches(&self.0, record)
+    }
+}
+
+fn check_node(node: &Value, depth: usize, conditions: &mut usize) -> Result<(), String> {
+    if depth > MAX_FILTER_DEPTH {
+        return Err(format!(
+            "a filter nests AND / OR / NOT at most {MAX_FILTER_DEPTH} deep"
+        ));
+    }
+    let Value::Object(members) = node else {
+        return Err("a filter is a JSON object".into());
+    };
+    if members.is_empty() {
+        return Err("a filter names at least one field or AND / OR / NOT".into());
+    }
+    for (name, value) in members {
+        match name.as_str() {
+            "AND" | "OR" => {
+                let Value::Array(items) = value else {
+                    return Err(format!("{name} takes an array of filters"));
+                };
+                if items.is_empty() {
+                    return Err(format!("{name} takes at least one filter"));
+                }
+                for item in items {
+                    check_node(item, depth + 1, conditions)?;
+                }
+            }
+            "NOT" => check_node(value, depth + 1, conditions)?,
+            field => check_condition(field, value, conditions)?,
+        }
+    }
+    Ok(())
+}
+
+fn operator(name: &str) -> Option<&str> {
+    let bare = name.strip_prefix('$').unwrap_or(name);
+    OPERATORS.contains(&bare).then_some(bare)
+}
+
+fn check_condition(field: &str, value: &Value, conditions: &mut usize) -> Result<(), String> {
+    if field.is_empty() || field == "metadata." {
+        return Err("a filter field name is not empty".into());
+    }
+    let Value::Object(ops) = value else {
+        *conditions += 1;
+        return Ok(());
+    };
+    if ops.is_empty() {
+        return Err(format!(
+            "{field}: an operator object names at least one operator"
+        ));
+    }
+    for (name, operand) in ops {
+        *conditions += 1;
+        let Some(op) = operator(name) else {
+            return Err(format!(
+                "{field}: unknown operator {name:?} (eq, ne, gt, gte, lt, lte, in, nin, prefix)"
+            ));
+        };
+        match op {
+            "in" | "nin" if !operand.is_array() => {
+                return Err(format!("{field}: {op} takes an array"));
+            }
+            "gt" | "gte" | "lt" | "lte"
+                if !(operand.is_i64() || operand.is_u64() || operand.is_string()) =>
+            {
+                return Err(format!("{field}: {op} takes an integer or a string"));
+            }
+            "prefix" if field != "namespace" || !operand.is_string() => {
+                return Err(format!(
+                    "{field}: prefix applies to namespace, with a string"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn node_matches(node: &Value, record: &MemoryRecord) -> bool {
+    let Value::Object(members) = node else {
+        return false;
+    };
+    !members.is_empty()
+        && members.iter().all(|(name, value)| match name.as_str() {
+            "AND" => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(|f| node_matches(f, record))),
+            "OR" => value
+                .as_array()
+                .is_some_and(|items| items.iter().any(|f| node_matches(f, record))),
+            "NOT" => !node_matches(value, record),
+            field => condition_matches(field, value, record),
+        })
+}
+
+/// The record's value of `field`, if it has one.
+fn field_value(field: &str, record: &MemoryRecord) -> Option<Value> {
+    match field {
+        "created_at" => Some(Value::from(record.created_at_unix_ms)),
+        "kind" => Some(Value::from(record.kind.as_str())),
+        "namespace" => record
+            .address
+            .as_ref()
+            .map(|a| Value::from(a.namespace_path())),
+        "key" => record.address.as_ref().map(|a| Value::from(a.key.as_str())),
+        "user_id" => record.subject.principal_id().map(Value::from),
+        "run_id" => record.subject.run_id().map(Value::from),
+        "workspace_id" => record.subject.workspace_id().map(Value::from),
+        other => {
+            let name = other.strip_prefix("metadata.").unwrap_or(other);
+            record.metadata.as_ref()?.0.get(name).cloned()
+        }
+    }
+}
+
+fn order(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
+        (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
+            (Some(a), Some(b)) => Some(a.cmp(&b)),
+            _ => match (a.as_u64(), b.as_u64()) {
+                (Some(a), Some(b)) => Some(a.cmp(&b)),
+                _ => None,
+            },
+        },
+        _ => None,
+    }
+}
+
+fn condition_matches(field: &str, condition: &Value, record: &MemoryRecord) -> bool {
+    let found = field_value(field, record);
+    let Value::Object(ops) = condition else {
+        return found.as_ref() == Some(condition);
+    };
+    !ops.is_empty()
+        && ops.iter().all(|(name, operand)| {
+            let Some(op) = operator(name) else {
+                return false;
+            };
+            let Some(found) = found.as_ref() else {
+                return matches!(op, "ne" | "nin");
+            };
+            match op {
+                "eq" => found == operand,
+                "ne" => found != operand,
+                "gt" => order(found, operand) == Some(Ordering::Greater),
+                "gte" => matches!(
+                    order(found, operand),
+                    Some(Ordering::Greater | Ordering::Equal)
+                ),
+                "lt" => order(found, operand) == Some(Ordering::Less),
+                "lte" => matches!(
+                    order(found, operand),
+                    Some(Ordering::Less | Ordering::Equal)
+                ),
+                "in" => operand
+                    .as_array()
+                    .is_some_and(|items| items.contains(found)),
+                "nin" => operand
+                    .as_array()
+                    .is_some_and(|items| !items.contains(found)),
+                "prefix" => match (found.as_str(), operand.as_str()) {
+                    (Some(path), Some(prefix)) => {
+                        path == prefix
+                            || path
+                                .strip_prefix(prefix)
+                                .is_some_and(|rest| rest.starts_with('/'))
+                    }
+                    _ => false,
+                },
+                _ => false,
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixtures::record;
+    use crate::record::{MemoryAddress, MemoryKind, MemorySubject};
+    use serde_json::json;
+
+    fn rec() -> MemoryRecord {
+        let mut r = record(
+            "r1",
+            MemoryKind::Semantic,
+            MemorySubject::Principal {
+                principal_id: "alice".into(),
+            },
+        );
+        r.metadata = Some(
+            serde_json::from_value(json!({"team": "infra", "priority": 3, "tags": "ops"})).unwrap(),
+        );
+        r.address = Some(MemoryAddress {
+            namespace: vec!["notes".into(), "office".into()],
+            key: "k1".into(),
+        });
+        r
+    }
+
+    fn f(v: Value) -> ReadFilter {
+        let filter = ReadFilter(v);
+        filter.check().unwrap();
+        filter
+    }
+
+    #[test]
+    fn filter_conditions_decide_as_documented() {
+        let r = rec();
+        let mut plain = r.clone();
+        plain.metadata = None;
+        plain.address = None;
+        for (filter, on_record, on_plain) in [
+            (json!({"team": "infra"}), true, false),
+            (json!({"metadata.team": {"eq": "infra"}}), true, false),
+            (json!({"team": {"ne": "infra"}}), false, true),
+            (json!({"priority": {"gte": 3, "lt": 5}}), true, false),
+            (json!({"priority": {"$gt": 3}}), false, false),
+            (json!({"team": {"in": ["infra", "web"]}}), true, false),
+            (json!({"team": {"nin": ["infra"]}}), false, true),
+            (
+                json!({"created_at": {"gte": 1000, "lte": 1000}}),
+                true,
+                true,
+            ),
+            (json!({"kind": "semantic", "user_id": "alice"}), true, true),
+            (json!({"namespace": {"prefix": "notes"}}), true, false),
+            (
+                json!({"namespace": {"prefix": "notes/office"}}),
+                true,
+                false,
+            ),
+            (json!({"namespace": {"prefix": "note"}}), false, false),
+            (json!({"key": "k1"}), true, false),
+            (json!({"OR": [{"team": "web"}, {"key": "k1"}]}), true, false),
+            (
+                json!({"AND": [{"team": "infra"}, {"key": "k2"}]}),
+                false,
+                false,
+            ),
+            (json!({"NOT": {"team": "infra"}}), false, true),
+            (json!({"priority": {"gt": "a"}}), false, false),
+        ] {
+            let filter = f(filter.clone());
+            assert_eq!(
+                filter.matches(&r),
+                on_record,
+                "{:?} on the record",
+                filter.0
+            );
+            assert_eq!(
+                filter.matches(&plain),
+                on_plain,
+                "{:?} on a plain record",
+                filter.0
+            );
+        }
+    }
+
+    #[test]
+    fn filter_shapes_and_limits_are_named() {
+        for (bad, named) in [
+            (json!([]), "JSON object"),
+            (json!({}), "at least one"),
+            (json!({"AND": {}}), "array"),
+            (json!({"team": {"like": "x"}}), "unknown operator"),
+            (json!({"team": {"in": "x"}}), "array"),
+            (json!({"team": {"gt": true}}), "integer or a string"),
+            (json!({"team": {"prefix": "x"}}), "namespace"),
+            (json!({"score": 0.5}), "no fractions"),
+            (json!({"big": "x".repeat(MAX_FILTER_BYTES)}), "4096"),
+        ] {
+            let err = ReadFilter(bad.clone()).check().unwrap_err();
+            assert!(err.contains(named), "{bad}: {err}");
+        }
+        let mut deep = json!({"team": "infra"});
+        for _ in 0..MAX_FILTER_DEPTH {
+            deep = json!({ "NOT": deep });
+        }
+        assert!(ReadFilter(deep).check().unwrap_err().contains("deep"));
+        let many: serde_json::Map<String, Value> = (0..=MAX_FILTER_CONDITIONS)
+            .map(|i| (format!("f{i}"), json!(i)))
+            .collect();
+        assert!(
+            ReadFilter(Value::Object(many))
+                .check()
+                .unwrap_err()
+                .contains("conditions")
+        );
+    }
+}

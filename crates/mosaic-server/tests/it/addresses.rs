@@ -1,0 +1,475 @@
+//! Memory that applications address: metadata carried and returned, writes
+//! to an application address `(namespace, key)` superseding its current
+//! record, the text guards left to unaddressed memory, and reads by
+//! address that never cross a principal, subject or tenant.
+
+use axum::http::StatusCode;
+use mosaic_server::api::ProposeRequest;
+use serde_json::{Value, json};
+
+use crate::common::{WORKSPACE, World, error_code, send, world};
+
+async fn propose(w: &World, key: &str, request: &ProposeRequest) -> (StatusCode, Value) {
+    let body = serde_json::to_value(request).expect("json");
+    send(&w.router, "POST", "/v1/memories", Some(key), Some(body)).await
+}
+
+/// A workspace fact at `(namespace, key)` with `metadata`.
+fn addressed(
+    label: &str,
+    text: &str,
+    namespace: &[&str],
+    key: &str,
+    metadata: Value,
+) -> ProposeRequest {
+    let mut request = mosaic_server::examples::workspace_fact(label, WORKSPACE, text);
+    request.namespace = Some(namespace.iter().map(|s| (*s).to_owned()).collect());
+    request.key = Some(key.to_owned());
+    request.metadata = Some(serde_json::from_value(metadata).expect("metadata object"));
+    request
+}
+
+fn violations(response: &Value) -> Vec<String> {
+    response["violations"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v["violation"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn item(w: &World, key: &str, query: &str) -> (StatusCode, Value) {
+    send(
+        &w.router,
+        "GET",
+        &format!("/v1/items?{query}"),
+        Some(key),
+        None,
+    )
+    .await
+}
+
+/// The template of a keyed note store: texts the text guard finds
+/// near-identical.
+fn templated(i: usize) -> String {
+    format!("Reminder note {i}: water the office plants on Friday before leaving.")
+}
+
+#[tokio::test]
+async fn templated_notes_under_distinct_keys_are_distinct_items_and_unaddressed_repeats_stay_guarded()
+ {
+    let w = world();
+    let alice = &w.principals[0];
+    for i in 0..12 {
+        let request = addressed(
+            &format!("note-{i}"),
+            &templated(i),
+            &["notes", "office"],
+            &format!("note-{i}"),
+            json!({"n": i}),
+        );
+        let (status, body) = propose(&w, &alice.key, &request).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["decision"], "accepted", "note {i}: {body}");
+        assert_eq!(
+            body["line_generation"], 1,
+            "a new key starts a line: {body}"
+        );
+    }
+    // The same template without an address: the text guard (the layer that
+    // protects unaddressed memory) still refuses the near-duplicate.
+    let plain = |i: usize| {
+        mosaic_server::examples::workspace_fact(&format!("plain-{i}"), WORKSPACE, &templated(i))
+    };
+    let (_, first) = propose(&w, &alice.key, &plain(100)).await;
+    assert_eq!(first["decision"], "rejected", "{first}");
+    let found = violations(&first);
+    assert!(
+        !found.is_empty() && found.iter().all(|v| v == "duplicate_memory"),
+        "{first}"
+    );
+    assert_eq!(
+        first["server_conflicts"][0]["detector_release"], "mosaic.text-guard.v1",
+        "{first}"
+    );
+}
+
+#[tokio::test]
+async fn a_write_to_an_address_supersedes_its_current_record_through_the_gate() {
+    let w = world();
+    let alice = &w.principals[0];
+    let at = ["prefs", "ui"];
+    let (_, v1) = propose(
+        &w,
+        &alice.key,
+        &addressed(
+            "theme-1",
+            "The team theme is dark.",
+            &at,
+            "theme",
+            json!({"v": 1}),
+        ),
+    )
+    .await;
+    assert_eq!(v1["decision"], "accepted", "{v1}");
+    let v1_id = v1["record_id"].as_str().expect("id").to_owned();
+    let (_, v2) = propose(
+        &w,
+        &alice.key,
+        &addressed(
+            "theme-2",
+            "The team theme is dark now.",
+            &at,
+            "theme",
+            json!({"v": 2}),
+        ),
+    )
+    .await;
+    // Never refused as a duplicate of the record it replaces: it supersedes
+    // it on the same line, with the gate's receipt.
+    assert_eq!(v2["decision"], "accepted", "{v2}");
+    assert_eq!(v2["line_id"], v1["line_id"], "{v2}");
+    assert_eq!(v2["line_generation"], 2, "{v2}");
+    assert!(v2["receipt"]["receipt_sha256"].is_string(), "{v2}");
+    assert!(
+        v2["server_conflicts"]
+            .as_array()
+            .expect("conflicts")
+            .iter()
+            .any(|c| c["existing_record_id"] == v1_id.as_str() && c["relation"] == "supersedes"),
+        "the supersession is the server's observation: {v2}"
+    );
+    let v2_id = v2["record_id"].as_str().expect("id").to_owned();
+    let (status, old) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{v1_id}"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{old}");
+    assert_eq!(old["state"], "superseded", "{old}");
+    // The address reads the current record, with its metadata and address.
+    let query = "namespace=prefs/ui&key=theme&type=workspace&workspace_id=ws-main";
+    let (status, current) = item(&w, &alice.key, query).await;
+    assert_eq!(status, StatusCode::OK, "{current}");
+    assert_eq!(current["record"]["record_id"], v2_id.as_str());
+    assert_eq!(current["content"], "The team theme is dark now.");
+    assert_eq!(current["record"]["metadata"], json!({"v": 2}));
+    assert_eq!(
+        current["record"]["address"],
+        json!({"namespace": ["prefs", "ui"], "key": "theme"})
+    );
+    // Writing the first text back is a third generation, not a replay of
+    // the first proposal nor a duplicate.
+    let (_, v3) = propose(
+        &w,
+        &alice.key,
+        &addressed(
+            "theme-1",
+            "The team theme is dark.",
+            &at,
+            "theme",
+            json!({"v": 1}),
+        ),
+    )
+    .await;
+    assert_eq!(v3["decision"], "accepted", "{v3}");
+    assert_eq!(v3["replayed"], false, "{v3}");
+    assert_eq!(v3["line_generation"], 3, "{v3}");
+    let (_, current) = item(&w, &alice.key, query).await;
+    assert_eq!(current["record"]["record_id"], v3["record_id"]);
+}
+
+#[tokio::test]
+async fn metadata_is_returned_by_every_read_and_bounded_with_named_limits() {
+    let w = world();
+    let alice = &w.principals[0];
+    let (_, body) = propose(
+        &w,
+        &alice.key,
+        &addressed(
+            "deploy",
+            "Deploys happen on Tuesday mornings.",
+            &["ops"],
+            "deploy-day",
+            json!({"team": "infra", "tags": ["ops"], "priority": 2}),
+        ),
+    )
+    .await;
+    assert_eq!(body["decision"], "accepted", "{body}");
+    let id = body["record_id"].as_str().expect("id").to_owned();
+    let expected = json!({"team": "infra", "tags": ["ops"], "priority": 2});
+    let (_, got) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{id}"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(got["record"]["metadata"], expected, "{got}");
+    let (status, recalled) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "when are deploys", "workspace_id": WORKSPACE})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{recalled}");
+    let hit = recalled["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .find(|m| m["record_id"] == id.as_str())
+        .cloned()
+        .expect("recalled");
+    assert_eq!(hit["metadata"], expected, "{hit}");
+    assert_eq!(hit["address"]["key"], "deploy-day", "{hit}");
+
+    // Each limit is a 400 naming it, before anything is written.
+    let cases = [
+        (
+            json!({"a": {"b": {"c": {"d": {"e": 1}}}}}),
+            "invalid_metadata",
+            "deeper than 4",
+        ),
+        (json!({"score": 0.5}), "invalid_metadata", "integers"),
+        (
+            json!({"big": "x".repeat(16 * 1024)}),
+            "invalid_metadata",
+            "16384",
+        ),
+    ];
+    for (i, (metadata, code, named)) in cases.into_iter().enumerate() {
+        let request = addressed(
+            &format!("bad-{i}"),
+            &format!("A bounded note {i}."),
+            &["ops"],
+            &format!("bad-{i}"),
+            metadata,
+        );
+        let (status, body) = propose(&w, &alice.key, &request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(error_code(&body), code);
+        let message = body["error"]["message"].as_str().expect("message");
+        assert!(message.contains(named), "{message} names {named}");
+    }
+    let mut lone_key = addressed("lone", "A lone key.", &["ops"], "k", json!({}));
+    lone_key.namespace = None;
+    let (status, body) = propose(&w, &alice.key, &lone_key).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_address");
+    for bad in [vec!["a/b"], vec![""], vec!["x"; 9]] {
+        let request = addressed("bad-ns", "A bad namespace.", &bad, "k", json!({}));
+        let (status, body) = propose(&w, &alice.key, &request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}: {body}");
+        assert_eq!(error_code(&body), "invalid_address");
+    }
+    let (status, body) = item(&w, &alice.key, "namespace=ops//x&key=k").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_address");
+    // mem0's metadata must be an object.
+    let (status, body) = send(
+        &w.router,
+        "POST",
+        "/memories",
+        Some(&alice.key),
+        Some(json!({"messages": "hello", "metadata": ["not", "an", "object"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_metadata");
+}
+
+/// Layer: the read's subject check (the key's grant) and the store's
+/// tenant-scoped lookup. An address the key may not read answers exactly
+/// like an address that holds nothing.
+#[tokio::test]
+async fn an_address_never_reads_across_principals_subjects_or_tenants() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let other_tenant = w
+        .principals
+        .iter()
+        .find(|p| p.tenant != alice.tenant)
+        .expect("a principal of the other tenant");
+    let mut mine = mosaic_server::examples::preference(
+        "secret-pref",
+        &alice.principal,
+        "I prefer window seats.",
+        Some(alice.consent.clone()),
+    );
+    mine.namespace = Some(vec!["travel".into()]);
+    mine.key = Some("seat".into());
+    let (_, body) = propose(&w, &alice.key, &mine).await;
+    assert_eq!(body["decision"], "accepted", "{body}");
+    let (status, own) = item(&w, &alice.key, "namespace=travel&key=seat").await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    assert_eq!(own["content"], "I prefer window seats.");
+
+    let (status, missing) = item(&w, &bob.key, "namespace=travel&key=nothing-here").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+    // Bob's own principal subject holds nothing at alice's address.
+    let (status, body) = item(&w, &bob.key, "namespace=travel&key=seat").await;
+    assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
+    // A subject bob may not read answers like a missing address.
+    let (status, body) = item(
+        &w,
+        &bob.key,
+        "namespace=travel&key=seat&type=workspace&workspace_id=ws-not-granted",
+    )
+    .await;
+    assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
+    // Another tenant at the same address and subject shape.
+    let (status, body) = item(&w, &other_tenant.key, "namespace=travel&key=seat").await;
+    assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
+    // A namespace prefix is not the address.
+    let (status, body) = item(&w, &alice.key, "namespace=trav&key=seat").await;
+    assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
+}
+
+/// Filters restrict the eligible set before ranking (a record the filter
+/// excludes is `filtered_out`, never ranked), and the read context the
+/// selection receipt commits to names the filter.
+#[tokio::test]
+async fn a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receipt() {
+    let w = world();
+    let alice = &w.principals[0];
+    let teams = ["infra", "web", "infra", "web", "data", "infra"];
+    let mut web_ids = Vec::new();
+    for (i, team) in teams.iter().enumerate() {
+        let request = addressed(
+            &format!("deploy-{i}"),
+            &format!(
+                "Deploy window {i} for the {team} team is Tuesday morning ({}).",
+                crate::common::distinct(&format!("d{i}"))
+            ),
+            &["ops", team],
+            &format!("deploy-{i}"),
+            json!({"team": team, "priority": i}),
+        );
+        let (_, body) = propose(&w, &alice.key, &request).await;
+        assert_eq!(body["decision"], "accepted", "{body}");
+        if *team == "web" {
+            web_ids.push(body["record_id"].as_str().expect("id").to_owned());
+        }
+    }
+    let recall = |filter: Option<Value>| {
+        let mut body =
+            json!({"query": "deploy window tuesday", "workspace_id": WORKSPACE, "max_records": 10});
+        if let Some(filter) = filter {
+            body["filter"] = filter;
+        }
+        send(
+            &w.router,
+            "POST",
+            "/v1/recall",
+            Some(&alice.key),
+            Some(body),
+        )
+    };
+    let (status, all) = recall(None).await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    let (status, web) = recall(Some(json!({"team": "web"}))).await;
+    assert_eq!(status, StatusCode::OK, "{web}");
+    let mut got: Vec<String> = web["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .map(|m| m["record_id"].as_str().expect("id").to_owned())
+        .collect();
+    got.sort();
+    web_ids.sort();
+    assert_eq!(got, web_ids, "{web}");
+    assert_eq!(web["drop_reasons"]["filtered_out"], 4, "{web}");
+    assert_ne!(
+        web["selection_receipt"]["read_context_sha256"],
+        all["selection_receipt"]["read_context_sha256"],
+        "the receipt commits to the filter"
+    );
+    // Ranges, membership, namespace prefix and boolean structure.
+    let (_, some) = recall(Some(json!({"AND": [
+        {"priority": {"gte": 1, "lt": 5}},
+        {"NOT": {"team": {"in": ["data"]}}},
+        {"namespace": {"prefix": "ops/infra"}}
+    ]})))
+    .await;
+    let teams_found: Vec<&str> = some["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .map(|m| m["metadata"]["team"].as_str().expect("team"))
+        .collect();
+    assert_eq!(
+        teams_found,
+        ["infra"],
+        "only priority 2 is infra in 1..5: {some}"
+    );
+    let (status, body) = recall(Some(json!({"team": {"like": "w%"}}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_filter");
+}
+
+/// `GET /v1/memories` takes the same filter, as JSON text.
+#[tokio::test]
+async fn a_list_filter_lists_only_matching_memories() {
+    let w = world();
+    let alice = &w.principals[0];
+    let mut ids = Vec::new();
+    for (i, team) in ["infra", "web", "infra"].iter().enumerate() {
+        let request = addressed(
+            &format!("list-{i}"),
+            &format!(
+                "Listed note {i} ({}).",
+                crate::common::distinct(&format!("l{i}"))
+            ),
+            &["lists"],
+            &format!("list-{i}"),
+            json!({"team": team}),
+        );
+        let (_, body) = propose(&w, &alice.key, &request).await;
+        assert_eq!(body["decision"], "accepted", "{body}");
+        ids.push(body["record_id"].as_str().expect("id").to_owned());
+    }
+    let list = |filter: &str| {
+        format!(
+            "/v1/memories?type=workspace&workspace_id={WORKSPACE}&filter={}",
+            urlencode(filter)
+        )
+    };
+    let (status, body) = send(
+        &w.router,
+        "GET",
+        &list(r#"{"team": {"ne": "infra"}}"#),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed: Vec<&str> = body
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["record_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(listed, [ids[1].as_str()], "{body}");
+    let (status, body) = send(&w.router, "GET", &list("not json"), Some(&alice.key), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "invalid_filter");
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
