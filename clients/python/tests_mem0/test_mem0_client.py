@@ -26,7 +26,7 @@ from mosaic_test_server import MosaicServer, fresh_principal  # noqa: E402
 
 from mem0 import AsyncMemoryClient, MemoryClient  # noqa: E402
 from mem0.exceptions import MemoryError as Mem0Error  # noqa: E402
-from mem0.exceptions import MemoryNotFoundError, ValidationError  # noqa: E402
+from mem0.exceptions import AuthenticationError, MemoryNotFoundError, ValidationError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +177,48 @@ def test_out_of_scope_platform_calls_fail_clearly(server, principal):
         assert "not_supported" in str(raised.value) or "not offered" in str(raised.value)
     with pytest.raises(ValidationError):
         client.get_all(filters={"app_id": "a"})
+
+
+def test_an_application_key_names_its_user_in_a_header(server):
+    """mem0's client names no user on get, update, delete, history, users
+    and batches; with an application key the user comes in the
+    `X-Mosaic-User` header, set on the httpx client handed to it (mem0
+    keeps a caller's headers)."""
+    import httpx
+
+    tenant = fresh_principal(server)["tenant"]
+    created = server.admin.post(
+        "/v1/admin/application-keys",
+        json={
+            "tenant_id": tenant,
+            "application_id": "app1",
+            "users": ["app1:*"],
+            "grant": {"allowed_workspace_ids": ["ws-1"]},
+        },
+    )
+    created.raise_for_status()
+    app, user = created.json()["key"], "app1:ann"
+    headers = {"Authorization": f"Bearer {app}", "X-Mosaic-User": user}
+    httpx.post(
+        f"{server.url}/v1/consents",
+        headers=headers,
+        json={"purpose": "personalization", "ui_release": "sdk-tests-v1"},
+        timeout=30,
+    ).raise_for_status()
+
+    client = MemoryClient(api_key=app, host=server.url, client=httpx.Client(headers={"X-Mosaic-User": user}))
+    memory_id = client.add("Ann likes tea.", user_id=user)["results"][0]["id"]
+    assert client.get(memory_id)["memory"] == "user: Ann likes tea."
+    assert [r["id"] for r in client.search("tea", filters={"user_id": user})["results"]] == [memory_id]
+    assert ("user", user) in {(e["type"], e["name"]) for e in client.users()["results"]}
+
+    # Without the header the key acts for nobody (the auth layer: 400
+    # user_required), and naming a user outside its bounds is refused.
+    bare = MemoryClient(api_key=app, host=server.url)
+    with pytest.raises(ValidationError):
+        bare.get(memory_id)
+    with pytest.raises(AuthenticationError):
+        client.search("tea", filters={"user_id": "other:zed"})
+    client.delete(memory_id)
+    with pytest.raises(MemoryNotFoundError):
+        client.get(memory_id)
