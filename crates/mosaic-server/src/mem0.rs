@@ -869,8 +869,9 @@ fn delete_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<D
 // none of them reads is named in the answer's `ignored`.
 
 /// The fields of a platform request body that `known` lists, and the
-/// names of the others (to be reported under `ignored`; `null` values
-/// count as absent, as mem0's client leaves them out).
+/// names of the others (to be reported under `ignored`, a `null` one too:
+/// mem0's `expiration_date: null` asks for a change). A known field that
+/// is `null` counts as absent.
 fn split_known(
     body: Value,
     known: &[&str],
@@ -884,13 +885,10 @@ fn split_known(
     let mut kept = serde_json::Map::new();
     let mut ignored = Vec::new();
     for (name, value) in map {
-        if value.is_null() {
-            continue;
-        }
-        if known.contains(&name.as_str()) {
-            kept.insert(name, value);
-        } else {
+        if !known.contains(&name.as_str()) {
             ignored.push(name);
+        } else if !value.is_null() {
+            kept.insert(name, value);
         }
     }
     Ok((kept, ignored))

@@ -443,11 +443,16 @@ async fn mem0s_platform_client_routes_map_onto_the_open_source_ones() {
         "PUT",
         &format!("/v1/memories/{lisbon}/"),
         key,
-        Some(json!({"text": "I live in Porto.", "metadata": {"k": 1}})),
+        Some(json!({"text": "I live in Porto.", "metadata": {"k": 1},
+                    "expiration_date": null})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{updated}");
-    assert_eq!(updated["ignored"], json!(["metadata"]));
+    assert_eq!(
+        updated["ignored"],
+        json!(["expiration_date", "metadata"]),
+        "a null the service does not read is named too"
+    );
     let porto = updated["id"].as_str().expect("new id").to_owned();
     let (status, history) = send(
         r,
