@@ -5,7 +5,7 @@
         --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
         [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10] \
         [--write-guards '{"near_duplicate_cosine_permille": 1000}'] [--parallel N] \
-        [--surfaces native,mem0] [--modes lexical,vector,none] [--batch N]
+        [--surfaces native,mem0,mem0-platform] [--modes lexical,vector,none] [--batch N]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates a tenant and one key per conversation (each its own
@@ -22,7 +22,10 @@ principal) through the admin API, then:
    alone;
 2. mem0-compatible: a second principal per conversation ingests the same
    sessions with `POST /memories` (mem0's shape, one call per session) and
-   asks the same questions with `POST /search`.
+   asks the same questions with `POST /search`;
+3. mem0-platform (only when named in `--surfaces`): the same through the
+   routes mem0's platform client calls, `POST /v3/memories/add/` and
+   `POST /v3/memories/search/` (`filters: {"user_id": ...}`, `top_k`).
 
 It prints, per surface, turns per second of ingest (wall clock over all
 calls), per-call latency percentiles, search latency percentiles and
@@ -197,10 +200,11 @@ def main():
     if args.batch < 0 or args.batch > 1000:
         raise SystemExit("--batch takes 1 to 1000 turns per call (or 0: one session per call)")
     asked = [s.strip() for s in args.surfaces.split(",") if s.strip()]
-    unknown = sorted(set(asked) - {"native", "mem0"})
+    known = ("native", "mem0", "mem0-platform")
+    unknown = sorted(set(asked) - set(known))
     if unknown or not asked:
-        raise SystemExit(f"--surfaces takes native and/or mem0, not {','.join(unknown) or 'nothing'}")
-    surfaces = [s for s in ("native", "mem0") if s in asked]
+        raise SystemExit(f"--surfaces takes native, mem0 and/or mem0-platform, not {','.join(unknown) or 'nothing'}")
+    surfaces = [s for s in known if s in asked]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad_modes = sorted(set(modes) - {"hybrid", "lexical", "vector", "none"})
     if bad_modes:
@@ -256,7 +260,8 @@ def main():
                         body = {"messages": [{"role": "user", "name": t["speaker"], "content": t["text"]} for t in sent],
                                 "user_id": re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{cid}"), "run_id": f"{cid}-{s['session_id']}"}
                         t0 = time.perf_counter()
-                        answer = ok(*server.call("POST", "/memories", key, body), "mem0 add")
+                        add = "/memories" if surface == "mem0" else "/v3/memories/add/"
+                        answer = ok(*server.call("POST", add, key, body), "mem0 add")
                         latencies.append(time.perf_counter() - t0)
                         for t, r in zip(sent, answer["results"]):
                             found[r["id"]] = t["turn_id"]
@@ -279,7 +284,7 @@ def main():
             searches, ranked = [], {}
             # The server's own account of the same recalls: its request
             # time and, within it, the query's embedding.
-            route = "/v1/recall" if surface == "native" else "/search"
+            route = {"native": "/v1/recall", "mem0": "/search", "mem0-platform": "/v3/memories/search/"}[surface]
             timed = [f'mosaic_http_request_duration_seconds{{route="{route}"}}', "mosaic_query_embedding_seconds"]
             before = server.histograms(timed)
             for q in questions:
@@ -290,7 +295,11 @@ def main():
                     ids = answer["selected_record_ids"]
                 else:
                     user = re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{q['conversation_id']}")
-                    answer = ok(*server.call("POST", "/search", key, {"query": q["question"], "user_id": user, "limit": args.k}), "search")
+                    if surface == "mem0":
+                        body = {"query": q["question"], "user_id": user, "limit": args.k}
+                    else:
+                        body = {"query": q["question"], "filters": {"user_id": user}, "top_k": args.k}
+                    answer = ok(*server.call("POST", route, key, body), "search")
                     ids = [r["id"] for r in answer["results"]]
                 searches.append(time.perf_counter() - t0)
                 ranked[q["question_id"]] = [record_turn.get(i) for i in ids]

@@ -71,6 +71,10 @@ pub enum ServiceError {
     /// A required backend is not available in this build or configuration.
     #[error("{0}")]
     Unavailable(String),
+    /// A route of another product's API (mem0's platform) this service
+    /// knows and does not offer.
+    #[error("{0}")]
+    NotSupported(String),
     /// An internal failure (storage, index, encoding). Details are in the
     /// message, never memory content.
     #[error("internal error: {0}")]
@@ -115,6 +119,7 @@ impl ServiceError {
             ServiceError::RateLimited { .. } => "rate_limited",
             ServiceError::Timeout(_) => "request_timeout",
             ServiceError::Unavailable(_) => "unavailable",
+            ServiceError::NotSupported(_) => "not_supported",
             ServiceError::Internal(_) => "internal",
         }
     }
@@ -131,6 +136,7 @@ impl ServiceError {
             ServiceError::RateLimited { .. } => 429,
             ServiceError::Timeout(_) => 503,
             ServiceError::Unavailable(_) => 503,
+            ServiceError::NotSupported(_) => 501,
             ServiceError::Internal(_) => 500,
         }
     }

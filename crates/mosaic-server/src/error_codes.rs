@@ -43,7 +43,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "identifier_required",
         400,
-        "mem0's delete-all names nobody: `user_id`, `agent_id` or `run_id` is required",
+        "A mem0 listing or delete-all names nobody: `user_id`, `agent_id` or `run_id` is required",
     ),
     c(
         "identity_from_session",
@@ -330,6 +330,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "internal",
         500,
         "An internal failure (details in the message, never memory content)",
+    ),
+    c(
+        "not_supported",
+        501,
+        "A route of mem0's platform this service does not offer (exports, summaries, feedback, profiles, webhooks, organization and project management)",
     ),
     c(
         "request_timeout",

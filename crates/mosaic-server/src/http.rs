@@ -683,7 +683,13 @@ async fn receipt_keys(State(s): State<AppState>) -> Reply<crate::signing::KeysRe
     call(&s, |s| Ok(s.receipt_keys())).await
 }
 
-async fn route_not_found() -> ApiError {
+async fn route_not_found(uri: axum::http::Uri) -> ApiError {
+    if let Some(feature) = mem0::unsupported_platform_feature(uri.path()) {
+        return ApiError(ServiceError::NotSupported(format!(
+            "mem0's platform {feature} are not offered by this service; \
+             its memory routes are (see the README)"
+        )));
+    }
     ApiError(ServiceError::NotFound {
         what: "route",
         id: "no such path".into(),
@@ -826,6 +832,53 @@ fn routes() -> Routes {
         )
         .add("/search", &[Method::POST], post(mem0::search_memories))
         .add("/v1/ping/", &[Method::GET], get(mem0::ping))
+        .add(
+            "/v3/memories/add/",
+            &[Method::POST],
+            post(mem0::platform_add_memories),
+        )
+        .add(
+            "/v3/memories/search/",
+            &[Method::POST],
+            post(mem0::platform_search_memories),
+        )
+        .add(
+            "/v3/memories/",
+            &[Method::POST],
+            post(mem0::platform_list_memories),
+        )
+        .add(
+            "/v1/memories/",
+            &[Method::DELETE],
+            delete(mem0::delete_all_memories),
+        )
+        .add(
+            "/v1/memories/{record_id}/",
+            &[Method::GET, Method::PUT, Method::DELETE],
+            get(mem0::get_one)
+                .put(mem0::platform_update_memory)
+                .delete(mem0::platform_delete_memory),
+        )
+        .add(
+            "/v1/memories/{record_id}/history/",
+            &[Method::GET],
+            get(mem0::memory_history),
+        )
+        .add(
+            "/v1/entities/",
+            &[Method::GET],
+            get(mem0::platform_entities),
+        )
+        .add(
+            "/v2/entities/{entity_type}/{entity_name}/",
+            &[Method::DELETE],
+            delete(mem0::platform_delete_entity),
+        )
+        .add(
+            "/v1/batch/",
+            &[Method::PUT, Method::DELETE],
+            put(mem0::platform_batch_update).delete(mem0::platform_batch_delete),
+        )
         .add("/v1/ping", &[Method::GET], get(mem0::ping))
         .add(
             "/v1/consents",

@@ -54,7 +54,7 @@ mod admin;
 mod browse;
 mod carry;
 mod checkpoint;
-mod conversation;
+pub(crate) mod conversation;
 mod extract;
 mod guard_vectors;
 mod guards;

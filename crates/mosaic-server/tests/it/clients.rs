@@ -65,13 +65,19 @@ fn python_has(modules: &str) -> bool {
 
 /// Runs a command with the binary and the package source on its paths,
 /// fails the test with its output unless it succeeds, and returns stdout.
-fn run(mut command: Command, what: &str, budget: Duration) -> String {
+fn run(command: Command, what: &str, budget: Duration) -> String {
+    run_with(command, what, budget, &[])
+}
+
+/// [`run`], with more directories on PYTHONPATH after the repository's.
+fn run_with(mut command: Command, what: &str, budget: Duration, more: &[PathBuf]) -> String {
     let root = repo();
-    let python_path = std::env::join_paths([
+    let mut paths = vec![
         root.join("clients/python/src"),
         root.join("clients/python/tests_langgraph"),
-    ])
-    .unwrap_or_else(|e| panic!("PYTHONPATH: {e}"));
+    ];
+    paths.extend(more.iter().cloned());
+    let python_path = std::env::join_paths(paths).unwrap_or_else(|e| panic!("PYTHONPATH: {e}"));
     let started = Instant::now();
     let out = command
         .env("MOSAIC_BIN", env!("CARGO_BIN_EXE_mosaic"))
@@ -206,6 +212,52 @@ fn langgraphs_own_store_tests_pass_with_the_mosaic_store() {
         out.contains("MosaicStore instances against http://127.0.0.1:"),
         "{out}"
     );
+}
+
+/// The directory `.ci/run` installs mem0's client into (`mem0ai==2.2.1`,
+/// `pip install --target`, apart from the pinned packages it would
+/// upgrade), named by `MOSAIC_MEM0_CLIENT`.
+fn mem0_client() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("MOSAIC_MEM0_CLIENT")?);
+    dir.join("mem0/client/main.py").is_file().then_some(dir)
+}
+
+#[test]
+fn mem0s_own_platform_client_works_against_a_real_server() {
+    let dir = mem0_client();
+    if !should_run(
+        dir.is_some() && python_has("pytest, httpx"),
+        "mem0's own client (MemoryClient, AsyncMemoryClient)",
+        "mem0's client is not set up (MOSAIC_MEM0_CLIENT names no directory filled by \
+         pip install --target, or pytest and httpx are missing)",
+        "python3 -m pip install --target target/mem0-client 'mem0ai==2.2.1' and set \
+         MOSAIC_MEM0_CLIENT to that directory (as .ci/run does)",
+    ) {
+        return;
+    }
+    let Some(dir) = dir else { return };
+    let basetemp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut command = Command::new("python3");
+    command
+        .current_dir(repo())
+        .env("MEM0_TELEMETRY", "False")
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp"])
+        .arg(basetemp.path().join("pytest"))
+        .arg("clients/python/tests_mem0");
+    let out = run_with(
+        command,
+        "clients/python/tests_mem0 with mem0's MemoryClient",
+        Duration::from_secs(180),
+        &[dir],
+    );
+    let summary = out
+        .lines()
+        .rev()
+        .find(|l| l.contains(" passed"))
+        .unwrap_or_else(|| panic!("no pytest summary in\n{out}"));
+    eprintln!("mem0 client tests: {summary}");
+    assert!(summary_is_clean(summary), "{out}");
+    assert!(summary.contains("6 passed"), "every case ran: {out}");
 }
 
 fn node_major() -> Option<u32> {

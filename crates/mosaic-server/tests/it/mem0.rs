@@ -299,10 +299,563 @@ async fn an_application_key_names_its_users_in_mem0s_user_id() {
         (status, error_code(&body).as_str()),
         (StatusCode::FORBIDDEN, "user_not_allowed")
     );
-    let (status, body) = send(r, "GET", "/memories", key, None).await;
+    let (status, body) = send(r, "GET", "/memories?run_id=trip", key, None).await;
     assert_eq!(
         (status, error_code(&body).as_str()),
         (StatusCode::BAD_REQUEST, "user_required")
+    );
+}
+
+/// mem0's server lists for someone: `GET /memories` naming nobody is
+/// refused by the compat layer (400 `identifier_required`), with either
+/// kind of key, before any memory is read.
+#[tokio::test]
+async fn listing_without_an_identifier_is_refused_like_mem0s_server() {
+    let w = world();
+    let r = &w.router;
+    let key = Some(w.principals[0].key.as_str());
+    let (status, body) = send(
+        r,
+        "POST",
+        "/memories",
+        key,
+        Some(json!({"messages": "A fact to list.", "user_id": "alice"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for path in ["/memories", "/memories?limit=5"] {
+        let (status, body) = send(r, "GET", path, key, None).await;
+        assert_eq!(
+            (status, error_code(&body).as_str()),
+            (StatusCode::BAD_REQUEST, "identifier_required"),
+            "{path}: {body}"
+        );
+    }
+    let (status, body) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["results"].as_array().map(Vec::len), Some(1), "{body}");
+}
+
+fn ids_of(list: &Value) -> Vec<String> {
+    list["results"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| m["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The routes mem0's platform client (`MemoryClient`, mem0ai 2.2.1) calls,
+/// with its trailing slashes and bodies: each answers as the open-source
+/// route it maps onto, and names every body field it does not read.
+#[tokio::test]
+async fn mem0s_platform_client_routes_map_onto_the_open_source_ones() {
+    let w = world();
+    let r = &w.router;
+    let key = Some(w.principals[0].key.as_str());
+
+    // client.add(messages, user_id=..., metadata=..., app_id=...)
+    let (status, added) = send(
+        r,
+        "POST",
+        "/v3/memories/add/",
+        key,
+        Some(json!({
+            "messages": [
+                {"role": "user", "content": "I am vegetarian."},
+                {"role": "user", "content": "I live in Lisbon."},
+                {"role": "user", "content": "I play the cello."}
+            ],
+            "user_id": "alice",
+            "run_id": "trip",
+            "metadata": {"topic": "profile"},
+            "app_id": "app-x",
+            "version": "v2"
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{added}");
+    assert_eq!(
+        added["results"].as_array().map(Vec::len),
+        Some(3),
+        "{added}"
+    );
+    // metadata is stored (mem0.rs); what is not read is named.
+    assert_eq!(added["ignored"], json!(["app_id", "version"]));
+    let ids: Vec<String> = ids_of(&added);
+
+    // client.search(query, filters={"user_id": ...}, top_k=..., rerank=...)
+    let (status, found) = send(
+        r,
+        "POST",
+        "/v3/memories/search/",
+        key,
+        Some(
+            json!({"query": "what do I eat", "filters": {"user_id": "alice"},
+                    "top_k": 2, "rerank": true}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    let hits = found["results"].as_array().expect("results");
+    assert!(!hits.is_empty() && hits.len() <= 2, "{found}");
+    assert!(
+        hits.iter()
+            .all(|h| h["score"].as_f64().is_some_and(|s| (0.0..1.0).contains(&s))),
+        "{found}"
+    );
+    assert_eq!(found["ignored"], json!(["rerank"]));
+
+    // client.get_all(filters=..., page=..., page_size=...)
+    let page = |n: u32| format!("/v3/memories/?page={n}&page_size=2");
+    let (status, first) = send(
+        r,
+        "POST",
+        &page(1),
+        key,
+        Some(json!({"filters": {"AND": [{"user_id": "alice"}, {"run_id": "trip"}]}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["count"], 3, "{first}");
+    assert_eq!(first["next"], json!(page(2)));
+    assert_eq!(first["previous"], Value::Null);
+    let (_, second) = send(
+        r,
+        "POST",
+        &page(2),
+        key,
+        Some(json!({"filters": {"user_id": "alice"}})),
+    )
+    .await;
+    assert_eq!(second["next"], Value::Null, "{second}");
+    assert_eq!(second["previous"], json!(page(1)));
+    let mut listed = ids_of(&first);
+    listed.extend(ids_of(&second));
+    listed.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(listed, expected, "the pages list every memory once");
+
+    // client.get(id), client.update(id, text=..., metadata=...),
+    // client.history(id)
+    let lisbon = &ids[1];
+    let (status, got) = send(r, "GET", &format!("/v1/memories/{lisbon}/"), key, None).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(got["memory"], "user: I live in Lisbon.");
+    let (status, updated) = send(
+        r,
+        "PUT",
+        &format!("/v1/memories/{lisbon}/"),
+        key,
+        Some(json!({"text": "I live in Porto.", "metadata": {"k": 1},
+                    "expiration_date": null})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(
+        updated["ignored"],
+        json!(["expiration_date", "metadata"]),
+        "a null the service does not read is named too"
+    );
+    let porto = updated["id"].as_str().expect("new id").to_owned();
+    let (status, history) = send(
+        r,
+        "GET",
+        &format!("/v1/memories/{porto}/history/"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{history}");
+    let events: Vec<&str> = history
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .collect();
+    assert_eq!(events, vec!["ADD", "UPDATE"]);
+
+    // client.users(): the acting user and its runs.
+    let (status, entities) = send(r, "GET", "/v1/entities/", key, None).await;
+    assert_eq!(status, StatusCode::OK, "{entities}");
+    let named: Vec<(String, String, u64)> = entities["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or("").to_owned(),
+                e["name"].as_str().unwrap_or("").to_owned(),
+                e["total_memories"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        vec![
+            ("user".to_owned(), "alice".to_owned(), 3),
+            ("run".to_owned(), "trip".to_owned(), 2)
+        ],
+        "the updated memory came from no message of the run"
+    );
+
+    // client.batch_update / batch_delete
+    let (status, batch) = send(
+        r,
+        "PUT",
+        "/v1/batch/",
+        key,
+        Some(
+            json!({"memories": [{"memory_id": ids[0], "text": "I am vegan.",
+                                   "metadata": {"k": 2}}]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{batch}");
+    assert_eq!(batch["message"], "Successfully updated 1 memories");
+    assert_eq!(batch["ignored"], json!(["memories[0].metadata"]));
+    let vegan = batch["results"][0]["id"].as_str().expect("id").to_owned();
+    let (status, gone) = send(
+        r,
+        "DELETE",
+        "/v1/batch/",
+        key,
+        Some(json!({"memories": [{"memory_id": vegan}]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{gone}");
+    assert_eq!(
+        gone["deleted"].as_array().map(Vec::len),
+        Some(2),
+        "the line goes: both versions, {gone}"
+    );
+
+    // client.delete(id, delete_linked=True): the whole line, as always.
+    let (status, deleted) = send(
+        r,
+        "DELETE",
+        &format!("/v1/memories/{porto}/?delete_linked=true"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["deleted"].as_array().map(Vec::len), Some(2));
+
+    // client.delete_users(run_id=...) and client.delete_all(user_id=...)
+    let (status, cleared) = send(r, "DELETE", "/v2/entities/run/trip/", key, None).await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    assert_eq!(cleared["deleted"].as_array().map(Vec::len), Some(1));
+    let (_, more) = send(
+        r,
+        "POST",
+        "/v3/memories/add/",
+        key,
+        Some(json!({"messages": "Another fact.", "user_id": "alice"})),
+    )
+    .await;
+    assert_eq!(more["results"].as_array().map(Vec::len), Some(1), "{more}");
+    let (status, cleared) = send(r, "DELETE", "/v1/memories/?user_id=alice", key, None).await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    assert_eq!(cleared["deleted"].as_array().map(Vec::len), Some(1));
+    let (_, none) = send(
+        r,
+        "POST",
+        "/v3/memories/",
+        key,
+        Some(json!({"filters": {"user_id": "alice"}})),
+    )
+    .await;
+    assert_eq!(
+        (none["count"].as_u64(), none["results"].clone()),
+        (Some(0), json!([]))
+    );
+}
+
+/// Another principal's memory answers every platform route exactly like a
+/// missing one (the service's visibility layer), and a batch naming one
+/// changes nothing (the compat layer checks every memory first).
+#[tokio::test]
+async fn platform_routes_treat_anothers_memory_as_missing_and_batches_as_one() {
+    let w = world();
+    let r = &w.router;
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let (status, added) = send(
+        r,
+        "POST",
+        "/v3/memories/add/",
+        Some(&alice.key),
+        Some(json!({"messages": "Alice's secret.", "user_id": "alice"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{added}");
+    let secret = ids_of(&added).remove(0);
+    let (status, own) = send(
+        r,
+        "POST",
+        "/v3/memories/add/",
+        Some(&bob.key),
+        Some(json!({"messages": "Bob's note.", "user_id": "bob"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    let note = ids_of(&own).remove(0);
+    let missing = "rec-does-not-exist";
+    let bob_key = Some(bob.key.as_str());
+    for id in [secret.as_str(), missing] {
+        for (method, path, body) in [
+            ("GET", format!("/v1/memories/{id}/"), None),
+            ("GET", format!("/v1/memories/{id}/history/"), None),
+            (
+                "PUT",
+                format!("/v1/memories/{id}/"),
+                Some(json!({"text": "x"})),
+            ),
+            ("DELETE", format!("/v1/memories/{id}/"), None),
+        ] {
+            let (status, answer) = send(r, method, &path, bob_key, body).await;
+            assert_eq!(
+                (status, error_code(&answer).as_str()),
+                (StatusCode::NOT_FOUND, "not_found"),
+                "{method} {path}: {answer}"
+            );
+        }
+        // A batch naming it next to Bob's own memory: 404, nothing written.
+        for method in ["PUT", "DELETE"] {
+            let (status, answer) = send(
+                r,
+                method,
+                "/v1/batch/",
+                bob_key,
+                Some(json!({"memories": [{"memory_id": note, "text": "changed"},
+                                          {"memory_id": id, "text": "changed"}]})),
+            )
+            .await;
+            assert_eq!(
+                (status, error_code(&answer).as_str()),
+                (StatusCode::NOT_FOUND, "not_found"),
+                "{method} batch: {answer}"
+            );
+        }
+    }
+    let (_, still) = send(r, "GET", &format!("/v1/memories/{note}/"), bob_key, None).await;
+    assert_eq!(still["memory"], "user: Bob's note.", "{still}");
+    let (_, kept) = send(
+        r,
+        "GET",
+        &format!("/v1/memories/{secret}/"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(kept["memory"], "user: Alice's secret.", "{kept}");
+    // Naming Alice's user is refused by the compat layer's user check.
+    let (status, answer) = send(r, "DELETE", "/v2/entities/user/alice/", bob_key, None).await;
+    assert_eq!(
+        (status, error_code(&answer).as_str()),
+        (StatusCode::FORBIDDEN, "user_mismatch")
+    );
+}
+
+/// What the platform routes refuse, each at the compat layer, before any
+/// memory is read or written.
+#[tokio::test]
+async fn platform_routes_refuse_what_they_cannot_map() {
+    let w = world();
+    let r = &w.router;
+    let key = Some(w.principals[0].key.as_str());
+    let cases: Vec<(&str, &str, Option<Value>, StatusCode, &str)> = vec![
+        (
+            "POST",
+            "/v3/memories/",
+            Some(json!({})),
+            StatusCode::BAD_REQUEST,
+            "identifier_required",
+        ),
+        (
+            "POST",
+            "/v3/memories/",
+            Some(json!({"filters": {"app_id": "a"}})),
+            StatusCode::BAD_REQUEST,
+            "identifier_required",
+        ),
+        (
+            "POST",
+            "/v3/memories/?page=0",
+            Some(json!({"filters": {"user_id": "alice"}})),
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "POST",
+            "/v3/memories/?page_size=1001",
+            Some(json!({"filters": {"user_id": "alice"}})),
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "POST",
+            "/v3/memories/?cursor=1",
+            Some(json!({"filters": {"user_id": "alice"}})),
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "POST",
+            "/v3/memories/add/",
+            Some(json!(["not", "an", "object"])),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v3/memories/search/",
+            Some(json!({"filters": {"user_id": "alice"}})),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "DELETE",
+            "/v1/memories/",
+            None,
+            StatusCode::BAD_REQUEST,
+            "identifier_required",
+        ),
+        (
+            "DELETE",
+            "/v1/memories/?app_id=a",
+            None,
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "DELETE",
+            "/v2/entities/app/a/",
+            None,
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+        ),
+        (
+            "PUT",
+            "/v1/memories/rec-x/",
+            Some(json!({"metadata": {"k": 1}})),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "PUT",
+            "/v1/batch/",
+            Some(json!({"memories": []})),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "PUT",
+            "/v1/batch/",
+            Some(json!({"memories": [{"text": "x"}]})),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "PUT",
+            "/v1/batch/",
+            Some(json!({"memories": [{"memory_id": "a", "text": "x"},
+                                                       {"memory_id": "a", "text": "y"}]})),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "DELETE",
+            "/v1/batch/",
+            Some(json!({"memories": vec![json!({"memory_id": "a"}); 101]})),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        // Out of scope: exports, summaries, feedback, profiles, webhooks,
+        // organization and project management.
+        (
+            "POST",
+            "/v1/exports/",
+            Some(json!({"schema": "{}"})),
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        (
+            "POST",
+            "/v1/exports/get/",
+            Some(json!({})),
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        (
+            "POST",
+            "/v1/summary/",
+            Some(json!({})),
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        (
+            "POST",
+            "/v1/feedback/",
+            Some(json!({})),
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        (
+            "GET",
+            "/v2/entities/user/alice/profile/",
+            None,
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        (
+            "GET",
+            "/v2/profiles/settings/",
+            None,
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        (
+            "GET",
+            "/api/v1/webhooks/projects/p1/",
+            None,
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        (
+            "GET",
+            "/api/v1/orgs/organizations/o/projects/p/",
+            None,
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+        ),
+        // A path no product has is still 404.
+        (
+            "GET",
+            "/v9/nothing/",
+            None,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+    ];
+    for (method, path, body, want_status, want_code) in cases {
+        let (status, answer) = send(r, method, path, key, body).await;
+        assert_eq!(
+            (status, error_code(&answer).as_str()),
+            (want_status, want_code),
+            "{method} {path}: {answer}"
+        );
+    }
+    let (status, answer) = send(r, "POST", "/v1/summary/", key, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::NOT_IMPLEMENTED);
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("summaries are not offered")),
+        "{answer}"
     );
 }
 
@@ -672,7 +1225,7 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
     assert_eq!(status, StatusCode::OK, "{added}");
     assert_eq!(
         added["ignored"],
-        json!(["metadata", "infer", "memory_type", "prompt"]),
+        json!(["infer", "memory_type", "prompt"]),
         "{added}"
     );
     assert_eq!(
