@@ -469,6 +469,7 @@ fn read_context(principal: &str, now: u64) -> MemoryReadContext {
         now_unix_ms: now,
         allowed_kinds: MemoryKind::ALL.to_vec(),
         max_records: 10,
+        filter: None,
     }
 }
 
