@@ -587,6 +587,15 @@ fn scope_properties() -> Map<String, Value> {
     }
 }
 
+/// The `filter` argument of `recall` and `list`: the recall filter of the
+/// JSON API (docs/write-gate.md), applied before ranking.
+fn filter_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "Only memories matching this filter, e.g. {\"AND\": [{\"topic\": {\"eq\": \"travel\"}}, {\"created_at\": {\"gte\": \"2026-01-01\"}}]}. Fields: metadata names, created_at, kind, namespace (prefix), key, run_id, workspace_id; operators eq, ne, gt, gte, lt, lte, in, nin; AND, OR, NOT."
+    })
+}
+
 /// The tools with their input schemas: plain arguments an LLM can fill
 /// in (no digests, no ids to invent, never a tenant or principal).
 pub fn tools() -> Vec<Tool> {
@@ -605,7 +614,8 @@ pub fn tools() -> Vec<Tool> {
         "type": "object",
         "properties": {
             "kind": {"type": "string", "enum": names(&MemoryKind::ALL), "description": "Only this kind (default: all)."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LISTED, "description": "Most memories to list, newest first (default 20)."}
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LISTED, "description": "Most memories to list, newest first (default 20)."},
+            "filter": filter_schema()
         },
         "additionalProperties": false
     });
@@ -625,9 +635,11 @@ pub fn tools() -> Vec<Tool> {
         "required": ["confirm"],
         "additionalProperties": false
     });
+    let mut recall_properties = scope_properties();
+    recall_properties.insert("filter".into(), filter_schema());
     let recall = json!({
         "type": "object",
-        "properties": scope_properties(),
+        "properties": recall_properties,
         "additionalProperties": false
     });
     let forget = json!({
@@ -931,6 +943,8 @@ struct ListArguments {
     kind: Option<MemoryKind>,
     #[serde(default)]
     limit: Option<u64>,
+    #[serde(default)]
+    filter: Option<Value>,
 }
 
 fn list(
@@ -946,15 +960,20 @@ fn list(
             format!("limit must be 1 to {MAX_LISTED}"),
         ));
     }
+    let filter = crate::service::checked_filter(arguments.filter.as_ref())?;
     let mut entries = service.active_memories(credential)?;
     entries.retain(|e| arguments.kind.is_none_or(|k| e.kind == k.as_str()));
     let mut blocks = Vec::new();
     let mut listed = Vec::new();
-    for entry in entries
-        .iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
-    {
+    let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
+    for entry in &entries {
+        if listed.len() == wanted {
+            break;
+        }
         let view = service.get_memory(credential, &entry.record_id)?;
+        if filter.as_ref().is_some_and(|f| !f.matches(&view.record)) {
+            continue;
+        }
         blocks.push(
             render_recalled_memory(&view.record, &view.content)
                 .map_err(|e| ServiceError::Internal(e.to_string()))?,

@@ -65,6 +65,7 @@ mod postgres;
 mod propose;
 mod read_model;
 mod recall;
+pub(crate) use recall::checked_filter;
 mod revocation;
 mod sync;
 

@@ -305,6 +305,61 @@ fn mcp_next_to_a_running_server_relays_to_it_and_never_splits_recall() {
             .is_some_and(|all| all.iter().any(|m| m["metadata"] == json!({"via": "api"}))),
         "{found}"
     );
+    // Both tools declare a filter, and it runs before ranking: a filter the
+    // API write matches keeps it, one it does not match leaves it out.
+    let tools = client.request("tools/list", json!({}));
+    for name in ["recall", "list"] {
+        assert!(
+            tools["result"]["tools"].as_array().is_some_and(|all| {
+                all.iter().any(|t| {
+                    t["name"] == name && t["inputSchema"]["properties"]["filter"].is_object()
+                })
+            }),
+            "{name} declares filter: {tools}"
+        );
+    }
+    // recall: the API write carries metadata; list: the MCP write (the
+    // principal's own memory, the one list shows) is episodic.
+    let api_text = "The API write is visible to the MCP client";
+    for (tool, arguments, wanted, matching, other) in [
+        (
+            "recall",
+            json!({"query": "API write visible MCP client"}),
+            api_text,
+            json!({"via": {"eq": "api"}}),
+            json!({"via": {"eq": "elsewhere"}}),
+        ),
+        (
+            "list",
+            json!({}),
+            text,
+            json!({"kind": {"eq": "episodic"}}),
+            json!({"NOT": {"kind": {"eq": "episodic"}}}),
+        ),
+    ] {
+        let mut with = arguments.clone();
+        with["filter"] = matching;
+        let kept = client.request("tools/call", json!({"name": tool, "arguments": with}));
+        assert!(
+            kept.to_string().contains(wanted),
+            "{tool} with a matching filter: {kept}"
+        );
+        let mut without = arguments;
+        without["filter"] = other;
+        let left_out = client.request("tools/call", json!({"name": tool, "arguments": without}));
+        assert_ne!(left_out["result"]["isError"], true, "{left_out}");
+        assert!(
+            !left_out.to_string().contains(wanted),
+            "{tool} with a filter it does not match: {left_out}"
+        );
+    }
+    // A malformed filter is the API's 400, as a tool error.
+    let bad = client.request(
+        "tools/call",
+        json!({"name": "list", "arguments": {"filter": {"via": {"near": 1}}}}),
+    );
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    assert!(bad.to_string().contains("invalid_filter"), "{bad}");
     client.finish();
 
     // A key the server refuses becomes a JSON-RPC error, not a hang.
