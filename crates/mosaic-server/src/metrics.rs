@@ -40,10 +40,12 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let recorder = PrometheusBuilder::new()
+        // `set_buckets` refuses only an empty list, and the buckets are a
+        // fixed, non-empty one: the fallback (summaries) is never taken.
+        let builder = PrometheusBuilder::new()
             .set_buckets(&LATENCY_BUCKETS)
-            .expect("the latency buckets are a fixed, non-empty list")
-            .build_recorder();
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
         let handle = recorder.handle();
         let shared = Arc::new(Shared { recorder, handle });
         let weak: Weak<Shared> = Arc::downgrade(&shared);

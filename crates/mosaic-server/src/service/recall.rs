@@ -598,7 +598,9 @@ mod tests {
     fn a_matched_passage_is_reported_in_characters_of_the_content() {
         // "é" and "ü" are two bytes each: byte 7 is char 6.
         let content = "café: über the bridge";
-        let start = content.find("über").unwrap();
+        let Some(start) = content.find("über") else {
+            panic!("the content holds the word");
+        };
         let p = PassageMatch {
             index: 1,
             passages: 2,
@@ -607,7 +609,9 @@ mod tests {
                 end: content.len(),
             },
         };
-        let m = matched_passage(content, &p).unwrap();
+        let Some(m) = matched_passage(content, &p) else {
+            panic!("a span on char boundaries is reported");
+        };
         assert_eq!((m.index, m.passages), (1, 2));
         assert_eq!((m.char_start, m.char_end), (6, content.chars().count()));
         let chars: String = content

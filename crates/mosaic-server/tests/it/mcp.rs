@@ -311,7 +311,12 @@ fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
         }
     }
     // `recall` declares the recall request's fields, less identity.
-    let recall = serde_json::to_value(mosaic_server::api::RecallRequest::default()).expect("json");
+    // (`filter` is left out of the JSON when unset: set it to see it.)
+    let recall = serde_json::to_value(mosaic_server::api::RecallRequest {
+        filter: Some(json!({})),
+        ..mosaic_server::api::RecallRequest::default()
+    })
+    .expect("json");
     let mut expected: Vec<String> = recall
         .as_object()
         .expect("object")
