@@ -50,111 +50,26 @@ directory are removed at the end. `--json` prints one summary object.
 """
 
 import argparse
-import http.client
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-
-def percentile(values, p):
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, int(round(p / 100.0 * (len(ordered) - 1)))))
-    return ordered[index]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mosaic_server import MosaicServer, percentile  # noqa: E402
 
 
-class Server:
-    def __init__(self, binary, extra):
-        self.dir = tempfile.mkdtemp(prefix="mosaic-locomo-")
-        args = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir,
-                "--rate-limit-per-second", "1000000", "--rate-limit-burst", "1000000",
-                "--body-limit-bytes", str(16 * 1024 * 1024)] + extra
-        env = dict(os.environ)
-        env.pop("MOSAIC_CONFIG", None)
-        self.child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      stdin=subprocess.DEVNULL, env=env, text=True)
-        first = self.child.stdout.readline().strip()
-        prefix = "mosaic: serving on "
-        if not first.startswith(prefix):
-            self.close()
-            sys.exit(f"unexpected first server line: {first!r}")
-        self.url = first[len(prefix):].strip()
-        self.local = threading.local()
-        with open(os.path.join(self.dir, "admin.key")) as f:
-            self.admin = f.read().strip()
-
-    def call(self, method, path, key, body=None):
-        """One request over this thread's keep-alive connection (opened on
-        first use, opened again once if the server closed it)."""
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {key}"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        for attempt in (0, 1):
-            connection = getattr(self.local, "connection", None)
-            if connection is None:
-                url = urllib.parse.urlsplit(self.url)
-                connection = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
-                self.local.connection = connection
-            try:
-                connection.request(method, path, body=data, headers=headers)
-                response = connection.getresponse()
-                raw = response.read()
-            except (ConnectionError, http.client.HTTPException):
-                connection.close()
-                self.local.connection = None
-                if attempt:
-                    raise
-                continue
-            return response.status, json.loads(raw or b"null")
-
-    def histograms(self, names):
-        """(sum in seconds, count) of each histogram series in `names`
-        (a name with its labels as `/metrics` prints them), from the
-        server's own `/metrics`."""
-        url = urllib.parse.urlsplit(self.url)
-        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
-        try:
-            connection.request("GET", "/metrics")
-            text = connection.getresponse().read().decode()
-        finally:
-            connection.close()
-        found = {n: [0.0, 0] for n in names}
-        for line in text.splitlines():
-            series, _, value = line.rpartition(" ")
-            for n in names:
-                name, _, labels = n.partition("{")
-                labels = "{" + labels if labels else ""
-                if series == f"{name}_sum{labels}":
-                    found[n][0] = float(value)
-                elif series == f"{name}_count{labels}":
-                    found[n][1] = int(float(value))
-        return found
-
-    def close(self):
-        self.child.kill()
-        self.child.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def ok(status, body, what):
+def ok(status, body, _size, what):
     if status != 200:
         raise SystemExit(f"{what}: HTTP {status}: {json.dumps(body)[:300]}")
     return body
 
 
 def principal_key(server, principal):
-    body = ok(*server.call("POST", "/v1/admin/keys", server.admin,
+    body = ok(*server.request("POST", "/v1/admin/keys", server.admin,
                            {"tenant_id": "locomo", "principal_id": principal}), "create key")
     return body["key"]
 
@@ -216,12 +131,12 @@ def main():
     wanted = {c["conversation_id"] for c in conversations}
     questions = [q for q in load(args.questions_file)
                  if q["conversation_id"] in wanted and q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
-    server = Server(args.mosaic, args.serve_args)
+    server = MosaicServer(args.mosaic, args.serve_args, prefix="mosaic-locomo-")
     try:
         tenant = {"tenant_id": "locomo"}
         if args.write_guards:
             tenant["policy"] = {"write_guards": json.loads(args.write_guards)}
-        ok(*server.call("POST", "/v1/admin/tenants", server.admin, tenant), "tenant")
+        ok(*server.request("POST", "/v1/admin/tenants", server.admin, tenant), "tenant")
         summary = {"conversations": len(conversations), "questions": len(questions), "k": args.k}
         for surface in surfaces:
             keys = {c["conversation_id"]: principal_key(server, re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{c['conversation_id']}"))
@@ -250,7 +165,7 @@ def main():
                     if surface == "native":
                         body = {"messages": s}
                         t0 = time.perf_counter()
-                        answer = ok(*server.call("POST", f"/v1/conversations/{cid}/messages", key, body), "ingest")
+                        answer = ok(*server.request("POST", f"/v1/conversations/{cid}/messages", key, body), "ingest")
                         latencies.append(time.perf_counter() - t0)
                         for m in answer["messages"]:
                             found[m["record_id"]] = m["message_id"]
@@ -261,7 +176,7 @@ def main():
                                 "user_id": re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{cid}"), "run_id": f"{cid}-{s['session_id']}"}
                         t0 = time.perf_counter()
                         add = "/memories" if surface == "mem0" else "/v3/memories/add/"
-                        answer = ok(*server.call("POST", add, key, body), "mem0 add")
+                        answer = ok(*server.request("POST", add, key, body), "mem0 add")
                         latencies.append(time.perf_counter() - t0)
                         for t, r in zip(sent, answer["results"]):
                             found[r["id"]] = t["turn_id"]
@@ -291,7 +206,7 @@ def main():
                 key = keys[q["conversation_id"]]
                 t0 = time.perf_counter()
                 if surface == "native":
-                    answer = ok(*server.call("POST", "/v1/recall", key, {"query": q["question"], "max_records": args.k}), "recall")
+                    answer = ok(*server.request("POST", "/v1/recall", key, {"query": q["question"], "max_records": args.k}), "recall")
                     ids = answer["selected_record_ids"]
                 else:
                     user = re.sub(r"[^A-Za-z0-9]", "-", f"{surface}-{q['conversation_id']}")
@@ -299,7 +214,7 @@ def main():
                         body = {"query": q["question"], "user_id": user, "limit": args.k}
                     else:
                         body = {"query": q["question"], "filters": {"user_id": user}, "top_k": args.k}
-                    answer = ok(*server.call("POST", route, key, body), "search")
+                    answer = ok(*server.request("POST", route, key, body), "search")
                     ids = [r["id"] for r in answer["results"]]
                 searches.append(time.perf_counter() - t0)
                 ranked[q["question_id"]] = [record_turn.get(i) for i in ids]
@@ -318,7 +233,7 @@ def main():
                     if m != "none":
                         body.update(query=q["question"], mode=m)
                     t0 = time.perf_counter()
-                    ok(*server.call("POST", "/v1/recall", key, body), f"recall ({m})")
+                    ok(*server.request("POST", "/v1/recall", key, body), f"recall ({m})")
                     by_mode[m].append(time.perf_counter() - t0)
             summary[surface] = {
                 "turns": turns,

@@ -5,8 +5,8 @@ timed apart on a principal with no memories.
     scripts/recall-modes.py --mosaic target/release/mosaic --questions-file locomo10.jsonl
         [--questions 150] [--serve-arg=--embedder --serve-arg=minilm ...]
 
-Starts `mosaic serve` in a fresh temporary data directory (the `Server` of
-`scripts/recall-scale.py`), creates one tenant and principal, and times
+Starts `mosaic serve` in a fresh temporary data directory
+(`scripts/mosaic_server.py`), creates one tenant and principal, and times
 `POST /v1/recall` for the first `--questions` questions of the file in each
 of `lexical`, `vector` and `hybrid` mode, from this client over one
 keep-alive connection. With no memories to rank, `lexical` is the request
@@ -14,11 +14,14 @@ path alone and `vector` adds the query's embedding. Standard library only.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mosaic_server import MosaicServer, percentile  # noqa: E402
 
 
 def main():
@@ -28,15 +31,11 @@ def main():
     parser.add_argument("--questions", type=int, default=150)
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
     args = parser.parse_args()
-    here = os.path.dirname(os.path.abspath(__file__))
-    spec = importlib.util.spec_from_file_location("recall_scale", os.path.join(here, "recall-scale.py"))
-    scale = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scale)
     with open(args.questions_file) as f:
         questions = [json.loads(line)["question"] for line in f if line.strip()][: args.questions]
-    server = scale.Server(args.mosaic, args.serve_args)
+    server = MosaicServer(args.mosaic, args.serve_args, prefix="mosaic-recall-modes-")
     try:
-        key = scale.open_tenant(server, "modes")
+        key = server.open_tenant("modes", "reader")
         for mode in ("lexical", "vector", "hybrid"):
             server.call("POST", "/v1/recall", key, {"query": questions[0], "mode": mode})  # warm
             times = []
@@ -45,7 +44,7 @@ def main():
                 server.call("POST", "/v1/recall", key, {"query": q, "mode": mode, "max_records": 10})
                 times.append((time.perf_counter() - t0) * 1000.0)
             print(f"{mode:>8}: p50 {statistics.median(times):.2f} ms, "
-                  f"p95 {scale.percentile(times, 95):.2f} ms ({len(times)} questions)", flush=True)
+                  f"p95 {percentile(times, 95):.2f} ms ({len(times)} questions)", flush=True)
     finally:
         server.close()
 

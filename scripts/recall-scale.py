@@ -42,93 +42,23 @@ restarts on it).
 """
 
 import argparse
-import http.client
 import json
 import os
 import random
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mosaic_server import MosaicServer, percentile  # noqa: E402
 
 
-def percentile(values, p):
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, int(round(p / 100.0 * (len(ordered) - 1)))))
-    return ordered[index]
-
-
-class Server:
-    def __init__(self, binary, extra, data_dir=None):
-        self.binary, self.extra = binary, extra
-        self.dir = data_dir or tempfile.mkdtemp(prefix="mosaic-recall-scale-")
-        self.start()
-
-    def start(self):
-        args = [self.binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir,
-                "--rate-limit-per-second", "1000000", "--rate-limit-burst", "1000000",
-                "--body-limit-bytes", str(16 * 1024 * 1024)] + self.extra
-        env = dict(os.environ)
-        env.pop("MOSAIC_CONFIG", None)
-        self.child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      stdin=subprocess.DEVNULL, env=env, text=True)
-        first = self.child.stdout.readline().strip()
-        prefix = "mosaic: serving on "
-        if not first.startswith(prefix):
-            self.close()
-            sys.exit(f"unexpected first server line: {first!r}")
-        url = urllib.parse.urlparse(first[len(prefix):].strip())
-        self.conn = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
-        with open(os.path.join(self.dir, "admin.key")) as f:
-            self.admin = f.read().strip()
-
-    def call(self, method, path, key, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {key}"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        self.conn.request(method, path, body=data, headers=headers)
-        response = self.conn.getresponse()
-        raw = response.read()
-        if response.status != 200:
-            raise SystemExit(f"{method} {path}: HTTP {response.status}: {raw[:300]!r}")
-        return json.loads(raw or b"null"), len(raw)
-
-    def written(self):
-        with open(f"/proc/{self.child.pid}/io") as f:
-            for line in f:
-                if line.startswith("write_bytes:"):
-                    return int(line.split()[1])
-        return 0
-
-    def index_written(self):
-        """Bytes the server wrote for index persistence, `(journals,
-        snapshots)`, from its own counters at `GET /metrics`."""
-        self.conn.request("GET", "/metrics")
-        response = self.conn.getresponse()
-        text = response.read().decode()
-        if response.status != 200:
-            raise SystemExit(f"GET /metrics: HTTP {response.status}")
-        counters = {}
-        for line in text.splitlines():
-            name, _, value = line.partition(" ")
-            counters[name] = int(float(value or 0)) if not name.startswith("#") else 0
-        return (counters.get("mosaic_index_journal_bytes_total", 0),
-                counters.get("mosaic_index_snapshot_bytes_total", 0))
-
-    def stop(self):
-        self.conn.close()
-        self.child.terminate()
-        self.child.wait(timeout=120)
-
-    def close(self, keep=False):
-        self.child.kill()
-        self.child.wait()
-        if not keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
+def index_written(server):
+    """Bytes the server wrote for index persistence, `(journals,
+    snapshots)`, from its own counters at `GET /metrics`."""
+    counters = server.counters()
+    return (int(counters.get("mosaic_index_journal_bytes_total", 0)),
+            int(counters.get("mosaic_index_snapshot_bytes_total", 0)))
 
 
 def vocabulary(rng, n):
@@ -179,32 +109,25 @@ class Corpus:
         return calls
 
 
-def open_tenant(server, tenant="scale"):
-    """Creates `tenant` and a key for its one principal on `server`."""
-    server.call("POST", "/v1/admin/tenants", server.admin, {"tenant_id": tenant})
-    return server.call("POST", "/v1/admin/keys", server.admin,
-                       {"tenant_id": tenant, "principal_id": "reader"})[0]["key"]
-
-
 def ingest_step(server, key, corpus, size, batch, index_at_start):
     """Grows the store to `size` and returns the step's row: its ingest
     rate, each call's duration (`call_ms`) and the bytes written per
     record."""
     started = time.perf_counter()
-    grown, written, index_written = corpus.stored, server.written(), server.index_written()
+    grown, written, index_before = corpus.stored, server.written(), index_written(server)
     calls = corpus.grow(server, key, size, batch)
     stored = corpus.stored
     ingest_s = time.perf_counter() - started
     # One read of the counters, so the three figures agree.
-    index_now = server.index_written()
+    index_now = index_written(server)
     return {"memories": stored,
             "ingest_turns_per_s": round((stored - grown) / ingest_s, 1) if ingest_s else None,
             "call_ms": calls,
             "written_bytes_per_record": (server.written() - written) // max(1, stored - grown),
             "index_journal_bytes_per_record":
-                (index_now[0] - index_written[0]) // max(1, stored - grown),
+                (index_now[0] - index_before[0]) // max(1, stored - grown),
             "index_snapshot_bytes_per_record":
-                (index_now[1] - index_written[1]) // max(1, stored - grown),
+                (index_now[1] - index_before[1]) // max(1, stored - grown),
             "index_bytes_per_record_so_far":
                 (sum(index_now) - index_at_start) // max(1, stored)}
 
@@ -245,11 +168,11 @@ def main():
     queries = corpus.queries
     if args.keep_data_dir and os.path.exists(args.keep_data_dir):
         sys.exit("--keep-data-dir must name a directory that does not exist yet")
-    server = Server(args.mosaic, args.serve_args, args.keep_data_dir)
+    server = MosaicServer(args.mosaic, args.serve_args, args.keep_data_dir, prefix="mosaic-recall-scale-")
     results = []
     try:
-        key = open_tenant(server)
-        index_at_start = sum(server.index_written())
+        key = server.open_tenant("scale", "reader")
+        index_at_start = sum(index_written(server))
         for size in sizes:
             row = ingest_step(server, key, corpus, size, args.batch, index_at_start)
             stored = corpus.stored
@@ -269,7 +192,7 @@ def main():
                 times, sizes_b = [], []
                 for q in queries:
                     t0 = time.perf_counter()
-                    _, n = server.call("POST", "/v1/recall", key, body(q))
+                    _, n = server.call_sized("POST", "/v1/recall", key, body(q))
                     times.append((time.perf_counter() - t0) * 1000.0)
                     sizes_b.append(n)
                 row[name] = {"p50_ms": round(statistics.median(times), 2),
@@ -291,7 +214,7 @@ def main():
             server.start()
             serving_s = time.perf_counter() - t0
             t1 = time.perf_counter()
-            answer, _ = server.call("POST", "/v1/recall", key, {"query": queries[0], "max_records": 10})
+            answer = server.call("POST", "/v1/recall", key, {"query": queries[0], "max_records": 10})
             first_recall_s = time.perf_counter() - t1
             restart = {"memories": stored, "serving_s": round(serving_s, 2),
                        "first_recall_s": round(first_recall_s, 2),
@@ -323,11 +246,11 @@ def again(args, sizes, first):
     # writeback of a large store's stop does not run in the small one's steps.
     os.sync()
     rows = []
-    server = Server(args.mosaic, args.serve_args)
+    server = MosaicServer(args.mosaic, args.serve_args, prefix="mosaic-recall-scale-")
     try:
-        key = open_tenant(server)
+        key = server.open_tenant("scale", "reader")
         corpus = Corpus(args.seed, args.queries, args.filter_every)
-        index_at_start = sum(server.index_written())
+        index_at_start = sum(index_written(server))
         for size in [s for s in sizes if s <= args.again]:
             row = ingest_step(server, key, corpus, size, args.batch, index_at_start)
             row["again"] = True
