@@ -124,6 +124,33 @@ pub struct EmbedderFlags {
 }
 
 impl EmbedderFlags {
+    /// The flags given, as `mosaic serve` arguments (for a server this
+    /// process starts).
+    fn serve_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.push(format!("--{name}"));
+                args.push(value);
+            }
+        };
+        flag("embedder", self.embedder.map(|e| e.as_str().to_owned()));
+        flag(
+            "model-dir",
+            self.model_dir.as_ref().map(|d| d.display().to_string()),
+        );
+        flag("embedder-url", self.embedder_url.clone());
+        flag("embedder-model", self.embedder_model.clone());
+        flag("embedding-dim", self.embedding_dim.map(|d| d.to_string()));
+        if self.vector_index_optional {
+            args.push("--vector-index-optional".to_owned());
+        }
+        if self.whole_texts {
+            args.push("--whole-texts".to_owned());
+        }
+        args
+    }
+
     /// Applies the flags given over `config`.
     fn apply(&self, config: &mut ServerConfig) {
         if let Some(v) = self.embedder {
@@ -302,9 +329,10 @@ pub enum Command {
     /// A guided tour against an embedded service in a temporary directory.
     Demo,
     /// Measure evidence recall on a conversational dataset (conversations
-    /// and questions JSON lines) through a fresh embedded service in a
-    /// temporary directory: every turn goes through the gate, every
-    /// question through recall. Exit 1 when no question can be scored.
+    /// and questions JSON lines) at the product's door: over HTTP, through
+    /// a fresh `mosaic serve` in a temporary directory (or --server URL).
+    /// Every turn goes through the gate, every question through recall.
+    /// Exit 1 when no question can be scored.
     Eval {
         /// Conversations JSONL file (`{conversation_id, sessions:[{session_id,
         /// date_time, turns:[{turn_id, speaker, text}]}]}` a line).
@@ -326,10 +354,30 @@ pub enum Command {
         /// default the number 5, LoCoMo's adversarial questions.
         #[arg(long)]
         skip_categories: Option<String>,
-        /// TOML configuration file (its embedder settings apply).
+        /// How the turns reach the server: `sessions` (each session one
+        /// call to the conversation endpoint) or `turns` (each turn one
+        /// proposal of an episodic memory).
+        #[arg(long, default_value = "sessions")]
+        ingest: crate::eval::Ingest,
+        /// Only conversations FIRST-LAST of the file (0-based, both ends
+        /// included), to score one split.
+        #[arg(long = "conversations", value_name = "FIRST-LAST")]
+        split: Option<String>,
+        /// Leave each question's own turn and its reference reply
+        /// (`query_turn_id`, `answer_turn_id`) out of the history.
+        #[arg(long)]
+        leave_out_question_turns: bool,
+        /// Measure a running server instead of starting one (the
+        /// evaluation creates a tenant of its own there).
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+        /// An admin key of --server. Env MOSAIC_ADMIN_KEY.
+        #[arg(long, env = "MOSAIC_ADMIN_KEY", hide_env_values = true)]
+        admin_key: Option<String>,
+        /// TOML configuration file of the server it starts.
         #[arg(long, env = "MOSAIC_CONFIG")]
         config: Option<PathBuf>,
-        /// Embedder settings.
+        /// Embedder settings of the server it starts.
         #[command(flatten)]
         embedder: EmbedderFlags,
     },
@@ -563,6 +611,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             k,
             categories,
             skip_categories,
+            ingest,
+            split,
+            leave_out_question_turns,
+            server,
+            admin_key,
             config,
             embedder,
         } => {
@@ -574,19 +627,34 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             if k == 0 {
                 bail!("--k must be at least 1");
             }
-            let mut config = match &config {
-                Some(path) => ServerConfig::from_toml_file(path).map_err(|e| anyhow!("{e}"))?,
-                None => ServerConfig::default(),
+            let split = split.as_deref().map(crate::eval::parse_split).transpose()?;
+            let target = match server {
+                Some(url) => {
+                    if !embedder.serve_args().is_empty() {
+                        bail!(
+                            "the embedder flags configure the server eval starts; \
+                             a running server (--server) keeps its own"
+                        );
+                    }
+                    let admin_key = admin_key.ok_or_else(|| {
+                        anyhow!(
+                            "--server needs an admin key: pass --admin-key or set MOSAIC_ADMIN_KEY"
+                        )
+                    })?;
+                    crate::eval::Target::Server { url, admin_key }
+                }
+                None => {
+                    let mut serve_args = Vec::new();
+                    if let Some(config) = &config {
+                        serve_args.push("--config".to_owned());
+                        serve_args.push(config.display().to_string());
+                    }
+                    serve_args.extend(embedder.serve_args());
+                    crate::eval::Target::Spawn { serve_args }
+                }
             };
-            config
-                .apply_env(std::env::vars())
-                .map_err(|e| anyhow!("{e}"))?;
-            embedder.apply(&mut config);
-            if let Err(problems) = config.validate() {
-                bail!("invalid configuration: {}", problems.join("; "));
-            }
             crate::eval::run(
-                config,
+                &target,
                 &crate::eval::EvalOptions {
                     conversations,
                     questions,
@@ -594,6 +662,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     k,
                     json,
                     categories,
+                    ingest,
+                    split,
+                    leave_out_question_turns,
                 },
             )
         }

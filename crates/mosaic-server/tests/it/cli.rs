@@ -8,7 +8,7 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mosaic");
 
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -253,7 +253,7 @@ fn demo_runs_the_whole_story() {
 }
 
 /// Starts `mosaic serve` on a free port over `data`; returns it and its URL.
-fn start_server(data: &std::path::Path) -> (Server, String) {
+pub(crate) fn start_server(data: &std::path::Path) -> (Server, String) {
     let mut child = Command::new(BIN)
         .args([
             "serve",

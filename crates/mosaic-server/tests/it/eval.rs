@@ -1,5 +1,6 @@
-//! `mosaic eval` on a tiny generated dataset: the figures, the flaws it
-//! reports, the exit codes and the malformed-input errors.
+//! `mosaic eval` on a tiny generated dataset, through a server it starts
+//! and through a running one: the figures, the flaws it reports, splits,
+//! left-out question turns, the exit codes and the malformed-input errors.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +16,7 @@ fn mosaic(args: &[&str]) -> (i32, String, String) {
         .env_remove("MOSAIC_CONFIG")
         .env_remove("MOSAIC_DATA_DIR")
         .env_remove("MOSAIC_POSTGRES")
+        .env_remove("MOSAIC_ADMIN_KEY")
         .output()
         .expect("run mosaic");
     (
@@ -186,6 +188,7 @@ fn eval_scores_a_tiny_dataset_through_the_product_path() {
     assert_eq!(dataset["type"], "eval_dataset", "{stdout}");
     let d = &dataset["data"];
     assert_eq!(d["conversations"], 3);
+    assert_eq!(d["ingest"], "sessions");
     assert_eq!(d["turns"], 12);
     assert_eq!(d["turns_rejected"], json!([]), "every turn passes the gate");
     assert_eq!(d["questions"], 6);
@@ -224,7 +227,7 @@ fn eval_scores_a_tiny_dataset_through_the_product_path() {
         assert!(close(&r["recall_at_10"], r10), "category {category}: {r}");
         assert!(close(&r["ndcg_at_10"], ndcg), "category {category}: {r}");
     }
-    // Latency beside recall: one proposal per turn, one recall per
+    // Latency beside recall: one ingest call per session, one recall per
     // scored question and mode.
     let latency: Vec<&Value> = lines
         .iter()
@@ -233,7 +236,7 @@ fn eval_scores_a_tiny_dataset_through_the_product_path() {
         .collect();
     assert_eq!(latency.len(), 2, "{stdout}");
     assert_eq!(latency[0]["stage"], "ingest");
-    assert_eq!(latency[0]["n"], 12);
+    assert_eq!(latency[0]["n"], 4, "four sessions: {stdout}");
     assert!(latency[0]["per_second"].as_f64().is_some_and(|r| r > 0.0));
     assert_eq!(latency[1]["stage"], "recall");
     assert_eq!(latency[1]["mode"], "lexical");
@@ -273,7 +276,7 @@ fn eval_scores_a_tiny_dataset_through_the_product_path() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("| ingest, one proposal a turn (") && stdout.contains("| recall, hybrid"),
+        stdout.contains("| ingest, one session a call (") && stdout.contains("| recall, hybrid"),
         "{stdout}"
     );
 
@@ -481,4 +484,128 @@ fn eval_takes_string_categories_and_a_category_filter() {
     let (code, stdout, _) = mosaic(&["eval", c, q, "--embedder", "hash", "--categories", "5"]);
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("no question to score"), "{stdout}");
+}
+
+/// The `eval_dataset` line and the ingest latency row of a `--json` run.
+fn dataset_and_ingest(stdout: &str) -> (Value, Value) {
+    let lines = lines_of(stdout);
+    let dataset = lines
+        .iter()
+        .find(|l| l["type"] == "eval_dataset")
+        .map(|l| l["data"].clone())
+        .unwrap_or_else(|| panic!("no dataset line: {stdout}"));
+    let ingest = lines
+        .iter()
+        .find(|l| l["type"] == "eval_latency" && l["data"]["stage"] == "ingest")
+        .map(|l| l["data"].clone())
+        .unwrap_or_else(|| panic!("no ingest line: {stdout}"));
+    (dataset, ingest)
+}
+
+#[test]
+fn eval_measures_a_running_server_one_turn_a_call_on_a_split() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let data = dir.path().join("served");
+    let (_server, url) = crate::cli::start_server(&data);
+    let admin = std::fs::read_to_string(data.join("admin.key")).expect("admin key");
+    let run = || {
+        mosaic(&[
+            "eval",
+            c,
+            q,
+            "--server",
+            &url,
+            "--admin-key",
+            admin.trim(),
+            "--ingest",
+            "turns",
+            "--conversations",
+            "1-2",
+            "--modes",
+            "lexical",
+            "--json",
+        ])
+    };
+    let (code, stdout, stderr) = run();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (d, ingest) = dataset_and_ingest(&stdout);
+    // Conversations conv-b and conv-c only: 8 turns, one proposal each.
+    assert_eq!(d["conversations"], 2, "{d}");
+    assert_eq!(d["conversations_split"], json!([1, 2]));
+    assert_eq!(d["ingest"], "turns");
+    assert_eq!(d["turns"], 8);
+    assert_eq!(ingest["n"], 8, "{ingest}");
+    // b-q1 (category 1) and c-q1 (category 2) are scored; b-q2 is LoCoMo's
+    // adversarial category; conv-a's questions are outside the split.
+    assert_eq!(d["questions_scored"], 2, "{d}");
+    assert_eq!(d["categories_scored"], json!([1, 2]));
+    // A second run on the same server makes a tenant of its own.
+    let (code, stdout, stderr) = run();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(dataset_and_ingest(&stdout).0["turns"], 8);
+}
+
+#[test]
+fn eval_leaves_out_the_turns_a_question_is_made_of() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, _) = dataset(dir.path());
+    let q = dir.path().join("asked.jsonl");
+    let mut asked = question("conv-a", "a-q9", "cello?", 1, &["D1:4"]);
+    asked["query_turn_id"] = json!("D1:3");
+    asked["answer_turn_id"] = json!("D1:4");
+    write_lines(&q, &[asked]);
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let args = [
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical",
+        "--json",
+    ];
+    let (code, stdout, stderr) = mosaic(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (d, _) = dataset_and_ingest(&stdout);
+    assert_eq!(d["turns"], 12);
+    assert_eq!(d["question_turns_left_out"], 0);
+    let (code, stdout, stderr) = mosaic(&[&args[..], &["--leave-out-question-turns"]].concat());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (d, _) = dataset_and_ingest(&stdout);
+    assert_eq!(d["turns"], 10, "{d}");
+    assert_eq!(d["question_turns_left_out"], 2);
+    // The left-out reference reply was the evidence: a miss, and listed.
+    assert_eq!(d["unknown_evidence_kept_as_misses"], json!(["a-q9 D1:4"]));
+}
+
+#[test]
+fn eval_refuses_a_bad_split_or_server_flags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    for (extra, expected) in [
+        (&["--conversations", "2-1"][..], "FIRST <= LAST"),
+        (&["--conversations", "x"][..], "FIRST-LAST"),
+        (&["--conversations", "0-3"][..], "holds 3 conversations"),
+        (&["--ingest", "messages"][..], "not sessions or turns"),
+        (&["--server", "http://127.0.0.1:9"][..], "admin key"),
+        (
+            &[
+                "--server",
+                "http://127.0.0.1:9",
+                "--admin-key",
+                "k",
+                "--embedder",
+                "hash",
+            ][..],
+            "keeps its own",
+        ),
+    ] {
+        let (code, stdout, stderr) = mosaic(&[&["eval", c, q][..], extra].concat());
+        assert_eq!(code, 2, "{extra:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+    }
 }

@@ -1,15 +1,23 @@
-//! `mosaic eval`: evidence-retrieval quality of the real product path on a
+//! `mosaic eval`: evidence-retrieval quality of the product on a
 //! conversational dataset (the normalized LoCoMo form: a conversations
-//! JSONL file and a questions JSONL file).
+//! JSONL file and a questions JSONL file), measured at its door.
 //!
-//! A fresh embedded service runs in a temporary data directory. Each
-//! conversation is one principal of one tenant; each turn is proposed as an
-//! episodic memory of that principal whose one source is the turn itself
-//! (`[session date] speaker: text`), judged by the server's built-in
-//! verbatim verifier, decided by the gate in the store's write transaction
-//! and published to the indexes through the outbox. Each question is then
-//! asked through the service's recall path with the key of its own
-//! conversation's principal, so it can only see that conversation.
+//! Every call crosses the HTTP API, as a client's would: of a fresh
+//! `mosaic serve` this binary starts in a temporary data directory on
+//! loopback (the embedder flags apply to it), or of a running server
+//! (`--server URL` with an admin key), where the evaluation creates a tenant
+//! of its own. Each conversation is one principal of that tenant (its own
+//! key). By default each session is one call to the conversation endpoint
+//! (`--ingest sessions`); `--ingest turns` proposes each turn as an
+//! episodic memory whose one source is the turn itself
+//! (`[session date] speaker: text`). Either way the gate decides each
+//! memory in the store's write transaction, and the indexes publish it
+//! before the call returns. Each question is then recalled with the key of
+//! its own conversation's principal, so it can only see that conversation.
+//! `--conversations FIRST-LAST` scores one split of the file (0-based, file
+//! order); `--leave-out-question-turns` keeps a question's own turn and its
+//! reference reply (`query_turn_id`, `answer_turn_id`) out of the history,
+//! for sets whose questions are turns of it.
 //!
 //! A question's category is a number or a string (`2`, `"preference"`).
 //! Which categories are scored is an option ([`CategoryFilter`]): by
@@ -19,12 +27,14 @@
 //! Reported per retrieval mode and category: evidence recall@1/5/10 (the
 //! fraction of a question's evidence turns among the first k recalled),
 //! any-hit@10 (at least one evidence turn among the first 10) and nDCG@10;
-//! and the latency of the product path: each turn's proposal (gate, store
+//! and the latency at the client: each ingest call (gate, store
 //! transaction, index publication, embedding included) and each question's
 //! recall per mode (query embedding included). Questions with empty
 //! evidence are excluded and listed; evidence ids that name no turn are
 //! kept (they count as misses) and listed. Memory ids and contents are
 //! never printed.
+
+mod door;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{IsTerminal, Write};
@@ -35,19 +45,13 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use mosaic_harness::canonical::sha256_hex;
-use mosaic_harness::memory_write::MemoryPurpose;
-use mosaic_harness::{MemoryKind, MemorySource, MemorySubject};
 use mosaic_index::RetrievalMode;
 use mosaic_index::eval_metrics::{MetricSums, score_ranking};
-use mosaic_server::ServerConfig;
-use mosaic_server::Service;
-use mosaic_server::api::{
-    CreateKeyRequest, CreateTenantRequest, PolicyRequest, ProposeRequest, RecallRequest,
-};
-use mosaic_server::auth::Credential;
-use mosaic_server::service::ADMIN_KEY_FILE;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use door::Door;
+pub use door::Target;
 
 const TENANT: &str = "eval";
 const DAY_MS: u64 = 86_400_000;
@@ -66,6 +70,12 @@ pub struct EvalOptions {
     pub json: bool,
     /// Which categories are scored.
     pub categories: CategoryFilter,
+    /// How the turns reach the server.
+    pub ingest: Ingest,
+    /// Only these conversations (0-based, both ends included).
+    pub split: Option<(usize, usize)>,
+    /// Keep each question's own turn and reference reply out.
+    pub leave_out_question_turns: bool,
 }
 
 /// A question's category: a number (LoCoMo's 1-5) or a name.
@@ -185,6 +195,12 @@ struct Question {
     #[serde(default)]
     category_name: Option<String>,
     evidence: Vec<String>,
+    /// The turn that asks the question, where it is one of the history.
+    #[serde(default)]
+    query_turn_id: Option<String>,
+    /// The turn that answered it (its reference reply).
+    #[serde(default)]
+    answer_turn_id: Option<String>,
 }
 
 /// Parses a `--modes` value such as `lexical,vector,hybrid`.
@@ -249,18 +265,62 @@ fn print_line(kind: &str, data: &Value) {
     let _ = writeln!(stdout, "{}", json!({"type": kind, "data": data}));
 }
 
-fn service_error(err: mosaic_server::ServiceError) -> anyhow::Error {
-    anyhow!("{err}")
+/// How the turns reach the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ingest {
+    /// Each session one call to the conversation endpoint
+    /// (`POST /v1/conversations/{id}/messages`), as a chat application
+    /// sends it.
+    Sessions,
+    /// Each turn one proposal (`POST /v1/memories`): an episodic memory
+    /// whose one source is the turn itself.
+    Turns,
 }
 
-/// One conversation as ingested: its principal's credential.
-struct Ingested {
-    credential: Credential,
+impl std::str::FromStr for Ingest {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "sessions" => Ok(Ingest::Sessions),
+            "turns" => Ok(Ingest::Turns),
+            other => Err(format!("{other:?} is not sessions or turns")),
+        }
+    }
 }
 
-/// Runs the evaluation. `config` carries the embedder settings; its data
-/// directory is replaced by a temporary one.
-pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> {
+/// Parses `--conversations FIRST-LAST` (0-based, both ends included).
+pub fn parse_split(spec: &str) -> Result<(usize, usize)> {
+    let parsed = spec
+        .split_once('-')
+        .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+    match parsed {
+        Some((first, last)) if first <= last => Ok((first, last)),
+        _ => bail!("--conversations takes FIRST-LAST (0-based, FIRST <= LAST), not {spec:?}"),
+    }
+}
+
+/// The conversation id as one URL path segment.
+fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// A tenant id no earlier evaluation on the same server used.
+fn fresh_tenant() -> Result<String> {
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow!("no randomness: {e}"))?;
+    Ok(format!("{TENANT}-{}", hex::encode(bytes)))
+}
+
+/// Runs the evaluation through `target`.
+pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
     let conversations: Vec<(usize, Conversation)> =
         read_jsonl(&options.conversations, "conversation")?;
     let questions: Vec<(usize, Question)> = read_jsonl(&options.questions, "question")?;
@@ -277,6 +337,21 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
             );
         }
     }
+    if let Some((_, last)) = options.split
+        && last >= conversations.len()
+    {
+        bail!(
+            "--conversations: {} holds {} conversations (0 to {})",
+            options.conversations.display(),
+            conversations.len(),
+            conversations.len().saturating_sub(1)
+        );
+    }
+    let in_split = |index: usize| {
+        options
+            .split
+            .is_none_or(|(first, last)| (first..=last).contains(&index))
+    };
     let mut categories: Vec<Category> = Vec::with_capacity(questions.len());
     // A category's display name: the first non-empty `category_name` of
     // its questions.
@@ -320,6 +395,21 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
             }
         }
     }
+    // A question's own turn and its reference reply, left out of the
+    // history when asked (sets whose questions are turns of it).
+    let left_out: BTreeSet<(&str, &str)> = if options.leave_out_question_turns {
+        questions
+            .iter()
+            .flat_map(|(_, q)| {
+                [q.query_turn_id.as_deref(), q.answer_turn_id.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .map(|turn| (q.conversation_id.as_str(), turn))
+            })
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     let label = |category: &Category| -> String {
         match (category, category_names.get(category)) {
             (Category::Number(n), Some(name)) => format!("{n} {name}"),
@@ -328,104 +418,158 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
     };
     let hidden = options.json || !std::io::stderr().is_terminal();
 
-    // A fresh service in a temporary directory; the model directory keeps
-    // its configured (or default) place.
-    if config.model_dir.is_none() {
-        config.model_dir = Some(mosaic_server::embedder::model_dir(&config));
-    }
-    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    config.data_dir = dir.path().join("data");
-    config.postgres = None;
-    let (service, report) = Service::open(config.clone()).map_err(service_error)?;
-    let admin_key = std::fs::read_to_string(config.data_dir.join(ADMIN_KEY_FILE))
-        .context("cannot read the temporary service's admin key")?;
-    let admin = service
-        .authenticate(Some(admin_key.trim()))
-        .map_err(service_error)?;
-    service
-        .create_tenant(
-            &admin,
-            &CreateTenantRequest {
-                tenant_id: TENANT.into(),
-                policy: Some(PolicyRequest {
-                    allowed_kinds: None,
-                    max_ttl_ms: Some(3650 * DAY_MS),
-                    require_consent_for_principal_semantic: None,
-                    minimum_procedure_eval_cases: None,
-                    claim_updates: None,
-                    write_guards: None,
-                }),
-            },
-        )
-        .map_err(service_error)?;
+    let door = Door::open(target)?;
+    let tenant = match target {
+        Target::Spawn { .. } => TENANT.to_owned(),
+        Target::Server { .. } => fresh_tenant()?,
+    };
+    door.call(
+        door.admin(),
+        "/v1/admin/tenants",
+        &json!({"tenant_id": tenant, "policy": {"max_ttl_ms": 3650 * DAY_MS}}),
+    )
+    .context("cannot create the evaluation's tenant")?;
 
-    // Ingest: every turn through the gate.
-    let n_turns: usize = conversations
+    // Ingest: every turn through the gate, as the chosen route sends it.
+    let kept: Vec<usize> = (0..conversations.len()).filter(|&i| in_split(i)).collect();
+    let sent = |index: usize, turn: &Turn| {
+        !left_out.contains(&(
+            conversations[index].1.conversation_id.as_str(),
+            turn.turn_id.as_str(),
+        ))
+    };
+    let n_turns: usize = kept
         .iter()
-        .map(|(_, c)| c.sessions.iter().map(|s| s.turns.len()).sum::<usize>())
+        .map(|&i| {
+            conversations[i]
+                .1
+                .sessions
+                .iter()
+                .flat_map(|s| &s.turns)
+                .filter(|t| sent(i, t))
+                .count()
+        })
         .sum();
     let bar = progress(n_turns, hidden, "ingest");
-    let mut ingested = Vec::with_capacity(conversations.len());
+    let mut keys: HashMap<usize, String> = HashMap::new();
     // (conversation index, turn id) -> record id; and back.
     let mut record_of_turn: HashMap<(usize, String), String> = HashMap::new();
     let mut turn_of_record: HashMap<String, (usize, String)> = HashMap::new();
     let mut rejected_turns: Vec<String> = Vec::new();
-    let mut ingest_ms: Vec<f64> = Vec::with_capacity(n_turns);
+    let mut ingest_ms: Vec<f64> = Vec::new();
     let ingest_started = Instant::now();
-    for (index, (_, conversation)) in conversations.iter().enumerate() {
+    for &index in &kept {
+        let conversation = &conversations[index].1;
         let principal = format!("conversation-{}", index + 1);
-        let key = service
-            .create_key(
-                &admin,
-                &CreateKeyRequest {
-                    tenant_id: TENANT.into(),
-                    principal_id: principal.clone(),
-                    grant: None,
-                },
-            )
-            .map_err(service_error)?;
-        let credential = service
-            .authenticate(Some(&key.key))
-            .map_err(service_error)?;
+        let key = door
+            .call(
+                door.admin(),
+                "/v1/admin/keys",
+                &json!({"tenant_id": tenant, "principal_id": principal}),
+            )?
+            .get("key")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("the server's key answer has no key"))?;
+        let mut accepted = |turn_id: &str, record_id: Option<&str>| match record_id {
+            Some(record_id) => {
+                record_of_turn.insert((index, turn_id.to_owned()), record_id.to_owned());
+                turn_of_record.insert(record_id.to_owned(), (index, turn_id.to_owned()));
+            }
+            None => rejected_turns.push(format!("{} {turn_id}", conversation.conversation_id)),
+        };
         for session in &conversation.sessions {
-            for turn in &session.turns {
-                let source_text =
-                    format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);
-                let request = turn_proposal(&principal, &turn.turn_id, &source_text);
-                let started = Instant::now();
-                let proposed = service.propose(&credential, &request);
-                ingest_ms.push(started.elapsed().as_secs_f64() * 1e3);
-                let response = proposed.map_err(|e| {
-                    anyhow!(
-                        "conversation {:?} turn {:?}: {e}",
-                        conversation.conversation_id,
-                        turn.turn_id
-                    )
-                })?;
-                if response.decision == "accepted" {
-                    record_of_turn
-                        .insert((index, turn.turn_id.clone()), response.record_id.clone());
-                    turn_of_record.insert(response.record_id, (index, turn.turn_id.clone()));
-                } else {
-                    rejected_turns
-                        .push(format!("{} {}", conversation.conversation_id, turn.turn_id));
+            let turns: Vec<&Turn> = session.turns.iter().filter(|t| sent(index, t)).collect();
+            if turns.is_empty() {
+                continue;
+            }
+            match options.ingest {
+                Ingest::Sessions => {
+                    let messages: Vec<Value> = turns
+                        .iter()
+                        .map(|t| {
+                            let mut m = json!({"id": t.turn_id, "role": "user",
+                                               "name": t.speaker, "content": t.text});
+                            if !session.date_time.trim().is_empty() {
+                                m["created_at"] = json!(session.date_time);
+                            }
+                            m
+                        })
+                        .collect();
+                    let path = format!(
+                        "/v1/conversations/{}/messages",
+                        path_segment(&conversation.conversation_id)
+                    );
+                    let started = Instant::now();
+                    let answer = door
+                        .call(&key, &path, &json!({ "messages": messages }))
+                        .with_context(|| {
+                            format!("conversation {:?}", conversation.conversation_id)
+                        })?;
+                    ingest_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                    let mut answered: HashMap<usize, &Value> = HashMap::new();
+                    for m in answer["messages"].as_array().into_iter().flatten() {
+                        if let Some(i) = m["index"].as_u64() {
+                            answered.insert(i as usize, m);
+                        }
+                    }
+                    for (i, turn) in turns.iter().enumerate() {
+                        // An empty turn is skipped by the server and
+                        // counts as not kept.
+                        let record = answered
+                            .get(&i)
+                            .filter(|m| m["decision"] == "accepted")
+                            .and_then(|m| m["record_id"].as_str());
+                        accepted(&turn.turn_id, record);
+                    }
+                    bar.inc(turns.len() as u64);
                 }
-                bar.inc(1);
+                Ingest::Turns => {
+                    for turn in turns {
+                        let text =
+                            format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);
+                        let started = Instant::now();
+                        let answer = door
+                            .call(
+                                &key,
+                                "/v1/memories",
+                                &turn_proposal(&principal, &turn.turn_id, &text),
+                            )
+                            .with_context(|| {
+                                format!(
+                                    "conversation {:?} turn {:?}",
+                                    conversation.conversation_id, turn.turn_id
+                                )
+                            })?;
+                        ingest_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                        let record = (answer["decision"] == "accepted")
+                            .then(|| answer["record_id"].as_str())
+                            .flatten();
+                        accepted(&turn.turn_id, record);
+                        bar.inc(1);
+                    }
+                }
             }
         }
-        ingested.push(Ingested { credential });
+        keys.insert(index, key);
     }
     let ingest_secs = ingest_started.elapsed().as_secs_f64();
     bar.finish_and_clear();
 
     // Questions: categories filtered, empty evidence excluded, evidence
-    // ids naming no turn kept as misses.
+    // ids naming no kept turn kept as misses.
     let mut skipped: BTreeMap<Category, usize> = BTreeMap::new();
     let mut empty_evidence: Vec<String> = Vec::new();
     let mut unknown_evidence: Vec<String> = Vec::new();
     let mut scored: Vec<(usize, &Question, &Category)> = Vec::new();
     let mut scored_categories: BTreeSet<&Category> = BTreeSet::new();
     for ((_, question), category) in questions.iter().zip(&categories) {
+        let Some(&index) = by_id.get(question.conversation_id.as_str()) else {
+            continue;
+        };
+        if !in_split(index) {
+            continue;
+        }
         if !options.categories.scores(category) {
             *skipped.entry(category.clone()).or_default() += 1;
             continue;
@@ -434,9 +578,6 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
             empty_evidence.push(question.question_id.clone());
             continue;
         }
-        let Some(&index) = by_id.get(question.conversation_id.as_str()) else {
-            continue;
-        };
         for evidence in &question.evidence {
             if !record_of_turn.contains_key(&(index, evidence.clone())) {
                 unknown_evidence.push(format!("{} {evidence}", question.question_id));
@@ -447,11 +588,17 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
     }
     let n_skipped: usize = skipped.values().sum();
     let skipped_labels: Vec<String> = skipped.keys().map(&label).collect();
+    let ingest_label = match options.ingest {
+        Ingest::Sessions => "sessions",
+        Ingest::Turns => "turns",
+    };
     let summary = json!({
-        "conversations": conversations.len(),
+        "conversations": kept.len(),
+        "conversations_split": options.split.map(|(a, b)| json!([a, b])),
+        "ingest": ingest_label,
         "turns": n_turns,
         "turns_rejected": rejected_turns,
-        "embedder": report.embedder.identity.release,
+        "question_turns_left_out": left_out.len(),
         "k": options.k,
         "questions": questions.len(),
         "questions_scored": scored.len(),
@@ -465,15 +612,26 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
         print_line("eval_dataset", &summary);
     } else {
         println!(
-            "mosaic eval: {} conversations, {n_turns} turns ingested through the gate ({} rejected{}), embedder {}",
-            conversations.len(),
+            "mosaic eval: {} conversations, {n_turns} turns ingested through the gate over HTTP, one {} a call ({} rejected{}){}",
+            kept.len(),
+            match options.ingest {
+                Ingest::Sessions => "session",
+                Ingest::Turns => "turn",
+            },
             rejected_turns.len(),
             if rejected_turns.is_empty() {
                 String::new()
             } else {
                 format!(": {}", rejected_turns.join(", "))
             },
-            report.embedder.identity.release
+            if left_out.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} question turns and reference replies left out",
+                    left_out.len()
+                )
+            },
         );
         let scored_labels: Vec<String> = scored_categories.iter().map(|c| label(c)).collect();
         println!(
@@ -503,46 +661,45 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
     let bar = progress(scored.len() * options.modes.len(), hidden, "questions");
     // `None` stands for all categories together.
     let mut rows: Vec<(RetrievalMode, Option<Category>, MetricSums, usize)> = Vec::new();
-    let mut recall_ms: Vec<(RetrievalMode, Vec<f64>)> = Vec::new();
+    let mut recall_ms: Vec<(RetrievalMode, Vec<f64>, Option<String>)> = Vec::new();
     for &mode in &options.modes {
         let mut by_category: BTreeMap<Option<Category>, (MetricSums, usize)> = BTreeMap::new();
         let mut times = Vec::with_capacity(scored.len());
+        let mut feature_release = None;
         for (index, question, category) in &scored {
-            let Some(conversation) = ingested.get(*index) else {
+            let Some(key) = keys.get(index) else {
                 bail!("conversation {index} was not ingested");
             };
             let started = Instant::now();
-            let recall = service
-                .recall(
-                    &conversation.credential,
-                    &RecallRequest {
-                        kinds: Some(vec![MemoryKind::Episodic]),
-                        max_records: Some(options.k),
-                        query: Some(question.question.clone()),
-                        mode: Some(mode),
-                        ..RecallRequest::default()
-                    },
+            let recall = door
+                .call(
+                    key,
+                    "/v1/recall",
+                    &json!({"kinds": ["episodic"], "max_records": options.k,
+                            "query": question.question, "mode": mode_name(mode)}),
                 )
-                .map_err(|e| anyhow!("question {:?}: {e}", question.question_id))?;
+                .with_context(|| format!("question {:?}", question.question_id))?;
             times.push(started.elapsed().as_secs_f64() * 1e3);
+            if feature_release.is_none() {
+                feature_release = recall["relevance_receipt"]["feature_release"]
+                    .as_str()
+                    .map(str::to_owned);
+            }
             // Best first: the relevance ranking, restricted to what the
             // selector and the context handoff let through.
-            let selected: BTreeSet<&str> = recall
-                .selected_record_ids
-                .iter()
-                .map(String::as_str)
+            let selected: BTreeSet<&str> = recall["selected_record_ids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
                 .collect();
-            let ranked: Vec<&str> = recall
-                .relevance_receipt
-                .as_ref()
-                .map(|r| {
-                    r.results
-                        .iter()
-                        .map(|x| x.record_id.as_str())
-                        .filter(|id| selected.contains(id))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let ranked: Vec<&str> = recall["relevance_receipt"]["results"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["record_id"].as_str())
+                .filter(|id| selected.contains(id))
+                .collect();
             let evidence: BTreeSet<&str> = question.evidence.iter().map(String::as_str).collect();
             let hits: Vec<bool> = ranked
                 .iter()
@@ -561,7 +718,7 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
             }
             bar.inc(1);
         }
-        recall_ms.push((mode, times));
+        recall_ms.push((mode, times, feature_release));
         // Categories in order (numbers, then names), then all.
         let all = by_category.remove(&None);
         for (category, (sums, any)) in by_category {
@@ -610,22 +767,29 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
         }
     }
 
-    // Latency of the product path: proposals, then recalls per mode.
+    // Latency at the client: ingest calls, then recalls per mode.
     let mut latency = vec![(
         "ingest".to_owned(),
         Value::Null,
         ingest_ms,
         Some(n_turns as f64 / ingest_secs.max(1e-9)),
+        None,
     )];
-    for (mode, times) in recall_ms {
-        latency.push(("recall".to_owned(), json!(mode_name(mode)), times, None));
+    for (mode, times, release) in recall_ms {
+        latency.push((
+            "recall".to_owned(),
+            json!(mode_name(mode)),
+            times,
+            None,
+            release,
+        ));
     }
     if !options.json {
         println!();
-        println!("| latency | n | mean ms | p50 ms | p95 ms | p99 ms | max ms |");
+        println!("| latency at the client | n | mean ms | p50 ms | p95 ms | p99 ms | max ms |");
         println!("|---|---:|---:|---:|---:|---:|---:|");
     }
-    for (stage, mode, mut times, rate) in latency {
+    for (stage, mode, mut times, rate, release) in latency {
         times.sort_by(f64::total_cmp);
         let n = times.len();
         let mean = times.iter().sum::<f64>() / n.max(1) as f64;
@@ -643,15 +807,23 @@ pub fn run(mut config: ServerConfig, options: &EvalOptions) -> Result<ExitCode> 
                     "p99_ms": round(p(0.99)),
                     "max_ms": round(p(1.0)),
                     "per_second": rate.map(round),
+                    "feature_release": release,
                 }),
             );
         } else {
             let what = match (mode.as_str(), rate) {
                 (Some("lexical"), _) => "recall, lexical".to_owned(),
-                (Some(mode), _) => format!("recall, {mode} (query embedding included)"),
-                (None, Some(rate)) => {
-                    format!("ingest, one proposal a turn ({rate:.1} turns/s)")
-                }
+                (Some(mode), _) => format!(
+                    "recall, {mode} (query embedding included; {})",
+                    release.as_deref().unwrap_or("no vector release")
+                ),
+                (None, Some(rate)) => format!(
+                    "ingest, one {} a call ({rate:.1} turns/s)",
+                    match options.ingest {
+                        Ingest::Sessions => "session",
+                        Ingest::Turns => "turn",
+                    }
+                ),
                 (None, None) => stage,
             };
             println!(
@@ -689,50 +861,27 @@ fn round(x: f64) -> f64 {
 }
 
 /// An episodic memory of `principal` whose one source is the turn itself,
-/// so the server's verbatim verifier supports it.
-fn turn_proposal(principal: &str, turn_id: &str, text: &str) -> ProposeRequest {
-    let source = MemorySource {
-        source_id: format!(
-            "turn-{}",
-            sha256_hex(turn_id.as_bytes()).get(..16).unwrap_or("")
-        ),
-        content_sha256: sha256_hex(text.as_bytes()),
-        provenance_sha256: sha256_hex(format!("mosaic-eval/provenance/{principal}").as_bytes()),
-        locator_sha256: sha256_hex(format!("mosaic-eval/locator/{principal}/{turn_id}").as_bytes()),
-    };
-    ProposeRequest {
-        content: text.to_owned(),
-        kind: MemoryKind::Episodic,
-        purpose: MemoryPurpose::Personalization,
-        subject: MemorySubject::Principal {
-            principal_id: principal.to_owned(),
-        },
-        source_texts: BTreeMap::from([(source.source_id.clone(), text.to_owned())]),
-        sources: vec![source],
-        judgments: Vec::new(),
-        adjudications: Vec::new(),
-        conflicts: Vec::new(),
-        procedure_evaluation: None,
-        consent_receipt_sha256: None,
-        claims: Vec::new(),
-        summary: None,
-        cites: Vec::new(),
-        derived_from: Vec::new(),
-        supersedes_record_id: None,
-        expected_line_generation: None,
-        record_id: None,
-        proposal_id: None,
-        ttl_ms: Some(3650 * DAY_MS),
-        token_count: None,
-        token_counter_release: None,
-        provenance_sha256: None,
-        writer_release: Some("mosaic-eval-v1".into()),
-        tenant_id: None,
-        principal_id: None,
-        metadata: None,
-        namespace: None,
-        key: None,
-    }
+/// so the server's verbatim verifier supports it (`POST /v1/memories`).
+fn turn_proposal(principal: &str, turn_id: &str, text: &str) -> Value {
+    let source_id = format!(
+        "turn-{}",
+        sha256_hex(turn_id.as_bytes()).get(..16).unwrap_or("")
+    );
+    json!({
+        "content": text,
+        "kind": "episodic",
+        "purpose": "personalization",
+        "subject": {"type": "principal", "principal_id": principal},
+        "sources": [{
+            "source_id": source_id,
+            "content_sha256": sha256_hex(text.as_bytes()),
+            "provenance_sha256": sha256_hex(format!("mosaic-eval/provenance/{principal}").as_bytes()),
+            "locator_sha256": sha256_hex(format!("mosaic-eval/locator/{principal}/{turn_id}").as_bytes()),
+        }],
+        "source_texts": {source_id.clone(): text},
+        "ttl_ms": 3650 * DAY_MS,
+        "writer_release": "mosaic-eval-v1",
+    })
 }
 
 #[cfg(test)]
