@@ -645,9 +645,30 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 None => {
                     let mut serve_args = Vec::new();
-                    if let Some(config) = &config {
-                        serve_args.push("--config".to_owned());
-                        serve_args.push(config.display().to_string());
+                    // The server runs in a temporary data directory: the
+                    // model stays where this configuration finds it.
+                    let mut settings = match &config {
+                        Some(path) => {
+                            serve_args.push("--config".to_owned());
+                            serve_args.push(path.display().to_string());
+                            ServerConfig::from_toml_file(path).map_err(|e| anyhow!("{e}"))?
+                        }
+                        None => ServerConfig::default(),
+                    };
+                    settings
+                        .apply_env(std::env::vars())
+                        .map_err(|e| anyhow!("{e}"))?;
+                    embedder.apply(&mut settings);
+                    if let Err(problems) = settings.validate() {
+                        bail!("invalid configuration: {}", problems.join("; "));
+                    }
+                    if embedder.model_dir.is_none() {
+                        serve_args.push("--model-dir".to_owned());
+                        serve_args.push(
+                            mosaic_server::embedder::model_dir(&settings)
+                                .display()
+                                .to_string(),
+                        );
                     }
                     serve_args.extend(embedder.serve_args());
                     crate::eval::Target::Spawn { serve_args }
