@@ -99,6 +99,9 @@ fn set_digest(read_context_sha256: &str, entries_sha256: &str) -> Result<String,
 pub struct SealedEntries {
     entries: Vec<EligibleEntry>,
     sha256: String,
+    /// Whether the entries are strictly sorted by record id, checked once
+    /// here rather than on every ranking over them.
+    sorted: bool,
 }
 
 impl SealedEntries {
@@ -106,7 +109,12 @@ impl SealedEntries {
     /// as [`eligible_set`] makes them) with their digest.
     pub fn seal(entries: Vec<EligibleEntry>) -> Result<Self, CanonicalError> {
         let sha256 = entries_digest(&entries)?;
-        Ok(SealedEntries { entries, sha256 })
+        let sorted = strictly_sorted(&entries);
+        Ok(SealedEntries {
+            entries,
+            sha256,
+            sorted,
+        })
     }
 
     /// The entries.
@@ -118,6 +126,11 @@ impl SealedEntries {
     pub fn sha256(&self) -> &str {
         &self.sha256
     }
+}
+
+/// Whether `entries` are strictly increasing by record id.
+fn strictly_sorted(entries: &[EligibleEntry]) -> bool {
+    entries.windows(2).all(|w| w[0].record_id < w[1].record_id)
 }
 
 /// The eligible-set snapshot of `records` under `ctx` (before the selection
@@ -341,6 +354,7 @@ impl RelevanceInput {
         RankParts {
             query_sha256: &self.query_sha256,
             entries: &self.eligible.entries,
+            sorted: strictly_sorted(&self.eligible.entries),
             feature_release: &self.feature_release,
             ranker_release: &self.ranker_release,
             scores: &self.scores,
@@ -366,6 +380,7 @@ impl SealedEligibleSet {
         RankParts {
             query_sha256,
             entries: self.entries(),
+            sorted: self.entries.sorted,
             feature_release,
             ranker_release,
             scores,
@@ -379,6 +394,8 @@ impl SealedEligibleSet {
 struct RankParts<'a> {
     query_sha256: &'a str,
     entries: &'a [EligibleEntry],
+    /// Whether `entries` are strictly sorted by record id.
+    sorted: bool,
     feature_release: &'a str,
     ranker_release: &'a str,
     scores: &'a [ScoredCandidate],
@@ -402,7 +419,7 @@ impl RankParts<'_> {
         let entries = self.entries;
         // Entries are normally sorted by record id: search them in place
         // instead of building a set of every eligible id.
-        let sorted = entries.windows(2).all(|w| w[0].record_id < w[1].record_id);
+        let sorted = self.sorted;
         let set: BTreeSet<&str> = if sorted {
             BTreeSet::new()
         } else {
