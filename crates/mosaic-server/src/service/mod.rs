@@ -59,6 +59,7 @@ mod extract;
 mod guard_vectors;
 mod guards;
 mod health;
+mod ids;
 mod outbox;
 mod persistence;
 mod postgres;
@@ -70,6 +71,7 @@ mod revocation;
 mod sync;
 
 pub use browse::{BROWSE_DEFAULT_LIMIT, BROWSE_MAX_LIMIT, BROWSE_MAX_SCAN};
+pub use ids::REQUEST_ID_DOMAIN;
 pub use postgres::migrate_postgres;
 use postgres::*;
 use propose::record_decision;
@@ -82,8 +84,6 @@ pub const DEFAULT_TOKEN_COUNTER: &str = "whitespace-v1";
 pub const DEFAULT_WRITER: &str = "api-client-v1";
 /// Domain tag of a server-computed policy digest.
 pub const POLICY_DOCUMENT_DOMAIN: &str = "mosaic.server.policy_document.v1";
-/// Domain tag of derived proposal and record ids.
-pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
 /// The vector index's saved embeddings, beside its snapshot.
 pub const VECTOR_EMBEDDINGS_FILE: &str = "vector.embeddings";
 /// The vector target's HNSW graph, saved with (and bound to) the vectors
