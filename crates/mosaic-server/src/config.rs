@@ -331,7 +331,7 @@ mod tests {
     /// are bounded: at least one connection, a positive wait no longer
     /// than the request timeout (else a request would time out first).
     #[test]
-    fn the_postgres_read_pool_settings_are_read_and_bounded() {
+    fn the_postgres_read_pool_settings_are_read_and_bounded() -> crate::error::ServiceResult<()> {
         let defaults = ServerConfig::default();
         assert_eq!(
             (defaults.pg_read_connections, defaults.pg_read_wait_ms),
@@ -343,9 +343,7 @@ mod tests {
             ("MOSAIC_PG_READ_CONNECTIONS", "3"),
             ("MOSAIC_PG_READ_WAIT_MS", "250"),
         ];
-        config
-            .apply_env(vars.map(|(k, v)| (k.to_owned(), v.to_owned())))
-            .expect("the variables parse");
+        config.apply_env(vars.map(|(k, v)| (k.to_owned(), v.to_owned())))?;
         assert_eq!(
             (config.pg_read_connections, config.pg_read_wait_ms),
             (3, 250)
@@ -360,5 +358,6 @@ mod tests {
         assert!(refused(|c| c.pg_read_connections = 257));
         assert!(refused(|c| c.pg_read_wait_ms = 0));
         assert!(refused(|c| c.pg_read_wait_ms = c.request_timeout_ms + 1));
+        Ok(())
     }
 }
