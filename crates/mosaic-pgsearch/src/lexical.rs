@@ -104,6 +104,11 @@ impl PgLexicalIndex {
         })
     }
 
+    /// This target's connection (for [`crate::rank::recall`]).
+    pub(crate) fn client_mut(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
     /// Opens a read of the shared ranker's candidates (see [`crate::rank`])
     /// on this target's connection: one read-only, repeatable-read
     /// transaction as `tenant_id`, over the live records among `ids` under

@@ -425,15 +425,36 @@ impl CandidateSource for PgCandidates<'_> {
     }
 }
 
-/// Ranks `query` over the PostgreSQL targets with the shared ranker: the
-/// candidates of [`PgCandidates`] (opened on `lexical`'s connection), then
-/// `mosaic_index::fusion::fuse` with `config`. `query_vector` is the
-/// embedded query (`None` skips vectors); `embedder_release` names the
-/// embedder that made it and the stored vectors. The receipt's query digest
-/// and feature release are computed as the in-memory retriever computes
-/// them, so both paths give the same receipt for the same data.
+/// Ranks `query` over the PostgreSQL targets with the shared ranker on
+/// `lexical`'s connection (see [`recall_on`]).
 pub fn recall(
     lexical: &mut PgLexicalIndex,
+    config: &FunnelConfig,
+    query: &RecallQuery<'_>,
+    query_vector: Option<&[f32]>,
+    embedder_release: &str,
+) -> Result<Recall, IndexError> {
+    recall_on(
+        lexical.client_mut(),
+        config,
+        query,
+        query_vector,
+        embedder_release,
+    )
+}
+
+/// Ranks `query` over the PostgreSQL targets with the shared ranker: the
+/// candidates of [`PgCandidates`] (one read-only transaction on `client`,
+/// any connection as the application role that sees the current search
+/// schema, see [`crate::schema::check_open`]: a pooled one, so that reads
+/// share no connection), then `mosaic_index::fusion::fuse` with `config`.
+/// `query_vector` is the embedded query (`None` skips vectors);
+/// `embedder_release` names the embedder that made it and the stored
+/// vectors. The receipt's query digest and feature release are computed as
+/// the in-memory retriever computes them, so both paths give the same
+/// receipt for the same data.
+pub fn recall_on(
+    client: &mut Client,
     config: &FunnelConfig,
     query: &RecallQuery<'_>,
     query_vector: Option<&[f32]>,
@@ -448,8 +469,7 @@ pub fn recall(
         .iter()
         .map(|e| e.record_id.as_str())
         .collect();
-    let mut source = lexical
-        .candidates(query.tenant_id, query.policy_sha256, ids)
+    let mut source = PgCandidates::open(client, query.tenant_id, query.policy_sha256, ids)
         .map_err(PgSearchError::into_index_error)?;
     let candidates = gather(&mut source, config, query, query_vector)?;
     fuse(

@@ -271,8 +271,9 @@ fn check_supported(found: i64) -> PgSearchResult<()> {
 }
 
 /// Checks the connection sees the current schema (for the application
-/// role: never migrates).
-pub(crate) fn check_open(client: &mut impl GenericClient) -> PgSearchResult<()> {
+/// role: never migrates): what the targets check when they open, and what
+/// a caller checks of each connection it pools for [`crate::rank::recall_on`].
+pub fn check_open(client: &mut impl GenericClient) -> PgSearchResult<()> {
     match stored_version(client)? {
         None => Err(PgSearchError::Schema(
             "no search tables in current_schema(); run the migration as the schema owner".into(),

@@ -138,7 +138,8 @@ impl PgVectorIndex {
     /// nearest to `query` by cosine similarity, best first, ties by record
     /// id, whatever their policy: what the write guard compares a proposal
     /// with (`mosaic_index::VectorIndex::nearest_in_subject` in process).
-    /// Run as the tenant (row-level security applies).
+    /// Run as the tenant (row-level security applies), on this target's
+    /// connection (see [`nearest_in_subject_on`] for another one).
     pub fn nearest_in_subject(
         &mut self,
         query: &[f32],
@@ -147,23 +148,15 @@ impl PgVectorIndex {
         kind: mosaic_harness::MemoryKind,
         k: usize,
     ) -> PgSearchResult<Vec<RankedHit>> {
-        check_embedding(query, self.dimension)?;
-        if k == 0 {
-            return Ok(Vec::new());
-        }
-        let limit = i64::try_from(k).unwrap_or(i64::MAX);
-        let vector = Vector::from(query.to_vec());
-        let mut tx = self.search_tx(tenant_id, k)?;
-        let rows = tx.query(
-            "WITH hits AS MATERIALIZED (
-                 SELECT d.record_id, d.embedding <=> $1 AS distance FROM pgsearch_vector d
-                 WHERE d.tenant_id = $2 AND d.subject_key = $3 AND d.kind = $4
-                 ORDER BY d.embedding <=> $1 LIMIT $5)
-             SELECT record_id, distance FROM hits ORDER BY distance, record_id",
-            &[&vector, &tenant_id, &subject_key, &kind.as_str(), &limit],
-        )?;
-        tx.commit()?;
-        ranked_hits(&rows)
+        let settings = (self.dimension, self.config);
+        nearest_in_subject_on(
+            &mut self.client,
+            settings,
+            query,
+            tenant_id,
+            (subject_key, kind),
+            k,
+        )
     }
 
     /// Publishes `message` with a vector its caller embedded (the write
@@ -218,27 +211,7 @@ impl PgVectorIndex {
         tenant_id: &str,
         k: usize,
     ) -> PgSearchResult<postgres::Transaction<'_>> {
-        let ef_search = u32::try_from(k)
-            .unwrap_or(u32::MAX)
-            .max(self.config.ef_search)
-            .clamp(1, 1000)
-            .to_string();
-        let max_scan = self.config.max_scan_tuples.max(1).to_string();
-        let iterative_scan = self.config.iterative_scan.as_str().to_owned();
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
-        enter_tenant(&mut tx, tenant_id)?;
-        tx.execute(
-            "SELECT set_config('hnsw.ef_search', $1, true),
-                    set_config('hnsw.iterative_scan', $2, true),
-                    set_config('hnsw.max_scan_tuples', $3, true)",
-            &[&ef_search, &iterative_scan, &max_scan],
-        )?;
-        Ok(tx)
+        search_tx_on(&mut self.client, &self.config, tenant_id, k)
     }
 
     fn run_search(
@@ -368,6 +341,67 @@ impl VectorSearch for PgVectorIndex {
 
 /// `(record_id, cosine distance)` rows as hits scored by cosine similarity,
 /// best first.
+/// [`PgVectorIndex::nearest_in_subject`] on any connection as the
+/// application role (a pooled read connection, so that write guards share
+/// no connection), with the vector target's `(dimension, config)`;
+/// `(subject_key, kind)` is the proposal's subject and kind.
+pub fn nearest_in_subject_on(
+    client: &mut Client,
+    (dimension, config): (usize, VectorSearchConfig),
+    query: &[f32],
+    tenant_id: &str,
+    (subject_key, kind): (&str, mosaic_harness::MemoryKind),
+    k: usize,
+) -> PgSearchResult<Vec<RankedHit>> {
+    check_embedding(query, dimension)?;
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    let limit = i64::try_from(k).unwrap_or(i64::MAX);
+    let vector = Vector::from(query.to_vec());
+    let mut tx = search_tx_on(client, &config, tenant_id, k)?;
+    let rows = tx.query(
+        "WITH hits AS MATERIALIZED (
+             SELECT d.record_id, d.embedding <=> $1 AS distance FROM pgsearch_vector d
+             WHERE d.tenant_id = $2 AND d.subject_key = $3 AND d.kind = $4
+             ORDER BY d.embedding <=> $1 LIMIT $5)
+         SELECT record_id, distance FROM hits ORDER BY distance, record_id",
+        &[&vector, &tenant_id, &subject_key, &kind.as_str(), &limit],
+    )?;
+    tx.commit()?;
+    ranked_hits(&rows)
+}
+
+/// A read-only snapshot on `client` entered as `tenant_id`, with the HNSW
+/// search settings of `config` for `k` results.
+fn search_tx_on<'c>(
+    client: &'c mut Client,
+    config: &VectorSearchConfig,
+    tenant_id: &str,
+    k: usize,
+) -> PgSearchResult<postgres::Transaction<'c>> {
+    let ef_search = u32::try_from(k)
+        .unwrap_or(u32::MAX)
+        .max(config.ef_search)
+        .clamp(1, 1000)
+        .to_string();
+    let max_scan = config.max_scan_tuples.max(1).to_string();
+    let iterative_scan = config.iterative_scan.as_str().to_owned();
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()?;
+    enter_tenant(&mut tx, tenant_id)?;
+    tx.execute(
+        "SELECT set_config('hnsw.ef_search', $1, true),
+                set_config('hnsw.iterative_scan', $2, true),
+                set_config('hnsw.max_scan_tuples', $3, true)",
+        &[&ef_search, &iterative_scan, &max_scan],
+    )?;
+    Ok(tx)
+}
+
 fn ranked_hits(rows: &[postgres::Row]) -> PgSearchResult<Vec<RankedHit>> {
     let mut hits = rows
         .iter()

@@ -70,6 +70,14 @@ pub struct ServerConfig {
     /// Read connections to the store and catalog (recall, get, list,
     /// authentication); they never wait for the writer.
     pub read_connections: usize,
+    /// With PostgreSQL: most connections in the pool ranked reads and write
+    /// guards' distance queries take (each read holds one for its query
+    /// alone, no lock; opened as needed, one kept open when idle).
+    pub pg_read_connections: usize,
+    /// With PostgreSQL: how long, in milliseconds, a ranked read waits for
+    /// a pooled connection when all are in use before it answers 503
+    /// `busy` (at most `request_timeout_ms`).
+    pub pg_read_wait_ms: u64,
     /// How long a proposal waits, in milliseconds, for the outbox worker to
     /// make it readable before answering (the response then says whether it
     /// is); 0 answers right after the commit.
@@ -119,6 +127,8 @@ impl Default for ServerConfig {
             vector_index_optional: false,
             whole_texts: false,
             read_connections: 4,
+            pg_read_connections: 8,
+            pg_read_wait_ms: 2_000,
             index_wait_ms: 5_000,
             extractor_url: None,
             extractor_model: None,
@@ -188,6 +198,8 @@ impl ServerConfig {
                 }
                 "MOSAIC_WHOLE_TEXTS" => self.whole_texts = parse(&name, &value)?,
                 "MOSAIC_READ_CONNECTIONS" => self.read_connections = parse(&name, &value)?,
+                "MOSAIC_PG_READ_CONNECTIONS" => self.pg_read_connections = parse(&name, &value)?,
+                "MOSAIC_PG_READ_WAIT_MS" => self.pg_read_wait_ms = parse(&name, &value)?,
                 "MOSAIC_INDEX_WAIT_MS" => self.index_wait_ms = parse(&name, &value)?,
                 "MOSAIC_EMBEDDER_API_KEY" => {
                     self.embedder_api_key = Some(Secret::new(value));
@@ -234,6 +246,13 @@ impl ServerConfig {
         }
         if !(1..=64).contains(&self.read_connections) {
             problems.push("read_connections must be between 1 and 64".to_owned());
+        }
+        if !(1..=256).contains(&self.pg_read_connections) {
+            problems.push("pg_read_connections must be between 1 and 256".to_owned());
+        }
+        if self.pg_read_wait_ms == 0 || self.pg_read_wait_ms > self.request_timeout_ms {
+            problems
+                .push("pg_read_wait_ms must be positive and at most request_timeout_ms".to_owned());
         }
         if self.index_wait_ms > 600_000 {
             problems.push("index_wait_ms must be at most 600000".to_owned());
@@ -301,5 +320,44 @@ impl ServerConfig {
             api_key: self.fact_verifier_api_key.clone(),
         };
         Some((extractor, verifier))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServerConfig;
+
+    /// The PostgreSQL read pool's settings come from the environment and
+    /// are bounded: at least one connection, a positive wait no longer
+    /// than the request timeout (else a request would time out first).
+    #[test]
+    fn the_postgres_read_pool_settings_are_read_and_bounded() -> crate::error::ServiceResult<()> {
+        let defaults = ServerConfig::default();
+        assert_eq!(
+            (defaults.pg_read_connections, defaults.pg_read_wait_ms),
+            (8, 2_000)
+        );
+        assert!(defaults.validate().is_ok());
+        let mut config = ServerConfig::default();
+        let vars = [
+            ("MOSAIC_PG_READ_CONNECTIONS", "3"),
+            ("MOSAIC_PG_READ_WAIT_MS", "250"),
+        ];
+        config.apply_env(vars.map(|(k, v)| (k.to_owned(), v.to_owned())))?;
+        assert_eq!(
+            (config.pg_read_connections, config.pg_read_wait_ms),
+            (3, 250)
+        );
+        assert!(config.validate().is_ok());
+        let refused = |change: fn(&mut ServerConfig)| {
+            let mut config = ServerConfig::default();
+            change(&mut config);
+            config.validate().is_err()
+        };
+        assert!(refused(|c| c.pg_read_connections = 0));
+        assert!(refused(|c| c.pg_read_connections = 257));
+        assert!(refused(|c| c.pg_read_wait_ms = 0));
+        assert!(refused(|c| c.pg_read_wait_ms = c.request_timeout_ms + 1));
+        Ok(())
     }
 }

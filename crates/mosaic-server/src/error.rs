@@ -71,6 +71,10 @@ pub enum ServiceError {
     /// A required backend is not available in this build or configuration.
     #[error("{0}")]
     Unavailable(String),
+    /// Every connection of a bounded pool stayed in use for as long as a
+    /// request may wait for one; nothing was changed. Retry.
+    #[error("{0}")]
+    Busy(String),
     /// A route of another product's API (mem0's platform) this service
     /// knows and does not offer.
     #[error("{0}")]
@@ -119,6 +123,7 @@ impl ServiceError {
             ServiceError::RateLimited { .. } => "rate_limited",
             ServiceError::Timeout(_) => "request_timeout",
             ServiceError::Unavailable(_) => "unavailable",
+            ServiceError::Busy(_) => "busy",
             ServiceError::NotSupported(_) => "not_supported",
             ServiceError::Internal(_) => "internal",
         }
@@ -135,16 +140,17 @@ impl ServiceError {
             ServiceError::Conflict { .. } => 409,
             ServiceError::RateLimited { .. } => 429,
             ServiceError::Timeout(_) => 503,
-            ServiceError::Unavailable(_) => 503,
+            ServiceError::Unavailable(_) | ServiceError::Busy(_) => 503,
             ServiceError::NotSupported(_) => 501,
             ServiceError::Internal(_) => 500,
         }
     }
 
-    /// The `Retry-After` seconds the answer carries, for a 429.
+    /// The `Retry-After` seconds the answer carries: a 429, a 503 `busy`.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             ServiceError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            ServiceError::Busy(_) => Some(1),
             _ => None,
         }
     }

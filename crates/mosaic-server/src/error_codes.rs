@@ -337,6 +337,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "A route of mem0's platform this service does not offer (exports, summaries, feedback, profiles, webhooks, organization and project management)",
     ),
     c(
+        "busy",
+        503,
+        "Every pooled PostgreSQL read connection (ranked recall, the vector write guard) stayed in use for `pg_read_wait_ms`; nothing was changed. Retry after the `Retry-After` seconds",
+    ),
+    c(
         "request_timeout",
         503,
         "The request timed out; a write may still complete: replay it",

@@ -1090,7 +1090,7 @@ pub const ERROR_STATUSES: &[(&str, &str)] = &[
     ("500", "Internal failure (`internal`)"),
     (
         "503",
-        "Unavailable backend (`unavailable`) or timeout (`request_timeout`)",
+        "Unavailable backend (`unavailable`), timeout (`request_timeout`), or every pooled PostgreSQL read connection in use (`busy`, with `Retry-After`)",
     ),
 ];
 
@@ -1188,6 +1188,10 @@ pub fn document() -> Value {
         }
         responses["429"]["headers"] = json!({"Retry-After": {
             "description": "Whole seconds until the key's next request fits its rate",
+            "schema": {"type": "integer", "minimum": 1}
+        }});
+        responses["503"]["headers"] = json!({"Retry-After": {
+            "description": "With `busy`: whole seconds to wait before retrying",
             "schema": {"type": "integer", "minimum": 1}
         }});
         let mut item = json!({

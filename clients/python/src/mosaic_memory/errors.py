@@ -53,8 +53,10 @@ class RateLimitedError(MosaicError):
 
 
 class UnavailableError(MosaicError):
-    """503: a backend is unavailable (``unavailable``) or the request timed
-    out (``request_timeout``; a write may still complete: replay it)."""
+    """503: a backend is unavailable (``unavailable``), every pooled
+    PostgreSQL read connection stayed in use (``busy``; nothing was changed:
+    retry after the ``Retry-After`` seconds), or the request timed out
+    (``request_timeout``; a write may still complete: replay it)."""
 
 
 class ServerError(MosaicError):

@@ -100,11 +100,14 @@ struct Args {
     /// Servers sharing the PostgreSQL database (1..=4; needs --postgres).
     #[arg(long, default_value_t = 1)]
     replicas: usize,
-    /// Keep the (single) server's data directory here instead of a
+    /// Keep the (first) server's data directory here instead of a
     /// temporary one. A directory kept by an earlier run is served again
     /// with its memories (its tenant is reused, with new keys), so a
     /// recall-only run (`--write-percent 0`) can follow a run that wrote;
-    /// a writing run needs a fresh one.
+    /// a writing run needs a fresh one. With `--postgres` the memories are
+    /// in the database and the directory holds the bootstrap admin key, so
+    /// a recall-only run may then use several `--replicas` (the others get
+    /// temporary directories).
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// One more argument for `mosaic serve` (repeatable), e.g.
@@ -783,7 +786,7 @@ async fn run(args: Args) -> Result<Value> {
     if !(1..=4).contains(&args.replicas) || (args.replicas > 1 && args.postgres.is_none()) {
         bail!("--replicas must be 1..=4, and more than one needs --postgres");
     }
-    if args.data_dir.is_some() && args.replicas > 1 {
+    if args.data_dir.is_some() && args.replicas > 1 && args.postgres.is_none() {
         bail!("--data-dir keeps one server's directory: use one replica");
     }
     let bin = locate_mosaic(args.mosaic_bin.clone())?;

@@ -181,8 +181,8 @@ impl ServiceCore {
                 .unwrap_or_default()
             );
             // The stored id is derived from this key within the tenant
-            // and the record's proposer (see `client_scoped_id`).
-            let stored_proposal_id = super::propose::client_scoped_id(
+            // and the record's proposer (see `ids::client_scoped_id`).
+            let stored_proposal_id = super::ids::client_scoped_id(
                 "p",
                 tenant,
                 &row.proposer_principal_id,

@@ -15,7 +15,8 @@ use mosaic_harness::MemorySource;
 use mosaic_harness::memory_write::MemoryPurpose;
 use serde::Serialize;
 
-use super::propose::{CapturedProposal, client_scoped_id, message_source_id};
+use super::ids::{self, MessageLocator};
+use super::propose::{CapturedProposal, message_source_id};
 use super::*;
 use crate::catalog::MessageRow;
 use crate::evidence::CapturedSource;
@@ -30,8 +31,6 @@ pub const MAX_LABEL_BYTES: usize = 100;
 pub const CAPTURE_PROVENANCE_DOMAIN: &str = "mosaic.server.captured_message.provenance.v1";
 /// Domain tag of a captured message's locator digest.
 pub const CAPTURE_LOCATOR_DOMAIN: &str = "mosaic.server.captured_message.locator.v1";
-/// Domain tag of a captured message's proposal and record ids.
-pub const CAPTURE_ID_DOMAIN: &str = "mosaic.server.captured_message.id.v1";
 /// Domain tag of a derived message id.
 pub const MESSAGE_ID_DOMAIN: &str = "mosaic.server.message_id.v1";
 /// Why a message was skipped: its content is empty or whitespace.
@@ -49,14 +48,6 @@ struct CaptureProvenance<'a> {
     conversation_id: &'a str,
     message_id: &'a str,
     role: &'a str,
-}
-
-#[derive(Serialize)]
-struct MessageLocator<'a> {
-    tenant_id: &'a str,
-    principal_id: &'a str,
-    conversation_id: &'a str,
-    message_id: &'a str,
 }
 
 #[derive(Serialize)]
@@ -246,11 +237,15 @@ impl ServiceCore {
                     message_id: &message_id,
                 };
                 let locator_sha256 = domain_digest(CAPTURE_LOCATOR_DOMAIN, &located)?;
-                let ids = domain_digest(CAPTURE_ID_DOMAIN, &located)?;
-                let short = ids.get(..32).unwrap_or(&ids);
-                let record_id = format!("m-{short}");
-                let near_conversation =
-                    stored_near_conversation((tenant, principal), &record_id, stored.as_ref())?;
+                let ids::ProposalIds {
+                    record_id,
+                    proposal_id,
+                } = ids::captured_message_keys(&located)?;
+                let near_conversation = ids::placed_beside_conversation(
+                    (tenant, principal),
+                    &record_id,
+                    stored.as_ref(),
+                )?;
                 let source = MemorySource {
                     source_id: message_source_id(conversation_id, &message_id),
                     content_sha256: content_sha256.clone(),
@@ -268,7 +263,6 @@ impl ServiceCore {
                     locator_sha256,
                     captured_at_ms: now,
                 };
-                let proposal_id = format!("p-{short}");
                 // The expiry as a TTL from the instant the write path
                 // counts it from: the first decision's (a replay), else now.
                 let ttl_ms = match request.expires_at_unix_ms {
@@ -704,86 +698,5 @@ fn message_in_use(message_id: &str) -> ServiceError {
         message: format!(
             "message {message_id} was captured with other content; a message id names one message"
         ),
-    }
-}
-
-/// Whether a capture's stored ids are placed beside its conversation's
-/// records ([`super::propose::client_scoped_id_near`]): always for a new
-/// capture; for one already stored, only when its row names the placed
-/// id. A message captured before ids were placed keeps the id it has, so
-/// its replay replays.
-fn stored_near_conversation(
-    (tenant, principal): (&str, &str),
-    record_key: &str,
-    stored: Option<&MessageRow>,
-) -> ServiceResult<bool> {
-    Ok(match stored {
-        Some(row) => row.record_id != client_scoped_id("m", tenant, principal, record_key)?,
-        None => true,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::service::propose::client_scoped_id_near;
-
-    fn row(record_id: String) -> MessageRow {
-        MessageRow {
-            tenant_id: "t".into(),
-            principal_id: "p".into(),
-            conversation_id: "c".into(),
-            message_id: "m1".into(),
-            record_id,
-            content_sha256: String::new(),
-            provenance_sha256: String::new(),
-            locator_sha256: String::new(),
-            captured_at_ms: 0,
-        }
-    }
-
-    #[test]
-    fn a_message_stored_before_ids_were_placed_keeps_its_id() -> ServiceResult<()> {
-        let key = "m-0123456789abcdef0123456789abcdef";
-        let unplaced = client_scoped_id("m", "t", "p", key)?;
-        let placed = client_scoped_id_near("m", "t", "p", "c", key)?;
-        assert_ne!(unplaced, placed);
-        assert!(stored_near_conversation(("t", "p"), key, None)?);
-        assert!(!stored_near_conversation(
-            ("t", "p"),
-            key,
-            Some(&row(unplaced))
-        )?);
-        assert!(stored_near_conversation(
-            ("t", "p"),
-            key,
-            Some(&row(placed))
-        )?);
-        Ok(())
-    }
-
-    #[test]
-    fn placed_ids_share_their_conversation_prefix_and_stay_tenant_local() -> ServiceResult<()> {
-        let id =
-            |t: &str, p: &str, near: &str, key: &str| client_scoped_id_near("m", t, p, near, key);
-        let (a, b) = (id("t", "p", "c1", "k1")?, id("t", "p", "c1", "k2")?);
-        assert_eq!((a.len(), &a[..2]), (34, "m-"));
-        assert_eq!(a[..10], b[..10], "one conversation, one placement");
-        assert_ne!(a, b);
-        assert_ne!(
-            a[..10],
-            id("t", "p", "c2", "k1")?[..10],
-            "another conversation"
-        );
-        assert_ne!(
-            a[..10],
-            id("t", "q", "c1", "k1")?[..10],
-            "another principal"
-        );
-        assert_ne!(a[..10], id("u", "p", "c1", "k1")?[..10], "another tenant");
-        assert_eq!(a, id("t", "p", "c1", "k1")?, "a replay gives the same id");
-        // The key's own part is the client-scoped id's.
-        assert_eq!(a[10..], client_scoped_id("m", "t", "p", "k1")?[2..26]);
-        Ok(())
     }
 }

@@ -573,8 +573,9 @@ impl ServiceCore {
     /// proposal's tenant and kind nearest to `vector`, with their cosine
     /// similarity, best first: from the in-process vector index, or with
     /// PostgreSQL from its vector table (one distance query run as the
-    /// tenant, on the vector target's connection, under the index read
-    /// lock).
+    /// tenant, on a pooled read connection taken before the index read
+    /// lock, which it then holds for that query so that it sees no outbox
+    /// pass half applied).
     fn guard_nearest(
         &self,
         tenant: &str,
@@ -582,8 +583,12 @@ impl ServiceCore {
         vector: &[f32],
     ) -> ServiceResult<Vec<(String, f64)>> {
         let subject = request.subject.key();
+        let pooled = match &self.pg_reads {
+            Some(reads) => Some((reads, reads.connection()?)),
+            None => None,
+        };
         let ix = self.read_indexes();
-        let Some(pg) = ix.pg.as_ref() else {
+        let Some((reads, mut connection)) = pooled else {
             // Vectors are unit length: their dot product is the cosine.
             return Ok(ix
                 .retriever
@@ -599,18 +604,14 @@ impl ServiceCore {
                 .map(|h| (h.record_id, f64::from(h.score)))
                 .collect());
         };
-        let hits = pg
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .vector
-            .nearest_in_subject(
-                vector,
-                tenant,
-                &subject,
-                request.kind,
-                VECTOR_GUARD_CANDIDATES,
-            )
-            .map_err(|e| ServiceError::Unavailable(format!("PostgreSQL vector index: {e}")))?;
+        let hits = reads.nearest_in_subject(
+            &mut connection,
+            vector,
+            tenant,
+            (&subject, request.kind),
+            VECTOR_GUARD_CANDIDATES,
+        )?;
+        drop(ix);
         Ok(hits
             .into_iter()
             .map(|h| {

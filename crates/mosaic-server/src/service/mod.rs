@@ -59,6 +59,7 @@ mod extract;
 mod guard_vectors;
 mod guards;
 mod health;
+mod ids;
 mod outbox;
 mod persistence;
 mod postgres;
@@ -70,6 +71,7 @@ mod revocation;
 mod sync;
 
 pub use browse::{BROWSE_DEFAULT_LIMIT, BROWSE_MAX_LIMIT, BROWSE_MAX_SCAN};
+pub use ids::REQUEST_ID_DOMAIN;
 pub use postgres::migrate_postgres;
 use postgres::*;
 use propose::record_decision;
@@ -82,8 +84,6 @@ pub const DEFAULT_TOKEN_COUNTER: &str = "whitespace-v1";
 pub const DEFAULT_WRITER: &str = "api-client-v1";
 /// Domain tag of a server-computed policy digest.
 pub const POLICY_DOCUMENT_DOMAIN: &str = "mosaic.server.policy_document.v1";
-/// Domain tag of derived proposal and record ids.
-pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
 /// The vector index's saved embeddings, beside its snapshot.
 pub const VECTOR_EMBEDDINGS_FILE: &str = "vector.embeddings";
 /// The vector target's HNSW graph, saved with (and bound to) the vectors
@@ -145,8 +145,8 @@ struct Inner {
 struct Indexes {
     retriever: Retriever,
     /// Behind a mutex of its own so that `Indexes` is `Sync` (its clients
-    /// are not); reached through `&mut Indexes`, except by the vector write
-    /// guard, which locks it under the index read lock for one query.
+    /// are not); reached only through `&mut Indexes` (the index write
+    /// lock): reads take [`PgReads`]' pooled connections instead.
     pg: Option<Mutex<PgTargets>>,
 }
 
@@ -157,10 +157,6 @@ impl Indexes {
             Some(m) => Ok(m.get_mut().unwrap_or_else(PoisonError::into_inner)),
             None => Err(&mut self.retriever),
         }
-    }
-
-    fn pg_mut(&mut self) -> Option<&mut PgTargets> {
-        self.targets().ok()
     }
 }
 
@@ -213,13 +209,11 @@ pub trait OutboxFaults: Send + Sync {
 }
 
 /// The lexical and vector targets inside PostgreSQL, shared by every
-/// server on the database.
+/// server on the database: what the outbox pass writes through. Reads go
+/// through [`PgReads`]' pool instead.
 struct PgTargets {
     lexical: PgLexicalIndex,
     vector: PgVectorIndex,
-    /// The fusion parameters: those of the embedded retriever
-    /// ([`funnel_config`]), so both deployments rank alike.
-    config: FunnelConfig,
 }
 
 /// Per-key request rate: a GCRA limiter keyed by key id, whose state is a
@@ -306,6 +300,9 @@ pub struct ServiceCore {
     /// `/health`'s own read connection, so a probe never queues behind the
     /// requests holding the pool's connections.
     health_reader: Mutex<Inner>,
+    /// With PostgreSQL, the pool of read connections ranked reads and the
+    /// vector write guard take (no lock of the service held meanwhile).
+    pg_reads: Option<PgReads>,
     /// The indexes: ranking takes the read side; an outbox pass takes the
     /// write side only to apply deliveries it prepared (embedded) before.
     indexes: RwLock<Indexes>,
@@ -584,6 +581,10 @@ impl Service {
             Some(url) => Some(Mutex::new(PgTargets::connect(url, embedder.clone())?)),
             None => None,
         };
+        let pg_reads = match &config.postgres {
+            Some(url) => Some(PgReads::open(url, &config, embedder.as_ref())?),
+            None => None,
+        };
         let signer = crate::signing::ReceiptSigner::load_or_create(
             &config.signing_key_path(),
             clock.now_unix_ms(),
@@ -595,6 +596,7 @@ impl Service {
             writer: Mutex::new(writer),
             readers: sync::Pool::new(readers),
             health_reader,
+            pg_reads,
             indexes: RwLock::new(Indexes { retriever, pg }),
             index_waiters: AtomicUsize::new(0),
             indexed_records: std::sync::atomic::AtomicUsize::new(0),

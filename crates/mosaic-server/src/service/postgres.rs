@@ -1,6 +1,8 @@
 //! The PostgreSQL deployment: opening and migrating the shared database and
 //! its index targets.
 
+use r2d2_postgres::PostgresConnectionManager;
+
 use super::*;
 
 /// Opens the PostgreSQL store as the serving (application) role; the
@@ -76,7 +78,91 @@ impl PgTargets {
             lexical: PgLexicalIndex::open(client()?).map_err(|e| unavailable(&e))?,
             vector: PgVectorIndex::open(client()?, embedder, VectorSearchConfig::default())
                 .map_err(|e| unavailable(&e))?,
+        })
+    }
+}
+
+/// A pooled PostgreSQL read connection; back in the pool when dropped.
+type PgConnection = r2d2::PooledConnection<PostgresConnectionManager<::postgres::NoTls>>;
+
+/// The reads of the PostgreSQL targets: ranked recall and the vector write
+/// guard's distance query. Each takes a connection of its own from a
+/// bounded pool for its one read-only transaction and holds no lock of the
+/// service meanwhile, so reads on one server run side by side (the outbox
+/// pass writes through the targets' own connections, under the index write
+/// lock). r2d2: blocking, like the request handlers and the `postgres`
+/// client the search code runs on.
+pub(super) struct PgReads {
+    pool: r2d2::Pool<PostgresConnectionManager<::postgres::NoTls>>,
+    /// How long a read waits for a connection while all are in use.
+    wait: std::time::Duration,
+    /// The fusion parameters: those of the embedded retriever
+    /// ([`funnel_config`]), so both deployments rank alike.
+    config: FunnelConfig,
+    /// The release of the embedder every server on the database runs.
+    release: String,
+    /// The vector target's dimension and search settings.
+    vector: (usize, VectorSearchConfig),
+}
+
+/// Connection failures of the pool, logged without the connection string.
+#[derive(Debug)]
+struct PoolErrors;
+
+impl r2d2::HandleError<::postgres::Error> for PoolErrors {
+    fn handle_error(&self, error: ::postgres::Error) {
+        tracing::warn!(error = %error, "a pooled PostgreSQL read connection failed");
+    }
+}
+
+impl PgReads {
+    /// Opens the pool (one connection at once, the rest as reads need
+    /// them) and checks the search schema on it.
+    pub(super) fn open(
+        url: &str,
+        config: &ServerConfig,
+        embedder: &dyn Embedder,
+    ) -> ServiceResult<Self> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            ServiceError::Unavailable(format!("cannot read the PostgreSQL indexes: {e}"))
+        };
+        let parsed: ::postgres::Config = url.parse().map_err(|e| unavailable(&e))?;
+        let size = u32::try_from(config.pg_read_connections.max(1)).unwrap_or(256);
+        let wait = std::time::Duration::from_millis(config.pg_read_wait_ms.max(1));
+        let pool = r2d2::Pool::builder()
+            .max_size(size)
+            .min_idle(Some(1))
+            .connection_timeout(wait)
+            .error_handler(Box::new(PoolErrors))
+            .build(PostgresConnectionManager::new(parsed, ::postgres::NoTls))
+            .map_err(|e| unavailable(&e))?;
+        let reads = PgReads {
+            pool,
+            wait,
             config: funnel_config(),
+            release: embedder.release().to_owned(),
+            vector: (embedder.dimension(), VectorSearchConfig::default()),
+        };
+        let mut connection = reads.connection()?;
+        mosaic_pgsearch::schema::check_open(&mut *connection).map_err(|e| unavailable(&e))?;
+        Ok(reads)
+    }
+
+    /// A connection of the pool, waiting at most `pg_read_wait_ms` while
+    /// all are in use: then 503 `busy` (a connection that cannot be opened
+    /// is 503 `unavailable`).
+    pub(super) fn connection(&self) -> ServiceResult<PgConnection> {
+        self.pool.get_timeout(self.wait).map_err(|e| {
+            let state = self.pool.state();
+            if state.idle_connections == 0 && state.connections >= self.pool.max_size() {
+                ServiceError::Busy(format!(
+                    "all {} PostgreSQL read connections stayed in use for {} ms; retry",
+                    self.pool.max_size(),
+                    self.wait.as_millis()
+                ))
+            } else {
+                ServiceError::Unavailable(format!("cannot read the PostgreSQL indexes: {e}"))
+            }
         })
     }
 
@@ -85,9 +171,10 @@ impl PgTargets {
     /// `mosaic_pgsearch::rank`'s candidate source): BM25 over turn windows,
     /// vector similarity, claim keys, the speaker prior and recency, inside
     /// the eligible set `set` (the query's). `vector` is the embedded query
-    /// (`None` for a lexical query).
+    /// (`None` for a lexical query). On a pooled connection (`connection`).
     pub(super) fn relevance(
-        &mut self,
+        &self,
+        connection: &mut PgConnection,
         query: &RecallQuery<'_>,
         set: &mosaic_harness::memory_scope::SealedEligibleSet,
         vector: Option<&[f32]>,
@@ -96,14 +183,35 @@ impl PgTargets {
             eligible: set,
             ..query.clone()
         };
-        let release = self.vector.embedder().release().to_owned();
-        let recall = mosaic_pgsearch::rank::recall(
-            &mut self.lexical,
+        let recall = mosaic_pgsearch::rank::recall_on(
+            connection,
             &self.config,
             &query,
             vector,
-            &release,
+            &self.release,
         )?;
         Ok(recall.receipt)
+    }
+
+    /// The `k` indexed records of `tenant` with this subject and kind
+    /// nearest to `vector` (the vector write guard's distance query), on a
+    /// pooled connection.
+    pub(super) fn nearest_in_subject(
+        &self,
+        connection: &mut PgConnection,
+        vector: &[f32],
+        tenant: &str,
+        subject: (&str, MemoryKind),
+        k: usize,
+    ) -> ServiceResult<Vec<mosaic_pgsearch::RankedHit>> {
+        mosaic_pgsearch::vector::nearest_in_subject_on(
+            connection,
+            self.vector,
+            vector,
+            tenant,
+            subject,
+            k,
+        )
+        .map_err(|e| ServiceError::Unavailable(format!("PostgreSQL vector index: {e}")))
     }
 }

@@ -487,28 +487,14 @@ impl ServiceCore {
         let policy = &tenant_row.policy;
         let now = self.decision_instant();
         let content_sha256 = sha256_hex(request.content.as_bytes());
-        let mut id_basis = request.clone();
-        id_basis.content = content_sha256.clone();
-        id_basis.tenant_id = Some(tenant.to_owned());
-        id_basis.principal_id = Some(principal.to_owned());
-        let basis = domain_digest(REQUEST_ID_DOMAIN, &id_basis)?;
-        let short = basis.get(..32).unwrap_or(&basis);
         // Ids are tenant-local: a client's own id is a key within its
         // tenant and principal, from which the stored id is derived, so no
         // tenant or principal can collide with, squat on or probe for
         // another's ids (see docs/write-gate.md, "Identities").
-        let scoped = |prefix: &str, key: &str| match near {
-            Some(near) => client_scoped_id_near(prefix, tenant, principal, near, key),
-            None => client_scoped_id(prefix, tenant, principal, key),
-        };
-        let record_id = match &request.record_id {
-            Some(key) => scoped("m", key)?,
-            None => format!("m-{short}"),
-        };
-        let proposal_id = match &request.proposal_id {
-            Some(key) => scoped("p", key)?,
-            None => format!("p-{short}"),
-        };
+        let ids::ProposalIds {
+            record_id,
+            proposal_id,
+        } = ids::proposal_ids(request, &content_sha256, (tenant, principal), near)?;
         // A retry keeps the first decision's expiry so the store replays it.
         let decided_earlier = inner
             .catalog
@@ -894,9 +880,6 @@ fn newer_value_supersedes(
     Ok(Some((record_id.to_owned(), stored.line_generation)))
 }
 
-/// Domain of a stored id derived from a client's own id.
-pub const CLIENT_ID_DOMAIN: &str = "mosaic.server.client_id.v1";
-
 /// A proposal's place in the call that makes it (see
 /// [`ServiceCore::prepare_write`]).
 pub(super) struct InCall<'a> {
@@ -905,8 +888,8 @@ pub(super) struct InCall<'a> {
     /// them first, then against the catalog.
     pub pending: &'a [CapturedSource],
     /// The conversation whose records the stored ids are placed beside
-    /// ([`client_scoped_id_near`]); `None`: the ids are
-    /// [`client_scoped_id`]'s.
+    /// ([`ids::client_scoped_id_near`]); `None`: the ids are
+    /// [`ids::client_scoped_id`]'s.
     pub near: Option<&'a str>,
     /// What the call's proposals read once for all of them.
     pub reads: &'a mut CallReads,
@@ -944,69 +927,7 @@ pub(super) struct CapturedProposal {
     /// The message's catalog row (its record id is set to the stored one).
     pub message: MessageRow,
     /// The stored ids are placed beside the conversation's other records
-    /// ([`client_scoped_id_near`]); false for a message captured before
+    /// ([`ids::client_scoped_id_near`]); false for a message captured before
     /// ids were placed, so that its replay keeps the ids it had.
     pub near_conversation: bool,
-}
-
-/// Domain of the placement part of an id derived with
-/// [`client_scoped_id_near`].
-pub const ID_PLACE_DOMAIN: &str = "mosaic.server.id_place.v1";
-
-/// [`client_scoped_id`] placed beside the ids that share `near` (a
-/// conversation): `prefix-`, 8 hex digits of the digest of `{tenant,
-/// principal, near}`, then the first 24 of the key's own digest. Ids are
-/// digests, so every index of the store keyed by one takes each new record
-/// on a random page, and a commit writes every page it touched: past a
-/// few thousand records, about one page per record and index, however
-/// many records the commit carries. Ids that share their first digits sort
-/// together, so a call's messages, all of one conversation, land on
-/// adjacent pages whatever the store's size (docs/write-gate.md,
-/// "Identities"). Both parts are keyed by the tenant and principal, so the
-/// ids stay tenant-local.
-pub fn client_scoped_id_near(
-    prefix: &str,
-    tenant: &str,
-    principal: &str,
-    near: &str,
-    key: &str,
-) -> ServiceResult<String> {
-    let scoped = client_scoped_id(prefix, tenant, principal, key)?;
-    let place = domain_digest(
-        ID_PLACE_DOMAIN,
-        &serde_json::json!({"tenant_id": tenant, "principal_id": principal, "near": near}),
-    )?;
-    let own = scoped.get(prefix.len() + 1..).unwrap_or(&scoped);
-    Ok(format!(
-        "{prefix}-{}{}",
-        place.get(..8).unwrap_or(&place),
-        own.get(..24).unwrap_or(own)
-    ))
-}
-
-/// The stored id of a client-chosen record or proposal id: `prefix-` and
-/// the first 32 hex digits of the digest of `{tenant, principal, key}`.
-/// The same key under the same credential always gives the same id (so a
-/// retry replays); under another tenant or principal it gives another.
-pub fn client_scoped_id(
-    prefix: &str,
-    tenant: &str,
-    principal: &str,
-    key: &str,
-) -> ServiceResult<String> {
-    if !mosaic_harness::record::is_identifier(key) {
-        return Err(ServiceError::bad_request(
-            "invalid_identifier",
-            format!(
-                "a {} id must be 1 to {} bytes without whitespace or control characters",
-                if prefix == "m" { "record" } else { "proposal" },
-                mosaic_harness::record::MAX_ID_BYTES
-            ),
-        ));
-    }
-    let digest = domain_digest(
-        CLIENT_ID_DOMAIN,
-        &serde_json::json!({"tenant_id": tenant, "principal_id": principal, "key": key}),
-    )?;
-    Ok(format!("{prefix}-{}", digest.get(..32).unwrap_or(&digest)))
 }

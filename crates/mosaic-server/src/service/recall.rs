@@ -164,11 +164,21 @@ impl ServiceCore {
                 };
                 // Ranking holds no store connection.
                 drop(inner);
-                let mut receipt = if self.config.postgres.is_some() {
-                    match self.write_indexes().pg_mut() {
-                        Some(pg) => pg.relevance(&query, &set, vector.as_deref())?,
-                        None => return Err(ServiceError::Internal("no PostgreSQL index".into())),
+                let mut receipt = if let Some(reads) = &self.pg_reads {
+                    // A pooled connection of its own, no index lock: ranked
+                    // reads on PostgreSQL run side by side, and beside an
+                    // outbox pass applying deliveries.
+                    let waited = std::time::Instant::now();
+                    let connection = reads.connection();
+                    self.metrics.observe(
+                        "mosaic_pg_read_wait_seconds",
+                        &[],
+                        waited.elapsed().as_secs_f64(),
+                    );
+                    if let Err(ServiceError::Busy(_)) = &connection {
+                        self.metrics.incr("mosaic_pg_read_busy_total", &[]);
                     }
+                    reads.relevance(&mut connection?, &query, &set, vector.as_deref())?
                 } else {
                     let recall = self
                         .read_indexes()

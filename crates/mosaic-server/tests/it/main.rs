@@ -40,6 +40,7 @@ mod policy_carry;
 mod postgres;
 mod postgres_catalog;
 mod postgres_erasure;
+mod postgres_reads;
 mod receipt_signatures;
 mod reconcile;
 mod review;
