@@ -59,6 +59,7 @@ mod extract;
 mod guard_vectors;
 mod guards;
 mod health;
+mod items;
 mod outbox;
 mod persistence;
 mod postgres;
@@ -70,6 +71,7 @@ mod revocation;
 mod sync;
 
 pub use browse::{BROWSE_DEFAULT_LIMIT, BROWSE_MAX_LIMIT, BROWSE_MAX_SCAN};
+pub use items::{NAMESPACES_DEFAULT_LIMIT, NAMESPACES_MAX_LIMIT, NAMESPACES_MAX_SCAN};
 pub use postgres::migrate_postgres;
 use postgres::*;
 use propose::record_decision;
