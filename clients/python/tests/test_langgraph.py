@@ -212,3 +212,18 @@ def test_async_batch(store):
         assert await store.aget(("a",), "k") is None
 
     asyncio.run(scenario())
+
+
+def test_a_query_search_returns_items_beyond_the_rankers_depth(store):
+    # The ranker reads about 200 candidates; the rest follow, unscored.
+    for i in range(250):
+        store.put(("many",), f"k{i:03d}", {"text": f"note {i} about watering the plants"})
+    found = store.search(("many",), query="watering plants", limit=300)
+    assert len(found) == 250
+    assert len({i.key for i in found}) == 250
+    scored = [i.score is not None for i in found]
+    assert scored[0] and not scored[-1]
+    assert scored == sorted(scored, reverse=True), "ranked items come first"
+    assert [i.key for i in store.search(("many",), query="watering plants", limit=10, offset=245)] == [
+        i.key for i in found[245:]
+    ]

@@ -376,10 +376,29 @@ class MosaicStore(BaseStore):
             raise ValueError(f"MosaicStore pages at most {MAX_SEARCH_DEPTH} items deep (offset + limit)")
         if op.limit <= 0:
             return []
+        found, left_out = self._page(op, op.query or None, where, want)
+        if left_out and len(found) < want:
+            # The ranker reads a bounded depth of candidates per index
+            # (about 200 items in all): eligible items it did not reach
+            # follow the ranked ones, unscored and newest first.
+            ranked = {(i.namespace, i.key) for i in found}
+            rest, _ = self._page(op, None, where, want + len(found))
+            found.extend(i for i in rest if (i.namespace, i.key) not in ranked)
+        return found[op.offset : want]
+
+    def _page(
+        self, op: SearchOp, query: Optional[str], where: List[Dict[str, Any]], want: int
+    ) -> Tuple[List[SearchItem], bool]:
+        """The first ``want`` items of one recall that match ``op.filter``,
+        and whether a ranked recall left eligible items unranked. The
+        server's conditions admit more than the filter only for conditions
+        its index cannot decide or partially indexed items; then the recall
+        is asked for again, deeper, until it holds ``want`` matching items
+        or nothing more is there."""
         ask = want
         while True:
             recalled = self.client.search(
-                op.query or None,
+                query,
                 kinds=["semantic"],
                 max_records=ask,
                 workspace_id=self.workspace_id,
@@ -400,14 +419,14 @@ class MosaicStore(BaseStore):
                         value=parsed[2],
                         created_at=at,
                         updated_at=at,
-                        score=hit.score if op.query else None,
+                        score=hit.score if query is not None else None,
                     )
                 )
-            # The server's conditions admit more than the filter only for
-            # conditions it cannot decide or partially indexed items: then
-            # ask deeper until the page is full or nothing more is there.
-            if len(found) >= want or len(recalled.hits) < ask or ask >= MAX_SEARCH_DEPTH:
-                return found[op.offset : want]
+            if len(found) >= want:
+                return found[:want], False
+            if len(recalled.hits) < ask or ask >= MAX_SEARCH_DEPTH:
+                left_out = query is not None and recalled.drop_reasons.get("not_relevant", 0) > 0
+                return found, left_out
             ask = min(MAX_SEARCH_DEPTH, ask * 2 + (want - len(found)))
 
     def _list_namespaces(self, op: ListNamespacesOp) -> List[Namespace]:
