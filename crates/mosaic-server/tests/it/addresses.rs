@@ -702,3 +702,43 @@ async fn namespaces_list_only_the_callers_current_addresses() {
         assert_eq!(error_code(&body), code, "{query}");
     }
 }
+
+/// A workspace item is written with `workspace_id` and read, listed and
+/// deleted with `type=workspace`: every key granted the workspace sees it,
+/// a key of another tenant with the same workspace name does not (layer:
+/// the store's tenant-scoped address lookup and namespace query).
+#[tokio::test]
+async fn workspace_items_are_shared_within_the_workspace_and_tenant_only() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let other_tenant = w
+        .principals
+        .iter()
+        .find(|p| p.tenant != alice.tenant)
+        .expect("a principal of the other tenant");
+    let body = json!({"namespace": ["runbooks"], "key": "deploy", "workspace_id": WORKSPACE,
+        "content": "Deploy from the release branch only."});
+    let (status, written) = put_item(&w, &alice.key, body).await;
+    assert_eq!(status, StatusCode::OK, "{written}");
+    assert_eq!(written["decision"], "accepted", "{written}");
+    let query = format!("namespace=runbooks&key=deploy&type=workspace&workspace_id={WORKSPACE}");
+    let (status, seen) = item(&w, &bob.key, &query).await;
+    assert_eq!(status, StatusCode::OK, "{seen}");
+    assert_eq!(seen["content"], "Deploy from the release branch only.");
+    let listing = format!("type=workspace&workspace_id={WORKSPACE}");
+    let (_, listed_by_bob) = namespaces(&w, &bob.key, &listing).await;
+    assert_eq!(listed(&listed_by_bob), paths(&[&["runbooks"]]));
+    // Not the principal's own namespaces, and nothing in the other tenant.
+    let (_, own) = namespaces(&w, &alice.key, "").await;
+    assert_eq!(listed(&own), paths(&[]));
+    let (_, theirs) = namespaces(&w, &other_tenant.key, &listing).await;
+    assert_eq!(listed(&theirs), paths(&[]));
+    let (status, _) = item(&w, &other_tenant.key, &query).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, deleted) = delete_item(&w, other_tenant.key.clone(), query.clone()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{deleted}");
+    let (status, deleted) = delete_item(&w, bob.key.clone(), query.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    let (status, _) = item(&w, &alice.key, &query).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
