@@ -227,3 +227,22 @@ def test_a_query_search_returns_items_beyond_the_rankers_depth(store):
     assert [i.key for i in store.search(("many",), query="watering plants", limit=10, offset=245)] == [
         i.key for i in found[245:]
     ]
+
+
+def test_the_value_index_orders_numbers_and_admits_what_it_cannot_decide():
+    from mosaic_memory.langgraph import PARTIAL, _number, index_of, server_filter
+
+    numbers = [-1e300, -2, -1.5, -0.0, 0, 1e-9, 0.5, 1, 2.25, 10, 1e20]
+    texts = [_number(n) for n in numbers]
+    assert texts == sorted(texts), "text order is numeric order"
+    assert _number(3) == _number(3.0) and _number(-0.0) == _number(0)
+    index = index_of({"a": {"b": 2.5}, "s": "#tag", "long": "x" * 2000, "rows": [{"x": 1}], "~own": 1})
+    assert index["a.b"] == _number(2.5) and index["s"] == "##tag"
+    assert "long" not in index and "rows" not in index and "~own" not in index
+    assert index[PARTIAL] is True, "a list of objects is not indexed: filters admit the item"
+    conditions, exact = server_filter({"a": {"b": {"$gt": 2}}, "s": "#tag"})
+    assert exact and conditions[0]["OR"][1] == {"metadata." + PARTIAL: True}
+    _, exact = server_filter({"n": None})
+    assert not exact, "a null is decided in the client"
+    with pytest.raises(ValueError, match="unsupported filter operator"):
+        server_filter({"n": {"$like": "x"}})
