@@ -41,3 +41,27 @@ def test_async_client_round_trip(server, principal):
                 await client.history("no-such-record")
 
     run(scenario())
+
+
+def test_async_items_by_address(server, principal):
+    async def scenario():
+        async with AsyncMosaic(principal["key"], server.url) as client:
+            first = await client.put_item(["prefs", "ui"], "theme", "Dark mode, please.", metadata={"v": 1})
+            assert first.accepted, first.violations
+            second = await client.put_item(["prefs", "ui"], "theme", "Light mode now.", metadata={"v": 2})
+            assert second.accepted and second.line_generation == 2
+            got = await client.get_item(["prefs", "ui"], "theme")
+            assert got.content == "Light mode now." and got.record["metadata"] == {"v": 2}
+            found = await client.search("mode", filter={"v": 2})
+            assert found.record_ids == [second.record_id]
+            assert await client.namespaces() == [("prefs", "ui")]
+            assert await client.namespaces(prefix=["*", "ui"], max_depth=1) == [("prefs",)]
+            deletions = await client.delete_item(["prefs", "ui"], "theme")
+            assert sorted(d.record_id for d in deletions) == sorted([first.record_id, second.record_id])
+            with pytest.raises(NotFoundError):
+                await client.get_item(["prefs", "ui"], "theme")
+            with pytest.raises(NotFoundError):
+                await client.delete_item(["prefs", "ui"], "theme")
+            assert await client.namespaces() == []
+
+    run(scenario())

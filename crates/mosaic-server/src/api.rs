@@ -393,6 +393,89 @@ pub struct AddressQuery {
     pub procedure_id: Option<String>,
 }
 
+/// `PUT /v1/items`: write `content` at an application address, one
+/// request. The server builds the one source itself (the statement as it
+/// received it from the authenticated key, like a captured message), so
+/// its verbatim verifier judges the proposal; the principal's latest
+/// consent is named for a principal fact. A write to an address that
+/// holds a current record supersedes it through the gate, as any
+/// addressed write does. The subject is the credential's principal, or
+/// the workspace `workspace_id` names. Every write is a new proposal (a
+/// retried write is a new version with the same content).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ItemWrite {
+    /// The namespace's segments.
+    pub namespace: Vec<String>,
+    /// The key within the namespace.
+    pub key: String,
+    /// The memory's text (kept exactly as sent; not empty).
+    pub content: String,
+    /// Application metadata the memory carries (see docs/ENCODING.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// Requested lifetime in milliseconds (as in [`ProposeRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Write workspace knowledge of this workspace instead of a fact
+    /// about the principal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+}
+
+/// `DELETE /v1/items`: what became of every version at the address.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct ItemDeletion {
+    /// The revocation of each version of the address's line (the current
+    /// record and the ones it superseded), newest first.
+    pub revocations: Vec<RevocationResponse>,
+}
+
+/// `GET /v1/namespaces`: the namespaces of the current addressed memories
+/// about one subject (the credential's principal by default; `type` and
+/// the subject's ids as in [`AddressQuery`]). `prefix` and `suffix` are
+/// namespace paths (segments joined by `/`) whose segments may be `*`
+/// (any one segment); `max_depth` truncates each namespace to its first
+/// segments (distinct results). Sorted by segments, then paged.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NamespacesQuery {
+    /// Only namespaces starting with these segments.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Only namespaces ending with these segments.
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// Truncate namespaces to this many segments (at least 1).
+    #[serde(default)]
+    pub max_depth: Option<usize>,
+    /// Page size (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Namespaces to skip.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Subject type (`principal` by default).
+    #[serde(default, rename = "type")]
+    pub subject_type: Option<String>,
+    /// Run of a run subject.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Workspace of a workspace, procedure or principal-in-workspace subject.
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// Procedure of a procedure subject.
+    #[serde(default)]
+    pub procedure_id: Option<String>,
+}
+
+/// One page of namespaces.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct NamespacesPage {
+    /// Each namespace as its segments.
+    pub namespaces: Vec<Vec<String>>,
+}
+
 /// One memory as stored.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct MemoryView {

@@ -407,6 +407,30 @@ async fn item_at_address(
     call(&s, move |s| s.memory_at_address(&c, &q)).await
 }
 
+async fn put_item(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiJson(r): ApiJson<ItemWrite>,
+) -> Reply<ProposeResponse> {
+    call(&s, move |s| s.put_item(&c, &r)).await
+}
+
+async fn delete_item(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<AddressQuery>,
+) -> Reply<ItemDeletion> {
+    call(&s, move |s| s.delete_item(&c, &q)).await
+}
+
+async fn namespaces(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<NamespacesQuery>,
+) -> Reply<NamespacesPage> {
+    call(&s, move |s| s.namespaces(&c, &q)).await
+}
+
 async fn get_memory(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -787,7 +811,12 @@ fn routes() -> Routes {
             post(propose).get(list_memories),
         )
         .add("/v1/browse", &[Method::GET], get(browse))
-        .add("/v1/items", &[Method::GET], get(item_at_address))
+        .add(
+            "/v1/items",
+            &[Method::GET, Method::PUT, Method::DELETE],
+            get(item_at_address).put(put_item).delete(delete_item),
+        )
+        .add("/v1/namespaces", &[Method::GET], get(namespaces))
         .add("/v1/memories/{record_id}", &[Method::GET], get(get_memory))
         .add(
             "/v1/memories/{record_id}/history",

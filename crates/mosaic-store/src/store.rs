@@ -291,6 +291,21 @@ pub trait Store: Send {
         address: &mosaic_harness::MemoryAddress,
     ) -> StoreResult<Option<(String, u64)>>;
 
+    /// The distinct namespaces (segments joined by `/`) of `tenant_id`'s
+    /// current records about `subject` that have an application address:
+    /// active or publishing and unexpired at `now_ms`, sorted, at most
+    /// `limit`. With `prefix` (a namespace path), only it and the paths
+    /// below it by whole segments. Only `tenant_id`'s records count. One
+    /// range read of the address index.
+    fn address_namespaces(
+        &mut self,
+        tenant_id: &str,
+        subject: &MemorySubject,
+        prefix: Option<&str>,
+        now_ms: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<String>>;
+
     /// One page of a tenant's records (every accepted record, erased ones
     /// included as identities), filtered by [`RecordFilter`] and sorted by
     /// record id. Only `filter.tenant_id`'s records can appear. Content is

@@ -10,7 +10,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 from urllib.parse import quote
 
 import httpx
@@ -78,6 +78,13 @@ def _drop_none(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
+def _address(namespace: Sequence[str], key: str, workspace_id: Optional[str]) -> Dict[str, str]:
+    params = {"namespace": "/".join(namespace), "key": key}
+    if workspace_id is not None:
+        params.update({"type": "workspace", "workspace_id": workspace_id})
+    return params
+
+
 class _Api:
     """Request builders shared by both clients."""
 
@@ -109,9 +116,10 @@ class _Api:
         body = _drop_none({"purpose": purpose, "ui_release": ui_release, "consent_id": consent_id})
         return _Call("POST", "/v1/consents", Consent.from_json, body, user_id=self._user(user_id))
 
-    def search(self, query: Optional[str], *, max_records: Optional[int], kinds: Optional[List[str]], workspace_id: Optional[str], run_id: Optional[str], mode: Optional[str], token_budget: Optional[int], claim_keys: Optional[List[str]], explain: bool, user_id: Optional[str]) -> _Call[RecallResult]:
+    def search(self, query: Optional[str], *, max_records: Optional[int], kinds: Optional[List[str]], workspace_id: Optional[str], run_id: Optional[str], mode: Optional[str], token_budget: Optional[int], claim_keys: Optional[List[str]], explain: bool, user_id: Optional[str], filter: Optional[Mapping[str, Any]] = None) -> _Call[RecallResult]:
         body = _drop_none({
             "query": query,
+            "filter": dict(filter) if filter is not None else None,
             "max_records": max_records,
             "kinds": kinds,
             "workspace_id": workspace_id,
@@ -123,6 +131,35 @@ class _Api:
         if explain:
             body["explain"] = True
         return _Call("POST", "/v1/recall", RecallResult.from_json, body, user_id=self._user(user_id))
+
+    def put_item(self, namespace: Sequence[str], key: str, content: str, metadata: Optional[Mapping[str, Any]], ttl_ms: Optional[int], workspace_id: Optional[str], user_id: Optional[str]) -> _Call[WriteResult]:
+        body = _drop_none({
+            "namespace": list(namespace),
+            "key": key,
+            "content": content,
+            "metadata": dict(metadata) if metadata is not None else None,
+            "ttl_ms": ttl_ms,
+            "workspace_id": workspace_id,
+        })
+        return _Call("PUT", "/v1/items", WriteResult.from_json, body, user_id=self._user(user_id))
+
+    def get_item(self, namespace: Sequence[str], key: str, workspace_id: Optional[str], user_id: Optional[str]) -> _Call[Memory]:
+        return _Call("GET", "/v1/items", Memory.from_json, params=_address(namespace, key, workspace_id), user_id=self._user(user_id))
+
+    def delete_item(self, namespace: Sequence[str], key: str, workspace_id: Optional[str], user_id: Optional[str]) -> _Call[List[Deletion]]:
+        return _Call("DELETE", "/v1/items", lambda d: [Deletion.from_json(r) for r in d["revocations"]], params=_address(namespace, key, workspace_id), user_id=self._user(user_id))
+
+    def namespaces(self, prefix: Optional[Sequence[str]], suffix: Optional[Sequence[str]], max_depth: Optional[int], limit: Optional[int], offset: Optional[int], workspace_id: Optional[str], user_id: Optional[str]) -> _Call[List[Tuple[str, ...]]]:
+        params = _drop_none({
+            "prefix": "/".join(prefix) if prefix else None,
+            "suffix": "/".join(suffix) if suffix else None,
+            "max_depth": str(max_depth) if max_depth is not None else None,
+            "limit": str(limit) if limit is not None else None,
+            "offset": str(offset) if offset else None,
+        })
+        if workspace_id is not None:
+            params.update({"type": "workspace", "workspace_id": workspace_id})
+        return _Call("GET", "/v1/namespaces", lambda d: [tuple(ns) for ns in d["namespaces"]], params=params, user_id=self._user(user_id))
 
     def get(self, record_id: str, user_id: Optional[str]) -> _Call[Memory]:
         return _Call("GET", f"/v1/memories/{_segment(record_id)}", Memory.from_json, user_id=self._user(user_id))
@@ -306,14 +343,39 @@ class Mosaic:
         """Records the principal's consent (principal facts rely on it)."""
         return self._send(self._api.give_consent(purpose, ui_release, consent_id, user_id))
 
-    def search(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
-        """Recalls memories (ranked by ``query`` when given)."""
-        return self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=False, user_id=user_id))
+    def search(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, filter: Optional[Mapping[str, Any]] = None, user_id: Optional[str] = None) -> RecallResult:
+        """Recalls memories (ranked by ``query`` when given). ``filter`` is
+        the server's read filter (mem0's shape: ``AND`` / ``OR`` / ``NOT``,
+        fields of metadata and the address, ``eq`` ... ``nin``, a
+        namespace ``prefix``), applied before ranking."""
+        return self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=False, user_id=user_id, filter=filter))
 
-    def explain(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
+    def explain(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, filter: Optional[Mapping[str, Any]] = None, user_id: Optional[str] = None) -> RecallResult:
         """A recall that also lists the selector's decision on every
         candidate (``decisions``)."""
-        return self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=True, user_id=user_id))
+        return self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=True, user_id=user_id, filter=filter))
+
+    def put_item(self, namespace: Sequence[str], key: str, content: str, *, metadata: Optional[Mapping[str, Any]] = None, ttl_ms: Optional[int] = None, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> WriteResult:
+        """Writes ``content`` at the address ``(namespace, key)`` in one
+        request (``PUT /v1/items``): a fact about the principal (or
+        knowledge of ``workspace_id``) whose source the server builds from
+        the statement; a current record at the address is superseded."""
+        return self._send(self._api.put_item(namespace, key, content, metadata, ttl_ms, workspace_id, user_id))
+
+    def get_item(self, namespace: Sequence[str], key: str, *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> Memory:
+        """The current memory at an address (``GET /v1/items``, one indexed
+        read); :class:`NotFoundError` when there is none."""
+        return self._send(self._api.get_item(namespace, key, workspace_id, user_id))
+
+    def delete_item(self, namespace: Sequence[str], key: str, *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> List[Deletion]:
+        """Revokes every version at an address (``DELETE /v1/items``);
+        :class:`NotFoundError` when it holds nothing."""
+        return self._send(self._api.delete_item(namespace, key, workspace_id, user_id))
+
+    def namespaces(self, *, prefix: Optional[Sequence[str]] = None, suffix: Optional[Sequence[str]] = None, max_depth: Optional[int] = None, limit: Optional[int] = None, offset: Optional[int] = None, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> List[Tuple[str, ...]]:
+        """The namespaces of the current addressed memories (``GET
+        /v1/namespaces``); ``prefix`` / ``suffix`` segments may be ``*``."""
+        return self._send(self._api.namespaces(prefix, suffix, max_depth, limit, offset, workspace_id, user_id))
 
     def get(self, record_id: str, *, user_id: Optional[str] = None) -> Memory:
         """One memory with its content and state."""
@@ -444,11 +506,23 @@ class AsyncMosaic:
     async def give_consent(self, purpose: str = "personalization", ui_release: str = "mosaic-memory-python", *, consent_id: Optional[str] = None, user_id: Optional[str] = None) -> Consent:
         return await self._send(self._api.give_consent(purpose, ui_release, consent_id, user_id))
 
-    async def search(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
-        return await self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=False, user_id=user_id))
+    async def search(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, filter: Optional[Mapping[str, Any]] = None, user_id: Optional[str] = None) -> RecallResult:
+        return await self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=False, user_id=user_id, filter=filter))
 
-    async def explain(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, user_id: Optional[str] = None) -> RecallResult:
-        return await self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=True, user_id=user_id))
+    async def explain(self, query: Optional[str] = None, *, max_records: Optional[int] = None, kinds: Optional[List[str]] = None, workspace_id: Optional[str] = None, run_id: Optional[str] = None, mode: Optional[str] = None, token_budget: Optional[int] = None, claim_keys: Optional[List[str]] = None, filter: Optional[Mapping[str, Any]] = None, user_id: Optional[str] = None) -> RecallResult:
+        return await self._send(self._api.search(query, max_records=max_records, kinds=kinds, workspace_id=workspace_id, run_id=run_id, mode=mode, token_budget=token_budget, claim_keys=claim_keys, explain=True, user_id=user_id, filter=filter))
+
+    async def put_item(self, namespace: Sequence[str], key: str, content: str, *, metadata: Optional[Mapping[str, Any]] = None, ttl_ms: Optional[int] = None, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> WriteResult:
+        return await self._send(self._api.put_item(namespace, key, content, metadata, ttl_ms, workspace_id, user_id))
+
+    async def get_item(self, namespace: Sequence[str], key: str, *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> Memory:
+        return await self._send(self._api.get_item(namespace, key, workspace_id, user_id))
+
+    async def delete_item(self, namespace: Sequence[str], key: str, *, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> List[Deletion]:
+        return await self._send(self._api.delete_item(namespace, key, workspace_id, user_id))
+
+    async def namespaces(self, *, prefix: Optional[Sequence[str]] = None, suffix: Optional[Sequence[str]] = None, max_depth: Optional[int] = None, limit: Optional[int] = None, offset: Optional[int] = None, workspace_id: Optional[str] = None, user_id: Optional[str] = None) -> List[Tuple[str, ...]]:
+        return await self._send(self._api.namespaces(prefix, suffix, max_depth, limit, offset, workspace_id, user_id))
 
     async def get(self, record_id: str, *, user_id: Optional[str] = None) -> Memory:
         return await self._send(self._api.get(record_id, user_id))

@@ -1,43 +1,42 @@
 """A LangGraph ``BaseStore`` backed by Mosaic Memory.
 
-How items map onto Mosaic (see the package README for what follows):
+How items map onto Mosaic (the package README says the same):
 
-- ``put(namespace, key, value)`` captures the item as one message of a
-  conversation named after the namespace (``POST
-  /v1/conversations/lg.<digest>/messages``: an episodic memory, the
-  evidence) and proposes a fact citing it whose content is the item's
-  envelope, the JSON text ``{"langgraph_store": 1, "namespace": [...],
-  "key": ..., "value": {...}}`` (``POST /v1/facts``: a semantic memory,
-  the item). A verbatim quote of a captured message is supported by the
-  server's capture verifier, so the gate accepts it when the key's grant,
-  the tenant's policy and the principal's consent allow; when it refuses,
-  the captured message is deleted again and :class:`StoreWriteRefused`
-  is raised with the gate's violations. Nothing is dropped silently.
-- A new value for an existing key supersedes the current fact (same line,
-  next generation); the earlier value stays in the store as the line's
-  history and is never returned again.
-- ``delete`` (``put`` with ``None``) revokes every record of the key: each
-  fact generation and each captured message, each with a deletion receipt.
-- ``get``, ``search`` and ``list_namespaces`` read the principal's memory
-  list (``GET /v1/memories``) and the records' contents (``GET
-  /v1/memories/{id}``, cached: a record's content never changes). A search
-  with a ``query`` is ranked by Mosaic's recall (``POST /v1/recall``, the
-  server's lexical and vector indexes); ``filter`` is applied to the values
-  here, as ``InMemoryStore`` applies it.
-- TTL (minutes) becomes the fact's ``ttl_ms``; an item put without one
-  asks for the tenant policy's longest lifetime (``max_ttl_ms``), since
-  Mosaic keeps no memory forever. Expiry counts from the write: Mosaic
-  cannot extend a record's expiry on read, so ``refresh_ttl`` has no
-  effect and ``TTLConfig(refresh_on_read=True)`` is refused.
+- An item is one semantic memory at the application address
+  ``(namespace, key)`` of the key's principal (or, with ``workspace_id``,
+  of that workspace). Its content is the envelope, the JSON text
+  ``{"langgraph_store": 1, "namespace": [...], "key": ..., "value": {...}}``
+  (the value exactly, and the address, so two keys holding the same value
+  are two texts). Its metadata is an index of the value for the server's
+  filters (see :func:`index_of`).
+- ``put`` is one request (``PUT /v1/items``): the server builds the
+  source, names the principal's consent, and a write to an address that
+  holds an item supersedes it through the write gate (the earlier value
+  stays as the line's history and is never served again). A refusal
+  raises :class:`StoreWriteRefused` with the gate's violations; nothing is
+  dropped silently. ``put(..., None)`` / ``delete`` is one request
+  (``DELETE /v1/items``) revoking every version at the address, each with
+  a deletion receipt.
+- ``get`` is one request (``GET /v1/items``, one indexed read).
+- ``search`` is one recall (``POST /v1/recall``) whose filter holds the
+  namespace prefix and the translated LangGraph filter, run by the server
+  before ranking: ranked by the server's indexes with a ``query``,
+  newest first without one. ``limit`` and ``offset`` page the server's
+  answer (at most 10,000 items deep).
+- ``list_namespaces`` is one request (``GET /v1/namespaces``).
+- TTL (minutes) becomes the memory's ``ttl_ms``; without one the tenant
+  policy's longest lifetime applies. A memory's expiry is part of its
+  record and write receipt, fixed when written, so a read cannot refresh
+  it: ``TTLConfig(refresh_on_read=True)`` is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
+import math
 import os
-import threading
+import struct
 import time
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -47,7 +46,6 @@ from langgraph.store.base import (
     GetOp,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -57,16 +55,22 @@ from langgraph.store.base import (
 )
 
 from .client import Mosaic
-from .errors import MosaicError, NotFoundError, RefusedError
-from .types import Memory, Violation
+from .errors import NotFoundError, RefusedError
+from .types import Violation
 
-__all__ = ["MosaicStore", "StoreWriteRefused", "ENVELOPE_VERSION"]
+__all__ = ["MosaicStore", "StoreWriteRefused", "ENVELOPE_VERSION", "index_of", "server_filter"]
 
 #: The envelope's version member.
 ENVELOPE_VERSION = 1
-#: The speaker name of captured items.
-SPEAKER = "langgraph-store"
-_PREFIX = SPEAKER + ": "
+#: The deepest a search pages (the server's largest selection).
+MAX_SEARCH_DEPTH = 10_000
+#: Longest string value the metadata index holds (longer ones are found
+#: by no server-side equality, which they could not satisfy anyway).
+MAX_INDEXED_STRING = 1024
+#: The metadata budget the server allows (canonical bytes).
+MAX_METADATA_BYTES = 16 * 1024
+#: Metadata member marking an item whose index left members out.
+PARTIAL = "~partial"
 
 Namespace = Tuple[str, ...]
 
@@ -75,16 +79,8 @@ class StoreWriteRefused(RefusedError):
     """The write gate refused a ``put``; nothing of it was kept."""
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _digest(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
-
-
-def _conversation_id(namespace: Namespace) -> str:
-    return "lg." + _digest(list(namespace))[:40]
+def _ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
 def _envelope(namespace: Namespace, key: str, value: Dict[str, Any]) -> str:
@@ -102,11 +98,10 @@ def _envelope(namespace: Namespace, key: str, value: Dict[str, Any]) -> str:
 
 
 def _parse(content: str) -> Optional[Tuple[Namespace, str, Dict[str, Any]]]:
-    text = content[len(_PREFIX):] if content.startswith(_PREFIX) else content
-    if not text.startswith('{"langgraph_store":'):
+    if not content.startswith('{"langgraph_store":'):
         return None
     try:
-        data = json.loads(text)
+        data = json.loads(content)
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("langgraph_store") != ENVELOPE_VERSION:
@@ -117,51 +112,175 @@ def _parse(content: str) -> Optional[Tuple[Namespace, str, Dict[str, Any]]]:
     return tuple(str(x) for x in ns), key, value
 
 
-class _Record:
-    """A stored record that holds a store item's envelope."""
+# ---------------------------------------------------------------- the index
 
-    __slots__ = ("record_id", "kind", "namespace", "key", "value", "created_ms", "expires_ms", "line_generation")
-
-    def __init__(self, memory: Memory, parsed: Tuple[Namespace, str, Dict[str, Any]]) -> None:
-        self.record_id = memory.record_id
-        self.kind = memory.kind
-        self.namespace, self.key, self.value = parsed
-        self.created_ms = memory.created_at_unix_ms
-        self.expires_ms = memory.expires_at_unix_ms
-        self.line_generation = memory.line_generation
+def _number(x: float) -> str:
+    """An order-preserving text of a number: ``#`` and the 16 hex digits of
+    its IEEE double with the sign bit flipped (negatives: every bit), so
+    text order is numeric order and 1 and 1.0 are the same text."""
+    bits = struct.unpack(">Q", struct.pack(">d", float(x) + 0.0))[0]
+    bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | (1 << 63)
+    return f"#{bits:016x}"
 
 
-class _Snapshot:
-    """The store's items as the server lists them at one instant."""
+def _scalar(v: Any) -> Tuple[bool, Any]:
+    """A value as the index holds it: ``(True, indexed)``, or ``(False,
+    None)`` when it is not indexed (a long string, a NaN, an object)."""
+    if v is None or isinstance(v, bool):
+        return True, v
+    if isinstance(v, (int, float)):
+        try:
+            if not math.isfinite(float(v)):
+                return False, None
+        except OverflowError:
+            return False, None
+        return True, _number(v)
+    if isinstance(v, str):
+        if len(v) > MAX_INDEXED_STRING:
+            return False, None
+        # Texts starting with '#' get one more, so none looks like a number.
+        return True, "#" + v if v.startswith("#") else v
+    if isinstance(v, (list, tuple)):
+        out = []
+        for item in v:
+            ok, indexed = _scalar(item)
+            if not ok:
+                return False, None
+            out.append(indexed)
+        return True, out
+    return False, None
 
-    def __init__(self) -> None:
-        self.items: Dict[Tuple[Namespace, str], Tuple[_Record, datetime]] = {}
-        self.records: Dict[Tuple[Namespace, str], List[Tuple[_Record, str]]] = {}
 
-    def item(self, ns: Namespace, key: str) -> Optional[Item]:
-        found = self.items.get((ns, key))
-        if found is None:
-            return None
-        rec, created = found
-        return Item(value=dict(rec.value), key=key, namespace=ns, created_at=created, updated_at=_ms(rec.created_ms))
+def index_of(value: Dict[str, Any]) -> Dict[str, Any]:
+    """The metadata a value is indexed by: each leaf of the value, nested
+    objects flattened to dotted names (``{"a": {"b": 1}}`` is member
+    ``a.b``), numbers as order-preserving texts (:func:`_number`),
+    strings (up to 1,024 characters), booleans, nulls and lists of those
+    as they are. When the members exceed the server's 16 KiB the longest
+    are left out and :data:`PARTIAL` is set: filters then consider the
+    item on the server and decide it here."""
+    members: Dict[str, Any] = {}
+    partial = False
+
+    def walk(prefix: str, obj: Dict[str, Any]) -> None:
+        nonlocal partial
+        for k, v in obj.items():
+            name = f"{prefix}{k}"
+            if not k or k.startswith("~") or len(name) > 128 or any(ord(c) < 32 for c in name):
+                partial = True
+                continue
+            if isinstance(v, dict):
+                walk(name + ".", v)
+                continue
+            ok, indexed = _scalar(v)
+            if ok:
+                members[name] = indexed
+            elif not (isinstance(v, str) and len(v) > MAX_INDEXED_STRING):
+                partial = True
+
+    walk("", value)
+
+    def size(m: Dict[str, Any]) -> int:
+        return len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode())
+
+    if size(members) > MAX_METADATA_BYTES - 32:
+        partial = True
+        for name in sorted(members, key=lambda n: -size({n: members[n]})):
+            del members[name]
+            if size(members) <= MAX_METADATA_BYTES - 32:
+                break
+    if partial:
+        members[PARTIAL] = True
+    return members
 
 
-def _ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+_RANGE = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
 
 
-def _matches_filter(value: Any, flt: Any) -> bool:
+def _field(name: str) -> str:
+    return "metadata." + name
+
+
+def _conditions(path: str, flt: Any, out: List[Dict[str, Any]]) -> bool:
+    """Appends the server conditions that select at least every item whose
+    value at ``path`` matches ``flt`` as LangGraph decides it; whether they
+    select exactly those."""
+    if isinstance(flt, dict) and any(k.startswith("$") for k in flt):
+        exact = True
+        for op, arg in flt.items():
+            if op in ("$eq", "$ne") and not isinstance(arg, dict):
+                ok, indexed = _scalar(arg)
+                if not ok or arg is None:
+                    exact = False
+                elif op == "$eq":
+                    out.append(_equal(path, arg, indexed))
+                else:
+                    out.append({_field(path): {"ne": indexed}})
+                    exact = exact and not isinstance(arg, (bool, int, float))
+            elif op in _RANGE and isinstance(arg, (int, float)) and not isinstance(arg, bool):
+                ok, indexed = _scalar(arg)
+                if not ok:
+                    exact = False
+                    continue
+                out.append({_field(path): {_RANGE[op]: indexed}})
+            elif op in ("$eq", "$ne") or op in _RANGE:
+                exact = False
+            else:
+                raise ValueError(f"unsupported filter operator {op}")
+        return exact
+    if isinstance(flt, dict):
+        exact = True
+        for k, v in flt.items():
+            exact = _conditions(f"{path}.{k}", v, out) and exact
+        return exact
+    ok, indexed = _scalar(flt)
+    if not ok or flt is None:
+        return False
+    out.append(_equal(path, flt, indexed))
+    return True
+
+
+def _equal(path: str, arg: Any, indexed: Any) -> Dict[str, Any]:
+    # Python's True == 1 and False == 0: either form matches.
+    if isinstance(arg, bool) or (isinstance(arg, (int, float)) and arg in (0, 1)):
+        twin = bool(arg) if not isinstance(arg, bool) else _number(int(arg))
+        return {"OR": [{_field(path): {"eq": indexed}}, {_field(path): {"eq": twin}}]}
+    return {_field(path): {"eq": indexed}}
+
+
+def server_filter(filter: Optional[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], bool]:
+    """A LangGraph filter (equality, nested objects, ``$eq`` ``$ne`` ``$gt``
+    ``$gte`` ``$lt`` ``$lte`` on value fields) as the server's filter
+    conditions over :func:`index_of`'s metadata, and whether they are exact.
+    An item with a partial index always passes the server's conditions and
+    is decided in the client; a condition the index cannot decide (a null,
+    a whole-object ``$eq``, a range on a text) is decided in the client
+    alone."""
+    out: List[Dict[str, Any]] = []
+    if not filter:
+        return out, True
+    exact = True
+    for k, v in filter.items():
+        exact = _conditions(k, v, out) and exact
+    if out:
+        out = [{"OR": [{"AND": out} if len(out) > 1 else out[0], {_field(PARTIAL): True}]}]
+    return out, exact
+
+
+def _matches(value: Any, flt: Any) -> bool:
+    """LangGraph's own filter semantics (``InMemoryStore``), a value that
+    cannot be compared matching nothing."""
     if isinstance(flt, dict):
         if any(k.startswith("$") for k in flt):
             return all(_operator(value, op, arg) for op, arg in flt.items())
         if not isinstance(value, dict):
             return False
-        return all(_matches_filter(value.get(k), v) for k, v in flt.items())
+        return all(_matches(value.get(k), v) for k, v in flt.items())
     if isinstance(flt, (list, tuple)):
         return (
             isinstance(value, (list, tuple))
             and len(value) == len(flt)
-            and all(_matches_filter(a, b) for a, b in zip(value, flt))
+            and all(_matches(a, b) for a, b in zip(value, flt))
         )
     return value == flt
 
@@ -171,30 +290,20 @@ def _operator(value: Any, op: str, arg: Any) -> bool:
         return value == arg
     if op == "$ne":
         return value != arg
-    if op in ("$gt", "$gte", "$lt", "$lte"):
-        if value is None:
+    if op in _RANGE:
+        try:
+            a, b = float(value), float(arg)
+        except (TypeError, ValueError):
             return False
-        a, b = float(value), float(arg)
         return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
     raise ValueError(f"unsupported filter operator {op}")
 
 
-def _namespace_matches(condition: MatchCondition, ns: Namespace) -> bool:
-    path = tuple(condition.path)
-    if len(ns) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        pairs = zip(ns, path)
-    elif condition.match_type == "suffix":
-        pairs = zip(reversed(ns), reversed(path))
-    else:
-        raise ValueError(f"unsupported match type {condition.match_type}")
-    return all(p == "*" or k == p for k, p in pairs)
-
+# ---------------------------------------------------------------- the store
 
 class MosaicStore(BaseStore):
     """A LangGraph store whose items are Mosaic memories of the key's
-    principal (or of the principal in ``workspace_id``).
+    principal (or of the workspace ``workspace_id``).
 
     ``client`` is a :class:`mosaic_memory.Mosaic` (default: one from
     ``$MOSAIC_KEY`` / ``$MOSAIC_URL``). Principal facts rely on the
@@ -222,193 +331,160 @@ class MosaicStore(BaseStore):
             )
         if ttl and ttl.get("refresh_on_read"):
             raise ValueError(
-                "MosaicStore cannot refresh a TTL on read: a memory's expiry is fixed when "
-                "it is written (use TTLConfig(refresh_on_read=False))"
+                "MosaicStore cannot refresh a TTL on read: a memory's expiry is part of its "
+                "record and write receipt, fixed when it is written (use "
+                "TTLConfig(refresh_on_read=False))"
             )
         self.client = client if client is not None else Mosaic(os.environ.get("MOSAIC_KEY"))
         self.workspace_id = workspace_id
         self.index_config = index
         self.ttl_config = ttl
-        self._cache: Dict[str, Optional[_Record]] = {}
-        self._principal: Optional[str] = None
-        self._max_ttl_ms: Optional[int] = None
-        self._lock = threading.RLock()
 
     # ------------------------------------------------------------ reading
 
-    def _principal_id(self) -> str:
-        if self._principal is None:
-            self._principal = self.client.whoami()["credential"]["principal_id"]
-        return self._principal
-
-    def _record(self, record_id: str) -> Optional[_Record]:
-        if record_id in self._cache:
-            return self._cache[record_id]
+    def _get(self, op: GetOp) -> Optional[Item]:
+        ns, key = tuple(op.namespace), str(op.key)
         try:
-            memory = self.client.get(record_id)
+            memory = self.client.get_item(ns, key, workspace_id=self.workspace_id)
         except NotFoundError:
             return None
+        if memory.state not in ("active", "publishing"):
+            return None
+        if memory.expires_at_unix_ms is not None and memory.expires_at_unix_ms <= int(time.time() * 1000):
+            return None
         parsed = _parse(memory.content)
-        rec = _Record(memory, parsed) if parsed else None
-        self._cache[record_id] = rec
-        return rec
+        if parsed is None:
+            return None
+        at = _ms(memory.created_at_unix_ms)
+        return Item(value=parsed[2], key=key, namespace=ns, created_at=at, updated_at=at)
 
-    def _snapshot(self) -> _Snapshot:
-        subject = "principal_in_workspace" if self.workspace_id else "principal"
-        entries = self.client.list(subject, principal_id=self._principal_id(), workspace_id=self.workspace_id)
-        now_ms = int(time.time() * 1000)
-        snap = _Snapshot()
-        firsts: Dict[Tuple[Namespace, str], int] = {}
-        for entry in entries:
-            if entry.state in ("revoked", "erased") or entry.kind not in ("semantic", "episodic"):
-                continue
-            rec = self._record(entry.record_id)
-            if rec is None:
-                continue
-            ident = (rec.namespace, rec.key)
-            snap.records.setdefault(ident, []).append((rec, entry.state))
-            if rec.kind == "semantic":
-                first = firsts.get(ident)
-                firsts[ident] = rec.created_ms if first is None else min(first, rec.created_ms)
-            if rec.kind != "semantic" or entry.state != "active":
-                continue
-            if rec.expires_ms is not None and rec.expires_ms <= now_ms:
-                continue
-            current = snap.items.get(ident)
-            if current is None or (rec.line_generation, rec.created_ms) > (current[0].line_generation, current[0].created_ms):
-                snap.items[ident] = (rec, _ms(0))
-        for ident, (rec, _) in list(snap.items.items()):
-            snap.items[ident] = (rec, _ms(firsts.get(ident, rec.created_ms)))
-        return snap
+    def _scope(self) -> List[Dict[str, Any]]:
+        """The subject's items only: the principal's own facts, or the
+        workspace's knowledge."""
+        if self.workspace_id is None:
+            return [{"user_id": {"gte": ""}}, {"NOT": {"workspace_id": {"gte": ""}}}]
+        return [{"workspace_id": self.workspace_id}, {"NOT": {"user_id": {"gte": ""}}}]
 
-    def _search(self, snap: _Snapshot, op: SearchOp) -> List[SearchItem]:
+    def _search(self, op: SearchOp) -> List[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        candidates = [
-            (rec, created)
-            for (ns, _), (rec, created) in snap.items.items()
-            if ns[: len(prefix)] == prefix and (not op.filter or _matches_filter(rec.value, op.filter))
-        ]
-        candidates.sort(key=lambda c: (c[0].namespace, c[0].key))
-        scores: Dict[str, float] = {}
-        if op.query and candidates:
+        where = self._scope()
+        where.append({"namespace": {"prefix": "/".join(prefix)}} if prefix else {"key": {"gte": ""}})
+        conditions, _ = server_filter(op.filter)
+        where.extend(conditions)
+        want = op.offset + op.limit
+        if want > MAX_SEARCH_DEPTH:
+            raise ValueError(f"MosaicStore pages at most {MAX_SEARCH_DEPTH} items deep (offset + limit)")
+        if op.limit <= 0:
+            return []
+        found, left_out = self._page(op, op.query or None, where, want)
+        if left_out and len(found) < want:
+            # The ranker reads a bounded depth of candidates per index
+            # (about 200 items in all): eligible items it did not reach
+            # follow the ranked ones, unscored and newest first.
+            ranked = {(i.namespace, i.key) for i in found}
+            rest, _ = self._page(op, None, where, want + len(found))
+            found.extend(i for i in rest if (i.namespace, i.key) not in ranked)
+        return found[op.offset : want]
+
+    def _page(
+        self, op: SearchOp, query: Optional[str], where: List[Dict[str, Any]], want: int
+    ) -> Tuple[List[SearchItem], bool]:
+        """The first ``want`` items of one recall that match ``op.filter``,
+        and whether a ranked recall left eligible items unranked. The
+        server's conditions admit more than the filter only for conditions
+        its index cannot decide or partially indexed items; then the recall
+        is asked for again, deeper, until it holds ``want`` matching items
+        or nothing more is there."""
+        ask = want
+        while True:
             recalled = self.client.search(
-                op.query,
+                query,
                 kinds=["semantic"],
-                max_records=len(snap.items),
+                max_records=ask,
+                workspace_id=self.workspace_id,
+                filter={"AND": where},
+            )
+            memories = {m["record_id"]: m for m in recalled.raw.get("memories", [])}
+            found: List[SearchItem] = []
+            for hit in recalled.hits:
+                m = memories.get(hit.record_id)
+                parsed = _parse(m["content"]) if m else None
+                if parsed is None or (op.filter and not _matches(parsed[2], op.filter)):
+                    continue
+                at = _ms(m["created_at_unix_ms"])
+                found.append(
+                    SearchItem(
+                        namespace=parsed[0],
+                        key=parsed[1],
+                        value=parsed[2],
+                        created_at=at,
+                        updated_at=at,
+                        score=hit.score if query is not None else None,
+                    )
+                )
+            if len(found) >= want:
+                return found[:want], False
+            if len(recalled.hits) < ask or ask >= MAX_SEARCH_DEPTH:
+                left_out = query is not None and recalled.drop_reasons.get("not_relevant", 0) > 0
+                return found, left_out
+            ask = min(MAX_SEARCH_DEPTH, ask * 2 + (want - len(found)))
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> List[Namespace]:
+        prefix: Optional[Tuple[str, ...]] = None
+        suffix: Optional[Tuple[str, ...]] = None
+        for condition in op.match_conditions or ():
+            path = tuple(condition.path)
+            if condition.match_type == "prefix" and prefix is None:
+                prefix = path
+            elif condition.match_type == "suffix" and suffix is None:
+                suffix = path
+            else:
+                raise ValueError(
+                    f"MosaicStore lists namespaces with at most one prefix and one suffix condition "
+                    f"(got another {condition.match_type!r})"
+                )
+        out: List[Namespace] = []
+        offset, remaining = op.offset, op.limit
+        while remaining > 0:
+            page = self.client.namespaces(
+                prefix=prefix or None,
+                suffix=suffix or None,
+                max_depth=op.max_depth,
+                limit=min(remaining, 1000),
+                offset=offset,
                 workspace_id=self.workspace_id,
             )
-            order = {hit.record_id: i for i, hit in enumerate(recalled.hits)}
-            for hit in recalled.hits:
-                if hit.score is not None:
-                    scores[hit.record_id] = hit.score
-            candidates.sort(key=lambda c: order.get(c[0].record_id, len(order)))
-        page = candidates[op.offset : op.offset + op.limit]
-        return [
-            SearchItem(
-                namespace=rec.namespace,
-                key=rec.key,
-                value=dict(rec.value),
-                created_at=created,
-                updated_at=_ms(rec.created_ms),
-                score=scores.get(rec.record_id) if op.query else None,
-            )
-            for rec, created in page
-        ]
-
-    @staticmethod
-    def _list_namespaces(snap: _Snapshot, op: ListNamespacesOp) -> List[Namespace]:
-        namespaces = sorted({ns for ns, _ in snap.items})
-        if op.match_conditions:
-            namespaces = [ns for ns in namespaces if all(_namespace_matches(c, ns) for c in op.match_conditions)]
-        if op.max_depth is not None:
-            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
-        return namespaces[op.offset : op.offset + op.limit]
+            out.extend(page)
+            if len(page) < min(remaining, 1000):
+                break
+            offset += len(page)
+            remaining -= len(page)
+        return out
 
     # ------------------------------------------------------------ writing
 
-    def _ttl_ms(self, ttl: Optional[float]) -> int:
-        if self._max_ttl_ms is None:
-            self._max_ttl_ms = int(self.client.policy()["max_ttl_ms"])
-        if ttl is None:
-            return self._max_ttl_ms
-        ttl_ms = int(ttl * 60_000)
-        if ttl_ms <= 0:
-            raise ValueError(f"ttl must be a positive number of minutes, got {ttl}")
-        if ttl_ms > self._max_ttl_ms:
-            raise ValueError(
-                f"ttl of {ttl} minutes exceeds the tenant policy's longest lifetime "
-                f"({self._max_ttl_ms / 60_000:g} minutes)"
-            )
-        return ttl_ms
-
-    def _delete(self, snap: _Snapshot, ns: Namespace, key: str) -> None:
-        for rec, _ in snap.records.get((ns, key), []):
-            try:
-                self.client.delete(rec.record_id)
-            except NotFoundError:
-                pass
-            self._cache.pop(rec.record_id, None)
-
-    def _forget(self, record_id: str) -> None:
-        try:
-            self.client.delete(record_id)
-        except MosaicError:
-            pass
-
-    def _put(self, snap: _Snapshot, op: PutOp) -> None:
+    def _put(self, op: PutOp) -> None:
         ns, key = tuple(op.namespace), str(op.key)
         if op.value is None:
-            self._delete(snap, ns, key)
+            try:
+                self.client.delete_item(ns, key, workspace_id=self.workspace_id)
+            except NotFoundError:
+                pass
             return
-        if not isinstance(op.value, dict):
-            op_value = dict(op.value)
-        else:
-            op_value = op.value
-        text = _envelope(ns, key, op_value)
-        ttl_ms = self._ttl_ms(op.ttl)
-        message_id = "p." + _digest(text, time.time_ns(), os.urandom(8).hex())[:40]
-        conversation_id = _conversation_id(ns)
-        ingest = self.client.add_messages(
-            conversation_id,
-            [{"id": message_id, "role": "tool", "name": SPEAKER, "content": text}],
-            workspace_id=self.workspace_id,
+        value = op.value if isinstance(op.value, dict) else dict(op.value)
+        text = _envelope(ns, key, value)
+        ttl_ms = None
+        if op.ttl is not None:
+            ttl_ms = int(op.ttl * 60_000)
+            if ttl_ms <= 0:
+                raise ValueError(f"ttl must be a positive number of minutes, got {op.ttl}")
+        written = self.client.put_item(
+            ns, key, text, metadata=index_of(value), ttl_ms=ttl_ms, workspace_id=self.workspace_id
         )
-        captured = ingest.messages[0]
-        if not captured.accepted:
+        if not written.accepted:
             raise StoreWriteRefused(
-                f"the write gate refused to capture {ns!r}/{key!r}: " + _reasons(captured.violations),
-                captured.violations,
-            )
-        current = snap.items.get((ns, key))
-        try:
-            fact = self.client.add_fact(
-                text,
-                [(conversation_id, message_id)],
-                workspace_id=self.workspace_id,
-                ttl_ms=ttl_ms,
-                supersedes_record_id=current[0].record_id if current else None,
-                expected_line_generation=current[0].line_generation if current else None,
-            )
-        except MosaicError:
-            # No half-written item: the captured message goes again.
-            self._forget(captured.record_id)
-            raise
-        if not fact.accepted:
-            self._forget(captured.record_id)
-            raise StoreWriteRefused(
-                f"the write gate refused {ns!r}/{key!r}: " + _reasons(fact.violations),
-                fact.violations,
-            )
-        # What this batch wrote is what later puts of it supersede.
-        for record_id in (captured.record_id, fact.record_id):
-            self._cache.pop(record_id, None)
-        fresh = self._record(fact.record_id)
-        if fresh is not None:
-            created = current[1] if current else _ms(fresh.created_ms)
-            snap.items[(ns, key)] = (fresh, created)
-            episode = self._record(captured.record_id)
-            snap.records.setdefault((ns, key), []).extend(
-                [(fresh, "active")] + ([(episode, "active")] if episode else [])
+                f"the write gate refused {ns!r}/{key!r}: " + _reasons(written.violations),
+                written.violations,
             )
 
     # ------------------------------------------------------------ batches
@@ -418,26 +494,25 @@ class MosaicStore(BaseStore):
         began, then the puts are applied in order (the last put of a key
         wins), as ``InMemoryStore`` does."""
         ops = list(ops)
-        with self._lock:
-            snap = self._snapshot()
-            results: List[Result] = []
-            puts: Dict[Tuple[Namespace, str], PutOp] = {}
-            for op in ops:
-                if isinstance(op, GetOp):
-                    results.append(snap.item(tuple(op.namespace), str(op.key)))
-                elif isinstance(op, SearchOp):
-                    results.append(self._search(snap, op))
-                elif isinstance(op, ListNamespacesOp):
-                    results.append(self._list_namespaces(snap, op))
-                elif isinstance(op, PutOp):
-                    puts.pop((tuple(op.namespace), str(op.key)), None)
-                    puts[(tuple(op.namespace), str(op.key))] = op
-                    results.append(None)
-                else:
-                    raise ValueError(f"unknown operation type: {type(op)}")
-            for op in puts.values():
-                self._put(snap, op)
-            return results
+        results: List[Result] = []
+        puts: Dict[Tuple[Namespace, str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            elif isinstance(op, PutOp):
+                ident = (tuple(op.namespace), str(op.key))
+                puts.pop(ident, None)
+                puts[ident] = op
+                results.append(None)
+            else:
+                raise ValueError(f"unknown operation type: {type(op)}")
+        for op in puts.values():
+            self._put(op)
+        return results
 
     async def abatch(self, ops: Iterable[Op]) -> List[Result]:
         """:meth:`batch` on a worker thread (the sync client's calls block)."""

@@ -614,7 +614,11 @@ impl ServiceCore {
 
     /// The principal's most recently given consent that the store still
     /// holds unwithdrawn, if the policy needs one for principal facts.
-    fn latest_consent(&self, tenant: &str, principal: &str) -> ServiceResult<Option<String>> {
+    pub(super) fn latest_consent(
+        &self,
+        tenant: &str,
+        principal: &str,
+    ) -> ServiceResult<Option<String>> {
         let reader = self.reader()?;
         let Some(row) = reader.catalog.tenant(tenant)? else {
             return Ok(None);
@@ -635,7 +639,7 @@ impl ServiceCore {
 /// received it from the authenticated key (provenance bound to key,
 /// tenant and principal, like a captured message); the verbatim verifier
 /// judges it, since the text travels with the request.
-fn statement_proposal(
+pub(super) fn statement_proposal(
     credential: &Credential,
     text: &str,
     kind: MemoryKind,

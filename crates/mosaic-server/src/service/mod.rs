@@ -60,6 +60,7 @@ mod guard_vectors;
 mod guards;
 mod health;
 mod ids;
+mod items;
 mod outbox;
 mod persistence;
 mod postgres;
@@ -72,6 +73,7 @@ mod sync;
 
 pub use browse::{BROWSE_DEFAULT_LIMIT, BROWSE_MAX_LIMIT, BROWSE_MAX_SCAN};
 pub use ids::REQUEST_ID_DOMAIN;
+pub use items::{NAMESPACES_DEFAULT_LIMIT, NAMESPACES_MAX_LIMIT, NAMESPACES_MAX_SCAN};
 pub use postgres::migrate_postgres;
 use postgres::*;
 use propose::record_decision;

@@ -403,33 +403,8 @@ impl ServiceCore {
         credential: &Credential,
         query: &AddressQuery,
     ) -> ServiceResult<MemoryView> {
-        let (tenant, principal) = credential.principal()?;
-        let namespace: Vec<String> = query.namespace.split('/').map(str::to_owned).collect();
-        let address = crate::api::checked_attachments(None, Some(&namespace), Some(&query.key))?
-            .ok_or_else(|| ServiceError::Internal("an address without its address".into()))?;
-        let subject = match &query.subject_type {
-            None => MemorySubject::Principal {
-                principal_id: principal.to_owned(),
-            },
-            Some(subject_type) => subject_from_query(&ListQuery {
-                subject_type: subject_type.clone(),
-                run_id: query.run_id.clone(),
-                principal_id: Some(principal.to_owned()),
-                workspace_id: query.workspace_id.clone(),
-                procedure_id: query.procedure_id.clone(),
-                filter: None,
-            })?,
-        };
         let missing = || ServiceError::not_found("memory", "at that address");
-        let found = {
-            let mut inner = self.reader()?;
-            let (_, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
-            if !subject_visible(principal, &grant, &subject) {
-                return Err(missing());
-            }
-            inner.store.record_at_address(tenant, &subject, &address)?
-        };
-        let (record_id, _) = found.ok_or_else(missing)?;
+        let record_id = self.current_at_address(credential, query)?;
         match self.get_memory(credential, &record_id) {
             Err(ServiceError::NotFound { .. }) => Err(missing()),
             other => other,

@@ -473,3 +473,272 @@ fn urlencode(text: &str) -> String {
         })
         .collect()
 }
+
+async fn put_item(w: &World, key: &str, body: Value) -> (StatusCode, Value) {
+    send(&w.router, "PUT", "/v1/items", Some(key), Some(body)).await
+}
+
+async fn namespaces(w: &World, key: &str, query: &str) -> (StatusCode, Value) {
+    send(
+        &w.router,
+        "GET",
+        &format!("/v1/namespaces?{query}"),
+        Some(key),
+        None,
+    )
+    .await
+}
+
+/// `PUT /v1/items` writes an address in one request (the server builds the
+/// source and names the consent), supersedes its current record, and
+/// `DELETE /v1/items` revokes every
+/// version at the address. Layer for the negative cases: the read's subject
+/// check and the store's tenant-scoped address lookup; a delete the key may
+/// not make answers exactly like a delete of an empty address.
+#[tokio::test]
+async fn items_are_written_and_deleted_by_address_in_one_request() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let other_tenant = w
+        .principals
+        .iter()
+        .find(|p| p.tenant != alice.tenant)
+        .expect("a principal of the other tenant");
+    let at = |content: &str| json!({"namespace": ["prefs", "ui"], "key": "theme", "content": content, "metadata": {"v": 1}});
+    let (status, v1) = put_item(&w, &alice.key, at("Alice prefers dark mode.")).await;
+    assert_eq!(status, StatusCode::OK, "{v1}");
+    assert_eq!(v1["decision"], "accepted", "{v1}");
+    assert_eq!(v1["line_generation"], 1, "{v1}");
+    let (status, v2) = put_item(&w, &alice.key, at("Alice now prefers light mode.")).await;
+    assert_eq!(status, StatusCode::OK, "{v2}");
+    assert_eq!(v2["decision"], "accepted", "{v2}");
+    assert_eq!(v2["line_id"], v1["line_id"], "{v2}");
+    assert_eq!(v2["line_generation"], 2, "{v2}");
+    let (status, current) = item(&w, &alice.key, "namespace=prefs/ui&key=theme").await;
+    assert_eq!(status, StatusCode::OK, "{current}");
+    assert_eq!(current["content"], "Alice now prefers light mode.");
+    assert_eq!(current["record"]["metadata"], json!({"v": 1}));
+    // The same content again is a new write (a key-value store's put).
+    let (_, v3) = put_item(&w, &alice.key, at("Alice now prefers light mode.")).await;
+    assert_eq!(v3["decision"], "accepted", "{v3}");
+    assert_eq!(v3["line_generation"], 3, "{v3}");
+    assert_ne!(v3["record_id"], v2["record_id"], "{v3}");
+
+    // Nobody else deletes it: bob's own subject holds nothing there, a
+    // workspace bob may not read and another tenant answer alike.
+    let delete = |key: &str, query: &str| delete_item(&w, key.to_owned(), query.to_owned());
+    let (status, missing) = delete(&alice.key, "namespace=prefs/ui&key=nothing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+    for (key, query) in [
+        (&bob.key, "namespace=prefs/ui&key=theme"),
+        (
+            &bob.key,
+            "namespace=prefs/ui&key=theme&type=workspace&workspace_id=ws-not-granted",
+        ),
+        (&other_tenant.key, "namespace=prefs/ui&key=theme"),
+    ] {
+        let (status, body) = delete(key, query).await;
+        assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
+    }
+    let (status, still) = item(&w, &alice.key, "namespace=prefs/ui&key=theme").await;
+    assert_eq!(status, StatusCode::OK, "{still}");
+
+    let (status, deleted) = delete(&alice.key, "namespace=prefs/ui&key=theme").await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    let revocations = deleted["revocations"].as_array().expect("revocations");
+    assert_eq!(
+        revocations.len(),
+        3,
+        "every version at the address: {deleted}"
+    );
+    let (status, gone) = item(&w, &alice.key, "namespace=prefs/ui&key=theme").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
+    let (status, body) = delete(&alice.key, "namespace=prefs/ui&key=theme").await;
+    assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
+    // The address can be written again: a new line.
+    let (_, fresh) = put_item(&w, &alice.key, at("Alice prefers dark mode.")).await;
+    assert_eq!(fresh["decision"], "accepted", "{fresh}");
+    assert_eq!(fresh["line_generation"], 1, "{fresh}");
+
+    // Malformed writes are 400s naming the field, before anything is kept.
+    for (body, code) in [
+        (at("   "), "invalid_field"),
+        (
+            json!({"namespace": ["a/b"], "key": "k", "content": "x"}),
+            "invalid_address",
+        ),
+        (
+            json!({"namespace": ["a"], "key": "k", "content": "x", "metadata": {"f": 0.5}}),
+            "invalid_metadata",
+        ),
+        (
+            json!({"namespace": ["a"], "key": "k", "content": "x", "extra": 1}),
+            "unknown_field",
+        ),
+    ] {
+        let (status, answer) = put_item(&w, &alice.key, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert_eq!(error_code(&answer), code, "{answer}");
+    }
+}
+
+async fn delete_item(w: &World, key: String, query: String) -> (StatusCode, Value) {
+    send(
+        &w.router,
+        "DELETE",
+        &format!("/v1/items?{query}"),
+        Some(&key),
+        None,
+    )
+    .await
+}
+
+async fn write(w: &World, key: &str, ns: &[&str], k: &str) {
+    let body = json!({"namespace": ns, "key": k, "content": format!("Item {k} at {ns:?}.")});
+    let (status, answer) = put_item(w, key, body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["decision"], "accepted", "{answer}");
+}
+
+fn listed(page: &Value) -> Vec<Vec<String>> {
+    serde_json::from_value(page["namespaces"].clone()).expect("namespaces")
+}
+
+fn paths(list: &[&[&str]]) -> Vec<Vec<String>> {
+    list.iter()
+        .map(|ns| ns.iter().map(|s| (*s).to_owned()).collect())
+        .collect()
+}
+
+/// `GET /v1/namespaces` lists the namespaces of the caller's current
+/// addressed memories, with prefix, suffix (`*` any one segment), depth and
+/// paging. Layer: the subject check (a subject the key may not read lists
+/// nothing) and the store's tenant- and subject-scoped query (another
+/// principal's and another tenant's namespaces never show).
+#[tokio::test]
+async fn namespaces_list_only_the_callers_current_addresses() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let other_tenant = w
+        .principals
+        .iter()
+        .find(|p| p.tenant != alice.tenant)
+        .expect("a principal of the other tenant");
+    write(&w, &alice.key, &["prefs", "ui"], "theme").await;
+    write(&w, &alice.key, &["prefs", "ui"], "font").await;
+    write(&w, &alice.key, &["prefs", "audio"], "volume").await;
+    write(&w, &alice.key, &["notes"], "n1").await;
+    write(&w, &alice.key, &["a", "b", "c"], "deep").await;
+    write(&w, &bob.key, &["bob-only"], "k").await;
+    write(&w, &other_tenant.key, &["other-tenant"], "k").await;
+    let mine = |query: &'static str| namespaces(&w, &alice.key, query);
+    let (status, all) = mine("").await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    assert_eq!(
+        listed(&all),
+        paths(&[
+            &["a", "b", "c"],
+            &["notes"],
+            &["prefs", "audio"],
+            &["prefs", "ui"]
+        ])
+    );
+    let cases: [(&str, &[&[&str]]); 6] = [
+        ("prefix=prefs", &[&["prefs", "audio"], &["prefs", "ui"]]),
+        ("suffix=ui", &[&["prefs", "ui"]]),
+        ("prefix=*/b", &[&["a", "b", "c"]]),
+        ("max_depth=1", &[&["a"], &["notes"], &["prefs"]]),
+        ("limit=1&offset=1", &[&["notes"]]),
+        ("prefix=pref", &[]),
+    ];
+    for (query, expected) in cases {
+        let (status, page) = mine(query).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {page}");
+        assert_eq!(listed(&page), paths(expected), "{query}");
+    }
+    // Nobody sees another's namespaces.
+    let (_, bobs) = namespaces(&w, &bob.key, "").await;
+    assert_eq!(listed(&bobs), paths(&[&["bob-only"]]));
+    let (_, theirs) = namespaces(&w, &other_tenant.key, "").await;
+    assert_eq!(listed(&theirs), paths(&[&["other-tenant"]]));
+    let (status, none) =
+        namespaces(&w, &bob.key, "type=workspace&workspace_id=ws-not-granted").await;
+    assert_eq!(status, StatusCode::OK, "{none}");
+    assert_eq!(listed(&none), paths(&[]));
+    let (_, empty_ws) = namespaces(
+        &w,
+        &bob.key,
+        &format!("type=workspace&workspace_id={WORKSPACE}"),
+    )
+    .await;
+    assert_eq!(
+        none, empty_ws,
+        "an unreadable subject lists like an empty one"
+    );
+    // A deleted item's namespace goes when it was the last one there.
+    let (status, _) = send(
+        &w.router,
+        "DELETE",
+        "/v1/items?namespace=notes&key=n1",
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, after) = mine("").await;
+    assert_eq!(
+        listed(&after),
+        paths(&[&["a", "b", "c"], &["prefs", "audio"], &["prefs", "ui"]])
+    );
+    for (query, code) in [
+        ("limit=0", "invalid_field"),
+        ("limit=1001", "invalid_field"),
+        ("max_depth=0", "invalid_field"),
+        ("prefix=a//b", "invalid_address"),
+        ("type=galaxy", "invalid_subject"),
+    ] {
+        let (status, body) = namespaces(&w, &alice.key, query).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(error_code(&body), code, "{query}");
+    }
+}
+
+/// A workspace item is written with `workspace_id` and read, listed and
+/// deleted with `type=workspace`: every key granted the workspace sees it,
+/// a key of another tenant with the same workspace name does not (layer:
+/// the store's tenant-scoped address lookup and namespace query).
+#[tokio::test]
+async fn workspace_items_are_shared_within_the_workspace_and_tenant_only() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let other_tenant = w
+        .principals
+        .iter()
+        .find(|p| p.tenant != alice.tenant)
+        .expect("a principal of the other tenant");
+    let body = json!({"namespace": ["runbooks"], "key": "deploy", "workspace_id": WORKSPACE,
+        "content": "Deploy from the release branch only."});
+    let (status, written) = put_item(&w, &alice.key, body).await;
+    assert_eq!(status, StatusCode::OK, "{written}");
+    assert_eq!(written["decision"], "accepted", "{written}");
+    let query = format!("namespace=runbooks&key=deploy&type=workspace&workspace_id={WORKSPACE}");
+    let (status, seen) = item(&w, &bob.key, &query).await;
+    assert_eq!(status, StatusCode::OK, "{seen}");
+    assert_eq!(seen["content"], "Deploy from the release branch only.");
+    let listing = format!("type=workspace&workspace_id={WORKSPACE}");
+    let (_, listed_by_bob) = namespaces(&w, &bob.key, &listing).await;
+    assert_eq!(listed(&listed_by_bob), paths(&[&["runbooks"]]));
+    // Not the principal's own namespaces, and nothing in the other tenant.
+    let (_, own) = namespaces(&w, &alice.key, "").await;
+    assert_eq!(listed(&own), paths(&[]));
+    let (_, theirs) = namespaces(&w, &other_tenant.key, &listing).await;
+    assert_eq!(listed(&theirs), paths(&[]));
+    let (status, _) = item(&w, &other_tenant.key, &query).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, deleted) = delete_item(&w, other_tenant.key.clone(), query.clone()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{deleted}");
+    let (status, deleted) = delete_item(&w, bob.key.clone(), query.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    let (status, _) = item(&w, &alice.key, &query).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -8,6 +8,8 @@
 //!   `langgraph-checkpoint` source distribution, which `.ci/run` fetches
 //!   and names with `MOSAIC_LANGGRAPH_TESTS`), run with Mosaic's store in
 //!   place of `InMemoryStore`.
+//! - LangMem's own memory tools over that store (`clients/python/tests_langmem`,
+//!   with `langmem==0.0.30` from the directory `MOSAIC_LANGMEM` names).
 //! - TypeScript (`clients/typescript`): `node --test` under Node.
 //!
 //! Without the interpreter or its packages each test prints a `skipped:`
@@ -258,6 +260,54 @@ fn mem0s_own_platform_client_works_against_a_real_server() {
     eprintln!("mem0 client tests: {summary}");
     assert!(summary_is_clean(summary), "{out}");
     assert!(summary.contains("6 passed"), "every case ran: {out}");
+}
+
+/// The directory `.ci/run` installs LangMem into (`langmem==0.0.30`, `pip
+/// install --target`, apart from the pinned packages its dependencies
+/// would upgrade), named by `MOSAIC_LANGMEM`.
+fn langmem() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("MOSAIC_LANGMEM")?);
+    dir.join("langmem/knowledge/tools.py")
+        .is_file()
+        .then_some(dir)
+}
+
+#[test]
+fn langmems_own_memory_tools_work_over_the_mosaic_store() {
+    let dir = langmem();
+    if !should_run(
+        dir.is_some() && python_has("pytest, httpx"),
+        "LangMem's memory tools over MosaicStore",
+        "LangMem is not set up (MOSAIC_LANGMEM names no directory filled by pip install \
+         --target, or pytest and httpx are missing)",
+        "python3 -m pip install --target target/langmem 'langmem==0.0.30' and set \
+         MOSAIC_LANGMEM to that directory (as .ci/run does)",
+    ) {
+        return;
+    }
+    let Some(dir) = dir else { return };
+    let basetemp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut command = Command::new("python3");
+    command
+        .current_dir(repo())
+        .env("LANGSMITH_TRACING", "false")
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp"])
+        .arg(basetemp.path().join("pytest"))
+        .arg("clients/python/tests_langmem");
+    let out = run_with(
+        command,
+        "clients/python/tests_langmem with LangMem's tools",
+        Duration::from_secs(300),
+        &[dir],
+    );
+    let summary = out
+        .lines()
+        .rev()
+        .find(|l| l.contains(" passed"))
+        .unwrap_or_else(|| panic!("no pytest summary in\n{out}"));
+    eprintln!("langmem tools: {summary}");
+    assert!(summary_is_clean(summary), "{out}");
+    assert!(summary.contains("2 passed"), "every case ran: {out}");
 }
 
 fn node_major() -> Option<u32> {

@@ -150,6 +150,11 @@ pub(crate) fn call(
     let result = match (method, body) {
         ("GET", _) => agent.get(&url).header("Authorization", &auth).call(),
         ("DELETE", _) => agent.delete(&url).header("Authorization", &auth).call(),
+        ("PUT", Some(b)) => agent
+            .put(&url)
+            .header("Authorization", &auth)
+            .header("Content-Type", "application/json")
+            .send(b.to_string().as_bytes()),
         (_, Some(b)) => agent
             .post(&url)
             .header("Authorization", &auth)
@@ -175,11 +180,9 @@ fn recalled(server: &Server, key: &str, query: &str) -> String {
     r["context"].as_str().unwrap_or("").to_owned()
 }
 
-#[test]
-fn two_servers_on_one_database_recall_what_either_wrote() {
-    let Some((owner_url, app_url)) = urls() else {
-        return;
-    };
+/// A fresh schema, migrated by the owner with `mosaic migrate`, that the
+/// application role may use; dropped with the value.
+pub(crate) fn migrated_schema(owner_url: &str, app_url: &str) -> Schema {
     let app_role = app_url
         .parse::<postgres::Config>()
         .ok()
@@ -191,19 +194,15 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
         .unwrap_or(0);
     let schema = Schema {
         name: format!("server_test_{}_{nanos}", std::process::id()),
-        owner_url: owner_url.clone(),
+        owner_url: owner_url.to_owned(),
     };
-    let mut owner = postgres::Client::connect(&owner_url, postgres::NoTls).expect("owner");
+    let mut owner = postgres::Client::connect(owner_url, postgres::NoTls).expect("owner");
     owner
         .batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name))
         .expect("schema");
     drop(owner);
     let migrated = Command::new(BIN)
-        .args([
-            "migrate",
-            "--postgres",
-            &in_schema(&owner_url, &schema.name),
-        ])
+        .args(["migrate", "--postgres", &in_schema(owner_url, &schema.name)])
         .args(["--app-role", &app_role])
         .env("MOSAIC_EMBEDDER", "hash")
         .output()
@@ -214,6 +213,15 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
         String::from_utf8_lossy(&migrated.stderr)
     );
 
+    schema
+}
+
+#[test]
+fn two_servers_on_one_database_recall_what_either_wrote() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url);
     let dir = tempfile::tempdir().expect("tempdir");
     let app = in_schema(&app_url, &schema.name);
     // The deployment's servers share one receipt-signing key file.
@@ -518,4 +526,114 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
         let status = server.terminate();
         assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
     }
+}
+
+/// The keyed store's routes on PostgreSQL: a write by address, the
+/// namespace listing (the store's distinct-namespace query under row
+/// security) and a deletion; another tenant's key sees none of it.
+#[test]
+fn items_and_namespaces_by_address_on_postgres() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = serve(dir.path(), &in_schema(&app_url, &schema.name));
+    let admin_key = std::fs::read_to_string(dir.path().join("admin.key"))
+        .expect("admin key")
+        .trim()
+        .to_owned();
+    let mut keys = Vec::new();
+    for tenant in ["tenant-a", "tenant-b"] {
+        let (status, r) = call(
+            &server,
+            &admin_key,
+            "POST",
+            "/v1/admin/tenants",
+            Some(json!({"tenant_id": tenant})),
+        );
+        assert_eq!(status, 200, "{r}");
+        let (status, r) = call(
+            &server,
+            &admin_key,
+            "POST",
+            "/v1/admin/keys",
+            Some(json!({"tenant_id": tenant, "principal_id": "alice",
+                        "grant": {"allowed_workspace_ids": ["ws-main"]}})),
+        );
+        assert_eq!(status, 200, "{r}");
+        let key = r["key"].as_str().expect("key").to_owned();
+        let (status, r) = call(
+            &server,
+            &key,
+            "POST",
+            "/v1/consents",
+            Some(json!({"purpose": "personalization", "ui_release": "pg-test"})),
+        );
+        assert_eq!(status, 200, "{r}");
+        keys.push(key);
+    }
+    let (a, b) = (&keys[0], &keys[1]);
+    for (ns, key, text) in [
+        (json!(["prefs", "ui"]), "theme", "Alice prefers dark mode."),
+        (
+            json!(["prefs", "ui"]),
+            "theme",
+            "Alice now prefers light mode.",
+        ),
+        (json!(["notes"]), "n1", "Water the plants on Friday."),
+    ] {
+        let (status, r) = call(
+            &server,
+            a,
+            "PUT",
+            "/v1/items",
+            Some(json!({"namespace": ns, "key": key, "content": text})),
+        );
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["decision"], "accepted", "{r}");
+    }
+    let (status, r) = call(&server, a, "GET", "/v1/namespaces", None);
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["namespaces"], json!([["notes"], ["prefs", "ui"]]));
+    let (_, r) = call(&server, a, "GET", "/v1/namespaces?prefix=prefs", None);
+    assert_eq!(r["namespaces"], json!([["prefs", "ui"]]));
+    let (_, r) = call(
+        &server,
+        a,
+        "GET",
+        "/v1/items?namespace=prefs/ui&key=theme",
+        None,
+    );
+    assert_eq!(r["content"], "Alice now prefers light mode.", "{r}");
+    // Another tenant's principal of the same name sees nothing of it.
+    let (_, r) = call(&server, b, "GET", "/v1/namespaces", None);
+    assert_eq!(r["namespaces"], json!([]));
+    let (status, _) = call(
+        &server,
+        b,
+        "GET",
+        "/v1/items?namespace=prefs/ui&key=theme",
+        None,
+    );
+    assert_eq!(status, 404);
+    let (status, _) = call(
+        &server,
+        b,
+        "DELETE",
+        "/v1/items?namespace=prefs/ui&key=theme",
+        None,
+    );
+    assert_eq!(status, 404);
+    let (status, r) = call(
+        &server,
+        a,
+        "DELETE",
+        "/v1/items?namespace=prefs/ui&key=theme",
+        None,
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["revocations"].as_array().map(Vec::len), Some(2), "{r}");
+    let (_, r) = call(&server, a, "GET", "/v1/namespaces", None);
+    assert_eq!(r["namespaces"], json!([["notes"]]));
 }

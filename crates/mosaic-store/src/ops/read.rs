@@ -499,6 +499,57 @@ pub(crate) fn record_at_address<C: Tx>(
         .transpose()
 }
 
+/// The distinct namespaces (paths joined by `/`) of the current records of
+/// `tenant_id` about `subject` that have an address: active or
+/// publishing, and unexpired at `now_ms`. With `prefix`, only that path
+/// and the paths below it (whole segments). Sorted by path, at most
+/// `limit`. A range read of `idx_records_address`.
+pub(crate) fn address_namespaces<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    subject: &MemorySubject,
+    prefix: Option<&str>,
+    now_ms: u64,
+    limit: usize,
+) -> StoreResult<Vec<String>> {
+    let (subject_type, subject_a, subject_b) = subject_columns(subject);
+    // Below `p`: `p` itself and the paths from `p/` up to `p0` ('0'
+    // follows '/'); without a prefix, every path.
+    let (exact, low, high) = match prefix {
+        Some(p) => (p.to_owned(), format!("{p}/"), format!("{p}0")),
+        None => Default::default(),
+    };
+    let below = if prefix.is_some() {
+        "AND (address_namespace = ?6 OR (address_namespace >= ?7 AND address_namespace < ?8))"
+    } else {
+        "AND ?6 = ?7 AND ?7 = ?8"
+    };
+    c.rows(
+        &format!(
+            "SELECT DISTINCT address_namespace FROM records
+             WHERE tenant_id = ?1 AND subject_type = ?2 AND subject_a = ?3 AND subject_b = ?4
+               AND address_key IS NOT NULL
+               AND state IN ('active', 'publishing')
+               AND (expires_at_ms IS NULL OR expires_at_ms > ?5)
+               {below}
+             ORDER BY address_namespace
+             LIMIT ?9"
+        ),
+        params![
+            tenant_id,
+            subject_type,
+            subject_a,
+            subject_b,
+            i(now_ms)?,
+            exact,
+            low,
+            high,
+            i(limit as u64)?
+        ],
+        |r| r.get::<String>(0),
+    )
+}
+
 // ---------------------------------------------------------------- listing
 
 /// The tenant's policy in force.

@@ -479,6 +479,20 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn address_namespaces(
+                    &mut self,
+                    tenant_id: &str,
+                    subject: &::mosaic_harness::MemorySubject,
+                    prefix: Option<&str>,
+                    now_ms: u64,
+                    limit: usize,
+                ) -> StoreResult<Vec<String>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        read::address_namespaces(c, tenant_id, subject, prefix, now_ms, limit)
+                    })
+                }
+
                 fn list_records(&mut self, filter: &RecordFilter) -> StoreResult<RecordPage> {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, &filter.tenant_id)?;

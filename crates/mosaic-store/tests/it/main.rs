@@ -32,6 +32,7 @@ macro_rules! conformance_tests {
             latest_creation_instant_only_rises,
             deferred_acknowledgements_activate_and_persist,
             addresses_name_the_current_record,
+            address_namespaces_list_current_records_of_one_subject,
         );
     };
     (@checks $factory_ty:ty, $factory:expr; $($name:ident),* $(,)?) => {
