@@ -32,6 +32,7 @@ macro_rules! conformance_tests {
             latest_creation_instant_only_rises,
             deferred_acknowledgements_activate_and_persist,
             addresses_name_the_current_record,
+            directory_rows_are_the_stores,
         );
     };
     (@checks $factory_ty:ty, $factory:expr; $($name:ident),* $(,)?) => {
