@@ -401,7 +401,10 @@ pub fn directory_rows_are_the_stores<F: StoreFactory>(factory: &F) -> StoreResul
     };
     assert!(store.insert_verifier(&verifier)?);
     assert!(!store.insert_verifier(&verifier)?, "registered once");
-    assert_eq!(store.verifiers(a, Some("v1"))?, std::slice::from_ref(&verifier));
+    assert_eq!(
+        store.verifiers(a, Some("v1"))?,
+        std::slice::from_ref(&verifier)
+    );
     assert_eq!(store.verifiers(b, Some("v1"))?, []);
     assert_eq!(store.verifiers(b, None)?, []);
     assert!(!store.disable_verifier(b, "v1")?, "not another tenant's");

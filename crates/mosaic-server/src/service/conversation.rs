@@ -621,8 +621,8 @@ impl ServiceCore {
     /// The principal's most recently given consent that the store still
     /// holds unwithdrawn, if the policy needs one for principal facts.
     fn latest_consent(&self, tenant: &str, principal: &str) -> ServiceResult<Option<String>> {
-        let reader = self.reader()?;
-        let Some(row) = reader.catalog.tenant(tenant)? else {
+        let mut reader = self.reader()?;
+        let Some(row) = super::directory::tenant(reader.store.as_mut(), tenant)? else {
             return Ok(None);
         };
         if !row.policy.require_consent_for_principal_semantic {

@@ -318,7 +318,7 @@ impl ServiceCore {
         principal: &str,
     ) -> ServiceResult<ErasureResponse> {
         credential.require_admin()?;
-        if self.reader()?.catalog.tenant(tenant)?.is_none() {
+        if super::directory::tenant(self.reader()?.store.as_mut(), tenant)?.is_none() {
             return Err(ServiceError::not_found("tenant", tenant));
         }
         let authorization = Authorization {
@@ -327,8 +327,8 @@ impl ServiceCore {
         };
         let response = self.erase_and_drive(tenant, principal, &authorization)?;
         self.writer()?
-            .catalog
-            .disable_principal_keys(tenant, principal)?;
+            .store
+            .disable_principal_api_keys(tenant, principal)?;
         self.forget_cached_keys();
         Ok(response)
     }
