@@ -1,9 +1,9 @@
-//! The server's own small catalog (one SQLite file beside the store): the
-//! consents each principal gave and their terms, who made each proposal,
+//! The server's own small catalog (one SQLite file beside the store): who
+//! made each proposal,
 //! the captured messages, extraction jobs and the export copy of each
 //! accepted request (without its content, with the source texts the
 //! verbatim verifier read). Keys, tenants and their settings, the policy
-//! history and verifiers are the store's (store schema 9,
+//! history, verifiers and consents are the store's (store schema 9,
 //! `service/directory.rs`); the types of a tenant's settings stay here.
 //!
 //! The store is the truth for which records exist, their state, content,
@@ -34,11 +34,6 @@ use crate::error::{ServiceError, ServiceResult};
 pub const CATALOG_SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS consents (
-    consent_sha256 TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    principal_id TEXT NOT NULL
-);
 CREATE TABLE IF NOT EXISTS proposals (
     proposal_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -73,14 +68,6 @@ CREATE TABLE IF NOT EXISTS messages (
     captured_at_ms INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id)
 );
-CREATE TABLE IF NOT EXISTS consent_terms (
-    consent_sha256 TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    principal_id TEXT NOT NULL,
-    purpose TEXT NOT NULL,
-    policy_sha256 TEXT NOT NULL,
-    granted_at_ms INTEGER NOT NULL
-);
 CREATE TABLE IF NOT EXISTS extraction_jobs (
     job_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -99,20 +86,13 @@ CREATE INDEX IF NOT EXISTS extraction_jobs_due ON extraction_jobs (state, next_a
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 6] = [
-    "consents",
-    "proposals",
-    "memories",
-    "messages",
-    "extraction_jobs",
-    "consent_terms",
-];
+const TABLES: [&str; 4] = ["proposals", "memories", "messages", "extraction_jobs"];
 
 /// Which rows of the PostgreSQL catalog a statement may see. Every
 /// tenant-bearing table has forced row-level security keyed on
 /// `mosaic.tenant_id` (as the store's tables): a statement in a tenant's
 /// scope sees only that tenant's rows whatever its predicate says. The
-/// identity tables (tenants, keys, grants, consents, proposals, verifiers)
+/// identity table (proposals)
 /// also answer in the `directory` scope, for lookups that precede knowing
 /// the tenant (authentication, an id's owner, admin listings); the tables
 /// holding memory content ([`CONTENT_TABLES`]) never do.
@@ -175,13 +155,11 @@ fn pg_row_security() -> String {
 }
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 6] = [
-    ("consents", "SELECT, INSERT"),
+const PG_GRANTS: [(&str, &str); 4] = [
     ("proposals", "SELECT, INSERT"),
     ("memories", "SELECT, INSERT, UPDATE"),
     ("messages", "SELECT, INSERT"),
     ("extraction_jobs", "SELECT, INSERT, UPDATE"),
-    ("consent_terms", "SELECT, INSERT"),
 ];
 
 /// A message the server captured: where its text is kept (the episodic
@@ -743,8 +721,7 @@ impl Catalog {
         // owner runs `mosaic migrate` again first).
         let ready: bool = client
             .query_one(
-                "SELECT to_regclass('mosaic_server_consents') IS NOT NULL
-                    AND to_regclass('mosaic_server_consent_terms') IS NOT NULL
+                "SELECT to_regclass('mosaic_server_proposals') IS NOT NULL
                     AND to_regclass('mosaic_server_messages') IS NOT NULL
                     AND to_regclass('mosaic_server_memories') IS NOT NULL
                     AND to_regclass('mosaic_server_extraction_jobs') IS NOT NULL",
@@ -814,100 +791,10 @@ impl Catalog {
                 Ok(conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
             }
             Backend::Postgres(_) => {
-                self.rows("SELECT COUNT(*) FROM consents", &[])?;
+                self.rows("SELECT COUNT(*) FROM proposals", &[])?;
                 Ok("ok".to_owned())
             }
         }
-    }
-
-    // ------------------------------------------------------------ consents
-
-    /// Records who gave a consent.
-    pub fn insert_consent(
-        &self,
-        consent_sha256: &str,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> ServiceResult<()> {
-        self.exec(
-            "INSERT OR IGNORE INTO consents (consent_sha256, tenant_id, principal_id) VALUES (?1, ?2, ?3)",
-            &[consent_sha256.into(), tenant_id.into(), principal_id.into()],
-        )?;
-        Ok(())
-    }
-
-    /// Records what a consent covers: its purpose (as the API names it)
-    /// and the policy it was given under.
-    pub fn note_consent_terms(
-        &self,
-        consent_sha256: &str,
-        tenant_id: &str,
-        principal_id: &str,
-        purpose: &str,
-        policy_sha256: &str,
-        granted_at_ms: u64,
-    ) -> ServiceResult<()> {
-        self.exec(
-            "INSERT OR IGNORE INTO consent_terms (consent_sha256, tenant_id, principal_id, purpose, policy_sha256, granted_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            &[
-                consent_sha256.into(),
-                tenant_id.into(),
-                principal_id.into(),
-                purpose.into(),
-                policy_sha256.into(),
-                to_i64(granted_at_ms).into(),
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// The most recent consent a principal gave for `purpose` under
-    /// `policy_sha256` (whether it was withdrawn since is the store's to
-    /// say; the gate refuses a withdrawn one).
-    pub fn latest_consent(
-        &self,
-        tenant_id: &str,
-        principal_id: &str,
-        purpose: &str,
-        policy_sha256: &str,
-    ) -> ServiceResult<Option<String>> {
-        self.rows(
-            "SELECT consent_sha256 FROM consent_terms
-             WHERE tenant_id = ?1 AND principal_id = ?2 AND purpose = ?3 AND policy_sha256 = ?4
-             ORDER BY granted_at_ms DESC, consent_sha256 LIMIT 1",
-            &[
-                tenant_id.into(),
-                principal_id.into(),
-                purpose.into(),
-                policy_sha256.into(),
-            ],
-        )?
-        .first()
-        .map(|r| text(col(r, 0)))
-        .transpose()
-    }
-
-    /// Tenant and principal of a consent.
-    pub fn consent_owner(&self, consent_sha256: &str) -> ServiceResult<Option<(String, String)>> {
-        self.rows(
-            "SELECT tenant_id, principal_id FROM consents WHERE consent_sha256 = ?1",
-            &[consent_sha256.into()],
-        )?
-        .first()
-        .map(|r| Ok((text(col(r, 0))?, text(col(r, 1))?)))
-        .transpose()
-    }
-
-    /// Every consent a principal gave.
-    pub fn consents_of(&self, tenant_id: &str, principal_id: &str) -> ServiceResult<Vec<String>> {
-        self.rows(
-            "SELECT consent_sha256 FROM consents WHERE tenant_id = ?1 AND principal_id = ?2 ORDER BY consent_sha256",
-            &[tenant_id.into(), principal_id.into()],
-        )?
-        .iter()
-        .map(|r| text(col(r, 0)))
-        .collect()
     }
 
     // ------------------------------------------------------------ proposals

@@ -156,7 +156,8 @@ impl ServiceCore {
                     .principal_id()
                     .unwrap_or(&row.proposer_principal_id)
                     .to_owned();
-                if let Some(fresh) = inner.catalog.latest_consent(
+                if let Some(fresh) = super::directory::latest_consent(
+                    inner.store.as_mut(),
                     tenant,
                     &consenting,
                     &purpose_name(request.purpose),

@@ -628,7 +628,8 @@ impl ServiceCore {
         if !row.policy.require_consent_for_principal_semantic {
             return Ok(None);
         }
-        reader.catalog.latest_consent(
+        super::directory::latest_consent(
+            reader.store.as_mut(),
             tenant,
             principal,
             "personalization",

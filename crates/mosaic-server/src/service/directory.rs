@@ -209,6 +209,35 @@ pub(super) fn verifiers_of(
         .collect())
 }
 
+/// The most recent consent a principal gave for `purpose` (as the API
+/// names it) under `policy_sha256`: the store's consents are the one
+/// account of them (whether it was withdrawn since is the store's to say
+/// at the write; the gate refuses a withdrawn one).
+pub(super) fn latest_consent(
+    store: &mut dyn Store,
+    tenant_id: &str,
+    principal_id: &str,
+    purpose: &str,
+    policy_sha256: &str,
+) -> ServiceResult<Option<String>> {
+    Ok(store
+        .consents_of(tenant_id, principal_id)?
+        .into_iter()
+        .filter(|c| {
+            c.receipt.policy_sha256 == policy_sha256
+                && super::carry::purpose_name(c.receipt.purpose) == purpose
+        })
+        // The latest given; of those given at one instant, the smallest
+        // digest.
+        .min_by(|a, b| {
+            b.receipt
+                .granted_at_unix_ms
+                .cmp(&a.receipt.granted_at_unix_ms)
+                .then_with(|| a.consent_sha256.cmp(&b.consent_sha256))
+        })
+        .map(|c| c.consent_sha256))
+}
+
 /// Imports what an earlier release kept in its own file beside the store
 /// (keys, tenants and their settings, policy history, verifiers, server
 /// settings), once, in one store transaction. The file is read, never

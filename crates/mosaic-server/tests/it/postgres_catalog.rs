@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::postgres::{call, in_schema, serve, urls};
 use crate::postgres_erasure::migrated_schema;
 
-const TENANT_TABLES: [&str; 3] = ["consents", "proposals", "memories"];
+const TENANT_TABLES: [&str; 2] = ["proposals", "memories"];
 
 fn count(c: &mut postgres::Client, table: &str) -> i64 {
     c.query_one(&format!("SELECT count(*) FROM mosaic_server_{table}"), &[])
@@ -142,7 +142,7 @@ fn catalog_tables_have_forced_row_level_security_for_the_application_role() {
         .expect("count")
         .get(0);
     assert_eq!(foreign, 0);
-    assert_eq!(count(&mut c, "consents"), 1, "tenant-a's consent only");
+    assert_eq!(count(&mut c, "proposals"), 1, "tenant-a's proposal only");
     // Writing another tenant's row from a tenant's scope is refused.
     let refused = c.execute(
         "INSERT INTO mosaic_server_memories (record_id, proposal_id, tenant_id, writer_principal_id, subject_key, subject_principal_id, kind, created_at_ms, request_json)
@@ -161,7 +161,7 @@ fn catalog_tables_have_forced_row_level_security_for_the_application_role() {
     );
     // The directory scope: identity tables of every tenant, no content.
     scope(&mut c, "", "directory");
-    assert_eq!(count(&mut c, "consents"), 2, "both tenants' consents");
+    assert_eq!(count(&mut c, "proposals"), 2, "both tenants' proposals");
     assert_eq!(
         count(&mut c, "memories"),
         0,
@@ -175,9 +175,17 @@ fn catalog_tables_have_forced_row_level_security_for_the_application_role() {
         .expect("lookup")
         .get(0);
     assert!(!claims_table, "the catalog keeps no copy of claims");
-    // Keys, tenants, grants and verifiers are the store's tables: the
-    // server keeps no copy of its own.
-    for moved in ["api_keys", "tenants", "grants", "verifiers", "settings"] {
+    // Keys, tenants, grants, verifiers and consents are the store's
+    // tables: the server keeps no copy of its own.
+    for moved in [
+        "api_keys",
+        "tenants",
+        "grants",
+        "verifiers",
+        "settings",
+        "consents",
+        "consent_terms",
+    ] {
         let exists: bool = c
             .query_one(
                 &format!("SELECT to_regclass('mosaic_server_{moved}') IS NOT NULL"),
