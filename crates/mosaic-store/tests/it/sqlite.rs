@@ -713,6 +713,57 @@ fn batch(store: &mut SqliteStore) -> Result<(), StoreError> {
     store.write_batch(&requests).map(|_| ())
 }
 
+/// A policy change with its settings and the re-binding of both grants.
+fn tenant_policy(store: &mut SqliteStore) -> Result<(), StoreError> {
+    let mut policy = fixtures::policy(fixtures::TENANT_A);
+    policy.policy_sha256 = fixtures::label("policy/tenant-a/v2");
+    store.put_tenant_policy(&mosaic_store::directory::TenantPolicyUpdate {
+        policy,
+        at_ms: T0 + 5,
+        claim_updates: Some("review".into()),
+        write_guards_json: Some("{}".into()),
+    })
+}
+
+/// An earlier server's keys, tenant settings and verifier.
+fn import_directory(store: &mut SqliteStore) -> Result<(), StoreError> {
+    use mosaic_store::directory::{ApiKey, DirectoryImport, StoredVerifier, TenantSettings};
+    let key = |id: &str, role: &str, tenant: Option<&str>| ApiKey {
+        key_id: id.into(),
+        key_sha256: fixtures::label(id),
+        role: role.into(),
+        tenant_id: tenant.map(Into::into),
+        principal_id: tenant.map(|_| "alice".to_owned()),
+        bounds_json: None,
+        created_at_ms: T0,
+        disabled: false,
+    };
+    let imported = store.import_directory(&DirectoryImport {
+        keys: vec![
+            key("k-admin", "admin", None),
+            key("k-alice", "principal", Some(fixtures::TENANT_A)),
+        ],
+        tenants: vec![TenantSettings {
+            tenant_id: fixtures::TENANT_A.into(),
+            policy_valid_from_ms: T0 - 1,
+            claim_updates: Some("review".into()),
+            write_guards_json: None,
+        }],
+        policy_history: vec![(fixtures::TENANT_A.into(), fixtures::label("old"), T0 - 9)],
+        verifiers: vec![StoredVerifier {
+            tenant_id: fixtures::TENANT_A.into(),
+            verifier_id: "v1".into(),
+            verifier_release: "checker-1".into(),
+            public_key_hex: "ab".repeat(32),
+            created_at_ms: T0,
+            disabled: false,
+        }],
+        settings: vec![("embedder".into(), "e-old".into())],
+    })?;
+    assert!(imported, "a new store has an earlier file to import");
+    Ok(())
+}
+
 fn withdraw(store: &mut SqliteStore) -> Result<(), StoreError> {
     let digest = fixtures::consent_digest(&fixtures::consent(fixtures::TENANT_A, "alice"));
     store
@@ -772,8 +823,10 @@ fn review(store: &mut SqliteStore) -> Result<(), StoreError> {
 /// consistent state instead.
 #[test]
 fn injected_faults_are_all_or_nothing() {
-    let cases: [(&str, Op, bool); 5] = [
+    let cases: [(&str, Op, bool); 7] = [
         ("supersede", supersede, true),
+        ("tenant_policy", tenant_policy, true),
+        ("import_directory", import_directory, true),
         ("batch", batch, true),
         ("withdraw_consent", withdraw, true),
         ("review", review, false),
