@@ -115,6 +115,12 @@ const CONTENT_TABLES: [&str; 1] = ["memories"];
 /// upgrade.
 const DROPPED_TABLES: [&str; 1] = ["claims"];
 
+/// Catalog tables whose every row is a copy of the store's (consents and
+/// their terms: the store's consent receipts name the principal, purpose,
+/// policy and instant). [`migrate_postgres`] drops them; a SQLite
+/// catalog file keeps them, unread.
+const COPIES_OF_THE_STORE: [&str; 2] = ["consents", "consent_terms"];
+
 /// Sets the session's scope before a statement. Session-level (not
 /// `SET LOCAL`) so it also holds inside [`Catalog::transaction`]; every
 /// statement sets it again, so none inherits another's.
@@ -526,7 +532,7 @@ pub fn migrate_postgres(owner: &mut postgres::Client, app_role: Option<&str>) ->
         sql.push_str(&pg_sql(statement));
         sql.push_str(";\n");
     }
-    for table in DROPPED_TABLES {
+    for table in DROPPED_TABLES.iter().chain(&COPIES_OF_THE_STORE) {
         sql.push_str(&format!("DROP TABLE IF EXISTS mosaic_server_{table};\n"));
     }
     sql.push_str(&pg_row_security());

@@ -202,3 +202,57 @@ fn catalog_tables_have_forced_row_level_security_for_the_application_role() {
     assert!(keys >= 3, "admin and both tenants' keys, in the store");
     assert_eq!(exported.len(), 2);
 }
+
+/// A database of the release before consents were the store's alone keeps
+/// its catalog's copies until the schema owner migrates it again; the
+/// migration drops them (the store's consent receipts hold every fact they
+/// held) and leaves the store's consents as they were.
+#[test]
+fn migrating_again_drops_the_catalogs_copies_of_consents() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url, "catalog_copies_test");
+    let owner_in = in_schema(&owner_url, &schema.name);
+    let mut owner = postgres::Client::connect(&owner_in, postgres::NoTls).expect("owner");
+    owner
+        .batch_execute(
+            "CREATE TABLE mosaic_server_consents (consent_sha256 TEXT PRIMARY KEY,
+                 tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL);
+             CREATE TABLE mosaic_server_consent_terms (consent_sha256 TEXT PRIMARY KEY,
+                 tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL, purpose TEXT NOT NULL,
+                 policy_sha256 TEXT NOT NULL, granted_at_ms BIGINT NOT NULL);
+             INSERT INTO mosaic_server_consents VALUES ('c1', 'tenant-a', 'alice');",
+        )
+        .expect("the earlier release's tables");
+    let app_role = app_url
+        .parse::<postgres::Config>()
+        .ok()
+        .and_then(|c| c.get_user().map(str::to_owned))
+        .expect("app user");
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(["migrate", "--postgres", &owner_in, "--app-role", &app_role])
+        .env("MOSAIC_EMBEDDER", "hash")
+        .output()
+        .expect("run mosaic migrate");
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    for table in ["consents", "consent_terms"] {
+        let exists: bool = owner
+            .query_one(
+                &format!("SELECT to_regclass('mosaic_server_{table}') IS NOT NULL"),
+                &[],
+            )
+            .expect("lookup")
+            .get(0);
+        assert!(!exists, "mosaic_server_{table} is dropped");
+    }
+    let store_consents: bool = owner
+        .query_one("SELECT to_regclass('consents') IS NOT NULL", &[])
+        .expect("lookup")
+        .get(0);
+    assert!(store_consents, "the store's consents stay");
+}
