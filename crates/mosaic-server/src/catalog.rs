@@ -1,10 +1,10 @@
-//! The server's own small catalog (one SQLite file beside the store): what
-//! the store cannot hold. API-key hashes; the tenants list (with the instant
-//! each tenant's policy came into force); the principals holding a grant
-//! (so a policy change can re-bind them); the consents each principal gave;
-//! the external verifiers registered per tenant; and the export copy of
-//! each accepted request (without its content, with the source texts the
-//! verbatim verifier read).
+//! The server's own small catalog (one SQLite file beside the store): who
+//! made each proposal,
+//! the captured messages, extraction jobs and the export copy of each
+//! accepted request (without its content, with the source texts the
+//! verbatim verifier read). Keys, tenants and their settings, the policy
+//! history, verifiers and consents are the store's (store schema 9,
+//! `service/directory.rs`); the types of a tenant's settings stay here.
 //!
 //! The store is the truth for which records exist, their state, content,
 //! subject and proposer (`Store::list_records`), for their structured
@@ -18,52 +18,22 @@
 //!
 //! With the PostgreSQL store the same tables live in that database as the
 //! `mosaic_server_*` tables of the connection's schema (created by
-//! [`migrate_postgres`] as the schema owner), so every server sharing the
-//! database shares keys, tenants and verifiers. They hold no memory
-//! content and carry no row-level security: key lookup by hash has no
-//! tenant yet.
+//! [`migrate_postgres`] as the schema owner), with forced row-level
+//! security (see [`Scope`]).
 
 use std::path::Path;
 use std::sync::Mutex;
 
-use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
+use mosaic_harness::memory_write::MemoryWritePolicy;
 use rusqlite::Connection;
 
-use crate::api::VerifierView;
-use crate::auth::{ApplicationBounds, Credential};
+use crate::auth::ApplicationBounds;
 use crate::error::{ServiceError, ServiceResult};
 
 /// Version of the catalog schema.
 pub const CATALOG_SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS tenants (
-    tenant_id TEXT PRIMARY KEY,
-    policy_json TEXT NOT NULL,
-    policy_sha256 TEXT NOT NULL,
-    policy_valid_from_ms INTEGER NOT NULL,
-    created_at_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id TEXT PRIMARY KEY,
-    key_sha256 TEXT NOT NULL UNIQUE,
-    role TEXT NOT NULL,
-    tenant_id TEXT,
-    principal_id TEXT,
-    created_at_ms INTEGER NOT NULL,
-    disabled INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS grants (
-    tenant_id TEXT NOT NULL,
-    principal_id TEXT NOT NULL,
-    grant_json TEXT NOT NULL,
-    PRIMARY KEY (tenant_id, principal_id)
-);
-CREATE TABLE IF NOT EXISTS consents (
-    consent_sha256 TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    principal_id TEXT NOT NULL
-);
 CREATE TABLE IF NOT EXISTS proposals (
     proposal_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -86,19 +56,6 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_subject ON memories (tenant_id, subject_key);
 CREATE INDEX IF NOT EXISTS memories_subject_principal ON memories (tenant_id, subject_principal_id);
 CREATE INDEX IF NOT EXISTS memories_writer ON memories (tenant_id, writer_principal_id);
-CREATE TABLE IF NOT EXISTS verifiers (
-    tenant_id TEXT NOT NULL,
-    verifier_id TEXT NOT NULL,
-    verifier_release TEXT NOT NULL,
-    public_key_hex TEXT NOT NULL,
-    created_at_ms INTEGER NOT NULL,
-    disabled INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (tenant_id, verifier_id)
-);
-CREATE TABLE IF NOT EXISTS settings (
-    name TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
 CREATE TABLE IF NOT EXISTS messages (
     tenant_id TEXT NOT NULL,
     principal_id TEXT NOT NULL,
@@ -110,33 +67,6 @@ CREATE TABLE IF NOT EXISTS messages (
     locator_sha256 TEXT NOT NULL,
     captured_at_ms INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id)
-);
-CREATE TABLE IF NOT EXISTS policy_history (
-    tenant_id TEXT NOT NULL,
-    policy_sha256 TEXT NOT NULL,
-    noted_at_ms INTEGER NOT NULL,
-    PRIMARY KEY (tenant_id, policy_sha256)
-);
-CREATE TABLE IF NOT EXISTS consent_terms (
-    consent_sha256 TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    principal_id TEXT NOT NULL,
-    purpose TEXT NOT NULL,
-    policy_sha256 TEXT NOT NULL,
-    granted_at_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS application_keys (
-    key_id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    bounds_json TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tenant_options (
-    tenant_id TEXT PRIMARY KEY,
-    claim_updates TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS write_guards (
-    tenant_id TEXT PRIMARY KEY,
-    guards_json TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS extraction_jobs (
     job_id TEXT PRIMARY KEY,
@@ -156,29 +86,13 @@ CREATE INDEX IF NOT EXISTS extraction_jobs_due ON extraction_jobs (state, next_a
 ";
 
 /// The catalog's tables, renamed to `mosaic_server_<name>` in PostgreSQL.
-const TABLES: [&str; 15] = [
-    "tenants",
-    "api_keys",
-    "grants",
-    "consents",
-    "proposals",
-    "memories",
-    "verifiers",
-    "settings",
-    "messages",
-    "tenant_options",
-    "extraction_jobs",
-    "application_keys",
-    "policy_history",
-    "consent_terms",
-    "write_guards",
-];
+const TABLES: [&str; 4] = ["proposals", "memories", "messages", "extraction_jobs"];
 
 /// Which rows of the PostgreSQL catalog a statement may see. Every
 /// tenant-bearing table has forced row-level security keyed on
 /// `mosaic.tenant_id` (as the store's tables): a statement in a tenant's
 /// scope sees only that tenant's rows whatever its predicate says. The
-/// identity tables (tenants, keys, grants, consents, proposals, verifiers)
+/// identity table (proposals)
 /// also answer in the `directory` scope, for lookups that precede knowing
 /// the tenant (authentication, an id's owner, admin listings); the tables
 /// holding memory content ([`CONTENT_TABLES`]) never do.
@@ -201,6 +115,12 @@ const CONTENT_TABLES: [&str; 1] = ["memories"];
 /// upgrade.
 const DROPPED_TABLES: [&str; 1] = ["claims"];
 
+/// Catalog tables whose every row is a copy of the store's (consents and
+/// their terms: the store's consent receipts name the principal, purpose,
+/// policy and instant). [`migrate_postgres`] drops them; a SQLite
+/// catalog file keeps them, unread.
+const COPIES_OF_THE_STORE: [&str; 2] = ["consents", "consent_terms"];
+
 /// Sets the session's scope before a statement. Session-level (not
 /// `SET LOCAL`) so it also holds inside [`Catalog::transaction`]; every
 /// statement sets it again, so none inherits another's.
@@ -222,9 +142,9 @@ fn enter_scope(client: &mut postgres::Client, scope: Scope<'_>) -> ServiceResult
 /// (idempotent).
 fn pg_row_security() -> String {
     let mut sql = String::new();
-    for table in TABLES.iter().filter(|t| **t != "settings") {
+    for table in TABLES {
         let own = "tenant_id = current_setting('mosaic.tenant_id', true)";
-        let predicate = if CONTENT_TABLES.contains(table) {
+        let predicate = if CONTENT_TABLES.contains(&table) {
             own.to_owned()
         } else {
             format!("{own} OR current_setting('mosaic.catalog_scope', true) = 'directory'")
@@ -241,22 +161,11 @@ fn pg_row_security() -> String {
 }
 
 /// What the application role may do with each catalog table in PostgreSQL.
-const PG_GRANTS: [(&str, &str); 15] = [
-    ("tenants", "SELECT, INSERT, UPDATE"),
-    ("api_keys", "SELECT, INSERT, UPDATE"),
-    ("grants", "SELECT, INSERT, UPDATE"),
-    ("consents", "SELECT, INSERT"),
+const PG_GRANTS: [(&str, &str); 4] = [
     ("proposals", "SELECT, INSERT"),
     ("memories", "SELECT, INSERT, UPDATE"),
-    ("verifiers", "SELECT, INSERT, UPDATE"),
-    ("settings", "SELECT, INSERT"),
     ("messages", "SELECT, INSERT"),
-    ("tenant_options", "SELECT, INSERT, UPDATE"),
     ("extraction_jobs", "SELECT, INSERT, UPDATE"),
-    ("application_keys", "SELECT, INSERT"),
-    ("policy_history", "SELECT, INSERT"),
-    ("consent_terms", "SELECT, INSERT"),
-    ("write_guards", "SELECT, INSERT, UPDATE"),
 ];
 
 /// A message the server captured: where its text is kept (the episodic
@@ -623,7 +532,7 @@ pub fn migrate_postgres(owner: &mut postgres::Client, app_role: Option<&str>) ->
         sql.push_str(&pg_sql(statement));
         sql.push_str(";\n");
     }
-    for table in DROPPED_TABLES {
+    for table in DROPPED_TABLES.iter().chain(&COPIES_OF_THE_STORE) {
         sql.push_str(&format!("DROP TABLE IF EXISTS mosaic_server_{table};\n"));
     }
     sql.push_str(&pg_row_security());
@@ -695,17 +604,6 @@ fn memory_row(r: &[Val]) -> ServiceResult<MemoryRow> {
         kind: text(col(r, 6))?,
         created_at_ms: to_u64(int(col(r, 7))),
         request_json: opt_text(col(r, 8)),
-    })
-}
-
-fn verifier_row(r: &[Val]) -> ServiceResult<VerifierView> {
-    Ok(VerifierView {
-        tenant_id: text(col(r, 0))?,
-        verifier_id: text(col(r, 1))?,
-        verifier_release: text(col(r, 2))?,
-        public_key_hex: text(col(r, 3))?,
-        created_at_unix_ms: to_u64(int(col(r, 4))),
-        disabled: int(col(r, 5)) != 0,
     })
 }
 
@@ -829,12 +727,9 @@ impl Catalog {
         // owner runs `mosaic migrate` again first).
         let ready: bool = client
             .query_one(
-                "SELECT to_regclass('mosaic_server_api_keys') IS NOT NULL
-                    AND to_regclass('mosaic_server_application_keys') IS NOT NULL
-                    AND to_regclass('mosaic_server_policy_history') IS NOT NULL
-                    AND to_regclass('mosaic_server_consent_terms') IS NOT NULL
+                "SELECT to_regclass('mosaic_server_proposals') IS NOT NULL
                     AND to_regclass('mosaic_server_messages') IS NOT NULL
-                    AND to_regclass('mosaic_server_tenant_options') IS NOT NULL
+                    AND to_regclass('mosaic_server_memories') IS NOT NULL
                     AND to_regclass('mosaic_server_extraction_jobs') IS NOT NULL",
                 &[],
             )
@@ -902,385 +797,10 @@ impl Catalog {
                 Ok(conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
             }
             Backend::Postgres(_) => {
-                self.rows("SELECT COUNT(*) FROM api_keys", &[])?;
+                self.rows("SELECT COUNT(*) FROM proposals", &[])?;
                 Ok("ok".to_owned())
             }
         }
-    }
-
-    // ------------------------------------------------------------ settings
-
-    /// Stores a setting unless one of that name exists, then returns the
-    /// stored value (the first writer's, when servers race).
-    pub fn setting_or_insert(&self, name: &str, value: &str) -> ServiceResult<String> {
-        self.exec(
-            "INSERT OR IGNORE INTO settings (name, value) VALUES (?1, ?2)",
-            &[name.into(), value.into()],
-        )?;
-        let rows = self.rows("SELECT value FROM settings WHERE name = ?1", &[name.into()])?;
-        rows.first().map(|r| text(col(r, 0))).unwrap_or_else(|| {
-            Err(ServiceError::Internal(format!(
-                "catalog setting {name} vanished"
-            )))
-        })
-    }
-
-    // ------------------------------------------------------------ tenants
-
-    /// Creates or replaces a tenant's policy.
-    pub fn put_tenant(&self, policy: &MemoryWritePolicy, valid_from_ms: u64) -> ServiceResult<()> {
-        self.exec(
-            "INSERT INTO tenants (tenant_id, policy_json, policy_sha256, policy_valid_from_ms, created_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?4)
-             ON CONFLICT (tenant_id) DO UPDATE SET policy_json = ?2, policy_sha256 = ?3, policy_valid_from_ms = ?4",
-            &[
-                (&policy.tenant_id).into(),
-                Val::Text(encode(policy)?),
-                (&policy.policy_sha256).into(),
-                to_i64(valid_from_ms).into(),
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// Notes that a tenant had a policy (kept for every policy a tenant
-    /// ever had, so a read can say `policy_mismatch` for records written
-    /// under an earlier one).
-    pub fn note_policy(
-        &self,
-        tenant_id: &str,
-        policy_sha256: &str,
-        at_ms: u64,
-    ) -> ServiceResult<()> {
-        self.exec(
-            "INSERT OR IGNORE INTO policy_history (tenant_id, policy_sha256, noted_at_ms) VALUES (?1, ?2, ?3)",
-            &[tenant_id.into(), policy_sha256.into(), to_i64(at_ms).into()],
-        )?;
-        Ok(())
-    }
-
-    /// The policies a tenant had other than `current`, most recent first,
-    /// at most `limit`.
-    pub fn earlier_policies(
-        &self,
-        tenant_id: &str,
-        current: &str,
-        limit: usize,
-    ) -> ServiceResult<Vec<String>> {
-        self.rows(
-            "SELECT policy_sha256 FROM policy_history WHERE tenant_id = ?1 AND policy_sha256 <> ?2
-             ORDER BY noted_at_ms DESC, policy_sha256 LIMIT ?3",
-            &[
-                tenant_id.into(),
-                current.into(),
-                to_i64(limit as u64).into(),
-            ],
-        )?
-        .iter()
-        .map(|r| text(col(r, 0)))
-        .collect()
-    }
-
-    /// A tenant, if it exists.
-    pub fn tenant(&self, tenant_id: &str) -> ServiceResult<Option<TenantRow>> {
-        let rows = self.rows(
-            "SELECT policy_json, policy_valid_from_ms FROM tenants WHERE tenant_id = ?1",
-            &[tenant_id.into()],
-        )?;
-        rows.first()
-            .map(|r| {
-                Ok(TenantRow {
-                    policy: decode("policy", &text(col(r, 0))?)?,
-                    policy_valid_from_ms: to_u64(int(col(r, 1))),
-                })
-            })
-            .transpose()
-    }
-
-    /// Every tenant id, sorted.
-    pub fn tenant_ids(&self) -> ServiceResult<Vec<String>> {
-        self.rows("SELECT tenant_id FROM tenants ORDER BY tenant_id", &[])?
-            .iter()
-            .map(|r| text(col(r, 0)))
-            .collect()
-    }
-
-    // ------------------------------------------------------------ keys
-
-    /// Stores a key hash with its binding.
-    pub fn insert_key(
-        &self,
-        key_sha256: &str,
-        key_id: &str,
-        tenant_and_principal: Option<(&str, &str)>,
-        at_ms: u64,
-    ) -> ServiceResult<()> {
-        let (role, tenant, principal) = match tenant_and_principal {
-            Some((t, p)) => ("principal", Some(t), Some(p)),
-            None => ("admin", None, None),
-        };
-        self.exec(
-            "INSERT INTO api_keys (key_id, key_sha256, role, tenant_id, principal_id, created_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            &[
-                key_id.into(),
-                key_sha256.into(),
-                role.into(),
-                tenant.into(),
-                principal.into(),
-                to_i64(at_ms).into(),
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// Stores an application key's hash with its tenant and bounds (one
-    /// transaction: a key without its bounds never authenticates).
-    pub fn insert_application_key(
-        &self,
-        key_sha256: &str,
-        key_id: &str,
-        tenant_id: &str,
-        bounds: &ApplicationBounds,
-        at_ms: u64,
-    ) -> ServiceResult<()> {
-        let bounds_json = encode(bounds)?;
-        self.transaction(|catalog| {
-            catalog.exec(
-                "INSERT INTO application_keys (key_id, tenant_id, bounds_json) VALUES (?1, ?2, ?3)",
-                &[key_id.into(), tenant_id.into(), (&bounds_json).into()],
-            )?;
-            catalog.exec(
-                "INSERT INTO api_keys (key_id, key_sha256, role, tenant_id, principal_id, created_at_ms)
-                 VALUES (?1, ?2, 'application', ?3, NULL, ?4)",
-                &[
-                    key_id.into(),
-                    key_sha256.into(),
-                    tenant_id.into(),
-                    to_i64(at_ms).into(),
-                ],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// The bounds of an application key.
-    fn application_bounds(&self, key_id: &str) -> ServiceResult<Option<ApplicationBounds>> {
-        let rows = self.rows(
-            "SELECT bounds_json FROM application_keys WHERE key_id = ?1",
-            &[key_id.into()],
-        )?;
-        rows.first()
-            .map(|r| decode("application bounds", &text(col(r, 0))?))
-            .transpose()
-    }
-
-    /// The credential of an enabled key with this hash.
-    pub fn credential(&self, key_sha256: &str) -> ServiceResult<Option<Credential>> {
-        let rows = self.rows(
-            "SELECT key_id, role, tenant_id, principal_id FROM api_keys WHERE key_sha256 = ?1 AND disabled = 0",
-            &[key_sha256.into()],
-        )?;
-        let Some(r) = rows.first() else {
-            return Ok(None);
-        };
-        let key_id = text(col(r, 0))?;
-        Ok(
-            match (
-                text(col(r, 1))?.as_str(),
-                opt_text(col(r, 2)),
-                opt_text(col(r, 3)),
-            ) {
-                ("admin", _, _) => Some(Credential::Admin { key_id }),
-                ("application", Some(tenant_id), None) => {
-                    self.application_bounds(&key_id)?
-                        .map(|bounds| Credential::Application {
-                            key_id,
-                            tenant_id,
-                            bounds,
-                        })
-                }
-                ("application", _, _) => None,
-                (_, Some(tenant_id), Some(principal_id)) => Some(Credential::Principal {
-                    key_id,
-                    tenant_id,
-                    principal_id,
-                }),
-                _ => None,
-            },
-        )
-    }
-
-    /// Disables one key; false when there is no such key.
-    pub fn disable_key(&self, key_id: &str) -> ServiceResult<bool> {
-        Ok(self.exec(
-            "UPDATE api_keys SET disabled = 1 WHERE key_id = ?1",
-            &[key_id.into()],
-        )? > 0)
-    }
-
-    /// Disables every key of a principal.
-    pub fn disable_principal_keys(
-        &self,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> ServiceResult<usize> {
-        self.exec(
-            "UPDATE api_keys SET disabled = 1 WHERE tenant_id = ?1 AND principal_id = ?2",
-            &[tenant_id.into(), principal_id.into()],
-        )
-    }
-
-    /// Every key, sorted by id.
-    pub fn keys(&self) -> ServiceResult<Vec<KeyInfo>> {
-        self.rows(
-            "SELECT k.key_id, k.role, k.tenant_id, k.principal_id, k.created_at_ms, k.disabled, a.bounds_json
-             FROM api_keys k LEFT JOIN application_keys a ON a.key_id = k.key_id ORDER BY k.key_id",
-            &[],
-        )?
-        .iter()
-        .map(|r| {
-            Ok(KeyInfo {
-                key_id: text(col(r, 0))?,
-                role: text(col(r, 1))?,
-                tenant_id: opt_text(col(r, 2)),
-                principal_id: opt_text(col(r, 3)),
-                created_at_ms: to_u64(int(col(r, 4))),
-                disabled: int(col(r, 5)) != 0,
-                application: opt_text(col(r, 6))
-                    .map(|json| decode("application bounds", &json))
-                    .transpose()?,
-            })
-        })
-        .collect()
-    }
-
-    /// Number of enabled admin keys.
-    pub fn admin_key_count(&self) -> ServiceResult<u64> {
-        let rows = self.rows(
-            "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND disabled = 0",
-            &[],
-        )?;
-        Ok(to_u64(rows.first().map_or(0, |r| int(col(r, 0)))))
-    }
-
-    // ------------------------------------------------------------ grants
-
-    /// Records that a principal holds a grant (the grant document is kept
-    /// too, for inspection; the store's copy is the one in force).
-    pub fn put_grant(&self, grant: &MemoryWriteGrant) -> ServiceResult<()> {
-        self.exec(
-            "INSERT INTO grants (tenant_id, principal_id, grant_json) VALUES (?1, ?2, ?3)
-             ON CONFLICT (tenant_id, principal_id) DO UPDATE SET grant_json = ?3",
-            &[
-                (&grant.tenant_id).into(),
-                (&grant.principal_id).into(),
-                Val::Text(encode(grant)?),
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// Every principal of a tenant that was given a grant, sorted (the
-    /// grant in force itself is read from the store).
-    pub fn grant_principals(&self, tenant_id: &str) -> ServiceResult<Vec<String>> {
-        self.rows(
-            "SELECT principal_id FROM grants WHERE tenant_id = ?1 ORDER BY principal_id",
-            &[tenant_id.into()],
-        )?
-        .iter()
-        .map(|r| text(col(r, 0)))
-        .collect()
-    }
-
-    // ------------------------------------------------------------ consents
-
-    /// Records who gave a consent.
-    pub fn insert_consent(
-        &self,
-        consent_sha256: &str,
-        tenant_id: &str,
-        principal_id: &str,
-    ) -> ServiceResult<()> {
-        self.exec(
-            "INSERT OR IGNORE INTO consents (consent_sha256, tenant_id, principal_id) VALUES (?1, ?2, ?3)",
-            &[consent_sha256.into(), tenant_id.into(), principal_id.into()],
-        )?;
-        Ok(())
-    }
-
-    /// Records what a consent covers: its purpose (as the API names it)
-    /// and the policy it was given under.
-    pub fn note_consent_terms(
-        &self,
-        consent_sha256: &str,
-        tenant_id: &str,
-        principal_id: &str,
-        purpose: &str,
-        policy_sha256: &str,
-        granted_at_ms: u64,
-    ) -> ServiceResult<()> {
-        self.exec(
-            "INSERT OR IGNORE INTO consent_terms (consent_sha256, tenant_id, principal_id, purpose, policy_sha256, granted_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            &[
-                consent_sha256.into(),
-                tenant_id.into(),
-                principal_id.into(),
-                purpose.into(),
-                policy_sha256.into(),
-                to_i64(granted_at_ms).into(),
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// The most recent consent a principal gave for `purpose` under
-    /// `policy_sha256` (whether it was withdrawn since is the store's to
-    /// say; the gate refuses a withdrawn one).
-    pub fn latest_consent(
-        &self,
-        tenant_id: &str,
-        principal_id: &str,
-        purpose: &str,
-        policy_sha256: &str,
-    ) -> ServiceResult<Option<String>> {
-        self.rows(
-            "SELECT consent_sha256 FROM consent_terms
-             WHERE tenant_id = ?1 AND principal_id = ?2 AND purpose = ?3 AND policy_sha256 = ?4
-             ORDER BY granted_at_ms DESC, consent_sha256 LIMIT 1",
-            &[
-                tenant_id.into(),
-                principal_id.into(),
-                purpose.into(),
-                policy_sha256.into(),
-            ],
-        )?
-        .first()
-        .map(|r| text(col(r, 0)))
-        .transpose()
-    }
-
-    /// Tenant and principal of a consent.
-    pub fn consent_owner(&self, consent_sha256: &str) -> ServiceResult<Option<(String, String)>> {
-        self.rows(
-            "SELECT tenant_id, principal_id FROM consents WHERE consent_sha256 = ?1",
-            &[consent_sha256.into()],
-        )?
-        .first()
-        .map(|r| Ok((text(col(r, 0))?, text(col(r, 1))?)))
-        .transpose()
-    }
-
-    /// Every consent a principal gave.
-    pub fn consents_of(&self, tenant_id: &str, principal_id: &str) -> ServiceResult<Vec<String>> {
-        self.rows(
-            "SELECT consent_sha256 FROM consents WHERE tenant_id = ?1 AND principal_id = ?2 ORDER BY consent_sha256",
-            &[tenant_id.into(), principal_id.into()],
-        )?
-        .iter()
-        .map(|r| text(col(r, 0)))
-        .collect()
     }
 
     // ------------------------------------------------------------ proposals
@@ -1552,111 +1072,6 @@ impl Catalog {
             ],
         )?;
         Ok(())
-    }
-
-    // ------------------------------------------------------------ tenant options
-
-    /// How a tenant settles a new value for a structured claim.
-    pub fn claim_updates(&self, tenant_id: &str) -> ServiceResult<ClaimUpdates> {
-        let rows = self.rows(
-            "SELECT claim_updates FROM tenant_options WHERE tenant_id = ?1",
-            &[tenant_id.into()],
-        )?;
-        match rows.first() {
-            None => Ok(ClaimUpdates::default()),
-            Some(r) => decode("claim_updates", &format!("\"{}\"", text(col(r, 0))?)),
-        }
-    }
-
-    /// Sets how a tenant settles a new value for a structured claim.
-    pub fn set_claim_updates(&self, tenant_id: &str, value: ClaimUpdates) -> ServiceResult<()> {
-        self.exec(
-            "INSERT INTO tenant_options (tenant_id, claim_updates) VALUES (?1, ?2)
-             ON CONFLICT (tenant_id) DO UPDATE SET claim_updates = ?2",
-            &[tenant_id.into(), value.as_str().into()],
-        )?;
-        Ok(())
-    }
-
-    /// A tenant's write guards (the defaults when never set).
-    pub fn write_guards(&self, tenant_id: &str) -> ServiceResult<WriteGuards> {
-        let rows = self.rows(
-            "SELECT guards_json FROM write_guards WHERE tenant_id = ?1",
-            &[tenant_id.into()],
-        )?;
-        match rows.first() {
-            None => Ok(WriteGuards::default()),
-            Some(r) => decode("write_guards", &text(col(r, 0))?),
-        }
-    }
-
-    /// Sets a tenant's write guards.
-    pub fn set_write_guards(&self, tenant_id: &str, value: &WriteGuards) -> ServiceResult<()> {
-        self.exec(
-            "INSERT INTO write_guards (tenant_id, guards_json) VALUES (?1, ?2)
-             ON CONFLICT (tenant_id) DO UPDATE SET guards_json = ?2",
-            &[tenant_id.into(), Val::Text(encode(value)?)],
-        )?;
-        Ok(())
-    }
-
-    // ------------------------------------------------------------ verifiers
-
-    /// Registers a verifier; false when the tenant already has this one.
-    pub fn insert_verifier(&self, verifier: &VerifierView) -> ServiceResult<bool> {
-        Ok(self.exec(
-            "INSERT OR IGNORE INTO verifiers (tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            &[
-                (&verifier.tenant_id).into(),
-                (&verifier.verifier_id).into(),
-                (&verifier.verifier_release).into(),
-                (&verifier.public_key_hex).into(),
-                to_i64(verifier.created_at_unix_ms).into(),
-                i64::from(verifier.disabled).into(),
-            ],
-        )? > 0)
-    }
-
-    fn verifiers_where(&self, clause: &str, args: &[Val]) -> ServiceResult<Vec<VerifierView>> {
-        self.rows(
-            &format!(
-                "SELECT tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled
-                 FROM verifiers WHERE {clause} ORDER BY verifier_id"
-            ),
-            args,
-        )?
-        .iter()
-        .map(|r| verifier_row(r))
-        .collect()
-    }
-
-    /// One verifier of a tenant (enabled or not).
-    pub fn verifier(
-        &self,
-        tenant_id: &str,
-        verifier_id: &str,
-    ) -> ServiceResult<Option<VerifierView>> {
-        Ok(self
-            .verifiers_where(
-                "tenant_id = ?1 AND verifier_id = ?2",
-                &[tenant_id.into(), verifier_id.into()],
-            )?
-            .into_iter()
-            .next())
-    }
-
-    /// Every verifier of a tenant, sorted by id.
-    pub fn verifiers_of_tenant(&self, tenant_id: &str) -> ServiceResult<Vec<VerifierView>> {
-        self.verifiers_where("tenant_id = ?1", &[tenant_id.into()])
-    }
-
-    /// Disables a verifier; false when the tenant has no such verifier.
-    pub fn disable_verifier(&self, tenant_id: &str, verifier_id: &str) -> ServiceResult<bool> {
-        Ok(self.exec(
-            "UPDATE verifiers SET disabled = 1 WHERE tenant_id = ?1 AND verifier_id = ?2",
-            &[tenant_id.into(), verifier_id.into()],
-        )? > 0)
     }
 }
 

@@ -149,6 +149,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             "address_namespaces_list_current_records_of_one_subject",
             address_namespaces_list_current_records_of_one_subject::<F>,
         ),
+        (
+            "directory_rows_are_the_stores",
+            directory_rows_are_the_stores::<F>,
+        ),
     ]
 }
 
@@ -330,6 +334,245 @@ pub fn address_namespaces_list_current_records_of_one_subject<F: StoreFactory>(
         )?,
         Vec::<String>::new()
     );
+    Ok(())
+}
+
+/// Keys, tenant settings, policy history, verifiers and server settings
+/// are the store's rows: a key is found by its hash and disabled by id or
+/// with its principal; a policy change writes the policy, its settings,
+/// its history and every principal's re-bound grant in one transaction
+/// (the write path then accepts under the new digest); a verifier is one
+/// tenant's only; a setting keeps its first value; an earlier server's
+/// rows are imported once; everything survives a reopen.
+pub fn directory_rows_are_the_stores<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    use crate::directory::{
+        ApiKey, DirectoryImport, StoredVerifier, TenantPolicyUpdate, TenantSettings,
+    };
+    let config = test_config();
+    let (db, mut store) = setup(factory, &config)?;
+    let (a, b) = (fixtures::TENANT_A, fixtures::TENANT_B);
+
+    // Keys.
+    let key = |id: &str, role: &str, tenant: Option<&str>, principal: Option<&str>| ApiKey {
+        key_id: id.into(),
+        key_sha256: fixtures::label(id),
+        role: role.into(),
+        tenant_id: tenant.map(Into::into),
+        principal_id: principal.map(Into::into),
+        bounds_json: (role == "application").then(|| "{\"kinds\":[]}".to_owned()),
+        created_at_ms: T0,
+        disabled: false,
+    };
+    let admin = key("k-admin", "admin", None, None);
+    let alice = key("k-alice", "principal", Some(a), Some("alice"));
+    let alice2 = key("k-alice-2", "principal", Some(a), Some("alice"));
+    let app = key("k-app", "application", Some(b), None);
+    for k in [&admin, &alice, &alice2, &app] {
+        store.insert_api_key(k)?;
+    }
+    assert!(
+        store.insert_api_key(&alice).is_err(),
+        "a key id is stored once"
+    );
+    let mut bad = key("k-bad", "root", None, None);
+    bad.key_sha256 = fixtures::label("k-bad");
+    assert!(matches!(
+        store.insert_api_key(&bad),
+        Err(StoreError::InvalidArgument(_))
+    ));
+    assert_eq!(
+        store.api_key_by_sha256(&alice.key_sha256)?,
+        Some(alice.clone())
+    );
+    assert_eq!(store.api_key_by_sha256(&app.key_sha256)?, Some(app.clone()));
+    assert_eq!(store.api_key_by_sha256(&fixtures::label("nobody"))?, None);
+    assert_eq!(store.enabled_admin_keys()?, 1);
+    assert_eq!(
+        store
+            .api_keys()?
+            .iter()
+            .map(|k| k.key_id.as_str())
+            .collect::<Vec<_>>(),
+        ["k-admin", "k-alice", "k-alice-2", "k-app"]
+    );
+    assert!(store.disable_api_key("k-admin")?);
+    assert!(!store.disable_api_key("k-none")?);
+    assert_eq!(store.enabled_admin_keys()?, 0);
+    assert_eq!(store.disable_principal_api_keys(a, "alice")?, 2);
+    assert_eq!(store.disable_principal_api_keys(b, "alice")?, 0);
+    assert!(
+        store
+            .api_key_by_sha256(&alice2.key_sha256)?
+            .is_some_and(|k| k.disabled)
+    );
+    assert!(
+        store
+            .api_key_by_sha256(&app.key_sha256)?
+            .is_some_and(|k| !k.disabled),
+        "another tenant's key is untouched"
+    );
+
+    // Server settings: the first value stays.
+    assert_eq!(store.setting_or_insert("embedder", "e1")?, "e1");
+    assert_eq!(store.setting_or_insert("embedder", "e2")?, "e1");
+
+    // Tenants: the seeded ones exist, with the instant of their policy.
+    assert_eq!(store.tenant_ids()?, [a, b]);
+    let seeded = store.tenant_settings(a)?.expect("seeded tenant");
+    assert_eq!(seeded.policy_valid_from_ms, T0 - fixtures::DAY_MS);
+    assert_eq!(seeded.claim_updates, None);
+    assert_eq!(store.tenant_settings("tenant-unknown")?, None);
+    assert_eq!(
+        store.earlier_policies(a, &fixtures::policy(a).policy_sha256, 10)?,
+        Vec::<String>::new()
+    );
+
+    // A policy change: policy, settings, history and re-bound grants.
+    let mut next = fixtures::policy(a);
+    next.max_ttl_ms /= 2;
+    next.policy_sha256 = fixtures::label("policy/tenant-a/v2");
+    store.put_tenant_policy(&TenantPolicyUpdate {
+        policy: next.clone(),
+        at_ms: T0,
+        claim_updates: Some("review".into()),
+        write_guards_json: Some("{\"near_duplicate_permille\":800}".into()),
+    })?;
+    assert_eq!(store.current_policy(a)?, Some(next.clone()));
+    assert_eq!(
+        store.tenant_settings(a)?,
+        Some(TenantSettings {
+            tenant_id: a.into(),
+            policy_valid_from_ms: T0,
+            claim_updates: Some("review".into()),
+            write_guards_json: Some("{\"near_duplicate_permille\":800}".into()),
+        })
+    );
+    for principal in ["alice", "bob"] {
+        let grant = store.current_grant(a, principal)?.expect("grant");
+        assert_eq!(
+            grant.policy_sha256, next.policy_sha256,
+            "{principal} re-bound"
+        );
+    }
+    assert_eq!(
+        store.current_grant(b, "alice")?.map(|g| g.policy_sha256),
+        Some(fixtures::policy(b).policy_sha256),
+        "another tenant's grants keep their policy"
+    );
+    let mut request = Spec::workspace(a, "alice", "dir-1").build();
+    request
+        .proposal
+        .policy_sha256
+        .clone_from(&next.policy_sha256);
+    let outcome = store.write(&request)?;
+    assert!(outcome.is_accepted(), "{:?}", outcome.decision);
+    // Options not given are kept.
+    let mut third = next.clone();
+    third.policy_sha256 = fixtures::label("policy/tenant-a/v3");
+    store.put_tenant_policy(&TenantPolicyUpdate {
+        policy: third.clone(),
+        at_ms: T0 + 1,
+        claim_updates: None,
+        write_guards_json: None,
+    })?;
+    let kept = store.tenant_settings(a)?.expect("tenant");
+    assert_eq!(kept.claim_updates.as_deref(), Some("review"));
+    assert_eq!(kept.policy_valid_from_ms, T0 + 1);
+    assert_eq!(
+        store.earlier_policies(a, &third.policy_sha256, 10)?,
+        [
+            next.policy_sha256.clone(),
+            fixtures::policy(a).policy_sha256
+        ]
+    );
+    assert_eq!(store.earlier_policies(a, &third.policy_sha256, 1)?.len(), 1);
+    assert_eq!(
+        store.earlier_policies(b, &fixtures::policy(b).policy_sha256, 10)?,
+        Vec::<String>::new(),
+        "another tenant's history is its own"
+    );
+
+    // Verifiers: one tenant's only.
+    let verifier = StoredVerifier {
+        tenant_id: a.into(),
+        verifier_id: "v1".into(),
+        verifier_release: "checker-1".into(),
+        public_key_hex: "ab".repeat(32),
+        created_at_ms: T0,
+        disabled: false,
+    };
+    assert!(store.insert_verifier(&verifier)?);
+    assert!(!store.insert_verifier(&verifier)?, "registered once");
+    assert_eq!(
+        store.verifiers(a, Some("v1"))?,
+        std::slice::from_ref(&verifier)
+    );
+    assert_eq!(store.verifiers(b, Some("v1"))?, []);
+    assert_eq!(store.verifiers(b, None)?, []);
+    assert!(!store.disable_verifier(b, "v1")?, "not another tenant's");
+    assert!(store.disable_verifier(a, "v1")?);
+    assert!(store.verifiers(a, None)?[0].disabled);
+
+    // An earlier server's rows: imported once.
+    let import = DirectoryImport {
+        keys: vec![key("k-old", "principal", Some(b), Some("bob"))],
+        tenants: vec![TenantSettings {
+            tenant_id: b.into(),
+            policy_valid_from_ms: T0 - 5,
+            claim_updates: Some("review".into()),
+            write_guards_json: None,
+        }],
+        policy_history: vec![(b.into(), fixtures::label("policy/tenant-b/v0"), T0 - 9)],
+        verifiers: vec![StoredVerifier {
+            tenant_id: b.into(),
+            ..verifier.clone()
+        }],
+        settings: vec![("embedder".into(), "e-old".into())],
+    };
+    if !store.directory_imported()? {
+        assert!(store.import_directory(&import)?);
+        assert!(store.directory_imported()?);
+        let old = store
+            .api_key_by_sha256(&fixtures::label("k-old"))?
+            .expect("imported key");
+        assert_eq!(old.principal_id.as_deref(), Some("bob"));
+        assert_eq!(
+            store.tenant_settings(b)?.and_then(|t| t.claim_updates),
+            Some("review".into())
+        );
+        assert_eq!(
+            store.earlier_policies(b, &fixtures::policy(b).policy_sha256, 10)?,
+            [fixtures::label("policy/tenant-b/v0")]
+        );
+        assert_eq!(store.verifiers(b, None)?.len(), 1);
+        assert_eq!(
+            store.setting_or_insert("embedder", "e3")?,
+            "e1",
+            "a setting is kept"
+        );
+    }
+    assert!(!store.import_directory(&import)?, "imported once");
+
+    // Everything survives a reopen.
+    drop(store);
+    let mut store = factory.connect(&db, &config)?;
+    assert_eq!(
+        store.api_keys()?.len(),
+        if store
+            .api_key_by_sha256(&fixtures::label("k-old"))?
+            .is_some()
+        {
+            5
+        } else {
+            4
+        }
+    );
+    assert_eq!(
+        store.tenant_settings(a)?.map(|t| t.policy_valid_from_ms),
+        Some(T0 + 1)
+    );
+    assert_eq!(store.verifiers(a, None)?.len(), 1);
+    assert_eq!(store.setting_or_insert("embedder", "e4")?, "e1");
     Ok(())
 }
 

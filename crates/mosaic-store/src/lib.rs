@@ -53,6 +53,7 @@
 pub mod audit;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod directory;
 mod error;
 mod ops;
 #[cfg(feature = "postgres")]

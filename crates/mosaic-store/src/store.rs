@@ -6,6 +6,9 @@ use mosaic_harness::memory_write::{
 use mosaic_harness::{MemoryKind, MemorySubject};
 
 use crate::audit::{AuditEventBody, AuditVerification};
+use crate::directory::{
+    ApiKey, DirectoryImport, StoredVerifier, TenantPolicyUpdate, TenantSettings,
+};
 use crate::error::StoreResult;
 use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
@@ -358,4 +361,71 @@ pub trait Store: Send {
 
     /// Backend integrity check plus cross-table invariants.
     fn integrity_check(&mut self) -> StoreResult<IntegrityReport>;
+    // ------------------------------------------------------------ directory
+
+    /// Stores an API key (its hash and binding).
+    fn insert_api_key(&mut self, key: &ApiKey) -> StoreResult<()>;
+
+    /// The key with this SHA-256, enabled or not.
+    fn api_key_by_sha256(&mut self, key_sha256: &str) -> StoreResult<Option<ApiKey>>;
+
+    /// Every key, sorted by id.
+    fn api_keys(&mut self) -> StoreResult<Vec<ApiKey>>;
+
+    /// Disables one key; false when there is no such key.
+    fn disable_api_key(&mut self, key_id: &str) -> StoreResult<bool>;
+
+    /// Disables every key of a principal; how many.
+    fn disable_principal_api_keys(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+    ) -> StoreResult<u64>;
+
+    /// How many enabled admin keys there are.
+    fn enabled_admin_keys(&mut self) -> StoreResult<u64>;
+
+    /// Stores a server-wide setting unless one of that name exists, and
+    /// returns the stored value (the first writer's).
+    fn setting_or_insert(&mut self, name: &str, value: &str) -> StoreResult<String>;
+
+    /// A tenant's policy with its settings, and every grant of its
+    /// principals re-bound to the new policy digest, in one transaction.
+    fn put_tenant_policy(&mut self, update: &TenantPolicyUpdate) -> StoreResult<()>;
+
+    /// A tenant's settings row (`None`: no such tenant).
+    fn tenant_settings(&mut self, tenant_id: &str) -> StoreResult<Option<TenantSettings>>;
+
+    /// Every tenant, sorted.
+    fn tenant_ids(&mut self) -> StoreResult<Vec<String>>;
+
+    /// The policies a tenant had other than `current`, most recent first,
+    /// at most `limit`.
+    fn earlier_policies(
+        &mut self,
+        tenant_id: &str,
+        current: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<String>>;
+
+    /// Registers a verifier; false when the tenant already has this one.
+    fn insert_verifier(&mut self, verifier: &StoredVerifier) -> StoreResult<bool>;
+
+    /// The verifiers of a tenant (only `verifier_id`, when given), sorted.
+    fn verifiers(
+        &mut self,
+        tenant_id: &str,
+        verifier_id: Option<&str>,
+    ) -> StoreResult<Vec<StoredVerifier>>;
+
+    /// Disables a verifier; false when the tenant has no such verifier.
+    fn disable_verifier(&mut self, tenant_id: &str, verifier_id: &str) -> StoreResult<bool>;
+
+    /// Whether an earlier server's own database was imported (always, on a
+    /// backend whose migration moved it).
+    fn directory_imported(&mut self) -> StoreResult<bool>;
+
+    /// Imports an earlier server's own rows in one transaction, once:
+    /// false (nothing written) when already imported.
+    fn import_directory(&mut self, import: &DirectoryImport) -> StoreResult<bool>;
 }

@@ -240,8 +240,8 @@ impl ServiceCore {
             ));
         }
         {
-            let inner = self.writer()?;
-            if inner.catalog.tenant(&request.tenant_id)?.is_some() {
+            let mut inner = self.writer()?;
+            if directory::tenant(inner.store.as_mut(), &request.tenant_id)?.is_some() {
                 return Err(ServiceError::Conflict {
                     code: "tenant_exists",
                     message: format!("tenant {} already exists", request.tenant_id),
@@ -275,7 +275,7 @@ impl ServiceCore {
             return Err(ServiceError::bad_request("invalid_write_guards", problem));
         }
         let mut inner = self.writer()?;
-        if !create && inner.catalog.tenant(tenant)?.is_none() {
+        if !create && directory::tenant(inner.store.as_mut(), tenant)?.is_none() {
             return Err(ServiceError::not_found("tenant", tenant));
         }
         let mut policy = MemoryWritePolicy {
@@ -292,33 +292,21 @@ impl ServiceCore {
             minimum_procedure_eval_cases: request.minimum_procedure_eval_cases.unwrap_or(20),
         };
         policy.policy_sha256 = policy_digest(&policy)?;
-        let now = self.now();
-        if let Some(previous) = inner.store.current_policy(tenant)? {
-            inner
-                .catalog
-                .note_policy(tenant, &previous.policy_sha256, now)?;
-        }
+        // The policy, its history, the tenant's settings and every grant
+        // re-bound to the new digest: one store transaction.
         inner
-            .catalog
-            .note_policy(tenant, &policy.policy_sha256, now)?;
-        inner.store.put_policy(&policy, now)?;
-        inner.catalog.put_tenant(&policy, now)?;
-        if let Some(claim_updates) = request.claim_updates {
-            inner.catalog.set_claim_updates(tenant, claim_updates)?;
-        }
-        if let Some(guards) = &request.write_guards {
-            inner.catalog.set_write_guards(tenant, guards)?;
-        }
-        for principal in inner.catalog.grant_principals(tenant)? {
-            let Some(mut grant) = inner.store.current_grant(tenant, &principal)? else {
-                continue;
-            };
-            if grant.policy_sha256 != policy.policy_sha256 {
-                grant.policy_sha256 = policy.policy_sha256.clone();
-                inner.store.put_grant(&grant, now)?;
-                inner.catalog.put_grant(&grant)?;
-            }
-        }
+            .store
+            .put_tenant_policy(&mosaic_store::directory::TenantPolicyUpdate {
+                policy: policy.clone(),
+                at_ms: self.now(),
+                claim_updates: request.claim_updates.map(|c| c.as_str().to_owned()),
+                write_guards_json: request
+                    .write_guards
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()
+                    .map_err(|e| ServiceError::Internal(format!("encode write guards: {e}")))?,
+            })?;
         Ok(policy)
     }
 
@@ -336,19 +324,15 @@ impl ServiceCore {
                 .ok_or_else(|| ServiceError::bad_request("missing_tenant", "name a tenant"))?,
         };
         let mut inner = self.writer()?;
-        if inner.catalog.tenant(tenant)?.is_none() {
-            return Err(ServiceError::not_found("tenant", tenant));
-        }
-        inner
-            .store
-            .current_policy(tenant)?
+        directory::tenant(inner.store.as_mut(), tenant)?
+            .map(|row| row.policy)
             .ok_or_else(|| ServiceError::not_found("tenant", tenant))
     }
 
     /// Every tenant id.
     pub fn list_tenants(&self, credential: &Credential) -> ServiceResult<Vec<String>> {
         credential.require_admin()?;
-        self.writer()?.catalog.tenant_ids()
+        Ok(self.writer()?.store.tenant_ids()?)
     }
 
     /// Stores the grant in force for a principal.
@@ -377,9 +361,7 @@ impl ServiceCore {
                 "principal_id is not a valid identifier",
             ));
         }
-        let tenant_row = inner
-            .catalog
-            .tenant(tenant)?
+        let tenant_row = directory::tenant(inner.store.as_mut(), tenant)?
             .ok_or_else(|| ServiceError::not_found("tenant", tenant))?;
         let now = self.now();
         let bounds = grant_bounds(request, now);
@@ -395,7 +377,6 @@ impl ServiceCore {
             expires_at_unix_ms: bounds.expires_at_unix_ms,
         };
         inner.store.put_grant(&grant, now)?;
-        inner.catalog.put_grant(&grant)?;
         Ok(grant)
     }
 
@@ -424,7 +405,8 @@ impl ServiceCore {
         let key = auth::generate_key()?;
         let sha = auth::key_sha256(&key);
         let key_id = auth::key_id(&sha);
-        inner.catalog.insert_key(
+        directory::insert_key(
+            inner.store.as_mut(),
             &sha,
             &key_id,
             Some((&request.tenant_id, &request.principal_id)),
@@ -491,7 +473,7 @@ impl ServiceCore {
         }
         let mut inner = self.writer()?;
         let missing = || ServiceError::not_found("tenant", request.tenant_id.as_str());
-        if inner.catalog.tenant(&request.tenant_id)?.is_none() {
+        if directory::tenant(inner.store.as_mut(), &request.tenant_id)?.is_none() {
             return Err(missing());
         }
         let policy = inner
@@ -523,9 +505,14 @@ impl ServiceCore {
         let key = auth::generate_key()?;
         let sha = auth::key_sha256(&key);
         let key_id = auth::key_id(&sha);
-        inner
-            .catalog
-            .insert_application_key(&sha, &key_id, &request.tenant_id, &bounds, now)?;
+        directory::insert_application_key(
+            inner.store.as_mut(),
+            &sha,
+            &key_id,
+            &request.tenant_id,
+            &bounds,
+            now,
+        )?;
         Ok(CreateApplicationKeyResponse {
             key_id,
             key,
@@ -626,8 +613,8 @@ impl ServiceCore {
                 "public_key_hex is not a 32-byte Ed25519 public key in hex",
             )
         })?;
-        let inner = self.writer()?;
-        if inner.catalog.tenant(tenant)?.is_none() {
+        let mut inner = self.writer()?;
+        if directory::tenant(inner.store.as_mut(), tenant)?.is_none() {
             return Err(ServiceError::not_found("tenant", tenant));
         }
         let view = VerifierView {
@@ -638,7 +625,7 @@ impl ServiceCore {
             created_at_unix_ms: self.now(),
             disabled: false,
         };
-        if !inner.catalog.insert_verifier(&view)? {
+        if !directory::insert_verifier(inner.store.as_mut(), &view)? {
             return Err(ServiceError::Conflict {
                 code: "verifier_exists",
                 message: format!(
@@ -657,11 +644,11 @@ impl ServiceCore {
         tenant: &str,
     ) -> ServiceResult<Vec<VerifierView>> {
         credential.require_admin()?;
-        let inner = self.writer()?;
-        if inner.catalog.tenant(tenant)?.is_none() {
+        let mut inner = self.writer()?;
+        if directory::tenant(inner.store.as_mut(), tenant)?.is_none() {
             return Err(ServiceError::not_found("tenant", tenant));
         }
-        inner.catalog.verifiers_of_tenant(tenant)
+        directory::verifiers_of(inner.store.as_mut(), tenant)
     }
 
     /// Disables a verifier: evidence it signs is refused from now on.
@@ -672,18 +659,16 @@ impl ServiceCore {
         verifier_id: &str,
     ) -> ServiceResult<VerifierView> {
         credential.require_admin()?;
-        let inner = self.writer()?;
-        inner.catalog.disable_verifier(tenant, verifier_id)?;
-        inner
-            .catalog
-            .verifier(tenant, verifier_id)?
+        let mut inner = self.writer()?;
+        inner.store.disable_verifier(tenant, verifier_id)?;
+        directory::verifier(inner.store.as_mut(), tenant, verifier_id)?
             .ok_or_else(|| ServiceError::not_found("verifier", verifier_id))
     }
 
     /// Disables a key.
     pub fn disable_key(&self, credential: &Credential, key_id: &str) -> ServiceResult<()> {
         credential.require_admin()?;
-        if self.writer()?.catalog.disable_key(key_id)? {
+        if self.writer()?.store.disable_api_key(key_id)? {
             self.forget_cached_keys();
             Ok(())
         } else {
@@ -697,7 +682,7 @@ impl ServiceCore {
         credential: &Credential,
     ) -> ServiceResult<Vec<crate::catalog::KeyInfo>> {
         credential.require_admin()?;
-        self.writer()?.catalog.keys()
+        directory::keys(self.writer()?.store.as_mut())
     }
 
     /// Who the credential is, with its grant.

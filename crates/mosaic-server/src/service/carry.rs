@@ -25,7 +25,7 @@ impl ServiceCore {
         inner: &mut Inner,
         ctx: &MemoryReadContext,
     ) -> ServiceResult<Vec<MemoryDecision>> {
-        let earlier = inner.catalog.earlier_policies(
+        let earlier = inner.store.earlier_policies(
             &ctx.tenant_id,
             &ctx.policy_sha256,
             EARLIER_POLICIES_EXPLAINED,
@@ -81,7 +81,7 @@ impl ServiceCore {
         credential.require_admin()?;
         let (policy, rows) = {
             let mut inner = self.reader()?;
-            if inner.catalog.tenant(tenant)?.is_none() {
+            if super::directory::tenant(inner.store.as_mut(), tenant)?.is_none() {
                 return Err(ServiceError::not_found("tenant", tenant));
             }
             let policy = inner
@@ -156,7 +156,8 @@ impl ServiceCore {
                     .principal_id()
                     .unwrap_or(&row.proposer_principal_id)
                     .to_owned();
-                if let Some(fresh) = inner.catalog.latest_consent(
+                if let Some(fresh) = super::directory::latest_consent(
+                    inner.store.as_mut(),
                     tenant,
                     &consenting,
                     &purpose_name(request.purpose),

@@ -619,14 +619,15 @@ impl ServiceCore {
         tenant: &str,
         principal: &str,
     ) -> ServiceResult<Option<String>> {
-        let reader = self.reader()?;
-        let Some(row) = reader.catalog.tenant(tenant)? else {
+        let mut reader = self.reader()?;
+        let Some(row) = super::directory::tenant(reader.store.as_mut(), tenant)? else {
             return Ok(None);
         };
         if !row.policy.require_consent_for_principal_semantic {
             return Ok(None);
         }
-        reader.catalog.latest_consent(
+        super::directory::latest_consent(
+            reader.store.as_mut(),
             tenant,
             principal,
             "personalization",

@@ -488,18 +488,21 @@ impl ServiceCore {
             return Err(ServiceError::Internal("model verifier key".into()));
         };
         let id = verifier_id(&key);
-        let inner = self.writer()?;
-        if inner.catalog.verifier(tenant, &id)?.is_some() {
+        let mut inner = self.writer()?;
+        if super::directory::verifier(inner.store.as_mut(), tenant, &id)?.is_some() {
             return Ok(());
         }
-        inner.catalog.insert_verifier(&VerifierView {
-            tenant_id: tenant.to_owned(),
-            verifier_id: id,
-            verifier_release: release.to_owned(),
-            public_key_hex: public,
-            created_at_unix_ms: self.now(),
-            disabled: false,
-        })?;
+        super::directory::insert_verifier(
+            inner.store.as_mut(),
+            &VerifierView {
+                tenant_id: tenant.to_owned(),
+                verifier_id: id,
+                verifier_release: release.to_owned(),
+                public_key_hex: public,
+                created_at_unix_ms: self.now(),
+                disabled: false,
+            },
+        )?;
         Ok(())
     }
 

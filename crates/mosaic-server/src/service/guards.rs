@@ -642,7 +642,7 @@ impl ServiceCore {
         if !in_process || self.config.postgres.is_some() || texts.is_empty() {
             return Ok(self.guard_embed(texts));
         }
-        let guards = self.reader()?.catalog.write_guards(tenant)?;
+        let guards = super::directory::write_guards(self.reader()?.store.as_mut(), tenant)?;
         // The hashing embedder's vectors are never compared (see
         // `guard_embed`).
         let hashing = self.config.embedder == crate::embedder::EmbedderKind::Hash;

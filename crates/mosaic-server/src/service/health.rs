@@ -127,7 +127,7 @@ impl ServiceCore {
         if catalog != "ok" {
             problems.push(("catalog integrity".to_owned(), catalog));
         }
-        if inner.catalog.admin_key_count()? == 0 {
+        if inner.store.enabled_admin_keys()? == 0 {
             problems.push(("admin key".to_owned(), "no enabled admin key".to_owned()));
         }
         for target in INDEX_TARGETS {

@@ -55,6 +55,7 @@ mod browse;
 mod carry;
 mod checkpoint;
 pub(crate) mod conversation;
+mod directory;
 mod extract;
 mod guard_vectors;
 mod guards;
@@ -547,25 +548,26 @@ impl Service {
                         }
                         Err(e) => return Err(e),
                     };
+                    let mut store: Box<dyn Store> =
+                        Box::new(open_postgres(url, store_config.clone())?);
                     if first {
-                        check_shared_embedder(&catalog, config.embedder, embedder.as_ref())?;
+                        check_shared_embedder(store.as_mut(), config.embedder, embedder.as_ref())?;
                     }
-                    Inner {
-                        store: Box::new(open_postgres(url, store_config.clone())?),
-                        catalog,
-                    }
+                    Inner { store, catalog }
                 }
                 None => {
                     // The checkpointer copies the logs (checkpoint.rs).
                     let store =
                         SqliteStore::open(config.data_dir.join(STORE_FILE), store_config.clone())?;
                     store.leave_checkpoints_to_another_connection(checkpoint::LOG_FILE_LIMIT)?;
-                    let catalog = Catalog::open(&config.data_dir.join(CATALOG_FILE))?;
-                    catalog.leave_checkpoints_to_another_connection(checkpoint::LOG_FILE_LIMIT)?;
-                    Inner {
-                        store: Box::new(store),
-                        catalog,
+                    let mut store: Box<dyn Store> = Box::new(store);
+                    let catalog_path = config.data_dir.join(CATALOG_FILE);
+                    if first {
+                        directory::import_earlier_catalog(store.as_mut(), &catalog_path)?;
                     }
+                    let catalog = Catalog::open(&catalog_path)?;
+                    catalog.leave_checkpoints_to_another_connection(checkpoint::LOG_FILE_LIMIT)?;
+                    Inner { store, catalog }
                 }
             })
         };
@@ -751,17 +753,21 @@ impl ServiceCore {
     }
 
     fn bootstrap_admin_key(&self) -> ServiceResult<Option<PathBuf>> {
-        let inner = lock(&self.writer)?;
-        if inner.catalog.admin_key_count()? > 0 {
+        let mut inner = lock(&self.writer)?;
+        if inner.store.enabled_admin_keys()? > 0 {
             return Ok(None);
         }
         let key = auth::generate_key()?;
         let path = self.config.data_dir.join(ADMIN_KEY_FILE);
         write_secret_file(&path, &key)?;
         let sha = auth::key_sha256(&key);
-        inner
-            .catalog
-            .insert_key(&sha, &auth::key_id(&sha), None, self.now())?;
+        directory::insert_key(
+            inner.store.as_mut(),
+            &sha,
+            &auth::key_id(&sha),
+            None,
+            self.now(),
+        )?;
         Ok(Some(path))
     }
 
@@ -779,10 +785,7 @@ impl ServiceCore {
         if let Some(credential) = self.keys.get(&digest) {
             return Ok(credential);
         }
-        let credential = self
-            .reader()?
-            .catalog
-            .credential(&digest)?
+        let credential = directory::credential(self.reader()?.store.as_mut(), &digest)?
             .ok_or(ServiceError::InvalidKey)?;
         self.keys.insert(digest, credential.clone());
         Ok(credential)
@@ -832,19 +835,8 @@ impl ServiceCore {
                 "the credential's tenant has no policy",
             )
         };
-        let valid_from = inner
-            .catalog
-            .tenant(tenant)?
-            .ok_or_else(not_configured)?
-            .policy_valid_from_ms;
-        let policy = inner
-            .store
-            .current_policy(tenant)?
-            .ok_or_else(not_configured)?;
-        let tenant_row = crate::catalog::TenantRow {
-            policy,
-            policy_valid_from_ms: valid_from,
-        };
+        let tenant_row =
+            directory::tenant(inner.store.as_mut(), tenant)?.ok_or_else(not_configured)?;
         let grant = inner
             .store
             .current_grant(tenant, principal)?
@@ -911,7 +903,7 @@ fn index_problems(inner: &mut Inner, ix: &mut Indexes) -> ServiceResult<Vec<(Str
         let rows = inner.store.pending_outbox(target, usize::MAX)?;
         pending.insert(target, rows.into_iter().map(|t| t.record_id).collect());
     }
-    for tenant in inner.catalog.tenant_ids()? {
+    for tenant in inner.store.tenant_ids()? {
         let rows = inner.store.record_states(&tenant)?;
         let mut claims: HashMap<String, Vec<StructuredClaim>> = HashMap::new();
         for (record_id, claim) in inner.store.tenant_claims(&tenant)? {
@@ -982,7 +974,7 @@ fn list_all(store: &mut dyn Store, mut filter: RecordFilter) -> ServiceResult<Ve
 /// the store lists them.
 fn all_records(inner: &mut Inner) -> ServiceResult<Vec<ListedRecord>> {
     let mut out = Vec::new();
-    for tenant in inner.catalog.tenant_ids()? {
+    for tenant in inner.store.tenant_ids()? {
         out.extend(list_all(
             inner.store.as_mut(),
             RecordFilter::tenant(&tenant, MAX_LIST_LIMIT),
@@ -1272,7 +1264,7 @@ fn rate_quota(config: &ServerConfig) -> governor::Quota {
 /// Checks one signed item against the tenant's registered verifiers and
 /// returns the item; 403 `unverified_evidence` otherwise.
 fn authenticated<T: serde::Serialize + Clone>(
-    catalog: &Catalog,
+    store: &mut dyn Store,
     proposition: &Proposition<'_>,
     kind: EvidenceKind,
     index: usize,
@@ -1280,16 +1272,19 @@ fn authenticated<T: serde::Serialize + Clone>(
     named_release: Option<&str>,
 ) -> ServiceResult<T> {
     let verifier = match &signed.signature {
-        Some(signature) => catalog
-            .verifier(proposition.tenant_id, &signature.verifier_id)?
-            .filter(|v| !v.disabled)
-            .and_then(|v| {
-                evidence::parse_public_key(&v.public_key_hex).map(|public_key| RegisteredVerifier {
-                    verifier_id: v.verifier_id,
-                    verifier_release: v.verifier_release,
-                    public_key,
+        Some(signature) => {
+            directory::verifier(store, proposition.tenant_id, &signature.verifier_id)?
+                .filter(|v| !v.disabled)
+                .and_then(|v| {
+                    evidence::parse_public_key(&v.public_key_hex).map(|public_key| {
+                        RegisteredVerifier {
+                            verifier_id: v.verifier_id,
+                            verifier_release: v.verifier_release,
+                            public_key,
+                        }
+                    })
                 })
-            }),
+        }
         None => None,
     };
     match evidence::verify_signed(
@@ -1310,7 +1305,7 @@ fn authenticated<T: serde::Serialize + Clone>(
 }
 
 fn authenticate_evidence(
-    catalog: &Catalog,
+    store: &mut dyn Store,
     proposition: &Proposition<'_>,
     request: &ProposeRequest,
 ) -> ServiceResult<ExternalEvidence> {
@@ -1323,7 +1318,7 @@ fn authenticate_evidence(
     for (idx, signed) in request.judgments.iter().enumerate() {
         let release = Some(signed.item.verifier_release.as_str());
         out.judgments.push(authenticated(
-            catalog,
+            store,
             proposition,
             EvidenceKind::SourceJudgment,
             idx,
@@ -1334,7 +1329,7 @@ fn authenticate_evidence(
     for (idx, signed) in request.adjudications.iter().enumerate() {
         let release = Some(signed.item.adjudicator_release.as_str());
         out.adjudications.push(authenticated(
-            catalog,
+            store,
             proposition,
             EvidenceKind::Adjudication,
             idx,
@@ -1345,7 +1340,7 @@ fn authenticate_evidence(
     for (idx, signed) in request.conflicts.iter().enumerate() {
         let release = Some(signed.item.detector_release.as_str());
         out.conflicts.push(authenticated(
-            catalog,
+            store,
             proposition,
             EvidenceKind::ConflictObservation,
             idx,
@@ -1355,7 +1350,7 @@ fn authenticate_evidence(
     }
     if let Some(signed) = &request.procedure_evaluation {
         out.procedure_evaluation = Some(authenticated(
-            catalog,
+            store,
             proposition,
             EvidenceKind::ProcedureEvaluation,
             0,

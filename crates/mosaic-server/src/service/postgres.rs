@@ -19,16 +19,16 @@ pub(super) fn open_postgres(
 }
 
 /// Every server sharing a database must embed into one vector space: the
-/// first one records its embedder in the catalog, the others must match it.
+/// first one records its embedder in the store, the others must match it.
 pub(super) fn check_shared_embedder(
-    catalog: &Catalog,
+    store: &mut dyn Store,
     kind: crate::embedder::EmbedderKind,
     embedder: &dyn Embedder,
 ) -> ServiceResult<()> {
     let identity = EmbedderIdentity::of(kind, embedder);
     let encoded =
         serde_json::to_string(&identity).map_err(|e| ServiceError::Internal(e.to_string()))?;
-    let stored = catalog.setting_or_insert("embedder", &encoded)?;
+    let stored = store.setting_or_insert("embedder", &encoded)?;
     let stored: EmbedderIdentity = serde_json::from_str(&stored)
         .map_err(|e| ServiceError::Internal(format!("stored embedder identity: {e}")))?;
     if stored.same_space(&identity) {

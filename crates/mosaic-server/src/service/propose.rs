@@ -574,13 +574,14 @@ impl ServiceCore {
             &request.content,
             &captured,
         )?);
-        let external = authenticate_evidence(&inner.catalog, &proposition, request)?;
+        let external = authenticate_evidence(inner.store.as_mut(), &proposition, request)?;
         // The tenant's write guards, read once for the call's proposals.
         let write_guards = match reads.write_guards {
             Some(guards) => guards,
-            None => *reads
-                .write_guards
-                .insert(inner.catalog.write_guards(tenant)?),
+            None => *reads.write_guards.insert(super::directory::write_guards(
+                inner.store.as_mut(),
+                tenant,
+            )?),
         };
         guards::check_shared_provenance(&write_guards, request, &external.judgments)?;
         let mut server_conflicts =
@@ -593,7 +594,8 @@ impl ServiceCore {
         let mut expected_line_generation = request.expected_line_generation;
         if supersedes_record_id.is_none()
             && !request.claims.is_empty()
-            && inner.catalog.claim_updates(tenant)? == ClaimUpdates::NewerWins
+            && super::directory::claim_updates(inner.store.as_mut(), tenant)?
+                == ClaimUpdates::NewerWins
             && let Some((superseded, generation)) =
                 newer_value_supersedes(inner, tenant, principal, request, &server_conflicts)?
         {

@@ -1,6 +1,5 @@
 //! Revocation, consent withdrawal and erasure, each driven to a deletion receipt.
 
-use super::carry::purpose_name;
 use super::*;
 
 impl ServiceCore {
@@ -237,17 +236,6 @@ impl ServiceCore {
             revoked_at_unix_ms: None,
         };
         let consent_sha256 = inner.store.put_consent(&consent, now)?;
-        inner
-            .catalog
-            .insert_consent(&consent_sha256, tenant, principal)?;
-        inner.catalog.note_consent_terms(
-            &consent_sha256,
-            tenant,
-            principal,
-            &purpose_name(request.purpose),
-            &consent.policy_sha256,
-            now,
-        )?;
         Ok(ConsentResponse { consent_sha256 })
     }
 
@@ -263,9 +251,15 @@ impl ServiceCore {
         {
             let mut inner = self.reader()?;
             self.tenant_and_grant(&mut inner, tenant, principal)?;
-            match inner.catalog.consent_owner(consent_sha256)? {
-                Some((t, p)) if t == tenant && p == principal => {}
-                _ => return Err(ServiceError::not_found("consent", consent_sha256)),
+            // Only the principal's own consents: any other digest answers
+            // like a missing one.
+            let own = inner
+                .store
+                .consents_of(tenant, principal)?
+                .iter()
+                .any(|c| c.consent_sha256 == consent_sha256);
+            if !own {
+                return Err(ServiceError::not_found("consent", consent_sha256));
             }
         }
         let authorization = Authorization {
@@ -318,7 +312,7 @@ impl ServiceCore {
         principal: &str,
     ) -> ServiceResult<ErasureResponse> {
         credential.require_admin()?;
-        if self.reader()?.catalog.tenant(tenant)?.is_none() {
+        if super::directory::tenant(self.reader()?.store.as_mut(), tenant)?.is_none() {
             return Err(ServiceError::not_found("tenant", tenant));
         }
         let authorization = Authorization {
@@ -327,8 +321,8 @@ impl ServiceCore {
         };
         let response = self.erase_and_drive(tenant, principal, &authorization)?;
         self.writer()?
-            .catalog
-            .disable_principal_keys(tenant, principal)?;
+            .store
+            .disable_principal_api_keys(tenant, principal)?;
         self.forget_cached_keys();
         Ok(response)
     }
@@ -341,7 +335,13 @@ impl ServiceCore {
     ) -> ServiceResult<ErasureResponse> {
         let mut consents_withdrawn = Vec::new();
         let mut revocations = Vec::new();
-        let consents = self.reader()?.catalog.consents_of(tenant, principal)?;
+        let consents: Vec<String> = self
+            .reader()?
+            .store
+            .consents_of(tenant, principal)?
+            .into_iter()
+            .map(|c| c.consent_sha256)
+            .collect();
         for consent in consents {
             match self.withdraw_and_drive(tenant, &consent, authorization) {
                 Ok(w) => {

@@ -306,6 +306,8 @@ async fn files_of_the_previous_release_open_with_their_claims() {
     // gate input), catalog schema 2 with its own claims table, which the
     // crash window left without the record's row.
     let r = claim_then_restart(|data, record| {
+        // Keys, tenants and verifiers in the catalog file, store schema 8.
+        crate::common::as_released(data);
         let store = rusqlite::Connection::open(data.join("store.sqlite")).expect("store");
         store
             .execute_batch(

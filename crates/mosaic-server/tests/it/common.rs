@@ -391,3 +391,58 @@ pub fn write_phases(metrics: &str) -> [u64; 4] {
         )
     })
 }
+
+/// The earlier release's catalog tables that this one moves into the
+/// store, as that release created them.
+const RELEASED_CATALOG: &str = "
+CREATE TABLE tenants (tenant_id TEXT PRIMARY KEY, policy_json TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL, policy_valid_from_ms INTEGER NOT NULL, created_at_ms INTEGER NOT NULL);
+CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, key_sha256 TEXT NOT NULL UNIQUE, role TEXT NOT NULL,
+    tenant_id TEXT, principal_id TEXT, created_at_ms INTEGER NOT NULL, disabled INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE grants (tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL, grant_json TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, principal_id));
+CREATE TABLE verifiers (tenant_id TEXT NOT NULL, verifier_id TEXT NOT NULL, verifier_release TEXT NOT NULL,
+    public_key_hex TEXT NOT NULL, created_at_ms INTEGER NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, verifier_id));
+CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE policy_history (tenant_id TEXT NOT NULL, policy_sha256 TEXT NOT NULL,
+    noted_at_ms INTEGER NOT NULL, PRIMARY KEY (tenant_id, policy_sha256));
+CREATE TABLE application_keys (key_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, bounds_json TEXT NOT NULL);
+CREATE TABLE tenant_options (tenant_id TEXT PRIMARY KEY, claim_updates TEXT NOT NULL);
+CREATE TABLE write_guards (tenant_id TEXT PRIMARY KEY, guards_json TEXT NOT NULL);
+";
+
+/// Lays `data` out as the earlier release kept it: the store's directory
+/// rows copied into the catalog file's tables (the policy and grant
+/// documents from the store's own), the store taken back to schema 8.
+pub fn as_released(data: &std::path::Path) {
+    let store = rusqlite::Connection::open(data.join("store.sqlite")).expect("store");
+    store
+        .execute_batch(&format!(
+            "ATTACH DATABASE '{}' AS old;",
+            data.join("catalog.sqlite").display()
+        ))
+        .expect("attach");
+    let tables = RELEASED_CATALOG.replace("CREATE TABLE ", "CREATE TABLE old.");
+    store.execute_batch(&tables).expect("released tables");
+    store
+        .execute_batch(
+            "INSERT INTO old.tenants SELECT s.tenant_id, p.policy_json, p.policy_sha256, s.policy_valid_from_ms, s.created_at_ms
+                 FROM tenant_settings s JOIN policies p ON p.tenant_id = s.tenant_id;
+             INSERT INTO old.api_keys SELECT key_id, key_sha256, role, tenant_id, principal_id, created_at_ms, disabled FROM api_keys;
+             INSERT INTO old.application_keys SELECT key_id, tenant_id, bounds_json FROM api_keys WHERE role = 'application';
+             INSERT INTO old.grants SELECT tenant_id, principal_id, grant_json FROM grants;
+             INSERT INTO old.verifiers SELECT * FROM verifiers;
+             INSERT INTO old.settings SELECT * FROM server_settings;
+             INSERT INTO old.policy_history SELECT * FROM policy_history;
+             INSERT INTO old.tenant_options SELECT tenant_id, claim_updates FROM tenant_settings WHERE claim_updates IS NOT NULL;
+             INSERT INTO old.write_guards SELECT tenant_id, write_guards_json FROM tenant_settings WHERE write_guards_json IS NOT NULL;
+             DETACH DATABASE old;
+             DROP TABLE api_keys; DROP TABLE tenant_settings; DROP TABLE policy_history;
+             DROP TABLE verifiers; DROP TABLE server_settings;
+             DELETE FROM meta WHERE key = 'catalog_imported';
+             UPDATE meta SET int_value = 8 WHERE key = 'schema_version';
+             PRAGMA user_version = 8;",
+        )
+        .expect("released layout");
+}

@@ -230,6 +230,45 @@ async fn no_endpoint_returns_another_tenants_or_principals_data() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{r}");
+    // Nor by another principal of the same tenant: the service's ownership
+    // check over the store's consents answers exactly as for a digest
+    // nobody gave.
+    let same_tenant = &w.principals[1];
+    assert_eq!(same_tenant.tenant, a.tenant);
+    let withdraw = |digest: String| {
+        let router = w.router.clone();
+        let key = a.key.clone();
+        async move {
+            send(
+                &router,
+                "POST",
+                &format!("/v1/consents/{digest}/withdraw"),
+                Some(&key),
+                Some(json!({})),
+            )
+            .await
+        }
+    };
+    let (status, foreign) = withdraw(same_tenant.consent.clone()).await;
+    let (missing_status, missing) = withdraw("ab".repeat(32)).await;
+    assert_eq!(
+        (status, missing_status),
+        (StatusCode::NOT_FOUND, StatusCode::NOT_FOUND)
+    );
+    assert_eq!(
+        crate::common::error_code(&foreign),
+        crate::common::error_code(&missing)
+    );
+    // The consent is untouched: its owner still withdraws it.
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/consents/{}/withdraw", same_tenant.consent),
+        Some(&same_tenant.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
 }
 
 #[tokio::test]

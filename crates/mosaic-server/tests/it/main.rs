@@ -47,6 +47,7 @@ mod review;
 mod roundtrip;
 mod scope_reads;
 mod store_truth;
+mod upgrade;
 
 /// Skipped suites, listed after the test command (`testing/skip.rs`).
 #[path = "../../../../testing/skip.rs"]

@@ -502,7 +502,7 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     let other = json!({"kind": "hash", "release": "another-embedder-v1", "dimension": 256});
     owner
         .execute(
-            "UPDATE mosaic_server_settings SET value = $1 WHERE name = 'embedder'",
+            "UPDATE server_settings SET value = $1 WHERE name = 'embedder'",
             &[&other.to_string()],
         )
         .expect("pretend another embedder made the vectors");

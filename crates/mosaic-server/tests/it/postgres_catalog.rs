@@ -12,15 +12,7 @@ use serde_json::json;
 use crate::postgres::{call, in_schema, serve, urls};
 use crate::postgres_erasure::migrated_schema;
 
-const TENANT_TABLES: [&str; 7] = [
-    "tenants",
-    "api_keys",
-    "grants",
-    "consents",
-    "proposals",
-    "memories",
-    "verifiers",
-];
+const TENANT_TABLES: [&str; 2] = ["proposals", "memories"];
 
 fn count(c: &mut postgres::Client, table: &str) -> i64 {
     c.query_one(&format!("SELECT count(*) FROM mosaic_server_{table}"), &[])
@@ -150,8 +142,7 @@ fn catalog_tables_have_forced_row_level_security_for_the_application_role() {
         .expect("count")
         .get(0);
     assert_eq!(foreign, 0);
-    assert_eq!(count(&mut c, "api_keys"), 1, "tenant-a's key only");
-    assert_eq!(count(&mut c, "tenants"), 1);
+    assert_eq!(count(&mut c, "proposals"), 1, "tenant-a's proposal only");
     // Writing another tenant's row from a tenant's scope is refused.
     let refused = c.execute(
         "INSERT INTO mosaic_server_memories (record_id, proposal_id, tenant_id, writer_principal_id, subject_key, subject_principal_id, kind, created_at_ms, request_json)
@@ -170,11 +161,7 @@ fn catalog_tables_have_forced_row_level_security_for_the_application_role() {
     );
     // The directory scope: identity tables of every tenant, no content.
     scope(&mut c, "", "directory");
-    assert!(
-        count(&mut c, "api_keys") >= 3,
-        "admin and both tenants' keys"
-    );
-    assert_eq!(count(&mut c, "tenants"), 2);
+    assert_eq!(count(&mut c, "proposals"), 2, "both tenants' proposals");
     assert_eq!(
         count(&mut c, "memories"),
         0,
@@ -188,5 +175,84 @@ fn catalog_tables_have_forced_row_level_security_for_the_application_role() {
         .expect("lookup")
         .get(0);
     assert!(!claims_table, "the catalog keeps no copy of claims");
+    // Keys, tenants, grants, verifiers and consents are the store's
+    // tables: the server keeps no copy of its own.
+    for moved in [
+        "api_keys",
+        "tenants",
+        "grants",
+        "verifiers",
+        "settings",
+        "consents",
+        "consent_terms",
+    ] {
+        let exists: bool = c
+            .query_one(
+                &format!("SELECT to_regclass('mosaic_server_{moved}') IS NOT NULL"),
+                &[],
+            )
+            .expect("lookup")
+            .get(0);
+        assert!(!exists, "mosaic_server_{moved} is gone");
+    }
+    let keys: i64 = c
+        .query_one("SELECT count(*) FROM api_keys", &[])
+        .expect("keys")
+        .get(0);
+    assert!(keys >= 3, "admin and both tenants' keys, in the store");
     assert_eq!(exported.len(), 2);
+}
+
+/// A database of the release before consents were the store's alone keeps
+/// its catalog's copies until the schema owner migrates it again; the
+/// migration drops them (the store's consent receipts hold every fact they
+/// held) and leaves the store's consents as they were.
+#[test]
+fn migrating_again_drops_the_catalogs_copies_of_consents() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url, "catalog_copies_test");
+    let owner_in = in_schema(&owner_url, &schema.name);
+    let mut owner = postgres::Client::connect(&owner_in, postgres::NoTls).expect("owner");
+    owner
+        .batch_execute(
+            "CREATE TABLE mosaic_server_consents (consent_sha256 TEXT PRIMARY KEY,
+                 tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL);
+             CREATE TABLE mosaic_server_consent_terms (consent_sha256 TEXT PRIMARY KEY,
+                 tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL, purpose TEXT NOT NULL,
+                 policy_sha256 TEXT NOT NULL, granted_at_ms BIGINT NOT NULL);
+             INSERT INTO mosaic_server_consents VALUES ('c1', 'tenant-a', 'alice');",
+        )
+        .expect("the earlier release's tables");
+    let app_role = app_url
+        .parse::<postgres::Config>()
+        .ok()
+        .and_then(|c| c.get_user().map(str::to_owned))
+        .expect("app user");
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(["migrate", "--postgres", &owner_in, "--app-role", &app_role])
+        .env("MOSAIC_EMBEDDER", "hash")
+        .output()
+        .expect("run mosaic migrate");
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    for table in ["consents", "consent_terms"] {
+        let exists: bool = owner
+            .query_one(
+                &format!("SELECT to_regclass('mosaic_server_{table}') IS NOT NULL"),
+                &[],
+            )
+            .expect("lookup")
+            .get(0);
+        assert!(!exists, "mosaic_server_{table} is dropped");
+    }
+    let store_consents: bool = owner
+        .query_one("SELECT to_regclass('consents') IS NOT NULL", &[])
+        .expect("lookup")
+        .get(0);
+    assert!(store_consents, "the store's consents stay");
 }

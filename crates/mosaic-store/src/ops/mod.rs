@@ -11,6 +11,7 @@
 //! statement. [`store`] maps every [`crate::Store`] method to one
 //! transaction running one of these operations.
 
+pub(crate) mod directory;
 pub(crate) mod read;
 pub(crate) mod review;
 pub(crate) mod revocation;

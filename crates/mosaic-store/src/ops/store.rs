@@ -50,7 +50,9 @@ macro_rules! impl_store {
             use $crate::audit::AuditVerification;
             use $crate::error::{StoreError, StoreResult};
             use $crate::ops::store::Backend;
-            use $crate::ops::{CASE, PROPOSAL, RECORD, Tx, read, review, revocation, write};
+            use $crate::ops::{
+                CASE, PROPOSAL, RECORD, Tx, directory, read, review, revocation, write,
+            };
             use $crate::revocation::{
                 DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
             };
@@ -570,6 +572,110 @@ macro_rules! impl_store {
 
                 fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
                     self.read_tx(|c| read::cross_table_check(c))
+                }
+
+                fn insert_api_key(&mut self, key: &$crate::directory::ApiKey) -> StoreResult<()> {
+                    self.write_tx(|c| directory::insert_api_key(c, key))
+                }
+
+                fn api_key_by_sha256(
+                    &mut self,
+                    key_sha256: &str,
+                ) -> StoreResult<Option<$crate::directory::ApiKey>> {
+                    self.read_tx(|c| directory::api_key_by_sha256(c, key_sha256))
+                }
+
+                fn api_keys(&mut self) -> StoreResult<Vec<$crate::directory::ApiKey>> {
+                    self.read_tx(|c| directory::api_keys(c))
+                }
+
+                fn disable_api_key(&mut self, key_id: &str) -> StoreResult<bool> {
+                    self.write_tx(|c| directory::disable_api_key(c, key_id))
+                }
+
+                fn disable_principal_api_keys(
+                    &mut self,
+                    tenant_id: &str,
+                    principal_id: &str,
+                ) -> StoreResult<u64> {
+                    self.write_tx(|c| {
+                        directory::disable_principal_api_keys(c, tenant_id, principal_id)
+                    })
+                }
+
+                fn enabled_admin_keys(&mut self) -> StoreResult<u64> {
+                    self.read_tx(|c| directory::enabled_admin_keys(c))
+                }
+
+                fn setting_or_insert(&mut self, name: &str, value: &str) -> StoreResult<String> {
+                    self.write_tx(|c| directory::setting_or_insert(c, name, value))
+                }
+
+                fn put_tenant_policy(
+                    &mut self,
+                    update: &$crate::directory::TenantPolicyUpdate,
+                ) -> StoreResult<()> {
+                    self.write_tx(|c| directory::put_tenant_policy(c, update))
+                }
+
+                fn tenant_settings(
+                    &mut self,
+                    tenant_id: &str,
+                ) -> StoreResult<Option<$crate::directory::TenantSettings>> {
+                    self.read_tx(|c| directory::tenant_settings(c, tenant_id))
+                }
+
+                fn tenant_ids(&mut self) -> StoreResult<Vec<String>> {
+                    self.read_tx(|c| directory::tenant_ids(c))
+                }
+
+                fn earlier_policies(
+                    &mut self,
+                    tenant_id: &str,
+                    current: &str,
+                    limit: usize,
+                ) -> StoreResult<Vec<String>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        directory::earlier_policies(c, tenant_id, current, limit)
+                    })
+                }
+
+                fn insert_verifier(
+                    &mut self,
+                    verifier: &$crate::directory::StoredVerifier,
+                ) -> StoreResult<bool> {
+                    self.write_tx(|c| directory::insert_verifier(c, verifier))
+                }
+
+                fn verifiers(
+                    &mut self,
+                    tenant_id: &str,
+                    verifier_id: Option<&str>,
+                ) -> StoreResult<Vec<$crate::directory::StoredVerifier>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        directory::verifiers(c, tenant_id, verifier_id)
+                    })
+                }
+
+                fn disable_verifier(
+                    &mut self,
+                    tenant_id: &str,
+                    verifier_id: &str,
+                ) -> StoreResult<bool> {
+                    self.write_tx(|c| directory::disable_verifier(c, tenant_id, verifier_id))
+                }
+
+                fn directory_imported(&mut self) -> StoreResult<bool> {
+                    self.read_tx(|c| directory::directory_imported(c))
+                }
+
+                fn import_directory(
+                    &mut self,
+                    import: &$crate::directory::DirectoryImport,
+                ) -> StoreResult<bool> {
+                    self.write_tx(|c| directory::import_directory(c, import))
                 }
             }
         };

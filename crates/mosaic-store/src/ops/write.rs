@@ -37,6 +37,7 @@ pub(crate) fn put_policy<C: Tx>(c: &C, policy: &MemoryWritePolicy, at: u64) -> S
             i(at)?
         ],
     )?;
+    super::directory::note_policy(c, &policy.tenant_id, &policy.policy_sha256, at)?;
     audit(
         c,
         AuditKind::PolicyPut,

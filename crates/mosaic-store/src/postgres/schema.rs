@@ -80,7 +80,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -102,6 +102,8 @@ pub const TENANT_TABLES: &[&str] = &[
     "audit_events",
     "record_catalog",
     "record_claims",
+    "policy_history",
+    "verifiers",
 ];
 
 const MIGRATIONS: &[&str] = &[
@@ -512,6 +514,145 @@ CREATE INDEX IF NOT EXISTS idx_records_address ON records
     (tenant_id, subject_type, subject_a, subject_b, address_namespace, address_key, state)
     WHERE address_key IS NOT NULL;
 "#,
+    // 8 -> 9
+    r#"
+-- What a server kept in tables of its own (`mosaic_server_*`) beside the
+-- store's (see the SQLite migration): API keys, one settings row per
+-- tenant, every policy digest a tenant has had, verifiers and the
+-- server-wide settings. The rows of an earlier server's tables are moved
+-- here and those tables dropped, in this one transaction.
+CREATE TABLE api_keys (
+    key_id TEXT COLLATE "C" PRIMARY KEY,
+    key_sha256 TEXT COLLATE "C" NOT NULL UNIQUE,
+    role TEXT NOT NULL CHECK (role IN ('admin', 'principal', 'application')),
+    tenant_id TEXT COLLATE "C",
+    principal_id TEXT COLLATE "C",
+    bounds_json TEXT,
+    created_at_ms BIGINT NOT NULL,
+    disabled BOOLEAN NOT NULL DEFAULT false
+);
+CREATE INDEX idx_api_keys_principal ON api_keys (tenant_id, principal_id);
+CREATE TABLE tenant_settings (
+    tenant_id TEXT COLLATE "C" PRIMARY KEY,
+    policy_valid_from_ms BIGINT NOT NULL,
+    claim_updates TEXT,
+    write_guards_json TEXT,
+    created_at_ms BIGINT NOT NULL
+);
+CREATE TABLE policy_history (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    policy_sha256 TEXT COLLATE "C" NOT NULL,
+    noted_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, policy_sha256)
+);
+CREATE TABLE verifiers (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    verifier_id TEXT COLLATE "C" NOT NULL,
+    verifier_release TEXT NOT NULL,
+    public_key_hex TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    disabled BOOLEAN NOT NULL DEFAULT false,
+    PRIMARY KEY (tenant_id, verifier_id)
+);
+CREATE TABLE server_settings (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- The policies in force before this version (row security lifted for the
+-- owner for the length of this transaction only, so every tenant's).
+ALTER TABLE policies NO FORCE ROW LEVEL SECURITY;
+INSERT INTO policy_history (tenant_id, policy_sha256, noted_at_ms)
+SELECT tenant_id, policy_sha256, updated_at_ms FROM policies;
+INSERT INTO tenant_settings (tenant_id, policy_valid_from_ms, claim_updates, write_guards_json, created_at_ms)
+SELECT tenant_id, updated_at_ms, NULL, NULL, updated_at_ms FROM policies;
+ALTER TABLE policies FORCE ROW LEVEL SECURITY;
+
+-- An earlier server's tables: their identity rows are readable in the
+-- directory scope they were written with.
+SELECT set_config('mosaic.catalog_scope', 'directory', true);
+DO $$
+BEGIN
+    IF to_regclass('mosaic_server_api_keys') IS NOT NULL THEN
+        INSERT INTO api_keys (key_id, key_sha256, role, tenant_id, principal_id, bounds_json, created_at_ms, disabled)
+        SELECT k.key_id, k.key_sha256, k.role, k.tenant_id, k.principal_id,
+               (SELECT a.bounds_json FROM mosaic_server_application_keys a WHERE a.key_id = k.key_id),
+               k.created_at_ms, k.disabled <> 0
+        FROM mosaic_server_api_keys k
+        ON CONFLICT DO NOTHING;
+    END IF;
+    IF to_regclass('mosaic_server_tenants') IS NOT NULL THEN
+        INSERT INTO tenant_settings (tenant_id, policy_valid_from_ms, claim_updates, write_guards_json, created_at_ms)
+        SELECT t.tenant_id, t.policy_valid_from_ms, NULL, NULL, t.created_at_ms FROM mosaic_server_tenants t
+        ON CONFLICT (tenant_id) DO UPDATE SET policy_valid_from_ms = excluded.policy_valid_from_ms,
+            created_at_ms = excluded.created_at_ms;
+    END IF;
+    IF to_regclass('mosaic_server_tenant_options') IS NOT NULL THEN
+        UPDATE tenant_settings s SET claim_updates = o.claim_updates
+        FROM mosaic_server_tenant_options o WHERE o.tenant_id = s.tenant_id;
+    END IF;
+    IF to_regclass('mosaic_server_write_guards') IS NOT NULL THEN
+        UPDATE tenant_settings s SET write_guards_json = g.guards_json
+        FROM mosaic_server_write_guards g WHERE g.tenant_id = s.tenant_id;
+    END IF;
+    IF to_regclass('mosaic_server_policy_history') IS NOT NULL THEN
+        INSERT INTO policy_history (tenant_id, policy_sha256, noted_at_ms)
+        SELECT tenant_id, policy_sha256, noted_at_ms FROM mosaic_server_policy_history
+        ON CONFLICT (tenant_id, policy_sha256) DO UPDATE SET noted_at_ms = excluded.noted_at_ms;
+    END IF;
+    IF to_regclass('mosaic_server_verifiers') IS NOT NULL THEN
+        INSERT INTO verifiers (tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled)
+        SELECT tenant_id, verifier_id, verifier_release, public_key_hex, created_at_ms, disabled <> 0
+        FROM mosaic_server_verifiers
+        ON CONFLICT DO NOTHING;
+    END IF;
+    IF to_regclass('mosaic_server_settings') IS NOT NULL THEN
+        INSERT INTO server_settings (name, value)
+        SELECT name, value FROM mosaic_server_settings ON CONFLICT DO NOTHING;
+    END IF;
+END $$;
+DROP TABLE IF EXISTS mosaic_server_api_keys;
+DROP TABLE IF EXISTS mosaic_server_application_keys;
+DROP TABLE IF EXISTS mosaic_server_tenants;
+DROP TABLE IF EXISTS mosaic_server_tenant_options;
+DROP TABLE IF EXISTS mosaic_server_write_guards;
+DROP TABLE IF EXISTS mosaic_server_policy_history;
+DROP TABLE IF EXISTS mosaic_server_grants;
+DROP TABLE IF EXISTS mosaic_server_verifiers;
+DROP TABLE IF EXISTS mosaic_server_settings;
+INSERT INTO meta (key, int_value, text_value) VALUES ('catalog_imported', 1, NULL);
+
+-- Server settings carry no tenant (as `meta`). Keys and tenant settings
+-- are directories: a key is looked up by its hash before any tenant is
+-- known, a tenant's existence is checked and the tenants listed by an
+-- admin, so every session reads them; a row is inserted only for the
+-- tenant set (an admin key, which has none, only with none set). The
+-- history and verifiers are one tenant's.
+ALTER TABLE api_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE api_keys FORCE ROW LEVEL SECURITY;
+CREATE POLICY directory_read ON api_keys FOR SELECT USING (true);
+CREATE POLICY directory_register ON api_keys FOR INSERT
+    WITH CHECK (tenant_id IS NOT DISTINCT FROM NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY key_disable ON api_keys FOR UPDATE USING (true) WITH CHECK (disabled);
+ALTER TABLE tenant_settings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE tenant_settings FORCE ROW LEVEL SECURITY;
+CREATE POLICY directory_read ON tenant_settings FOR SELECT USING (true);
+CREATE POLICY directory_register ON tenant_settings FOR INSERT
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+CREATE POLICY directory_update ON tenant_settings FOR UPDATE
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+ALTER TABLE policy_history ENABLE ROW LEVEL SECURITY;
+ALTER TABLE policy_history FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON policy_history
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+ALTER TABLE verifiers ENABLE ROW LEVEL SECURITY;
+ALTER TABLE verifiers FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON verifiers
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#,
 ];
 
 /// What the application role may do, table by table: nothing more. Audit
@@ -538,6 +679,11 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("audit_events", "SELECT, INSERT"),
     ("record_catalog", "SELECT, INSERT"),
     ("record_claims", "SELECT, INSERT, DELETE"),
+    ("api_keys", "SELECT, INSERT, UPDATE"),
+    ("tenant_settings", "SELECT, INSERT, UPDATE"),
+    ("policy_history", "SELECT, INSERT"),
+    ("verifiers", "SELECT, INSERT, UPDATE"),
+    ("server_settings", "SELECT, INSERT"),
 ];
 
 /// Quotes an SQL identifier (`"` doubled), for schema and role names.

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -316,6 +316,60 @@ ALTER TABLE records ADD COLUMN address_key TEXT;
 CREATE INDEX idx_records_address ON records
     (tenant_id, subject_type, subject_a, subject_b, address_namespace, address_key, state)
     WHERE address_key IS NOT NULL;
+"#,
+    // 8 -> 9
+    r#"
+-- What a server kept in a database of its own beside the store: API keys
+-- (SHA-256 hashes only, an application key's bounds beside its row), one
+-- settings row per tenant (when its policy came into force, how it
+-- settles claim updates, its write guards), every policy digest a tenant
+-- has had, the external verifiers per tenant and the server-wide settings
+-- (the embedder's identity). No memory content. `catalog_imported` says
+-- whether an earlier server's own file was imported (see
+-- `Store::import_directory`).
+CREATE TABLE api_keys (
+    key_id TEXT PRIMARY KEY,
+    key_sha256 TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL,
+    tenant_id TEXT,
+    principal_id TEXT,
+    bounds_json TEXT,
+    created_at_ms INTEGER NOT NULL,
+    disabled INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX idx_api_keys_principal ON api_keys (tenant_id, principal_id);
+CREATE TABLE tenant_settings (
+    tenant_id TEXT PRIMARY KEY,
+    policy_valid_from_ms INTEGER NOT NULL,
+    claim_updates TEXT,
+    write_guards_json TEXT,
+    created_at_ms INTEGER NOT NULL
+) STRICT;
+CREATE TABLE policy_history (
+    tenant_id TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    noted_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, policy_sha256)
+) STRICT;
+CREATE TABLE verifiers (
+    tenant_id TEXT NOT NULL,
+    verifier_id TEXT NOT NULL,
+    verifier_release TEXT NOT NULL,
+    public_key_hex TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    disabled INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, verifier_id)
+) STRICT;
+CREATE TABLE server_settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT;
+-- The policies in force before this version.
+INSERT INTO policy_history (tenant_id, policy_sha256, noted_at_ms)
+SELECT tenant_id, policy_sha256, updated_at_ms FROM policies;
+INSERT INTO tenant_settings (tenant_id, policy_valid_from_ms, claim_updates, write_guards_json, created_at_ms)
+SELECT tenant_id, updated_at_ms, NULL, NULL, updated_at_ms FROM policies;
+INSERT INTO meta (key, int_value, text_value) VALUES ('catalog_imported', 0, NULL);
 "#,
 ];
 

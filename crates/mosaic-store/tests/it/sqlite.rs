@@ -99,13 +99,13 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     drop(store);
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
-    conn.execute_batch(
-        "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+    conn.execute_batch(&format!(
+        "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
          DELETE FROM meta WHERE key = 'latest_created_at';
-         PRAGMA user_version = 1;",
-    )
+         PRAGMA user_version = 1;"
+    ))
     .expect("downgrade");
     drop(conn);
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -175,12 +175,12 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // What a version 3 file looked like: claims only inside the stored
     // gate inputs.
     raw(&path)
-        .execute_batch(
-            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        .execute_batch(&format!(
+            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
-             PRAGMA user_version = 3;",
-        )
+             PRAGMA user_version = 3;"
+        ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -207,8 +207,8 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     // What a version 5 file looked like: the line index, and a catalog
     // keyed by the record id.
     raw(&path)
-        .execute_batch(
-            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        .execute_batch(&format!(
+            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              CREATE INDEX idx_records_line ON records (line_id, line_generation);
              CREATE TABLE c5 (
@@ -225,8 +225,8 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
              CREATE INDEX idx_catalog_proposer ON record_catalog
                  (tenant_id, proposer_principal_id, record_id);
              DELETE FROM meta WHERE key = 'latest_created_at';
-             PRAGMA user_version = 5;",
-        )
+             PRAGMA user_version = 5;"
+        ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -292,12 +292,12 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
 /// What a version 6 file looked like: no latest creation instant.
 fn as_version_6(path: &std::path::Path) {
     raw(path)
-        .execute_batch(
-            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        .execute_batch(&format!(
+            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DELETE FROM meta WHERE key = 'latest_created_at';
-             PRAGMA user_version = 6;",
-        )
+             PRAGMA user_version = 6;"
+        ))
         .expect("downgrade");
 }
 
@@ -333,8 +333,50 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
 /// What a version 7 file looked like: records without addresses.
 fn as_version_7(path: &std::path::Path) {
     raw(path)
-        .execute_batch(&format!("{UNDO_V8} PRAGMA user_version = 7;"))
+        .execute_batch(&format!("{UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"))
         .expect("downgrade");
+}
+
+/// What a version 8 file lacked: the directory tables.
+const UNDO_V9: &str = "DROP TABLE api_keys; DROP TABLE tenant_settings; DROP TABLE policy_history;
+    DROP TABLE verifiers; DROP TABLE server_settings;
+    DELETE FROM meta WHERE key = 'catalog_imported';";
+
+#[test]
+fn version_8_files_gain_the_directory_in_place() {
+    let (_dir, path, mut store) = seeded();
+    assert!(
+        store
+            .write(&Spec::workspace(fixtures::TENANT_A, "alice", "r-old").build())
+            .expect("write")
+            .is_accepted()
+    );
+    drop(store);
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V9} PRAGMA user_version = 8;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    // Every tenant with a policy is listed, its policy noted in its
+    // history; nothing of an earlier server's own file is imported yet.
+    assert_eq!(store.tenant_ids().expect("tenants"), [fixtures::TENANT_A]);
+    let a = store
+        .tenant_settings(fixtures::TENANT_A)
+        .expect("settings")
+        .expect("tenant a");
+    assert_eq!((a.claim_updates, a.write_guards_json), (None, None));
+    let mut next = fixtures::policy(fixtures::TENANT_A);
+    next.policy_sha256 = fixtures::label("policy/tenant-a/v2");
+    store.put_policy(&next, fixtures::T0).expect("policy");
+    assert_eq!(
+        store
+            .earlier_policies(fixtures::TENANT_A, &next.policy_sha256, 5)
+            .expect("history"),
+        [fixtures::policy(fixtures::TENANT_A).policy_sha256]
+    );
+    assert!(!store.directory_imported().expect("flag"));
+    assert_eq!(store.api_keys().expect("keys"), []);
+    assert!(store.get_record("r-old").expect("read").is_some());
 }
 
 const UNDO_V8: &str = "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
@@ -671,6 +713,57 @@ fn batch(store: &mut SqliteStore) -> Result<(), StoreError> {
     store.write_batch(&requests).map(|_| ())
 }
 
+/// A policy change with its settings and the re-binding of both grants.
+fn tenant_policy(store: &mut SqliteStore) -> Result<(), StoreError> {
+    let mut policy = fixtures::policy(fixtures::TENANT_A);
+    policy.policy_sha256 = fixtures::label("policy/tenant-a/v2");
+    store.put_tenant_policy(&mosaic_store::directory::TenantPolicyUpdate {
+        policy,
+        at_ms: T0 + 5,
+        claim_updates: Some("review".into()),
+        write_guards_json: Some("{}".into()),
+    })
+}
+
+/// An earlier server's keys, tenant settings and verifier.
+fn import_directory(store: &mut SqliteStore) -> Result<(), StoreError> {
+    use mosaic_store::directory::{ApiKey, DirectoryImport, StoredVerifier, TenantSettings};
+    let key = |id: &str, role: &str, tenant: Option<&str>| ApiKey {
+        key_id: id.into(),
+        key_sha256: fixtures::label(id),
+        role: role.into(),
+        tenant_id: tenant.map(Into::into),
+        principal_id: tenant.map(|_| "alice".to_owned()),
+        bounds_json: None,
+        created_at_ms: T0,
+        disabled: false,
+    };
+    let imported = store.import_directory(&DirectoryImport {
+        keys: vec![
+            key("k-admin", "admin", None),
+            key("k-alice", "principal", Some(fixtures::TENANT_A)),
+        ],
+        tenants: vec![TenantSettings {
+            tenant_id: fixtures::TENANT_A.into(),
+            policy_valid_from_ms: T0 - 1,
+            claim_updates: Some("review".into()),
+            write_guards_json: None,
+        }],
+        policy_history: vec![(fixtures::TENANT_A.into(), fixtures::label("old"), T0 - 9)],
+        verifiers: vec![StoredVerifier {
+            tenant_id: fixtures::TENANT_A.into(),
+            verifier_id: "v1".into(),
+            verifier_release: "checker-1".into(),
+            public_key_hex: "ab".repeat(32),
+            created_at_ms: T0,
+            disabled: false,
+        }],
+        settings: vec![("embedder".into(), "e-old".into())],
+    })?;
+    assert!(imported, "a new store has an earlier file to import");
+    Ok(())
+}
+
 fn withdraw(store: &mut SqliteStore) -> Result<(), StoreError> {
     let digest = fixtures::consent_digest(&fixtures::consent(fixtures::TENANT_A, "alice"));
     store
@@ -730,8 +823,10 @@ fn review(store: &mut SqliteStore) -> Result<(), StoreError> {
 /// consistent state instead.
 #[test]
 fn injected_faults_are_all_or_nothing() {
-    let cases: [(&str, Op, bool); 5] = [
+    let cases: [(&str, Op, bool); 7] = [
         ("supersede", supersede, true),
+        ("tenant_policy", tenant_policy, true),
+        ("import_directory", import_directory, true),
         ("batch", batch, true),
         ("withdraw_consent", withdraw, true),
         ("review", review, false),

@@ -23,6 +23,16 @@ fn seeded(factory: &PgFactory) -> (PgDb, PostgresStore) {
     let mut store = factory.connect(&db, &config).expect("connect as app role");
     for tenant in [TENANT_A, TENANT_B] {
         fixtures::seed(&mut store, tenant, &["alice"]).expect("seed");
+        store
+            .insert_verifier(&mosaic_store::directory::StoredVerifier {
+                tenant_id: tenant.into(),
+                verifier_id: "v1".into(),
+                verifier_release: "checker-1".into(),
+                public_key_hex: "ab".repeat(32),
+                created_at_ms: T0,
+                disabled: false,
+            })
+            .expect("verifier");
         let prefix = if tenant == TENANT_A { "a" } else { "b" };
         let writes = [
             Spec::principal(tenant, "alice", &format!("{prefix}1")),
@@ -393,7 +403,8 @@ fn every_tenant_bearing_table_forces_row_level_security() {
         }
     }
     let mut expected: Vec<String> = TENANT_TABLES.iter().map(|t| (*t).to_owned()).collect();
-    expected.extend(["object_tenants".to_owned(), "tenants".to_owned()]);
+    expected
+        .extend(["object_tenants", "tenants", "tenant_settings", "api_keys"].map(str::to_owned));
     expected.sort();
     assert_eq!(with_tenant, expected);
 }
@@ -483,10 +494,10 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     // gate inputs, and no latest creation instant.
     let mut admin = factory.admin(&db).expect("admin");
     admin
-        .batch_execute(
-            "DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
-             DELETE FROM schema_migrations WHERE version >= 4;",
-        )
+        .batch_execute(&format!(
+            "{UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+                 DELETE FROM schema_migrations WHERE version >= 4;"
+        ))
         .expect("downgrade");
     assert_eq!(
         schema::migrate(&mut admin).expect("migrate"),
@@ -514,6 +525,140 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     assert_eq!(count(&mut tx, "SELECT count(*) FROM record_claims"), 0);
 }
 
+/// What a version 8 schema lacked: the directory tables.
+const UNDO_V9: &str = "DROP TABLE api_keys; DROP TABLE tenant_settings; DROP TABLE policy_history;
+    DROP TABLE verifiers; DROP TABLE server_settings;
+    DELETE FROM meta WHERE key = 'catalog_imported';";
+
+/// The server's own tables of the release before schema 9 (their
+/// PostgreSQL form, row security included), with one row each.
+const RELEASED_SERVER_TABLES: &str = "
+CREATE TABLE mosaic_server_tenants (tenant_id TEXT PRIMARY KEY, policy_json TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL, policy_valid_from_ms BIGINT NOT NULL, created_at_ms BIGINT NOT NULL);
+CREATE TABLE mosaic_server_api_keys (key_id TEXT PRIMARY KEY, key_sha256 TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL, tenant_id TEXT, principal_id TEXT, created_at_ms BIGINT NOT NULL,
+    disabled BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE mosaic_server_grants (tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL,
+    grant_json TEXT NOT NULL, PRIMARY KEY (tenant_id, principal_id));
+CREATE TABLE mosaic_server_verifiers (tenant_id TEXT NOT NULL, verifier_id TEXT NOT NULL,
+    verifier_release TEXT NOT NULL, public_key_hex TEXT NOT NULL, created_at_ms BIGINT NOT NULL,
+    disabled BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (tenant_id, verifier_id));
+CREATE TABLE mosaic_server_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE mosaic_server_policy_history (tenant_id TEXT NOT NULL, policy_sha256 TEXT NOT NULL,
+    noted_at_ms BIGINT NOT NULL, PRIMARY KEY (tenant_id, policy_sha256));
+CREATE TABLE mosaic_server_application_keys (key_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL,
+    bounds_json TEXT NOT NULL);
+CREATE TABLE mosaic_server_tenant_options (tenant_id TEXT PRIMARY KEY, claim_updates TEXT NOT NULL);
+CREATE TABLE mosaic_server_write_guards (tenant_id TEXT PRIMARY KEY, guards_json TEXT NOT NULL);
+INSERT INTO mosaic_server_tenants VALUES ('tenant-a', '{}', 'old-sha', 1000, 900);
+INSERT INTO mosaic_server_api_keys VALUES
+    ('k-admin', 'sha-admin', 'admin', NULL, NULL, 5, 0),
+    ('k-alice', 'sha-alice', 'principal', 'tenant-a', 'alice', 6, 1),
+    ('k-app', 'sha-app', 'application', 'tenant-b', NULL, 7, 0);
+INSERT INTO mosaic_server_application_keys VALUES ('k-app', 'tenant-b', '{\"kinds\":[]}');
+INSERT INTO mosaic_server_verifiers VALUES ('tenant-b', 'v-old', 'checker-0', 'cd', 8, 0);
+INSERT INTO mosaic_server_settings VALUES ('embedder', 'e-old');
+INSERT INTO mosaic_server_policy_history VALUES ('tenant-a', 'old-sha', 700);
+INSERT INTO mosaic_server_tenant_options VALUES ('tenant-a', 'review');
+INSERT INTO mosaic_server_write_guards VALUES ('tenant-a', '{\"near_duplicate_permille\":800}');
+DO $$
+DECLARE t TEXT;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['tenants', 'api_keys', 'grants', 'verifiers', 'policy_history',
+        'application_keys', 'tenant_options', 'write_guards'] LOOP
+        EXECUTE format('ALTER TABLE mosaic_server_%s ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('ALTER TABLE mosaic_server_%s FORCE ROW LEVEL SECURITY', t);
+        EXECUTE format('CREATE POLICY mosaic_server_%s_tenant ON mosaic_server_%s USING
+            (tenant_id = current_setting(''mosaic.tenant_id'', true)
+             OR current_setting(''mosaic.catalog_scope'', true) = ''directory'')', t, t);
+    END LOOP;
+END $$;
+";
+
+#[test]
+fn version_8_schemas_take_in_the_servers_own_tables() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, store) = seeded(&factory);
+    drop(store);
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute(&format!(
+            "{UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
+        ))
+        .expect("downgrade");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    // The earlier tables are gone, their rows moved.
+    let left: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_tables
+             WHERE schemaname = current_schema() AND tablename LIKE 'mosaic_server_%'",
+            &[],
+        )
+        .and_then(|r| r.try_get(0))
+        .expect("tables");
+    assert_eq!(left, 0);
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    assert!(
+        store.directory_imported().expect("flag"),
+        "nothing left to import"
+    );
+    let keys = store.api_keys().expect("keys");
+    let ids: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
+    assert_eq!(ids, ["k-admin", "k-alice", "k-app"]);
+    assert!(keys[1].disabled && !keys[0].disabled);
+    assert_eq!(keys[2].bounds_json.as_deref(), Some("{\"kinds\":[]}"));
+    assert_eq!(
+        store
+            .api_key_by_sha256("sha-alice")
+            .expect("key")
+            .map(|k| k.principal_id),
+        Some(Some("alice".to_owned()))
+    );
+    assert_eq!(store.enabled_admin_keys().expect("admins"), 1);
+    let a = store
+        .tenant_settings(TENANT_A)
+        .expect("a")
+        .expect("tenant a");
+    assert_eq!(a.policy_valid_from_ms, 1000);
+    assert_eq!(a.claim_updates.as_deref(), Some("review"));
+    assert!(a.write_guards_json.is_some());
+    // Tenant B had a policy in the store and no row of its own: listed.
+    assert_eq!(store.tenant_ids().expect("tenants"), [TENANT_A, TENANT_B]);
+    assert_eq!(
+        store
+            .verifiers(TENANT_B, Some("v-old"))
+            .expect("verifiers")
+            .len(),
+        1
+    );
+    assert_eq!(
+        store.verifiers(TENANT_A, Some("v-old")).expect("verifiers"),
+        [],
+        "a verifier stays its tenant's"
+    );
+    assert_eq!(
+        store
+            .setting_or_insert("embedder", "e-new")
+            .expect("setting"),
+        "e-old"
+    );
+    let current = fixtures::policy(TENANT_A).policy_sha256;
+    assert_eq!(
+        store
+            .earlier_policies(TENANT_A, &current, 5)
+            .expect("history"),
+        ["old-sha"]
+    );
+    // Migrating again changes nothing.
+    assert_eq!(schema::migrate(&mut admin).expect("again"), SCHEMA_VERSION);
+}
+
 #[test]
 fn version_7_schemas_gain_addresses_in_place() {
     let Some(factory) = PgFactory::from_env() else {
@@ -524,11 +669,11 @@ fn version_7_schemas_gain_addresses_in_place() {
     // What a version 7 schema looked like: records without addresses.
     let mut admin = factory.admin(&db).expect("admin");
     admin
-        .batch_execute(
-            "DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
-             ALTER TABLE records DROP COLUMN address_namespace;
-             DELETE FROM schema_migrations WHERE version >= 8;",
-        )
+        .batch_execute(&format!(
+            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+                 ALTER TABLE records DROP COLUMN address_namespace;
+                 DELETE FROM schema_migrations WHERE version >= 8;"
+        ))
         .expect("downgrade");
     assert_eq!(
         schema::migrate(&mut admin).expect("migrate"),
