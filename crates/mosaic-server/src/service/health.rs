@@ -49,6 +49,7 @@ impl ServiceCore {
             mosaic_store::audit::AuditVerification::Intact {
                 events,
                 head_sha256,
+                ..
             } => Ok(AuditHead {
                 seq: events,
                 sha256: head_sha256,
