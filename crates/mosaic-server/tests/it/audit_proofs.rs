@@ -128,6 +128,53 @@ async fn inclusion_and_consistency_proofs_verify_offline_and_fail_once_changed()
         "consistency_proof": other["consistency_proof"],
     });
     assert!(!verify_document(&doc, &keys).expect("proof").valid);
+    // The command line checks the same documents: valid exits 0, a proof
+    // with one step changed exits 2.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str, value: &serde_json::Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).expect("write");
+        path.to_str().expect("utf-8 path").to_owned()
+    };
+    let (_, keys_json) = send(&w.router, "GET", "/v1/keys", None, None).await;
+    let keys_file = file("keys.json", &keys_json);
+    let mosaic = |doc: &str| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+            .args(["verify", "--offline", doc, "--keys", &keys_file])
+            .output()
+            .expect("run mosaic");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let good = json!({
+        "first_head": first,
+        "head": answer["head"],
+        "consistency_proof": answer["consistency_proof"],
+    });
+    let (code, out) = mosaic(&file("consistency.json", &good));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with("valid (audit_head, consistency_proof"),
+        "{out}"
+    );
+    let mut bad = good.clone();
+    bad["consistency_proof"]["proof"][0] = json!("0".repeat(64));
+    let (code, out) = mosaic(&file("bad-consistency.json", &bad));
+    assert_eq!(code, Some(2), "{out}");
+    let (_, inclusion) = get(
+        "/v1/admin/audit/proof/inclusion?seq=2".to_owned(),
+        admin.clone(),
+    )
+    .await;
+    let (code, out) = mosaic(&file("inclusion.json", &inclusion));
+    assert_eq!(code, Some(0), "{out}");
+    let mut bad = inclusion.clone();
+    bad["inclusion_proof"]["leaf_sha256"] = json!("0".repeat(64));
+    let (code, out) = mosaic(&file("bad-inclusion.json", &bad));
+    assert_eq!(code, Some(2), "{out}");
+
     // Sizes equal: an empty proof.
     let (status, same) = get(
         format!("/v1/admin/audit/proof/consistency?first_size={size}&second_size={size}"),
