@@ -88,6 +88,11 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     write = fact.raw
     assert verify_receipt(write, keys) == OfflineVerdict(valid=True, checked=["write"])
     assert every_mutation_fails(write, ["receipt", "receipt_signature"], keys) >= 19
+    # The memory's history carries the same receipt, signed alike.
+    history = client.history(fact.record_id).record
+    assert history["write_receipt"] == write["receipt"]
+    assert verify_receipt(history, keys) == OfflineVerdict(valid=True, checked=["write"])
+    assert every_mutation_fails(history, ["write_receipt", "write_receipt_signature"], keys) >= 19
 
     recall = client.search("Berlin").raw
     assert verify_receipt(recall, keys) == OfflineVerdict(valid=True, checked=["selection", "relevance"])
@@ -107,9 +112,37 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     unsigned = {k: v for k, v in deleted.receipt.to_json().items() if k != "signature"}
     assert not client.verify_deletion(unsigned).valid
 
+    # Read again, the deletion comes with its audit event proven in a
+    # signed tree head issued after it.
+    again = client.deletion(fact.record_id).raw
+    assert verify_receipt(again, keys) == OfflineVerdict(valid=True, checked=["deletion", "audit_head", "inclusion_proof"])
+    assert every_mutation_fails(again, ["deletion_receipt", "audit_proof"], keys) >= 30
+    moved = copy.deepcopy(again)
+    moved["audit_proof"]["event"]["ref_id"] = "another-record"
+    assert not verify_receipt(moved, keys).valid
+
     head = server.admin.get("/v1/admin/audit/head").json()
     assert verify_receipt(head, keys) == OfflineVerdict(valid=True, checked=["audit_head"])
-    every_mutation_fails(head, ["seq", "sha256", "signature"], keys)
+    every_mutation_fails(head, ["tree_size", "root_sha256", "timestamp_unix_ms", "seq", "sha256", "signature"], keys)
+
+    # Every event is in the signed tree; each proof step, size, root and
+    # the signature matter.
+    size = head["tree_size"]
+    for seq in (1, size // 2, size):
+        answer = server.admin.get(f"/v1/admin/audit/proof/inclusion?seq={seq}").json()
+        assert verify_receipt(answer, keys) == OfflineVerdict(valid=True, checked=["audit_head", "inclusion_proof"])
+        assert every_mutation_fails(answer, ["head", "inclusion_proof"], keys) >= 10
+
+    # The log grows (a consent is an audit event); the kept head is a
+    # prefix of the new one.
+    client.give_consent(consent_id="consent-offline-tree")
+    answer = server.admin.get(f"/v1/admin/audit/proof/consistency?first_size={size}").json()
+    assert answer["head"]["tree_size"] > size
+    doc = {"first_head": head, "head": answer["head"], "consistency_proof": answer["consistency_proof"]}
+    assert verify_receipt(doc, keys) == OfflineVerdict(valid=True, checked=["audit_head", "consistency_proof"])
+    assert every_mutation_fails(doc, ["first_head", "head", "consistency_proof"], keys) >= 14
+    swapped = dict(doc, first_head=answer["head"], head=head)
+    assert not verify_receipt(swapped, keys).valid
 
     # Keys as hex lines work alike; another server's key verifies nothing.
     lines = "\n".join(k["public_key_hex"] for k in keys["keys"])
@@ -134,6 +167,69 @@ def test_keys_whose_id_does_not_match_are_refused_and_documents_without_receipts
         verify_receipt({"hello": "world"}, keys)
 
 
+# The RFC 6962 reference leaves and trees (Certificate Transparency's and
+# transparency-dev/merkle's reference tests), checked with hashlib alone.
+RFC_LEAVES = ["", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f"]
+RFC_ROOTS = {
+    1: "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+    2: "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
+    5: "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
+    6: "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
+    8: "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+}
+
+
+def test_rfc_6962_reference_proofs_verify_and_every_change_fails():
+    from mosaic_memory.offline import leaf_hash, verify_consistency, verify_inclusion
+
+    leaves = [leaf_hash(bytes.fromhex(x)) for x in RFC_LEAVES]
+    root = {n: bytes.fromhex(h) for n, h in RFC_ROOTS.items()}
+    h = lambda *xs: [bytes.fromhex(x) for x in xs]  # noqa: E731
+    inclusion = [
+        (8, 0, h("96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
+                 "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                 "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4")),
+        (8, 5, h("bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+                 "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+                 "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7")),
+        (5, 1, h("6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+                 "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                 "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b")),
+        (2, 1, h("6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d")),
+        (1, 0, []),
+    ]
+    for size, index, proof in inclusion:
+        assert verify_inclusion(leaves[index], index, size, proof, root[size])
+        for i in range(len(proof)):
+            bad = list(proof)
+            bad[i] = bytes([bad[i][0] ^ 1]) + bad[i][1:]
+            assert not verify_inclusion(leaves[index], index, size, bad, root[size])
+        assert not verify_inclusion(leaves[index], index + 1, size, proof, root[size])
+        assert not verify_inclusion(leaves[index], index, size, proof + [root[size]], root[size])
+        assert not verify_inclusion(leaves[(index + 1) % 8], index, size, proof, root[size])
+    consistency = [
+        (1, 8, h("96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
+                 "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                 "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4")),
+        (2, 5, h("5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                 "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b")),
+        (6, 8, h("0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
+                 "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+                 "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7")),
+    ]
+    for m, n, proof in consistency:
+        assert verify_consistency(m, n, root[m], root[n], proof)
+        for i in range(len(proof)):
+            bad = list(proof)
+            bad[i] = bytes([bad[i][0] ^ 1]) + bad[i][1:]
+            assert not verify_consistency(m, n, root[m], root[n], bad)
+        assert not verify_consistency(m, n, root[n], root[n], proof)
+        assert not verify_consistency(m, n, root[m], root[m], proof)
+        assert not verify_consistency(m, n, root[m], root[n], proof[:-1])
+    assert verify_consistency(8, 8, root[8], root[8], [])
+    assert not verify_consistency(0, 8, root[8], root[8], [])
+
+
 def test_the_documented_golden_vector():
     # docs/ENCODING.md, "Receipt signatures": the same bytes, key id and
     # signature the Rust core pins.
@@ -151,6 +247,21 @@ def test_the_documented_golden_vector():
     assert secret.sign(message).hex() == (
         "c263acf9812883151cda126ca531e50acfbf50e1c27ac2e3665211b6d5d3eb97"
         "1ea8797616ce64400e2a9e8d54d86aacad77eb4f68dfc8328f4c70bc62a05904"
+    )
+    # The audit tree head's digest and signature (docs/ENCODING.md).
+    from mosaic_memory.offline import AUDIT_TREE_HEAD_DOMAIN, domain_digest
+
+    head = {
+        "tree_size": 8,
+        "root_sha256": "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+        "timestamp_unix_ms": 1700000000000,
+        "chain_sha256": digest,
+    }
+    head_digest = domain_digest(AUDIT_TREE_HEAD_DOMAIN, head)
+    assert head_digest == "ed8c2e75064635248bbab181e3ee83411911414a9d01bb2387cafa228b809fac"
+    assert secret.sign(signing_bytes("audit_head", key_id(public), head_digest)).hex() == (
+        "add5f342d7c9a66c8e0f8a292eebf709536a8aa341277da26795c52fd4614e00"
+        "bccac90ecbc4bca13f2c64e83c9308fe533d4dbf7b6fe4d54a70e6c0ffdbdb02"
     )
     # Canonical strings escape as JSON.stringify does.
     assert canonical_json({"b": "\u0001\u2028é", "a": [1, None, True]}) == '{"a":[1,null,true],"b":"\\u0001\u2028é"}'.encode()

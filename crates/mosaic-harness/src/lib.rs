@@ -21,6 +21,7 @@ pub mod filter;
 pub mod fixtures;
 pub mod memory_scope;
 pub mod memory_write;
+pub mod merkle;
 pub mod receipt_signature;
 pub mod record;
 

@@ -12,9 +12,10 @@
 //! where `kind` names the receipt (`write`, `selection`, `relevance`,
 //! `deletion`, `audit_head`), so a signature over one kind of receipt cannot
 //! be presented as another kind, and `key_id` names the signing key, so a
-//! signature cannot be moved to another key's name. The audit chain's head
-//! has no receipt digest of its own: its `receipt_sha256` is
-//! [`audit_head_sha256`] of `{seq, sha256}`.
+//! signature cannot be moved to another key's name. The audit log's signed
+//! tree head has no receipt digest of its own: its `receipt_sha256` is
+//! [`audit_tree_head_sha256`] of `{tree_size, root_sha256,
+//! timestamp_unix_ms, chain_sha256}`.
 //!
 //! Everything here is I/O-free: the caller holds the key.
 
@@ -26,8 +27,8 @@ use crate::canonical::{CanonicalError, domain_bytes, domain_digest, is_sha256_he
 /// Domain tag of the bytes a receipt signature covers.
 pub const RECEIPT_SIGNATURE_DOMAIN: &str = "mosaic.receipt.signature.v1";
 
-/// Domain tag of the digest an audit head's signature names.
-pub const AUDIT_HEAD_DOMAIN: &str = "mosaic.audit.head.v1";
+/// Domain tag of the digest an audit tree head's signature names.
+pub const AUDIT_TREE_HEAD_DOMAIN: &str = "mosaic.audit.tree_head.v1";
 
 /// Which receipt a signature is over.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -41,7 +42,7 @@ pub enum ReceiptKind {
     Relevance,
     /// A finalized deletion receipt.
     Deletion,
-    /// The audit chain's head `{seq, sha256}`.
+    /// The audit log's signed tree head.
     AuditHead,
 }
 
@@ -79,10 +80,18 @@ struct SignedFields<'a> {
     receipt_sha256: &'a str,
 }
 
-#[derive(Serialize)]
-struct AuditHeadFields<'a> {
-    seq: u64,
-    sha256: &'a str,
+/// The fields of the audit log's tree head a signature covers.
+#[derive(Serialize, Clone, Copy, Debug)]
+pub struct AuditTreeHeadFields<'a> {
+    /// Events (leaves) in the tree.
+    pub tree_size: u64,
+    /// The Merkle root (RFC 6962), lowercase hex.
+    pub root_sha256: &'a str,
+    /// When the server signed the head.
+    pub timestamp_unix_ms: u64,
+    /// The hash chain's head at that size: the digest of event
+    /// `tree_size` (64 zeros for the empty log).
+    pub chain_sha256: &'a str,
 }
 
 /// The exact bytes a receipt signature covers.
@@ -107,10 +116,11 @@ pub fn key_id(public_key: &VerifyingKey) -> String {
     format!("rk-{}", &sha256_hex(public_key.as_bytes())[..32])
 }
 
-/// The digest an audit head's signature names:
-/// `SHA-256("mosaic.audit.head.v1" || 0x0A || canonical_json({seq, sha256}))`.
-pub fn audit_head_sha256(seq: u64, sha256: &str) -> Result<String, CanonicalError> {
-    domain_digest(AUDIT_HEAD_DOMAIN, &AuditHeadFields { seq, sha256 })
+/// The digest an audit tree head's signature names:
+/// `SHA-256("mosaic.audit.tree_head.v1" || 0x0A ||
+/// canonical_json({chain_sha256, root_sha256, timestamp_unix_ms, tree_size}))`.
+pub fn audit_tree_head_sha256(head: &AuditTreeHeadFields<'_>) -> Result<String, CanonicalError> {
+    domain_digest(AUDIT_TREE_HEAD_DOMAIN, head)
 }
 
 /// Signs `receipt_sha256` as a receipt of `kind` with `key`.

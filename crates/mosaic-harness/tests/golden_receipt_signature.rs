@@ -6,7 +6,8 @@
 
 use ed25519_dalek::SigningKey;
 use mosaic_harness::receipt_signature::{
-    ReceiptKind, audit_head_sha256, key_id, sign_receipt, signing_bytes, verify_receipt_signature,
+    AuditTreeHeadFields, ReceiptKind, audit_tree_head_sha256, key_id, sign_receipt, signing_bytes,
+    verify_receipt_signature,
 };
 
 /// The test key: secret bytes 0x00, 0x01, ..., 0x1f.
@@ -48,9 +49,23 @@ fn the_fixed_test_key_gives_the_documented_signature() {
 }
 
 #[test]
-fn the_audit_head_digest_is_the_documented_one() {
+fn the_audit_tree_head_digest_is_the_documented_one() {
+    // The tree of the RFC 6962 reference leaves (see `merkle`): 8 leaves.
+    let head = AuditTreeHeadFields {
+        tree_size: 8,
+        root_sha256: "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+        timestamp_unix_ms: 1_700_000_000_000,
+        chain_sha256: DIGEST,
+    };
     assert_eq!(
-        audit_head_sha256(3, DIGEST).expect("digest"),
-        "ed845c36929944d03a38ee6083c1a29ef3f52a06927cdba7fd3155da2aaa2f39"
+        audit_tree_head_sha256(&head).expect("digest"),
+        AUDIT_TREE_HEAD_SHA256
     );
+    let signature =
+        sign_receipt(&test_key(), ReceiptKind::AuditHead, AUDIT_TREE_HEAD_SHA256).expect("signs");
+    assert_eq!(signature.signature_hex, AUDIT_TREE_HEAD_SIGNATURE_HEX);
 }
+
+const AUDIT_TREE_HEAD_SHA256: &str =
+    "ed8c2e75064635248bbab181e3ee83411911414a9d01bb2387cafa228b809fac";
+const AUDIT_TREE_HEAD_SIGNATURE_HEX: &str = "add5f342d7c9a66c8e0f8a292eebf709536a8aa341277da26795c52fd4614e00bccac90ecbc4bca13f2c64e83c9308fe533d4dbf7b6fe4d54a70e6c0ffdbdb02";

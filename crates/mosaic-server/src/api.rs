@@ -556,6 +556,10 @@ pub struct RevocationResponse {
     pub tombstone: Option<Tombstone>,
     /// The deletion receipt, once finalized.
     pub deletion_receipt: Option<DeletionReceiptView>,
+    /// The receipt's audit event proven in a signed tree head: given by
+    /// `GET /v1/memories/{id}/deletion` once finalized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_proof: Option<DeletionAuditProof>,
 }
 
 /// A deletion receipt on the wire.
@@ -949,18 +953,100 @@ pub struct AuditHead {
     pub sha256: String,
 }
 
-/// The audit chain's head as `GET /v1/admin/audit/head` answers it: signed,
-/// so a witness can show which server published it.
+/// The audit log's signed tree head, as `GET /v1/admin/audit/head`
+/// answers it: the Merkle tree (RFC 6962) over every event, its root, when
+/// it was signed, and the hash chain's head at that size, signed with the
+/// receipt-signing key. A witness keeps it; a later head is shown to extend
+/// it by a consistency proof, and an event to be in it by an inclusion
+/// proof.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignedAuditHead {
-    /// Sequence number of the last event (the number of events).
+    /// Events (leaves) in the tree.
+    pub tree_size: u64,
+    /// The Merkle root over events `1..=tree_size`, lowercase hex.
+    pub root_sha256: String,
+    /// When the server signed this head.
+    pub timestamp_unix_ms: u64,
+    /// Sequence number of the last event: always `tree_size` (kept for
+    /// `SEQ:SHA256` witnesses).
     pub seq: u64,
-    /// Its digest.
+    /// The digest of the last event: the hash chain's head.
     pub sha256: String,
     /// The server's signature (kind `audit_head`) over the
-    /// `mosaic.audit.head.v1` digest of `{seq, sha256}`.
+    /// `mosaic.audit.tree_head.v1` digest of `{tree_size, root_sha256,
+    /// timestamp_unix_ms, chain_sha256}` (`chain_sha256` is `sha256`).
     pub signature: ReceiptSignature,
+}
+
+/// `GET /v1/admin/audit/proof/inclusion`: event `seq` in the tree of
+/// `tree_size` events (default: the current head's).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditInclusionQuery {
+    /// The event (1-based).
+    pub seq: u64,
+    /// The tree size of a head kept earlier (default: the current one).
+    #[serde(default)]
+    pub tree_size: Option<u64>,
+}
+
+/// `GET /v1/admin/audit/proof/consistency`: the tree of `first_size`
+/// events inside the tree of `second_size` (default: the current head's).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConsistencyQuery {
+    /// The earlier head's tree size.
+    pub first_size: u64,
+    /// The later head's tree size (default: the current one).
+    #[serde(default)]
+    pub second_size: Option<u64>,
+}
+
+/// An inclusion proof with the current signed head. When the proof's
+/// `tree_size` is the head's, the answer verifies on its own (`mosaic
+/// verify --offline`); otherwise check it against the head kept for that
+/// size.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditInclusionResponse {
+    /// The current signed tree head.
+    pub head: SignedAuditHead,
+    /// The proof.
+    pub inclusion_proof: mosaic_harness::merkle::InclusionProof,
+    /// The root of the tree the proof is against (the head's root when the
+    /// sizes match).
+    pub root_sha256: String,
+}
+
+/// A consistency proof with the current signed head.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConsistencyResponse {
+    /// The current signed tree head.
+    pub head: SignedAuditHead,
+    /// The proof.
+    pub consistency_proof: mosaic_harness::merkle::ConsistencyProof,
+    /// The root of the tree of `first_size` events: compare it with the
+    /// kept head's.
+    pub first_root_sha256: String,
+    /// The root of the tree of `second_size` events.
+    pub second_root_sha256: String,
+}
+
+/// What shows a finalized deletion in the audit log: the
+/// `deletion_finalized` event naming the receipt's digest, its inclusion
+/// proof, and a signed tree head issued after it that the proof is against.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeletionAuditProof {
+    /// The event (kind `deletion_finalized`, `ref_id` the record, payload
+    /// `{deletion_receipt_sha256}`).
+    pub event: mosaic_store::audit::AuditEventBody,
+    /// Its inclusion proof in the tree of `head.tree_size` events.
+    pub inclusion_proof: mosaic_harness::merkle::InclusionProof,
+    /// The signed tree head.
+    pub head: SignedAuditHead,
 }
 
 impl std::str::FromStr for AuditHead {
@@ -1531,6 +1617,11 @@ pub struct MemoryHistory {
     pub source_texts: BTreeMap<String, String>,
     /// The gate's write receipt (verify it with `POST /v1/verify`).
     pub write_receipt: Option<MemoryWriteReceipt>,
+    /// The server's signature over it (kind `write`), as the proposal's
+    /// answer carried it: the history verifies offline (`mosaic verify
+    /// --offline`).
+    #[serde(default)]
+    pub write_receipt_signature: Option<ReceiptSignature>,
     /// The audit events that name the record, in chain order.
     pub audit_trail: Vec<mosaic_store::audit::AuditEventBody>,
 }

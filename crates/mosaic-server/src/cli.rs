@@ -187,11 +187,14 @@ pub enum Command {
     Doctor {
         #[command(flatten)]
         flags: ServeFlags,
-        /// A head published earlier, `SEQ:SHA256`: the chain must still
-        /// hold that event with that digest (detects a chain rewritten or
-        /// truncated together with its stored head).
-        #[arg(long)]
-        audit_witness: Option<mosaic_server::api::AuditHead>,
+        /// A head published earlier: `SEQ:SHA256` (the chain must still
+        /// hold that event with that digest), or a file holding a signed
+        /// tree head as `GET /v1/admin/audit/head` or `doctor --json` gave
+        /// it (it must be signed by a published key, and the current log
+        /// must extend it: a consistency proof). Detects a log truncated,
+        /// forked or rewritten together with its stored head.
+        #[arg(long, value_parser = parse_witness)]
+        audit_witness: Option<Witness>,
     },
     /// Migrate a PostgreSQL database as its schema owner (store, search
     /// tables for the configured embedder's dimension, server catalog) and
@@ -1174,11 +1177,42 @@ async fn shutdown_signal() {
     }
 }
 
-fn doctor(
-    flags: &ServeFlags,
-    witness: Option<&mosaic_server::api::AuditHead>,
-    json: bool,
-) -> Result<ExitCode> {
+/// A head an external witness kept, as `mosaic doctor --audit-witness`
+/// takes it.
+#[derive(Clone, Debug)]
+pub enum Witness {
+    /// `SEQ:SHA256`: the hash chain's head.
+    Chain(mosaic_server::api::AuditHead),
+    /// A signed tree head, read from a file.
+    Tree(Box<mosaic_server::api::SignedAuditHead>),
+}
+
+fn parse_witness(text: &str) -> Result<Witness, String> {
+    if let Ok(head) = text.parse::<mosaic_server::api::AuditHead>() {
+        return Ok(Witness::Chain(head));
+    }
+    let path = Path::new(text);
+    if !path.is_file() {
+        return Err(format!(
+            "{text:?} is neither SEQ:SHA256 nor a file holding a signed audit head"
+        ));
+    }
+    let file = std::fs::read_to_string(path).map_err(|e| format!("cannot read {text}: {e}"))?;
+    let value: Value =
+        serde_json::from_str(&file).map_err(|e| format!("{text} is not JSON: {e}"))?;
+    // `doctor --json` nests it under `data.audit_head`; a proof's answer
+    // under `head`.
+    let head = value
+        .get("data")
+        .and_then(|d| d.get("audit_head"))
+        .or_else(|| value.get("head"))
+        .unwrap_or(&value);
+    serde_json::from_value(head.clone())
+        .map(|head| Witness::Tree(Box::new(head)))
+        .map_err(|e| format!("{text} does not hold a signed audit head: {e}"))
+}
+
+fn doctor(flags: &ServeFlags, witness: Option<&Witness>, json: bool) -> Result<ExitCode> {
     let mut problems: Vec<(String, String)> = Vec::new();
     let mut head = None;
     let mut signing_keys = None;
@@ -1226,7 +1260,11 @@ fn doctor(
                     head = service.signed_audit_head().ok();
                     signing_keys = Some(service.receipt_keys());
                     if let Some(witness) = witness {
-                        match service.check_audit_witness(witness) {
+                        let checked = match witness {
+                            Witness::Chain(head) => service.check_audit_witness(head),
+                            Witness::Tree(head) => service.check_audit_witness_head(head),
+                        };
+                        match checked {
                             Ok(None) => {}
                             Ok(Some(problem)) => problems.push(("audit witness".into(), problem)),
                             Err(e) => problems.push(("audit witness".into(), e.to_string())),

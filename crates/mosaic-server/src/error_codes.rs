@@ -61,6 +61,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "An argument the store refuses (a limit, a cursor, an id)",
     ),
     c(
+        "invalid_audit_range",
+        400,
+        "An audit proof asks for an event or tree size of 0, an event past the tree size, a first size above the second, or a size past the log's current size",
+    ),
+    c(
         "invalid_batch",
         400,
         "An import or batch the store refuses as a whole",

@@ -701,6 +701,30 @@ async fn audit_head(State(s): State<AppState>, Auth(c): Auth) -> Reply<SignedAud
     .await
 }
 
+async fn audit_inclusion(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<AuditInclusionQuery>,
+) -> Reply<AuditInclusionResponse> {
+    call(&s, move |s| {
+        c.require_admin()?;
+        s.audit_inclusion(&q)
+    })
+    .await
+}
+
+async fn audit_consistency(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiQuery(q): ApiQuery<AuditConsistencyQuery>,
+) -> Reply<AuditConsistencyResponse> {
+    call(&s, move |s| {
+        c.require_admin()?;
+        s.audit_consistency(&q)
+    })
+    .await
+}
+
 /// The receipt-signing public keys: no credential, anyone may check a
 /// receipt.
 async fn receipt_keys(State(s): State<AppState>) -> Reply<crate::signing::KeysResponse> {
@@ -992,6 +1016,16 @@ fn routes() -> Routes {
         .add("/v1/admin/reconcile", &[Method::POST], post(reconcile))
         .add("/v1/admin/reindex", &[Method::POST], post(reindex))
         .add("/v1/admin/audit/head", &[Method::GET], get(audit_head))
+        .add(
+            "/v1/admin/audit/proof/inclusion",
+            &[Method::GET],
+            get(audit_inclusion),
+        )
+        .add(
+            "/v1/admin/audit/proof/consistency",
+            &[Method::GET],
+            get(audit_consistency),
+        )
         .add(
             "/v1/admin/extraction",
             &[Method::GET],

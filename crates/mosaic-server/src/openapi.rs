@@ -514,7 +514,21 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "GET",
         "/v1/admin/audit/head",
-        "The audit chain's head (sequence number and digest) after walking the whole chain, signed with the receipt-signing key: publish it to an external witness and check it later with `mosaic doctor --audit-witness SEQ:SHA256`",
+        "The audit log's signed tree head (RFC 6962 Merkle tree size and root, timestamp, and the hash chain's head) after walking the whole log (O(n)), signed with the receipt-signing key: publish it to an external witness and check it later with `mosaic doctor --audit-witness FILE` (a consistency proof) or `SEQ:SHA256`",
+        "admin",
+        None,
+    ),
+    op(
+        "GET",
+        "/v1/admin/audit/proof/inclusion",
+        "An inclusion proof of audit event `seq` in the tree of `tree_size` events (default: the current head's), with the current signed head; computed from the stored leaf hashes (O(n)). A size of 0, an event past the size or a size past the log is `invalid_audit_range`",
+        "admin",
+        None,
+    ),
+    op(
+        "GET",
+        "/v1/admin/audit/proof/consistency",
+        "A consistency proof that the tree of `first_size` events is a prefix of the tree of `second_size` (default: the current head's), with the current signed head and both roots; computed from the stored leaf hashes (O(n)). A size of 0, a first size above the second or a size past the log is `invalid_audit_range`",
         "admin",
         None,
     ),
@@ -860,6 +874,20 @@ pub const TYPED: &[Typed] = &[
     ),
     typed(
         "GET",
+        "/v1/admin/audit/proof/inclusion",
+        "auditInclusionProof",
+        None,
+        Json(schema_of::<a::AuditInclusionResponse>),
+    ),
+    typed(
+        "GET",
+        "/v1/admin/audit/proof/consistency",
+        "auditConsistencyProof",
+        None,
+        Json(schema_of::<a::AuditConsistencyResponse>),
+    ),
+    typed(
+        "GET",
         "/v1/admin/extraction",
         "extractionReport",
         None,
@@ -1099,6 +1127,16 @@ pub const QUERIES: &[(&str, &str, SchemaFn)] = &[
     ("GET", "/v1/items", schema_of::<a::AddressQuery>),
     ("DELETE", "/v1/items", schema_of::<a::AddressQuery>),
     ("GET", "/v1/namespaces", schema_of::<a::NamespacesQuery>),
+    (
+        "GET",
+        "/v1/admin/audit/proof/inclusion",
+        schema_of::<a::AuditInclusionQuery>,
+    ),
+    (
+        "GET",
+        "/v1/admin/audit/proof/consistency",
+        schema_of::<a::AuditConsistencyQuery>,
+    ),
     ("GET", "/memories", schema_of::<crate::mem0::Scope>),
     ("DELETE", "/memories", schema_of::<crate::mem0::Scope>),
 ];

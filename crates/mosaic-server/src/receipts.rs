@@ -1,17 +1,22 @@
 //! Checking receipts from the receipts and the public keys alone: what
 //! `POST /v1/verify` checks for recall and deletion receipts, and what
-//! `mosaic verify --offline` checks with no server and no data directory.
+//! `mosaic verify --offline` checks with no server and no data directory,
+//! the audit log's signed tree heads and their inclusion and consistency
+//! proofs included.
 
 use ed25519_dalek::VerifyingKey;
 use mosaic_harness::memory_scope::{MemoryDecision, MemorySelectionReceipt, RelevanceReceipt};
 use mosaic_harness::memory_write::MemoryWriteReceipt;
+use mosaic_harness::merkle::{self, ConsistencyProof, InclusionProof};
 use mosaic_harness::receipt_signature::{
-    ReceiptKind, ReceiptSignature, audit_head_sha256, verify_receipt_signature,
+    AuditTreeHeadFields, ReceiptKind, ReceiptSignature, audit_tree_head_sha256,
+    verify_receipt_signature,
 };
+use mosaic_store::audit::AuditKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{DeletionReceiptView, SignedAuditHead};
+use crate::api::{DeletionAuditProof, DeletionReceiptView, SignedAuditHead};
 use crate::error::{ServiceError, ServiceResult};
 
 /// Why `signature` does not show that a key of `keys` signed the receipt
@@ -167,12 +172,22 @@ pub fn write_problem(
     ))
 }
 
-/// Why a published audit head's signature does not verify, if it does not.
+/// Why a signed tree head does not verify, if it does not: its signature
+/// over the `mosaic.audit.tree_head.v1` digest of its fields, and `seq`
+/// equal to `tree_size`.
 pub fn audit_head_problem(
     head: &SignedAuditHead,
     keys: &[VerifyingKey],
 ) -> ServiceResult<Option<String>> {
-    let digest = audit_head_sha256(head.seq, &head.sha256)?;
+    if head.seq != head.tree_size {
+        return Ok(Some("the audit head's seq is not its tree_size".to_owned()));
+    }
+    let digest = audit_tree_head_sha256(&AuditTreeHeadFields {
+        tree_size: head.tree_size,
+        root_sha256: &head.root_sha256,
+        timestamp_unix_ms: head.timestamp_unix_ms,
+        chain_sha256: &head.sha256,
+    })?;
     Ok(signature_problem(
         "audit head",
         Some(&head.signature),
@@ -182,13 +197,100 @@ pub fn audit_head_problem(
     ))
 }
 
+fn root_of(head: &SignedAuditHead) -> Result<merkle::Hash, String> {
+    merkle::from_hex(&head.root_sha256)
+        .map_err(|_| "the audit head's root is not SHA-256 hex".to_owned())
+}
+
+/// Why an inclusion proof does not show its leaf in the signed `head`, if
+/// it does not: the head's signature, the proof's tree size against the
+/// head's, and the path to the head's root.
+pub fn inclusion_problem(
+    head: &SignedAuditHead,
+    proof: &InclusionProof,
+    keys: &[VerifyingKey],
+) -> ServiceResult<Option<String>> {
+    if let Some(problem) = audit_head_problem(head, keys)? {
+        return Ok(Some(problem));
+    }
+    if proof.tree_size != head.tree_size {
+        return Ok(Some(format!(
+            "the inclusion proof is against a tree of {} events, the head's holds {}",
+            proof.tree_size, head.tree_size
+        )));
+    }
+    let root = match root_of(head) {
+        Ok(root) => root,
+        Err(problem) => return Ok(Some(problem)),
+    };
+    Ok(proof
+        .verify(&root)
+        .err()
+        .map(|e| format!("inclusion proof: {e}")))
+}
+
+/// Why a consistency proof does not show the signed head `first` inside
+/// the signed head `second`, if it does not.
+pub fn consistency_problem(
+    first: &SignedAuditHead,
+    second: &SignedAuditHead,
+    proof: &ConsistencyProof,
+    keys: &[VerifyingKey],
+) -> ServiceResult<Option<String>> {
+    for head in [first, second] {
+        if let Some(problem) = audit_head_problem(head, keys)? {
+            return Ok(Some(problem));
+        }
+    }
+    if proof.first_size != first.tree_size || proof.second_size != second.tree_size {
+        return Ok(Some(format!(
+            "the consistency proof is between trees of {} and {} events, the heads hold {} and {}",
+            proof.first_size, proof.second_size, first.tree_size, second.tree_size
+        )));
+    }
+    let (a, b) = match (root_of(first), root_of(second)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(problem), _) | (_, Err(problem)) => return Ok(Some(problem)),
+    };
+    Ok(proof
+        .verify(&a, &b)
+        .err()
+        .map(|e| format!("consistency proof: {e}: the later head does not extend the earlier one")))
+}
+
+/// Why a deletion receipt's audit proof does not show the receipt in the
+/// audit log, if it does not: the event is the record's
+/// `deletion_finalized` naming this receipt's digest, its leaf is the
+/// proof's, and the proof leads to the signed head's root.
+pub fn deletion_audit_problem(
+    receipt: &DeletionReceiptView,
+    proof: &DeletionAuditProof,
+    keys: &[VerifyingKey],
+) -> ServiceResult<Option<String>> {
+    let event = &proof.event;
+    if event.kind != AuditKind::DeletionFinalized
+        || event.ref_id != receipt.body.tombstone.record_id
+        || event.payload != serde_json::json!({ "deletion_receipt_sha256": receipt.receipt_sha256 })
+    {
+        return Ok(Some(
+            "the audit event is not this receipt's deletion_finalized event".to_owned(),
+        ));
+    }
+    let (_, leaf) = event.digests()?;
+    if event.seq != proof.inclusion_proof.seq || leaf != proof.inclusion_proof.leaf_sha256 {
+        return Ok(Some(
+            "the inclusion proof is not about this audit event".to_owned(),
+        ));
+    }
+    inclusion_problem(&proof.head, &proof.inclusion_proof, keys)
+}
 /// The outcome of an offline check.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct OfflineVerdict {
     /// True when every receipt in the document verifies.
     pub valid: bool,
     /// The receipts checked (`write`, `selection`, `relevance`,
-    /// `deletion`, `audit_head`).
+    /// `deletion`, `audit_head`, `inclusion_proof`, `consistency_proof`).
     pub checked: Vec<String>,
     /// Why not.
     pub problem: Option<String>,
@@ -204,12 +306,16 @@ fn field<T: serde::de::DeserializeOwned>(doc: &Value, name: &str) -> Result<Opti
 }
 
 /// Checks the receipts in one JSON document as the API returns it: a
-/// proposal's answer (`receipt`, `receipt_signature`), a recall's
+/// proposal's answer (`receipt`, `receipt_signature`), a memory's history
+/// (`write_receipt`, `write_receipt_signature`), a recall's
 /// (`selection_receipt`, `relevance_receipt`, their signatures and, when
 /// explained, `decisions`), a revocation's (`deletion_receipt`) or a
-/// deletion receipt alone, or an audit head (`seq`, `sha256`,
-/// `signature`). A document none of these is an error; a receipt that does
-/// not verify is a verdict.
+/// deletion receipt alone (with its `audit_proof`, when the deletion
+/// route gave one), a signed audit tree head, an inclusion proof with the
+/// signed `head` it is against, or a consistency proof with the later
+/// signed `head` and the earlier one a witness kept (`first_head`). A
+/// document none of these is an error; a receipt that does not verify is a
+/// verdict.
 pub fn verify_document(doc: &Value, keys: &[VerifyingKey]) -> Result<OfflineVerdict, String> {
     let verdict = |checked: Vec<&str>, problem: Option<String>| OfflineVerdict {
         valid: problem.is_none(),
@@ -250,6 +356,12 @@ pub fn verify_document(doc: &Value, keys: &[VerifyingKey]) -> Result<OfflineVerd
         let problem = write_problem(&receipt, signature.as_ref(), keys).map_err(service)?;
         return Ok(verdict(vec!["write"], problem));
     }
+    // A memory's history (`GET /v1/memories/{id}/history`).
+    if let Some(receipt) = field::<MemoryWriteReceipt>(doc, "write_receipt")? {
+        let signature = field::<ReceiptSignature>(doc, "write_receipt_signature")?;
+        let problem = write_problem(&receipt, signature.as_ref(), keys).map_err(service)?;
+        return Ok(verdict(vec!["write"], problem));
+    }
     let deletion = match field::<DeletionReceiptView>(doc, "deletion_receipt")? {
         Some(receipt) => Some(receipt),
         None if doc.get("body").is_some() => Some(
@@ -259,8 +371,30 @@ pub fn verify_document(doc: &Value, keys: &[VerifyingKey]) -> Result<OfflineVerd
         None => None,
     };
     if let Some(receipt) = deletion {
-        let problem = deletion_problem(&receipt, keys).map_err(service)?;
-        return Ok(verdict(vec!["deletion"], problem));
+        let mut problem = deletion_problem(&receipt, keys).map_err(service)?;
+        let mut checked = vec!["deletion"];
+        if let Some(proof) = field::<DeletionAuditProof>(doc, "audit_proof")? {
+            checked.extend(["audit_head", "inclusion_proof"]);
+            if problem.is_none() {
+                problem = deletion_audit_problem(&receipt, &proof, keys).map_err(service)?;
+            }
+        }
+        return Ok(verdict(checked, problem));
+    }
+    if let Some(proof) = field::<InclusionProof>(doc, "inclusion_proof")? {
+        let head = field::<SignedAuditHead>(doc, "head")?
+            .ok_or("an inclusion proof needs the signed head it is against, as head")?;
+        let problem = inclusion_problem(&head, &proof, keys).map_err(service)?;
+        return Ok(verdict(vec!["audit_head", "inclusion_proof"], problem));
+    }
+    if let Some(proof) = field::<ConsistencyProof>(doc, "consistency_proof")? {
+        let second = field::<SignedAuditHead>(doc, "head")?
+            .ok_or("a consistency proof needs the later signed head, as head")?;
+        let first = field::<SignedAuditHead>(doc, "first_head")?.ok_or(
+            "a consistency proof needs the earlier signed head a witness kept, as first_head",
+        )?;
+        let problem = consistency_problem(&first, &second, &proof, keys).map_err(service)?;
+        return Ok(verdict(vec!["audit_head", "consistency_proof"], problem));
     }
     if doc.get("seq").is_some() && doc.get("signature").is_some() {
         let head: SignedAuditHead = serde_json::from_value(doc.clone())

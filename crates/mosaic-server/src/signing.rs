@@ -14,6 +14,8 @@
 //! [`mosaic_harness::receipt_signature`] and `docs/ENCODING.md`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use mosaic_harness::receipt_signature::{ReceiptKind, ReceiptSignature, key_id, sign_receipt};
@@ -126,6 +128,37 @@ pub struct ReceiptSigner {
     key: SigningKey,
     path: PathBuf,
     published: KeysResponse,
+    /// The key set last read from the file, with the file's identity when
+    /// it was read: read again only when that changed.
+    cached: Mutex<Option<(FileStamp, KeysResponse)>>,
+    /// Reads of the key file after loading (for tests).
+    reads: AtomicU64,
+}
+
+/// What identifies one version of the key file: its modification time,
+/// length and (on Unix) inode. A rotation writes a new file and renames it
+/// over the old one, so the inode changes even within one tick of a coarse
+/// clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    modified: Option<std::time::SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<Self> {
+        let meta = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Some(FileStamp {
+            modified: meta.modified().ok(),
+            len: meta.len(),
+            inode,
+        })
+    }
 }
 
 impl std::fmt::Debug for ReceiptSigner {
@@ -180,6 +213,8 @@ impl ReceiptSigner {
             key,
             path: path.to_owned(),
             published,
+            cached: Mutex::new(None),
+            reads: AtomicU64::new(0),
         })
     }
 
@@ -188,10 +223,23 @@ impl ReceiptSigner {
         Ok(sign_receipt(&self.key, kind, receipt_sha256)?)
     }
 
-    /// The public keys: read again from the key file (so a rotation made
-    /// for the deployment is published by every server at once), or the set
-    /// loaded at start when the file cannot be read now.
+    /// The public keys: read again from the key file whenever it changed
+    /// (its modification time, length or inode; so a rotation made for the
+    /// deployment is published by every server at once, and an unchanged
+    /// file is not read again on every request), or the set loaded at
+    /// start when the file cannot be read now.
     pub fn keys(&self) -> KeysResponse {
+        let stamp = FileStamp::of(&self.path);
+        let mut cached = match self.cached.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let (Some(stamp), Some((kept, keys))) = (&stamp, cached.as_ref())
+            && stamp == kept
+        {
+            return keys.clone();
+        }
+        self.reads.fetch_add(1, Ordering::Relaxed);
         match read_key_file(&self.path) {
             Ok(file) if current(&file).is_some() => {
                 let mut fresh = published(&file);
@@ -206,10 +254,19 @@ impl ReceiptSigner {
                             .cloned(),
                     );
                 }
+                *cached = stamp.map(|stamp| (stamp, fresh.clone()));
                 fresh
             }
-            _ => self.published.clone(),
+            _ => {
+                *cached = None;
+                self.published.clone()
+            }
         }
+    }
+
+    /// How many times [`ReceiptSigner::keys`] read the key file.
+    pub fn key_file_reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     /// The id of the key this server signs with.
@@ -373,6 +430,7 @@ mod tests {
         assert_ne!(keys.current_key_id, first.key_id());
         // The running server publishes the rotation at once...
         assert_eq!(first.keys(), keys);
+        assert_eq!(first.key_file_reads(), 1);
         // ...and signs with the new key once it loads the file again.
         let second = ReceiptSigner::load(&path).unwrap_or_else(|e| panic!("loads: {e:?}"));
         assert_eq!(second.key_id(), keys.current_key_id);
@@ -435,6 +493,33 @@ mod tests {
             .unwrap_or_else(|| panic!("secret"));
         assert!(!err.contains(hex), "{err}");
         assert!(!err.contains(&hex[..16]), "{err}");
+    }
+
+    #[test]
+    fn the_key_file_is_read_again_only_when_it_changed_and_a_rotation_shows_at_once() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e:?}"));
+        let path = dir.path().join(SIGNING_KEY_FILE);
+        let signer =
+            ReceiptSigner::load_or_create(&path, 1_000).unwrap_or_else(|e| panic!("{e:?}"));
+        let before = signer.keys();
+        for _ in 0..5 {
+            assert_eq!(signer.keys(), before);
+        }
+        assert_eq!(signer.key_file_reads(), 1, "an unchanged file is read once");
+        // A rotation right after (same clock tick or not) is published by
+        // the very next call.
+        let rotated = rotate(&path, 2_000).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(signer.keys(), rotated);
+        assert_eq!(rotated.keys.len(), 2);
+        assert_eq!(signer.key_file_reads(), 2);
+        assert_eq!(signer.keys(), rotated);
+        assert_eq!(signer.key_file_reads(), 2);
+        // A file that cannot be read falls back to the keys loaded at start,
+        // and is read again once it is back.
+        std::fs::rename(&path, dir.path().join("moved.json")).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(signer.keys(), before);
+        std::fs::rename(dir.path().join("moved.json"), &path).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(signer.keys(), rotated);
     }
 
     #[test]

@@ -12,8 +12,22 @@
 //! detect alone: an attacker who rewrites the whole chain *and* the head. Ship
 //! the head digest to an external witness for that, and check it later with
 //! `Store::audit_event_sha256`.
+//!
+//! The events are also the leaves of a Merkle tree in the shape of
+//! Certificate Transparency (RFC 6962; [`mosaic_harness::merkle`]): event
+//! `n` is leaf `n - 1`, its leaf hash `SHA-256(0x00 || leaf bytes)` where the
+//! leaf bytes are exactly the bytes its digest covers
+//! (`"mosaic.store.audit_event.v1" || 0x0A || canonical_json(body)`). Each
+//! row keeps its leaf hash, and the store keeps the tree's compact range
+//! (one subtree hash per set bit of the size) in its metadata, advanced in
+//! the event's own transaction: an append costs O(log n) hashes, and the
+//! tree head (size and root) is known at any time without a scan. A signed
+//! tree head then proves what the log held at that size, an inclusion
+//! proof that an event is in it, and a consistency proof that a later head
+//! only appended to an earlier one.
 
-use mosaic_harness::canonical::{CanonicalError, domain_digest};
+use mosaic_harness::canonical::{CanonicalError, domain_bytes, sha256_hex};
+use mosaic_harness::merkle::{self, CompactRange};
 use serde::{Deserialize, Serialize};
 
 /// Domain tag of the audit event digest.
@@ -83,17 +97,46 @@ pub struct AuditEventBody {
 impl AuditEventBody {
     /// This event's digest.
     pub fn digest(&self) -> Result<String, CanonicalError> {
-        domain_digest(AUDIT_EVENT_DOMAIN, self)
+        Ok(self.digests()?.0)
+    }
+
+    /// The bytes its digest covers, which are also its Merkle leaf's bytes.
+    pub fn leaf_bytes(&self) -> Result<Vec<u8>, CanonicalError> {
+        domain_bytes(AUDIT_EVENT_DOMAIN, self)
+    }
+
+    /// `(event digest, Merkle leaf hash)`, both lowercase hex, from one
+    /// encoding.
+    pub fn digests(&self) -> Result<(String, String), CanonicalError> {
+        let bytes = self.leaf_bytes()?;
+        Ok((
+            sha256_hex(&bytes),
+            merkle::to_hex(&merkle::leaf_hash(&bytes)),
+        ))
     }
 }
 
-/// A stored event: body plus its digest.
+/// A stored event: body plus its digest and leaf hash.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditEvent {
     /// The hashed body.
     pub body: AuditEventBody,
     /// Digest stored alongside.
     pub event_sha256: String,
+    /// Merkle leaf hash stored alongside.
+    pub leaf_sha256: String,
+}
+
+/// The Merkle tree head the store keeps: its size (the number of events),
+/// root, and the hash chain's head digest at that size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditTreeHead {
+    /// Leaves (events) in the tree.
+    pub tree_size: u64,
+    /// The tree's root, lowercase hex.
+    pub root_sha256: String,
+    /// The digest of event `tree_size` ([`GENESIS_DIGEST`] when empty).
+    pub chain_sha256: String,
 }
 
 /// Result of walking the chain.
@@ -105,6 +148,8 @@ pub enum AuditVerification {
         events: u64,
         /// Digest of the last event (or [`GENESIS_DIGEST`]).
         head_sha256: String,
+        /// Root of the Merkle tree over every event.
+        root_sha256: String,
     },
     /// The chain is broken at `seq`.
     Broken {
@@ -135,17 +180,25 @@ pub enum AuditProblem {
     },
     /// A stored row does not decode.
     Undecodable,
+    /// The stored Merkle leaf hash does not recompute from the body.
+    LeafMismatch,
+    /// The stored tree head (compact range) is not the tree of the stored
+    /// leaves.
+    TreeMismatch,
 }
 
-/// Walks `events` (in stored sequence order) and checks every link, digest
-/// and the stored head. Pure: every backend shares it.
+/// Walks `events` (in stored sequence order) and checks every link, digest,
+/// leaf hash, the stored head and the stored tree. Pure: every backend
+/// shares it.
 pub fn verify_chain(
     events: impl IntoIterator<Item = Result<AuditEvent, AuditProblemAt>>,
     head_seq: u64,
     head_sha256: &str,
+    tree: &CompactRange,
 ) -> AuditVerification {
     let mut expected_seq = 1u64;
     let mut prev = GENESIS_DIGEST.to_owned();
+    let mut rebuilt = CompactRange::new();
     for item in events {
         let event = match item {
             Ok(event) => event,
@@ -168,12 +221,21 @@ pub fn verify_chain(
                 problem: AuditProblem::BadLink,
             };
         }
-        match event.body.digest() {
-            Ok(digest) if digest == event.event_sha256 => {}
+        let leaf = match event.body.digests() {
+            Ok((digest, leaf)) if digest == event.event_sha256 => leaf,
             _ => {
                 return AuditVerification::Broken {
                     seq,
                     problem: AuditProblem::DigestMismatch,
+                };
+            }
+        };
+        match merkle::from_hex(&event.leaf_sha256) {
+            Ok(stored) if leaf == event.leaf_sha256 => rebuilt.append(stored),
+            _ => {
+                return AuditVerification::Broken {
+                    seq,
+                    problem: AuditProblem::LeafMismatch,
                 };
             }
         }
@@ -187,10 +249,34 @@ pub fn verify_chain(
             problem: AuditProblem::HeadMismatch { head_seq },
         };
     }
+    if rebuilt != *tree {
+        return AuditVerification::Broken {
+            seq: events,
+            problem: AuditProblem::TreeMismatch,
+        };
+    }
     AuditVerification::Intact {
         events,
         head_sha256: prev,
+        root_sha256: merkle::to_hex(&rebuilt.root()),
     }
+}
+
+/// How the store keeps the compact range in its metadata: the subtree
+/// hashes, largest first, joined by `,` (empty for the empty tree).
+pub(crate) fn encode_range(range: &CompactRange) -> String {
+    merkle::hex_all(range.hashes()).join(",")
+}
+
+/// Reads a stored compact range of `size` leaves.
+pub(crate) fn decode_range(size: u64, text: &str) -> Option<CompactRange> {
+    let hashes = text
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(merkle::from_hex)
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    CompactRange::from_parts(size, hashes).ok()
 }
 
 /// A problem found while reading a stored event.

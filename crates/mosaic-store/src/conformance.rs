@@ -985,21 +985,32 @@ pub fn degraded_activation_needs_policy_and_records_the_omission<F: StoreFactory
 
 /// The audit head can be published to an external witness and checked
 /// later: the digest stored for a sequence number is the head digest the
-/// chain walk reported when that event was the last.
+/// chain walk reported when that event was the last. The log is also a
+/// Merkle tree: the head the store keeps is the tree the walk rebuilds, and
+/// its proofs show an event in a tree and an earlier tree inside a later
+/// one, which a changed root or leaf refutes.
 pub fn audit_head_can_be_witnessed<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    use mosaic_harness::merkle;
     let (_db, mut store) = setup(factory, &test_config())?;
     let AuditVerification::Intact {
         events: before,
         head_sha256: witnessed,
+        root_sha256: witnessed_root,
     } = store.verify_audit_chain()?
     else {
         panic!("a fresh chain is intact");
     };
     assert!(before > 0, "seeding writes audit events");
+    let kept = store.audit_tree_head()?;
+    assert_eq!(
+        (kept.tree_size, &kept.root_sha256, &kept.chain_sha256),
+        (before, &witnessed_root, &witnessed)
+    );
     store.write(&Spec::principal(fixtures::TENANT_B, "alice", "r1").build())?;
     let AuditVerification::Intact {
         events: after,
         head_sha256: head,
+        root_sha256: root,
     } = store.verify_audit_chain()?
     else {
         panic!("the chain stays intact");
@@ -1010,6 +1021,51 @@ pub fn audit_head_can_be_witnessed<F: StoreFactory>(factory: &F) -> StoreResult<
     assert_ne!(witnessed, head);
     assert_eq!(store.audit_event_sha256(after + 1)?, None);
     assert_eq!(store.audit_event_sha256(0)?, None);
+    assert_eq!(store.audit_tree_head()?.root_sha256, root);
+    assert_ne!(root, witnessed_root);
+
+    let (old_root, new_root) = (
+        merkle::from_hex(&witnessed_root).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        merkle::from_hex(&root).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    );
+    // The earlier tree is a prefix of the later one.
+    let (proof, first, second) = store.audit_consistency_proof(before, after)?;
+    assert_eq!((first, second), (witnessed_root.clone(), root.clone()));
+    assert_eq!(proof.verify(&old_root, &new_root), Ok(()));
+    assert!(proof.verify(&new_root, &new_root).is_err());
+    // Every event is in both trees it belongs to, under its own leaf.
+    for seq in 1..=after {
+        let (inclusion, at) = store.audit_inclusion_proof(seq, after)?;
+        assert_eq!(at, root);
+        assert_eq!(inclusion.verify(&new_root), Ok(()), "event {seq}");
+        assert!(inclusion.verify(&old_root).is_err());
+        if seq <= before {
+            let (inclusion, at) = store.audit_inclusion_proof(seq, before)?;
+            assert_eq!(at, witnessed_root);
+            assert_eq!(inclusion.verify(&old_root), Ok(()), "event {seq}");
+        }
+    }
+    // The last event's leaf is its body's.
+    let (inclusion, _) = store.audit_inclusion_proof(after, after)?;
+    let trail = store.record_audit_trail("r1")?;
+    let last = trail
+        .iter()
+        .find(|e| e.seq == after)
+        .ok_or_else(|| StoreError::Corrupt("the last event names r1".into()))?;
+    assert_eq!(inclusion.leaf_sha256, last.digests()?.1);
+    // Nothing past the log, and no empty or reversed sizes.
+    for (seq, size) in [(0, after), (after + 1, after + 1), (1, after + 1)] {
+        assert!(matches!(
+            store.audit_inclusion_proof(seq, size),
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+    for (first, second) in [(0, after), (after, before), (1, after + 1)] {
+        assert!(matches!(
+            store.audit_consistency_proof(first, second),
+            Err(StoreError::NotFound { .. })
+        ));
+    }
     Ok(())
 }
 

@@ -359,6 +359,30 @@ pub trait Store: Send {
     /// Walks the audit chain.
     fn verify_audit_chain(&mut self) -> StoreResult<AuditVerification>;
 
+    /// The audit log's Merkle tree head as the store keeps it: size, root
+    /// and chain head, read from metadata without a scan.
+    fn audit_tree_head(&mut self) -> StoreResult<crate::audit::AuditTreeHead>;
+
+    /// The inclusion proof of audit event `seq` in the tree of the first
+    /// `tree_size` events, and that tree's root. Reads every leaf hash up
+    /// to `tree_size` (O(n)). An event or size past the log is
+    /// [`StoreError::NotFound`].
+    fn audit_inclusion_proof(
+        &mut self,
+        seq: u64,
+        tree_size: u64,
+    ) -> StoreResult<(mosaic_harness::merkle::InclusionProof, String)>;
+
+    /// The consistency proof between the trees of the first `first_size`
+    /// and `second_size` events, and their roots. Reads every leaf hash up
+    /// to `second_size` (O(n)). Sizes outside `1..=` the log's size, or the
+    /// first above the second, are [`StoreError::NotFound`].
+    fn audit_consistency_proof(
+        &mut self,
+        first_size: u64,
+        second_size: u64,
+    ) -> StoreResult<(mosaic_harness::merkle::ConsistencyProof, String, String)>;
+
     /// Backend integrity check plus cross-table invariants.
     fn integrity_check(&mut self) -> StoreResult<IntegrityReport>;
     // ------------------------------------------------------------ directory

@@ -393,6 +393,11 @@ class Mosaic:
         """Revokes a memory; returns its deletion with the receipt once finalized."""
         return self._send(self._api.delete(record_id, authority_ref, user_id))
 
+    def deletion(self, record_id: str, *, user_id: Optional[str] = None) -> Deletion:
+        """Where a memory's deletion is; once finalized, its receipt and the
+        receipt's audit event proven in a signed tree head (``raw["audit_proof"]``)."""
+        return self._send(self._api.deletion(record_id, user_id))
+
     def delete_all(self, *, user_id: Optional[str] = None) -> Erasure:
         """Erases every memory about or by the key's principal and withdraws
         its consents; returns every deletion receipt."""
@@ -534,6 +539,10 @@ class AsyncMosaic:
 
     async def delete(self, record_id: str, *, authority_ref: Optional[str] = None, user_id: Optional[str] = None) -> Deletion:
         return await self._send(self._api.delete(record_id, authority_ref, user_id))
+
+    async def deletion(self, record_id: str, *, user_id: Optional[str] = None) -> Deletion:
+        """See :meth:`Mosaic.deletion`."""
+        return await self._send(self._api.deletion(record_id, user_id))
 
     async def delete_all(self, *, user_id: Optional[str] = None) -> Erasure:
         return await self._send(self._api.delete_all(user_id))

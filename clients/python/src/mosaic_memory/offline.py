@@ -14,7 +14,14 @@ What is checked, for every receipt in the document:
   ``"mosaic.receipt.signature.v1" || 0x0A || canonical_json({kind, key_id,
   receipt_sha256})`` verifies under the published key with that id;
 * for a recall: the selection receipt names the relevance receipt it came
-  with, and its counts add up to the selected records.
+  with, and its counts add up to the selected records;
+* for the audit log: a signed tree head (``GET /v1/admin/audit/head``), an
+  inclusion proof with the signed ``head`` it is against, a consistency
+  proof with the later signed ``head`` and the earlier one a witness kept
+  (``first_head``), and a deletion's ``audit_proof`` (its
+  ``deletion_finalized`` event in a signed head): RFC 6962 Merkle trees,
+  checked with ``hashlib`` alone (leaf ``SHA-256(0x00 || bytes)``, node
+  ``SHA-256(0x01 || left || right)``).
 
 A receipt that passes was issued, as it is, by a server holding one of the
 keys. The Rust verifier (``mosaic verify --offline``) also checks an
@@ -29,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 SIGNATURE_DOMAIN = "mosaic.receipt.signature.v1"
-AUDIT_HEAD_DOMAIN = "mosaic.audit.head.v1"
+AUDIT_TREE_HEAD_DOMAIN = "mosaic.audit.tree_head.v1"
+AUDIT_EVENT_DOMAIN = "mosaic.store.audit_event.v1"
 WRITE_RECEIPT_DOMAIN = "mosaic.memory.write_receipt.v1"
 SELECTION_RECEIPT_DOMAIN = "mosaic.memory.selection_receipt.v2"
 RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
@@ -46,7 +54,8 @@ class ReceiptFormatError(ValueError):
 class OfflineVerdict:
     """``valid`` when every receipt in the document verifies; ``checked``
     names them (``write``, ``selection``, ``relevance``, ``deletion``,
-    ``audit_head``); ``problem`` says why not."""
+    ``audit_head``, ``inclusion_proof``, ``consistency_proof``);
+    ``problem`` says why not."""
 
     valid: bool
     checked: List[str] = field(default_factory=list)
@@ -210,12 +219,174 @@ def _check(what: str, domain: str, kind: str, receipt: Any, signature: Any, keys
     return _signature_problem(what, signature, kind, digest, keys)
 
 
+# ---------------------------------------------------------------- audit log
+
+
+def leaf_hash(data: bytes) -> bytes:
+    """RFC 6962 leaf hash: ``SHA-256(0x00 || data)``."""
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """RFC 6962 node hash: ``SHA-256(0x01 || left || right)``."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def audit_event_leaf(event: Mapping[str, Any]) -> str:
+    """The leaf hash (hex) of an audit event body: over the bytes its
+    digest covers, ``"mosaic.store.audit_event.v1" || 0x0A ||
+    canonical_json(body)``."""
+    return leaf_hash(AUDIT_EVENT_DOMAIN.encode("ascii") + b"\n" + canonical_json(event)).hex()
+
+
+def _count(value: Any) -> Optional[int]:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_INT:
+        return value
+    return None
+
+
+def _hashes(values: Any) -> Optional[List[bytes]]:
+    if not isinstance(values, list):
+        return None
+    out = [_hex_bytes(v, 32) for v in values]
+    return None if any(h is None for h in out) else out  # type: ignore[return-value]
+
+
+def verify_inclusion(leaf: bytes, index: int, size: int, proof: List[bytes], root: bytes) -> bool:
+    """RFC 9162, 2.1.3.2: ``leaf`` is leaf ``index`` of the tree of ``size``
+    leaves whose root is ``root``."""
+    if index >= size:
+        return False
+    fn, sn, r = index, size - 1, leaf
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == root
+
+
+def verify_consistency(first: int, second: int, first_root: bytes, second_root: bytes, proof: List[bytes]) -> bool:
+    """RFC 9162, 2.1.4.2: the tree of ``first`` leaves is a prefix of the
+    tree of ``second`` leaves."""
+    if first == 0 or first > second:
+        return False
+    if first == second:
+        return not proof and first_root == second_root
+    path = ([first_root] if first & (first - 1) == 0 else []) + list(proof)
+    if not path:
+        return False
+    fn, sn = first - 1, second - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == first_root and sr == second_root
+
+
+def _head_problem(head: Any, keys: Mapping[str, bytes]) -> Optional[str]:
+    fields = ("tree_size", "root_sha256", "timestamp_unix_ms", "seq", "sha256", "signature")
+    if not isinstance(head, Mapping) or set(head) != set(fields):
+        raise ReceiptFormatError("the audit head is not {tree_size, root_sha256, timestamp_unix_ms, seq, sha256, signature}")
+    size, at = _count(head["tree_size"]), _count(head["timestamp_unix_ms"])
+    if size is None or at is None or not isinstance(head["root_sha256"], str) or not isinstance(head["sha256"], str):
+        raise ReceiptFormatError("the audit head's fields have the wrong types")
+    if head["seq"] != size:
+        return "the audit head's seq is not its tree_size"
+    digest = domain_digest(
+        AUDIT_TREE_HEAD_DOMAIN,
+        {"tree_size": size, "root_sha256": head["root_sha256"], "timestamp_unix_ms": at, "chain_sha256": head["sha256"]},
+    )
+    problem = _signature_problem("audit head", head["signature"], "audit_head", digest, keys)
+    if problem is None and _hex_bytes(head["root_sha256"], 32) is None:
+        return "the audit head's root is not SHA-256 hex"
+    return problem
+
+
+def _inclusion_problem(head: Any, proof: Any, keys: Mapping[str, bytes]) -> Optional[str]:
+    problem = _head_problem(head, keys)
+    if problem:
+        return problem
+    if not isinstance(proof, Mapping) or set(proof) != {"seq", "tree_size", "leaf_sha256", "audit_path"}:
+        raise ReceiptFormatError("the inclusion proof is not {seq, tree_size, leaf_sha256, audit_path}")
+    seq, size = _count(proof["seq"]), _count(proof["tree_size"])
+    leaf, path = _hex_bytes(proof["leaf_sha256"], 32), _hashes(proof["audit_path"])
+    if seq is None or size is None or leaf is None or path is None or seq == 0:
+        return "inclusion proof: malformed"
+    if size != head["tree_size"]:
+        return f"the inclusion proof is against a tree of {size} events, the head's holds {head['tree_size']}"
+    if not verify_inclusion(leaf, seq - 1, size, path, bytes.fromhex(head["root_sha256"])):
+        return "inclusion proof: the proof does not lead to the expected root"
+    return None
+
+
+def _consistency_problem(first: Any, second: Any, proof: Any, keys: Mapping[str, bytes]) -> Optional[str]:
+    for head in (first, second):
+        problem = _head_problem(head, keys)
+        if problem:
+            return problem
+    if not isinstance(proof, Mapping) or set(proof) != {"first_size", "second_size", "proof"}:
+        raise ReceiptFormatError("the consistency proof is not {first_size, second_size, proof}")
+    m, n, path = _count(proof["first_size"]), _count(proof["second_size"]), _hashes(proof["proof"])
+    if m is None or n is None or path is None:
+        return "consistency proof: malformed"
+    if m != first["tree_size"] or n != second["tree_size"]:
+        return "the consistency proof is not between the two heads' sizes"
+    if not verify_consistency(m, n, bytes.fromhex(first["root_sha256"]), bytes.fromhex(second["root_sha256"]), path):
+        return "consistency proof: the later head does not extend the earlier one"
+    return None
+
+
+def _deletion_audit_problem(deletion: Mapping[str, Any], proof: Any) -> Optional[str]:
+    if not isinstance(proof, Mapping) or set(proof) != {"event", "inclusion_proof", "head"}:
+        raise ReceiptFormatError("the audit proof is not {event, inclusion_proof, head}")
+    event = proof["event"]
+    if not isinstance(event, Mapping):
+        raise ReceiptFormatError("the audit event is not an object")
+    tombstone = deletion["body"].get("tombstone") if isinstance(deletion["body"], Mapping) else None
+    record_id = tombstone.get("record_id") if isinstance(tombstone, Mapping) else None
+    if (
+        event.get("kind") != "deletion_finalized"
+        or event.get("ref_id") != record_id
+        or event.get("payload") != {"deletion_receipt_sha256": deletion["receipt_sha256"]}
+    ):
+        return "the audit event is not this receipt's deletion_finalized event"
+    inclusion = proof["inclusion_proof"]
+    if not isinstance(inclusion, Mapping) or event.get("seq") != inclusion.get("seq") or audit_event_leaf(event) != inclusion.get("leaf_sha256"):
+        return "the inclusion proof is not about this audit event"
+    return None
+
+
 def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], Iterable[str], str]) -> OfflineVerdict:
     """Checks the receipts in one API answer, offline: a proposal's
-    (``receipt``, ``receipt_signature``), a recall's (``selection_receipt``,
+    (``receipt``, ``receipt_signature``), a memory's history
+    (``write_receipt``, ``write_receipt_signature``), a recall's (``selection_receipt``,
     ``relevance_receipt`` and their signatures), a revocation's
-    (``deletion_receipt``), a deletion receipt alone, or a signed audit head
-    (``GET /v1/admin/audit/head``). ``keys`` as :func:`load_public_keys`
+    (``deletion_receipt``, with its ``audit_proof`` when the deletion route
+    gave one), a deletion receipt alone, a signed audit tree head (``GET
+    /v1/admin/audit/head``), an inclusion proof with its signed ``head``,
+    or a consistency proof with the later signed ``head`` and the kept
+    ``first_head``. ``keys`` as :func:`load_public_keys`
     takes them. Raises :class:`ReceiptFormatError` when the document holds
     no receipt; a receipt that does not verify is a verdict."""
     public = load_public_keys(keys)
@@ -252,22 +423,39 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
             ["write"],
             _check("write", WRITE_RECEIPT_DOMAIN, "write", document["receipt"], document.get("receipt_signature"), public),
         )
+    if isinstance(document.get("write_receipt"), Mapping):  # a memory's history
+        return verdict(
+            ["write"],
+            _check("write", WRITE_RECEIPT_DOMAIN, "write", document["write_receipt"], document.get("write_receipt_signature"), public),
+        )
     deletion = document.get("deletion_receipt")
     if deletion is None and "body" in document:
         deletion = document
     if isinstance(deletion, Mapping):
         if not isinstance(deletion.get("body"), Mapping) or not isinstance(deletion.get("receipt_sha256"), str):
             raise ReceiptFormatError("the deletion receipt is not {body, receipt_sha256, signature}")
+        audit = document.get("audit_proof") if deletion is not document else None
+        checked = ["deletion"] + (["audit_head", "inclusion_proof"] if audit is not None else [])
         digest = domain_digest(DELETION_RECEIPT_DOMAIN, deletion["body"])
         if digest != deletion["receipt_sha256"]:
-            return verdict(["deletion"], "receipt_sha256 does not match the canonical body")
-        return verdict(["deletion"], _signature_problem("deletion", deletion.get("signature"), "deletion", digest, public))
+            return verdict(checked, "receipt_sha256 does not match the canonical body")
+        problem = _signature_problem("deletion", deletion.get("signature"), "deletion", digest, public)
+        if problem is None and audit is not None:
+            problem = _deletion_audit_problem(deletion, audit) or _inclusion_problem(audit["head"], audit["inclusion_proof"], public)
+        return verdict(checked, problem)
+    if "inclusion_proof" in document:
+        if "head" not in document:
+            raise ReceiptFormatError("an inclusion proof needs the signed head it is against, as head")
+        return verdict(["audit_head", "inclusion_proof"], _inclusion_problem(document["head"], document["inclusion_proof"], public))
+    if "consistency_proof" in document:
+        if "head" not in document or "first_head" not in document:
+            raise ReceiptFormatError("a consistency proof needs the later signed head (head) and the kept one (first_head)")
+        return verdict(
+            ["audit_head", "consistency_proof"],
+            _consistency_problem(document["first_head"], document["head"], document["consistency_proof"], public),
+        )
     if "seq" in document and "signature" in document:
-        seq, head = document.get("seq"), document.get("sha256")
-        if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(head, str):
-            raise ReceiptFormatError("the audit head is not {seq, sha256, signature}")
-        digest = domain_digest(AUDIT_HEAD_DOMAIN, {"seq": seq, "sha256": head})
-        return verdict(["audit_head"], _signature_problem("audit head", document["signature"], "audit_head", digest, public))
+        return verdict(["audit_head"], _head_problem(document, public))
     raise ReceiptFormatError(
         "the document holds no receipt (a proposal's, a recall's or a revocation's answer, a deletion receipt or an audit head)"
     )
@@ -276,10 +464,15 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
 __all__ = [
     "OfflineVerdict",
     "ReceiptFormatError",
+    "audit_event_leaf",
     "canonical_json",
     "domain_digest",
     "key_id",
+    "leaf_hash",
     "load_public_keys",
+    "node_hash",
     "signing_bytes",
+    "verify_consistency",
+    "verify_inclusion",
     "verify_receipt",
 ]

@@ -192,6 +192,10 @@ impl ServiceCore {
             superseded_by,
             derived_from,
             source_texts,
+            write_receipt_signature: write_receipt
+                .as_ref()
+                .map(|r| self.sign_receipt(ReceiptKind::Write, &r.receipt_sha256))
+                .transpose()?,
             write_receipt,
             audit_trail,
         })

@@ -1,4 +1,5 @@
-//! Health, the audit chain head and its witness, and `mosaic doctor`.
+//! Health and `mosaic doctor` (the audit log's heads and proofs are in
+//! `audit_log`).
 
 use super::*;
 
@@ -39,64 +40,6 @@ impl ServiceCore {
             }
             Err(std::sync::TryLockError::WouldBlock) => self.indexed_records.load(Relaxed),
         }
-    }
-
-    /// The audit chain's head after walking the whole chain (refused when
-    /// the chain does not verify). Publish it to an external witness.
-    pub fn audit_head(&self) -> ServiceResult<AuditHead> {
-        let mut inner = self.reader()?;
-        match inner.store.verify_audit_chain()? {
-            mosaic_store::audit::AuditVerification::Intact {
-                events,
-                head_sha256,
-            } => Ok(AuditHead {
-                seq: events,
-                sha256: head_sha256,
-            }),
-            broken => Err(ServiceError::Conflict {
-                code: "audit_chain_broken",
-                message: format!("the audit chain does not verify: {broken:?}"),
-            }),
-        }
-    }
-
-    /// [`ServiceCore::audit_head`], signed with the receipt-signing key.
-    pub fn signed_audit_head(&self) -> ServiceResult<SignedAuditHead> {
-        let head = self.audit_head()?;
-        let digest = mosaic_harness::receipt_signature::audit_head_sha256(head.seq, &head.sha256)?;
-        let signature = self.sign_receipt(
-            mosaic_harness::receipt_signature::ReceiptKind::AuditHead,
-            &digest,
-        )?;
-        Ok(SignedAuditHead {
-            seq: head.seq,
-            sha256: head.sha256,
-            signature,
-        })
-    }
-
-    /// Checks a head published earlier: the chain verifies and still holds
-    /// that event with that digest. `None` when it does; otherwise what is
-    /// wrong. This catches what the chain cannot catch alone: the chain
-    /// rewritten or truncated together with its stored head.
-    pub fn check_audit_witness(&self, witness: &AuditHead) -> ServiceResult<Option<String>> {
-        let head = match self.audit_head() {
-            Ok(head) => head,
-            Err(ServiceError::Conflict { message, .. }) => return Ok(Some(message)),
-            Err(e) => return Err(e),
-        };
-        let stored = self.reader()?.store.audit_event_sha256(witness.seq)?;
-        Ok(match stored {
-            Some(digest) if digest == witness.sha256 => None,
-            Some(digest) => Some(format!(
-                "event {} has digest {digest} but the witness recorded {}: the chain was rewritten",
-                witness.seq, witness.sha256
-            )),
-            None => Some(format!(
-                "event {} is missing (the chain ends at {}): the chain was truncated",
-                witness.seq, head.seq
-            )),
-        })
     }
 
     /// Everything `mosaic doctor` checks on an open service, as a list of

@@ -51,6 +51,7 @@ use crate::evidence::{
 use crate::metrics::Metrics;
 
 mod admin;
+mod audit_log;
 mod browse;
 mod carry;
 mod checkpoint;

@@ -115,6 +115,7 @@ impl ServiceCore {
                                 revocation_generation: current.as_ref().map_or(0, generation),
                                 tombstone: inner.store.tombstone(record_id)?,
                                 deletion_receipt: None,
+                                audit_proof: None,
                             });
                         }
                         Err(e) => Err(e),
@@ -153,6 +154,7 @@ impl ServiceCore {
                                 revocation_generation: token.revocation_generation(),
                                 tombstone: inner.store.tombstone(record_id)?,
                                 deletion_receipt: None,
+                                audit_proof: None,
                             });
                         }
                     };
@@ -176,6 +178,7 @@ impl ServiceCore {
                         revocation_generation: receipt.body.revocation_generation,
                         tombstone: Some(receipt.body.tombstone.clone()),
                         deletion_receipt: Some(receipt_view(&self.signer, &receipt)?),
+                        audit_proof: None,
                     });
                 }
             };
@@ -204,10 +207,14 @@ impl ServiceCore {
             self.visible_row(&mut inner, credential, record_id)?;
             inner.store.resume_revocation(record_id)?
         };
-        match state {
-            Some(state) => self.drive(record_id, state),
-            None => Err(ServiceError::not_found("revocation", record_id)),
+        let mut response = match state {
+            Some(state) => self.drive(record_id, state)?,
+            None => return Err(ServiceError::not_found("revocation", record_id)),
+        };
+        if let Some(receipt) = &response.deletion_receipt {
+            response.audit_proof = Some(self.deletion_audit_proof(record_id, receipt)?);
         }
+        Ok(response)
     }
 
     // ------------------------------------------------------------ consent

@@ -2,6 +2,7 @@
 
 mod addresses;
 mod application_keys;
+mod audit_proofs;
 mod audit_witness;
 mod chaos;
 mod claims;

@@ -157,6 +157,7 @@ fn after_a_complete_erasure_no_live_row_or_index_lookup_holds_the_text() {
         (200, Some("accepted")),
         "{r}"
     );
+    let alice_record = r["record_id"].as_str().expect("record id").to_owned();
     let kept = workspace_fact("pg-keep", "ws-main", "the harbour walk starts at noon");
     let (status, r) = call(
         &server,
@@ -230,4 +231,36 @@ fn after_a_complete_erasure_no_live_row_or_index_lookup_holds_the_text() {
         .get(0);
     assert_eq!(n, 1, "the index lookup finds what was not erased");
     tx.commit().expect("commit");
+
+    // On PostgreSQL too, the erased record's deletion is proven in a signed
+    // tree head over every tenant's events (row security notwithstanding),
+    // and the proofs verify offline.
+    let (_, keys) = call(&server, alice, "GET", "/v1/keys", None);
+    let keys = mosaic_server::signing::parse_public_keys(&keys.to_string()).expect("keys");
+    let (status, deletion) = call(
+        &server,
+        alice,
+        "GET",
+        &format!("/v1/memories/{alice_record}/deletion"),
+        None,
+    );
+    assert_eq!(status, 200, "{deletion}");
+    let verdict = mosaic_server::receipts::verify_document(&deletion, &keys).expect("deletion");
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(
+        verdict.checked,
+        ["deletion", "audit_head", "inclusion_proof"]
+    );
+    for seq in [1, 2] {
+        let (status, proof) = call(
+            &server,
+            &admin_key,
+            "GET",
+            &format!("/v1/admin/audit/proof/inclusion?seq={seq}"),
+            None,
+        );
+        assert_eq!(status, 200, "{proof}");
+        let verdict = mosaic_server::receipts::verify_document(&proof, &keys).expect("proof");
+        assert!(verdict.valid, "{verdict:?}");
+    }
 }

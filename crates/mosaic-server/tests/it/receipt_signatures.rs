@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-async fn published_keys(router: &axum::Router) -> (KeysResponse, Vec<VerifyingKey>) {
+pub(crate) async fn published_keys(router: &axum::Router) -> (KeysResponse, Vec<VerifyingKey>) {
     // No credential: anyone may fetch them.
     let (status, body) = send(router, "GET", "/v1/keys", None, None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -77,7 +77,7 @@ fn changed(value: &Value) -> Value {
 /// Changes every signed leaf of `doc` below the `signed` members in turn;
 /// each change must fail verification (a verdict of invalid, or a document
 /// that no longer parses). Returns how many were tried.
-fn every_mutation_fails(doc: &Value, signed: &[&str], keys: &[VerifyingKey]) -> usize {
+pub(crate) fn every_mutation_fails(doc: &Value, signed: &[&str], keys: &[VerifyingKey]) -> usize {
     let mut paths = Vec::new();
     for member in signed {
         assert!(!doc[*member].is_null(), "{member} is present: {doc}");
@@ -143,6 +143,27 @@ async fn every_receipt_is_signed_verifies_offline_and_fails_once_changed() {
     assert_eq!(verdict.checked, ["write"]);
     let tried = every_mutation_fails(&written, &["receipt", "receipt_signature"], &verifying);
     assert!(tried >= 19, "{tried}");
+
+    // The memory's history carries the same write receipt, signed alike.
+    let record_id = written["record_id"].as_str().expect("record id");
+    let (status, history) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{record_id}/history"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{history}");
+    assert_eq!(history["write_receipt"], written["receipt"]);
+    let verdict = verify_document(&history, &verifying).expect("a history");
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(verdict.checked, ["write"]);
+    every_mutation_fails(
+        &history,
+        &["write_receipt", "write_receipt_signature"],
+        &verifying,
+    );
 
     // Selection and relevance.
     let (status, recall) = send(
@@ -219,6 +240,25 @@ async fn every_receipt_is_signed_verifies_offline_and_fails_once_changed() {
     )
     .await;
     assert_eq!(again["deletion_receipt"], revoked["deletion_receipt"]);
+    // ...and comes with its audit event proven in a signed tree head
+    // issued after it.
+    let verdict = verify_document(&again, &verifying).expect("deletion");
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(
+        verdict.checked,
+        ["deletion", "audit_head", "inclusion_proof"]
+    );
+    assert_eq!(again["audit_proof"]["event"]["kind"], "deletion_finalized");
+    assert!(
+        again["audit_proof"]["head"]["timestamp_unix_ms"].as_u64()
+            >= again["deletion_receipt"]["body"]["finalized_at_unix_ms"].as_u64()
+    );
+    let tried = every_mutation_fails(&again, &["deletion_receipt", "audit_proof"], &verifying);
+    assert!(tried >= 30, "{tried}");
+    // Another record's proof does not prove this receipt.
+    let mut moved = again.clone();
+    moved["audit_proof"]["event"]["ref_id"] = json!("another-record");
+    assert!(!verify_document(&moved, &verifying).expect("deletion").valid);
 
     // The audit head.
     let (status, head) = send(
@@ -233,7 +273,19 @@ async fn every_receipt_is_signed_verifies_offline_and_fails_once_changed() {
     assert_eq!(head["signature"]["kind"], "audit_head");
     let verdict = verify_document(&head, &verifying).expect("audit head");
     assert!(verdict.valid, "{verdict:?}");
-    every_mutation_fails(&head, &["seq", "sha256", "signature"], &verifying);
+    assert_eq!(head["tree_size"], head["seq"]);
+    every_mutation_fails(
+        &head,
+        &[
+            "tree_size",
+            "root_sha256",
+            "timestamp_unix_ms",
+            "seq",
+            "sha256",
+            "signature",
+        ],
+        &verifying,
+    );
 
     // Under another server's keys nothing verifies.
     let stranger = [SigningKey::from_bytes(&[9u8; 32]).verifying_key()];

@@ -392,7 +392,37 @@ fn audit_head<C: Tx>(c: &C) -> StoreResult<(i64, String)> {
     .ok_or_else(|| StoreError::Corrupt("audit head missing".into()))
 }
 
-/// Appends one event to the hash chain and advances its head.
+/// The audit log's Merkle tree as stored: its compact range.
+fn audit_tree<C: Tx>(c: &C) -> StoreResult<mosaic_harness::merkle::CompactRange> {
+    let (size, text): (i64, String) = c
+        .row(
+            "SELECT int_value, text_value FROM meta WHERE key = 'audit_tree'",
+            params![],
+            |r| r.cols(),
+        )?
+        .ok_or_else(|| StoreError::Corrupt("audit tree missing".into()))?;
+    crate::audit::decode_range(u(size)?, &text)
+        .ok_or_else(|| StoreError::Corrupt("audit tree does not decode".into()))
+}
+
+/// The tree head the store keeps (no scan).
+pub(crate) fn audit_tree_head<C: Tx>(c: &C) -> StoreResult<crate::audit::AuditTreeHead> {
+    let (seq, chain_sha256) = audit_head(c)?;
+    let tree = audit_tree(c)?;
+    if tree.size() != u(seq)? {
+        return Err(StoreError::Corrupt(
+            "audit tree and chain head disagree".into(),
+        ));
+    }
+    Ok(crate::audit::AuditTreeHead {
+        tree_size: tree.size(),
+        root_sha256: mosaic_harness::merkle::to_hex(&tree.root()),
+        chain_sha256,
+    })
+}
+
+/// Appends one event to the hash chain and the Merkle tree and advances
+/// their heads (O(log n) hashes).
 pub(crate) fn audit<C: Tx>(
     c: &C,
     kind: AuditKind,
@@ -402,6 +432,12 @@ pub(crate) fn audit<C: Tx>(
     at_unix_ms: u64,
 ) -> StoreResult<()> {
     let (seq, prev) = audit_head(c)?;
+    let mut tree = audit_tree(c)?;
+    if tree.size() != u(seq)? {
+        return Err(StoreError::Corrupt(
+            "audit tree and chain head disagree".into(),
+        ));
+    }
     let body = AuditEventBody {
         seq: u(seq)? + 1,
         at_unix_ms,
@@ -411,11 +447,11 @@ pub(crate) fn audit<C: Tx>(
         payload,
         prev_sha256: prev,
     };
-    let digest = body.digest()?;
+    let (digest, leaf) = body.digests()?;
     let kind_text = encode(&body.kind)?;
     c.exec(
-        "INSERT INTO audit_events (seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO audit_events (seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256, leaf_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             i(body.seq)?,
             i(at_unix_ms)?,
@@ -425,6 +461,7 @@ pub(crate) fn audit<C: Tx>(
             &encode(&body.payload)?,
             &body.prev_sha256,
             &digest,
+            &leaf,
         ],
     )?;
     c.exec(
@@ -435,32 +472,165 @@ pub(crate) fn audit<C: Tx>(
         "UPDATE meta SET text_value = ?1 WHERE key = 'audit_head_sha256'",
         params![&digest],
     )?;
+    tree.append(
+        mosaic_harness::merkle::from_hex(&leaf).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    );
+    c.exec(
+        "UPDATE meta SET int_value = ?1, text_value = ?2 WHERE key = 'audit_tree'",
+        params![i(tree.size())?, &crate::audit::encode_range(&tree)],
+    )?;
     Ok(())
+}
+
+/// One stored event's columns, as the backends read them:
+/// `(seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256)`.
+pub(crate) type RawAuditEvent = (i64, i64, String, String, String, String, String);
+
+/// Decodes one stored event's body.
+pub(crate) fn audit_body(raw: RawAuditEvent) -> StoreResult<AuditEventBody> {
+    let (seq, at, kind, tenant_id, ref_id, payload, prev_sha256) = raw;
+    Ok(AuditEventBody {
+        seq: u(seq)?,
+        at_unix_ms: u(at)?,
+        kind: decode(&kind)?,
+        tenant_id,
+        ref_id,
+        payload: decode(&payload)?,
+        prev_sha256,
+    })
+}
+
+/// The leaf hashes of events stored before the log was a Merkle tree
+/// (`raw` in sequence order), and the tree over them: what the schema
+/// migration that introduced the tree writes. `(seq, leaf_sha256)` pairs.
+pub(crate) fn rebuild_audit_tree(
+    raw: Vec<RawAuditEvent>,
+) -> StoreResult<(Vec<(i64, String)>, mosaic_harness::merkle::CompactRange)> {
+    let mut tree = mosaic_harness::merkle::CompactRange::new();
+    let mut leaves = Vec::with_capacity(raw.len());
+    for row in raw {
+        let seq = row.0;
+        if u(seq)? != tree.size() + 1 {
+            return Err(StoreError::Corrupt(format!(
+                "audit events are not contiguous at {seq}"
+            )));
+        }
+        let (_, leaf) = audit_body(row)?.digests()?;
+        tree.append(
+            mosaic_harness::merkle::from_hex(&leaf)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        );
+        leaves.push((seq, leaf));
+    }
+    Ok((leaves, tree))
+}
+
+/// The stored leaf hashes of events `1..=tree_size` (every tenant's), in
+/// sequence order. O(n) rows.
+fn audit_leaves<C: Tx>(c: &C, tree_size: u64) -> StoreResult<Vec<mosaic_harness::merkle::Hash>> {
+    let mut rows: Vec<(i64, Option<String>)> = c.each_tenant(|| {
+        c.rows(
+            "SELECT seq, leaf_sha256 FROM audit_events WHERE seq <= ?1",
+            params![i(tree_size)?],
+            |r| r.cols(),
+        )
+    })?;
+    rows.sort_by_key(|row| row.0);
+    if rows.len() as u64 != tree_size {
+        return Err(StoreError::NotFound {
+            what: "audit tree size",
+            id: tree_size.to_string(),
+        });
+    }
+    rows.into_iter()
+        .enumerate()
+        .map(|(at, (seq, leaf))| {
+            let leaf = leaf
+                .filter(|_| u64::try_from(seq).ok() == Some(at as u64 + 1))
+                .and_then(|l| mosaic_harness::merkle::from_hex(&l).ok());
+            leaf.ok_or_else(|| StoreError::Corrupt(format!("audit event {seq} has no leaf hash")))
+        })
+        .collect()
+}
+
+/// The inclusion proof of event `seq` in the tree of the first
+/// `tree_size` events (`1 <= seq <= tree_size <=` the log's size), and that
+/// tree's root.
+pub(crate) fn audit_inclusion_proof<C: Tx>(
+    c: &C,
+    seq: u64,
+    tree_size: u64,
+) -> StoreResult<(mosaic_harness::merkle::InclusionProof, String)> {
+    use mosaic_harness::merkle;
+    let leaves = audit_leaves(c, tree_size)?;
+    let index = seq.checked_sub(1).ok_or_else(|| StoreError::NotFound {
+        what: "audit event",
+        id: seq.to_string(),
+    })?;
+    let path = merkle::inclusion_proof(&leaves, index).map_err(|_| StoreError::NotFound {
+        what: "audit event",
+        id: seq.to_string(),
+    })?;
+    let leaf = leaves
+        .get(usize::try_from(index).unwrap_or(usize::MAX))
+        .ok_or_else(|| StoreError::NotFound {
+            what: "audit event",
+            id: seq.to_string(),
+        })?;
+    Ok((
+        merkle::InclusionProof {
+            seq,
+            tree_size,
+            leaf_sha256: merkle::to_hex(leaf),
+            audit_path: merkle::hex_all(&path),
+        },
+        merkle::to_hex(&merkle::root(&leaves)),
+    ))
+}
+
+/// The consistency proof between the trees of the first `first_size` and
+/// `second_size` events (`1 <= first_size <= second_size <=` the log's
+/// size), and the two trees' roots.
+pub(crate) fn audit_consistency_proof<C: Tx>(
+    c: &C,
+    first_size: u64,
+    second_size: u64,
+) -> StoreResult<(mosaic_harness::merkle::ConsistencyProof, String, String)> {
+    use mosaic_harness::merkle;
+    let leaves = audit_leaves(c, second_size)?;
+    let proof =
+        merkle::consistency_proof(&leaves, first_size).map_err(|_| StoreError::NotFound {
+            what: "audit tree size",
+            id: first_size.to_string(),
+        })?;
+    let first = leaves
+        .get(..usize::try_from(first_size).unwrap_or(usize::MAX))
+        .map(merkle::root)
+        .ok_or_else(|| StoreError::NotFound {
+            what: "audit tree size",
+            id: first_size.to_string(),
+        })?;
+    Ok((
+        merkle::ConsistencyProof {
+            first_size,
+            second_size,
+            proof: merkle::hex_all(&proof),
+        },
+        merkle::to_hex(&first),
+        merkle::to_hex(&merkle::root(&leaves)),
+    ))
 }
 
 /// The events naming `ref_id`, in sequence order (the caller entered the
 /// record's tenant).
 pub(crate) fn record_audit_trail<C: Tx>(c: &C, ref_id: &str) -> StoreResult<Vec<AuditEventBody>> {
-    type Raw = (i64, i64, String, String, String, String, String);
-    let rows: Vec<Raw> = c.rows(
+    let rows: Vec<RawAuditEvent> = c.rows(
         "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256
          FROM audit_events WHERE ref_id = ?1 ORDER BY seq",
         params![ref_id],
         |r| r.cols(),
     )?;
-    rows.into_iter()
-        .map(|(seq, at, kind, tenant_id, ref_id, payload, prev_sha256)| {
-            Ok(AuditEventBody {
-                seq: u(seq)?,
-                at_unix_ms: u(at)?,
-                kind: decode(&kind)?,
-                tenant_id,
-                ref_id,
-                payload: decode(&payload)?,
-                prev_sha256,
-            })
-        })
-        .collect()
+    rows.into_iter().map(audit_body).collect()
 }
 
 /// The stored digest of event `seq` (every tenant's events are searched).
@@ -479,10 +649,20 @@ pub(crate) fn audit_event_sha256<C: Tx>(c: &C, seq: u64) -> StoreResult<Option<S
 /// the stored head.
 pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::AuditVerification> {
     use crate::audit::{AuditEvent, AuditProblem, AuditProblemAt, verify_chain};
-    type Raw = (i64, i64, String, String, String, String, String, String);
+    type Raw = (
+        i64,
+        i64,
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+    );
     let mut raw: Vec<Raw> = c.each_tenant(|| {
         c.rows(
-            "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256
+            "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256, leaf_sha256
              FROM audit_events ORDER BY seq",
             params![],
             |r| r.cols(),
@@ -490,9 +670,9 @@ pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::Audi
     })?;
     raw.sort_by_key(|row| row.0);
     let (head_seq, head_sha) = audit_head(c)?;
-    let events = raw
-        .into_iter()
-        .map(|(seq, at, kind, tenant, ref_id, payload, prev, digest)| {
+    let tree = audit_tree(c)?;
+    let events = raw.into_iter().map(
+        |(seq, at, kind, tenant, ref_id, payload, prev, digest, leaf)| {
             let seq_u = u64::try_from(seq).unwrap_or(0);
             let bad = AuditProblemAt {
                 seq: seq_u,
@@ -513,7 +693,9 @@ pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::Audi
                     prev_sha256: prev,
                 },
                 event_sha256: digest,
+                leaf_sha256: leaf.unwrap_or_default(),
             })
-        });
-    Ok(verify_chain(events, u(head_seq)?, &head_sha))
+        },
+    );
+    Ok(verify_chain(events, u(head_seq)?, &head_sha, &tree))
 }

@@ -570,6 +570,29 @@ macro_rules! impl_store {
                     self.read_tx(|c| $crate::ops::verify_audit_chain(c))
                 }
 
+                fn audit_tree_head(&mut self) -> StoreResult<$crate::audit::AuditTreeHead> {
+                    self.read_tx(|c| $crate::ops::audit_tree_head(c))
+                }
+
+                fn audit_inclusion_proof(
+                    &mut self,
+                    seq: u64,
+                    tree_size: u64,
+                ) -> StoreResult<(::mosaic_harness::merkle::InclusionProof, String)> {
+                    self.read_tx(|c| $crate::ops::audit_inclusion_proof(c, seq, tree_size))
+                }
+
+                fn audit_consistency_proof(
+                    &mut self,
+                    first_size: u64,
+                    second_size: u64,
+                ) -> StoreResult<(::mosaic_harness::merkle::ConsistencyProof, String, String)>
+                {
+                    self.read_tx(|c| {
+                        $crate::ops::audit_consistency_proof(c, first_size, second_size)
+                    })
+                }
+
                 fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
                     self.read_tx(|c| read::cross_table_check(c))
                 }

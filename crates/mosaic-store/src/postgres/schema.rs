@@ -80,7 +80,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -653,7 +653,59 @@ CREATE POLICY tenant_isolation ON verifiers
     USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
     WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
 "#,
+    // 9 -> 10
+    r#"
+-- The audit log is also a Merkle tree (see the SQLite migration): each
+-- event keeps its leaf hash, `audit_tree` the tree's compact range. The
+-- leaf hashes of earlier events are computed in this same transaction
+-- right after this statement, with row security lifted for the owner for
+-- the length of that step only (`AUDIT_TREE_VERSION`).
+ALTER TABLE audit_events ADD COLUMN IF NOT EXISTS leaf_sha256 TEXT;
+INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
+    ON CONFLICT (key) DO NOTHING;
+"#,
 ];
+
+/// The version whose migration makes the audit log a Merkle tree: the leaf
+/// hashes of earlier events are computed in Rust, over every tenant's
+/// events.
+pub const AUDIT_TREE_VERSION: i64 = 10;
+
+/// Writes the leaf hash of every stored audit event and the tree over them.
+fn build_audit_tree(tx: &mut postgres::Transaction<'_>) -> StoreResult<()> {
+    tx.batch_execute("ALTER TABLE audit_events NO FORCE ROW LEVEL SECURITY")?;
+    let raw: Vec<crate::ops::RawAuditEvent> = tx
+        .query(
+            "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256
+             FROM audit_events ORDER BY seq",
+            &[],
+        )?
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+                r.try_get(4)?,
+                r.try_get(5)?,
+                r.try_get(6)?,
+            ))
+        })
+        .collect::<Result<_, postgres::Error>>()?;
+    let (leaves, tree) = crate::ops::rebuild_audit_tree(raw)?;
+    let update = tx.prepare("UPDATE audit_events SET leaf_sha256 = $1 WHERE seq = $2")?;
+    for (seq, leaf) in &leaves {
+        tx.execute(&update, &[leaf, seq])?;
+    }
+    let size = crate::ops::i(tree.size())?;
+    tx.execute(
+        "UPDATE meta SET int_value = $1, text_value = $2 WHERE key = 'audit_tree'",
+        &[&size, &crate::audit::encode_range(&tree)],
+    )?;
+    tx.batch_execute("ALTER TABLE audit_events FORCE ROW LEVEL SECURITY")?;
+    Ok(())
+}
 
 /// What the application role may do, table by table: nothing more. Audit
 /// events are append-only, directories insert-only, and no table can be
@@ -723,6 +775,9 @@ pub fn migrate(owner: &mut Client) -> StoreResult<i64> {
     while version < SCHEMA_VERSION {
         tx.batch_execute(migration_from(MIGRATIONS, version)?)?;
         version += 1;
+        if version == AUDIT_TREE_VERSION {
+            build_audit_tree(&mut tx)?;
+        }
         tx.execute(
             "INSERT INTO schema_migrations (version) VALUES ($1)",
             &[&version],

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -371,7 +371,57 @@ INSERT INTO tenant_settings (tenant_id, policy_valid_from_ms, claim_updates, wri
 SELECT tenant_id, updated_at_ms, NULL, NULL, updated_at_ms FROM policies;
 INSERT INTO meta (key, int_value, text_value) VALUES ('catalog_imported', 0, NULL);
 "#,
+    // 9 -> 10
+    r#"
+-- The audit log is also a Merkle tree (RFC 6962): each event keeps its leaf
+-- hash, and `audit_tree` holds the tree's compact range (its size and one
+-- subtree hash per set bit of the size), advanced with every event. The
+-- leaf hashes of events stored before this version, and the range over
+-- them, are computed in this same transaction right after this statement
+-- (`AUDIT_TREE_VERSION`).
+ALTER TABLE audit_events ADD COLUMN leaf_sha256 TEXT;
+INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
+    ON CONFLICT (key) DO NOTHING;
+"#,
 ];
+
+/// The version whose migration makes the audit log a Merkle tree: the leaf
+/// hashes of earlier events are computed in Rust (SQLite has no SHA-256).
+pub const AUDIT_TREE_VERSION: i64 = 10;
+
+/// Writes the leaf hash of every stored audit event and the tree over them.
+fn build_audit_tree(tx: &rusqlite::Transaction<'_>) -> StoreResult<()> {
+    let raw: Vec<crate::ops::RawAuditEvent> = tx
+        .prepare(
+            "SELECT seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256
+             FROM audit_events ORDER BY seq",
+        )?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    let (leaves, tree) = crate::ops::rebuild_audit_tree(raw)?;
+    let mut update = tx.prepare("UPDATE audit_events SET leaf_sha256 = ?1 WHERE seq = ?2")?;
+    for (seq, leaf) in &leaves {
+        update.execute(rusqlite::params![leaf, seq])?;
+    }
+    tx.execute(
+        "UPDATE meta SET int_value = ?1, text_value = ?2 WHERE key = 'audit_tree'",
+        rusqlite::params![
+            crate::ops::i(tree.size())?,
+            crate::audit::encode_range(&tree)
+        ],
+    )?;
+    Ok(())
+}
 
 /// Brings the database to [`SCHEMA_VERSION`], or refuses a newer file.
 pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
@@ -400,6 +450,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
     while version < SCHEMA_VERSION {
         tx.execute_batch(migration_from(MIGRATIONS, version)?)?;
         version += 1;
+        if version == AUDIT_TREE_VERSION {
+            build_audit_tree(&tx)?;
+        }
     }
     tx.execute(
         "INSERT INTO meta (key, int_value) VALUES ('schema_version', ?1)

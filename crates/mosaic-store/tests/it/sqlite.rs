@@ -100,7 +100,7 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
     conn.execute_batch(&format!(
-        "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
          DELETE FROM meta WHERE key = 'latest_created_at';
@@ -176,7 +176,7 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // gate inputs.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 3;"
@@ -208,7 +208,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     // keyed by the record id.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              CREATE INDEX idx_records_line ON records (line_id, line_generation);
              CREATE TABLE c5 (
@@ -293,7 +293,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
 fn as_version_6(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 6;"
@@ -333,9 +333,13 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
 /// What a version 7 file looked like: records without addresses.
 fn as_version_7(path: &std::path::Path) {
     raw(path)
-        .execute_batch(&format!("{UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"))
+        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"))
         .expect("downgrade");
 }
+
+/// What version 10 added: the audit log's leaf hashes and tree.
+const UNDO_V10: &str = "ALTER TABLE audit_events DROP COLUMN leaf_sha256;
+    DELETE FROM meta WHERE key = 'audit_tree';";
 
 /// What a version 8 file lacked: the directory tables.
 const UNDO_V9: &str = "DROP TABLE api_keys; DROP TABLE tenant_settings; DROP TABLE policy_history;
@@ -353,7 +357,7 @@ fn version_8_files_gain_the_directory_in_place() {
     );
     drop(store);
     raw(&path)
-        .execute_batch(&format!("{UNDO_V9} PRAGMA user_version = 8;"))
+        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1009,4 +1013,125 @@ fn a_deferred_acknowledgement_leaves_the_connection_synced() {
         store.synchronous_level().expect("synchronous"),
         mosaic_store::sqlite::SYNCHRONOUS_FULL
     );
+}
+
+#[test]
+fn version_8_files_gain_the_audit_tree_in_place() {
+    use mosaic_harness::merkle;
+    let (_dir, path, mut store) = populated();
+    let AuditVerification::Intact {
+        events,
+        root_sha256,
+        ..
+    } = store.verify_audit_chain().expect("verify")
+    else {
+        panic!("intact");
+    };
+    drop(store);
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    // The tree over the earlier events is the one the log had grown.
+    let head = store.audit_tree_head().expect("head");
+    assert_eq!((head.tree_size, &head.root_sha256), (events, &root_sha256));
+    assert!(matches!(
+        store.verify_audit_chain().expect("verify"),
+        AuditVerification::Intact { .. }
+    ));
+    // And it keeps growing by appends only.
+    store
+        .write(&Spec::principal(fixtures::TENANT_A, "alice", "r-after").build())
+        .expect("write");
+    let later = store.audit_tree_head().expect("head");
+    assert!(later.tree_size > events);
+    let (proof, ..) = store
+        .audit_consistency_proof(events, later.tree_size)
+        .expect("proof");
+    let hash = |h: &str| merkle::from_hex(h).expect("hex");
+    assert_eq!(
+        proof.verify(&hash(&root_sha256), &hash(&later.root_sha256)),
+        Ok(())
+    );
+    // An empty version 8 file starts with the empty tree.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let path = empty.path().join("store.sqlite");
+    drop(SqliteStore::open(&path, test_config()).expect("open"));
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    let head = store.audit_tree_head().expect("head");
+    assert_eq!(head.tree_size, 0);
+    assert_eq!(head.root_sha256, merkle::to_hex(&merkle::empty_root()));
+}
+
+#[test]
+fn audit_tree_detects_an_edited_leaf_and_a_rewritten_tree() {
+    let (_dir, path, mut store) = populated();
+    let conn = raw(&path);
+    let (size, range): (i64, String) = conn
+        .query_row(
+            "SELECT int_value, text_value FROM meta WHERE key = 'audit_tree'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("tree");
+    let leaf: String = conn
+        .query_row(
+            "SELECT leaf_sha256 FROM audit_events WHERE seq = 3",
+            [],
+            |r| r.get(0),
+        )
+        .expect("leaf");
+    // A leaf hash that is not its body's.
+    conn.execute(
+        "UPDATE audit_events SET leaf_sha256 = ?1 WHERE seq = 3",
+        [&leaf.replace(&leaf[..1], if &leaf[..1] == "0" { "1" } else { "0" })],
+    )
+    .expect("tamper");
+    assert_eq!(broken_at(&mut store), (3, AuditProblem::LeafMismatch));
+    conn.execute(
+        "UPDATE audit_events SET leaf_sha256 = ?1 WHERE seq = 3",
+        [&leaf],
+    )
+    .expect("restore");
+    assert!(matches!(
+        store.verify_audit_chain().expect("verify"),
+        AuditVerification::Intact { .. }
+    ));
+    // A stored tree that is not the tree of the leaves.
+    let forged = range.replacen(&range[..1], if &range[..1] == "0" { "1" } else { "0" }, 1);
+    conn.execute(
+        "UPDATE meta SET text_value = ?1 WHERE key = 'audit_tree'",
+        [&forged],
+    )
+    .expect("tamper");
+    assert_eq!(
+        broken_at(&mut store),
+        (
+            u64::try_from(size).expect("size"),
+            AuditProblem::TreeMismatch
+        )
+    );
+    // A tree whose size is not the chain's refuses the next append, which
+    // changes nothing.
+    conn.execute(
+        "UPDATE meta SET int_value = int_value - 1, text_value = ?1 WHERE key = 'audit_tree'",
+        [&range],
+    )
+    .expect("tamper");
+    let before: i64 = conn
+        .query_row("SELECT count(*) FROM audit_events", [], |r| r.get(0))
+        .expect("count");
+    assert!(
+        store
+            .write(&Spec::principal(fixtures::TENANT_A, "alice", "r-x").build())
+            .is_err()
+    );
+    let after: i64 = conn
+        .query_row("SELECT count(*) FROM audit_events", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(before, after);
 }

@@ -4,6 +4,7 @@
 //! hands B's data to A; the role cannot switch the policies off.
 
 use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation};
+use mosaic_store::audit::AuditVerification;
 use mosaic_store::conformance::fixtures::{self, Spec, T0, TENANT_A, TENANT_B};
 use mosaic_store::conformance::{StoreFactory, publish_all, test_config};
 use mosaic_store::postgres::schema::{self, SCHEMA_VERSION, TENANT_TABLES};
@@ -526,6 +527,10 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
 }
 
 /// What a version 8 schema lacked: the directory tables.
+/// What version 10 added: the audit log's leaf hashes and tree.
+const UNDO_V10: &str = "ALTER TABLE audit_events DROP COLUMN leaf_sha256;
+    DELETE FROM meta WHERE key = 'audit_tree';";
+
 const UNDO_V9: &str = "DROP TABLE api_keys; DROP TABLE tenant_settings; DROP TABLE policy_history;
     DROP TABLE verifiers; DROP TABLE server_settings;
     DELETE FROM meta WHERE key = 'catalog_imported';";
@@ -585,7 +590,7 @@ fn version_8_schemas_take_in_the_servers_own_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
+            "{UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -709,6 +714,64 @@ fn version_7_schemas_gain_addresses_in_place() {
             .expect("lookup"),
         None
     );
+}
+
+#[test]
+fn version_8_schemas_gain_the_audit_tree_in_place() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, mut store) = seeded(&factory);
+    let AuditVerification::Intact {
+        events,
+        root_sha256,
+        ..
+    } = store.verify_audit_chain().expect("verify")
+    else {
+        panic!("intact");
+    };
+    drop(store);
+    // What a version 8 schema looked like: a hash chain without a tree (and
+    // without the tables version 9 added).
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute(&format!(
+            "{UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
+        ))
+        .expect("downgrade");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    // Every tenant's events are in the tree, row security notwithstanding:
+    // it is the tree the log had grown.
+    let head = store.audit_tree_head().expect("head");
+    assert_eq!((head.tree_size, &head.root_sha256), (events, &root_sha256));
+    assert!(matches!(
+        store.verify_audit_chain().expect("verify"),
+        AuditVerification::Intact { .. }
+    ));
+    let (proof, first, second) = store.audit_consistency_proof(1, events).expect("proof");
+    let hash = |h: &str| mosaic_harness::merkle::from_hex(h).expect("hex");
+    assert_eq!(proof.verify(&hash(&first), &hash(&second)), Ok(()));
+    // Row security is forced on the events again.
+    let mut app = factory.app(&db).expect("app");
+    let mut tx = as_tenant(&mut app, None);
+    assert_eq!(count(&mut tx, "SELECT count(*) FROM audit_events"), 0);
+    drop(tx);
+    let mut tx = as_tenant(&mut app, Some(TENANT_A));
+    assert!(count(&mut tx, "SELECT count(*) FROM audit_events") > 0);
+    drop(tx);
+    let forced: bool = admin
+        .query_one(
+            "SELECT relforcerowsecurity FROM pg_class WHERE oid = 'audit_events'::regclass",
+            &[],
+        )
+        .and_then(|r| r.try_get(0))
+        .expect("forced");
+    assert!(forced);
 }
 
 #[test]
