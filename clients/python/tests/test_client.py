@@ -63,7 +63,7 @@ def test_fact_search_get_list_history_delete_and_verify(client, principal):
     assert fact.accepted, fact.violations
     assert fact.readable and fact.line_generation == 1
 
-    found = client.search("where does the user live", kinds=["semantic"])
+    found = client.search("where did the user move", kinds=["semantic"])
     assert found.record_ids == [fact.record_id]
     hit = found.hits[0]
     # A hit carries what a caller shows: the content, kind and a float score

@@ -66,7 +66,7 @@ def test_memory_client_round_trip(server, principal):
     assert client.get(food)["metadata"] == {"topic": "profile"}
     client.add("I play the cello.", user_id=user)
 
-    found = client.search("what can I cook, any allergies?", filters={"user_id": user}, top_k=2)
+    found = client.search("what can I cook, as I am allergic?", filters={"user_id": user}, top_k=2)
     assert 1 <= len(found["results"]) <= 2
     assert found["results"][0]["memory"] == "user: I am vegetarian and allergic to nuts."
     assert all(0.0 <= r["score"] < 1.0 for r in found["results"])

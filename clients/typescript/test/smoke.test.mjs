@@ -88,7 +88,7 @@ test("conversation, fact, search, explain, get, list, history, delete, verify, d
   assert.equal(refused.decision, "rejected");
   assert.ok(refused.violations.length > 0 && refused.violations.every((v) => typeof v.violation === "string"));
 
-  const found = await m.search("where does the user live", { kinds: ["semantic"] });
+  const found = await m.search("where did the user move", { kinds: ["semantic"] });
   assert.deepEqual(found.selected_record_ids, [fact.record_id]);
   assert.match(found.context, /Berlin/);
   const explained = await m.explain("where does the user live");

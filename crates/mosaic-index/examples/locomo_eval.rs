@@ -5,6 +5,7 @@
 //!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8] [--model-dir DIR]
 //!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]...
 //!     [--split tuning|held-out|all] [--tables] [--latency] [--batch 64|session]
+//!     [--conversations FIRST-LAST] [--leave-out-question-turns]
 //! ```
 //!
 //! Each conversation is one principal; each turn one episodic record with
@@ -36,7 +37,12 @@
 //! session` makes each session one batch, as `mosaic serve` receives them
 //! when a client sends a session per `POST /v1/conversations/{id}/messages`
 //! (`scripts/locomo-http.py`), so the embedding time it reports is the
-//! embedding-only figure for that ingest.
+//! embedding-only figure for that ingest. `--conversations FIRST-LAST`
+//! keeps only those conversations (0-based, file order) and their
+//! questions, and `--leave-out-question-turns` ingests neither a
+//! question's own turn nor its reference reply (`query_turn_id`,
+//! `answer_turn_id`: RealMem asks inside the history), as
+//! `scripts/eval-http.py` does with the same flags.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,6 +85,13 @@ struct Question {
     question: String,
     category: serde_json::Value,
     evidence: Vec<String>,
+    /// The turn that asks the question, when it sits inside the history
+    /// (RealMem); left out of the ingest with `--leave-out-question-turns`.
+    #[serde(default)]
+    query_turn_id: Option<String>,
+    /// The reference reply to the question (RealMem), left out alike.
+    #[serde(default)]
+    answer_turn_id: Option<String>,
 }
 
 /// A category as a sortable key: LoCoMo's numbers first (`1 multi-hop`),
@@ -301,6 +314,8 @@ fn main() {
     // None: one batch per session.
     let mut batch = Some(64usize);
     let mut split: Option<bool> = None;
+    let mut keep: Option<(usize, usize)> = None;
+    let mut leave_out_question_turns = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -326,6 +341,18 @@ fn main() {
                 }
             }
             "--latency" => latency = true,
+            "--conversations" => {
+                keep = Some(
+                    it.next()
+                        .and_then(|v| v.split_once('-'))
+                        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                        .filter(|(a, b): &(usize, usize)| a <= b)
+                        .unwrap_or_else(|| {
+                            fail("--conversations needs FIRST-LAST (0-based)".into())
+                        }),
+                )
+            }
+            "--leave-out-question-turns" => leave_out_question_turns = true,
             "--idle-ms" => {
                 idle_ms = it
                     .next()
@@ -350,7 +377,7 @@ fn main() {
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session] [--conversations FIRST-LAST] [--leave-out-question-turns]".into());
     }
     if idle_ms > 0 && !latency {
         fail("--idle-ms applies to --latency's questions: add --latency".into());
@@ -362,8 +389,37 @@ fn main() {
             .collect();
         tables = true;
     }
-    let conversations: Vec<Conversation> = read_jsonl(&positional[0]);
-    let questions: Vec<Question> = read_jsonl(&positional[1]);
+    let mut conversations: Vec<Conversation> = read_jsonl(&positional[0]);
+    let mut questions: Vec<Question> = read_jsonl(&positional[1]);
+    // `--conversations FIRST-LAST`: only those conversations (file order,
+    // both ends included) and their questions, as `scripts/eval-http.py`.
+    if let Some((first, last)) = keep {
+        conversations = conversations
+            .into_iter()
+            .skip(first)
+            .take(last - first + 1)
+            .collect();
+        let kept: BTreeSet<&str> = conversations
+            .iter()
+            .map(|c| c.conversation_id.as_str())
+            .collect();
+        questions.retain(|q| kept.contains(q.conversation_id.as_str()));
+    }
+    // A question asked inside the history (RealMem): its own turn and its
+    // reference reply are not memories to recall.
+    let left_out: BTreeSet<(String, String)> = if leave_out_question_turns {
+        questions
+            .iter()
+            .flat_map(|q| {
+                [&q.query_turn_id, &q.answer_turn_id]
+                    .into_iter()
+                    .flatten()
+                    .map(|t| (q.conversation_id.clone(), t.clone()))
+            })
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     let embedder = Arc::new(CachedEmbedder::open(
         make_embedder(&embedder_kind, model_dir.as_deref()),
         cache_path.as_deref(),
@@ -393,6 +449,9 @@ fn main() {
         let mut position = 0u64;
         for (s_idx, session) in conv.sessions.iter().enumerate() {
             for turn in &session.turns {
+                if left_out.contains(&(conv.conversation_id.clone(), turn.turn_id.clone())) {
+                    continue;
+                }
                 position += 1;
                 let record_id = format!("{}:{}", conv.conversation_id, turn.turn_id);
                 let text = format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);

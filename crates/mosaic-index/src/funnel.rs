@@ -8,8 +8,9 @@
 //!     integers, speaker prior (records whose speaker the query names, or
 //!     whose role its person names), recency for questions about the
 //!     current state, a time prior for questions asking when (records that
-//!     place something in time), optional neighbouring-record bonus, ties
-//!     by record id
+//!     place something in time), optional neighbouring-record bonus, no
+//!     rank for a candidate with no evidence of relevance (no term matched,
+//!     vector similarity under a floor), ties by record id
 //!   → RelevanceInput → rank_relevance → RelevanceReceipt
 //!   → select_memory_ranked → context handoff (the core's
 //!     `mosaic_harness::memory_scope::hand_off`, re-exported as [`crate::hand_off`])
@@ -41,7 +42,7 @@ use crate::vector::VectorIndex;
 /// Domain tag of the query digest.
 pub const QUERY_DOMAIN: &str = "mosaic.index.recall_query.v1";
 /// Release of the fusion below; bound into every relevance receipt.
-pub const RANKER_RELEASE: &str = "funnel-zscore-window-speaker-recency-time-v5";
+pub const RANKER_RELEASE: &str = "funnel-zscore-window-speaker-recency-time-floor-v6";
 
 /// Which candidate generators run.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
@@ -128,6 +129,12 @@ pub struct FunnelConfig {
     /// the score of a candidate that places something in time
     /// (`text::places_in_time`); 0 disables it.
     pub time_permille: u64,
+    /// Relevance floor, per-mille of vector similarity: a candidate that
+    /// no query term matched (no lexical score), no claim key matched, and
+    /// whose vector similarity to the query is below this is not ranked at
+    /// all, so a scope's unrelated memories are not returned at relevance
+    /// 0; 0 disables it.
+    pub relevance_floor_permille: u64,
 }
 
 impl Default for FunnelConfig {
@@ -140,7 +147,10 @@ impl Default for FunnelConfig {
     /// (speakers that are roles chosen by the question's person), later
     /// records up to 1.25 times their score for a question about the
     /// current state, records that place something in time at 1.5 times
-    /// their score for a question asking when, no extra neighbour bonus.
+    /// their score for a question asking when, no extra neighbour bonus;
+    /// candidates with no term matched below a vector similarity of 0.25
+    /// not ranked (the 90th percentile of MiniLM's similarity between a
+    /// question and another conversation's turns).
     fn default() -> Self {
         FunnelConfig {
             candidate_depth: 100,
@@ -159,6 +169,7 @@ impl Default for FunnelConfig {
             speaker_roles: true,
             recency_permille: 250,
             time_permille: 500,
+            relevance_floor_permille: 250,
         }
     }
 }

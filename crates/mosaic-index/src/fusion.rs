@@ -15,7 +15,7 @@
 //! current-state questions and the neighbour bonus, is [`fuse`]: deterministic, no I/O, so both paths rank
 //! alike and report the same ranker release.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use mosaic_harness::memory_scope::{ScoredCandidate, SealedEligibleSet, fixed_point_score};
@@ -83,6 +83,14 @@ pub trait CandidateSource {
     /// vector per record.
     fn vector_passage(&self, _record_id: &str, _query_vector: &[f32]) -> Option<PassageMatch> {
         None
+    }
+
+    /// Whether `record_id`'s own text holds one of `query_terms` (a BM25
+    /// hit over turn windows may match only through its neighbours).
+    /// Asked after the lexical list ran. A source that cannot tell answers
+    /// true, so every lexical hit counts as evidence of relevance.
+    fn holds_query_term(&self, _record_id: &str, _query_terms: &[String]) -> bool {
+        true
     }
 }
 
@@ -259,6 +267,28 @@ pub fn fuse<S: CandidateSource + ?Sized>(
             .entry(id.clone())
             .or_insert_with(|| blank(id))
             .structured = true;
+    }
+    // Relevance floor: a candidate with no evidence of relevance (its own
+    // text holds no query term, whatever its turn window holds; no claim
+    // key; and its vector similarity is below the floor) is not ranked.
+    // Without a vector list (a lexical read) there is no similarity to
+    // judge by, and every lexical hit is kept.
+    if c.relevance_floor_permille > 0 && vector_plan.is_some() {
+        let floor = c.relevance_floor_permille as f32 / 1_000.0;
+        let mut evidence: BTreeSet<&str> = lexical_hits
+            .iter()
+            .filter(|h| h.score > 0.0 && features.holds_query_term(&h.record_id, &query_terms))
+            .map(|h| h.record_id.as_str())
+            .collect();
+        evidence.extend(structured.iter().map(String::as_str));
+        evidence.extend(
+            vector_hits
+                .iter()
+                .filter(|h| h.score >= floor)
+                .map(|h| h.record_id.as_str()),
+        );
+        base.retain(|id, _| evidence.contains(id.as_str()));
+        explain.retain(|id, _| evidence.contains(id.as_str()));
     }
     // Speaker prior: a record whose speaker the query names gains
     // `speaker_permille` of its fused score (before any neighbour bonus,
@@ -469,6 +499,10 @@ impl CandidateSource for MemorySource<'_> {
     fn vector_passage(&self, record_id: &str, query_vector: &[f32]) -> Option<PassageMatch> {
         self.vector.passage_match(record_id, query_vector)
     }
+
+    fn holds_query_term(&self, record_id: &str, query_terms: &[String]) -> bool {
+        self.lexical.holds_any(record_id, query_terms)
+    }
 }
 
 #[cfg(test)]
@@ -630,5 +664,65 @@ mod tests {
         let (_, now) = run(RetrievalMode::Hybrid, "where is it now", &[]);
         assert_eq!(by_id(&now, "a").0.recency_bonus, 0);
         assert!(by_id(&now, "c").0.recency_bonus > 0);
+    }
+
+    #[test]
+    fn a_candidate_with_no_evidence_of_relevance_is_not_ranked() {
+        // "d" is found by the vector list only, at similarity 0.1.
+        let set = SealedEligibleSet::seal(EligibleSet {
+            read_context_sha256: sha256_hex(b"read"),
+            entries: ["a", "d"]
+                .iter()
+                .map(|id| EligibleEntry {
+                    record_id: (*id).into(),
+                    content_sha256: sha256_hex(id.as_bytes()),
+                })
+                .collect(),
+        })
+        .unwrap();
+        let query = RecallQuery {
+            tenant_id: "t",
+            policy_sha256: "p",
+            selector_release: "s",
+            read_subject: "r",
+            revocation_generation: 0,
+            text: "x",
+            claim_keys: &[],
+            eligible: &set,
+            max_results: 10,
+            mode: RetrievalMode::Hybrid,
+        };
+        let ranked = |config: &FunnelConfig| {
+            let candidates = Candidates {
+                lexical: vec![hit("a", 2.0)],
+                vector: vec![hit("d", 0.1), hit("a", 0.05)],
+                vector_plan: Some(SearchPlan::ExactScan),
+                ..Candidates::default()
+            };
+            let recall = fuse(
+                config,
+                &query,
+                candidates,
+                &Scripted::default(),
+                &sha256_hex(b"x"),
+                "features".into(),
+            )
+            .unwrap();
+            recall
+                .record_ids()
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+        };
+        // Below the floor and no term matched: not ranked. "a" matched a
+        // term, so its low similarity does not drop it.
+        assert_eq!(ranked(&FunnelConfig::default()), ["a"]);
+        let off = FunnelConfig {
+            relevance_floor_permille: 0,
+            ..FunnelConfig::default()
+        };
+        let mut all = ranked(&off);
+        all.sort();
+        assert_eq!(all, ["a", "d"]);
     }
 }

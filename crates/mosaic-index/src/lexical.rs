@@ -956,6 +956,25 @@ impl LexicalIndex {
             .is_some_and(|d| d.timed)
     }
 
+    /// Whether `record_id`'s own text (not its turn window) holds one of
+    /// `query_terms`.
+    pub(crate) fn holds_any(&self, record_id: &str, query_terms: &[String]) -> bool {
+        let Some(d) = self
+            .fence
+            .doc_of(record_id)
+            .and_then(|doc| self.backend.docs.get(doc as usize))
+            .and_then(|x| x.as_ref())
+        else {
+            return false;
+        };
+        query_terms.iter().any(|t| {
+            self.backend
+                .vocab
+                .get(t.as_str())
+                .is_some_and(|tid| d.terms.iter().any(|(x, _)| x == tid))
+        })
+    }
+
     /// The creation time of `record_id`, if it is indexed.
     pub(crate) fn created_at(&self, record_id: &str) -> Option<u64> {
         self.fence

@@ -82,6 +82,9 @@ pub struct PgCandidates<'a> {
     place: Vec<usize>,
     /// Per subject: its eligible rows in time order.
     timelines: Vec<Vec<usize>>,
+    /// The rows holding a query term themselves (not only in their turn
+    /// window), once the lexical list ran.
+    matched: std::collections::HashSet<usize>,
 }
 
 impl std::fmt::Debug for PgCandidates<'_> {
@@ -193,6 +196,7 @@ impl<'a> PgCandidates<'a> {
             subjects,
             place,
             timelines,
+            matched: std::collections::HashSet::new(),
         })
     }
 
@@ -274,6 +278,7 @@ impl<'a> PgCandidates<'a> {
                     tf[qi] += u32::try_from(*count).unwrap_or(0) as f32;
                 }
             }
+            self.matched.insert(row);
             tfs.insert(row, tf);
         }
         let avgdl = bm25_avgdl(n, total_len);
@@ -407,6 +412,12 @@ impl CandidateSource for PgCandidates<'_> {
 
     fn places_in_time(&self, record_id: &str) -> bool {
         self.row(record_id).is_some_and(|r| r.timed)
+    }
+
+    fn holds_query_term(&self, record_id: &str, _query_terms: &[String]) -> bool {
+        self.by_id
+            .get(record_id)
+            .is_some_and(|row| self.matched.contains(row))
     }
 
     fn neighbours(&self, record_id: &str) -> Vec<String> {

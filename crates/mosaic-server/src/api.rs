@@ -239,6 +239,10 @@ pub struct RecallRequest {
     #[serde(default)]
     pub max_records: Option<usize>,
     /// Query text: ranks the eligible records (lexical + vector funnel).
+    /// A hybrid or vector read ranks only records with evidence of
+    /// relevance (a query word in their own text, a claim key, or a vector
+    /// similarity of at least 0.25), so fewer than `max_records` may come
+    /// back.
     #[serde(default)]
     pub query: Option<String>,
     /// Claim keys to match exactly: `subject|predicate`, or

@@ -852,3 +852,63 @@ async fn messages_without_text_are_skipped_and_the_rest_kept() {
     assert_eq!(empty["skipped"][0]["index"], 0, "{empty}");
     assert_eq!(listed_count(&w, &alice.key, "alice").await, 2);
 }
+
+/// Recall noise: with the defaults a small scope's unrelated memory is not
+/// returned at relevance 0 by a read that ranks with vectors (hybrid, the
+/// default, or vector). The layer that stops it is the funnel's relevance
+/// floor: its own text holds no query term (its turn window does: BM25
+/// over turn windows lends it its neighbours' terms) and its vector
+/// similarity is under `relevance_floor_permille`. The related memory is
+/// still recalled. A lexical read has no similarity to judge by and keeps
+/// every BM25 hit, window hits included.
+#[tokio::test]
+async fn an_unrelated_memory_is_not_recalled() {
+    let w = world();
+    let alice = &w.principals[0];
+    let (status, body) = ingest(
+        &w,
+        &alice.key,
+        "small",
+        json!({"messages": [
+            {"id": "t", "role": "user", "content": "Green tea is my favourite drink."},
+            {"id": "c", "role": "user", "content": "Coffee keeps me awake at night."},
+            {"id": "u", "role": "user", "content": "Quarterly invoices go out on Fridays."}
+        ]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = |i: usize| {
+        body["messages"][i]["record_id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let (tea, unrelated) = (id(0), id(2));
+    for mode in ["hybrid", "vector"] {
+        let (status, recalled) = send(
+            &w.router,
+            "POST",
+            "/v1/recall",
+            Some(&alice.key),
+            Some(json!({"query": "which green tea drink", "mode": mode})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{recalled}");
+        let ids: Vec<&str> = recalled["memories"]
+            .as_array()
+            .expect("memories")
+            .iter()
+            .filter_map(|m| m["record_id"].as_str())
+            .collect();
+        assert!(ids.contains(&tea.as_str()), "{mode}: {recalled}");
+        assert!(!ids.contains(&unrelated.as_str()), "{mode}: {recalled}");
+        assert!(
+            recalled["memories"]
+                .as_array()
+                .expect("memories")
+                .iter()
+                .all(|m| m["score"].as_f64().is_some_and(|s| s > 0.0)),
+            "{mode}: nothing is returned at relevance 0: {recalled}"
+        );
+    }
+}

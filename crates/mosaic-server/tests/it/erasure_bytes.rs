@@ -116,13 +116,15 @@ async fn after_a_complete_erasure_no_file_of_the_data_directory_holds_the_text()
     .await;
     assert_eq!(r["decision"], "accepted", "{status} {r}");
     // Recalled (the ranking path and its result cache see the text), and
-    // the indexes saved (snapshots and journals hold it).
+    // the indexes saved (snapshots and journals hold it). The query names a
+    // word of each memory: a recall ranks only memories with evidence of
+    // relevance.
     let (status, r) = send(
         &w.router,
         "POST",
         "/v1/recall",
         Some(&alice.key),
-        Some(json!({"query": format!("locker code {}", SECRETS[0])})),
+        Some(json!({"query": format!("locker code {} {}", SECRETS[0], SECRETS[1])})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{r}");

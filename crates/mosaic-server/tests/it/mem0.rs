@@ -76,7 +76,9 @@ async fn an_application_written_against_mem0_works_by_changing_its_base_url_and_
         "POST",
         "/search",
         key,
-        Some(json!({"query": "what can I cook, any allergies?", "user_id": "alice", "limit": 2})),
+        Some(
+            json!({"query": "what can I cook, as I am allergic?", "user_id": "alice", "limit": 2}),
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{found}");
@@ -270,7 +272,7 @@ async fn an_application_key_names_its_users_in_mem0s_user_id() {
         "POST",
         "/search",
         key,
-        Some(json!({"query": "what does she drink", "user_id": "app1:ann"})),
+        Some(json!({"query": "what does she like to drink", "user_id": "app1:ann"})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{ann}");
@@ -393,7 +395,7 @@ async fn mem0s_platform_client_routes_map_onto_the_open_source_ones() {
         "/v3/memories/search/",
         key,
         Some(
-            json!({"query": "what do I eat", "filters": {"user_id": "alice"},
+            json!({"query": "what do I eat as a vegetarian", "filters": {"user_id": "alice"},
                     "top_k": 2, "rerank": true}),
         ),
     )
