@@ -543,6 +543,18 @@ impl ServiceCore {
     /// The principal's active memories, newest first (MCP `list` and the
     /// mem0-compatible routes).
     pub fn active_memories(&self, credential: &Credential) -> ServiceResult<Vec<ListEntry>> {
+        self.active_memories_matching(credential, None)
+    }
+
+    /// The principal's active memories whose record matches `filter` (the
+    /// read filter of recall, `mosaic_harness::filter`; 400
+    /// `invalid_filter` when it is malformed), newest first: the mem0
+    /// platform listing's filters.
+    pub fn active_memories_matching(
+        &self,
+        credential: &Credential,
+        filter: Option<&serde_json::Value>,
+    ) -> ServiceResult<Vec<ListEntry>> {
         let (_, principal) = credential.principal()?;
         let mut entries = self.list_by_subject(
             credential,
@@ -552,7 +564,7 @@ impl ServiceCore {
                 principal_id: Some(principal.to_owned()),
                 workspace_id: None,
                 procedure_id: None,
-                filter: None,
+                filter: filter.map(serde_json::Value::to_string),
             },
         )?;
         entries.retain(|e| e.state == "active");
