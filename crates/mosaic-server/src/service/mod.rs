@@ -55,6 +55,7 @@ mod browse;
 mod carry;
 mod checkpoint;
 pub(crate) mod conversation;
+pub use conversation::StatementAttachments;
 mod extract;
 mod guard_vectors;
 mod guards;
