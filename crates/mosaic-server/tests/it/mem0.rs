@@ -9,7 +9,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::common::{error_code, send, world};
+use crate::common::{World, error_code, send, world};
 
 fn is_rfc3339(v: &Value) -> bool {
     v.as_str().is_some_and(|s| {
@@ -1385,7 +1385,10 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
 /// inside eligibility: a post-filter on the top one would answer nothing.
 #[tokio::test]
 async fn mem0_filters_restrict_the_memories_before_ranking_and_paging() {
-    let w = world();
+    mem0_filters_restrict_the_memories_before_ranking_and_paging_on(&world()).await;
+}
+
+pub(crate) async fn mem0_filters_restrict_the_memories_before_ranking_and_paging_on(w: &World) {
     let (alice, bob) = (&w.principals[0], &w.principals[1]);
     let r = &w.router;
     let key = Some(alice.key.as_str());
