@@ -5,7 +5,8 @@
         --conversations-file locomo10_conversations.jsonl --questions-file locomo10.jsonl \
         [--serve-arg=--embedder --serve-arg=minilm] [--conversations N] [--k 10] \
         [--write-guards '{"near_duplicate_cosine_permille": 1000}'] [--parallel N] \
-        [--surfaces native,mem0,mem0-platform] [--modes lexical,vector,none] [--batch N]
+        [--surfaces native,mem0,mem0-platform] [--modes lexical,vector,none] [--batch N] \
+        [--listen 127.0.0.1:PORT]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates a tenant and one key per conversation (each its own
@@ -74,9 +75,9 @@ def percentile(values, p):
 
 
 class Server:
-    def __init__(self, binary, extra):
+    def __init__(self, binary, extra, listen="127.0.0.1:0"):
         self.dir = tempfile.mkdtemp(prefix="mosaic-locomo-")
-        args = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir,
+        args = [binary, "serve", "--listen", listen, "--data-dir", self.dir,
                 "--rate-limit-per-second", "1000000", "--rate-limit-burst", "1000000",
                 "--body-limit-bytes", str(16 * 1024 * 1024)] + extra
         env = dict(os.environ)
@@ -182,6 +183,8 @@ def main():
     parser.add_argument("--conversations", type=int, default=10, help="how many conversations")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
+    parser.add_argument("--listen", default="127.0.0.1:0",
+                        help="the server's address (default: a free loopback port)")
     parser.add_argument("--write-guards", default=None,
                         help='the tenant\'s write guards as JSON, e.g. \'{"near_duplicate_cosine_permille": 1000}\' (default: the server\'s)')
     parser.add_argument("--parallel", type=int, default=1,
@@ -216,7 +219,7 @@ def main():
     wanted = {c["conversation_id"] for c in conversations}
     questions = [q for q in load(args.questions_file)
                  if q["conversation_id"] in wanted and q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
-    server = Server(args.mosaic, args.serve_args)
+    server = Server(args.mosaic, args.serve_args, args.listen)
     try:
         tenant = {"tenant_id": "locomo"}
         if args.write_guards:
