@@ -73,6 +73,27 @@ def test_memory_client_round_trip(server, principal):
     in_trip = client.search("where do I live", filters={"AND": [{"user_id": user}, {"run_id": "trip"}]})
     assert {r["id"] for r in in_trip["results"]} <= {food, lisbon}
 
+    # Filters on metadata (by name, or under "metadata") and on created_at
+    # run on the server before ranking: only the matching memories come back.
+    cello = client.search("cello", filters={"user_id": user}, top_k=1)["results"][0]["id"]
+    assert cello not in (food, lisbon)
+    profile = client.search(
+        "cello, vegetarian, Lisbon", filters={"AND": [{"user_id": user}, {"topic": "profile"}]}, top_k=5
+    )
+    assert {r["id"] for r in profile["results"]} == {food, lisbon}
+    not_profile = client.search(
+        "cello, vegetarian, Lisbon", filters={"AND": [{"user_id": user}, {"NOT": [{"topic": "profile"}]}]}
+    )
+    assert [r["id"] for r in not_profile["results"]] == [cello]
+    listed = client.get_all(filters={"AND": [{"user_id": user}, {"metadata": {"topic": {"in": ["profile"]}}}]})
+    assert listed["count"] == 2 and {r["id"] for r in listed["results"]} == {food, lisbon}
+    later = client.get_all(filters={"AND": [{"user_id": user}, {"created_at": {"gte": "2999-01-01"}}]})
+    assert later["count"] == 0
+    # A field this service has no value for is refused, never dropped.
+    with pytest.raises(ValidationError) as refused:
+        client.search("food", filters={"AND": [{"user_id": user}, {"categories": {"contains": "food"}}]})
+    assert "unsupported_filter" in str(refused.value)
+
     page = client.get_all(filters={"user_id": user}, page=1, page_size=2)
     assert page["count"] == 3 and len(page["results"]) == 2 and page["next"]
     rest = client.get_all(filters={"user_id": user}, page=2, page_size=2)

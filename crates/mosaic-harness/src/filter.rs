@@ -10,15 +10,20 @@
 //! - otherwise an object of fields, all of which must hold, each mapped to
 //!   a value (equality) or to an object of operators: `eq`, `ne`, `gt`,
 //!   `gte`, `lt`, `lte` (integers with integers, strings with strings),
-//!   `in`, `nin` (an array of values), and for `namespace` only `prefix`
-//!   (whole segments: `a/b` is a prefix of `a/b` and `a/b/c`, not of
-//!   `a/bc`). Operators may be written with a leading `$`.
+//!   `in`, `nin` (an array of values), `contains` (a string within a
+//!   string, or a value among an array's items), `icontains` (the same,
+//!   comparing strings case-insensitively), `exists` (`true`: the record
+//!   has the field; `false`: it has not), and for `namespace` only
+//!   `prefix` (whole segments: `a/b` is a prefix of `a/b` and `a/b/c`, not
+//!   of `a/bc`). Operators may be written with a leading `$`.
 //!
-//! Fields: `created_at` (Unix milliseconds), `kind`, `namespace` (segments
+//! Fields: `created_at` (Unix milliseconds; a string operand is an
+//! instant: a UTC day `YYYY-MM-DD`, its first millisecond, or an RFC 3339
+//! date-time `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`), `kind`, `namespace` (segments
 //! joined by `/`), `key`, `user_id` (the subject's principal), `run_id`
 //! (the subject's run), `workspace_id` (the subject's workspace), and
 //! `metadata.NAME` or any other name: the metadata member `NAME`. A record
-//! without the field matches only `ne` and `nin`.
+//! without the field matches only `ne`, `nin` and `exists: false`.
 
 use std::cmp::Ordering;
 
@@ -48,7 +53,20 @@ impl std::hash::Hash for ReadFilter {
     }
 }
 
-const OPERATORS: [&str; 9] = ["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "prefix"];
+const OPERATORS: [&str; 12] = [
+    "eq",
+    "ne",
+    "gt",
+    "gte",
+    "lt",
+    "lte",
+    "in",
+    "nin",
+    "contains",
+    "icontains",
+    "exists",
+    "prefix",
+];
 
 impl ReadFilter {
     /// The first problem of the filter's shape or size, named, or `Ok`.
@@ -119,6 +137,9 @@ fn check_condition(field: &str, value: &Value, conditions: &mut usize) -> Result
     if field.is_empty() || field == "metadata." {
         return Err("a filter field name is not empty".into());
     }
+    if field == "created_at" {
+        check_instants(value)?;
+    }
     let Value::Object(ops) = value else {
         *conditions += 1;
         return Ok(());
@@ -132,7 +153,8 @@ fn check_condition(field: &str, value: &Value, conditions: &mut usize) -> Result
         *conditions += 1;
         let Some(op) = operator(name) else {
             return Err(format!(
-                "{field}: unknown operator {name:?} (eq, ne, gt, gte, lt, lte, in, nin, prefix)"
+                "{field}: unknown operator {name:?} (eq, ne, gt, gte, lt, lte, in, nin, \
+                 contains, icontains, exists, prefix)"
             ));
         };
         match op {
@@ -144,6 +166,12 @@ fn check_condition(field: &str, value: &Value, conditions: &mut usize) -> Result
             {
                 return Err(format!("{field}: {op} takes an integer or a string"));
             }
+            "icontains" if !operand.is_string() => {
+                return Err(format!("{field}: icontains takes a string"));
+            }
+            "exists" if !operand.is_boolean() => {
+                return Err(format!("{field}: exists takes true or false"));
+            }
             "prefix" if field != "namespace" || !operand.is_string() => {
                 return Err(format!(
                     "{field}: prefix applies to namespace, with a string"
@@ -153,6 +181,125 @@ fn check_condition(field: &str, value: &Value, conditions: &mut usize) -> Result
         }
     }
     Ok(())
+}
+
+/// Every string in a `created_at` condition (its value, an operator's
+/// operand, an item of `in` / `nin`) is an instant [`instant_ms`] reads.
+fn check_instants(value: &Value) -> Result<(), String> {
+    match value {
+        Value::String(text) if instant_ms(text).is_none() => Err(format!(
+            "created_at: {text:?} is not a day YYYY-MM-DD or an RFC 3339 date-time"
+        )),
+        Value::Array(items) => items.iter().try_for_each(check_instants),
+        Value::Object(ops) => ops.values().try_for_each(check_instants),
+        _ => Ok(()),
+    }
+}
+
+/// A `created_at` operand as Unix milliseconds: an instant string becomes
+/// its number (items of an array too); anything else stays as given.
+fn instant_operand(value: &Value) -> Value {
+    match value {
+        Value::String(text) => instant_ms(text).map_or_else(|| value.clone(), Value::from),
+        Value::Array(items) => Value::Array(items.iter().map(instant_operand).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Days from 1970-01-01 to a civil date (Howard Hinnant's
+/// `days_from_civil`), for a valid date from 1970 on.
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if !(1..=days_in_month).contains(&day) || !(1970..=9999).contains(&year) {
+        return None;
+    }
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
+/// Unix milliseconds of `YYYY-MM-DD` (the day's first millisecond, UTC)
+/// or of an RFC 3339 date-time `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` (`t`
+/// and `z` too, a space for `T`). `None` for anything else or an instant
+/// before 1970.
+pub fn instant_ms(text: &str) -> Option<u64> {
+    let digits = |s: &str| -> Option<i64> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let date = text.get(..10)?;
+    let (y, m, d) = (date.get(..4)?, date.get(5..7)?, date.get(8..10)?);
+    if date.as_bytes()[4] != b'-' || date.as_bytes()[7] != b'-' {
+        return None;
+    }
+    let days = days_from_civil(digits(y)?, digits(m)?, digits(d)?)?;
+    let rest = &text[10..];
+    let mut ms = days.checked_mul(86_400_000)?;
+    if !rest.is_empty() {
+        let rest = rest
+            .strip_prefix('T')
+            .or_else(|| rest.strip_prefix('t'))
+            .or_else(|| rest.strip_prefix(' '))?;
+        let time = rest.get(..8)?;
+        let b = time.as_bytes();
+        if b[2] != b':' || b[5] != b':' {
+            return None;
+        }
+        let (h, mi, s) = (
+            digits(&time[..2])?,
+            digits(&time[3..5])?,
+            digits(&time[6..8])?,
+        );
+        if h > 23 || mi > 59 || s > 60 {
+            return None;
+        }
+        let mut zone = &rest[8..];
+        let mut millis = 0;
+        if let Some(fraction) = zone.strip_prefix('.') {
+            let end = fraction
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(fraction.len());
+            if end == 0 {
+                return None;
+            }
+            let first3 = format!("{:0<3}", &fraction[..end.min(3)]);
+            millis = digits(&first3)?;
+            zone = &fraction[end..];
+        }
+        let offset_min = match zone {
+            "Z" | "z" => 0,
+            _ => {
+                let sign = match zone.as_bytes().first()? {
+                    b'+' => 1,
+                    b'-' => -1,
+                    _ => return None,
+                };
+                let b = zone.as_bytes();
+                if zone.len() != 6 || b[3] != b':' {
+                    return None;
+                }
+                let (oh, om) = (digits(zone.get(1..3)?)?, digits(zone.get(4..6)?)?);
+                if oh > 23 || om > 59 {
+                    return None;
+                }
+                sign * (oh * 60 + om)
+            }
+        };
+        ms = ms.checked_add(((h * 60 + mi - offset_min) * 60 + s) * 1000 + millis)?;
+    }
+    u64::try_from(ms).ok()
 }
 
 fn node_matches(node: &Value, record: &MemoryRecord) -> bool {
@@ -208,6 +355,22 @@ fn order(a: &Value, b: &Value) -> Option<Ordering> {
 
 fn condition_matches(field: &str, condition: &Value, record: &MemoryRecord) -> bool {
     let found = field_value(field, record);
+    if field != "created_at" {
+        return decide(found, condition);
+    }
+    // Instants given as strings compare as the milliseconds they name.
+    let condition = match condition {
+        Value::Object(ops) => Value::Object(
+            ops.iter()
+                .map(|(op, operand)| (op.clone(), instant_operand(operand)))
+                .collect(),
+        ),
+        other => instant_operand(other),
+    };
+    decide(found, &condition)
+}
+
+fn decide(found: Option<Value>, condition: &Value) -> bool {
     let Value::Object(ops) = condition else {
         return found.as_ref() == Some(condition);
     };
@@ -217,9 +380,27 @@ fn condition_matches(field: &str, condition: &Value, record: &MemoryRecord) -> b
                 return false;
             };
             let Some(found) = found.as_ref() else {
-                return matches!(op, "ne" | "nin");
+                return matches!(op, "ne" | "nin") || (op == "exists" && operand == false);
             };
             match op {
+                "exists" => operand == true,
+                "contains" => match found {
+                    Value::String(text) => operand.as_str().is_some_and(|part| text.contains(part)),
+                    Value::Array(items) => items.contains(operand),
+                    _ => false,
+                },
+                "icontains" => {
+                    let Some(part) = operand.as_str().map(str::to_lowercase) else {
+                        return false;
+                    };
+                    match found {
+                        Value::String(text) => text.to_lowercase().contains(&part),
+                        Value::Array(items) => items
+                            .iter()
+                            .any(|item| item.as_str().is_some_and(|s| s.to_lowercase() == part)),
+                        _ => false,
+                    }
+                }
                 "eq" => found == operand,
                 "ne" => found != operand,
                 "gt" => order(found, operand) == Some(Ordering::Greater),
@@ -268,7 +449,13 @@ mod tests {
             },
         );
         r.metadata = Some(
-            serde_json::from_value(json!({"team": "infra", "priority": 3, "tags": "ops"})).unwrap(),
+            serde_json::from_value(json!({
+                "team": "infra",
+                "priority": 3,
+                "tags": "ops",
+                "labels": ["red", "blue"]
+            }))
+            .unwrap(),
         );
         r.address = Some(MemoryAddress {
             namespace: vec!["notes".into(), "office".into()],
@@ -319,6 +506,34 @@ mod tests {
             ),
             (json!({"NOT": {"team": "infra"}}), false, true),
             (json!({"priority": {"gt": "a"}}), false, false),
+            (json!({"team": {"contains": "nfr"}}), true, false),
+            (json!({"team": {"contains": "NFR"}}), false, false),
+            (json!({"team": {"icontains": "NFR"}}), true, false),
+            (json!({"labels": {"contains": "blue"}}), true, false),
+            (json!({"labels": {"icontains": "RED"}}), true, false),
+            (json!({"labels": {"contains": "re"}}), false, false),
+            (json!({"priority": {"contains": 3}}), false, false),
+            (json!({"team": {"exists": true}}), true, false),
+            (json!({"team": {"exists": false}}), false, true),
+            (json!({"namespace": {"exists": true}}), true, false),
+            // The fixture's record was created at 1000 ms.
+            (json!({"created_at": {"gte": "1970-01-01"}}), true, true),
+            (
+                json!({"created_at": {"gt": "1970-01-01T00:00:01Z"}}),
+                false,
+                false,
+            ),
+            (
+                json!({"created_at": "1970-01-01T00:00:01.000Z"}),
+                true,
+                true,
+            ),
+            (
+                json!({"created_at": {"in": ["1970-01-01T01:00:01+01:00"]}}),
+                true,
+                true,
+            ),
+            (json!({"created_at": {"lt": "1970-01-02"}}), true, true),
         ] {
             let filter = f(filter.clone());
             assert_eq!(
@@ -337,6 +552,31 @@ mod tests {
     }
 
     #[test]
+    fn instants_read_as_documented() {
+        for (text, ms) in [
+            ("1970-01-01", Some(0)),
+            ("2024-07-01", Some(1_719_792_000_000)),
+            ("2024-02-29", Some(1_709_164_800_000)),
+            ("2024-07-01T12:30:00Z", Some(1_719_837_000_000)),
+            ("2024-07-01t12:30:00.5z", Some(1_719_837_000_500)),
+            ("2024-07-01 12:30:00.123456+02:00", Some(1_719_829_800_123)),
+            ("2024-07-01T12:30:00-00:30", Some(1_719_838_800_000)),
+            ("2023-02-29", None),
+            ("1969-12-31", None),
+            ("2024-07-01T12:30Z", None),
+            ("2024-07-01T12:30:00", None),
+            ("2024-07-01T12:30:00.Z", None),
+            ("2024-07-01T12:30:00+2:00", None),
+            ("2024-7-01", None),
+            ("2024-07-01x", None),
+            ("2024-07-01T12:30:00+é:00", None),
+            ("", None),
+        ] {
+            assert_eq!(instant_ms(text), ms, "{text}");
+        }
+    }
+
+    #[test]
     fn filter_shapes_and_limits_are_named() {
         for (bad, named) in [
             (json!([]), "JSON object"),
@@ -346,6 +586,14 @@ mod tests {
             (json!({"team": {"in": "x"}}), "array"),
             (json!({"team": {"gt": true}}), "integer or a string"),
             (json!({"team": {"prefix": "x"}}), "namespace"),
+            (
+                json!({"team": {"icontains": 1}}),
+                "icontains takes a string",
+            ),
+            (json!({"team": {"exists": "yes"}}), "true or false"),
+            (json!({"created_at": {"gte": "yesterday"}}), "YYYY-MM-DD"),
+            (json!({"created_at": {"in": ["2024-02-30"]}}), "RFC 3339"),
+            (json!({"created_at": "2024-01-01T25:00:00Z"}), "RFC 3339"),
             (json!({"score": 0.5}), "no fractions"),
             (json!({"big": "x".repeat(MAX_FILTER_BYTES)}), "4096"),
         ] {

@@ -175,6 +175,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "MCP `remember` writes semantic or episodic memory only",
     ),
     c(
+        "unsupported_filter",
+        400,
+        "A mem0 filter names a field this service has no value for (`app_id`, `updated_at`, `categories`, `keywords`), or `user_id`, `agent_id` or `run_id` other than as one value at the top level or under `AND`; the message names it",
+    ),
+    c(
         "invalid_write_guards",
         400,
         "A tenant's write guards are out of range (each near-duplicate threshold is a per mille in 1..=1000)",

@@ -900,6 +900,17 @@ fn routes() -> Routes {
             &[Method::POST],
             post(mem0::platform_list_memories),
         )
+        // mem0's platform API v2 (older clients): the same bodies.
+        .add(
+            "/v2/memories/search/",
+            &[Method::POST],
+            post(mem0::platform_search_memories),
+        )
+        .add(
+            "/v2/memories/",
+            &[Method::POST],
+            post(mem0::platform_list_memories),
+        )
         .add(
             "/v1/memories/",
             &[Method::DELETE],

@@ -8,8 +8,10 @@
 //! name the tool or argument to use next.
 //!
 //! * `remember` takes a statement (`text`, optional `kind`, optional
-//!   `workspace_id`) and runs it through [`Service::remember_text`](crate::service::ServiceCore::remember_text): the
-//!   server builds the source itself and the gate decides. With
+//!   `workspace_id`, optional `metadata` and address `namespace` + `key`)
+//!   and runs it through [`Service::remember_text_with`](crate::service::ServiceCore::remember_text_with): the
+//!   server builds the source itself and the gate decides; a statement
+//!   written to an address supersedes the address's current memory. With
 //!   `supersedes` (a memory id) it replaces that memory instead
 //!   ([`Service::update_text`](crate::service::ServiceCore::update_text)):
 //!   same kind and subject, the old one kept as history. The answer says
@@ -592,7 +594,7 @@ fn scope_properties() -> Map<String, Value> {
 fn filter_schema() -> Value {
     json!({
         "type": "object",
-        "description": "Only memories matching this filter, e.g. {\"AND\": [{\"topic\": {\"eq\": \"travel\"}}, {\"created_at\": {\"gte\": \"2026-01-01\"}}]}. Fields: metadata names, created_at, kind, namespace (prefix), key, run_id, workspace_id; operators eq, ne, gt, gte, lt, lte, in, nin; AND, OR, NOT."
+        "description": "Only memories matching this filter, e.g. {\"AND\": [{\"topic\": {\"eq\": \"travel\"}}, {\"created_at\": {\"gte\": \"2026-01-01\"}}]}. Fields: metadata names, created_at (Unix ms, a day YYYY-MM-DD or an RFC 3339 date-time), kind, namespace (prefix), key, run_id, workspace_id; operators eq, ne, gt, gte, lt, lte, in, nin, contains, icontains, exists; AND, OR, NOT."
     })
 }
 
@@ -605,7 +607,10 @@ pub fn tools() -> Vec<Tool> {
             "text": {"type": "string", "minLength": 1, "description": "What to remember, as one self-contained statement (e.g. \"The user prefers short answers.\")."},
             "kind": {"type": "string", "enum": ["semantic", "episodic"], "description": "semantic (default): a lasting fact or preference; episodic: something that happened."},
             "workspace_id": {"type": "string", "description": "Remember it for the whole workspace instead of the user alone (must be granted to the key)."},
-            "supersedes": {"type": "string", "description": "The id of a memory (from list, recall or an earlier remember) that this statement replaces, e.g. when the user corrects it or changes their mind. The new memory keeps that memory's kind and subject; leave kind and workspace_id out."}
+            "supersedes": {"type": "string", "description": "The id of a memory (from list, recall or an earlier remember) that this statement replaces, e.g. when the user corrects it or changes their mind. The new memory keeps that memory's kind and subject; leave kind, workspace_id, metadata, namespace and key out."},
+            "metadata": {"type": "object", "description": "Application metadata the memory carries (a JSON object of at most 16,384 bytes, depth 4, integers but no fractions), e.g. {\"topic\": \"travel\"}; recall and list can filter on it."},
+            "namespace": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 8, "description": "With key, the memory's address: 1 to 8 segments without '/' (e.g. [\"profile\"]). Remembering at an address that holds a memory replaces it."},
+            "key": {"type": "string", "minLength": 1, "maxLength": 256, "description": "With namespace, the memory's address (e.g. \"home_city\")."}
         },
         "required": ["text"],
         "additionalProperties": false
@@ -750,6 +755,12 @@ struct RememberArguments {
     workspace_id: Option<String>,
     #[serde(default)]
     supersedes: Option<String>,
+    #[serde(default)]
+    metadata: Option<mosaic_harness::MemoryMetadata>,
+    #[serde(default)]
+    namespace: Option<Vec<String>>,
+    #[serde(default)]
+    key: Option<String>,
 }
 
 /// A violation of the write gate as a sentence an agent can act on: what
@@ -902,20 +913,31 @@ fn remember(
     let arguments: RememberArguments = decode_arguments(&arguments)?;
     let response = match &arguments.supersedes {
         Some(record_id) => {
-            if arguments.kind.is_some() || arguments.workspace_id.is_some() {
+            if arguments.kind.is_some()
+                || arguments.workspace_id.is_some()
+                || arguments.metadata.is_some()
+                || arguments.namespace.is_some()
+                || arguments.key.is_some()
+            {
                 return Err(ServiceError::bad_request(
                     "invalid_field",
-                    "with `supersedes`, leave out `kind` and `workspace_id`: the new memory \
-                     keeps the replaced memory's kind and subject",
+                    "with `supersedes`, leave out `kind`, `workspace_id`, `metadata`, \
+                     `namespace` and `key`: the new memory keeps the replaced memory's kind and \
+                     subject (to replace an addressed memory, remember at its address)",
                 ));
             }
             service.update_text(credential, record_id, &arguments.text)?
         }
-        None => service.remember_text(
+        None => service.remember_text_with(
             credential,
             &arguments.text,
             arguments.kind.unwrap_or(MemoryKind::Semantic),
             arguments.workspace_id.as_deref(),
+            crate::service::StatementAttachments {
+                metadata: arguments.metadata,
+                namespace: arguments.namespace,
+                key: arguments.key,
+            },
         )?,
     };
     let text = remember_text(&response, arguments.supersedes.as_deref())?;

@@ -23,7 +23,11 @@
 //! - `POST /search` is a hybrid recall. `top_k` (or `limit`) is how many;
 //!   `user_id`, `agent_id` and `run_id` (top level, or as `filters`
 //!   conditions, alone or under `AND`) narrow it like `GET /memories`;
-//!   other `filters` conditions are named in `ignored`. `score` is on
+//!   other `filters` conditions (metadata fields and `created_at`, with
+//!   mem0's operators, `AND` / `OR` / `NOT` and `*`) become the recall's
+//!   read filter, applied inside eligibility before ranking
+//!   ([`translate_filters`]); a field there is no value for is refused
+//!   (400 `unsupported_filter`), never dropped. `score` is on
 //!   mem0's 0-1 scale: `s / (s + 10)` of the hybrid recall's fused score
 //!   `s` ([`mem0_score`], monotone), and `threshold` keeps the memories
 //!   whose `score` reaches it.
@@ -136,8 +140,14 @@ pub struct SearchRequest {
     agent_id: Option<String>,
     #[serde(default)]
     run_id: Option<String>,
-    /// `user_id`, `agent_id` and `run_id` conditions, alone or under
-    /// `AND` (mem0's shape); other conditions are named in `ignored`.
+    /// mem0's filters: `user_id`, `agent_id` and `run_id` (alone or under
+    /// `AND`) name whose memories; conditions on metadata fields (by name,
+    /// or under `metadata`) and `created_at` (a day `YYYY-MM-DD` or an RFC
+    /// 3339 date-time) with `eq`, `ne`, `gt`, `gte`, `lt`, `lte`, `in`,
+    /// `nin`, `contains`, `icontains` or `*`, combined with `AND`, `OR`
+    /// and `NOT`, restrict the memories before ranking. `app_id`,
+    /// `updated_at`, `categories` and `keywords` are refused (400
+    /// `unsupported_filter`).
     #[serde(default)]
     filters: Option<Value>,
     /// How many memories (mem0's newer name for `limit`).
@@ -225,7 +235,7 @@ pub struct Refused {
 #[derive(Serialize, Debug, schemars::JsonSchema)]
 pub struct ListResponse {
     results: Vec<Mem0Item>,
-    /// Request fields not used (search ranks over the user's memories).
+    /// Request body fields not used (the platform routes name them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ignored: Vec<String>,
 }
@@ -448,59 +458,198 @@ pub fn mem0_score(fused: f64) -> f64 {
     s / (s + SCORE_HALF)
 }
 
-/// Identifiers a mem0 `filters` object names: `{"user_id": ...}`,
-/// `{"AND": [{"user_id": ...}, {"run_id": ...}]}`; every other condition
-/// is returned by name (`filters.<name>`) to be reported as ignored.
-fn filter_ids(
+/// The fields of mem0's filter grammar this service has no value for,
+/// each with the reason: a filter naming one is refused (400
+/// `unsupported_filter`) rather than dropped, since dropping it would
+/// answer more than was asked.
+pub const UNSUPPORTED_FILTER_FIELDS: &[(&str, &str)] = &[
+    ("app_id", "there are no apps: a key acts for one user"),
+    (
+        "updated_at",
+        "a memory is never changed in place: an update is a new memory with its own created_at",
+    ),
+    ("categories", "no categories are inferred for a memory"),
+    ("keywords", "no keywords are inferred for a memory"),
+];
+
+/// mem0's `filters`, translated: `user_id`, `agent_id` and `run_id` (at the
+/// top level or under `AND`; `*` for any) fill `ids` and name whose memories
+/// are read; every other condition becomes the server's read filter
+/// (`mosaic_harness::filter`), which the read applies inside eligibility,
+/// before ranking. A name other than `created_at`, `metadata` (an object of
+/// metadata conditions, the platform's shape) and the unsupported ones is a
+/// metadata field, as in mem0's open-source filters; `"*"` asks that the
+/// field exists; `NOT` takes a filter or a list of them (none may hold);
+/// the operators (`eq`, `ne`, `gt`, `gte`, `lt`, `lte`, `in`, `nin`,
+/// `contains`, `icontains`) keep their names. A malformed filter is 400
+/// `invalid_filter`; a field this service cannot map is 400
+/// `unsupported_filter`.
+pub(crate) fn translate_filters(
     filters: &Value,
     ids: &mut [(&'static str, Option<String>); 3],
-    ignored: &mut Vec<String>,
+) -> ServiceResult<Option<Value>> {
+    let mut parts = Vec::new();
+    conditions(filters, true, ids, &mut parts)?;
+    Ok(match parts.len() {
+        0 => None,
+        1 => parts.pop(),
+        _ => Some(serde_json::json!({ "AND": parts })),
+    })
+}
+
+fn invalid_filter(message: impl Into<String>) -> ServiceError {
+    ServiceError::bad_request("invalid_filter", message)
+}
+
+/// One mem0 filter object as a conjunction of the server's conditions
+/// (pushed onto `parts`). `conjunctive` says whether the object holds for
+/// the whole read (the top level, or under `AND` only), where the
+/// identifiers may stand.
+fn conditions(
+    node: &Value,
+    conjunctive: bool,
+    ids: &mut [(&'static str, Option<String>); 3],
+    parts: &mut Vec<Value>,
 ) -> ServiceResult<()> {
-    let Value::Object(map) = filters else {
-        return Err(ServiceError::bad_request(
-            "invalid_field",
-            "filters must be a JSON object",
-        ));
+    let Value::Object(map) = node else {
+        return Err(invalid_filter("filters is a JSON object (mem0's shape)"));
     };
+    if map.is_empty() && !conjunctive {
+        return Err(invalid_filter(
+            "a filter under OR or NOT names at least one condition",
+        ));
+    }
     for (name, value) in map {
-        match (name.as_str(), value) {
-            ("AND", Value::Array(all)) => {
-                for condition in all {
-                    filter_ids(condition, ids, ignored)?;
+        match name.as_str() {
+            "AND" | "OR" => {
+                let Value::Array(items) = value else {
+                    return Err(invalid_filter(format!("{name} takes a list of filters")));
+                };
+                if items.is_empty() {
+                    return Err(invalid_filter(format!("{name} takes at least one filter")));
+                }
+                if name == "AND" {
+                    for item in items {
+                        conditions(item, conjunctive, ids, parts)?;
+                    }
+                } else {
+                    let branches = items
+                        .iter()
+                        .map(|item| branch(item, ids))
+                        .collect::<ServiceResult<Vec<Value>>>()?;
+                    parts.push(serde_json::json!({ "OR": branches }));
                 }
             }
-            (field, Value::String(given)) if ids.iter().any(|(n, _)| *n == field) => {
+            "NOT" => {
+                let items = match value {
+                    Value::Array(items) if !items.is_empty() => items.as_slice(),
+                    Value::Object(_) => std::slice::from_ref(value),
+                    _ => {
+                        return Err(invalid_filter(
+                            "NOT takes a filter or a non-empty list of filters",
+                        ));
+                    }
+                };
+                for item in items {
+                    parts.push(serde_json::json!({ "NOT": branch(item, ids)? }));
+                }
+            }
+            "user_id" | "agent_id" | "run_id" => {
+                if !conjunctive {
+                    return Err(ServiceError::bad_request(
+                        "unsupported_filter",
+                        format!(
+                            "filters.{name} names whose memories are read: give it at the top \
+                             level or under AND, not under OR or NOT"
+                        ),
+                    ));
+                }
+                let given = match value {
+                    Value::String(any) if any == "*" => continue,
+                    Value::String(given) => given,
+                    _ => {
+                        return Err(ServiceError::bad_request(
+                            "unsupported_filter",
+                            format!("filters.{name} takes one value (or \"*\")"),
+                        ));
+                    }
+                };
                 let slot = ids
                     .iter_mut()
-                    .find(|(n, _)| *n == field)
+                    .find(|(n, _)| *n == name)
                     .map(|(_, v)| v)
                     .ok_or_else(|| ServiceError::Internal("filter slot".into()))?;
                 match slot {
                     Some(other) if other != given => {
                         return Err(ServiceError::bad_request(
                             "invalid_field",
-                            format!("filters name {field} twice, with different values"),
+                            format!("filters name {name} twice, with different values"),
                         ));
                     }
                     _ => *slot = Some(given.clone()),
                 }
             }
-            (other, _) => ignored.push(format!("filters.{other}")),
+            "metadata" => {
+                let Value::Object(fields) = value else {
+                    return Err(invalid_filter(
+                        "filters.metadata is an object of metadata conditions",
+                    ));
+                };
+                for (field, condition) in fields {
+                    parts.push(metadata_condition(field, condition));
+                }
+            }
+            "created_at" => parts.push(serde_json::json!({ "created_at": wildcard(value) })),
+            field => {
+                if let Some((_, why)) = UNSUPPORTED_FILTER_FIELDS.iter().find(|(f, _)| *f == field)
+                {
+                    return Err(ServiceError::bad_request(
+                        "unsupported_filter",
+                        format!("filters.{field} cannot be applied: {why}"),
+                    ));
+                }
+                parts.push(metadata_condition(field, value));
+            }
         }
     }
     Ok(())
 }
 
+/// A filter under `OR` or `NOT` as one condition of the server's filter.
+fn branch(item: &Value, ids: &mut [(&'static str, Option<String>); 3]) -> ServiceResult<Value> {
+    let mut parts = Vec::new();
+    conditions(item, false, ids, &mut parts)?;
+    Ok(match parts.len() {
+        1 => parts.pop().unwrap_or_default(),
+        _ => serde_json::json!({ "AND": parts }),
+    })
+}
+
+/// mem0's `"*"` (any value) asks that the field exists.
+fn wildcard(condition: &Value) -> Value {
+    if condition == "*" {
+        serde_json::json!({ "exists": true })
+    } else {
+        condition.clone()
+    }
+}
+
+fn metadata_condition(field: &str, condition: &Value) -> Value {
+    let mut one = serde_json::Map::new();
+    one.insert(format!("metadata.{field}"), wildcard(condition));
+    Value::Object(one)
+}
+
 fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceResult<ListResponse> {
-    let mut ignored = Vec::new();
     let mut ids = [
         ("user_id", request.user_id.clone()),
         ("agent_id", request.agent_id.clone()),
         ("run_id", request.run_id.clone()),
     ];
-    if let Some(filters) = &request.filters {
-        filter_ids(filters, &mut ids, &mut ignored)?;
-    }
+    let filter = match &request.filters {
+        Some(filters) => translate_filters(filters, &mut ids)?,
+        None => None,
+    };
     let [(_, user_id), (_, agent_id), (_, run_id)] = ids;
     let limit = match (request.top_k, request.limit) {
         (Some(a), Some(b)) if a != b => {
@@ -534,6 +683,7 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
             query: Some(request.query),
             // Narrowed to one conversation afterwards: rank the most.
             max_records: Some(if conversation.is_some() { 100 } else { limit }),
+            filter,
             ..RecallRequest::default()
         },
     )?;
@@ -566,7 +716,10 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
             break;
         }
     }
-    Ok(ListResponse { results, ignored })
+    Ok(ListResponse {
+        results,
+        ignored: Vec::new(),
+    })
 }
 
 /// Whether a memory was captured in `conversation` (mem0's `run_id`, else
@@ -609,30 +762,12 @@ fn end_of_day(date: &str, now_ms: u64) -> ServiceResult<u64> {
     if y.len() != 4 || m.len() != 2 || d.len() != 2 {
         return Err(invalid());
     }
-    let (year, month, dom): (i64, i64, i64) = (
+    let days = mosaic_harness::filter::days_from_civil(
         y.parse().map_err(|_| invalid())?,
         m.parse().map_err(|_| invalid())?,
         d.parse().map_err(|_| invalid())?,
-    );
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let days_in_month = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return Err(invalid()),
-    };
-    if !(1..=days_in_month).contains(&dom) || year < 1970 {
-        return Err(invalid());
-    }
-    // Days since 1970-01-01 (Howard Hinnant's days_from_civil).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + dom - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    )
+    .ok_or_else(invalid)?;
     let end_ms = u64::try_from(days + 1)
         .ok()
         .and_then(|d| d.checked_mul(86_400_000))
@@ -647,13 +782,14 @@ fn end_of_day(date: &str, now_ms: u64) -> ServiceResult<u64> {
 }
 
 /// The user's active memories (of one conversation, with `run_id` or
-/// `agent_id`), newest first.
+/// `agent_id`; matching `filter`, the server's read filter), newest first.
 fn active_ids(
     service: &Service,
     credential: &Credential,
     scope: &Scope,
+    filter: Option<&Value>,
 ) -> ServiceResult<Vec<String>> {
-    let entries = service.active_memories(credential)?;
+    let entries = service.active_memories_matching(credential, filter)?;
     let conversation = scope.run_id.as_deref().or(scope.agent_id.as_deref());
     let mut ids = Vec::new();
     for entry in entries {
@@ -691,7 +827,7 @@ fn get_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<List
     let credential = as_user(service, key, scope.user_id.as_deref())?;
     let limit = scope.limit.unwrap_or(100).min(MAX_LISTED);
     let mut results = Vec::new();
-    for id in active_ids(service, &credential, &scope)?
+    for id in active_ids(service, &credential, &scope, None)?
         .into_iter()
         .take(limit)
     {
@@ -846,7 +982,7 @@ fn delete_all(service: &Service, key: &KeyAuth, scope: Scope) -> ServiceResult<D
     let credential = as_user(service, key, scope.user_id.as_deref())?;
     let mut deleted = Vec::new();
     // Every memory listed (a `limit`, when given, as `GET` takes it).
-    let listed = active_ids(service, &credential, &scope)?;
+    let listed = active_ids(service, &credential, &scope, None)?;
     for id in listed.into_iter().take(scope.limit.unwrap_or(usize::MAX)) {
         // A line revoked with an earlier memory of this list is not
         // listed twice.

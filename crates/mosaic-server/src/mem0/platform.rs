@@ -106,8 +106,9 @@ pub struct PageQuery {
     page_size: Option<usize>,
 }
 
-/// `POST /v3/memories/`'s body: `filters` naming `user_id`, `agent_id`
-/// or `run_id` (as search takes them; one is required).
+/// `POST /v3/memories/`'s body: `filters` as search takes them (naming
+/// `user_id`, `agent_id` or `run_id`, one of which is required, and
+/// conditions on metadata and `created_at`).
 #[derive(Deserialize, Debug, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PageRequest {
@@ -142,16 +143,17 @@ fn platform_list(
     page: PageQuery,
     body: Value,
 ) -> ServiceResult<PageResponse> {
-    let (kept, mut ignored) = split_known(body, &["filters", "user_id", "agent_id", "run_id"])?;
+    let (kept, ignored) = split_known(body, &["filters", "user_id", "agent_id", "run_id"])?;
     let request: PageRequest = decode_known(kept)?;
     let mut ids = [
         ("user_id", request.user_id),
         ("agent_id", request.agent_id),
         ("run_id", request.run_id),
     ];
-    if let Some(filters) = &request.filters {
-        filter_ids(filters, &mut ids, &mut ignored)?;
-    }
+    let filter = match &request.filters {
+        Some(filters) => translate_filters(filters, &mut ids)?,
+        None => None,
+    };
     let [(_, user_id), (_, agent_id), (_, run_id)] = ids;
     let scope = Scope {
         user_id,
@@ -169,7 +171,7 @@ fn platform_list(
         ));
     }
     let credential = as_user(service, key, scope.user_id.as_deref())?;
-    let listed = active_ids(service, &credential, &scope)?;
+    let listed = active_ids(service, &credential, &scope, filter.as_ref())?;
     let count = listed.len();
     let start = (number - 1).saturating_mul(size);
     let mut results = Vec::new();

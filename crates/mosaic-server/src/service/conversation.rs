@@ -446,6 +446,27 @@ impl ServiceCore {
         kind: MemoryKind,
         workspace_id: Option<&str>,
     ) -> ServiceResult<ProposeResponse> {
+        self.remember_text_with(
+            credential,
+            text,
+            kind,
+            workspace_id,
+            StatementAttachments::default(),
+        )
+    }
+
+    /// [`Self::remember_text`] with the application metadata and address
+    /// the statement carries (as a proposal's `metadata`, `namespace` and
+    /// `key`: 400 `invalid_metadata` or `invalid_address` beyond their
+    /// limits, and a write to an address supersedes its current record).
+    pub fn remember_text_with(
+        &self,
+        credential: &Credential,
+        text: &str,
+        kind: MemoryKind,
+        workspace_id: Option<&str>,
+        attachments: StatementAttachments,
+    ) -> ServiceResult<ProposeResponse> {
         let (tenant, principal) = credential.principal()?;
         let text = text.trim();
         if text.is_empty() {
@@ -487,6 +508,9 @@ impl ServiceCore {
         };
         let proposal = ProposeRequest {
             consent_receipt_sha256,
+            metadata: attachments.metadata,
+            namespace: attachments.namespace,
+            key: attachments.key,
             ..statement_proposal(credential, text, kind, purpose, subject)?
         };
         self.propose(credential, &proposal)
@@ -537,6 +561,18 @@ impl ServiceCore {
     /// The principal's active memories, newest first (MCP `list` and the
     /// mem0-compatible routes).
     pub fn active_memories(&self, credential: &Credential) -> ServiceResult<Vec<ListEntry>> {
+        self.active_memories_matching(credential, None)
+    }
+
+    /// The principal's active memories whose record matches `filter` (the
+    /// read filter of recall, `mosaic_harness::filter`; 400
+    /// `invalid_filter` when it is malformed), newest first: the mem0
+    /// platform listing's filters.
+    pub fn active_memories_matching(
+        &self,
+        credential: &Credential,
+        filter: Option<&serde_json::Value>,
+    ) -> ServiceResult<Vec<ListEntry>> {
         let (_, principal) = credential.principal()?;
         let mut entries = self.list_by_subject(
             credential,
@@ -546,7 +582,7 @@ impl ServiceCore {
                 principal_id: Some(principal.to_owned()),
                 workspace_id: None,
                 procedure_id: None,
-                filter: None,
+                filter: filter.map(serde_json::Value::to_string),
             },
         )?;
         entries.retain(|e| e.state == "active");
@@ -634,6 +670,18 @@ impl ServiceCore {
             &row.policy.policy_sha256,
         )
     }
+}
+
+/// What a remembered statement may carry beside its text: application
+/// metadata and an address (`namespace` with `key`).
+#[derive(Clone, Debug, Default)]
+pub struct StatementAttachments {
+    /// Application metadata (a JSON object within its limits).
+    pub metadata: Option<mosaic_harness::MemoryMetadata>,
+    /// The address's namespace segments.
+    pub namespace: Option<Vec<String>>,
+    /// The address's key within the namespace.
+    pub key: Option<String>,
 }
 
 /// A proposal of `text` whose one source is the statement as the server

@@ -57,6 +57,7 @@ mod carry;
 mod checkpoint;
 pub(crate) mod conversation;
 mod directory;
+pub use conversation::StatementAttachments;
 mod extract;
 mod guard_vectors;
 mod guards;

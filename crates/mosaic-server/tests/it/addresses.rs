@@ -60,7 +60,15 @@ fn templated(i: usize) -> String {
 #[tokio::test]
 async fn templated_notes_under_distinct_keys_are_distinct_items_and_unaddressed_repeats_stay_guarded()
  {
-    let w = world();
+    templated_notes_under_distinct_keys_are_distinct_items_and_unaddressed_repeats_stay_guarded_on(
+        &world(),
+    )
+    .await;
+}
+
+pub(crate) async fn templated_notes_under_distinct_keys_are_distinct_items_and_unaddressed_repeats_stay_guarded_on(
+    w: &World,
+) {
     let alice = &w.principals[0];
     for i in 0..12 {
         let request = addressed(
@@ -70,7 +78,7 @@ async fn templated_notes_under_distinct_keys_are_distinct_items_and_unaddressed_
             &format!("note-{i}"),
             json!({"n": i}),
         );
-        let (status, body) = propose(&w, &alice.key, &request).await;
+        let (status, body) = propose(w, &alice.key, &request).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(body["decision"], "accepted", "note {i}: {body}");
         assert_eq!(
@@ -83,7 +91,7 @@ async fn templated_notes_under_distinct_keys_are_distinct_items_and_unaddressed_
     let plain = |i: usize| {
         mosaic_server::examples::workspace_fact(&format!("plain-{i}"), WORKSPACE, &templated(i))
     };
-    let (_, first) = propose(&w, &alice.key, &plain(100)).await;
+    let (_, first) = propose(w, &alice.key, &plain(100)).await;
     assert_eq!(first["decision"], "rejected", "{first}");
     let found = violations(&first);
     assert!(
@@ -98,11 +106,16 @@ async fn templated_notes_under_distinct_keys_are_distinct_items_and_unaddressed_
 
 #[tokio::test]
 async fn a_write_to_an_address_supersedes_its_current_record_through_the_gate() {
-    let w = world();
+    a_write_to_an_address_supersedes_its_current_record_through_the_gate_on(&world()).await;
+}
+
+pub(crate) async fn a_write_to_an_address_supersedes_its_current_record_through_the_gate_on(
+    w: &World,
+) {
     let alice = &w.principals[0];
     let at = ["prefs", "ui"];
     let (_, v1) = propose(
-        &w,
+        w,
         &alice.key,
         &addressed(
             "theme-1",
@@ -116,7 +129,7 @@ async fn a_write_to_an_address_supersedes_its_current_record_through_the_gate() 
     assert_eq!(v1["decision"], "accepted", "{v1}");
     let v1_id = v1["record_id"].as_str().expect("id").to_owned();
     let (_, v2) = propose(
-        &w,
+        w,
         &alice.key,
         &addressed(
             "theme-2",
@@ -154,7 +167,7 @@ async fn a_write_to_an_address_supersedes_its_current_record_through_the_gate() 
     assert_eq!(old["state"], "superseded", "{old}");
     // The address reads the current record, with its metadata and address.
     let query = "namespace=prefs/ui&key=theme&type=workspace&workspace_id=ws-main";
-    let (status, current) = item(&w, &alice.key, query).await;
+    let (status, current) = item(w, &alice.key, query).await;
     assert_eq!(status, StatusCode::OK, "{current}");
     assert_eq!(current["record"]["record_id"], v2_id.as_str());
     assert_eq!(current["content"], "The team theme is dark now.");
@@ -166,7 +179,7 @@ async fn a_write_to_an_address_supersedes_its_current_record_through_the_gate() 
     // Writing the first text back is a third generation, not a replay of
     // the first proposal nor a duplicate.
     let (_, v3) = propose(
-        &w,
+        w,
         &alice.key,
         &addressed(
             "theme-1",
@@ -180,16 +193,19 @@ async fn a_write_to_an_address_supersedes_its_current_record_through_the_gate() 
     assert_eq!(v3["decision"], "accepted", "{v3}");
     assert_eq!(v3["replayed"], false, "{v3}");
     assert_eq!(v3["line_generation"], 3, "{v3}");
-    let (_, current) = item(&w, &alice.key, query).await;
+    let (_, current) = item(w, &alice.key, query).await;
     assert_eq!(current["record"]["record_id"], v3["record_id"]);
 }
 
 #[tokio::test]
 async fn metadata_is_returned_by_every_read_and_bounded_with_named_limits() {
-    let w = world();
+    metadata_is_returned_by_every_read_and_bounded_with_named_limits_on(&world()).await;
+}
+
+pub(crate) async fn metadata_is_returned_by_every_read_and_bounded_with_named_limits_on(w: &World) {
     let alice = &w.principals[0];
     let (_, body) = propose(
-        &w,
+        w,
         &alice.key,
         &addressed(
             "deploy",
@@ -253,7 +269,7 @@ async fn metadata_is_returned_by_every_read_and_bounded_with_named_limits() {
             &format!("bad-{i}"),
             metadata,
         );
-        let (status, body) = propose(&w, &alice.key, &request).await;
+        let (status, body) = propose(w, &alice.key, &request).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
         assert_eq!(error_code(&body), code);
         let message = body["error"]["message"].as_str().expect("message");
@@ -261,16 +277,16 @@ async fn metadata_is_returned_by_every_read_and_bounded_with_named_limits() {
     }
     let mut lone_key = addressed("lone", "A lone key.", &["ops"], "k", json!({}));
     lone_key.namespace = None;
-    let (status, body) = propose(&w, &alice.key, &lone_key).await;
+    let (status, body) = propose(w, &alice.key, &lone_key).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(error_code(&body), "invalid_address");
     for bad in [vec!["a/b"], vec![""], vec!["x"; 9]] {
         let request = addressed("bad-ns", "A bad namespace.", &bad, "k", json!({}));
-        let (status, body) = propose(&w, &alice.key, &request).await;
+        let (status, body) = propose(w, &alice.key, &request).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}: {body}");
         assert_eq!(error_code(&body), "invalid_address");
     }
-    let (status, body) = item(&w, &alice.key, "namespace=ops//x&key=k").await;
+    let (status, body) = item(w, &alice.key, "namespace=ops//x&key=k").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(error_code(&body), "invalid_address");
     // mem0's metadata must be an object.
@@ -291,7 +307,10 @@ async fn metadata_is_returned_by_every_read_and_bounded_with_named_limits() {
 /// like an address that holds nothing.
 #[tokio::test]
 async fn an_address_never_reads_across_principals_subjects_or_tenants() {
-    let w = world();
+    an_address_never_reads_across_principals_subjects_or_tenants_on(&world()).await;
+}
+
+pub(crate) async fn an_address_never_reads_across_principals_subjects_or_tenants_on(w: &World) {
     let (alice, bob) = (&w.principals[0], &w.principals[1]);
     let other_tenant = w
         .principals
@@ -306,30 +325,30 @@ async fn an_address_never_reads_across_principals_subjects_or_tenants() {
     );
     mine.namespace = Some(vec!["travel".into()]);
     mine.key = Some("seat".into());
-    let (_, body) = propose(&w, &alice.key, &mine).await;
+    let (_, body) = propose(w, &alice.key, &mine).await;
     assert_eq!(body["decision"], "accepted", "{body}");
-    let (status, own) = item(&w, &alice.key, "namespace=travel&key=seat").await;
+    let (status, own) = item(w, &alice.key, "namespace=travel&key=seat").await;
     assert_eq!(status, StatusCode::OK, "{own}");
     assert_eq!(own["content"], "I prefer window seats.");
 
-    let (status, missing) = item(&w, &bob.key, "namespace=travel&key=nothing-here").await;
+    let (status, missing) = item(w, &bob.key, "namespace=travel&key=nothing-here").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
     // Bob's own principal subject holds nothing at alice's address.
-    let (status, body) = item(&w, &bob.key, "namespace=travel&key=seat").await;
+    let (status, body) = item(w, &bob.key, "namespace=travel&key=seat").await;
     assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
     // A subject bob may not read answers like a missing address.
     let (status, body) = item(
-        &w,
+        w,
         &bob.key,
         "namespace=travel&key=seat&type=workspace&workspace_id=ws-not-granted",
     )
     .await;
     assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
     // Another tenant at the same address and subject shape.
-    let (status, body) = item(&w, &other_tenant.key, "namespace=travel&key=seat").await;
+    let (status, body) = item(w, &other_tenant.key, "namespace=travel&key=seat").await;
     assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
     // A namespace prefix is not the address.
-    let (status, body) = item(&w, &alice.key, "namespace=trav&key=seat").await;
+    let (status, body) = item(w, &alice.key, "namespace=trav&key=seat").await;
     assert_eq!((status, &body), (StatusCode::NOT_FOUND, &missing));
 }
 
@@ -338,7 +357,12 @@ async fn an_address_never_reads_across_principals_subjects_or_tenants() {
 /// selection receipt commits to names the filter.
 #[tokio::test]
 async fn a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receipt() {
-    let w = world();
+    a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receipt_on(&world()).await;
+}
+
+pub(crate) async fn a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receipt_on(
+    w: &World,
+) {
     let alice = &w.principals[0];
     let teams = ["infra", "web", "infra", "web", "data", "infra"];
     let mut web_ids = Vec::new();
@@ -353,7 +377,7 @@ async fn a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receip
             &format!("deploy-{i}"),
             json!({"team": team, "priority": i}),
         );
-        let (_, body) = propose(&w, &alice.key, &request).await;
+        let (_, body) = propose(w, &alice.key, &request).await;
         assert_eq!(body["decision"], "accepted", "{body}");
         if *team == "web" {
             web_ids.push(body["record_id"].as_str().expect("id").to_owned());
@@ -418,7 +442,10 @@ async fn a_recall_filter_restricts_the_eligible_set_and_is_bound_into_the_receip
 /// `GET /v1/memories` takes the same filter, as JSON text.
 #[tokio::test]
 async fn a_list_filter_lists_only_matching_memories() {
-    let w = world();
+    a_list_filter_lists_only_matching_memories_on(&world()).await;
+}
+
+pub(crate) async fn a_list_filter_lists_only_matching_memories_on(w: &World) {
     let alice = &w.principals[0];
     let mut ids = Vec::new();
     for (i, team) in ["infra", "web", "infra"].iter().enumerate() {
@@ -432,7 +459,7 @@ async fn a_list_filter_lists_only_matching_memories() {
             &format!("list-{i}"),
             json!({"team": team}),
         );
-        let (_, body) = propose(&w, &alice.key, &request).await;
+        let (_, body) = propose(w, &alice.key, &request).await;
         assert_eq!(body["decision"], "accepted", "{body}");
         ids.push(body["record_id"].as_str().expect("id").to_owned());
     }

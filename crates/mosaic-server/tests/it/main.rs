@@ -39,6 +39,7 @@ mod persistence;
 mod poisoning;
 mod policy_carry;
 mod postgres;
+mod postgres_addresses;
 mod postgres_catalog;
 mod postgres_erasure;
 mod postgres_reads;

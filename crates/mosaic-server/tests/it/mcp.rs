@@ -296,7 +296,18 @@ fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
     // compute or invent.
     let mut declared = tool_arguments("remember");
     declared.sort();
-    assert_eq!(declared, ["kind", "supersedes", "text", "workspace_id"]);
+    assert_eq!(
+        declared,
+        [
+            "key",
+            "kind",
+            "metadata",
+            "namespace",
+            "supersedes",
+            "text",
+            "workspace_id"
+        ]
+    );
     assert_eq!(tool_arguments("give_consent"), ["user_agreed"]);
     // `forget` takes `record_id`, as the README says.
     let mut forget = tool_arguments("forget");

@@ -57,6 +57,18 @@ impl Served {
         }
     }
 
+    fn get(&self, path: &str, key: &str) -> (u16, Value) {
+        let mut r = self
+            .agent
+            .get(&format!("{}{path}", self.url))
+            .header("Authorization", &format!("Bearer {key}"))
+            .call()
+            .expect("get");
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
     fn post(&self, path: &str, key: &str, body: &Value) -> (u16, Value) {
         let mut r = self
             .agent
@@ -444,4 +456,122 @@ fn mcp_refuses_a_data_directory_that_does_not_exist() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("unexpected argument"), "{stderr}");
     assert!(stderr.contains("nonsense"), "{stderr}");
+}
+
+/// `remember` over MCP takes the JSON API's `metadata` and address
+/// (`namespace` + `key`), declared in its schema: the API reads the memory
+/// back at its address with its metadata, a second statement at the
+/// address supersedes the first, and a malformed attachment is refused
+/// with the code the JSON API gives the same value (the shared strict
+/// decoder, or the proposal's attachment check), as a tool error that
+/// writes nothing.
+#[test]
+fn mcp_remember_carries_metadata_and_an_address_like_the_api() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let served = Served::start(&data);
+    let key = provision(&served, &data);
+    let mut client = Client::relay(&served.url, &key);
+    client.initialize();
+    let tools = client.request("tools/list", json!({}));
+    let remember = tools["result"]["tools"]
+        .as_array()
+        .and_then(|all| all.iter().find(|t| t["name"] == "remember"))
+        .unwrap_or_else(|| panic!("a remember tool: {tools}"));
+    for argument in ["metadata", "namespace", "key"] {
+        assert!(
+            remember["inputSchema"]["properties"][argument].is_object(),
+            "remember declares {argument}: {remember}"
+        );
+    }
+    let call = |client: &mut Client, arguments: Value| {
+        client.request(
+            "tools/call",
+            json!({"name": "remember", "arguments": arguments}),
+        )
+    };
+    let first = call(
+        &mut client,
+        json!({"text": "Home city is Lisbon", "kind": "episodic",
+               "metadata": {"topic": "home"}, "namespace": ["profile"], "key": "city"}),
+    );
+    assert_ne!(first["result"]["isError"], true, "{first}");
+    let first = &first["result"]["structuredContent"];
+    assert_eq!(first["decision"], "accepted", "{first}");
+    let (status, item) = served.get("/v1/items?namespace=profile&key=city", &key);
+    assert_eq!(status, 200, "{item}");
+    assert!(item.to_string().contains("Home city is Lisbon"), "{item}");
+    assert!(item.to_string().contains(r#""topic":"home""#), "{item}");
+    let second = call(
+        &mut client,
+        json!({"text": "Home city is Porto", "kind": "episodic",
+               "metadata": {"topic": "home", "moved": 2026}, "namespace": ["profile"], "key": "city"}),
+    );
+    let second = &second["result"]["structuredContent"];
+    assert_eq!(second["decision"], "accepted", "{second}");
+    assert_eq!(second["line_id"], first["line_id"], "one line: {second}");
+    assert_eq!(second["line_generation"], 2, "{second}");
+    let (status, item) = served.get("/v1/items?namespace=profile&key=city", &key);
+    assert_eq!(status, 200, "{item}");
+    assert!(
+        item.to_string().contains("Home city is Porto") && !item.to_string().contains("Lisbon"),
+        "the address holds the newer statement: {item}"
+    );
+    // The list filter sees the metadata MCP wrote.
+    let listed = client.request(
+        "tools/call",
+        json!({"name": "list", "arguments": {"filter": {"moved": {"gte": 2026}}}}),
+    );
+    assert!(
+        listed.to_string().contains("Home city is Porto"),
+        "{listed}"
+    );
+
+    // Malformed attachments: the JSON API's code for the same value.
+    let proposal = |attachments: Value| {
+        let mut body = serde_json::to_value(mosaic_server::examples::workspace_fact(
+            "api",
+            "default",
+            "A fact with a malformed attachment",
+        ))
+        .expect("json");
+        for (name, value) in attachments.as_object().expect("object") {
+            body[name] = value.clone();
+        }
+        body
+    };
+    for bad in [
+        json!({"metadata": "home"}),
+        json!({"metadata": {"score": 0.5}}),
+        json!({"namespace": ["a/b"], "key": "k"}),
+        json!({"key": "k"}),
+        json!({"namespace": [], "key": "k"}),
+    ] {
+        let (status, api) = served.post("/v1/memories", &key, &proposal(bad.clone()));
+        assert_eq!(status, 400, "{bad}: {api}");
+        let code = api["error"]["code"].as_str().expect("a code").to_owned();
+        let mut arguments = json!({"text": "Never written", "kind": "episodic"});
+        for (name, value) in bad.as_object().expect("object") {
+            arguments[name] = value.clone();
+        }
+        let refused = call(&mut client, arguments);
+        assert_eq!(refused["result"]["isError"], true, "{bad}: {refused}");
+        assert_eq!(
+            refused["result"]["structuredContent"]["error"]["code"], code,
+            "{bad}: {refused} (the API answers {api})"
+        );
+    }
+    let everything = client.request("tools/call", json!({"name": "list", "arguments": {}}));
+    assert!(
+        !everything.to_string().contains("Never written"),
+        "{everything}"
+    );
+    // With supersedes, an attachment is refused (the address replaces).
+    let refused = call(
+        &mut client,
+        json!({"text": "x", "supersedes": second["record_id"], "metadata": {"a": 1}}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(refused.to_string().contains("invalid_field"), "{refused}");
+    client.finish();
 }

@@ -9,7 +9,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::common::{error_code, send, world};
+use crate::common::{World, error_code, send, world};
 
 fn is_rfc3339(v: &Value) -> bool {
     v.as_str().is_some_and(|s| {
@@ -682,7 +682,7 @@ async fn platform_routes_refuse_what_they_cannot_map() {
             "/v3/memories/",
             Some(json!({"filters": {"app_id": "a"}})),
             StatusCode::BAD_REQUEST,
-            "identifier_required",
+            "unsupported_filter",
         ),
         (
             "POST",
@@ -1186,7 +1186,8 @@ async fn mem0_key_headers_and_ping_authenticate_like_bearer() {
 /// The request shapes of mem0's current server and clients: `top_k`,
 /// `filters` and `threshold` on search, `expiration_date`, `memory_type`,
 /// `prompt`, `infer` and `metadata` on add. What maps is mapped (and
-/// shown to take effect); what does not is named in `ignored`.
+/// shown to take effect); what does not is named in `ignored` (a filter
+/// condition that cannot be applied is refused instead).
 #[tokio::test]
 async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
     let w = world();
@@ -1319,7 +1320,7 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
     assert_eq!(one["results"].as_array().map(Vec::len), Some(1), "{one}");
     let (_, travel) = search(json!({
         "query": "ferry",
-        "filters": {"AND": [{"user_id": "alice"}, {"run_id": "travel"}], "categories": {"in": ["x"]}}
+        "filters": {"AND": [{"user_id": "alice"}, {"run_id": "travel"}], "topic": {"in": ["travel"]}}
     }))
     .await;
     let mut travel_ids: Vec<&str> = travel["results"]
@@ -1332,7 +1333,7 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
     let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
     expected.sort_unstable();
     assert_eq!(travel_ids, expected, "{travel}");
-    assert_eq!(travel["ignored"], json!(["filters.categories"]), "{travel}");
+    assert!(travel.get("ignored").is_none(), "{travel}");
     // threshold cuts on the 0-1 score.
     let scores: Vec<f64> = hits.iter().filter_map(|h| h["score"].as_f64()).collect();
     assert!(scores.iter().any(|s| *s > 0.0), "{scores:?}");
@@ -1363,7 +1364,6 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
             json!({"query": "ferry", "user_id": "alice", "filters": {"user_id": "bob"}}),
             "two users",
         ),
-        (json!({"query": "ferry", "filters": ["user_id"]}), "filters"),
     ] {
         let (status, answer) = search(body).await;
         assert_eq!(
@@ -1372,4 +1372,262 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
             "{what}: {answer}"
         );
     }
+    let (status, answer) = search(json!({"query": "ferry", "filters": ["user_id"]})).await;
+    assert_eq!(
+        (status, error_code(&answer).as_str()),
+        (StatusCode::BAD_REQUEST, "invalid_filter"),
+        "{answer}"
+    );
+}
+
+/// mem0's `filters` on metadata and `created_at` restrict a search before
+/// ranking, on the open-source route and the platform's v2 and v3 routes,
+/// and the platform listing before paging. The one memory a filter keeps
+/// ranks last for the query, so `top_k: 1` finds it only if the filter ran
+/// inside eligibility: a post-filter on the top one would answer nothing.
+#[tokio::test]
+async fn mem0_filters_restrict_the_memories_before_ranking_and_paging() {
+    mem0_filters_restrict_the_memories_before_ranking_and_paging_on(&world()).await;
+}
+
+pub(crate) async fn mem0_filters_restrict_the_memories_before_ranking_and_paging_on(w: &World) {
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let r = &w.router;
+    let key = Some(alice.key.as_str());
+    let add = |who: &'static str, key: &str, text: String, metadata: Value| {
+        let key = key.to_owned();
+        async move {
+            let (status, added) = send(
+                r,
+                "POST",
+                "/memories",
+                Some(key.as_str()),
+                Some(json!({"messages": text, "user_id": who, "metadata": metadata})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{added}");
+            added["results"][0]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("accepted: {added}"))
+                .to_owned()
+        }
+    };
+    let ferries = [
+        "The ferry to Bergen leaves at dawn; ferry tickets are cheap.",
+        "Ferry crossings to Oslo take a night; the ferry has cabins.",
+        "On the Hamburg ferry the ferry cafe sells coffee.",
+        "The island ferry runs hourly; ferry fares went up.",
+        "Ferry strikes in Calais delayed the ferry by a day.",
+        "Our ferry to Tallinn was late; that ferry is always late.",
+        "The ferry deck is windy; bring a jacket on any ferry.",
+        "Night ferry from Kiel: the ferry buffet is good.",
+    ];
+    for (i, text) in ferries.into_iter().enumerate() {
+        add(
+            "alice",
+            &alice.key,
+            text.to_owned(),
+            json!({"topic": "travel", "priority": i}),
+        )
+        .await;
+    }
+    let rare = add(
+        "alice",
+        &alice.key,
+        "Grandmother's recipe book mentions a ferry once, among many soups.".to_owned(),
+        json!({"topic": "Family Recipes", "priority": 9, "tags": ["soup", "old"]}),
+    )
+    .await;
+    // Bob's memory carries the same metadata: no filter reaches it.
+    add(
+        "bob",
+        &bob.key,
+        "Bob's ferry recipe notes.".to_owned(),
+        json!({"topic": "Family Recipes", "priority": 9}),
+    )
+    .await;
+
+    let ids = |answer: &Value| -> Vec<String> {
+        let mut ids: Vec<String> = answer["results"]
+            .as_array()
+            .unwrap_or_else(|| panic!("results: {answer}"))
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        ids
+    };
+    let (_, unfiltered) = send(
+        r,
+        "POST",
+        "/search",
+        key,
+        Some(json!({"query": "ferry", "user_id": "alice", "top_k": 1})),
+    )
+    .await;
+    assert_ne!(ids(&unfiltered), vec![rare.clone()], "{unfiltered}");
+    let tomorrow = mosaic_server::instants::rfc3339(
+        u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms")
+            + 86_400_000,
+    );
+    let day_after = &tomorrow[..10];
+    let keeping_rare = [
+        json!({"topic": "Family Recipes"}),
+        json!({"AND": [{"user_id": "alice"}, {"topic": {"eq": "Family Recipes"}}]}),
+        json!({"metadata": {"topic": "Family Recipes"}}),
+        json!({"topic": {"icontains": "recipes"}}),
+        json!({"topic": {"contains": "Family"}}),
+        json!({"tags": {"contains": "soup"}}),
+        json!({"tags": "*"}),
+        json!({"priority": {"gte": 9}}),
+        json!({"priority": {"in": [9, 10]}}),
+        json!({"OR": [{"topic": "nothing"}, {"priority": 9}]}),
+        json!({"NOT": [{"topic": "travel"}]}),
+        json!({"NOT": {"topic": {"ne": "Family Recipes"}}}),
+        json!({"topic": {"nin": ["travel"]}, "created_at": {"lt": day_after}}),
+        json!({"AND": [{"priority": {"gt": 8}}, {"created_at": {"gte": "2020-01-01", "lte": tomorrow}}]}),
+    ];
+    for filters in &keeping_rare {
+        for path in ["/search", "/v2/memories/search/", "/v3/memories/search/"] {
+            let mut body = json!({"query": "ferry", "top_k": 1, "filters": filters});
+            if path == "/search" {
+                body["user_id"] = json!("alice");
+            } else {
+                body["filters"] = json!({"AND": [{"user_id": "alice"}, filters]});
+            }
+            let (status, found) = send(r, "POST", path, key, Some(body)).await;
+            assert_eq!(status, StatusCode::OK, "{path} {filters}: {found}");
+            assert_eq!(ids(&found), vec![rare.clone()], "{path} {filters}: {found}");
+            assert!(found.get("ignored").is_none(), "{found}");
+        }
+        for path in ["/v2/memories/", "/v3/memories/"] {
+            let (status, page) = send(
+                r,
+                "POST",
+                path,
+                key,
+                Some(json!({"filters": {"AND": [{"user_id": "alice"}, filters]}})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{path} {filters}: {page}");
+            assert_eq!(page["count"], 1, "{path} {filters}: {page}");
+            assert_eq!(ids(&page), vec![rare.clone()], "{path} {filters}: {page}");
+        }
+    }
+    // The other side: a filter the travel memories match leaves the rare
+    // one out; one nothing matches finds nothing (and lists nothing).
+    let (_, travel) = send(
+        r,
+        "POST",
+        "/v3/memories/?page_size=3",
+        key,
+        Some(json!({"filters": {"user_id": "alice", "topic": "travel", "priority": {"lt": 6}}})),
+    )
+    .await;
+    assert_eq!(travel["count"], 6, "{travel}");
+    assert_eq!(
+        travel["results"].as_array().map(Vec::len),
+        Some(3),
+        "{travel}"
+    );
+    assert!(travel["next"].is_string(), "{travel}");
+    for filters in [
+        json!({"created_at": {"gte": day_after}}),
+        json!({"topic": "Family Recipes", "priority": 8}),
+        json!({"missing": "*"}),
+    ] {
+        let (_, none) = send(
+            r,
+            "POST",
+            "/search",
+            key,
+            Some(json!({"query": "ferry", "user_id": "alice", "filters": filters})),
+        )
+        .await;
+        assert_eq!(none["results"], json!([]), "{filters}: {none}");
+        let (_, listed) = send(
+            r,
+            "POST",
+            "/v3/memories/",
+            key,
+            Some(json!({"filters": {"AND": [{"user_id": "alice"}, filters]}})),
+        )
+        .await;
+        assert_eq!(listed["count"], 0, "{filters}: {listed}");
+    }
+
+    // Refused before any memory is read: a field there is no value for or
+    // an identifier that would widen the read (the compat layer's
+    // translation, 400 unsupported_filter), and a malformed condition (the
+    // server's read filter check, 400 invalid_filter).
+    for (filters, code) in [
+        (json!({"app_id": "a"}), "unsupported_filter"),
+        (
+            json!({"updated_at": {"gte": "2024-01-01"}}),
+            "unsupported_filter",
+        ),
+        (
+            json!({"categories": {"contains": "food"}}),
+            "unsupported_filter",
+        ),
+        (json!({"keywords": "x"}), "unsupported_filter"),
+        (
+            json!({"OR": [{"topic": "x"}, {"user_id": "bob"}]}),
+            "unsupported_filter",
+        ),
+        (json!({"NOT": {"user_id": "bob"}}), "unsupported_filter"),
+        (
+            json!({"user_id": {"in": ["alice", "bob"]}}),
+            "unsupported_filter",
+        ),
+        (json!({"topic": {"like": "x"}}), "invalid_filter"),
+        (json!({"priority": {"gt": 0.5}}), "invalid_filter"),
+        (
+            json!({"created_at": {"gte": "yesterday"}}),
+            "invalid_filter",
+        ),
+        (json!({"OR": []}), "invalid_filter"),
+        (json!({"NOT": []}), "invalid_filter"),
+        (json!({"metadata": "topic"}), "invalid_filter"),
+        (json!({"OR": [{}]}), "invalid_filter"),
+    ] {
+        for (path, body) in [
+            (
+                "/search",
+                json!({"query": "ferry", "user_id": "alice", "filters": filters}),
+            ),
+            (
+                "/v3/memories/search/",
+                json!({"query": "ferry", "filters": {"AND": [{"user_id": "alice"}, filters]}}),
+            ),
+            (
+                "/v3/memories/",
+                json!({"filters": {"AND": [{"user_id": "alice"}, filters]}}),
+            ),
+        ] {
+            let (status, answer) = send(r, "POST", path, key, Some(body)).await;
+            assert_eq!(
+                (status, error_code(&answer).as_str()),
+                (StatusCode::BAD_REQUEST, code),
+                "{path} {filters}: {answer}"
+            );
+        }
+    }
+    // Bob's filter with alice's metadata finds only his own memory.
+    let (_, bobs) = send(
+        r,
+        "POST",
+        "/search",
+        Some(bob.key.as_str()),
+        Some(json!({"query": "ferry recipe", "user_id": "bob", "filters": {"topic": "Family Recipes"}})),
+    )
+    .await;
+    assert_eq!(bobs["results"].as_array().map(Vec::len), Some(1), "{bobs}");
+    assert_ne!(ids(&bobs), vec![rare], "{bobs}");
 }
