@@ -67,12 +67,44 @@ const ADD_FIELDS: &[&str] = &[
     "prompt",
 ];
 
+/// An answer that names the request fields it did not use.
+trait NamesIgnored {
+    fn ignored_mut(&mut self) -> &mut Vec<String>;
+}
+
+impl NamesIgnored for AddResponse {
+    fn ignored_mut(&mut self) -> &mut Vec<String> {
+        &mut self.ignored
+    }
+}
+
+impl NamesIgnored for ListResponse {
+    fn ignored_mut(&mut self) -> &mut Vec<String> {
+        &mut self.ignored
+    }
+}
+
+/// A platform body through the open-source route `route`: the fields
+/// `known` lists decoded strictly as its request, the others named in its
+/// answer's `ignored`.
+fn through_open_source_route<T, R>(
+    body: Value,
+    known: &[&str],
+    route: impl FnOnce(T) -> ServiceResult<R>,
+) -> ServiceResult<R>
+where
+    T: serde::de::DeserializeOwned,
+    R: NamesIgnored,
+{
+    let (kept, ignored) = split_known(body, known)?;
+    let mut response = route(decode_known(kept)?)?;
+    merge_ignored(response.ignored_mut(), ignored);
+    Ok(response)
+}
+
 /// `POST /v3/memories/add/`: `POST /memories` with mem0's platform body.
 fn platform_add(service: &Service, key: &KeyAuth, body: Value) -> ServiceResult<AddResponse> {
-    let (kept, ignored) = split_known(body, ADD_FIELDS)?;
-    let mut response = add(service, key, decode_known(kept)?)?;
-    merge_ignored(&mut response.ignored, ignored);
-    Ok(response)
+    through_open_source_route(body, ADD_FIELDS, |request| add(service, key, request))
 }
 
 const SEARCH_FIELDS: &[&str] = &[
@@ -88,10 +120,7 @@ const SEARCH_FIELDS: &[&str] = &[
 
 /// `POST /v3/memories/search/`: `POST /search` with mem0's platform body.
 fn platform_search(service: &Service, key: &KeyAuth, body: Value) -> ServiceResult<ListResponse> {
-    let (kept, ignored) = split_known(body, SEARCH_FIELDS)?;
-    let mut response = search(service, key, decode_known(kept)?)?;
-    merge_ignored(&mut response.ignored, ignored);
-    Ok(response)
+    through_open_source_route(body, SEARCH_FIELDS, |request| search(service, key, request))
 }
 
 /// `POST /v3/memories/`'s query: mem0's pagination.
