@@ -333,7 +333,9 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
 /// What a version 7 file looked like: records without addresses.
 fn as_version_7(path: &std::path::Path) {
     raw(path)
-        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"))
+        .execute_batch(&format!(
+            "{UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
+        ))
         .expect("downgrade");
 }
 
