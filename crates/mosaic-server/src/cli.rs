@@ -366,10 +366,16 @@ pub enum Command {
         /// included), to score one split.
         #[arg(long = "conversations", value_name = "FIRST-LAST")]
         split: Option<String>,
-        /// Leave each question's own turn and its reference reply
-        /// (`query_turn_id`, `answer_turn_id`) out of the history.
-        #[arg(long)]
+        /// Leave every question's own turn and its reference reply
+        /// (`query_turn_id`, `answer_turn_id`) out of the history (so a
+        /// question whose evidence is another question's turn misses it).
+        #[arg(long, conflicts_with = "hide_own_turns")]
         leave_out_question_turns: bool,
+        /// Ingest every turn, and take each question's own turn and its
+        /// reference reply out of that question's ranking only (k results
+        /// remain).
+        #[arg(long)]
+        hide_own_turns: bool,
         /// Measure a running server instead of starting one (the
         /// evaluation creates a tenant of its own there).
         #[arg(long, value_name = "URL")]
@@ -617,6 +623,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             ingest,
             split,
             leave_out_question_turns,
+            hide_own_turns,
             server,
             admin_key,
             config,
@@ -689,6 +696,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     ingest,
                     split,
                     leave_out_question_turns,
+                    hide_own_turns,
                 },
             )
         }

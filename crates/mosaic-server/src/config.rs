@@ -229,6 +229,12 @@ impl ServerConfig {
             .unwrap_or_else(|| self.data_dir.join(crate::signing::SIGNING_KEY_FILE))
     }
 
+    /// How long a read waits for a pooled PostgreSQL connection:
+    /// `pg_read_wait_ms`, at most the request timeout.
+    pub fn pg_read_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.pg_read_wait_ms.min(self.request_timeout_ms).max(1))
+    }
+
     /// Checks the values make sense; lists every problem.
     pub fn validate(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
@@ -250,9 +256,8 @@ impl ServerConfig {
         if !(1..=256).contains(&self.pg_read_connections) {
             problems.push("pg_read_connections must be between 1 and 256".to_owned());
         }
-        if self.pg_read_wait_ms == 0 || self.pg_read_wait_ms > self.request_timeout_ms {
-            problems
-                .push("pg_read_wait_ms must be positive and at most request_timeout_ms".to_owned());
+        if self.pg_read_wait_ms == 0 {
+            problems.push("pg_read_wait_ms must be positive".to_owned());
         }
         if self.index_wait_ms > 600_000 {
             problems.push("index_wait_ms must be at most 600000".to_owned());
@@ -357,7 +362,16 @@ mod tests {
         assert!(refused(|c| c.pg_read_connections = 0));
         assert!(refused(|c| c.pg_read_connections = 257));
         assert!(refused(|c| c.pg_read_wait_ms = 0));
-        assert!(refused(|c| c.pg_read_wait_ms = c.request_timeout_ms + 1));
+        // A wait longer than the request timeout is taken as the timeout
+        // (a shorter request timeout alone is no configuration error).
+        let mut short = ServerConfig {
+            request_timeout_ms: 500,
+            ..ServerConfig::default()
+        };
+        assert!(short.validate().is_ok());
+        assert_eq!(short.pg_read_wait().as_millis(), 500);
+        short.pg_read_wait_ms = 100;
+        assert_eq!(short.pg_read_wait().as_millis(), 100);
         Ok(())
     }
 }

@@ -76,6 +76,9 @@ pub struct EvalOptions {
     pub split: Option<(usize, usize)>,
     /// Keep each question's own turn and reference reply out.
     pub leave_out_question_turns: bool,
+    /// Ingest every turn, and take each question's own turn and reference
+    /// reply out of that question's ranking only.
+    pub hide_own_turns: bool,
 }
 
 /// A question's category: a number (LoCoMo's 1-5) or a name.
@@ -599,6 +602,7 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         "turns": n_turns,
         "turns_rejected": rejected_turns,
         "question_turns_left_out": left_out.len(),
+        "own_turns_hidden": options.hide_own_turns,
         "k": options.k,
         "questions": questions.len(),
         "questions_scored": scored.len(),
@@ -670,12 +674,25 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             let Some(key) = keys.get(index) else {
                 bail!("conversation {index} was not ingested");
             };
+            // A question's own two turns, when hidden from its ranking: two
+            // more are asked for, so k remain after they are taken out.
+            let own: Vec<&str> = if options.hide_own_turns {
+                [
+                    question.query_turn_id.as_deref(),
+                    question.answer_turn_id.as_deref(),
+                ]
+                .into_iter()
+                .flatten()
+                .collect()
+            } else {
+                Vec::new()
+            };
             let started = Instant::now();
             let recall = door
                 .call(
                     key,
                     "/v1/recall",
-                    &json!({"kinds": ["episodic"], "max_records": options.k,
+                    &json!({"kinds": ["episodic"], "max_records": options.k + own.len(),
                             "query": question.question, "mode": mode_name(mode)}),
                 )
                 .with_context(|| format!("question {:?}", question.question_id))?;
@@ -699,6 +716,12 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
                 .flatten()
                 .filter_map(|r| r["record_id"].as_str())
                 .filter(|id| selected.contains(id))
+                .filter(|id| {
+                    !turn_of_record
+                        .get(*id)
+                        .is_some_and(|(i, turn)| i == index && own.contains(&turn.as_str()))
+                })
+                .take(options.k)
                 .collect();
             let evidence: BTreeSet<&str> = question.evidence.iter().map(String::as_str).collect();
             let hits: Vec<bool> = ranked

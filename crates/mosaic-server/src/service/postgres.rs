@@ -128,7 +128,7 @@ impl PgReads {
         };
         let parsed: ::postgres::Config = url.parse().map_err(|e| unavailable(&e))?;
         let size = u32::try_from(config.pg_read_connections.max(1)).unwrap_or(256);
-        let wait = std::time::Duration::from_millis(config.pg_read_wait_ms.max(1));
+        let wait = config.pg_read_wait();
         let pool = r2d2::Pool::builder()
             .max_size(size)
             .min_idle(Some(1))

@@ -441,6 +441,8 @@ pub fn as_released(data: &std::path::Path) {
              DROP TABLE api_keys; DROP TABLE tenant_settings; DROP TABLE policy_history;
              DROP TABLE verifiers; DROP TABLE server_settings;
              DELETE FROM meta WHERE key = 'catalog_imported';
+             ALTER TABLE audit_events DROP COLUMN leaf_sha256;
+             DELETE FROM meta WHERE key = 'audit_tree';
              UPDATE meta SET int_value = 8 WHERE key = 'schema_version';
              PRAGMA user_version = 8;",
         )

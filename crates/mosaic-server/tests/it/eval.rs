@@ -579,6 +579,36 @@ fn eval_leaves_out_the_turns_a_question_is_made_of() {
     assert_eq!(d["question_turns_left_out"], 2);
     // The left-out reference reply was the evidence: a miss, and listed.
     assert_eq!(d["unknown_evidence_kept_as_misses"], json!(["a-q9 D1:4"]));
+
+    // Hidden from the question's own ranking instead: every turn is kept,
+    // and the reference reply (here the evidence) is never counted for it.
+    let recall_at_10 = |stdout: &str| {
+        lines_of(stdout)
+            .iter()
+            .find(|l| l["type"] == "eval" && l["data"]["category"] == 0)
+            .map(|l| l["data"]["recall_at_10"].clone())
+            .unwrap_or_else(|| panic!("no all row: {stdout}"))
+    };
+    assert!(close(&recall_at_10(&stdout), 0.0), "{stdout}");
+    let (code, plain, stderr) = mosaic(&args);
+    assert_eq!(code, 0, "{plain}\n{stderr}");
+    assert!(close(&recall_at_10(&plain), 1.0), "{plain}");
+    let (code, stdout, stderr) = mosaic(&[&args[..], &["--hide-own-turns"]].concat());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (d, _) = dataset_and_ingest(&stdout);
+    assert_eq!(d["turns"], 12, "{d}");
+    assert_eq!(d["own_turns_hidden"], true);
+    assert_eq!(d["unknown_evidence_kept_as_misses"], json!([]));
+    assert!(close(&recall_at_10(&stdout), 0.0), "{stdout}");
+    // The two ways exclude each other.
+    let (code, _, stderr) = mosaic(
+        &[
+            &args[..],
+            &["--hide-own-turns", "--leave-out-question-turns"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 2, "{stderr}");
 }
 
 #[test]
