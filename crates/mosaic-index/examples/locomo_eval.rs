@@ -42,7 +42,7 @@
 //! questions, and `--leave-out-question-turns` ingests neither a
 //! question's own turn nor its reference reply (`query_turn_id`,
 //! `answer_turn_id`: RealMem asks inside the history), as
-//! `scripts/eval-http.py` does with the same flags.
+//! `mosaic eval --ingest turns` does with the same flags.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -392,7 +392,7 @@ fn main() {
     let mut conversations: Vec<Conversation> = read_jsonl(&positional[0]);
     let mut questions: Vec<Question> = read_jsonl(&positional[1]);
     // `--conversations FIRST-LAST`: only those conversations (file order,
-    // both ends included) and their questions, as `scripts/eval-http.py`.
+    // both ends included) and their questions, as `mosaic eval`.
     if let Some((first, last)) = keep {
         conversations = conversations
             .into_iter()
