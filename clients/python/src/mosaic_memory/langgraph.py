@@ -72,6 +72,11 @@ MAX_METADATA_BYTES = 16 * 1024
 #: Metadata member marking an item whose index left members out.
 PARTIAL = "~partial"
 
+#: Prefix of the members that hold a numeric text or a boolean of the value
+#: as a number, so a range filter (which LangGraph decides with ``float``)
+#: finds them on the server too.
+NUMERIC = "~n."
+
 Namespace = Tuple[str, ...]
 
 
@@ -172,11 +177,21 @@ def index_of(value: Dict[str, Any]) -> Dict[str, Any]:
             if isinstance(v, dict):
                 walk(name + ".", v)
                 continue
+            if "." in k:
+                # "a.b" would be the member of {"a": {"b": ...}} too: the
+                # item is decided here instead.
+                partial = True
+                continue
             ok, indexed = _scalar(v)
             if ok:
                 members[name] = indexed
             elif not (isinstance(v, str) and len(v) > MAX_INDEXED_STRING):
                 partial = True
+            as_number = _as_number(v)
+            if as_number is _UNDECIDED or (as_number is not None and len(NUMERIC + name) > 128):
+                partial = True
+            elif as_number is not None:
+                members[NUMERIC + name] = as_number
 
     walk("", value)
 
@@ -195,6 +210,25 @@ def index_of(value: Dict[str, Any]) -> Dict[str, Any]:
 
 
 _RANGE = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+
+#: What :func:`_as_number` answers for a text ``float`` reads as infinite or
+#: not a number: the index cannot order it, so the item is decided here.
+_UNDECIDED = object()
+
+
+def _as_number(v: Any) -> Any:
+    """The order-preserving text of what LangGraph's range filters compare
+    for a boolean or a numeric text (``float(v)``), None for any other value
+    (numbers are members already; other texts never compare)."""
+    if isinstance(v, bool):
+        return _number(float(v))
+    if isinstance(v, str) and len(v) <= 64:
+        try:
+            x = float(v)
+        except (ValueError, OverflowError):
+            return None
+        return _number(x) if math.isfinite(x) else _UNDECIDED
+    return None
 
 
 def _field(name: str) -> str:
@@ -222,7 +256,14 @@ def _conditions(path: str, flt: Any, out: List[Dict[str, Any]]) -> bool:
                 if not ok:
                     exact = False
                     continue
-                out.append({_field(path): {_RANGE[op]: indexed}})
+                # A number's member, or a numeric text's or a boolean's
+                # numeric twin. Texts order after every number, so the
+                # server's answer is a superset, decided again here.
+                out.append({"OR": [
+                    {_field(path): {_RANGE[op]: indexed}},
+                    {_field(NUMERIC + path): {_RANGE[op]: indexed}},
+                ]})
+                exact = False
             elif op in ("$eq", "$ne") or op in _RANGE:
                 exact = False
             else:
