@@ -21,9 +21,13 @@
 //! instant: a UTC day `YYYY-MM-DD`, its first millisecond, or an RFC 3339
 //! date-time `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`), `kind`, `namespace` (segments
 //! joined by `/`), `key`, `user_id` (the subject's principal), `run_id`
-//! (the subject's run), `workspace_id` (the subject's workspace), and
-//! `metadata.NAME` or any other name: the metadata member `NAME`. A record
-//! without the field matches only `ne`, `nin` and `exists: false`.
+//! (the subject's run), `workspace_id` (the subject's workspace),
+//! `conversation_id` (a conversation one of the record's sources is a
+//! captured message of: a record cited from several conversations has
+//! several values, and a condition holds if it holds for one of them, `ne`
+//! and `nin` if they hold for all), and `metadata.NAME` or any other name:
+//! the metadata member `NAME`. A record without the field matches only
+//! `ne`, `nin` and `exists: false`.
 
 use std::cmp::Ordering;
 
@@ -31,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::canonical_json;
-use crate::record::MemoryRecord;
+use crate::record::{MemoryRecord, message_conversation};
 
 /// Most canonical bytes a filter may take.
 pub const MAX_FILTER_BYTES: usize = 4096;
@@ -354,6 +358,9 @@ fn order(a: &Value, b: &Value) -> Option<Ordering> {
 }
 
 fn condition_matches(field: &str, condition: &Value, record: &MemoryRecord) -> bool {
+    if field == "conversation_id" {
+        return conversation_matches(condition, record);
+    }
     let found = field_value(field, record);
     if field != "created_at" {
         return decide(found, condition);
@@ -368,6 +375,34 @@ fn condition_matches(field: &str, condition: &Value, record: &MemoryRecord) -> b
         other => instant_operand(other),
     };
     decide(found, &condition)
+}
+
+/// A `conversation_id` condition: each operator holds for one of the
+/// record's conversations (`ne` and `nin` for all of them).
+fn conversation_matches(condition: &Value, record: &MemoryRecord) -> bool {
+    let mut conversations: Vec<Value> = record
+        .sources
+        .iter()
+        .filter_map(|s| message_conversation(&s.source_id))
+        .map(Value::from)
+        .collect();
+    conversations.dedup();
+    if conversations.is_empty() {
+        return decide(None, condition);
+    }
+    let Value::Object(ops) = condition else {
+        return conversations.contains(condition);
+    };
+    !ops.is_empty()
+        && ops.iter().all(|(name, operand)| {
+            let one = Value::Object([(name.clone(), operand.clone())].into_iter().collect());
+            let holds = |c: &Value| decide(Some(c.clone()), &one);
+            if matches!(operator(name), Some("ne" | "nin")) {
+                conversations.iter().all(holds)
+            } else {
+                conversations.iter().any(holds)
+            }
+        })
 }
 
 fn decide(found: Option<Value>, condition: &Value) -> bool {
@@ -437,7 +472,7 @@ fn decide(found: Option<Value>, condition: &Value) -> bool {
 mod tests {
     use super::*;
     use crate::record::fixtures::record;
-    use crate::record::{MemoryAddress, MemoryKind, MemorySubject};
+    use crate::record::{MemoryAddress, MemoryKind, MemorySubject, message_source_id};
     use serde_json::json;
 
     fn rec() -> MemoryRecord {
@@ -549,6 +584,75 @@ mod tests {
                 filter.0
             );
         }
+    }
+
+    #[test]
+    fn conversation_id_names_the_conversations_a_record_was_captured_in() {
+        let mut two = rec();
+        two.sources[0].source_id = message_source_id("chat-1", "m1");
+        let mut other = two.sources[0].clone();
+        other.source_id = message_source_id("chat-2", "m7");
+        two.sources.push(other);
+        let mut one = rec();
+        one.sources[0].source_id = message_source_id("chat-1", "m2");
+        // The fixture's own source is no captured message.
+        let none = rec();
+        for (filter, on_two, on_one, on_none) in [
+            (json!({"conversation_id": "chat-2"}), true, false, false),
+            (json!({"conversation_id": "chat-1"}), true, true, false),
+            (json!({"conversation_id": "chat"}), false, false, false),
+            (
+                json!({"conversation_id": {"ne": "chat-2"}}),
+                false,
+                true,
+                true,
+            ),
+            (
+                json!({"conversation_id": {"in": ["x", "chat-2"]}}),
+                true,
+                false,
+                false,
+            ),
+            (
+                json!({"conversation_id": {"nin": ["chat-2"]}}),
+                false,
+                true,
+                true,
+            ),
+            (
+                json!({"conversation_id": {"exists": true}}),
+                true,
+                true,
+                false,
+            ),
+            (
+                json!({"conversation_id": {"exists": false}}),
+                false,
+                false,
+                true,
+            ),
+            (
+                json!({"NOT": {"conversation_id": "chat-1"}}),
+                false,
+                false,
+                true,
+            ),
+            // Metadata of that name is reached by its prefix.
+            (
+                json!({"metadata.conversation_id": "chat-1"}),
+                false,
+                false,
+                false,
+            ),
+        ] {
+            let filter = f(filter);
+            assert_eq!(filter.matches(&two), on_two, "{:?} on two", filter.0);
+            assert_eq!(filter.matches(&one), on_one, "{:?} on one", filter.0);
+            assert_eq!(filter.matches(&none), on_none, "{:?} on none", filter.0);
+        }
+        assert_eq!(message_conversation("msg:a.b:c/m-1"), Some("a.b:c"));
+        assert_eq!(message_conversation("stmt:a/m-1"), None);
+        assert_eq!(message_conversation("msg:no-message"), None);
     }
 
     #[test]

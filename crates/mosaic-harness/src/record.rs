@@ -670,6 +670,19 @@ impl Problems {
     }
 }
 
+/// The source id of a message captured in a conversation:
+/// `msg:{conversation_id}/{message_id}` (neither holds a `/`).
+pub fn message_source_id(conversation_id: &str, message_id: &str) -> String {
+    format!("msg:{conversation_id}/{message_id}")
+}
+
+/// The conversation a captured message's source id
+/// ([`message_source_id`]) names; `None` for any other source.
+pub fn message_conversation(source_id: &str) -> Option<&str> {
+    let rest = source_id.strip_prefix("msg:")?;
+    rest.rfind('/').map(|at| &rest[..at])
+}
+
 /// True for a non-empty identifier of at most [`MAX_ID_BYTES`] bytes without
 /// whitespace or control characters.
 pub fn is_identifier(s: &str) -> bool {

@@ -681,9 +681,8 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
         &credential,
         &RecallRequest {
             query: Some(request.query),
-            // Narrowed to one conversation afterwards: rank the most.
-            max_records: Some(if conversation.is_some() { 100 } else { limit }),
-            filter,
+            max_records: Some(limit),
+            filter: in_conversation(filter, conversation),
             ..RecallRequest::default()
         },
     )?;
@@ -693,11 +692,6 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
         let score = m.score.map(mem0_score);
         if let (Some(t), Some(s)) = (request.threshold, score)
             && s < t
-        {
-            continue;
-        }
-        if let Some(conversation) = conversation
-            && !in_conversation(service, &credential, &m.record_id, conversation)?
         {
             continue;
         }
@@ -722,21 +716,19 @@ fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceRe
     })
 }
 
-/// Whether a memory was captured in `conversation` (mem0's `run_id`, else
-/// `agent_id`, names the conversation a message is ingested into).
-fn in_conversation(
-    service: &Service,
-    credential: &Credential,
-    record_id: &str,
-    conversation: &str,
-) -> ServiceResult<bool> {
-    let view = service.get_memory(credential, record_id)?;
-    let prefix = format!("msg:{conversation}/");
-    Ok(view
-        .record
-        .sources
-        .iter()
-        .any(|s| s.source_id.starts_with(&prefix)))
+/// `filter` narrowed to the memories captured in `conversation` (mem0's
+/// `run_id`, else `agent_id`, names the conversation a message is ingested
+/// into): the read filter's `conversation_id`, decided inside eligibility,
+/// before ranking and paging.
+fn in_conversation(filter: Option<Value>, conversation: Option<&str>) -> Option<Value> {
+    let Some(conversation) = conversation else {
+        return filter;
+    };
+    let narrow = serde_json::json!({ "conversation_id": conversation });
+    Some(match filter {
+        None => narrow,
+        Some(filter) => serde_json::json!({ "AND": [filter, narrow] }),
+    })
 }
 
 /// The end (exclusive, Unix ms) of the UTC day `date` names
@@ -789,25 +781,10 @@ fn active_ids(
     scope: &Scope,
     filter: Option<&Value>,
 ) -> ServiceResult<Vec<String>> {
-    let entries = service.active_memories_matching(credential, filter)?;
     let conversation = scope.run_id.as_deref().or(scope.agent_id.as_deref());
-    let mut ids = Vec::new();
-    for entry in entries {
-        if let Some(conversation) = conversation {
-            let view = service.get_memory(credential, &entry.record_id)?;
-            let prefix = format!("msg:{conversation}/");
-            if !view
-                .record
-                .sources
-                .iter()
-                .any(|s| s.source_id.starts_with(&prefix))
-            {
-                continue;
-            }
-        }
-        ids.push(entry.record_id);
-    }
-    Ok(ids)
+    let filter = in_conversation(filter.cloned(), conversation);
+    let entries = service.active_memories_matching(credential, filter.as_ref())?;
+    Ok(entries.into_iter().map(|entry| entry.record_id).collect())
 }
 
 /// mem0's server lists and deletes for someone: `user_id`, `agent_id` or

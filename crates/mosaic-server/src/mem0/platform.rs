@@ -275,12 +275,6 @@ pub struct Entity {
     total_memories: usize,
 }
 
-/// The conversation a source id (`msg:{conversation}/{message}`) names.
-fn conversation_of(source_id: &str) -> Option<&str> {
-    let rest = source_id.strip_prefix("msg:")?;
-    rest.rfind('/').map(|at| &rest[..at])
-}
-
 fn entities(service: &Service, key: &KeyAuth) -> ServiceResult<EntitiesResponse> {
     let credential = as_user(service, key, None)?;
     let (_, principal) = credential.principal()?;
@@ -292,7 +286,8 @@ fn entities(service: &Service, key: &KeyAuth) -> ServiceResult<EntitiesResponse>
         for source in &view.record.sources {
             // Not runs: mem0's default conversation (no `run_id` or
             // `agent_id`) and the statements remembered one by one.
-            if let Some(conversation) = conversation_of(&source.source_id)
+            if let Some(conversation) =
+                mosaic_harness::record::message_conversation(&source.source_id)
                 && conversation != "mem0"
                 && conversation != crate::service::conversation::STATEMENTS
             {

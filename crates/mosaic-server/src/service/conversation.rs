@@ -13,10 +13,11 @@
 
 use mosaic_harness::MemorySource;
 use mosaic_harness::memory_write::MemoryPurpose;
+use mosaic_harness::record::message_source_id;
 use serde::Serialize;
 
 use super::ids::{self, MessageLocator};
-use super::propose::{CapturedProposal, message_source_id};
+use super::propose::CapturedProposal;
 use super::*;
 use crate::catalog::MessageRow;
 use crate::evidence::CapturedSource;

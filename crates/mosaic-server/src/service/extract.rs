@@ -363,7 +363,7 @@ impl ServiceCore {
             let source_ids: Vec<String> = fact
                 .cites
                 .iter()
-                .map(|m| propose::message_source_id(&job.conversation_id, m))
+                .map(|m| mosaic_harness::record::message_source_id(&job.conversation_id, m))
                 .collect();
             let claims: Vec<StructuredClaim> = fact
                 .claims
@@ -398,7 +398,10 @@ impl ServiceCore {
                 };
                 for claim_id in &claim_ids {
                     let judgment = SourceJudgment {
-                        source_id: propose::message_source_id(&job.conversation_id, cite),
+                        source_id: mosaic_harness::record::message_source_id(
+                            &job.conversation_id,
+                            cite,
+                        ),
                         claim_id: claim_id.clone(),
                         source_content_sha256: row.content_sha256.clone(),
                         supports_proposal: supported,

@@ -4,6 +4,7 @@ use super::*;
 use crate::catalog::{ClaimUpdates, MessageRow};
 use crate::evidence::CapturedSource;
 use mosaic_harness::MemorySource;
+use mosaic_harness::record::message_source_id;
 
 /// One proposal waiting for the writer in the group-commit queue.
 pub(super) struct GroupJob {
@@ -828,11 +829,6 @@ fn resolve_cites(
         }
     }
     Ok(out)
-}
-
-/// The source id of a captured message.
-pub fn message_source_id(conversation_id: &str, message_id: &str) -> String {
-    format!("msg:{conversation_id}/{message_id}")
 }
 
 /// The record a newer claim value supersedes: exactly one live record,

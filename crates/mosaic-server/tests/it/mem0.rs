@@ -1631,3 +1631,146 @@ pub(crate) async fn mem0_filters_restrict_the_memories_before_ranking_and_paging
     assert_eq!(bobs["results"].as_array().map(Vec::len), Some(1), "{bobs}");
     assert_ne!(ids(&bobs), vec![rare], "{bobs}");
 }
+
+/// mem0's `run_id` (else `agent_id`) narrows a search to one conversation
+/// inside the read's eligibility, before ranking: a conversation's memory
+/// that ranks below more than 100 better matches of other conversations is
+/// still found with `top_k: 1` (a narrowing applied to the ranked head
+/// would miss it), and listing by `run_id` names only that conversation.
+#[tokio::test]
+async fn run_id_narrows_the_search_before_ranking() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let r = &w.router;
+    let key = Some(alice.key.as_str());
+    let places = [
+        "Bergen",
+        "Oslo",
+        "Hamburg",
+        "Calais",
+        "Tallinn",
+        "Kiel",
+        "Dover",
+        "Helsinki",
+        "Gdansk",
+        "Riga",
+        "Malmo",
+        "Visby",
+        "Turku",
+        "Aarhus",
+        "Bodo",
+        "Stavanger",
+    ];
+    let things = [
+        "tickets",
+        "cabins",
+        "coffee",
+        "fares",
+        "delays",
+        "decks",
+        "buffets",
+        "timetables",
+        "crews",
+        "engines",
+        "harbours",
+    ];
+    let mut kept = 0;
+    for (i, place) in places.iter().enumerate() {
+        for (j, thing) in things.iter().enumerate() {
+            let text = format!(
+                "Ferry {i}{j}: the ferry to {place} has {thing}; ferry {thing} near {place} \
+                 are noted on day {}.",
+                i * 11 + j
+            );
+            let (status, added) = send(
+                r,
+                "POST",
+                "/memories",
+                key,
+                Some(json!({"messages": text, "user_id": "alice", "run_id": format!("trip-{i}")})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{added}");
+            if added["results"][0]["id"].is_string() {
+                kept += 1;
+            }
+        }
+    }
+    assert!(
+        kept > 100,
+        "the better matches must outnumber the old head of 100: {kept}"
+    );
+    let (status, added) = send(
+        r,
+        "POST",
+        "/memories",
+        key,
+        Some(json!({
+            "messages": "Grandmother's soup book mentions a ferry once.",
+            "user_id": "alice",
+            "run_id": "recipes"
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{added}");
+    let rare = added["results"][0]["id"].as_str().expect("kept").to_owned();
+    // Bob's conversation of the same name is his own.
+    let (status, _) = send(
+        r,
+        "POST",
+        "/memories",
+        Some(bob.key.as_str()),
+        Some(json!({"messages": "A ferry recipe.", "user_id": "bob", "run_id": "recipes"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let found_ids = |answer: &Value| -> Vec<String> {
+        answer["results"]
+            .as_array()
+            .unwrap_or_else(|| panic!("results: {answer}"))
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let (_, head) = send(
+        r,
+        "POST",
+        "/search",
+        key,
+        Some(json!({"query": "ferry", "user_id": "alice", "top_k": 100})),
+    )
+    .await;
+    assert!(
+        !found_ids(&head).contains(&rare),
+        "the recipe must rank below the first 100: {head}"
+    );
+    for body in [
+        json!({"query": "ferry", "user_id": "alice", "run_id": "recipes", "top_k": 1}),
+        json!({"query": "ferry", "user_id": "alice", "agent_id": "recipes", "top_k": 1}),
+        json!({"query": "ferry", "filters": {"AND": [{"user_id": "alice"}, {"run_id": "recipes"}]}, "top_k": 1}),
+    ] {
+        let (status, found) = send(r, "POST", "/search", key, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::OK, "{body}: {found}");
+        assert_eq!(found_ids(&found), vec![rare.clone()], "{body}: {found}");
+    }
+    let (_, trip) = send(
+        r,
+        "POST",
+        "/search",
+        key,
+        Some(
+            json!({"query": "Bergen tickets", "user_id": "alice", "run_id": "trip-0", "top_k": 20}),
+        ),
+    )
+    .await;
+    assert_eq!(found_ids(&trip).len(), 11, "{trip}");
+    let (_, listed) = send(
+        r,
+        "GET",
+        "/memories?user_id=alice&run_id=recipes",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(found_ids(&listed), vec![rare], "{listed}");
+}
