@@ -57,6 +57,7 @@ pub mod error_codes;
 pub mod evidence;
 pub mod examples;
 pub mod extraction;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod http;
 pub mod http_embedder;
