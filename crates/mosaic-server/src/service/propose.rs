@@ -688,6 +688,7 @@ impl ServiceCore {
             derived_from: request.derived_from.clone(),
             expected_line_generation,
             now_unix_ms: now,
+            kept: mosaic_store::intake::KeptWithRecord::default(),
         };
         Ok(PreparedWrite {
             write,

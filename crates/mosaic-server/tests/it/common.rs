@@ -438,6 +438,9 @@ pub fn as_released(data: &std::path::Path) {
              INSERT INTO old.tenant_options SELECT tenant_id, claim_updates FROM tenant_settings WHERE claim_updates IS NOT NULL;
              INSERT INTO old.write_guards SELECT tenant_id, write_guards_json FROM tenant_settings WHERE write_guards_json IS NOT NULL;
              DETACH DATABASE old;
+             DROP TABLE captured_messages; DROP TABLE extraction_jobs; DROP TABLE export_requests;
+             ALTER TABLE proposals DROP COLUMN principal_id;
+             DELETE FROM meta WHERE key = 'intake_imported';
              DROP TABLE api_keys; DROP TABLE tenant_settings; DROP TABLE policy_history;
              DROP TABLE verifiers; DROP TABLE server_settings;
              DELETE FROM meta WHERE key = 'catalog_imported';
