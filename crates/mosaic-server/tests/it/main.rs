@@ -40,7 +40,6 @@ mod poisoning;
 mod policy_carry;
 mod postgres;
 mod postgres_addresses;
-mod postgres_catalog;
 mod postgres_erasure;
 mod postgres_reads;
 mod receipt_signatures;
@@ -48,7 +47,6 @@ mod reconcile;
 mod review;
 mod roundtrip;
 mod scope_reads;
-mod store_truth;
 mod upgrade;
 
 /// Skipped suites, listed after the test command (`testing/skip.rs`).
