@@ -42,6 +42,7 @@ mod postgres;
 mod postgres_addresses;
 mod postgres_erasure;
 mod postgres_reads;
+mod postgres_upgrade;
 mod receipt_signatures;
 mod reconcile;
 mod review;
