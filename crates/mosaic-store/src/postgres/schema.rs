@@ -48,6 +48,12 @@
 //! has none) and `idx_records_address` on (tenant, subject, namespace,
 //! key, state), so a read by address is one indexed lookup.
 //!
+//! Version 11 (both backends, `INTAKE`) adds `proposals.principal_id` and
+//! the tables of what a server keeps beside its records
+//! (`captured_messages`, `export_requests`, `extraction_jobs`, see
+//! [`crate::intake`]), each under forced row security, and moves an
+//! earlier server's own `mosaic_server_*` rows of them in.
+//!
 //! Version 6 (both backends) drops two indexes no query used: records by
 //! line, and the catalog by record id alone (its key is now the tenant and
 //! the record id).
