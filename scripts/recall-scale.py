@@ -17,7 +17,7 @@ each size times, from this client process over one keep-alive connection:
 
 Each step also reports its ingest rate (turns per second) and the bytes the
 server process wrote to storage per ingested record (`write_bytes` of
-/proc/PID/io over the step: store, catalog and indexes) and, of those, the
+/proc/PID/io over the step: store and indexes) and, of those, the
 bytes of index persistence (journals and snapshots, from the server's
 `mosaic_index_journal_bytes_total` and `mosaic_index_snapshot_bytes_total`
 at `GET /metrics`), so the write cost at 1k and at 50k records can be

@@ -702,12 +702,12 @@ pub struct PolicyRequest {
     /// digest: it decides which supersession the server declares, and the
     /// gate checks every supersession either way. Unchanged when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim_updates: Option<crate::catalog::ClaimUpdates>,
+    pub claim_updates: Option<crate::settings::ClaimUpdates>,
     /// The tenant's write guards (near-duplicate threshold, prose
     /// contradictions, evidence for shared semantic memory). Not part of
     /// the policy digest. Unchanged when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_guards: Option<crate::catalog::WriteGuards>,
+    pub write_guards: Option<crate::settings::WriteGuards>,
 }
 
 /// Create a tenant.

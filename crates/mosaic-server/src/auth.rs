@@ -74,6 +74,26 @@ pub struct ApplicationBounds {
     pub expires_at_unix_ms: u64,
 }
 
+/// One API key's public description.
+#[derive(serde::Serialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct KeyInfo {
+    /// Identity.
+    pub key_id: String,
+    /// `admin`, `principal` or `application`.
+    pub role: String,
+    /// Tenant of a principal or application key.
+    pub tenant_id: Option<String>,
+    /// Principal of a principal key.
+    pub principal_id: Option<String>,
+    /// Creation instant.
+    pub created_at_ms: u64,
+    /// Whether the key is disabled.
+    pub disabled: bool,
+    /// The bounds of an application key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application: Option<ApplicationBounds>,
+}
+
 /// Most user patterns one application key holds.
 pub const MAX_APPLICATION_USERS: usize = 1000;
 
@@ -227,7 +247,7 @@ pub fn generate_key() -> ServiceResult<String> {
     Ok(format!("{KEY_PREFIX}{}", hex::encode(bytes)))
 }
 
-/// SHA-256 hex of a presented key (what the catalog stores).
+/// SHA-256 hex of a presented key (what the store keeps).
 pub fn key_sha256(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }

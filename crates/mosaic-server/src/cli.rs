@@ -46,7 +46,7 @@ pub struct ServeFlags {
     /// Data directory (default ./mosaic-data).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// PostgreSQL URL (scale-out: store, indexes and catalog in the database).
+    /// PostgreSQL URL (scale-out: store and indexes in the database).
     #[arg(long)]
     pub postgres: Option<String>,
     /// Receipt-signing key file (default <data-dir>/signing-keys.json);
@@ -196,9 +196,10 @@ pub enum Command {
         #[arg(long, value_parser = parse_witness)]
         audit_witness: Option<Witness>,
     },
-    /// Migrate a PostgreSQL database as its schema owner (store, search
-    /// tables for the configured embedder's dimension, server catalog) and
-    /// grant the role the servers connect as.
+    /// Migrate a PostgreSQL database as its schema owner (store, taking in
+    /// an earlier release's server tables, and search tables for the
+    /// configured embedder's dimension) and grant the role the servers
+    /// connect as.
     Migrate {
         #[command(flatten)]
         flags: ServeFlags,
@@ -953,7 +954,7 @@ fn migrate(flags: &ServeFlags, app_role: Option<&str>, json: bool) -> Result<Exi
         print_line("migrate", &data);
     } else {
         println!(
-            "mosaic: PostgreSQL schema migrated (store, search tables for {}-dimensional vectors, server catalog){}",
+            "mosaic: PostgreSQL schema migrated (store, search tables for {}-dimensional vectors){}",
             embedder.dimension(),
             app_role.map_or(String::new(), |r| format!("; role {r} granted"))
         );

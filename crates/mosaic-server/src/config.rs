@@ -15,11 +15,11 @@ use crate::error::{ServiceError, ServiceResult};
 pub struct ServerConfig {
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Data directory (store file, catalog, index snapshots, admin key).
+    /// Data directory (store file, index snapshots, admin key).
     pub data_dir: PathBuf,
-    /// PostgreSQL URL; when set the store, the lexical and vector indexes
-    /// and the server catalog live in that database instead of the data
-    /// directory, so several servers can share it.
+    /// PostgreSQL URL; when set the store and the lexical and vector
+    /// indexes live in that database instead of the data directory, so
+    /// several servers can share it.
     pub postgres: Option<String>,
     /// The receipt-signing key file (default `<data_dir>/signing-keys.json`,
     /// created at first start). Servers sharing a PostgreSQL database share
@@ -67,7 +67,7 @@ pub struct ServerConfig {
     /// passages scored by the best (the default). Cheaper ingest and the
     /// ranking of earlier releases; long texts are seen only by their start.
     pub whole_texts: bool,
-    /// Read connections to the store and catalog (recall, get, list,
+    /// Read connections to the store (recall, get, list,
     /// authentication); they never wait for the writer.
     pub read_connections: usize,
     /// With PostgreSQL: most connections in the pool ranked reads and write

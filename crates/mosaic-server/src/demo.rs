@@ -69,10 +69,10 @@ pub fn run(json: bool) -> Result<ExitCode> {
                     claim_updates: None,
                     // The story's workspace facts quote their own sources;
                     // by default shared facts need a registered verifier.
-                    write_guards: Some(mosaic_server::catalog::WriteGuards {
+                    write_guards: Some(mosaic_server::settings::WriteGuards {
                         shared_semantic_evidence:
-                            mosaic_server::catalog::SharedSemanticEvidence::Any,
-                        ..mosaic_server::catalog::WriteGuards::default()
+                            mosaic_server::settings::SharedSemanticEvidence::Any,
+                        ..mosaic_server::settings::WriteGuards::default()
                     }),
                 }),
             },

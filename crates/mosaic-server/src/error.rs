@@ -224,7 +224,7 @@ impl From<StoreError> for ServiceError {
 
 impl From<rusqlite::Error> for ServiceError {
     fn from(err: rusqlite::Error) -> Self {
-        ServiceError::Internal(format!("catalog: {err}"))
+        ServiceError::Internal(format!("sqlite: {err}"))
     }
 }
 

@@ -34,7 +34,7 @@
 //!    supersession is observed by the server when the superseded record is
 //!    active, visible to the key and about the same subject.
 //!
-//! This module is pure (no catalog, store or clock); the service looks up
+//! This module is pure (no store or clock); the service looks up
 //! the registered verifiers and the stored claims and calls it.
 
 use std::collections::BTreeMap;

@@ -600,10 +600,7 @@ async fn resolve_review(
     call(&s, move |s| s.resolve_review(&c, &case, &r)).await
 }
 
-async fn list_keys(
-    State(s): State<AppState>,
-    Auth(c): Auth,
-) -> Reply<Vec<crate::catalog::KeyInfo>> {
+async fn list_keys(State(s): State<AppState>, Auth(c): Auth) -> Reply<Vec<crate::auth::KeyInfo>> {
     call(&s, move |s| s.list_keys(&c)).await
 }
 

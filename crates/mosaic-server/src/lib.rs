@@ -27,12 +27,12 @@
 //! * **Metrics** in Prometheus text at `/metrics`, an OpenAPI 3 document at
 //!   `/openapi.json`.
 //!
-//! I/O: the data directory (SQLite store, the server catalog, index
-//! snapshots, the bootstrap admin key file) and the listening socket.
+//! I/O: the data directory (SQLite store, index snapshots, the bootstrap
+//! admin key file) and the listening socket.
 //! Nothing is logged that carries memory content or secrets.
 //!
 //! With `--postgres URL` the store, the indexes (full-text search and
-//! pgvector HNSW) and the catalog live in PostgreSQL, so any number of
+//! pgvector HNSW) live in PostgreSQL, so any number of
 //! stateless servers can share one database (`mosaic migrate` as the
 //! schema owner first, then serve as an application role).
 //!
@@ -48,7 +48,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod catalog;
 pub mod config;
 pub mod console;
 pub mod embedder;
@@ -70,6 +69,7 @@ pub mod openapi;
 pub mod priority;
 pub mod receipts;
 pub mod service;
+pub mod settings;
 pub mod signing;
 
 pub use config::ServerConfig;

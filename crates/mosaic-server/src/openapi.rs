@@ -849,7 +849,7 @@ pub const TYPED: &[Typed] = &[
         "/v1/admin/keys",
         "listKeys",
         None,
-        Json(list_of::<crate::catalog::KeyInfo>),
+        Json(list_of::<crate::auth::KeyInfo>),
     ),
     typed(
         "POST",

@@ -153,6 +153,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             "directory_rows_are_the_stores",
             directory_rows_are_the_stores::<F>,
         ),
+        (
+            "intake_rows_are_the_stores",
+            intake_rows_are_the_stores::<F>,
+        ),
     ]
 }
 
@@ -334,6 +338,161 @@ pub fn address_namespaces_list_current_records_of_one_subject<F: StoreFactory>(
         )?,
         Vec::<String>::new()
     );
+    Ok(())
+}
+
+/// Proposal owners, captured messages, export copies and extraction jobs
+/// are the store's rows: a message and an export copy commit in their
+/// record's own write transaction (a message that is not the writer's, or
+/// not held by that record, fails the write whole: nothing is stored), a
+/// replay writes nothing again, erasure deletes the export copy, a job is
+/// queued once and found due, updated and counted across tenants, and no
+/// lookup finds another tenant's or principal's row.
+pub fn intake_rows_are_the_stores<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    use crate::intake::{CapturedMessage, ExtractionJob, IntakeImport, KeptWithRecord};
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let (a, b) = (fixtures::TENANT_A, fixtures::TENANT_B);
+    let message = |tenant: &str, principal: &str, record: &str| CapturedMessage {
+        tenant_id: tenant.into(),
+        principal_id: principal.into(),
+        conversation_id: "conv".into(),
+        message_id: "m1".into(),
+        record_id: record.into(),
+        content_sha256: fixtures::label("text"),
+        provenance_sha256: fixtures::label("provenance"),
+        locator_sha256: fixtures::label("locator"),
+        captured_at_ms: T0,
+    };
+    let mut request = Spec::principal(a, "alice", "r1").build();
+    request.kept = KeptWithRecord {
+        export_request_json: Some("{\"copy\":1}".into()),
+        message: Some(message(a, "alice", "r1")),
+    };
+    // Refused whole: a message of another principal, or held elsewhere.
+    for wrong in [message(a, "bob", "r1"), message(a, "alice", "r-other")] {
+        let mut bad = request.clone();
+        bad.kept.message = Some(wrong);
+        assert!(matches!(
+            store.write(&bad),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        assert!(store.get_record("r1")?.is_none(), "nothing is stored");
+        assert_eq!(store.proposal_owner(&request.proposal.proposal_id)?, None);
+    }
+    assert!(store.write(&request)?.is_accepted());
+    let owner = store
+        .proposal_owner(&request.proposal.proposal_id)?
+        .expect("decided");
+    assert_eq!(
+        (owner.tenant_id.as_str(), owner.principal_id.as_deref()),
+        (a, Some("alice"))
+    );
+    assert!(
+        owner.accepted && owner.record_id == "r1" && owner.decided_at_ms == request.now_unix_ms
+    );
+    assert_eq!(
+        store.captured_message(a, "alice", "conv", "m1")?,
+        Some(message(a, "alice", "r1"))
+    );
+    assert_eq!(store.captured_message(a, "bob", "conv", "m1")?, None);
+    assert_eq!(store.captured_message(b, "alice", "conv", "m1")?, None);
+    assert_eq!(
+        store.export_request(a, "r1")?.as_deref(),
+        Some("{\"copy\":1}")
+    );
+    assert_eq!(store.export_request(b, "r1")?, None, "another tenant's");
+    // A replay carrying other rows writes nothing.
+    let mut replay = request.clone();
+    replay.kept.export_request_json = Some("{\"copy\":2}".into());
+    assert!(store.write(&replay)?.replayed);
+    assert_eq!(
+        store.export_request(a, "r1")?.as_deref(),
+        Some("{\"copy\":1}")
+    );
+
+    // Erasure deletes the export copy; the message's digests stay (its
+    // text was the record's).
+    let auth = fixtures::authorization("alice");
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+    let ineligible = store.revoke("r1", &RevocationReason::Requested, &auth, T0 + 100)?;
+    let requested = store.request_deletion(ineligible, T0 + 200)?;
+    for target in &config.required_index_targets {
+        for task in store.pending_outbox(target, 10)? {
+            store.acknowledge_index(&task.record_id, task.generation, target, T0 + 300)?;
+        }
+    }
+    let acknowledged = store.confirm_indexes_acknowledged(requested, T0 + 400)?;
+    store.erase(acknowledged, T0 + 500)?;
+    assert_eq!(
+        store.export_request(a, "r1")?,
+        None,
+        "erased with the record"
+    );
+    assert!(store.captured_message(a, "alice", "conv", "m1")?.is_some());
+
+    // Extraction jobs.
+    let job = |tenant: &str, id: &str, next: u64| ExtractionJob {
+        job_id: id.into(),
+        tenant_id: tenant.into(),
+        principal_id: "alice".into(),
+        key_id: "k-alice".into(),
+        conversation_id: "conv".into(),
+        message_ids: vec!["m1".into(), "m2".into()],
+        state: "pending".into(),
+        attempts: 0,
+        next_attempt_ms: next,
+        last_error: None,
+        report_json: None,
+        created_at_ms: next,
+    };
+    assert!(store.queue_extraction_job(&job(a, "x-1", T0 + 20))?);
+    assert!(store.queue_extraction_job(&job(b, "x-2", T0 + 10))?);
+    assert!(
+        !store.queue_extraction_job(&job(a, "x-1", T0 + 99))?,
+        "queued once"
+    );
+    let mut bad = job(a, "x-3", T0);
+    bad.state = "running".into();
+    assert!(matches!(
+        store.queue_extraction_job(&bad),
+        Err(StoreError::InvalidArgument(_))
+    ));
+    let due: Vec<String> = store
+        .due_extraction_jobs(T0 + 20, 10)?
+        .into_iter()
+        .map(|j| j.job_id)
+        .collect();
+    assert_eq!(due, ["x-2", "x-1"], "oldest first, every tenant's");
+    assert_eq!(store.due_extraction_jobs(T0 + 15, 10)?.len(), 1);
+    assert_eq!(store.due_extraction_jobs(T0 + 20, 1)?.len(), 1);
+    let mut done = job(a, "x-1", T0 + 20);
+    done.state = "done".into();
+    done.attempts = 1;
+    done.report_json = Some("{\"proposed\":1}".into());
+    assert!(store.update_extraction_job(&done)?);
+    // Another tenant's job of that id is not updated.
+    assert!(!store.update_extraction_job(&job(b, "x-1", T0))?);
+    assert_eq!(
+        store.extraction_job_counts()?,
+        [("done".to_owned(), 1), ("pending".to_owned(), 1)]
+    );
+    let recent = store.recent_extraction_jobs(10)?;
+    assert_eq!(recent.len(), 2);
+    assert_eq!(recent[0], done, "the latest queued first, as updated");
+
+    // An earlier server's rows are imported once (a backend whose
+    // migration moved them has nothing to import).
+    if !store.intake_imported()? {
+        let import = IntakeImport {
+            jobs: vec![job(a, "x-old", T0)],
+            ..IntakeImport::default()
+        };
+        assert!(store.import_intake(&import)?);
+        assert!(store.intake_imported()?);
+        assert!(!store.import_intake(&import)?, "imported once");
+        assert_eq!(store.recent_extraction_jobs(10)?.len(), 3);
+    }
     Ok(())
 }
 

@@ -55,6 +55,7 @@ pub mod audit;
 pub mod conformance;
 pub mod directory;
 mod error;
+pub mod intake;
 mod ops;
 #[cfg(feature = "postgres")]
 pub mod postgres;

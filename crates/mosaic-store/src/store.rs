@@ -10,6 +10,7 @@ use crate::directory::{
     ApiKey, DirectoryImport, StoredVerifier, TenantPolicyUpdate, TenantSettings,
 };
 use crate::error::StoreResult;
+use crate::intake::{CapturedMessage, ExtractionJob, IntakeImport, ProposalOwner};
 use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
@@ -452,4 +453,53 @@ pub trait Store: Send {
     /// Imports an earlier server's own rows in one transaction, once:
     /// false (nothing written) when already imported.
     fn import_directory(&mut self, import: &DirectoryImport) -> StoreResult<bool>;
+
+    // ------------------------------------------------------------ intake
+
+    /// Who decided a proposal and what, if the store knows the proposal.
+    fn proposal_owner(&mut self, proposal_id: &str) -> StoreResult<Option<ProposalOwner>>;
+
+    /// A message `principal_id` of `tenant_id` captured (committed with the
+    /// record holding its text), if any. Only that principal's messages
+    /// can be found.
+    fn captured_message(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+        conversation_id: &str,
+        message_id: &str,
+    ) -> StoreResult<Option<CapturedMessage>>;
+
+    /// Queues an extraction job; false when its id is queued already.
+    fn queue_extraction_job(&mut self, job: &ExtractionJob) -> StoreResult<bool>;
+
+    /// Records an extraction job's outcome; false when there is no such
+    /// job of its tenant.
+    fn update_extraction_job(&mut self, job: &ExtractionJob) -> StoreResult<bool>;
+
+    /// Pending extraction jobs of every tenant due at `now_ms`, oldest
+    /// first, at most `limit`.
+    fn due_extraction_jobs(&mut self, now_ms: u64, limit: usize)
+    -> StoreResult<Vec<ExtractionJob>>;
+
+    /// The most recently queued extraction jobs of every tenant, in every
+    /// state, at most `limit`.
+    fn recent_extraction_jobs(&mut self, limit: usize) -> StoreResult<Vec<ExtractionJob>>;
+
+    /// How many extraction jobs are in each state, sorted by state.
+    fn extraction_job_counts(&mut self) -> StoreResult<Vec<(String, u64)>>;
+
+    /// The export copy of an accepted record's request
+    /// ([`crate::intake::KeptWithRecord::export_request_json`]), unless the
+    /// record was erased. Only `tenant_id`'s can be found.
+    fn export_request(&mut self, tenant_id: &str, record_id: &str) -> StoreResult<Option<String>>;
+
+    /// Whether an earlier server's proposals, messages, jobs and export
+    /// copies were imported (always, on a backend whose migration moved
+    /// them).
+    fn intake_imported(&mut self) -> StoreResult<bool>;
+
+    /// Imports an earlier server's rows in one transaction, once: false
+    /// (nothing written) when already imported.
+    fn import_intake(&mut self, import: &IntakeImport) -> StoreResult<bool>;
 }

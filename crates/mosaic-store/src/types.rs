@@ -98,6 +98,14 @@ pub struct WriteRequest {
     pub expected_line_generation: Option<u64>,
     /// The decision instant from the caller's clock.
     pub now_unix_ms: u64,
+    /// What the caller keeps beside the record when the proposal is
+    /// accepted, committed in this same transaction (not part of the
+    /// idempotency identity: a replay writes nothing).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::intake::KeptWithRecord::is_empty"
+    )]
+    pub kept: crate::intake::KeptWithRecord,
 }
 
 #[derive(Serialize)]

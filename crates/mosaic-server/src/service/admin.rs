@@ -14,7 +14,7 @@ impl ServiceCore {
         match request {
             VerifyRequest::Write { proposal_id } => {
                 let mut inner = self.reader()?;
-                let owner = inner.catalog.proposal_owner(proposal_id)?;
+                let owner = inner.store.proposal_owner(proposal_id)?;
                 // A principal verifies its own proposals, and those whose
                 // record it may read; any other answers like a missing one.
                 let allowed = match (credential, &owner) {
@@ -25,16 +25,13 @@ impl ServiceCore {
                             principal_id,
                             ..
                         },
-                        Some((t, p)),
+                        Some(owner),
                     ) => {
-                        t == tenant_id
-                            && (p == principal_id
-                                || match inner.catalog.proposal_record_id(proposal_id)? {
-                                    Some(record_id) => {
-                                        self.visible_row(&mut inner, credential, &record_id).is_ok()
-                                    }
-                                    None => false,
-                                })
+                        owner.tenant_id == *tenant_id
+                            && (owner.principal_id.as_deref() == Some(principal_id.as_str())
+                                || self
+                                    .visible_row(&mut inner, credential, &owner.record_id)
+                                    .is_ok())
                     }
                     _ => false,
                 };
@@ -152,15 +149,15 @@ impl ServiceCore {
                 continue;
             }
             let mut request = match inner
-                .catalog
-                .memory(&stored.record.tenant_id, &row.record_id)?
-                .and_then(|m| m.request_json)
+                .store
+                .export_request(&stored.record.tenant_id, &row.record_id)?
             {
                 Some(json) => serde_json::from_str::<ProposeRequest>(&json).map_err(|e| {
-                    ServiceError::Internal(format!("catalog request does not decode: {e}"))
+                    ServiceError::Internal(format!("stored export copy does not decode: {e}"))
                 })?,
-                // No export copy (the catalog write after the store commit
-                // did not happen): rebuild the request from the record.
+                // A record an earlier release wrote without its export copy
+                // (its two databases were written apart): the request is
+                // rebuilt from the record.
                 None => request_from_record(&mut *inner.store, &stored.record, &row.proposal_id)?,
             };
             request.content = content;
@@ -677,10 +674,7 @@ impl ServiceCore {
     }
 
     /// Every key's public description.
-    pub fn list_keys(
-        &self,
-        credential: &Credential,
-    ) -> ServiceResult<Vec<crate::catalog::KeyInfo>> {
+    pub fn list_keys(&self, credential: &Credential) -> ServiceResult<Vec<crate::auth::KeyInfo>> {
         credential.require_admin()?;
         directory::keys(self.writer()?.store.as_mut())
     }
@@ -783,9 +777,7 @@ impl ServiceCore {
             .store
             .review_case(case_id)?
             .ok_or_else(|| ServiceError::not_found("review case", case_id))?;
-        let (tenant, principal) = inner
-            .catalog
-            .proposal_owner(&case.proposal_id)?
+        let (tenant, principal) = super::directory::proposal_owner(inner.store.as_mut(), &case.proposal_id)?
             .filter(|(tenant, _)| *tenant == case.tenant_id)
             .ok_or_else(|| ServiceError::Conflict {
                 code: "no_proposer",
@@ -806,7 +798,8 @@ impl ServiceCore {
             super::propose::InCall::alone(&mut super::propose::CallReads::default()),
             None,
         )?;
-        let write = Box::new(prepared.write.clone());
+        let mut write = Box::new(prepared.write.clone());
+        write.kept = propose::kept_with_record(&proposal, &prepared, None)?;
         let action = if supersede {
             ReviewAction::Supersede(write)
         } else {
@@ -816,11 +809,6 @@ impl ServiceCore {
             .store
             .resolve_review(case_id, action, &reviewer, self.now())?;
         if let Some(accepted) = receipt.body.new_proposal_accepted {
-            record_decision(
-                &inner.catalog,
-                &propose::Decision::of(&tenant, &principal, &proposal, &prepared)?,
-                accepted,
-            )?;
             self.metrics.incr(
                 "mosaic_write_decisions_total",
                 &[("decision", if accepted { "accepted" } else { "rejected" })],
@@ -899,7 +887,7 @@ fn within_bounds(grant: &MemoryWriteGrant, bounds: &auth::ApplicationBounds) -> 
 
 /// Why a tenant's write guards cannot be stored, if they cannot: each
 /// threshold is a permille in `1..=1000`.
-pub(super) fn write_guards_problem(guards: &crate::catalog::WriteGuards) -> Option<&'static str> {
+pub(super) fn write_guards_problem(guards: &crate::settings::WriteGuards) -> Option<&'static str> {
     if !(1..=1000).contains(&guards.near_duplicate_permille) {
         return Some("near_duplicate_permille must lie in 1..=1000");
     }
@@ -912,7 +900,7 @@ pub(super) fn write_guards_problem(guards: &crate::catalog::WriteGuards) -> Opti
 #[cfg(test)]
 mod write_guard_tests {
     use super::write_guards_problem;
-    use crate::catalog::WriteGuards;
+    use crate::settings::WriteGuards;
 
     #[test]
     fn every_guard_threshold_is_a_permille_from_one_to_a_thousand() {
@@ -953,7 +941,7 @@ mod write_guard_tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             old.near_duplicate_cosine_permille,
-            crate::catalog::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE
+            crate::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE
         );
     }
 }

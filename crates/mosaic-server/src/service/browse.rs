@@ -161,9 +161,8 @@ impl ServiceCore {
         let audit_trail = inner.store.record_audit_trail(record_id)?;
         let write_receipt = inner.store.write_receipt(&listed.proposal_id)?;
         let request: Option<ProposeRequest> = inner
-            .catalog
-            .memory(&listed.tenant_id, record_id)?
-            .and_then(|row| row.request_json)
+            .store
+            .export_request(&listed.tenant_id, record_id)?
             .and_then(|json| serde_json::from_str(&json).ok());
         let superseded_by = audit_trail
             .iter()

@@ -120,9 +120,8 @@ impl ServiceCore {
             };
             report.examined += 1;
             let mut request = match inner
-                .catalog
-                .memory(tenant, &row.record_id)?
-                .and_then(|m| m.request_json)
+                .store
+                .export_request(tenant, &row.record_id)?
                 .map(|json| serde_json::from_str::<ProposeRequest>(&json))
             {
                 Some(Ok(request)) => request,
@@ -189,7 +188,7 @@ impl ServiceCore {
                 &row.proposer_principal_id,
                 &proposal_id,
             )?;
-            if inner.catalog.proposal_owner(&stored_proposal_id)?.is_some() {
+            if inner.store.proposal_owner(&stored_proposal_id)?.is_some() {
                 report.decided_earlier += 1;
                 continue;
             }

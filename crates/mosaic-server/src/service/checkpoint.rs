@@ -1,6 +1,6 @@
-//! The background checkpointer: copies the SQLite write-ahead logs of the
-//! store and the catalog into their files from a connection of its own, so
-//! the committing writer never runs a checkpoint.
+//! The background checkpointer: copies the SQLite write-ahead log of the
+//! store into its file from a connection of its own, so the committing
+//! writer never runs a checkpoint.
 //!
 //! Why: a commit writes every page it touched to the log; a checkpoint
 //! writes each logged page to the file once, however many commits touched
@@ -115,7 +115,7 @@ pub(super) fn step(frames: i64, copied: i64, limits: Limits) -> Step {
 
 /// One log the checkpointer looks after.
 struct Log {
-    /// For metrics: `store` or `catalog`.
+    /// For metrics: `store`.
     name: &'static str,
     conn: rusqlite::Connection,
 }
@@ -154,7 +154,7 @@ impl Log {
 /// file); it stops with the service.
 pub(super) fn spawn_checkpointer(
     core: Arc<ServiceCore>,
-    files: [(&'static str, PathBuf); 2],
+    files: [(&'static str, PathBuf); 1],
 ) -> ServiceResult<std::thread::JoinHandle<()>> {
     let mut logs = Vec::with_capacity(files.len());
     for (name, path) in files {

@@ -7,8 +7,8 @@
 //! conversation and the locator to the message, and proposes the line as
 //! an episodic memory whose one source is that capture. The text is kept
 //! once, as the episode's content in the store: erasing the episode
-//! erases the captured text, and the catalog keeps only the digests and
-//! which record holds it. Facts then cite captured messages by id
+//! erases the captured text, and the store keeps beside it only the
+//! digests and which record holds it (committed with that record). Facts then cite captured messages by id
 //! (`ProposeRequest::cites`); the capture verifier judges them.
 
 use mosaic_harness::MemorySource;
@@ -19,8 +19,8 @@ use serde::Serialize;
 use super::ids::{self, MessageLocator};
 use super::propose::CapturedProposal;
 use super::*;
-use crate::catalog::MessageRow;
 use crate::evidence::CapturedSource;
+use mosaic_store::intake::CapturedMessage;
 
 /// Most messages one ingest call takes.
 pub const MAX_MESSAGES: usize = 1000;
@@ -190,7 +190,7 @@ impl ServiceCore {
         }
         self.tenant_and_grant(&mut *self.reader()?, tenant, principal)?;
         // The embedding starts now, before the captures' digests and
-        // catalog reads: texts no guard compares are embedded meanwhile.
+        // store reads: texts no guard compares are embedded meanwhile.
         let vectors = {
             let contents: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
             self.embed_for_batch(tenant, (MemoryKind::Episodic, &subject), &contents)?
@@ -199,7 +199,7 @@ impl ServiceCore {
         let mut items = Vec::with_capacity(kept_messages.len());
         let mut captured_before = Vec::with_capacity(kept_messages.len());
         {
-            let reader = self.reader()?;
+            let mut reader = self.reader()?;
             for (&(_, message), (message_id, text)) in kept_messages.iter().zip(texts) {
                 let content_sha256 = sha256_hex(text.as_bytes());
                 if let Some(other) = seen.insert(message_id.clone(), content_sha256.clone())
@@ -207,10 +207,12 @@ impl ServiceCore {
                 {
                     return Err(message_in_use(&message_id));
                 }
-                let stored =
-                    reader
-                        .catalog
-                        .message(tenant, principal, conversation_id, &message_id)?;
+                let stored = reader.store.captured_message(
+                    tenant,
+                    principal,
+                    conversation_id,
+                    &message_id,
+                )?;
                 let provenance_sha256 = match &stored {
                     Some(row) if row.content_sha256 != content_sha256 => {
                         return Err(message_in_use(&message_id));
@@ -253,7 +255,7 @@ impl ServiceCore {
                     provenance_sha256: provenance_sha256.clone(),
                     locator_sha256: locator_sha256.clone(),
                 };
-                let row = MessageRow {
+                let row = CapturedMessage {
                     tenant_id: tenant.to_owned(),
                     principal_id: principal.to_owned(),
                     conversation_id: conversation_id.to_owned(),
@@ -269,10 +271,13 @@ impl ServiceCore {
                 let ttl_ms = match request.expires_at_unix_ms {
                     None => None,
                     Some(at) => {
-                        let from = reader
-                            .catalog
-                            .proposal_decided_at(&proposal_id, tenant, principal)?
-                            .unwrap_or(now);
+                        let from = super::directory::proposal_decided_at(
+                            reader.store.as_mut(),
+                            &proposal_id,
+                            tenant,
+                            principal,
+                        )?
+                        .unwrap_or(now);
                         Some(at.checked_sub(from).filter(|t| *t > 0).ok_or_else(|| {
                             ServiceError::bad_request(
                                 "invalid_field",

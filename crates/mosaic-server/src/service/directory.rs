@@ -1,17 +1,20 @@
-//! Keys, tenants, tenant settings and verifiers: the store's directory
-//! tables (`mosaic_store::directory`) read and written as the service's
-//! types, and the one-time import of what an earlier release kept in a
-//! database of its own (`catalog.sqlite`).
+//! Keys, tenants, tenant settings, verifiers and proposal owners: the
+//! store's directory and intake tables (`mosaic_store::directory`,
+//! `mosaic_store::intake`) read and written as the service's types, and
+//! the one-time import of what an earlier release kept in a database of
+//! its own (`catalog.sqlite`).
 
 use std::path::Path;
 
 use mosaic_store::Store;
 use mosaic_store::directory::{ApiKey, DirectoryImport, StoredVerifier, TenantSettings};
+use mosaic_store::intake::{CapturedMessage, ExtractionJob, IntakeImport};
 
 use crate::api::VerifierView;
+use crate::auth::KeyInfo;
 use crate::auth::{ApplicationBounds, Credential};
-use crate::catalog::{ClaimUpdates, KeyInfo, TenantRow, WriteGuards};
 use crate::error::{ServiceError, ServiceResult};
+use crate::settings::{ClaimUpdates, TenantRow, WriteGuards};
 
 fn decode<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> ServiceResult<T> {
     serde_json::from_str(text)
@@ -238,29 +241,186 @@ pub(super) fn latest_consent(
         .map(|c| c.consent_sha256))
 }
 
-/// Imports what an earlier release kept in its own file beside the store
-/// (keys, tenants and their settings, policy history, verifiers, server
-/// settings), once, in one store transaction. The file is read, never
-/// changed.
+/// `(tenant, principal)` of a decided proposal whose principal the store
+/// knows.
+pub(super) fn proposal_owner(
+    store: &mut dyn Store,
+    proposal_id: &str,
+) -> ServiceResult<Option<(String, String)>> {
+    Ok(store
+        .proposal_owner(proposal_id)?
+        .and_then(|o| Some((o.tenant_id, o.principal_id?))))
+}
+
+/// When a proposal of this tenant and principal was first decided (a
+/// retry reuses that instant for its expiry, so it replays exactly).
+pub(super) fn proposal_decided_at(
+    store: &mut dyn Store,
+    proposal_id: &str,
+    tenant_id: &str,
+    principal_id: &str,
+) -> ServiceResult<Option<u64>> {
+    Ok(store
+        .proposal_owner(proposal_id)?
+        .filter(|o| o.tenant_id == tenant_id && o.principal_id.as_deref() == Some(principal_id))
+        .map(|o| o.decided_at_ms))
+}
+
+/// Imports what an earlier release kept in its own file beside the store,
+/// once each, each in one store transaction: keys, tenants and their
+/// settings, policy history, verifiers and server settings
+/// ([`Store::import_directory`]); then the proposals' owners, captured
+/// messages, extraction jobs and export copies
+/// ([`Store::import_intake`]). The file is read, never changed, until both
+/// are in the store: then every row of it is deleted (its pages
+/// overwritten, as the store erases) and the file removed, so no copy of
+/// an export request outlives its record's erasure.
 pub(super) fn import_earlier_catalog(store: &mut dyn Store, path: &Path) -> ServiceResult<()> {
-    if store.directory_imported()? || !path.exists() {
+    if !path.exists() {
         return Ok(());
     }
-    let conn = rusqlite::Connection::open_with_flags(
-        path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    let import = read_earlier_catalog(&conn)?;
-    let imported = store.import_directory(&import)?;
-    if imported {
-        tracing::info!(
-            keys = import.keys.len(),
-            tenants = import.tenants.len(),
-            verifiers = import.verifiers.len(),
-            "imported the keys, tenants and verifiers of the earlier catalog file into the store"
-        );
+    if !store.directory_imported()? || !store.intake_imported()? {
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        let directory = read_earlier_catalog(&conn)?;
+        let intake = read_earlier_intake(&conn)?;
+        drop(conn);
+        if store.import_directory(&directory)? {
+            tracing::info!(
+                keys = directory.keys.len(),
+                tenants = directory.tenants.len(),
+                verifiers = directory.verifiers.len(),
+                "imported the keys, tenants and verifiers of the earlier catalog file into the store"
+            );
+        }
+        if store.import_intake(&intake)? {
+            tracing::info!(
+                proposals = intake.proposal_owners.len(),
+                messages = intake.messages.len(),
+                jobs = intake.jobs.len(),
+                export_copies = intake.export_requests.len(),
+                "imported the proposals, messages, jobs and export copies of the earlier catalog file into the store"
+            );
+        }
     }
+    retire_earlier_catalog(path)
+}
+
+/// Deletes every row of an imported catalog file with its pages
+/// overwritten (`secure_delete`), folds its log in, and removes the file
+/// and its log.
+fn retire_earlier_catalog(path: &Path) -> ServiceResult<()> {
+    {
+        let conn = rusqlite::Connection::open(path)?;
+        conn.pragma_update(None, "secure_delete", 1)?;
+        let tables: Vec<String> = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for table in tables {
+            conn.execute_batch(&format!("DELETE FROM \"{}\";", table.replace('"', "\"\"")))?;
+        }
+        conn.execute_batch("VACUUM;")?;
+        let _: (i64, i64, i64) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    }
+    for suffix in ["-wal", "-shm"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        remove_if_present(Path::new(&side))?;
+    }
+    remove_if_present(path)?;
+    tracing::info!("removed the earlier catalog file: its rows are the store's");
     Ok(())
+}
+
+fn remove_if_present(path: &Path) -> ServiceResult<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ServiceError::Internal(format!(
+            "cannot remove the earlier catalog file: {e}"
+        ))),
+    }
+}
+
+/// The proposals, captured messages, extraction jobs and export copies of
+/// an earlier release's catalog file (tables it lacks read as empty).
+fn read_earlier_intake(conn: &rusqlite::Connection) -> ServiceResult<IntakeImport> {
+    let mut import = IntakeImport::default();
+    if has_table(conn, "proposals")? {
+        let mut stmt = conn.prepare(
+            "SELECT proposal_id, tenant_id, principal_id FROM proposals ORDER BY proposal_id",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        import.proposal_owners = rows.collect::<Result<_, _>>()?;
+    }
+    if has_table(conn, "messages")? {
+        let mut stmt = conn.prepare(
+            "SELECT tenant_id, principal_id, conversation_id, message_id, record_id, content_sha256,
+                 provenance_sha256, locator_sha256, captured_at_ms
+             FROM messages ORDER BY tenant_id, principal_id, conversation_id, message_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(CapturedMessage {
+                tenant_id: r.get(0)?,
+                principal_id: r.get(1)?,
+                conversation_id: r.get(2)?,
+                message_id: r.get(3)?,
+                record_id: r.get(4)?,
+                content_sha256: r.get(5)?,
+                provenance_sha256: r.get(6)?,
+                locator_sha256: r.get(7)?,
+                captured_at_ms: ms(r.get(8)?),
+            })
+        })?;
+        import.messages = rows.collect::<Result<_, _>>()?;
+    }
+    if has_table(conn, "extraction_jobs")? {
+        let mut stmt = conn.prepare(
+            "SELECT job_id, tenant_id, principal_id, key_id, conversation_id, message_ids_json, state,
+                 attempts, next_attempt_ms, last_error, report_json, created_at_ms
+             FROM extraction_jobs ORDER BY job_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                ExtractionJob {
+                    job_id: r.get(0)?,
+                    tenant_id: r.get(1)?,
+                    principal_id: r.get(2)?,
+                    key_id: r.get(3)?,
+                    conversation_id: r.get(4)?,
+                    message_ids: Vec::new(),
+                    state: r.get(6)?,
+                    attempts: ms(r.get(7)?),
+                    next_attempt_ms: ms(r.get(8)?),
+                    last_error: r.get(9)?,
+                    report_json: r.get(10)?,
+                    created_at_ms: ms(r.get(11)?),
+                },
+                r.get::<_, String>(5)?,
+            ))
+        })?;
+        for row in rows {
+            let (mut job, ids) = row?;
+            job.message_ids = decode("extraction job message ids", &ids)?;
+            import.jobs.push(job);
+        }
+    }
+    if has_table(conn, "memories")? {
+        let mut stmt = conn.prepare(
+            "SELECT record_id, tenant_id, request_json FROM memories
+             WHERE request_json IS NOT NULL ORDER BY record_id",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        import.export_requests = rows.collect::<Result<_, _>>()?;
+    }
+    Ok(import)
 }
 
 fn has_table(conn: &rusqlite::Connection, table: &str) -> ServiceResult<bool> {

@@ -1,5 +1,5 @@
 //! Extraction off the request path: an ingest with extraction on queues a
-//! job (catalog `extraction_jobs`, no content); the `mosaic-extract`
+//! job (the store's `extraction_jobs`, no content); the `mosaic-extract`
 //! worker runs due jobs, one at a time, outside every lock but the reads
 //! and the proposals it makes:
 //!
@@ -27,12 +27,12 @@ use mosaic_harness::memory_write::StructuredClaim;
 use serde_json::json;
 
 use super::*;
-use crate::catalog::ExtractionJob;
 use crate::evidence::{public_key_hex, sign_evidence, verifier_id};
 use crate::extraction::{
     ChatClient, EXTRACTOR_PROMPT, ModelError, ShownMessage, VERIFIER_PROMPT, extraction_input,
     parse_facts, parse_verdict, verification_input,
 };
+use mosaic_store::intake::ExtractionJob;
 
 /// Attempts before a job is marked failed.
 pub const MAX_ATTEMPTS: u64 = 6;
@@ -219,6 +219,7 @@ impl ServiceCore {
                 message_ids: &message_ids,
             },
         )?;
+        let now = self.now();
         let job = ExtractionJob {
             job_id: format!("x-{}", digest.get(..32).unwrap_or(&digest)),
             tenant_id: tenant.to_owned(),
@@ -228,11 +229,12 @@ impl ServiceCore {
             message_ids,
             state: "pending".to_owned(),
             attempts: 0,
-            next_attempt_ms: self.now(),
+            next_attempt_ms: now,
             last_error: None,
-            report: None,
+            report_json: None,
+            created_at_ms: now,
         };
-        self.writer()?.catalog.insert_extraction_job(&job)?;
+        self.writer()?.store.queue_extraction_job(&job)?;
         extraction.notify();
         Ok(Some(job.job_id))
     }
@@ -242,14 +244,15 @@ impl ServiceCore {
         let Some(extraction) = &self.extraction else {
             return Ok(0);
         };
-        let jobs = self.reader()?.catalog.due_extraction_jobs(self.now(), 8)?;
+        let now = self.now();
+        let jobs = self.reader()?.store.due_extraction_jobs(now, 8)?;
         for mut job in jobs.iter().cloned() {
             job.attempts += 1;
             match self.run_job(extraction, &job) {
                 Ok(report) => {
                     job.state = "done".to_owned();
                     job.last_error = None;
-                    job.report = serde_json::to_value(report).ok();
+                    job.report_json = serde_json::to_string(&report).ok();
                     self.metrics
                         .incr("mosaic_extraction_jobs_total", &[("outcome", "done")]);
                 }
@@ -274,7 +277,7 @@ impl ServiceCore {
                     tracing::info!(job = %job.job_id, error = code, attempts = job.attempts, "extraction attempt failed");
                 }
             }
-            self.writer()?.catalog.update_extraction_job(&job)?;
+            self.writer()?.store.update_extraction_job(&job)?;
         }
         Ok(jobs.len())
     }
@@ -300,14 +303,14 @@ impl ServiceCore {
             let mut reader = self.reader().map_err(internal)?;
             for message_id in &job.message_ids {
                 let Some(row) = reader
-                    .catalog
-                    .message(
+                    .store
+                    .captured_message(
                         &job.tenant_id,
                         &job.principal_id,
                         &job.conversation_id,
                         message_id,
                     )
-                    .map_err(internal)?
+                    .map_err(|e| internal(e.into()))?
                 else {
                     continue;
                 };
@@ -512,15 +515,15 @@ impl ServiceCore {
     /// Every extraction job's state (admin).
     pub fn extraction_report(&self, credential: &Credential) -> ServiceResult<ExtractionReport> {
         credential.require_admin()?;
-        let reader = self.reader()?;
-        let counts = reader.catalog.extraction_counts()?.into_iter().collect();
+        let mut reader = self.reader()?;
+        let counts = reader.store.extraction_job_counts()?.into_iter().collect();
         let jobs = reader
-            .catalog
+            .store
             .recent_extraction_jobs(100)?
             .into_iter()
             .map(|j| ExtractionJobView {
                 messages: j.message_ids.len(),
-                report: j.report.and_then(|r| serde_json::from_value(r).ok()),
+                report: j.report_json.and_then(|r| serde_json::from_str(&r).ok()),
                 job_id: j.job_id,
                 tenant_id: j.tenant_id,
                 conversation_id: j.conversation_id,

@@ -10,7 +10,7 @@
 use mosaic_harness::memory_write::ConflictRelation;
 
 use super::*;
-use crate::catalog::{SharedSemanticEvidence, WriteGuards};
+use crate::settings::{SharedSemanticEvidence, WriteGuards};
 
 /// Detector release of the text guards (named in every observation).
 pub const TEXT_GUARD_RELEASE: &str = "mosaic.text-guard.v1";

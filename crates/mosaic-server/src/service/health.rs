@@ -66,10 +66,6 @@ impl ServiceCore {
             mosaic_store::audit::AuditVerification::Intact { .. } => {}
             broken => problems.push(("audit chain".to_owned(), format!("{broken:?}"))),
         }
-        let catalog = inner.catalog.integrity_check()?;
-        if catalog != "ok" {
-            problems.push(("catalog integrity".to_owned(), catalog));
-        }
         if inner.store.enabled_admin_keys()? == 0 {
             problems.push(("admin key".to_owned(), "no enabled admin key".to_owned()));
         }

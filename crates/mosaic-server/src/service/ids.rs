@@ -25,8 +25,8 @@ use serde::Serialize;
 use mosaic_harness::canonical::domain_digest;
 
 use crate::api::ProposeRequest;
-use crate::catalog::MessageRow;
 use crate::error::{ServiceError, ServiceResult};
+use mosaic_store::intake::CapturedMessage;
 
 /// Domain tag of the ids derived from a whole proposal request.
 pub const REQUEST_ID_DOMAIN: &str = "mosaic.server.propose_request.v1";
@@ -106,7 +106,7 @@ pub(super) fn captured_message_keys(located: &MessageLocator<'_>) -> ServiceResu
 
 /// Whether a captured message's stored ids are placed beside its
 /// conversation's records ([`client_scoped_id_near`]): always for a new
-/// capture; for one already stored, unless its catalog row holds the
+/// capture; for one already stored, unless its stored row holds the
 /// unplaced id ([`client_scoped_id`] of `record_key`).
 ///
 /// Kept for stored data: releases before placement stored captured
@@ -117,7 +117,7 @@ pub(super) fn captured_message_keys(located: &MessageLocator<'_>) -> ServiceResu
 pub(super) fn placed_beside_conversation(
     (tenant, principal): (&str, &str),
     record_key: &str,
-    stored: Option<&MessageRow>,
+    stored: Option<&CapturedMessage>,
 ) -> ServiceResult<bool> {
     Ok(match stored {
         Some(row) => row.record_id != client_scoped_id("m", tenant, principal, record_key)?,
@@ -322,8 +322,8 @@ mod tests {
         Ok(())
     }
 
-    fn row(record_id: String) -> MessageRow {
-        MessageRow {
+    fn row(record_id: String) -> CapturedMessage {
+        CapturedMessage {
             tenant_id: "t".into(),
             principal_id: "p".into(),
             conversation_id: "c".into(),

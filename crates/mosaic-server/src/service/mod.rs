@@ -41,7 +41,6 @@ use mosaic_store::{
 
 use crate::api::*;
 use crate::auth::{self, Credential};
-use crate::catalog::{Catalog, MemoryRow};
 use crate::config::ServerConfig;
 use crate::embedder::{self, EmbedderIdentity, EmbedderReport};
 use crate::error::{ServiceError, ServiceResult};
@@ -79,7 +78,6 @@ pub use ids::REQUEST_ID_DOMAIN;
 pub use items::{NAMESPACES_DEFAULT_LIMIT, NAMESPACES_MAX_LIMIT, NAMESPACES_MAX_SCAN};
 pub use postgres::migrate_postgres;
 use postgres::*;
-use propose::record_decision;
 
 /// Release of the read selector configuration this server runs.
 pub const SELECTOR_RELEASE: &str = "mosaic-server-selector-v1";
@@ -115,6 +113,8 @@ pub const REVIEW_ACTIONS: [&str; 5] = [
 
 const DAY_MS: u64 = 86_400_000;
 const STORE_FILE: &str = "store.sqlite";
+/// An earlier release's own database beside the store, imported on open
+/// (`directory::import_earlier_catalog`).
 const CATALOG_FILE: &str = "catalog.sqlite";
 /// File (in the data directory) the bootstrap admin key is written to.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
@@ -138,11 +138,10 @@ impl ServiceClock for SystemClock {
     }
 }
 
-/// One pair of connections to the durable state. The service holds one
-/// as its writer and a few as readers ([`sync::Pool`]).
+/// One connection to the durable state. The service holds one as its
+/// writer and a few as readers ([`sync::Pool`]).
 struct Inner {
     store: Box<dyn Store>,
-    catalog: Catalog,
 }
 
 /// The index targets: in process (`retriever`) or, with PostgreSQL, inside
@@ -225,7 +224,7 @@ struct PgTargets {
 /// concurrent map (no lock shared by every request).
 type KeyRate = governor::DefaultKeyedRateLimiter<String>;
 
-/// How long an authenticated key is trusted without asking the catalog
+/// How long an authenticated key is trusted without asking the store
 /// again: a key disabled on another server stops working within this.
 const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -292,12 +291,12 @@ impl Drop for Service {
     }
 }
 
-/// Store, catalog, indexes, limits and metrics, shared by request threads
+/// Store, indexes, limits and metrics, shared by request threads
 /// and the outbox worker. Who holds what, and what may wait on what, is
 /// ARCHITECTURE.md's "Owners" (in full: docs/concurrency.md).
 pub struct ServiceCore {
-    /// The write connections: every store and catalog write, one
-    /// transaction (or one group commit) at a time.
+    /// The write connection: every store write, one transaction (or one
+    /// group commit) at a time.
     writer: Mutex<Inner>,
     /// Read connections: recall, get, list, authentication, the reads of a
     /// proposal and of an outbox pass. Never wait for the writer.
@@ -373,8 +372,6 @@ struct PreparedWrite {
     write: WriteRequest,
     record_id: String,
     proposal_id: String,
-    /// The decision instant.
-    now: u64,
     server_judgments: Vec<SourceJudgment>,
     server_conflicts: Vec<ConflictObservation>,
 }
@@ -471,8 +468,8 @@ fn subject_visible(principal_id: &str, grant: &MemoryWriteGrant, subject: &Memor
     }
 }
 
-/// Whether a catalog row (by its subject key) is visible: the catalog keeps
-/// keys, the check needs the subject, so the stored record supplies it.
+/// The digest a policy document is named by (its canonical form with the
+/// digest field empty and its kinds sorted, each once).
 fn policy_digest(policy: &MemoryWritePolicy) -> ServiceResult<String> {
     let mut doc = policy.clone();
     doc.policy_sha256 = String::new();
@@ -542,34 +539,35 @@ impl Service {
                     // A database nobody migrated yet is migrated by the
                     // connecting role (which must then own the schema);
                     // replicas serving as an application role find it done.
-                    let catalog = match Catalog::open_postgres(url) {
-                        Ok(catalog) => catalog,
-                        Err(_) if first => {
-                            migrate_postgres(url, None, embedder.dimension())?;
-                            Catalog::open_postgres(url)?
+                    let store = match open_postgres(url, store_config.clone()) {
+                        Ok(store) => store,
+                        Err(e) if first => {
+                            if migrate_postgres(url, None, embedder.dimension()).is_err() {
+                                return Err(e);
+                            }
+                            open_postgres(url, store_config.clone())?
                         }
                         Err(e) => return Err(e),
                     };
-                    let mut store: Box<dyn Store> =
-                        Box::new(open_postgres(url, store_config.clone())?);
+                    let mut store: Box<dyn Store> = Box::new(store);
                     if first {
                         check_shared_embedder(store.as_mut(), config.embedder, embedder.as_ref())?;
                     }
-                    Inner { store, catalog }
+                    Inner { store }
                 }
                 None => {
-                    // The checkpointer copies the logs (checkpoint.rs).
+                    // The checkpointer copies the log (checkpoint.rs).
                     let store =
                         SqliteStore::open(config.data_dir.join(STORE_FILE), store_config.clone())?;
                     store.leave_checkpoints_to_another_connection(checkpoint::LOG_FILE_LIMIT)?;
                     let mut store: Box<dyn Store> = Box::new(store);
-                    let catalog_path = config.data_dir.join(CATALOG_FILE);
                     if first {
-                        directory::import_earlier_catalog(store.as_mut(), &catalog_path)?;
+                        directory::import_earlier_catalog(
+                            store.as_mut(),
+                            &config.data_dir.join(CATALOG_FILE),
+                        )?;
                     }
-                    let catalog = Catalog::open(&catalog_path)?;
-                    catalog.leave_checkpoints_to_another_connection(checkpoint::LOG_FILE_LIMIT)?;
-                    Inner { store, catalog }
+                    Inner { store }
                 }
             })
         };
@@ -652,10 +650,7 @@ impl Service {
         };
         let checkpointer = match core.config.postgres {
             None => {
-                let files = [
-                    ("store", core.config.data_dir.join(STORE_FILE)),
-                    ("catalog", core.config.data_dir.join(CATALOG_FILE)),
-                ];
+                let files = [("store", core.config.data_dir.join(STORE_FILE))];
                 Some(checkpoint::spawn_checkpointer(core.clone(), files)?)
             }
             Some(_) => None,
@@ -777,7 +772,7 @@ impl ServiceCore {
 
     /// Resolves a presented bearer key to its credential: from the key
     /// cache when this server saw the key in the last second, else from the
-    /// catalog.
+    /// store.
     pub fn authenticate(&self, presented: Option<&str>) -> ServiceResult<Credential> {
         let key = presented.ok_or(ServiceError::MissingKey)?;
         if !auth::well_formed(key) {
@@ -823,14 +818,14 @@ impl ServiceCore {
     }
 
     /// The tenant's policy and the principal's grant in force, both as the
-    /// store's write path re-reads them (the catalog adds only the instant
-    /// the policy came into force).
+    /// store's write path re-reads them (with the instant the policy came
+    /// into force, from the tenant's settings).
     fn tenant_and_grant(
         &self,
         inner: &mut Inner,
         tenant: &str,
         principal: &str,
-    ) -> ServiceResult<(crate::catalog::TenantRow, MemoryWriteGrant)> {
+    ) -> ServiceResult<(crate::settings::TenantRow, MemoryWriteGrant)> {
         let not_configured = || {
             ServiceError::forbidden(
                 "tenant_not_configured",
@@ -972,8 +967,8 @@ fn list_all(store: &mut dyn Store, mut filter: RecordFilter) -> ServiceResult<Ve
     }
 }
 
-/// Every record of every tenant (the tenants list is the catalog's), as
-/// the store lists them.
+/// Every record of every tenant (the tenants list is the store's tenant
+/// settings), as the store lists them.
 fn all_records(inner: &mut Inner) -> ServiceResult<Vec<ListedRecord>> {
     let mut out = Vec::new();
     for tenant in inner.store.tenant_ids()? {
@@ -1041,9 +1036,10 @@ fn find_listed(
 }
 
 /// A propose request rebuilt from a stored record and its stored claims,
-/// for the export of a record whose export copy the catalog lacks: the
-/// source texts and signed evidence are not known, so an import judges it
-/// without them.
+/// for the export of a record an earlier release wrote without keeping
+/// its export copy (its two databases were written apart; this release
+/// commits the copy with the record): the source texts and signed
+/// evidence are not known, so an import judges it without them.
 fn request_from_record(
     store: &mut dyn Store,
     record: &mosaic_harness::MemoryRecord,

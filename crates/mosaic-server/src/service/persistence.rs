@@ -275,8 +275,8 @@ impl ServiceCore {
 
     /// Makes an erasure reach the bytes before its receipt: index
     /// snapshots rewritten and journals compacted once they hold a
-    /// tombstone, the SQLite write-ahead logs of the store and the catalog
-    /// checkpointed and truncated (their older frames still hold the
+    /// tombstone, the SQLite write-ahead log of the store checkpointed and
+    /// truncated (their older frames still hold the
     /// deleted pages; `secure_delete` has zeroed them in the main files),
     /// and the in-process result cache emptied. Returns the stores outside
     /// the outbox this purged, for the deletion receipt to name. With
@@ -294,9 +294,7 @@ impl ServiceCore {
             // checkpointed; a reader (or another process) that holds a
             // snapshot is waited for, within a bounded time.
             let _writer = self.writer()?;
-            for file in [STORE_FILE, CATALOG_FILE] {
-                truncate_wal_within(&self.config.data_dir.join(file), WAL_TRUNCATE_WAIT)?;
-            }
+            truncate_wal_within(&self.config.data_dir.join(STORE_FILE), WAL_TRUNCATE_WAIT)?;
         }
         self.read_indexes().retriever.clear_cache();
         Ok(vec![RESULT_CACHE_STORE])

@@ -42,9 +42,10 @@ pub(super) fn check_shared_embedder(
 }
 
 /// Brings a PostgreSQL database up to date as the owner of its schema: the
-/// store's tables, the search tables for vectors of `embedding_dim`, and
-/// the server catalog's `mosaic_server_*` tables; then grants `app_role`
-/// (the role `mosaic serve` connects as) what it needs, when given.
+/// store's tables (which take in an earlier release's `mosaic_server_*`
+/// tables) and the search tables for vectors of `embedding_dim`; then
+/// grants `app_role` (the role `mosaic serve` connects as) what it needs,
+/// when given.
 pub fn migrate_postgres(
     owner_url: &str,
     app_role: Option<&str>,
@@ -57,7 +58,6 @@ pub fn migrate_postgres(
         ::postgres::Client::connect(owner_url, ::postgres::NoTls).map_err(|e| failed(&e))?;
     mosaic_store::postgres::schema::migrate(&mut owner).map_err(|e| failed(&e))?;
     mosaic_pgsearch::schema::migrate(&mut owner, embedding_dim).map_err(|e| failed(&e))?;
-    crate::catalog::migrate_postgres(&mut owner, app_role)?;
     if let Some(role) = app_role {
         mosaic_store::postgres::schema::grant_application_role(&mut owner, role)
             .map_err(|e| failed(&e))?;

@@ -1,56 +1,40 @@
 //! Proposals: identity checks, the server's evidence and conflict scan, the store's write transaction.
 
 use super::*;
-use crate::catalog::{ClaimUpdates, MessageRow};
 use crate::evidence::CapturedSource;
+use crate::settings::ClaimUpdates;
 use mosaic_harness::MemorySource;
 use mosaic_harness::record::message_source_id;
+use mosaic_store::intake::{CapturedMessage, KeptWithRecord};
 
-/// One proposal waiting for the writer in the group-commit queue.
+/// One proposal waiting for the writer in the group-commit queue (its
+/// write carries what is kept with its record).
 pub(super) struct GroupJob {
     write: WriteRequest,
-    decision: Decision,
     done: std::sync::mpsc::SyncSender<ServiceResult<WriteOutcome>>,
 }
 
-/// What the catalog records of a decided proposal: the proposal row and,
-/// when accepted, the memory row (with its export copy, encoded before
-/// the writer is taken). The structured claims are not the catalog's:
-/// the store commits them with the record.
-pub(super) struct Decision {
-    memory: MemoryRow,
-    /// The message this proposal captures (conversation ingest).
-    pub(super) message: Option<MessageRow>,
-}
-
-impl Decision {
-    pub(super) fn of(
-        tenant: &str,
-        principal: &str,
-        request: &ProposeRequest,
-        prepared: &PreparedWrite,
-    ) -> ServiceResult<Self> {
-        let mut export_copy = request.clone();
-        export_copy.content = String::new();
-        export_copy.record_id = Some(prepared.record_id.clone());
-        export_copy.proposal_id = Some(prepared.proposal_id.clone());
-        let request_json = serde_json::to_string(&export_copy)
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
-        Ok(Decision {
-            memory: MemoryRow {
-                record_id: prepared.record_id.clone(),
-                proposal_id: prepared.proposal_id.clone(),
-                tenant_id: tenant.to_owned(),
-                writer_principal_id: principal.to_owned(),
-                subject_key: request.subject.key(),
-                subject_principal_id: request.subject.principal_id().map(str::to_owned),
-                kind: request.kind.as_str().to_owned(),
-                created_at_ms: prepared.now,
-                request_json: Some(request_json),
-            },
-            message: None,
-        })
-    }
+/// What an accepted proposal keeps beside its record, committed in the
+/// record's own write transaction: the export copy of its request (without
+/// its content, with the ids the store gave it, encoded before the writer
+/// is taken) and, for a captured message, its row. The proposing principal
+/// is the store's proposal row's; the structured claims are the store's
+/// too, committed with the record.
+pub(super) fn kept_with_record(
+    request: &ProposeRequest,
+    prepared: &PreparedWrite,
+    message: Option<CapturedMessage>,
+) -> ServiceResult<KeptWithRecord> {
+    let mut export_copy = request.clone();
+    export_copy.content = String::new();
+    export_copy.record_id = Some(prepared.record_id.clone());
+    export_copy.proposal_id = Some(prepared.proposal_id.clone());
+    let request_json =
+        serde_json::to_string(&export_copy).map_err(|e| ServiceError::Internal(e.to_string()))?;
+    Ok(KeptWithRecord {
+        export_request_json: Some(request_json),
+        message,
+    })
 }
 
 /// Most proposals one group commit takes.
@@ -111,10 +95,9 @@ impl ServiceCore {
                 vector.as_deref(),
             )?;
             let committing = self.write_phase("prepare", started);
-            let outcome = self.group_commit(
-                Decision::of(tenant, principal, request, &prepared)?,
-                prepared.write.clone(),
-            )?;
+            let mut write = prepared.write.clone();
+            write.kept = kept_with_record(request, &prepared, None)?;
+            let outcome = self.group_commit(write)?;
             self.write_phase("commit", committing);
             self.response_of(prepared, outcome)
         };
@@ -167,24 +150,22 @@ impl ServiceCore {
                     },
                     vector.as_deref(),
                 )?;
-                let mut decision = Decision::of(tenant, principal, &request, &prepared)?;
                 // The message is held by the record the write stores
-                // (its id derived within the tenant and principal).
+                // (its id derived within the tenant and principal), and
+                // committed with it.
                 let mut message = message;
                 message.record_id.clone_from(&prepared.record_id);
-                decision.message = Some(message);
-                jobs.push((prepared, decision));
+                let kept = kept_with_record(&request, &prepared, Some(message))?;
+                jobs.push((prepared, kept));
             }
         }
         let committing = self.write_phase("prepare", started);
         let mut waiting = Vec::with_capacity(jobs.len());
-        for (prepared, decision) in jobs {
+        for (prepared, kept) in jobs {
             let (done, outcome) = std::sync::mpsc::sync_channel(1);
-            self.group.push(GroupJob {
-                write: prepared.write.clone(),
-                decision,
-                done,
-            });
+            let mut write = prepared.write.clone();
+            write.kept = kept;
+            self.group.push(GroupJob { write, done });
             waiting.push((prepared, outcome));
         }
         {
@@ -217,8 +198,8 @@ impl ServiceCore {
     /// `mosaic_write_phase_seconds`, and returns the phase's end: the next
     /// phase's start. The phases: `prepare` (the vector guard's embedding
     /// of a single proposal, the gate and the guards, on a reader),
-    /// `commit` (the group commit of the store and the catalog, waiting
-    /// for the writer included), `index_wait` (until the indexes
+    /// `commit` (the group commit in the store, waiting for the writer
+    /// included), `index_wait` (until the indexes
     /// acknowledged, bounded by `index_wait_ms`), and `locked` for a
     /// proposal with claims or a supersession, prepared and committed
     /// under the writer lock.
@@ -260,15 +241,11 @@ impl ServiceCore {
     }
 
     /// Queues `write` for the writer and commits every queued proposal in
-    /// one store transaction and one catalog transaction, or learns that
-    /// the writer's previous holder committed it.
-    fn group_commit(&self, decision: Decision, write: WriteRequest) -> ServiceResult<WriteOutcome> {
+    /// one store transaction (each with what it keeps beside its record),
+    /// or learns that the writer's previous holder committed it.
+    fn group_commit(&self, write: WriteRequest) -> ServiceResult<WriteOutcome> {
         let (done, outcome) = std::sync::mpsc::sync_channel(1);
-        self.group.push(GroupJob {
-            write,
-            decision,
-            done,
-        });
+        self.group.push(GroupJob { write, done });
         {
             let mut writer = self.writer()?;
             let jobs = self.group.drain(MAX_GROUP);
@@ -285,10 +262,8 @@ impl ServiceCore {
 
     /// Commits `jobs` and hands each its outcome.
     fn commit_group(&self, writer: &mut Inner, jobs: Vec<GroupJob>) {
-        let (writes, rest): (Vec<WriteRequest>, Vec<_>) = jobs
-            .into_iter()
-            .map(|j| (j.write, (j.decision, j.done)))
-            .unzip();
+        let (writes, rest): (Vec<WriteRequest>, Vec<_>) =
+            jobs.into_iter().map(|j| (j.write, j.done)).unzip();
         // Their ratio is the mean number of proposals per commit.
         self.metrics.incr("mosaic_group_commits_total", &[]);
         self.metrics.add(
@@ -306,19 +281,7 @@ impl ServiceCore {
                 .map(|w| writer.store.write(w).map_err(ServiceError::from))
                 .collect(),
         };
-        let recorded = writer.catalog.transaction(|catalog| {
-            for ((decision, _), outcome) in rest.iter().zip(&outcomes) {
-                if let Ok(outcome) = outcome {
-                    record_decision(catalog, decision, outcome.is_accepted())?;
-                }
-            }
-            Ok(())
-        });
-        for ((_, done), outcome) in rest.into_iter().zip(outcomes) {
-            let outcome = match (&recorded, outcome) {
-                (Err(e), Ok(_)) => Err(ServiceError::Internal(format!("catalog: {e}"))),
-                (_, outcome) => outcome,
-            };
+        for (done, outcome) in rest.into_iter().zip(outcomes) {
             // A proposer that went away (its request timed out) learns
             // the outcome by replaying the proposal.
             let _ = done.send(outcome);
@@ -355,12 +318,9 @@ impl ServiceCore {
             InCall::alone(&mut CallReads::default()),
             vector,
         )?;
-        let outcome = inner.store.write(&prepared.write)?;
-        record_decision(
-            &inner.catalog,
-            &Decision::of(tenant, principal, request, &prepared)?,
-            outcome.is_accepted(),
-        )?;
+        let mut write = prepared.write.clone();
+        write.kept = kept_with_record(request, &prepared, None)?;
+        let outcome = inner.store.write(&write)?;
         Ok(self.response_of(prepared, outcome))
     }
 
@@ -497,9 +457,12 @@ impl ServiceCore {
             proposal_id,
         } = ids::proposal_ids(request, &content_sha256, (tenant, principal), near)?;
         // A retry keeps the first decision's expiry so the store replays it.
-        let decided_earlier = inner
-            .catalog
-            .proposal_decided_at(&proposal_id, tenant, principal)?;
+        let decided_earlier = super::directory::proposal_decided_at(
+            inner.store.as_mut(),
+            &proposal_id,
+            tenant,
+            principal,
+        )?;
         // The records a proposal names are resolved here, before any other
         // check of the proposal: one the key may not see (another
         // principal's or another tenant's) and one that does not exist
@@ -689,12 +652,13 @@ impl ServiceCore {
             derived_from: request.derived_from.clone(),
             expected_line_generation,
             now_unix_ms: now,
+            // Set by the caller that commits it (`kept_with_record`).
+            kept: KeptWithRecord::default(),
         };
         Ok(PreparedWrite {
             write,
             record_id,
             proposal_id,
-            now,
             server_judgments,
             server_conflicts,
         })
@@ -742,32 +706,6 @@ impl ServiceCore {
     }
 }
 
-/// The catalog's side of a decided proposal: the proposal row, and for an
-/// accepted one the export copy (its claims are in the store, committed
-/// with the record).
-pub(super) fn record_decision(
-    catalog: &Catalog,
-    d: &Decision,
-    accepted: bool,
-) -> ServiceResult<()> {
-    let m = &d.memory;
-    catalog.insert_proposal(
-        &m.proposal_id,
-        &m.tenant_id,
-        &m.writer_principal_id,
-        &m.record_id,
-        accepted,
-        m.created_at_ms,
-    )?;
-    if accepted {
-        catalog.insert_memory(m)?;
-        if let Some(message) = &d.message {
-            catalog.insert_message(message)?;
-        }
-    }
-    Ok(())
-}
-
 /// Most captured messages one proposal may cite.
 pub const MAX_CITES: usize = 64;
 
@@ -799,8 +737,8 @@ fn resolve_cites(
         }
         let missing = || ServiceError::not_found("message", source_id.clone());
         let row = inner
-            .catalog
-            .message(tenant, principal, &cite.conversation_id, &cite.message_id)?
+            .store
+            .captured_message(tenant, principal, &cite.conversation_id, &cite.message_id)?
             .ok_or_else(missing)?;
         let text = match inner.store.get_record(&row.record_id)? {
             Some(stored)
@@ -869,9 +807,9 @@ fn newer_value_supersedes(
         return Ok(None);
     };
     let own = inner
-        .catalog
-        .memory(tenant, record_id)?
-        .is_some_and(|m| m.writer_principal_id == principal);
+        .store
+        .proposal_owner(&stored.proposal_id)?
+        .is_some_and(|o| o.tenant_id == tenant && o.principal_id.as_deref() == Some(principal));
     if !own || stored.state != RecordState::Active || stored.record.subject != request.subject {
         return Ok(None);
     }
@@ -883,7 +821,7 @@ fn newer_value_supersedes(
 pub(super) struct InCall<'a> {
     /// Sources captured by the same call and not stored yet (a
     /// conversation ingest's messages): `request.cites` resolves against
-    /// them first, then against the catalog.
+    /// them first, then against the store's captured messages.
     pub pending: &'a [CapturedSource],
     /// The conversation whose records the stored ids are placed beside
     /// ([`ids::client_scoped_id_near`]); `None`: the ids are
@@ -911,8 +849,8 @@ impl<'a> InCall<'a> {
 /// request, so its proposals are decided under one reading of its tenant.
 #[derive(Default)]
 pub(super) struct CallReads {
-    tenant_and_grant: Option<(crate::catalog::TenantRow, MemoryWriteGrant)>,
-    write_guards: Option<crate::catalog::WriteGuards>,
+    tenant_and_grant: Option<(crate::settings::TenantRow, MemoryWriteGrant)>,
+    write_guards: Option<crate::settings::WriteGuards>,
     guard_texts: guards::GuardTexts,
 }
 
@@ -922,8 +860,9 @@ pub(super) struct CapturedProposal {
     pub request: ProposeRequest,
     /// The captured message, its source.
     pub sources: Vec<CapturedSource>,
-    /// The message's catalog row (its record id is set to the stored one).
-    pub message: MessageRow,
+    /// The captured message's row (its record id is set to the stored
+    /// one), committed with the record.
+    pub message: CapturedMessage,
     /// The stored ids are placed beside the conversation's other records
     /// ([`ids::client_scoped_id_near`]); false for a message captured before
     /// ids were placed, so that its replay keeps the ids it had.

@@ -129,7 +129,6 @@ impl ServiceCore {
                             // Kept scope reads are stale once the store
                             // changed, but they would still name the record.
                             self.scope_cache.forget_all();
-                            inner.catalog.clear_request(erased.tenant_id(), record_id)?;
                             Ok(RevocationState::Erased(erased))
                         }
                         Err(e) => Err(e),

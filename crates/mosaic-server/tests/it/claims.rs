@@ -1,6 +1,7 @@
 //! Structured claims live in the store, committed with their record: the
-//! conflict scan reads them there (so a restart, a lost catalog row or a
-//! store and catalog of the previous release change nothing), and the
+//! conflict scan reads them there (so a restart, or the files of an
+//! earlier release, even one that lost a record's export copy, change
+//! nothing), and the
 //! index messages carry their keys, so `claim_keys` on `POST /v1/recall`
 //! finds the claimed record through the server, on first publication and
 //! after a rebuild, on the in-process indexes and through `mosaic serve
@@ -269,10 +270,12 @@ async fn conflict_scan_reads_claims_from_the_store_across_a_restart() {
 }
 
 #[tokio::test]
-async fn conflict_scan_holds_when_the_catalog_lost_the_record() {
-    // The crash window: the store committed the record (and, in the same
-    // transaction, its claim); the catalog row was never written.
+async fn conflict_scan_and_export_hold_for_a_record_an_earlier_release_kept_no_copy_of() {
+    // An earlier release wrote its export copies in a second database after
+    // the store's commit: a crash between the two left a record (and, in
+    // the same transaction, its claim) without its copy.
     let r = claim_then_restart(|data, record| {
+        crate::common::as_released_v10(data);
         let catalog = rusqlite::Connection::open(data.join("catalog.sqlite")).expect("catalog");
         let deleted = catalog
             .execute("DELETE FROM memories WHERE record_id = ?1", [record])
@@ -334,17 +337,13 @@ async fn files_of_the_previous_release_open_with_their_claims() {
     })
     .await;
     contradiction_is_caught(&r).await;
-    // The catalog copy is gone with the upgrade; the store has the claim.
+    // The earlier file, with its copy of the claims, is gone with the
+    // upgrade; the store has the claim.
     let data = r.dir.path().join("data");
-    let catalog = rusqlite::Connection::open(data.join("catalog.sqlite")).expect("catalog");
-    let tables: i64 = catalog
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'claims'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("lookup");
-    assert_eq!(tables, 0, "the catalog keeps no copy of claims");
+    assert!(
+        !data.join("catalog.sqlite").exists(),
+        "no copy of claims is kept"
+    );
     let store = rusqlite::Connection::open(data.join("store.sqlite")).expect("store");
     let claims: i64 = store
         .query_row("SELECT count(*) FROM record_claims", [], |r| r.get(0))
@@ -455,8 +454,8 @@ fn with_postgres_a_claim_written_through_one_server_stops_a_contradiction_on_ano
     assert_eq!(structured.len(), 1, "{response}");
     assert_eq!(structured[0]["existing_record_id"], existing.as_str());
     assert_eq!(structured[0]["relation"], "contradicts");
-    // The claim is in the store's table (under its row security), and the
-    // catalog has no copy.
+    // The claim is in the store's table (under its row security), and no
+    // server table holds a copy.
     let mut owner =
         postgres::Client::connect(&in_schema(&owner_url, &schema.name), postgres::NoTls)
             .expect("owner");

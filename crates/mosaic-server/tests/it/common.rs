@@ -10,8 +10,8 @@ use mosaic_server::api::{
     ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest, PolicyRequest,
 };
 use mosaic_server::auth::Credential;
-use mosaic_server::catalog::{SharedSemanticEvidence, WriteGuards};
 use mosaic_server::service::{ADMIN_KEY_FILE, ServiceClock, SystemClock};
+use mosaic_server::settings::{SharedSemanticEvidence, WriteGuards};
 use mosaic_server::{ServerConfig, Service, app};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -412,10 +412,71 @@ CREATE TABLE tenant_options (tenant_id TEXT PRIMARY KEY, claim_updates TEXT NOT 
 CREATE TABLE write_guards (tenant_id TEXT PRIMARY KEY, guards_json TEXT NOT NULL);
 ";
 
-/// Lays `data` out as the earlier release kept it: the store's directory
-/// rows copied into the catalog file's tables (the policy and grant
-/// documents from the store's own), the store taken back to schema 8.
+/// The earlier release's own tables about its front door (catalog schema
+/// 3), as that release created them in `catalog.sqlite`.
+const RELEASED_INTAKE: &str = "
+CREATE TABLE proposals (proposal_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL, record_id TEXT NOT NULL, accepted INTEGER NOT NULL,
+    decided_at_ms INTEGER NOT NULL);
+CREATE TABLE memories (record_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, tenant_id TEXT NOT NULL,
+    writer_principal_id TEXT NOT NULL, subject_key TEXT NOT NULL, subject_principal_id TEXT,
+    kind TEXT NOT NULL, created_at_ms INTEGER NOT NULL, request_json TEXT);
+CREATE TABLE messages (tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL, message_id TEXT NOT NULL, record_id TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL, provenance_sha256 TEXT NOT NULL, locator_sha256 TEXT NOT NULL,
+    captured_at_ms INTEGER NOT NULL, PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id));
+CREATE TABLE extraction_jobs (job_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL, key_id TEXT NOT NULL, conversation_id TEXT NOT NULL,
+    message_ids_json TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms INTEGER NOT NULL, last_error TEXT, report_json TEXT, created_at_ms INTEGER NOT NULL);
+";
+
+/// Lays `data` out as the release before store schema 11 kept it: the
+/// proposals' owners, captured messages, extraction jobs and export copies
+/// in its own `catalog.sqlite` (catalog schema 3), taken out of the
+/// store's tables, and the store taken back to schema 10.
+pub fn as_released_v10(data: &std::path::Path) {
+    let store = rusqlite::Connection::open(data.join("store.sqlite")).expect("store");
+    store
+        .execute_batch(&format!(
+            "ATTACH DATABASE '{}' AS old;",
+            data.join("catalog.sqlite").display()
+        ))
+        .expect("attach");
+    let tables = RELEASED_INTAKE.replace("CREATE TABLE ", "CREATE TABLE old.");
+    store.execute_batch(&tables).expect("released tables");
+    store
+        .execute_batch(
+            "INSERT INTO old.proposals SELECT proposal_id, tenant_id, principal_id, record_id,
+                 accepted, decided_at_ms FROM proposals;
+             INSERT INTO old.memories SELECT c.record_id, c.proposal_id, c.tenant_id,
+                 c.proposer_principal_id, c.subject_type || ':' || c.subject_a,
+                 CASE WHEN c.subject_type = 'principal' THEN c.subject_a END, c.kind,
+                 c.created_at_ms, e.request_json
+                 FROM record_catalog c LEFT JOIN export_requests e ON e.record_id = c.record_id;
+             INSERT INTO old.messages SELECT tenant_id, principal_id, conversation_id, message_id,
+                 record_id, content_sha256, provenance_sha256, locator_sha256, captured_at_ms
+                 FROM captured_messages;
+             INSERT INTO old.extraction_jobs SELECT job_id, tenant_id, principal_id, key_id,
+                 conversation_id, message_ids_json, state, attempts, next_attempt_ms, last_error,
+                 report_json, created_at_ms FROM extraction_jobs;
+             PRAGMA old.user_version = 3;
+             DETACH DATABASE old;
+             DROP TABLE captured_messages; DROP TABLE extraction_jobs; DROP TABLE export_requests;
+             ALTER TABLE proposals DROP COLUMN principal_id;
+             DELETE FROM meta WHERE key = 'intake_imported';
+             UPDATE meta SET int_value = 10 WHERE key = 'schema_version';
+             PRAGMA user_version = 10;",
+        )
+        .expect("released layout");
+}
+
+/// Lays `data` out as the release before store schema 9 kept it: the
+/// store's directory rows copied into the catalog file's tables (the
+/// policy and grant documents from the store's own) beside its front-door
+/// tables ([`as_released_v10`]), the store taken back to schema 8.
 pub fn as_released(data: &std::path::Path) {
+    as_released_v10(data);
     let store = rusqlite::Connection::open(data.join("store.sqlite")).expect("store");
     store
         .execute_batch(&format!(

@@ -1,8 +1,8 @@
 //! kill -9 of a real `mosaic serve` under concurrent writes: every write
-//! the service acknowledged survives in the store and in the catalog
-//! together (the captured message can still be cited, so the catalog row
-//! and the store record both made it), and becomes readable again after
-//! the restart. Group commit shares the syncs; it must not weaken this.
+//! the service acknowledged survives with what the store keeps beside its
+//! record (the captured message can still be cited, so its row and the
+//! record both made it), and becomes readable again after the restart.
+//! Group commit shares the syncs; it must not weaken this.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -87,7 +87,7 @@ fn call(
 }
 
 #[test]
-fn every_acknowledged_write_survives_kill_9_in_store_and_catalog() {
+fn every_acknowledged_write_survives_kill_9_with_its_captured_message() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let server = serve(&data);
@@ -191,8 +191,8 @@ fn every_acknowledged_write_survives_kill_9_in_store_and_catalog() {
         );
         let _ = (conversation, message);
     }
-    // The catalog kept the captures: a sample of acknowledged messages can
-    // be cited by id alone (catalog row and store record both survived).
+    // The store kept the captures: a sample of acknowledged messages can
+    // be cited by id alone (message row and record both survived).
     for (conversation, message, _) in acknowledged
         .iter()
         .step_by((acknowledged.len() / 10).max(1))

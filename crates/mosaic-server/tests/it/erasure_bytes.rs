@@ -1,6 +1,6 @@
 //! Erasure reaches the bytes: once the erasure answer says `complete`, no
-//! file of the data directory (store and catalog SQLite files with their
-//! WAL and journal files, index snapshots, journals, embeddings) holds the
+//! file of the data directory (the store's SQLite file with its WAL and
+//! journal files, index snapshots, journals, embeddings) holds the
 //! erased text, while the service is still running and after it stops.
 
 use std::path::{Path, PathBuf};

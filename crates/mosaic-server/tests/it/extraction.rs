@@ -348,3 +348,66 @@ async fn extraction_is_off_by_default_and_needs_an_independent_verifier() {
     config.fact_verifier_model = Some("other".into());
     assert!(config.validate().is_ok());
 }
+
+/// A pending job of the release before store schema 11 (kept in its own
+/// `catalog.sqlite`) is imported into the store and still runs: its
+/// captured messages are found, its fact proposed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_job_of_the_previous_release_still_runs() {
+    let script = script();
+    let w = world_with(|c| configure(c, &script));
+    let alice = &w.principals[0];
+    let (status, body) = send(
+        &w.router,
+        "POST",
+        "/v1/conversations/chat-old/messages",
+        Some(&alice.key),
+        Some(json!({"messages": [
+            {"id": "m1", "role": "user", "content": "I moved to Berlin last month."}
+        ]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body["extraction_job_id"]
+        .as_str()
+        .expect("a job")
+        .to_owned();
+    // Endpoint down: the job waits, pending.
+    let pending = until(&w, &id, |j| j["attempts"].as_u64().unwrap_or(0) >= 1).await;
+    assert_eq!(pending["state"], "pending", "{pending}");
+    let admin_key = w.admin_key.clone();
+    let (dir, service, principals) = w.into_service();
+    drop(service);
+    let data = dir.path().join("data");
+    crate::common::as_released_v10(&data);
+    let jobs_in_file: i64 = rusqlite::Connection::open(data.join("catalog.sqlite"))
+        .expect("catalog")
+        .query_row(
+            "SELECT count(*) FROM extraction_jobs WHERE state = 'pending'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(jobs_in_file, 1);
+
+    script.set(Mode::Good);
+    let mut config = crate::common::config(dir.path());
+    configure(&mut config, &script);
+    let (service, _) = mosaic_server::Service::open(config).expect("open the upgraded directory");
+    let service = Arc::new(service);
+    let w = World {
+        router: mosaic_server::app(service.clone()),
+        _dir: dir,
+        service,
+        admin_key,
+        principals,
+    };
+    let done = until(&w, &id, |j| j["state"] == "done").await;
+    assert_eq!(done["report"]["accepted"].as_u64(), Some(1), "{done}");
+    let facts = semantic_contents(&w, &w.principals[0].key).await;
+    assert_eq!(
+        facts,
+        vec!["The user lives in Berlin.".to_owned()],
+        "{facts:?}"
+    );
+}

@@ -40,15 +40,14 @@ mod poisoning;
 mod policy_carry;
 mod postgres;
 mod postgres_addresses;
-mod postgres_catalog;
 mod postgres_erasure;
 mod postgres_reads;
+mod postgres_upgrade;
 mod receipt_signatures;
 mod reconcile;
 mod review;
 mod roundtrip;
 mod scope_reads;
-mod store_truth;
 mod upgrade;
 
 /// Skipped suites, listed after the test command (`testing/skip.rs`).

@@ -385,7 +385,7 @@ async fn vector_guard_false_refusals_on_locomo_turns() {
     let Some(endpoint) = crate::common::minilm_endpoint() else {
         return;
     };
-    let cosine = mosaic_server::catalog::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE;
+    let cosine = mosaic_server::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE;
     let make = || crate::common::minilm_world(&endpoint, |_| {});
     let (distinct, refused) = locomo_false_refusals(&path, make, cosine).await;
     assert!(
@@ -1028,7 +1028,7 @@ async fn load_test_notes_pass_the_write_guards_under_the_real_model() {
         "distinct_note: highest cosine {:.3} between {} and {}",
         worst.0, worst.1, worst.2
     );
-    let threshold = mosaic_server::catalog::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE as f32 / 1000.0;
+    let threshold = mosaic_server::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE as f32 / 1000.0;
     assert!(worst.0 < threshold, "{worst:?}");
 
     let w = crate::common::minilm_world(&endpoint, |_| {});

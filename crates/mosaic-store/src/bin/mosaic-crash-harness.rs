@@ -10,9 +10,15 @@
 //! it, reopens the store and checks: every write the child acknowledged on
 //! stdout is present and its gate receipt re-verifies; `PRAGMA
 //! integrity_check` is ok; every committed record has its outbox rows; no
-//! accepted proposal lacks its record; the audit chain verifies. It prints
-//! `attempted`, `acknowledged`, `present` and `lost`, and exits 1 when
-//! anything was lost or is inconsistent, 2 on a usage or setup error.
+//! accepted proposal lacks its record; the audit chain verifies. Every
+//! write also keeps a captured message and an export copy beside its
+//! record (`WriteRequest::kept`): for every write attempted since the
+//! previous kill, the record, its message, its export copy and its
+//! proposal's owner exist all together or none of them (a write where
+//! they differ is counted as half-written). It prints `attempted`,
+//! `acknowledged`, `present`, `lost` and `half_written`, and exits 1 when
+//! anything was lost, half-written or is inconsistent, 2 on a usage or
+//! setup error.
 //!
 //! The full run is `cargo run --release -p mosaic-store --features
 //! conformance --bin mosaic-crash-harness -- run --dir target/crash --kills 200`
@@ -26,7 +32,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mosaic_store::conformance::fixtures::{self, Spec, T0};
 use mosaic_store::conformance::{publish_all, test_config};
-use mosaic_store::{SqliteStore, Store};
+use mosaic_store::intake::{CapturedMessage, KeptWithRecord};
+use mosaic_store::{SqliteStore, Store, WriteRequest};
 
 /// A small xorshift generator: the harness's only source of randomness.
 struct Rng(u64);
@@ -97,6 +104,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// `request` (record `id`, by `principal`) with a captured message and an
+/// export copy to commit beside its record.
+fn with_kept(mut request: WriteRequest, principal: &str, id: &str) -> WriteRequest {
+    request.kept = KeptWithRecord {
+        export_request_json: Some(format!("{{\"record\":\"{id}\"}}")),
+        message: Some(CapturedMessage {
+            tenant_id: fixtures::TENANT_A.to_owned(),
+            principal_id: principal.to_owned(),
+            conversation_id: "conv".to_owned(),
+            message_id: id.to_owned(),
+            record_id: request.proposal.record_id.clone(),
+            content_sha256: request.proposal.content_sha256.clone(),
+            provenance_sha256: request.proposal.provenance_sha256.clone(),
+            locator_sha256: fixtures::label(id),
+            captured_at_ms: request.now_unix_ms,
+        }),
+    };
+    request
+}
+
 /// The child: writes forever (single writes, batches, publications),
 /// printing `try <id>` before and `ack <id>` after each durable commit.
 fn writer(db: &Path, start: u64) -> Result<(), String> {
@@ -120,7 +147,13 @@ fn writer(db: &Path, start: u64) -> Result<(), String> {
             out.flush().map_err(|e| e.to_string())?;
             let batch: Vec<_> = ids
                 .iter()
-                .map(|id| Spec::workspace(fixtures::TENANT_A, principal, id).build())
+                .map(|id| {
+                    with_kept(
+                        Spec::workspace(fixtures::TENANT_A, principal, id).build(),
+                        principal,
+                        id,
+                    )
+                })
                 .collect();
             store.write_batch(&batch).map_err(|e| e.to_string())?;
             for id in &ids {
@@ -131,7 +164,11 @@ fn writer(db: &Path, start: u64) -> Result<(), String> {
             let id = format!("w{idx}");
             writeln!(out, "try {id}").map_err(|e| e.to_string())?;
             out.flush().map_err(|e| e.to_string())?;
-            let request = Spec::principal(fixtures::TENANT_A, principal, &id).build();
+            let request = with_kept(
+                Spec::principal(fixtures::TENANT_A, principal, &id).build(),
+                principal,
+                &id,
+            );
             store.write(&request).map_err(|e| e.to_string())?;
             writeln!(out, "ack {id}").map_err(|e| e.to_string())?;
             idx += 1;
@@ -155,6 +192,8 @@ fn run(dir: &Path, kills: u64, seed: u64) -> Result<bool, String> {
     let attempted = Arc::new(Mutex::new(Vec::<String>::new()));
     let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut verified = 0usize;
+    let mut examined = 0usize;
+    let mut half_written = 0usize;
     println!("seed {seed}");
     for round in 0..kills {
         let mut child = Command::new(&exe)
@@ -185,6 +224,9 @@ fn run(dir: &Path, kills: u64, seed: u64) -> Result<bool, String> {
             println!("inconsistent after kill {}", round + 1);
             return Ok(false);
         }
+        let tried: Vec<String> = attempted.lock().map(|t| t.clone()).unwrap_or_default();
+        half_written += check_kept(&db, tried.get(examined..).unwrap_or_default())?;
+        examined = tried.len();
     }
     let attempted = attempted.lock().map(|a| a.len()).unwrap_or(0);
     let acked: Vec<String> = acknowledged.lock().map(|a| a.clone()).unwrap_or_default();
@@ -201,7 +243,42 @@ fn run(dir: &Path, kills: u64, seed: u64) -> Result<bool, String> {
     println!("acknowledged {}", acked.len());
     println!("present {present}");
     println!("lost {lost}");
-    Ok(lost == 0)
+    println!("half_written {half_written}");
+    Ok(lost == 0 && half_written == 0)
+}
+
+/// How many of the writes `ids` are half-written: the record, its
+/// captured message, its export copy and its proposal's owner are not
+/// either all present or all absent.
+fn check_kept(db: &Path, ids: &[String]) -> Result<usize, String> {
+    let mut store = SqliteStore::open(db, test_config()).map_err(|e| e.to_string())?;
+    let err = |e: mosaic_store::StoreError| e.to_string();
+    let mut half = 0usize;
+    for id in ids {
+        let record = store.get_record(id).map_err(err)?.is_some();
+        let copy = store
+            .export_request(fixtures::TENANT_A, id)
+            .map_err(err)?
+            .is_some();
+        let mut message = false;
+        for principal in ["alice", "bob"] {
+            message |= store
+                .captured_message(fixtures::TENANT_A, principal, "conv", id)
+                .map_err(err)?
+                .is_some_and(|m| m.record_id == *id);
+        }
+        let owner = store
+            .proposal_owner(&format!("p-{id}"))
+            .map_err(err)?
+            .is_some_and(|o| o.principal_id.is_some());
+        if !(record == copy && record == message && record == owner) {
+            println!(
+                "half-written {id}: record {record}, message {message}, export copy {copy}, owner {owner}"
+            );
+            half += 1;
+        }
+    }
+    Ok(half)
 }
 
 /// Reopens after a kill and checks every invariant. Receipts of writes

@@ -263,6 +263,7 @@ impl Spec {
             derived_from: self.derived_from.clone(),
             expected_line_generation: self.supersedes.as_ref().map(|(_, g)| *g),
             now_unix_ms: self.now,
+            kept: Default::default(),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! transaction running one of these operations.
 
 pub(crate) mod directory;
+pub(crate) mod intake;
 pub(crate) mod read;
 pub(crate) mod review;
 pub(crate) mod revocation;

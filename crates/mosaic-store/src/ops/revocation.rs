@@ -564,8 +564,9 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
         params![record_id],
         |r| r.get(0),
     )?;
-    // Content, record body, sources, claims and the stored gate input go;
-    // the tombstone (revocations row), receipt digests and audit chain stay.
+    // Content, record body, sources, claims, the export copy and the
+    // stored gate input go; the tombstone (revocations row), receipt
+    // digests and audit chain stay.
     c.exec(
         "DELETE FROM record_sources WHERE record_id = ?1",
         params![record_id],
@@ -576,6 +577,11 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
     )?;
     c.exec(
         "DELETE FROM records WHERE record_id = ?1",
+        params![record_id],
+    )?;
+    // The export copy of its request (the source texts it quoted).
+    c.exec(
+        "DELETE FROM export_requests WHERE record_id = ?1",
         params![record_id],
     )?;
     if let Some(proposal_id) = proposal_id {

@@ -51,7 +51,7 @@ macro_rules! impl_store {
             use $crate::error::{StoreError, StoreResult};
             use $crate::ops::store::Backend;
             use $crate::ops::{
-                CASE, PROPOSAL, RECORD, Tx, directory, read, review, revocation, write,
+                CASE, PROPOSAL, RECORD, Tx, directory, intake, read, review, revocation, write,
             };
             use $crate::revocation::{
                 DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
@@ -699,6 +699,90 @@ macro_rules! impl_store {
                     import: &$crate::directory::DirectoryImport,
                 ) -> StoreResult<bool> {
                     self.write_tx(|c| directory::import_directory(c, import))
+                }
+
+                fn proposal_owner(
+                    &mut self,
+                    proposal_id: &str,
+                ) -> StoreResult<Option<$crate::intake::ProposalOwner>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant_of(c, PROPOSAL, proposal_id)?;
+                        intake::proposal_owner(c, proposal_id)
+                    })
+                }
+
+                fn captured_message(
+                    &mut self,
+                    tenant_id: &str,
+                    principal_id: &str,
+                    conversation_id: &str,
+                    message_id: &str,
+                ) -> StoreResult<Option<$crate::intake::CapturedMessage>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        intake::captured_message(
+                            c,
+                            tenant_id,
+                            principal_id,
+                            conversation_id,
+                            message_id,
+                        )
+                    })
+                }
+
+                fn queue_extraction_job(
+                    &mut self,
+                    job: &$crate::intake::ExtractionJob,
+                ) -> StoreResult<bool> {
+                    self.write_tx(|c| intake::queue_extraction_job(c, job))
+                }
+
+                fn update_extraction_job(
+                    &mut self,
+                    job: &$crate::intake::ExtractionJob,
+                ) -> StoreResult<bool> {
+                    self.write_tx(|c| intake::update_extraction_job(c, job))
+                }
+
+                fn due_extraction_jobs(
+                    &mut self,
+                    now_ms: u64,
+                    limit: usize,
+                ) -> StoreResult<Vec<$crate::intake::ExtractionJob>> {
+                    self.read_tx(|c| intake::due_extraction_jobs(c, now_ms, limit))
+                }
+
+                fn recent_extraction_jobs(
+                    &mut self,
+                    limit: usize,
+                ) -> StoreResult<Vec<$crate::intake::ExtractionJob>> {
+                    self.read_tx(|c| intake::recent_extraction_jobs(c, limit))
+                }
+
+                fn extraction_job_counts(&mut self) -> StoreResult<Vec<(String, u64)>> {
+                    self.read_tx(|c| intake::extraction_job_counts(c))
+                }
+
+                fn export_request(
+                    &mut self,
+                    tenant_id: &str,
+                    record_id: &str,
+                ) -> StoreResult<Option<String>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        intake::export_request(c, tenant_id, record_id)
+                    })
+                }
+
+                fn intake_imported(&mut self) -> StoreResult<bool> {
+                    self.read_tx(|c| intake::intake_imported(c))
+                }
+
+                fn import_intake(
+                    &mut self,
+                    import: &$crate::intake::IntakeImport,
+                ) -> StoreResult<bool> {
+                    self.write_tx(|c| intake::import_intake(c, import))
                 }
             }
         };

@@ -492,6 +492,9 @@ fn commit_outcome<C: Tx>(
             ],
         )?;
     }
+    // What the caller keeps beside the record (its export copy, the
+    // message it captures), with the record.
+    crate::ops::intake::keep_with_record(c, req, &record.record_id)?;
     let generation = revocation_generation(c)?;
     for target in targets {
         c.exec(
@@ -550,8 +553,8 @@ fn insert_proposal<C: Tx>(
     };
     c.exec(
         "INSERT INTO proposals (proposal_id, tenant_id, request_sha256, accepted, record_id, decision_json,
-             receipt_json, input_json, review_case_ids, decided_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             receipt_json, input_json, review_case_ids, decided_at_ms, principal_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             input.proposal.proposal_id,
             req.tenant_id,
@@ -562,7 +565,8 @@ fn insert_proposal<C: Tx>(
             encode(receipt)?,
             encode(input)?,
             encode(&case_ids)?,
-            i(req.now_unix_ms)?
+            i(req.now_unix_ms)?,
+            req.principal_id
         ],
     )?;
     c.register(PROPOSAL, &input.proposal.proposal_id, &req.tenant_id)

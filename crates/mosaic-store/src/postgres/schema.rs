@@ -48,6 +48,12 @@
 //! has none) and `idx_records_address` on (tenant, subject, namespace,
 //! key, state), so a read by address is one indexed lookup.
 //!
+//! Version 11 (both backends, `INTAKE`) adds `proposals.principal_id` and
+//! the tables of what a server keeps beside its records
+//! (`captured_messages`, `export_requests`, `extraction_jobs`, see
+//! [`crate::intake`]), each under forced row security, and moves an
+//! earlier server's own `mosaic_server_*` rows of them in.
+//!
 //! Version 6 (both backends) drops two indexes no query used: records by
 //! line, and the catalog by record id alone (its key is now the tenant and
 //! the record id).
@@ -80,7 +86,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -104,6 +110,9 @@ pub const TENANT_TABLES: &[&str] = &[
     "record_claims",
     "policy_history",
     "verifiers",
+    "captured_messages",
+    "extraction_jobs",
+    "export_requests",
 ];
 
 const MIGRATIONS: &[&str] = &[
@@ -664,7 +673,122 @@ ALTER TABLE audit_events ADD COLUMN IF NOT EXISTS leaf_sha256 TEXT;
 INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ON CONFLICT (key) DO NOTHING;
 "#,
+    // 10 -> 11
+    INTAKE,
 ];
+
+/// The migration that takes in what a server kept in tables of its own
+/// (`mosaic_server_*`) about its front door (see the SQLite migration; kept
+/// apart so that it can be renumbered): `proposals.principal_id`,
+/// `captured_messages`, `extraction_jobs` and `export_requests`. The rows
+/// of an earlier server's tables are moved here, one tenant at a time (so
+/// that row security holds for every statement, the earlier tables' own
+/// included), and those tables dropped, in this one transaction.
+const INTAKE: &str = r#"
+ALTER TABLE proposals ADD COLUMN IF NOT EXISTS principal_id TEXT COLLATE "C";
+CREATE TABLE captured_messages (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    principal_id TEXT COLLATE "C" NOT NULL,
+    conversation_id TEXT COLLATE "C" NOT NULL,
+    message_id TEXT COLLATE "C" NOT NULL,
+    record_id TEXT COLLATE "C" NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    provenance_sha256 TEXT NOT NULL,
+    locator_sha256 TEXT NOT NULL,
+    captured_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id)
+);
+CREATE TABLE extraction_jobs (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    job_id TEXT COLLATE "C" NOT NULL,
+    principal_id TEXT COLLATE "C" NOT NULL,
+    key_id TEXT COLLATE "C" NOT NULL,
+    conversation_id TEXT COLLATE "C" NOT NULL,
+    message_ids_json TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'done', 'failed')),
+    attempts BIGINT NOT NULL,
+    next_attempt_ms BIGINT NOT NULL,
+    last_error TEXT,
+    report_json TEXT,
+    created_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, job_id)
+);
+CREATE INDEX idx_extraction_jobs_due ON extraction_jobs (tenant_id, state, next_attempt_ms);
+CREATE TABLE export_requests (
+    record_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    request_json TEXT NOT NULL
+);
+ALTER TABLE captured_messages ENABLE ROW LEVEL SECURITY;
+ALTER TABLE captured_messages FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON captured_messages
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+ALTER TABLE extraction_jobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE extraction_jobs FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON extraction_jobs
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+ALTER TABLE export_requests ENABLE ROW LEVEL SECURITY;
+ALTER TABLE export_requests FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON export_requests
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+
+SELECT set_config('mosaic.catalog_scope', '', true);
+DO $$
+DECLARE
+    t TEXT;
+BEGIN
+    FOR t IN SELECT tenant_id FROM tenants ORDER BY tenant_id LOOP
+        PERFORM set_config('mosaic.tenant_id', t, true);
+        IF to_regclass('mosaic_server_proposals') IS NOT NULL THEN
+            UPDATE proposals p SET principal_id = o.principal_id
+            FROM mosaic_server_proposals o
+            WHERE o.proposal_id = p.proposal_id AND o.tenant_id = p.tenant_id;
+        END IF;
+        UPDATE proposals SET principal_id = (input_json::jsonb -> 'grant' ->> 'principal_id')
+        WHERE principal_id IS NULL AND input_json IS NOT NULL;
+        UPDATE proposals p SET principal_id = c.proposer_principal_id
+        FROM record_catalog c
+        WHERE p.principal_id IS NULL AND c.tenant_id = p.tenant_id AND c.record_id = p.record_id;
+        IF to_regclass('mosaic_server_messages') IS NOT NULL THEN
+            INSERT INTO captured_messages (tenant_id, principal_id, conversation_id, message_id,
+                record_id, content_sha256, provenance_sha256, locator_sha256, captured_at_ms)
+            SELECT tenant_id, principal_id, conversation_id, message_id, record_id,
+                content_sha256, provenance_sha256, locator_sha256, captured_at_ms
+            FROM mosaic_server_messages WHERE tenant_id = t
+            ON CONFLICT DO NOTHING;
+        END IF;
+        IF to_regclass('mosaic_server_extraction_jobs') IS NOT NULL THEN
+            INSERT INTO extraction_jobs (tenant_id, job_id, principal_id, key_id, conversation_id,
+                message_ids_json, state, attempts, next_attempt_ms, last_error, report_json,
+                created_at_ms)
+            SELECT tenant_id, job_id, principal_id, key_id, conversation_id, message_ids_json,
+                state, attempts, next_attempt_ms, last_error, report_json, created_at_ms
+            FROM mosaic_server_extraction_jobs WHERE tenant_id = t
+            ON CONFLICT DO NOTHING;
+        END IF;
+        IF to_regclass('mosaic_server_memories') IS NOT NULL THEN
+            INSERT INTO export_requests (record_id, tenant_id, request_json)
+            SELECT m.record_id, m.tenant_id, m.request_json
+            FROM mosaic_server_memories m
+            JOIN records r ON r.record_id = m.record_id AND r.tenant_id = m.tenant_id
+            WHERE m.tenant_id = t AND m.request_json IS NOT NULL
+            ON CONFLICT DO NOTHING;
+        END IF;
+    END LOOP;
+    PERFORM set_config('mosaic.tenant_id', '', true);
+END $$;
+DROP TABLE IF EXISTS mosaic_server_proposals;
+DROP TABLE IF EXISTS mosaic_server_memories;
+DROP TABLE IF EXISTS mosaic_server_messages;
+DROP TABLE IF EXISTS mosaic_server_extraction_jobs;
+DROP TABLE IF EXISTS mosaic_server_claims;
+DROP TABLE IF EXISTS mosaic_server_consents;
+DROP TABLE IF EXISTS mosaic_server_consent_terms;
+INSERT INTO meta (key, int_value, text_value) VALUES ('intake_imported', 1, NULL);
+"#;
 
 /// The version whose migration makes the audit log a Merkle tree: the leaf
 /// hashes of earlier events are computed in Rust, over every tenant's
@@ -736,6 +860,9 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("policy_history", "SELECT, INSERT"),
     ("verifiers", "SELECT, INSERT, UPDATE"),
     ("server_settings", "SELECT, INSERT"),
+    ("captured_messages", "SELECT, INSERT"),
+    ("extraction_jobs", "SELECT, INSERT, UPDATE"),
+    ("export_requests", "SELECT, INSERT, DELETE"),
 ];
 
 /// Quotes an SQL identifier (`"` doubled), for schema and role names.

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -383,7 +383,68 @@ ALTER TABLE audit_events ADD COLUMN leaf_sha256 TEXT;
 INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ON CONFLICT (key) DO NOTHING;
 "#,
+    // 10 -> 11
+    INTAKE,
 ];
+
+/// The migration that takes in what a server kept in a database of its own
+/// about its front door (kept apart so that it can be renumbered):
+///
+/// * `proposals.principal_id`, the proposing principal, written in the
+///   proposal's own transaction; proposals decided earlier get theirs from
+///   their stored gate input (the grant's principal) or, erased, from the
+///   record catalog;
+/// * `captured_messages` (digests and the record holding each captured
+///   text) and `export_requests` (an accepted proposal's request without
+///   its content, deleted when the record is erased), written in the
+///   record's own write transaction;
+/// * `extraction_jobs`, the queue of extraction over captured messages.
+///
+/// `intake_imported` says whether an earlier server's own file was
+/// imported (see `Store::import_intake`).
+const INTAKE: &str = r#"
+ALTER TABLE proposals ADD COLUMN principal_id TEXT;
+UPDATE proposals SET principal_id = json_extract(input_json, '$.grant.principal_id')
+    WHERE input_json IS NOT NULL;
+UPDATE proposals SET principal_id = (
+    SELECT c.proposer_principal_id FROM record_catalog c
+    WHERE c.tenant_id = proposals.tenant_id AND c.record_id = proposals.record_id)
+    WHERE principal_id IS NULL;
+CREATE TABLE captured_messages (
+    tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    provenance_sha256 TEXT NOT NULL,
+    locator_sha256 TEXT NOT NULL,
+    captured_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id)
+) STRICT;
+CREATE TABLE extraction_jobs (
+    tenant_id TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_ids_json TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    next_attempt_ms INTEGER NOT NULL,
+    last_error TEXT,
+    report_json TEXT,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, job_id)
+) STRICT;
+CREATE INDEX idx_extraction_jobs_due ON extraction_jobs (state, next_attempt_ms);
+CREATE TABLE export_requests (
+    record_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    request_json TEXT NOT NULL
+) STRICT;
+INSERT INTO meta (key, int_value, text_value) VALUES ('intake_imported', 0, NULL);
+"#;
 
 /// The version whose migration makes the audit log a Merkle tree: the leaf
 /// hashes of earlier events are computed in Rust (SQLite has no SHA-256).

@@ -34,6 +34,7 @@ macro_rules! conformance_tests {
             addresses_name_the_current_record,
             address_namespaces_list_current_records_of_one_subject,
             directory_rows_are_the_stores,
+            intake_rows_are_the_stores,
         );
     };
     (@checks $factory_ty:ty, $factory:expr; $($name:ident),* $(,)?) => {

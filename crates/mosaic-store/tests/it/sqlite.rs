@@ -100,7 +100,7 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
     conn.execute_batch(&format!(
-        "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
          DELETE FROM meta WHERE key = 'latest_created_at';
@@ -176,7 +176,7 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // gate inputs.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 3;"
@@ -208,7 +208,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     // keyed by the record id.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              CREATE INDEX idx_records_line ON records (line_id, line_generation);
              CREATE TABLE c5 (
@@ -293,7 +293,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
 fn as_version_6(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 6;"
@@ -334,10 +334,15 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
 fn as_version_7(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
         ))
         .expect("downgrade");
 }
+
+/// What version 11 added: the server's front-door tables.
+const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs;
+    DROP TABLE export_requests; ALTER TABLE proposals DROP COLUMN principal_id;
+    DELETE FROM meta WHERE key = 'intake_imported';";
 
 /// What version 10 added: the audit log's leaf hashes and tree.
 const UNDO_V10: &str = "ALTER TABLE audit_events DROP COLUMN leaf_sha256;
@@ -359,7 +364,9 @@ fn version_8_files_gain_the_directory_in_place() {
     );
     drop(store);
     raw(&path)
-        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"))
+        .execute_batch(&format!(
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+        ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1031,7 +1038,9 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     };
     drop(store);
     raw(&path)
-        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"))
+        .execute_batch(&format!(
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+        ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1061,7 +1070,9 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     let path = empty.path().join("store.sqlite");
     drop(SqliteStore::open(&path, test_config()).expect("open"));
     raw(&path)
-        .execute_batch(&format!("{UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"))
+        .execute_batch(&format!(
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+        ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     let head = store.audit_tree_head().expect("head");
@@ -1136,4 +1147,68 @@ fn audit_tree_detects_an_edited_leaf_and_a_rewritten_tree() {
         .query_row("SELECT count(*) FROM audit_events", [], |r| r.get(0))
         .expect("count");
     assert_eq!(before, after);
+}
+
+#[test]
+fn version_10_files_gain_proposal_owners_in_place() {
+    let (_dir, path, mut store) = seeded();
+    let kept = Spec::workspace(fixtures::TENANT_A, "bob", "r-kept").build();
+    let gone = Spec::principal(fixtures::TENANT_A, "alice", "r-gone").build();
+    for request in [&kept, &gone] {
+        assert!(store.write(request).expect("write").is_accepted());
+    }
+    // An erased record's proposal keeps no gate input to name its principal.
+    let config = test_config();
+    publish_all(&mut store, &config.required_index_targets, T0).expect("publish");
+    let auth = fixtures::authorization("alice");
+    let ineligible = store
+        .revoke(
+            "r-gone",
+            &mosaic_store::RevocationReason::Requested,
+            &auth,
+            T0 + 1,
+        )
+        .expect("revoke");
+    let requested = store.request_deletion(ineligible, T0 + 2).expect("request");
+    for target in &config.required_index_targets {
+        for task in store.pending_outbox(target, 10).expect("outbox") {
+            store
+                .acknowledge_index(&task.record_id, task.generation, target, T0 + 3)
+                .expect("ack");
+        }
+    }
+    let acknowledged = store
+        .confirm_indexes_acknowledged(requested, T0 + 4)
+        .expect("confirm");
+    store.erase(acknowledged, T0 + 5).expect("erase");
+    drop(store);
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V11} PRAGMA user_version = 10;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let owner = |store: &mut SqliteStore, id: &str| {
+        store
+            .proposal_owner(id)
+            .expect("owner")
+            .and_then(|o| o.principal_id)
+    };
+    assert_eq!(
+        owner(&mut store, &kept.proposal.proposal_id).as_deref(),
+        Some("bob"),
+        "from the stored gate input"
+    );
+    assert_eq!(
+        owner(&mut store, &gone.proposal.proposal_id).as_deref(),
+        Some("alice"),
+        "from the record catalog"
+    );
+    // An earlier server's own file is still to be imported.
+    assert!(!store.intake_imported().expect("flag"));
+    assert_eq!(
+        store
+            .export_request(fixtures::TENANT_A, "r-kept")
+            .expect("copy"),
+        None
+    );
 }

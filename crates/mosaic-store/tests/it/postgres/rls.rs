@@ -7,6 +7,7 @@ use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation};
 use mosaic_store::audit::AuditVerification;
 use mosaic_store::conformance::fixtures::{self, Spec, T0, TENANT_A, TENANT_B};
 use mosaic_store::conformance::{StoreFactory, publish_all, test_config};
+use mosaic_store::intake::{CapturedMessage, ExtractionJob, KeptWithRecord};
 use mosaic_store::postgres::schema::{self, SCHEMA_VERSION, TENANT_TABLES};
 use mosaic_store::{
     PostgresStore, ReviewAction, RevocationReason, Store, StoreError, WriteDecision,
@@ -44,9 +45,45 @@ fn seeded(factory: &PgFactory) -> (PgDb, PostgresStore) {
                 derived
             },
         ];
-        for spec in writes {
-            assert!(store.write(&spec.build()).expect("write").is_accepted());
+        for (n, spec) in writes.into_iter().enumerate() {
+            let mut request = spec.build();
+            if n == 0 {
+                // The rows a server keeps with a record, and a job.
+                request.kept = KeptWithRecord {
+                    export_request_json: Some("{}".into()),
+                    message: Some(CapturedMessage {
+                        tenant_id: tenant.into(),
+                        principal_id: "alice".into(),
+                        conversation_id: "conv".into(),
+                        message_id: "m1".into(),
+                        record_id: request.proposal.record_id.clone(),
+                        content_sha256: "ab".repeat(32),
+                        provenance_sha256: "cd".repeat(32),
+                        locator_sha256: "ef".repeat(32),
+                        captured_at_ms: T0,
+                    }),
+                };
+            }
+            assert!(store.write(&request).expect("write").is_accepted());
         }
+        assert!(
+            store
+                .queue_extraction_job(&ExtractionJob {
+                    job_id: format!("x-{prefix}"),
+                    tenant_id: tenant.into(),
+                    principal_id: "alice".into(),
+                    key_id: "k".into(),
+                    conversation_id: "conv".into(),
+                    message_ids: vec!["m1".into()],
+                    state: "pending".into(),
+                    attempts: 0,
+                    next_attempt_ms: T0,
+                    last_error: None,
+                    report_json: None,
+                    created_at_ms: T0,
+                })
+                .expect("job")
+        );
         let mut conflicting = Spec::principal(tenant, "alice", &format!("{prefix}-conflict"));
         conflicting.conflicts = vec![ConflictObservation {
             observation_id: format!("obs-{prefix}"),
@@ -496,7 +533,7 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+            "{UNDO_V11} {UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
                  DELETE FROM schema_migrations WHERE version >= 4;"
         ))
         .expect("downgrade");
@@ -525,6 +562,11 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     let mut tx = as_tenant(&mut app, None);
     assert_eq!(count(&mut tx, "SELECT count(*) FROM record_claims"), 0);
 }
+
+/// What version 11 added: the server's front-door tables.
+const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs;
+    DROP TABLE export_requests; ALTER TABLE proposals DROP COLUMN principal_id;
+    DELETE FROM meta WHERE key = 'intake_imported';";
 
 /// What a version 8 schema lacked: the directory tables.
 /// What version 10 added: the audit log's leaf hashes and tree.
@@ -590,7 +632,7 @@ fn version_8_schemas_take_in_the_servers_own_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -675,7 +717,7 @@ fn version_7_schemas_gain_addresses_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V11} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
                  ALTER TABLE records DROP COLUMN address_namespace;
                  DELETE FROM schema_migrations WHERE version >= 8;"
         ))
@@ -736,7 +778,7 @@ fn version_8_schemas_gain_the_audit_tree_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
+            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -800,4 +842,151 @@ fn eligibility_query_is_served_by_its_index() {
         .filter(|line| line.contains("idx_records_eligibility"))
         .count();
     assert_eq!(uses_index, 5, "{}", plan.join("\n"));
+}
+
+/// The server's own front-door tables of the release before schema 11
+/// (their PostgreSQL form, row security included: the export copies only
+/// in a tenant's scope), with rows for tenant A's first record.
+const RELEASED_INTAKE_TABLES: &str = "
+CREATE TABLE mosaic_server_proposals (proposal_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL, record_id TEXT NOT NULL, accepted BIGINT NOT NULL,
+    decided_at_ms BIGINT NOT NULL);
+CREATE TABLE mosaic_server_memories (record_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL, writer_principal_id TEXT NOT NULL, subject_key TEXT NOT NULL,
+    subject_principal_id TEXT, kind TEXT NOT NULL, created_at_ms BIGINT NOT NULL, request_json TEXT);
+CREATE TABLE mosaic_server_messages (tenant_id TEXT NOT NULL, principal_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL, message_id TEXT NOT NULL, record_id TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL, provenance_sha256 TEXT NOT NULL, locator_sha256 TEXT NOT NULL,
+    captured_at_ms BIGINT NOT NULL, PRIMARY KEY (tenant_id, principal_id, conversation_id, message_id));
+CREATE TABLE mosaic_server_extraction_jobs (job_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL,
+    principal_id TEXT NOT NULL, key_id TEXT NOT NULL, conversation_id TEXT NOT NULL,
+    message_ids_json TEXT NOT NULL, state TEXT NOT NULL, attempts BIGINT NOT NULL DEFAULT 0,
+    next_attempt_ms BIGINT NOT NULL, last_error TEXT, report_json TEXT, created_at_ms BIGINT NOT NULL);
+INSERT INTO mosaic_server_proposals (proposal_id, tenant_id, principal_id, record_id, accepted, decided_at_ms)
+    SELECT proposal_id, tenant_id, 'alice-of-the-catalog', record_id, 1, decided_at_ms FROM proposals
+    WHERE record_id = 'a1';
+INSERT INTO mosaic_server_memories VALUES
+    ('a1', 'p', 'tenant-a', 'alice', 'principal:alice', 'alice', 'episodic', 1, '{\"kept\":1}'),
+    ('a-gone', 'p2', 'tenant-a', 'alice', 'principal:alice', 'alice', 'episodic', 1, '{\"kept\":2}'),
+    ('b1', 'p3', 'tenant-b', 'alice', 'principal:alice', 'alice', 'episodic', 1, NULL);
+INSERT INTO mosaic_server_messages VALUES
+    ('tenant-a', 'alice', 'conv-old', 'm-old', 'a1', 'aa', 'bb', 'cc', 77);
+INSERT INTO mosaic_server_extraction_jobs VALUES
+    ('x-old', 'tenant-b', 'alice', 'k-alice', 'conv-old', '[\"m-old\"]', 'pending', 2, 50, 'model_unavailable',
+     NULL, 40);
+DO $$
+DECLARE t TEXT;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['proposals', 'messages', 'extraction_jobs'] LOOP
+        EXECUTE format('ALTER TABLE mosaic_server_%s ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('ALTER TABLE mosaic_server_%s FORCE ROW LEVEL SECURITY', t);
+        EXECUTE format('CREATE POLICY mosaic_server_%s_tenant ON mosaic_server_%s USING
+            (tenant_id = current_setting(''mosaic.tenant_id'', true)
+             OR current_setting(''mosaic.catalog_scope'', true) = ''directory'')', t, t);
+    END LOOP;
+    ALTER TABLE mosaic_server_memories ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE mosaic_server_memories FORCE ROW LEVEL SECURITY;
+    CREATE POLICY mosaic_server_memories_tenant ON mosaic_server_memories USING
+        (tenant_id = current_setting('mosaic.tenant_id', true));
+END $$;
+";
+
+#[test]
+fn version_10_schemas_take_in_the_servers_front_door_tables() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, store) = seeded(&factory);
+    drop(store);
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute(&format!(
+            "{UNDO_V11} DELETE FROM schema_migrations WHERE version >= 11; {RELEASED_INTAKE_TABLES}"
+        ))
+        .expect("downgrade");
+    let proposal_a1: String = admin
+        .query_one(
+            "SELECT proposal_id FROM proposals WHERE record_id = 'a1'",
+            &[],
+        )
+        .and_then(|r| r.try_get(0))
+        .expect("proposal");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    let left: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_tables
+             WHERE schemaname = current_schema() AND tablename LIKE 'mosaic_server_%'",
+            &[],
+        )
+        .and_then(|r| r.try_get(0))
+        .expect("tables");
+    assert_eq!(left, 0, "the earlier tables are dropped");
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    assert!(
+        store.intake_imported().expect("flag"),
+        "nothing left to import"
+    );
+    // The catalog's owner of a proposal; every other proposal's from its
+    // stored gate input.
+    let owner = store
+        .proposal_owner(&proposal_a1)
+        .expect("owner")
+        .expect("known");
+    assert_eq!(owner.principal_id.as_deref(), Some("alice-of-the-catalog"));
+    assert!(owner.accepted);
+    let message = store
+        .captured_message(TENANT_A, "alice", "conv-old", "m-old")
+        .expect("message")
+        .expect("moved");
+    assert_eq!(
+        (message.record_id.as_str(), message.captured_at_ms),
+        ("a1", 77)
+    );
+    // Tenant B's principal cannot find it (another tenant's row).
+    assert_eq!(
+        store
+            .captured_message(TENANT_B, "alice", "conv-old", "m-old")
+            .expect("lookup"),
+        None
+    );
+    let due = store.due_extraction_jobs(1_000, 10).expect("due");
+    assert_eq!(due.len(), 1);
+    assert_eq!(
+        (
+            due[0].job_id.as_str(),
+            due[0].tenant_id.as_str(),
+            due[0].attempts
+        ),
+        ("x-old", TENANT_B, 2)
+    );
+    // The export copy of a held record moves; one of a record the store
+    // does not hold, or an erased one's, does not.
+    assert_eq!(
+        store
+            .export_request(TENANT_A, "a1")
+            .expect("copy")
+            .as_deref(),
+        Some("{\"kept\":1}")
+    );
+    assert_eq!(
+        store.export_request(TENANT_A, "a-gone").expect("copy"),
+        None
+    );
+    assert_eq!(store.export_request(TENANT_B, "b1").expect("copy"), None);
+    // Every proposal has its owner.
+    let mut app = factory.app(&db).expect("app");
+    for tenant in [TENANT_A, TENANT_B] {
+        let mut tx = as_tenant(&mut app, Some(tenant));
+        assert_eq!(
+            count(
+                &mut tx,
+                "SELECT count(*) FROM proposals WHERE principal_id IS NULL"
+            ),
+            0
+        );
+    }
 }
