@@ -388,6 +388,7 @@ fn decide(
             .collect(),
         decision_counts,
         decisions_sha256,
+        scope_commitments: Vec::new(),
         receipt_sha256: String::new(),
     };
     receipt.receipt_sha256 = receipt.compute_digest()?;
