@@ -100,19 +100,25 @@ impl ReadScope {
     /// The scopes whose records a read under `ctx` can find eligible (a
     /// record of any other scope fails its subject check), sorted.
     pub fn of_context(ctx: &MemoryReadContext) -> Vec<ReadScope> {
+        Self::of_reader(&ctx.principal_id, &ctx.workspace_id, &ctx.run_id)
+    }
+
+    /// [`ReadScope::of_context`] of a reader given by its principal,
+    /// workspace and run.
+    pub fn of_reader(principal_id: &str, workspace_id: &str, run_id: &str) -> Vec<ReadScope> {
         let mut scopes = vec![
             ReadScope::Run {
-                run_id: ctx.run_id.clone(),
+                run_id: run_id.to_owned(),
             },
             ReadScope::Principal {
-                principal_id: ctx.principal_id.clone(),
+                principal_id: principal_id.to_owned(),
             },
             ReadScope::PrincipalInWorkspace {
-                workspace_id: ctx.workspace_id.clone(),
-                principal_id: ctx.principal_id.clone(),
+                workspace_id: workspace_id.to_owned(),
+                principal_id: principal_id.to_owned(),
             },
             ReadScope::Workspace {
-                workspace_id: ctx.workspace_id.clone(),
+                workspace_id: workspace_id.to_owned(),
             },
         ];
         scopes.sort();

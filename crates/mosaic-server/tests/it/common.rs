@@ -443,6 +443,7 @@ pub fn as_released(data: &std::path::Path) {
              DELETE FROM meta WHERE key = 'catalog_imported';
              ALTER TABLE audit_events DROP COLUMN leaf_sha256;
              DELETE FROM meta WHERE key = 'audit_tree';
+             DROP TABLE scope_entries; DROP TABLE scope_nodes; DROP TABLE scope_heads;
              UPDATE meta SET int_value = 8 WHERE key = 'schema_version';
              PRAGMA user_version = 8;",
         )
