@@ -40,6 +40,9 @@ AUDIT_TREE_HEAD_DOMAIN = "mosaic.audit.tree_head.v1"
 AUDIT_EVENT_DOMAIN = "mosaic.store.audit_event.v1"
 WRITE_RECEIPT_DOMAIN = "mosaic.memory.write_receipt.v1"
 SELECTION_RECEIPT_DOMAIN = "mosaic.memory.selection_receipt.v2"
+# A selection receipt that binds its read scopes' commitments
+# (``scope_commitments``) is hashed under this domain instead.
+SELECTION_RECEIPT_V3_DOMAIN = "mosaic.memory.selection_receipt.v3"
 RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
 DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
 
@@ -400,7 +403,8 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
         selection = document["selection_receipt"]
         relevance = document.get("relevance_receipt")
         checked = ["selection"] + (["relevance"] if relevance is not None else [])
-        problem = _check("selection", SELECTION_RECEIPT_DOMAIN, "selection", selection, document.get("selection_signature"), public)
+        domain = SELECTION_RECEIPT_V3_DOMAIN if "scope_commitments" in selection else SELECTION_RECEIPT_DOMAIN
+        problem = _check("selection", domain, "selection", selection, document.get("selection_signature"), public)
         if problem:
             return verdict(checked, problem)
         named = selection.get("relevance_receipt_sha256")

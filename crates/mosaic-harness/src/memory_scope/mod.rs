@@ -670,6 +670,7 @@ pub struct RecordSet {
     records: Vec<std::sync::Arc<CheckedRecord>>,
     record_set_sha256: String,
     decided_sha256: String,
+    scope_commitments: Vec<ScopeCommitment>,
 }
 
 impl RecordSet {
@@ -688,7 +689,23 @@ impl RecordSet {
             records,
             record_set_sha256,
             decided_sha256,
+            scope_commitments: Vec::new(),
         })
+    }
+
+    /// The set with the commitments of the scopes it was read from (read
+    /// in the same snapshot as the records): every selection receipt over
+    /// it binds them (see [`bind_scope_commitments`]).
+    pub fn with_scope_commitments(mut self, mut commitments: Vec<ScopeCommitment>) -> Self {
+        commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
+        self.scope_commitments = commitments;
+        self
+    }
+
+    /// The commitments a selection over this set binds (sorted by scope;
+    /// empty when none were given).
+    pub fn scope_commitments(&self) -> &[ScopeCommitment] {
+        &self.scope_commitments
     }
 
     /// The records, sorted by record id.

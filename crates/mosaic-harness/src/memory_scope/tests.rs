@@ -1428,3 +1428,34 @@ fn a_receipt_binds_its_scope_commitments_and_an_unbound_one_is_unchanged() {
     assert_eq!(stripped.receipt_sha256, v2.receipt_sha256);
     assert_ne!(stripped.receipt_sha256, v3.receipt_sha256);
 }
+
+/// A set read with its scopes' commitments gives receipts that bind them
+/// (v3), equal to the receipt of the same selection bound afterwards, and
+/// verifiable from the records; a set without them keeps v2 receipts.
+#[test]
+fn a_set_with_scope_commitments_gives_receipts_that_bind_them() {
+    let (ctx, records) = fixture();
+    let plain = record_set(&records);
+    let commitments: Vec<ScopeCommitment> = ReadScope::of_context(&ctx)
+        .into_iter()
+        .rev()
+        .enumerate()
+        .map(|(n, scope)| ScopeCommitment {
+            scope,
+            generation: n as u64 + 1,
+            root_sha256: sha256_hex(&[n as u8]),
+        })
+        .collect();
+    let bound = record_set(&records).with_scope_commitments(commitments.clone());
+    let pass = EligibilityPass::new(&ctx, &plain).unwrap();
+    assert!(pass.holds_for(&ctx, &bound), "the records are the same");
+    let v2 = select_memory_set(&ctx, &plain, &pass, Listing::Full).unwrap();
+    let v3 = select_memory_set(&ctx, &bound, &pass, Listing::Full).unwrap();
+    assert!(v2.receipt.scope_commitments.is_empty());
+    assert_eq!(v3.receipt.scope_commitments.len(), 4);
+    let mut expected = v2.receipt.clone();
+    bind_scope_commitments(&mut expected, commitments).unwrap();
+    assert_eq!(v3.receipt, expected);
+    assert_eq!(v2.receipt, select_memory(&ctx, &records).unwrap().receipt);
+    verify_memory_selection(&ctx, &records, None, &v3.receipt).unwrap();
+}
