@@ -12,7 +12,8 @@
 //!   far).
 //!
 //! A change rehashes the record's bucket (the entries of one bucket) and
-//! the ten nodes above it: a few reads and eleven writes, whatever the
+//! the ten nodes above it: one read of the bucket, one of the ten sibling
+//! nodes, one write of the eleven nodes and one of the head, whatever the
 //! scope holds.
 
 use mosaic_harness::MemoryRecord;
@@ -22,7 +23,7 @@ use mosaic_harness::memory_scope::{
 };
 use mosaic_harness::merkle::{self, Hash};
 
-use super::{Tx, decode, params, u};
+use super::{Tx, Val, decode, params, u};
 use crate::error::{StoreError, StoreResult};
 
 fn corrupt(what: &str) -> StoreError {
@@ -65,8 +66,6 @@ pub(crate) fn sync<C: Tx>(c: &C, record_id: &str) -> StoreResult<()> {
             rehash(c, &tenant, &scope, bucket_of(record_id))
         }
         (Some(stored), kept) => {
-            let tenant = stored.record.tenant_id.clone();
-            let scope = ReadScope::of_subject(&stored.record.subject);
             let entry = ScopeEntry::of_record(&stored.record, stored.state.as_str())
                 .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
             if let Some((_, _, _, _, sha, state)) = &kept
@@ -75,33 +74,56 @@ pub(crate) fn sync<C: Tx>(c: &C, record_id: &str) -> StoreResult<()> {
             {
                 return Ok(());
             }
-            let entry_sha256 = merkle::to_hex(
-                &entry
-                    .hash()
-                    .map_err(|e| StoreError::InvalidArgument(e.to_string()))?,
-            );
-            let (st, sa, sb) = scope.columns();
-            c.exec(
-                "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
-                     record_sha256, state, entry_sha256)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT (record_id) DO UPDATE SET record_sha256 = excluded.record_sha256,
-                     state = excluded.state, entry_sha256 = excluded.entry_sha256",
-                params![
-                    record_id,
-                    &tenant,
-                    st,
-                    sa,
-                    sb,
-                    i64::from(entry.bucket()),
-                    &entry.record_sha256,
-                    &entry.state,
-                    &entry_sha256
-                ],
-            )?;
-            rehash(c, &tenant, &scope, entry.bucket())
+            put_entry(c, &stored.record, entry)
         }
     }
+}
+
+/// [`sync`] for a record this transaction has just inserted in `state`
+/// (so it has no entry yet, and its status as read is the one its state
+/// gives): computed from the body in hand, without reading it back.
+pub(crate) fn sync_new<C: Tx>(
+    c: &C,
+    record: &MemoryRecord,
+    state: crate::types::RecordState,
+) -> StoreResult<()> {
+    let mut as_read = record.clone();
+    as_read.status = super::read::status_of(state, None, None)?;
+    let entry = ScopeEntry::of_record(&as_read, state.as_str())
+        .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+    put_entry(c, record, entry)
+}
+
+/// Writes `entry` (of `record`) and rehashes its bucket and the nodes
+/// above it.
+fn put_entry<C: Tx>(c: &C, record: &MemoryRecord, entry: ScopeEntry) -> StoreResult<()> {
+    let tenant = record.tenant_id.as_str();
+    let scope = ReadScope::of_subject(&record.subject);
+    let entry_sha256 = merkle::to_hex(
+        &entry
+            .hash()
+            .map_err(|e| StoreError::InvalidArgument(e.to_string()))?,
+    );
+    let (st, sa, sb) = scope.columns();
+    c.exec(
+        "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
+             record_sha256, state, entry_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (record_id) DO UPDATE SET record_sha256 = excluded.record_sha256,
+             state = excluded.state, entry_sha256 = excluded.entry_sha256",
+        params![
+            &entry.record_id,
+            tenant,
+            st,
+            sa,
+            sb,
+            i64::from(entry.bucket()),
+            &entry.record_sha256,
+            &entry.state,
+            &entry_sha256
+        ],
+    )?;
+    rehash(c, tenant, &scope, entry.bucket())
 }
 
 /// `(record_id, entry hash)` of one bucket's entries, sorted by record id.
@@ -127,7 +149,7 @@ fn bucket_entries<C: Tx>(
 }
 
 /// The hashes of the siblings of the nodes above `bucket`, bucket side
-/// first (`None`: a subtree that never held an entry).
+/// first (`None`: a subtree that never held an entry), in one statement.
 fn siblings<C: Tx>(
     c: &C,
     tenant: &str,
@@ -135,44 +157,76 @@ fn siblings<C: Tx>(
     bucket: u32,
 ) -> StoreResult<Vec<Option<Hash>>> {
     let (st, a, b) = scope.columns();
-    (0..SCOPE_TREE_LEVELS)
-        .map(|level| {
-            let (level, idx) = sibling_of(bucket, level);
-            let found: Option<String> = c.row(
-                "SELECT sha256 FROM scope_nodes
-                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
-                   AND level = ?5 AND idx = ?6",
-                params![tenant, st, a, b, i64::from(level), i64::from(idx)],
-                |r| r.get(0),
-            )?;
-            found.as_deref().map(hash_of).transpose()
-        })
-        .collect()
+    let wanted: Vec<(u32, u32)> = (0..SCOPE_TREE_LEVELS)
+        .map(|level| sibling_of(bucket, level))
+        .collect();
+    let numbers: Vec<i64> = wanted
+        .iter()
+        .flat_map(|(level, idx)| [i64::from(*level), i64::from(*idx)])
+        .collect();
+    let mut args: Vec<Val<'_>> = vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
+    args.extend(numbers.iter().map(|n| Val::Int(*n)));
+    let condition = (0..wanted.len())
+        .map(|at| format!("(level = ?{} AND idx = ?{})", 5 + 2 * at, 6 + 2 * at))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let found: Vec<(i64, i64, String)> = c.rows(
+        &format!(
+            "SELECT level, idx, sha256 FROM scope_nodes
+             WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
+               AND ({condition})"
+        ),
+        &args,
+        |r| r.cols(),
+    )?;
+    let mut out: Vec<Option<Hash>> = vec![None; wanted.len()];
+    for (level, idx, sha256) in found {
+        if let Some(at) = wanted
+            .iter()
+            .position(|(l, i)| i64::from(*l) == level && i64::from(*i) == idx)
+        {
+            out[at] = Some(hash_of(&sha256)?);
+        }
+    }
+    Ok(out)
 }
 
-fn put_node<C: Tx>(
+/// Writes `nodes` `(level, idx, hash)` of the scope, in one statement.
+fn put_nodes<C: Tx>(
     c: &C,
     tenant: &str,
     scope: &ReadScope,
-    level: u32,
-    idx: u32,
-    hash: &Hash,
+    nodes: &[(u32, u32, Hash)],
 ) -> StoreResult<()> {
     let (st, a, b) = scope.columns();
+    let hexes: Vec<String> = nodes.iter().map(|(_, _, h)| merkle::to_hex(h)).collect();
+    let numbers: Vec<i64> = nodes
+        .iter()
+        .flat_map(|(level, idx, _)| [i64::from(*level), i64::from(*idx)])
+        .collect();
+    let mut args: Vec<Val<'_>> = vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
+    let mut rows = Vec::with_capacity(nodes.len());
+    for (at, hex) in hexes.iter().enumerate() {
+        let first = 5 + 3 * at;
+        rows.push(format!(
+            "(?1, ?2, ?3, ?4, ?{}, ?{}, ?{})",
+            first,
+            first + 1,
+            first + 2
+        ));
+        args.push(Val::Int(numbers[2 * at]));
+        args.push(Val::Int(numbers[2 * at + 1]));
+        args.push(Val::Text(hex));
+    }
     c.exec(
-        "INSERT INTO scope_nodes (tenant_id, scope_type, scope_a, scope_b, level, idx, sha256)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (tenant_id, scope_type, scope_a, scope_b, level, idx)
-         DO UPDATE SET sha256 = excluded.sha256",
-        params![
-            tenant,
-            st,
-            a,
-            b,
-            i64::from(level),
-            i64::from(idx),
-            &merkle::to_hex(hash)
-        ],
+        &format!(
+            "INSERT INTO scope_nodes (tenant_id, scope_type, scope_a, scope_b, level, idx, sha256)
+             VALUES {}
+             ON CONFLICT (tenant_id, scope_type, scope_a, scope_b, level, idx)
+             DO UPDATE SET sha256 = excluded.sha256",
+            rows.join(", ")
+        ),
+        &args,
     )?;
     Ok(())
 }
@@ -185,14 +239,13 @@ fn rehash<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, bucket: u32) -> StoreRe
         .map(|(_, h)| h)
         .collect();
     let hash = bucket_hash(&entries);
-    put_node(c, tenant, scope, 0, bucket, &hash)?;
-    let path = climb(bucket, hash, &siblings(c, tenant, scope, bucket)?)
-        .map_err(|e| corrupt(&e.to_string()))?;
-    let mut root = hash;
-    for (level, idx, node) in &path {
-        put_node(c, tenant, scope, *level, *idx, node)?;
-        root = *node;
-    }
+    let mut nodes = vec![(0, bucket, hash)];
+    nodes.extend(
+        climb(bucket, hash, &siblings(c, tenant, scope, bucket)?)
+            .map_err(|e| corrupt(&e.to_string()))?,
+    );
+    put_nodes(c, tenant, scope, &nodes)?;
+    let root = nodes.last().map_or(hash, |(_, _, root)| *root);
     let (st, a, b) = scope.columns();
     c.exec(
         "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation, root_sha256)

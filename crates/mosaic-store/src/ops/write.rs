@@ -448,7 +448,7 @@ fn commit_outcome<C: Tx>(
             record.address.as_ref().map(|a| a.key.clone())
         ],
     )?;
-    super::scope::sync(c, &record.record_id)?;
+    super::scope::sync_new(c, record, state)?;
     // The store-wide latest creation instant ([`Store::latest_created_at`]):
     // raised, never lowered, in the record's own transaction.
     c.exec(
