@@ -265,3 +265,65 @@ def test_the_documented_golden_vector():
     )
     # Canonical strings escape as JSON.stringify does.
     assert canonical_json({"b": "\u0001\u2028é", "a": [1, None, True]}) == '{"a":[1,null,true],"b":"\\u0001\u2028é"}'.encode()
+
+
+def test_the_documented_scope_commitment_vectors_and_every_change_of_a_proof_fails():
+    # docs/ENCODING.md, "Read scope commitments": the bytes, hashes, buckets,
+    # root and proof the Rust core pins.
+    from mosaic_memory.offline import (
+        SCOPE_BUCKETS,
+        node_hash,
+        scope_bucket,
+        scope_bucket_hash,
+        scope_entry_hash,
+        verify_scope_inclusion,
+    )
+
+    a = {"record_id": "rec-a", "record_sha256": hashlib.sha256(b"a").hexdigest(), "state": "active"}
+    b = {"record_id": "rec-b", "record_sha256": hashlib.sha256(b"b").hexdigest(), "state": "revoked"}
+    assert scope_entry_hash(a).hex() == "f552fa2f0ea68ad3ecb817be44b8d3d969e5ce4009c08685808eddc8a364bedf"
+    assert scope_entry_hash(b).hex() == "670ac0dfbd4cc287690868f191e615c8df8ee987f6d6ef9aae7b2bcef6f745f6"
+    assert (scope_bucket("rec-a"), scope_bucket("rec-b")) == (227, 554)
+    level = [scope_bucket_hash([scope_entry_hash(e) for e in (a, b) if scope_bucket(e["record_id"]) == n]) for n in range(SCOPE_BUCKETS)]
+    assert level[0].hex() == "2fdee5f298e133fbb7129ec04f1d4d3b41aee035d9db7b65ae2b9922a03fed4e"
+    path, index = [], 227
+    while len(level) > 1:
+        path.append(level[index ^ 1])
+        level = [node_hash(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+        index >>= 1
+    root = level[0].hex()
+    assert root == "f40c0dc5aea8359d0faeec280f03435a39117ffdaffc1dc7fbf14989c0387e12"
+    proof = {"bucket": 227, "position": 0, "bucket_entries": [scope_entry_hash(a).hex()], "path": [p.hex() for p in path]}
+    assert proof["path"][1] == "03acc832fce0b5e5da11b5413245cfefdf5be5aacdd427ef2d2010d5c6ee30d3"
+    assert verify_scope_inclusion(a, proof, root)
+    tried = 0
+    for path_ in leaf_paths(proof, []):
+        forged = copy.deepcopy(proof)
+        parent = forged
+        for step in path_[:-1]:
+            parent = parent[step]
+        parent[path_[-1]] = changed(parent[path_[-1]])
+        tried += 1
+        assert not verify_scope_inclusion(a, forged, root), path_
+    assert tried == 13
+    assert not verify_scope_inclusion(dict(a, state="revoked"), proof, root)
+    assert not verify_scope_inclusion(b, proof, root)
+    assert not verify_scope_inclusion(a, proof, changed(root))
+
+
+def test_a_recalled_memory_proves_its_place_in_the_bound_scope(client):
+    from mosaic_memory.offline import scope_entry, verify_scope_inclusion
+
+    client.add_messages("chat-scope", CHAT)
+    fact = client.add_fact("I moved to Berlin", [("chat-scope", "m1")])
+    assert fact.accepted, fact.violations
+    receipt = client.search("Berlin").raw["selection_receipt"]
+    commitments = receipt["scope_commitments"]
+    assert len(commitments) == 4
+    memory = client.get(fact.record_id)
+    entry = scope_entry(memory.record, memory.state)
+    scope = memory.record["subject"]["type"]
+    roots = [c["root_sha256"] for c in commitments if c["scope"]["type"] == scope]
+    answer = client._http.get(f"/v1/memories/{fact.record_id}/inclusion", params={"root_sha256": roots[0]}).json()
+    assert answer["entry"] == entry
+    assert verify_scope_inclusion(entry, answer["proof"], roots[0])

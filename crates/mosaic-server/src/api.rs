@@ -1753,3 +1753,30 @@ pub struct ExtractionRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
+
+/// `GET /v1/memories/{record_id}/inclusion`: the proof is answered only
+/// against this root when given.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InclusionQuery {
+    /// The root a selection receipt bound for the memory's scope
+    /// (`scope_commitments[].root_sha256`); `scope_root_moved` when the
+    /// scope has changed since.
+    #[serde(default)]
+    pub root_sha256: Option<String>,
+}
+
+/// A memory's place in its read scope's commitment: its entry (the
+/// memory's `mosaic.memory.record.v1` digest as read, and its state), the
+/// inclusion proof of the entry, and the scope's current commitment the
+/// proof leads to (docs/ENCODING.md, "Read scope commitments").
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InclusionResponse {
+    /// The memory's entry.
+    pub entry: mosaic_harness::memory_scope::ScopeEntry,
+    /// The proof: its bucket's entry hashes and the path to the root.
+    pub proof: mosaic_harness::memory_scope::ScopeInclusionProof,
+    /// The scope, its generation and its root.
+    pub commitment: mosaic_harness::memory_scope::ScopeCommitment,
+}

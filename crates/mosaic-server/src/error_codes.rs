@@ -316,6 +316,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "The revocation cannot advance yet",
     ),
     c(
+        "scope_root_moved",
+        409,
+        "An inclusion proof was asked against a root its memory's scope no longer has (the scope changed since); the proof is served against the current root only",
+    ),
+    c(
         "stale_generation",
         409,
         "The expected line generation is not the current one",

@@ -456,6 +456,15 @@ async fn deletion(
     call(&s, move |s| s.deletion_status(&c, &id)).await
 }
 
+async fn inclusion(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<InclusionQuery>,
+) -> Reply<InclusionResponse> {
+    call(&s, move |s| s.memory_inclusion(&c, &id, &q)).await
+}
+
 async fn recall(
     State(s): State<AppState>,
     Auth(c): Auth,
@@ -853,6 +862,11 @@ fn routes() -> Routes {
             "/v1/memories/{record_id}/deletion",
             &[Method::GET],
             get(deletion),
+        )
+        .add(
+            "/v1/memories/{record_id}/inclusion",
+            &[Method::GET],
+            get(inclusion),
         )
         .add(
             "/v1/conversations/{conversation_id}/messages",

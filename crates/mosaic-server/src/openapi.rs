@@ -147,6 +147,13 @@ pub const OPERATIONS: &[Operation] = &[
         None,
     ),
     op(
+        "GET",
+        "/v1/memories/{record_id}/inclusion",
+        "A memory's inclusion proof in its read scope's commitment (the scope a recall's selection receipt binds in `scope_commitments`): the memory's entry (its record digest as read and its state), its bucket's entry hashes and the ten hashes to the scope's current root, with the scope's generation and root. With `root_sha256`, the proof is answered only when that is still the scope's root (`scope_root_moved` otherwise). A memory the key may not see, or an erased one, is 404 like a missing one",
+        "any",
+        None,
+    ),
+    op(
         "POST",
         "/v1/conversations/{conversation_id}/messages",
         "Add messages of a conversation: each is captured as a source and kept as an episodic memory through the gate",
@@ -691,6 +698,13 @@ pub const TYPED: &[Typed] = &[
         Json(schema_of::<a::RevocationResponse>),
     ),
     typed(
+        "GET",
+        "/v1/memories/{record_id}/inclusion",
+        "getInclusion",
+        None,
+        Json(schema_of::<a::InclusionResponse>),
+    ),
+    typed(
         "POST",
         "/v1/conversations/{conversation_id}/messages",
         "addMessages",
@@ -1155,6 +1169,11 @@ pub const QUERIES: &[(&str, &str, SchemaFn)] = &[
     ("GET", "/v1/items", schema_of::<a::AddressQuery>),
     ("DELETE", "/v1/items", schema_of::<a::AddressQuery>),
     ("GET", "/v1/namespaces", schema_of::<a::NamespacesQuery>),
+    (
+        "GET",
+        "/v1/memories/{record_id}/inclusion",
+        schema_of::<a::InclusionQuery>,
+    ),
     (
         "GET",
         "/v1/admin/audit/proof/inclusion",

@@ -76,6 +76,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             audit_head_can_be_witnessed::<F>,
         ),
         (
+            "scope_commitments_follow_every_change",
+            scope_commitments_follow_every_change::<F>,
+        ),
+        (
             "supersession_is_generation_fenced",
             supersession_is_generation_fenced::<F>,
         ),
@@ -2636,5 +2640,180 @@ pub fn claims_commit_with_their_record<F: StoreFactory>(factory: &F) -> StoreRes
             .contains(&("r-claim".to_owned(), ListedState::Erased)),
         "an erased record keeps its identity and says so"
     );
+    Ok(())
+}
+
+/// Every scope's root as the store keeps it equals the root recomputed
+/// from the records themselves (body digest and state), over every record
+/// of `tenant` (erased ones are gone from their scope), and
+/// every record has an inclusion proof against it. Answers the kept
+/// commitments (alice's reader scopes and every scope holding a record),
+/// sorted by scope. Panics on a difference.
+pub fn assert_scope_roots<S: Store + ?Sized>(
+    store: &mut S,
+    tenant: &str,
+) -> StoreResult<Vec<mosaic_harness::memory_scope::ScopeCommitment>> {
+    use mosaic_harness::memory_scope::{ReadScope, ScopeEntry, scope_root};
+    use std::collections::BTreeMap;
+    let mut scopes: BTreeMap<ReadScope, Vec<ScopeEntry>> = BTreeMap::new();
+    for (id, _) in store.record_states(tenant)? {
+        if let Some(stored) = store.get_record(&id)? {
+            if stored.record.tenant_id != tenant {
+                continue;
+            }
+            let entry = ScopeEntry::of_record(&stored.record, stored.state.as_str())
+                .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+            scopes
+                .entry(ReadScope::of_subject(&stored.record.subject))
+                .or_default()
+                .push(entry);
+        }
+    }
+    let mut asked: Vec<ReadScope> = ReadScope::of_reader("alice", fixtures::WORKSPACE, "run-1");
+    asked.extend(scopes.keys().cloned());
+    asked.sort();
+    asked.dedup();
+    let kept = store.scope_commitments(tenant, &asked)?;
+    assert_eq!(kept.len(), asked.len());
+    for commitment in &kept {
+        let entries = scopes.get(&commitment.scope).cloned().unwrap_or_default();
+        let recomputed = mosaic_harness::merkle::to_hex(
+            &scope_root(&entries).map_err(|e| StoreError::InvalidArgument(e.to_string()))?,
+        );
+        assert_eq!(
+            commitment.root_sha256, recomputed,
+            "kept root of {:?} differs from the records'",
+            commitment.scope
+        );
+        // Every record of the scope has a proof against the kept root;
+        // its entry is the record's digest and state.
+        for entry in &entries {
+            let inclusion = store
+                .scope_inclusion(tenant, &entry.record_id)?
+                .expect("a held record has a proof");
+            assert_eq!(&inclusion.entry, entry);
+            assert_eq!(&inclusion.commitment, commitment);
+            let root = mosaic_harness::merkle::from_hex(&commitment.root_sha256)
+                .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+            mosaic_harness::memory_scope::verify_scope_inclusion(entry, &inclusion.proof, &root)
+                .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+        }
+    }
+    Ok(kept)
+}
+
+/// A read scope's commitment is kept in the transaction of every change
+/// to a record of the scope (write, activation, supersession, contest,
+/// quarantine, revocation, erasure), and equals the commitment recomputed
+/// from the records after each; reads change nothing; another tenant's
+/// records and ids are not in the tenant's scopes (layer: the store).
+pub fn scope_commitments_follow_every_change<F: StoreFactory>(factory: &F) -> StoreResult<()> {
+    let mut config = test_config();
+    config.derived_on_source_revocation = DerivedAction::Quarantine;
+    let (_db, mut store) = setup(factory, &config)?;
+    let empty = assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    assert!(empty.iter().all(|c| c.generation == 0));
+    let generation = |kept: &[mosaic_harness::memory_scope::ScopeCommitment]| -> u64 {
+        kept.iter().map(|c| c.generation).sum()
+    };
+    store.write(&Spec::principal(fixtures::TENANT_A, "alice", "p1").build())?;
+    store.write(&Spec::principal(fixtures::TENANT_A, "alice", "p2").build())?;
+    store.write(&Spec::principal(fixtures::TENANT_A, "alice", "p3").build())?;
+    store.write(&Spec::workspace(fixtures::TENANT_A, "alice", "w1").build())?;
+    store.write(&Spec::workspace(fixtures::TENANT_A, "alice", "w2").build())?;
+    let mut derived = Spec::workspace(fixtures::TENANT_A, "alice", "sum");
+    derived.derived_from = vec!["w2".into()];
+    store.write(&derived.build())?;
+    store.write(&Spec::run(fixtures::TENANT_A, "alice", "r1", "run-1").build())?;
+    // The same principal and workspace names in another tenant.
+    store.write(&Spec::principal(fixtures::TENANT_B, "alice", "b1").build())?;
+    let written = assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    assert!(generation(&written) >= 7);
+    let publishing = written.clone();
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+    let active = assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    assert_ne!(active, publishing, "activation changes the roots");
+    // A read changes nothing.
+    let q = alice_run_1();
+    store.eligible_records(&q)?;
+    let (found, _) = store.eligible_unknown(&q, &|_| false)?;
+    let mut reader_scopes: Vec<_> = found.scope_commitments.clone();
+    reader_scopes.sort_by(|a, b| a.scope.cmp(&b.scope));
+    assert_eq!(reader_scopes, found.scope_commitments, "sorted by scope");
+    let reader = store.scope_commitments(
+        fixtures::TENANT_A,
+        &mosaic_harness::memory_scope::ReadScope::of_reader("alice", fixtures::WORKSPACE, "run-1"),
+    )?;
+    assert_eq!(found.scope_commitments, reader);
+    assert_eq!(assert_scope_roots(&mut store, fixtures::TENANT_A)?, active);
+    // Supersession, then its activation.
+    let mut v2 = Spec::principal(fixtures::TENANT_A, "alice", "v2");
+    v2.supersedes = Some(("p1".into(), 1));
+    store.write(&v2.build())?;
+    assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    publish_all(&mut store, &config.required_index_targets, T0 + 1)?;
+    assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    // A contest through review.
+    let mut conflicting = Spec::principal(fixtures::TENANT_A, "alice", "new1");
+    conflicting.conflicts = vec![ConflictObservation {
+        observation_id: "obs-new1".into(),
+        existing_record_id: "p2".into(),
+        relation: ConflictRelation::Contradicts,
+        detector_release: "detector-v1".into(),
+        existing_claim: None,
+    }];
+    let outcome = store.write(&conflicting.build())?;
+    let WriteDecision::Rejected {
+        review_case_ids, ..
+    } = &outcome.decision
+    else {
+        panic!("conflict must reject: {:?}", outcome.decision);
+    };
+    store.resolve_review(
+        &review_case_ids[0],
+        ReviewAction::ContestExisting,
+        &fixtures::authorization("reviewer"),
+        T0 + 2,
+    )?;
+    assert_eq!(
+        store.get_record("p2")?.map(|r| r.state),
+        Some(RecordState::Contested)
+    );
+    assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    // A revocation that quarantines what was derived from it.
+    let auth = fixtures::authorization("alice");
+    store.revoke("w2", &RevocationReason::Requested, &auth, T0 + 3)?;
+    assert_eq!(
+        store.get_record("sum")?.map(|r| r.state),
+        Some(RecordState::Quarantined)
+    );
+    assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    // A revocation carried to erasure: the record leaves its scope.
+    let before_erasure = assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    let ineligible = store.revoke("p3", &RevocationReason::Requested, &auth, T0 + 4)?;
+    let requested = store.request_deletion(ineligible, T0 + 5)?;
+    for target in &config.required_index_targets {
+        for task in store.pending_outbox(target, usize::MAX)? {
+            store.acknowledge_index(&task.record_id, task.generation, target, T0 + 6)?;
+        }
+    }
+    let acknowledged = store.confirm_indexes_acknowledged(requested, T0 + 7)?;
+    store.erase(acknowledged, T0 + 8)?;
+    assert!(store.scope_inclusion(fixtures::TENANT_A, "p3")?.is_none());
+    let after_erasure = assert_scope_roots(&mut store, fixtures::TENANT_A)?;
+    assert!(generation(&after_erasure) > generation(&before_erasure));
+    // Another tenant's record is not in this tenant's scopes: no proof for
+    // it here, and the same names' scopes differ per tenant.
+    assert!(store.scope_inclusion(fixtures::TENANT_A, "b1")?.is_none());
+    assert!(
+        store
+            .scope_inclusion(fixtures::TENANT_A, "unknown")?
+            .is_none()
+    );
+    assert!(store.scope_inclusion(fixtures::TENANT_B, "b1")?.is_some());
+    let other = assert_scope_roots(&mut store, fixtures::TENANT_B)?;
+    assert_ne!(other, after_erasure);
+    let report = store.integrity_check()?;
+    assert!(report.is_ok(), "integrity: {report:?}");
     Ok(())
 }

@@ -201,6 +201,27 @@ pub trait Store: Send {
         known: &dyn Fn(&str) -> bool,
     ) -> StoreResult<(EligibleIds, Vec<StoredRecord>)>;
 
+    /// The commitments of `scopes` of `tenant_id` (their roots and
+    /// generations, kept in the transaction of every change to a record of
+    /// the scope), in the order asked, in one read. A scope that never held
+    /// a record has generation 0 and the empty root. Only `tenant_id`'s
+    /// records count.
+    fn scope_commitments(
+        &mut self,
+        tenant_id: &str,
+        scopes: &[mosaic_harness::memory_scope::ReadScope],
+    ) -> StoreResult<Vec<mosaic_harness::memory_scope::ScopeCommitment>>;
+
+    /// A record's entry in its scope (its digest and state), the inclusion
+    /// proof of that entry against the scope's kept root, and the scope's
+    /// commitment, in one read; `None` for an id `tenant_id` holds no
+    /// record under (unknown, another tenant's, or erased).
+    fn scope_inclusion(
+        &mut self,
+        tenant_id: &str,
+        record_id: &str,
+    ) -> StoreResult<Option<crate::types::ScopeInclusion>>;
+
     /// The store's current [`ChangeStamp`]: one small read, so a reader
     /// can tell whether what it derived from an earlier read still holds.
     fn change_stamp(&mut self) -> StoreResult<ChangeStamp>;

@@ -383,6 +383,11 @@ pub struct EligibleIds {
     /// record of the scope created later than `now_unix_ms` comes of age.
     /// `None` when no such instant exists.
     pub stable_until_unix_ms: Option<u64>,
+    /// The commitments of the reader's scopes (its run's, principal's,
+    /// principal's in its workspace and workspace's), read in the same
+    /// snapshot, sorted by scope: what a selection receipt over this
+    /// answer binds.
+    pub scope_commitments: Vec<mosaic_harness::memory_scope::ScopeCommitment>,
 }
 
 /// A store-wide stamp of committed change.
@@ -1088,4 +1093,17 @@ pub(crate) fn kind_from_str(s: &str) -> Result<mosaic_harness::MemoryKind, crate
         .into_iter()
         .find(|k| k.as_str() == s)
         .ok_or_else(|| crate::StoreError::Corrupt(format!("memory kind {s}")))
+}
+
+/// A record's place in its read scope's commitment (see
+/// [`crate::Store::scope_inclusion`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeInclusion {
+    /// The record's entry: its id, `mosaic.memory.record.v1` digest and
+    /// state.
+    pub entry: mosaic_harness::memory_scope::ScopeEntry,
+    /// The proof of the entry against `commitment.root_sha256`.
+    pub proof: mosaic_harness::memory_scope::ScopeInclusionProof,
+    /// The scope's commitment the proof is against.
+    pub commitment: mosaic_harness::memory_scope::ScopeCommitment,
 }

@@ -40,6 +40,9 @@ AUDIT_TREE_HEAD_DOMAIN = "mosaic.audit.tree_head.v1"
 AUDIT_EVENT_DOMAIN = "mosaic.store.audit_event.v1"
 WRITE_RECEIPT_DOMAIN = "mosaic.memory.write_receipt.v1"
 SELECTION_RECEIPT_DOMAIN = "mosaic.memory.selection_receipt.v2"
+# A selection receipt that binds its read scopes' commitments
+# (``scope_commitments``) is hashed under this domain instead.
+SELECTION_RECEIPT_V3_DOMAIN = "mosaic.memory.selection_receipt.v3"
 RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
 DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
 
@@ -273,6 +276,63 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: List[bytes], roo
     return sn == 0 and r == root
 
 
+# ---------------------------------------------------------------- read scopes
+
+RECORD_DOMAIN = "mosaic.memory.record.v1"
+SCOPE_ENTRY_DOMAIN = "mosaic.memory.scope_entry.v1"
+SCOPE_BUCKET_DOMAIN = "mosaic.memory.scope_bucket.v1"
+SCOPE_TREE_LEVELS = 10
+SCOPE_BUCKETS = 1 << SCOPE_TREE_LEVELS
+
+
+def scope_entry(record: Mapping[str, Any], state: str) -> Dict[str, str]:
+    """A memory's entry in its read scope's commitment, from the record and
+    state ``GET /v1/memories/{id}`` answers (``record``, ``state``)."""
+    return {"record_id": record["record_id"], "record_sha256": domain_digest(RECORD_DOMAIN, record), "state": state}
+
+
+def scope_entry_hash(entry: Mapping[str, Any]) -> bytes:
+    """``SHA-256("mosaic.memory.scope_entry.v1" || 0x0A || canonical_json(
+    {record_id, record_sha256, state}))``."""
+    body = {"record_id": entry["record_id"], "record_sha256": entry["record_sha256"], "state": entry["state"]}
+    return hashlib.sha256(SCOPE_ENTRY_DOMAIN.encode("ascii") + b"\n" + canonical_json(body)).digest()
+
+
+def scope_bucket(record_id: str) -> int:
+    """The first ten bits of SHA-256 of the record id."""
+    digest = hashlib.sha256(record_id.encode("utf-8")).digest()
+    return ((digest[0] << 8) | digest[1]) >> (16 - SCOPE_TREE_LEVELS)
+
+
+def scope_bucket_hash(entries: List[bytes]) -> bytes:
+    """``SHA-256(0x00 || "mosaic.memory.scope_bucket.v1" || 0x0A || entries)``."""
+    return leaf_hash(SCOPE_BUCKET_DOMAIN.encode("ascii") + b"\n" + b"".join(entries))
+
+
+def verify_scope_inclusion(entry: Mapping[str, Any], proof: Any, root_sha256: str) -> bool:
+    """That ``entry`` (see :func:`scope_entry`) is in the read scope whose
+    root is ``root_sha256`` (a selection receipt's
+    ``scope_commitments[].root_sha256``), by the ``proof`` of ``GET
+    /v1/memories/{id}/inclusion`` (docs/ENCODING.md, "Read scope
+    commitments"). False for any malformed part."""
+    if not isinstance(proof, Mapping) or set(proof) != {"bucket", "position", "bucket_entries", "path"}:
+        return False
+    root = _hex_bytes(root_sha256, 32)
+    entries, path = _hashes(proof["bucket_entries"]), _hashes(proof["path"])
+    bucket, position = _count(proof["bucket"]), _count(proof["position"])
+    if root is None or entries is None or path is None or bucket is None or position is None:
+        return False
+    if not isinstance(entry.get("record_id"), str) or _hex_bytes(entry.get("record_sha256"), 32) is None:
+        return False
+    if not isinstance(entry.get("state"), str) or not entry["state"]:
+        return False
+    if bucket != scope_bucket(entry["record_id"]) or position >= len(entries):
+        return False
+    if entries[position] != scope_entry_hash(entry):
+        return False
+    return verify_inclusion(scope_bucket_hash(entries), bucket, SCOPE_BUCKETS, path, root)
+
+
 def verify_consistency(first: int, second: int, first_root: bytes, second_root: bytes, proof: List[bytes]) -> bool:
     """RFC 9162, 2.1.4.2: the tree of ``first`` leaves is a prefix of the
     tree of ``second`` leaves."""
@@ -400,7 +460,8 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
         selection = document["selection_receipt"]
         relevance = document.get("relevance_receipt")
         checked = ["selection"] + (["relevance"] if relevance is not None else [])
-        problem = _check("selection", SELECTION_RECEIPT_DOMAIN, "selection", selection, document.get("selection_signature"), public)
+        domain = SELECTION_RECEIPT_V3_DOMAIN if "scope_commitments" in selection else SELECTION_RECEIPT_DOMAIN
+        problem = _check("selection", domain, "selection", selection, document.get("selection_signature"), public)
         if problem:
             return verdict(checked, problem)
         named = selection.get("relevance_receipt_sha256")

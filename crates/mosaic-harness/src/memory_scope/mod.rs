@@ -18,6 +18,7 @@
 //! before hashing and decisions are listed by record id.
 
 mod clock;
+mod commitment;
 mod handoff;
 mod manifest;
 mod pass;
@@ -35,6 +36,12 @@ use crate::record::{
 };
 
 pub use clock::{Clock, ManualClock};
+pub use commitment::{
+    ReadScope, SCOPE_BUCKET_DOMAIN, SCOPE_BUCKETS, SCOPE_ENTRY_DOMAIN, SCOPE_TREE_LEVELS,
+    ScopeCommitment, ScopeCommitmentError, ScopeEntry, ScopeInclusionProof, bucket_hash, bucket_of,
+    climb, empty_node, empty_scope_root, proof_from_parts, scope_inclusion_proof, scope_root,
+    sibling_of, verify_scope_commitment, verify_scope_inclusion,
+};
 pub use handoff::{
     AllocationDropReason, ContextAllocation, ContextBudget, ContextItem, ContextLane,
     ContextPlacement, ContextTrust, MemoryContextReport, RECALLED_MEMORY_NOTICE, RenderError,
@@ -63,6 +70,9 @@ pub const RECORD_DOMAIN: &str = "mosaic.memory.record.v1";
 pub const RECORD_SET_DOMAIN: &str = "mosaic.memory.record_set.v2";
 /// Domain tag of the selection-receipt digest.
 pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v2";
+/// Domain tag of the digest of a selection receipt that binds its read
+/// scopes' commitments ([`MemorySelectionReceipt::scope_commitments`]).
+pub const SELECTION_RECEIPT_V3_DOMAIN: &str = "mosaic.memory.selection_receipt.v3";
 /// Domain tag of the digest of a selection's decision list.
 pub const SELECTION_DECISIONS_DOMAIN: &str = "mosaic.memory.selection_decisions.v2";
 /// Domain tag of the digest of which records a decision list decides on.
@@ -483,6 +493,14 @@ pub struct MemorySelectionReceipt {
     /// [`decisions_digest`] of the decision list (one per input record,
     /// sorted by record id).
     pub decisions_sha256: String,
+    /// The commitments of the read's scopes at the read (their roots over
+    /// every record the scopes hold, in any state, and generations), sorted
+    /// by scope. Absent (and then left out of the encoding and the digest,
+    /// `mosaic.memory.selection_receipt.v2`) when the reader bound none;
+    /// present, the digest is `mosaic.memory.selection_receipt.v3` over
+    /// the body with them. See [`bind_scope_commitments`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope_commitments: Vec<ScopeCommitment>,
     /// Digest of all fields above.
     pub receipt_sha256: String,
 }
@@ -498,13 +516,20 @@ struct ReceiptBody<'a> {
     selected_record_ids: &'a [String],
     decision_counts: &'a DecisionCounts,
     decisions_sha256: &'a str,
+    #[serde(skip_serializing_if = "<[ScopeCommitment]>::is_empty")]
+    scope_commitments: &'a [ScopeCommitment],
 }
 
 impl MemorySelectionReceipt {
     /// Recomputes the digest of this receipt's body.
     pub fn compute_digest(&self) -> Result<String, CanonicalError> {
+        let domain = if self.scope_commitments.is_empty() {
+            SELECTION_RECEIPT_DOMAIN
+        } else {
+            SELECTION_RECEIPT_V3_DOMAIN
+        };
         domain_digest(
-            SELECTION_RECEIPT_DOMAIN,
+            domain,
             &ReceiptBody {
                 schema_version: self.schema_version,
                 selector_release: &self.selector_release,
@@ -515,9 +540,23 @@ impl MemorySelectionReceipt {
                 selected_record_ids: &self.selected_record_ids,
                 decision_counts: &self.decision_counts,
                 decisions_sha256: &self.decisions_sha256,
+                scope_commitments: &self.scope_commitments,
             },
         )
     }
+}
+
+/// Binds the commitments of the read's scopes into `receipt` (sorted by
+/// scope) and recomputes its digest (`mosaic.memory.selection_receipt.v3`
+/// when any is bound).
+pub fn bind_scope_commitments(
+    receipt: &mut MemorySelectionReceipt,
+    mut commitments: Vec<ScopeCommitment>,
+) -> Result<(), CanonicalError> {
+    commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
+    receipt.scope_commitments = commitments;
+    receipt.receipt_sha256 = receipt.compute_digest()?;
+    Ok(())
 }
 
 /// The result of one selection.
@@ -631,6 +670,7 @@ pub struct RecordSet {
     records: Vec<std::sync::Arc<CheckedRecord>>,
     record_set_sha256: String,
     decided_sha256: String,
+    scope_commitments: Vec<ScopeCommitment>,
 }
 
 impl RecordSet {
@@ -649,7 +689,23 @@ impl RecordSet {
             records,
             record_set_sha256,
             decided_sha256,
+            scope_commitments: Vec::new(),
         })
+    }
+
+    /// The set with the commitments of the scopes it was read from (read
+    /// in the same snapshot as the records): every selection receipt over
+    /// it binds them (see [`bind_scope_commitments`]).
+    pub fn with_scope_commitments(mut self, mut commitments: Vec<ScopeCommitment>) -> Self {
+        commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
+        self.scope_commitments = commitments;
+        self
+    }
+
+    /// The commitments a selection over this set binds (sorted by scope;
+    /// empty when none were given).
+    pub fn scope_commitments(&self) -> &[ScopeCommitment] {
+        &self.scope_commitments
     }
 
     /// The records, sorted by record id.
@@ -941,6 +997,7 @@ fn finish(
         selected_record_ids,
         decision_counts: DecisionCounts::of(&decisions),
         decisions_sha256: decisions_digest(&decisions)?,
+        scope_commitments: Vec::new(),
         receipt_sha256: String::new(),
     };
     receipt.receipt_sha256 = receipt.compute_digest()?;
@@ -973,11 +1030,19 @@ pub fn verify_memory_selection(
     relevance: Option<&RelevanceReceipt>,
     stored: &MemorySelectionReceipt,
 ) -> Result<(), SelectionVerifyError> {
-    let fresh = match relevance {
+    let mut fresh = match relevance {
         Some(relevance) => select_memory_ranked(ctx, records, relevance)?,
         None => select_memory(ctx, records)?,
     }
     .receipt;
+    // The scopes' roots are over records the selection's inputs need not
+    // hold (every state); they are checked against the scopes' records by
+    // [`verify_scope_commitment`]. Here they are bound as stored, so the
+    // digest covers them.
+    if !stored.scope_commitments.is_empty() {
+        bind_scope_commitments(&mut fresh, stored.scope_commitments.clone())
+            .map_err(SelectionError::from)?;
+    }
     let checks: [(&'static str, bool); 9] = [
         (
             "schema_version",

@@ -388,6 +388,7 @@ fn decide(
             .collect(),
         decision_counts,
         decisions_sha256,
+        scope_commitments: set.scope_commitments().to_vec(),
         receipt_sha256: String::new(),
     };
     receipt.receipt_sha256 = receipt.compute_digest()?;

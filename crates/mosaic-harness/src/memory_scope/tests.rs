@@ -1354,3 +1354,108 @@ proptest! {
         }
     }
 }
+
+/// A receipt that binds its scopes' commitments is a v3 receipt: its
+/// digest covers them, an unbound one keeps its v2 digest, and both verify
+/// from the selection's inputs (the commitments against the scopes'
+/// records). Layer: the pure selector's receipt.
+#[test]
+fn a_receipt_binds_its_scope_commitments_and_an_unbound_one_is_unchanged() {
+    let (ctx, records) = fixture();
+    let v2 = select_memory(&ctx, &records).unwrap().receipt;
+    assert!(v2.scope_commitments.is_empty());
+    let text = serde_json::to_string(&v2).unwrap();
+    assert!(!text.contains("scope_commitments"), "{text}");
+    assert_eq!(
+        v2.receipt_sha256,
+        domain_digest(SELECTION_RECEIPT_DOMAIN, &{
+            let mut body = serde_json::to_value(&v2).unwrap();
+            body.as_object_mut().unwrap().remove("receipt_sha256");
+            body
+        })
+        .unwrap()
+    );
+    // Each scope's entries are its records in the store's states.
+    let scopes = ReadScope::of_context(&ctx);
+    let commitments: Vec<ScopeCommitment> = scopes
+        .iter()
+        .rev()
+        .map(|scope| {
+            let entries: Vec<ScopeEntry> = records
+                .iter()
+                .filter(|r| r.tenant_id == ctx.tenant_id)
+                .filter(|r| &ReadScope::of_subject(&r.subject) == scope)
+                .map(|r| ScopeEntry::of_record(r, "active").unwrap())
+                .collect();
+            ScopeCommitment {
+                scope: scope.clone(),
+                generation: entries.len() as u64,
+                root_sha256: crate::merkle::to_hex(&scope_root(&entries).unwrap()),
+            }
+        })
+        .collect();
+    let mut v3 = v2.clone();
+    bind_scope_commitments(&mut v3, commitments).unwrap();
+    assert_ne!(v3.receipt_sha256, v2.receipt_sha256);
+    let bound: Vec<&ReadScope> = v3.scope_commitments.iter().map(|c| &c.scope).collect();
+    assert_eq!(bound, scopes.iter().collect::<Vec<_>>(), "sorted by scope");
+    assert_eq!(
+        v3.receipt_sha256,
+        domain_digest(SELECTION_RECEIPT_V3_DOMAIN, &{
+            let mut body = serde_json::to_value(&v3).unwrap();
+            body.as_object_mut().unwrap().remove("receipt_sha256");
+            body
+        })
+        .unwrap()
+    );
+    let back: MemorySelectionReceipt =
+        serde_json::from_str(&serde_json::to_string(&v3).unwrap()).unwrap();
+    assert_eq!(back, v3);
+    verify_memory_selection(&ctx, &records, None, &v2).unwrap();
+    verify_memory_selection(&ctx, &records, None, &v3).unwrap();
+    // A commitment edited after the receipt was issued.
+    let mut edited = v3.clone();
+    edited.scope_commitments[0].generation += 1;
+    assert_eq!(
+        verify_memory_selection(&ctx, &records, None, &edited),
+        Err(SelectionVerifyError::DigestMismatch)
+    );
+    // Commitments stripped and the digest recomputed as v2: a receipt the
+    // issuer never issued (its signature is over the v3 digest).
+    let mut stripped = v3.clone();
+    stripped.scope_commitments.clear();
+    stripped.receipt_sha256 = stripped.compute_digest().unwrap();
+    assert_eq!(stripped.receipt_sha256, v2.receipt_sha256);
+    assert_ne!(stripped.receipt_sha256, v3.receipt_sha256);
+}
+
+/// A set read with its scopes' commitments gives receipts that bind them
+/// (v3), equal to the receipt of the same selection bound afterwards, and
+/// verifiable from the records; a set without them keeps v2 receipts.
+#[test]
+fn a_set_with_scope_commitments_gives_receipts_that_bind_them() {
+    let (ctx, records) = fixture();
+    let plain = record_set(&records);
+    let commitments: Vec<ScopeCommitment> = ReadScope::of_context(&ctx)
+        .into_iter()
+        .rev()
+        .enumerate()
+        .map(|(n, scope)| ScopeCommitment {
+            scope,
+            generation: n as u64 + 1,
+            root_sha256: sha256_hex(&[n as u8]),
+        })
+        .collect();
+    let bound = record_set(&records).with_scope_commitments(commitments.clone());
+    let pass = EligibilityPass::new(&ctx, &plain).unwrap();
+    assert!(pass.holds_for(&ctx, &bound), "the records are the same");
+    let v2 = select_memory_set(&ctx, &plain, &pass, Listing::Full).unwrap();
+    let v3 = select_memory_set(&ctx, &bound, &pass, Listing::Full).unwrap();
+    assert!(v2.receipt.scope_commitments.is_empty());
+    assert_eq!(v3.receipt.scope_commitments.len(), 4);
+    let mut expected = v2.receipt.clone();
+    bind_scope_commitments(&mut expected, commitments).unwrap();
+    assert_eq!(v3.receipt, expected);
+    assert_eq!(v2.receipt, select_memory(&ctx, &records).unwrap().receipt);
+    verify_memory_selection(&ctx, &records, None, &v3.receipt).unwrap();
+}

@@ -257,7 +257,11 @@ impl ServiceCore {
             stamp: found.stamp,
             read_at_unix_ms: query.now_unix_ms,
             stable_until_unix_ms: found.stable_until_unix_ms,
-            records: RecordSet::new(records).map_err(|e| internal(&e))?,
+            // The reader's scopes' commitments, read in the same snapshot:
+            // every selection receipt over this set binds them.
+            records: RecordSet::new(records)
+                .map_err(|e| internal(&e))?
+                .with_scope_commitments(found.scope_commitments.clone()),
             duplicates,
             found: found.ids.len(),
             records_sha256: found.records_sha256,

@@ -364,6 +364,63 @@ impl ServiceCore {
         Ok(listed)
     }
 
+    /// A visible memory's inclusion proof in its read scope's commitment,
+    /// against the scope's current root (`root_sha256`, when given, must be
+    /// it). A memory the credential may not see, or that is erased, answers
+    /// 404 like a missing one; the check of the proof is the client's
+    /// (`verify_scope_inclusion`), but it is checked here too before it
+    /// leaves.
+    pub fn memory_inclusion(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+        query: &InclusionQuery,
+    ) -> ServiceResult<InclusionResponse> {
+        if let Some(root) = &query.root_sha256
+            && !mosaic_harness::canonical::is_sha256_hex(root)
+        {
+            return Err(ServiceError::bad_request(
+                "invalid_digest",
+                "root_sha256 is not a SHA-256 in lowercase hex",
+            ));
+        }
+        let mut inner = self.reader()?;
+        if let Credential::Principal {
+            tenant_id,
+            principal_id,
+            ..
+        } = credential
+        {
+            self.tenant_and_grant(&mut inner, tenant_id, principal_id)?;
+        }
+        let listed = self.visible_row(&mut inner, credential, record_id)?;
+        let found = inner
+            .store
+            .scope_inclusion(&listed.tenant_id, record_id)?
+            .ok_or_else(|| ServiceError::not_found("memory", record_id))?;
+        if query
+            .root_sha256
+            .as_ref()
+            .is_some_and(|root| *root != found.commitment.root_sha256)
+        {
+            return Err(ServiceError::Conflict {
+                code: "scope_root_moved",
+                message: "the memory's scope has changed since that root; the proof is served \
+                          against the scope's current root only"
+                    .into(),
+            });
+        }
+        let root = mosaic_harness::merkle::from_hex(&found.commitment.root_sha256)
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        mosaic_harness::memory_scope::verify_scope_inclusion(&found.entry, &found.proof, &root)
+            .map_err(|e| ServiceError::Internal(format!("a kept scope proof: {e}")))?;
+        Ok(InclusionResponse {
+            entry: found.entry,
+            proof: found.proof,
+            commitment: found.commitment,
+        })
+    }
+
     /// One memory with its content and state.
     pub fn get_memory(
         &self,

@@ -162,6 +162,18 @@ async fn no_endpoint_returns_another_tenants_or_principals_data() {
                 )
                 .await;
                 assert_eq!(status, StatusCode::NOT_FOUND);
+                // Nor a place in a scope's commitment (the service's
+                // visibility check, before the store is asked).
+                let (status, r) = send(
+                    &w.router,
+                    "GET",
+                    &format!("/v1/memories/{id}/inclusion"),
+                    key,
+                    None,
+                )
+                .await;
+                assert_eq!(status, StatusCode::NOT_FOUND);
+                assert_eq!(error_code(&r), "not_found");
             }
         }
         // List by subject: another principal is refused; a workspace lists only this tenant.

@@ -47,6 +47,7 @@ mod receipt_signatures;
 mod reconcile;
 mod review;
 mod roundtrip;
+mod scope_commitments;
 mod scope_reads;
 mod upgrade;
 

@@ -17,6 +17,7 @@ pub(crate) mod read;
 pub(crate) mod review;
 pub(crate) mod revocation;
 pub(crate) mod schema;
+pub(crate) mod scope;
 pub(crate) mod store;
 pub(crate) mod write;
 

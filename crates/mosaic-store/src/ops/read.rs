@@ -59,7 +59,25 @@ fn record_decode(row: RecordRow) -> StoreResult<StoredRecord> {
         )));
     }
     let state = parse_state(&state)?;
-    record.status = match state {
+    record.status = status_of(state, superseded_by, revoked_at)?;
+    Ok(StoredRecord {
+        record,
+        content,
+        state,
+        line_id,
+        line_generation: u(line_generation)?,
+        proposal_id,
+    })
+}
+
+/// A record's status as read, from its state, its replacement and its
+/// revocation instant (a stored body keeps the status it was written with).
+pub(crate) fn status_of(
+    state: RecordState,
+    superseded_by: Option<String>,
+    revoked_at: Option<i64>,
+) -> StoreResult<MemoryStatus> {
+    Ok(match state {
         RecordState::Publishing | RecordState::Active => MemoryStatus::Verified,
         RecordState::Contested | RecordState::Quarantined => MemoryStatus::Contested,
         RecordState::Superseded => MemoryStatus::Superseded {
@@ -68,14 +86,6 @@ fn record_decode(row: RecordRow) -> StoreResult<StoredRecord> {
         RecordState::Revoked => MemoryStatus::Revoked {
             revoked_at_unix_ms: revoked_at.map(u).transpose()?.unwrap_or(0),
         },
-    };
-    Ok(StoredRecord {
-        record,
-        content,
-        state,
-        line_id,
-        line_generation: u(line_generation)?,
-        proposal_id,
     })
 }
 
@@ -240,12 +250,18 @@ pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<El
     let records_sha256 = SnapshotIdentity::records_digest(&sorted)?;
     let snapshot =
         SnapshotIdentity::of_records_digest(q, stamp.revocation_generation, &records_sha256)?;
+    let scopes = mosaic_harness::memory_scope::ReadScope::of_reader(
+        &q.principal_id,
+        &q.workspace_id,
+        &q.run_id,
+    );
     Ok(EligibleIds {
         ids,
         snapshot,
         records_sha256,
         stamp,
         stable_until_unix_ms: stable_until,
+        scope_commitments: super::scope::commitments(c, &q.tenant_id, &scopes)?,
     })
 }
 

@@ -105,6 +105,7 @@ pub(crate) fn resolve_review<C: Tx>(
                 "UPDATE records SET state = 'contested' WHERE record_id = ?1",
                 params![&case.existing_record_id],
             )?;
+            super::scope::sync(c, &case.existing_record_id)?;
             audit(
                 c,
                 AuditKind::RecordContested,

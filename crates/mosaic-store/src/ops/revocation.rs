@@ -158,6 +158,7 @@ fn activate<C: Tx>(
         "UPDATE records SET state = 'active' WHERE record_id = ?1 AND state = 'publishing'",
         params![record_id],
     )?;
+    super::scope::sync(c, record_id)?;
     audit(
         c,
         AuditKind::RecordActivated,
@@ -327,6 +328,8 @@ fn revoke_in_tx<C: Tx>(
             i(generation)?
         ],
     )?;
+    // After the revocation row: the record as read carries its instant.
+    super::scope::sync(c, record_id)?;
     // Every index message of the record now belongs to the revocation
     // generation: a worker still holding the publication generation is
     // refused. The erase is held until deletion is requested.
@@ -378,6 +381,7 @@ fn revoke_in_tx<C: Tx>(
                     "UPDATE records SET state = 'quarantined' WHERE record_id = ?1",
                     params![&derived_id],
                 )?;
+                super::scope::sync(c, &derived_id)?;
                 audit(
                     c,
                     AuditKind::RecordQuarantined,
@@ -584,6 +588,7 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
         "DELETE FROM export_requests WHERE record_id = ?1",
         params![record_id],
     )?;
+    super::scope::sync(c, record_id)?;
     if let Some(proposal_id) = proposal_id {
         c.exec(
             "UPDATE proposals SET input_json = NULL WHERE proposal_id = ?1",

@@ -364,6 +364,34 @@ macro_rules! impl_store {
                     })
                 }
 
+                fn scope_commitments(
+                    &mut self,
+                    tenant_id: &str,
+                    scopes: &[::mosaic_harness::memory_scope::ReadScope],
+                ) -> StoreResult<Vec<::mosaic_harness::memory_scope::ScopeCommitment>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        $crate::ops::scope::commitments(c, tenant_id, scopes)
+                    })
+                }
+
+                fn scope_inclusion(
+                    &mut self,
+                    tenant_id: &str,
+                    record_id: &str,
+                ) -> StoreResult<Option<$crate::types::ScopeInclusion>> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        Ok($crate::ops::scope::inclusion(c, tenant_id, record_id)?.map(
+                            |(entry, proof, commitment)| $crate::types::ScopeInclusion {
+                                entry,
+                                proof,
+                                commitment,
+                            },
+                        ))
+                    })
+                }
+
                 fn change_stamp(&mut self) -> StoreResult<$crate::types::ChangeStamp> {
                     self.read_tx(|c| read::change_stamp(c))
                 }

@@ -400,6 +400,7 @@ fn commit_outcome<C: Tx>(
                 "UPDATE records SET state = 'superseded', superseded_by = ?1 WHERE record_id = ?2",
                 params![&record.record_id, old_record_id],
             )?;
+            super::scope::sync(c, old_record_id)?;
             audit(
                 c,
                 AuditKind::RecordSuperseded,
@@ -447,6 +448,7 @@ fn commit_outcome<C: Tx>(
             record.address.as_ref().map(|a| a.key.clone())
         ],
     )?;
+    super::scope::sync_new(c, record, state)?;
     // The store-wide latest creation instant ([`Store::latest_created_at`]):
     // raised, never lowered, in the record's own transaction.
     c.exec(

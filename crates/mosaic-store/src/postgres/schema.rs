@@ -86,7 +86,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -113,6 +113,9 @@ pub const TENANT_TABLES: &[&str] = &[
     "captured_messages",
     "extraction_jobs",
     "export_requests",
+    "scope_entries",
+    "scope_nodes",
+    "scope_heads",
 ];
 
 const MIGRATIONS: &[&str] = &[
@@ -675,6 +678,8 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
 "#,
     // 10 -> 11
     INTAKE,
+    // 11 -> 12
+    SCOPE_COMMITMENTS_MIGRATION,
 ];
 
 /// The migration that takes in what a server kept in tables of its own
@@ -790,6 +795,152 @@ DROP TABLE IF EXISTS mosaic_server_consent_terms;
 INSERT INTO meta (key, int_value, text_value) VALUES ('intake_imported', 1, NULL);
 "#;
 
+/// The migration that introduces the read scopes' commitments (see the
+/// SQLite migration and `crate::ops::scope`), with row security on each
+/// new table. The entries, nodes and heads of records stored before it are
+/// computed in this same transaction right after this statement, with row
+/// security lifted for the owner for the length of that step only
+/// ([`SCOPE_COMMITMENTS_VERSION`]).
+const SCOPE_COMMITMENTS_MIGRATION: &str = r#"
+CREATE TABLE scope_entries (
+    record_id TEXT COLLATE "C" PRIMARY KEY,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    scope_type TEXT COLLATE "C" NOT NULL,
+    scope_a TEXT COLLATE "C" NOT NULL,
+    scope_b TEXT COLLATE "C" NOT NULL,
+    bucket BIGINT NOT NULL,
+    record_sha256 TEXT COLLATE "C" NOT NULL,
+    state TEXT COLLATE "C" NOT NULL,
+    entry_sha256 TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX idx_scope_entries_bucket ON scope_entries
+    (tenant_id, scope_type, scope_a, scope_b, bucket);
+CREATE TABLE scope_nodes (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    scope_type TEXT COLLATE "C" NOT NULL,
+    scope_a TEXT COLLATE "C" NOT NULL,
+    scope_b TEXT COLLATE "C" NOT NULL,
+    level BIGINT NOT NULL,
+    idx BIGINT NOT NULL,
+    sha256 TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b, level, idx)
+);
+CREATE TABLE scope_heads (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    scope_type TEXT COLLATE "C" NOT NULL,
+    scope_a TEXT COLLATE "C" NOT NULL,
+    scope_b TEXT COLLATE "C" NOT NULL,
+    generation BIGINT NOT NULL,
+    root_sha256 TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b)
+);
+ALTER TABLE scope_entries ENABLE ROW LEVEL SECURITY;
+ALTER TABLE scope_entries FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON scope_entries
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+ALTER TABLE scope_nodes ENABLE ROW LEVEL SECURITY;
+ALTER TABLE scope_nodes FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON scope_nodes
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+ALTER TABLE scope_heads ENABLE ROW LEVEL SECURITY;
+ALTER TABLE scope_heads FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON scope_heads
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#;
+
+/// The version whose migration introduces the read scopes' commitments:
+/// the entries of records stored before it are computed in Rust, over
+/// every tenant's records.
+pub const SCOPE_COMMITMENTS_VERSION: i64 = 12;
+
+/// Writes the scope entries, tree nodes and heads of every stored record.
+fn build_scope_commitments(tx: &mut postgres::Transaction<'_>) -> StoreResult<()> {
+    const TABLES: [&str; 5] = [
+        "records",
+        "revocations",
+        "scope_entries",
+        "scope_nodes",
+        "scope_heads",
+    ];
+    for table in TABLES {
+        tx.batch_execute(&format!("ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY"))?;
+    }
+    let rows: Vec<crate::ops::scope::BackfillRow> = tx
+        .query(crate::ops::scope::BACKFILL_SQL, &[])?
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+                r.try_get(4)?,
+                r.try_get(5)?,
+            ))
+        })
+        .collect::<Result<_, postgres::Error>>()?;
+    let built = crate::ops::scope::backfill(rows)?;
+    let entry = tx.prepare(
+        "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
+             record_sha256, state, entry_sha256)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )?;
+    for (record_id, tenant, scope, bucket, record_sha256, state, entry_sha256) in &built.entries {
+        let (st, a, b) = scope.columns();
+        tx.execute(
+            &entry,
+            &[
+                record_id,
+                tenant,
+                &st,
+                &a,
+                &b,
+                &i64::from(*bucket),
+                record_sha256,
+                state,
+                entry_sha256,
+            ],
+        )?;
+    }
+    let node = tx.prepare(
+        "INSERT INTO scope_nodes (tenant_id, scope_type, scope_a, scope_b, level, idx, sha256)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )?;
+    for (tenant, scope, level, idx, sha256) in &built.nodes {
+        let (st, a, b) = scope.columns();
+        tx.execute(
+            &node,
+            &[
+                tenant,
+                &st,
+                &a,
+                &b,
+                &i64::from(*level),
+                &i64::from(*idx),
+                sha256,
+            ],
+        )?;
+    }
+    let head = tx.prepare(
+        "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation, root_sha256)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )?;
+    for (tenant, scope, generation, root) in &built.heads {
+        let (st, a, b) = scope.columns();
+        tx.execute(
+            &head,
+            &[tenant, &st, &a, &b, &crate::ops::i(*generation)?, root],
+        )?;
+    }
+    for table in TABLES {
+        tx.batch_execute(&format!("ALTER TABLE {table} FORCE ROW LEVEL SECURITY"))?;
+    }
+    Ok(())
+}
+
 /// The version whose migration makes the audit log a Merkle tree: the leaf
 /// hashes of earlier events are computed in Rust, over every tenant's
 /// events.
@@ -863,6 +1014,9 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("captured_messages", "SELECT, INSERT"),
     ("extraction_jobs", "SELECT, INSERT, UPDATE"),
     ("export_requests", "SELECT, INSERT, DELETE"),
+    ("scope_entries", "SELECT, INSERT, UPDATE, DELETE"),
+    ("scope_nodes", "SELECT, INSERT, UPDATE"),
+    ("scope_heads", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Quotes an SQL identifier (`"` doubled), for schema and role names.
@@ -904,6 +1058,9 @@ pub fn migrate(owner: &mut Client) -> StoreResult<i64> {
         version += 1;
         if version == AUDIT_TREE_VERSION {
             build_audit_tree(&mut tx)?;
+        }
+        if version == SCOPE_COMMITMENTS_VERSION {
+            build_scope_commitments(&mut tx)?;
         }
         tx.execute(
             "INSERT INTO schema_migrations (version) VALUES ($1)",

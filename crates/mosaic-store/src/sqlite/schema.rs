@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -385,6 +385,8 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
 "#,
     // 10 -> 11
     INTAKE,
+    // 11 -> 12
+    SCOPE_COMMITMENTS_MIGRATION,
 ];
 
 /// The migration that takes in what a server kept in a database of its own
@@ -445,6 +447,111 @@ CREATE TABLE export_requests (
 ) STRICT;
 INSERT INTO meta (key, int_value, text_value) VALUES ('intake_imported', 0, NULL);
 "#;
+
+/// The migration that introduces the read scopes' commitments: one row per
+/// record a scope holds, the nodes of each scope's tree and each scope's
+/// head (see `crate::ops::scope`). The entries, nodes and heads of records
+/// stored before it are computed in this same transaction right after this
+/// statement ([`SCOPE_COMMITMENTS_VERSION`]).
+const SCOPE_COMMITMENTS_MIGRATION: &str = r#"
+CREATE TABLE scope_entries (
+    record_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    scope_type TEXT NOT NULL,
+    scope_a TEXT NOT NULL,
+    scope_b TEXT NOT NULL,
+    bucket INTEGER NOT NULL,
+    record_sha256 TEXT NOT NULL,
+    state TEXT NOT NULL,
+    entry_sha256 TEXT NOT NULL
+) STRICT;
+CREATE INDEX idx_scope_entries_bucket ON scope_entries
+    (tenant_id, scope_type, scope_a, scope_b, bucket);
+CREATE TABLE scope_nodes (
+    tenant_id TEXT NOT NULL,
+    scope_type TEXT NOT NULL,
+    scope_a TEXT NOT NULL,
+    scope_b TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b, level, idx)
+) STRICT;
+CREATE TABLE scope_heads (
+    tenant_id TEXT NOT NULL,
+    scope_type TEXT NOT NULL,
+    scope_a TEXT NOT NULL,
+    scope_b TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    root_sha256 TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b)
+) STRICT;
+"#;
+
+/// The version whose migration introduces the read scopes' commitments:
+/// the entries of records stored before it are computed in Rust.
+pub const SCOPE_COMMITMENTS_VERSION: i64 = 12;
+
+/// Writes the scope entries, tree nodes and heads of every stored record.
+fn build_scope_commitments(tx: &rusqlite::Transaction<'_>) -> StoreResult<()> {
+    let rows: Vec<crate::ops::scope::BackfillRow> = tx
+        .prepare(crate::ops::scope::BACKFILL_SQL)?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    let built = crate::ops::scope::backfill(rows)?;
+    let mut entry = tx.prepare(
+        "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
+             record_sha256, state, entry_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?;
+    for (record_id, tenant, scope, bucket, record_sha256, state, entry_sha256) in &built.entries {
+        let (st, a, b) = scope.columns();
+        entry.execute(rusqlite::params![
+            record_id,
+            tenant,
+            st,
+            a,
+            b,
+            bucket,
+            record_sha256,
+            state,
+            entry_sha256
+        ])?;
+    }
+    let mut node = tx.prepare(
+        "INSERT INTO scope_nodes (tenant_id, scope_type, scope_a, scope_b, level, idx, sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (tenant, scope, level, idx, sha256) in &built.nodes {
+        let (st, a, b) = scope.columns();
+        node.execute(rusqlite::params![tenant, st, a, b, level, idx, sha256])?;
+    }
+    let mut head = tx.prepare(
+        "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation, root_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for (tenant, scope, generation, root) in &built.heads {
+        let (st, a, b) = scope.columns();
+        head.execute(rusqlite::params![
+            tenant,
+            st,
+            a,
+            b,
+            crate::ops::i(*generation)?,
+            root
+        ])?;
+    }
+    Ok(())
+}
 
 /// The version whose migration makes the audit log a Merkle tree: the leaf
 /// hashes of earlier events are computed in Rust (SQLite has no SHA-256).
@@ -513,6 +620,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
         version += 1;
         if version == AUDIT_TREE_VERSION {
             build_audit_tree(&tx)?;
+        }
+        if version == SCOPE_COMMITMENTS_VERSION {
+            build_scope_commitments(&tx)?;
         }
     }
     tx.execute(

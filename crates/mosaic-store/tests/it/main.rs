@@ -13,6 +13,7 @@ macro_rules! conformance_tests {
             reads_wait_for_every_required_index,
             degraded_activation_needs_policy_and_records_the_omission,
             audit_head_can_be_witnessed,
+            scope_commitments_follow_every_change,
             supersession_is_generation_fenced,
             concurrent_supersession_has_one_winner,
             revocation_walks_every_state_to_a_receipt,

@@ -100,7 +100,7 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
     conn.execute_batch(&format!(
-        "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
          DELETE FROM meta WHERE key = 'latest_created_at';
@@ -176,7 +176,7 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // gate inputs.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 3;"
@@ -208,7 +208,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     // keyed by the record id.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              CREATE INDEX idx_records_line ON records (line_id, line_generation);
              CREATE TABLE c5 (
@@ -293,7 +293,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
 fn as_version_6(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 6;"
@@ -334,10 +334,13 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
 fn as_version_7(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
         ))
         .expect("downgrade");
 }
+
+/// What version 12 added: the read scopes' commitments.
+const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_nodes; DROP TABLE scope_heads;";
 
 /// What version 11 added: the server's front-door tables.
 const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs;
@@ -365,7 +368,7 @@ fn version_8_files_gain_the_directory_in_place() {
     drop(store);
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1039,7 +1042,7 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     drop(store);
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1071,7 +1074,7 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     drop(SqliteStore::open(&path, test_config()).expect("open"));
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1183,7 +1186,7 @@ fn version_10_files_gain_proposal_owners_in_place() {
     store.erase(acknowledged, T0 + 5).expect("erase");
     drop(store);
     raw(&path)
-        .execute_batch(&format!("{UNDO_V11} PRAGMA user_version = 10;"))
+        .execute_batch(&format!("{UNDO_V12} {UNDO_V11} PRAGMA user_version = 10;"))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1211,4 +1214,64 @@ fn version_10_files_gain_proposal_owners_in_place() {
             .expect("copy"),
         None
     );
+}
+
+/// A version 11 file (before the read scopes' commitments) gains them in
+/// place: every record's entry in its scope, in the state it has (active,
+/// superseded, revoked; an erased record in none), and roots equal to the
+/// roots recomputed from the records; later changes keep them so.
+#[test]
+fn version_11_files_gain_scope_commitments_in_place() {
+    let config = test_config();
+    let (_dir, path, mut store) = seeded();
+    for id in ["old-1", "old-2", "old-3"] {
+        store
+            .write(&Spec::principal(fixtures::TENANT_A, "alice", id).build())
+            .expect("write");
+    }
+    store
+        .write(&Spec::workspace(fixtures::TENANT_A, "alice", "old-w").build())
+        .expect("write");
+    publish_all(&mut store, &config.required_index_targets, T0).expect("publish");
+    let mut next = Spec::principal(fixtures::TENANT_A, "alice", "old-4");
+    next.supersedes = Some(("old-1".into(), 1));
+    store.write(&next.build()).expect("supersede");
+    store
+        .revoke(
+            "old-2",
+            &mosaic_store::RevocationReason::Requested,
+            &fixtures::authorization("alice"),
+            T0 + 1,
+        )
+        .expect("revoke");
+    let before = mosaic_store::conformance::assert_scope_roots(&mut store, fixtures::TENANT_A)
+        .expect("roots");
+    drop(store);
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V12} PRAGMA user_version = 11;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, config.clone()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let after = mosaic_store::conformance::assert_scope_roots(&mut store, fixtures::TENANT_A)
+        .expect("roots");
+    // The same roots; a backfilled scope's generation counts its records.
+    let roots = |c: &[mosaic_harness::memory_scope::ScopeCommitment]| {
+        c.iter().map(|c| c.root_sha256.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(roots(&after), roots(&before));
+    let principal = after
+        .iter()
+        .find(|c| {
+            c.scope
+                == mosaic_harness::memory_scope::ReadScope::Principal {
+                    principal_id: "alice".into(),
+                }
+        })
+        .expect("alice's scope");
+    assert_eq!(principal.generation, 4);
+    store
+        .write(&Spec::principal(fixtures::TENANT_A, "alice", "new-1").build())
+        .expect("write");
+    mosaic_store::conformance::assert_scope_roots(&mut store, fixtures::TENANT_A)
+        .expect("roots after a write");
 }

@@ -533,7 +533,7 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V11} {UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+            "{UNDO_V12} {UNDO_V11} {UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
                  DELETE FROM schema_migrations WHERE version >= 4;"
         ))
         .expect("downgrade");
@@ -568,7 +568,9 @@ const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs
     DROP TABLE export_requests; ALTER TABLE proposals DROP COLUMN principal_id;
     DELETE FROM meta WHERE key = 'intake_imported';";
 
-/// What a version 8 schema lacked: the directory tables.
+/// What version 12 added: the read scopes' commitments.
+const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_nodes; DROP TABLE scope_heads;";
+
 /// What version 10 added: the audit log's leaf hashes and tree.
 const UNDO_V10: &str = "ALTER TABLE audit_events DROP COLUMN leaf_sha256;
     DELETE FROM meta WHERE key = 'audit_tree';";
@@ -632,7 +634,7 @@ fn version_8_schemas_take_in_the_servers_own_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -717,7 +719,7 @@ fn version_7_schemas_gain_addresses_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V11} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
                  ALTER TABLE records DROP COLUMN address_namespace;
                  DELETE FROM schema_migrations WHERE version >= 8;"
         ))
@@ -778,7 +780,7 @@ fn version_8_schemas_gain_the_audit_tree_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -901,7 +903,7 @@ fn version_10_schemas_take_in_the_servers_front_door_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V11} DELETE FROM schema_migrations WHERE version >= 11; {RELEASED_INTAKE_TABLES}"
+            "{UNDO_V12} {UNDO_V11} DELETE FROM schema_migrations WHERE version >= 11; {RELEASED_INTAKE_TABLES}"
         ))
         .expect("downgrade");
     let proposal_a1: String = admin
@@ -988,5 +990,68 @@ fn version_10_schemas_take_in_the_servers_front_door_tables() {
             ),
             0
         );
+    }
+}
+
+/// A version 11 schema gains the read scopes' commitments in place: every
+/// tenant's records (row security notwithstanding) in their scopes, roots
+/// equal to the roots recomputed from the records, row security forced
+/// on the new tables.
+#[test]
+fn version_11_schemas_gain_scope_commitments_in_place() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, mut store) = seeded(&factory);
+    let before: Vec<_> = [TENANT_A, TENANT_B]
+        .iter()
+        .map(|t| mosaic_store::conformance::assert_scope_roots(&mut store, t).expect("roots"))
+        .collect();
+    drop(store);
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute(&format!(
+            "{UNDO_V12} DELETE FROM schema_migrations WHERE version >= 12;"
+        ))
+        .expect("downgrade");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    for (tenant, before) in [TENANT_A, TENANT_B].iter().zip(before) {
+        let after =
+            mosaic_store::conformance::assert_scope_roots(&mut store, tenant).expect("roots");
+        let roots = |c: &[mosaic_harness::memory_scope::ScopeCommitment]| {
+            c.iter().map(|c| c.root_sha256.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(roots(&after), roots(&before), "{tenant}");
+        assert!(after.iter().any(|c| c.generation > 0), "{tenant}");
+    }
+    let mut app = factory.app(&db).expect("app");
+    let mut tx = as_tenant(&mut app, None);
+    assert_eq!(count(&mut tx, "SELECT count(*) FROM scope_entries"), 0);
+    drop(tx);
+    let mut tx = as_tenant(&mut app, Some(TENANT_A));
+    assert!(count(&mut tx, "SELECT count(*) FROM scope_entries") > 0);
+    drop(tx);
+    for table in [
+        "records",
+        "revocations",
+        "scope_entries",
+        "scope_nodes",
+        "scope_heads",
+    ] {
+        let forced: bool = admin
+            .query_one(
+                &format!(
+                    "SELECT relforcerowsecurity FROM pg_class WHERE oid = '{table}'::regclass"
+                ),
+                &[],
+            )
+            .and_then(|r| r.try_get(0))
+            .expect("forced");
+        assert!(forced, "{table}");
     }
 }

@@ -1,0 +1,426 @@
+//! Each read scope's commitment, kept in the transaction of every change
+//! to a record of the scope (see `mosaic_harness::memory_scope`'s
+//! `commitment` for the tree and its bytes).
+//!
+//! * `scope_entries`: one row per record the scope holds (any state; an
+//!   erased record's row goes with its body): its bucket, its
+//!   `mosaic.memory.record.v1` digest, its state and its entry hash.
+//! * `scope_nodes`: the tree's nodes `(level, idx)` (level 0: the buckets,
+//!   level 10: the root) of every subtree that ever held an entry; an
+//!   absent node is the empty one.
+//! * `scope_heads`: per scope, the root and the generation (changes so
+//!   far).
+//!
+//! A change rehashes the record's bucket (the entries of one bucket) and
+//! the ten nodes above it: one read of the bucket, one of the ten sibling
+//! nodes, one write of the eleven nodes and one of the head, whatever the
+//! scope holds.
+
+use mosaic_harness::MemoryRecord;
+use mosaic_harness::memory_scope::{
+    ReadScope, SCOPE_TREE_LEVELS, ScopeCommitment, ScopeEntry, ScopeInclusionProof, bucket_hash,
+    bucket_of, climb, empty_scope_root, proof_from_parts, sibling_of,
+};
+use mosaic_harness::merkle::{self, Hash};
+
+use super::{Tx, Val, decode, params, u};
+use crate::error::{StoreError, StoreResult};
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(format!("scope commitment: {what}"))
+}
+
+fn hash_of(text: &str) -> StoreResult<Hash> {
+    merkle::from_hex(text).map_err(|_| corrupt("a stored hash is not hex"))
+}
+
+/// The record's entry row: `(tenant, scope, record_sha256, state)`.
+type EntryRow = (String, String, String, String, String, String);
+
+fn entry_row<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<EntryRow>> {
+    c.row(
+        "SELECT tenant_id, scope_type, scope_a, scope_b, record_sha256, state
+         FROM scope_entries WHERE record_id = ?1",
+        params![record_id],
+        |r| r.cols(),
+    )
+}
+
+/// Brings `record_id`'s entry in line with the record as the store reads
+/// it (its body with the status its state gives, and its state), or with
+/// its absence once erased, and, when that changed the entry, the scope's
+/// tree and head. Called after every statement that changes a record's
+/// state or row (and after its revocation row, which the status names).
+pub(crate) fn sync<C: Tx>(c: &C, record_id: &str) -> StoreResult<()> {
+    let current = super::read::get_record(c, record_id)?;
+    let kept = entry_row(c, record_id)?;
+    match (current, kept) {
+        (None, None) => Ok(()),
+        (None, Some((tenant, st, a, b, _, _))) => {
+            c.exec(
+                "DELETE FROM scope_entries WHERE record_id = ?1",
+                params![record_id],
+            )?;
+            let scope = ReadScope::from_columns(&st, &a, &b)
+                .ok_or_else(|| corrupt("unknown scope type"))?;
+            rehash(c, &tenant, &scope, bucket_of(record_id))
+        }
+        (Some(stored), kept) => {
+            let entry = ScopeEntry::of_record(&stored.record, stored.state.as_str())
+                .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+            if let Some((_, _, _, _, sha, state)) = &kept
+                && *sha == entry.record_sha256
+                && *state == entry.state
+            {
+                return Ok(());
+            }
+            put_entry(c, &stored.record, entry)
+        }
+    }
+}
+
+/// [`sync`] for a record this transaction has just inserted in `state`
+/// (so it has no entry yet, and its status as read is the one its state
+/// gives): computed from the body in hand, without reading it back.
+pub(crate) fn sync_new<C: Tx>(
+    c: &C,
+    record: &MemoryRecord,
+    state: crate::types::RecordState,
+) -> StoreResult<()> {
+    let mut as_read = record.clone();
+    as_read.status = super::read::status_of(state, None, None)?;
+    let entry = ScopeEntry::of_record(&as_read, state.as_str())
+        .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+    put_entry(c, record, entry)
+}
+
+/// Writes `entry` (of `record`) and rehashes its bucket and the nodes
+/// above it.
+fn put_entry<C: Tx>(c: &C, record: &MemoryRecord, entry: ScopeEntry) -> StoreResult<()> {
+    let tenant = record.tenant_id.as_str();
+    let scope = ReadScope::of_subject(&record.subject);
+    let entry_sha256 = merkle::to_hex(
+        &entry
+            .hash()
+            .map_err(|e| StoreError::InvalidArgument(e.to_string()))?,
+    );
+    let (st, sa, sb) = scope.columns();
+    c.exec(
+        "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
+             record_sha256, state, entry_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (record_id) DO UPDATE SET record_sha256 = excluded.record_sha256,
+             state = excluded.state, entry_sha256 = excluded.entry_sha256",
+        params![
+            &entry.record_id,
+            tenant,
+            st,
+            sa,
+            sb,
+            i64::from(entry.bucket()),
+            &entry.record_sha256,
+            &entry.state,
+            &entry_sha256
+        ],
+    )?;
+    rehash(c, tenant, &scope, entry.bucket())
+}
+
+/// `(record_id, entry hash)` of one bucket's entries, sorted by record id.
+fn bucket_entries<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scope: &ReadScope,
+    bucket: u32,
+) -> StoreResult<Vec<(String, Hash)>> {
+    let (st, a, b) = scope.columns();
+    let rows: Vec<(String, String)> = c.rows(
+        "SELECT record_id, entry_sha256 FROM scope_entries
+         WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4 AND bucket = ?5",
+        params![tenant, st, a, b, i64::from(bucket)],
+        |r| r.cols(),
+    )?;
+    let mut out = rows
+        .into_iter()
+        .map(|(id, h)| Ok((id, hash_of(&h)?)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    out.sort_by(|x, y| x.0.cmp(&y.0));
+    Ok(out)
+}
+
+/// The hashes of the siblings of the nodes above `bucket`, bucket side
+/// first (`None`: a subtree that never held an entry), in one statement.
+fn siblings<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scope: &ReadScope,
+    bucket: u32,
+) -> StoreResult<Vec<Option<Hash>>> {
+    let (st, a, b) = scope.columns();
+    let wanted: Vec<(u32, u32)> = (0..SCOPE_TREE_LEVELS)
+        .map(|level| sibling_of(bucket, level))
+        .collect();
+    let numbers: Vec<i64> = wanted
+        .iter()
+        .flat_map(|(level, idx)| [i64::from(*level), i64::from(*idx)])
+        .collect();
+    let mut args: Vec<Val<'_>> = vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
+    args.extend(numbers.iter().map(|n| Val::Int(*n)));
+    let condition = (0..wanted.len())
+        .map(|at| format!("(level = ?{} AND idx = ?{})", 5 + 2 * at, 6 + 2 * at))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let found: Vec<(i64, i64, String)> = c.rows(
+        &format!(
+            "SELECT level, idx, sha256 FROM scope_nodes
+             WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
+               AND ({condition})"
+        ),
+        &args,
+        |r| r.cols(),
+    )?;
+    let mut out: Vec<Option<Hash>> = vec![None; wanted.len()];
+    for (level, idx, sha256) in found {
+        if let Some(at) = wanted
+            .iter()
+            .position(|(l, i)| i64::from(*l) == level && i64::from(*i) == idx)
+        {
+            out[at] = Some(hash_of(&sha256)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `nodes` `(level, idx, hash)` of the scope, in one statement.
+fn put_nodes<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scope: &ReadScope,
+    nodes: &[(u32, u32, Hash)],
+) -> StoreResult<()> {
+    let (st, a, b) = scope.columns();
+    let hexes: Vec<String> = nodes.iter().map(|(_, _, h)| merkle::to_hex(h)).collect();
+    let numbers: Vec<i64> = nodes
+        .iter()
+        .flat_map(|(level, idx, _)| [i64::from(*level), i64::from(*idx)])
+        .collect();
+    let mut args: Vec<Val<'_>> = vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
+    let mut rows = Vec::with_capacity(nodes.len());
+    for (at, hex) in hexes.iter().enumerate() {
+        let first = 5 + 3 * at;
+        rows.push(format!(
+            "(?1, ?2, ?3, ?4, ?{}, ?{}, ?{})",
+            first,
+            first + 1,
+            first + 2
+        ));
+        args.push(Val::Int(numbers[2 * at]));
+        args.push(Val::Int(numbers[2 * at + 1]));
+        args.push(Val::Text(hex));
+    }
+    c.exec(
+        &format!(
+            "INSERT INTO scope_nodes (tenant_id, scope_type, scope_a, scope_b, level, idx, sha256)
+             VALUES {}
+             ON CONFLICT (tenant_id, scope_type, scope_a, scope_b, level, idx)
+             DO UPDATE SET sha256 = excluded.sha256",
+            rows.join(", ")
+        ),
+        &args,
+    )?;
+    Ok(())
+}
+
+/// Rehashes `bucket` of the scope and the nodes above it, and advances the
+/// scope's head.
+fn rehash<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, bucket: u32) -> StoreResult<()> {
+    let entries: Vec<Hash> = bucket_entries(c, tenant, scope, bucket)?
+        .into_iter()
+        .map(|(_, h)| h)
+        .collect();
+    let hash = bucket_hash(&entries);
+    let mut nodes = vec![(0, bucket, hash)];
+    nodes.extend(
+        climb(bucket, hash, &siblings(c, tenant, scope, bucket)?)
+            .map_err(|e| corrupt(&e.to_string()))?,
+    );
+    put_nodes(c, tenant, scope, &nodes)?;
+    let root = nodes.last().map_or(hash, |(_, _, root)| *root);
+    let (st, a, b) = scope.columns();
+    c.exec(
+        "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation, root_sha256)
+         VALUES (?1, ?2, ?3, ?4, 1, ?5)
+         ON CONFLICT (tenant_id, scope_type, scope_a, scope_b)
+         DO UPDATE SET generation = scope_heads.generation + 1, root_sha256 = excluded.root_sha256",
+        params![tenant, st, a, b, &merkle::to_hex(&root)],
+    )?;
+    Ok(())
+}
+
+/// The commitment of each of `scopes` of `tenant` (a scope that never held
+/// a record: generation 0 and the empty root), in the order asked.
+pub(crate) fn commitments<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scopes: &[ReadScope],
+) -> StoreResult<Vec<ScopeCommitment>> {
+    scopes
+        .iter()
+        .map(|scope| {
+            let (st, a, b) = scope.columns();
+            let head: Option<(i64, String)> = c.row(
+                "SELECT generation, root_sha256 FROM scope_heads
+                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4",
+                params![tenant, st, a, b],
+                |r| r.cols(),
+            )?;
+            let (generation, root_sha256) = match head {
+                Some((generation, root)) => (u(generation)?, root),
+                None => (0, merkle::to_hex(&empty_scope_root())),
+            };
+            Ok(ScopeCommitment {
+                scope: scope.clone(),
+                generation,
+                root_sha256,
+            })
+        })
+        .collect()
+}
+
+/// A record's entry in its scope, the proof of it against the scope's
+/// kept root, and the scope's commitment; `None` when `tenant` holds no
+/// such record (unknown, another tenant's, or erased).
+pub(crate) fn inclusion<C: Tx>(
+    c: &C,
+    tenant: &str,
+    record_id: &str,
+) -> StoreResult<Option<(ScopeEntry, ScopeInclusionProof, ScopeCommitment)>> {
+    let Some((row_tenant, st, a, b, record_sha256, state)) = entry_row(c, record_id)? else {
+        return Ok(None);
+    };
+    if row_tenant != tenant {
+        return Ok(None);
+    }
+    let scope = ReadScope::from_columns(&st, &a, &b).ok_or_else(|| corrupt("unknown scope"))?;
+    let bucket = bucket_of(record_id);
+    let entries = bucket_entries(c, tenant, &scope, bucket)?;
+    let position = entries
+        .iter()
+        .position(|(id, _)| id == record_id)
+        .ok_or_else(|| corrupt("an entry is not in its bucket"))?;
+    let hashes: Vec<Hash> = entries.into_iter().map(|(_, h)| h).collect();
+    let proof = proof_from_parts(
+        bucket,
+        position as u32,
+        &hashes,
+        &siblings(c, tenant, &scope, bucket)?,
+    );
+    let commitment = commitments(c, tenant, std::slice::from_ref(&scope))?
+        .pop()
+        .ok_or_else(|| corrupt("no head"))?;
+    Ok(Some((
+        ScopeEntry {
+            record_id: record_id.to_owned(),
+            record_sha256,
+            state,
+        },
+        proof,
+        commitment,
+    )))
+}
+
+/// One stored record as the migration that introduces the commitments
+/// reads it: `(record_id, tenant_id, state, record_json, superseded_by,
+/// revoked_at_ms)`.
+pub(crate) type BackfillRow = (String, String, String, String, Option<String>, Option<i64>);
+
+/// The statement that reads [`BackfillRow`]s.
+pub(crate) const BACKFILL_SQL: &str =
+    "SELECT r.record_id, r.tenant_id, r.state, r.record_json, r.superseded_by,
+        (SELECT revoked_at_ms FROM revocations v WHERE v.record_id = r.record_id)
+     FROM records r";
+
+/// What that migration writes for the records stored before it.
+#[derive(Default)]
+pub(crate) struct Backfill {
+    /// `(record_id, tenant, scope columns, bucket, record_sha256, state,
+    /// entry_sha256)`.
+    pub(crate) entries: Vec<(String, String, ReadScope, u32, String, String, String)>,
+    /// `(tenant, scope, level, idx, sha256)`.
+    pub(crate) nodes: Vec<(String, ReadScope, u32, u32, String)>,
+    /// `(tenant, scope, generation, root_sha256)`; a backfilled scope's
+    /// generation is the number of records it holds.
+    pub(crate) heads: Vec<(String, ReadScope, u64, String)>,
+}
+
+/// Every scope's entries, non-empty nodes and head for `rows`.
+pub(crate) fn backfill(rows: Vec<BackfillRow>) -> StoreResult<Backfill> {
+    use std::collections::BTreeMap;
+    type Key = (String, ReadScope);
+    let mut scopes: BTreeMap<Key, BTreeMap<u32, Vec<(String, Hash)>>> = BTreeMap::new();
+    let mut out = Backfill::default();
+    for (record_id, tenant, state, json, superseded_by, revoked_at) in rows {
+        let mut record: MemoryRecord = decode(&json)?;
+        record.status =
+            super::read::status_of(super::parse_state(&state)?, superseded_by, revoked_at)?;
+        let scope = ReadScope::of_subject(&record.subject);
+        let entry = ScopeEntry::of_record(&record, &state).map_err(|e| corrupt(&e.to_string()))?;
+        let hash = entry.hash().map_err(|e| corrupt(&e.to_string()))?;
+        let bucket = entry.bucket();
+        scopes
+            .entry((tenant.clone(), scope.clone()))
+            .or_default()
+            .entry(bucket)
+            .or_default()
+            .push((record_id.clone(), hash));
+        out.entries.push((
+            record_id,
+            tenant,
+            scope,
+            bucket,
+            entry.record_sha256,
+            entry.state,
+            merkle::to_hex(&hash),
+        ));
+    }
+    for ((tenant, scope), buckets) in scopes {
+        let held: usize = buckets.values().map(Vec::len).sum();
+        let mut level: BTreeMap<u32, Hash> = buckets
+            .into_iter()
+            .map(|(bucket, mut entries)| {
+                entries.sort_by(|x, y| x.0.cmp(&y.0));
+                let hashes: Vec<Hash> = entries.into_iter().map(|(_, h)| h).collect();
+                (bucket, bucket_hash(&hashes))
+            })
+            .collect();
+        for height in 0..=SCOPE_TREE_LEVELS {
+            for (idx, hash) in &level {
+                out.nodes.push((
+                    tenant.clone(),
+                    scope.clone(),
+                    height,
+                    *idx,
+                    merkle::to_hex(hash),
+                ));
+            }
+            if height == SCOPE_TREE_LEVELS {
+                break;
+            }
+            let empty = mosaic_harness::memory_scope::empty_node(height);
+            let mut up: BTreeMap<u32, Hash> = BTreeMap::new();
+            for idx in level.keys().map(|idx| idx >> 1) {
+                if up.contains_key(&idx) {
+                    continue;
+                }
+                let left = level.get(&(idx * 2)).unwrap_or(&empty);
+                let right = level.get(&(idx * 2 + 1)).unwrap_or(&empty);
+                up.insert(idx, merkle::node_hash(left, right));
+            }
+            level = up;
+        }
+        let root = level.get(&0).copied().ok_or_else(|| corrupt("no root"))?;
+        out.heads
+            .push((tenant, scope, held as u64, merkle::to_hex(&root)));
+    }
+    Ok(out)
+}
