@@ -343,7 +343,7 @@ pub enum Command {
     /// excluded), then `eval` per surface, mode and category (`surface`,
     /// `mode` (null for a mem0 surface), `category` (0 = all), `n`,
     /// `recall_at_1/5/10`, `any_hit_at_10`, `ndcg_at_10`), `eval_latency`
-    /// per native stage (`stage` ingest or recall, `mode`, `n`,
+    /// per native stage (`stage` ingest or recall, `mode` (`none`: no query), `n`,
     /// `mean/p50/p95/p99/max_ms`, `per_second`), and `eval_surface` per
     /// surface (`turns`, `ingest_calls`, `ingest_clients`,
     /// `ingest_seconds`, `ingest_turns_per_second`,
@@ -361,7 +361,9 @@ pub enum Command {
         /// Questions JSONL file (`{conversation_id, question_id, question,
         /// category, evidence:[turn ids], ...}` a line).
         questions: PathBuf,
-        /// Retrieval modes to score, comma-separated.
+        /// Retrieval modes to score, comma-separated; `none` adds, on the
+        /// native surface, a timed recall with no query per question (the
+        /// eligible set and the handoff without ranking), not scored.
         #[arg(long, default_value = "lexical,vector,hybrid")]
         modes: String,
         /// Memories recalled per question.
@@ -676,8 +678,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             config,
             embedder,
         } => {
-            let modes = crate::eval::parse_modes(&modes)?;
+            let (modes, no_query) = crate::eval::parse_modes(&modes)?;
             let surfaces = crate::eval::parse_surfaces(&surfaces)?;
+            if no_query && !surfaces.contains(&crate::eval::Surface::Native) {
+                bail!("--modes none times the native surface's recalls: add native to --surfaces");
+            }
             if parallel == 0 {
                 bail!("--parallel must be at least 1");
             }
@@ -760,6 +765,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     conversations,
                     questions,
                     modes,
+                    no_query,
                     k,
                     json,
                     categories,

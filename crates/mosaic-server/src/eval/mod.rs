@@ -79,6 +79,9 @@ pub struct EvalOptions {
     pub questions: PathBuf,
     /// Retrieval modes to score, in order.
     pub modes: Vec<RetrievalMode>,
+    /// Also time a native recall with no query per question (`--modes
+    /// ...,none`): the eligible set and the handoff, without ranking.
+    pub no_query: bool,
     /// Most memories recalled per question.
     pub k: usize,
     /// JSON lines instead of a table.
@@ -234,24 +237,31 @@ struct Question {
     answer_turn_id: Option<String>,
 }
 
-/// Parses a `--modes` value such as `lexical,vector,hybrid`.
-pub fn parse_modes(spec: &str) -> Result<Vec<RetrievalMode>> {
+/// Parses a `--modes` value such as `lexical,vector,hybrid,none`: the
+/// retrieval modes scored, in order, and whether `none` (a recall with no
+/// query, timed only) was named.
+pub fn parse_modes(spec: &str) -> Result<(Vec<RetrievalMode>, bool)> {
     let mut modes = Vec::new();
+    let mut no_query = false;
     for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let mode = match name {
             "lexical" => RetrievalMode::Lexical,
             "vector" => RetrievalMode::Vector,
             "hybrid" => RetrievalMode::Hybrid,
-            other => bail!("--modes: {other:?} is not one of lexical, vector, hybrid"),
+            "none" => {
+                no_query = true;
+                continue;
+            }
+            other => bail!("--modes: {other:?} is not one of lexical, vector, hybrid, none"),
         };
         if !modes.contains(&mode) {
             modes.push(mode);
         }
     }
     if modes.is_empty() {
-        bail!("--modes names no mode (lexical, vector, hybrid)");
+        bail!("--modes names no scored mode (lexical, vector, hybrid; none is timed beside them)");
     }
-    Ok(modes)
+    Ok((modes, no_query))
 }
 
 fn mode_name(mode: RetrievalMode) -> &'static str {
@@ -626,7 +636,7 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
     let passes: usize = runs
         .iter()
         .map(|r| match r.surface {
-            Surface::Native => options.modes.len(),
+            Surface::Native => options.modes.len() + usize::from(options.no_query),
             _ => 1,
         })
         .sum();
@@ -635,6 +645,7 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
     let mut rows = Vec::new();
     let mut recall_ms: Vec<(RetrievalMode, Vec<f64>, Option<String>)> = Vec::new();
     let mut surface_lines: Vec<Value> = Vec::new();
+    let mut no_query_ms: Option<Vec<f64>> = None;
     for run in &runs {
         let modes: Vec<Option<RetrievalMode>> = match run.surface {
             Surface::Native => options.modes.iter().copied().map(Some).collect(),
@@ -773,6 +784,26 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             }
         }
         let after = door.metrics();
+        if run.surface == Surface::Native && options.no_query {
+            // Timed after the server's account was read, so its search
+            // figures stay those of the scored recalls.
+            let mut times = Vec::with_capacity(scored.len());
+            for (index, question, _) in &scored {
+                let Some(key) = run.keys.get(index) else {
+                    bail!("conversation {index} was not ingested");
+                };
+                let started = Instant::now();
+                door.call(
+                    key,
+                    "/v1/recall",
+                    &json!({"kinds": ["episodic"], "max_records": options.k}),
+                )
+                .with_context(|| format!("question {:?} (no query)", question.question_id))?;
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+                bar.inc(1);
+            }
+            no_query_ms = Some(times);
+        }
         let n = scored.len().max(1) as f64;
         let mut line = run.summary();
         searches.sort_by(f64::total_cmp);
@@ -849,6 +880,9 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             release,
         ));
     }
+    if let Some(times) = no_query_ms {
+        latency.push(("recall".to_owned(), json!("none"), times, None, None));
+    }
     if !options.json && !latency.is_empty() {
         println!();
         println!("| latency at the client | n | mean ms | p50 ms | p95 ms | p99 ms | max ms |");
@@ -878,6 +912,9 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         } else {
             let what = match (mode.as_str(), rate) {
                 (Some("lexical"), _) => "recall, lexical".to_owned(),
+                (Some("none"), _) => {
+                    "recall, no query (the eligible set and the handoff, no ranking)".to_owned()
+                }
                 (Some(mode), _) => format!(
                     "recall, {mode} (query embedding included; {})",
                     release.as_deref().unwrap_or("no vector release")
@@ -1443,10 +1480,15 @@ mod tests {
     fn parses_modes() {
         assert!(
             parse_modes("lexical,hybrid")
-                .is_ok_and(|m| m == vec![RetrievalMode::Lexical, RetrievalMode::Hybrid])
+                .is_ok_and(|m| m == (vec![RetrievalMode::Lexical, RetrievalMode::Hybrid], false))
+        );
+        assert!(
+            parse_modes("none, hybrid,none")
+                .is_ok_and(|m| m == (vec![RetrievalMode::Hybrid], true))
         );
         assert!(parse_modes("bm25").is_err());
         assert!(parse_modes(",").is_err());
+        assert!(parse_modes("none").is_err(), "nothing scored");
     }
 
     #[test]

@@ -630,6 +630,11 @@ fn eval_refuses_a_bad_split_or_server_flags() {
         (&["--batch", "0"][..], "1 to 1000"),
         (&["--batch", "1001"][..], "1 to 1000"),
         (&["--batch", "2", "--ingest", "turns"][..], "--ingest turns"),
+        (&["--modes", "none"][..], "names no scored mode"),
+        (
+            &["--modes", "lexical,none", "--surfaces", "mem0"][..],
+            "add native to --surfaces",
+        ),
         (&["--write-guards", "[1]"][..], "a JSON object"),
         (&["--write-guards", "{"][..], "a JSON object"),
         (&["--server", "http://127.0.0.1:9"][..], "admin key"),
@@ -838,4 +843,27 @@ fn eval_with_parallel_clients_and_batches_scores_as_one_client() {
     assert_eq!(lines[0]["ingest_calls"], 6, "{batched}");
     assert_eq!(lines[1]["surface"], "mem0");
     assert_eq!(lines[1]["ingest_calls"], 4, "mem0 keeps one call a session");
+
+    // `none` times a recall with no query per question beside the scored
+    // modes, and scores nothing of its own.
+    let (code, timed, stderr) = mosaic(&[
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical,hybrid,none",
+        "--surfaces",
+        "native,mem0",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{timed}\n{stderr}");
+    assert_eq!(figures(&one), figures(&timed), "{timed}");
+    let none: Vec<Value> = lines_of(&timed)
+        .into_iter()
+        .filter(|l| l["type"] == "eval_latency" && l["data"]["mode"] == "none")
+        .collect();
+    assert_eq!(none.len(), 1, "{timed}");
+    assert_eq!(none[0]["data"]["n"], 4, "one per scored question: {timed}");
 }
