@@ -337,6 +337,23 @@ pub enum Command {
     /// a fresh `mosaic serve` in a temporary directory (or --server URL).
     /// Every turn goes through the gate, every question through recall.
     /// Exit 1 when no question can be scored.
+    ///
+    /// With --json, one JSON object a line, `{"type", "data"}`:
+    /// `eval_dataset` (conversations, turns, surfaces, questions scored and
+    /// excluded), then `eval` per surface, mode and category (`surface`,
+    /// `mode` (null for a mem0 surface), `category` (0 = all), `n`,
+    /// `recall_at_1/5/10`, `any_hit_at_10`, `ndcg_at_10`), `eval_latency`
+    /// per native stage (`stage` ingest or recall, `mode` (`none`: no query), `n`,
+    /// `mean/p50/p95/p99/max_ms`, `per_second`), and `eval_surface` per
+    /// surface (`turns`, `ingest_calls`, `ingest_clients`,
+    /// `ingest_seconds`, `ingest_turns_per_second`,
+    /// `ingest_call_p50/p95_ms`, `search_p50/p95/mean_ms` over all its
+    /// questions and modes, `recall_at_k` and `any_hit_at_k` (of the first
+    /// mode), and the server's own account from its /metrics, null where
+    /// it exports none: `ingest_server_phase_mean_ms` {prepare, commit,
+    /// index_wait}, `ingest_acknowledgement_mean_ms`,
+    /// `ingest_acknowledgements`, `search_server_mean_ms`,
+    /// `search_embedding_mean_ms`).
     Eval {
         /// Conversations JSONL file (`{conversation_id, sessions:[{session_id,
         /// date_time, turns:[{turn_id, speaker, text}]}]}` a line).
@@ -344,7 +361,9 @@ pub enum Command {
         /// Questions JSONL file (`{conversation_id, question_id, question,
         /// category, evidence:[turn ids], ...}` a line).
         questions: PathBuf,
-        /// Retrieval modes to score, comma-separated.
+        /// Retrieval modes to score, comma-separated; `none` adds, on the
+        /// native surface, a timed recall with no query per question (the
+        /// eligible set and the handoff without ranking), not scored.
         #[arg(long, default_value = "lexical,vector,hybrid")]
         modes: String,
         /// Memories recalled per question.
@@ -377,6 +396,31 @@ pub enum Command {
         /// remain).
         #[arg(long)]
         hide_own_turns: bool,
+        /// Surfaces to ingest and ask through, comma-separated: `native`
+        /// (the conversation endpoint and /v1/recall, in each of --modes),
+        /// `mem0` (POST /memories, one call a session with the
+        /// conversation's `user_id` and the session's `run_id`, then POST
+        /// /search) and `mem0-platform` (POST /v3/memories/add/ and POST
+        /// /v3/memories/search/ with `filters.user_id` and `top_k`). Each
+        /// surface has its own principal per conversation and is scored
+        /// alike, from the record ids its add calls answered.
+        #[arg(long, default_value = "native")]
+        surfaces: String,
+        /// Clients ingesting at once, each taking the next conversation
+        /// and sending its sessions in order, one call at a time. The
+        /// questions are asked by one client.
+        #[arg(long, default_value_t = 1)]
+        parallel: usize,
+        /// The evaluation tenant's write guards, as JSON (its policy's
+        /// `write_guards`, e.g. '{"near_duplicate_cosine_permille": 1000}');
+        /// default the server's.
+        #[arg(long, value_name = "JSON")]
+        write_guards: Option<String>,
+        /// Native surface, `--ingest sessions`: calls of N consecutive
+        /// turns of a conversation, across its sessions (each turn keeps its
+        /// session's date), instead of one session a call; 1 to 1000.
+        #[arg(long, value_name = "N")]
+        batch: Option<usize>,
         /// Measure a running server instead of starting one (the
         /// evaluation creates a tenant of its own there).
         #[arg(long, value_name = "URL")]
@@ -625,12 +669,42 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             split,
             leave_out_question_turns,
             hide_own_turns,
+            surfaces,
+            parallel,
+            write_guards,
+            batch,
             server,
             admin_key,
             config,
             embedder,
         } => {
-            let modes = crate::eval::parse_modes(&modes)?;
+            let (modes, no_query) = crate::eval::parse_modes(&modes)?;
+            let surfaces = crate::eval::parse_surfaces(&surfaces)?;
+            if no_query && !surfaces.contains(&crate::eval::Surface::Native) {
+                bail!("--modes none times the native surface's recalls: add native to --surfaces");
+            }
+            if parallel == 0 {
+                bail!("--parallel must be at least 1");
+            }
+            if let Some(n) = batch {
+                if !(1..=1000).contains(&n) {
+                    bail!("--batch takes 1 to 1000 turns a call");
+                }
+                if ingest == crate::eval::Ingest::Turns {
+                    bail!(
+                        "--batch groups turns of --ingest sessions; --ingest turns sends one a call"
+                    );
+                }
+            }
+            let write_guards = match write_guards.as_deref() {
+                None => None,
+                Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+                    Ok(guards @ serde_json::Value::Object(_)) => Some(guards),
+                    _ => bail!(
+                        "--write-guards takes a JSON object, e.g. '{{\"near_duplicate_cosine_permille\": 1000}}'"
+                    ),
+                },
+            };
             let categories = crate::eval::CategoryFilter::parse(
                 categories.as_deref(),
                 skip_categories.as_deref(),
@@ -691,6 +765,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     conversations,
                     questions,
                     modes,
+                    no_query,
                     k,
                     json,
                     categories,
@@ -698,6 +773,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     split,
                     leave_out_question_turns,
                     hide_own_turns,
+                    surfaces,
+                    parallel,
+                    write_guards,
+                    batch,
                 },
             )
         }

@@ -2,6 +2,7 @@
 //! (this same binary, in a temporary data directory, on loopback) or a
 //! running server named by URL, reached over HTTP as any client would.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -142,6 +143,28 @@ impl Door {
         let value = serde_json::from_str(&text)
             .unwrap_or_else(|_| json!({"error": {"code": "bad_response", "message": text}}));
         Ok((status, value))
+    }
+
+    /// The server's `/metrics` samples (`name{labels}` as printed -> value);
+    /// empty when it exports none or cannot be read: its account is an
+    /// extra, never a reason to fail.
+    pub fn metrics(&self) -> HashMap<String, f64> {
+        let text = self
+            .agent
+            .get(&format!("{}/metrics", self.url))
+            .header("Authorization", &format!("Bearer {}", self.admin))
+            .call()
+            .ok()
+            .filter(|r| r.status().as_u16() == 200)
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .unwrap_or_default();
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| {
+                let (series, value) = line.trim().rsplit_once(' ')?;
+                Some((series.trim().to_owned(), value.parse().ok()?))
+            })
+            .collect()
     }
 
     /// `POST path` with `key`, which must answer 200: its JSON body.

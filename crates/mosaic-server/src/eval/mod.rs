@@ -19,6 +19,18 @@
 //! reference reply (`query_turn_id`, `answer_turn_id`) out of the history,
 //! for sets whose questions are turns of it.
 //!
+//! `--surfaces` adds the mem0-compatible routes beside the native one:
+//! `mem0` ingests each session with `POST /memories` (one call a session,
+//! the conversation's `user_id`, the session's `run_id`) and asks with
+//! `POST /search`; `mem0-platform` the same through `POST
+//! /v3/memories/add/` and `POST /v3/memories/search/`. Each surface has its
+//! own principal per conversation, and its answers are mapped back to
+//! turns from the record ids its add calls answered, so every surface is
+//! scored alike. `--parallel N` has N clients ingest N conversations at a
+//! time (each conversation's calls in order); `--batch N` makes the native
+//! calls N consecutive turns of a conversation; `--write-guards` sets the
+//! tenant's guards.
+//!
 //! A question's category is a number or a string (`2`, `"preference"`).
 //! Which categories are scored is an option ([`CategoryFilter`]): by
 //! default every category is, except the number 5 (LoCoMo's adversarial
@@ -29,7 +41,10 @@
 //! any-hit@10 (at least one evidence turn among the first 10) and nDCG@10;
 //! and the latency at the client: each ingest call (gate, store
 //! transaction, index publication, embedding included) and each question's
-//! recall per mode (query embedding included). Questions with empty
+//! recall per mode (query embedding included); per surface, ingest
+//! turns/s, call and search percentiles, recall@k, and the server's own
+//! account read from its `/metrics` (a figure it does not export is null,
+//! never a failure). Questions with empty
 //! evidence are excluded and listed; evidence ids that name no turn are
 //! kept (they count as misses) and listed. Memory ids and contents are
 //! never printed.
@@ -64,6 +79,9 @@ pub struct EvalOptions {
     pub questions: PathBuf,
     /// Retrieval modes to score, in order.
     pub modes: Vec<RetrievalMode>,
+    /// Also time a native recall with no query per question (`--modes
+    /// ...,none`): the eligible set and the handoff, without ranking.
+    pub no_query: bool,
     /// Most memories recalled per question.
     pub k: usize,
     /// JSON lines instead of a table.
@@ -79,6 +97,17 @@ pub struct EvalOptions {
     /// Ingest every turn, and take each question's own turn and reference
     /// reply out of that question's ranking only.
     pub hide_own_turns: bool,
+    /// The surfaces ingested and asked, in order (native, mem0,
+    /// mem0-platform).
+    pub surfaces: Vec<Surface>,
+    /// Clients ingesting at once, one conversation each.
+    pub parallel: usize,
+    /// The tenant's write guards (its policy's `write_guards`); `None`
+    /// keeps the server's.
+    pub write_guards: Option<Value>,
+    /// Native sessions ingest: calls of this many consecutive turns of a
+    /// conversation, across its sessions, instead of one session a call.
+    pub batch: Option<usize>,
 }
 
 /// A question's category: a number (LoCoMo's 1-5) or a name.
@@ -178,6 +207,8 @@ struct Conversation {
 #[derive(Deserialize)]
 struct Session {
     #[serde(default)]
+    session_id: String,
+    #[serde(default)]
     date_time: String,
     turns: Vec<Turn>,
 }
@@ -206,24 +237,31 @@ struct Question {
     answer_turn_id: Option<String>,
 }
 
-/// Parses a `--modes` value such as `lexical,vector,hybrid`.
-pub fn parse_modes(spec: &str) -> Result<Vec<RetrievalMode>> {
+/// Parses a `--modes` value such as `lexical,vector,hybrid,none`: the
+/// retrieval modes scored, in order, and whether `none` (a recall with no
+/// query, timed only) was named.
+pub fn parse_modes(spec: &str) -> Result<(Vec<RetrievalMode>, bool)> {
     let mut modes = Vec::new();
+    let mut no_query = false;
     for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let mode = match name {
             "lexical" => RetrievalMode::Lexical,
             "vector" => RetrievalMode::Vector,
             "hybrid" => RetrievalMode::Hybrid,
-            other => bail!("--modes: {other:?} is not one of lexical, vector, hybrid"),
+            "none" => {
+                no_query = true;
+                continue;
+            }
+            other => bail!("--modes: {other:?} is not one of lexical, vector, hybrid, none"),
         };
         if !modes.contains(&mode) {
             modes.push(mode);
         }
     }
     if modes.is_empty() {
-        bail!("--modes names no mode (lexical, vector, hybrid)");
+        bail!("--modes names no scored mode (lexical, vector, hybrid; none is timed beside them)");
     }
-    Ok(modes)
+    Ok((modes, no_query))
 }
 
 fn mode_name(mode: RetrievalMode) -> &'static str {
@@ -426,14 +464,18 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         Target::Spawn { .. } => TENANT.to_owned(),
         Target::Server { .. } => fresh_tenant()?,
     };
+    let mut policy = json!({"max_ttl_ms": 3650 * DAY_MS});
+    if let Some(guards) = &options.write_guards {
+        policy["write_guards"] = guards.clone();
+    }
     door.call(
         door.admin(),
         "/v1/admin/tenants",
-        &json!({"tenant_id": tenant, "policy": {"max_ttl_ms": 3650 * DAY_MS}}),
+        &json!({"tenant_id": tenant, "policy": policy}),
     )
     .context("cannot create the evaluation's tenant")?;
 
-    // Ingest: every turn through the gate, as the chosen route sends it.
+    // Ingest: every turn through the gate, as each surface sends it.
     let kept: Vec<usize> = (0..conversations.len()).filter(|&i| in_split(i)).collect();
     let sent = |index: usize, turn: &Turn| {
         !left_out.contains(&(
@@ -453,111 +495,25 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
                 .count()
         })
         .sum();
-    let bar = progress(n_turns, hidden, "ingest");
-    let mut keys: HashMap<usize, String> = HashMap::new();
-    // (conversation index, turn id) -> record id; and back.
-    let mut record_of_turn: HashMap<(usize, String), String> = HashMap::new();
-    let mut turn_of_record: HashMap<String, (usize, String)> = HashMap::new();
-    let mut rejected_turns: Vec<String> = Vec::new();
-    let mut ingest_ms: Vec<f64> = Vec::new();
-    let ingest_started = Instant::now();
-    for &index in &kept {
-        let conversation = &conversations[index].1;
-        let principal = format!("conversation-{}", index + 1);
-        let key = door
-            .call(
-                door.admin(),
-                "/v1/admin/keys",
-                &json!({"tenant_id": tenant, "principal_id": principal}),
-            )?
-            .get("key")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| anyhow!("the server's key answer has no key"))?;
-        let mut accepted = |turn_id: &str, record_id: Option<&str>| match record_id {
-            Some(record_id) => {
-                record_of_turn.insert((index, turn_id.to_owned()), record_id.to_owned());
-                turn_of_record.insert(record_id.to_owned(), (index, turn_id.to_owned()));
-            }
-            None => rejected_turns.push(format!("{} {turn_id}", conversation.conversation_id)),
-        };
-        for session in &conversation.sessions {
-            let turns: Vec<&Turn> = session.turns.iter().filter(|t| sent(index, t)).collect();
-            if turns.is_empty() {
-                continue;
-            }
-            match options.ingest {
-                Ingest::Sessions => {
-                    let messages: Vec<Value> = turns
-                        .iter()
-                        .map(|t| {
-                            let mut m = json!({"id": t.turn_id, "role": "user",
-                                               "name": t.speaker, "content": t.text});
-                            if !session.date_time.trim().is_empty() {
-                                m["created_at"] = json!(session.date_time);
-                            }
-                            m
-                        })
-                        .collect();
-                    let path = format!(
-                        "/v1/conversations/{}/messages",
-                        path_segment(&conversation.conversation_id)
-                    );
-                    let started = Instant::now();
-                    let answer = door
-                        .call(&key, &path, &json!({ "messages": messages }))
-                        .with_context(|| {
-                            format!("conversation {:?}", conversation.conversation_id)
-                        })?;
-                    ingest_ms.push(started.elapsed().as_secs_f64() * 1e3);
-                    let mut answered: HashMap<usize, &Value> = HashMap::new();
-                    for m in answer["messages"].as_array().into_iter().flatten() {
-                        if let Some(i) = m["index"].as_u64() {
-                            answered.insert(i as usize, m);
-                        }
-                    }
-                    for (i, turn) in turns.iter().enumerate() {
-                        // An empty turn is skipped by the server and
-                        // counts as not kept.
-                        let record = answered
-                            .get(&i)
-                            .filter(|m| m["decision"] == "accepted")
-                            .and_then(|m| m["record_id"].as_str());
-                        accepted(&turn.turn_id, record);
-                    }
-                    bar.inc(turns.len() as u64);
-                }
-                Ingest::Turns => {
-                    for turn in turns {
-                        let text =
-                            format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);
-                        let started = Instant::now();
-                        let answer = door
-                            .call(
-                                &key,
-                                "/v1/memories",
-                                &turn_proposal(&principal, &turn.turn_id, &text),
-                            )
-                            .with_context(|| {
-                                format!(
-                                    "conversation {:?} turn {:?}",
-                                    conversation.conversation_id, turn.turn_id
-                                )
-                            })?;
-                        ingest_ms.push(started.elapsed().as_secs_f64() * 1e3);
-                        let record = (answer["decision"] == "accepted")
-                            .then(|| answer["record_id"].as_str())
-                            .flatten();
-                        accepted(&turn.turn_id, record);
-                        bar.inc(1);
-                    }
-                }
-            }
-        }
-        keys.insert(index, key);
+    let mut runs: Vec<SurfaceRun> = Vec::with_capacity(options.surfaces.len());
+    for &surface in &options.surfaces {
+        let bar = progress(n_turns, hidden, surface.name());
+        let run = ingest_surface(
+            &door,
+            &tenant,
+            surface,
+            options,
+            &conversations,
+            &kept,
+            &sent,
+            &bar,
+        )?;
+        bar.finish_and_clear();
+        runs.push(run);
     }
-    let ingest_secs = ingest_started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
+    let Some(first) = runs.first() else {
+        bail!("--surfaces names no surface");
+    };
 
     // Questions: categories filtered, empty evidence excluded, evidence
     // ids naming no kept turn kept as misses.
@@ -582,7 +538,10 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             continue;
         }
         for evidence in &question.evidence {
-            if !record_of_turn.contains_key(&(index, evidence.clone())) {
+            if !first
+                .record_of_turn
+                .contains_key(&(index, evidence.clone()))
+            {
                 unknown_evidence.push(format!("{} {evidence}", question.question_id));
             }
         }
@@ -595,12 +554,20 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         Ingest::Sessions => "sessions",
         Ingest::Turns => "turns",
     };
+    let per_call = match (options.ingest, options.batch) {
+        (Ingest::Turns, _) => "one turn a call".to_owned(),
+        (Ingest::Sessions, Some(n)) => format!("{n} consecutive turns a call"),
+        (Ingest::Sessions, None) => "one session a call".to_owned(),
+    };
     let summary = json!({
         "conversations": kept.len(),
         "conversations_split": options.split.map(|(a, b)| json!([a, b])),
         "ingest": ingest_label,
+        "batch": options.batch,
+        "surfaces": options.surfaces.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        "ingest_clients": options.parallel,
         "turns": n_turns,
-        "turns_rejected": rejected_turns,
+        "turns_rejected": first.rejected_turns,
         "question_turns_left_out": left_out.len(),
         "own_turns_hidden": options.hide_own_turns,
         "k": options.k,
@@ -616,17 +583,19 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         print_line("eval_dataset", &summary);
     } else {
         println!(
-            "mosaic eval: {} conversations, {n_turns} turns ingested through the gate over HTTP, one {} a call ({} rejected{}){}",
+            "mosaic eval: {} conversations, {n_turns} turns ingested through the gate over HTTP ({}), {per_call} ({} rejected{}){}",
             kept.len(),
-            match options.ingest {
-                Ingest::Sessions => "session",
-                Ingest::Turns => "turn",
-            },
-            rejected_turns.len(),
-            if rejected_turns.is_empty() {
+            options
+                .surfaces
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            first.rejected_turns.len(),
+            if first.rejected_turns.is_empty() {
                 String::new()
             } else {
-                format!(": {}", rejected_turns.join(", "))
+                format!(": {}", first.rejected_turns.join(", "))
             },
             if left_out.is_empty() {
                 String::new()
@@ -662,94 +631,192 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
 
-    let bar = progress(scored.len() * options.modes.len(), hidden, "questions");
+    // Every surface's questions: the native one in each retrieval mode,
+    // the mem0 ones through their search.
+    let passes: usize = runs
+        .iter()
+        .map(|r| match r.surface {
+            Surface::Native => options.modes.len() + usize::from(options.no_query),
+            _ => 1,
+        })
+        .sum();
+    let bar = progress(scored.len() * passes, hidden, "questions");
     // `None` stands for all categories together.
-    let mut rows: Vec<(RetrievalMode, Option<Category>, MetricSums, usize)> = Vec::new();
+    let mut rows = Vec::new();
     let mut recall_ms: Vec<(RetrievalMode, Vec<f64>, Option<String>)> = Vec::new();
-    for &mode in &options.modes {
-        let mut by_category: BTreeMap<Option<Category>, (MetricSums, usize)> = BTreeMap::new();
-        let mut times = Vec::with_capacity(scored.len());
-        let mut feature_release = None;
-        for (index, question, category) in &scored {
-            let Some(key) = keys.get(index) else {
-                bail!("conversation {index} was not ingested");
-            };
-            // A question's own two turns, when hidden from its ranking: two
-            // more are asked for, so k remain after they are taken out.
-            let own: Vec<&str> = if options.hide_own_turns {
-                [
-                    question.query_turn_id.as_deref(),
-                    question.answer_turn_id.as_deref(),
-                ]
-                .into_iter()
-                .flatten()
-                .collect()
-            } else {
-                Vec::new()
-            };
-            let started = Instant::now();
-            let recall = door
-                .call(
+    let mut surface_lines: Vec<Value> = Vec::new();
+    let mut no_query_ms: Option<Vec<f64>> = None;
+    for run in &runs {
+        let modes: Vec<Option<RetrievalMode>> = match run.surface {
+            Surface::Native => options.modes.iter().copied().map(Some).collect(),
+            _ => vec![None],
+        };
+        let timed = [
+            format!(
+                "mosaic_http_request_duration_seconds{{route=\"{}\"}}",
+                run.surface.search_route()
+            ),
+            "mosaic_query_embedding_seconds".to_owned(),
+        ];
+        let before = door.metrics();
+        // The surface's search pass: every question, in every mode.
+        let mut searches: Vec<f64> = Vec::new();
+        // Recall@k and any-hit@k of the first mode, as the summary gives them.
+        let (mut recall_k, mut any_k) = (0.0f64, 0usize);
+        for (pass, &mode) in modes.iter().enumerate() {
+            let mut by_category: BTreeMap<Option<Category>, (MetricSums, usize)> = BTreeMap::new();
+            let mut times = Vec::with_capacity(scored.len());
+            let mut feature_release = None;
+            for (index, question, category) in &scored {
+                let Some(key) = run.keys.get(index) else {
+                    bail!("conversation {index} was not ingested");
+                };
+                // A question's own two turns, when hidden from its ranking: two
+                // more are asked for, so k remain after they are taken out.
+                let own: Vec<&str> = if options.hide_own_turns {
+                    [
+                        question.query_turn_id.as_deref(),
+                        question.answer_turn_id.as_deref(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+                } else {
+                    Vec::new()
+                };
+                let asked = options.k + own.len();
+                let started = Instant::now();
+                let answer = match (run.surface, mode) {
+                    (Surface::Native, Some(mode)) => door.call(
+                        key,
+                        "/v1/recall",
+                        &json!({"kinds": ["episodic"], "max_records": asked,
+                                "query": question.question, "mode": mode_name(mode)}),
+                    ),
+                    (Surface::Mem0, _) => door.call(
+                        key,
+                        "/search",
+                        &json!({"query": question.question, "user_id": run.principal(*index),
+                                "limit": asked}),
+                    ),
+                    (_, _) => door.call(
+                        key,
+                        "/v3/memories/search/",
+                        &json!({"query": question.question,
+                                "filters": {"user_id": run.principal(*index)}, "top_k": asked}),
+                    ),
+                }
+                .with_context(|| format!("question {:?}", question.question_id))?;
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+                let ids: Vec<&str> = if run.surface == Surface::Native {
+                    if feature_release.is_none() {
+                        feature_release = answer["relevance_receipt"]["feature_release"]
+                            .as_str()
+                            .map(str::to_owned);
+                    }
+                    // Best first: the relevance ranking, restricted to what the
+                    // selector and the context handoff let through.
+                    let selected: BTreeSet<&str> = answer["selected_record_ids"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    answer["relevance_receipt"]["results"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r["record_id"].as_str())
+                        .filter(|id| selected.contains(id))
+                        .collect()
+                } else {
+                    answer["results"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r["id"].as_str())
+                        .collect()
+                };
+                let ranked: Vec<&str> = ids
+                    .into_iter()
+                    .filter(|id| {
+                        !run.turn_of_record
+                            .get(*id)
+                            .is_some_and(|(i, turn)| i == index && own.contains(&turn.as_str()))
+                    })
+                    .take(options.k)
+                    .collect();
+                let evidence: BTreeSet<&str> =
+                    question.evidence.iter().map(String::as_str).collect();
+                let hits: Vec<bool> = ranked
+                    .iter()
+                    .map(|id| {
+                        run.turn_of_record
+                            .get(*id)
+                            .is_some_and(|(i, turn)| i == index && evidence.contains(turn.as_str()))
+                    })
+                    .collect();
+                let figures = score_ranking(&hits, evidence.len());
+                let any_hit = usize::from(hits.iter().take(10).any(|h| *h));
+                if pass == 0 {
+                    let found = hits.iter().filter(|h| **h).count();
+                    recall_k += found as f64 / evidence.len().max(1) as f64;
+                    any_k += usize::from(found > 0);
+                }
+                for key in [Some((*category).clone()), None] {
+                    let (sums, any) = by_category.entry(key).or_default();
+                    sums.add(&figures);
+                    *any += any_hit;
+                }
+                bar.inc(1);
+            }
+            searches.extend(&times);
+            if let Some(mode) = mode {
+                recall_ms.push((mode, times, feature_release));
+            }
+            // Categories in order (numbers, then names), then all.
+            let all = by_category.remove(&None);
+            for (category, (sums, any)) in by_category {
+                rows.push((run.surface, mode, category, sums, any));
+            }
+            if let Some((sums, any)) = all {
+                rows.push((run.surface, mode, None, sums, any));
+            }
+        }
+        let after = door.metrics();
+        if run.surface == Surface::Native && options.no_query {
+            // Timed after the server's account was read, so its search
+            // figures stay those of the scored recalls.
+            let mut times = Vec::with_capacity(scored.len());
+            for (index, question, _) in &scored {
+                let Some(key) = run.keys.get(index) else {
+                    bail!("conversation {index} was not ingested");
+                };
+                let started = Instant::now();
+                door.call(
                     key,
                     "/v1/recall",
-                    &json!({"kinds": ["episodic"], "max_records": options.k + own.len(),
-                            "query": question.question, "mode": mode_name(mode)}),
+                    &json!({"kinds": ["episodic"], "max_records": options.k}),
                 )
-                .with_context(|| format!("question {:?}", question.question_id))?;
-            times.push(started.elapsed().as_secs_f64() * 1e3);
-            if feature_release.is_none() {
-                feature_release = recall["relevance_receipt"]["feature_release"]
-                    .as_str()
-                    .map(str::to_owned);
+                .with_context(|| format!("question {:?} (no query)", question.question_id))?;
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+                bar.inc(1);
             }
-            // Best first: the relevance ranking, restricted to what the
-            // selector and the context handoff let through.
-            let selected: BTreeSet<&str> = recall["selected_record_ids"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            let ranked: Vec<&str> = recall["relevance_receipt"]["results"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|r| r["record_id"].as_str())
-                .filter(|id| selected.contains(id))
-                .filter(|id| {
-                    !turn_of_record
-                        .get(*id)
-                        .is_some_and(|(i, turn)| i == index && own.contains(&turn.as_str()))
-                })
-                .take(options.k)
-                .collect();
-            let evidence: BTreeSet<&str> = question.evidence.iter().map(String::as_str).collect();
-            let hits: Vec<bool> = ranked
-                .iter()
-                .map(|id| {
-                    turn_of_record
-                        .get(*id)
-                        .is_some_and(|(i, turn)| i == index && evidence.contains(turn.as_str()))
-                })
-                .collect();
-            let figures = score_ranking(&hits, evidence.len());
-            let any_hit = usize::from(hits.iter().take(10).any(|h| *h));
-            for key in [Some((*category).clone()), None] {
-                let (sums, any) = by_category.entry(key).or_default();
-                sums.add(&figures);
-                *any += any_hit;
-            }
-            bar.inc(1);
+            no_query_ms = Some(times);
         }
-        recall_ms.push((mode, times, feature_release));
-        // Categories in order (numbers, then names), then all.
-        let all = by_category.remove(&None);
-        for (category, (sums, any)) in by_category {
-            rows.push((mode, category, sums, any));
-        }
-        if let Some((sums, any)) = all {
-            rows.push((mode, None, sums, any));
-        }
+        let n = scored.len().max(1) as f64;
+        let mut line = run.summary();
+        searches.sort_by(f64::total_cmp);
+        line["search_p50_ms"] = json!(round(percentile(&searches, 0.50)));
+        line["search_p95_ms"] = json!(round(percentile(&searches, 0.95)));
+        line["search_mean_ms"] = json!(round(
+            searches.iter().sum::<f64>() / searches.len().max(1) as f64
+        ));
+        line["search_server_mean_ms"] = json!(server_mean(&before, &after, &timed[0]));
+        line["search_embedding_mean_ms"] = json!(server_mean(&before, &after, &timed[1]));
+        line["recall_at_k"] = json!(round(recall_k / n));
+        line["any_hit_at_k"] = json!(round(any_k as f64 / n));
+        surface_lines.push(line);
     }
     bar.finish_and_clear();
     if !options.json {
@@ -759,14 +826,18 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         );
         println!("|---|---|---:|---:|---:|---:|---:|---:|");
     }
-    for (mode, category, sums, any) in &rows {
+    for (surface, mode, category, sums, any) in &rows {
         let any_hit = *any as f64 / sums.n.max(1) as f64;
+        // The native surface's rows name their retrieval mode; a mem0
+        // surface's, the surface (its search has no mode).
+        let shown = mode.map_or(surface.name(), mode_name);
         if options.json {
             let m = sums.mean();
             print_line(
                 "eval",
                 &json!({
-                    "mode": mode_name(*mode),
+                    "surface": surface.name(),
+                    "mode": mode.map(mode_name),
                     "category": category.as_ref().map_or(json!(0), Category::json),
                     "category_name": category.as_ref().map_or_else(
                         || "all".to_owned(),
@@ -782,22 +853,24 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             );
         } else {
             let name = category.as_ref().map_or_else(|| "all".to_owned(), &label);
-            println!(
-                "{} {:.3} |",
-                sums.table_row(mode_name(*mode), &name),
-                any_hit
-            );
+            println!("{} {:.3} |", sums.table_row(shown, &name), any_hit);
         }
     }
 
     // Latency at the client: ingest calls, then recalls per mode.
-    let mut latency = vec![(
-        "ingest".to_owned(),
-        Value::Null,
-        ingest_ms,
-        Some(n_turns as f64 / ingest_secs.max(1e-9)),
-        None,
-    )];
+    let mut latency: Vec<_> = runs
+        .iter()
+        .filter(|r| r.surface == Surface::Native)
+        .map(|r| {
+            (
+                "ingest".to_owned(),
+                Value::Null,
+                r.ingest_ms.clone(),
+                Some(n_turns as f64 / r.ingest_secs.max(1e-9)),
+                None,
+            )
+        })
+        .collect();
     for (mode, times, release) in recall_ms {
         latency.push((
             "recall".to_owned(),
@@ -807,7 +880,10 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             release,
         ));
     }
-    if !options.json {
+    if let Some(times) = no_query_ms {
+        latency.push(("recall".to_owned(), json!("none"), times, None, None));
+    }
+    if !options.json && !latency.is_empty() {
         println!();
         println!("| latency at the client | n | mean ms | p50 ms | p95 ms | p99 ms | max ms |");
         println!("|---|---:|---:|---:|---:|---:|---:|");
@@ -836,17 +912,14 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         } else {
             let what = match (mode.as_str(), rate) {
                 (Some("lexical"), _) => "recall, lexical".to_owned(),
+                (Some("none"), _) => {
+                    "recall, no query (the eligible set and the handoff, no ranking)".to_owned()
+                }
                 (Some(mode), _) => format!(
                     "recall, {mode} (query embedding included; {})",
                     release.as_deref().unwrap_or("no vector release")
                 ),
-                (None, Some(rate)) => format!(
-                    "ingest, one {} a call ({rate:.1} turns/s)",
-                    match options.ingest {
-                        Ingest::Sessions => "session",
-                        Ingest::Turns => "turn",
-                    }
-                ),
+                (None, Some(rate)) => format!("ingest, {per_call} ({rate:.1} turns/s)"),
                 (None, None) => stage,
             };
             println!(
@@ -858,7 +931,499 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             );
         }
     }
+
+    // Each surface side by side: its ingest and its search pass, at the
+    // client and in the server's own account.
+    if !options.json {
+        println!();
+        println!(
+            "| surface | turns | calls | clients | ingest turns/s | call p50 ms | call p95 ms | search p50 ms | search p95 ms | search mean ms | recall@{k} | any-hit@{k} |",
+            k = options.k
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    }
+    for line in &surface_lines {
+        if options.json {
+            print_line("eval_surface", line);
+            continue;
+        }
+        let f = |name: &str| match line[name].as_f64() {
+            Some(v) => format!("{v:.2}"),
+            None => "n/a".to_owned(),
+        };
+        println!(
+            "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {:.3} | {:.3} |",
+            line["surface"].as_str().unwrap_or(""),
+            line["turns"],
+            line["ingest_calls"],
+            line["ingest_clients"],
+            line["ingest_turns_per_second"].as_f64().unwrap_or(0.0),
+            f("ingest_call_p50_ms"),
+            f("ingest_call_p95_ms"),
+            f("search_p50_ms"),
+            f("search_p95_ms"),
+            f("search_mean_ms"),
+            line["recall_at_k"].as_f64().unwrap_or(0.0),
+            line["any_hit_at_k"].as_f64().unwrap_or(0.0),
+        );
+    }
+    if !options.json {
+        for line in &surface_lines {
+            let f = |v: &Value| {
+                v.as_f64()
+                    .map_or("n/a".to_owned(), |v| format!("{v:.2} ms"))
+            };
+            let phases = &line["ingest_server_phase_mean_ms"];
+            println!(
+                "{}: in the server (its /metrics): ingest call means: prepare {}, commit {}, index_wait {}; {} index acknowledgements of {} each; search request mean {}, of which the query's embedding {}",
+                line["surface"].as_str().unwrap_or(""),
+                f(&phases["prepare"]),
+                f(&phases["commit"]),
+                f(&phases["index_wait"]),
+                line["ingest_acknowledgements"]
+                    .as_u64()
+                    .map_or("n/a".to_owned(), |n| n.to_string()),
+                f(&line["ingest_acknowledgement_mean_ms"]),
+                f(&line["search_server_mean_ms"]),
+                f(&line["search_embedding_mean_ms"]),
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A surface of the server the evaluation ingests and asks through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    /// The native API: the conversation endpoint (or one proposal a turn)
+    /// and `POST /v1/recall`, in each retrieval mode.
+    Native,
+    /// mem0's REST shape: `POST /memories` (one call a session) and
+    /// `POST /search`.
+    Mem0,
+    /// The routes mem0's platform client calls: `POST /v3/memories/add/`
+    /// and `POST /v3/memories/search/`.
+    Mem0Platform,
+}
+
+impl Surface {
+    /// As named on the command line and in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Surface::Native => "native",
+            Surface::Mem0 => "mem0",
+            Surface::Mem0Platform => "mem0-platform",
+        }
+    }
+
+    /// The route its questions are asked through.
+    fn search_route(self) -> &'static str {
+        match self {
+            Surface::Native => "/v1/recall",
+            Surface::Mem0 => "/search",
+            Surface::Mem0Platform => "/v3/memories/search/",
+        }
+    }
+}
+
+/// Parses a `--surfaces` value such as `native,mem0`: in the order
+/// native, mem0, mem0-platform, each once.
+pub fn parse_surfaces(spec: &str) -> Result<Vec<Surface>> {
+    let mut asked = Vec::new();
+    for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        asked.push(match name {
+            "native" => Surface::Native,
+            "mem0" => Surface::Mem0,
+            "mem0-platform" => Surface::Mem0Platform,
+            other => bail!("--surfaces: {other:?} is not one of native, mem0, mem0-platform"),
+        });
+    }
+    if asked.is_empty() {
+        bail!("--surfaces names no surface (native, mem0, mem0-platform)");
+    }
+    Ok([Surface::Native, Surface::Mem0, Surface::Mem0Platform]
+        .into_iter()
+        .filter(|s| asked.contains(s))
+        .collect())
+}
+
+/// One surface's ingest: its keys, which record each kept turn became,
+/// and what the ingest took at the client and in the server.
+struct SurfaceRun {
+    surface: Surface,
+    keys: HashMap<usize, String>,
+    /// (conversation index, turn id) -> record id; and back.
+    record_of_turn: HashMap<(usize, String), String>,
+    turn_of_record: HashMap<String, (usize, String)>,
+    rejected_turns: Vec<String>,
+    turns: usize,
+    clients: usize,
+    ingest_ms: Vec<f64>,
+    ingest_secs: f64,
+    /// The server's account of the ingest (its `/metrics`).
+    server: Value,
+}
+
+impl SurfaceRun {
+    /// The principal (and mem0 `user_id`) of conversation `index` on this
+    /// surface: each surface's own, so no surface sees another's memories.
+    fn principal(&self, index: usize) -> String {
+        surface_principal(self.surface, index)
+    }
+
+    /// The ingest half of the surface's summary line.
+    fn summary(&self) -> Value {
+        let mut calls = self.ingest_ms.clone();
+        calls.sort_by(f64::total_cmp);
+        let mut line = json!({
+            "surface": self.surface.name(),
+            "turns": self.turns,
+            "ingest_calls": calls.len(),
+            "ingest_clients": self.clients,
+            "ingest_seconds": round(self.ingest_secs),
+            "ingest_turns_per_second": round(self.turns as f64 / self.ingest_secs.max(1e-9)),
+            "ingest_call_p50_ms": round(percentile(&calls, 0.50)),
+            "ingest_call_p95_ms": round(percentile(&calls, 0.95)),
+        });
+        if let (Some(line), Some(server)) = (line.as_object_mut(), self.server.as_object()) {
+            line.extend(server.clone());
+        }
+        line
+    }
+}
+
+fn surface_principal(surface: Surface, index: usize) -> String {
+    match surface {
+        Surface::Native => format!("conversation-{}", index + 1),
+        other => format!("{}-conversation-{}", other.name(), index + 1),
+    }
+}
+
+/// What one conversation's ingest answered: each call's latency, and each
+/// sent turn with the record it became (none when not kept).
+struct Ingested {
+    calls_ms: Vec<f64>,
+    turns: Vec<(String, Option<String>)>,
+}
+
+/// Ingests the `kept` conversations through `surface`: a key per
+/// conversation, then `options.parallel` clients, each taking the next
+/// conversation and sending its turns in order, one call at a time.
+#[allow(clippy::too_many_arguments)]
+fn ingest_surface(
+    door: &Door,
+    tenant: &str,
+    surface: Surface,
+    options: &EvalOptions,
+    conversations: &[(usize, Conversation)],
+    kept: &[usize],
+    sent: &(dyn Fn(usize, &Turn) -> bool + Sync),
+    bar: &ProgressBar,
+) -> Result<SurfaceRun> {
+    let mut keys: HashMap<usize, String> = HashMap::new();
+    for &index in kept {
+        let key = door
+            .call(
+                door.admin(),
+                "/v1/admin/keys",
+                &json!({"tenant_id": tenant, "principal_id": surface_principal(surface, index)}),
+            )?
+            .get("key")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("the server's key answer has no key"))?;
+        keys.insert(index, key);
+    }
+    let phases = ["prepare", "commit", "index_wait"]
+        .map(|p| format!("mosaic_write_phase_seconds{{phase=\"{p}\"}}"));
+    let acknowledge = "mosaic_outbox_acknowledge_seconds";
+    let before = door.metrics();
+    let clients = options.parallel.clamp(1, kept.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let started = Instant::now();
+    let answers: Vec<Result<Vec<(usize, Ingested)>>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..clients)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&index) = kept.get(at) else {
+                            return Ok(done);
+                        };
+                        let key = keys.get(&index).map(String::as_str).unwrap_or_default();
+                        let conversation = &conversations[index].1;
+                        let ingested = ingest_conversation(
+                            door,
+                            surface,
+                            options,
+                            conversation,
+                            &surface_principal(surface, index),
+                            key,
+                            &|turn| sent(index, turn),
+                            bar,
+                        )
+                        .with_context(|| {
+                            format!("conversation {:?}", conversation.conversation_id)
+                        });
+                        match ingested {
+                            Ok(ingested) => done.push((index, ingested)),
+                            Err(e) => {
+                                // The other clients stop after their call.
+                                next.store(kept.len(), std::sync::atomic::Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow!("an ingest client failed")))
+            })
+            .collect()
+    });
+    let ingest_secs = started.elapsed().as_secs_f64();
+    let after = door.metrics();
+    let mut done: Vec<(usize, Ingested)> = Vec::new();
+    for answer in answers {
+        done.extend(answer?);
+    }
+    // File order, whatever order the clients finished in.
+    done.sort_by_key(|(index, _)| *index);
+    let mut run = SurfaceRun {
+        surface,
+        keys,
+        record_of_turn: HashMap::new(),
+        turn_of_record: HashMap::new(),
+        rejected_turns: Vec::new(),
+        turns: 0,
+        clients,
+        ingest_ms: Vec::new(),
+        ingest_secs,
+        server: json!({
+            "ingest_server_phase_mean_ms": {
+                "prepare": server_mean(&before, &after, &phases[0]),
+                "commit": server_mean(&before, &after, &phases[1]),
+                "index_wait": server_mean(&before, &after, &phases[2]),
+            },
+            "ingest_acknowledgement_mean_ms": server_mean(&before, &after, acknowledge),
+            "ingest_acknowledgements": server_count(&before, &after, acknowledge),
+        }),
+    };
+    for (index, ingested) in done {
+        run.ingest_ms.extend(ingested.calls_ms);
+        for (turn_id, record_id) in ingested.turns {
+            run.turns += 1;
+            match record_id {
+                Some(record_id) => {
+                    run.record_of_turn
+                        .insert((index, turn_id.clone()), record_id.clone());
+                    run.turn_of_record.insert(record_id, (index, turn_id));
+                }
+                None => run.rejected_turns.push(format!(
+                    "{} {turn_id}",
+                    conversations[index].1.conversation_id
+                )),
+            }
+        }
+    }
+    Ok(run)
+}
+
+/// One conversation's turns through `surface`, in order, one call at a time.
+#[allow(clippy::too_many_arguments)]
+fn ingest_conversation(
+    door: &Door,
+    surface: Surface,
+    options: &EvalOptions,
+    conversation: &Conversation,
+    principal: &str,
+    key: &str,
+    sent: &dyn Fn(&Turn) -> bool,
+    bar: &ProgressBar,
+) -> Result<Ingested> {
+    let mut out = Ingested {
+        calls_ms: Vec::new(),
+        turns: Vec::new(),
+    };
+    // The calls: each session's sent turns (with their session), or with
+    // --batch N calls of N consecutive turns across the sessions.
+    let sessions: Vec<(usize, &Session, Vec<&Turn>)> = conversation
+        .sessions
+        .iter()
+        .enumerate()
+        .map(|(n, s)| (n, s, s.turns.iter().filter(|t| sent(t)).collect::<Vec<_>>()))
+        .filter(|(_, _, turns)| !turns.is_empty())
+        .collect();
+    match (surface, options.ingest) {
+        (Surface::Native, Ingest::Sessions) => {
+            let flat: Vec<(&Session, &Turn)> = sessions
+                .iter()
+                .flat_map(|(_, s, turns)| turns.iter().map(move |t| (*s, *t)))
+                .collect();
+            let calls: Vec<&[(&Session, &Turn)]> = match options.batch {
+                Some(n) => flat.chunks(n.max(1)).collect(),
+                None => {
+                    let mut calls = Vec::new();
+                    let mut rest = flat.as_slice();
+                    for (_, _, turns) in &sessions {
+                        let (call, tail) = rest.split_at(turns.len().min(rest.len()));
+                        calls.push(call);
+                        rest = tail;
+                    }
+                    calls
+                }
+            };
+            let path = format!(
+                "/v1/conversations/{}/messages",
+                path_segment(&conversation.conversation_id)
+            );
+            for call in calls {
+                let messages: Vec<Value> = call
+                    .iter()
+                    .map(|(session, t)| {
+                        let mut m = json!({"id": t.turn_id, "role": "user",
+                                           "name": t.speaker, "content": t.text});
+                        if !session.date_time.trim().is_empty() {
+                            m["created_at"] = json!(session.date_time);
+                        }
+                        m
+                    })
+                    .collect();
+                let started = Instant::now();
+                let answer = door.call(key, &path, &json!({ "messages": messages }))?;
+                out.calls_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                let mut answered: HashMap<usize, &Value> = HashMap::new();
+                for m in answer["messages"].as_array().into_iter().flatten() {
+                    if let Some(i) = m["index"].as_u64() {
+                        answered.insert(i as usize, m);
+                    }
+                }
+                for (i, (_, turn)) in call.iter().enumerate() {
+                    // An empty turn is skipped by the server and counts as
+                    // not kept.
+                    let record = answered
+                        .get(&i)
+                        .filter(|m| m["decision"] == "accepted")
+                        .and_then(|m| m["record_id"].as_str())
+                        .map(str::to_owned);
+                    out.turns.push((turn.turn_id.clone(), record));
+                }
+                bar.inc(call.len() as u64);
+            }
+        }
+        (Surface::Native, Ingest::Turns) => {
+            for (_, session, turns) in &sessions {
+                for turn in turns {
+                    let text = format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);
+                    let started = Instant::now();
+                    let answer = door
+                        .call(
+                            key,
+                            "/v1/memories",
+                            &turn_proposal(principal, &turn.turn_id, &text),
+                        )
+                        .with_context(|| format!("turn {:?}", turn.turn_id))?;
+                    out.calls_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                    let record = (answer["decision"] == "accepted")
+                        .then(|| answer["record_id"].as_str())
+                        .flatten()
+                        .map(str::to_owned);
+                    out.turns.push((turn.turn_id.clone(), record));
+                    bar.inc(1);
+                }
+            }
+        }
+        (_, _) => {
+            let path = match surface {
+                Surface::Mem0 => "/memories",
+                _ => "/v3/memories/add/",
+            };
+            for (n, session, turns) in &sessions {
+                let session_id = if session.session_id.trim().is_empty() {
+                    format!("S{}", n + 1)
+                } else {
+                    session.session_id.clone()
+                };
+                // mem0's shape: one call a session, the conversation's
+                // user and the session's run.
+                let messages: Vec<Value> = turns
+                    .iter()
+                    .map(|t| json!({"role": "user", "name": t.speaker, "content": t.text}))
+                    .collect();
+                let body = json!({
+                    "messages": messages,
+                    "user_id": principal,
+                    "run_id": format!("{}-{session_id}", conversation.conversation_id),
+                });
+                let started = Instant::now();
+                let answer = door.call(key, path, &body)?;
+                out.calls_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                // `results` are the kept messages in order: every position
+                // but the refused and the skipped ones.
+                let not_kept: BTreeSet<u64> = ["refused", "skipped"]
+                    .iter()
+                    .flat_map(|field| answer[*field].as_array().into_iter().flatten())
+                    .filter_map(|m| m["index"].as_u64())
+                    .collect();
+                let mut results = answer["results"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r["id"].as_str());
+                for (i, turn) in turns.iter().enumerate() {
+                    let record = if not_kept.contains(&(i as u64)) {
+                        None
+                    } else {
+                        results.next().map(str::to_owned)
+                    };
+                    out.turns.push((turn.turn_id.clone(), record));
+                }
+                bar.inc(turns.len() as u64);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `[sum, count]` of a histogram series of `/metrics` (`name{labels}` as
+/// the server prints it).
+fn histogram(samples: &HashMap<String, f64>, series: &str) -> Option<(f64, f64)> {
+    let (name, labels) = match series.find('{') {
+        Some(at) => series.split_at(at),
+        None => (series, ""),
+    };
+    Some((
+        *samples.get(&format!("{name}_sum{labels}"))?,
+        *samples.get(&format!("{name}_count{labels}"))?,
+    ))
+}
+
+/// A histogram's mean over what happened between two readings, in ms;
+/// none when the server does not export it or nothing was observed.
+fn server_mean(
+    before: &HashMap<String, f64>,
+    after: &HashMap<String, f64>,
+    series: &str,
+) -> Option<f64> {
+    let (s0, c0) = histogram(before, series).unwrap_or((0.0, 0.0));
+    let (s1, c1) = histogram(after, series)?;
+    (c1 > c0).then(|| round((s1 - s0) / (c1 - c0) * 1e3))
+}
+
+/// How many observations a histogram gained between two readings.
+fn server_count(
+    before: &HashMap<String, f64>,
+    after: &HashMap<String, f64>,
+    series: &str,
+) -> Option<u64> {
+    let (_, c0) = histogram(before, series).unwrap_or((0.0, 0.0));
+    let (_, c1) = histogram(after, series)?;
+    Some((c1 - c0).max(0.0) as u64)
 }
 
 /// The `q` quantile (nearest rank) of sorted figures; 0 for none.
@@ -915,10 +1480,58 @@ mod tests {
     fn parses_modes() {
         assert!(
             parse_modes("lexical,hybrid")
-                .is_ok_and(|m| m == vec![RetrievalMode::Lexical, RetrievalMode::Hybrid])
+                .is_ok_and(|m| m == (vec![RetrievalMode::Lexical, RetrievalMode::Hybrid], false))
+        );
+        assert!(
+            parse_modes("none, hybrid,none")
+                .is_ok_and(|m| m == (vec![RetrievalMode::Hybrid], true))
         );
         assert!(parse_modes("bm25").is_err());
         assert!(parse_modes(",").is_err());
+        assert!(parse_modes("none").is_err(), "nothing scored");
+    }
+
+    #[test]
+    fn parses_surfaces_in_their_one_order() {
+        assert!(
+            parse_surfaces(" mem0-platform,native , mem0,native")
+                .is_ok_and(|s| s == [Surface::Native, Surface::Mem0, Surface::Mem0Platform])
+        );
+        assert!(parse_surfaces("mem0").is_ok_and(|s| s == [Surface::Mem0]));
+        for bad in ["", " , ", "mem0,platform", "Native"] {
+            assert!(parse_surfaces(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_servers_account_skips_what_it_does_not_export() {
+        let series = r#"mosaic_write_phase_seconds{phase="commit"}"#;
+        let reading = |sum: f64, count: f64| -> HashMap<String, f64> {
+            HashMap::from([
+                (
+                    r#"mosaic_write_phase_seconds_sum{phase="commit"}"#.to_owned(),
+                    sum,
+                ),
+                (
+                    r#"mosaic_write_phase_seconds_count{phase="commit"}"#.to_owned(),
+                    count,
+                ),
+            ])
+        };
+        let (before, after) = (reading(1.0, 10.0), reading(1.5, 15.0));
+        // 0.5 s over 5 observations: 100 ms each.
+        assert_eq!(server_mean(&before, &after, series), Some(100.0));
+        assert_eq!(server_count(&before, &after, series), Some(5));
+        // A series first exported after the first reading counts from zero.
+        assert_eq!(server_mean(&HashMap::new(), &after, series), Some(100.0));
+        // Not exported, or nothing observed: no figure.
+        assert_eq!(server_mean(&before, &HashMap::new(), series), None);
+        assert_eq!(server_count(&before, &HashMap::new(), series), None);
+        assert_eq!(server_mean(&after, &after, series), None);
+        assert_eq!(
+            server_mean(&before, &after, "mosaic_query_embedding_seconds"),
+            None
+        );
     }
 
     #[test]

@@ -621,6 +621,22 @@ fn eval_refuses_a_bad_split_or_server_flags() {
         (&["--conversations", "x"][..], "FIRST-LAST"),
         (&["--conversations", "0-3"][..], "holds 3 conversations"),
         (&["--ingest", "messages"][..], "not sessions or turns"),
+        (
+            &["--surfaces", "native,mem1"][..],
+            "\"mem1\" is not one of native, mem0, mem0-platform",
+        ),
+        (&["--surfaces", " , "][..], "names no surface"),
+        (&["--parallel", "0"][..], "at least 1"),
+        (&["--batch", "0"][..], "1 to 1000"),
+        (&["--batch", "1001"][..], "1 to 1000"),
+        (&["--batch", "2", "--ingest", "turns"][..], "--ingest turns"),
+        (&["--modes", "none"][..], "names no scored mode"),
+        (
+            &["--modes", "lexical,none", "--surfaces", "mem0"][..],
+            "add native to --surfaces",
+        ),
+        (&["--write-guards", "[1]"][..], "a JSON object"),
+        (&["--write-guards", "{"][..], "a JSON object"),
         (&["--server", "http://127.0.0.1:9"][..], "admin key"),
         (
             &[
@@ -638,4 +654,216 @@ fn eval_refuses_a_bad_split_or_server_flags() {
         assert_eq!(code, 2, "{extra:?}: {stdout}\n{stderr}");
         assert!(stderr.contains(expected), "{extra:?}: {stderr}");
     }
+}
+
+/// The `eval` rows of a `--json` run: (surface, mode, category) -> figures.
+fn eval_rows(stdout: &str) -> Vec<Value> {
+    lines_of(stdout)
+        .into_iter()
+        .filter(|l| l["type"] == "eval")
+        .map(|l| l["data"].clone())
+        .collect()
+}
+
+fn surface_lines(stdout: &str) -> Vec<Value> {
+    lines_of(stdout)
+        .into_iter()
+        .filter(|l| l["type"] == "eval_surface")
+        .map(|l| l["data"].clone())
+        .collect()
+}
+
+#[test]
+fn eval_scores_the_mem0_surfaces_through_their_own_routes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let (code, stdout, stderr) = mosaic(&[
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical",
+        "--surfaces",
+        "mem0-platform,mem0,native",
+        "--write-guards",
+        r#"{"near_duplicate_cosine_permille": 1000}"#,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let d = &lines_of(&stdout)[0]["data"];
+    assert_eq!(
+        d["surfaces"],
+        json!(["native", "mem0", "mem0-platform"]),
+        "in their one order"
+    );
+    let rows = eval_rows(&stdout);
+    // Every conversation holds 4 turns, so a surface that maps each answer
+    // back to its turn finds every evidence turn that exists among 10: all
+    // but c-q1's D9:9, which names no turn.
+    for surface in ["native", "mem0", "mem0-platform"] {
+        let all = rows
+            .iter()
+            .find(|r| r["surface"] == surface && r["category"] == 0)
+            .unwrap_or_else(|| panic!("no {surface} row: {stdout}"));
+        assert_eq!(all["n"], 4, "{all}");
+        assert!(close(&all["recall_at_5"], 0.875), "{surface}: {all}");
+        assert!(close(&all["recall_at_10"], 0.875), "{surface}: {all}");
+        assert!(close(&all["any_hit_at_10"], 1.0), "{surface}: {all}");
+        assert_eq!(
+            all["mode"],
+            if surface == "native" {
+                json!("lexical")
+            } else {
+                Value::Null
+            }
+        );
+        assert_eq!(
+            rows.iter().filter(|r| r["surface"] == surface).count(),
+            5,
+            "categories 1-4 and all: {stdout}"
+        );
+    }
+    let lines = surface_lines(&stdout);
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for line in &lines {
+        assert_eq!(line["turns"], 12, "{line}");
+        assert_eq!(line["ingest_calls"], 4, "one call a session: {line}");
+        assert_eq!(line["ingest_clients"], 1, "{line}");
+        assert!(close(&line["recall_at_k"], 0.875), "{line}");
+        assert!(close(&line["any_hit_at_k"], 1.0), "{line}");
+        let (p50, p95) = (
+            line["search_p50_ms"].as_f64().unwrap_or(-1.0),
+            line["search_p95_ms"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(0.0 < p50 && p50 <= p95, "{line}");
+        // The server's own account, read from its /metrics.
+        assert!(
+            line["search_server_mean_ms"]
+                .as_f64()
+                .is_some_and(|m| m > 0.0),
+            "{line}"
+        );
+        assert!(
+            line["ingest_server_phase_mean_ms"]["commit"]
+                .as_f64()
+                .is_some_and(|m| m > 0.0),
+            "{line}"
+        );
+    }
+    // Neither memory ids nor memory content are printed.
+    for needle in ["\"m-", " m-", "Biscuit", "pistachio"] {
+        assert!(
+            !stdout.contains(needle) && !stderr.contains(needle),
+            "{needle} printed"
+        );
+    }
+
+    // The human form: a row per surface in both tables.
+    let (code, stdout, stderr) = mosaic(&[
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical",
+        "--surfaces",
+        "mem0",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("| mem0 | all | 4 |") && stdout.contains("| mem0 | 12 | 4 | 1 |"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("| lexical |"),
+        "no native surface: {stdout}"
+    );
+}
+
+#[test]
+fn eval_with_parallel_clients_and_batches_scores_as_one_client() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let run = |extra: &[&str]| {
+        let (code, stdout, stderr) = mosaic(
+            &[
+                &[
+                    "eval",
+                    c,
+                    q,
+                    "--embedder",
+                    "hash",
+                    "--modes",
+                    "lexical,hybrid",
+                    "--surfaces",
+                    "native,mem0",
+                    "--json",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert_eq!(code, 0, "{extra:?}: {stdout}\n{stderr}");
+        stdout
+    };
+    let figures = |stdout: &str| -> Vec<Value> {
+        eval_rows(stdout)
+            .into_iter()
+            .map(|mut r| {
+                r.as_object_mut().map(|o| o.remove("ndcg_at_10"));
+                r
+            })
+            .collect()
+    };
+    let one = run(&[]);
+    let parallel = run(&["--parallel", "3"]);
+    assert_eq!(figures(&one).len(), 15, "{one}");
+    assert_eq!(figures(&one), figures(&parallel), "{one}\n{parallel}");
+    for line in surface_lines(&parallel) {
+        assert_eq!(line["ingest_clients"], 3, "{line}");
+        assert_eq!(line["turns"], 12, "{line}");
+        assert_eq!(line["ingest_calls"], 4, "{line}");
+    }
+    // More clients than conversations: one each.
+    for line in surface_lines(&run(&["--parallel", "8"])) {
+        assert_eq!(line["ingest_clients"], 3, "{line}");
+    }
+    // Calls of 3 consecutive turns of a conversation: 2 calls for each
+    // 4-turn conversation on the native surface (conv-c's across its two
+    // sessions), the same memories, the same figures.
+    let batched = run(&["--batch", "3", "--parallel", "2"]);
+    assert_eq!(figures(&one), figures(&batched), "{one}\n{batched}");
+    let lines = surface_lines(&batched);
+    assert_eq!(lines[0]["surface"], "native");
+    assert_eq!(lines[0]["ingest_calls"], 6, "{batched}");
+    assert_eq!(lines[1]["surface"], "mem0");
+    assert_eq!(lines[1]["ingest_calls"], 4, "mem0 keeps one call a session");
+
+    // `none` times a recall with no query per question beside the scored
+    // modes, and scores nothing of its own.
+    let (code, timed, stderr) = mosaic(&[
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical,hybrid,none",
+        "--surfaces",
+        "native,mem0",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{timed}\n{stderr}");
+    assert_eq!(figures(&one), figures(&timed), "{timed}");
+    let none: Vec<Value> = lines_of(&timed)
+        .into_iter()
+        .filter(|l| l["type"] == "eval_latency" && l["data"]["mode"] == "none")
+        .collect();
+    assert_eq!(none.len(), 1, "{timed}");
+    assert_eq!(none[0]["data"]["n"], 4, "one per scored question: {timed}");
 }
