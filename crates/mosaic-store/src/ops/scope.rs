@@ -166,19 +166,21 @@ fn siblings<C: Tx>(
         .collect();
     let mut args: Vec<Val<'_>> = vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
     args.extend(numbers.iter().map(|n| Val::Int(*n)));
-    let condition = (0..wanted.len())
-        .map(|at| format!("(level = ?{} AND idx = ?{})", 5 + 2 * at, 6 + 2 * at))
+    // One primary-key lookup per level, in one statement: an `OR` of the
+    // (level, idx) pairs would walk every node of the scope instead.
+    let lookups = (0..wanted.len())
+        .map(|at| {
+            format!(
+                "SELECT level, idx, sha256 FROM scope_nodes
+                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
+                   AND level = ?{} AND idx = ?{}",
+                5 + 2 * at,
+                6 + 2 * at
+            )
+        })
         .collect::<Vec<_>>()
-        .join(" OR ");
-    let found: Vec<(i64, i64, String)> = c.rows(
-        &format!(
-            "SELECT level, idx, sha256 FROM scope_nodes
-             WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
-               AND ({condition})"
-        ),
-        &args,
-        |r| r.cols(),
-    )?;
+        .join(" UNION ALL ");
+    let found: Vec<(i64, i64, String)> = c.rows(&lookups, &args, |r| r.cols())?;
     let mut out: Vec<Option<Hash>> = vec![None; wanted.len()];
     for (level, idx, sha256) in found {
         if let Some(at) = wanted
