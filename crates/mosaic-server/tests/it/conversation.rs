@@ -1139,3 +1139,42 @@ async fn lines_that_are_not_an_update_keep_their_relevance_order() {
         );
     }
 }
+
+/// The same with the real MiniLM model (skipped, saying so, when
+/// `MOSAIC_MODEL_DIR` is not set; required under `CI=true`): the changes
+/// as a newcomer states them, "I live in Lisbon" then "I moved to Porto",
+/// which share no word, are paired by meaning (0.69 alike).
+#[tokio::test]
+async fn with_the_real_model_a_move_in_other_words_ranks_first() {
+    let Some(endpoint) = crate::common::minilm_endpoint() else {
+        return;
+    };
+    let mut older_first = Vec::new();
+    for (old, new) in [
+        ("I live in Lisbon.", "I moved to Porto."),
+        ("I live in Montreal.", "I moved to Vancouver last month."),
+    ] {
+        let w = crate::common::minilm_world(&endpoint, |_| {});
+        let alice = &w.principals[0];
+        let ids = said(
+            &w,
+            &alice.key,
+            &[old, "The quarterly invoices go out on Fridays.", new],
+        )
+        .await;
+        let order = ranked(&w, &alice.key, "where does the user live").await;
+        let p = places(&order, &[ids[2].0.as_str(), ids[0].0.as_str()]);
+        assert_eq!(p.len(), 2, "{new}: both values are recalled: {order:?}");
+        if p[0] > p[1] {
+            older_first.push(new);
+        }
+        // Asked about the past, relevance alone: the older line first.
+        let order = ranked(&w, &alice.key, "where did the user live before").await;
+        let p = places(&order, &[ids[0].0.as_str(), ids[2].0.as_str()]);
+        assert!(p.len() == 2 && p[0] < p[1], "{old}: {order:?}");
+    }
+    assert!(
+        older_first.is_empty(),
+        "the older value ranked first for {older_first:?}"
+    );
+}
