@@ -27,7 +27,7 @@ use crate::funnel::{
 };
 use crate::lexical::{Hit, LexicalIndex, LexicalParams};
 use crate::scope::DocSet;
-use crate::text::{Role, asks_current_state, asks_when, query_person, terms};
+use crate::text::{Role, asks_about_the_past, asks_current_state, asks_when, query_person, terms};
 use crate::vector::{PassageMatch, VectorIndex};
 
 /// Where a read's candidates and their features come from. Every method
@@ -91,6 +91,34 @@ pub trait CandidateSource {
     /// true, so every lexical hit counts as evidence of relevance.
     fn holds_query_term(&self, _record_id: &str, _query_terms: &[String]) -> bool {
         true
+    }
+
+    /// Whether `record_id` states a current value: its text states a
+    /// change (`text::states_change`) or it carries a claim key (the
+    /// current value of its claim's line). A source that cannot tell
+    /// answers false: no update pairs.
+    fn states_change(&self, _record_id: &str) -> bool {
+        false
+    }
+
+    /// `record_id`'s place in time: creation time, then publication order
+    /// (the order `neighbours` follows).
+    fn recorded_order(&self, record_id: &str) -> Option<(u64, u64)> {
+        self.created_at(record_id).map(|t| (t, 0))
+    }
+
+    /// Whether two records are lines of one speaker about one subject:
+    /// the same subject timeline, and the same speaker label and role, or
+    /// no label on either side.
+    fn same_speaker(&self, _a: &str, _b: &str) -> bool {
+        false
+    }
+
+    /// The similarity of two records' stored vectors ([`crate::ann::dot`]),
+    /// for two records the vector list found; `None` otherwise (a lexical
+    /// read has no update pairs).
+    fn similarity(&self, _a: &str, _b: &str) -> Option<f32> {
+        None
     }
 }
 
@@ -204,6 +232,7 @@ pub fn fuse<S: CandidateSource + ?Sized>(
         speaker_bonus: 0,
         recency_bonus: 0,
         time_bonus: 0,
+        update_lift: 0,
         vector_passage: None,
     };
     // A list's floor (its lowest candidate's score) and the standard
@@ -371,6 +400,17 @@ pub fn fuse<S: CandidateSource + ?Sized>(
             }
         }
     }
+    if c.update_head > 0 && !asks_about_the_past(query.text) {
+        for (id, lift) in update_lifts(c, &fused, features) {
+            if let Some(score) = fused.get_mut(&id) {
+                *score = score.saturating_add(lift);
+            }
+            explain
+                .entry(id.clone())
+                .or_insert_with(|| blank(&id))
+                .update_lift = lift;
+        }
+    }
     let scores: Vec<ScoredCandidate> = fused
         .into_iter()
         .map(|(record_id, score)| ScoredCandidate { record_id, score })
@@ -409,6 +449,67 @@ pub fn fuse<S: CandidateSource + ?Sized>(
     })
 }
 
+/// Update pairs at the head of a ranking: the lift each newer value needs
+/// to rank just above the older values it replaces.
+///
+/// Among the `update_head` best candidates (score, then record id, as the
+/// receipt orders them), a record and an older one form an update pair
+/// when they are lines of one speaker about one subject
+/// ([`CandidateSource::same_speaker`]), the newer line states a change
+/// ([`CandidateSource::states_change`]: "I moved to Porto", "... instead",
+/// "... anymore", or a fact holding a claim, its line's current value) and
+/// their stored vectors are related (similarity at
+/// least `update_band_permille`). Both already answer the question (they
+/// are at its head), so they are two values of the thing it asks about,
+/// and the newer one is the current value: it is placed one point above
+/// the best of the older values it pairs with, when it is not above it
+/// already. Records are visited oldest first, so a chain of changes
+/// (Lisbon, Porto, Braga) ends newest first. Only the order within the head
+/// changes: a lifted record was in the head and stays there, and no
+/// record outside it moves, so which records the head holds is the same.
+fn update_lifts<S: CandidateSource + ?Sized>(
+    c: &FunnelConfig,
+    fused: &BTreeMap<String, u64>,
+    features: &S,
+) -> Vec<(String, u64)> {
+    let mut head: Vec<(&str, u64)> = fused.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+    head.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    head.truncate(c.update_head);
+    let mut timed: Vec<((u64, u64), usize)> = head
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (id, _))| features.recorded_order(id).map(|t| (t, i)))
+        .collect();
+    timed.sort();
+    let band = c.update_band_permille as f32 / 1_000.0;
+    let mut lifts = Vec::new();
+    for (k, &(_, newer)) in timed.iter().enumerate() {
+        let id = head[newer].0;
+        if !features.states_change(id) {
+            continue;
+        }
+        let best_older = timed[..k]
+            .iter()
+            .filter(|&&(t, older)| {
+                t < timed[k].0
+                    && features.same_speaker(head[older].0, id)
+                    && features
+                        .similarity(head[older].0, id)
+                        .is_some_and(|s| s >= band)
+            })
+            .map(|&(_, older)| head[older].1)
+            .max();
+        if let Some(best) = best_older
+            && best >= head[newer].1
+        {
+            let lift = best + 1 - head[newer].1;
+            head[newer].1 = best + 1;
+            lifts.push((id.to_owned(), lift));
+        }
+    }
+    lifts
+}
+
 /// The in-memory targets as a candidate source for one read.
 pub struct MemorySource<'a> {
     lexical: &'a LexicalIndex,
@@ -419,6 +520,10 @@ pub struct MemorySource<'a> {
     /// The eligible docs of the lexical target (empty when the read needs
     /// none of BM25, claim keys or neighbours).
     lex_docs: Arc<DocSet>,
+    /// The vector list's hits, once it ran: the records whose similarity
+    /// to each other [`CandidateSource::similarity`] answers (as the
+    /// PostgreSQL source, which holds only their vectors).
+    found: std::collections::HashSet<String>,
 }
 
 impl<'a> MemorySource<'a> {
@@ -442,6 +547,7 @@ impl<'a> MemorySource<'a> {
             tenant_id: query.tenant_id,
             policy_sha256: query.policy_sha256,
             lex_docs,
+            found: std::collections::HashSet::new(),
         }
     }
 }
@@ -466,7 +572,9 @@ impl CandidateSource for MemorySource<'_> {
         let docs = self
             .vector
             .resolve_eligible(self.eligible, self.tenant_id, self.policy_sha256);
-        Ok(self.vector.search_docs(query_vector, &docs, depth))
+        let (plan, hits) = self.vector.search_docs(query_vector, &docs, depth);
+        self.found.extend(hits.iter().map(|h| h.record_id.clone()));
+        Ok((plan, hits))
     }
 
     fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError> {
@@ -502,6 +610,28 @@ impl CandidateSource for MemorySource<'_> {
 
     fn holds_query_term(&self, record_id: &str, query_terms: &[String]) -> bool {
         self.lexical.holds_any(record_id, query_terms)
+    }
+
+    fn states_change(&self, record_id: &str) -> bool {
+        self.lexical.states_change(record_id)
+    }
+
+    fn recorded_order(&self, record_id: &str) -> Option<(u64, u64)> {
+        self.lexical.recorded_order(record_id)
+    }
+
+    fn same_speaker(&self, a: &str, b: &str) -> bool {
+        self.lexical.same_speaker(a, b)
+    }
+
+    fn similarity(&self, a: &str, b: &str) -> Option<f32> {
+        if !(self.found.contains(a) && self.found.contains(b)) {
+            return None;
+        }
+        Some(crate::ann::dot(
+            self.vector.vector_of(a)?,
+            self.vector.vector_of(b)?,
+        ))
     }
 }
 

@@ -23,7 +23,7 @@ use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
 use crate::scope::{DocSet, Eligible};
 use crate::target::{DocId, LiveEntry};
-use crate::text::{Role, places_in_time, speaker_label, speaker_role, terms};
+use crate::text::{Role, places_in_time, speaker_label, speaker_role, states_change, terms};
 
 /// BM25 `k1` (per-mille) of plain searches and of the default funnel.
 pub const BM25_K1_PERMILLE: u64 = 1_200;
@@ -51,6 +51,8 @@ struct LexDoc {
     role: Option<Role>,
     /// Whether the line places something in time (`text::places_in_time`).
     timed: bool,
+    /// Whether the line states a change (`text::states_change`).
+    changes: bool,
     claims: Vec<(String, String)>,
 }
 
@@ -117,6 +119,8 @@ pub struct LexPrepared {
     pub role: Option<Role>,
     /// Whether the text places something in time (`text::places_in_time`).
     pub timed: bool,
+    /// Whether the text states a change (`text::states_change`).
+    pub changes: bool,
 }
 
 /// Analyses one text for the lexical index.
@@ -140,6 +144,7 @@ pub fn analyse(text: &str) -> LexPrepared {
         speaker,
         role,
         timed: places_in_time(text),
+        changes: states_change(text),
     }
 }
 
@@ -361,6 +366,7 @@ impl Backend for LexicalBackend {
             speaker,
             role: prepared.role,
             timed: prepared.timed,
+            changes: prepared.changes,
             claims: entry
                 .claim_keys
                 .iter()
@@ -954,6 +960,44 @@ impl LexicalIndex {
             .and_then(|doc| self.backend.docs.get(doc as usize))
             .and_then(|x| x.as_ref())
             .is_some_and(|d| d.timed)
+    }
+
+    /// Whether `record_id` states a current value: its text states a
+    /// change (`text::states_change`), or it carries a claim key (an
+    /// eligible record holding a claim is its line's current value: the
+    /// values it replaced are superseded).
+    pub(crate) fn states_change(&self, record_id: &str) -> bool {
+        self.doc(record_id)
+            .is_some_and(|d| d.changes || !d.claims.is_empty())
+    }
+
+    /// `record_id`'s place in time: its creation time, then its
+    /// publication order (the order of its subject's timeline).
+    pub(crate) fn recorded_order(&self, record_id: &str) -> Option<(u64, u64)> {
+        let doc = self.fence.doc_of(record_id)?;
+        let d = self.backend.docs.get(doc as usize)?.as_ref()?;
+        Some((d.created_at_unix_ms, u64::from(doc)))
+    }
+
+    /// Whether two records are lines of one speaker in one subject's
+    /// timeline: the same subject, and the same speaker label and role,
+    /// or a record with no label (a statement about the subject itself,
+    /// as a fact is) on either side.
+    pub(crate) fn same_speaker(&self, a: &str, b: &str) -> bool {
+        let (Some(x), Some(y)) = (self.doc(a), self.doc(b)) else {
+            return false;
+        };
+        x.partition == y.partition
+            && (x.speaker.is_empty()
+                || y.speaker.is_empty()
+                || (x.speaker == y.speaker && x.role == y.role))
+    }
+
+    fn doc(&self, record_id: &str) -> Option<&LexDoc> {
+        self.fence
+            .doc_of(record_id)
+            .and_then(|doc| self.backend.docs.get(doc as usize))
+            .and_then(|x| x.as_ref())
     }
 
     /// Whether `record_id`'s own text (not its turn window) holds one of

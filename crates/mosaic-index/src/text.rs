@@ -489,6 +489,67 @@ pub fn asks_current_state(text: &str) -> bool {
             .any(|p| p[0] == "at" && p[1] == "the" && p[2] == "moment")
 }
 
+/// Whether a line states that something changed (a value replaced by
+/// another): "I moved to Porto", "I drink coffee instead", "we renamed the
+/// cat", "I don't eat meat anymore", "I work from home now". Read on the
+/// line's body (after any speaker label); words, not meanings, so it is a
+/// cue, not a proof: it is one of the conditions of an update pair
+/// (`FunnelConfig::update_head`), never evidence of relevance by itself.
+pub fn states_change(text: &str) -> bool {
+    let words = lower_words(line_body(text));
+    const SINGLE: [&str; 13] = [
+        "now",
+        "nowadays",
+        "currently",
+        "anymore",
+        "instead",
+        "moved",
+        "relocated",
+        "switched",
+        "changed",
+        "replaced",
+        "renamed",
+        "quit",
+        "became",
+    ];
+    words.iter().any(|w| SINGLE.contains(&w.as_str()))
+        || words
+            .windows(2)
+            .any(|p| (p[0] == "no" && p[1] == "longer") || (p[0] == "these" && p[1] == "days"))
+}
+
+/// Whether a question asks about the past rather than how things stand:
+/// it asks when (`asks_when`), is in the past tense ("where did she
+/// live", "what was the budget"), or asks for an earlier value ("before",
+/// "previously", "originally", "first", "used to"). Such a question wants
+/// the older of two values as much as the newer one.
+pub fn asks_about_the_past(text: &str) -> bool {
+    if asks_when(text) {
+        return true;
+    }
+    const PAST: [&str; 18] = [
+        "did",
+        "didn",
+        "was",
+        "wasn",
+        "were",
+        "weren",
+        "had",
+        "hadn",
+        "before",
+        "previously",
+        "previous",
+        "originally",
+        "formerly",
+        "former",
+        "earlier",
+        "first",
+        "ago",
+        "used",
+    ];
+    lower_words(text).iter().any(|w| PAST.contains(&w.as_str()))
+}
+
 /// The Porter (1980) stemmer, with the published revisions (`bli` ->
 /// `ble`, `logi` -> `log`). Words that are not lowercase ASCII letters, or
 /// are shorter than three letters, are returned unchanged.
@@ -743,6 +804,52 @@ mod tests {
         ));
         assert!(!asks_current_state("What did I know about the momentum?"));
         assert!(!asks_current_state("Did we talk these over some days ago?"));
+    }
+
+    #[test]
+    fn lines_stating_a_change_are_recognised() {
+        for line in [
+            "user: I moved to Porto.",
+            "[1 May] Ana: We renamed the cat Milo.",
+            "user: I drink black coffee instead.",
+            "user: I don't eat meat anymore.",
+            "user: I no longer work at the bakery.",
+            "user: I work as a nurse now.",
+            "user: I quit the bakery last week.",
+        ] {
+            assert!(states_change(line), "{line}");
+        }
+        for line in [
+            "user: I live in Lisbon.",
+            "user: Green tea is my favourite drink.",
+            // The label is not the line: a speaker called Now says nothing.
+            "Now: I live in Lisbon.",
+            "user: How long have you known?",
+        ] {
+            assert!(!states_change(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn questions_about_the_past_are_recognised() {
+        for q in [
+            "Where did the user live before?",
+            "What was my budget?",
+            "Which city did I live in first?",
+            "When did I move?",
+            "What job did I have previously?",
+            "What did I use to drink?",
+        ] {
+            assert!(asks_about_the_past(q), "{q}");
+        }
+        for q in [
+            "Where does the user live?",
+            "What is my budget?",
+            "What's the cat called now?",
+            "Which job do I have?",
+        ] {
+            assert!(!asks_about_the_past(q), "{q}");
+        }
     }
 
     #[test]

@@ -70,9 +70,9 @@ impl PgLexicalIndex {
             tx.execute(
                 "INSERT INTO pgsearch_lexical (record_id, tenant_id, policy_sha256, subject_key, kind,
                      created_at_ms, generation, document, seq, analyzer, doc_len, terms, tfs,
-                     speaker, speaker_role, claim_keys, timed)
+                     speaker, speaker_role, claim_keys, timed, changes)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, to_tsvector('english', $8),
-                     nextval('pgsearch_lexical_seq'), $9, $10, $11, $12, $13, $14, $15, $16)
+                     nextval('pgsearch_lexical_seq'), $9, $10, $11, $12, $13, $14, $15, $16, $17)
                  ON CONFLICT (record_id) DO UPDATE SET tenant_id = excluded.tenant_id,
                      policy_sha256 = excluded.policy_sha256, subject_key = excluded.subject_key,
                      kind = excluded.kind, created_at_ms = excluded.created_at_ms,
@@ -80,7 +80,8 @@ impl PgLexicalIndex {
                      seq = excluded.seq, analyzer = excluded.analyzer,
                      doc_len = excluded.doc_len, terms = excluded.terms, tfs = excluded.tfs,
                      speaker = excluded.speaker, speaker_role = excluded.speaker_role,
-                     claim_keys = excluded.claim_keys, timed = excluded.timed",
+                     claim_keys = excluded.claim_keys, timed = excluded.timed,
+                     changes = excluded.changes",
                 &[
                     &m.record_id,
                     &m.scope.tenant_id,
@@ -98,6 +99,7 @@ impl PgLexicalIndex {
                     &role,
                     &m.claim_keys,
                     &analysed.timed,
+                    &analysed.changes,
                 ],
             )?;
             Ok(())

@@ -65,6 +65,7 @@ struct Row {
     role: Option<Role>,
     claim_keys: Vec<String>,
     timed: bool,
+    changes: bool,
 }
 
 /// One read's candidates over the PostgreSQL targets (see the module
@@ -85,6 +86,9 @@ pub struct PgCandidates<'a> {
     /// The rows holding a query term themselves (not only in their turn
     /// window), once the lexical list ran.
     matched: std::collections::HashSet<usize>,
+    /// The stored vectors of the vector list's hits, once it ran (the
+    /// records an update pair's similarity is known for).
+    vectors: HashMap<String, Vec<f32>>,
 }
 
 impl std::fmt::Debug for PgCandidates<'_> {
@@ -130,7 +134,7 @@ impl<'a> PgCandidates<'a> {
         }
         let found = tx.query(
             "SELECT record_id, subject_key, created_at_ms, seq, doc_len, speaker, speaker_role,
-                    claim_keys, analyzer, timed
+                    claim_keys, analyzer, timed, changes
              FROM pgsearch_lexical
              WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3)",
             &[&tenant_id, &policy_sha256, &ids],
@@ -158,6 +162,8 @@ impl<'a> PgCandidates<'a> {
             let claim_keys: Option<Vec<String>> = r.try_get(7)?;
             // Published before schema 3: unknown, read as not timed.
             let timed: Option<bool> = r.try_get(9)?;
+            // Published before schema 4: read as stating no change.
+            let changes: Option<bool> = r.try_get(10)?;
             rows.push(Row {
                 record_id: r.try_get(0)?,
                 subject,
@@ -168,6 +174,7 @@ impl<'a> PgCandidates<'a> {
                 role: parse_role(r.try_get(6)?)?,
                 claim_keys: claim_keys.unwrap_or_default(),
                 timed: timed.unwrap_or(false),
+                changes: changes.unwrap_or(false),
             });
         }
         let mut timelines: Vec<Vec<usize>> = vec![Vec::new(); subjects.len()];
@@ -197,6 +204,7 @@ impl<'a> PgCandidates<'a> {
             place,
             timelines,
             matched: std::collections::HashSet::new(),
+            vectors: HashMap::new(),
         })
     }
 
@@ -337,14 +345,19 @@ impl<'a> PgCandidates<'a> {
                     record_id: r.try_get(0)?,
                     score: dot(query_vector, embedding.as_slice()),
                 };
-                Ok((hit, seq.unwrap_or(i64::MAX)))
+                Ok((hit, seq.unwrap_or(i64::MAX), embedding.to_vec()))
             })
             .collect::<Result<Vec<_>, postgres::Error>>()?;
         // The best `depth`, equal similarities by publication order (as the
         // in-memory scan keeps them), then best first, ties by record id.
-        scored.sort_by(|(a, sa), (b, sb)| b.score.total_cmp(&a.score).then_with(|| sa.cmp(sb)));
+        scored
+            .sort_by(|(a, sa, _), (b, sb, _)| b.score.total_cmp(&a.score).then_with(|| sa.cmp(sb)));
         scored.truncate(depth);
-        let mut hits: Vec<Hit> = scored.into_iter().map(|(h, _)| h).collect();
+        let mut hits = Vec::with_capacity(scored.len());
+        for (hit, _, embedding) in scored {
+            self.vectors.insert(hit.record_id.clone(), embedding);
+            hits.push(hit);
+        }
         hits.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
@@ -418,6 +431,33 @@ impl CandidateSource for PgCandidates<'_> {
         self.by_id
             .get(record_id)
             .is_some_and(|row| self.matched.contains(row))
+    }
+
+    fn states_change(&self, record_id: &str) -> bool {
+        self.row(record_id)
+            .is_some_and(|r| r.changes || !r.claim_keys.is_empty())
+    }
+
+    fn recorded_order(&self, record_id: &str) -> Option<(u64, u64)> {
+        let r = self.row(record_id)?;
+        Some((
+            u64::try_from(r.created_at_ms).ok()?,
+            u64::try_from(r.seq).ok()?,
+        ))
+    }
+
+    fn same_speaker(&self, a: &str, b: &str) -> bool {
+        let (Some(x), Some(y)) = (self.row(a), self.row(b)) else {
+            return false;
+        };
+        x.subject == y.subject
+            && (x.speaker.is_empty()
+                || y.speaker.is_empty()
+                || (x.speaker == y.speaker && x.role == y.role))
+    }
+
+    fn similarity(&self, a: &str, b: &str) -> Option<f32> {
+        Some(dot(self.vectors.get(a)?, self.vectors.get(b)?))
     }
 
     fn neighbours(&self, record_id: &str) -> Vec<String> {

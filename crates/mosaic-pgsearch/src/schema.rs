@@ -16,7 +16,8 @@
 //!   analyzer's terms and their frequencies (under a GIN index), the
 //!   document length, the speaker label's terms and role, the claim keys
 //!   and a publication sequence number; since version 3, whether the text
-//!   places something in time. The raw text is not kept.
+//!   places something in time; since version 4, whether it states a change.
+//!   The raw text is not kept.
 //! * `pgsearch_vector`: one row per live record of the vector target:
 //!   scope columns and a `vector(N)` under an HNSW index
 //!   (`vector_cosine_ops`). `N` is fixed when the schema is created.
@@ -41,7 +42,7 @@ use postgres::{Client, GenericClient};
 use crate::error::{PgSearchError, PgSearchResult};
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Tables whose rows belong to one tenant (row-level security forced).
 pub const TENANT_TABLES: &[&str] = &["pgsearch_lexical", "pgsearch_vector"];
@@ -160,6 +161,14 @@ const MIGRATION_V3: &str = r#"
 ALTER TABLE pgsearch_lexical ADD COLUMN timed BOOLEAN;
 "#;
 
+/// Version 4: whether a lexical row's text states a change
+/// (`mosaic_index::text::states_change`), for the ranker's update pairs.
+/// Rows published before version 4 hold NULL, read as "states no change"
+/// until the record is published again.
+const MIGRATION_V4: &str = r#"
+ALTER TABLE pgsearch_lexical ADD COLUMN changes BOOLEAN;
+"#;
+
 /// What the application role may do, table by table.
 const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("pgsearch_migrations", "SELECT"),
@@ -214,6 +223,10 @@ pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
     if current < 3 {
         tx.batch_execute(MIGRATION_V3)?;
         tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (3)", &[])?;
+    }
+    if current < 4 {
+        tx.batch_execute(MIGRATION_V4)?;
+        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (4)", &[])?;
     }
     check_dimension(&mut tx, dimension)?;
     tx.commit()?;

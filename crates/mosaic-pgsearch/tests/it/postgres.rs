@@ -663,6 +663,7 @@ mod shared_ranker {
         let mut compared = 0;
         let (mut speaker, mut recency, mut timed, mut structured, mut vector_only) =
             (0, 0, 0, 0, 0);
+        let mut updated = 0;
         for (i, text) in QUESTIONS.iter().enumerate() {
             let vector = embedder.embed(text).expect("embed");
             let claim_keys: &[String] = if i % 4 == 0 {
@@ -702,6 +703,7 @@ mod shared_ranker {
                     timed += usize::from(e.time_bonus > 0);
                     structured += usize::from(e.structured);
                     vector_only += usize::from(e.vector_rank.is_some() && e.lexical_rank.is_none());
+                    updated += usize::from(e.update_lift > 0);
                 }
                 for id in pg.record_ids() {
                     assert!(!removed.contains(id), "a tombstoned turn was ranked");
@@ -713,9 +715,14 @@ mod shared_ranker {
         assert_eq!(compared, QUESTIONS.len() * 3);
         // The comparison exercised every part of the fusion.
         assert!(
-            speaker > 0 && recency > 0 && timed > 0 && structured > 0 && vector_only > 0,
+            speaker > 0
+                && recency > 0
+                && timed > 0
+                && structured > 0
+                && vector_only > 0
+                && updated > 0,
             "speaker {speaker}, recency {recency}, time {timed}, structured {structured}, \
-             vector {vector_only}"
+             vector {vector_only}, update pairs {updated}"
         );
     }
 
@@ -733,7 +740,7 @@ mod shared_ranker {
                  ALTER TABLE pgsearch_lexical DROP COLUMN seq, DROP COLUMN analyzer,
                      DROP COLUMN doc_len, DROP COLUMN terms, DROP COLUMN tfs,
                      DROP COLUMN speaker, DROP COLUMN speaker_role, DROP COLUMN claim_keys,
-                     DROP COLUMN timed;
+                     DROP COLUMN timed, DROP COLUMN changes;
                  ALTER TABLE pgsearch_vector DROP COLUMN seq;
                  DROP SEQUENCE pgsearch_lexical_seq; DROP SEQUENCE pgsearch_vector_seq;
                  DELETE FROM pgsearch_migrations WHERE version >= 2;",
@@ -835,8 +842,8 @@ mod shared_ranker {
         let mut owner = factory.admin(&db).expect("admin");
         owner
             .batch_execute(
-                "ALTER TABLE pgsearch_lexical DROP COLUMN timed;
-                 DELETE FROM pgsearch_migrations WHERE version = 3;",
+                "ALTER TABLE pgsearch_lexical DROP COLUMN timed, DROP COLUMN changes;
+                 DELETE FROM pgsearch_migrations WHERE version >= 3;",
             )
             .expect("downgrade");
         assert_eq!(
