@@ -103,6 +103,9 @@ pub struct LexicalBackend {
     /// timeline ([`NO_DOC`] at either end), so a turn window is a few steps
     /// along these links rather than two walks into the timeline.
     links: Vec<[DocId; 2]>,
+    /// By doc: its length (1 for a doc not held), read for every doc of
+    /// every window scored, so kept apart from the rest of a doc.
+    lens: Vec<u32>,
     claims: HashMap<(String, String), BTreeSet<DocId>>,
 }
 
@@ -399,6 +402,53 @@ struct Pruning {
     scored: usize,
 }
 
+/// The eligible docs holding a walked query term, in one pruned read.
+struct Hits {
+    /// A hit's place in `tfs` and `solo`.
+    at: HashMap<DocId, u32, foldhash::fast::RandomState>,
+    /// Per hit, its frequency of each query term (in query-term order; 0
+    /// for a term not walked), as the postings give it.
+    tfs: Vec<f32>,
+    /// Per hit, what its walked terms score alone ([`WindowBm25::solo`]).
+    solo: Vec<f64>,
+    /// Query terms.
+    terms: usize,
+}
+
+impl Hits {
+    fn new(terms: usize) -> Self {
+        Hits {
+            at: HashMap::default(),
+            tfs: Vec::new(),
+            solo: Vec::new(),
+            terms,
+        }
+    }
+
+    fn add(&mut self, doc: DocId, term: usize, tf: u32, solo: f64) {
+        let next = u32::try_from(self.solo.len()).unwrap_or(u32::MAX);
+        let i = *self.at.entry(doc).or_insert(next) as usize;
+        if i == self.solo.len() {
+            self.tfs.resize(self.tfs.len() + self.terms, 0.0);
+            self.solo.push(0.0);
+        }
+        self.tfs[i * self.terms + term] += tf as f32;
+        self.solo[i] += solo;
+    }
+
+    /// What `doc`'s walked terms score alone (0 for a doc holding none).
+    fn solo(&self, doc: DocId) -> f64 {
+        self.at.get(&doc).map_or(0.0, |i| self.solo[*i as usize])
+    }
+
+    /// `doc`'s frequencies of the query terms, `None` for a doc holding none
+    /// of the walked ones.
+    fn tfs(&self, doc: DocId) -> Option<&[f32]> {
+        let i = *self.at.get(&doc)? as usize;
+        self.tfs.get(i * self.terms..(i + 1) * self.terms)
+    }
+}
+
 /// The scoring state of one pruned lexical read.
 struct ReadScores<'r> {
     index: &'r LexicalIndex,
@@ -410,30 +460,45 @@ struct ReadScores<'r> {
     /// Every doc scored, with its score.
     scored: Vec<(DocId, f32)>,
     seen: HashSet<DocId, foldhash::fast::RandomState>,
-    /// Docs' frequencies of the query terms, read off their own terms.
+    /// Docs' frequencies of the query terms, read off their own terms
+    /// (while some terms are not walked).
     tfs: HashMap<DocId, Option<Vec<f32>>, foldhash::fast::RandomState>,
     window_tf: Vec<f32>,
 }
 
 impl ReadScores<'_> {
     /// Scores `doc` over its eligible `window` (as `window_docs` gives it).
-    fn score_window(&mut self, doc: DocId, window: &[(DocId, usize)]) {
-        for d in std::iter::once(doc).chain(window.iter().map(|(d, _)| *d)) {
-            if !self.tfs.contains_key(&d) {
-                let tf = self.query_tfs(d);
-                self.tfs.insert(d, tf);
-            }
-        }
-        let tfs = &self.tfs;
+    /// `complete`: the hits of every query term, which then give every
+    /// doc's frequencies; else they are read off each doc's own terms.
+    fn score_window(&mut self, doc: DocId, window: &[(DocId, usize)], complete: Option<&Hits>) {
         let index = self.index;
-        let score = self.scorer.score(
-            self.idfs,
-            &mut self.window_tf,
-            doc,
-            window,
-            |d| index.doc_len(d),
-            |d| tfs.get(&d).and_then(|x| x.as_deref()),
-        );
+        let score = match complete {
+            Some(hits) => self.scorer.score(
+                self.idfs,
+                &mut self.window_tf,
+                doc,
+                window,
+                |d| index.doc_len(d),
+                |d| hits.tfs(d),
+            ),
+            None => {
+                for d in std::iter::once(doc).chain(window.iter().map(|(d, _)| *d)) {
+                    if !self.tfs.contains_key(&d) {
+                        let tf = self.query_tfs(d);
+                        self.tfs.insert(d, tf);
+                    }
+                }
+                let tfs = &self.tfs;
+                self.scorer.score(
+                    self.idfs,
+                    &mut self.window_tf,
+                    doc,
+                    window,
+                    |d| index.doc_len(d),
+                    |d| tfs.get(&d).and_then(|x| x.as_deref()),
+                )
+            }
+        };
         self.seen.insert(doc);
         self.scored.push((doc, score));
         self.top.push(score);
@@ -454,8 +519,12 @@ impl ReadScores<'_> {
 
     /// Scores the windows of the `k` hits that score highest alone, so the
     /// `k`th best score is a bar the terms not walked yet can be held to.
-    fn score_best(&mut self, bound: &HashMap<DocId, f64, foldhash::fast::RandomState>, k: usize) {
-        let mut best: Vec<(f64, DocId)> = bound.iter().map(|(d, b)| (*b, *d)).collect();
+    fn score_best(&mut self, hits: &Hits, k: usize) {
+        let mut best: Vec<(f64, DocId)> = hits
+            .at
+            .iter()
+            .map(|(d, i)| (hits.solo[*i as usize], *d))
+            .collect();
         let order = |x: &(f64, DocId), y: &(f64, DocId)| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1));
         if best.len() > k {
             best.select_nth_unstable_by(k - 1, order);
@@ -464,7 +533,7 @@ impl ReadScores<'_> {
         for (_, doc) in best {
             if !self.seen.contains(&doc) {
                 let window = self.index.window_docs(doc, self.docs, self.scorer.radius);
-                self.score_window(doc, &window);
+                self.score_window(doc, &window, None);
             }
         }
     }
@@ -546,6 +615,10 @@ impl Backend for LexicalBackend {
             self.links.resize(doc as usize + 1, [NO_DOC; 2]);
         }
         self.links[doc as usize] = [prev, next];
+        if self.lens.len() <= doc as usize {
+            self.lens.resize(doc as usize + 1, 1);
+        }
+        self.lens[doc as usize] = prepared.len;
         if let Some(l) = self.links.get_mut(prev as usize) {
             l[1] = doc;
         }
@@ -602,6 +675,9 @@ impl Backend for LexicalBackend {
                 l[0] = prev;
             }
             self.links[doc as usize] = [NO_DOC; 2];
+        }
+        if let Some(len) = self.lens.get_mut(doc as usize) {
+            *len = 1;
         }
         for key in &old.claims {
             if let Some(docs) = self.claims.get_mut(key) {
@@ -954,12 +1030,9 @@ impl LexicalIndex {
         bm25_idf(stats.n, df)
     }
 
+    /// A doc's length (1 for a doc not held).
     fn doc_len(&self, doc: DocId) -> f32 {
-        self.backend
-            .docs
-            .get(doc as usize)
-            .and_then(|d| d.as_ref())
-            .map_or(1, |d| d.len) as f32
+        self.backend.lens.get(doc as usize).copied().unwrap_or(1) as f32
     }
 
     /// The best `k` eligible docs by BM25 (over turn windows with
@@ -1038,9 +1111,9 @@ impl LexicalIndex {
             tfs: HashMap::default(),
             window_tf: vec![0.0; query.len()],
         };
-        // Each eligible doc holding a walked term: what its walked terms
-        // score alone.
-        let mut bound: HashMap<DocId, f64, foldhash::fast::RandomState> = HashMap::default();
+        // Each eligible doc holding a walked term: its frequencies and what
+        // its walked terms score alone.
+        let mut hits = Hits::new(query.len());
         for &qi in &order {
             let tid = query[qi].0;
             let lists: Vec<&[(DocId, u32)]> = stats
@@ -1053,7 +1126,7 @@ impl LexicalIndex {
             if postings >= LONG_POSTINGS {
                 // The best hits so far, scored, set the bar the terms left
                 // must clear.
-                read.score_best(&bound, k);
+                read.score_best(&hits, k);
                 let left: f64 = order
                     .iter()
                     .filter(|i| !walked[**i])
@@ -1068,12 +1141,8 @@ impl LexicalIndex {
             for list in lists {
                 for &(doc, tf) in list {
                     if docs.contains(doc) {
-                        let len = b
-                            .docs
-                            .get(doc as usize)
-                            .and_then(|d| d.as_ref())
-                            .map_or(0, |d| d.len);
-                        *bound.entry(doc).or_default() += scorer.solo(idfs[qi], tf, len);
+                        let len = b.lens.get(doc as usize).copied().unwrap_or(1);
+                        hits.add(doc, qi, tf, scorer.solo(idfs[qi], tf, len));
                     }
                 }
             }
@@ -1083,38 +1152,63 @@ impl LexicalIndex {
             .filter(|i| !walked[*i])
             .map(|i| gains[i])
             .sum();
-        let bound_of = |d: DocId| bound.get(&d).copied().unwrap_or(0.0);
+        // With every term walked the hits hold every doc's frequencies.
+        let complete = walked.iter().all(|w| *w).then_some(&hits);
         // Every window holding a hit lies within twice the radius of it.
-        let mut hits: Vec<(f64, DocId)> = bound
-            .iter()
-            .map(|(doc, own)| {
-                let near: f64 = self
-                    .window_docs(*doc, docs, 2 * radius)
-                    .iter()
-                    .map(|(d, _)| bound_of(*d))
-                    .sum();
-                (own + near + left, *doc)
-            })
-            .collect();
-        hits.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
-        pruning.hits = hits.len();
-        for (hit_bound, hit) in hits {
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        let mut ranked: Vec<(f64, DocId)> = Vec::with_capacity(hits.solo.len());
+        for (&doc, &i) in &hits.at {
+            self.window_sides(doc, docs, 2 * radius, &mut before, &mut after);
+            let near: f64 = before.iter().chain(&after).map(|d| hits.solo(*d)).sum();
+            ranked.push((hits.solo[i as usize] + near + left, doc));
+        }
+        ranked.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        pruning.hits = ranked.len();
+        // A hit's stretch of the timeline (its eligible docs within twice
+        // the radius, in time order): the window of each doc within the
+        // radius of the hit is read off it.
+        let mut line: Vec<DocId> = Vec::new();
+        let mut around: Vec<(DocId, usize)> = Vec::new();
+        for (hit_bound, hit) in ranked {
             if read.top.below(hit_bound) {
                 break;
             }
             pruning.hits_opened += 1;
-            let around = self.window_docs(hit, docs, radius);
-            for target in std::iter::once(hit).chain(around.iter().map(|(d, _)| *d)) {
+            self.window_sides(hit, docs, 2 * radius, &mut before, &mut after);
+            line.clear();
+            line.extend(before.iter().rev());
+            let at = line.len();
+            line.push(hit);
+            line.extend(&after);
+            let first = at - before.len().min(radius);
+            let last = at + after.len().min(radius);
+            for i in first..=last {
+                let target = line[i];
                 if read.seen.contains(&target) {
                     continue;
                 }
-                let window = self.window_docs(target, docs, radius);
-                let most =
-                    bound_of(target) + window.iter().map(|(d, _)| bound_of(*d)).sum::<f64>() + left;
+                around.clear();
+                around.extend(
+                    line[i.saturating_sub(radius)..i]
+                        .iter()
+                        .rev()
+                        .enumerate()
+                        .map(|(d, x)| (*x, d + 1)),
+                );
+                let end = (i + 1 + radius).min(line.len());
+                around.extend(
+                    line[i + 1..end]
+                        .iter()
+                        .enumerate()
+                        .map(|(d, x)| (*x, d + 1)),
+                );
+                let most = hits.solo(target)
+                    + around.iter().map(|(d, _)| hits.solo(*d)).sum::<f64>()
+                    + left;
                 if read.top.below(most) {
                     continue;
                 }
-                read.score_window(target, &window);
+                read.score_window(target, &around, complete);
             }
         }
         pruning.scored = read.scored.len();
@@ -1184,26 +1278,44 @@ impl LexicalIndex {
 
     /// Up to `radius` eligible docs on each side of `doc` in its subject's
     /// timeline, with their distance (1 = adjacent): those before it,
-    /// nearest first, then those after it. Steps along the timeline's
-    /// links, past ineligible docs.
+    /// nearest first, then those after it.
     fn window_docs(&self, doc: DocId, docs: &DocSet, radius: usize) -> Vec<(DocId, usize)> {
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        self.window_sides(doc, docs, radius, &mut before, &mut after);
+        before
+            .iter()
+            .enumerate()
+            .chain(after.iter().enumerate())
+            .map(|(i, d)| (*d, i + 1))
+            .collect()
+    }
+
+    /// Up to `radius` eligible docs before `doc` in its subject's timeline
+    /// and up to `radius` after it, each side nearest first, into `before`
+    /// and `after` (cleared first). Steps along the timeline's links, past
+    /// ineligible docs.
+    fn window_sides(
+        &self,
+        doc: DocId,
+        docs: &DocSet,
+        radius: usize,
+        before: &mut Vec<DocId>,
+        after: &mut Vec<DocId>,
+    ) {
         let links = &self.backend.links;
-        let mut out = Vec::with_capacity(2 * radius);
-        for side in [0, 1] {
+        for (side, out) in [(0, before), (1, after)] {
+            out.clear();
             let mut at = doc;
-            let mut found = 0;
-            while found < radius {
+            while out.len() < radius {
                 match links.get(at as usize) {
                     Some(l) if l[side] != NO_DOC => at = l[side],
                     _ => break,
                 }
                 if docs.contains(at) {
-                    found += 1;
-                    out.push((at, found));
+                    out.push(at);
                 }
             }
         }
-        out
     }
 
     /// The eligible docs just before and just after `doc` in its subject's
@@ -1659,7 +1771,7 @@ mod tests {
                 };
                 for &doc in docs.docs() {
                     let window = idx.window_docs(doc, &docs, scorer.radius);
-                    read.score_window(doc, &window);
+                    read.score_window(doc, &window, None);
                     let score = f64::from(read.scored.last().unwrap().1);
                     let bound: f64 = solo(doc) + window.iter().map(|(d, _)| solo(*d)).sum::<f64>();
                     assert!(score <= bound * (1.0 + 1e-6), "{score} > {bound}");
