@@ -989,18 +989,23 @@ impl LexicalIndex {
 
     fn stats(&self, docs: &DocSet) -> Option<Stats> {
         let b = &self.backend;
-        let mut partitions: Vec<u32> = docs
-            .docs()
-            .iter()
-            .filter_map(|d| {
-                b.docs
-                    .get(*d as usize)
-                    .and_then(|x| x.as_ref())
-                    .map(|x| x.partition)
+        // A doc keeps its partition while it lives, and a set is resolved
+        // again when the fence moves, so the set can keep them.
+        let partitions = docs
+            .partitions(|| {
+                let mut partitions: Vec<u32> = Vec::new();
+                for d in docs.docs() {
+                    if let Some(p) = b.docs.get(*d as usize).and_then(|x| x.as_ref())
+                        && partitions.last() != Some(&p.partition)
+                    {
+                        partitions.push(p.partition);
+                    }
+                }
+                partitions.sort_unstable();
+                partitions.dedup();
+                partitions
             })
-            .collect();
-        partitions.sort_unstable();
-        partitions.dedup();
+            .to_vec();
         let n: u64 = partitions
             .iter()
             .map(|p| b.partitions[*p as usize].n_docs)
@@ -1693,6 +1698,21 @@ mod tests {
             }
         }
         assert!(compared > 300, "{compared}");
+    }
+
+    /// A set's subjects are kept with it after a read, and found again once
+    /// a doc is added: the statistics then cover the new doc's subject.
+    #[test]
+    fn a_set_grown_after_a_read_counts_its_new_subject() {
+        let records: Vec<GenRecord> = vec![(0, 1, vec![0, 1]), (1, 2, vec![2]), (1, 3, vec![3, 4])];
+        let (idx, all) = generated(&records, &[], &[]);
+        let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+        docs.insert(all.docs()[0]);
+        let first = idx.stats(&docs).unwrap();
+        assert_eq!((first.partitions.len(), first.n), (1, 1));
+        docs.insert(all.docs()[1]);
+        let grown = idx.stats(&docs).unwrap();
+        assert_eq!((grown.partitions.len(), grown.n), (2, 3));
     }
 
     /// The per-doc and per-term bounds the pruned scorer relies on hold for
