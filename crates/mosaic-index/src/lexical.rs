@@ -17,7 +17,7 @@
 //! subject's records in time order (neighbouring-record context).
 //! Not useful for: paraphrase (see the vector index).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
@@ -101,8 +101,18 @@ pub struct LexicalBackend {
     partition_ids: HashMap<(String, String), u32>,
     partitions: Vec<Partition>,
     docs: Vec<Option<LexDoc>>,
+    /// By doc: the docs just before and just after it in its subject's
+    /// timeline ([`NO_DOC`] at either end), so a turn window is a few steps
+    /// along these links rather than two walks into the timeline.
+    links: Vec<[DocId; 2]>,
+    /// By doc: its length (1 for a doc not held), read for every doc of
+    /// every window scored, so kept apart from the rest of a doc.
+    lens: Vec<u32>,
     claims: HashMap<(String, String), BTreeSet<DocId>>,
 }
+
+/// No doc: the end of a timeline's links.
+const NO_DOC: DocId = DocId::MAX;
 
 /// Prepared lexical document: what BM25 and the speaker prior need of a
 /// text, as the analyzer (`text::terms`) gives it. The PostgreSQL lexical
@@ -161,12 +171,117 @@ pub fn bm25_avgdl(n: u64, total_len: u64) -> f32 {
     (total_len as f32 / n as f32).max(1.0)
 }
 
+/// BM25 over turn windows as one read computes it: [`bm25_scores`] and the
+/// in-memory target's pruned top-k score a doc with the same operations in
+/// the same order, so both give the same floats.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WindowBm25 {
+    k1: f32,
+    b: f32,
+    /// Weight of a neighbour at distance 1 (0 without windows).
+    w: f32,
+    /// Neighbours on each side (0 without windows).
+    radius: usize,
+    /// The length a window is normalised by: the average doc length, times
+    /// the window's mass with windows.
+    avg: f32,
+}
+
+impl WindowBm25 {
+    pub(crate) fn new(params: &LexicalParams, avgdl: f32) -> Self {
+        let k1 = params.k1_permille as f32 / 1000.0;
+        let b = params.b_permille as f32 / 1000.0;
+        if params.window_permille == 0 {
+            return WindowBm25 {
+                k1,
+                b,
+                w: 0.0,
+                radius: 0,
+                avg: avgdl,
+            };
+        }
+        // A turn window: the doc plus up to `window_radius` eligible
+        // neighbours on each side in its subject's timeline; a neighbour at
+        // distance d weighs w^d in term counts and length.
+        let w = params.window_permille as f32 / 1000.0;
+        let radius = params.window_radius.max(1);
+        let side_mass: f32 = (1..=radius).map(|d| w.powi(d as i32)).sum();
+        WindowBm25 {
+            k1,
+            b,
+            w,
+            radius,
+            avg: avgdl * (1.0 + 2.0 * side_mass),
+        }
+    }
+
+    fn bm25(&self, tf: f32, len: f32) -> f32 {
+        tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * len / self.avg))
+    }
+
+    /// The score of `doc` over its window `around` (eligible neighbours
+    /// with their distance, as [`LexicalIndex::window_docs`] lists them):
+    /// `tf` gives a doc's frequency of each query term (in query-term
+    /// order, `idfs`' order), `None` for a doc holding none.
+    pub(crate) fn score<'t, D: Copy>(
+        &self,
+        idfs: &[f32],
+        window_tf: &mut [f32],
+        doc: D,
+        around: &[(D, usize)],
+        doc_len: impl Fn(D) -> f32,
+        tf: impl Fn(D) -> Option<&'t [f32]>,
+    ) -> f32 {
+        window_tf.fill(0.0);
+        let mut len = doc_len(doc);
+        if let Some(own) = tf(doc) {
+            window_tf.iter_mut().zip(own).for_each(|(t, x)| *t += x);
+        }
+        for &(d, dist) in around {
+            let weight = self.w.powi(dist as i32);
+            len += weight * doc_len(d);
+            if let Some(tf) = tf(d) {
+                window_tf
+                    .iter_mut()
+                    .zip(tf)
+                    .for_each(|(t, x)| *t += weight * x);
+            }
+        }
+        window_tf
+            .iter()
+            .zip(idfs)
+            .filter(|(tf, _)| **tf > 0.0)
+            .map(|(tf, idf)| idf * self.bm25(*tf, len))
+            .sum()
+    }
+
+    /// The most one doc's terms can add to the score of any window holding
+    /// it, at any distance: `idf * bm25(tf, len)` of the doc alone, per
+    /// term, in `f64`. BM25 is concave in a window's term count (so the
+    /// count's parts add at most their own scores), falls as the window
+    /// grows (a window is at least as long as any of its docs' weighted
+    /// length), and a doc's own weighted count and length score at most
+    /// what it scores at weight 1. Needs `b <= 1`.
+    fn solo(&self, idf: f32, tf: u32, len: u32) -> f64 {
+        let (k1, b, avg) = (f64::from(self.k1), f64::from(self.b), f64::from(self.avg));
+        let tf = f64::from(tf);
+        f64::from(idf) * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * f64::from(len) / avg))
+    }
+
+    /// The most a term of inverse frequency `idf` can add to any window's
+    /// score: BM25 saturates below `k1 + 1`.
+    fn gain(&self, idf: f32) -> f64 {
+        f64::from(idf) * (f64::from(self.k1) + 1.0)
+    }
+}
+
 /// BM25 scores, optionally over turn windows, of every doc in `tfs` (the
 /// eligible docs matching a query term: their frequency of each query
 /// term, in query-term order) and, with windows, of their window docs.
 /// `doc_len` gives a doc's length, `window` a doc's eligible window docs
-/// with their distance. Unsorted. Shared by the in-memory index and the
-/// PostgreSQL candidate source, so both compute the same floats.
+/// with their distance. Unsorted. Shared by the in-memory index (as the
+/// reference its pruned top-k is checked against) and the PostgreSQL
+/// candidate source, so both compute the same floats.
 pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord, S: std::hash::BuildHasher + Default>(
     tfs: &HashMap<D, Vec<f32>, S>,
     idfs: &[f32],
@@ -175,34 +290,19 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord, S: std::hash::BuildHash
     doc_len: impl Fn(D) -> f32,
     window: impl Fn(D, usize) -> Vec<(D, usize)>,
 ) -> Vec<(D, f32)> {
-    let window_permille = params.window_permille;
-    let k1 = params.k1_permille as f32 / 1000.0;
-    let b_len = params.b_permille as f32 / 1000.0;
-    let bm25 = |tf: f32, len: f32, avg: f32| -> f32 {
-        tf * (k1 + 1.0) / (tf + k1 * (1.0 - b_len + b_len * len / avg))
-    };
-    if window_permille == 0 {
+    let scorer = WindowBm25::new(params, avgdl);
+    let mut window_tf = vec![0.0f32; idfs.len()];
+    let tf = |d: D| tfs.get(&d).map(Vec::as_slice);
+    if scorer.radius == 0 {
         return tfs
-            .iter()
-            .map(|(doc, tf)| {
-                let len = doc_len(*doc);
-                let s = idfs
-                    .iter()
-                    .zip(tf)
-                    .filter(|(_, tf)| **tf > 0.0)
-                    .map(|(idf, tf)| idf * bm25(*tf, len, avgdl))
-                    .sum();
+            .keys()
+            .map(|doc| {
+                let s = scorer.score(idfs, &mut window_tf, *doc, &[], &doc_len, tf);
                 (*doc, s)
             })
             .collect();
     }
-    // A turn window: the doc plus up to `window_radius` eligible
-    // neighbours on each side in its subject's timeline; a neighbour at
-    // distance d weighs w^d in term counts and length.
-    let w = window_permille as f32 / 1000.0;
-    let radius = params.window_radius.max(1);
-    let side_mass: f32 = (1..=radius).map(|d| w.powi(d as i32)).sum();
-    let avg = avgdl * (1.0 + 2.0 * side_mass);
+    let radius = scorer.radius;
     // The windows of the matching docs are asked for once: they name the
     // targets, then score them.
     let mut targets: Vec<D> = Vec::with_capacity(tfs.len() * (1 + 2 * radius));
@@ -216,16 +316,10 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord, S: std::hash::BuildHash
     }
     targets.sort_unstable();
     targets.dedup();
-    let mut window_tf = vec![0.0f32; idfs.len()];
     let mut asked: Vec<(D, usize)> = Vec::new();
     targets
         .iter()
         .map(|doc| {
-            window_tf.fill(0.0);
-            let mut len = doc_len(*doc);
-            if let Some(own) = tfs.get(doc) {
-                window_tf.iter_mut().zip(own).for_each(|(t, x)| *t += x);
-            }
             let around = match windows.get(doc) {
                 Some(known) => known,
                 None => {
@@ -233,57 +327,220 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord, S: std::hash::BuildHash
                     &asked
                 }
             };
-            for &(d, dist) in around {
-                let weight = w.powi(dist as i32);
-                len += weight * doc_len(d);
-                if let Some(tf) = tfs.get(&d) {
-                    window_tf
-                        .iter_mut()
-                        .zip(tf)
-                        .for_each(|(t, x)| *t += weight * x);
-                }
-            }
-            let s = window_tf
-                .iter()
-                .zip(idfs)
-                .filter(|(tf, _)| **tf > 0.0)
-                .map(|(tf, idf)| idf * bm25(*tf, len, avg))
-                .sum();
+            let s = scorer.score(idfs, &mut window_tf, *doc, around, &doc_len, tf);
             (*doc, s)
         })
         .collect()
 }
 
-/// A partition's eligible docs are listed in timeline order for a read
-/// when its matching docs are at least this fraction (1/n) of its docs
-/// (see [`LexicalIndex::eligible_timelines`]).
-const DENSE_TIMELINE: u64 = 8;
+/// A query term with at least this many postings in the partitions a read
+/// searches is walked only if the terms left can still change the best `k`
+/// (see [`LexicalIndex::score`]): deciding costs scoring the best hits
+/// found so far, worth it only to skip a long list.
+const LONG_POSTINGS: usize = 1_024;
 
-/// The eligible docs of some partitions in timeline order, for one read:
-/// a doc's window is then read off its list.
-#[derive(Default)]
-struct EligibleTimelines {
-    lists: Vec<Vec<DocId>>,
-    /// A listed doc's list and place in it.
-    place: HashMap<DocId, (usize, usize), foldhash::fast::RandomState>,
+/// Room a bound is given over the score it is compared with: far above
+/// the rounding of the `f32` sums a score is made of.
+const BOUND_SLACK: f64 = 1e-4;
+
+/// The `k` best scores found in one read, lowest on top.
+struct TopScores {
+    k: usize,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<TotalF32>>,
 }
 
-impl EligibleTimelines {
-    /// What [`LexicalIndex::window_docs`] answers for a listed doc (the
-    /// eligible docs before it, nearest first, then those after it, with
-    /// their distance), or `None` for a doc in no list.
-    fn window(&self, doc: DocId, radius: usize) -> Option<Vec<(DocId, usize)>> {
-        let &(list, i) = self.place.get(&doc)?;
-        let list = &self.lists[list];
-        let before = list[..i].iter().rev().take(radius);
-        let after = list[i + 1..].iter().take(radius);
-        Some(
-            before
-                .enumerate()
-                .chain(after.enumerate())
-                .map(|(d, x)| (*x, d + 1))
-                .collect(),
-        )
+/// An `f32` ordered by `total_cmp`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct TotalF32(f32);
+
+impl Eq for TotalF32 {}
+
+impl PartialOrd for TotalF32 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for TotalF32 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl TopScores {
+    fn new(k: usize) -> Self {
+        TopScores {
+            k,
+            heap: std::collections::BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    fn push(&mut self, score: f32) {
+        self.heap.push(std::cmp::Reverse(TotalF32(score)));
+        if self.heap.len() > self.k {
+            self.heap.pop();
+        }
+    }
+
+    /// Whether a doc whose score is at most `bound` cannot be among the
+    /// best `k`: `k` docs already score above it, rounding allowed for. A
+    /// bound equal to the `k`th best is not below it (the doc could tie
+    /// and come first by record id).
+    fn below(&self, bound: f64) -> bool {
+        self.heap.len() >= self.k
+            && self.heap.peek().is_some_and(|std::cmp::Reverse(kth)| {
+                bound * (1.0 + BOUND_SLACK) + BOUND_SLACK < f64::from(kth.0)
+            })
+    }
+}
+
+/// How much of the work a pruned lexical read did (for tests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Pruning {
+    /// Query terms whose postings were walked.
+    terms_walked: usize,
+    /// Eligible docs holding a walked term.
+    hits: usize,
+    /// Hits whose windows were looked at.
+    hits_opened: usize,
+    /// Docs scored.
+    scored: usize,
+}
+
+/// The eligible docs holding a walked query term, in one pruned read.
+struct Hits {
+    /// A hit's place in `tfs` and `solo`.
+    at: HashMap<DocId, u32, foldhash::fast::RandomState>,
+    /// Per hit, its frequency of each query term (in query-term order; 0
+    /// for a term not walked), as the postings give it.
+    tfs: Vec<f32>,
+    /// Per hit, what its walked terms score alone ([`WindowBm25::solo`]).
+    solo: Vec<f64>,
+    /// Query terms.
+    terms: usize,
+}
+
+impl Hits {
+    fn new(terms: usize) -> Self {
+        Hits {
+            at: HashMap::default(),
+            tfs: Vec::new(),
+            solo: Vec::new(),
+            terms,
+        }
+    }
+
+    fn add(&mut self, doc: DocId, term: usize, tf: u32, solo: f64) {
+        let next = u32::try_from(self.solo.len()).unwrap_or(u32::MAX);
+        let i = *self.at.entry(doc).or_insert(next) as usize;
+        if i == self.solo.len() {
+            self.tfs.resize(self.tfs.len() + self.terms, 0.0);
+            self.solo.push(0.0);
+        }
+        self.tfs[i * self.terms + term] += tf as f32;
+        self.solo[i] += solo;
+    }
+
+    /// What `doc`'s walked terms score alone (0 for a doc holding none).
+    fn solo(&self, doc: DocId) -> f64 {
+        self.at.get(&doc).map_or(0.0, |i| self.solo[*i as usize])
+    }
+
+    /// `doc`'s frequencies of the query terms, `None` for a doc holding none
+    /// of the walked ones.
+    fn tfs(&self, doc: DocId) -> Option<&[f32]> {
+        let i = *self.at.get(&doc)? as usize;
+        self.tfs.get(i * self.terms..(i + 1) * self.terms)
+    }
+}
+
+/// The scoring state of one pruned lexical read.
+struct ReadScores<'r> {
+    index: &'r LexicalIndex,
+    query: &'r [(u32, f32)],
+    idfs: &'r [f32],
+    scorer: WindowBm25,
+    docs: &'r DocSet,
+    top: TopScores,
+    /// Every doc scored, with its score.
+    scored: Vec<(DocId, f32)>,
+    seen: HashSet<DocId, foldhash::fast::RandomState>,
+    /// Docs' frequencies of the query terms, read off their own terms
+    /// (while some terms are not walked).
+    tfs: HashMap<DocId, Option<Vec<f32>>, foldhash::fast::RandomState>,
+    window_tf: Vec<f32>,
+}
+
+impl ReadScores<'_> {
+    /// Scores `doc` over its eligible `window` (as `window_docs` gives it).
+    /// `complete`: the hits of every query term, which then give every
+    /// doc's frequencies; else they are read off each doc's own terms.
+    fn score_window(&mut self, doc: DocId, window: &[(DocId, usize)], complete: Option<&Hits>) {
+        let index = self.index;
+        let score = match complete {
+            Some(hits) => self.scorer.score(
+                self.idfs,
+                &mut self.window_tf,
+                doc,
+                window,
+                |d| index.doc_len(d),
+                |d| hits.tfs(d),
+            ),
+            None => {
+                for d in std::iter::once(doc).chain(window.iter().map(|(d, _)| *d)) {
+                    if !self.tfs.contains_key(&d) {
+                        let tf = self.query_tfs(d);
+                        self.tfs.insert(d, tf);
+                    }
+                }
+                let tfs = &self.tfs;
+                self.scorer.score(
+                    self.idfs,
+                    &mut self.window_tf,
+                    doc,
+                    window,
+                    |d| index.doc_len(d),
+                    |d| tfs.get(&d).and_then(|x| x.as_deref()),
+                )
+            }
+        };
+        self.seen.insert(doc);
+        self.scored.push((doc, score));
+        self.top.push(score);
+    }
+
+    /// `doc`'s frequency of each query term (as the postings give it), or
+    /// `None` when it holds none.
+    fn query_tfs(&self, doc: DocId) -> Option<Vec<f32>> {
+        let d = self.index.backend.docs.get(doc as usize)?.as_ref()?;
+        let mut out: Option<Vec<f32>> = None;
+        for (tid, tf) in &d.terms {
+            if let Some(qi) = self.query.iter().position(|(q, _)| q == tid) {
+                out.get_or_insert_with(|| vec![0.0; self.query.len()])[qi] += *tf as f32;
+            }
+        }
+        out
+    }
+
+    /// Scores the windows of the `k` hits that score highest alone, so the
+    /// `k`th best score is a bar the terms not walked yet can be held to.
+    fn score_best(&mut self, hits: &Hits, k: usize) {
+        let mut best: Vec<(f64, DocId)> = hits
+            .at
+            .iter()
+            .map(|(d, i)| (hits.solo[*i as usize], *d))
+            .collect();
+        let order = |x: &(f64, DocId), y: &(f64, DocId)| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1));
+        if best.len() > k {
+            best.select_nth_unstable_by(k - 1, order);
+            best.truncate(k);
+        }
+        for (_, doc) in best {
+            if !self.seen.contains(&doc) {
+                let window = self.index.window_docs(doc, self.docs, self.scorer.radius);
+                self.score_window(doc, &window, None);
+            }
+        }
     }
 }
 
@@ -347,7 +604,32 @@ impl Backend for LexicalBackend {
         }
         partition.n_docs += 1;
         partition.total_len += u64::from(prepared.len);
-        partition.timeline.insert((entry.created_at_unix_ms, doc));
+        let key = (entry.created_at_unix_ms, doc);
+        partition.timeline.insert(key);
+        let prev = partition
+            .timeline
+            .range(..key)
+            .next_back()
+            .map_or(NO_DOC, |(_, d)| *d);
+        let next = partition
+            .timeline
+            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+            .next()
+            .map_or(NO_DOC, |(_, d)| *d);
+        if self.links.len() <= doc as usize {
+            self.links.resize(doc as usize + 1, [NO_DOC; 2]);
+        }
+        self.links[doc as usize] = [prev, next];
+        if self.lens.len() <= doc as usize {
+            self.lens.resize(doc as usize + 1, 1);
+        }
+        self.lens[doc as usize] = prepared.len;
+        if let Some(l) = self.links.get_mut(prev as usize) {
+            l[1] = doc;
+        }
+        if let Some(l) = self.links.get_mut(next as usize) {
+            l[0] = doc;
+        }
         for claim in &entry.claim_keys {
             self.claims
                 .entry((entry.scope.tenant_id.clone(), claim.clone()))
@@ -391,6 +673,18 @@ impl Backend for LexicalBackend {
         partition.n_docs = partition.n_docs.saturating_sub(1);
         partition.total_len = partition.total_len.saturating_sub(u64::from(old.len));
         partition.timeline.remove(&(old.created_at_unix_ms, doc));
+        if let Some([prev, next]) = self.links.get(doc as usize).copied() {
+            if let Some(l) = self.links.get_mut(prev as usize) {
+                l[1] = next;
+            }
+            if let Some(l) = self.links.get_mut(next as usize) {
+                l[0] = prev;
+            }
+            self.links[doc as usize] = [NO_DOC; 2];
+        }
+        if let Some(len) = self.lens.get_mut(doc as usize) {
+            *len = 1;
+        }
         for key in &old.claims {
             if let Some(docs) = self.claims.get_mut(key) {
                 docs.remove(&doc);
@@ -701,18 +995,23 @@ impl LexicalIndex {
 
     fn stats(&self, docs: &DocSet) -> Option<Stats> {
         let b = &self.backend;
-        let mut partitions: Vec<u32> = docs
-            .docs()
-            .iter()
-            .filter_map(|d| {
-                b.docs
-                    .get(*d as usize)
-                    .and_then(|x| x.as_ref())
-                    .map(|x| x.partition)
+        // A doc keeps its partition while it lives, and a set is resolved
+        // again when the fence moves, so the set can keep them.
+        let partitions = docs
+            .partitions(|| {
+                let mut partitions: Vec<u32> = Vec::new();
+                for d in docs.docs() {
+                    if let Some(p) = b.docs.get(*d as usize).and_then(|x| x.as_ref())
+                        && partitions.last() != Some(&p.partition)
+                    {
+                        partitions.push(p.partition);
+                    }
+                }
+                partitions.sort_unstable();
+                partitions.dedup();
+                partitions
             })
-            .collect();
-        partitions.sort_unstable();
-        partitions.dedup();
+            .to_vec();
         let n: u64 = partitions
             .iter()
             .map(|p| b.partitions[*p as usize].n_docs)
@@ -742,18 +1041,197 @@ impl LexicalIndex {
         bm25_idf(stats.n, df)
     }
 
+    /// A doc's length (1 for a doc not held).
     fn doc_len(&self, doc: DocId) -> f32 {
-        self.backend
-            .docs
-            .get(doc as usize)
-            .and_then(|d| d.as_ref())
-            .map_or(1, |d| d.len) as f32
+        self.backend.lens.get(doc as usize).copied().unwrap_or(1) as f32
+    }
+
+    /// The best `k` eligible docs by BM25 (over turn windows with
+    /// `params`' windows), best first, ties by record id: the exhaustive
+    /// scorer's answer ([`LexicalIndex::score_exhaustive`]), to the bit,
+    /// with only the docs that can still be among the best `k` scored.
+    ///
+    /// Dynamic pruning in the manner of MaxScore, with bounds that hold for
+    /// a turn window whatever its neighbours lend it:
+    ///
+    /// - per term, `idf (k1 + 1)` ([`WindowBm25::gain`]): no window scores
+    ///   more for a term. Terms are walked highest bound first; before a
+    ///   long posting list is walked, the best hits so far are scored, and
+    ///   once the `k`th best score found is above what the terms not walked
+    ///   can give together, they are not walked at all (a speaker's name
+    ///   that half of a subject's records hold). The docs found are still
+    ///   scored for every query term, read off their own terms.
+    /// - per doc, what its walked terms score alone ([`WindowBm25::solo`]):
+    ///   a window scores at most the sum of its docs' bounds plus the
+    ///   terms not walked. A hit's bound sums the docs within twice the
+    ///   radius of it, so it bounds every window holding it; hits are taken
+    ///   highest bound first, and the walk stops at the first whose bound
+    ///   is below the `k`th best score found. Each window around a hit is
+    ///   bounded again on its own docs before its score is computed.
+    ///
+    /// A doc none of whose windows could reach the `k`th best is never
+    /// scored, so it could not have been among the best `k`; every score
+    /// computed is the exhaustive one (the same [`WindowBm25::score`] over
+    /// the same window). Bounds are compared with room for rounding.
+    fn score(
+        &self,
+        query: &[(u32, f32)],
+        docs: &DocSet,
+        stats: &Stats,
+        params: &LexicalParams,
+        k: usize,
+    ) -> Vec<(DocId, f32)> {
+        self.score_pruned(query, docs, stats, params, k).0
+    }
+
+    /// [`LexicalIndex::score`], with how much of the work it did.
+    fn score_pruned(
+        &self,
+        query: &[(u32, f32)],
+        docs: &DocSet,
+        stats: &Stats,
+        params: &LexicalParams,
+        k: usize,
+    ) -> (Vec<(DocId, f32)>, Pruning) {
+        if k == 0 || query.is_empty() {
+            return (Vec::new(), Pruning::default());
+        }
+        // The per-doc bound needs BM25 to fall as a window grows (b <= 1).
+        if params.b_permille > 1_000 {
+            let scored = self.score_exhaustive(query, docs, stats, params, k);
+            return (scored, Pruning::default());
+        }
+        let b = &self.backend;
+        let scorer = WindowBm25::new(params, stats.avgdl);
+        let radius = scorer.radius;
+        let idfs: Vec<f32> = query.iter().map(|(tid, _)| self.idf(stats, *tid)).collect();
+        let gains: Vec<f64> = idfs.iter().map(|idf| scorer.gain(*idf)).collect();
+        let mut order: Vec<usize> = (0..query.len()).collect();
+        order.sort_by(|x, y| gains[*y].total_cmp(&gains[*x]).then(x.cmp(y)));
+        let mut walked = vec![false; query.len()];
+        let mut pruning = Pruning::default();
+        let mut read = ReadScores {
+            index: self,
+            query,
+            idfs: &idfs,
+            scorer,
+            docs,
+            top: TopScores::new(k),
+            scored: Vec::new(),
+            seen: HashSet::default(),
+            tfs: HashMap::default(),
+            window_tf: vec![0.0; query.len()],
+        };
+        // Each eligible doc holding a walked term: its frequencies and what
+        // its walked terms score alone.
+        let mut hits = Hits::new(query.len());
+        for &qi in &order {
+            let tid = query[qi].0;
+            let lists: Vec<&[(DocId, u32)]> = stats
+                .partitions
+                .iter()
+                .filter_map(|p| b.partitions[*p as usize].postings.get(&tid))
+                .map(Vec::as_slice)
+                .collect();
+            let postings: usize = lists.iter().map(|l| l.len()).sum();
+            if postings >= LONG_POSTINGS {
+                // The best hits so far, scored, set the bar the terms left
+                // must clear.
+                read.score_best(&hits, k);
+                let left: f64 = order
+                    .iter()
+                    .filter(|i| !walked[**i])
+                    .map(|i| gains[*i])
+                    .sum();
+                if read.top.below(left) {
+                    break;
+                }
+            }
+            walked[qi] = true;
+            pruning.terms_walked += 1;
+            for list in lists {
+                for &(doc, tf) in list {
+                    if docs.contains(doc) {
+                        let len = b.lens.get(doc as usize).copied().unwrap_or(1);
+                        hits.add(doc, qi, tf, scorer.solo(idfs[qi], tf, len));
+                    }
+                }
+            }
+        }
+        // What the terms not walked can add to any window.
+        let left: f64 = (0..query.len())
+            .filter(|i| !walked[*i])
+            .map(|i| gains[i])
+            .sum();
+        // With every term walked the hits hold every doc's frequencies.
+        let complete = walked.iter().all(|w| *w).then_some(&hits);
+        // Every window holding a hit lies within twice the radius of it.
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        let mut ranked: Vec<(f64, DocId)> = Vec::with_capacity(hits.solo.len());
+        for (&doc, &i) in &hits.at {
+            self.window_sides(doc, docs, 2 * radius, &mut before, &mut after);
+            let near: f64 = before.iter().chain(&after).map(|d| hits.solo(*d)).sum();
+            ranked.push((hits.solo[i as usize] + near + left, doc));
+        }
+        ranked.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        pruning.hits = ranked.len();
+        // A hit's stretch of the timeline (its eligible docs within twice
+        // the radius, in time order): the window of each doc within the
+        // radius of the hit is read off it.
+        let mut line: Vec<DocId> = Vec::new();
+        let mut around: Vec<(DocId, usize)> = Vec::new();
+        for (hit_bound, hit) in ranked {
+            if read.top.below(hit_bound) {
+                break;
+            }
+            pruning.hits_opened += 1;
+            self.window_sides(hit, docs, 2 * radius, &mut before, &mut after);
+            line.clear();
+            line.extend(before.iter().rev());
+            let at = line.len();
+            line.push(hit);
+            line.extend(&after);
+            let first = at - before.len().min(radius);
+            let last = at + after.len().min(radius);
+            for i in first..=last {
+                let target = line[i];
+                if read.seen.contains(&target) {
+                    continue;
+                }
+                around.clear();
+                around.extend(
+                    line[i.saturating_sub(radius)..i]
+                        .iter()
+                        .rev()
+                        .enumerate()
+                        .map(|(d, x)| (*x, d + 1)),
+                );
+                let end = (i + 1 + radius).min(line.len());
+                around.extend(
+                    line[i + 1..end]
+                        .iter()
+                        .enumerate()
+                        .map(|(d, x)| (*x, d + 1)),
+                );
+                let most = hits.solo(target)
+                    + around.iter().map(|(d, _)| hits.solo(*d)).sum::<f64>()
+                    + left;
+                if read.top.below(most) {
+                    continue;
+                }
+                read.score_window(target, &around, complete);
+            }
+        }
+        pruning.scored = read.scored.len();
+        let scored = std::mem::take(&mut read.scored);
+        (self.best_k(scored, k), pruning)
     }
 
     /// Scores every eligible doc matching a query term (and, with windows,
     /// their eligible neighbours); the best `k`, best first, ties by record
-    /// id.
-    fn score(
+    /// id. The reference [`LexicalIndex::score`] is checked against, and
+    /// what it answers when BM25's `b` is above 1 (no pruning bound holds).
+    fn score_exhaustive(
         &self,
         query: &[(u32, f32)],
         docs: &DocSet,
@@ -779,26 +1257,21 @@ impl LexicalIndex {
                 }
             }
         }
-        let timelines = if params.window_permille > 0 {
-            self.eligible_timelines(tfs.keys().copied(), docs)
-        } else {
-            EligibleTimelines::default()
-        };
-        let mut scored = bm25_scores(
+        let scored = bm25_scores(
             &tfs,
             &idfs,
             stats.avgdl,
             params,
             |d| self.doc_len(d),
-            |d, radius| {
-                timelines
-                    .window(d, radius)
-                    .unwrap_or_else(|| self.window_docs(d, docs, radius))
-            },
+            |d, radius| self.window_docs(d, docs, radius),
         );
-        // Best first; equal scores by record id (a total order: a doc has
-        // one record id), so the best `k` are picked before they are
-        // sorted, rather than sorting every scored doc.
+        self.best_k(scored, k)
+    }
+
+    /// The best `k` of `scored`, best first; equal scores by record id (a
+    /// total order: a doc has one record id), so the best `k` are picked
+    /// before they are sorted, rather than sorting every scored doc.
+    fn best_k(&self, mut scored: Vec<(DocId, f32)>, k: usize) -> Vec<(DocId, f32)> {
         let order = |a: &(DocId, f32), b: &(DocId, f32)| {
             b.1.total_cmp(&a.1)
                 .then_with(|| self.record_of(a.0).cmp(&self.record_of(b.0)))
@@ -814,68 +1287,46 @@ impl LexicalIndex {
         scored
     }
 
-    /// The eligible docs, in timeline order, of each partition where the
-    /// `matching` docs are at least [`DENSE_TIMELINE`]th of its docs: a
-    /// walk of the whole timeline then costs less than two walks into it
-    /// per window would (a read asks for the window of every matching doc
-    /// and of each of their neighbours). Other partitions are left out,
-    /// so a rare term in a large subject walks only its docs' windows.
-    fn eligible_timelines(
-        &self,
-        matching: impl Iterator<Item = DocId>,
-        docs: &DocSet,
-    ) -> EligibleTimelines {
-        let b = &self.backend;
-        let mut per_partition: HashMap<u32, u64, foldhash::fast::RandomState> = HashMap::default();
-        for doc in matching {
-            if let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) {
-                *per_partition.entry(d.partition).or_default() += 1;
-            }
-        }
-        let mut timelines = EligibleTimelines::default();
-        for (p, count) in per_partition {
-            let partition = &b.partitions[p as usize];
-            if count * DENSE_TIMELINE < partition.n_docs {
-                continue;
-            }
-            let list: Vec<DocId> = partition
-                .timeline
-                .iter()
-                .map(|(_, doc)| *doc)
-                .filter(|doc| docs.contains(*doc))
-                .collect();
-            let at = timelines.lists.len();
-            for (i, doc) in list.iter().enumerate() {
-                timelines.place.insert(*doc, (at, i));
-            }
-            timelines.lists.push(list);
-        }
-        timelines
+    /// Up to `radius` eligible docs on each side of `doc` in its subject's
+    /// timeline, with their distance (1 = adjacent): those before it,
+    /// nearest first, then those after it.
+    fn window_docs(&self, doc: DocId, docs: &DocSet, radius: usize) -> Vec<(DocId, usize)> {
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        self.window_sides(doc, docs, radius, &mut before, &mut after);
+        before
+            .iter()
+            .enumerate()
+            .chain(after.iter().enumerate())
+            .map(|(i, d)| (*d, i + 1))
+            .collect()
     }
 
-    /// Up to `radius` eligible docs on each side of `doc` in its subject's
-    /// timeline, with their distance (1 = adjacent).
-    fn window_docs(&self, doc: DocId, docs: &DocSet, radius: usize) -> Vec<(DocId, usize)> {
-        let b = &self.backend;
-        let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) else {
-            return Vec::new();
-        };
-        let timeline = &b.partitions[d.partition as usize].timeline;
-        let key = (d.created_at_unix_ms, doc);
-        let before = timeline
-            .range(..key)
-            .rev()
-            .filter(|(_, x)| docs.contains(*x))
-            .take(radius);
-        let after = timeline
-            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
-            .filter(|(_, x)| docs.contains(*x))
-            .take(radius);
-        before
-            .enumerate()
-            .chain(after.enumerate())
-            .map(|(i, (_, x))| (*x, i + 1))
-            .collect()
+    /// Up to `radius` eligible docs before `doc` in its subject's timeline
+    /// and up to `radius` after it, each side nearest first, into `before`
+    /// and `after` (cleared first). Steps along the timeline's links, past
+    /// ineligible docs.
+    fn window_sides(
+        &self,
+        doc: DocId,
+        docs: &DocSet,
+        radius: usize,
+        before: &mut Vec<DocId>,
+        after: &mut Vec<DocId>,
+    ) {
+        let links = &self.backend.links;
+        for (side, out) in [(0, before), (1, after)] {
+            out.clear();
+            let mut at = doc;
+            while out.len() < radius {
+                match links.get(at as usize) {
+                    Some(l) if l[side] != NO_DOC => at = l[side],
+                    _ => break,
+                }
+                if docs.contains(at) {
+                    out.push(at);
+                }
+            }
+        }
     }
 
     /// The eligible docs just before and just after `doc` in its subject's
@@ -1127,62 +1578,391 @@ mod tests {
         all.into_iter().map(|(w, d)| (w.to_bits(), d)).collect()
     }
 
-    /// A window read off a read's eligible timeline is the one walked
-    /// from the partition's timeline: same docs, same order, same
-    /// distances, across subjects, creation-time ties, ineligible docs
-    /// between eligible ones and windows cut short at either end; a
-    /// partition with too few matching docs gets no list.
-    #[test]
-    fn a_listed_window_is_the_walked_one() {
-        let mut idx = LexicalIndex::new();
-        for r in 0..120u64 {
-            idx.publish(&PublishMessage {
-                record_id: format!("r{r:03}"),
-                generation: 1,
-                revocation_generation: 0,
-                scope: ScopeKeys {
-                    tenant_id: "t".into(),
-                    policy_sha256: sha256_hex(b"policy"),
-                    subject_key: format!("s{}", r % 3),
-                    kind: MemoryKind::Episodic,
-                },
-                // Pairs share an instant: ties ordered by doc.
-                created_at_unix_ms: 1_000 + r / 2,
-                claim_keys: Vec::new(),
-                text: format!("note {r}"),
-            })
-            .unwrap();
+    /// The window the old timeline walk gave: the eligible docs before
+    /// `doc` in its partition's timeline, nearest first, then those after.
+    fn walked_window(
+        idx: &LexicalIndex,
+        doc: DocId,
+        docs: &DocSet,
+        radius: usize,
+    ) -> Vec<(DocId, usize)> {
+        let b = &idx.backend;
+        let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) else {
+            return Vec::new();
+        };
+        let timeline = &b.partitions[d.partition as usize].timeline;
+        let key = (d.created_at_unix_ms, doc);
+        let before = timeline
+            .range(..key)
+            .rev()
+            .filter(|(_, x)| docs.contains(*x))
+            .take(radius);
+        let after = timeline
+            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+            .filter(|(_, x)| docs.contains(*x))
+            .take(radius);
+        before
+            .enumerate()
+            .chain(after.enumerate())
+            .map(|(i, (_, x))| (*x, i + 1))
+            .collect()
+    }
+
+    /// One generated record: subject, creation time, words (indexes into
+    /// `WORDS`).
+    type GenRecord = (usize, u64, Vec<usize>);
+
+    const WORDS: [&str; 12] = [
+        "apple", "river", "garden", "violin", "pottery", "camping", "sunset", "novel", "puppy",
+        "museum", "forest", "guitar",
+    ];
+
+    fn message(id: &str, generation: u64, subject: usize, at: u64, text: String) -> PublishMessage {
+        PublishMessage {
+            record_id: id.to_owned(),
+            generation,
+            revocation_generation: 0,
+            scope: ScopeKeys {
+                tenant_id: "t".into(),
+                policy_sha256: sha256_hex(b"policy"),
+                subject_key: format!("s{subject}"),
+                kind: MemoryKind::Episodic,
+            },
+            created_at_unix_ms: at,
+            claim_keys: Vec::new(),
+            text,
         }
-        let all: Vec<DocId> = (0..120)
-            .filter_map(|r| idx.fence.doc_of(&format!("r{r:03}")))
-            .collect();
-        assert_eq!(all.len(), 120);
-        // Runs of eligible and ineligible docs of uneven lengths.
-        let mut docs = DocSet::with_capacity(all.len());
-        for (i, doc) in all.iter().enumerate() {
-            if (i * 7) % 11 < 6 {
-                docs.insert(*doc);
+    }
+
+    /// An index of `records` (record ids not in publication order, so ties
+    /// by record id are not ties by doc), then `changes`: per record, 1
+    /// tombstones it and 2 publishes it again with its words reversed (a
+    /// new doc, placed in the timeline among older ones). The eligible docs
+    /// are the live ones `eligible` marks.
+    fn generated(
+        records: &[GenRecord],
+        changes: &[u8],
+        eligible: &[bool],
+    ) -> (LexicalIndex, DocSet) {
+        let mut idx = LexicalIndex::new();
+        let id = |i: usize| format!("r{:04}", (i * 37) % 1009);
+        let text = |words: &[usize]| {
+            words
+                .iter()
+                .map(|w| WORDS[*w % WORDS.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        for (i, (subject, at, words)) in records.iter().enumerate() {
+            idx.publish(&message(&id(i), 1, *subject, *at, text(words)))
+                .unwrap();
+        }
+        for (i, (subject, at, words)) in records.iter().enumerate() {
+            match changes.get(i).copied().unwrap_or(0) % 4 {
+                1 => {
+                    idx.tombstone(&id(i), 2).unwrap();
+                }
+                2 => {
+                    let mut words = words.clone();
+                    words.reverse();
+                    idx.publish(&message(&id(i), 2, *subject, *at, text(&words)))
+                        .unwrap();
+                }
+                _ => {}
             }
         }
-        // Every doc matching: every partition is listed.
-        let timelines = idx.eligible_timelines(all.iter().copied(), &docs);
-        assert_eq!(timelines.lists.len(), 3);
+        let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+        for i in 0..records.len() {
+            if eligible.get(i).copied().unwrap_or(true)
+                && let Some(doc) = idx.fence.doc_of(&id(i))
+            {
+                docs.insert(doc);
+            }
+        }
+        (idx, docs)
+    }
+
+    /// The query of `text` as `search_with` builds it.
+    fn query_of(idx: &LexicalIndex, text: &str) -> Vec<(u32, f32)> {
+        let mut unique = terms(text);
+        unique.sort();
+        unique.dedup();
+        unique
+            .iter()
+            .filter_map(|t| idx.backend.vocab.get(t.as_str()).map(|tid| (*tid, 1.0)))
+            .collect()
+    }
+
+    /// The pruned and the exhaustive best `k`, as (doc, score bits), and
+    /// the pruned read's work.
+    #[allow(clippy::type_complexity)]
+    fn both(
+        idx: &LexicalIndex,
+        docs: &DocSet,
+        text: &str,
+        params: &LexicalParams,
+        k: usize,
+    ) -> (Vec<(DocId, u32)>, Vec<(DocId, u32)>, Pruning) {
+        let Some(stats) = idx.stats(docs) else {
+            return (Vec::new(), Vec::new(), Pruning::default());
+        };
+        let query = query_of(idx, text);
+        let bits = |v: Vec<(DocId, f32)>| v.into_iter().map(|(d, s)| (d, s.to_bits())).collect();
+        let (pruned, work) = idx.score_pruned(&query, docs, &stats, params, k);
+        let exhaustive = idx.score_exhaustive(&query, docs, &stats, params, k);
+        (bits(pruned), bits(exhaustive), work)
+    }
+
+    /// A window stepped along the timeline's links is the one walked from
+    /// the partition's timeline: same docs, same order, same distances,
+    /// across subjects, creation-time ties, records published out of time
+    /// order, tombstoned and published again, ineligible docs between
+    /// eligible ones and windows cut short at either end.
+    #[test]
+    fn a_linked_window_is_the_walked_one() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let records: Vec<GenRecord> = (0..150)
+            .map(|_| (next(3) as usize, next(40), vec![next(12) as usize]))
+            .collect();
+        let changes: Vec<u8> = (0..150).map(|_| next(6) as u8).collect();
+        let eligible: Vec<bool> = (0..150).map(|_| next(10) < 7).collect();
+        let (idx, docs) = generated(&records, &changes, &eligible);
         let mut compared = 0;
-        for doc in &all {
-            for radius in 1..=4 {
-                match timelines.window(*doc, radius) {
-                    Some(listed) => {
-                        assert_eq!(listed, idx.window_docs(*doc, &docs, radius), "doc {doc}");
-                        compared += 1;
+        for doc in 0..idx.fence.doc_capacity() as DocId + 2 {
+            for radius in 0..=4 {
+                let walked = walked_window(&idx, doc, &docs, radius);
+                assert_eq!(idx.window_docs(doc, &docs, radius), walked, "doc {doc}");
+                compared += usize::from(!walked.is_empty());
+            }
+        }
+        assert!(compared > 300, "{compared}");
+    }
+
+    /// A set's subjects are kept with it after a read, and found again once
+    /// a doc is added: the statistics then cover the new doc's subject.
+    #[test]
+    fn a_set_grown_after_a_read_counts_its_new_subject() {
+        let records: Vec<GenRecord> = vec![(0, 1, vec![0, 1]), (1, 2, vec![2]), (1, 3, vec![3, 4])];
+        let (idx, all) = generated(&records, &[], &[]);
+        let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+        docs.insert(all.docs()[0]);
+        let first = idx.stats(&docs).unwrap();
+        assert_eq!((first.partitions.len(), first.n), (1, 1));
+        docs.insert(all.docs()[1]);
+        let grown = idx.stats(&docs).unwrap();
+        assert_eq!((grown.partitions.len(), grown.n), (2, 3));
+    }
+
+    /// The per-doc and per-term bounds the pruned scorer relies on hold for
+    /// every window of a generated corpus, and the per-doc bound is met by a
+    /// doc scored alone.
+    #[test]
+    fn the_pruning_bounds_hold_for_every_window() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let records: Vec<GenRecord> = (0..200)
+            .map(|_| {
+                let len = 1 + next(9) as usize;
+                (
+                    next(2) as usize,
+                    next(100),
+                    (0..len).map(|_| next(12) as usize).collect(),
+                )
+            })
+            .collect();
+        let eligible: Vec<bool> = (0..200).map(|_| next(10) < 8).collect();
+        let (idx, docs) = generated(&records, &[], &eligible);
+        let stats = idx.stats(&docs).unwrap();
+        let mut tighter = 0;
+        for params in [
+            LexicalParams::default(),
+            LexicalParams {
+                window_permille: 500,
+                window_radius: 2,
+                ..LexicalParams::default()
+            },
+            LexicalParams {
+                k1_permille: 2_000,
+                b_permille: 1_000,
+                window_permille: 1_000,
+                window_radius: 3,
+            },
+        ] {
+            let scorer = WindowBm25::new(&params, stats.avgdl);
+            for text in [
+                "apple river",
+                "violin violin puppy museum",
+                "forest",
+                "guitar sunset novel apple",
+            ] {
+                let query = query_of(&idx, text);
+                let idfs: Vec<f32> = query.iter().map(|(t, _)| idx.idf(&stats, *t)).collect();
+                let gains: f64 = idfs.iter().map(|i| scorer.gain(*i)).sum();
+                let mut read = ReadScores {
+                    index: &idx,
+                    query: &query,
+                    idfs: &idfs,
+                    scorer,
+                    docs: &docs,
+                    top: TopScores::new(1),
+                    scored: Vec::new(),
+                    seen: HashSet::default(),
+                    tfs: HashMap::default(),
+                    window_tf: vec![0.0; query.len()],
+                };
+                // Each doc's bound: its terms scored alone.
+                let solo = |doc: DocId| -> f64 {
+                    let d = idx.backend.docs[doc as usize].as_ref().unwrap();
+                    query
+                        .iter()
+                        .zip(&idfs)
+                        .filter_map(|((tid, _), idf)| {
+                            let tf = d.terms.iter().find(|(t, _)| t == tid)?.1;
+                            Some(scorer.solo(*idf, tf, d.len))
+                        })
+                        .sum()
+                };
+                for &doc in docs.docs() {
+                    let window = idx.window_docs(doc, &docs, scorer.radius);
+                    read.score_window(doc, &window, None);
+                    let score = f64::from(read.scored.last().unwrap().1);
+                    let bound: f64 = solo(doc) + window.iter().map(|(d, _)| solo(*d)).sum::<f64>();
+                    assert!(score <= bound * (1.0 + 1e-6), "{score} > {bound}");
+                    assert!(score <= gains * (1.0 + 1e-6), "{score} > {gains}");
+                    if bound < gains {
+                        tighter += 1;
                     }
-                    None => assert!(!docs.contains(*doc), "an eligible doc {doc} is listed"),
+                    if window.is_empty() {
+                        assert!((score - bound).abs() <= 1e-5 * bound.max(1.0));
+                    }
                 }
             }
         }
-        assert!(compared > 200, "{compared}");
-        // One matching doc in a partition of forty: no list.
-        let sparse = idx.eligible_timelines(all.iter().copied().take(1), &docs);
-        assert!(sparse.lists.is_empty());
+        // The per-doc bound is the tighter one for most windows.
+        assert!(tighter > 1_000, "{tighter}");
+    }
+
+    /// On a large subject where one query term is in every record (a
+    /// speaker's name) and the others are rare, the pruned read walks
+    /// neither the common term's postings nor most windows, and answers
+    /// what scoring everything answers.
+    #[test]
+    fn a_large_subject_is_not_scored_whole() {
+        let mut state = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let mut idx = LexicalIndex::new();
+        let vocab: Vec<String> = (0..400).map(|i| format!("zq{i}x")).collect();
+        for r in 0..3_000u64 {
+            let words: Vec<&str> = (0..4 + next(8))
+                .map(|_| vocab[next(400) as usize].as_str())
+                .collect();
+            idx.publish(&message(
+                &format!("r{r:05}"),
+                1,
+                0,
+                r,
+                format!("Avery: {}", words.join(" ")),
+            ))
+            .unwrap();
+        }
+        let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+        for r in 0..3_000u64 {
+            docs.insert(idx.fence.doc_of(&format!("r{r:05}")).unwrap());
+        }
+        let windows = LexicalParams {
+            window_permille: 500,
+            window_radius: 2,
+            ..LexicalParams::default()
+        };
+        let mut skipped = 0;
+        for q in 0..20 {
+            let text = format!(
+                "avery {} {} {}",
+                vocab[next(400) as usize],
+                vocab[next(400) as usize],
+                vocab[next(400) as usize]
+            );
+            for (params, k) in [
+                (&windows, 10),
+                (&windows, 100),
+                (&LexicalParams::default(), 10),
+            ] {
+                let (pruned, exhaustive, work) = both(&idx, &docs, &text, params, k);
+                assert_eq!(pruned, exhaustive, "query {q}: {text}, k {k}");
+                assert_eq!(pruned.len(), k);
+                // The best 10 need a few of the windows around the hits.
+                if k == 10 {
+                    let windows = work.hits * (1 + 2 * params.window_radius.max(1));
+                    assert!(work.scored * 4 < windows, "{work:?}");
+                }
+                if work.terms_walked < query_of(&idx, &text).len() {
+                    skipped += 1;
+                }
+            }
+        }
+        assert!(skipped >= 40, "{skipped}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// The pruned best `k` is the exhaustive best `k`: same docs, same
+        /// scores to the bit, same order with ties by record id, on random
+        /// corpora (a small vocabulary, so many ties), eligibility masks,
+        /// tombstones and republished records, queries (words outside the
+        /// corpus included) and parameters (windows on and off, any radius,
+        /// `b` above 1, which is not pruned).
+        #[test]
+        fn the_pruned_top_k_is_the_exhaustive_top_k(
+            records in proptest::collection::vec(
+                (0..3usize, 0..25u64, proptest::collection::vec(0..10usize, 0..7)),
+                1..70,
+            ),
+            changes in proptest::collection::vec(0..4u8, 0..70),
+            eligible in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..70),
+            query in proptest::collection::vec(0..12usize, 1..6),
+            window_permille in proptest::prop_oneof![
+                proptest::strategy::Just(0u64),
+                proptest::strategy::Just(250),
+                proptest::strategy::Just(500),
+                proptest::strategy::Just(1_000),
+            ],
+            window_radius in 0..4usize,
+            k1_permille in proptest::prop_oneof![
+                proptest::strategy::Just(0u64),
+                proptest::strategy::Just(1_200),
+                proptest::strategy::Just(3_000),
+            ],
+            b_permille in proptest::prop_oneof![
+                proptest::strategy::Just(0u64),
+                proptest::strategy::Just(750),
+                proptest::strategy::Just(1_000),
+                proptest::strategy::Just(1_500),
+            ],
+            k in 1..25usize,
+        ) {
+            let (idx, docs) = generated(&records, &changes, &eligible);
+            let text: Vec<&str> = query.iter().map(|w| WORDS[*w]).collect();
+            let params = LexicalParams { k1_permille, b_permille, window_permille, window_radius };
+            let (pruned, exhaustive, _) = both(&idx, &docs, &text.join(" "), &params, k);
+            proptest::prop_assert_eq!(pruned, exhaustive);
+        }
     }
 
     #[test]

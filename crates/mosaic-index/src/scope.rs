@@ -32,6 +32,11 @@ pub enum Eligible<'a> {
 pub struct DocSet {
     bits: Vec<u64>,
     docs: Vec<DocId>,
+    /// The lexical target's partitions (subjects) of these docs, sorted:
+    /// found at its first read of the set, which is then kept for the
+    /// reads of an unchanged scope, so a read does not visit every
+    /// eligible doc to learn them. Cleared when a doc is added.
+    partitions: std::sync::OnceLock<Vec<u32>>,
 }
 
 impl DocSet {
@@ -40,6 +45,7 @@ impl DocSet {
         DocSet {
             bits: vec![0; capacity.div_ceil(64)],
             docs: Vec::new(),
+            partitions: std::sync::OnceLock::new(),
         }
     }
 
@@ -52,7 +58,13 @@ impl DocSet {
         if self.bits[word] & (1 << bit) == 0 {
             self.bits[word] |= 1 << bit;
             self.docs.push(doc);
+            self.partitions.take();
         }
+    }
+
+    /// The partitions of these docs, computed by `find` once.
+    pub(crate) fn partitions(&self, find: impl FnOnce() -> Vec<u32>) -> &[u32] {
+        self.partitions.get_or_init(find)
     }
 
     /// Membership.
