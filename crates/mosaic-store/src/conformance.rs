@@ -2727,6 +2727,20 @@ pub fn scope_commitments_follow_every_change<F: StoreFactory>(factory: &F) -> St
     store.write(&Spec::run(fixtures::TENANT_A, "alice", "r1", "run-1").build())?;
     // The same principal and workspace names in another tenant.
     store.write(&Spec::principal(fixtures::TENANT_B, "alice", "b1").build())?;
+    // One transaction changing several scopes of two tenants: each scope
+    // is rehashed once, as its tenant, before the commit.
+    let batch: Vec<crate::types::WriteRequest> = (0..40)
+        .map(|i| match i % 4 {
+            0 => Spec::principal(fixtures::TENANT_A, "alice", &format!("pb{i}")).build(),
+            1 => Spec::workspace(fixtures::TENANT_A, "alice", &format!("wb{i}")).build(),
+            2 => Spec::principal(fixtures::TENANT_B, "alice", &format!("bb{i}")).build(),
+            _ => Spec::principal(fixtures::TENANT_A, "bob", &format!("ob{i}")).build(),
+        })
+        .collect();
+    for outcome in store.write_batch(&batch)? {
+        assert!(outcome.is_accepted(), "{outcome:?}");
+    }
+    assert_scope_roots(&mut store, fixtures::TENANT_B)?;
     let written = assert_scope_roots(&mut store, fixtures::TENANT_A)?;
     assert!(generation(&written) >= 7);
     let publishing = written.clone();

@@ -223,6 +223,11 @@ pub(crate) trait Tx {
     /// The store's configuration.
     fn config(&self) -> &StoreConfig;
 
+    /// The read scopes this transaction changed and has not rehashed yet
+    /// (see `scope::flush`, which the writing transaction runs before it
+    /// commits).
+    fn pending_scopes(&self) -> &std::cell::RefCell<scope::Pending>;
+
     /// Runs a statement; the number of rows it changed.
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64>;
 

@@ -11,20 +11,35 @@
 //! * `scope_heads`: per scope, the root and the generation (changes so
 //!   far).
 //!
-//! A change rehashes the record's bucket (the entries of one bucket) and
-//! the ten nodes above it: one read of the bucket, one of the ten sibling
-//! nodes, one write of the eleven nodes and one of the head, whatever the
-//! scope holds.
+//! A change writes the record's entry and notes its bucket in the
+//! transaction's [`Pending`]; before the transaction commits, [`flush`]
+//! rehashes every noted bucket once and every node above them once, level
+//! by level (reading the untouched siblings of each level in one
+//! statement), and advances each scope's head by the number of changes. A
+//! batch of records of one scope so writes each node once rather than the
+//! eleven above each record's bucket once per record; the result is the
+//! same tree as rehashing after each change.
 
 use mosaic_harness::MemoryRecord;
 use mosaic_harness::memory_scope::{
     ReadScope, SCOPE_TREE_LEVELS, ScopeCommitment, ScopeEntry, ScopeInclusionProof, bucket_hash,
-    bucket_of, climb, empty_scope_root, proof_from_parts, sibling_of,
+    bucket_of, empty_scope_root, proof_from_parts, sibling_of,
 };
 use mosaic_harness::merkle::{self, Hash};
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use mosaic_harness::memory_scope::empty_node;
+
 use super::{Tx, Val, decode, params, u};
 use crate::error::{StoreError, StoreResult};
+
+/// The scopes a transaction changed and not yet rehashed: per tenant and
+/// scope, the buckets changed and the number of changes.
+#[derive(Default, Debug)]
+pub(crate) struct Pending {
+    scopes: BTreeMap<(String, ReadScope), (BTreeSet<u32>, i64)>,
+}
 
 fn corrupt(what: &str) -> StoreError {
     StoreError::Corrupt(format!("scope commitment: {what}"))
@@ -233,30 +248,130 @@ fn put_nodes<C: Tx>(
     Ok(())
 }
 
-/// Rehashes `bucket` of the scope and the nodes above it, and advances the
-/// scope's head.
+/// Notes that `bucket` of the scope changed: [`flush`] rehashes it, the
+/// nodes above it and the scope's head before the transaction commits.
 fn rehash<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, bucket: u32) -> StoreResult<()> {
-    let entries: Vec<Hash> = bucket_entries(c, tenant, scope, bucket)?
-        .into_iter()
-        .map(|(_, h)| h)
-        .collect();
-    let hash = bucket_hash(&entries);
-    let mut nodes = vec![(0, bucket, hash)];
-    nodes.extend(
-        climb(bucket, hash, &siblings(c, tenant, scope, bucket)?)
-            .map_err(|e| corrupt(&e.to_string()))?,
-    );
-    put_nodes(c, tenant, scope, &nodes)?;
-    let root = nodes.last().map_or(hash, |(_, _, root)| *root);
-    let (st, a, b) = scope.columns();
-    c.exec(
-        "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation, root_sha256)
-         VALUES (?1, ?2, ?3, ?4, 1, ?5)
-         ON CONFLICT (tenant_id, scope_type, scope_a, scope_b)
-         DO UPDATE SET generation = scope_heads.generation + 1, root_sha256 = excluded.root_sha256",
-        params![tenant, st, a, b, &merkle::to_hex(&root)],
-    )?;
+    let mut pending = c.pending_scopes().borrow_mut();
+    let (buckets, changes) = pending
+        .scopes
+        .entry((tenant.to_owned(), scope.clone()))
+        .or_default();
+    buckets.insert(bucket);
+    *changes += 1;
     Ok(())
+}
+
+/// Most nodes one statement writes or reads.
+const NODES_PER_STATEMENT: usize = 256;
+
+/// Rehashes what this transaction changed (see the module documentation).
+/// Called by each backend's writing transaction before it commits; a
+/// no-op when nothing changed.
+pub(crate) fn flush<C: Tx>(c: &C) -> StoreResult<()> {
+    let pending = std::mem::take(&mut *c.pending_scopes().borrow_mut());
+    for ((tenant, scope), (buckets, changes)) in pending.scopes {
+        // Row security: each scope's rows are read and written as its
+        // tenant, whichever tenant the transaction entered last.
+        c.enter_tenant(&tenant)?;
+        let mut level_nodes: BTreeMap<u32, Hash> = BTreeMap::new();
+        for bucket in &buckets {
+            let entries: Vec<Hash> = bucket_entries(c, &tenant, &scope, *bucket)?
+                .into_iter()
+                .map(|(_, h)| h)
+                .collect();
+            level_nodes.insert(*bucket, bucket_hash(&entries));
+        }
+        let mut written: Vec<(u32, u32, Hash)> =
+            level_nodes.iter().map(|(i, h)| (0, *i, *h)).collect();
+        for level in 0..SCOPE_TREE_LEVELS {
+            let missing: BTreeSet<u32> = level_nodes
+                .keys()
+                .map(|i| i ^ 1)
+                .filter(|i| !level_nodes.contains_key(i))
+                .collect();
+            let found = nodes_at(c, &tenant, &scope, level, &missing)?;
+            let child = |i: u32| {
+                level_nodes
+                    .get(&i)
+                    .or_else(|| found.get(&i))
+                    .copied()
+                    .unwrap_or_else(|| empty_node(level))
+            };
+            let parents: BTreeMap<u32, Hash> = level_nodes
+                .keys()
+                .map(|i| i >> 1)
+                .collect::<BTreeSet<u32>>()
+                .into_iter()
+                .map(|parent| {
+                    (
+                        parent,
+                        merkle::node_hash(&child(parent << 1), &child((parent << 1) | 1)),
+                    )
+                })
+                .collect();
+            written.extend(parents.iter().map(|(i, h)| (level + 1, *i, *h)));
+            level_nodes = parents;
+        }
+        for chunk in written.chunks(NODES_PER_STATEMENT) {
+            put_nodes(c, &tenant, &scope, chunk)?;
+        }
+        let root = level_nodes
+            .get(&0)
+            .copied()
+            .ok_or_else(|| corrupt("no root after a rehash"))?;
+        let (st, a, b) = scope.columns();
+        c.exec(
+            "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation, root_sha256)
+             VALUES (?1, ?2, ?3, ?4, ?6, ?5)
+             ON CONFLICT (tenant_id, scope_type, scope_a, scope_b)
+             DO UPDATE SET generation = scope_heads.generation + ?6,
+                 root_sha256 = excluded.root_sha256",
+            params![&tenant, st, a, b, &merkle::to_hex(&root), changes],
+        )?;
+    }
+    Ok(())
+}
+
+/// The stored hashes of the nodes `idxs` at `level` of the scope (a node
+/// never written is absent).
+fn nodes_at<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scope: &ReadScope,
+    level: u32,
+    idxs: &BTreeSet<u32>,
+) -> StoreResult<BTreeMap<u32, Hash>> {
+    let (st, a, b) = scope.columns();
+    let mut out = BTreeMap::new();
+    let wanted: Vec<i64> = idxs.iter().map(|i| i64::from(*i)).collect();
+    for chunk in wanted.chunks(NODES_PER_STATEMENT) {
+        let mut args: Vec<Val<'_>> = vec![
+            Val::Text(tenant),
+            Val::Text(st),
+            Val::Text(a),
+            Val::Text(b),
+            Val::Int(i64::from(level)),
+        ];
+        args.extend(chunk.iter().map(|i| Val::Int(*i)));
+        let list = (0..chunk.len())
+            .map(|at| format!("?{}", 6 + at))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows: Vec<(i64, String)> = c.rows(
+            &format!(
+                "SELECT idx, sha256 FROM scope_nodes
+                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
+                   AND level = ?5 AND idx IN ({list})"
+            ),
+            &args,
+            |r| r.cols(),
+        )?;
+        for (idx, sha256) in rows {
+            let idx = u32::try_from(idx).map_err(|_| corrupt("node index out of range"))?;
+            out.insert(idx, hash_of(&sha256)?);
+        }
+    }
+    Ok(out)
 }
 
 /// The commitment of each of `scopes` of `tenant` (a scope that never held

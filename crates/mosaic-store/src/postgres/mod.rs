@@ -112,6 +112,7 @@ pub(crate) struct Ctx<'a> {
     config: &'a StoreConfig,
     writing: bool,
     retryable: Cell<bool>,
+    scopes: RefCell<crate::ops::scope::Pending>,
 }
 
 impl Ctx<'_> {
@@ -229,6 +230,10 @@ impl SqlRow for Row {
 impl Tx for Ctx<'_> {
     fn config(&self) -> &StoreConfig {
         self.config
+    }
+
+    fn pending_scopes(&self) -> &std::cell::RefCell<crate::ops::scope::Pending> {
+        &self.scopes
     }
 
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
@@ -549,6 +554,7 @@ impl PostgresStore {
             config,
             writing: writing.is_some(),
             retryable: Cell::new(false),
+            scopes: RefCell::default(),
         };
         let out = (|| {
             if writing == Some(Durability::Deferred) {
@@ -564,7 +570,9 @@ impl PostgresStore {
                     params![],
                 )?;
             }
-            f(&ctx)
+            let value = f(&ctx)?;
+            crate::ops::scope::flush(&ctx)?;
+            Ok(value)
         })();
         match out {
             Ok(value) => match ctx.tx.into_inner().commit() {

@@ -64,6 +64,7 @@ pub(crate) struct Ctx<'a> {
     conn: &'a Connection,
     faults: &'a Faults,
     config: &'a StoreConfig,
+    scopes: std::cell::RefCell<crate::ops::scope::Pending>,
 }
 
 impl rusqlite::ToSql for Val<'_> {
@@ -104,6 +105,10 @@ impl SqlRow for Row<'_> {
 impl Tx for Ctx<'_> {
     fn config(&self) -> &StoreConfig {
         self.config
+    }
+
+    fn pending_scopes(&self) -> &std::cell::RefCell<crate::ops::scope::Pending> {
+        &self.scopes
     }
 
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
@@ -503,8 +508,10 @@ impl Backend for SqliteStore {
             conn: &tx,
             faults: &self.faults,
             config: &self.config,
+            scopes: Default::default(),
         };
         let out = f(&ctx)?;
+        crate::ops::scope::flush(&ctx)?;
         tx.commit()?;
         Ok(out)
     }
@@ -524,8 +531,10 @@ impl SqliteStore {
             conn: &tx,
             faults: &self.faults,
             config: &self.config,
+            scopes: Default::default(),
         };
         let out = f(&ctx)?;
+        crate::ops::scope::flush(&ctx)?;
         self.faults.step()?;
         tx.commit()?;
         Ok(out)
