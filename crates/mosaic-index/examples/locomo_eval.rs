@@ -36,7 +36,7 @@
 //! ingest batch (records per publish and per embedding call); `--batch
 //! session` makes each session one batch, as `mosaic serve` receives them
 //! when a client sends a session per `POST /v1/conversations/{id}/messages`
-//! (`scripts/locomo-http.py`), so the embedding time it reports is the
+//! (`mosaic eval`), so the embedding time it reports is the
 //! embedding-only figure for that ingest. `--conversations FIRST-LAST`
 //! keeps only those conversations (0-based, file order) and their
 //! questions, and `--leave-out-question-turns` ingests neither a
