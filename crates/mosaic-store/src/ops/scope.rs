@@ -78,7 +78,8 @@ pub(crate) fn sync<C: Tx>(c: &C, record_id: &str) -> StoreResult<()> {
             )?;
             let scope = ReadScope::from_columns(&st, &a, &b)
                 .ok_or_else(|| corrupt("unknown scope type"))?;
-            rehash(c, &tenant, &scope, bucket_of(record_id))
+            note_change(c, &tenant, &scope, bucket_of(record_id));
+            Ok(())
         }
         (Some(stored), kept) => {
             let entry = ScopeEntry::of_record(&stored.record, stored.state.as_str())
@@ -109,8 +110,7 @@ pub(crate) fn sync_new<C: Tx>(
     put_entry(c, record, entry)
 }
 
-/// Writes `entry` (of `record`) and rehashes its bucket and the nodes
-/// above it.
+/// Writes `entry` (of `record`) and notes its bucket for [`flush`].
 fn put_entry<C: Tx>(c: &C, record: &MemoryRecord, entry: ScopeEntry) -> StoreResult<()> {
     let tenant = record.tenant_id.as_str();
     let scope = ReadScope::of_subject(&record.subject);
@@ -138,7 +138,8 @@ fn put_entry<C: Tx>(c: &C, record: &MemoryRecord, entry: ScopeEntry) -> StoreRes
             &entry_sha256
         ],
     )?;
-    rehash(c, tenant, &scope, entry.bucket())
+    note_change(c, tenant, &scope, entry.bucket());
+    Ok(())
 }
 
 /// `(record_id, entry hash)` of one bucket's entries, sorted by record id.
@@ -250,7 +251,7 @@ fn put_nodes<C: Tx>(
 
 /// Notes that `bucket` of the scope changed: [`flush`] rehashes it, the
 /// nodes above it and the scope's head before the transaction commits.
-fn rehash<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, bucket: u32) -> StoreResult<()> {
+fn note_change<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, bucket: u32) {
     let mut pending = c.pending_scopes().borrow_mut();
     let (buckets, changes) = pending
         .scopes
@@ -258,7 +259,6 @@ fn rehash<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, bucket: u32) -> StoreRe
         .or_default();
     buckets.insert(bucket);
     *changes += 1;
-    Ok(())
 }
 
 /// Most nodes one statement writes or reads.
