@@ -5,7 +5,7 @@
 //!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8] [--model-dir DIR]
 //!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]...
 //!     [--split tuning|held-out|all] [--tables] [--latency] [--batch 64|session]
-//!     [--conversations FIRST-LAST] [--leave-out-question-turns]
+//!     [--conversations FIRST-LAST] [--leave-out-question-turns | --hide-own-turns]
 //! ```
 //!
 //! Each conversation is one principal; each turn one episodic record with
@@ -41,8 +41,11 @@
 //! keeps only those conversations (0-based, file order) and their
 //! questions, and `--leave-out-question-turns` ingests neither a
 //! question's own turn nor its reference reply (`query_turn_id`,
-//! `answer_turn_id`: RealMem asks inside the history), as
-//! `mosaic eval --ingest turns` does with the same flags.
+//! `answer_turn_id`: RealMem asks inside the history) of any question,
+//! so a question whose evidence is another question's turn misses it;
+//! `--hide-own-turns` ingests every turn and takes each question's own two
+//! out of that question's ranking only. Both as `mosaic eval --ingest
+//! turns` does with the same flags.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -316,6 +319,7 @@ fn main() {
     let mut split: Option<bool> = None;
     let mut keep: Option<(usize, usize)> = None;
     let mut leave_out_question_turns = false;
+    let mut hide_own_turns = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -353,6 +357,7 @@ fn main() {
                 )
             }
             "--leave-out-question-turns" => leave_out_question_turns = true,
+            "--hide-own-turns" => hide_own_turns = true,
             "--idle-ms" => {
                 idle_ms = it
                     .next()
@@ -377,7 +382,7 @@ fn main() {
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session] [--conversations FIRST-LAST] [--leave-out-question-turns]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session] [--conversations FIRST-LAST] [--leave-out-question-turns | --hide-own-turns]".into());
     }
     if idle_ms > 0 && !latency {
         fail("--idle-ms applies to --latency's questions: add --latency".into());
@@ -407,6 +412,9 @@ fn main() {
     }
     // A question asked inside the history (RealMem): its own turn and its
     // reference reply are not memories to recall.
+    if leave_out_question_turns && hide_own_turns {
+        fail("--leave-out-question-turns and --hide-own-turns exclude each other".into());
+    }
     let left_out: BTreeSet<(String, String)> = if leave_out_question_turns {
         questions
             .iter()
@@ -613,7 +621,8 @@ fn main() {
                 text: &q.question,
                 claim_keys: &[],
                 eligible,
-                max_results: 10,
+                // Two more when the question's own turns are taken out.
+                max_results: if hide_own_turns { 12 } else { 10 },
                 mode: variant.mode,
             };
             let recall = retriever
@@ -624,9 +633,20 @@ fn main() {
                 .iter()
                 .map(|e| format!("{}:{e}", q.conversation_id))
                 .collect();
+            let own: Vec<String> = if hide_own_turns {
+                [&q.query_turn_id, &q.answer_turn_id]
+                    .into_iter()
+                    .flatten()
+                    .map(|t| format!("{}:{t}", q.conversation_id))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let hits: Vec<bool> = recall
                 .record_ids()
                 .iter()
+                .filter(|id| !own.iter().any(|o| o == *id))
+                .take(10)
                 .map(|id| evidence.contains(*id))
                 .collect();
             let score = score_ranking(&hits, evidence.len());
