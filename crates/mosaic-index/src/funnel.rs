@@ -42,7 +42,8 @@ use crate::vector::VectorIndex;
 /// Domain tag of the query digest.
 pub const QUERY_DOMAIN: &str = "mosaic.index.recall_query.v1";
 /// Release of the fusion below; bound into every relevance receipt.
-pub const RANKER_RELEASE: &str = "funnel-zscore-window-speaker-recency-time-floor-updates-v7";
+pub const RANKER_RELEASE: &str =
+    "funnel-zscore-window-speaker-recency-time-floor-updates-dialogue-v8";
 
 /// Which candidate generators run.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
@@ -143,6 +144,10 @@ pub struct FunnelConfig {
     /// Least similarity, per-mille, of the stored vectors of an update
     /// pair's two records.
     pub update_band_permille: u64,
+    /// Weight of the vector list when most candidates are lines of a user
+    /// and an assistant (speakers that are roles, `text::speaker_role`)
+    /// rather than of people named in the text; `vector_weight` otherwise.
+    pub dialogue_vector_weight: u64,
 }
 
 impl Default for FunnelConfig {
@@ -163,7 +168,9 @@ impl Default for FunnelConfig {
     /// just above an older line at least 0.6 alike (MiniLM: above the 99th
     /// percentile of two lines of one RealMem user, 0.595) that it
     /// replaces, unless the question asks about the past (chosen on the
-    /// tuning splits: see the benchmarks).
+    /// tuning splits: see the benchmarks); when most candidates are lines
+    /// of a user and an assistant, the two lists weigh alike (the neutral
+    /// choice, not tuned: see `fusion::is_dialogue`).
     fn default() -> Self {
         FunnelConfig {
             candidate_depth: 100,
@@ -185,6 +192,7 @@ impl Default for FunnelConfig {
             relevance_floor_permille: 250,
             update_head: 10,
             update_band_permille: 600,
+            dialogue_vector_weight: 1_000,
         }
     }
 }

@@ -69,6 +69,13 @@ pub trait CandidateSource {
     /// The creation time of `record_id`, if the lexical target holds it.
     fn created_at(&self, record_id: &str) -> Option<u64>;
 
+    /// The role `record_id`'s speaker label names (`user:`, `assistant:`;
+    /// see [`crate::text::speaker_role`]), if it names one. A source that
+    /// cannot tell answers `None`.
+    fn speaker_role(&self, _record_id: &str) -> Option<Role> {
+        None
+    }
+
     /// Whether `record_id`'s text places something in time
     /// (`text::places_in_time`).
     fn places_in_time(&self, record_id: &str) -> bool;
@@ -281,9 +288,14 @@ pub fn fuse<S: CandidateSource + ?Sized>(
             .or_insert_with(|| blank(&hit.record_id))
             .lexical_rank = Some(rank);
     }
+    let vector_weight = if is_dialogue(&lexical_hits, &vector_hits, features) {
+        c.dialogue_vector_weight
+    } else {
+        c.vector_weight
+    };
     for (rank, hit) in vector_hits.iter().enumerate() {
         *base.entry(hit.record_id.clone()).or_default() +=
-            contribution(&vector_hits, vector_moments, c.vector_weight, rank);
+            contribution(&vector_hits, vector_moments, vector_weight, rank);
         let e = explain
             .entry(hit.record_id.clone())
             .or_insert_with(|| blank(&hit.record_id));
@@ -449,6 +461,34 @@ pub fn fuse<S: CandidateSource + ?Sized>(
     })
 }
 
+/// Whether a read's candidates are mostly lines of a user and an
+/// assistant: more than half of the distinct candidates of both lists
+/// have a speaker label that is a role ([`CandidateSource::speaker_role`]).
+///
+/// The lexical list's lead over the vector list (`vector_weight` below
+/// the lexical weight) was chosen on chats between people named in the
+/// text, where names, places and other rare words make a shared term
+/// strong evidence. An assistant's replies are long and restate the
+/// user's own words across many topics, so a shared term is weaker
+/// evidence there, and neither list is preferred
+/// (`dialogue_vector_weight`). Both lists are read (a vector read has
+/// no lexical list and the weight does not matter).
+fn is_dialogue<S: CandidateSource + ?Sized>(lexical: &[Hit], vector: &[Hit], features: &S) -> bool {
+    if lexical.is_empty() || vector.is_empty() {
+        return false;
+    }
+    let ids: BTreeSet<&str> = lexical
+        .iter()
+        .chain(vector)
+        .map(|h| h.record_id.as_str())
+        .collect();
+    let roles = ids
+        .iter()
+        .filter(|id| features.speaker_role(id).is_some())
+        .count();
+    roles * 2 > ids.len()
+}
+
 /// Update pairs at the head of a ranking: the lift each newer value needs
 /// to rank just above the older values it replaces.
 ///
@@ -596,6 +636,10 @@ impl CandidateSource for MemorySource<'_> {
         self.lexical.created_at(record_id)
     }
 
+    fn speaker_role(&self, record_id: &str) -> Option<Role> {
+        self.lexical.speaker_role(record_id)
+    }
+
     fn places_in_time(&self, record_id: &str) -> bool {
         self.lexical.places_in_time(record_id)
     }
@@ -648,6 +692,9 @@ mod tests {
     #[derive(Default)]
     struct Scripted {
         calls: Vec<&'static str>,
+        /// How many of "a", "b", "c" (in that order) are lines whose
+        /// speaker label is a role.
+        roles: usize,
     }
 
     fn hit(id: &str, score: f32) -> Hit {
@@ -710,6 +757,14 @@ mod tests {
         fn places_in_time(&self, _: &str) -> bool {
             false
         }
+
+        fn speaker_role(&self, record_id: &str) -> Option<Role> {
+            ["a", "b", "c"]
+                .iter()
+                .take(self.roles)
+                .any(|id| *id == record_id)
+                .then_some(Role::User)
+        }
     }
 
     fn eligible() -> EligibleSet {
@@ -726,6 +781,15 @@ mod tests {
     }
 
     fn run(mode: RetrievalMode, text: &str, claim_keys: &[String]) -> (Vec<&'static str>, Recall) {
+        run_with(Scripted::default(), mode, text, claim_keys)
+    }
+
+    fn run_with(
+        mut source: Scripted,
+        mode: RetrievalMode,
+        text: &str,
+        claim_keys: &[String],
+    ) -> (Vec<&'static str>, Recall) {
         let set = SealedEligibleSet::seal(eligible()).unwrap();
         let query = RecallQuery {
             tenant_id: "t",
@@ -740,7 +804,6 @@ mod tests {
             mode,
         };
         let config = FunnelConfig::default();
-        let mut source = Scripted::default();
         let vector = [1.0f32, 0.0];
         let candidates = gather(&mut source, &config, &query, Some(&vector)).unwrap();
         let recall = fuse(
@@ -794,6 +857,34 @@ mod tests {
         let (_, now) = run(RetrievalMode::Hybrid, "where is it now", &[]);
         assert_eq!(by_id(&now, "a").0.recency_bonus, 0);
         assert!(by_id(&now, "c").0.recency_bonus > 0);
+    }
+
+    #[test]
+    fn between_a_user_and_an_assistant_the_two_lists_weigh_alike() {
+        let score = |roles: usize, id: &str| {
+            let source = Scripted {
+                roles,
+                ..Scripted::default()
+            };
+            let (_, recall) = run_with(source, RetrievalMode::Hybrid, "what happened", &[]);
+            let i = recall.record_ids().iter().position(|r| *r == id).unwrap();
+            recall.receipt.results[i].score
+        };
+        // "c" leads the vector list; "b" is the vector list's floor (it
+        // gains nothing from it) and second in the lexical list.
+        let named = (score(0, "c"), score(0, "b"));
+        let minority = (score(1, "c"), score(1, "b"));
+        let dialogue = (score(2, "c"), score(2, "b"));
+        // Between named people (or when only a minority of the candidates
+        // are role lines) the lexical list keeps its lead.
+        assert_eq!(named, minority);
+        // When most are lines of a user and an assistant, the vector
+        // list's best gains weight (1,000 against 600) and a record the
+        // vector list gives nothing is unchanged.
+        assert_eq!(dialogue.1, named.1);
+        assert!(dialogue.0 > named.0, "{dialogue:?} against {named:?}");
+        let c = FunnelConfig::default();
+        assert!(c.dialogue_vector_weight > c.vector_weight);
     }
 
     #[test]

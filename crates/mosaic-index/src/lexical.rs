@@ -1403,6 +1403,16 @@ impl LexicalIndex {
             })
     }
 
+    /// The role `record_id`'s speaker label names (`user:`,
+    /// `assistant:`), if it names one.
+    pub(crate) fn speaker_role(&self, record_id: &str) -> Option<Role> {
+        self.fence
+            .doc_of(record_id)
+            .and_then(|doc| self.backend.docs.get(doc as usize))
+            .and_then(|x| x.as_ref())
+            .and_then(|d| d.role)
+    }
+
     /// Whether `record_id`'s text places something in time
     /// (`text::places_in_time`).
     pub(crate) fn places_in_time(&self, record_id: &str) -> bool {

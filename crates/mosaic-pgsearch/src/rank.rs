@@ -423,6 +423,10 @@ impl CandidateSource for PgCandidates<'_> {
             .and_then(|r| u64::try_from(r.created_at_ms).ok())
     }
 
+    fn speaker_role(&self, record_id: &str) -> Option<Role> {
+        self.row(record_id).and_then(|r| r.role)
+    }
+
     fn places_in_time(&self, record_id: &str) -> bool {
         self.row(record_id).is_some_and(|r| r.timed)
     }

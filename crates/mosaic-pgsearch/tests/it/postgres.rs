@@ -564,14 +564,23 @@ mod shared_ranker {
         "proud wonderful feel",
     ];
 
-    fn eligible(messages: &[PublishMessage], removed: &BTreeSet<String>) -> SealedEligibleSet {
+    /// Tenant A's turns, or only those of the subjects whose record ids
+    /// start with `only`.
+    fn eligible(
+        messages: &[PublishMessage],
+        removed: &BTreeSet<String>,
+        only: Option<&str>,
+    ) -> SealedEligibleSet {
         // Every eleventh turn of tenant A is outside the read (its terms
         // still count in the subject's statistics, as in memory).
         let entries = messages
             .iter()
             .enumerate()
             .filter(|(i, m)| {
-                m.scope.tenant_id == TENANT_A && i % 11 != 4 && !removed.contains(&m.record_id)
+                m.scope.tenant_id == TENANT_A
+                    && i % 11 != 4
+                    && !removed.contains(&m.record_id)
+                    && only.is_none_or(|prefix| m.record_id.starts_with(prefix))
             })
             .map(|(_, m)| EligibleEntry {
                 record_id: m.record_id.clone(),
@@ -657,14 +666,27 @@ mod shared_ranker {
         }
         let mut messages = messages;
         messages[50] = replaced;
-        let set = eligible(&messages, &removed);
+        let shared = eligible(&messages, &removed, None);
+        // A read of the user and the assistant alone: every candidate is a
+        // role line, so the lists weigh alike (PostgreSQL must read the
+        // roles as memory does, or the scores differ).
+        let dialogue = eligible(
+            &messages,
+            &removed,
+            Some(&format!("{TENANT_A}-{ASSISTANT_SUBJECT}-")),
+        );
         let policy = policy();
         let claims = ["pet.name".to_owned(), "shop.hosting".to_owned()];
         let mut compared = 0;
         let (mut speaker, mut recency, mut timed, mut structured, mut vector_only) =
             (0, 0, 0, 0, 0);
         let mut updated = 0;
-        for (i, text) in QUESTIONS.iter().enumerate() {
+        for (i, (text, set)) in QUESTIONS
+            .iter()
+            .map(|t| (t, &shared))
+            .chain(QUESTIONS.iter().map(|t| (t, &dialogue)))
+            .enumerate()
+        {
             let vector = embedder.embed(text).expect("embed");
             let claim_keys: &[String] = if i % 4 == 0 {
                 &claims[i / 4 % 2..][..1]
@@ -676,7 +698,7 @@ mod shared_ranker {
                 RetrievalMode::Vector,
                 RetrievalMode::Hybrid,
             ] {
-                let q = query(text, &set, claim_keys, mode, &policy);
+                let q = query(text, set, claim_keys, mode, &policy);
                 let v = (mode != RetrievalMode::Lexical).then_some(vector.as_slice());
                 let mem: Recall = memory.recall_embedded(&q, v).expect("memory recall");
                 let pg: Recall =
@@ -712,7 +734,7 @@ mod shared_ranker {
                 compared += 1;
             }
         }
-        assert_eq!(compared, QUESTIONS.len() * 3);
+        assert_eq!(compared, QUESTIONS.len() * 2 * 3);
         // The comparison exercised every part of the fusion.
         assert!(
             speaker > 0
@@ -772,7 +794,7 @@ mod shared_ranker {
         );
         schema::grant_application_role(&mut owner, &factory.app_role).expect("grant");
         let mut pg_lexical = factory.lexical(&db).expect("lexical");
-        let set = eligible(&messages, &BTreeSet::new());
+        let set = eligible(&messages, &BTreeSet::new(), None);
         let policy = policy();
         let config = FunnelConfig::default();
         let q = query(
@@ -824,7 +846,7 @@ mod shared_ranker {
         let mut pg_lexical = factory.lexical(&db).expect("lexical");
         let messages = publish_turns_of_a(&mut pg_lexical, |m| m.text.contains("last weekend"), 3);
         assert!(!messages.is_empty());
-        let set = eligible(&messages, &BTreeSet::new());
+        let set = eligible(&messages, &BTreeSet::new(), None);
         let policy = policy();
         let config = FunnelConfig::default();
         let q = query(
@@ -873,7 +895,7 @@ mod shared_ranker {
         let db = factory.fresh().expect("fresh");
         let mut pg_lexical = factory.lexical(&db).expect("lexical");
         let messages = publish_turns_of_a(&mut pg_lexical, |_| true, 30);
-        let set = eligible(&messages, &BTreeSet::new());
+        let set = eligible(&messages, &BTreeSet::new(), None);
         let policy = policy();
         let config = FunnelConfig::default();
         let q = query(
