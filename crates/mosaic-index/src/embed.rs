@@ -2,8 +2,8 @@
 //!
 //! * [`HashEmbedder`]: deterministic feature hashing of words and character
 //!   trigrams, L2-normalised. No model, no I/O: for tests and benchmarks.
-//! * `MiniLmEmbedder` (feature `local-model`): all-MiniLM-L6-v2, own encoder;
-//!   see [`crate::local_model`].
+//! * `LocalEmbedder` (feature `local-model`): all-MiniLM-L6-v2 (the
+//!   default) or all-mpnet-base-v2, own encoder; see [`crate::local_model`].
 //!
 //! Embedders that call a service (the server's OpenAI-compatible HTTP
 //! embedder) live with the I/O, outside this crate, and implement the same

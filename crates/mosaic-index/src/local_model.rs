@@ -1,10 +1,12 @@
-//! The local all-MiniLM-L6-v2 sentence embedder.
+//! The local sentence embedders: all-MiniLM-L6-v2 (the default) and the
+//! larger all-mpnet-base-v2 (opt-in).
 //!
-//! File checks ([`verify_model_dir`]) are always compiled, so a missing or
-//! corrupt model gives the same clear error in every build. The model itself
-//! (`MiniLmEmbedder`) needs the `local-model` feature (a pure-Rust BERT
-//! encoder with SIMD kernels, plus the `tokenizers` crate).
-//! Get the files with `scripts/fetch-model.sh DIR`.
+//! File checks ([`verify_model_dir`], [`verify_mpnet_model_dir`]) are
+//! always compiled, so a missing or corrupt model gives the same clear
+//! error in every build. The models themselves (`LocalEmbedder`) need the
+//! `local-model` feature (a pure-Rust encoder with SIMD kernels, plus the
+//! `tokenizers` crate). Get the files with `scripts/fetch-model.sh DIR`
+//! (MiniLM) or `scripts/fetch-model.sh --model mpnet DIR` (MPNet).
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +30,23 @@ pub const MINILM_RELEASE: &str = "all-minilm-l6-v2-sha256-53aa5117-mean-l2-v1";
 /// same files, dense layers in int8, so different (close) vectors.
 pub const MINILM_INT8_RELEASE: &str = "all-minilm-l6-v2-sha256-53aa5117-mean-l2-int8-v1";
 
+/// Pinned SHA-256 of all-mpnet-base-v2's `model.safetensors`.
+pub const MPNET_MODEL_SAFETENSORS_SHA256: &str =
+    "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658";
+/// Pinned SHA-256 of all-mpnet-base-v2's `tokenizer.json`.
+pub const MPNET_TOKENIZER_JSON_SHA256: &str =
+    "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842";
+/// Pinned SHA-256 of all-mpnet-base-v2's `config.json`.
+pub const MPNET_CONFIG_JSON_SHA256: &str =
+    "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0";
+/// Embedding dimension of all-mpnet-base-v2.
+pub const MPNET_DIMENSION: usize = 768;
+/// Longest input in tokens (sentence-transformers' `max_seq_length` for
+/// all-mpnet-base-v2).
+pub const MPNET_MAX_TOKENS: usize = 384;
+/// The all-mpnet-base-v2 release bound into receipts.
+pub const MPNET_RELEASE: &str = "all-mpnet-base-v2-sha256-78c0197b-mean-l2-v1";
+
 /// The verified files of a model directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelFiles {
@@ -43,6 +62,10 @@ fn fix_command(dir: &Path) -> String {
     format!("scripts/fetch-model.sh {}", dir.display())
 }
 
+fn mpnet_fix_command(dir: &Path) -> String {
+    format!("scripts/fetch-model.sh --model mpnet {}", dir.display())
+}
+
 fn file_sha256(path: &Path) -> Result<String, std::io::Error> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
@@ -54,7 +77,35 @@ fn file_sha256(path: &Path) -> Result<String, std::io::Error> {
 /// tokenizer have their pinned digests. The error names the file and the
 /// exact command that fixes it.
 pub fn verify_model_dir(dir: &Path) -> Result<ModelFiles, ModelError> {
-    let fix = fix_command(dir);
+    verify_files(
+        dir,
+        &fix_command(dir),
+        MODEL_SAFETENSORS_SHA256,
+        TOKENIZER_JSON_SHA256,
+        None,
+    )
+}
+
+/// [`verify_model_dir`] for all-mpnet-base-v2: the same three files, each
+/// with its pinned digest (`config.json` too). Errors name
+/// `scripts/fetch-model.sh --model mpnet DIR`.
+pub fn verify_mpnet_model_dir(dir: &Path) -> Result<ModelFiles, ModelError> {
+    verify_files(
+        dir,
+        &mpnet_fix_command(dir),
+        MPNET_MODEL_SAFETENSORS_SHA256,
+        MPNET_TOKENIZER_JSON_SHA256,
+        Some(MPNET_CONFIG_JSON_SHA256),
+    )
+}
+
+fn verify_files(
+    dir: &Path,
+    fix: &str,
+    weights_sha256: &str,
+    tokenizer_sha256: &str,
+    config_sha256: Option<&str>,
+) -> Result<ModelFiles, ModelError> {
     let need = |name: &str| -> Result<PathBuf, ModelError> {
         let path = dir.join(name);
         if path.is_file() {
@@ -62,7 +113,7 @@ pub fn verify_model_dir(dir: &Path) -> Result<ModelFiles, ModelError> {
         } else {
             Err(ModelError::MissingFile {
                 file: name.to_owned(),
-                fix: fix.clone(),
+                fix: fix.to_owned(),
             })
         }
     };
@@ -71,24 +122,25 @@ pub fn verify_model_dir(dir: &Path) -> Result<ModelFiles, ModelError> {
         tokenizer: need("tokenizer.json")?,
         config: need("config.json")?,
     };
-    for (name, path, expected) in [
-        (
-            "model.safetensors",
-            &files.weights,
-            MODEL_SAFETENSORS_SHA256,
-        ),
-        ("tokenizer.json", &files.tokenizer, TOKENIZER_JSON_SHA256),
-    ] {
+    let pinned = [
+        ("model.safetensors", &files.weights, Some(weights_sha256)),
+        ("tokenizer.json", &files.tokenizer, Some(tokenizer_sha256)),
+        ("config.json", &files.config, config_sha256),
+    ];
+    for (name, path, expected) in pinned {
+        let Some(expected) = expected else {
+            continue;
+        };
         let actual = file_sha256(path).map_err(|_| ModelError::MissingFile {
             file: name.to_owned(),
-            fix: fix.clone(),
+            fix: fix.to_owned(),
         })?;
         if actual != expected {
             return Err(ModelError::DigestMismatch {
                 file: name.to_owned(),
                 expected: expected.to_owned(),
                 actual,
-                fix: fix.clone(),
+                fix: fix.to_owned(),
             });
         }
     }
@@ -96,7 +148,35 @@ pub fn verify_model_dir(dir: &Path) -> Result<ModelFiles, ModelError> {
 }
 
 #[cfg(feature = "local-model")]
-pub use model::MiniLmEmbedder;
+pub use model::LocalEmbedder;
+
+/// The local embedder under its first name: [`LocalEmbedder::load`] and
+/// [`LocalEmbedder::load_int8`] load all-MiniLM-L6-v2.
+#[cfg(feature = "local-model")]
+pub type MiniLmEmbedder = LocalEmbedder;
+
+/// The relative position bucket of MPNet (as in T5): key position minus
+/// query position mapped to one of 32 buckets, 16 per direction, exact
+/// below 8 and logarithmic up to 128. The logarithm is taken in f32, as
+/// the reference implementation does, so the bucket boundaries fall where
+/// its do.
+pub fn mpnet_relative_bucket(relative: i64) -> usize {
+    const HALF: i64 = 16;
+    const MAX_EXACT: i64 = HALF / 2;
+    const MAX_DISTANCE: f64 = 128.0;
+    let n = -relative;
+    let base = if n < 0 { HALF } else { 0 };
+    let n = n.abs();
+    let offset = if n < MAX_EXACT {
+        n
+    } else {
+        let log_ratio = (n as f32 / MAX_EXACT as f32).ln();
+        let scale = (MAX_DISTANCE / MAX_EXACT as f64).ln() as f32;
+        let large = MAX_EXACT + (log_ratio / scale * (HALF - MAX_EXACT) as f32) as i64;
+        large.min(HALF - 1)
+    };
+    (base + offset) as usize
+}
 
 // A sibling file rather than `local_model/`: src/ stays one level deep.
 #[cfg(feature = "local-model")]
@@ -115,10 +195,13 @@ mod model {
     use mosaic_kernels::{QuantMatrix, QuantRows};
 
     use super::kernels::{
-        PANEL, Packed, add_layer_norm, add_layer_norm_fast, attention, gelu, linear, linear_panels,
+        PANEL, Packed, RelativeBias, add_layer_norm, add_layer_norm_fast, attention, gelu, linear,
+        linear_panels,
     };
     use super::{
-        MINILM_DIMENSION, MINILM_INT8_RELEASE, MINILM_MAX_TOKENS, MINILM_RELEASE, verify_model_dir,
+        MINILM_DIMENSION, MINILM_INT8_RELEASE, MINILM_MAX_TOKENS, MINILM_RELEASE, MPNET_DIMENSION,
+        MPNET_MAX_TOKENS, MPNET_RELEASE, ModelFiles, mpnet_relative_bucket, verify_model_dir,
+        verify_mpnet_model_dir,
     };
     use crate::embed::{Embedder, l2_normalise};
     use crate::error::{IndexError, ModelError};
@@ -127,12 +210,55 @@ mod model {
         IndexError::Model(ModelError::Runtime(e.to_string()))
     }
 
-    const HIDDEN: usize = MINILM_DIMENSION;
-    const HEADS: usize = 12;
-    const LAYERS: usize = 6;
-    const INTERMEDIATE: usize = 1536;
-    const VOCAB: usize = 30522;
-    const POSITIONS: usize = 512;
+    /// The shape of an encoder: all-MiniLM-L6-v2 (BERT) or
+    /// all-mpnet-base-v2 (MPNet: BERT-like layers without token types,
+    /// positions from 2, one relative position bias shared by every
+    /// layer's attention, layer norms with eps 1e-5).
+    struct Spec {
+        hidden: usize,
+        heads: usize,
+        layers: usize,
+        intermediate: usize,
+        vocab: usize,
+        positions: usize,
+        max_tokens: usize,
+        eps: f32,
+        mpnet: bool,
+    }
+
+    impl Spec {
+        /// The first position id: MPNet counts from its padding id + 1.
+        fn first_position(&self) -> usize {
+            if self.mpnet { 2 } else { 0 }
+        }
+    }
+
+    const MINILM: Spec = Spec {
+        hidden: MINILM_DIMENSION,
+        heads: 12,
+        layers: 6,
+        intermediate: 1536,
+        vocab: 30522,
+        positions: 512,
+        max_tokens: MINILM_MAX_TOKENS,
+        eps: 1e-12,
+        mpnet: false,
+    };
+
+    const MPNET: Spec = Spec {
+        hidden: MPNET_DIMENSION,
+        heads: 12,
+        layers: 12,
+        intermediate: 3072,
+        vocab: 30527,
+        positions: 514,
+        max_tokens: MPNET_MAX_TOKENS,
+        eps: 1e-5,
+        mpnet: true,
+    };
+
+    /// MPNet's relative attention buckets.
+    const RELATIVE_BUCKETS: usize = 32;
     /// Most tokens run through the model at once (one chunk): enough rows
     /// to reuse each weight panel many times while it is in cache, few
     /// enough that a batch gives the workers several chunks to share
@@ -305,10 +431,19 @@ mod model {
         }
     }
 
-    /// all-MiniLM-L6-v2 on the CPU, in plain Rust: the BERT encoder
-    /// (token, position and type embeddings; 6 layers of 12-head attention
-    /// and exact-GELU feed-forward; layer norms with eps 1e-12), truncation
-    /// at 256 tokens, mean pooling over the tokens, L2 normalisation.
+    /// A local sentence embedder on the CPU, in plain Rust.
+    ///
+    /// all-MiniLM-L6-v2 ([`LocalEmbedder::load`]): the BERT encoder (token,
+    /// position and type embeddings; 6 layers of 12-head attention and
+    /// exact-GELU feed-forward; layer norms with eps 1e-12), truncation at
+    /// 256 tokens, mean pooling over the tokens, L2 normalisation.
+    ///
+    /// all-mpnet-base-v2 ([`LocalEmbedder::load_mpnet`]): the MPNet encoder
+    /// (token and position embeddings, positions counted from 2; 12 layers
+    /// of 12-head attention whose scores get one relative position bias,
+    /// 32 buckets up to distance 128, shared by every layer; exact-GELU
+    /// feed-forward; layer norms with eps 1e-5), truncation at 384 tokens,
+    /// mean pooling, L2 normalisation: 768 dimensions.
     ///
     /// No padding: the dense layers run over the tokens of many texts
     /// packed one after the other, and attention runs per text. Batches
@@ -316,19 +451,26 @@ mod model {
     /// small for that (one query) splits the f32 release's dense products
     /// by output panels over two threads when no other embedding runs
     /// (the same bits either way).
-    pub struct MiniLmEmbedder {
+    pub struct LocalEmbedder {
         /// Read-only once loaded: concurrent calls encode on their own
         /// threads.
         tokenizer: Tokenizer,
         /// The same tokenizer without truncation: passage spans.
         untruncated: Tokenizer,
+        spec: &'static Spec,
         word: Vec<f32>,
         position: Vec<f32>,
+        /// Empty for MPNet (no token types).
         token_type: Vec<f32>,
+        /// MPNet's relative position bias by distance, `[heads][2 *
+        /// max_tokens - 1]` (see [`RelativeBias`]); empty for MiniLM.
+        relative: Vec<f32>,
         embed_norm: (Vec<f32>, Vec<f32>),
         layers: Vec<Layer>,
         threads: usize,
         release: &'static str,
+        /// Dense layers in int8 (and the faster layer norm).
+        int8: bool,
         /// Embedding calls running now (see [`InFlight`]).
         in_flight: AtomicUsize,
     }
@@ -349,14 +491,18 @@ mod model {
             .collect())
     }
 
-    fn norm(st: &SafeTensors<'_>, prefix: &str) -> Result<(Vec<f32>, Vec<f32>), IndexError> {
+    fn norm(
+        st: &SafeTensors<'_>,
+        prefix: &str,
+        hidden: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), IndexError> {
         Ok((
-            tensor(st, &format!("{prefix}.weight"), &[HIDDEN])?,
-            tensor(st, &format!("{prefix}.bias"), &[HIDDEN])?,
+            tensor(st, &format!("{prefix}.weight"), &[hidden])?,
+            tensor(st, &format!("{prefix}.bias"), &[hidden])?,
         ))
     }
 
-    impl MiniLmEmbedder {
+    impl LocalEmbedder {
         /// Verifies the files in `dir` (pinned SHA-256s) and loads them:
         /// release [`MINILM_RELEASE`], f32 throughout.
         pub fn load(dir: &Path) -> Result<Self, IndexError> {
@@ -368,23 +514,47 @@ mod model {
         /// feed-forward up and down) quantised to int8 at load and run with
         /// int8 products (AVX-512 VNNI when the CPU has it, a much slower
         /// portable path otherwise); everything else stays f32. Vectors are
-        /// close to [`MiniLmEmbedder::load`]'s, not equal, hence the
+        /// close to [`LocalEmbedder::load`]'s, not equal, hence the
         /// separate release.
         pub fn load_int8(dir: &Path) -> Result<Self, IndexError> {
             Self::load_with(dir, true)
         }
 
+        /// all-mpnet-base-v2 from `dir` (verified by
+        /// [`verify_mpnet_model_dir`]): release [`MPNET_RELEASE`], f32
+        /// throughout, 768 dimensions.
+        pub fn load_mpnet(dir: &Path) -> Result<Self, IndexError> {
+            let files = verify_mpnet_model_dir(dir)?;
+            Self::load_files(&files, &MPNET, false, MPNET_RELEASE)
+        }
+
         fn load_with(dir: &Path, int8: bool) -> Result<Self, IndexError> {
             let files = verify_model_dir(dir)?;
+            let release = if int8 {
+                MINILM_INT8_RELEASE
+            } else {
+                MINILM_RELEASE
+            };
+            Self::load_files(&files, &MINILM, int8, release)
+        }
+
+        fn load_files(
+            files: &ModelFiles,
+            spec: &'static Spec,
+            int8: bool,
+            release: &'static str,
+        ) -> Result<Self, IndexError> {
+            let hidden = spec.hidden;
             let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(rt)?;
-            // The shipped tokenizer pads and truncates at 128: no padding
-            // here (texts are packed, never padded), truncation at 256.
+            // The shipped tokenizers pad and truncate at 128: no padding
+            // here (texts are packed, never padded), truncation at the
+            // model's limit.
             tokenizer.with_padding(None);
             let mut untruncated = tokenizer.clone();
             untruncated.with_truncation(None).map_err(rt)?;
             tokenizer
                 .with_truncation(Some(TruncationParams {
-                    max_length: MINILM_MAX_TOKENS,
+                    max_length: spec.max_tokens,
                     ..Default::default()
                 }))
                 .map_err(rt)?;
@@ -392,8 +562,27 @@ mod model {
             let bytes = std::fs::read(&files.weights).map_err(rt)?;
             let st = SafeTensors::deserialize(&bytes).map_err(rt)?;
             let e = "embeddings";
-            let mut layers = Vec::with_capacity(LAYERS);
-            for l in 0..LAYERS {
+            // MPNet names the attention's parts differently.
+            let (q_name, k_name, v_name, o_name, attn_norm_name) = if spec.mpnet {
+                (
+                    "attention.attn.q",
+                    "attention.attn.k",
+                    "attention.attn.v",
+                    "attention.attn.o",
+                    "attention.LayerNorm",
+                )
+            } else {
+                (
+                    "attention.self.query",
+                    "attention.self.key",
+                    "attention.self.value",
+                    "attention.output.dense",
+                    "attention.output.LayerNorm",
+                )
+            };
+            let (inter, layer_count) = (spec.intermediate, spec.layers);
+            let mut layers = Vec::with_capacity(layer_count);
+            for l in 0..layer_count {
                 let p = format!("encoder.layer.{l}");
                 let w =
                     |name: &str, n: usize, k: usize| -> Result<(Vec<f32>, Vec<f32>), IndexError> {
@@ -402,70 +591,97 @@ mod model {
                             tensor(&st, &format!("{p}.{name}.bias"), &[n])?,
                         ))
                     };
-                let q = w("attention.self.query", HIDDEN, HIDDEN)?;
-                let k = w("attention.self.key", HIDDEN, HIDDEN)?;
-                let v = w("attention.self.value", HIDDEN, HIDDEN)?;
-                let o = w("attention.output.dense", HIDDEN, HIDDEN)?;
-                let i = w("intermediate.dense", INTERMEDIATE, HIDDEN)?;
-                let out = w("output.dense", HIDDEN, INTERMEDIATE)?;
+                let q = w(q_name, hidden, hidden)?;
+                let k = w(k_name, hidden, hidden)?;
+                let v = w(v_name, hidden, hidden)?;
+                let o = w(o_name, hidden, hidden)?;
+                let i = w("intermediate.dense", inter, hidden)?;
+                let out = w("output.dense", hidden, inter)?;
                 layers.push(Layer {
-                    qkv: Dense::new(&[(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1)], HIDDEN, int8),
-                    attn_out: Dense::new(&[(&o.0, &o.1)], HIDDEN, int8),
-                    attn_norm: norm(&st, &format!("{p}.attention.output.LayerNorm"))?,
-                    intermediate: Dense::new(&[(&i.0, &i.1)], HIDDEN, int8),
-                    output: Dense::new(&[(&out.0, &out.1)], INTERMEDIATE, int8),
-                    output_norm: norm(&st, &format!("{p}.output.LayerNorm"))?,
+                    qkv: Dense::new(&[(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1)], hidden, int8),
+                    attn_out: Dense::new(&[(&o.0, &o.1)], hidden, int8),
+                    attn_norm: norm(&st, &format!("{p}.{attn_norm_name}"), hidden)?,
+                    intermediate: Dense::new(&[(&i.0, &i.1)], hidden, int8),
+                    output: Dense::new(&[(&out.0, &out.1)], inter, int8),
+                    output_norm: norm(&st, &format!("{p}.output.LayerNorm"), hidden)?,
                 });
             }
+            let (token_type, relative) = if spec.mpnet {
+                let weight = tensor(
+                    &st,
+                    "encoder.relative_attention_bias.weight",
+                    &[RELATIVE_BUCKETS, spec.heads],
+                )?;
+                (Vec::new(), relative_table(&weight, spec))
+            } else {
+                let token_type = tensor(
+                    &st,
+                    &format!("{e}.token_type_embeddings.weight"),
+                    &[2, hidden],
+                )?;
+                (token_type, Vec::new())
+            };
             let threads = std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1);
-            Ok(MiniLmEmbedder {
+            Ok(LocalEmbedder {
                 tokenizer,
                 untruncated,
+                spec,
                 word: tensor(
                     &st,
                     &format!("{e}.word_embeddings.weight"),
-                    &[VOCAB, HIDDEN],
+                    &[spec.vocab, hidden],
                 )?,
                 position: tensor(
                     &st,
                     &format!("{e}.position_embeddings.weight"),
-                    &[POSITIONS, HIDDEN],
+                    &[spec.positions, hidden],
                 )?,
-                token_type: tensor(
-                    &st,
-                    &format!("{e}.token_type_embeddings.weight"),
-                    &[2, HIDDEN],
-                )?,
-                embed_norm: norm(&st, &format!("{e}.LayerNorm"))?,
+                token_type,
+                relative,
+                embed_norm: norm(&st, &format!("{e}.LayerNorm"), hidden)?,
                 layers,
                 threads,
                 in_flight: AtomicUsize::new(0),
-                release: if int8 {
-                    MINILM_INT8_RELEASE
-                } else {
-                    MINILM_RELEASE
-                },
+                release,
+                int8,
             })
         }
     }
 
-    impl Embedder for MiniLmEmbedder {
+    /// MPNet's bias by distance: `[heads][2 * max_tokens - 1]`, entry
+    /// `center + d` holding the bias of key position minus query position
+    /// `d` (the bucket table `weight` is `[buckets][heads]`).
+    fn relative_table(weight: &[f32], spec: &Spec) -> Vec<f32> {
+        let center = spec.max_tokens - 1;
+        let width = 2 * center + 1;
+        let mut table = vec![0.0f32; spec.heads * width];
+        for at in 0..width {
+            let bucket = mpnet_relative_bucket(at as i64 - center as i64);
+            for h in 0..spec.heads {
+                table[h * width + at] = weight[bucket * spec.heads + h];
+            }
+        }
+        table
+    }
+
+    impl Embedder for LocalEmbedder {
         fn release(&self) -> &str {
             self.release
         }
 
         fn dimension(&self) -> usize {
-            MINILM_DIMENSION
+            self.spec.hidden
         }
 
         fn window(&self) -> Option<usize> {
-            Some(MINILM_MAX_TOKENS)
+            Some(self.spec.max_tokens)
         }
 
-        /// Windows of 254 word pieces (the 256 of the model less `[CLS]`
-        /// and `[SEP]`) sharing 32 (`crate::embed::passage_windows`); a
+        /// Windows of the model's limit less its two special tokens
+        /// (`[CLS]`/`[SEP]`, `<s>`/`</s>`): 254 word pieces for MiniLM,
+        /// 382 for MPNet, sharing 32 (`crate::embed::passage_windows`); a
         /// text the tokenizer cannot read is one passage (its embedding
         /// reports the error).
         fn passages(&self, text: &str) -> Vec<crate::embed::Span> {
@@ -485,7 +701,7 @@ mod model {
             if !sound {
                 return whole;
             }
-            crate::embed::passage_windows(offsets, text.len(), MINILM_MAX_TOKENS, 2)
+            crate::embed::passage_windows(offsets, text.len(), self.spec.max_tokens, 2)
         }
 
         fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
@@ -510,8 +726,13 @@ mod model {
                 })
                 .collect();
             for s in &seqs {
-                if let Some(bad) = s.ids.iter().find(|&&id| id as usize >= VOCAB) {
+                if let Some(bad) = s.ids.iter().find(|&&id| id as usize >= self.spec.vocab) {
                     return Err(rt(format!("token id {bad} outside the vocabulary")));
+                }
+                // Truncation keeps every text within the model's limit;
+                // the position table and the relative bias count on it.
+                if s.ids.len() > self.spec.max_tokens {
+                    return Err(rt(format!("{} tokens past the limit", s.ids.len())));
                 }
             }
             // Longest first, cut into chunks that shrink as the batch runs
@@ -550,9 +771,9 @@ mod model {
             for (i, v) in results.into_iter().flatten() {
                 out[i] = v;
             }
-            if out.iter().any(|v| v.len() != MINILM_DIMENSION) {
+            if out.iter().any(|v| v.len() != self.spec.hidden) {
                 return Err(IndexError::BadEmbedding {
-                    expected: MINILM_DIMENSION,
+                    expected: self.spec.hidden,
                     actual: 0,
                 });
             }
@@ -578,7 +799,7 @@ mod model {
         quant: QuantRows,
     }
 
-    impl MiniLmEmbedder {
+    impl LocalEmbedder {
         /// Embeds chunks (lists of indexes into `seqs`) taken from `chunks`
         /// in turn, `next` counting the chunks taken so far by all workers;
         /// each f32 dense product is shared with the helper of `split` when
@@ -608,7 +829,7 @@ mod model {
         /// splitting would only add hand-offs. The int8 release's weights
         /// are a quarter of that and its query takes about a millisecond.
         fn split_when_alone(&self) -> bool {
-            self.threads > 1 && self.release == MINILM_RELEASE
+            self.threads > 1 && !self.int8
         }
 
         /// [`Self::run`] with a helper thread taking the upper half of
@@ -711,45 +932,60 @@ mod model {
             s: &mut Scratch,
             split: Option<&Split>,
         ) -> Vec<Vec<f32>> {
+            let spec = self.spec;
+            let hidden = spec.hidden;
             let lens: Vec<usize> = chunk.iter().map(|q| q.ids.len()).collect();
             let t: usize = lens.iter().sum();
             s.x.clear();
-            s.x.reserve(t * HIDDEN);
+            s.x.reserve(t * hidden);
+            let first = spec.first_position();
             for q in chunk {
                 for (pos, (&id, &ty)) in q.ids.iter().zip(q.types).enumerate() {
-                    let word = &self.word[id as usize * HIDDEN..][..HIDDEN];
-                    let position = &self.position[pos * HIDDEN..][..HIDDEN];
-                    let ty = (ty as usize).min(1);
-                    let token_type = &self.token_type[ty * HIDDEN..][..HIDDEN];
-                    s.x.extend(
-                        word.iter()
-                            .zip(position)
-                            .zip(token_type)
-                            .map(|((w, p), y)| w + p + y),
-                    );
+                    let word = &self.word[id as usize * hidden..][..hidden];
+                    let position = &self.position[(first + pos) * hidden..][..hidden];
+                    if self.token_type.is_empty() {
+                        s.x.extend(word.iter().zip(position).map(|(w, p)| w + p));
+                    } else {
+                        let ty = (ty as usize).min(1);
+                        let token_type = &self.token_type[ty * hidden..][..hidden];
+                        s.x.extend(
+                            word.iter()
+                                .zip(position)
+                                .zip(token_type)
+                                .map(|((w, p), y)| w + p + y),
+                        );
+                    }
                 }
             }
             // The int8 release also takes the faster layer norm (its own
             // arithmetic; the f32 release's stays as it was).
-            let layer_norm = if self.release == MINILM_INT8_RELEASE {
+            let kernel = if self.int8 {
                 add_layer_norm_fast
             } else {
                 add_layer_norm
             };
+            let layer_norm = |x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32]| {
+                kernel(x, residual, gamma, beta, spec.eps)
+            };
+            let bias = (!self.relative.is_empty()).then_some(RelativeBias {
+                table: &self.relative,
+                center: spec.max_tokens - 1,
+            });
             layer_norm(&mut s.x, &[], &self.embed_norm.0, &self.embed_norm.1);
-            s.qkv.resize(t * 3 * HIDDEN, 0.0);
-            s.ctx.resize(t * HIDDEN, 0.0);
-            s.tmp.resize(t * HIDDEN, 0.0);
-            s.inter.resize(t * INTERMEDIATE, 0.0);
+            s.qkv.resize(t * 3 * hidden, 0.0);
+            s.ctx.resize(t * hidden, 0.0);
+            s.tmp.resize(t * hidden, 0.0);
+            s.inter.resize(t * spec.intermediate, 0.0);
             for (l, layer) in self.layers.iter().enumerate() {
                 self.dense(l, Which::Qkv, &s.x, &mut s.qkv, &mut s.quant, split);
                 let mut offset = 0;
                 for &len in &lens {
                     attention(
                         &s.qkv[offset * layer.qkv.n()..(offset + len) * layer.qkv.n()],
-                        &mut s.ctx[offset * HIDDEN..(offset + len) * HIDDEN],
-                        HEADS,
-                        HIDDEN,
+                        &mut s.ctx[offset * hidden..(offset + len) * hidden],
+                        spec.heads,
+                        hidden,
+                        bias,
                         &mut s.attn,
                     );
                     offset += len;
@@ -771,8 +1007,8 @@ mod model {
             let mut vectors = Vec::with_capacity(chunk.len());
             let mut offset = 0;
             for &len in &lens {
-                let mut v = vec![0.0f32; HIDDEN];
-                for row in s.x[offset * HIDDEN..(offset + len) * HIDDEN].chunks_exact(HIDDEN) {
+                let mut v = vec![0.0f32; hidden];
+                for row in s.x[offset * hidden..(offset + len) * hidden].chunks_exact(hidden) {
                     for (a, b) in v.iter_mut().zip(row) {
                         *a += b;
                     }
@@ -863,10 +1099,8 @@ mod model {
                 assert!(!ci, "CI=true but MOSAIC_MODEL_DIR is not set");
                 return Ok(());
             };
-            let e = MiniLmEmbedder::load(std::path::Path::new(&dir))?;
-            assert!(
-                MiniLmEmbedder::load_int8(std::path::Path::new(&dir))?.release() != e.release()
-            );
+            let e = LocalEmbedder::load(std::path::Path::new(&dir))?;
+            assert!(LocalEmbedder::load_int8(std::path::Path::new(&dir))?.release() != e.release());
             let texts = [
                 "Hi!".to_owned(),
                 "What did Caroline research after the support group meeting?".to_owned(),

@@ -330,13 +330,21 @@ pub(super) fn erf(x: f32) -> f32 {
 }
 
 /// `x = layer_norm(x + residual) * gamma + beta`, row by row (width
-/// `gamma.len()`), eps 1e-12 as in BERT. `residual` may be empty.
-pub(super) fn add_layer_norm(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32]) {
+/// `gamma.len()`), with `eps` (1e-12 in BERT, 1e-5 in MPNet). `residual`
+/// may be empty.
+pub(super) fn add_layer_norm(
+    x: &mut [f32],
+    residual: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) {
     Arch::new().dispatch(AddLayerNorm {
         x,
         residual,
         gamma,
         beta,
+        eps,
     });
 }
 
@@ -345,6 +353,7 @@ struct AddLayerNorm<'a> {
     residual: &'a [f32],
     gamma: &'a [f32],
     beta: &'a [f32],
+    eps: f32,
 }
 
 impl WithSimd for AddLayerNorm<'_> {
@@ -365,7 +374,7 @@ impl WithSimd for AddLayerNorm<'_> {
                 *v -= mean;
             }
             let var = (row.iter().map(|v| f64::from(*v * *v)).sum::<f64>() / width as f64) as f32;
-            let inv = 1.0 / (var + 1e-12).sqrt();
+            let inv = 1.0 / (var + self.eps).sqrt();
             for ((v, g), b) in row.iter_mut().zip(self.gamma).zip(self.beta) {
                 *v = *v * inv * *g + *b;
             }
@@ -377,12 +386,19 @@ impl WithSimd for AddLayerNorm<'_> {
 /// ones: several times faster, and not bit-identical to it (sums in
 /// another order), so only the int8 release uses it; the f32 release keeps
 /// its exact arithmetic.
-pub(super) fn add_layer_norm_fast(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32]) {
+pub(super) fn add_layer_norm_fast(
+    x: &mut [f32],
+    residual: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) {
     Arch::new().dispatch(AddLayerNormFast {
         x,
         residual,
         gamma,
         beta,
+        eps,
     });
 }
 
@@ -391,6 +407,7 @@ struct AddLayerNormFast<'a> {
     residual: &'a [f32],
     gamma: &'a [f32],
     beta: &'a [f32],
+    eps: f32,
 }
 
 impl WithSimd for AddLayerNormFast<'_> {
@@ -425,7 +442,7 @@ impl WithSimd for AddLayerNormFast<'_> {
                     tail_sq += *v * *v;
                 }
                 let var = (simd.reduce_sum_f32s(acc) + tail_sq) / width as f32;
-                1.0 / (var + 1e-12).sqrt()
+                1.0 / (var + self.eps).sqrt()
             };
             for ((v, g), b) in row.iter_mut().zip(self.gamma).zip(self.beta) {
                 *v = *v * inv * *g + *b;
@@ -434,17 +451,30 @@ impl WithSimd for AddLayerNormFast<'_> {
     }
 }
 
+/// A relative position bias added to every attention score (MPNet):
+/// `table[h * width + center + j - i]` for query `i` and key `j` of head
+/// `h`, where `width = 2 * center + 1`, so a sequence may be up to
+/// `center + 1` tokens long.
+#[derive(Clone, Copy)]
+pub(super) struct RelativeBias<'a> {
+    pub(super) table: &'a [f32],
+    pub(super) center: usize,
+}
+
 /// Multi-head self-attention of one sequence without padding.
 ///
 /// `qkv` is `[len][3 * hidden]` (queries, keys, values side by side), `out`
-/// is `[len][hidden]`; `scratch` is reused between calls. Per head, both
-/// products (`Q K^T` and `P V`) run through the same tiled kernel as the
-/// dense layers, with keys and values packed as its right-hand side.
+/// is `[len][hidden]`; `scratch` is reused between calls. The head width
+/// (`hidden / heads`) is a multiple of [`PANEL`]. Per head, both products
+/// (`Q K^T` and `P V`) run through the same tiled kernel as the dense
+/// layers, with keys and values packed as its right-hand side. `bias`,
+/// when given, is added to the scaled scores before the softmax.
 pub(super) fn attention(
     qkv: &[f32],
     out: &mut [f32],
     heads: usize,
     hidden: usize,
+    bias: Option<RelativeBias<'_>>,
     scratch: &mut Vec<f32>,
 ) {
     Arch::new().dispatch(Attention {
@@ -452,6 +482,7 @@ pub(super) fn attention(
         out,
         heads,
         hidden,
+        bias,
         scratch,
     });
 }
@@ -461,6 +492,7 @@ struct Attention<'a> {
     out: &'a mut [f32],
     heads: usize,
     hidden: usize,
+    bias: Option<RelativeBias<'a>>,
     scratch: &'a mut Vec<f32>,
 }
 
@@ -474,23 +506,28 @@ impl WithSimd for Attention<'_> {
             out,
             heads,
             hidden,
+            bias,
             scratch,
         } = self;
         let stride = 3 * hidden;
         let len = qkv.len() / stride;
         let dh = hidden / heads;
-        assert_eq!(dh, PANEL, "head width must be {PANEL}");
+        assert_eq!(dh % PANEL, 0, "head width must be a multiple of {PANEL}");
+        if let Some(b) = bias {
+            assert!(len <= b.center + 1, "sequence longer than the bias table");
+            assert_eq!(b.table.len(), heads * (2 * b.center + 1));
+        }
         // Keys padded to whole panels; padded scores are never read.
         let padded = len.div_ceil(PANEL) * PANEL;
         let scale = 1.0 / (dh as f32).sqrt();
         let sizes = [
-            len * dh,     // q: scaled queries of one head, [len][dh]
-            dh * padded,  // kp: keys packed, panels of [dh][PANEL]
-            len * padded, // s: scores, [len][padded]
-            len * len,    // prob: probabilities, [len][len]
-            len * dh,     // vp: values packed, one panel [len][dh]
-            len * dh,     // ctx: [len][dh]
-            padded,       // zero: the (absent) bias
+            len * dh,       // q: scaled queries of one head, [len][dh]
+            dh * padded,    // kp: keys packed, panels of [dh][PANEL]
+            len * padded,   // s: scores, [len][padded]
+            len * len,      // prob: probabilities, [len][len]
+            len * dh,       // vp: values packed, panels of [len][PANEL]
+            len * dh,       // ctx: [len][dh]
+            padded.max(dh), // zero: the (absent) bias
         ];
         scratch.clear();
         scratch.resize(sizes.iter().sum(), 0.0);
@@ -512,16 +549,31 @@ impl WithSimd for Attention<'_> {
                 for (dst, value) in q[j * dh..(j + 1) * dh].iter_mut().zip(&row[q0..q0 + dh]) {
                     *dst = value * scale;
                 }
-                vp[j * dh..(j + 1) * dh].copy_from_slice(&row[v0..v0 + dh]);
+                // Values as panels of PANEL columns, each `[len][PANEL]`
+                // (one panel when the head is PANEL wide: the row as is).
+                for (p, part) in row[v0..v0 + dh].chunks_exact(PANEL).enumerate() {
+                    vp[p * len * PANEL + j * PANEL..][..PANEL].copy_from_slice(part);
+                }
             }
             let keys = Panels {
                 k: dh,
                 n: padded,
                 data: kp,
-                bias: zero,
+                bias: &zero[..padded],
             };
             matmul(simd, q, &keys, s);
-            for (srow, prow) in s.chunks_exact_mut(padded).zip(prob.chunks_exact_mut(len)) {
+            for (i, (srow, prow)) in s
+                .chunks_exact_mut(padded)
+                .zip(prob.chunks_exact_mut(len))
+                .enumerate()
+            {
+                if let Some(b) = bias {
+                    let width = 2 * b.center + 1;
+                    let from = h * width + b.center - i;
+                    for (score, add) in srow[..len].iter_mut().zip(&b.table[from..from + len]) {
+                        *score += *add;
+                    }
+                }
                 softmax_row(simd, srow, len);
                 prow.copy_from_slice(&srow[..len]);
             }
@@ -778,52 +830,71 @@ mod tests {
         }
     }
 
+    /// Attention against an f64 reference: heads of one panel (MiniLM)
+    /// and of two (MPNet), without and with a relative position bias.
     #[test]
     fn attention_matches_reference_on_every_path() {
-        let (heads, hidden) = (2, 64);
-        for len in [1, 5, 33, 70] {
-            let qkv = data(len * 3 * hidden, 10 + len as u64);
-            let mut want = vec![0.0f32; len * hidden];
+        for (heads, hidden, biased) in [(2, 64, false), (2, 128, false), (3, 192, true)] {
             let dh = hidden / heads;
-            for h in 0..heads {
-                for i in 0..len {
-                    let at = |j: usize, part: usize, d: usize| {
-                        f64::from(qkv[j * 3 * hidden + part * hidden + h * dh + d])
-                    };
-                    let scores: Vec<f64> = (0..len)
-                        .map(|j| {
-                            (0..dh).map(|d| at(i, 0, d) * at(j, 1, d)).sum::<f64>()
-                                / (dh as f64).sqrt()
-                        })
-                        .collect();
-                    let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                    let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-                    let sum: f64 = exps.iter().sum();
-                    for d in 0..dh {
-                        let v: f64 = (0..len).map(|j| exps[j] / sum * at(j, 2, d)).sum();
-                        want[i * hidden + h * dh + d] = v as f32;
+            let center = 80;
+            let table = data(heads * (2 * center + 1), 77);
+            let bias = biased.then_some(RelativeBias {
+                table: &table,
+                center,
+            });
+            for len in [1, 5, 33, 70] {
+                let qkv = data(len * 3 * hidden, 10 + len as u64);
+                let mut want = vec![0.0f32; len * hidden];
+                for h in 0..heads {
+                    for i in 0..len {
+                        let at = |j: usize, part: usize, d: usize| {
+                            f64::from(qkv[j * 3 * hidden + part * hidden + h * dh + d])
+                        };
+                        let scores: Vec<f64> = (0..len)
+                            .map(|j| {
+                                let b = if biased {
+                                    f64::from(table[h * (2 * center + 1) + center + j - i])
+                                } else {
+                                    0.0
+                                };
+                                (0..dh).map(|d| at(i, 0, d) * at(j, 1, d)).sum::<f64>()
+                                    / (dh as f64).sqrt()
+                                    + b
+                            })
+                            .collect();
+                        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                        let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                        let sum: f64 = exps.iter().sum();
+                        for d in 0..dh {
+                            let v: f64 = (0..len).map(|j| exps[j] / sum * at(j, 2, d)).sum();
+                            want[i * hidden + h * dh + d] = v as f32;
+                        }
                     }
                 }
-            }
-            for path in paths() {
-                let mut out = vec![0.0f32; len * hidden];
-                let mut scratch = Vec::new();
-                run(
-                    path,
-                    Attention {
-                        qkv: &qkv,
-                        out: &mut out,
-                        heads,
-                        hidden,
-                        scratch: &mut scratch,
-                    },
-                );
-                let diff = want
-                    .iter()
-                    .zip(&out)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f32::max);
-                assert!(diff < 1e-5, "{path:?}, len {len}: max diff {diff}");
+                for path in paths() {
+                    let mut out = vec![0.0f32; len * hidden];
+                    let mut scratch = Vec::new();
+                    run(
+                        path,
+                        Attention {
+                            qkv: &qkv,
+                            out: &mut out,
+                            heads,
+                            hidden,
+                            bias,
+                            scratch: &mut scratch,
+                        },
+                    );
+                    let diff = want
+                        .iter()
+                        .zip(&out)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0, f32::max);
+                    assert!(
+                        diff < 1e-5,
+                        "{path:?}, head width {dh}, bias {biased}, len {len}: max diff {diff}"
+                    );
+                }
             }
         }
     }
@@ -882,7 +953,7 @@ mod tests {
         let gamma = data(width, 52);
         let beta = data(width, 53);
         let mut want = x.clone();
-        add_layer_norm(&mut want, &residual, &gamma, &beta);
+        add_layer_norm(&mut want, &residual, &gamma, &beta, 1e-12);
         for path in paths() {
             let mut got = x.clone();
             run(
@@ -892,6 +963,7 @@ mod tests {
                     residual: &residual,
                     gamma: &gamma,
                     beta: &beta,
+                    eps: 1e-12,
                 },
             );
             let diff = want

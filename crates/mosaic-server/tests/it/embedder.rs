@@ -12,8 +12,9 @@ use mosaic_index::RetrievalMode;
 use mosaic_index::local_model::{MINILM_RELEASE, MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256};
 use mosaic_server::api::RecallRequest;
 use mosaic_server::embedder::{
-    DEFAULT_MODEL_DIR_NAME, EmbedderIdentity, EmbedderKind, LOCAL_MODEL_BUILT, Secret,
-    check_release, minilm_file_digests, minilm_release, model_dir,
+    DEFAULT_MODEL_DIR_NAME, DEFAULT_MPNET_DIR_NAME, EmbedderIdentity, EmbedderKind,
+    LOCAL_MODEL_BUILT, Secret, check_release, minilm_file_digests, minilm_release, model_dir,
+    mpnet_release,
 };
 use mosaic_server::examples::workspace_fact;
 use mosaic_server::{ServerConfig, Service};
@@ -55,6 +56,16 @@ fn embedder_config_defaults_toml_and_env() {
     assert_eq!(toml.embedder, EmbedderKind::MinilmInt8);
     assert_eq!("minilm-int8".parse(), Ok(EmbedderKind::MinilmInt8));
     assert_eq!(EmbedderKind::MinilmInt8.to_string(), "minilm-int8");
+    // mpnet has a default directory of its own beside MiniLM's.
+    let toml =
+        ServerConfig::from_toml_str("embedder = \"mpnet\"\ndata_dir = \"/d\"\n").expect("toml");
+    assert_eq!(toml.embedder, EmbedderKind::Mpnet);
+    assert_eq!("mpnet".parse(), Ok(EmbedderKind::Mpnet));
+    assert_eq!(EmbedderKind::Mpnet.to_string(), "mpnet");
+    assert_eq!(
+        model_dir(&toml),
+        Path::new("/d").join("models").join(DEFAULT_MPNET_DIR_NAME)
+    );
     assert!(ServerConfig::from_toml_str("embedder = \"bert\"").is_err());
     // The key is never read from a file.
     assert!(ServerConfig::from_toml_str("embedder_api_key = \"sk\"").is_err());
@@ -429,6 +440,90 @@ fn the_minilm_release_commits_to_every_file_and_fits_a_receipt() {
     assert_ne!(release, minilm_release(MINILM_RELEASE, &"8".repeat(64)));
 }
 
+#[test]
+fn the_mpnet_release_commits_to_every_file_and_fits_a_receipt() {
+    use mosaic_index::local_model::{
+        MPNET_CONFIG_JSON_SHA256, MPNET_MODEL_SAFETENSORS_SHA256, MPNET_RELEASE,
+    };
+    let release = mpnet_release(MPNET_RELEASE);
+    assert!(release.starts_with(MPNET_RELEASE), "{release}");
+    assert!(MPNET_RELEASE.contains(&MPNET_MODEL_SAFETENSORS_SHA256[..8]));
+    assert_ne!(
+        release,
+        minilm_release(MINILM_RELEASE, MPNET_CONFIG_JSON_SHA256)
+    );
+    check_release(&release).expect("fits the relevance receipt");
+}
+
+fn mpnet_config(data_dir: &Path, model_dir: &Path) -> ServerConfig {
+    ServerConfig {
+        embedder: EmbedderKind::Mpnet,
+        ..minilm_config(data_dir, model_dir)
+    }
+}
+
+/// `mpnet` checks its own files at the door (the model file check, before
+/// the data directory is touched): a missing directory and MiniLM's files
+/// are refused with the MPNet fetch command. With the model
+/// (`MOSAIC_MPNET_MODEL_DIR`, `local-model` builds) a data directory built
+/// with another embedder is detected and rebuilt in MPNet's vector space,
+/// as every switch of embedder is.
+#[test]
+fn mpnet_refuses_missing_or_foreign_files_and_rebuilds_a_switched_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let models = dir.path().join("models");
+    let fix = format!("scripts/fetch-model.sh --model mpnet {}", models.display());
+    let message = open_error(mpnet_config(&data, &models));
+    assert!(message.contains(&fix), "{message}");
+    assert!(!data.exists(), "a refused start creates nothing");
+    std::fs::create_dir_all(&models).expect("mkdir");
+    let minilm = std::env::var_os("MOSAIC_MODEL_DIR").map(std::path::PathBuf::from);
+    for file in ["model.safetensors", "tokenizer.json", "config.json"] {
+        match &minilm {
+            Some(minilm) => std::fs::copy(minilm.join(file), models.join(file)).map(|_| ()),
+            None => std::fs::write(models.join(file), b"not the model"),
+        }
+        .expect("write");
+    }
+    let message = open_error(mpnet_config(&data, &models));
+    assert!(message.contains(&fix), "{message}");
+    assert!(
+        message.contains("model.safetensors has sha256"),
+        "{message}"
+    );
+    assert!(!data.exists(), "a refused start creates nothing");
+
+    let Some(mpnet) = std::env::var_os("MOSAIC_MPNET_MODEL_DIR").map(std::path::PathBuf::from)
+    else {
+        return;
+    };
+    if !LOCAL_MODEL_BUILT {
+        return;
+    }
+    let w = world();
+    let key = w.principals[0].key.clone();
+    let record = propose(
+        &w.service,
+        &key,
+        "switch",
+        "Escalations go to the on-call lead",
+    );
+    let hash_identity = w.service.embedder_identity();
+    let (_dir, config, key) = close(w);
+    let (service, report) =
+        Service::open(mpnet_config(&config.data_dir, &mpnet)).expect("open with mpnet");
+    assert_eq!(report.embedder.switched_from.as_ref(), Some(&hash_identity));
+    assert_eq!(report.embedder.identity.kind, EmbedderKind::Mpnet);
+    assert_eq!(report.embedder.identity.dimension, 768);
+    let recalled = recall(&service, &key, "who takes escalations");
+    assert_eq!(recalled["selected_record_ids"][0], record.as_str());
+    let feature = recalled["relevance_receipt"]["feature_release"]
+        .as_str()
+        .expect("feature release");
+    assert!(feature.contains("all-mpnet-base-v2"), "{feature}");
+}
+
 fn mosaic(args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(BIN)
         .args(args)
@@ -474,7 +569,7 @@ fn serve_and_doctor_refuse_a_missing_model_with_exit_2_and_the_command() {
     let (code, _, stderr) = mosaic(&["serve", "--embedder", "bert"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
-        stderr.contains("minilm, minilm-int8, http or hash"),
+        stderr.contains("minilm, minilm-int8, mpnet, http or hash"),
         "{stderr}"
     );
 }
