@@ -188,3 +188,46 @@ async fn a_memory_the_key_may_not_see_answers_like_a_missing_one() {
         }
     }
 }
+
+/// `mosaic doctor` recomputes every read scope's root from the records as
+/// stored and names a stored node, entry or head that is not theirs.
+/// Layer: the store's cross-table check, run by doctor over a data
+/// directory edited behind the server's back.
+#[tokio::test]
+async fn doctor_names_a_scope_commitment_that_is_not_its_records() {
+    let w = world();
+    let first = remember(&w, 0, "seat", "Alice prefers aisle seats").await;
+    remember(&w, 0, "tea", "Alice drinks green tea").await;
+    let (dir, config, _) = crate::embedder::close(w);
+    let data_dir = config.data_dir.to_str().expect("path").to_owned();
+    let doctor = || {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+            .args(["doctor", "--data-dir", &data_dir])
+            .env("MOSAIC_EMBEDDER", "hash")
+            .output()
+            .expect("run doctor");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let (code, out) = doctor();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("scope commitment"), "{out}");
+    let conn = rusqlite::Connection::open(config.data_dir.join("store.sqlite")).expect("open");
+    // The node above the first memory's bucket, one level up.
+    let bucket = mosaic_harness::memory_scope::bucket_of(&first);
+    conn.execute(
+        "UPDATE scope_nodes SET sha256 = ?1 WHERE level = 1 AND idx = ?2 AND scope_type = 'principal'",
+        rusqlite::params!["ab".repeat(32), bucket >> 1],
+    )
+    .expect("edit a node");
+    drop(conn);
+    let (code, out) = doctor();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("scope commitment") && out.contains(&format!("node (1, {})", bucket >> 1)),
+        "{out}"
+    );
+    drop(dir);
+}
