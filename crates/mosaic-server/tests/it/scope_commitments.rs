@@ -138,6 +138,15 @@ async fn a_changed_scope_moves_its_root_and_generation() {
     let (status, r) = inclusion(&w, &alice.key, &first, Some(&old.root_sha256)).await;
     assert_eq!(status, StatusCode::CONFLICT, "{r}");
     assert_eq!(error_code(&r), "scope_root_moved");
+    // The answer names the current root and generation to ask against.
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "{} at generation {}",
+            new.root_sha256, new.generation
+        )),
+        "{r}"
+    );
     let (status, r) = inclusion(&w, &alice.key, &first, Some(&new.root_sha256)).await;
     assert_eq!(status, StatusCode::OK, "{r}");
     // Not a digest.
