@@ -3,7 +3,8 @@
 
     scripts/recall-scale.py --mosaic target/release/mosaic [--sizes 100,1000,10000]
         [--queries 200] [--recall-up-to 10000] [--restart] [--again N]
-        [--serve-arg=--embedder --serve-arg=hash] [--keep-data-dir DIR] [--json]
+        [--serve-arg=--embedder --serve-arg=hash] [--keep-data-dir DIR]
+        [--after-write N] [--json]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates one tenant and one principal, then grows that
@@ -13,7 +14,9 @@ each size times, from this client process over one keep-alive connection:
 
 - `POST /v1/recall` with a query (hybrid, k = 10), and the response size;
 - the same with `"explain": true` (the full decision list), and its size;
-- `POST /v1/recall` without a query (kind and recency order).
+- `POST /v1/recall` without a query (kind and recency order);
+- with `--after-write N`, N hybrid recalls each just after one more turn
+  is written (untimed): a recall whose scopes' read is fresh, not kept.
 
 Each step also reports its ingest rate (turns per second) and the bytes the
 server process wrote to storage per ingested record (`write_bytes` of
@@ -156,6 +159,9 @@ def main():
     parser.add_argument("--filter-every", type=int, default=0, metavar="N",
                         help="tag each ingest call's memories with metadata group = call % N and also time "
                              "a hybrid recall filtered to group 0 (1 memory in N)")
+    parser.add_argument("--after-write", type=int, default=0, metavar="N",
+                        help="also time N hybrid recalls each just after a write (one more turn ingested, "
+                             "untimed), so each recall reads its scopes afresh instead of the kept read")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -198,8 +204,28 @@ def main():
                 row[name] = {"p50_ms": round(statistics.median(times), 2),
                              "p95_ms": round(percentile(times, 95), 2),
                              "bytes": int(statistics.median(sizes_b))}
+            if args.after_write:
+                # Each recall follows a write of one turn, so its scopes'
+                # eligible read is fresh (the kept one no longer holds); the
+                # turns written here are not counted in the step's size.
+                times, sizes_b = [], []
+                for i, q in enumerate(queries[:args.after_write]):
+                    server.call("POST", f"/v1/conversations/w{stored}-{i}/messages", key,
+                                {"messages": [{"role": "user", "name": corpus.speakers[0],
+                                               "content": corpus.turn()}]})
+                    t0 = time.perf_counter()
+                    _, n = server.call_sized("POST", "/v1/recall", key, {"query": q, "max_records": 10})
+                    times.append((time.perf_counter() - t0) * 1000.0)
+                    sizes_b.append(n)
+                row["hybrid_after_write"] = {"p50_ms": round(statistics.median(times), 2),
+                                             "p95_ms": round(percentile(times, 95), 2),
+                                             "bytes": int(statistics.median(sizes_b))}
             results.append(row)
             if not args.json:
+                if "hybrid_after_write" in row:
+                    a = row["hybrid_after_write"]
+                    print(f"  hybrid just after a write p50 {a['p50_ms']} ms p95 {a['p95_ms']} ms {a['bytes']} B",
+                          flush=True)
                 h, e, n = row["hybrid"], row["hybrid_explain"], row["no_query"]
                 print(f"{ingest_line(row)} | hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B | "
                       f"explain p50 {e['p50_ms']} ms {e['bytes']} B | no query p50 {n['p50_ms']} ms "

@@ -95,6 +95,10 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     assert every_mutation_fails(history, ["write_receipt", "write_receipt_signature"], keys) >= 19
 
     recall = client.search("Berlin").raw
+    # A v4 selection receipt: the read scopes' roots in place of a digest
+    # of every record decided on.
+    assert "record_set_sha256" not in recall["selection_receipt"]
+    assert len(recall["selection_receipt"]["scope_commitments"]) == 4
     assert verify_receipt(recall, keys) == OfflineVerdict(valid=True, checked=["selection", "relevance"])
     every_mutation_fails(recall, ["selection_receipt", "relevance_receipt", "selection_signature", "relevance_signature"], keys)
     swapped = dict(recall, selection_signature=recall["relevance_signature"])
@@ -327,3 +331,40 @@ def test_a_recalled_memory_proves_its_place_in_the_bound_scope(client):
     answer = client._http.get(f"/v1/memories/{fact.record_id}/inclusion", params={"root_sha256": roots[0]}).json()
     assert answer["entry"] == entry
     assert verify_scope_inclusion(entry, answer["proof"], roots[0])
+
+
+def test_the_documented_v4_selection_receipt_and_its_neighbours():
+    # docs/ENCODING.md, "Selection receipts that bind the scope roots (v4)":
+    # the body the Rust core pins hashes to the documented digest under the
+    # tag its members call for; the same body under another tag, or with
+    # its roots stripped, is another receipt.
+    from mosaic_memory.offline import (
+        SELECTION_RECEIPT_V3_DOMAIN,
+        SELECTION_RECEIPT_V4_DOMAIN,
+        domain_digest,
+        selection_receipt_domain,
+    )
+
+    body = json.loads('{"decision_counts":{"decided":8,"dropped":{"expired":1,"revoked":1,"subject_mismatch":2},"selected":4},"decisions_sha256":"c5c8e331b07e146ccae7c4b6d9d460e0fa301a3731f5146b5a62d3700d31a7d2","ordering":"kind_recency","read_context_sha256":"5754c13ffd0c9e38f65bd6a5139d252825bce540e670196d128a682bb27decef","relevance_receipt_sha256":null,"schema_version":1,"scope_commitments":[{"generation":1,"root_sha256":"8a65d17c2f070c75f37aaae29609a2ff7a066fe7c372028d2b81e8aa6d733728","scope":{"run_id":"run-current","type":"run"}},{"generation":3,"root_sha256":"d0f063e19e347992d07d7ad217c7d6c195d72e75d5103db8f23320959436d368","scope":{"principal_id":"user-vinay","type":"principal"}},{"generation":0,"root_sha256":"3c0f5abb75db991b42b756f99ec1c3d4e259af5ae4f42f15c9b8f18c66925f00","scope":{"principal_id":"user-vinay","type":"principal_in_workspace","workspace_id":"ws-rust"}},{"generation":2,"root_sha256":"c0e269d89cf48f4f38cb6d1007b9e854548fd4d74c5b54e04487ee5d22519f09","scope":{"type":"workspace","workspace_id":"ws-rust"}}],"selected_record_ids":["working-current","semantic-user","procedure-build","episode-user"],"selector_release":"memory-scope-v1"}')
+    assert selection_receipt_domain(body) == SELECTION_RECEIPT_V4_DOMAIN
+    assert canonical_json(body) == '{"decision_counts":{"decided":8,"dropped":{"expired":1,"revoked":1,"subject_mismatch":2},"selected":4},"decisions_sha256":"c5c8e331b07e146ccae7c4b6d9d460e0fa301a3731f5146b5a62d3700d31a7d2","ordering":"kind_recency","read_context_sha256":"5754c13ffd0c9e38f65bd6a5139d252825bce540e670196d128a682bb27decef","relevance_receipt_sha256":null,"schema_version":1,"scope_commitments":[{"generation":1,"root_sha256":"8a65d17c2f070c75f37aaae29609a2ff7a066fe7c372028d2b81e8aa6d733728","scope":{"run_id":"run-current","type":"run"}},{"generation":3,"root_sha256":"d0f063e19e347992d07d7ad217c7d6c195d72e75d5103db8f23320959436d368","scope":{"principal_id":"user-vinay","type":"principal"}},{"generation":0,"root_sha256":"3c0f5abb75db991b42b756f99ec1c3d4e259af5ae4f42f15c9b8f18c66925f00","scope":{"principal_id":"user-vinay","type":"principal_in_workspace","workspace_id":"ws-rust"}},{"generation":2,"root_sha256":"c0e269d89cf48f4f38cb6d1007b9e854548fd4d74c5b54e04487ee5d22519f09","scope":{"type":"workspace","workspace_id":"ws-rust"}}],"selected_record_ids":["working-current","semantic-user","procedure-build","episode-user"],"selector_release":"memory-scope-v1"}'.encode()
+    assert domain_digest(SELECTION_RECEIPT_V4_DOMAIN, body) == 'fec39410590c814ea6407fb3cfa44ba018e6a177f7c3ea2f12c1d72c62ebd66c'
+    with_set = dict(body, record_set_sha256="ab" * 32)
+    assert selection_receipt_domain(with_set) == SELECTION_RECEIPT_V3_DOMAIN
+    stripped = {k: v for k, v in body.items() if k != "scope_commitments"}
+    assert selection_receipt_domain(stripped) is None
+    assert selection_receipt_domain(dict(body, scope_commitments=[])) is None
+
+
+def test_a_selection_receipt_binding_no_records_is_refused(client):
+    # Stripped of its scope roots (and so binding no records at all), a
+    # recall's selection receipt is refused before any signature is checked.
+    keys = client.receipt_keys()
+    client.add_messages("chat-unbound", CHAT)
+    fact = client.add_fact("I moved to Berlin", [("chat-unbound", "m1")])
+    assert fact.accepted, fact.violations
+    recall = copy.deepcopy(client.search("Berlin").raw)
+    del recall["selection_receipt"]["scope_commitments"]
+    verdict = verify_receipt(recall, keys)
+    assert not verdict.valid
+    assert "neither a record set nor scope commitments" in verdict.problem

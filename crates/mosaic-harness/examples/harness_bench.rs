@@ -4,10 +4,14 @@
 //! (defaults: 1,000,000 records over 10,000 principals). Single-threaded.
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Instant;
 
 use mosaic_harness::fixtures::{fixture_record, scoped_selection_context};
-use mosaic_harness::memory_scope::{eligibility, select_memory};
+use mosaic_harness::memory_scope::{
+    CheckedRecord, EligibilityPass, Listing, ReadScope, RecordSet, ScopeCommitment, SelectionError,
+    eligibility, select_memory, select_memory_set,
+};
 use mosaic_harness::memory_write::{MemoryWriteDecision, evaluate_memory_write, reference};
 use mosaic_harness::{MemoryKind, MemoryRecord, MemoryStatus, MemorySubject};
 
@@ -136,7 +140,59 @@ fn main() {
         secs * 1e6 / reads as f64
     );
 
-    // 4. Write-gate decisions: the reference proposal (accepted) and one
+    // 4. A fresh read of a sealed set (what a reader does once after each
+    //    change): seal the records and select, counted only, with the
+    //    receipt over the record set's digest (v2) and over the read
+    //    scopes' roots in its place (v4). Sealing still checks the set and
+    //    hashes which records are decided on; v2 also hashes every record
+    //    into the set's digest.
+    let checked: Vec<Arc<CheckedRecord>> = match records
+        .iter()
+        .cloned()
+        .map(|r| CheckedRecord::new(r).map(Arc::new))
+        .collect()
+    {
+        Ok(checked) => checked,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::exit(2);
+        }
+    };
+    let roots: Vec<ScopeCommitment> = ReadScope::of_context(&ctx)
+        .into_iter()
+        .map(|scope| ScopeCommitment {
+            scope,
+            generation: 1,
+            root_sha256: "00".repeat(32),
+        })
+        .collect();
+    for (label, bind) in [("v2, record set", false), ("v4, scope roots", true)] {
+        let rounds = 5;
+        let start = Instant::now();
+        for _ in 0..rounds {
+            let fresh = || -> Result<String, SelectionError> {
+                let mut set = RecordSet::new(checked.clone())?;
+                if bind {
+                    set = set.with_scope_commitments(roots.clone());
+                }
+                let pass = EligibilityPass::new(&ctx, &set)?;
+                let selection = select_memory_set(&ctx, &set, &pass, Listing::CountsOnly)?;
+                Ok(selection.receipt.receipt_sha256)
+            };
+            if let Err(err) = black_box(fresh()) {
+                eprintln!("error: {err}");
+                std::process::exit(2);
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "fresh sealed read ({label}) {:>8.2} ms ({} records)",
+            secs * 1e3 / rounds as f64,
+            records.len()
+        );
+    }
+
+    // 5. Write-gate decisions: the reference proposal (accepted) and one
     //    rejected mutation, each with its full receipt.
     let accepted = match reference::baseline_input() {
         Ok(input) => input,

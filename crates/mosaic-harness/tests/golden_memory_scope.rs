@@ -13,10 +13,12 @@ use mosaic_harness::fixtures::{
 };
 use mosaic_harness::memory_scope::{
     ContextBudget, ContextLane, DECIDED_RECORDS_DOMAIN, DecisionOutcome, ELIGIBLE_ENTRIES_DOMAIN,
-    ELIGIBLE_SET_DOMAIN, READ_CONTEXT_DOMAIN, RECORD_DOMAIN, RECORD_SET_DOMAIN, RelevanceInput,
-    SELECTION_DECISIONS_DOMAIN, ScoredCandidate, SourceSetManifest, allocate_selected_memory,
-    eligible_set, rank_relevance, record_set_digest, select_memory, sign_source_set,
+    ELIGIBLE_SET_DOMAIN, READ_CONTEXT_DOMAIN, RECORD_DOMAIN, RECORD_SET_DOMAIN, ReadScope,
+    RelevanceInput, SELECTION_DECISIONS_DOMAIN, SELECTION_RECEIPT_V4_DOMAIN, ScopeCommitment,
+    ScopeEntry, ScoredCandidate, SourceSetManifest, allocate_selected_memory, bind_scope_roots,
+    eligible_set, rank_relevance, record_set_digest, scope_root, select_memory, sign_source_set,
 };
+use mosaic_harness::merkle::to_hex;
 use serde_json::{Value, json};
 
 const GOLDEN: &str = concat!(
@@ -118,7 +120,7 @@ fn vectors() -> BTreeMap<String, Value> {
         .collect();
     let set_bytes = domain_bytes(RECORD_SET_DOMAIN, &entries).unwrap();
     assert_eq!(sha256_hex(&set_bytes), record_set_digest(&records).unwrap());
-    assert_eq!(sha256_hex(&set_bytes), receipt.record_set_sha256);
+    assert_eq!(Some(sha256_hex(&set_bytes)), receipt.record_set_sha256);
     out.insert(
         RECORD_SET_DOMAIN.into(),
         json!({"bytes": String::from_utf8(set_bytes.clone()).unwrap(),
@@ -127,6 +129,46 @@ fn vectors() -> BTreeMap<String, Value> {
     out.insert(
         "mosaic.memory.selection_receipt.v2".into(),
         json!({"sha256": receipt.receipt_sha256}),
+    );
+    // The same selection bound to its read scopes' roots in place of the
+    // record set (every fixture record of the tenant active in its scope),
+    // recomputed here from the documented encoding.
+    let commitments: Vec<ScopeCommitment> = ReadScope::of_context(&ctx)
+        .into_iter()
+        .map(|scope| {
+            let entries: Vec<ScopeEntry> = records
+                .iter()
+                .filter(|r| r.tenant_id == ctx.tenant_id)
+                .filter(|r| ReadScope::of_subject(&r.subject) == scope)
+                .map(|r| ScopeEntry::of_record(r, "active").unwrap())
+                .collect();
+            ScopeCommitment {
+                scope,
+                generation: entries.len() as u64,
+                root_sha256: to_hex(&scope_root(&entries).unwrap()),
+            }
+        })
+        .collect();
+    let mut v4 = receipt.clone();
+    bind_scope_roots(&mut v4, commitments).unwrap();
+    let mut v4_body = serde_json::to_value(&v4).unwrap();
+    v4_body.as_object_mut().unwrap().remove("receipt_sha256");
+    assert!(v4_body.get("record_set_sha256").is_none());
+    let v4_bytes = domain_bytes(SELECTION_RECEIPT_V4_DOMAIN, &v4_body).unwrap();
+    assert_eq!(sha256_hex(&v4_bytes), v4.receipt_sha256);
+    // docs/ENCODING.md shows the same bytes and digest.
+    let encoding = include_str!("../../../docs/ENCODING.md");
+    let v4_text = String::from_utf8(v4_bytes.clone()).unwrap();
+    for line in v4_text.lines().chain([v4.receipt_sha256.as_str()]) {
+        assert!(
+            encoding.contains(line),
+            "docs/ENCODING.md does not show {line}"
+        );
+    }
+    out.insert(
+        SELECTION_RECEIPT_V4_DOMAIN.into(),
+        json!({"bytes": String::from_utf8(v4_bytes.clone()).unwrap(),
+               "sha256": v4.receipt_sha256}),
     );
     // The decision list in its compressed form, recomputed here from the
     // documented encoding: which records were decided on, the usual drop

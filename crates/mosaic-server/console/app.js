@@ -637,7 +637,7 @@
     const rel = res.relevance_receipt;
     out.push(kv([
       ['Selection receipt', mono(sel.receipt_sha256)], ['Ordering', sel.ordering], ['Read context', mono(sel.read_context_sha256)],
-      ['Record set', mono(sel.record_set_sha256)], ['Decisions', mono(sel.decisions_sha256)],
+      ['Record set', sel.record_set_sha256 ? mono(sel.record_set_sha256) : undefined], ['Decisions', mono(sel.decisions_sha256)],
       ['Scope roots', sel.scope_commitments ? h('span', null, ...sel.scope_commitments.map((c) => h('div', null, `${c.scope.type} (generation ${c.generation}) `, mono(c.root_sha256)))) : undefined],
       ['Relevance receipt', rel ? mono(rel.receipt_sha256) : null],
       ['Query digest', rel ? mono(rel.query_sha256) : undefined], ['Features', rel ? rel.feature_release : undefined],
@@ -645,8 +645,10 @@
       ['Store snapshot', h('span', null, mono(res.snapshot.snapshot_sha256), ` at revocation generation ${res.snapshot.revocation_generation}`)],
       ['Context report', mono(res.context_report.report_sha256)],
     ]));
-    // A receipt that binds its read scopes' commitments is hashed as v3.
-    const selectionDomain = sel.scope_commitments ? 'mosaic.memory.selection_receipt.v3' : 'mosaic.memory.selection_receipt.v2';
+    // A receipt that binds its read scopes' commitments in place of the
+    // record set is hashed as v4; with both, as v3.
+    const selectionDomain = !('record_set_sha256' in sel) ? 'mosaic.memory.selection_receipt.v4'
+      : sel.scope_commitments ? 'mosaic.memory.selection_receipt.v3' : 'mosaic.memory.selection_receipt.v2';
     const checks = [['selection receipt', () => signatureProblem('selection', selectionDomain, withoutDigest(sel), sel.receipt_sha256, res.selection_signature),
       res.selection_signature ? res.selection_signature.key_id : '']];
     if (rel) {

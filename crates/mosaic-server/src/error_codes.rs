@@ -318,7 +318,7 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     c(
         "scope_root_moved",
         409,
-        "An inclusion proof was asked against a root its memory's scope no longer has (the scope changed since); the proof is served against the current root only",
+        "An inclusion proof was asked against a root its memory's scope no longer has (the scope changed since); the proof is served against the current root only, which the message names with its generation (the store keeps the current tree alone, no nodes of earlier generations)",
     ),
     c(
         "stale_generation",

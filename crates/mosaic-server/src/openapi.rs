@@ -149,7 +149,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "GET",
         "/v1/memories/{record_id}/inclusion",
-        "A memory's inclusion proof in its read scope's commitment (the scope a recall's selection receipt binds in `scope_commitments`): the memory's entry (its record digest as read and its state), its bucket's entry hashes and the ten hashes to the scope's current root, with the scope's generation and root. With `root_sha256`, the proof is answered only when that is still the scope's root (`scope_root_moved` otherwise). A memory the key may not see, or an erased one, is 404 like a missing one",
+        "A memory's inclusion proof in its read scope's commitment (the scope a recall's selection receipt binds in `scope_commitments`): the memory's entry (its record digest as read and its state), its bucket's entry hashes and the ten hashes to the scope's current root, with the scope's generation and root. With `root_sha256`, the proof is answered only when that is still the scope's root (`scope_root_moved` otherwise, naming the current root and generation: only the current tree is kept). A memory the key may not see, or an erased one, is 404 like a missing one",
         "any",
         None,
     ),

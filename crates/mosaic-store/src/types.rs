@@ -872,6 +872,12 @@ pub struct IntegrityReport {
     pub proposals_missing_record: Vec<String>,
     /// Audit chain verification.
     pub audit: crate::audit::AuditVerification,
+    /// Read scope commitments that are not those of the records as stored:
+    /// every scope's tree is recomputed from the records (bodies and
+    /// states) and each stored head, node and entry compared with it. One
+    /// finding per difference, naming the tenant, the scope and the node
+    /// or record.
+    pub scope_commitment_mismatches: Vec<String>,
 }
 
 impl IntegrityReport {
@@ -880,6 +886,7 @@ impl IntegrityReport {
         self.storage_ok
             && self.records_missing_outbox.is_empty()
             && self.proposals_missing_record.is_empty()
+            && self.scope_commitment_mismatches.is_empty()
             && matches!(self.audit, crate::audit::AuditVerification::Intact { .. })
     }
 }

@@ -43,6 +43,9 @@ SELECTION_RECEIPT_DOMAIN = "mosaic.memory.selection_receipt.v2"
 # A selection receipt that binds its read scopes' commitments
 # (``scope_commitments``) is hashed under this domain instead.
 SELECTION_RECEIPT_V3_DOMAIN = "mosaic.memory.selection_receipt.v3"
+# One that binds them in place of the record set's digest (no
+# ``record_set_sha256`` member) is hashed under this one.
+SELECTION_RECEIPT_V4_DOMAIN = "mosaic.memory.selection_receipt.v4"
 RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
 DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
 
@@ -437,6 +440,17 @@ def _deletion_audit_problem(deletion: Mapping[str, Any], proof: Any) -> Optional
     return None
 
 
+def selection_receipt_domain(selection: Mapping[str, Any]) -> Optional[str]:
+    """The domain tag a selection receipt is hashed under: v2 with a record
+    set's digest alone, v3 with it and scope commitments, v4 with scope
+    commitments in place of the record set; ``None`` when it binds neither
+    (no server issues such a receipt)."""
+    bound = bool(selection.get("scope_commitments"))
+    if "record_set_sha256" in selection:
+        return SELECTION_RECEIPT_V3_DOMAIN if "scope_commitments" in selection else SELECTION_RECEIPT_DOMAIN
+    return SELECTION_RECEIPT_V4_DOMAIN if bound else None
+
+
 def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], Iterable[str], str]) -> OfflineVerdict:
     """Checks the receipts in one API answer, offline: a proposal's
     (``receipt``, ``receipt_signature``), a memory's history
@@ -460,7 +474,9 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
         selection = document["selection_receipt"]
         relevance = document.get("relevance_receipt")
         checked = ["selection"] + (["relevance"] if relevance is not None else [])
-        domain = SELECTION_RECEIPT_V3_DOMAIN if "scope_commitments" in selection else SELECTION_RECEIPT_DOMAIN
+        domain = selection_receipt_domain(selection)
+        if domain is None:
+            return verdict(checked, "the selection receipt binds neither a record set nor scope commitments")
         problem = _check("selection", domain, "selection", selection, document.get("selection_signature"), public)
         if problem:
             return verdict(checked, problem)

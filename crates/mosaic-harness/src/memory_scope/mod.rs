@@ -6,7 +6,9 @@
 //! episodic; newer first; record id breaks exact ties. (With a
 //! [`RelevanceReceipt`] the eligible records are ordered by relevance instead,
 //! see [`select_memory_ranked`].) The [`MemorySelectionReceipt`] binds the
-//! read context, the canonical record set, the ordered selection, the count
+//! read context, the canonical record set (or, in place of it, the
+//! commitments of the read's scopes, which a store keeps at write: see
+//! [`bind_scope_roots`]), the ordered selection, the count
 //! of decisions per outcome and the digest of the decision list; the list
 //! itself travels beside the receipt ([`MemorySelection::decisions`]), so a
 //! receipt's size does not grow with the number of records decided on.
@@ -73,6 +75,10 @@ pub const SELECTION_RECEIPT_DOMAIN: &str = "mosaic.memory.selection_receipt.v2";
 /// Domain tag of the digest of a selection receipt that binds its read
 /// scopes' commitments ([`MemorySelectionReceipt::scope_commitments`]).
 pub const SELECTION_RECEIPT_V3_DOMAIN: &str = "mosaic.memory.selection_receipt.v3";
+/// Domain tag of the digest of a selection receipt that binds its read
+/// scopes' commitments in place of the record set's digest (see
+/// [`bind_scope_roots`]).
+pub const SELECTION_RECEIPT_V4_DOMAIN: &str = "mosaic.memory.selection_receipt.v4";
 /// Domain tag of the digest of a selection's decision list.
 pub const SELECTION_DECISIONS_DOMAIN: &str = "mosaic.memory.selection_decisions.v2";
 /// Domain tag of the digest of which records a decision list decides on.
@@ -469,8 +475,11 @@ fn digest_body(
 ///
 /// The receipt commits to one decision per input record through
 /// `decision_counts` and `decisions_sha256`; the decisions themselves are
-/// [`MemorySelection::decisions`]. `receipt_sha256` is the
-/// `mosaic.memory.selection_receipt.v2` digest of every other field.
+/// [`MemorySelection::decisions`]. `receipt_sha256` is the digest of every
+/// other field: `mosaic.memory.selection_receipt.v2` over a record set's
+/// digest, v3 over it and the read scopes' commitments, v4 over the
+/// commitments in place of the record set (what a reader that keeps the
+/// commitments at write issues, see [`bind_scope_roots`]).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySelectionReceipt {
@@ -480,8 +489,14 @@ pub struct MemorySelectionReceipt {
     pub selector_release: String,
     /// Digest of the read context.
     pub read_context_sha256: String,
-    /// Digest of the record set, canonicalized by record id.
-    pub record_set_sha256: String,
+    /// Digest of the record set, canonicalized by record id. Absent (and
+    /// then left out of the encoding) from a receipt that binds its read
+    /// scopes' commitments instead (`mosaic.memory.selection_receipt.v4`,
+    /// see [`bind_scope_roots`]): the scopes' roots commit to every record
+    /// the read decided on, and are kept at write, so such a receipt is
+    /// issued without hashing every record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_set_sha256: Option<String>,
     /// How eligible records were ordered.
     pub ordering: SelectionOrdering,
     /// Digest of the bound relevance receipt, when ordering is by relevance.
@@ -505,12 +520,22 @@ pub struct MemorySelectionReceipt {
     pub receipt_sha256: String,
 }
 
+impl MemorySelectionReceipt {
+    /// Whether the receipt binds the records it decided on at all: by the
+    /// record set's digest, or by its read scopes' commitments (a receipt
+    /// with neither names no records and never verifies).
+    pub fn binds_records(&self) -> bool {
+        self.record_set_sha256.is_some() || !self.scope_commitments.is_empty()
+    }
+}
+
 #[derive(Serialize)]
 struct ReceiptBody<'a> {
     schema_version: u32,
     selector_release: &'a str,
     read_context_sha256: &'a str,
-    record_set_sha256: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record_set_sha256: Option<&'a str>,
     ordering: SelectionOrdering,
     relevance_receipt_sha256: &'a Option<String>,
     selected_record_ids: &'a [String],
@@ -521,12 +546,14 @@ struct ReceiptBody<'a> {
 }
 
 impl MemorySelectionReceipt {
-    /// Recomputes the digest of this receipt's body.
+    /// Recomputes the digest of this receipt's body: v2 with a record set
+    /// and no scope commitments, v3 with both, v4 with scope commitments
+    /// and no record set.
     pub fn compute_digest(&self) -> Result<String, CanonicalError> {
-        let domain = if self.scope_commitments.is_empty() {
-            SELECTION_RECEIPT_DOMAIN
-        } else {
-            SELECTION_RECEIPT_V3_DOMAIN
+        let domain = match (&self.record_set_sha256, self.scope_commitments.is_empty()) {
+            (Some(_), true) => SELECTION_RECEIPT_DOMAIN,
+            (Some(_), false) => SELECTION_RECEIPT_V3_DOMAIN,
+            (None, _) => SELECTION_RECEIPT_V4_DOMAIN,
         };
         domain_digest(
             domain,
@@ -534,7 +561,7 @@ impl MemorySelectionReceipt {
                 schema_version: self.schema_version,
                 selector_release: &self.selector_release,
                 read_context_sha256: &self.read_context_sha256,
-                record_set_sha256: &self.record_set_sha256,
+                record_set_sha256: self.record_set_sha256.as_deref(),
                 ordering: self.ordering,
                 relevance_receipt_sha256: &self.relevance_receipt_sha256,
                 selected_record_ids: &self.selected_record_ids,
@@ -555,6 +582,28 @@ pub fn bind_scope_commitments(
 ) -> Result<(), CanonicalError> {
     commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
     receipt.scope_commitments = commitments;
+    receipt.receipt_sha256 = receipt.compute_digest()?;
+    Ok(())
+}
+
+/// Binds the commitments of the read's scopes into `receipt` (sorted by
+/// scope) in place of its record set's digest, and recomputes its digest
+/// (`mosaic.memory.selection_receipt.v4`). The roots commit to every
+/// record of the scopes in every state, so the receipt still names the
+/// records decided on (those of the scopes the read context finds
+/// eligible), and anyone holding the scopes' records recomputes both the
+/// roots ([`scope_root`]) and the receipt. `commitments` must not be
+/// empty: a receipt with neither names no records.
+pub fn bind_scope_roots(
+    receipt: &mut MemorySelectionReceipt,
+    mut commitments: Vec<ScopeCommitment>,
+) -> Result<(), SelectionError> {
+    if commitments.is_empty() {
+        return Err(SelectionError::NoScopeCommitments);
+    }
+    commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
+    receipt.scope_commitments = commitments;
+    receipt.record_set_sha256 = None;
     receipt.receipt_sha256 = receipt.compute_digest()?;
     Ok(())
 }
@@ -615,6 +664,10 @@ pub enum SelectionError {
     /// The relevance receipt does not belong to this read.
     #[error("relevance receipt does not match this read: {0}")]
     RelevanceMismatch(String),
+    /// A receipt was to bind its scopes' roots in place of its record set,
+    /// and none were given.
+    #[error("no scope commitments to bind in place of the record set")]
+    NoScopeCommitments,
     /// Canonical encoding failed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -665,13 +718,29 @@ impl CheckedRecord {
 /// read selects over the same set again without hashing every record
 /// again (see [`EligibilityPass`], [`select_memory_set`],
 /// [`select_memory_ranked_set`] and [`hand_off_set`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct RecordSet {
     records: Vec<std::sync::Arc<CheckedRecord>>,
-    record_set_sha256: String,
+    /// Computed on first use: a set whose receipts bind its scopes'
+    /// commitments never needs it.
+    record_set_sha256: std::sync::OnceLock<String>,
     decided_sha256: String,
     scope_commitments: Vec<ScopeCommitment>,
+    /// Which sealing this is (clones share it): an eligibility pass holds
+    /// for the set it was made over and its clones.
+    seal: u64,
 }
+
+impl PartialEq for RecordSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.records == other.records && self.scope_commitments == other.scope_commitments
+    }
+}
+
+impl Eq for RecordSet {}
+
+/// Numbers each sealed [`RecordSet`].
+static SEALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl RecordSet {
     /// Sorts `records` by id, checks them (no repeated id, sound
@@ -679,7 +748,6 @@ impl RecordSet {
     pub fn new(mut records: Vec<std::sync::Arc<CheckedRecord>>) -> Result<Self, SelectionError> {
         records.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
         let sorted = check_sorted(records.iter().map(|r| &**r).collect())?;
-        let record_set_sha256 = record_set_digest_sorted(&sorted)?;
         let decided_sha256 = decided_digest(
             sorted
                 .iter()
@@ -687,15 +755,17 @@ impl RecordSet {
         )?;
         Ok(RecordSet {
             records,
-            record_set_sha256,
+            record_set_sha256: std::sync::OnceLock::new(),
             decided_sha256,
             scope_commitments: Vec::new(),
+            seal: SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
     /// The set with the commitments of the scopes it was read from (read
     /// in the same snapshot as the records): every selection receipt over
-    /// it binds them (see [`bind_scope_commitments`]).
+    /// it binds them in place of the record set's digest (v4, see
+    /// [`bind_scope_roots`]), so the digest is never computed.
     pub fn with_scope_commitments(mut self, mut commitments: Vec<ScopeCommitment>) -> Self {
         commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
         self.scope_commitments = commitments;
@@ -713,9 +783,20 @@ impl RecordSet {
         &self.records
     }
 
-    /// Their `mosaic.memory.record_set.v2` digest.
-    pub fn record_set_sha256(&self) -> &str {
-        &self.record_set_sha256
+    /// Their `mosaic.memory.record_set.v2` digest (every record hashed, on
+    /// the first call).
+    pub fn record_set_sha256(&self) -> Result<&str, CanonicalError> {
+        if let Some(digest) = self.record_set_sha256.get() {
+            return Ok(digest);
+        }
+        let sorted: Vec<&CheckedRecord> = self.records.iter().map(|r| &**r).collect();
+        let digest = record_set_digest_sorted(&sorted)?;
+        Ok(self.record_set_sha256.get_or_init(|| digest))
+    }
+
+    /// Which sealing this set is (see [`EligibilityPass::holds_for`]).
+    pub(crate) fn seal(&self) -> u64 {
+        self.seal
     }
 
     /// The `mosaic.memory.decided_records.v1` digest of a selection over
@@ -991,7 +1072,7 @@ fn finish(
         schema_version: crate::MEMORY_SCHEMA_VERSION,
         selector_release: ctx.selector_release.clone(),
         read_context_sha256: ctx.digest()?,
-        record_set_sha256: record_set_digest_sorted(sorted)?,
+        record_set_sha256: Some(record_set_digest_sorted(sorted)?),
         ordering,
         relevance_receipt_sha256,
         selected_record_ids,
@@ -1037,9 +1118,13 @@ pub fn verify_memory_selection(
     .receipt;
     // The scopes' roots are over records the selection's inputs need not
     // hold (every state); they are checked against the scopes' records by
-    // [`verify_scope_commitment`]. Here they are bound as stored, so the
-    // digest covers them.
-    if !stored.scope_commitments.is_empty() {
+    // [`verify_scope_commitment`]. Here they are bound as stored, in the
+    // stored receipt's version (v4: in place of the record set's digest),
+    // so the digest covers them. A receipt that binds no records at all
+    // differs from the fresh one in `record_set_sha256`.
+    if stored.record_set_sha256.is_none() && !stored.scope_commitments.is_empty() {
+        bind_scope_roots(&mut fresh, stored.scope_commitments.clone())?;
+    } else if !stored.scope_commitments.is_empty() {
         bind_scope_commitments(&mut fresh, stored.scope_commitments.clone())
             .map_err(SelectionError::from)?;
     }
@@ -1085,6 +1170,43 @@ pub fn verify_memory_selection(
         || fresh.receipt_sha256 != stored.receipt_sha256
     {
         return Err(SelectionVerifyError::DigestMismatch);
+    }
+    Ok(())
+}
+
+/// Checks that the scope commitments `stored` binds are those of the
+/// read's scopes (all four, sorted) and that each root is the root of the
+/// scope's records as given: every record of the context's tenant whose
+/// subject is in the scope, in any state, with that state
+/// (`scope_records`). With [`verify_memory_selection`] over the records
+/// the read decided on, this is how a holder of the scopes' records checks
+/// a v4 receipt, which names them through the roots alone.
+pub fn verify_selection_scopes(
+    ctx: &MemoryReadContext,
+    stored: &MemorySelectionReceipt,
+    scope_records: &[(MemoryRecord, &str)],
+) -> Result<(), SelectionVerifyError> {
+    let bound: Vec<&ReadScope> = stored.scope_commitments.iter().map(|c| &c.scope).collect();
+    if bound != ReadScope::of_context(ctx).iter().collect::<Vec<_>>() {
+        return Err(SelectionVerifyError::ReceiptMismatch {
+            field: "scope_commitments",
+        });
+    }
+    for commitment in &stored.scope_commitments {
+        let entries: Vec<ScopeEntry> = scope_records
+            .iter()
+            .filter(|(r, _)| {
+                r.tenant_id == ctx.tenant_id
+                    && ReadScope::of_subject(&r.subject) == commitment.scope
+            })
+            .map(|(r, state)| ScopeEntry::of_record(r, state))
+            .collect::<Result<_, CanonicalError>>()
+            .map_err(SelectionError::from)?;
+        if verify_scope_commitment(commitment, &entries).is_err() {
+            return Err(SelectionVerifyError::ReceiptMismatch {
+                field: "scope_commitments",
+            });
+        }
     }
     Ok(())
 }

@@ -39,7 +39,8 @@ pub enum Listing {
 /// Every record's eligibility in one [`RecordSet`] under one read context.
 #[derive(Clone, Debug)]
 pub struct EligibilityPass {
-    record_set_sha256: String,
+    /// The sealing of the set the pass was made over.
+    seal: u64,
     context: MemoryReadContext,
     /// The first instant at or after the context's at which any time check
     /// could change its answer.
@@ -106,7 +107,7 @@ impl EligibilityPass {
             }
         }
         Ok(EligibilityPass {
-            record_set_sha256: set.record_set_sha256().to_owned(),
+            seal: set.seal(),
             context: ctx.clone(),
             next_change_unix_ms: next,
             outcomes,
@@ -119,13 +120,13 @@ impl EligibilityPass {
     }
 
     /// Whether this pass decides `set` under `ctx` as a new pass would: the
-    /// same set, the same context but for its instant and selection limit,
+    /// set it was made over (or a clone of it), the same context but for its instant and selection limit,
     /// and an instant from the pass's own up to (not including) the first
     /// instant at which a time check could change.
     pub fn holds_for(&self, ctx: &MemoryReadContext, set: &RecordSet) -> bool {
         let then = self.context.now_unix_ms;
         let now = ctx.now_unix_ms;
-        set.record_set_sha256() == self.record_set_sha256
+        set.seal() == self.seal
             && same_but_instant_and_limit(&self.context, ctx)
             && (now == then
                 || (then < now && self.next_change_unix_ms.is_none_or(|next| now < next)))
@@ -375,11 +376,18 @@ fn decide(
             .map(|(reason, count)| (reason.as_str().to_owned(), *count))
             .collect(),
     };
+    // A set read with its scopes' commitments binds them in place of its
+    // record set's digest (v4), which is then never computed.
+    let record_set_sha256 = if set.scope_commitments().is_empty() {
+        Some(set.record_set_sha256()?.to_owned())
+    } else {
+        None
+    };
     let mut receipt = MemorySelectionReceipt {
         schema_version: crate::MEMORY_SCHEMA_VERSION,
         selector_release: ctx.selector_release.clone(),
         read_context_sha256,
-        record_set_sha256: set.record_set_sha256().to_owned(),
+        record_set_sha256,
         ordering,
         relevance_receipt_sha256,
         selected_record_ids: selected

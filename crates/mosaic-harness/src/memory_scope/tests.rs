@@ -1013,7 +1013,7 @@ fn memory_scope_checked_records_select_exactly_as_plain_ones() {
             .unwrap()
             .receipt
             .record_set_sha256,
-        before
+        Some(before)
     );
 }
 
@@ -1074,7 +1074,7 @@ fn memory_scope_a_sealed_record_set_selects_as_the_records_do() {
     let checked = checked(records.iter().rev());
     let set = RecordSet::new(checked).unwrap();
     assert_eq!(
-        set.record_set_sha256(),
+        set.record_set_sha256().unwrap(),
         record_set_digest(&records).unwrap()
     );
     // The same receipts and decisions as over the records themselves, and
@@ -1430,32 +1430,114 @@ fn a_receipt_binds_its_scope_commitments_and_an_unbound_one_is_unchanged() {
 }
 
 /// A set read with its scopes' commitments gives receipts that bind them
-/// (v3), equal to the receipt of the same selection bound afterwards, and
-/// verifiable from the records; a set without them keeps v2 receipts.
+/// in place of the record set's digest (v4), equal to the receipt of the
+/// same selection bound afterwards, verifiable from the records and the
+/// scopes' records; the set's own digest is never computed for them. A set
+/// without them keeps v2 receipts. A pass holds for the set it was made
+/// over and its clones, not for another sealing of the same records.
+/// Layer: the pure selector's receipt.
 #[test]
-fn a_set_with_scope_commitments_gives_receipts_that_bind_them() {
+fn a_set_with_scope_commitments_gives_receipts_that_bind_their_roots() {
     let (ctx, records) = fixture();
     let plain = record_set(&records);
-    let commitments: Vec<ScopeCommitment> = ReadScope::of_context(&ctx)
+    let commitments = roots_of(&ctx, &records);
+    let bound = plain.clone().with_scope_commitments(commitments.clone());
+    let pass = EligibilityPass::new(&ctx, &plain).unwrap();
+    assert!(pass.holds_for(&ctx, &bound), "a clone of the same sealing");
+    assert!(
+        !pass.holds_for(&ctx, &record_set(&records)),
+        "another sealing of the same records"
+    );
+    let v4 = select_memory_set(&ctx, &bound, &pass, Listing::Full).unwrap();
+    assert!(
+        bound.record_set_sha256.get().is_none(),
+        "a v4 receipt never hashes the record set"
+    );
+    let v2 = select_memory_set(&ctx, &plain, &pass, Listing::Full).unwrap();
+    assert!(v2.receipt.scope_commitments.is_empty());
+    assert_eq!(v4.receipt.scope_commitments.len(), 4);
+    assert_eq!(v4.receipt.record_set_sha256, None);
+    let mut expected = v2.receipt.clone();
+    bind_scope_roots(&mut expected, commitments.clone()).unwrap();
+    assert_eq!(v4.receipt, expected);
+    assert_eq!(v4.decisions, v2.decisions);
+    assert_eq!(v2.receipt, select_memory(&ctx, &records).unwrap().receipt);
+    // The encoding has no record set and hashes under v4.
+    let text = serde_json::to_string(&v4.receipt).unwrap();
+    assert!(!text.contains("record_set_sha256"), "{text}");
+    assert_eq!(
+        v4.receipt.receipt_sha256,
+        domain_digest(SELECTION_RECEIPT_V4_DOMAIN, &{
+            let mut body = serde_json::to_value(&v4.receipt).unwrap();
+            body.as_object_mut().unwrap().remove("receipt_sha256");
+            body
+        })
+        .unwrap()
+    );
+    let back: MemorySelectionReceipt = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, v4.receipt);
+    verify_memory_selection(&ctx, &records, None, &v4.receipt).unwrap();
+    let states: Vec<(MemoryRecord, &str)> = records.iter().map(|r| (r.clone(), "active")).collect();
+    verify_selection_scopes(&ctx, &v4.receipt, &states).unwrap();
+    // One record edited, or in another state: its scope's root differs.
+    let mut edited = states.clone();
+    edited[2].0.token_count += 1;
+    assert_eq!(
+        verify_selection_scopes(&ctx, &v4.receipt, &edited),
+        Err(SelectionVerifyError::ReceiptMismatch {
+            field: "scope_commitments"
+        })
+    );
+    let mut revoked = states.clone();
+    revoked[2].1 = "revoked";
+    assert!(verify_selection_scopes(&ctx, &v4.receipt, &revoked).is_err());
+    // A scope left out.
+    let mut fewer = v4.receipt.clone();
+    fewer.scope_commitments.pop();
+    fewer.receipt_sha256 = fewer.compute_digest().unwrap();
+    assert!(verify_selection_scopes(&ctx, &fewer, &states).is_err());
+    // Commitments stripped and the digest recomputed: the receipt binds no
+    // records at all and verifies against nothing.
+    let mut stripped = v4.receipt.clone();
+    stripped.scope_commitments.clear();
+    stripped.receipt_sha256 = stripped.compute_digest().unwrap();
+    assert!(!stripped.binds_records());
+    assert_eq!(
+        verify_memory_selection(&ctx, &records, None, &stripped),
+        Err(SelectionVerifyError::ReceiptMismatch {
+            field: "record_set_sha256"
+        })
+    );
+    assert_eq!(
+        bind_scope_roots(&mut stripped.clone(), Vec::new()),
+        Err(SelectionError::NoScopeCommitments)
+    );
+    // A record set put back under the v4 digest: a mismatch.
+    let mut mixed = v4.receipt.clone();
+    mixed.record_set_sha256 = v2.receipt.record_set_sha256.clone();
+    assert_eq!(
+        verify_memory_selection(&ctx, &records, None, &mixed),
+        Err(SelectionVerifyError::DigestMismatch)
+    );
+}
+
+/// The commitments of the read's scopes over `records`, each active.
+fn roots_of(ctx: &MemoryReadContext, records: &[MemoryRecord]) -> Vec<ScopeCommitment> {
+    ReadScope::of_context(ctx)
         .into_iter()
         .rev()
-        .enumerate()
-        .map(|(n, scope)| ScopeCommitment {
-            scope,
-            generation: n as u64 + 1,
-            root_sha256: sha256_hex(&[n as u8]),
+        .map(|scope| {
+            let entries: Vec<ScopeEntry> = records
+                .iter()
+                .filter(|r| r.tenant_id == ctx.tenant_id)
+                .filter(|r| ReadScope::of_subject(&r.subject) == scope)
+                .map(|r| ScopeEntry::of_record(r, "active").unwrap())
+                .collect();
+            ScopeCommitment {
+                scope,
+                generation: entries.len() as u64 + 1,
+                root_sha256: crate::merkle::to_hex(&scope_root(&entries).unwrap()),
+            }
         })
-        .collect();
-    let bound = record_set(&records).with_scope_commitments(commitments.clone());
-    let pass = EligibilityPass::new(&ctx, &plain).unwrap();
-    assert!(pass.holds_for(&ctx, &bound), "the records are the same");
-    let v2 = select_memory_set(&ctx, &plain, &pass, Listing::Full).unwrap();
-    let v3 = select_memory_set(&ctx, &bound, &pass, Listing::Full).unwrap();
-    assert!(v2.receipt.scope_commitments.is_empty());
-    assert_eq!(v3.receipt.scope_commitments.len(), 4);
-    let mut expected = v2.receipt.clone();
-    bind_scope_commitments(&mut expected, commitments).unwrap();
-    assert_eq!(v3.receipt, expected);
-    assert_eq!(v2.receipt, select_memory(&ctx, &records).unwrap().receipt);
-    verify_memory_selection(&ctx, &records, None, &v3.receipt).unwrap();
+        .collect()
 }

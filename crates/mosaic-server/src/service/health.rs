@@ -58,10 +58,18 @@ impl ServiceCore {
                 format!("version {version}, expected {expected}"),
             ));
         }
-        let integrity = inner.store.integrity_check()?;
+        let mut integrity = inner.store.integrity_check()?;
+        // Each read scope whose stored commitment is not its records' is a
+        // finding of its own.
+        let scopes = std::mem::take(&mut integrity.scope_commitment_mismatches);
         if !integrity.is_ok() {
             problems.push(("store integrity".to_owned(), format!("{integrity:?}")));
         }
+        problems.extend(
+            scopes
+                .into_iter()
+                .map(|finding| ("scope commitment".to_owned(), finding)),
+        );
         match inner.store.verify_audit_chain()? {
             mosaic_store::audit::AuditVerification::Intact { .. } => {}
             broken => problems.push(("audit chain".to_owned(), format!("{broken:?}"))),

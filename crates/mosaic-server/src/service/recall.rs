@@ -403,11 +403,16 @@ impl ServiceCore {
             .as_ref()
             .is_some_and(|root| *root != found.commitment.root_sha256)
         {
+            // Only the current tree is kept (no node history per
+            // generation), so an older root can get no proof; the answer
+            // names the current commitment to ask against instead.
             return Err(ServiceError::Conflict {
                 code: "scope_root_moved",
-                message: "the memory's scope has changed since that root; the proof is served \
-                          against the scope's current root only"
-                    .into(),
+                message: format!(
+                    "the memory's scope has changed since that root; the proof is served \
+                     against the scope's current root only, {} at generation {}",
+                    found.commitment.root_sha256, found.commitment.generation
+                ),
             });
         }
         let root = mosaic_harness::merkle::from_hex(&found.commitment.root_sha256)

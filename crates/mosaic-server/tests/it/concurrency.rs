@@ -262,12 +262,14 @@ fn a_recall_answer_does_not_grow_with_the_memories_it_decides_on() {
 
 /// Recall reads each record's body once and keeps it checked by id (the
 /// read model): a warm read's receipt must commit to exactly the records
-/// the store holds, as a cold one's does. The record set is recomputed
-/// here by the core from the records read back one by one, and a record
+/// the store holds, as a cold one's does. The workspace scope's root is
+/// recomputed here by the core from the records read back one by one, and a record
 /// revoked after it was kept is never recalled again.
 #[test]
 fn a_warm_recall_commits_to_the_records_as_stored() {
-    use mosaic_harness::memory_scope::{record_set_digest, verify_selection_decisions};
+    use mosaic_harness::memory_scope::{
+        ReadScope, ScopeEntry, scope_root, verify_selection_decisions,
+    };
 
     let w = world();
     let principal = &w.principals[0];
@@ -305,16 +307,20 @@ fn a_warm_recall_commits_to_the_records_as_stored() {
             .expect("recall")
     };
     let as_stored = |decided: &[String]| {
-        let records: Vec<_> = decided
+        let entries: Vec<ScopeEntry> = decided
             .iter()
             .map(|id| {
-                w.service
+                let memory = w
+                    .service
                     .get_memory(&principal.credential, id)
-                    .expect("get")
-                    .record
+                    .expect("get");
+                ScopeEntry::of_record(&memory.record, memory.state.as_str()).expect("entry")
             })
             .collect();
-        record_set_digest(&records).expect("digest")
+        mosaic_harness::merkle::to_hex(&scope_root(&entries).expect("root"))
+    };
+    let workspace = ReadScope::Workspace {
+        workspace_id: WORKSPACE.to_owned(),
     };
     let cold = recall();
     let warm = recall();
@@ -325,16 +331,22 @@ fn a_warm_recall_commits_to_the_records_as_stored() {
             .map(|d| d.record_id.clone())
             .collect();
         assert_eq!(decided.len(), 12);
-        assert_eq!(
-            answer.selection_receipt.record_set_sha256,
-            as_stored(&decided)
-        );
+        // The workspace's scope holds these records alone: its bound root
+        // is theirs as stored (a v4 receipt names them by the root).
+        assert_eq!(answer.selection_receipt.record_set_sha256, None);
+        let bound = answer
+            .selection_receipt
+            .scope_commitments
+            .iter()
+            .find(|c| c.scope == workspace)
+            .expect("the workspace scope is bound");
+        assert_eq!(bound.root_sha256, as_stored(&decided));
         verify_selection_decisions(&answer.selection_receipt, &answer.decisions)
             .expect("decisions");
     }
     assert_eq!(
-        cold.selection_receipt.record_set_sha256,
-        warm.selection_receipt.record_set_sha256
+        cold.selection_receipt.scope_commitments,
+        warm.selection_receipt.scope_commitments
     );
     // Revoked after its body was kept: gone from the next read.
     let revoked = warm.selected_record_ids[0].clone();

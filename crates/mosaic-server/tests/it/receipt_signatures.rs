@@ -302,8 +302,8 @@ async fn every_receipt_is_signed_verifies_offline_and_fails_once_changed() {
     }
 }
 
-/// A selection receipt with a forged `record_set_sha256` and a recomputed
-/// digest passes every internal-consistency check; the layer that stops it
+/// A selection receipt with a forged scope root (what names the records it
+/// decided on) and a recomputed digest passes every internal-consistency check; the layer that stops it
 /// is the signature check of `POST /v1/verify`.
 #[tokio::test]
 async fn a_forged_selection_receipt_is_refused() {
@@ -351,7 +351,8 @@ async fn a_forged_selection_receipt_is_refused() {
 
     let mut forged: MemorySelectionReceipt =
         serde_json::from_value(recall["selection_receipt"].clone()).expect("receipt");
-    forged.record_set_sha256 = "ab".repeat(32);
+    assert_eq!(forged.record_set_sha256, None, "a v4 receipt");
+    forged.scope_commitments[0].root_sha256 = "ab".repeat(32);
     forged.receipt_sha256 = forged.compute_digest().expect("digest");
     let forged_json = serde_json::to_value(&forged).expect("json");
     // With the genuine signature: it names the genuine digest.

@@ -8,7 +8,7 @@
 
 use axum::http::StatusCode;
 use mosaic_harness::memory_scope::{
-    MemorySelectionReceipt, ReadScope, SELECTION_RECEIPT_V3_DOMAIN, ScopeEntry,
+    MemorySelectionReceipt, ReadScope, SELECTION_RECEIPT_V4_DOMAIN, ScopeEntry,
     verify_scope_inclusion,
 };
 use mosaic_harness::merkle;
@@ -60,15 +60,18 @@ async fn a_recall_binds_its_scopes_and_each_selected_memory_proves_its_place() {
     }
     let receipt = recall(&w, 0).await;
     assert!(!receipt.selected_record_ids.is_empty());
-    // Four scopes, sorted, in a v3 receipt whose digest covers them.
+    // Four scopes, sorted, in a v4 receipt whose digest covers them in
+    // place of a digest of every record decided on.
+    assert_eq!(receipt.record_set_sha256, None);
     let scopes: Vec<&ReadScope> = receipt.scope_commitments.iter().map(|c| &c.scope).collect();
     assert_eq!(scopes.len(), 4);
     assert!(scopes.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(receipt.compute_digest().unwrap(), receipt.receipt_sha256);
     let mut body = serde_json::to_value(&receipt).unwrap();
     body.as_object_mut().unwrap().remove("receipt_sha256");
+    assert!(body.get("record_set_sha256").is_none(), "{body}");
     assert_eq!(
-        mosaic_harness::canonical::domain_digest(SELECTION_RECEIPT_V3_DOMAIN, &body).unwrap(),
+        mosaic_harness::canonical::domain_digest(SELECTION_RECEIPT_V4_DOMAIN, &body).unwrap(),
         receipt.receipt_sha256
     );
     for id in &receipt.selected_record_ids {
@@ -135,6 +138,15 @@ async fn a_changed_scope_moves_its_root_and_generation() {
     let (status, r) = inclusion(&w, &alice.key, &first, Some(&old.root_sha256)).await;
     assert_eq!(status, StatusCode::CONFLICT, "{r}");
     assert_eq!(error_code(&r), "scope_root_moved");
+    // The answer names the current root and generation to ask against.
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "{} at generation {}",
+            new.root_sha256, new.generation
+        )),
+        "{r}"
+    );
     let (status, r) = inclusion(&w, &alice.key, &first, Some(&new.root_sha256)).await;
     assert_eq!(status, StatusCode::OK, "{r}");
     // Not a digest.
@@ -184,4 +196,47 @@ async fn a_memory_the_key_may_not_see_answers_like_a_missing_one() {
             assert_eq!(same, unknown.to_string());
         }
     }
+}
+
+/// `mosaic doctor` recomputes every read scope's root from the records as
+/// stored and names a stored node, entry or head that is not theirs.
+/// Layer: the store's cross-table check, run by doctor over a data
+/// directory edited behind the server's back.
+#[tokio::test]
+async fn doctor_names_a_scope_commitment_that_is_not_its_records() {
+    let w = world();
+    let first = remember(&w, 0, "seat", "Alice prefers aisle seats").await;
+    remember(&w, 0, "tea", "Alice drinks green tea").await;
+    let (dir, config, _) = crate::embedder::close(w);
+    let data_dir = config.data_dir.to_str().expect("path").to_owned();
+    let doctor = || {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+            .args(["doctor", "--data-dir", &data_dir])
+            .env("MOSAIC_EMBEDDER", "hash")
+            .output()
+            .expect("run doctor");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let (code, out) = doctor();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("scope commitment"), "{out}");
+    let conn = rusqlite::Connection::open(config.data_dir.join("store.sqlite")).expect("open");
+    // The node above the first memory's bucket, one level up.
+    let bucket = mosaic_harness::memory_scope::bucket_of(&first);
+    conn.execute(
+        "UPDATE scope_nodes SET sha256 = ?1 WHERE level = 1 AND idx = ?2 AND scope_type = 'principal'",
+        rusqlite::params!["ab".repeat(32), bucket >> 1],
+    )
+    .expect("edit a node");
+    drop(conn);
+    let (code, out) = doctor();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("scope commitment") && out.contains(&format!("node (1, {})", bucket >> 1)),
+        "{out}"
+    );
+    drop(dir);
 }

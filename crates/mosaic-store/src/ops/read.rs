@@ -775,6 +775,7 @@ pub(crate) fn cross_table_check<C: Tx>(c: &C) -> StoreResult<IntegrityReport> {
     enum Finding {
         MissingOutbox(String),
         MissingRecord(String),
+        Scope(String),
     }
     let problems = c.storage_problems()?;
     let findings = c.each_tenant(|| {
@@ -808,14 +809,17 @@ pub(crate) fn cross_table_check<C: Tx>(c: &C) -> StoreResult<IntegrityReport> {
             |r| r.get(0),
         )?;
         found.extend(missing.into_iter().map(Finding::MissingRecord));
+        found.extend(super::scope::recheck(c)?.into_iter().map(Finding::Scope));
         Ok(found)
     })?;
     let mut records_missing_outbox = Vec::new();
     let mut proposals_missing_record = Vec::new();
+    let mut scope_commitment_mismatches = Vec::new();
     for finding in findings {
         match finding {
             Finding::MissingOutbox(id) => records_missing_outbox.push(id),
             Finding::MissingRecord(id) => proposals_missing_record.push(id),
+            Finding::Scope(finding) => scope_commitment_mismatches.push(finding),
         }
     }
     records_missing_outbox.sort();
@@ -831,5 +835,6 @@ pub(crate) fn cross_table_check<C: Tx>(c: &C) -> StoreResult<IntegrityReport> {
         records_missing_outbox,
         proposals_missing_record,
         audit: verify_audit_chain(c)?,
+        scope_commitment_mismatches,
     })
 }

@@ -471,12 +471,15 @@ pub(crate) struct Backfill {
 }
 
 /// Every scope's entries, non-empty nodes and head for `rows`.
-pub(crate) fn backfill(rows: Vec<BackfillRow>) -> StoreResult<Backfill> {
+pub(crate) fn backfill(
+    rows: impl IntoIterator<Item = StoreResult<BackfillRow>>,
+) -> StoreResult<Backfill> {
     use std::collections::BTreeMap;
     type Key = (String, ReadScope);
     let mut scopes: BTreeMap<Key, BTreeMap<u32, Vec<(String, Hash)>>> = BTreeMap::new();
     let mut out = Backfill::default();
-    for (record_id, tenant, state, json, superseded_by, revoked_at) in rows {
+    for row in rows {
+        let (record_id, tenant, state, json, superseded_by, revoked_at) = row?;
         let mut record: MemoryRecord = decode(&json)?;
         record.status =
             super::read::status_of(super::parse_state(&state)?, superseded_by, revoked_at)?;
@@ -540,4 +543,203 @@ pub(crate) fn backfill(rows: Vec<BackfillRow>) -> StoreResult<Backfill> {
             .push((tenant, scope, held as u64, merkle::to_hex(&root)));
     }
     Ok(out)
+}
+
+/// Records read a page at a time, in record id order, as [`BackfillRow`]s:
+/// a check over every record holds one page of bodies at once.
+struct RecordPages<'c, C: Tx> {
+    c: &'c C,
+    after: String,
+    page: std::vec::IntoIter<BackfillRow>,
+    done: bool,
+}
+
+/// Records per page of [`RecordPages`].
+const RECHECK_PAGE: usize = 500;
+
+impl<C: Tx> Iterator for RecordPages<'_, C> {
+    type Item = StoreResult<BackfillRow>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(row) = self.page.next() {
+            return Some(Ok(row));
+        }
+        if self.done {
+            return None;
+        }
+        let sql = format!(
+            "{BACKFILL_SQL} WHERE r.record_id > ?1 ORDER BY r.record_id LIMIT {RECHECK_PAGE}"
+        );
+        let rows: Vec<BackfillRow> = match self.c.rows(&sql, params![&self.after], |r| r.cols()) {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(e));
+            }
+        };
+        self.done = rows.len() < RECHECK_PAGE;
+        match rows.last() {
+            Some(last) => self.after = last.0.clone(),
+            None => return None,
+        }
+        self.page = rows.into_iter();
+        self.page.next().map(Ok)
+    }
+}
+
+/// Every scope's tree recomputed from the records as stored (their bodies
+/// and states, read a page at a time; the core's hashing, as
+/// `mosaic_harness::memory_scope::scope_root` does it) and compared with
+/// what the store keeps: each head's root, each node and each entry. One
+/// finding per difference, naming the tenant, the scope and the node or
+/// record (never a record's content). Run inside each tenant's view.
+pub(crate) fn recheck<C: Tx>(c: &C) -> StoreResult<Vec<String>> {
+    let fresh = backfill(RecordPages {
+        c,
+        after: String::new(),
+        page: Vec::new().into_iter(),
+        done: false,
+    })?;
+    let name = |tenant: &str, scope: &ReadScope| {
+        let (st, a, b) = scope.columns();
+        if b.is_empty() {
+            format!("{tenant}/{st}:{a}")
+        } else {
+            format!("{tenant}/{st}:{a}:{b}")
+        }
+    };
+    let scope_of = |st: &str, a: &str, b: &str| {
+        ReadScope::from_columns(st, a, b).ok_or_else(|| corrupt("a stored scope is unknown"))
+    };
+    let mut findings = Vec::new();
+
+    let mut roots: BTreeMap<(String, ReadScope), String> = fresh
+        .heads
+        .into_iter()
+        .map(|(tenant, scope, _, root)| ((tenant, scope), root))
+        .collect();
+    let heads: Vec<(String, String, String, String, String)> = c.rows(
+        "SELECT tenant_id, scope_type, scope_a, scope_b, root_sha256 FROM scope_heads
+         ORDER BY tenant_id, scope_type, scope_a, scope_b",
+        params![],
+        |r| r.cols(),
+    )?;
+    for (tenant, st, a, b, stored) in heads {
+        let scope = scope_of(&st, &a, &b)?;
+        let expected = roots
+            .remove(&(tenant.clone(), scope.clone()))
+            .unwrap_or_else(|| merkle::to_hex(&empty_scope_root()));
+        if stored != expected {
+            findings.push(format!(
+                "scope {}: the stored root {stored} is not the root of its records {expected}",
+                name(&tenant, &scope)
+            ));
+        }
+    }
+    for ((tenant, scope), root) in roots {
+        findings.push(format!(
+            "scope {}: holds records (root {root}) and has no stored head",
+            name(&tenant, &scope)
+        ));
+    }
+
+    let mut nodes: BTreeMap<(String, ReadScope, u32, u32), String> = fresh
+        .nodes
+        .into_iter()
+        .map(|(tenant, scope, level, idx, sha)| ((tenant, scope, level, idx), sha))
+        .collect();
+    let stored_nodes: Vec<(String, String, String, String, i64, i64, String)> = c.rows(
+        "SELECT tenant_id, scope_type, scope_a, scope_b, level, idx, sha256 FROM scope_nodes
+         ORDER BY tenant_id, scope_type, scope_a, scope_b, level, idx",
+        params![],
+        |r| r.cols(),
+    )?;
+    for (tenant, st, a, b, level, idx, stored) in stored_nodes {
+        let scope = scope_of(&st, &a, &b)?;
+        let (level, idx) = match (u32::try_from(level), u32::try_from(idx)) {
+            (Ok(level), Ok(idx)) if level <= SCOPE_TREE_LEVELS => (level, idx),
+            _ => {
+                findings.push(format!(
+                    "scope {}: a stored node ({level}, {idx}) is outside the tree",
+                    name(&tenant, &scope)
+                ));
+                continue;
+            }
+        };
+        // A subtree that held entries once and none now keeps its node,
+        // with the empty subtree's hash.
+        let expected = nodes
+            .remove(&(tenant.clone(), scope.clone(), level, idx))
+            .unwrap_or_else(|| merkle::to_hex(&empty_node(level)));
+        if stored != expected {
+            findings.push(format!(
+                "scope {}: node ({level}, {idx}) is not the hash of its records",
+                name(&tenant, &scope)
+            ));
+        }
+    }
+    for (tenant, scope, level, idx) in nodes.into_keys() {
+        findings.push(format!(
+            "scope {}: node ({level}, {idx}) is missing",
+            name(&tenant, &scope)
+        ));
+    }
+
+    type EntryKey = (String, ReadScope, u32, String, String, String);
+    let mut entries: BTreeMap<String, EntryKey> = fresh
+        .entries
+        .into_iter()
+        .map(|(id, tenant, scope, bucket, record_sha256, state, entry)| {
+            (id, (tenant, scope, bucket, record_sha256, state, entry))
+        })
+        .collect();
+    type StoredEntry = (
+        String,
+        String,
+        String,
+        String,
+        String,
+        i64,
+        String,
+        String,
+        String,
+    );
+    let stored_entries: Vec<StoredEntry> = c.rows(
+        "SELECT record_id, tenant_id, scope_type, scope_a, scope_b, bucket, record_sha256,
+                state, entry_sha256
+         FROM scope_entries ORDER BY record_id",
+        params![],
+        |r| r.cols(),
+    )?;
+    for (id, tenant, st, a, b, bucket, record_sha256, state, entry) in stored_entries {
+        let scope = scope_of(&st, &a, &b)?;
+        let found = u32::try_from(bucket).ok().map(|bucket| {
+            (
+                tenant.clone(),
+                scope.clone(),
+                bucket,
+                record_sha256,
+                state,
+                entry,
+            )
+        });
+        match entries.remove(&id) {
+            None => findings.push(format!(
+                "scope {}: the entry of {id} names no stored record",
+                name(&tenant, &scope)
+            )),
+            Some(expected) if Some(&expected) != found.as_ref() => findings.push(format!(
+                "scope {}: the entry of {id} is not its record's",
+                name(&tenant, &scope)
+            )),
+            Some(_) => {}
+        }
+    }
+    for (id, (tenant, scope, ..)) in entries {
+        findings.push(format!(
+            "scope {}: record {id} has no entry",
+            name(&tenant, &scope)
+        ));
+    }
+    Ok(findings)
 }

@@ -882,7 +882,7 @@ fn build_scope_commitments(tx: &mut postgres::Transaction<'_>) -> StoreResult<()
             ))
         })
         .collect::<Result<_, postgres::Error>>()?;
-    let built = crate::ops::scope::backfill(rows)?;
+    let built = crate::ops::scope::backfill(rows.into_iter().map(Ok))?;
     let entry = tx.prepare(
         "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
              record_sha256, state, entry_sha256)

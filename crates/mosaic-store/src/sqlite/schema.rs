@@ -507,7 +507,7 @@ fn build_scope_commitments(tx: &rusqlite::Transaction<'_>) -> StoreResult<()> {
             ))
         })?
         .collect::<Result<_, _>>()?;
-    let built = crate::ops::scope::backfill(rows)?;
+    let built = crate::ops::scope::backfill(rows.into_iter().map(Ok))?;
     let mut entry = tx.prepare(
         "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
              record_sha256, state, entry_sha256)

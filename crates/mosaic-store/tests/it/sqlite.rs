@@ -1275,3 +1275,114 @@ fn version_11_files_gain_scope_commitments_in_place() {
     mosaic_store::conformance::assert_scope_roots(&mut store, fixtures::TENANT_A)
         .expect("roots after a write");
 }
+
+/// `integrity_check` recomputes every read scope's tree from the records
+/// as stored and names each stored head, node and entry that differs
+/// (what `mosaic doctor` reports). Layer: the store's cross-table check,
+/// against a file edited behind the store's back.
+#[test]
+fn integrity_check_names_a_scope_commitment_that_is_not_its_records() {
+    let (_dir, path, mut store) = seeded();
+    for (principal, id) in [("alice", "r-2"), ("bob", "r-1"), ("alice", "r-3")] {
+        let request = Spec::workspace(fixtures::TENANT_A, principal, id).build();
+        assert!(store.write(&request).expect("write").is_accepted());
+    }
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
+    assert!(report.scope_commitment_mismatches.is_empty());
+    let conn = raw(&path);
+    let edit = |sql: &str| {
+        conn.execute_batch(sql).expect("edit");
+    };
+    let findings = |store: &mut SqliteStore| {
+        let report = store.integrity_check().expect("check");
+        assert_eq!(
+            report.is_ok(),
+            report.scope_commitment_mismatches.is_empty()
+        );
+        report.scope_commitment_mismatches
+    };
+    let other = "ab".repeat(32);
+    // One inner node of one scope's tree.
+    let (scope, level, idx, kept): (String, i64, i64, String) = conn
+        .query_row(
+            "SELECT scope_type || ':' || scope_a, level, idx, sha256 FROM scope_nodes
+             WHERE level = 3 ORDER BY tenant_id, scope_type, scope_a, scope_b, idx LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .expect("a node");
+    let only = |sql: &str| {
+        format!(
+            "{sql} WHERE level = {level} AND idx = {idx} AND scope_type || ':' || scope_a = '{scope}'"
+        )
+    };
+    edit(&only(&format!("UPDATE scope_nodes SET sha256 = '{other}'")));
+    let found = findings(&mut store);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains(&format!("node ({level}, {idx})")) && found[0].contains(&scope),
+        "{found:?}"
+    );
+    edit(&only(&format!("UPDATE scope_nodes SET sha256 = '{kept}'")));
+    assert!(findings(&mut store).is_empty());
+    // One record's entry in another state than the record's.
+    let state: String = conn
+        .query_row(
+            "SELECT state FROM scope_entries WHERE record_id = 'r-1'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("entry");
+    edit("UPDATE scope_entries SET state = 'revoked' WHERE record_id = 'r-1'");
+    let found = findings(&mut store);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("entry of r-1"), "{found:?}");
+    edit(&format!(
+        "UPDATE scope_entries SET state = '{state}' WHERE record_id = 'r-1'"
+    ));
+    assert!(findings(&mut store).is_empty());
+    // An entry gone: the record has none.
+    let saved: String = conn
+        .query_row(
+            "SELECT entry_sha256 FROM scope_entries WHERE record_id = 'r-2'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("entry");
+    edit("CREATE TABLE kept_entry AS SELECT * FROM scope_entries WHERE record_id = 'r-2'");
+    edit("DELETE FROM scope_entries WHERE record_id = 'r-2'");
+    let found = findings(&mut store);
+    assert!(
+        found.iter().any(|f| f.contains("record r-2 has no entry")),
+        "{found:?}"
+    );
+    edit("INSERT INTO scope_entries SELECT * FROM kept_entry; DROP TABLE kept_entry");
+    assert_eq!(saved.len(), 64);
+    // A head whose root is another tree's.
+    edit(&format!(
+        "UPDATE scope_heads SET root_sha256 = '{other}'
+         WHERE rowid = (SELECT MIN(rowid) FROM scope_heads)"
+    ));
+    let found = findings(&mut store);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("stored root") && found[0].contains(&other),
+        "{found:?}"
+    );
+    // A record's body edited: its entry, the nodes above it and the root
+    // are no longer its own.
+    edit(
+        "UPDATE scope_heads SET root_sha256 = (SELECT sha256 FROM scope_nodes n WHERE n.level = 10 AND n.tenant_id = scope_heads.tenant_id AND n.scope_type = scope_heads.scope_type AND n.scope_a = scope_heads.scope_a AND n.scope_b = scope_heads.scope_b)",
+    );
+    assert!(findings(&mut store).is_empty());
+    edit(
+        "UPDATE records SET record_json = replace(record_json, '\"token_count\":', '\"token_count\":1') WHERE record_id = 'r-3'",
+    );
+    let found = findings(&mut store);
+    assert!(
+        found.iter().any(|f| f.contains("entry of r-3")),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|f| f.contains("stored root")), "{found:?}");
+}
