@@ -3,7 +3,6 @@
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
@@ -1161,42 +1160,27 @@ fn serve(flags: &ServeFlags) -> Result<ExitCode> {
     let opened = std::time::Instant::now();
     let (service, report) = Service::open(config.clone()).map_err(|e| anyhow!("{e}"))?;
     let open_ms = opened.elapsed().as_millis();
-    let state = Arc::new(service);
-    // The last reference is dropped here, after the runtime: closing the
-    // service closes its PostgreSQL clients, which must not happen inside
-    // a tokio runtime (the synchronous client drives its own).
-    let last = state.clone();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let served = runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
-        let addr = listener.local_addr()?;
+    mosaic_server::serve::serve_http(service, config.listen, |addr| {
         println!("mosaic: serving on http://{addr}");
         println!("mosaic: data directory {}", config.data_dir.display());
         let key_file = config.data_dir.join(ADMIN_KEY_FILE);
-        match report.admin_key_file {
-            Some(path) => println!("mosaic: bootstrap admin key written to {} (mode 0600; shown nowhere else)", path.display()),
-            None => println!("mosaic: admin key file {} (from the first start)", key_file.display()),
+        match &report.admin_key_file {
+            Some(path) => println!(
+                "mosaic: bootstrap admin key written to {} (mode 0600; shown nowhere else)",
+                path.display()
+            ),
+            None => println!(
+                "mosaic: admin key file {} (from the first start)",
+                key_file.display()
+            ),
         }
         println!("mosaic: try  curl http://{addr}/health");
-        println!("mosaic:      curl -H \"Authorization: Bearer $(cat {})\" http://{addr}/v1/admin/tenants", key_file.display());
+        println!(
+            "mosaic:      curl -H \"Authorization: Bearer $(cat {})\" http://{addr}/v1/admin/tenants",
+            key_file.display()
+        );
         print_embedder(&config, &report.embedder, open_ms);
-        let reconciler = mosaic_server::http::spawn_reconciler(state.clone());
-        let app = mosaic_server::app(state.clone());
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await?;
-        reconciler.abort();
-        let flush = state.clone();
-        let _ = tokio::task::spawn_blocking(move || flush.flush()).await;
-        Ok::<_, anyhow::Error>(())
-    });
-    drop(runtime);
-    drop(last);
-    served?;
+    })?;
     println!("mosaic: stopped");
     Ok(ExitCode::SUCCESS)
 }
@@ -1240,29 +1224,6 @@ fn print_embedder(
         );
     }
     println!("mosaic: started in {open_ms} ms");
-}
-
-/// Ctrl-C, or SIGTERM on Unix.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 /// A head an external witness kept, as `mosaic doctor --audit-witness`
@@ -1442,19 +1403,7 @@ fn mcp(
         .authenticate(Some(key))
         .and_then(|c| service.acting_for(&c, user))
         .map_err(|e| anyhow!("{e}"))?;
-    let state = Arc::new(service);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime
-        .block_on(async {
-            let reconciler = mosaic_server::http::spawn_reconciler(state.clone());
-            let served = mosaic_server::mcp::serve_stdio(state.clone(), credential).await;
-            reconciler.abort();
-            served
-        })
-        .map_err(|e| anyhow!("{e}"))?;
-    state.flush().map_err(|e| anyhow!("{e}"))?;
+    mosaic_server::serve::serve_mcp_stdio(service, credential).map_err(|e| anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)
 }
 
