@@ -24,6 +24,6 @@ else
 fi
 
 echo "serve: building and starting (the first release build takes some minutes)" >&2
-exec cargo run --release --manifest-path "$root/Cargo.toml" -p mosaic-server \
+exec cargo run --release --manifest-path "$root/Cargo.toml" -p mosaic-cli \
   --features local-model --bin mosaic -- \
   serve --data-dir "$data" --embedder minilm "$@"

@@ -35,7 +35,7 @@ def mosaic_binary() -> str:
         return str(built)
     raise RuntimeError(
         "no mosaic binary: set MOSAIC_BIN or build it with "
-        "`cargo build -p mosaic-server --bin mosaic`"
+        "`cargo build -p mosaic-cli --bin mosaic`"
     )
 
 

@@ -3,7 +3,7 @@
 their `host` pointing at this server and their `api_key` a principal key.
 
 The Rust test `mem0s_own_platform_client_works_against_a_real_server`
-(crates/mosaic-server/tests/it/clients.rs) runs this suite with
+(crates/mosaic-cli/tests/it/clients.rs) runs this suite with
 `MOSAIC_MEM0_CLIENT` (the directory `mem0ai` is installed into) on
 PYTHONPATH.
 """

@@ -11,7 +11,7 @@
 //! always give the same decisions and the same bytes, in any input order.
 //!
 //! Non-features: storage, indexing, embedding and transport live in the
-//! outer crates (`mosaic-store`, `mosaic-index`, `mosaic-server`).
+//! outer crates (`mosaic-store`, `mosaic-index`, `mosaic-service`, `mosaic-server`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -1,44 +1,23 @@
 //! # mosaic-server
 //!
-//! The Mosaic Memory service: one [`service::Service`] layer with every
-//! operation (propose, recall, get, list, revoke, consent, erasure, verify,
-//! export, import, policies, grants, keys, review, reconcile, reindex) as
-//! plain synchronous functions over a [`auth::Credential`], and the HTTP JSON
-//! API over it ([`http::app`]). An MCP server can call the same functions.
+//! The Mosaic Memory transports over one service layer
+//! (`mosaic-service`, re-exported here: [`service::Service`] and every
+//! operation as a synchronous function over an [`auth::Credential`]): the
+//! HTTP JSON API ([`http::app`]), mem0's REST routes ([`mem0`]), MCP over
+//! stdio and streamable HTTP ([`mcp`]), the web console ([`console`]), the
+//! OpenAPI 3 document ([`openapi`]), and [`serve`], which runs them on a
+//! listening socket until a signal.
 //!
-//! * **Authentication.** API keys (32 random bytes, shown once, stored as
-//!   SHA-256) resolve to the admin or to one principal of one tenant. Tenant
-//!   and principal come only from the key; a body naming others gets 403.
-//! * **Evidence** is never taken from the proposer as is: the server runs
-//!   its own verbatim verifier over source texts the request carries,
-//!   accepts other evidence only when signed by a verifier the admin
-//!   registered for the tenant, and scans stored claims for conflicts
-//!   itself ([`evidence`]).
-//! * **Writes** run the store's chapter 8 transaction (which runs the pure
-//!   gate) and commit with their outbox rows; the `mosaic-outbox` worker
-//!   thread then publishes them to the lexical and vector index targets
-//!   (in process, or in PostgreSQL), and a proposal waits for that pass at
-//!   most `index_wait_ms` to answer whether it is `readable`. A periodic
-//!   reconcile publishes anything left pending and advances deletions.
-//! * **Reads** take the store's eligibility query, rank with the index
-//!   funnel when a query is given, select with the pure selector and hand
-//!   off escaped `<recalled-memory>` blocks with every receipt.
+//! * **Handlers** decode, authenticate, call one service function on the
+//!   blocking pool and encode; a service error becomes its stable code and
+//!   HTTP status. A body naming another tenant or principal than the key's
+//!   gets 403.
 //! * **Limits**: body size, per-key token-bucket rate, request timeout.
 //! * **Metrics** in Prometheus text at `/metrics`, an OpenAPI 3 document at
 //!   `/openapi.json`.
 //!
-//! I/O: the data directory (SQLite store, index snapshots, the bootstrap
-//! admin key file) and the listening socket.
-//! Nothing is logged that carries memory content or secrets.
-//!
-//! With `--postgres URL` the store, the indexes (full-text search and
-//! pgvector HNSW) live in PostgreSQL, so any number of
-//! stateless servers can share one database (`mosaic migrate` as the
-//! schema owner first, then serve as an application role).
-//!
-//! Review cases take all five store actions; the two that write
-//! (`accept_narrower`, `supersede`) carry a proposal that goes through the
-//! propose path's evidence checks and the gate like any other write.
+//! I/O: the listening socket (and, through the service, the data
+//! directory). Nothing is logged that carries memory content or secrets.
 //!
 //! Non-features (this release): TLS (terminate it in front).
 // The OpenAPI document is one `json!` literal, deeper than the default limit.
@@ -46,33 +25,23 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod api;
-pub mod auth;
-pub mod config;
 pub mod console;
-pub mod embedder;
-mod error;
-pub mod error_codes;
-pub mod evidence;
-pub mod examples;
-pub mod extraction;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod http;
-pub mod http_embedder;
-pub mod instants;
 pub mod mcp;
 pub mod mem0;
-pub mod metrics;
-pub mod numbers;
 pub mod openapi;
-pub mod priority;
-pub mod receipts;
-pub mod service;
-pub mod settings;
-pub mod signing;
+pub mod serve;
 
-pub use config::ServerConfig;
-pub use error::{ErrorBody, ErrorDetail, ServiceError, ServiceResult};
+// The use cases, under the paths the transports (and this crate's users)
+// have always named them by.
+use mosaic_service::error;
+pub use mosaic_service::{ErrorBody, ErrorDetail, ServerConfig, ServiceError, ServiceResult};
+pub use mosaic_service::{
+    INDEX_TARGETS, Service, VECTOR_TARGET, api, auth, config, embedder, error_codes, evidence,
+    examples, extraction, http_embedder, instants, metrics, numbers, priority, receipts, service,
+    settings, signing,
+};
+
 pub use http::app;
-pub use service::{INDEX_TARGETS, Service, VECTOR_TARGET};

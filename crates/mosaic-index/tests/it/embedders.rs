@@ -1,5 +1,5 @@
 //! Point 3: embedders (hashing, local model). The HTTP embedder is the
-//! server's (crates/mosaic-server/tests/it/http_embedder.rs).
+//! server's (crates/mosaic-cli/tests/it/http_embedder.rs).
 
 use std::path::PathBuf;
 

@@ -289,7 +289,7 @@ fn entities(service: &Service, key: &KeyAuth) -> ServiceResult<EntitiesResponse>
             if let Some(conversation) =
                 mosaic_harness::record::message_conversation(&source.source_id)
                 && conversation != "mem0"
-                && conversation != crate::service::conversation::STATEMENTS
+                && conversation != crate::service::STATEMENTS
             {
                 named.insert(conversation.to_owned());
             }

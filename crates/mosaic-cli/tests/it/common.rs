@@ -510,3 +510,13 @@ pub fn as_released(data: &std::path::Path) {
         )
         .expect("released layout");
 }
+
+/// The `src` directories of the crates the product is built from: the
+/// service, the transports and the `mosaic` binary.
+pub fn product_sources() -> Vec<std::path::PathBuf> {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    ["mosaic-service", "mosaic-server", "mosaic-cli"]
+        .iter()
+        .map(|name| crates.join(name).join("src"))
+        .collect()
+}

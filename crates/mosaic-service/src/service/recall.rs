@@ -621,7 +621,7 @@ fn matched_passage(
 }
 
 /// A request's filter, checked (400 `invalid_filter` naming the limit).
-pub(crate) fn checked_filter(
+pub fn checked_filter(
     filter: Option<&serde_json::Value>,
 ) -> ServiceResult<Option<mosaic_harness::filter::ReadFilter>> {
     let Some(value) = filter else {

@@ -56,7 +56,7 @@ mod carry;
 mod checkpoint;
 pub(crate) mod conversation;
 mod directory;
-pub use conversation::StatementAttachments;
+pub use conversation::{STATEMENTS, StatementAttachments};
 mod extract;
 mod guard_vectors;
 mod guards;
@@ -69,7 +69,7 @@ mod postgres;
 mod propose;
 mod read_model;
 mod recall;
-pub(crate) use recall::checked_filter;
+pub use recall::checked_filter;
 mod revocation;
 mod sync;
 

@@ -40,8 +40,8 @@ const DEPLOY_FILES: [&str; 4] = [
 #[test]
 fn deploy_files_name_only_variables_the_binary_reads() {
     // What the service configuration and the command line read.
-    let known: BTreeSet<String> = mosaic_variables(&read("crates/mosaic-server/src/config.rs"))
-        .union(&mosaic_variables(&read("crates/mosaic-server/src/cli.rs")))
+    let known: BTreeSet<String> = mosaic_variables(&read("crates/mosaic-service/src/config.rs"))
+        .union(&mosaic_variables(&read("crates/mosaic-cli/src/cli.rs")))
         .cloned()
         .collect();
     assert!(known.contains("MOSAIC_DATA_DIR") && known.contains("MOSAIC_KEY"));

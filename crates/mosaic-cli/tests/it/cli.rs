@@ -549,3 +549,54 @@ fn quickstart_without_a_server_sets_up_a_fresh_data_directory() {
         "{err}"
     );
 }
+
+#[test]
+fn serve_refuses_a_taken_address_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let other = dir.path().join("other");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let pid = child.id().to_string();
+    let server = Server(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().expect("a line").expect("utf8");
+    let addr = first
+        .trim_start_matches("mosaic: serving on http://")
+        .to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "{first}");
+
+    // The serve loop's bind: a second server on the same address is a
+    // clear error (exit 2) naming the address, not a panic.
+    let other_str = other.to_str().expect("utf8 path");
+    let (code, out, err) = mosaic(&["serve", "--listen", &addr, "--data-dir", other_str], &[]);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert!(
+        err.contains(&format!("cannot listen on {addr}")),
+        "stderr names the address: {err}"
+    );
+    assert!(!out.contains("serving on"), "{out}");
+
+    // SIGTERM ends the serve loop gracefully: the snapshots are saved and
+    // the binary says so and exits 0.
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert_eq!(
+        rest.last().map(String::as_str),
+        Some("mosaic: stopped"),
+        "{rest:?}"
+    );
+    let mut server = server;
+    let status = server.0.wait().expect("wait");
+    assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
+}

@@ -38,12 +38,13 @@ fn literals_after(text: &str, needle: &str) -> Vec<String> {
     out
 }
 
-/// Every code the crate's source sends, with the status its constructor
-/// implies.
+/// Every code the service, the transports and the binary send, with the
+/// status its constructor implies.
 fn sent_codes() -> BTreeMap<String, u16> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    for src in super::common::product_sources() {
+        rust_files(&src, &mut files);
+    }
     let mut codes = BTreeMap::new();
     for file in files {
         if file.ends_with("error_codes.rs") {

@@ -1,4 +1,5 @@
-//! Integration tests of mosaic-server: one binary, one module per concern.
+//! Integration tests of the service, its transports and the `mosaic`
+//! binary: one test binary, one module per concern.
 
 mod addresses;
 mod application_keys;

@@ -744,7 +744,7 @@ fn locate_mosaic(explicit: Option<PathBuf>) -> Result<PathBuf> {
         Ok(sibling)
     } else {
         bail!(
-            "no mosaic binary next to {}; build it (cargo build -p mosaic-server) or pass --mosaic-bin",
+            "no mosaic binary next to {}; build it (cargo build -p mosaic-cli) or pass --mosaic-bin",
             me.display()
         )
     }

@@ -1,0 +1,91 @@
+//! Runs the transports until they are told to stop: [`http`] (the REST
+//! API, mem0's routes, MCP over streamable HTTP, the console) on a
+//! listening socket until Ctrl-C or SIGTERM, or [`mcp`] over stdin and
+//! stdout until the client closes it; each with the periodic reconciler
+//! beside it and the index snapshots saved at the end.
+//!
+//! Both own their tokio runtime and block the calling thread, so a caller
+//! (the `mosaic` binary) needs no async code of its own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::auth::Credential;
+use crate::{Service, ServiceResult, http, mcp};
+
+/// Serves HTTP on `listen` until Ctrl-C or SIGTERM, then saves the index
+/// snapshots. `ready` is called with the bound address once the socket
+/// listens (before the first request is accepted).
+pub fn serve_http(
+    service: Service,
+    listen: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let state = Arc::new(service);
+    // The last reference is dropped here, after the runtime: closing the
+    // service closes its PostgreSQL clients, which must not happen inside
+    // a tokio runtime (the synchronous client drives its own).
+    let last = state.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let served = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}"))
+        })?;
+        ready(listener.local_addr()?);
+        let reconciler = http::spawn_reconciler(state.clone());
+        let app = http::app(state.clone());
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await?;
+        reconciler.abort();
+        let flush = state.clone();
+        let _ = tokio::task::spawn_blocking(move || flush.flush()).await;
+        Ok::<_, std::io::Error>(())
+    });
+    drop(runtime);
+    drop(last);
+    served
+}
+
+/// Serves MCP over stdin and stdout as `credential` until the client
+/// closes the stream, then saves the index snapshots.
+pub fn serve_mcp_stdio(service: Service, credential: Credential) -> ServiceResult<()> {
+    let state = Arc::new(service);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| crate::ServiceError::Internal(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async {
+        let reconciler = http::spawn_reconciler(state.clone());
+        let served = mcp::serve_stdio(state.clone(), credential).await;
+        reconciler.abort();
+        served
+    })?;
+    drop(runtime);
+    state.flush()
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
