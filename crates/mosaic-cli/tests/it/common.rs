@@ -292,7 +292,7 @@ pub fn minilm_endpoint() -> Option<MiniLmEndpoint> {
             "CI=true but MOSAIC_MODEL_DIR is not set"
         );
         crate::skip::skipped(
-            "mosaic-server tests with the real MiniLM model",
+            "the service's tests with the real MiniLM model (mosaic-cli)",
             "MOSAIC_MODEL_DIR is not set",
             "scripts/fetch-model.sh crates/mosaic-index/models/all-minilm-l6-v2, then export MOSAIC_MODEL_DIR=$PWD/crates/mosaic-index/models/all-minilm-l6-v2",
         );

@@ -29,7 +29,7 @@ pub(crate) fn urls() -> Option<(String, String)> {
         (Some(owner), Some(app)) => Some((owner, app)),
         (None, None) if !under_ci => {
             crate::skip::skipped(
-                "mosaic-server PostgreSQL tests",
+                "the service's PostgreSQL tests (mosaic-cli)",
                 "MOSAIC_TEST_POSTGRES_URL is not set",
                 "run the command under scripts/with-postgres.sh, without MOSAIC_SKIP_POSTGRES=1 (it starts a throwaway PostgreSQL)",
             );
