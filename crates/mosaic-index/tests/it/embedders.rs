@@ -134,30 +134,11 @@ fn local_model_matches_golden_vectors() {
             return;
         };
         let e = mosaic_index::local_model::MiniLmEmbedder::load(&dir).unwrap();
-        let texts: Vec<&str> = golden.iter().map(|(t, _)| t.as_str()).collect();
-        let batch = e.embed_batch(&texts).unwrap();
-        assert_eq!(batch.len(), golden.len());
-        let mut worst_cos = 1.0f32;
-        let mut worst_diff = 0.0f32;
-        for ((text, want), got) in golden.iter().zip(&batch) {
-            // Alone too for the short ones (this test also runs in debug
-            // builds, where the encoder is slow).
-            let alone = (text.len() < 100).then(|| e.embed(text).unwrap());
-            for v in std::iter::once(got).chain(alone.as_ref()) {
-                let cos = cosine(want, v);
-                let diff = want
-                    .iter()
-                    .zip(v)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f32::max);
-                assert!(
-                    cos >= 0.99999 && diff <= 1e-5,
-                    "{text:.60}: cosine {cos}, max diff {diff}"
-                );
-                worst_cos = worst_cos.min(cos);
-                worst_diff = worst_diff.max(diff);
-            }
-        }
+        let wanted: Vec<(&str, &[f32])> = golden
+            .iter()
+            .map(|(t, v)| (t.as_str(), v.as_slice()))
+            .collect();
+        let (worst_cos, worst_diff) = assert_golden(&e, &wanted, 1e-5);
         println!(
             "local-model: golden vectors: worst cosine {worst_cos:.7}, max abs diff {worst_diff:e}"
         );
@@ -167,6 +148,42 @@ fn local_model_matches_golden_vectors() {
         let _ = (dir, under_ci, golden);
         println!("local-model feature off: golden vectors not checked");
     }
+}
+
+/// Embeds the golden texts in one batch (packed and split across
+/// threads), and the short ones alone as well (the tests also run in
+/// debug builds, where the encoder is slow), and asserts each vector is
+/// within cosine 0.99999 and `max_diff` per coordinate of its reference;
+/// the worst cosine and difference seen.
+#[cfg(feature = "local-model")]
+fn assert_golden(
+    e: &mosaic_index::local_model::LocalEmbedder,
+    golden: &[(&str, &[f32])],
+    max_diff: f32,
+) -> (f32, f32) {
+    let texts: Vec<&str> = golden.iter().map(|(t, _)| *t).collect();
+    let batch = e.embed_batch(&texts).unwrap();
+    assert_eq!(batch.len(), golden.len());
+    let mut worst_cos = 1.0f32;
+    let mut worst_diff = 0.0f32;
+    for ((text, want), got) in golden.iter().zip(&batch) {
+        let alone = (text.len() < 100).then(|| e.embed(text).unwrap());
+        for v in std::iter::once(got).chain(alone.as_ref()) {
+            let cos = cosine(want, v);
+            let diff = want
+                .iter()
+                .zip(v)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                cos >= 0.99999 && diff <= max_diff,
+                "{text:.60}: cosine {cos}, max diff {diff}"
+            );
+            worst_cos = worst_cos.min(cos);
+            worst_diff = worst_diff.max(diff);
+        }
+    }
+    (worst_cos, worst_diff)
 }
 
 /// `tests/minilm_golden.jsonl`: 17 texts and their f32 vectors.
@@ -430,29 +447,12 @@ fn mpnet_matches_golden_vectors() {
         assert_eq!(e.release(), MPNET_RELEASE);
         assert_eq!(e.dimension(), 768);
         assert_eq!(e.window(), Some(MPNET_MAX_TOKENS));
-        let texts: Vec<&str> = golden.iter().map(|(t, _, _)| t.as_str()).collect();
-        let batch = e.embed_batch(&texts).unwrap();
-        assert_eq!(batch.len(), golden.len());
         assert!(golden.iter().any(|(_, n, _)| *n == MPNET_MAX_TOKENS));
-        let mut worst_cos = 1.0f32;
-        let mut worst_diff = 0.0f32;
-        for ((text, _, want), got) in golden.iter().zip(&batch) {
-            let alone = (text.len() < 100).then(|| e.embed(text).unwrap());
-            for v in std::iter::once(got).chain(alone.as_ref()) {
-                let cos = cosine(want, v);
-                let diff = want
-                    .iter()
-                    .zip(v)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f32::max);
-                assert!(
-                    cos >= 0.99999 && diff <= MPNET_MAX_DIFF,
-                    "{text:.60}: cosine {cos}, max diff {diff}"
-                );
-                worst_cos = worst_cos.min(cos);
-                worst_diff = worst_diff.max(diff);
-            }
-        }
+        let wanted: Vec<(&str, &[f32])> = golden
+            .iter()
+            .map(|(t, _, v)| (t.as_str(), v.as_slice()))
+            .collect();
+        let (worst_cos, worst_diff) = assert_golden(&e, &wanted, MPNET_MAX_DIFF);
         println!("mpnet: golden vectors: worst cosine {worst_cos:.7}, max abs diff {worst_diff:e}");
         // A paraphrase is nearer than an unrelated text.
         let v = e
