@@ -726,6 +726,9 @@ pub struct RecordSet {
     record_set_sha256: std::sync::OnceLock<String>,
     decided_sha256: String,
     scope_commitments: Vec<ScopeCommitment>,
+    /// Whether a record of the set is superseded (then a change checks the
+    /// whole set's supersession edges again).
+    any_superseded: bool,
     /// Which sealing this is (clones share it): an eligibility pass holds
     /// for the set it was made over and its clones.
     seal: u64,
@@ -748,6 +751,9 @@ impl RecordSet {
     pub fn new(mut records: Vec<std::sync::Arc<CheckedRecord>>) -> Result<Self, SelectionError> {
         records.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
         let sorted = check_sorted(records.iter().map(|r| &**r).collect())?;
+        let any_superseded = sorted
+            .iter()
+            .any(|r| matches!(r.record.status, MemoryStatus::Superseded { .. }));
         let decided_sha256 = decided_digest(
             sorted
                 .iter()
@@ -758,6 +764,80 @@ impl RecordSet {
             record_set_sha256: std::sync::OnceLock::new(),
             decided_sha256,
             scope_commitments: Vec::new(),
+            any_superseded,
+            seal: SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        })
+    }
+
+    /// A new sealing of this set with every record whose id is in
+    /// `changed` (sorted, without repeats) taken out and `added` (records
+    /// whose ids are all in `changed`, in any order) put in: what a reader
+    /// that keeps a read applies when the store answers what changed since.
+    /// The result is the set [`RecordSet::new`] gives for the same records;
+    /// its cost is a copy of the record handles and checks of the added
+    /// records only (the whole set's supersession edges are checked again
+    /// only when a record of it is superseded).
+    pub fn with_changes(
+        &self,
+        changed: &[String],
+        mut added: Vec<std::sync::Arc<CheckedRecord>>,
+    ) -> Result<Self, SelectionError> {
+        if let Some(pair) = changed.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(SelectionError::DuplicateRecordId(pair[1].clone()));
+        }
+        added.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
+        if let Some(pair) = added
+            .windows(2)
+            .find(|w| w[0].record.record_id == w[1].record.record_id)
+        {
+            return Err(SelectionError::DuplicateRecordId(
+                pair[0].record.record_id.clone(),
+            ));
+        }
+        for record in &added {
+            if changed
+                .binary_search_by(|id| id.as_str().cmp(&record.record.record_id))
+                .is_err()
+            {
+                // Not a change: it would stand beside a kept record of the
+                // same id.
+                return Err(SelectionError::DuplicateRecordId(
+                    record.record.record_id.clone(),
+                ));
+            }
+        }
+        let any_superseded = self.any_superseded
+            || added
+                .iter()
+                .any(|r| matches!(r.record.status, MemoryStatus::Superseded { .. }));
+        let mut records = Vec::with_capacity(self.records.len() + added.len());
+        let mut changed_ids = changed.iter().peekable();
+        let mut added = added.into_iter().peekable();
+        for kept in &self.records {
+            let id = kept.record.record_id.as_str();
+            while let Some(next) = added.next_if(|a| a.record.record_id.as_str() < id) {
+                records.push(next);
+            }
+            while changed_ids.next_if(|c| c.as_str() < id).is_some() {}
+            if changed_ids.next_if(|c| c.as_str() == id).is_none() {
+                records.push(kept.clone());
+            }
+        }
+        records.extend(added);
+        if any_superseded {
+            check_sorted(records.iter().map(|r| &**r).collect())?;
+        }
+        let decided_sha256 = decided_digest(
+            records
+                .iter()
+                .map(|r| (r.record.record_id.as_str(), r.record.kind)),
+        )?;
+        Ok(RecordSet {
+            records,
+            record_set_sha256: std::sync::OnceLock::new(),
+            decided_sha256,
+            scope_commitments: self.scope_commitments.clone(),
+            any_superseded,
             seal: SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }

@@ -44,21 +44,21 @@ pub struct EligibilityPass {
     context: MemoryReadContext,
     /// The first instant at or after the context's at which any time check
     /// could change its answer.
-    next_change_unix_ms: Option<u64>,
+    pub(super) next_change_unix_ms: Option<u64>,
     /// The drop reason of each record, in the set's order (`None`:
     /// eligible).
-    outcomes: Vec<Option<DropReason>>,
+    pub(super) outcomes: Vec<Option<DropReason>>,
     /// Indices of the dropped records, in the set's order.
     dropped: Vec<usize>,
     /// Drops by reason.
-    drop_counts: BTreeMap<DropReason, u64>,
+    pub(super) drop_counts: BTreeMap<DropReason, u64>,
     /// Indices of the eligible records, in the set's order.
-    eligible: Vec<usize>,
+    pub(super) eligible: Vec<usize>,
     /// The same in kind and recency order, sorted by the first selection
     /// without a ranking that asks (a ranked one never does).
     recency_order: OnceLock<Vec<usize>>,
     /// The eligible set's entries, sealed.
-    entries: Arc<SealedEntries>,
+    pub(super) entries: Arc<SealedEntries>,
 }
 
 impl EligibilityPass {
@@ -77,39 +77,92 @@ impl EligibilityPass {
             at_or_after(until);
         }
         let mut outcomes = Vec::with_capacity(set.records().len());
+        for checked in set.records().iter() {
+            outcomes.push(decide_record(ctx, checked.record(), &mut at_or_after));
+        }
+        Self::of_outcomes(ctx, set, next, outcomes)
+    }
+
+    /// The pass over `set`, a set derived from `kept` (the set this pass
+    /// was made over) by [`RecordSet::with_changes`], under `ctx`, for
+    /// which this pass holds over `kept`: the same as
+    /// [`EligibilityPass::new`] over `set` under `ctx`, deciding only the
+    /// records `kept` did not hold (a record `kept` held is the same
+    /// record handle in `set`, so its outcome is the kept one). Fails with
+    /// [`SelectionError::StalePass`] when the pass does not hold for `kept`
+    /// under `ctx`.
+    pub fn with_changes(
+        &self,
+        ctx: &MemoryReadContext,
+        kept: &RecordSet,
+        set: &RecordSet,
+    ) -> Result<Self, SelectionError> {
+        ctx.validate().map_err(SelectionError::InvalidContext)?;
+        if !self.holds_for(ctx, kept) {
+            return Err(SelectionError::StalePass);
+        }
+        let now = ctx.now_unix_ms;
+        // Every instant the kept pass watches is at or after `now` (it
+        // holds), so its next change still bounds the new pass.
+        let mut next = self.next_change_unix_ms;
+        let mut at_or_after = |t: u64| {
+            if t >= now {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        let old = kept.records();
+        let mut from = 0usize;
+        let mut outcomes = Vec::with_capacity(set.records().len());
+        for checked in set.records() {
+            // Skip the kept records taken out (they sort before this one).
+            let id = checked.record().record_id.as_str();
+            while from < old.len()
+                && !Arc::ptr_eq(&old[from], checked)
+                && old[from].record().record_id.as_str() < id
+            {
+                from += 1;
+            }
+            if from < old.len() && Arc::ptr_eq(&old[from], checked) {
+                outcomes.push(self.outcomes[from]);
+                from += 1;
+                continue;
+            }
+            outcomes.push(decide_record(ctx, checked.record(), &mut at_or_after));
+        }
+        Self::of_outcomes(ctx, set, next, outcomes)
+    }
+
+    /// The pass of `outcomes` (one per record of `set`, in its order).
+    fn of_outcomes(
+        ctx: &MemoryReadContext,
+        set: &RecordSet,
+        next_change_unix_ms: Option<u64>,
+        outcomes: Vec<Option<DropReason>>,
+    ) -> Result<Self, SelectionError> {
         let mut dropped = Vec::new();
         let mut drop_counts: BTreeMap<DropReason, u64> = BTreeMap::new();
         let mut eligible = Vec::new();
         let mut entries = Vec::new();
-        for (at, checked) in set.records().iter().enumerate() {
-            let record = checked.record();
-            at_or_after(record.created_at_unix_ms);
-            if let Some(expires) = record.expires_at_unix_ms {
-                at_or_after(expires);
-            }
-            if let MemoryStatus::Revoked { revoked_at_unix_ms } = record.status {
-                at_or_after(revoked_at_unix_ms);
-            }
-            match eligibility(ctx, record) {
-                Ok(()) => {
+        for (at, outcome) in outcomes.iter().enumerate() {
+            match outcome {
+                None => {
+                    let record = set.records()[at].record();
                     eligible.push(at);
                     entries.push(EligibleEntry {
                         record_id: record.record_id.clone(),
                         content_sha256: record.content_sha256.clone(),
                     });
-                    outcomes.push(None);
                 }
-                Err(reason) => {
+                Some(reason) => {
                     dropped.push(at);
-                    *drop_counts.entry(reason).or_insert(0) += 1;
-                    outcomes.push(Some(reason));
+                    *drop_counts.entry(*reason).or_insert(0) += 1;
                 }
             }
         }
         Ok(EligibilityPass {
             seal: set.seal(),
             context: ctx.clone(),
-            next_change_unix_ms: next,
+            next_change_unix_ms,
             outcomes,
             dropped,
             drop_counts,
@@ -143,6 +196,24 @@ impl EligibilityPass {
             self.entries.clone(),
         )?)
     }
+}
+
+/// The drop reason of `record` under `ctx` (`None`: eligible), with every
+/// instant of the record a time check compares the read's instant with
+/// passed to `watch`.
+fn decide_record(
+    ctx: &MemoryReadContext,
+    record: &crate::record::MemoryRecord,
+    watch: &mut impl FnMut(u64),
+) -> Option<DropReason> {
+    watch(record.created_at_unix_ms);
+    if let Some(expires) = record.expires_at_unix_ms {
+        watch(expires);
+    }
+    if let MemoryStatus::Revoked { revoked_at_unix_ms } = record.status {
+        watch(revoked_at_unix_ms);
+    }
+    eligibility(ctx, record).err()
 }
 
 /// Whether two contexts are equal but for their instant and selection

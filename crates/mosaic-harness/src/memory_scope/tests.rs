@@ -1541,3 +1541,137 @@ fn roots_of(ctx: &MemoryReadContext, records: &[MemoryRecord]) -> Vec<ScopeCommi
         })
         .collect()
 }
+
+proptest! {
+    /// A reader that keeps a read applies the store's changes to it: over
+    /// any records, any change (records taken out, records put in, a record
+    /// replaced under its id) and any later instant at which the kept pass
+    /// still holds, the changed set and the pass derived from the kept one
+    /// are the set and pass made afresh over the records now, and select
+    /// alike. Layer: the pure selector's sealed sets.
+    #[test]
+    fn a_changed_set_and_its_derived_pass_are_the_fresh_ones(
+        specs in proptest::collection::vec((0u64..6, 0u64..4, 0u8..4, any::<bool>()), 0..24),
+        kept_mask in proptest::collection::vec(any::<bool>(), 24),
+        change_mask in proptest::collection::vec(0u8..4, 24),
+        now_offset in 0u64..4,
+        max_records in 1usize..6,
+    ) {
+        let (base_ctx, _) = fixture();
+        let at = |offset: u64| MemoryReadContext {
+            now_unix_ms: FIXTURE_NOW_UNIX_MS + offset * 1_000,
+            max_records,
+            ..base_ctx.clone()
+        };
+        let record = |i: usize, (created, ttl, who, revoked): (u64, u64, u8, bool)| {
+            let mut r = semantic(&format!("r{i:02}"), FIXTURE_NOW_UNIX_MS + created * 1_000);
+            r.expires_at_unix_ms = Some(r.created_at_unix_ms + (ttl + 1) * 2_000);
+            if who == 3 {
+                r.subject = principal("someone-else");
+            }
+            if revoked {
+                r.status = MemoryStatus::Revoked {
+                    revoked_at_unix_ms: r.created_at_unix_ms + 3_000,
+                };
+            }
+            r
+        };
+        // Before: the records the mask keeps. After: each record's change
+        // (0, 1: none; 2: taken out or put in; 3: replaced by another body).
+        let all: Vec<MemoryRecord> =
+            specs.iter().enumerate().map(|(i, s)| record(i, *s)).collect();
+        let before: Vec<std::sync::Arc<CheckedRecord>> =
+            checked(all.iter().enumerate().filter(|(i, _)| kept_mask[*i]).map(|(_, r)| r));
+        let kept = RecordSet::new(before.clone()).unwrap();
+        let mut changed = Vec::new();
+        let mut added = Vec::new();
+        let mut after: Vec<std::sync::Arc<CheckedRecord>> = Vec::new();
+        for (i, r) in all.iter().enumerate() {
+            let held = before.iter().find(|b| b.record().record_id == r.record_id).cloned();
+            match (change_mask[i], held) {
+                (2, Some(_)) => changed.push(r.record_id.clone()),
+                (2, None) => {
+                    changed.push(r.record_id.clone());
+                    let fresh = checked(std::iter::once(r)).remove(0);
+                    added.push(fresh.clone());
+                    after.push(fresh);
+                }
+                (3, Some(_)) => {
+                    let mut other = r.clone();
+                    other.created_at_unix_ms = FIXTURE_NOW_UNIX_MS;
+                    other.expires_at_unix_ms = None;
+                    other.status = MemoryStatus::Verified;
+                    changed.push(r.record_id.clone());
+                    let fresh = checked(std::iter::once(&other)).remove(0);
+                    added.push(fresh.clone());
+                    after.push(fresh);
+                }
+                (_, Some(b)) => after.push(b),
+                (_, None) => {}
+            }
+        }
+        added.reverse();
+        let derived = kept.with_changes(&changed, added).unwrap();
+        let fresh = RecordSet::new(after).unwrap();
+        prop_assert_eq!(&derived, &fresh);
+        let earlier = at(0);
+        let pass = EligibilityPass::new(&earlier, &kept).unwrap();
+        let ctx = at(now_offset);
+        match pass.with_changes(&ctx, &kept, &derived) {
+            Ok(changed_pass) => {
+                prop_assert!(pass.holds_for(&ctx, &kept));
+                let fresh_pass = EligibilityPass::new(&ctx, &derived).unwrap();
+                prop_assert!(changed_pass.holds_for(&ctx, &derived));
+                prop_assert_eq!(&changed_pass.outcomes, &fresh_pass.outcomes);
+                prop_assert_eq!(&changed_pass.drop_counts, &fresh_pass.drop_counts);
+                prop_assert_eq!(&changed_pass.eligible, &fresh_pass.eligible);
+                prop_assert_eq!(changed_pass.entries.sha256(), fresh_pass.entries.sha256());
+                // The derived pass may watch an instant of a record taken
+                // out: never later than the fresh one's.
+                if let Some(fresh_next) = fresh_pass.next_change_unix_ms {
+                    prop_assert!(changed_pass.next_change_unix_ms.is_some_and(|n| n <= fresh_next));
+                }
+                for listing in [Listing::Full, Listing::CountsOnly] {
+                    prop_assert_eq!(
+                        select_memory_set(&ctx, &derived, &changed_pass, listing).unwrap(),
+                        select_memory_set(&ctx, &derived, &fresh_pass, listing).unwrap()
+                    );
+                }
+            }
+            Err(SelectionError::StalePass) => prop_assert!(!pass.holds_for(&ctx, &kept)),
+            Err(other) => prop_assert!(false, "unexpected {other}"),
+        }
+    }
+}
+
+/// A change that would put a record beside a kept one of the same id, or
+/// names an id twice, is refused. Layer: the pure selector's sealed sets.
+#[test]
+fn a_change_that_repeats_an_id_is_refused() {
+    let (_, records) = fixture();
+    let set = record_set(&records);
+    let first = records[0].record_id.clone();
+    let again = checked(std::iter::once(&records[0]));
+    // Put in without being named as changed: two records of one id.
+    assert!(matches!(
+        set.with_changes(&[], again.clone()),
+        Err(SelectionError::DuplicateRecordId(id)) if id == first
+    ));
+    // Named as changed but put in twice.
+    let twice = [again.clone(), again.clone()].concat();
+    assert!(matches!(
+        set.with_changes(std::slice::from_ref(&first), twice),
+        Err(SelectionError::DuplicateRecordId(id)) if id == first
+    ));
+    // Changed ids not sorted or repeated.
+    assert!(
+        set.with_changes(&[first.clone(), first.clone()], Vec::new())
+            .is_err()
+    );
+    // Named and put in once: the same set.
+    assert_eq!(
+        set.with_changes(std::slice::from_ref(&first), again)
+            .unwrap(),
+        set
+    );
+}
