@@ -27,6 +27,12 @@
 //! * **Revocation** is a typed state machine ([`revocation`]) ending in a
 //!   canonical [`DeletionReceipt`]; consent withdrawal and lineage cascade in
 //!   the same transaction.
+//! * **Incremental reads.** Each read scope's commitment is kept in the
+//!   transaction of every change, each scope entry marked with the
+//!   generation of its last change and each scope head with that of its
+//!   last erasure, so [`Store::eligible_changes`] answers what changed in
+//!   a reader's scopes since an earlier read from the changes alone (or
+//!   `None`, when they cannot give the answer).
 //! * **Audit** events are hash-chained ([`audit`]); tampering is detected by
 //!   [`Store::verify_audit_chain`].
 //!

@@ -201,6 +201,37 @@ pub trait Store: Send {
         known: &dyn Fn(&str) -> bool,
     ) -> StoreResult<(EligibleIds, Vec<StoredRecord>)>;
 
+    /// What changed in the reader's scopes of `query` since a read that
+    /// saw the commitments `since` (the `scope_commitments` of an earlier
+    /// [`EligibleIds`] or [`crate::EligibleChanges`] of the same query but
+    /// for its instant: same tenant, policy, principal, workspace, run and
+    /// kinds), answered in one read at a cost that grows with the changes,
+    /// not with the scopes: each scope entry is marked, in the transaction
+    /// of its change, with the generation that change brought its scope
+    /// to, and the changed entries are one indexed range read per scope.
+    /// The bodies of the `eligible` ids `known` answers false for come
+    /// with it (held to the query as [`Store::eligible_unknown`]'s are).
+    ///
+    /// `None` when the changes alone cannot give the answer, and the
+    /// caller reads everything: `since` does not name exactly the reader's
+    /// scopes (sorted, as [`EligibleIds::scope_commitments`]), a scope's
+    /// generation in it is ahead of the store's (another database, or a
+    /// restored one) or equal with another root, or a record of one of the
+    /// scopes was erased since (erasure removes its entry; the removal is
+    /// noted on the scope's head, in the store, so every server sharing
+    /// the database sees it).
+    ///
+    /// Time is the caller's: a record's eligibility changes with the
+    /// instant only at the `stable_until_unix_ms` instants the reads
+    /// report, so the caller reads everything once `query.now_unix_ms`
+    /// reaches the minimum of its kept read's and the changes'.
+    fn eligible_changes(
+        &mut self,
+        query: &EligibilityQuery,
+        since: &[mosaic_harness::memory_scope::ScopeCommitment],
+        known: &dyn Fn(&str) -> bool,
+    ) -> StoreResult<Option<(crate::EligibleChanges, Vec<StoredRecord>)>>;
+
     /// The commitments of `scopes` of `tenant_id` (their roots and
     /// generations, kept in the transaction of every change to a record of
     /// the scope), in the order asked, in one read. A scope that never held

@@ -390,6 +390,35 @@ pub struct EligibleIds {
     pub scope_commitments: Vec<mosaic_harness::memory_scope::ScopeCommitment>,
 }
 
+/// What changed in a reader's scopes since an earlier read of the same
+/// query (see [`crate::Store::eligible_changes`]). A reader that kept the
+/// ids of that read removes [`EligibleChanges::changed`] from them and
+/// adds [`EligibleChanges::eligible`]: the result is what a full read
+/// ([`crate::Store::eligible_unknown`]) would find now, as long as the
+/// kept read's own [`EligibleIds::stable_until_unix_ms`] has not passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EligibleChanges {
+    /// The store's change stamp, read first (as [`EligibleIds::stamp`]).
+    pub stamp: ChangeStamp,
+    /// The reader's scopes' commitments now, in the order of
+    /// [`EligibleIds::scope_commitments`] (sorted by scope): the `since`
+    /// of the next incremental read.
+    pub scope_commitments: Vec<mosaic_harness::memory_scope::ScopeCommitment>,
+    /// Every record id of the reader's scopes whose scope entry changed
+    /// since `since` (written, activated, superseded, contested,
+    /// quarantined, revoked), sorted, each once.
+    pub changed: Vec<String>,
+    /// Those of `changed` the query finds eligible now, as
+    /// `(record_id, line_generation)`, sorted by record id.
+    pub eligible: Vec<(String, u64)>,
+    /// The earliest instant after the query's `now_unix_ms` at which time
+    /// alone changes the answer for the changed records (an eligible one
+    /// expires, or a changed active record created later than now comes of
+    /// age); `None` when no such instant exists. The reader takes the
+    /// minimum with its kept read's.
+    pub stable_until_unix_ms: Option<u64>,
+}
+
 /// A store-wide stamp of committed change.
 ///
 /// Every committed change of a record's lifecycle state (activation,

@@ -13,9 +13,9 @@ use super::{
 };
 use crate::error::{StoreError, StoreResult};
 use crate::types::{
-    ChangeStamp, EligibilityQuery, EligibleIds, EligibleSet, IntegrityReport, ListedRecord,
-    ListedState, RecordFilter, RecordPage, RecordState, SnapshotIdentity, StoredConsent,
-    StoredRecord, body_matches_query,
+    ChangeStamp, EligibilityQuery, EligibleChanges, EligibleIds, EligibleSet, IntegrityReport,
+    ListedRecord, ListedState, RecordFilter, RecordPage, RecordState, SnapshotIdentity,
+    StoredConsent, StoredRecord, body_matches_query,
 };
 
 /// The columns [`record_from_row`] reads, of `records r`.
@@ -263,6 +263,168 @@ pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<El
         stable_until_unix_ms: stable_until,
         scope_commitments: super::scope::commitments(c, &q.tenant_id, &scopes)?,
     })
+}
+
+/// The columns [`eligible_changes`] reads of each changed record.
+const CHANGED_COLUMNS: &str = "r.record_id, r.tenant_id, r.policy_sha256, r.state, r.kind,
+     r.subject_type, r.subject_a, r.subject_b, r.created_at_ms, r.expires_at_ms,
+     r.line_generation";
+
+type ChangedRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    i64,
+);
+
+/// What changed in the reader's scopes of `q` since a read that saw the
+/// scope commitments `since` (see [`crate::Store::eligible_changes`]);
+/// `None` when the changes alone cannot give the answer: `since` does not
+/// name exactly the reader's scopes, a scope's generation in it is ahead
+/// of the store's (another database, or a restored one), or at the same
+/// generation its root differs, or an entry of a scope was removed (a
+/// record erased) after `since`'s generation.
+///
+/// The statements: the stamp, each scope's head, one range read of
+/// `idx_scope_entries_changed` per scope that moved, and the changed
+/// records' rows by primary key ([`records_by_id`]); each row is then held
+/// to the predicates of [`eligibility_statements`] (and the time
+/// predicate of the read's `stable_until`), so nothing reads a record that
+/// did not change.
+pub(crate) fn eligible_changes<C: Tx>(
+    c: &C,
+    q: &EligibilityQuery,
+    since: &[mosaic_harness::memory_scope::ScopeCommitment],
+) -> StoreResult<Option<EligibleChanges>> {
+    use mosaic_harness::memory_scope::ReadScope;
+    // The stamp first, as `eligible_ids` reads it.
+    let stamp = change_stamp(c)?;
+    let scopes = ReadScope::of_reader(&q.principal_id, &q.workspace_id, &q.run_id);
+    if since.len() != scopes.len() || since.iter().zip(&scopes).any(|(s, r)| s.scope != *r) {
+        return Ok(None);
+    }
+    let heads = super::scope::heads(c, &q.tenant_id, &scopes)?;
+    let mut changed: Vec<String> = Vec::new();
+    for ((now, removed), before) in heads.iter().zip(since) {
+        if before.generation > now.generation
+            || (before.generation == now.generation && before.root_sha256 != now.root_sha256)
+            || *removed > before.generation
+        {
+            return Ok(None);
+        }
+        if now.generation > before.generation {
+            changed.extend(super::scope::changed_since(
+                c,
+                &q.tenant_id,
+                &now.scope,
+                before.generation,
+            )?);
+        }
+    }
+    changed.sort();
+    changed.dedup();
+    let kinds: BTreeSet<&str> = q.kinds.iter().map(|k| k.as_str()).collect();
+    let mut eligible: Vec<(String, u64)> = Vec::new();
+    let mut stable_until: Option<u64> = None;
+    let mut until = |at: u64| stable_until = Some(stable_until.map_or(at, |s| s.min(at)));
+    for row in records_by_id(c, CHANGED_COLUMNS, &changed, |r| r.cols::<ChangedRow>())? {
+        let (id, tenant, policy, state, kind, subject_type, a, b, created_at, expires_at, line) =
+            row;
+        // The predicates of `scope_statements`, but for time.
+        let subject = match subject_type.as_str() {
+            "run" => a == q.run_id,
+            "principal" => a == q.principal_id,
+            "principal_in_workspace" => a == q.workspace_id && b == q.principal_id,
+            "workspace" | "procedure" => a == q.workspace_id,
+            _ => false,
+        };
+        if !(tenant == q.tenant_id
+            && policy == q.policy_sha256
+            && state == RecordState::Active.as_str()
+            && subject
+            && kinds.contains(kind.as_str()))
+        {
+            continue;
+        }
+        let created_at = u(created_at)?;
+        if created_at > q.now_unix_ms {
+            // Comes of age later (what `eligible_ids` reads as
+            // `MIN(created_at_ms)` of the scope).
+            until(created_at);
+            continue;
+        }
+        match expires_at.map(u).transpose()? {
+            Some(expires_at) if expires_at <= q.now_unix_ms => continue,
+            Some(expires_at) => until(expires_at),
+            None => {}
+        }
+        eligible.push((id, u(line)?));
+    }
+    eligible.sort();
+    Ok(Some(EligibleChanges {
+        stamp,
+        scope_commitments: heads.into_iter().map(|(c, _)| c).collect(),
+        changed,
+        eligible,
+        stable_until_unix_ms: stable_until,
+    }))
+}
+
+/// The records among the eligible `ids` that `known` answers false for,
+/// each body held to `q` (defence in depth, as for [`eligible_records`]:
+/// the body must agree with the indexed columns that found it).
+pub(crate) fn unknown_bodies<C: Tx>(
+    c: &C,
+    q: &EligibilityQuery,
+    ids: &[(String, u64)],
+    known: &dyn Fn(&str) -> bool,
+) -> StoreResult<Vec<StoredRecord>> {
+    let unknown: Vec<String> = ids
+        .iter()
+        .filter(|(id, _)| !known(id))
+        .map(|(id, _)| id.clone())
+        .collect();
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let records = get_records(c, &q.tenant_id, &unknown)?;
+    for stored in &records {
+        if !body_matches_query(&stored.record, q) {
+            return Err(StoreError::Corrupt(format!(
+                "record {} body disagrees with its indexed columns",
+                stored.record.record_id
+            )));
+        }
+    }
+    Ok(records)
+}
+
+/// The statements [`eligible_changes`] runs after the heads, given the
+/// heads it found and the ids the first ones answer (for plans in tests).
+pub(crate) fn eligible_changes_statements<C: Tx>(
+    q: &EligibilityQuery,
+    since: &[mosaic_harness::memory_scope::ScopeCommitment],
+    changed: &[String],
+) -> StoreResult<Vec<(String, Vec<Arg>)>> {
+    let mut out = since
+        .iter()
+        .map(|s| super::scope::changed_since_statement(&q.tenant_id, &s.scope, s.generation))
+        .collect::<StoreResult<Vec<_>>>()?;
+    out.push((
+        format!(
+            "SELECT {CHANGED_COLUMNS} FROM records r WHERE {}",
+            C::in_set("r.record_id", "?1")
+        ),
+        vec![Arg::TextSet(changed.to_vec())],
+    ));
+    Ok(out)
 }
 
 /// The rows of `records r` among `ids`, `columns` of each mapped by

@@ -4,18 +4,24 @@
 //!
 //! * `scope_entries`: one row per record the scope holds (any state; an
 //!   erased record's row goes with its body): its bucket, its
-//!   `mosaic.memory.record.v1` digest, its state and its entry hash.
+//!   `mosaic.memory.record.v1` digest, its state, its entry hash and
+//!   `changed_generation`, the scope's generation after the change that
+//!   last wrote it (0 for entries older than the marker).
 //! * `scope_nodes`: the tree's nodes `(level, idx)` (level 0: the buckets,
 //!   level 10: the root) of every subtree that ever held an entry; an
 //!   absent node is the empty one.
-//! * `scope_heads`: per scope, the root and the generation (changes so
-//!   far).
+//! * `scope_heads`: per scope, the root, the generation (changes so far)
+//!   and `removed_generation`, the generation after its last removal of
+//!   an entry (an erasure; 0 when none since the marker was kept).
 //!
 //! A change writes the record's entry and notes its bucket in the
 //! transaction's [`Pending`]; before the transaction commits, [`flush`]
 //! rehashes every noted bucket once and every node above them once, level
 //! by level (reading the untouched siblings of each level in one
-//! statement), and advances each scope's head by the number of changes. A
+//! statement), advances each scope's head by the number of changes, marks
+//! each changed entry with the head's new generation and, when an entry
+//! was removed, notes that generation on the head (what
+//! [`changed_since`] and [`heads`] read for an incremental read). A
 //! batch of records of one scope so writes each node once rather than the
 //! eleven above each record's bucket once per record; the result is the
 //! same tree as rehashing after each change.
@@ -31,14 +37,27 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use mosaic_harness::memory_scope::empty_node;
 
-use super::{Tx, Val, decode, params, u};
+use super::{Arg, Tx, Val, decode, params, u, vals};
 use crate::error::{StoreError, StoreResult};
 
-/// The scopes a transaction changed and not yet rehashed: per tenant and
-/// scope, the buckets changed and the number of changes.
+/// The scopes a transaction changed and not yet rehashed, per tenant and
+/// scope.
 #[derive(Default, Debug)]
 pub(crate) struct Pending {
-    scopes: BTreeMap<(String, ReadScope), (BTreeSet<u32>, i64)>,
+    scopes: BTreeMap<(String, ReadScope), PendingScope>,
+}
+
+/// What a transaction changed in one scope.
+#[derive(Default, Debug)]
+struct PendingScope {
+    /// The buckets changed.
+    buckets: BTreeSet<u32>,
+    /// The number of changes.
+    changes: i64,
+    /// The records whose entry changed (written, or removed).
+    records: BTreeSet<String>,
+    /// Whether an entry was removed (its record erased).
+    removed: bool,
 }
 
 fn corrupt(what: &str) -> StoreError {
@@ -78,7 +97,7 @@ pub(crate) fn sync<C: Tx>(c: &C, record_id: &str) -> StoreResult<()> {
             )?;
             let scope = ReadScope::from_columns(&st, &a, &b)
                 .ok_or_else(|| corrupt("unknown scope type"))?;
-            note_change(c, &tenant, &scope, bucket_of(record_id));
+            note_change(c, &tenant, &scope, record_id, true);
             Ok(())
         }
         (Some(stored), kept) => {
@@ -138,7 +157,7 @@ fn put_entry<C: Tx>(c: &C, record: &MemoryRecord, entry: ScopeEntry) -> StoreRes
             &entry_sha256
         ],
     )?;
-    note_change(c, tenant, &scope, entry.bucket());
+    note_change(c, tenant, &scope, &entry.record_id, false);
     Ok(())
 }
 
@@ -249,16 +268,20 @@ fn put_nodes<C: Tx>(
     Ok(())
 }
 
-/// Notes that `bucket` of the scope changed: [`flush`] rehashes it, the
-/// nodes above it and the scope's head before the transaction commits.
-fn note_change<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, bucket: u32) {
+/// Notes that the entry of `record_id` in the scope changed (`removed`:
+/// it is gone): [`flush`] rehashes its bucket, the nodes above it and the
+/// scope's head, and marks the entry changed, before the transaction
+/// commits.
+fn note_change<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, record_id: &str, removed: bool) {
     let mut pending = c.pending_scopes().borrow_mut();
-    let (buckets, changes) = pending
+    let noted = pending
         .scopes
         .entry((tenant.to_owned(), scope.clone()))
         .or_default();
-    buckets.insert(bucket);
-    *changes += 1;
+    noted.buckets.insert(bucket_of(record_id));
+    noted.changes += 1;
+    noted.records.insert(record_id.to_owned());
+    noted.removed |= removed;
 }
 
 /// Most nodes one statement writes or reads.
@@ -269,7 +292,13 @@ const NODES_PER_STATEMENT: usize = 256;
 /// no-op when nothing changed.
 pub(crate) fn flush<C: Tx>(c: &C) -> StoreResult<()> {
     let pending = std::mem::take(&mut *c.pending_scopes().borrow_mut());
-    for ((tenant, scope), (buckets, changes)) in pending.scopes {
+    for ((tenant, scope), noted) in pending.scopes {
+        let PendingScope {
+            buckets,
+            changes,
+            records,
+            removed,
+        } = noted;
         // Row security: each scope's rows are read and written as its
         // tenant, whichever tenant the transaction entered last.
         c.enter_tenant(&tenant)?;
@@ -320,14 +349,40 @@ pub(crate) fn flush<C: Tx>(c: &C) -> StoreResult<()> {
             .copied()
             .ok_or_else(|| corrupt("no root after a rehash"))?;
         let (st, a, b) = scope.columns();
-        c.exec(
-            "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation, root_sha256)
-             VALUES (?1, ?2, ?3, ?4, ?6, ?5)
-             ON CONFLICT (tenant_id, scope_type, scope_a, scope_b)
-             DO UPDATE SET generation = scope_heads.generation + ?6,
-                 root_sha256 = excluded.root_sha256",
-            params![&tenant, st, a, b, &merkle::to_hex(&root), changes],
-        )?;
+        let generation: i64 = c
+            .row(
+                "INSERT INTO scope_heads (tenant_id, scope_type, scope_a, scope_b, generation,
+                     root_sha256)
+                 VALUES (?1, ?2, ?3, ?4, ?6, ?5)
+                 ON CONFLICT (tenant_id, scope_type, scope_a, scope_b)
+                 DO UPDATE SET generation = scope_heads.generation + ?6,
+                     root_sha256 = excluded.root_sha256
+                 RETURNING generation",
+                params![&tenant, st, a, b, &merkle::to_hex(&root), changes],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| corrupt("no head after a rehash"))?;
+        // Each changed entry is marked with the generation this change
+        // brought the scope to, and a removal is noted on the head: what
+        // an incremental read asks for (see `changed_since`).
+        if removed {
+            c.exec(
+                "UPDATE scope_heads SET removed_generation = ?5
+                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4",
+                params![&tenant, st, a, b, generation],
+            )?;
+        }
+        let records: Vec<String> = records.into_iter().collect();
+        for chunk in records.chunks(NODES_PER_STATEMENT) {
+            let args = [Arg::Int(generation), Arg::TextSet(chunk.to_vec())];
+            c.exec(
+                &format!(
+                    "UPDATE scope_entries SET changed_generation = ?1 WHERE {}",
+                    C::in_set("record_id", "?2")
+                ),
+                &vals(&args),
+            )?;
+        }
     }
     Ok(())
 }
@@ -381,27 +436,82 @@ pub(crate) fn commitments<C: Tx>(
     tenant: &str,
     scopes: &[ReadScope],
 ) -> StoreResult<Vec<ScopeCommitment>> {
+    Ok(heads(c, tenant, scopes)?
+        .into_iter()
+        .map(|(commitment, _)| commitment)
+        .collect())
+}
+
+/// [`commitments`], each with the generation of the scope's last removal
+/// of an entry (an erasure; 0 when none was made since removals are
+/// noted).
+pub(crate) fn heads<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scopes: &[ReadScope],
+) -> StoreResult<Vec<(ScopeCommitment, u64)>> {
     scopes
         .iter()
         .map(|scope| {
             let (st, a, b) = scope.columns();
-            let head: Option<(i64, String)> = c.row(
-                "SELECT generation, root_sha256 FROM scope_heads
+            let head: Option<(i64, String, i64)> = c.row(
+                "SELECT generation, root_sha256, removed_generation FROM scope_heads
                  WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4",
                 params![tenant, st, a, b],
                 |r| r.cols(),
             )?;
-            let (generation, root_sha256) = match head {
-                Some((generation, root)) => (u(generation)?, root),
-                None => (0, merkle::to_hex(&empty_scope_root())),
+            let (generation, root_sha256, removed) = match head {
+                Some((generation, root, removed)) => (u(generation)?, root, u(removed)?),
+                None => (0, merkle::to_hex(&empty_scope_root()), 0),
             };
-            Ok(ScopeCommitment {
-                scope: scope.clone(),
-                generation,
-                root_sha256,
-            })
+            Ok((
+                ScopeCommitment {
+                    scope: scope.clone(),
+                    generation,
+                    root_sha256,
+                },
+                removed,
+            ))
         })
         .collect()
+}
+
+/// The statement of [`changed_since`]: a range read of
+/// `idx_scope_entries_changed`.
+pub(crate) fn changed_since_statement(
+    tenant: &str,
+    scope: &ReadScope,
+    generation: u64,
+) -> StoreResult<(String, Vec<Arg>)> {
+    let (st, a, b) = scope.columns();
+    Ok((
+        "SELECT record_id FROM scope_entries
+         WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
+           AND changed_generation > ?5"
+            .to_owned(),
+        vec![
+            Arg::Text(tenant.to_owned()),
+            Arg::Text(st.to_owned()),
+            Arg::Text(a.to_owned()),
+            Arg::Text(b.to_owned()),
+            Arg::Int(super::i(generation)?),
+        ],
+    ))
+}
+
+/// The ids of the records whose entry in the scope was written after the
+/// scope's `generation` (each entry is marked, in the transaction of its
+/// change, with the generation that change brought the scope to). An
+/// entry removed since is not among them: its removal is noted on the
+/// scope's head instead (see [`heads`]).
+pub(crate) fn changed_since<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scope: &ReadScope,
+    generation: u64,
+) -> StoreResult<Vec<String>> {
+    let (sql, args) = changed_since_statement(tenant, scope, generation)?;
+    c.rows(&sql, &vals(&args), |r| r.get(0))
 }
 
 /// A record's entry in its scope, the proof of it against the scope's

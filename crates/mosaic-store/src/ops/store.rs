@@ -340,27 +340,25 @@ macro_rules! impl_store {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, &query.tenant_id)?;
                         let found = read::eligible_ids(c, query)?;
-                        let unknown: Vec<String> = found
-                            .ids
-                            .iter()
-                            .filter(|(id, _)| !known(id))
-                            .map(|(id, _)| id.clone())
-                            .collect();
-                        let records = if unknown.is_empty() {
-                            Vec::new()
-                        } else {
-                            read::get_records(c, &query.tenant_id, &unknown)?
-                        };
-                        for stored in &records {
-                            // Defense in depth, as for `eligible_records`.
-                            if !$crate::types::body_matches_query(&stored.record, query) {
-                                return Err(StoreError::Corrupt(format!(
-                                    "record {} body disagrees with its indexed columns",
-                                    stored.record.record_id
-                                )));
-                            }
-                        }
+                        let records = read::unknown_bodies(c, query, &found.ids, known)?;
                         Ok((found, records))
+                    })
+                }
+
+                fn eligible_changes(
+                    &mut self,
+                    query: &EligibilityQuery,
+                    since: &[::mosaic_harness::memory_scope::ScopeCommitment],
+                    known: &dyn Fn(&str) -> bool,
+                ) -> StoreResult<Option<($crate::types::EligibleChanges, Vec<StoredRecord>)>>
+                {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, &query.tenant_id)?;
+                        let Some(changes) = read::eligible_changes(c, query, since)? else {
+                            return Ok(None);
+                        };
+                        let records = read::unknown_bodies(c, query, &changes.eligible, known)?;
+                        Ok(Some((changes, records)))
                     })
                 }
 

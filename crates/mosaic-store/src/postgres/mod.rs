@@ -498,6 +498,30 @@ impl PostgresStore {
             query,
             crate::ops::read::ELIGIBLE_ID_COLUMNS,
         )?;
+        self.explain(query, &statements)
+    }
+
+    /// `EXPLAIN` lines of the statements [`crate::Store::eligible_changes`]
+    /// runs after the scope heads (the changed entries of each scope of
+    /// `since`, then the rows of `changed`), planned as `query.tenant_id`
+    /// (for tests that the cost is in the changes).
+    pub fn explain_eligible_changes(
+        &mut self,
+        query: &EligibilityQuery,
+        since: &[mosaic_harness::memory_scope::ScopeCommitment],
+        changed: &[String],
+    ) -> StoreResult<Vec<String>> {
+        let statements =
+            crate::ops::read::eligible_changes_statements::<Ctx<'_>>(query, since, changed)?;
+        self.explain(query, &statements)
+    }
+
+    /// `EXPLAIN` lines of `statements`, planned as `query.tenant_id`.
+    fn explain(
+        &mut self,
+        query: &EligibilityQuery,
+        statements: &[(String, Vec<crate::ops::Arg>)],
+    ) -> StoreResult<Vec<String>> {
         let mut tx = self
             .client
             .build_transaction()
@@ -509,7 +533,7 @@ impl PostgresStore {
             &[&query.tenant_id],
         )?;
         let mut out = Vec::new();
-        for (sql, params) in &statements {
+        for (sql, params) in statements {
             let vals = vals(params);
             let refs = pg_params(&vals);
             let sql = numbered_placeholders(sql);

@@ -54,6 +54,14 @@
 //! [`crate::intake`]), each under forced row security, and moves an
 //! earlier server's own `mosaic_server_*` rows of them in.
 //!
+//! Version 13 (both backends) adds `scope_entries.changed_generation` (the
+//! scope's generation after the change that last wrote the entry, indexed
+//! after the scope and before the record id as
+//! `idx_scope_entries_changed`) and
+//! `scope_heads.removed_generation` (the generation of the scope's last
+//! erasure), so [`crate::Store::eligible_changes`] reads what changed in a
+//! scope since a generation in one range read.
+//!
 //! Version 6 (both backends) drops two indexes no query used: records by
 //! line, and the catalog by record id alone (its key is now the tenant and
 //! the record id).
@@ -86,7 +94,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -680,6 +688,8 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     INTAKE,
     // 11 -> 12
     SCOPE_COMMITMENTS_MIGRATION,
+    // 12 -> 13
+    SCOPE_CHANGES_MIGRATION,
 ];
 
 /// The migration that takes in what a server kept in tables of its own
@@ -849,6 +859,18 @@ ALTER TABLE scope_heads FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON scope_heads
     USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
     WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#;
+
+/// The migration that marks each scope entry with the scope's generation
+/// after the change that last wrote it and each scope head with the
+/// generation of its last removal, as on SQLite (see that backend's
+/// `SCOPE_CHANGES_MIGRATION` for why 0 is right for existing rows). Adding
+/// a column with a constant default rewrites no row.
+const SCOPE_CHANGES_MIGRATION: &str = r#"
+ALTER TABLE scope_entries ADD COLUMN changed_generation BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX idx_scope_entries_changed ON scope_entries
+    (tenant_id, scope_type, scope_a, scope_b, changed_generation, record_id);
+ALTER TABLE scope_heads ADD COLUMN removed_generation BIGINT NOT NULL DEFAULT 0;
 "#;
 
 /// The version whose migration introduces the read scopes' commitments:

@@ -472,6 +472,31 @@ impl SqliteStore {
         }
         Ok(out)
     }
+
+    /// `EXPLAIN QUERY PLAN` detail lines of the statements
+    /// [`crate::Store::eligible_changes`] runs after the scope heads: the
+    /// changed entries of each scope of `since`, then the rows of
+    /// `changed` (for tests that the cost is in the changes).
+    pub fn explain_eligible_changes(
+        &mut self,
+        query: &EligibilityQuery,
+        since: &[mosaic_harness::memory_scope::ScopeCommitment],
+        changed: &[String],
+    ) -> StoreResult<Vec<String>> {
+        let mut out = Vec::new();
+        for (sql, params) in
+            crate::ops::read::eligible_changes_statements::<Ctx<'_>>(query, since, changed)?
+        {
+            let mut stmt = self.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+            let rows = stmt.query_map(params_from_iter(vals(&params)), |row| {
+                row.get::<_, String>(3)
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl Backend for SqliteStore {

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -387,6 +387,8 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     INTAKE,
     // 11 -> 12
     SCOPE_COMMITMENTS_MIGRATION,
+    // 12 -> 13
+    SCOPE_CHANGES_MIGRATION,
 ];
 
 /// The migration that takes in what a server kept in a database of its own
@@ -486,6 +488,22 @@ CREATE TABLE scope_heads (
     root_sha256 TEXT NOT NULL,
     PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b)
 ) STRICT;
+"#;
+
+/// The migration that marks each scope entry with the scope's generation
+/// after the change that last wrote it (`changed_generation`, indexed
+/// after the scope and before the record id, so the ids of the entries
+/// changed after a generation are one covering range read) and each scope head with the generation of its last
+/// removal (`removed_generation`): what an incremental eligibility read
+/// asks (see `crate::ops::scope`). Existing entries and heads get 0, which
+/// is "after" no generation a reader can hold: every reader's generations
+/// were read after this migration, so they already include every change
+/// made before it.
+const SCOPE_CHANGES_MIGRATION: &str = r#"
+ALTER TABLE scope_entries ADD COLUMN changed_generation INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX idx_scope_entries_changed ON scope_entries
+    (tenant_id, scope_type, scope_a, scope_b, changed_generation, record_id);
+ALTER TABLE scope_heads ADD COLUMN removed_generation INTEGER NOT NULL DEFAULT 0;
 "#;
 
 /// The version whose migration introduces the read scopes' commitments:

@@ -14,6 +14,7 @@ macro_rules! conformance_tests {
             degraded_activation_needs_policy_and_records_the_omission,
             audit_head_can_be_witnessed,
             scope_commitments_follow_every_change,
+            eligible_changes_follow_every_change,
             supersession_is_generation_fenced,
             concurrent_supersession_has_one_winner,
             revocation_walks_every_state_to_a_receipt,

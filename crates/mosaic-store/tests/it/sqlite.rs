@@ -1269,11 +1269,107 @@ fn version_11_files_gain_scope_commitments_in_place() {
         })
         .expect("alice's scope");
     assert_eq!(principal.generation, 4);
+    let q = alice_query(T0 + 10);
+    let (found, _) = store.eligible_unknown(&q, &|_| true).expect("read");
     store
         .write(&Spec::principal(fixtures::TENANT_A, "alice", "new-1").build())
         .expect("write");
     mosaic_store::conformance::assert_scope_roots(&mut store, fixtures::TENANT_A)
         .expect("roots after a write");
+    // The backfilled entries are marked as changed at no generation: only
+    // the later write is a change.
+    let (changes, _) = store
+        .eligible_changes(&q, &found.scope_commitments, &|_| true)
+        .expect("changes")
+        .expect("incremental");
+    assert_eq!(changes.changed, ["new-1"]);
+}
+
+/// Alice's eligibility query in tenant A's workspace, run 1, at `now`.
+fn alice_query(now: u64) -> EligibilityQuery {
+    EligibilityQuery {
+        tenant_id: fixtures::TENANT_A.into(),
+        policy_sha256: fixtures::policy(fixtures::TENANT_A).policy_sha256,
+        principal_id: "alice".into(),
+        workspace_id: fixtures::WORKSPACE.into(),
+        run_id: "run-1".into(),
+        now_unix_ms: now,
+        kinds: MemoryKind::ALL.to_vec(),
+    }
+}
+
+/// What version 13 added: the scope entries' change markers and the
+/// heads' removal generations.
+const UNDO_V13: &str = "DROP INDEX idx_scope_entries_changed;
+    ALTER TABLE scope_entries DROP COLUMN changed_generation;
+    ALTER TABLE scope_heads DROP COLUMN removed_generation;";
+
+/// A version 12 file gains the change markers in place: its entries are
+/// marked at generation 0, so a reader whose commitments were read before
+/// the upgrade (or after it) is told of the later changes only, an
+/// erasure after the upgrade is noticed, and the file checks clean.
+#[test]
+fn version_12_files_gain_scope_change_markers_in_place() {
+    let config = test_config();
+    let (_dir, path, mut store) = seeded();
+    for id in ["old-1", "old-2", "old-3"] {
+        store
+            .write(&Spec::principal(fixtures::TENANT_A, "alice", id).build())
+            .expect("write");
+    }
+    publish_all(&mut store, &config.required_index_targets, T0).expect("publish");
+    let q = alice_query(T0 + 10);
+    let (before, _) = store.eligible_unknown(&q, &|_| true).expect("read");
+    assert_eq!(before.ids.len(), 3);
+    drop(store);
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V13} PRAGMA user_version = 12;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, config.clone()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let (after, _) = store.eligible_unknown(&q, &|_| true).expect("read");
+    assert_eq!(after, before, "the migration changes no answer");
+    let (nothing, _) = store
+        .eligible_changes(&q, &before.scope_commitments, &|_| true)
+        .expect("changes")
+        .expect("incremental");
+    assert_eq!(nothing.changed, Vec::<String>::new());
+    store
+        .write(&Spec::principal(fixtures::TENANT_A, "alice", "new-1").build())
+        .expect("write");
+    let auth = fixtures::authorization("alice");
+    store
+        .revoke("old-1", &RevocationReason::Requested, &auth, T0 + 1)
+        .expect("revoke");
+    let (changes, _) = store
+        .eligible_changes(&q, &before.scope_commitments, &|_| true)
+        .expect("changes")
+        .expect("incremental");
+    assert_eq!(changes.changed, ["new-1", "old-1"]);
+    let ineligible = store
+        .revoke("old-2", &RevocationReason::Requested, &auth, T0 + 2)
+        .expect("revoke");
+    let requested = store.request_deletion(ineligible, T0 + 3).expect("request");
+    for target in &config.required_index_targets {
+        for task in store.pending_outbox(target, usize::MAX).expect("outbox") {
+            store
+                .acknowledge_index(&task.record_id, task.generation, target, T0 + 4)
+                .expect("ack");
+        }
+    }
+    let acknowledged = store
+        .confirm_indexes_acknowledged(requested, T0 + 5)
+        .expect("confirm");
+    store.erase(acknowledged, T0 + 6).expect("erase");
+    assert_eq!(
+        store
+            .eligible_changes(&q, &changes.scope_commitments, &|_| true)
+            .expect("changes"),
+        None,
+        "an erasure since"
+    );
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
 }
 
 /// `integrity_check` recomputes every read scope's tree from the records
@@ -1385,4 +1481,70 @@ fn integrity_check_names_a_scope_commitment_that_is_not_its_records() {
         "{found:?}"
     );
     assert!(found.iter().any(|f| f.contains("stored root")), "{found:?}");
+}
+
+/// The incremental eligibility read costs the changes, not the scope:
+/// after one write into a scope of a hundred records it names that one
+/// record, and its statements are a range read of the change index per
+/// scope and primary-key lookups of the changed records, with no scan.
+#[test]
+fn eligible_changes_read_the_change_index_and_the_changed_records_only() {
+    let (_dir, _path, mut store) = seeded();
+    let batch: Vec<_> = (0..100)
+        .map(|n| Spec::principal(fixtures::TENANT_A, "alice", &format!("old-{n:03}")).build())
+        .collect();
+    for outcome in store.write_batch(&batch).expect("batch") {
+        assert!(outcome.is_accepted());
+    }
+    let targets = test_config().required_index_targets;
+    publish_all(&mut store, &targets, T0).expect("publish");
+    let q = EligibilityQuery {
+        tenant_id: fixtures::TENANT_A.into(),
+        policy_sha256: fixtures::policy(fixtures::TENANT_A).policy_sha256,
+        principal_id: "alice".into(),
+        workspace_id: fixtures::WORKSPACE.into(),
+        run_id: "run-1".into(),
+        now_unix_ms: T0 + 10,
+        kinds: MemoryKind::ALL.to_vec(),
+    };
+    let (found, _) = store.eligible_unknown(&q, &|_| true).expect("full read");
+    assert_eq!(found.ids.len(), 100);
+    store
+        .write(&Spec::principal(fixtures::TENANT_A, "alice", "new").build())
+        .expect("write");
+    publish_all(&mut store, &targets, T0).expect("publish");
+    let (changes, bodies) = store
+        .eligible_changes(&q, &found.scope_commitments, &|_| false)
+        .expect("changes")
+        .expect("incremental");
+    assert_eq!(changes.changed, ["new"]);
+    assert_eq!(changes.eligible, [("new".to_owned(), 1)]);
+    assert_eq!(bodies.len(), 1);
+    let plan = store
+        .explain_eligible_changes(&q, &found.scope_commitments, &changes.changed)
+        .expect("plan");
+    let on_entries: Vec<_> = plan
+        .iter()
+        .filter(|l| l.contains("scope_entries"))
+        .collect();
+    assert_eq!(on_entries.len(), 4, "one per reader scope: {plan:?}");
+    for line in on_entries {
+        assert_eq!(
+            line,
+            "SEARCH scope_entries USING COVERING INDEX idx_scope_entries_changed \
+             (tenant_id=? AND scope_type=? AND scope_a=? AND scope_b=? AND changed_generation>?)",
+        );
+    }
+    let on_records: Vec<_> = plan.iter().filter(|l| l.contains(" r ")).collect();
+    assert_eq!(on_records.len(), 1, "{plan:?}");
+    assert!(
+        on_records[0].starts_with("SEARCH r USING INDEX sqlite_autoindex_records_1 (record_id=?)"),
+        "{plan:?}"
+    );
+    assert!(
+        !plan
+            .iter()
+            .any(|l| l.starts_with("SCAN") && !l.contains("json_each")),
+        "{plan:?}"
+    );
 }

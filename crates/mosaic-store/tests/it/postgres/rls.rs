@@ -846,6 +846,90 @@ fn eligibility_query_is_served_by_its_index() {
     assert_eq!(uses_index, 5, "{}", plan.join("\n"));
 }
 
+/// Alice's eligibility query in tenant A's workspace, run 1, at `now`.
+fn alice_query(now: u64) -> mosaic_store::EligibilityQuery {
+    mosaic_store::EligibilityQuery {
+        tenant_id: TENANT_A.into(),
+        policy_sha256: fixtures::policy(TENANT_A).policy_sha256,
+        principal_id: "alice".into(),
+        workspace_id: fixtures::WORKSPACE.into(),
+        run_id: "run-1".into(),
+        now_unix_ms: now,
+        kinds: mosaic_harness::MemoryKind::ALL.to_vec(),
+    }
+}
+
+/// The incremental eligibility read costs the changes, not the scope:
+/// after one write it names that one record, and the planner serves its
+/// statements with the change index (one range per reader scope, the
+/// record ids from the index alone) and the records' primary key.
+#[test]
+fn eligible_changes_are_served_by_the_change_index() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, mut store) = seeded(&factory);
+    let batch: Vec<_> = (0..100)
+        .map(|n| Spec::principal(TENANT_A, "alice", &format!("old-{n:03}")).build())
+        .collect();
+    for outcome in store.write_batch(&batch).expect("batch") {
+        assert!(outcome.is_accepted());
+    }
+    let targets = test_config().required_index_targets;
+    publish_all(&mut store, &targets, T0).expect("publish");
+    let q = alice_query(T0 + 10);
+    let (found, _) = store.eligible_unknown(&q, &|_| true).expect("full read");
+    assert!(found.ids.len() > 100, "{}", found.ids.len());
+    store
+        .write(&Spec::principal(TENANT_A, "alice", "new").build())
+        .expect("write");
+    publish_all(&mut store, &targets, T0).expect("publish");
+    let (changes, bodies) = store
+        .eligible_changes(&q, &found.scope_commitments, &|_| false)
+        .expect("changes")
+        .expect("incremental");
+    assert_eq!(changes.changed, ["new"]);
+    assert_eq!(changes.eligible, [("new".to_owned(), 1)]);
+    assert_eq!(bodies.len(), 1);
+    // Planned with the statistics a database in use has (autovacuum keeps
+    // them); tiny tables favour sequential scans, so forbid them to see
+    // which index the planner picks.
+    factory
+        .admin(&db)
+        .expect("admin")
+        .batch_execute("ANALYZE scope_entries; ANALYZE records;")
+        .expect("analyze");
+    let mut planned = factory
+        .connect_with_options(&db, &test_config(), "-c enable_seqscan=off")
+        .expect("connect");
+    let plan = planned
+        .explain_eligible_changes(&q, &found.scope_commitments, &changes.changed)
+        .expect("explain");
+    let text = plan.join("\n");
+    // Alice's principal scope holds the hundred records: its changes are a
+    // range of the change index, the record ids read from the index alone
+    // (the scopes holding a record or none cost the same either way).
+    let range = plan.windows(2).any(|pair| {
+        pair[0].contains("Index Only Scan using idx_scope_entries_changed")
+            && pair[1].contains("(scope_type = 'principal'::text)")
+            && pair[1].contains("(changed_generation > ")
+    });
+    assert!(range, "{text}");
+    assert_eq!(
+        plan.iter()
+            .filter(|l| l.contains("Index Cond: ((tenant_id = 'tenant-a'"))
+            .count(),
+        4,
+        "each reader scope read by an index:\n{text}"
+    );
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Index Scan using records_pkey on records r")),
+        "{text}"
+    );
+    assert!(!plan.iter().any(|l| l.contains("Seq Scan")), "{text}");
+}
+
 /// The server's own front-door tables of the release before schema 11
 /// (their PostgreSQL form, row security included: the export copies only
 /// in a tenant's scope), with rows for tenant A's first record.
@@ -1054,4 +1138,82 @@ fn version_11_schemas_gain_scope_commitments_in_place() {
             .expect("forced");
         assert!(forced, "{table}");
     }
+}
+
+/// What version 13 added: the scope entries' change markers and the
+/// heads' removal generations.
+const UNDO_V13: &str = "DROP INDEX idx_scope_entries_changed;
+    ALTER TABLE scope_entries DROP COLUMN changed_generation;
+    ALTER TABLE scope_heads DROP COLUMN removed_generation;";
+
+/// A version 12 schema gains the change markers in place: its entries are
+/// marked at generation 0, so a reader whose commitments were read before
+/// the upgrade is told of the later changes only, and an erasure after it
+/// is noticed by another connection.
+#[test]
+fn version_12_schemas_gain_scope_change_markers_in_place() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, mut store) = seeded(&factory);
+    let q = alice_query(T0 + 10);
+    let (before, _) = store.eligible_unknown(&q, &|_| true).expect("read");
+    assert!(!before.ids.is_empty());
+    drop(store);
+    let mut admin = factory.admin(&db).expect("admin");
+    admin
+        .batch_execute(&format!(
+            "{UNDO_V13} DELETE FROM schema_migrations WHERE version >= 13;"
+        ))
+        .expect("downgrade");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    let (after, _) = store.eligible_unknown(&q, &|_| true).expect("read");
+    assert_eq!(after, before, "the migration changes no answer");
+    let (nothing, _) = store
+        .eligible_changes(&q, &before.scope_commitments, &|_| true)
+        .expect("changes")
+        .expect("incremental");
+    assert_eq!(nothing.changed, Vec::<String>::new());
+    store
+        .write(&Spec::principal(TENANT_A, "alice", "new-1").build())
+        .expect("write");
+    let (changes, _) = store
+        .eligible_changes(&q, &before.scope_commitments, &|_| true)
+        .expect("changes")
+        .expect("incremental");
+    assert_eq!(changes.changed, ["new-1"]);
+    // Another connection (another server on the same database) erases a
+    // record of alice's workspace: this one is told to read everything.
+    let mut other = factory.connect(&db, &test_config()).expect("connect");
+    let auth = fixtures::authorization("alice");
+    let ineligible = other
+        .revoke("a1", &RevocationReason::Requested, &auth, T0 + 2)
+        .expect("revoke");
+    let requested = other.request_deletion(ineligible, T0 + 3).expect("request");
+    for target in &test_config().required_index_targets {
+        for task in other.pending_outbox(target, usize::MAX).expect("outbox") {
+            other
+                .acknowledge_index(&task.record_id, task.generation, target, T0 + 4)
+                .expect("ack");
+        }
+    }
+    let acknowledged = other
+        .confirm_indexes_acknowledged(requested, T0 + 5)
+        .expect("confirm");
+    other.erase(acknowledged, T0 + 6).expect("erase");
+    drop(other);
+    assert_eq!(
+        store
+            .eligible_changes(&q, &changes.scope_commitments, &|_| true)
+            .expect("changes"),
+        None,
+        "an erasure since"
+    );
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
 }
