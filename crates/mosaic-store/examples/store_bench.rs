@@ -1,10 +1,12 @@
 //! Store benchmark: durable accepted writes per second (single and
-//! batched), eligibility-query latency at N records over M principals, and
-//! revoke-to-ineligible latency.
+//! batched), eligibility-query latency at N records over M principals, a
+//! read right after a write (every eligible id, or what changed since the
+//! last read) and revoke-to-ineligible latency.
 //!
 //! ```text
 //! cargo run --release -p mosaic-store --example store_bench -- \
 //!     [--records N] [--principals M] [--batch B] [--single W] [--queries Q] [--revokes R]
+//!     [--changes C]
 //! ```
 //!
 //! Defaults are small (N=20000, M=200). The large run documented in
@@ -79,6 +81,7 @@ fn main() -> StoreResult<()> {
     let single = arg(&args, "--single", 300);
     let queries = arg(&args, "--queries", 500);
     let revokes = arg(&args, "--revokes", 100);
+    let changes = arg(&args, "--changes", 100);
     let dir = tempfile::tempdir().map_err(|e| mosaic_store::StoreError::Backend(e.to_string()))?;
     println!("records {records} principals {principals} batch {batch}");
 
@@ -155,7 +158,44 @@ fn main() -> StoreResult<()> {
         returned / queries.max(1) as usize
     );
 
-    // 4. Revoke-to-ineligible: the revoke transaction, then a read that no
+    // 4. A read right after a write (a live assistant's turn): the full
+    // eligible-ids read against the read of what changed since the last
+    // one, both answering the same ids, for one principal.
+    let p = principal(0);
+    let q = query(&p);
+    let (first, _) = store.eligible_unknown(&q, &|_| true)?;
+    let mut kept: std::collections::BTreeMap<String, u64> = first.ids.into_iter().collect();
+    let mut since = first.scope_commitments;
+    let (mut full, mut incremental) = (Vec::new(), Vec::new());
+    for idx in 0..changes {
+        let outcome = store.write(&request(&format!("turn{idx:06}"), &p))?;
+        assert!(outcome.is_accepted());
+        let started = Instant::now();
+        let Some((found, _)) = store.eligible_changes(&q, &since, &|_| true)? else {
+            panic!("no erasure, the reader's own scopes: the changes give the answer");
+        };
+        for id in &found.changed {
+            kept.remove(id);
+        }
+        kept.extend(found.eligible);
+        since = found.scope_commitments;
+        incremental.push(started.elapsed());
+        let started = Instant::now();
+        let (all, _) = store.eligible_unknown(&q, &|_| true)?;
+        full.push(started.elapsed());
+        let kept_ids: Vec<(String, u64)> = kept.iter().map(|(id, g)| (id.clone(), *g)).collect();
+        assert_eq!(all.ids, kept_ids, "the same answer");
+    }
+    println!(
+        "read_after_write {} eligible: full ids p50 {:?} p95 {:?}; changes since p50 {:?} p95 {:?} ({changes} writes)",
+        kept.len(),
+        percentile(&mut full, 0.50),
+        percentile(&mut full, 0.95),
+        percentile(&mut incremental, 0.50),
+        percentile(&mut incremental, 0.95),
+    );
+
+    // 5. Revoke-to-ineligible: the revoke transaction, then a read that no
     // longer returns the record.
     let mut samples = Vec::with_capacity(revokes as usize);
     for idx in 0..revokes.min(records) {
