@@ -157,7 +157,7 @@ def main():
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
     parser.add_argument("--keep-data-dir", help="use this (new) data directory and keep it")
     parser.add_argument("--filter-every", type=int, default=0, metavar="N",
-                        help="tag each ingest call's memories with metadata group = call % N and also time "
+                        help="tag each ingest call's memories with metadata group = call %% N and also time "
                              "a hybrid recall filtered to group 0 (1 memory in N)")
     parser.add_argument("--after-write", type=int, default=0, metavar="N",
                         help="also time N hybrid recalls each just after a write (one more turn ingested, "

@@ -1,9 +1,11 @@
-//! Point 3: a recall of an unchanged scope reuses the scope's last eligible
-//! read (one stamp read instead of every eligible identity), and never a
-//! stale one. The layer under test is the service's read path
-//! (`ScopeCache`): each case below changes the answer in one way (time
-//! alone, a clock set back, activation, revocation) and the next recall
-//! must see it; a kept read never answers another principal's recall.
+//! A recall of an unchanged scope reuses the scope's last eligible read
+//! (one stamp read instead of every eligible identity), a recall after a
+//! change applies the store's changes to it (a read of what changed, not of
+//! every identity), and neither is ever stale. The layer under test is the
+//! service's read path (`ScopeCache`): each case below changes the answer
+//! in one way (time alone, a clock set back, activation, revocation,
+//! erasure) and the next recall must see it; a kept read never answers
+//! another principal's recall.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,14 +58,22 @@ async fn recall_as(w: &World, at: usize) -> (Vec<String>, Value) {
     (sorted(ids), r["snapshot"].clone())
 }
 
-/// How many recalls read the store's eligible identities (`read`) and how
-/// many reused a kept read (`kept`).
+/// How many recalls read the store's eligible identities (`read`), how
+/// many reused a kept read (`kept`) and how many applied the store's
+/// changes to a kept read (`changed`).
 async fn scope_reads(w: &World) -> (u64, u64) {
+    let (read, kept, _) = scope_reads_changed(w).await;
+    (read, kept)
+}
+
+/// [`scope_reads`] with the reads made by applying changes.
+async fn scope_reads_changed(w: &World) -> (u64, u64, u64) {
     let (_, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
     let text = String::from_utf8(raw).expect("utf8");
     (
         counter(&text, "mosaic_scope_reads_total{outcome=\"read\"}"),
         counter(&text, "mosaic_scope_reads_total{outcome=\"kept\"}"),
+        counter(&text, "mosaic_scope_reads_total{outcome=\"changed\"}"),
     )
 }
 
@@ -118,10 +128,24 @@ async fn a_kept_scope_read_never_outlives_a_change() {
     assert_eq!(scope_reads(&w).await, (4, 1));
     clock.0.store(T0 + 61_000, Ordering::SeqCst);
 
-    // Activation of a new memory.
+    // Activation of a new memory (the kept read expired with the short
+    // memory: a whole read).
     let added = propose(&w, "added", "Alice's flight leaves at nine", None).await;
     let (with_added, _) = recall(&w).await;
     assert_eq!(with_added, sorted(vec![long.clone(), added.clone()]));
+    assert_eq!(scope_reads_changed(&w).await, (5, 1, 0));
+
+    // Another: applied to the kept read as a change.
+    let seat = propose(&w, "seat", "Alice sits by the window", None).await;
+    let (with_seat, _) = recall(&w).await;
+    assert_eq!(
+        with_seat,
+        sorted(vec![long.clone(), added.clone(), seat.clone()])
+    );
+    assert_eq!(scope_reads_changed(&w).await, (5, 1, 1));
+    let (again, _) = recall(&w).await;
+    assert_eq!(again, with_seat);
+    assert_eq!(scope_reads_changed(&w).await, (5, 2, 1), "and kept");
 
     // Revocation.
     let (status, r) = send(
@@ -136,17 +160,24 @@ async fn a_kept_scope_read_never_outlives_a_change() {
     let (after_revocation, _) = recall(&w).await;
     assert_eq!(
         after_revocation,
-        vec![added.clone()],
+        sorted(vec![added.clone(), seat.clone()]),
         "a revoked memory is never recalled"
     );
     let (kept, _) = recall(&w).await;
-    assert_eq!(kept, vec![added]);
-    let (read, reused) = scope_reads(&w).await;
+    assert_eq!(kept, after_revocation);
+    // Revocation drives the memory to erasure: the kept reads are
+    // forgotten and the scope is read whole, then kept.
     assert_eq!(
-        (read, reused),
-        (6, 2),
-        "each change read again, then reused"
+        scope_reads_changed(&w).await,
+        (6, 3, 1),
+        "a whole read after the erasure, then reused"
     );
+
+    // A write after it is a change again.
+    let meal = propose(&w, "meal", "Alice eats no meat", None).await;
+    let (with_meal, _) = recall(&w).await;
+    assert_eq!(with_meal, sorted(vec![added, seat, meal]));
+    assert_eq!(scope_reads_changed(&w).await, (6, 3, 2));
 }
 
 /// Three of the first principal's preferences, each answered readable;
