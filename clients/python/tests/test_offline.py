@@ -95,10 +95,16 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     assert every_mutation_fails(history, ["write_receipt", "write_receipt_signature"], keys) >= 19
 
     recall = client.search("Berlin").raw
-    # A v4 selection receipt: the read scopes' roots in place of a digest
-    # of every record decided on.
+    # A v5 selection receipt: the read scopes' roots in place of a digest
+    # of every record decided on, and the decisions committed to by their
+    # exceptions alone; its relevance receipt names the eligible set by the
+    # same roots (v2).
     assert "record_set_sha256" not in recall["selection_receipt"]
+    assert "decisions_sha256" not in recall["selection_receipt"]
+    assert len(recall["selection_receipt"]["exceptions_sha256"]) == 64
     assert len(recall["selection_receipt"]["scope_commitments"]) == 4
+    assert "eligible_set_sha256" not in recall["relevance_receipt"]
+    assert len(recall["relevance_receipt"]["eligible_scopes_sha256"]) == 64
     assert verify_receipt(recall, keys) == OfflineVerdict(valid=True, checked=["selection", "relevance"])
     every_mutation_fails(recall, ["selection_receipt", "relevance_receipt", "selection_signature", "relevance_signature"], keys)
     swapped = dict(recall, selection_signature=recall["relevance_signature"])
@@ -386,6 +392,35 @@ def test_the_documented_v5_selection_receipt_and_its_neighbours():
     assert relevance_receipt_domain({"eligible_set_sha256": "ab" * 32}) == RELEVANCE_RECEIPT_DOMAIN
     assert relevance_receipt_domain({}) is None
     assert relevance_receipt_domain({"eligible_set_sha256": "ab" * 32, "eligible_scopes_sha256": "ab" * 32}) is None
+
+
+def test_a_recall_whose_receipts_change_version_is_refused(client):
+    # The server's v5 selection and v2 relevance receipts, relabelled as
+    # the earlier versions (the same digest values under the earlier
+    # members' names): each is refused by its digest, never accepted.
+    keys = client.receipt_keys()
+    client.add_messages("chat-relabel", CHAT)
+    fact = client.add_fact("I moved to Berlin", [("chat-relabel", "m1")])
+    assert fact.accepted, fact.violations
+    recall = client.search("Berlin").raw
+    assert verify_receipt(recall, keys).valid
+    as_v4 = copy.deepcopy(recall)
+    selection = as_v4["selection_receipt"]
+    selection["decisions_sha256"] = selection.pop("exceptions_sha256")
+    verdict = verify_receipt(as_v4, keys)
+    assert not verdict.valid
+    assert "selection receipt_sha256 does not match" in verdict.problem
+    as_v1 = copy.deepcopy(recall)
+    relevance = as_v1["relevance_receipt"]
+    relevance["eligible_set_sha256"] = relevance.pop("eligible_scopes_sha256")
+    verdict = verify_receipt(as_v1, keys)
+    assert not verdict.valid
+    assert "relevance receipt_sha256 does not match" in verdict.problem
+    both = copy.deepcopy(recall)
+    both["selection_receipt"]["decisions_sha256"] = "ab" * 32
+    verdict = verify_receipt(both, keys)
+    assert not verdict.valid
+    assert "two versions" in verdict.problem
 
 
 def test_a_selection_receipt_binding_no_records_is_refused(client):
