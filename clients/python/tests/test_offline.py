@@ -95,10 +95,16 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     assert every_mutation_fails(history, ["write_receipt", "write_receipt_signature"], keys) >= 19
 
     recall = client.search("Berlin").raw
-    # A v4 selection receipt: the read scopes' roots in place of a digest
-    # of every record decided on.
+    # A v5 selection receipt: the read scopes' roots in place of a digest
+    # of every record decided on, and the decisions committed to by their
+    # exceptions alone; its relevance receipt names the eligible set by the
+    # same roots (v2).
     assert "record_set_sha256" not in recall["selection_receipt"]
+    assert "decisions_sha256" not in recall["selection_receipt"]
+    assert len(recall["selection_receipt"]["exceptions_sha256"]) == 64
     assert len(recall["selection_receipt"]["scope_commitments"]) == 4
+    assert "eligible_set_sha256" not in recall["relevance_receipt"]
+    assert len(recall["relevance_receipt"]["eligible_scopes_sha256"]) == 64
     assert verify_receipt(recall, keys) == OfflineVerdict(valid=True, checked=["selection", "relevance"])
     every_mutation_fails(recall, ["selection_receipt", "relevance_receipt", "selection_signature", "relevance_signature"], keys)
     swapped = dict(recall, selection_signature=recall["relevance_signature"])
@@ -354,6 +360,67 @@ def test_the_documented_v4_selection_receipt_and_its_neighbours():
     stripped = {k: v for k, v in body.items() if k != "scope_commitments"}
     assert selection_receipt_domain(stripped) is None
     assert selection_receipt_domain(dict(body, scope_commitments=[])) is None
+
+
+def test_the_documented_v5_selection_receipt_and_its_neighbours():
+    # docs/ENCODING.md, "Selection receipts v5": the body the Rust core pins
+    # hashes to the documented digest under the tag its members call for;
+    # the same body under v4's tag, with its exceptions digest under v4's
+    # member name, or with members of two versions, is not a v5 receipt.
+    from mosaic_memory.offline import (
+        RELEVANCE_RECEIPT_DOMAIN,
+        RELEVANCE_RECEIPT_V2_DOMAIN,
+        SELECTION_RECEIPT_V4_DOMAIN,
+        SELECTION_RECEIPT_V5_DOMAIN,
+        domain_digest,
+        relevance_receipt_domain,
+        selection_receipt_domain,
+    )
+
+    body = json.loads('{"decision_counts":{"decided":8,"dropped":{"expired":1,"revoked":1,"subject_mismatch":2},"selected":4},"exceptions_sha256":"15a3f8d932d8a5ce3849462861549a96efb83f00544efb08a3f6fc22c22fcbd5","ordering":"kind_recency","read_context_sha256":"5754c13ffd0c9e38f65bd6a5139d252825bce540e670196d128a682bb27decef","relevance_receipt_sha256":null,"schema_version":1,"scope_commitments":[{"generation":1,"root_sha256":"8a65d17c2f070c75f37aaae29609a2ff7a066fe7c372028d2b81e8aa6d733728","scope":{"run_id":"run-current","type":"run"}},{"generation":3,"root_sha256":"d0f063e19e347992d07d7ad217c7d6c195d72e75d5103db8f23320959436d368","scope":{"principal_id":"user-vinay","type":"principal"}},{"generation":0,"root_sha256":"3c0f5abb75db991b42b756f99ec1c3d4e259af5ae4f42f15c9b8f18c66925f00","scope":{"principal_id":"user-vinay","type":"principal_in_workspace","workspace_id":"ws-rust"}},{"generation":2,"root_sha256":"c0e269d89cf48f4f38cb6d1007b9e854548fd4d74c5b54e04487ee5d22519f09","scope":{"type":"workspace","workspace_id":"ws-rust"}}],"selected_record_ids":["working-current","semantic-user","procedure-build","episode-user"],"selector_release":"memory-scope-v1"}')
+    assert selection_receipt_domain(body) == SELECTION_RECEIPT_V5_DOMAIN
+    assert canonical_json(body) == '{"decision_counts":{"decided":8,"dropped":{"expired":1,"revoked":1,"subject_mismatch":2},"selected":4},"exceptions_sha256":"15a3f8d932d8a5ce3849462861549a96efb83f00544efb08a3f6fc22c22fcbd5","ordering":"kind_recency","read_context_sha256":"5754c13ffd0c9e38f65bd6a5139d252825bce540e670196d128a682bb27decef","relevance_receipt_sha256":null,"schema_version":1,"scope_commitments":[{"generation":1,"root_sha256":"8a65d17c2f070c75f37aaae29609a2ff7a066fe7c372028d2b81e8aa6d733728","scope":{"run_id":"run-current","type":"run"}},{"generation":3,"root_sha256":"d0f063e19e347992d07d7ad217c7d6c195d72e75d5103db8f23320959436d368","scope":{"principal_id":"user-vinay","type":"principal"}},{"generation":0,"root_sha256":"3c0f5abb75db991b42b756f99ec1c3d4e259af5ae4f42f15c9b8f18c66925f00","scope":{"principal_id":"user-vinay","type":"principal_in_workspace","workspace_id":"ws-rust"}},{"generation":2,"root_sha256":"c0e269d89cf48f4f38cb6d1007b9e854548fd4d74c5b54e04487ee5d22519f09","scope":{"type":"workspace","workspace_id":"ws-rust"}}],"selected_record_ids":["working-current","semantic-user","procedure-build","episode-user"],"selector_release":"memory-scope-v1"}'.encode()
+    assert domain_digest(SELECTION_RECEIPT_V5_DOMAIN, body) == "db3845e43419d0b2febfe94f2e0af985f0e7d2ef691b111b50b9cc0a7dea1e73"
+    assert domain_digest(SELECTION_RECEIPT_V4_DOMAIN, body) != "db3845e43419d0b2febfe94f2e0af985f0e7d2ef691b111b50b9cc0a7dea1e73"
+    renamed = {("decisions_sha256" if k == "exceptions_sha256" else k): v for k, v in body.items()}
+    assert selection_receipt_domain(renamed) == SELECTION_RECEIPT_V4_DOMAIN
+    assert domain_digest(SELECTION_RECEIPT_V4_DOMAIN, renamed) != "db3845e43419d0b2febfe94f2e0af985f0e7d2ef691b111b50b9cc0a7dea1e73"
+    assert selection_receipt_domain(dict(body, decisions_sha256="ab" * 32)) is None
+    assert selection_receipt_domain(dict(body, record_set_sha256="ab" * 32)) is None
+    assert selection_receipt_domain(dict(body, scope_commitments=[])) is None
+    assert relevance_receipt_domain({"eligible_scopes_sha256": "ab" * 32}) == RELEVANCE_RECEIPT_V2_DOMAIN
+    assert relevance_receipt_domain({"eligible_set_sha256": "ab" * 32}) == RELEVANCE_RECEIPT_DOMAIN
+    assert relevance_receipt_domain({}) is None
+    assert relevance_receipt_domain({"eligible_set_sha256": "ab" * 32, "eligible_scopes_sha256": "ab" * 32}) is None
+
+
+def test_a_recall_whose_receipts_change_version_is_refused(client):
+    # The server's v5 selection and v2 relevance receipts, relabelled as
+    # the earlier versions (the same digest values under the earlier
+    # members' names): each is refused by its digest, never accepted.
+    keys = client.receipt_keys()
+    client.add_messages("chat-relabel", CHAT)
+    fact = client.add_fact("I moved to Berlin", [("chat-relabel", "m1")])
+    assert fact.accepted, fact.violations
+    recall = client.search("Berlin").raw
+    assert verify_receipt(recall, keys).valid
+    as_v4 = copy.deepcopy(recall)
+    selection = as_v4["selection_receipt"]
+    selection["decisions_sha256"] = selection.pop("exceptions_sha256")
+    verdict = verify_receipt(as_v4, keys)
+    assert not verdict.valid
+    assert "selection receipt_sha256 does not match" in verdict.problem
+    as_v1 = copy.deepcopy(recall)
+    relevance = as_v1["relevance_receipt"]
+    relevance["eligible_set_sha256"] = relevance.pop("eligible_scopes_sha256")
+    verdict = verify_receipt(as_v1, keys)
+    assert not verdict.valid
+    assert "relevance receipt_sha256 does not match" in verdict.problem
+    both = copy.deepcopy(recall)
+    both["selection_receipt"]["decisions_sha256"] = "ab" * 32
+    verdict = verify_receipt(both, keys)
+    assert not verdict.valid
+    assert "two versions" in verdict.problem
 
 
 def test_a_selection_receipt_binding_no_records_is_refused(client):

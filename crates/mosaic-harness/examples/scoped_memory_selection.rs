@@ -62,7 +62,11 @@ fn main() {
     println!("record set SHA-256      {}", report.record_set_sha256);
     println!(
         "decisions SHA-256       {}",
-        report.receipt.decisions_sha256
+        report
+            .receipt
+            .decisions_sha256
+            .as_deref()
+            .unwrap_or_default()
     );
     println!("receipt SHA-256         {}", report.receipt.receipt_sha256);
 }

@@ -13,10 +13,12 @@ use mosaic_harness::fixtures::{
 };
 use mosaic_harness::memory_scope::{
     ContextBudget, ContextLane, DECIDED_RECORDS_DOMAIN, DecisionOutcome, ELIGIBLE_ENTRIES_DOMAIN,
-    ELIGIBLE_SET_DOMAIN, READ_CONTEXT_DOMAIN, RECORD_DOMAIN, RECORD_SET_DOMAIN, ReadScope,
-    RelevanceInput, SELECTION_DECISIONS_DOMAIN, SELECTION_RECEIPT_V4_DOMAIN, ScopeCommitment,
-    ScopeEntry, ScoredCandidate, SourceSetManifest, allocate_selected_memory, bind_scope_roots,
-    eligible_set, rank_relevance, record_set_digest, scope_root, select_memory, sign_source_set,
+    ELIGIBLE_SET_DOMAIN, ELIGIBLE_SET_V3_DOMAIN, READ_CONTEXT_DOMAIN, RECORD_DOMAIN,
+    RECORD_SET_DOMAIN, RELEVANCE_RECEIPT_V2_DOMAIN, ReadScope, RelevanceInput,
+    SELECTION_DECISIONS_DOMAIN, SELECTION_EXCEPTIONS_DOMAIN, SELECTION_RECEIPT_V4_DOMAIN,
+    SELECTION_RECEIPT_V5_DOMAIN, ScopeCommitment, ScopeEntry, ScoredCandidate, SourceSetManifest,
+    allocate_selected_memory, bind_scope_exceptions, bind_scope_roots, eligible_set,
+    rank_relevance, record_set_digest, scope_root, select_memory, sign_source_set,
 };
 use mosaic_harness::merkle::to_hex;
 use serde_json::{Value, json};
@@ -35,7 +37,7 @@ fn vectors() -> BTreeMap<String, Value> {
     let selection = select_memory(&ctx, &records).unwrap();
     let receipt = selection.receipt.clone();
     let eligible = eligible_set(&ctx, &records).unwrap();
-    let relevance = rank_relevance(&RelevanceInput {
+    let relevance_input = RelevanceInput {
         query_sha256: sha256_hex(b"golden query"),
         eligible: eligible.clone(),
         feature_release: "bm25-v1".into(),
@@ -51,8 +53,8 @@ fn vectors() -> BTreeMap<String, Value> {
             },
         ],
         max_results: 5,
-    })
-    .unwrap();
+    };
+    let relevance = rank_relevance(&relevance_input).unwrap();
     let manifest = SourceSetManifest::new(
         "summarizer-v1",
         vec![fixture_source("b"), fixture_source("a")],
@@ -150,7 +152,7 @@ fn vectors() -> BTreeMap<String, Value> {
         })
         .collect();
     let mut v4 = receipt.clone();
-    bind_scope_roots(&mut v4, commitments).unwrap();
+    bind_scope_roots(&mut v4, commitments.clone()).unwrap();
     let mut v4_body = serde_json::to_value(&v4).unwrap();
     v4_body.as_object_mut().unwrap().remove("receipt_sha256");
     assert!(v4_body.get("record_set_sha256").is_none());
@@ -207,7 +209,7 @@ fn vectors() -> BTreeMap<String, Value> {
                 "exceptions": exceptions}),
     )
     .unwrap();
-    assert_eq!(sha256_hex(&decisions_bytes), receipt.decisions_sha256);
+    assert_eq!(Some(sha256_hex(&decisions_bytes)), receipt.decisions_sha256);
     out.insert(
         DECIDED_RECORDS_DOMAIN.into(),
         json!({"bytes": String::from_utf8(decided_bytes.clone()).unwrap(),
@@ -217,6 +219,45 @@ fn vectors() -> BTreeMap<String, Value> {
         SELECTION_DECISIONS_DOMAIN.into(),
         json!({"bytes": String::from_utf8(decisions_bytes.clone()).unwrap(),
                "sha256": sha256_hex(&decisions_bytes)}),
+    );
+    // v5: the same selection bound to the same roots, its decisions
+    // committed to by the usual outcome and the exceptions alone (no
+    // `decided_sha256`), recomputed here from the documented encoding.
+    let exceptions_bytes = domain_bytes(
+        SELECTION_EXCEPTIONS_DOMAIN,
+        &json!({"usual": usual, "exceptions": exceptions}),
+    )
+    .unwrap();
+    let mut v5 = receipt.clone();
+    bind_scope_exceptions(&mut v5, &selection.decisions, commitments.clone()).unwrap();
+    assert_eq!(v5.exceptions_sha256, Some(sha256_hex(&exceptions_bytes)));
+    let mut v5_body = serde_json::to_value(&v5).unwrap();
+    v5_body.as_object_mut().unwrap().remove("receipt_sha256");
+    assert!(v5_body.get("record_set_sha256").is_none());
+    assert!(v5_body.get("decisions_sha256").is_none());
+    let v5_bytes = domain_bytes(SELECTION_RECEIPT_V5_DOMAIN, &v5_body).unwrap();
+    assert_eq!(sha256_hex(&v5_bytes), v5.receipt_sha256);
+    // docs/ENCODING.md shows the same bytes and digest.
+    let v5_text = String::from_utf8(v5_bytes.clone()).unwrap();
+    let exceptions_text = String::from_utf8(exceptions_bytes.clone()).unwrap();
+    for line in v5_text
+        .lines()
+        .chain(exceptions_text.lines())
+        .chain([v5.receipt_sha256.as_str()])
+    {
+        assert!(
+            encoding.contains(line),
+            "docs/ENCODING.md does not show {line}"
+        );
+    }
+    out.insert(
+        SELECTION_EXCEPTIONS_DOMAIN.into(),
+        json!({"bytes": exceptions_text,
+               "sha256": sha256_hex(&exceptions_bytes)}),
+    );
+    out.insert(
+        SELECTION_RECEIPT_V5_DOMAIN.into(),
+        json!({"bytes": v5_text, "sha256": v5.receipt_sha256}),
     );
     // The eligible set: its entries' digest, then the set's over it.
     let entries_bytes = domain_bytes(ELIGIBLE_ENTRIES_DOMAIN, &eligible.entries).unwrap();
@@ -236,6 +277,48 @@ fn vectors() -> BTreeMap<String, Value> {
         ELIGIBLE_SET_DOMAIN.into(),
         json!({"bytes": String::from_utf8(set_bytes.clone()).unwrap(),
                "sha256": sha256_hex(&set_bytes)}),
+    );
+    // The same set named by its scopes' commitments (v3): no entry in it.
+    let scoped = mosaic_harness::memory_scope::EligibleSet {
+        scope_commitments: commitments.clone(),
+        ..eligible.clone()
+    };
+    let scoped_bytes = domain_bytes(
+        ELIGIBLE_SET_V3_DOMAIN,
+        &json!({"read_context_sha256": eligible.read_context_sha256,
+                "scope_commitments": commitments}),
+    )
+    .unwrap();
+    assert_eq!(sha256_hex(&scoped_bytes), scoped.digest().unwrap());
+    out.insert(
+        ELIGIBLE_SET_V3_DOMAIN.into(),
+        json!({"bytes": String::from_utf8(scoped_bytes.clone()).unwrap(),
+               "sha256": sha256_hex(&scoped_bytes)}),
+    );
+    // A ranking over it binds it as `eligible_scopes_sha256`, under the
+    // relevance receipt's v2 tag.
+    let scoped_relevance = rank_relevance(&RelevanceInput {
+        eligible: scoped,
+        ..relevance_input.clone()
+    })
+    .unwrap();
+    assert_eq!(scoped_relevance.eligible_set_sha256, None);
+    assert_eq!(
+        scoped_relevance.eligible_scopes_sha256,
+        Some(sha256_hex(&scoped_bytes))
+    );
+    let mut relevance_body = serde_json::to_value(&scoped_relevance).unwrap();
+    relevance_body
+        .as_object_mut()
+        .unwrap()
+        .remove("receipt_sha256");
+    assert_eq!(
+        sha256_hex(&domain_bytes(RELEVANCE_RECEIPT_V2_DOMAIN, &relevance_body).unwrap()),
+        scoped_relevance.receipt_sha256
+    );
+    out.insert(
+        RELEVANCE_RECEIPT_V2_DOMAIN.into(),
+        json!({"sha256": scoped_relevance.receipt_sha256}),
     );
     out.insert(
         "mosaic.memory.relevance_receipt.v1".into(),

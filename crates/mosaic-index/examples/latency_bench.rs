@@ -163,6 +163,7 @@ fn main() {
         .map(|(p, mut entries)| {
             entries.sort();
             seal(EligibleSet {
+                scope_commitments: Vec::new(),
                 read_context_sha256: sha256_hex(format!("p{p}").as_bytes()),
                 entries,
             })
@@ -222,6 +223,7 @@ fn main() {
         .collect();
     big.sort();
     let big = seal(EligibleSet {
+        scope_commitments: Vec::new(),
         read_context_sha256: sha256_hex(b"half"),
         entries: big,
     });

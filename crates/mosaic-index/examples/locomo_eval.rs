@@ -522,6 +522,7 @@ fn main() {
         eligible_by_conv.insert(
             conv.conversation_id.clone(),
             SealedEligibleSet::seal(EligibleSet {
+                scope_commitments: Vec::new(),
                 read_context_sha256: sha256_hex(conv.conversation_id.as_bytes()),
                 entries,
             })

@@ -50,8 +50,10 @@ struct Resolved {
     generation: u64,
     /// The (tenant, policy) scope number.
     scope: u32,
-    /// The eligible entries' digest (it covers every eligible id).
-    entries_sha256: String,
+    /// The eligible entries' seal number: entries sealed once are never
+    /// changed and no two sealings share a number, so it names every
+    /// eligible id without hashing them.
+    entries_seal: u64,
     docs: Arc<DocSet>,
 }
 
@@ -286,7 +288,8 @@ impl<B: Backend> FencedIndex<B> {
     /// [`FencedIndex::resolve_ids`] of a sealed eligible set's ids, kept
     /// for the next reads of the same set while the fence does not change
     /// (a reader of an unchanged scope looks up no id again). The set is
-    /// named by its entries' digest, which covers every id in it.
+    /// named by its entries' seal number (the reader keeps one sealing of
+    /// an unchanged set's entries), so naming it hashes no entry.
     pub(crate) fn resolve_eligible(
         &self,
         eligible: &SealedEligibleSet,
@@ -297,7 +300,7 @@ impl<B: Backend> FencedIndex<B> {
             return Arc::new(DocSet::default());
         };
         let generation = self.fence.snapshot_generation();
-        let key = eligible.entries_sha256();
+        let key = eligible.sealed_entries().seal_number();
         // Whole entries pushed and removed: a poisoned lock still guards a
         // consistent list.
         let lock = || {
@@ -308,7 +311,7 @@ impl<B: Backend> FencedIndex<B> {
         if let Some(kept) = lock()
             .iter()
             .rev()
-            .find(|r| r.generation == generation && r.scope == scope && r.entries_sha256 == key)
+            .find(|r| r.generation == generation && r.scope == scope && r.entries_seal == key)
         {
             return kept.docs.clone();
         }
@@ -325,7 +328,7 @@ impl<B: Backend> FencedIndex<B> {
         resolved.push(Resolved {
             generation,
             scope,
-            entries_sha256: key.to_owned(),
+            entries_seal: key,
             docs: docs.clone(),
         });
         docs

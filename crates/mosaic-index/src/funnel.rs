@@ -626,6 +626,7 @@ mod tests {
             });
         }
         let eligible = SealedEligibleSet::seal(EligibleSet {
+            scope_commitments: Vec::new(),
             read_context_sha256: sha256_hex(b"read"),
             entries,
         })

@@ -769,6 +769,7 @@ mod tests {
 
     fn eligible() -> EligibleSet {
         EligibleSet {
+            scope_commitments: Vec::new(),
             read_context_sha256: sha256_hex(b"read"),
             entries: ["a", "b", "c"]
                 .iter()
@@ -891,6 +892,7 @@ mod tests {
     fn a_candidate_with_no_evidence_of_relevance_is_not_ranked() {
         // "d" is found by the vector list only, at similarity 0.1.
         let set = SealedEligibleSet::seal(EligibleSet {
+            scope_commitments: Vec::new(),
             read_context_sha256: sha256_hex(b"read"),
             entries: ["a", "d"]
                 .iter()

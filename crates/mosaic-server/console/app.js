@@ -637,22 +637,30 @@
     const rel = res.relevance_receipt;
     out.push(kv([
       ['Selection receipt', mono(sel.receipt_sha256)], ['Ordering', sel.ordering], ['Read context', mono(sel.read_context_sha256)],
-      ['Record set', sel.record_set_sha256 ? mono(sel.record_set_sha256) : undefined], ['Decisions', mono(sel.decisions_sha256)],
+      ['Record set', sel.record_set_sha256 ? mono(sel.record_set_sha256) : undefined], ['Decisions', sel.decisions_sha256 ? mono(sel.decisions_sha256) : undefined],
+      ['Decision exceptions', sel.exceptions_sha256 ? mono(sel.exceptions_sha256) : undefined],
       ['Scope roots', sel.scope_commitments ? h('span', null, ...sel.scope_commitments.map((c) => h('div', null, `${c.scope.type} (generation ${c.generation}) `, mono(c.root_sha256)))) : undefined],
       ['Relevance receipt', rel ? mono(rel.receipt_sha256) : null],
+      ['Eligible set', rel ? mono(rel.eligible_scopes_sha256 || rel.eligible_set_sha256) : undefined],
       ['Query digest', rel ? mono(rel.query_sha256) : undefined], ['Features', rel ? rel.feature_release : undefined],
       ['Ranker', rel ? rel.ranker_release : undefined],
       ['Store snapshot', h('span', null, mono(res.snapshot.snapshot_sha256), ` at revocation generation ${res.snapshot.revocation_generation}`)],
       ['Context report', mono(res.context_report.report_sha256)],
     ]));
-    // A receipt that binds its read scopes' commitments in place of the
-    // record set is hashed as v4; with both, as v3.
-    const selectionDomain = !('record_set_sha256' in sel) ? 'mosaic.memory.selection_receipt.v4'
+    // The tag comes from the members alone: a receipt that commits to its
+    // decisions by their exceptions is hashed as v5; one that binds its read
+    // scopes' commitments in place of the record set, as v4; with both, as
+    // v3. A relevance receipt that names its eligible set by the scopes is
+    // hashed as v2.
+    const selectionDomain = ('exceptions_sha256' in sel) ? 'mosaic.memory.selection_receipt.v5'
+      : !('record_set_sha256' in sel) ? 'mosaic.memory.selection_receipt.v4'
       : sel.scope_commitments ? 'mosaic.memory.selection_receipt.v3' : 'mosaic.memory.selection_receipt.v2';
+    const relevanceDomain = rel && ('eligible_scopes_sha256' in rel) ? 'mosaic.memory.relevance_receipt.v2'
+      : 'mosaic.memory.relevance_receipt.v1';
     const checks = [['selection receipt', () => signatureProblem('selection', selectionDomain, withoutDigest(sel), sel.receipt_sha256, res.selection_signature),
       res.selection_signature ? res.selection_signature.key_id : '']];
     if (rel) {
-      checks.push(['relevance receipt', () => signatureProblem('relevance', 'mosaic.memory.relevance_receipt.v1', withoutDigest(rel), rel.receipt_sha256, res.relevance_signature),
+      checks.push(['relevance receipt', () => signatureProblem('relevance', relevanceDomain, withoutDigest(rel), rel.receipt_sha256, res.relevance_signature),
         res.relevance_signature ? res.relevance_signature.key_id : '']);
     }
     out.push(kv([['Server signatures', signatureStatus('recall-signatures', checks)]]));

@@ -46,7 +46,15 @@ SELECTION_RECEIPT_V3_DOMAIN = "mosaic.memory.selection_receipt.v3"
 # One that binds them in place of the record set's digest (no
 # ``record_set_sha256`` member) is hashed under this one.
 SELECTION_RECEIPT_V4_DOMAIN = "mosaic.memory.selection_receipt.v4"
+# One that also commits to its decisions by their exceptions alone
+# (``exceptions_sha256`` in place of ``decisions_sha256``) under this one:
+# what the server issues.
+SELECTION_RECEIPT_V5_DOMAIN = "mosaic.memory.selection_receipt.v5"
 RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
+# A relevance receipt over an eligible set named by its read scopes'
+# commitments (``eligible_scopes_sha256`` in place of
+# ``eligible_set_sha256``) is hashed under this domain instead.
+RELEVANCE_RECEIPT_V2_DOMAIN = "mosaic.memory.relevance_receipt.v2"
 DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
 
 _MAX_INT = (1 << 53) - 1
@@ -441,14 +449,31 @@ def _deletion_audit_problem(deletion: Mapping[str, Any], proof: Any) -> Optional
 
 
 def selection_receipt_domain(selection: Mapping[str, Any]) -> Optional[str]:
-    """The domain tag a selection receipt is hashed under: v2 with a record
-    set's digest alone, v3 with it and scope commitments, v4 with scope
-    commitments in place of the record set; ``None`` when it binds neither
-    (no server issues such a receipt)."""
+    """The domain tag a selection receipt is hashed under, from its members
+    alone: v5 with ``exceptions_sha256`` (scope commitments in place of the
+    record set, no ``decisions_sha256``), v2 with a record set's digest
+    alone, v3 with it and scope commitments, v4 with scope commitments in
+    place of the record set; ``None`` when it binds neither, or mixes the
+    members of v5 and an earlier version (no server issues such a
+    receipt)."""
     bound = bool(selection.get("scope_commitments"))
+    if "exceptions_sha256" in selection:
+        mixed = "decisions_sha256" in selection or "record_set_sha256" in selection
+        return SELECTION_RECEIPT_V5_DOMAIN if bound and not mixed else None
     if "record_set_sha256" in selection:
         return SELECTION_RECEIPT_V3_DOMAIN if "scope_commitments" in selection else SELECTION_RECEIPT_DOMAIN
     return SELECTION_RECEIPT_V4_DOMAIN if bound else None
+
+
+def relevance_receipt_domain(relevance: Mapping[str, Any]) -> Optional[str]:
+    """The domain tag a relevance receipt is hashed under, from its members
+    alone: v2 when it names its eligible set by the read scopes'
+    commitments (``eligible_scopes_sha256``), v1 when by its entries
+    (``eligible_set_sha256``); ``None`` with both or neither."""
+    by_scopes = "eligible_scopes_sha256" in relevance
+    if by_scopes == ("eligible_set_sha256" in relevance):
+        return None
+    return RELEVANCE_RECEIPT_V2_DOMAIN if by_scopes else RELEVANCE_RECEIPT_DOMAIN
 
 
 def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], Iterable[str], str]) -> OfflineVerdict:
@@ -476,6 +501,8 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
         checked = ["selection"] + (["relevance"] if relevance is not None else [])
         domain = selection_receipt_domain(selection)
         if domain is None:
+            if "exceptions_sha256" in selection and selection.get("scope_commitments"):
+                return verdict(checked, "the selection receipt mixes the members of two versions")
             return verdict(checked, "the selection receipt binds neither a record set nor scope commitments")
         problem = _check("selection", domain, "selection", selection, document.get("selection_signature"), public)
         if problem:
@@ -485,7 +512,12 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
             if named is not None:
                 return verdict(checked, "the selection receipt names a relevance receipt that was not supplied")
         else:
-            problem = _check("relevance", RELEVANCE_RECEIPT_DOMAIN, "relevance", relevance, document.get("relevance_signature"), public)
+            if not isinstance(relevance, Mapping):
+                raise ReceiptFormatError("the relevance receipt is not an object")
+            relevance_domain = relevance_receipt_domain(relevance)
+            if relevance_domain is None:
+                return verdict(checked, "the relevance receipt names its eligible set by neither its entries nor its scopes, or by both")
+            problem = _check("relevance", relevance_domain, "relevance", relevance, document.get("relevance_signature"), public)
             if problem:
                 return verdict(checked, problem)
             if named != relevance["receipt_sha256"]:

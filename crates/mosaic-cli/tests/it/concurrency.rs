@@ -254,9 +254,13 @@ fn a_recall_answer_does_not_grow_with_the_memories_it_decides_on() {
         &explained.decisions,
     )
     .expect("the explained decisions are the receipt's");
+    // A v5 receipt: the decisions are committed to by their exceptions,
+    // the same whether or not they were listed.
+    assert!(explained.selection_receipt.exceptions_sha256.is_some());
+    assert_eq!(explained.selection_receipt.decisions_sha256, None);
     assert_eq!(
-        explained.selection_receipt.decisions_sha256,
-        large.selection_receipt.decisions_sha256
+        explained.selection_receipt.exceptions_sha256,
+        large.selection_receipt.exceptions_sha256
     );
 }
 

@@ -8,7 +8,7 @@
 
 use axum::http::StatusCode;
 use mosaic_harness::memory_scope::{
-    MemorySelectionReceipt, ReadScope, SELECTION_RECEIPT_V4_DOMAIN, ScopeEntry,
+    MemorySelectionReceipt, ReadScope, SELECTION_RECEIPT_V5_DOMAIN, ScopeEntry,
     verify_scope_inclusion,
 };
 use mosaic_harness::merkle;
@@ -60,9 +60,12 @@ async fn a_recall_binds_its_scopes_and_each_selected_memory_proves_its_place() {
     }
     let receipt = recall(&w, 0).await;
     assert!(!receipt.selected_record_ids.is_empty());
-    // Four scopes, sorted, in a v4 receipt whose digest covers them in
-    // place of a digest of every record decided on.
+    // Four scopes, sorted, in a v5 receipt whose digest covers them in
+    // place of a digest of every record decided on, and commits to the
+    // decisions by their exceptions alone.
     assert_eq!(receipt.record_set_sha256, None);
+    assert_eq!(receipt.decisions_sha256, None);
+    assert!(receipt.exceptions_sha256.is_some());
     let scopes: Vec<&ReadScope> = receipt.scope_commitments.iter().map(|c| &c.scope).collect();
     assert_eq!(scopes.len(), 4);
     assert!(scopes.windows(2).all(|w| w[0] < w[1]));
@@ -70,8 +73,9 @@ async fn a_recall_binds_its_scopes_and_each_selected_memory_proves_its_place() {
     let mut body = serde_json::to_value(&receipt).unwrap();
     body.as_object_mut().unwrap().remove("receipt_sha256");
     assert!(body.get("record_set_sha256").is_none(), "{body}");
+    assert!(body.get("decisions_sha256").is_none(), "{body}");
     assert_eq!(
-        mosaic_harness::canonical::domain_digest(SELECTION_RECEIPT_V4_DOMAIN, &body).unwrap(),
+        mosaic_harness::canonical::domain_digest(SELECTION_RECEIPT_V5_DOMAIN, &body).unwrap(),
         receipt.receipt_sha256
     );
     for id in &receipt.selected_record_ids {

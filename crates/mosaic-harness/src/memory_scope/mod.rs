@@ -8,8 +8,9 @@
 //! see [`select_memory_ranked`].) The [`MemorySelectionReceipt`] binds the
 //! read context, the canonical record set (or, in place of it, the
 //! commitments of the read's scopes, which a store keeps at write: see
-//! [`bind_scope_roots`]), the ordered selection, the count
-//! of decisions per outcome and the digest of the decision list; the list
+//! [`bind_scope_roots`] and [`bind_scope_exceptions`]), the ordered
+//! selection, the count of decisions per outcome and the digest of the
+//! decision list (or, with the scopes bound, of its exceptions); the list
 //! itself travels beside the receipt ([`MemorySelection::decisions`]), so a
 //! receipt's size does not grow with the number of records decided on.
 //! [`verify_memory_selection`] recomputes the receipt from independently
@@ -57,10 +58,11 @@ pub use manifest::{
 };
 pub use pass::{EligibilityPass, Listing, select_memory_ranked_set, select_memory_set};
 pub use relevance::{
-    ELIGIBLE_ENTRIES_DOMAIN, ELIGIBLE_SET_DOMAIN, EligibleEntry, EligibleSet, RankedResult,
+    ELIGIBLE_ENTRIES_DOMAIN, ELIGIBLE_SET_DOMAIN, ELIGIBLE_SET_V3_DOMAIN, EligibleEntry,
+    EligibleSet, RELEVANCE_RECEIPT_DOMAIN, RELEVANCE_RECEIPT_V2_DOMAIN, RankedResult,
     RelevanceError, RelevanceInput, RelevanceReceipt, SCORE_SCALE, ScoredCandidate,
     SealedEligibleSet, SealedEntries, eligible_set, eligible_set_checked, fixed_point_score,
-    rank_relevance, verify_relevance_receipt,
+    rank_relevance, scoped_set_digest, verify_relevance_receipt,
 };
 pub use supersession::SupersessionProblem;
 
@@ -79,8 +81,17 @@ pub const SELECTION_RECEIPT_V3_DOMAIN: &str = "mosaic.memory.selection_receipt.v
 /// scopes' commitments in place of the record set's digest (see
 /// [`bind_scope_roots`]).
 pub const SELECTION_RECEIPT_V4_DOMAIN: &str = "mosaic.memory.selection_receipt.v4";
+/// Domain tag of the digest of a selection receipt that binds its read
+/// scopes' commitments in place of the record set's digest and commits to
+/// its decisions by their exceptions alone (`exceptions_sha256`, see
+/// [`bind_scope_exceptions`]).
+pub const SELECTION_RECEIPT_V5_DOMAIN: &str = "mosaic.memory.selection_receipt.v5";
 /// Domain tag of the digest of a selection's decision list.
 pub const SELECTION_DECISIONS_DOMAIN: &str = "mosaic.memory.selection_decisions.v2";
+/// Domain tag of the digest of a selection's usual outcome and exceptions
+/// (a v5 receipt's `exceptions_sha256`): the decision list without which
+/// records were decided on, which the scopes' commitments bind.
+pub const SELECTION_EXCEPTIONS_DOMAIN: &str = "mosaic.memory.selection_exceptions.v1";
 /// Domain tag of the digest of which records a decision list decides on.
 pub const DECIDED_RECORDS_DOMAIN: &str = "mosaic.memory.decided_records.v1";
 
@@ -387,7 +398,18 @@ impl DecisionCounts {
 /// records) per read, whatever the number of records decided on.
 pub fn decisions_digest(decisions: &[MemoryDecision]) -> Result<String, CanonicalError> {
     let decided = decided_digest(decisions.iter().map(|d| (d.record_id.as_str(), d.kind)))?;
-    decisions_digest_with(&decided, decisions)
+    decisions_digest_with(Some(&decided), decisions)
+}
+
+/// The `mosaic.memory.selection_exceptions.v1` digest of a decision list
+/// sorted by record id: `{usual, exceptions}` as in [`decisions_digest`],
+/// without `decided_sha256`. A v5 receipt commits to its decisions by this
+/// (`exceptions_sha256`): which records were decided on is bound by the
+/// read scopes' commitments and the read context, and how many by
+/// `decision_counts`, so a reader hashes only the exceptions, and never a
+/// digest of every record decided on.
+pub fn exceptions_digest(decisions: &[MemoryDecision]) -> Result<String, CanonicalError> {
+    decisions_digest_with(None, decisions)
 }
 
 #[derive(Serialize)]
@@ -414,9 +436,16 @@ struct DecisionsBody<'a> {
     exceptions: Vec<&'a MemoryDecision>,
 }
 
-/// [`decisions_digest`] with the decided records' digest already known.
+#[derive(Serialize)]
+struct ExceptionsBody<'a> {
+    usual: Option<DecisionOutcome>,
+    exceptions: Vec<&'a MemoryDecision>,
+}
+
+/// [`decisions_digest`] with the decided records' digest already known,
+/// or, with `None`, [`exceptions_digest`].
 pub(crate) fn decisions_digest_with(
-    decided_sha256: &str,
+    decided_sha256: Option<&str>,
     decisions: &[MemoryDecision],
 ) -> Result<String, CanonicalError> {
     let mut drops: BTreeMap<DropReason, u64> = BTreeMap::new();
@@ -445,30 +474,38 @@ pub(crate) fn usual_outcome(
         .map(|(reason, _)| DecisionOutcome::Dropped { reason })
 }
 
-/// [`decisions_digest`] of a list given by its decided records' digest,
-/// its usual outcome and its `exceptions` (every decision whose outcome is
-/// not `usual`, sorted by record id).
+/// [`decisions_digest_with`] of a list given by its usual outcome and its
+/// `exceptions` (every decision whose outcome is not `usual`, sorted by
+/// record id).
 pub(crate) fn decisions_digest_of(
-    decided_sha256: &str,
+    decided_sha256: Option<&str>,
     usual: Option<DecisionOutcome>,
     exceptions: &[MemoryDecision],
 ) -> Result<String, CanonicalError> {
     digest_body(decided_sha256, usual, exceptions.iter().collect())
 }
 
+/// `mosaic.memory.selection_decisions.v2` with the decided records'
+/// digest, `mosaic.memory.selection_exceptions.v1` without it.
 fn digest_body(
-    decided_sha256: &str,
+    decided_sha256: Option<&str>,
     usual: Option<DecisionOutcome>,
     exceptions: Vec<&MemoryDecision>,
 ) -> Result<String, CanonicalError> {
-    domain_digest(
-        SELECTION_DECISIONS_DOMAIN,
-        &DecisionsBody {
-            decided_sha256,
-            usual,
-            exceptions,
-        },
-    )
+    match decided_sha256 {
+        Some(decided_sha256) => domain_digest(
+            SELECTION_DECISIONS_DOMAIN,
+            &DecisionsBody {
+                decided_sha256,
+                usual,
+                exceptions,
+            },
+        ),
+        None => domain_digest(
+            SELECTION_EXCEPTIONS_DOMAIN,
+            &ExceptionsBody { usual, exceptions },
+        ),
+    }
 }
 
 /// Proof of one selection, reproducible from its inputs.
@@ -478,8 +515,10 @@ fn digest_body(
 /// [`MemorySelection::decisions`]. `receipt_sha256` is the digest of every
 /// other field: `mosaic.memory.selection_receipt.v2` over a record set's
 /// digest, v3 over it and the read scopes' commitments, v4 over the
-/// commitments in place of the record set (what a reader that keeps the
-/// commitments at write issues, see [`bind_scope_roots`]).
+/// commitments in place of the record set (see [`bind_scope_roots`]), v5
+/// as v4 with `exceptions_sha256` in place of `decisions_sha256` (what a
+/// reader that keeps the commitments at write issues, see
+/// [`bind_scope_exceptions`]).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySelectionReceipt {
@@ -506,8 +545,18 @@ pub struct MemorySelectionReceipt {
     /// How many records were decided on, selected and dropped (by reason).
     pub decision_counts: DecisionCounts,
     /// [`decisions_digest`] of the decision list (one per input record,
-    /// sorted by record id).
-    pub decisions_sha256: String,
+    /// sorted by record id). Absent (and then left out of the encoding)
+    /// from a v5 receipt, which has `exceptions_sha256` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decisions_sha256: Option<String>,
+    /// [`exceptions_digest`] of the decision list: its usual outcome and
+    /// every decision that is not the usual one, without which records were
+    /// decided on (the scopes' commitments bind those). Present only in a
+    /// v5 receipt (`mosaic.memory.selection_receipt.v5`, see
+    /// [`bind_scope_exceptions`]); its name is what tells a verifier the
+    /// version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exceptions_sha256: Option<String>,
     /// The commitments of the read's scopes at the read (their roots over
     /// every record the scopes hold, in any state, and generations), sorted
     /// by scope. Absent (and then left out of the encoding and the digest,
@@ -540,21 +589,36 @@ struct ReceiptBody<'a> {
     relevance_receipt_sha256: &'a Option<String>,
     selected_record_ids: &'a [String],
     decision_counts: &'a DecisionCounts,
-    decisions_sha256: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decisions_sha256: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exceptions_sha256: Option<&'a str>,
     #[serde(skip_serializing_if = "<[ScopeCommitment]>::is_empty")]
     scope_commitments: &'a [ScopeCommitment],
 }
 
 impl MemorySelectionReceipt {
-    /// Recomputes the digest of this receipt's body: v2 with a record set
-    /// and no scope commitments, v3 with both, v4 with scope commitments
-    /// and no record set.
-    pub fn compute_digest(&self) -> Result<String, CanonicalError> {
-        let domain = match (&self.record_set_sha256, self.scope_commitments.is_empty()) {
+    /// The domain tag this receipt's body is hashed under, picked from
+    /// its members alone: `exceptions_sha256`, v5; otherwise v2 with a
+    /// record set and no scope commitments, v3 with both, v4 with scope
+    /// commitments and no record set. (A body that mixes members of two
+    /// versions hashes under the one its members pick and verifies against
+    /// nothing: the receipt a selection gives never has them.)
+    pub fn domain(&self) -> &'static str {
+        if self.exceptions_sha256.is_some() {
+            return SELECTION_RECEIPT_V5_DOMAIN;
+        }
+        match (&self.record_set_sha256, self.scope_commitments.is_empty()) {
             (Some(_), true) => SELECTION_RECEIPT_DOMAIN,
             (Some(_), false) => SELECTION_RECEIPT_V3_DOMAIN,
             (None, _) => SELECTION_RECEIPT_V4_DOMAIN,
-        };
+        }
+    }
+
+    /// Recomputes the digest of this receipt's body, under
+    /// [`MemorySelectionReceipt::domain`].
+    pub fn compute_digest(&self) -> Result<String, CanonicalError> {
+        let domain = self.domain();
         domain_digest(
             domain,
             &ReceiptBody {
@@ -566,7 +630,8 @@ impl MemorySelectionReceipt {
                 relevance_receipt_sha256: &self.relevance_receipt_sha256,
                 selected_record_ids: &self.selected_record_ids,
                 decision_counts: &self.decision_counts,
-                decisions_sha256: &self.decisions_sha256,
+                decisions_sha256: self.decisions_sha256.as_deref(),
+                exceptions_sha256: self.exceptions_sha256.as_deref(),
                 scope_commitments: &self.scope_commitments,
             },
         )
@@ -606,6 +671,26 @@ pub fn bind_scope_roots(
     receipt.record_set_sha256 = None;
     receipt.receipt_sha256 = receipt.compute_digest()?;
     Ok(())
+}
+
+/// [`bind_scope_roots`], and the decisions committed to by their
+/// [`exceptions_digest`] in place of their [`decisions_digest`]
+/// (`mosaic.memory.selection_receipt.v5`): `decisions` is the receipt's
+/// decision list. Which records were decided on, the one thing v4's
+/// decisions digest bound beyond the exceptions, follows from the scopes'
+/// records (which the roots commit to) and the read context; so neither
+/// the receipt nor its decisions digest needs a digest of every record.
+pub fn bind_scope_exceptions(
+    receipt: &mut MemorySelectionReceipt,
+    decisions: &[MemoryDecision],
+    commitments: Vec<ScopeCommitment>,
+) -> Result<(), SelectionError> {
+    if commitments.is_empty() {
+        return Err(SelectionError::NoScopeCommitments);
+    }
+    receipt.decisions_sha256 = None;
+    receipt.exceptions_sha256 = Some(exceptions_digest(decisions)?);
+    bind_scope_roots(receipt, commitments)
 }
 
 /// The result of one selection.
@@ -724,7 +809,8 @@ pub struct RecordSet {
     /// Computed on first use: a set whose receipts bind its scopes'
     /// commitments never needs it.
     record_set_sha256: std::sync::OnceLock<String>,
-    decided_sha256: String,
+    /// The same: only a receipt without scope commitments (v2, v3) uses it.
+    decided_sha256: std::sync::OnceLock<String>,
     scope_commitments: Vec<ScopeCommitment>,
     /// Whether a record of the set is superseded (then a change checks the
     /// whole set's supersession edges again).
@@ -754,15 +840,10 @@ impl RecordSet {
         let any_superseded = sorted
             .iter()
             .any(|r| matches!(r.record.status, MemoryStatus::Superseded { .. }));
-        let decided_sha256 = decided_digest(
-            sorted
-                .iter()
-                .map(|r| (r.record.record_id.as_str(), r.record.kind)),
-        )?;
         Ok(RecordSet {
             records,
             record_set_sha256: std::sync::OnceLock::new(),
-            decided_sha256,
+            decided_sha256: std::sync::OnceLock::new(),
             scope_commitments: Vec::new(),
             any_superseded,
             seal: SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -827,15 +908,10 @@ impl RecordSet {
         if any_superseded {
             check_sorted(records.iter().map(|r| &**r).collect())?;
         }
-        let decided_sha256 = decided_digest(
-            records
-                .iter()
-                .map(|r| (r.record.record_id.as_str(), r.record.kind)),
-        )?;
         Ok(RecordSet {
             records,
             record_set_sha256: std::sync::OnceLock::new(),
-            decided_sha256,
+            decided_sha256: std::sync::OnceLock::new(),
             scope_commitments: self.scope_commitments.clone(),
             any_superseded,
             seal: SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -844,11 +920,17 @@ impl RecordSet {
 
     /// The set with the commitments of the scopes it was read from (read
     /// in the same snapshot as the records): every selection receipt over
-    /// it binds them in place of the record set's digest (v4, see
-    /// [`bind_scope_roots`]), so the digest is never computed.
+    /// it binds them in place of the record set's digest and commits to its
+    /// decisions by their exceptions (v5, see [`bind_scope_exceptions`]),
+    /// and its eligible sets are named by the commitments
+    /// (`mosaic.memory.eligible_set.v3`), so neither the record set's
+    /// digest, nor the decided records', nor the eligible entries' is ever
+    /// computed. The set is sealed anew: a pass made over it before names
+    /// other receipts and does not hold for it.
     pub fn with_scope_commitments(mut self, mut commitments: Vec<ScopeCommitment>) -> Self {
         commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
         self.scope_commitments = commitments;
+        self.seal = SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self
     }
 
@@ -880,9 +962,29 @@ impl RecordSet {
     }
 
     /// The `mosaic.memory.decided_records.v1` digest of a selection over
-    /// these records.
-    pub(crate) fn decided_sha256(&self) -> &str {
-        &self.decided_sha256
+    /// these records (every record's id and kind hashed, on the first
+    /// call; a set with scope commitments never asks).
+    pub(crate) fn decided_sha256(&self) -> Result<&str, CanonicalError> {
+        if let Some(digest) = self.decided_sha256.get() {
+            return Ok(digest);
+        }
+        let digest = decided_digest(
+            self.records
+                .iter()
+                .map(|r| (r.record.record_id.as_str(), r.record.kind)),
+        )?;
+        Ok(self.decided_sha256.get_or_init(|| digest))
+    }
+
+    /// Whether the record set's digest and the decided records' digest
+    /// have been computed (what a test of a set with scope commitments
+    /// checks never happens).
+    #[cfg(test)]
+    pub(crate) fn digests_computed(&self) -> (bool, bool) {
+        (
+            self.record_set_sha256.get().is_some(),
+            self.decided_sha256.get().is_some(),
+        )
     }
 }
 
@@ -1045,6 +1147,31 @@ pub fn select_memory_ranked_checked<R: std::borrow::Borrow<CheckedRecord>>(
     records: &[R],
     relevance: &RelevanceReceipt,
 ) -> Result<MemorySelection, SelectionError> {
+    select_ranked(ctx, records, relevance, &[])
+}
+
+/// [`select_memory_ranked_checked`] of records read from the scopes whose
+/// commitments are `scope_commitments`: a relevance receipt that names its
+/// eligible set by them (`eligible_scopes_sha256`) is checked against the
+/// `mosaic.memory.eligible_set.v3` digest of this read's context and
+/// `scope_commitments` (that the records are the scopes' is
+/// [`verify_selection_scopes`]'s question); one that names it by its
+/// entries, as [`select_memory_ranked_checked`] checks it.
+pub fn select_memory_ranked_scoped<R: std::borrow::Borrow<CheckedRecord>>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+    relevance: &RelevanceReceipt,
+    scope_commitments: &[ScopeCommitment],
+) -> Result<MemorySelection, SelectionError> {
+    select_ranked(ctx, records, relevance, scope_commitments)
+}
+
+fn select_ranked<R: std::borrow::Borrow<CheckedRecord>>(
+    ctx: &MemoryReadContext,
+    records: &[R],
+    relevance: &RelevanceReceipt,
+    scope_commitments: &[ScopeCommitment],
+) -> Result<MemorySelection, SelectionError> {
     let sorted = check_inputs(ctx, records)?;
     let rank_of: BTreeMap<&str, usize> = relevance
         .results
@@ -1076,13 +1203,36 @@ pub fn select_memory_ranked_checked<R: std::borrow::Borrow<CheckedRecord>>(
             Err(reason) => outcomes.push(Some(reason)),
         }
     }
-    // Sorted by record id already: the records are.
-    let eligible_sha256 = EligibleSet {
-        read_context_sha256: ctx.digest()?,
-        entries,
-    }
-    .digest()?;
-    if eligible_sha256 != relevance.eligible_set_sha256 {
+    // Sorted by record id already: the records are. A receipt names the
+    // set by its scopes' commitments (v3) or by its entries (v2), never
+    // both; one that names it by commitments the read has not is not this
+    // read's.
+    let mut commitments = scope_commitments.to_vec();
+    commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
+    let (expected, named) = match (
+        &relevance.eligible_set_sha256,
+        &relevance.eligible_scopes_sha256,
+    ) {
+        (Some(named), None) => (
+            EligibleSet {
+                read_context_sha256: ctx.digest()?,
+                entries,
+                scope_commitments: Vec::new(),
+            }
+            .digest()?,
+            named,
+        ),
+        (None, Some(named)) if !commitments.is_empty() => (
+            relevance::scoped_set_digest(&ctx.digest()?, &commitments)?,
+            named,
+        ),
+        _ => {
+            return Err(SelectionError::RelevanceMismatch(
+                "the relevance receipt does not name this read's eligible set".into(),
+            ));
+        }
+    };
+    if expected != *named {
         return Err(SelectionError::RelevanceMismatch(
             "eligible_set_sha256 differs from this read's eligible set".into(),
         ));
@@ -1157,7 +1307,8 @@ fn finish(
         relevance_receipt_sha256,
         selected_record_ids,
         decision_counts: DecisionCounts::of(&decisions),
-        decisions_sha256: decisions_digest(&decisions)?,
+        decisions_sha256: Some(decisions_digest(&decisions)?),
+        exceptions_sha256: None,
         scope_commitments: Vec::new(),
         receipt_sha256: String::new(),
     };
@@ -1185,30 +1336,52 @@ pub enum SelectionVerifyError {
 
 /// Recomputes the selection from independently supplied inputs and checks
 /// `stored` against it, field by field, then its digest.
+///
+/// `records` are the records the read decided on. A stored receipt that
+/// binds its read scopes' commitments (v3, v4, v5) is recomputed with them
+/// bound as stored: that they are the scopes' roots, and that `records` are
+/// the records the read decides on in those scopes, is
+/// [`verify_selection_scopes`]'s question.
 pub fn verify_memory_selection(
     ctx: &MemoryReadContext,
     records: &[MemoryRecord],
     relevance: Option<&RelevanceReceipt>,
     stored: &MemorySelectionReceipt,
 ) -> Result<(), SelectionVerifyError> {
-    let mut fresh = match relevance {
-        Some(relevance) => select_memory_ranked(ctx, records, relevance)?,
+    let MemorySelection {
+        receipt: mut fresh,
+        decisions,
+    } = match relevance {
+        Some(relevance) => select_ranked(
+            ctx,
+            &check_all(records)?,
+            relevance,
+            &stored.scope_commitments,
+        )?,
         None => select_memory(ctx, records)?,
-    }
-    .receipt;
+    };
     // The scopes' roots are over records the selection's inputs need not
     // hold (every state); they are checked against the scopes' records by
-    // [`verify_scope_commitment`]. Here they are bound as stored, in the
-    // stored receipt's version (v4: in place of the record set's digest),
-    // so the digest covers them. A receipt that binds no records at all
-    // differs from the fresh one in `record_set_sha256`.
-    if stored.record_set_sha256.is_none() && !stored.scope_commitments.is_empty() {
+    // [`verify_selection_scopes`]. Here they are bound as stored, in the
+    // stored receipt's version (v5: in place of the record set's digest,
+    // with the exceptions' digest in place of the decisions'; v4: in place
+    // of the record set's digest), so the digest covers them. A receipt
+    // that binds no records at all differs from the fresh one in
+    // `record_set_sha256`.
+    if stored.exceptions_sha256.is_some() {
+        if stored.scope_commitments.is_empty() {
+            return Err(SelectionVerifyError::ReceiptMismatch {
+                field: "scope_commitments",
+            });
+        }
+        bind_scope_exceptions(&mut fresh, &decisions, stored.scope_commitments.clone())?;
+    } else if stored.record_set_sha256.is_none() && !stored.scope_commitments.is_empty() {
         bind_scope_roots(&mut fresh, stored.scope_commitments.clone())?;
     } else if !stored.scope_commitments.is_empty() {
         bind_scope_commitments(&mut fresh, stored.scope_commitments.clone())
             .map_err(SelectionError::from)?;
     }
-    let checks: [(&'static str, bool); 9] = [
+    let checks: [(&'static str, bool); 10] = [
         (
             "schema_version",
             fresh.schema_version == stored.schema_version,
@@ -1242,6 +1415,10 @@ pub fn verify_memory_selection(
             "decisions_sha256",
             fresh.decisions_sha256 == stored.decisions_sha256,
         ),
+        (
+            "exceptions_sha256",
+            fresh.exceptions_sha256 == stored.exceptions_sha256,
+        ),
     ];
     if let Some((field, _)) = checks.iter().find(|(_, same)| !same) {
         return Err(SelectionVerifyError::ReceiptMismatch { field });
@@ -1254,17 +1431,87 @@ pub fn verify_memory_selection(
     Ok(())
 }
 
-/// Checks that the scope commitments `stored` binds are those of the
-/// read's scopes (all four, sorted) and that each root is the root of the
-/// scope's records as given: every record of the context's tenant whose
-/// subject is in the scope, in any state, with that state
-/// (`scope_records`). With [`verify_memory_selection`] over the records
-/// the read decided on, this is how a holder of the scopes' records checks
-/// a v4 receipt, which names them through the roots alone.
+/// The records a read decides on among its scopes' records
+/// (`scope_records`: every record of the scopes, each with its state):
+/// those of the context's tenant in one of its scopes, `active`, written
+/// under its policy, current at its instant (`created_at <= now <
+/// expires_at`) and of a kind it allows, one per exact content (see
+/// [`one_per_content`]), sorted by record id. This is the set a reader that
+/// binds its scopes' commitments selects over, so a holder of the scopes'
+/// records recomputes it from the roots' records and the context alone.
+pub fn records_decided_on(
+    ctx: &MemoryReadContext,
+    scope_records: &[(MemoryRecord, &str)],
+) -> Vec<MemoryRecord> {
+    let scopes = ReadScope::of_context(ctx);
+    let now = ctx.now_unix_ms;
+    let read: Vec<&MemoryRecord> = scope_records
+        .iter()
+        .filter(|(r, state)| {
+            *state == "active"
+                && r.tenant_id == ctx.tenant_id
+                && r.policy_sha256 == ctx.policy_sha256
+                && scopes.contains(&ReadScope::of_subject(&r.subject))
+                && r.created_at_unix_ms <= now
+                && r.expires_at_unix_ms.is_none_or(|expires| now < expires)
+                && ctx.allowed_kinds.contains(&r.kind)
+        })
+        .map(|(r, _)| r)
+        .collect();
+    let mut kept: Vec<MemoryRecord> = one_per_content(read, |r| r).into_iter().cloned().collect();
+    kept.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+    kept
+}
+
+/// Keeps one of `items` per exact content (`content_sha256`): the newest
+/// (largest `created_at`), the larger record id among equals; the kept
+/// items stay in their order. A read decides on one record per content,
+/// so a content written twice is not recalled twice.
+pub fn one_per_content<T>(items: Vec<T>, record_of: impl Fn(&T) -> &MemoryRecord) -> Vec<T> {
+    let mut best: BTreeMap<&str, usize> = BTreeMap::new();
+    for (at, item) in items.iter().enumerate() {
+        let record = record_of(item);
+        best.entry(record.content_sha256.as_str())
+            .and_modify(|kept| {
+                let current = record_of(&items[*kept]);
+                if (record.created_at_unix_ms, record.record_id.as_str())
+                    > (current.created_at_unix_ms, current.record_id.as_str())
+                {
+                    *kept = at;
+                }
+            })
+            .or_insert(at);
+    }
+    if best.len() == items.len() {
+        return items;
+    }
+    let mut keep = vec![false; items.len()];
+    for at in best.into_values() {
+        keep[at] = true;
+    }
+    items
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(item, kept)| kept.then_some(item))
+        .collect()
+}
+
+/// Checks a receipt that binds its read scopes' commitments against the
+/// scopes' records as given (`scope_records`: every record of the
+/// context's tenant whose subject is in one of the scopes, in any state,
+/// with that state): that it binds exactly the read's scopes (all four,
+/// sorted), that each root is the root of its scope's records, and that
+/// the receipt is the selection of the records the read decides on among
+/// them ([`records_decided_on`]) under `relevance` when it was ranked
+/// ([`verify_memory_selection`]): its selection, its counts, its decisions
+/// (or exceptions) digest, and the eligible set its relevance receipt
+/// names. This is how a holder of the scopes' records checks a v4 or v5
+/// receipt, which names the records through the roots alone.
 pub fn verify_selection_scopes(
     ctx: &MemoryReadContext,
     stored: &MemorySelectionReceipt,
     scope_records: &[(MemoryRecord, &str)],
+    relevance: Option<&RelevanceReceipt>,
 ) -> Result<(), SelectionVerifyError> {
     let bound: Vec<&ReadScope> = stored.scope_commitments.iter().map(|c| &c.scope).collect();
     if bound != ReadScope::of_context(ctx).iter().collect::<Vec<_>>() {
@@ -1288,7 +1535,12 @@ pub fn verify_selection_scopes(
             });
         }
     }
-    Ok(())
+    verify_memory_selection(
+        ctx,
+        &records_decided_on(ctx, scope_records),
+        relevance,
+        stored,
+    )
 }
 
 /// Why a decision list does not belong to a selection receipt.
@@ -1312,10 +1564,14 @@ pub enum DecisionsVerifyError {
 }
 
 /// Checks that `decisions` is the list `receipt` commits to: sorted by
-/// record id, hashing to `decisions_sha256`, adding up to
+/// record id, hashing to `decisions_sha256` (a v5 receipt: its usual
+/// outcome and exceptions hashing to `exceptions_sha256`), adding up to
 /// `decision_counts`, and deciding each selected record selected at its
 /// rank. (Whether the decisions are right for the inputs is
-/// [`verify_memory_selection`]'s question.)
+/// [`verify_memory_selection`]'s question. Against a v5 receipt the
+/// decisions with the usual outcome are checked by their number only:
+/// which records they are is bound by the scopes' commitments, and checked
+/// by [`verify_selection_scopes`].)
 pub fn verify_selection_decisions(
     receipt: &MemorySelectionReceipt,
     decisions: &[MemoryDecision],
@@ -1326,7 +1582,19 @@ pub fn verify_selection_decisions(
     {
         return Err(DecisionsVerifyError::NotSorted);
     }
-    if decisions_digest(decisions)? != receipt.decisions_sha256 {
+    // A v5 receipt commits to them by their exceptions, the others by
+    // the whole list's digest.
+    let digest = match (&receipt.decisions_sha256, &receipt.exceptions_sha256) {
+        (Some(_), None) => decisions_digest(decisions)?,
+        (None, Some(_)) => exceptions_digest(decisions)?,
+        _ => return Err(DecisionsVerifyError::DigestMismatch),
+    };
+    if Some(&digest)
+        != receipt
+            .exceptions_sha256
+            .as_ref()
+            .or(receipt.decisions_sha256.as_ref())
+    {
         return Err(DecisionsVerifyError::DigestMismatch);
     }
     if DecisionCounts::of(decisions) != receipt.decision_counts {

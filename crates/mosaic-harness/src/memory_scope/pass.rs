@@ -20,8 +20,9 @@ use std::sync::{Arc, OnceLock};
 use super::relevance::{EligibleEntry, SealedEligibleSet, SealedEntries};
 use super::{
     DecisionCounts, DecisionOutcome, DropReason, MemoryDecision, MemoryReadContext,
-    MemorySelection, MemorySelectionReceipt, RecordSet, RelevanceReceipt, SelectionError,
-    SelectionOrdering, decisions_digest_with, eligibility, kind_recency_order, usual_outcome,
+    MemorySelection, MemorySelectionReceipt, RecordSet, RelevanceReceipt, ScopeCommitment,
+    SelectionError, SelectionOrdering, decisions_digest_with, eligibility, kind_recency_order,
+    usual_outcome,
 };
 use crate::record::MemoryStatus;
 
@@ -59,6 +60,9 @@ pub struct EligibilityPass {
     recency_order: OnceLock<Vec<usize>>,
     /// The eligible set's entries, sealed.
     pub(super) entries: Arc<SealedEntries>,
+    /// The set's scope commitments (empty when it has none), which name
+    /// the eligible set in place of its entries.
+    scope_commitments: Vec<ScopeCommitment>,
 }
 
 impl EligibilityPass {
@@ -169,6 +173,7 @@ impl EligibilityPass {
             eligible,
             recency_order: OnceLock::new(),
             entries: Arc::new(SealedEntries::seal(entries)?),
+            scope_commitments: set.scope_commitments().to_vec(),
         })
     }
 
@@ -186,14 +191,18 @@ impl EligibilityPass {
     }
 
     /// The eligible set under `ctx` (for which this pass holds), sealed
-    /// from the pass's entries: only the set's own digest is computed.
+    /// from the pass's entries: only the set's own digest is computed, over
+    /// the set's scope commitments when it has them
+    /// (`mosaic.memory.eligible_set.v3`, no entry hashed), else over the
+    /// entries' digest (v2, hashed once per pass).
     pub fn eligible_set(
         &self,
         ctx: &MemoryReadContext,
     ) -> Result<SealedEligibleSet, SelectionError> {
-        Ok(SealedEligibleSet::of_entries(
+        Ok(SealedEligibleSet::of_scopes(
             ctx.digest()?,
             self.entries.clone(),
+            self.scope_commitments.clone(),
         )?)
     }
 }
@@ -292,14 +301,20 @@ pub fn select_memory_ranked_set(
 ) -> Result<MemorySelection, SelectionError> {
     check_pass(ctx, set, pass)?;
     let read_context_sha256 = ctx.digest()?;
-    if eligible.entries_sha256() != pass.entries.sha256()
+    // The pass's own entries are recognised by their seal, without
+    // comparing or hashing them; a set sealed apart is compared entry by
+    // entry.
+    if !eligible.sealed_entries().same_entries(&pass.entries)
         || eligible.read_context_sha256() != read_context_sha256
+        || eligible.scope_commitments() != set.scope_commitments()
     {
         return Err(SelectionError::RelevanceMismatch(
             "the sealed eligible set is not this read's eligible set".into(),
         ));
     }
-    if eligible.sha256() != relevance.eligible_set_sha256 {
+    if relevance.eligible_sha256() != Some(eligible.sha256())
+        || relevance.eligible_scopes_sha256.is_some() == set.scope_commitments().is_empty()
+    {
         return Err(SelectionError::RelevanceMismatch(
             "eligible_set_sha256 differs from this read's eligible set".into(),
         ));
@@ -419,12 +434,23 @@ fn decide(
         Listing::Full => (0..records.len()).map(decision_at).collect(),
         Listing::CountsOnly => Vec::new(),
     };
-    let decisions_sha256 = if listing == Listing::Full {
-        decisions_digest_with(set.decided_sha256(), &listed)?
+    // A set read with its scopes' commitments commits to its decisions by
+    // their exceptions alone (v5): the digest of which records were decided
+    // on is then never computed.
+    let scoped = !set.scope_commitments().is_empty();
+    let decided = || -> Result<Option<&str>, SelectionError> {
+        Ok(if scoped {
+            None
+        } else {
+            Some(set.decided_sha256()?)
+        })
+    };
+    let digest = if listing == Listing::Full {
+        decisions_digest_with(decided()?, &listed)?
     } else if usual != Some(DecisionOutcome::Dropped { reason: rest }) {
         // Not the usual case of a read: hash the whole list.
         let all: Vec<MemoryDecision> = (0..records.len()).map(decision_at).collect();
-        decisions_digest_with(set.decided_sha256(), &all)?
+        decisions_digest_with(decided()?, &all)?
     } else {
         // Every decision but those of the dropped, selected and past-limit
         // records is the usual one: only those are exceptions.
@@ -437,7 +463,12 @@ fn decide(
             .collect();
         exceptions.sort_unstable();
         let exceptions: Vec<MemoryDecision> = exceptions.into_iter().map(decision_at).collect();
-        super::decisions_digest_of(set.decided_sha256(), usual, &exceptions)?
+        super::decisions_digest_of(decided()?, usual, &exceptions)?
+    };
+    let (decisions_sha256, exceptions_sha256) = if scoped {
+        (None, Some(digest))
+    } else {
+        (Some(digest), None)
     };
     let decision_counts = DecisionCounts {
         decided: records.len() as u64,
@@ -448,8 +479,8 @@ fn decide(
             .collect(),
     };
     // A set read with its scopes' commitments binds them in place of its
-    // record set's digest (v4), which is then never computed.
-    let record_set_sha256 = if set.scope_commitments().is_empty() {
+    // record set's digest (v5), which is then never computed.
+    let record_set_sha256 = if !scoped {
         Some(set.record_set_sha256()?.to_owned())
     } else {
         None
@@ -467,6 +498,7 @@ fn decide(
             .collect(),
         decision_counts,
         decisions_sha256,
+        exceptions_sha256,
         scope_commitments: set.scope_commitments().to_vec(),
         receipt_sha256: String::new(),
     };

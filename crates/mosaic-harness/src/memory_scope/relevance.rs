@@ -10,7 +10,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    CheckedRecord, MemoryReadContext, SelectionError, check_all, check_inputs, eligibility,
+    CheckedRecord, MemoryReadContext, ScopeCommitment, SelectionError, check_all, check_inputs,
+    eligibility,
 };
 use crate::canonical::{
     CanonicalError, MAX_CANONICAL_INT, domain_digest, domain_digest_seq, is_sha256_hex,
@@ -19,10 +20,18 @@ use crate::record::{MemoryRecord, is_identifier};
 
 /// Domain tag of the eligible-set snapshot digest.
 pub const ELIGIBLE_SET_DOMAIN: &str = "mosaic.memory.eligible_set.v2";
+/// Domain tag of the digest of an eligible set named by its read scopes'
+/// commitments (`{read_context_sha256, scope_commitments}`) in place of
+/// its entries.
+pub const ELIGIBLE_SET_V3_DOMAIN: &str = "mosaic.memory.eligible_set.v3";
 /// Domain tag of the digest of an eligible set's entries.
 pub const ELIGIBLE_ENTRIES_DOMAIN: &str = "mosaic.memory.eligible_entries.v1";
 /// Domain tag of the relevance receipt digest.
 pub const RELEVANCE_RECEIPT_DOMAIN: &str = "mosaic.memory.relevance_receipt.v1";
+/// Domain tag of the digest of a relevance receipt over an eligible set
+/// named by its scopes' commitments (`eligible_scopes_sha256` in place of
+/// `eligible_set_sha256`).
+pub const RELEVANCE_RECEIPT_V2_DOMAIN: &str = "mosaic.memory.relevance_receipt.v2";
 
 /// Scores are fixed-point integers with six decimal places (1.0 = 1_000_000).
 pub const SCORE_SCALE: u64 = 1_000_000;
@@ -57,15 +66,29 @@ pub struct EligibleSet {
     pub read_context_sha256: String,
     /// Eligible records, sorted by record id.
     pub entries: Vec<EligibleEntry>,
+    /// The commitments of the read's scopes the entries were read from
+    /// (sorted by scope). When present the set is named by them and the
+    /// read context (`mosaic.memory.eligible_set.v3`), not by its entries:
+    /// the roots commit to every record of the scopes and the context
+    /// decides which are eligible. Absent (and left out of the encoding)
+    /// for a set over records alone (v2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope_commitments: Vec<ScopeCommitment>,
 }
 
 impl EligibleSet {
-    /// `mosaic.memory.eligible_set.v2` digest of the snapshot: of its read
-    /// context digest and its entries' `mosaic.memory.eligible_entries.v1`
-    /// digest, so the entries of a set that did not change are hashed once,
-    /// not again at every read's instant.
+    /// The digest of the snapshot. Without scope commitments,
+    /// `mosaic.memory.eligible_set.v2`: of its read context digest and its
+    /// entries' `mosaic.memory.eligible_entries.v1` digest, so the entries
+    /// of a set that did not change are hashed once, not again at every
+    /// read's instant. With them, `mosaic.memory.eligible_set.v3` of the
+    /// read context digest and the commitments: no entry is hashed.
     pub fn digest(&self) -> Result<String, CanonicalError> {
-        set_digest(&self.read_context_sha256, &entries_digest(&self.entries)?)
+        if self.scope_commitments.is_empty() {
+            set_digest(&self.read_context_sha256, &entries_digest(&self.entries)?)
+        } else {
+            scoped_set_digest(&self.read_context_sha256, &self.scope_commitments)
+        }
     }
 }
 
@@ -92,28 +115,64 @@ fn set_digest(read_context_sha256: &str, entries_sha256: &str) -> Result<String,
     )
 }
 
-/// Eligible entries, sorted by record id, with their digest computed once:
-/// a reader whose eligible set did not change since an earlier read seals
-/// the next read's set from these without hashing them again.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize)]
+struct ScopedSetBody<'a> {
+    read_context_sha256: &'a str,
+    scope_commitments: &'a [ScopeCommitment],
+}
+
+/// `mosaic.memory.eligible_set.v3` of a read context digest and the read
+/// scopes' commitments (sorted by scope, as a set keeps them).
+pub fn scoped_set_digest(
+    read_context_sha256: &str,
+    scope_commitments: &[ScopeCommitment],
+) -> Result<String, CanonicalError> {
+    domain_digest(
+        ELIGIBLE_SET_V3_DOMAIN,
+        &ScopedSetBody {
+            read_context_sha256,
+            scope_commitments,
+        },
+    )
+}
+
+/// Numbers each sealing of [`SealedEntries`].
+static ENTRY_SEALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Eligible entries, sorted by record id, sealed once: a reader whose
+/// eligible set did not change since an earlier read seals the next read's
+/// set from these without copying or hashing them again. Their digest is
+/// computed on first use only (a set named by its scopes' commitments never
+/// asks); the seal number names them cheaply within a process.
+#[derive(Clone, Debug)]
 pub struct SealedEntries {
     entries: Vec<EligibleEntry>,
-    sha256: String,
+    sha256: std::sync::OnceLock<String>,
     /// Whether the entries are strictly sorted by record id, checked once
     /// here rather than on every ranking over them.
     sorted: bool,
+    /// Which sealing this is (clones share it).
+    seal: u64,
 }
+
+impl PartialEq for SealedEntries {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
+}
+
+impl Eq for SealedEntries {}
 
 impl SealedEntries {
     /// Seals `entries` (which must be sorted by record id, without repeats,
-    /// as [`eligible_set`] makes them) with their digest.
+    /// as [`eligible_set`] makes them). Nothing is hashed here.
     pub fn seal(entries: Vec<EligibleEntry>) -> Result<Self, CanonicalError> {
-        let sha256 = entries_digest(&entries)?;
         let sorted = strictly_sorted(&entries);
         Ok(SealedEntries {
             entries,
-            sha256,
+            sha256: std::sync::OnceLock::new(),
             sorted,
+            seal: ENTRY_SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -122,9 +181,32 @@ impl SealedEntries {
         &self.entries
     }
 
-    /// Their `mosaic.memory.eligible_entries.v1` digest.
-    pub fn sha256(&self) -> &str {
-        &self.sha256
+    /// Their `mosaic.memory.eligible_entries.v1` digest (every entry
+    /// hashed, on the first call).
+    pub fn sha256(&self) -> Result<&str, CanonicalError> {
+        if let Some(digest) = self.sha256.get() {
+            return Ok(digest);
+        }
+        let digest = entries_digest(&self.entries)?;
+        Ok(self.sha256.get_or_init(|| digest))
+    }
+
+    /// Which sealing these entries are: equal numbers, the same entries
+    /// (a clone or the same `Arc`); different numbers say nothing.
+    pub fn seal_number(&self) -> u64 {
+        self.seal
+    }
+
+    /// Whether [`SealedEntries::sha256`] has been computed.
+    pub fn is_hashed(&self) -> bool {
+        self.sha256.get().is_some()
+    }
+
+    /// Whether `self` and `other` hold the same entries: by their seal
+    /// number when they are one sealing (no entry compared), else entry by
+    /// entry (never hashed).
+    pub fn same_entries(&self, other: &SealedEntries) -> bool {
+        self.seal == other.seal || self.entries == other.entries
     }
 }
 
@@ -160,6 +242,7 @@ pub fn eligible_set_checked<R: std::borrow::Borrow<CheckedRecord>>(
     Ok(EligibleSet {
         read_context_sha256: ctx.digest()?,
         entries,
+        scope_commitments: Vec::new(),
     })
 }
 
@@ -170,29 +253,52 @@ pub fn eligible_set_checked<R: std::borrow::Borrow<CheckedRecord>>(
 pub struct SealedEligibleSet {
     read_context_sha256: String,
     entries: Arc<SealedEntries>,
+    scope_commitments: Vec<ScopeCommitment>,
     sha256: String,
 }
 
 impl SealedEligibleSet {
-    /// Seals `set` with its `mosaic.memory.eligible_set.v2` digest.
+    /// Seals `set` with its digest (`mosaic.memory.eligible_set.v2`, or
+    /// v3 when it has scope commitments).
     pub fn seal(set: EligibleSet) -> Result<Self, CanonicalError> {
-        Self::of_entries(
+        Self::of_scopes(
             set.read_context_sha256,
             Arc::new(SealedEntries::seal(set.entries)?),
+            set.scope_commitments,
         )
     }
 
     /// The set of `entries` under the read context digest
-    /// `read_context_sha256`: only the set's own digest is computed, the
-    /// entries' is theirs.
+    /// `read_context_sha256`, named by its entries
+    /// (`mosaic.memory.eligible_set.v2`): only the set's own digest is
+    /// computed, and the entries' digest if they were never hashed.
     pub fn of_entries(
         read_context_sha256: String,
         entries: Arc<SealedEntries>,
     ) -> Result<Self, CanonicalError> {
-        let sha256 = set_digest(&read_context_sha256, entries.sha256())?;
+        Self::of_scopes(read_context_sha256, entries, Vec::new())
+    }
+
+    /// The set of `entries`, read from the scopes whose commitments are
+    /// `scope_commitments`, under the read context digest
+    /// `read_context_sha256`: named by the commitments
+    /// (`mosaic.memory.eligible_set.v3`, no entry hashed) when there are
+    /// any, else as [`SealedEligibleSet::of_entries`].
+    pub fn of_scopes(
+        read_context_sha256: String,
+        entries: Arc<SealedEntries>,
+        mut scope_commitments: Vec<ScopeCommitment>,
+    ) -> Result<Self, CanonicalError> {
+        scope_commitments.sort_by(|a, b| a.scope.cmp(&b.scope));
+        let sha256 = if scope_commitments.is_empty() {
+            set_digest(&read_context_sha256, entries.sha256()?)?
+        } else {
+            scoped_set_digest(&read_context_sha256, &scope_commitments)?
+        };
         Ok(SealedEligibleSet {
             read_context_sha256,
             entries,
+            scope_commitments,
             sha256,
         })
     }
@@ -202,8 +308,16 @@ impl SealedEligibleSet {
         self.entries.entries()
     }
 
-    /// Its entries' `mosaic.memory.eligible_entries.v1` digest.
-    pub fn entries_sha256(&self) -> &str {
+    /// The sealed entries (to compare with another set's by
+    /// [`SealedEntries::same_entries`], or name them by their seal number).
+    pub fn sealed_entries(&self) -> &SealedEntries {
+        &self.entries
+    }
+
+    /// Its entries' `mosaic.memory.eligible_entries.v1` digest, hashed on
+    /// the first call (a set named by its scopes' commitments does not need
+    /// it).
+    pub fn entries_sha256(&self) -> Result<&str, CanonicalError> {
         self.entries.sha256()
     }
 
@@ -212,11 +326,18 @@ impl SealedEligibleSet {
         &self.read_context_sha256
     }
 
+    /// The scopes' commitments that name the set (sorted by scope; empty
+    /// for a set named by its entries).
+    pub fn scope_commitments(&self) -> &[ScopeCommitment] {
+        &self.scope_commitments
+    }
+
     /// The set, copied (to rebuild a [`RelevanceInput`] for verification).
     pub fn to_set(&self) -> EligibleSet {
         EligibleSet {
             read_context_sha256: self.read_context_sha256.clone(),
             entries: self.entries().to_vec(),
+            scope_commitments: self.scope_commitments.clone(),
         }
     }
 
@@ -265,8 +386,13 @@ pub struct RankedResult {
     pub score: u64,
 }
 
-/// Proof of one relevance ranking. `receipt_sha256` is the
-/// `mosaic.memory.relevance_receipt.v1` digest of every other field.
+/// Proof of one relevance ranking. `receipt_sha256` is the digest of
+/// every other field: `mosaic.memory.relevance_receipt.v1` over an
+/// eligible set named by its entries (`eligible_set_sha256`, an
+/// `mosaic.memory.eligible_set.v2` digest), v2 over one named by its read
+/// scopes' commitments (`eligible_scopes_sha256` in its place, an
+/// `mosaic.memory.eligible_set.v3` digest). The member's name tells a
+/// verifier reading the receipt alone which one it binds.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelevanceReceipt {
@@ -274,8 +400,16 @@ pub struct RelevanceReceipt {
     pub schema_version: u32,
     /// Digest of the complete query.
     pub query_sha256: String,
-    /// Digest of the eligible-set snapshot.
-    pub eligible_set_sha256: String,
+    /// Digest of the eligible-set snapshot named by its entries
+    /// (`mosaic.memory.eligible_set.v2`); absent (and left out of the
+    /// encoding) when the set is named by its scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eligible_set_sha256: Option<String>,
+    /// Digest of the eligible-set snapshot named by its read context and
+    /// its scopes' commitments (`mosaic.memory.eligible_set.v3`); present
+    /// only in a `mosaic.memory.relevance_receipt.v2` receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eligible_scopes_sha256: Option<String>,
     /// Feature release.
     pub feature_release: String,
     /// Ranker release.
@@ -292,7 +426,10 @@ pub struct RelevanceReceipt {
 struct RelevanceBody<'a> {
     schema_version: u32,
     query_sha256: &'a str,
-    eligible_set_sha256: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eligible_set_sha256: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eligible_scopes_sha256: Option<&'a str>,
     feature_release: &'a str,
     ranker_release: &'a str,
     max_results: usize,
@@ -300,14 +437,34 @@ struct RelevanceBody<'a> {
 }
 
 impl RelevanceReceipt {
-    /// Recomputes the digest of this receipt's body.
+    /// The domain tag this receipt's body is hashed under, picked from its
+    /// members alone: v2 with `eligible_scopes_sha256`, v1 otherwise.
+    pub fn domain(&self) -> &'static str {
+        if self.eligible_scopes_sha256.is_some() {
+            RELEVANCE_RECEIPT_V2_DOMAIN
+        } else {
+            RELEVANCE_RECEIPT_DOMAIN
+        }
+    }
+
+    /// The eligible set's digest, whichever member carries it (`None`
+    /// when neither does: no ranking issues such a receipt).
+    pub fn eligible_sha256(&self) -> Option<&str> {
+        self.eligible_scopes_sha256
+            .as_deref()
+            .or(self.eligible_set_sha256.as_deref())
+    }
+
+    /// Recomputes the digest of this receipt's body, under
+    /// [`RelevanceReceipt::domain`].
     pub fn compute_digest(&self) -> Result<String, CanonicalError> {
         domain_digest(
-            RELEVANCE_RECEIPT_DOMAIN,
+            self.domain(),
             &RelevanceBody {
                 schema_version: self.schema_version,
                 query_sha256: &self.query_sha256,
-                eligible_set_sha256: &self.eligible_set_sha256,
+                eligible_set_sha256: self.eligible_set_sha256.as_deref(),
+                eligible_scopes_sha256: self.eligible_scopes_sha256.as_deref(),
                 feature_release: &self.feature_release,
                 ranker_release: &self.ranker_release,
                 max_results: self.max_results,
@@ -346,7 +503,11 @@ pub enum RelevanceError {
 
 /// Orders the scores and issues the relevance receipt.
 pub fn rank_relevance(input: &RelevanceInput) -> Result<RelevanceReceipt, RelevanceError> {
-    input.parts().rank(|| input.eligible.digest())
+    input
+        .parts()
+        .rank(!input.eligible.scope_commitments.is_empty(), || {
+            input.eligible.digest()
+        })
 }
 
 impl RelevanceInput {
@@ -386,7 +547,9 @@ impl SealedEligibleSet {
             scores,
             max_results,
         }
-        .rank(|| Ok(self.sha256.clone()))
+        .rank(!self.scope_commitments.is_empty(), || {
+            Ok(self.sha256.clone())
+        })
     }
 }
 
@@ -403,8 +566,11 @@ struct RankParts<'a> {
 }
 
 impl RankParts<'_> {
+    /// The receipt, binding the eligible set's digest `eligible_digest`
+    /// gives as a set named by its scopes (v2) when `by_scopes`.
     fn rank(
         &self,
+        by_scopes: bool,
         eligible_digest: impl FnOnce() -> Result<String, CanonicalError>,
     ) -> Result<RelevanceReceipt, RelevanceError> {
         if !is_sha256_hex(self.query_sha256) {
@@ -456,13 +622,20 @@ impl RankParts<'_> {
         let mut receipt = RelevanceReceipt {
             schema_version: crate::MEMORY_SCHEMA_VERSION,
             query_sha256: self.query_sha256.to_owned(),
-            eligible_set_sha256: eligible_digest()?,
+            eligible_set_sha256: None,
+            eligible_scopes_sha256: None,
             feature_release: self.feature_release.to_owned(),
             ranker_release: self.ranker_release.to_owned(),
             max_results: self.max_results,
             results,
             receipt_sha256: String::new(),
         };
+        let eligible = eligible_digest()?;
+        if by_scopes {
+            receipt.eligible_scopes_sha256 = Some(eligible);
+        } else {
+            receipt.eligible_set_sha256 = Some(eligible);
+        }
         receipt.receipt_sha256 = receipt.compute_digest()?;
         Ok(receipt)
     }
@@ -489,6 +662,7 @@ mod tests {
             query_sha256: "a".repeat(64),
             eligible: EligibleSet {
                 read_context_sha256: "b".repeat(64),
+                scope_commitments: Vec::new(),
                 entries: ids
                     .iter()
                     .map(|id| EligibleEntry {

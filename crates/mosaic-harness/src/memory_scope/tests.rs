@@ -295,7 +295,7 @@ fn memory_scope_receipt_verifies_and_detects_mutation() {
         Err(DecisionsVerifyError::DigestMismatch)
     );
     let mut recommitted = receipt.clone();
-    recommitted.decisions_sha256 = decisions_digest(&changed).unwrap();
+    recommitted.decisions_sha256 = Some(decisions_digest(&changed).unwrap());
     assert_eq!(
         verify_selection_decisions(&recommitted, &changed),
         Err(DecisionsVerifyError::CountsMismatch)
@@ -312,7 +312,7 @@ fn memory_scope_receipt_verifies_and_detects_mutation() {
     let mut relabelled = selection.decisions.clone();
     relabelled[idx].kind = MemoryKind::Semantic;
     let mut redigested = receipt.clone();
-    redigested.decisions_sha256 = decisions_digest(&relabelled).unwrap();
+    redigested.decisions_sha256 = Some(decisions_digest(&relabelled).unwrap());
     assert_eq!(verify_selection_decisions(&redigested, &relabelled), Ok(()));
     assert_eq!(
         verify_memory_selection(&ctx, &records, None, &redigested),
@@ -1100,6 +1100,7 @@ fn memory_scope_a_sealed_record_set_selects_as_the_records_do() {
     let other = SealedEligibleSet::seal(EligibleSet {
         read_context_sha256: sha256_hex(b"other read"),
         entries: input.eligible.entries.clone(),
+        scope_commitments: Vec::new(),
     })
     .unwrap();
     assert!(matches!(
@@ -1429,81 +1430,64 @@ fn a_receipt_binds_its_scope_commitments_and_an_unbound_one_is_unchanged() {
     assert_ne!(stripped.receipt_sha256, v3.receipt_sha256);
 }
 
-/// A set read with its scopes' commitments gives receipts that bind them
-/// in place of the record set's digest (v4), equal to the receipt of the
-/// same selection bound afterwards, verifiable from the records and the
-/// scopes' records; the set's own digest is never computed for them. A set
-/// without them keeps v2 receipts. A pass holds for the set it was made
-/// over and its clones, not for another sealing of the same records.
-/// Layer: the pure selector's receipt.
+/// A v4 receipt (a v2 selection bound to its scopes' roots in place of
+/// the record set's digest) still verifies from the records and the
+/// scopes' records, and fails when a scope's records or its bound scopes
+/// differ, or when it binds no records at all. Layer: the pure verifier.
 #[test]
-fn a_set_with_scope_commitments_gives_receipts_that_bind_their_roots() {
+fn a_v4_receipt_still_verifies_against_the_scopes_records() {
     let (ctx, records) = fixture();
-    let plain = record_set(&records);
     let commitments = roots_of(&ctx, &records);
-    let bound = plain.clone().with_scope_commitments(commitments.clone());
-    let pass = EligibilityPass::new(&ctx, &plain).unwrap();
-    assert!(pass.holds_for(&ctx, &bound), "a clone of the same sealing");
-    assert!(
-        !pass.holds_for(&ctx, &record_set(&records)),
-        "another sealing of the same records"
-    );
-    let v4 = select_memory_set(&ctx, &bound, &pass, Listing::Full).unwrap();
-    assert!(
-        bound.record_set_sha256.get().is_none(),
-        "a v4 receipt never hashes the record set"
-    );
-    let v2 = select_memory_set(&ctx, &plain, &pass, Listing::Full).unwrap();
-    assert!(v2.receipt.scope_commitments.is_empty());
-    assert_eq!(v4.receipt.scope_commitments.len(), 4);
-    assert_eq!(v4.receipt.record_set_sha256, None);
-    let mut expected = v2.receipt.clone();
-    bind_scope_roots(&mut expected, commitments.clone()).unwrap();
-    assert_eq!(v4.receipt, expected);
-    assert_eq!(v4.decisions, v2.decisions);
-    assert_eq!(v2.receipt, select_memory(&ctx, &records).unwrap().receipt);
+    let states: Vec<(MemoryRecord, &str)> = records.iter().map(|r| (r.clone(), "active")).collect();
+    let read = records_decided_on(&ctx, &states);
+    let v2 = select_memory(&ctx, &read).unwrap();
+    let mut v4 = v2.receipt.clone();
+    bind_scope_roots(&mut v4, commitments.clone()).unwrap();
+    assert_eq!(v4.record_set_sha256, None);
+    assert_eq!(v4.exceptions_sha256, None);
+    assert_eq!(v4.decisions_sha256, v2.receipt.decisions_sha256);
     // The encoding has no record set and hashes under v4.
-    let text = serde_json::to_string(&v4.receipt).unwrap();
+    let text = serde_json::to_string(&v4).unwrap();
     assert!(!text.contains("record_set_sha256"), "{text}");
     assert_eq!(
-        v4.receipt.receipt_sha256,
+        v4.receipt_sha256,
         domain_digest(SELECTION_RECEIPT_V4_DOMAIN, &{
-            let mut body = serde_json::to_value(&v4.receipt).unwrap();
+            let mut body = serde_json::to_value(&v4).unwrap();
             body.as_object_mut().unwrap().remove("receipt_sha256");
             body
         })
         .unwrap()
     );
     let back: MemorySelectionReceipt = serde_json::from_str(&text).unwrap();
-    assert_eq!(back, v4.receipt);
-    verify_memory_selection(&ctx, &records, None, &v4.receipt).unwrap();
-    let states: Vec<(MemoryRecord, &str)> = records.iter().map(|r| (r.clone(), "active")).collect();
-    verify_selection_scopes(&ctx, &v4.receipt, &states).unwrap();
+    assert_eq!(back, v4);
+    verify_memory_selection(&ctx, &read, None, &v4).unwrap();
+    verify_selection_scopes(&ctx, &v4, &states, None).unwrap();
+    verify_selection_decisions(&v4, &v2.decisions).unwrap();
     // One record edited, or in another state: its scope's root differs.
     let mut edited = states.clone();
     edited[2].0.token_count += 1;
     assert_eq!(
-        verify_selection_scopes(&ctx, &v4.receipt, &edited),
+        verify_selection_scopes(&ctx, &v4, &edited, None),
         Err(SelectionVerifyError::ReceiptMismatch {
             field: "scope_commitments"
         })
     );
     let mut revoked = states.clone();
     revoked[2].1 = "revoked";
-    assert!(verify_selection_scopes(&ctx, &v4.receipt, &revoked).is_err());
+    assert!(verify_selection_scopes(&ctx, &v4, &revoked, None).is_err());
     // A scope left out.
-    let mut fewer = v4.receipt.clone();
+    let mut fewer = v4.clone();
     fewer.scope_commitments.pop();
     fewer.receipt_sha256 = fewer.compute_digest().unwrap();
-    assert!(verify_selection_scopes(&ctx, &fewer, &states).is_err());
+    assert!(verify_selection_scopes(&ctx, &fewer, &states, None).is_err());
     // Commitments stripped and the digest recomputed: the receipt binds no
     // records at all and verifies against nothing.
-    let mut stripped = v4.receipt.clone();
+    let mut stripped = v4.clone();
     stripped.scope_commitments.clear();
     stripped.receipt_sha256 = stripped.compute_digest().unwrap();
     assert!(!stripped.binds_records());
     assert_eq!(
-        verify_memory_selection(&ctx, &records, None, &stripped),
+        verify_memory_selection(&ctx, &read, None, &stripped),
         Err(SelectionVerifyError::ReceiptMismatch {
             field: "record_set_sha256"
         })
@@ -1513,12 +1497,505 @@ fn a_set_with_scope_commitments_gives_receipts_that_bind_their_roots() {
         Err(SelectionError::NoScopeCommitments)
     );
     // A record set put back under the v4 digest: a mismatch.
-    let mut mixed = v4.receipt.clone();
+    let mut mixed = v4.clone();
     mixed.record_set_sha256 = v2.receipt.record_set_sha256.clone();
     assert_eq!(
-        verify_memory_selection(&ctx, &records, None, &mixed),
+        verify_memory_selection(&ctx, &read, None, &mixed),
         Err(SelectionVerifyError::DigestMismatch)
     );
+}
+
+/// The fixture's records as the read's scopes hold them (each active),
+/// the records a read decides on among them, the read's scope
+/// commitments, and the set a reader seals from them with the
+/// commitments.
+struct ScopedRead {
+    ctx: MemoryReadContext,
+    states: Vec<(MemoryRecord, &'static str)>,
+    read: Vec<MemoryRecord>,
+    commitments: Vec<ScopeCommitment>,
+    set: RecordSet,
+}
+
+fn scoped_read() -> ScopedRead {
+    let (ctx, records) = fixture();
+    let commitments = roots_of(&ctx, &records);
+    let states: Vec<(MemoryRecord, &str)> = records.iter().map(|r| (r.clone(), "active")).collect();
+    let read = records_decided_on(&ctx, &states);
+    let set = record_set(&read).with_scope_commitments(commitments.clone());
+    ScopedRead {
+        ctx,
+        states,
+        read,
+        commitments,
+        set,
+    }
+}
+
+/// A set read with its scopes' commitments gives v5 receipts: the roots in
+/// place of the record set's digest and the exceptions' digest in place of
+/// the decisions', equal to the v2 receipt of the same selection bound
+/// afterwards, and verifiable from the scopes' records. Neither the record
+/// set's digest, nor the decided records', nor the eligible entries' is
+/// ever computed for them (by the lazy cells). A set without them keeps v2
+/// receipts. Binding the commitments seals the set anew, so a pass made
+/// before does not hold for it. Layer: the pure selector's receipt.
+#[test]
+fn a_set_with_scope_commitments_gives_v5_receipts_without_a_digest_of_every_record() {
+    let ScopedRead {
+        ctx,
+        states,
+        read,
+        commitments,
+        set: bound,
+    } = scoped_read();
+    let plain = record_set(&read);
+    let early = EligibilityPass::new(&ctx, &plain).unwrap();
+    assert!(
+        !early.holds_for(
+            &ctx,
+            &plain.clone().with_scope_commitments(commitments.clone())
+        ),
+        "a pass made before the commitments were bound"
+    );
+    let pass = EligibilityPass::new(&ctx, &bound).unwrap();
+    assert!(pass.holds_for(&ctx, &bound.clone()), "a clone of the set");
+    assert!(!pass.holds_for(&ctx, &plain));
+    let v5 = select_memory_set(&ctx, &bound, &pass, Listing::Full).unwrap();
+    let counted = select_memory_set(&ctx, &bound, &pass, Listing::CountsOnly).unwrap();
+    assert_eq!(counted.receipt, v5.receipt);
+    // Ranked, over the pass's eligible set (named by the commitments).
+    let eligible = pass.eligible_set(&ctx).unwrap();
+    assert_eq!(eligible.scope_commitments(), bound.scope_commitments());
+    let input = relevance_input(&ctx, &read);
+    let relevance = eligible
+        .rank(
+            &input.query_sha256,
+            &input.feature_release,
+            &input.ranker_release,
+            &input.scores,
+            input.max_results,
+        )
+        .unwrap();
+    let ranked =
+        select_memory_ranked_set(&ctx, &bound, &pass, &relevance, &eligible, Listing::Full)
+            .unwrap();
+    let ranked_counted = select_memory_ranked_set(
+        &ctx,
+        &bound,
+        &pass,
+        &relevance,
+        &eligible,
+        Listing::CountsOnly,
+    )
+    .unwrap();
+    assert_eq!(ranked_counted.receipt, ranked.receipt);
+    assert_eq!(
+        bound.digests_computed(),
+        (false, false),
+        "a v5 receipt hashes neither the record set nor the decided records"
+    );
+    assert!(
+        !eligible.sealed_entries().is_hashed(),
+        "an eligible set named by its scopes never hashes its entries"
+    );
+    // The receipts are the v2 ones of the same records, bound afterwards.
+    let plain_pass = EligibilityPass::new(&ctx, &plain).unwrap();
+    let v2 = select_memory_set(&ctx, &plain, &plain_pass, Listing::Full).unwrap();
+    assert!(v2.receipt.scope_commitments.is_empty());
+    assert!(v2.receipt.decisions_sha256.is_some());
+    assert_eq!(plain.digests_computed(), (true, true));
+    let mut expected = v2.receipt.clone();
+    bind_scope_exceptions(&mut expected, &v2.decisions, commitments.clone()).unwrap();
+    assert_eq!(v5.receipt, expected);
+    assert_eq!(v5.decisions, v2.decisions);
+    assert_eq!(v5.receipt.decisions_sha256, None);
+    assert_eq!(v5.receipt.record_set_sha256, None);
+    assert_eq!(
+        v5.receipt.exceptions_sha256,
+        Some(exceptions_digest(&v5.decisions).unwrap())
+    );
+    // The encoding: no record set, no decisions digest, the exceptions'
+    // digest; hashed under v5.
+    let text = serde_json::to_string(&v5.receipt).unwrap();
+    assert!(!text.contains("record_set_sha256"), "{text}");
+    assert!(!text.contains("decisions_sha256"), "{text}");
+    assert!(text.contains("exceptions_sha256"), "{text}");
+    assert_eq!(v5.receipt.domain(), SELECTION_RECEIPT_V5_DOMAIN);
+    assert_eq!(
+        v5.receipt.receipt_sha256,
+        domain_digest(SELECTION_RECEIPT_V5_DOMAIN, &{
+            let mut body = serde_json::to_value(&v5.receipt).unwrap();
+            body.as_object_mut().unwrap().remove("receipt_sha256");
+            body
+        })
+        .unwrap()
+    );
+    let back: MemorySelectionReceipt = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, v5.receipt);
+    // The relevance receipt names the set by its scopes, under its v2 tag.
+    assert_eq!(relevance.eligible_set_sha256, None);
+    assert_eq!(
+        relevance.eligible_scopes_sha256.as_deref(),
+        Some(eligible.sha256())
+    );
+    assert_eq!(relevance.domain(), RELEVANCE_RECEIPT_V2_DOMAIN);
+    verify_relevance_receipt(
+        &RelevanceInput {
+            eligible: eligible.to_set(),
+            ..input.clone()
+        },
+        &relevance,
+    )
+    .unwrap();
+    // Each verifies: from the records decided on, from the decisions, and
+    // from the scopes' records.
+    verify_memory_selection(&ctx, &read, None, &v5.receipt).unwrap();
+    verify_selection_decisions(&v5.receipt, &v5.decisions).unwrap();
+    verify_selection_scopes(&ctx, &v5.receipt, &states, None).unwrap();
+    verify_memory_selection(&ctx, &read, Some(&relevance), &ranked.receipt).unwrap();
+    verify_selection_decisions(&ranked.receipt, &ranked.decisions).unwrap();
+    verify_selection_scopes(&ctx, &ranked.receipt, &states, Some(&relevance)).unwrap();
+    // The same records ranked over a set named by its entries, or
+    // without the ranking: not this receipt.
+    let entries_relevance = rank_relevance(&input).unwrap();
+    assert!(
+        verify_selection_scopes(&ctx, &ranked.receipt, &states, Some(&entries_relevance)).is_err()
+    );
+    assert!(verify_selection_scopes(&ctx, &ranked.receipt, &states, None).is_err());
+    // A relevance receipt over another set of scopes is refused by the
+    // selector before anything is selected.
+    let mut other_roots = commitments.clone();
+    other_roots[0].generation += 1;
+    let other = SealedEligibleSet::of_scopes(
+        eligible.read_context_sha256().to_owned(),
+        std::sync::Arc::new(SealedEntries::seal(eligible.entries().to_vec()).unwrap()),
+        other_roots,
+    )
+    .unwrap();
+    assert!(matches!(
+        select_memory_ranked_set(&ctx, &bound, &pass, &relevance, &other, Listing::CountsOnly),
+        Err(SelectionError::RelevanceMismatch(_))
+    ));
+    // An entries-named ranking of the same entries is not this read's
+    // either: the set is named by its scopes.
+    let by_entries = SealedEligibleSet::of_entries(
+        eligible.read_context_sha256().to_owned(),
+        std::sync::Arc::new(SealedEntries::seal(eligible.entries().to_vec()).unwrap()),
+    )
+    .unwrap();
+    assert!(matches!(
+        select_memory_ranked_set(
+            &ctx,
+            &bound,
+            &pass,
+            &entries_relevance,
+            &by_entries,
+            Listing::CountsOnly
+        ),
+        Err(SelectionError::RelevanceMismatch(_))
+    ));
+}
+
+/// Every member of a v5 receipt is bound: each one changed with the digest
+/// left fails the full check from the scopes' records; with the digest
+/// recomputed as a forger would, each but a generation (which only the
+/// signature binds, see below) still fails it. Layer: the pure verifier.
+#[test]
+fn every_member_of_a_v5_receipt_is_bound() {
+    let ScopedRead {
+        ctx,
+        states,
+        read,
+        set: bound,
+        ..
+    } = scoped_read();
+    let pass = EligibilityPass::new(&ctx, &bound).unwrap();
+    let eligible = pass.eligible_set(&ctx).unwrap();
+    let input = relevance_input(&ctx, &read);
+    let relevance = eligible
+        .rank(
+            &input.query_sha256,
+            &input.feature_release,
+            &input.ranker_release,
+            &input.scores,
+            input.max_results,
+        )
+        .unwrap();
+    let ranked =
+        select_memory_ranked_set(&ctx, &bound, &pass, &relevance, &eligible, Listing::Full)
+            .unwrap()
+            .receipt;
+    let plain = select_memory_set(&ctx, &bound, &pass, Listing::CountsOnly)
+        .unwrap()
+        .receipt;
+    for (receipt, relevance) in [(&ranked, Some(&relevance)), (&plain, None)] {
+        verify_selection_scopes(&ctx, receipt, &states, relevance).unwrap();
+        let other = sha256_hex(b"other");
+        type Mutation = Box<dyn Fn(&mut MemorySelectionReceipt)>;
+        let mutations: Vec<(&str, Mutation)> = vec![
+            ("schema_version", Box::new(|r| r.schema_version += 1)),
+            (
+                "selector_release",
+                Box::new(|r| r.selector_release.push('x')),
+            ),
+            (
+                "read_context_sha256",
+                Box::new({
+                    let other = other.clone();
+                    move |r| r.read_context_sha256 = other.clone()
+                }),
+            ),
+            (
+                "ordering",
+                Box::new(|r| {
+                    r.ordering = match r.ordering {
+                        SelectionOrdering::KindRecency => SelectionOrdering::Relevance,
+                        SelectionOrdering::Relevance => SelectionOrdering::KindRecency,
+                    }
+                }),
+            ),
+            (
+                "relevance_receipt_sha256",
+                Box::new({
+                    let other = other.clone();
+                    move |r| {
+                        r.relevance_receipt_sha256 = match r.relevance_receipt_sha256 {
+                            Some(_) => None,
+                            None => Some(other.clone()),
+                        }
+                    }
+                }),
+            ),
+            (
+                "selected_record_ids",
+                Box::new(|r| r.selected_record_ids.reverse()),
+            ),
+            (
+                "decision_counts",
+                Box::new(|r| r.decision_counts.decided += 1),
+            ),
+            (
+                "exceptions_sha256",
+                Box::new({
+                    let other = other.clone();
+                    move |r| r.exceptions_sha256 = Some(other.clone())
+                }),
+            ),
+            (
+                "scope_commitments root",
+                Box::new({
+                    let other = other.clone();
+                    move |r| r.scope_commitments[1].root_sha256 = other.clone()
+                }),
+            ),
+            (
+                "scope_commitments generation",
+                Box::new(|r| r.scope_commitments[3].generation += 1),
+            ),
+            (
+                "scope_commitments scope",
+                Box::new(|r| {
+                    r.scope_commitments[0].scope = ReadScope::Run {
+                        run_id: "run-other".into(),
+                    }
+                }),
+            ),
+            (
+                "receipt_sha256",
+                Box::new({
+                    let other = other.clone();
+                    move |r| r.receipt_sha256 = other.clone()
+                }),
+            ),
+        ];
+        for (member, mutate) in &mutations {
+            let mut changed = receipt.clone();
+            mutate(&mut changed);
+            assert!(
+                verify_selection_scopes(&ctx, &changed, &states, relevance).is_err(),
+                "{member} changed, digest left"
+            );
+            changed.receipt_sha256 = changed.compute_digest().unwrap();
+            // A scope's generation counts its changes: no holder of its
+            // records can recompute it, so a receipt re-hashed with another
+            // one is refused by its signature over the digest, not by the
+            // records (a ranked one also by its relevance receipt, whose
+            // eligible set the generation names).
+            let by_signature_only =
+                *member == "scope_commitments generation" && relevance.is_none();
+            if *member != "receipt_sha256" && !by_signature_only {
+                assert!(
+                    verify_selection_scopes(&ctx, &changed, &states, relevance).is_err(),
+                    "{member} changed, digest recomputed"
+                );
+            }
+        }
+        // `selected_record_ids` reversed must be a change for the check to
+        // mean anything.
+        assert!(receipt.selected_record_ids.len() > 1);
+    }
+}
+
+/// A v5 receipt is never taken for a v4 one, nor a v4 one for v5: the
+/// version is the members', and the same digest value under the other
+/// member's name, or the same body under the other tag, fails.
+/// Layer: the pure verifier.
+#[test]
+fn a_v4_receipt_is_not_a_v5_receipt_nor_the_reverse() {
+    let ScopedRead {
+        ctx,
+        states,
+        read,
+        commitments,
+        set: bound,
+    } = scoped_read();
+    let pass = EligibilityPass::new(&ctx, &bound).unwrap();
+    let selection = select_memory_set(&ctx, &bound, &pass, Listing::Full).unwrap();
+    let v5 = selection.receipt;
+    let mut v4 = select_memory(&ctx, &read).unwrap().receipt;
+    bind_scope_roots(&mut v4, commitments).unwrap();
+    verify_selection_scopes(&ctx, &v4, &states, None).unwrap();
+    verify_selection_scopes(&ctx, &v5, &states, None).unwrap();
+    assert_eq!(v4.domain(), SELECTION_RECEIPT_V4_DOMAIN);
+    assert_eq!(v5.domain(), SELECTION_RECEIPT_V5_DOMAIN);
+    // v5's exceptions digest under v4's member name, re-hashed as v4.
+    let mut as_v4 = v5.clone();
+    as_v4.decisions_sha256 = as_v4.exceptions_sha256.take();
+    as_v4.receipt_sha256 = as_v4.compute_digest().unwrap();
+    assert_eq!(
+        verify_selection_scopes(&ctx, &as_v4, &states, None),
+        Err(SelectionVerifyError::ReceiptMismatch {
+            field: "decisions_sha256"
+        })
+    );
+    assert!(verify_selection_decisions(&as_v4, &selection.decisions).is_err());
+    // v4's decisions digest under v5's member name, re-hashed as v5.
+    let mut as_v5 = v4.clone();
+    as_v5.exceptions_sha256 = as_v5.decisions_sha256.take();
+    as_v5.receipt_sha256 = as_v5.compute_digest().unwrap();
+    assert_eq!(
+        verify_selection_scopes(&ctx, &as_v5, &states, None),
+        Err(SelectionVerifyError::ReceiptMismatch {
+            field: "exceptions_sha256"
+        })
+    );
+    assert!(verify_selection_decisions(&as_v5, &selection.decisions).is_err());
+    // Each body hashed under the other's tag is not its digest.
+    let body = |r: &MemorySelectionReceipt| {
+        let mut body = serde_json::to_value(r).unwrap();
+        body.as_object_mut().unwrap().remove("receipt_sha256");
+        body
+    };
+    let mut v5_under_v4 = v5.clone();
+    v5_under_v4.receipt_sha256 = domain_digest(SELECTION_RECEIPT_V4_DOMAIN, &body(&v5)).unwrap();
+    assert_eq!(
+        verify_selection_scopes(&ctx, &v5_under_v4, &states, None),
+        Err(SelectionVerifyError::DigestMismatch)
+    );
+    let mut v4_under_v5 = v4.clone();
+    v4_under_v5.receipt_sha256 = domain_digest(SELECTION_RECEIPT_V5_DOMAIN, &body(&v4)).unwrap();
+    assert_eq!(
+        verify_selection_scopes(&ctx, &v4_under_v5, &states, None),
+        Err(SelectionVerifyError::DigestMismatch)
+    );
+    // Both members at once: no selection gives that.
+    let mut both = v5.clone();
+    both.decisions_sha256 = v4.decisions_sha256.clone();
+    both.receipt_sha256 = both.compute_digest().unwrap();
+    assert!(verify_selection_scopes(&ctx, &both, &states, None).is_err());
+    assert!(verify_selection_decisions(&both, &selection.decisions).is_err());
+}
+
+/// The v3 eligible-set digest binds the read context and every scope's
+/// root and generation: any one changed is another digest.
+/// Layer: the eligible set's encoding.
+#[test]
+fn the_eligible_set_v3_digest_moves_with_every_root_and_generation() {
+    let ScopedRead {
+        ctx,
+        read,
+        commitments,
+        ..
+    } = scoped_read();
+    let set = EligibleSet {
+        scope_commitments: commitments.clone(),
+        ..eligible_set(&ctx, &read).unwrap()
+    };
+    let digest = set.digest().unwrap();
+    assert_eq!(
+        digest,
+        scoped_set_digest(&set.read_context_sha256, &commitments).unwrap()
+    );
+    // Not over the entries: the same commitments name it whatever the
+    // entries are (the roots and the context decide them).
+    let mut fewer = set.clone();
+    fewer.entries.pop();
+    assert_eq!(fewer.digest().unwrap(), digest);
+    let mut seen = std::collections::BTreeSet::from([digest.clone()]);
+    for at in 0..commitments.len() {
+        let mut root = set.clone();
+        root.scope_commitments[at].root_sha256 = sha256_hex(b"another root");
+        let mut generation = set.clone();
+        generation.scope_commitments[at].generation += 1;
+        for changed in [root, generation] {
+            assert!(seen.insert(changed.digest().unwrap()), "scope {at}");
+        }
+    }
+    let mut context = set.clone();
+    context.read_context_sha256 = sha256_hex(b"another read");
+    assert!(seen.insert(context.digest().unwrap()));
+    // Without commitments it is the v2 digest over the entries.
+    let entries_only = EligibleSet {
+        scope_commitments: Vec::new(),
+        ..set.clone()
+    };
+    assert_ne!(entries_only.digest().unwrap(), digest);
+    assert_ne!(fewer.entries, set.entries);
+}
+
+/// The records a read decides on among its scopes' records: active, of
+/// its tenant, policy and kinds, current at its instant, one per exact
+/// content (the newest, the larger id among equals). Layer: the pure
+/// verifier's rule, the one the service's read applies.
+#[test]
+fn the_records_decided_on_are_one_per_content_among_the_current_active_ones() {
+    let (ctx, _) = fixture();
+    let older = semantic("a-older", FIXTURE_NOW_UNIX_MS - 10);
+    let mut newer = semantic("z-newer", FIXTURE_NOW_UNIX_MS - 5);
+    newer.content_sha256 = older.content_sha256.clone();
+    let mut tie_low = semantic("m-tie", FIXTURE_NOW_UNIX_MS - 7);
+    let mut tie_high = semantic("n-tie", FIXTURE_NOW_UNIX_MS - 7);
+    tie_low.content_sha256 = sha256_hex(b"tie");
+    tie_high.content_sha256 = sha256_hex(b"tie");
+    let unique = semantic("unique", FIXTURE_NOW_UNIX_MS - 3);
+    let future = semantic("future", FIXTURE_NOW_UNIX_MS + 3);
+    let mut other_policy = semantic("other-policy", FIXTURE_NOW_UNIX_MS - 3);
+    other_policy.policy_sha256 = sha256_hex(b"other policy");
+    let elsewhere = fixture_record(
+        "elsewhere",
+        MemoryKind::Semantic,
+        principal("someone-else"),
+        "elsewhere",
+        FIXTURE_NOW_UNIX_MS - 3,
+    );
+    let revoked = semantic("revoked", FIXTURE_NOW_UNIX_MS - 3);
+    let scope_records: Vec<(MemoryRecord, &str)> = vec![
+        (older, "active"),
+        (newer, "active"),
+        (tie_low, "active"),
+        (tie_high, "active"),
+        (unique, "active"),
+        (future, "active"),
+        (other_policy, "active"),
+        (elsewhere, "active"),
+        (revoked, "revoked"),
+    ];
+    let decided: Vec<String> = records_decided_on(&ctx, &scope_records)
+        .into_iter()
+        .map(|r| r.record_id)
+        .collect();
+    assert_eq!(decided, ["n-tie", "unique", "z-newer"]);
 }
 
 /// The commitments of the read's scopes over `records`, each active.

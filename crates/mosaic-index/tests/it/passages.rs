@@ -271,6 +271,7 @@ fn the_explanation_names_the_passage_that_matched() {
         r.vector.publish(&m).unwrap();
     }
     let set = SealedEligibleSet::seal(EligibleSet {
+        scope_commitments: Vec::new(),
         read_context_sha256: sha256_hex(b"read"),
         entries: ids
             .iter()

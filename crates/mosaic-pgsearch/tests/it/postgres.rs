@@ -588,6 +588,7 @@ mod shared_ranker {
             })
             .collect();
         SealedEligibleSet::seal(EligibleSet {
+            scope_commitments: Vec::new(),
             read_context_sha256: sha256_hex(b"shared ranker read"),
             entries,
         })
