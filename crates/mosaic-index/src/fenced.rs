@@ -50,9 +50,8 @@ struct Resolved {
     generation: u64,
     /// The (tenant, policy) scope number.
     scope: u32,
-    /// The eligible entries' seal number: entries sealed once are never
-    /// changed and no two sealings share a number, so it names every
-    /// eligible id without hashing them.
+    /// Which sealing of eligible entries it resolves (see
+    /// `SealedEntries::seal_number`).
     entries_seal: u64,
     docs: Arc<DocSet>,
 }
@@ -287,9 +286,11 @@ impl<B: Backend> FencedIndex<B> {
 
     /// [`FencedIndex::resolve_ids`] of a sealed eligible set's ids, kept
     /// for the next reads of the same set while the fence does not change
-    /// (a reader of an unchanged scope looks up no id again). The set is
-    /// named by its entries' seal number (the reader keeps one sealing of
-    /// an unchanged set's entries), so naming it hashes no entry.
+    /// (a reader of an unchanged scope looks up no id again). A set kept
+    /// at an earlier generation, or the set these entries were derived from
+    /// by a change (a recall after a write), is brought up to date by
+    /// looking again at only the changed records and the slots changed
+    /// since ([`Fence::changes_since`]); a fresh resolution otherwise.
     pub(crate) fn resolve_eligible(
         &self,
         eligible: &SealedEligibleSet,
@@ -300,7 +301,8 @@ impl<B: Backend> FencedIndex<B> {
             return Arc::new(DocSet::default());
         };
         let generation = self.fence.snapshot_generation();
-        let key = eligible.sealed_entries().seal_number();
+        let seal = eligible.sealed_entries().seal_number();
+        let derived = eligible.sealed_entries().derived_from();
         // Whole entries pushed and removed: a poisoned lock still guards a
         // consistent list.
         let lock = || {
@@ -308,30 +310,103 @@ impl<B: Backend> FencedIndex<B> {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
-        if let Some(kept) = lock()
-            .iter()
-            .rev()
-            .find(|r| r.generation == generation && r.scope == scope && r.entries_seal == key)
-        {
-            return kept.docs.clone();
-        }
-        let docs = Arc::new(self.resolve_ids(
-            eligible.entries().iter().map(|e| e.record_id.as_str()),
-            tenant_id,
-            policy_sha256,
-        ));
+        // The same entries at this generation; else, to bring up to date,
+        // the same entries at an earlier one or the entries these were
+        // derived from.
+        let base =
+            {
+                let resolved = lock();
+                if let Some(kept) = resolved.iter().rev().find(|r| {
+                    r.generation == generation && r.scope == scope && r.entries_seal == seal
+                }) {
+                    return kept.docs.clone();
+                }
+                resolved
+                    .iter()
+                    .rev()
+                    .find(|r| {
+                        r.scope == scope
+                            && (r.entries_seal == seal
+                                || derived.is_some_and(|(parent, _)| parent == r.entries_seal))
+                    })
+                    .map(|r| (r.generation, r.entries_seal, r.docs.clone()))
+            };
+        let advanced = base.and_then(|(since, base_seal, docs)| {
+            let changed: &[String] = match derived {
+                Some((parent, changed)) if parent == base_seal && base_seal != seal => changed,
+                _ => &[],
+            };
+            self.advance(&docs, since, changed, eligible, scope)
+        });
+        let docs = Arc::new(match advanced {
+            Some(docs) => docs,
+            None => self.resolve_ids(
+                eligible.entries().iter().map(|e| e.record_id.as_str()),
+                tenant_id,
+                policy_sha256,
+            ),
+        });
         let mut resolved = lock();
-        resolved.retain(|r| r.generation == generation);
+        resolved.retain(|r| r.generation == generation || r.entries_seal != seal);
         if resolved.len() >= RESOLVED_KEPT {
             resolved.remove(0);
         }
         resolved.push(Resolved {
             generation,
             scope,
-            entries_seal: key,
+            entries_seal: seal,
             docs: docs.clone(),
         });
         docs
+    }
+
+    /// `docs`, the resolution of some entries at fence generation `since`,
+    /// brought to the resolution of `eligible` now, where `changed` names
+    /// every record whose eligibility differs between those entries and
+    /// `eligible`: only the records `changed` names and those whose slot
+    /// changed since are looked at again. `None` when the fence no longer
+    /// remembers every change since.
+    fn advance(
+        &self,
+        docs: &DocSet,
+        since: u64,
+        changed: &[String],
+        eligible: &SealedEligibleSet,
+        scope: u32,
+    ) -> Option<DocSet> {
+        let slot_changes = self.fence.changes_since(since)?;
+        let mut out = docs.clone();
+        // Every doc those records had then or have now leaves first ...
+        out.remove_all(
+            slot_changes
+                .iter()
+                .filter_map(|(_, before)| *before)
+                .chain(changed.iter().filter_map(|id| self.fence.doc_of(id)))
+                .chain(
+                    slot_changes
+                        .iter()
+                        .filter_map(|(id, _)| self.fence.doc_of(id)),
+                ),
+        );
+        // ... and the live doc of each eligible one comes back.
+        let entries = eligible.entries();
+        let is_eligible = |id: &str| {
+            entries
+                .binary_search_by(|e| e.record_id.as_str().cmp(id))
+                .is_ok()
+        };
+        for id in slot_changes
+            .iter()
+            .map(|(id, _)| *id)
+            .chain(changed.iter().map(String::as_str))
+        {
+            if is_eligible(id)
+                && let Some(doc) = self.fence.live_doc_in(id, scope)
+            {
+                out.insert(doc);
+            }
+        }
+        Some(out)
     }
 
     /// The docs of the live records among `ids` of `tenant_id` under

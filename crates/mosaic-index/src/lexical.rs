@@ -1754,6 +1754,89 @@ mod tests {
         assert!(compared > 300, "{compared}");
     }
 
+    /// Layer: the index's resolution of eligible sets. Over a chain of
+    /// random index changes (publications, new versions, tombstones, ids
+    /// eligible before they are indexed) and eligible sets each derived
+    /// from the last by a change, the resolution brought up to date from
+    /// the kept one is exactly a fresh resolution of the set's ids.
+    #[test]
+    fn a_derived_eligible_set_resolves_as_a_fresh_one() {
+        use mosaic_harness::memory_scope::{EligibleEntry, SealedEligibleSet, SealedEntries};
+        let mut seed: u64 = 7;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let policy = sha256_hex(b"policy");
+        let id = |i: u64| format!("r{i:02}");
+        let mut idx = LexicalIndex::new();
+        let mut generation = [0u64; 40];
+        let mut eligible: std::collections::BTreeSet<u64> = Default::default();
+        let sealed = |ids: &std::collections::BTreeSet<u64>, parent: Option<(u64, Vec<String>)>| {
+            let entries: Vec<EligibleEntry> = ids
+                .iter()
+                .map(|i| EligibleEntry {
+                    record_id: id(*i),
+                    content_sha256: sha256_hex(id(*i).as_bytes()),
+                })
+                .collect();
+            let entries = match parent {
+                Some((parent, changed)) => SealedEntries::seal_derived(entries, parent, changed),
+                None => SealedEntries::seal(entries).unwrap(),
+            };
+            SealedEligibleSet::of_entries(sha256_hex(b"ctx"), std::sync::Arc::new(entries)).unwrap()
+        };
+        let fresh = |idx: &LexicalIndex, set: &SealedEligibleSet| {
+            let mut docs = idx
+                .resolve_ids(
+                    set.entries().iter().map(|e| e.record_id.as_str()),
+                    "t",
+                    &policy,
+                )
+                .docs()
+                .to_vec();
+            docs.sort_unstable();
+            docs
+        };
+        let mut set = sealed(&eligible, None);
+        let mut advanced = 0;
+        for step in 0..200 {
+            // Index changes, some of ids not (yet) eligible.
+            for _ in 0..next(4) {
+                let i = next(40);
+                generation[i as usize] += 1;
+                let g = generation[i as usize];
+                if next(4) == 0 {
+                    idx.tombstone(&id(i), g).unwrap();
+                } else {
+                    idx.publish(&message(&id(i), g, 0, step, format!("apple {step}")))
+                        .unwrap();
+                }
+            }
+            // An eligibility change, derived from the last set.
+            let mut changed = Vec::new();
+            for _ in 0..next(4) {
+                let i = next(40);
+                if !eligible.remove(&i) {
+                    eligible.insert(i);
+                }
+                changed.push(id(i));
+            }
+            let parent = set.sealed_entries().seal_number();
+            let before = idx.fence.snapshot_generation();
+            // Resolved once before the change, so a kept resolution exists.
+            idx.resolve_eligible(&set, "t", &policy);
+            set = sealed(&eligible, Some((parent, changed)));
+            let mut resolved = idx.resolve_eligible(&set, "t", &policy).docs().to_vec();
+            resolved.sort_unstable();
+            assert_eq!(resolved, fresh(&idx, &set), "step {step}");
+            advanced += usize::from(idx.fence.changes_since(before).is_some());
+        }
+        assert!(advanced > 150, "{advanced}");
+    }
+
     /// A set's subjects are kept with it after a read, and found again once
     /// a doc is added: the statistics then cover the new doc's subject.
     #[test]

@@ -62,6 +62,26 @@ impl DocSet {
         }
     }
 
+    /// Takes `docs` out (docs not in the set are ignored).
+    pub fn remove_all(&mut self, docs: impl IntoIterator<Item = DocId>) {
+        let mut removed = false;
+        for doc in docs {
+            let (word, bit) = ((doc / 64) as usize, doc % 64);
+            if let Some(w) = self.bits.get_mut(word)
+                && *w & (1 << bit) != 0
+            {
+                *w &= !(1 << bit);
+                removed = true;
+            }
+        }
+        if removed {
+            let bits = &self.bits;
+            self.docs
+                .retain(|d| bits[(d / 64) as usize] & (1 << (d % 64)) != 0);
+            self.partitions.take();
+        }
+    }
+
     /// The partitions of these docs, computed by `find` once.
     pub(crate) fn partitions(&self, find: impl FnOnce() -> Vec<u32>) -> &[u32] {
         self.partitions.get_or_init(find)

@@ -245,7 +245,16 @@ pub(crate) struct Fence {
     revocation_epoch: u64,
     /// (tenant, policy) pairs seen, numbered in order of appearance.
     scopes: HashMap<(String, String), u32>,
+    /// The latest slot changes, oldest first: the generation each change
+    /// moved the fence to, the record and the doc it had before (see
+    /// [`Fence::changes_since`]).
+    recent: std::collections::VecDeque<(u64, String, Option<DocId>)>,
 }
+
+/// Slot changes the fence remembers (a few hundred kilobytes): a reader
+/// that resolved an eligible set before them brings it up to date with
+/// them rather than resolving every eligible id again.
+const RECENT_CHANGES: usize = 4096;
 
 impl Fence {
     pub(crate) fn new(target: &str) -> Self {
@@ -256,7 +265,43 @@ impl Fence {
             snapshot_generation: 0,
             revocation_epoch: 0,
             scopes: HashMap::new(),
+            recent: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Moves the generation for a change of `record_id`'s slot, which had
+    /// `old_doc`, and remembers the change.
+    fn changed(&mut self, record_id: &str, old_doc: Option<DocId>) {
+        self.snapshot_generation += 1;
+        if self.recent.len() == RECENT_CHANGES {
+            self.recent.pop_front();
+        }
+        self.recent
+            .push_back((self.snapshot_generation, record_id.to_owned(), old_doc));
+    }
+
+    /// Every slot changed after generation `since` with the doc it had
+    /// before the first of those changes (the same record may be named
+    /// more than once), or `None` when the fence no longer remembers all
+    /// of them.
+    pub(crate) fn changes_since(&self, since: u64) -> Option<Vec<(&str, Option<DocId>)>> {
+        if since > self.snapshot_generation {
+            return None;
+        }
+        if since == self.snapshot_generation {
+            return Some(Vec::new());
+        }
+        let first = self.recent.front()?.0;
+        if first > since + 1 {
+            return None;
+        }
+        Some(
+            self.recent
+                .iter()
+                .filter(|(generation, _, _)| *generation > since)
+                .map(|(_, id, doc)| (id.as_str(), *doc))
+                .collect(),
+        )
     }
 
     pub(crate) fn target(&self) -> &str {
@@ -325,6 +370,7 @@ impl Fence {
             .map_or(0, |s| s.state.revoked_through)
             .max(m.revocation_generation);
         let scope = self.intern_scope(&m.scope.tenant_id, &m.scope.policy_sha256);
+        let before = self.doc_of(&m.record_id);
         self.slots.insert(
             m.record_id.clone(),
             Slot {
@@ -343,7 +389,7 @@ impl Fence {
                 doc: Some(doc),
             },
         );
-        self.snapshot_generation += 1;
+        self.changed(&m.record_id, before.or(old_doc));
     }
 
     pub(crate) fn plan_tombstone(
@@ -384,6 +430,7 @@ impl Fence {
             .get(record_id)
             .map_or(0, |s| s.state.revoked_through)
             .max(generation);
+        let before = self.doc_of(record_id);
         self.slots.insert(
             record_id.to_owned(),
             Slot {
@@ -396,7 +443,7 @@ impl Fence {
                 scope: NO_SCOPE,
             },
         );
-        self.snapshot_generation += 1;
+        self.changed(record_id, before.or(old_doc));
         self.revocation_epoch += 1;
     }
 
@@ -484,6 +531,7 @@ impl Fence {
 
     /// Restores a tombstone slot from a snapshot or rebuild.
     pub(crate) fn restore_tombstone(&mut self, record_id: &str, state: SlotState) {
+        let before = self.doc_of(record_id);
         self.slots.insert(
             record_id.to_owned(),
             Slot {
@@ -492,7 +540,7 @@ impl Fence {
                 scope: NO_SCOPE,
             },
         );
-        self.snapshot_generation += 1;
+        self.changed(record_id, before);
     }
 
     /// Restores a live slot from a snapshot.
@@ -501,6 +549,7 @@ impl Fence {
             Some(l) => self.intern_scope(&l.scope.tenant_id, &l.scope.policy_sha256),
             None => NO_SCOPE,
         };
+        let before = self.doc_of(record_id);
         self.slots.insert(
             record_id.to_owned(),
             Slot {
@@ -509,6 +558,6 @@ impl Fence {
                 scope,
             },
         );
-        self.snapshot_generation += 1;
+        self.changed(record_id, before);
     }
 }

@@ -84,7 +84,7 @@ impl EligibilityPass {
         for checked in set.records().iter() {
             outcomes.push(decide_record(ctx, checked.record(), &mut at_or_after));
         }
-        Self::of_outcomes(ctx, set, next, outcomes)
+        Self::of_outcomes(ctx, set, next, outcomes, None)
     }
 
     /// The pass over `set`, a set derived from `kept` (the set this pass
@@ -117,13 +117,17 @@ impl EligibilityPass {
         let old = kept.records();
         let mut from = 0usize;
         let mut outcomes = Vec::with_capacity(set.records().len());
+        // The records taken out and put in: the only ones whose
+        // eligibility can differ between the two passes.
+        let mut changed = Vec::new();
         for checked in set.records() {
             // Skip the kept records taken out (they sort before this one).
             let id = checked.record().record_id.as_str();
             while from < old.len()
                 && !Arc::ptr_eq(&old[from], checked)
-                && old[from].record().record_id.as_str() < id
+                && old[from].record().record_id.as_str() <= id
             {
+                changed.push(old[from].record().record_id.clone());
                 from += 1;
             }
             if from < old.len() && Arc::ptr_eq(&old[from], checked) {
@@ -131,9 +135,17 @@ impl EligibilityPass {
                 from += 1;
                 continue;
             }
+            changed.push(id.to_owned());
             outcomes.push(decide_record(ctx, checked.record(), &mut at_or_after));
         }
-        Self::of_outcomes(ctx, set, next, outcomes)
+        changed.extend(old[from..].iter().map(|r| r.record().record_id.clone()));
+        Self::of_outcomes(
+            ctx,
+            set,
+            next,
+            outcomes,
+            Some((self.entries.seal_number(), changed)),
+        )
     }
 
     /// The pass of `outcomes` (one per record of `set`, in its order).
@@ -142,6 +154,7 @@ impl EligibilityPass {
         set: &RecordSet,
         next_change_unix_ms: Option<u64>,
         outcomes: Vec<Option<DropReason>>,
+        derived_from: Option<(u64, Vec<String>)>,
     ) -> Result<Self, SelectionError> {
         let mut dropped = Vec::new();
         let mut drop_counts: BTreeMap<DropReason, u64> = BTreeMap::new();
@@ -172,7 +185,10 @@ impl EligibilityPass {
             drop_counts,
             eligible,
             recency_order: OnceLock::new(),
-            entries: Arc::new(SealedEntries::seal(entries)?),
+            entries: Arc::new(match derived_from {
+                Some((parent, changed)) => SealedEntries::derived(entries, parent, changed),
+                None => SealedEntries::seal(entries)?,
+            }),
             scope_commitments: set.scope_commitments().to_vec(),
         })
     }

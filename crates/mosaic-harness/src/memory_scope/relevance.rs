@@ -153,6 +153,10 @@ pub struct SealedEntries {
     sorted: bool,
     /// Which sealing this is (clones share it).
     seal: u64,
+    /// The sealing these entries were derived from by a change, and every
+    /// record id whose eligibility the change may have changed (see
+    /// [`SealedEntries::derived_from`]).
+    derived_from: Option<(u64, Arc<[String]>)>,
 }
 
 impl PartialEq for SealedEntries {
@@ -173,7 +177,43 @@ impl SealedEntries {
             sha256: std::sync::OnceLock::new(),
             sorted,
             seal: ENTRY_SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            derived_from: None,
         })
+    }
+
+    /// Seals `entries`, the eligible records of a record set in its order
+    /// (so strictly sorted by record id, which is not checked again),
+    /// derived by a change from the sealing `parent`: `changed` names every
+    /// record id in one and not the other (sorted or not).
+    pub(crate) fn derived(entries: Vec<EligibleEntry>, parent: u64, changed: Vec<String>) -> Self {
+        SealedEntries {
+            entries,
+            sha256: std::sync::OnceLock::new(),
+            sorted: true,
+            seal: ENTRY_SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            derived_from: Some((parent, changed.into())),
+        }
+    }
+
+    /// [`SealedEntries::seal`] of `entries` derived by a change from the
+    /// sealing `parent`, where `changed` names every record id in one and
+    /// not the other (see [`SealedEntries::derived_from`]).
+    pub fn seal_derived(entries: Vec<EligibleEntry>, parent: u64, changed: Vec<String>) -> Self {
+        let sorted = strictly_sorted(&entries);
+        SealedEntries {
+            sorted,
+            ..Self::derived(entries, parent, changed)
+        }
+    }
+
+    /// The sealing these entries were derived from by a change and the
+    /// record ids the change may have added or taken out (every id in one
+    /// of the two entries and not the other is among them), so a reader
+    /// that resolved the parent's ids looks again at these only.
+    pub fn derived_from(&self) -> Option<(u64, &[String])> {
+        self.derived_from
+            .as_ref()
+            .map(|(parent, changed)| (*parent, &changed[..]))
     }
 
     /// The entries.

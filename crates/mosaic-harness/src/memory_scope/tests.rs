@@ -2103,6 +2103,16 @@ proptest! {
                 prop_assert_eq!(&changed_pass.drop_counts, &fresh_pass.drop_counts);
                 prop_assert_eq!(&changed_pass.eligible, &fresh_pass.eligible);
                 prop_assert_eq!(changed_pass.entries.sha256(), fresh_pass.entries.sha256());
+                // The derived entries name their parent and every id in one
+                // of the two and not the other.
+                let (parent, named) = changed_pass.entries.derived_from().unwrap();
+                prop_assert_eq!(parent, pass.entries.seal_number());
+                let ids = |p: &EligibilityPass| -> std::collections::BTreeSet<String> {
+                    p.entries.entries().iter().map(|e| e.record_id.clone()).collect()
+                };
+                for id in ids(&pass).symmetric_difference(&ids(&changed_pass)) {
+                    prop_assert!(named.contains(id), "{id} changed but not named");
+                }
                 // The derived pass may watch an instant of a record taken
                 // out: never later than the fresh one's.
                 if let Some(fresh_next) = fresh_pass.next_change_unix_ms {
