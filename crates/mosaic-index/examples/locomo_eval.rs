@@ -5,7 +5,9 @@
 //!     CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8] [--model-dir DIR]
 //!     [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]...
 //!     [--split tuning|held-out|all] [--tables] [--latency] [--batch 64|session]
-//!     [--conversations FIRST-LAST] [--leave-out-question-turns | --hide-own-turns]
+//!     [--conversations FIRST-LAST]
+//!     [--leave-out-question-turns | --hide-own-turns [--own-turns-ineligible] | --before-question]
+//!     [--dump FILE]
 //! ```
 //!
 //! Each conversation is one principal; each turn one episodic record with
@@ -46,6 +48,18 @@
 //! `--hide-own-turns` ingests every turn and takes each question's own two
 //! out of that question's ranking only. Both as `mosaic eval --ingest
 //! turns` does with the same flags.
+//!
+//! Two more forms, for diagnosis only (`mosaic eval` has neither):
+//! `--own-turns-ineligible` (with `--hide-own-turns`) also takes a
+//! question's own two turns out of its eligible set, so they lend no terms
+//! to their neighbours through the lexical turn windows either; and
+//! `--before-question` ingests every turn and ranks each question over the
+//! turns recorded before its own turn only (the history its user had when
+//! asking; a question with no turn of its own ranks over everything).
+//! `--dump FILE` writes each question's ranking per variant as JSON lines
+//! (`variant`, `question_id`, `category`, `evidence`, and `ranked`: the
+//! first 50 as `[record id, score, lexical rank, vector rank]`, the
+//! question's own turns left out when hidden).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -320,6 +334,9 @@ fn main() {
     let mut keep: Option<(usize, usize)> = None;
     let mut leave_out_question_turns = false;
     let mut hide_own_turns = false;
+    let mut own_turns_ineligible = false;
+    let mut before_question = false;
+    let mut dump: Option<std::io::BufWriter<std::fs::File>> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -358,6 +375,16 @@ fn main() {
             }
             "--leave-out-question-turns" => leave_out_question_turns = true,
             "--hide-own-turns" => hide_own_turns = true,
+            "--own-turns-ineligible" => own_turns_ineligible = true,
+            "--before-question" => before_question = true,
+            "--dump" => {
+                let path = it
+                    .next()
+                    .unwrap_or_else(|| fail("--dump needs a file".into()));
+                let file =
+                    std::fs::File::create(path).unwrap_or_else(|e| fail(format!("{path}: {e}")));
+                dump = Some(std::io::BufWriter::new(file));
+            }
             "--idle-ms" => {
                 idle_ms = it
                     .next()
@@ -382,7 +409,7 @@ fn main() {
         }
     }
     if positional.len() != 2 {
-        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session] [--conversations FIRST-LAST] [--leave-out-question-turns | --hide-own-turns]".into());
+        fail("usage: locomo_eval CONVERSATIONS.jsonl QUESTIONS.jsonl [--embedder hash|minilm|minilm-int8 --model-dir DIR] [--embedding-cache FILE] [--variant NAME:MODE[:key=value,...]]... [--split tuning|held-out|all] [--tables] [--latency [--idle-ms N]] [--batch N|session] [--conversations FIRST-LAST] [--leave-out-question-turns | --hide-own-turns [--own-turns-ineligible] | --before-question] [--dump FILE]".into());
     }
     if idle_ms > 0 && !latency {
         fail("--idle-ms applies to --latency's questions: add --latency".into());
@@ -414,6 +441,12 @@ fn main() {
     // reference reply are not memories to recall.
     if leave_out_question_turns && hide_own_turns {
         fail("--leave-out-question-turns and --hide-own-turns exclude each other".into());
+    }
+    if own_turns_ineligible && !hide_own_turns {
+        fail("--own-turns-ineligible applies to --hide-own-turns: add it".into());
+    }
+    if before_question && (leave_out_question_turns || hide_own_turns) {
+        fail("--before-question excludes --leave-out-question-turns and --hide-own-turns".into());
     }
     let left_out: BTreeSet<(String, String)> = if leave_out_question_turns {
         questions
@@ -447,6 +480,8 @@ fn main() {
         FunnelConfig::default(),
     );
     let mut eligible_by_conv: BTreeMap<String, SealedEligibleSet> = BTreeMap::new();
+    // Each record's place in its conversation's time (`--before-question`).
+    let mut recorded_at: HashMap<String, u64> = HashMap::new();
     let mut turn_ids: BTreeSet<String> = BTreeSet::new();
     let started = Instant::now();
     let mut n_turns = 0usize;
@@ -463,6 +498,10 @@ fn main() {
                 position += 1;
                 let record_id = format!("{}:{}", conv.conversation_id, turn.turn_id);
                 let text = format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);
+                // Time order: session, then turn (sessions are dated;
+                // turns inside a session keep their order).
+                let at = (s_idx as u64 + 1) * 1_000_000 + position;
+                recorded_at.insert(record_id.clone(), at);
                 messages.push(PublishMessage {
                     record_id: record_id.clone(),
                     generation: 1,
@@ -473,9 +512,7 @@ fn main() {
                         subject_key: format!("principal:{}", conv.conversation_id),
                         kind: MemoryKind::Episodic,
                     },
-                    // Time order: session, then turn (sessions are dated;
-                    // turns inside a session keep their order).
-                    created_at_unix_ms: (s_idx as u64 + 1) * 1_000_000 + position,
+                    created_at_unix_ms: at,
                     claim_keys: Vec::new(),
                     text,
                 });
@@ -602,6 +639,47 @@ fn main() {
         tuning.iter().cloned().collect::<Vec<_>>().join(", "),
         conversations.len() - tuning.len()
     );
+    // A question's own eligible set, when it ranks over less than its
+    // conversation: `--own-turns-ineligible` takes its own two turns out
+    // (they then lend no terms to their neighbours' turn windows either),
+    // `--before-question` keeps only the turns recorded before its own.
+    let narrowed: Vec<Option<SealedEligibleSet>> = selected
+        .iter()
+        .map(|q| {
+            let own: Vec<String> = [&q.query_turn_id, &q.answer_turn_id]
+                .into_iter()
+                .flatten()
+                .map(|t| format!("{}:{t}", q.conversation_id))
+                .collect();
+            let asked_at = own.first().and_then(|id| recorded_at.get(id)).copied();
+            let keep = |id: &str| {
+                if own_turns_ineligible {
+                    !own.iter().any(|o| o == id)
+                } else if before_question {
+                    asked_at.is_none_or(|t| recorded_at.get(id).is_some_and(|r| *r < t))
+                } else {
+                    true
+                }
+            };
+            if !(own_turns_ineligible || before_question) {
+                return None;
+            }
+            let all = eligible_by_conv.get(&q.conversation_id)?;
+            let entries: Vec<EligibleEntry> = all
+                .entries()
+                .iter()
+                .filter(|e| keep(&e.record_id))
+                .cloned()
+                .collect();
+            Some(
+                SealedEligibleSet::seal(EligibleSet {
+                    read_context_sha256: sha256_hex(q.question_id.as_bytes()),
+                    entries,
+                })
+                .unwrap_or_else(|e| fail(format!("eligible set digest: {e}"))),
+            )
+        })
+        .collect();
     let mut summary = Vec::new();
     let mut table = Vec::new();
     for variant in &variants {
@@ -609,8 +687,11 @@ fn main() {
         // (1.., a category), (253, all), (254, tuning split), (254, held-out split).
         let mut by_cat: BTreeMap<(u8, String), (MetricSums, usize)> = BTreeMap::new();
         let started = Instant::now();
-        for (q, qv) in selected.iter().zip(&query_vectors) {
-            let Some(eligible) = eligible_by_conv.get(&q.conversation_id) else {
+        for ((q, qv), narrowed) in selected.iter().zip(&query_vectors).zip(&narrowed) {
+            let Some(eligible) = narrowed
+                .as_ref()
+                .or_else(|| eligible_by_conv.get(&q.conversation_id))
+            else {
                 fail(format!("{} names an unknown conversation", q.question_id));
             };
             let query = RecallQuery {
@@ -622,8 +703,9 @@ fn main() {
                 text: &q.question,
                 claim_keys: &[],
                 eligible,
-                // Two more when the question's own turns are taken out.
-                max_results: if hide_own_turns { 12 } else { 10 },
+                // Two more when the question's own turns are taken out;
+                // `--dump` keeps the first 50 (the first ten are the same).
+                max_results: usize::from(hide_own_turns) * 2 + if dump.is_some() { 50 } else { 10 },
                 mode: variant.mode,
             };
             let recall = retriever
@@ -650,6 +732,27 @@ fn main() {
                 .take(10)
                 .map(|id| evidence.contains(*id))
                 .collect();
+            if let Some(out) = dump.as_mut() {
+                use std::io::Write;
+                let ranked: Vec<serde_json::Value> = recall
+                    .receipt
+                    .results
+                    .iter()
+                    .zip(&recall.explanations)
+                    .filter(|(r, _)| !own.contains(&r.record_id))
+                    .map(|(r, e)| {
+                        serde_json::json!([r.record_id, r.score, e.lexical_rank, e.vector_rank])
+                    })
+                    .collect();
+                let line = serde_json::json!({
+                    "variant": variant.name,
+                    "question_id": q.question_id,
+                    "category": q.category,
+                    "evidence": evidence,
+                    "ranked": ranked,
+                });
+                writeln!(out, "{line}").unwrap_or_else(|e| fail(e.to_string()));
+            }
             let score = score_ranking(&hits, evidence.len());
             let any = usize::from(hits.iter().take(10).any(|h| *h));
             let split = if tuning.contains(&q.conversation_id) {
@@ -706,6 +809,10 @@ fn main() {
     println!();
     for line in summary {
         println!("{line}");
+    }
+    if let Some(mut out) = dump.take() {
+        use std::io::Write;
+        out.flush().unwrap_or_else(|e| fail(format!("--dump: {e}")));
     }
     if tables {
         println!();
