@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use mosaic_harness::fixtures::{fixture_record, scoped_selection_context};
 use mosaic_harness::memory_scope::{
-    CheckedRecord, EligibilityPass, Listing, ReadScope, RecordSet, ScopeCommitment, SelectionError,
-    eligibility, select_memory, select_memory_set,
+    CheckedRecord, EligibilityPass, Listing, ReadScope, RecordSet, ScopeCommitment,
+    ScoredCandidate, SelectionError, eligibility, select_memory, select_memory_ranked_set,
+    select_memory_set,
 };
 use mosaic_harness::memory_write::{MemoryWriteDecision, evaluate_memory_write, reference};
 use mosaic_harness::{MemoryKind, MemoryRecord, MemoryStatus, MemorySubject};
@@ -143,9 +144,11 @@ fn main() {
     // 4. A fresh read of a sealed set (what a reader does once after each
     //    change): seal the records and select, counted only, with the
     //    receipt over the record set's digest (v2) and over the read
-    //    scopes' roots in its place (v4). Sealing still checks the set and
-    //    hashes which records are decided on; v2 also hashes every record
-    //    into the set's digest.
+    //    scopes' roots in its place (v5), then the same ranked over the
+    //    pass's eligible set (ten scored records). Sealing checks the set;
+    //    v2 hashes every record into the set's digest, which records are
+    //    decided on, and the eligible entries for the ranked read; v5
+    //    hashes none of them.
     let checked: Vec<Arc<CheckedRecord>> = match records
         .iter()
         .cloned()
@@ -166,7 +169,23 @@ fn main() {
             root_sha256: "00".repeat(32),
         })
         .collect();
-    for (label, bind) in [("v2, record set", false), ("v4, scope roots", true)] {
+    let scores: Vec<ScoredCandidate> = records
+        .iter()
+        .filter(|r| eligibility(&ctx, r).is_ok())
+        .take(10)
+        .enumerate()
+        .map(|(at, r)| ScoredCandidate {
+            record_id: r.record_id.clone(),
+            score: 1_000 - at as u64,
+        })
+        .collect();
+    let query_sha256 = "ab".repeat(32);
+    for (label, bind, ranked) in [
+        ("v2, record set", false, false),
+        ("v2, record set, ranked", false, true),
+        ("scope roots", true, false),
+        ("scope roots, ranked", true, true),
+    ] {
         let rounds = 5;
         let start = Instant::now();
         for _ in 0..rounds {
@@ -176,7 +195,22 @@ fn main() {
                     set = set.with_scope_commitments(roots.clone());
                 }
                 let pass = EligibilityPass::new(&ctx, &set)?;
-                let selection = select_memory_set(&ctx, &set, &pass, Listing::CountsOnly)?;
+                let selection = if ranked {
+                    let eligible = pass.eligible_set(&ctx)?;
+                    let relevance = eligible
+                        .rank(&query_sha256, "bench-v1", "bench-v1", &scores, 10)
+                        .map_err(|e| SelectionError::RelevanceMismatch(e.to_string()))?;
+                    select_memory_ranked_set(
+                        &ctx,
+                        &set,
+                        &pass,
+                        &relevance,
+                        &eligible,
+                        Listing::CountsOnly,
+                    )?
+                } else {
+                    select_memory_set(&ctx, &set, &pass, Listing::CountsOnly)?
+                };
                 Ok(selection.receipt.receipt_sha256)
             };
             if let Err(err) = black_box(fresh()) {

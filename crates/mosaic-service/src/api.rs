@@ -292,8 +292,9 @@ pub struct RecallResponse {
     /// Selected record ids, in selection order.
     pub selected_record_ids: Vec<String>,
     /// One decision per candidate, when the request asked to `explain`
-    /// (the selection receipt commits to them by `decisions_sha256` and
-    /// counts them in `decision_counts` either way), then one dropped
+    /// (the selection receipt commits to them by `exceptions_sha256`, or
+    /// by `decisions_sha256` before v5, and counts them in
+    /// `decision_counts` either way), then one dropped
     /// `policy_mismatch` decision per live record written under an earlier
     /// policy of the tenant (never a candidate: not in the receipt).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

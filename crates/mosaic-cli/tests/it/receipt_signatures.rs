@@ -349,9 +349,41 @@ async fn a_forged_selection_receipt_is_refused() {
     .await;
     assert_eq!(genuine, json!({"valid": true, "problem": null}));
 
+    // A v5 receipt and a v2 relevance receipt, relabelled as the earlier
+    // versions (the same digest values under the earlier members' names,
+    // the signatures left): each hashes under the earlier tag to another
+    // digest, and is refused. Layer: the verifier's tag, picked from the
+    // members (what `mosaic verify --offline` runs too).
+    let mut as_v4 = recall["selection_receipt"].clone();
+    let exceptions = as_v4
+        .as_object_mut()
+        .expect("object")
+        .remove("exceptions_sha256")
+        .expect("a v5 receipt commits to its exceptions");
+    as_v4["decisions_sha256"] = exceptions;
+    let verdict = verify(request(&as_v4, &recall["selection_signature"])).await;
+    assert_eq!(
+        verdict["problem"], "selection receipt_sha256 does not match the canonical body",
+        "{verdict}"
+    );
+    let mut as_v1 = request(&recall["selection_receipt"], &recall["selection_signature"]);
+    let relevance = as_v1["relevance_receipt"]
+        .as_object_mut()
+        .expect("a ranked recall");
+    let named = relevance
+        .remove("eligible_scopes_sha256")
+        .expect("the eligible set is named by the scopes");
+    relevance.insert("eligible_set_sha256".into(), named);
+    let verdict = verify(as_v1).await;
+    assert_eq!(
+        verdict["problem"], "relevance receipt_sha256 does not match the canonical body",
+        "{verdict}"
+    );
+
     let mut forged: MemorySelectionReceipt =
         serde_json::from_value(recall["selection_receipt"].clone()).expect("receipt");
-    assert_eq!(forged.record_set_sha256, None, "a v4 receipt");
+    assert_eq!(forged.record_set_sha256, None, "a v5 receipt");
+    assert_eq!(forged.decisions_sha256, None, "a v5 receipt");
     forged.scope_commitments[0].root_sha256 = "ab".repeat(32);
     forged.receipt_sha256 = forged.compute_digest().expect("digest");
     let forged_json = serde_json::to_value(&forged).expect("json");
