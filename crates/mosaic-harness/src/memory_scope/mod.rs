@@ -1463,6 +1463,13 @@ pub fn records_decided_on(
     kept
 }
 
+/// Whether `a` is kept before `b`, a record of the same content: the
+/// newer (larger `created_at`), the larger record id among equals (see
+/// [`one_per_content`]).
+pub fn kept_for_its_content(a: &MemoryRecord, b: &MemoryRecord) -> bool {
+    (a.created_at_unix_ms, a.record_id.as_str()) > (b.created_at_unix_ms, b.record_id.as_str())
+}
+
 /// Keeps one of `items` per exact content (`content_sha256`): the newest
 /// (largest `created_at`), the larger record id among equals; the kept
 /// items stay in their order. A read decides on one record per content,
@@ -1473,10 +1480,7 @@ pub fn one_per_content<T>(items: Vec<T>, record_of: impl Fn(&T) -> &MemoryRecord
         let record = record_of(item);
         best.entry(record.content_sha256.as_str())
             .and_modify(|kept| {
-                let current = record_of(&items[*kept]);
-                if (record.created_at_unix_ms, record.record_id.as_str())
-                    > (current.created_at_unix_ms, current.record_id.as_str())
-                {
+                if kept_for_its_content(record, record_of(&items[*kept])) {
                     *kept = at;
                 }
             })

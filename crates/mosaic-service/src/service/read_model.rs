@@ -539,10 +539,10 @@ fn content_key(record: &CheckedRecord) -> [u8; 32] {
 /// The group of a content no record has.
 static EMPTY: Vec<Arc<CheckedRecord>> = Vec::new();
 
-/// Whether `a` is kept before `b` among records of one content.
+/// Whether `a` is kept before `b` among records of one content (the
+/// core's rule, `one_per_content`).
 fn kept_before(a: &CheckedRecord, b: &CheckedRecord) -> bool {
-    let (a, b) = (a.record(), b.record());
-    (a.created_at_unix_ms, a.record_id.as_str()) > (b.created_at_unix_ms, b.record_id.as_str())
+    mosaic_harness::memory_scope::kept_for_its_content(a.record(), b.record())
 }
 
 impl Contents {
@@ -646,7 +646,8 @@ impl Contents {
 /// Keeps one live record per exact content (the newest; the larger record
 /// id on a tie) so identical contents are never recalled twice; returns
 /// the records it set aside. The eligible set every receipt commits to is
-/// the one that remains.
+/// the one that remains: the core's `one_per_content`, which verifiers
+/// run, with a faster map (a test checks they agree).
 fn drop_duplicate_contents(records: &mut Vec<Arc<CheckedRecord>>) -> Vec<Arc<CheckedRecord>> {
     // One entry per eligible record on every fresh read: foldhash (seeded
     // per process) rather than SipHash, which was most of this loop's cost.
@@ -816,6 +817,11 @@ mod tests {
                 };
                 let (fresh, fresh_aside) = whole(&eligible);
                 assert_eq!(kept, fresh);
+                let by_core = mosaic_harness::memory_scope::one_per_content(
+                    eligible.values().cloned().collect(),
+                    |r: &Arc<CheckedRecord>| r.record(),
+                );
+                assert_eq!(fresh.records(), &by_core[..], "the core's rule");
                 assert_eq!(contents.set_aside, fresh_aside.len() as u64);
                 assert_eq!(contents.aside.len(), fresh_aside.len());
             }
