@@ -62,12 +62,15 @@
 use axum::extract::State;
 use serde_json::Value;
 
-use crate::api::{ConversationMessage, IngestRequest, MessageRole, RecallRequest};
-use crate::auth::Credential;
-use crate::error::{ServiceError, ServiceResult};
 use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, Empty, KeyAuth, Reply, call};
-use crate::instants::rfc3339;
-use crate::service::Service;
+use mosaic_service::api::{
+    RecallRequest,
+    conversation::{ConversationMessage, IngestRequest, MessageRole},
+};
+use mosaic_service::auth::Credential;
+use mosaic_service::error::{ServiceError, ServiceResult};
+use mosaic_service::instants::rfc3339;
+use mosaic_service::service::Service;
 
 mod bodies;
 mod filters;
@@ -193,7 +196,7 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
                 id: message.record_id,
                 memory: memory.content,
                 event: if message.replayed { "NONE" } else { "ADD" }.to_owned(),
-                expires_at: crate::instants::expiry(memory.record.expires_at_unix_ms),
+                expires_at: mosaic_service::instants::expiry(memory.record.expires_at_unix_ms),
             });
         } else {
             refused.push(Refused {

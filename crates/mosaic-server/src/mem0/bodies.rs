@@ -132,7 +132,7 @@ pub struct AddResponse {
     pub(super) results: Vec<AddEvent>,
     pub(super) refused: Vec<Refused>,
     /// Messages without text (a tool-call or image-only turn), skipped.
-    pub(super) skipped: Vec<crate::api::SkippedMessage>,
+    pub(super) skipped: Vec<mosaic_service::api::conversation::SkippedMessage>,
     pub(super) ignored: Vec<String>,
 }
 

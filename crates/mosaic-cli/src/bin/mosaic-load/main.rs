@@ -62,7 +62,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use mosaic_server::examples::{distinct_note, note_topic, preference};
+use mosaic_service::examples::{distinct_note, note_topic, preference};
 use serde_json::{Value, json};
 
 use deletions::run_deleter;
