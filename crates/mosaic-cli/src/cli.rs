@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
-use mosaic_server::ServerConfig;
-use mosaic_server::api::{ProposeRequest, RecallRequest};
+use mosaic_service::ServerConfig;
+use mosaic_service::api::{ProposeRequest, RecallRequest};
 use serde_json::{Value, json};
 
 mod client;
@@ -104,7 +104,7 @@ pub struct EmbedderFlags {
     /// model). Default: minilm in builds with the `local-model` feature,
     /// else hash. Env MOSAIC_EMBEDDER.
     #[arg(long)]
-    pub embedder: Option<mosaic_server::embedder::EmbedderKind>,
+    pub embedder: Option<mosaic_service::embedder::EmbedderKind>,
     /// Directory of the local model's files (default under --data-dir:
     /// models/all-MiniLM-L6-v2, or models/all-mpnet-base-v2 for mpnet).
     /// Env MOSAIC_MODEL_DIR.
@@ -760,7 +760,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     if embedder.model_dir.is_none() {
                         serve_args.push("--model-dir".to_owned());
                         serve_args.push(
-                            mosaic_server::embedder::model_dir(&settings)
+                            mosaic_service::embedder::model_dir(&settings)
                                 .display()
                                 .to_string(),
                         );

@@ -9,14 +9,14 @@ use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::MemoryPurpose;
 use mosaic_harness::memory_write::SourceJudgment;
 use mosaic_harness::{MemoryKind, MemorySubject};
-use mosaic_server::api::Signed;
-use mosaic_server::api::{
-    ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest, PolicyRequest,
-    ProposeRequest, RecallRequest, RevokeRequest, VerifyRequest,
+use mosaic_service::api::signed::Signed;
+use mosaic_service::api::{
+    ConsentRequest, ProposeRequest, RecallRequest, RevokeRequest, VerifyRequest,
+    admin::{CreateKeyRequest, CreateTenantRequest, GrantRequest, PolicyRequest},
 };
-use mosaic_server::examples::{preference, quoted_proposal, supported_proposal, workspace_fact};
-use mosaic_server::service::ADMIN_KEY_FILE;
-use mosaic_server::{ServerConfig, Service};
+use mosaic_service::examples::{preference, quoted_proposal, supported_proposal, workspace_fact};
+use mosaic_service::service::ADMIN_KEY_FILE;
+use mosaic_service::{ServerConfig, Service};
 use serde_json::json;
 
 struct Out {
@@ -34,7 +34,7 @@ impl Out {
     }
 }
 
-fn e(err: mosaic_server::ServiceError) -> anyhow::Error {
+fn e(err: mosaic_service::ServiceError) -> anyhow::Error {
     anyhow!("{err}")
 }
 
@@ -45,7 +45,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
     let config = ServerConfig {
         data_dir: dir.path().join("data"),
         // A temporary directory holds no model: the tour is deterministic.
-        embedder: mosaic_server::embedder::EmbedderKind::Hash,
+        embedder: mosaic_service::embedder::EmbedderKind::Hash,
         ..ServerConfig::default()
     };
     let (service, _) = Service::open(config.clone()).map_err(e)?;
@@ -69,10 +69,10 @@ pub fn run(json: bool) -> Result<ExitCode> {
                     claim_updates: None,
                     // The story's workspace facts quote their own sources;
                     // by default shared facts need a registered verifier.
-                    write_guards: Some(mosaic_server::settings::WriteGuards {
+                    write_guards: Some(mosaic_service::settings::WriteGuards {
                         shared_semantic_evidence:
-                            mosaic_server::settings::SharedSemanticEvidence::Any,
-                        ..mosaic_server::settings::WriteGuards::default()
+                            mosaic_service::settings::SharedSemanticEvidence::Any,
+                        ..mosaic_service::settings::WriteGuards::default()
                     }),
                 }),
             },

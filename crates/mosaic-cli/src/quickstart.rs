@@ -12,9 +12,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use mosaic_server::api::{CreateKeyRequest, CreateTenantRequest};
-use mosaic_server::service::ADMIN_KEY_FILE;
-use mosaic_server::{ServerConfig, Service};
+use mosaic_service::api::admin::{CreateKeyRequest, CreateTenantRequest};
+use mosaic_service::service::ADMIN_KEY_FILE;
+use mosaic_service::{ServerConfig, Service};
 use serde_json::{Value, json};
 
 /// What `mosaic quickstart` was asked to do.
@@ -180,8 +180,8 @@ fn offline(mut config: ServerConfig, url: &str, options: &Options) -> Result<Cre
     let data_dir = config.data_dir.clone();
     let data_dir = data_dir.as_path();
     crate::cli::refuse_if_held(data_dir, "--url with the running server's address")?;
-    if !data_dir.exists() && mosaic_server::embedder::check(&config).is_err() {
-        config.embedder = mosaic_server::embedder::EmbedderKind::Hash;
+    if !data_dir.exists() && mosaic_service::embedder::check(&config).is_err() {
+        config.embedder = mosaic_service::embedder::EmbedderKind::Hash;
     }
     let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;
     let admin_key = match &options.admin_key {

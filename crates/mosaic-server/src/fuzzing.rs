@@ -30,9 +30,9 @@ use mosaic_store::DeletionReceiptBody;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::*;
-use crate::error::ServiceError;
 use crate::http::{Empty, decode_json};
+use mosaic_service::api::*;
+use mosaic_service::error::ServiceError;
 
 /// The dimension of the hash embedder the index targets use.
 const FUZZ_DIM: usize = 16;

@@ -14,10 +14,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post, put};
 use serde::Serialize;
 
-use crate::api::*;
-use crate::error::{ServiceError, ServiceResult};
 use crate::mem0;
-use crate::service::Service;
+use mosaic_service::api::*;
+use mosaic_service::error::{ServiceError, ServiceResult};
+use mosaic_service::service::Service;
 
 mod extract;
 
@@ -33,7 +33,7 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ServiceResult<T> + Send + 'static,
 ) -> Result<T, ApiError> {
     let f = move || {
-        crate::priority::bulk_thread();
+        mosaic_service::priority::bulk_thread();
         f()
     };
     match tokio::task::spawn_blocking(f).await {
@@ -371,7 +371,10 @@ async fn resolve_review(
     call(&s, move |s| s.resolve_review(&c, &case, &r)).await
 }
 
-async fn list_keys(State(s): State<AppState>, Auth(c): Auth) -> Reply<Vec<crate::auth::KeyInfo>> {
+async fn list_keys(
+    State(s): State<AppState>,
+    Auth(c): Auth,
+) -> Reply<Vec<mosaic_service::auth::KeyInfo>> {
     call(&s, move |s| s.list_keys(&c)).await
 }
 
@@ -495,7 +498,7 @@ async fn audit_consistency(
 
 /// The receipt-signing public keys: no credential, anyone may check a
 /// receipt.
-async fn receipt_keys(State(s): State<AppState>) -> Reply<crate::signing::KeysResponse> {
+async fn receipt_keys(State(s): State<AppState>) -> Reply<mosaic_service::signing::KeysResponse> {
     call(&s, |s| Ok(s.receipt_keys())).await
 }
 

@@ -1,8 +1,8 @@
 //! # mosaic-server
 //!
 //! The Mosaic Memory transports over one service layer
-//! (`mosaic-service`, re-exported here: [`service::Service`] and every
-//! operation as a synchronous function over an [`auth::Credential`]): the
+//! (`mosaic-service`: [`Service`] and every operation as a synchronous
+//! function over a [`Credential`]): the
 //! HTTP JSON API ([`http::app`]), mem0's REST routes ([`mem0`]), MCP over
 //! stdio and streamable HTTP ([`mcp`]), the web console ([`console`]), the
 //! OpenAPI 3 document ([`openapi`]), and [`serve`], which runs them on a
@@ -34,14 +34,12 @@ pub mod mem0;
 pub mod openapi;
 pub mod serve;
 
-// The use cases, under the paths the transports (and this crate's users)
-// have always named them by.
-use mosaic_service::error;
-pub use mosaic_service::{ErrorBody, ErrorDetail, ServerConfig, ServiceError, ServiceResult};
-pub use mosaic_service::{
-    INDEX_TARGETS, Service, VECTOR_TARGET, api, auth, config, embedder, error_codes, evidence,
-    examples, extraction, http_embedder, instants, metrics, numbers, priority, receipts, service,
-    settings, signing,
-};
+// The service types this crate's own functions take and answer (`app`'s
+// state is an `Arc<Service>`; `serve_*` and `mcp` take a service and a
+// credential and answer a `ServiceResult`), so a user of the transports
+// can call them without naming `mosaic-service`. Everything else of the
+// service is named from `mosaic_service` itself.
+pub use mosaic_service::auth::Credential;
+pub use mosaic_service::{Service, ServiceError, ServiceResult};
 
 pub use http::app;

@@ -9,29 +9,29 @@
 //!
 //! * `remember` takes a statement (`text`, optional `kind`, optional
 //!   `workspace_id`, optional `metadata` and address `namespace` + `key`)
-//!   and runs it through [`Service::remember_text_with`](crate::service::ServiceCore::remember_text_with): the
+//!   and runs it through [`Service::remember_text_with`](mosaic_service::service::ServiceCore::remember_text_with): the
 //!   server builds the source itself and the gate decides; a statement
 //!   written to an address supersedes the address's current memory. With
 //!   `supersedes` (a memory id) it replaces that memory instead
-//!   ([`Service::update_text`](crate::service::ServiceCore::update_text)):
+//!   ([`Service::update_text`](mosaic_service::service::ServiceCore::update_text)):
 //!   same kind and subject, the old one kept as history. The answer says
 //!   when the memory expires.
 //! * `give_consent` records the user's consent to personal memory
-//!   ([`Service::give_consent`](crate::service::ServiceCore::give_consent)); it needs
+//!   ([`Service::give_consent`](mosaic_service::service::ServiceCore::give_consent)); it needs
 //!   `user_agreed: true`.
-//! * `recall` runs [`Service::recall`](crate::service::ServiceCore::recall) and answers with the
+//! * `recall` runs [`Service::recall`](mosaic_service::service::ServiceCore::recall) and answers with the
 //!   [`RECALLED_MEMORY_NOTICE`] followed by the escaped
 //!   `<recalled-memory ...>` data blocks, and the selection receipt digest.
 //!   Recalled text appears only inside those blocks.
 //! * `list` shows the principal's active memories, newest first, as the
 //!   same escaped blocks.
-//! * `forget` revokes a memory ([`Service::revoke`](crate::service::ServiceCore::revoke)) and returns its
+//! * `forget` revokes a memory ([`Service::revoke`](mosaic_service::service::ServiceCore::revoke)) and returns its
 //!   deletion receipt digest once finalized.
-//! * `forget_everything` erases the principal ([`Service::erase_self`](crate::service::ServiceCore::erase_self)),
+//! * `forget_everything` erases the principal ([`Service::erase_self`](mosaic_service::service::ServiceCore::erase_self)),
 //!   with a deletion receipt per memory; it needs `confirm: true`.
 //! * `explain` says why a memory exists and whether a recall would select
 //!   it: the stored record's state, the re-verified write receipt
-//!   ([`Service::verify`](crate::service::ServiceCore::verify)), its revocation stage, and the selector's decision
+//!   ([`Service::verify`](mosaic_service::service::ServiceCore::verify)), its revocation stage, and the selector's decision
 //!   for every candidate (kind, subject, creation time, selected at which
 //!   rank or dropped and why, in words) with the receipt digests. It never
 //!   returns content.
@@ -74,10 +74,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 
-use crate::auth::Credential;
-use crate::error::{ServiceError, ServiceResult};
 use crate::http::{AppState, Auth};
-use crate::service::Service;
+use mosaic_service::auth::Credential;
+use mosaic_service::error::{ServiceError, ServiceResult};
+use mosaic_service::service::Service;
 
 mod tools;
 
@@ -174,7 +174,7 @@ impl McpServer {
         let service = self.service.clone();
         let name = name.to_owned();
         let task = tokio::task::spawn_blocking(move || {
-            crate::priority::bulk_thread();
+            mosaic_service::priority::bulk_thread();
             match name.as_str() {
                 "remember" => remember(&service, &credential, arguments),
                 "give_consent" => give_consent(&service, &credential, arguments),
@@ -458,8 +458,8 @@ async fn authenticate(
 /// every other route answers with.
 fn json_error(status: axum::http::StatusCode, code: &str, message: String) -> Response {
     use axum::response::IntoResponse;
-    let body = crate::error::ErrorBody {
-        error: crate::error::ErrorDetail {
+    let body = mosaic_service::error::ErrorBody {
+        error: mosaic_service::error::ErrorDetail {
             code: code.to_owned(),
             message,
         },

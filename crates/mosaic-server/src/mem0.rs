@@ -60,17 +60,28 @@
 //! - Errors are this service's JSON errors with stable codes.
 
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{ConversationMessage, IngestRequest, MessageRole, RecallRequest};
-use crate::auth::Credential;
-use crate::error::{ServiceError, ServiceResult};
 use crate::http::{ApiJson, ApiPath, ApiQuery, AppState, Empty, KeyAuth, Reply, call};
-use crate::instants::rfc3339;
-use crate::service::Service;
+use mosaic_service::api::{
+    RecallRequest,
+    conversation::{ConversationMessage, IngestRequest, MessageRole},
+};
+use mosaic_service::auth::Credential;
+use mosaic_service::error::{ServiceError, ServiceResult};
+use mosaic_service::instants::rfc3339;
+use mosaic_service::service::Service;
 
+mod bodies;
+mod filters;
 mod platform;
+pub use bodies::{
+    AddEvent, AddRequest, AddResponse, DeleteAllResponse, DeleteResponse, Deleted, HistoryEvent,
+    ListResponse, Mem0Item, Mem0Message, Mem0Messages, Refused, Scope, SearchRequest,
+    UpdateRequest, UpdateResponse,
+};
+pub use filters::UNSUPPORTED_FILTER_FIELDS;
+pub(crate) use filters::translate_filters;
 pub use platform::{
     BatchItem, BatchRequest, BatchUpdateResponse, DeleteQuery, EntitiesResponse, Entity, PageQuery,
     PageRequest, PageResponse, PingResponse, unsupported_platform_feature,
@@ -83,241 +94,6 @@ pub(crate) use platform::{
 
 /// Most memories `GET /memories` returns.
 pub const MAX_LISTED: usize = 1000;
-
-/// A message as mem0 takes it.
-#[derive(Deserialize, Debug, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Mem0Message {
-    role: MessageRole,
-    content: String,
-    #[serde(default)]
-    name: Option<String>,
-}
-
-/// mem0 accepts a list of messages or one string (a user message).
-#[derive(Deserialize, Debug, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum Mem0Messages {
-    /// Chat messages.
-    List(Vec<Mem0Message>),
-    /// One user message.
-    Text(String),
-}
-
-/// `POST /memories`.
-#[derive(Deserialize, Debug, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddRequest {
-    messages: Mem0Messages,
-    #[serde(default)]
-    user_id: Option<String>,
-    #[serde(default)]
-    agent_id: Option<String>,
-    #[serde(default)]
-    run_id: Option<String>,
-    #[serde(default)]
-    metadata: Option<Value>,
-    #[serde(default)]
-    infer: Option<bool>,
-    /// The day after which the memories expire (`YYYY-MM-DD`, UTC; an
-    /// RFC 3339 instant is taken to its day).
-    #[serde(default)]
-    expiration_date: Option<String>,
-    #[serde(default)]
-    memory_type: Option<String>,
-    #[serde(default)]
-    prompt: Option<String>,
-}
-
-/// `POST /search`.
-#[derive(Deserialize, Debug, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SearchRequest {
-    query: String,
-    #[serde(default)]
-    user_id: Option<String>,
-    #[serde(default)]
-    agent_id: Option<String>,
-    #[serde(default)]
-    run_id: Option<String>,
-    /// mem0's filters: `user_id`, `agent_id` and `run_id` (alone or under
-    /// `AND`) name whose memories; conditions on metadata fields (by name,
-    /// or under `metadata`) and `created_at` (a day `YYYY-MM-DD` or an RFC
-    /// 3339 date-time) with `eq`, `ne`, `gt`, `gte`, `lt`, `lte`, `in`,
-    /// `nin`, `contains`, `icontains` or `*`, combined with `AND`, `OR`
-    /// and `NOT`, restrict the memories before ranking. `app_id`,
-    /// `updated_at`, `categories` and `keywords` are refused (400
-    /// `unsupported_filter`).
-    #[serde(default)]
-    filters: Option<Value>,
-    /// How many memories (mem0's newer name for `limit`).
-    #[serde(default)]
-    top_k: Option<usize>,
-    #[serde(default)]
-    limit: Option<usize>,
-    /// Lowest `score` (0 to 1) a memory needs.
-    #[serde(default)]
-    threshold: Option<f64>,
-}
-
-/// The identifiers of `GET` and `DELETE /memories`.
-#[derive(Deserialize, Debug, Default, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Scope {
-    #[serde(default)]
-    user_id: Option<String>,
-    #[serde(default)]
-    agent_id: Option<String>,
-    #[serde(default)]
-    run_id: Option<String>,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
-/// `PUT /memories/{memory_id}`: the new text (mem0's clients send `text`;
-/// `data` and `memory` are accepted too).
-#[derive(Deserialize, Debug, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateRequest {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    data: Option<String>,
-    #[serde(default)]
-    memory: Option<String>,
-}
-
-/// One memory in mem0's shape.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct Mem0Item {
-    id: String,
-    memory: String,
-    hash: String,
-    metadata: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    score: Option<f64>,
-    created_at: String,
-    updated_at: Option<String>,
-    user_id: String,
-    kind: String,
-}
-
-/// `POST /memories`'s answer: mem0's `results` (event `ADD` for a new
-/// memory, `NONE` for a replay), plus what the gate refused and which
-/// request fields were not used.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct AddResponse {
-    results: Vec<AddEvent>,
-    refused: Vec<Refused>,
-    /// Messages without text (a tool-call or image-only turn), skipped.
-    skipped: Vec<crate::api::SkippedMessage>,
-    ignored: Vec<String>,
-}
-
-/// One kept message.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct AddEvent {
-    id: String,
-    memory: String,
-    event: String,
-    /// When the memory expires: RFC 3339 UTC, or `never`.
-    expires_at: String,
-}
-
-/// One refused message: its position and the gate's reasons.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct Refused {
-    index: usize,
-    violations: Vec<mosaic_harness::memory_write::MemoryWriteViolation>,
-}
-
-/// `GET /memories` and `POST /search`: mem0's `results`.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct ListResponse {
-    results: Vec<Mem0Item>,
-    /// Request body fields not used (the platform routes name them).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    ignored: Vec<String>,
-}
-
-/// `PUT /memories/{memory_id}`'s answer.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct UpdateResponse {
-    message: String,
-    /// The new record (or the old one, when refused).
-    id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    previous_id: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    violations: Vec<mosaic_harness::memory_write::MemoryWriteViolation>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    review_case_ids: Vec<String>,
-    /// When the new memory expires (RFC 3339 UTC, or `never`); absent
-    /// when refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expires_at: Option<String>,
-    /// Request fields not used (mem0's platform `metadata`, `timestamp`,
-    /// `expiration_date`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    ignored: Vec<String>,
-}
-
-/// `DELETE /memories/{memory_id}`'s answer: the memory's whole line was
-/// revoked (the version named, the versions it replaced and any that
-/// replaced it), each version with its deletion receipt.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct DeleteResponse {
-    message: String,
-    /// The deletion receipt of the version named in the path.
-    deletion_receipt_sha256: Option<String>,
-    /// True when every revoked version has its deletion receipt.
-    complete: bool,
-    /// Every version revoked, newest first.
-    deleted: Vec<Deleted>,
-}
-
-/// `DELETE /memories`'s answer: every memory `GET /memories` lists for
-/// the identifier, each with its whole line, every version with its
-/// receipt.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct DeleteAllResponse {
-    message: String,
-    /// True when every revoked version has its deletion receipt.
-    complete: bool,
-    deleted: Vec<Deleted>,
-}
-
-/// One revoked version.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct Deleted {
-    id: String,
-    /// The revocation's stage (`finalized` once deleted everywhere).
-    stage: String,
-    deletion_receipt_sha256: Option<String>,
-}
-
-impl Deleted {
-    fn of(revoked: crate::api::RevocationResponse) -> Self {
-        Deleted {
-            id: revoked.record_id,
-            stage: revoked.stage,
-            deletion_receipt_sha256: revoked.deletion_receipt.map(|r| r.receipt_sha256),
-        }
-    }
-}
-
-/// One event of a memory's history, in mem0's shape.
-#[derive(Serialize, Debug, schemars::JsonSchema)]
-pub struct HistoryEvent {
-    id: String,
-    memory_id: String,
-    old_memory: Option<String>,
-    new_memory: Option<String>,
-    event: String,
-    created_at: String,
-    updated_at: Option<String>,
-    is_deleted: bool,
-}
 
 /// The credential acting as mem0's `user_id` (the body's or query's, else
 /// the `X-Mosaic-User` header's): an application key becomes that user
@@ -420,7 +196,7 @@ fn add(service: &Service, key: &KeyAuth, request: AddRequest) -> ServiceResult<A
                 id: message.record_id,
                 memory: memory.content,
                 event: if message.replayed { "NONE" } else { "ADD" }.to_owned(),
-                expires_at: crate::instants::expiry(memory.record.expires_at_unix_ms),
+                expires_at: mosaic_service::instants::expiry(memory.record.expires_at_unix_ms),
             });
         } else {
             refused.push(Refused {
@@ -456,188 +232,6 @@ pub const SCORE_HALF: f64 = 10.0;
 pub fn mem0_score(fused: f64) -> f64 {
     let s = fused.max(0.0);
     s / (s + SCORE_HALF)
-}
-
-/// The fields of mem0's filter grammar this service has no value for,
-/// each with the reason: a filter naming one is refused (400
-/// `unsupported_filter`) rather than dropped, since dropping it would
-/// answer more than was asked.
-pub const UNSUPPORTED_FILTER_FIELDS: &[(&str, &str)] = &[
-    ("app_id", "there are no apps: a key acts for one user"),
-    (
-        "updated_at",
-        "a memory is never changed in place: an update is a new memory with its own created_at",
-    ),
-    ("categories", "no categories are inferred for a memory"),
-    ("keywords", "no keywords are inferred for a memory"),
-];
-
-/// mem0's `filters`, translated: `user_id`, `agent_id` and `run_id` (at the
-/// top level or under `AND`; `*` for any) fill `ids` and name whose memories
-/// are read; every other condition becomes the server's read filter
-/// (`mosaic_harness::filter`), which the read applies inside eligibility,
-/// before ranking. A name other than `created_at`, `metadata` (an object of
-/// metadata conditions, the platform's shape) and the unsupported ones is a
-/// metadata field, as in mem0's open-source filters; `"*"` asks that the
-/// field exists; `NOT` takes a filter or a list of them (none may hold);
-/// the operators (`eq`, `ne`, `gt`, `gte`, `lt`, `lte`, `in`, `nin`,
-/// `contains`, `icontains`) keep their names. A malformed filter is 400
-/// `invalid_filter`; a field this service cannot map is 400
-/// `unsupported_filter`.
-pub(crate) fn translate_filters(
-    filters: &Value,
-    ids: &mut [(&'static str, Option<String>); 3],
-) -> ServiceResult<Option<Value>> {
-    let mut parts = Vec::new();
-    conditions(filters, true, ids, &mut parts)?;
-    Ok(match parts.len() {
-        0 => None,
-        1 => parts.pop(),
-        _ => Some(serde_json::json!({ "AND": parts })),
-    })
-}
-
-fn invalid_filter(message: impl Into<String>) -> ServiceError {
-    ServiceError::bad_request("invalid_filter", message)
-}
-
-/// One mem0 filter object as a conjunction of the server's conditions
-/// (pushed onto `parts`). `conjunctive` says whether the object holds for
-/// the whole read (the top level, or under `AND` only), where the
-/// identifiers may stand.
-fn conditions(
-    node: &Value,
-    conjunctive: bool,
-    ids: &mut [(&'static str, Option<String>); 3],
-    parts: &mut Vec<Value>,
-) -> ServiceResult<()> {
-    let Value::Object(map) = node else {
-        return Err(invalid_filter("filters is a JSON object (mem0's shape)"));
-    };
-    if map.is_empty() && !conjunctive {
-        return Err(invalid_filter(
-            "a filter under OR or NOT names at least one condition",
-        ));
-    }
-    for (name, value) in map {
-        match name.as_str() {
-            "AND" | "OR" => {
-                let Value::Array(items) = value else {
-                    return Err(invalid_filter(format!("{name} takes a list of filters")));
-                };
-                if items.is_empty() {
-                    return Err(invalid_filter(format!("{name} takes at least one filter")));
-                }
-                if name == "AND" {
-                    for item in items {
-                        conditions(item, conjunctive, ids, parts)?;
-                    }
-                } else {
-                    let branches = items
-                        .iter()
-                        .map(|item| branch(item, ids))
-                        .collect::<ServiceResult<Vec<Value>>>()?;
-                    parts.push(serde_json::json!({ "OR": branches }));
-                }
-            }
-            "NOT" => {
-                let items = match value {
-                    Value::Array(items) if !items.is_empty() => items.as_slice(),
-                    Value::Object(_) => std::slice::from_ref(value),
-                    _ => {
-                        return Err(invalid_filter(
-                            "NOT takes a filter or a non-empty list of filters",
-                        ));
-                    }
-                };
-                for item in items {
-                    parts.push(serde_json::json!({ "NOT": branch(item, ids)? }));
-                }
-            }
-            "user_id" | "agent_id" | "run_id" => {
-                if !conjunctive {
-                    return Err(ServiceError::bad_request(
-                        "unsupported_filter",
-                        format!(
-                            "filters.{name} names whose memories are read: give it at the top \
-                             level or under AND, not under OR or NOT"
-                        ),
-                    ));
-                }
-                let given = match value {
-                    Value::String(any) if any == "*" => continue,
-                    Value::String(given) => given,
-                    _ => {
-                        return Err(ServiceError::bad_request(
-                            "unsupported_filter",
-                            format!("filters.{name} takes one value (or \"*\")"),
-                        ));
-                    }
-                };
-                let slot = ids
-                    .iter_mut()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| v)
-                    .ok_or_else(|| ServiceError::Internal("filter slot".into()))?;
-                match slot {
-                    Some(other) if other != given => {
-                        return Err(ServiceError::bad_request(
-                            "invalid_field",
-                            format!("filters name {name} twice, with different values"),
-                        ));
-                    }
-                    _ => *slot = Some(given.clone()),
-                }
-            }
-            "metadata" => {
-                let Value::Object(fields) = value else {
-                    return Err(invalid_filter(
-                        "filters.metadata is an object of metadata conditions",
-                    ));
-                };
-                for (field, condition) in fields {
-                    parts.push(metadata_condition(field, condition));
-                }
-            }
-            "created_at" => parts.push(serde_json::json!({ "created_at": wildcard(value) })),
-            field => {
-                if let Some((_, why)) = UNSUPPORTED_FILTER_FIELDS.iter().find(|(f, _)| *f == field)
-                {
-                    return Err(ServiceError::bad_request(
-                        "unsupported_filter",
-                        format!("filters.{field} cannot be applied: {why}"),
-                    ));
-                }
-                parts.push(metadata_condition(field, value));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A filter under `OR` or `NOT` as one condition of the server's filter.
-fn branch(item: &Value, ids: &mut [(&'static str, Option<String>); 3]) -> ServiceResult<Value> {
-    let mut parts = Vec::new();
-    conditions(item, false, ids, &mut parts)?;
-    Ok(match parts.len() {
-        1 => parts.pop().unwrap_or_default(),
-        _ => serde_json::json!({ "AND": parts }),
-    })
-}
-
-/// mem0's `"*"` (any value) asks that the field exists.
-fn wildcard(condition: &Value) -> Value {
-    if condition == "*" {
-        serde_json::json!({ "exists": true })
-    } else {
-        condition.clone()
-    }
-}
-
-fn metadata_condition(field: &str, condition: &Value) -> Value {
-    let mut one = serde_json::Map::new();
-    one.insert(format!("metadata.{field}"), wildcard(condition));
-    Value::Object(one)
 }
 
 fn search(service: &Service, key: &KeyAuth, request: SearchRequest) -> ServiceResult<ListResponse> {

@@ -632,10 +632,10 @@ const fn typed(
     }
 }
 
-use crate::api as a;
 use crate::http::Empty;
 use Answer::Json;
 use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
+use mosaic_service::api as a;
 
 /// Every operation's types.
 pub const TYPED: &[Typed] = &[
@@ -653,7 +653,7 @@ pub const TYPED: &[Typed] = &[
         "/v1/keys",
         "receiptKeys",
         None,
-        Json(schema_of::<crate::signing::KeysResponse>),
+        Json(schema_of::<mosaic_service::signing::KeysResponse>),
     ),
     typed(
         "GET",
@@ -863,7 +863,7 @@ pub const TYPED: &[Typed] = &[
         "/v1/admin/keys",
         "listKeys",
         None,
-        Json(list_of::<crate::auth::KeyInfo>),
+        Json(list_of::<mosaic_service::auth::KeyInfo>),
     ),
     typed(
         "POST",
@@ -1189,7 +1189,7 @@ pub const QUERIES: &[(&str, &str, SchemaFn)] = &[
 ];
 
 /// The error statuses an operation may answer with, each with
-/// [`crate::error::ErrorBody`].
+/// [`mosaic_service::error::ErrorBody`].
 pub const ERROR_STATUSES: &[(&str, &str)] = &[
     (
         "400",
@@ -1278,7 +1278,7 @@ fn query_parameters(generator: &mut SchemaGenerator, schema: SchemaFn) -> Vec<Va
 /// settings); the operations come from [`OPERATIONS`] and [`TYPED`].
 pub fn document() -> Value {
     let mut generator = SchemaSettings::openapi3().into_generator();
-    let error = schema_of::<crate::error::ErrorBody>(&mut generator);
+    let error = schema_of::<mosaic_service::error::ErrorBody>(&mut generator);
     let mut paths = serde_json::Map::new();
     for operation in OPERATIONS {
         let types = TYPED
@@ -1370,7 +1370,7 @@ pub fn document() -> Value {
             "description": "Governed long-term memory for LLM agents. Tenant and principal always come from the API key, never from the request body (an application key acts for the user its request names in the X-Mosaic-User header, within the key's bounds; any other key may name only its own principal there). Every error is {\"error\":{\"code\",\"message\"}} with a stable code."
         },
         "paths": paths,
-        "x-error-codes": crate::error_codes::ERROR_CODES,
+        "x-error-codes": mosaic_service::error_codes::ERROR_CODES,
         "components": {
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "mk_ followed by 64 hex digits (`Authorization: Token <key>` is taken too, as mem0's platform client sends it)"},

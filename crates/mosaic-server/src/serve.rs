@@ -10,8 +10,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::auth::Credential;
-use crate::{Service, ServiceResult, http, mcp};
+use crate::{http, mcp};
+use mosaic_service::auth::Credential;
+use mosaic_service::{Service, ServiceResult};
 
 /// Serves HTTP on `listen` until Ctrl-C or SIGTERM, then saves the index
 /// snapshots. `ready` is called with the bound address once the socket
@@ -56,7 +57,9 @@ pub fn serve_mcp_stdio(service: Service, credential: Credential) -> ServiceResul
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| crate::ServiceError::Internal(format!("cannot start the runtime: {e}")))?;
+        .map_err(|e| {
+            mosaic_service::ServiceError::Internal(format!("cannot start the runtime: {e}"))
+        })?;
     runtime.block_on(async {
         let reconciler = http::spawn_reconciler(state.clone());
         let served = mcp::serve_stdio(state.clone(), credential).await;

@@ -47,7 +47,7 @@ use mosaic_harness::memory_write::{
 };
 use serde::Serialize;
 
-use crate::api::{EvidenceSignature, Signed};
+use crate::api::signed::{EvidenceSignature, Signed};
 
 /// Release of the built-in verbatim verifier.
 pub const VERBATIM_VERIFIER_RELEASE: &str = "mosaic.verbatim-verifier.v1";

@@ -16,7 +16,10 @@ use mosaic_store::audit::AuditKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{DeletionAuditProof, DeletionReceiptView, SignedAuditHead};
+use crate::api::{
+    DeletionReceiptView,
+    proofs::{DeletionAuditProof, SignedAuditHead},
+};
 use crate::error::{ServiceError, ServiceResult};
 
 /// Why `signature` does not show that a key of `keys` signed the receipt

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
-use mosaic_server::service::ADMIN_KEY_FILE;
-use mosaic_server::{ServerConfig, Service};
+use mosaic_service::service::ADMIN_KEY_FILE;
+use mosaic_service::{ServerConfig, Service};
 use serde_json::{Value, json};
 
 use super::client::{finish, http, print_line, read_input};
@@ -18,13 +18,13 @@ use super::{Remote, ServeFlags, load_config};
 pub(super) fn verify_offline(receipt: &Path, keys: &Path, json: bool) -> Result<ExitCode> {
     let keys_text =
         std::fs::read_to_string(keys).with_context(|| format!("cannot read {}", keys.display()))?;
-    let keys = mosaic_server::signing::parse_public_keys(&keys_text).map_err(|e| anyhow!(e))?;
+    let keys = mosaic_service::signing::parse_public_keys(&keys_text).map_err(|e| anyhow!(e))?;
     if keys.is_empty() {
         bail!("the keys file holds no key");
     }
     let doc: Value =
         serde_json::from_str(&read_input(receipt)?).context("the receipt file is not JSON")?;
-    let verdict = mosaic_server::receipts::verify_document(&doc, &keys).map_err(|e| anyhow!(e))?;
+    let verdict = mosaic_service::receipts::verify_document(&doc, &keys).map_err(|e| anyhow!(e))?;
     if json {
         print_line("verify", &serde_json::to_value(&verdict)?);
     } else if verdict.valid {
@@ -52,9 +52,9 @@ pub(super) fn keys(action: &str, flags: &ServeFlags, json: bool) -> Result<ExitC
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
                 .unwrap_or(0);
-            mosaic_server::signing::rotate(&path, now).map_err(|e| anyhow!("{e}"))?
+            mosaic_service::signing::rotate(&path, now).map_err(|e| anyhow!("{e}"))?
         }
-        _ => mosaic_server::signing::ReceiptSigner::load(&path)
+        _ => mosaic_service::signing::ReceiptSigner::load(&path)
             .map_err(|e| anyhow!("{e}"))?
             .keys(),
     };
@@ -88,8 +88,8 @@ pub(super) fn migrate(flags: &ServeFlags, app_role: Option<&str>, json: bool) ->
         .postgres
         .as_deref()
         .ok_or_else(|| anyhow!("migrate needs --postgres URL (the schema owner's)"))?;
-    let embedder = mosaic_server::embedder::build(&config).map_err(|e| anyhow!("{e}"))?;
-    mosaic_server::service::migrate_postgres(url, app_role, embedder.dimension())
+    let embedder = mosaic_service::embedder::build(&config).map_err(|e| anyhow!("{e}"))?;
+    mosaic_service::service::migrate_postgres(url, app_role, embedder.dimension())
         .map_err(|e| anyhow!("{e}"))?;
     let data = json!({"migrated": true, "dimension": embedder.dimension(), "app_role": app_role});
     if json {
@@ -166,13 +166,13 @@ pub(super) fn maintenance(
 #[derive(Clone, Debug)]
 pub enum Witness {
     /// `SEQ:SHA256`: the hash chain's head.
-    Chain(mosaic_server::api::AuditHead),
+    Chain(mosaic_service::api::proofs::AuditHead),
     /// A signed tree head, read from a file.
-    Tree(Box<mosaic_server::api::SignedAuditHead>),
+    Tree(Box<mosaic_service::api::proofs::SignedAuditHead>),
 }
 
 pub(super) fn parse_witness(text: &str) -> Result<Witness, String> {
-    if let Ok(head) = text.parse::<mosaic_server::api::AuditHead>() {
+    if let Ok(head) = text.parse::<mosaic_service::api::proofs::AuditHead>() {
         return Ok(Witness::Chain(head));
     }
     let path = Path::new(text);
@@ -211,7 +211,7 @@ pub(super) fn doctor(
             None
         }
     };
-    let config = config.filter(|config| match mosaic_server::embedder::check(config) {
+    let config = config.filter(|config| match mosaic_service::embedder::check(config) {
         Ok(()) => true,
         Err(e) => {
             problems.push(("embedder".into(), e.to_string()));

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
-use mosaic_server::service::ADMIN_KEY_FILE;
-use mosaic_server::{ServerConfig, Service};
+use mosaic_service::service::ADMIN_KEY_FILE;
+use mosaic_service::{ServerConfig, Service};
 use serde_json::{Value, json};
 
 use super::client::agent;
@@ -55,10 +55,10 @@ pub(super) fn serve(flags: &ServeFlags) -> Result<ExitCode> {
 /// The startup lines about the embedder (never the HTTP embedder's key).
 fn print_embedder(
     config: &ServerConfig,
-    report: &mosaic_server::embedder::EmbedderReport,
+    report: &mosaic_service::embedder::EmbedderReport,
     open_ms: u128,
 ) {
-    use mosaic_server::embedder::{self, EmbedderKind};
+    use mosaic_service::embedder::{self, EmbedderKind};
     match config.embedder {
         EmbedderKind::Hash => {
             println!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use mosaic_server::service::ADMIN_KEY_FILE;
+use mosaic_service::service::ADMIN_KEY_FILE;
 
 /// What `mosaic serve` prints first, followed by its address.
 const SERVING: &str = "mosaic: serving on ";

@@ -49,12 +49,14 @@
 //! kept (they count as misses) and listed. Memory ids and contents are
 //! never printed.
 
+mod dataset;
 mod door;
+mod stats;
 mod surfaces;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -63,11 +65,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_index::RetrievalMode;
 use mosaic_index::eval_metrics::{MetricSums, score_ranking};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub use dataset::{Category, CategoryFilter};
+use dataset::{Conversation, Question, Session, Turn, read_jsonl};
 use door::Door;
 pub use door::Target;
+use stats::{list_suffix, percentile, round, server_count, server_mean};
 pub use surfaces::{Surface, parse_surfaces};
 use surfaces::{SurfaceRun, ingest_surface};
 
@@ -113,133 +117,6 @@ pub struct EvalOptions {
     pub batch: Option<usize>,
 }
 
-/// A question's category: a number (LoCoMo's 1-5) or a name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Category {
-    /// A non-negative integer.
-    Number(u64),
-    /// A non-empty name.
-    Name(String),
-}
-
-impl Category {
-    /// Reads a category from its JSON value: a non-negative integer or a
-    /// non-empty string (trimmed).
-    fn from_json(value: &Value) -> std::result::Result<Category, String> {
-        match value {
-            Value::Number(n) => n
-                .as_u64()
-                .map(Category::Number)
-                .ok_or_else(|| format!("category {n} is not a non-negative integer or a string")),
-            Value::String(s) if !s.trim().is_empty() => Ok(Category::Name(s.trim().to_owned())),
-            Value::String(_) => Err("category is an empty string".to_owned()),
-            other => Err(format!(
-                "category {other} is not a non-negative integer or a string"
-            )),
-        }
-    }
-
-    /// As written on the command line and in the tables: `2`, `preference`.
-    fn key(&self) -> String {
-        match self {
-            Category::Number(n) => n.to_string(),
-            Category::Name(s) => s.clone(),
-        }
-    }
-
-    /// As printed in the JSON lines: a number stays a number.
-    fn json(&self) -> Value {
-        match self {
-            Category::Number(n) => json!(n),
-            Category::Name(s) => json!(s),
-        }
-    }
-}
-
-/// Which categories `mosaic eval` scores.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CategoryFilter {
-    /// Score only these (by [`Category::key`]); `None` scores all.
-    pub only: Option<Vec<String>>,
-    /// Skip these; `None` skips the number 5 (LoCoMo's adversarial
-    /// category) and nothing else.
-    pub skip: Option<Vec<String>>,
-}
-
-impl CategoryFilter {
-    /// Parses the `--categories` and `--skip-categories` values
-    /// (comma-separated category numbers or names; `--skip-categories ""`
-    /// skips nothing).
-    pub fn parse(only: Option<&str>, skip: Option<&str>) -> Result<CategoryFilter> {
-        let list = |spec: &str| -> Vec<String> {
-            spec.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        };
-        let only = only.map(list);
-        if only.as_ref().is_some_and(Vec::is_empty) {
-            bail!("--categories names no category");
-        }
-        Ok(CategoryFilter {
-            only,
-            skip: skip.map(list),
-        })
-    }
-
-    fn scores(&self, category: &Category) -> bool {
-        let key = category.key();
-        let listed = |names: &[String]| names.contains(&key);
-        if self.only.as_deref().is_some_and(|only| !listed(only)) {
-            return false;
-        }
-        match &self.skip {
-            Some(skip) => !listed(skip),
-            None => *category != Category::Number(5),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Conversation {
-    conversation_id: String,
-    sessions: Vec<Session>,
-}
-
-#[derive(Deserialize)]
-struct Session {
-    #[serde(default)]
-    session_id: String,
-    #[serde(default)]
-    date_time: String,
-    turns: Vec<Turn>,
-}
-
-#[derive(Deserialize)]
-struct Turn {
-    turn_id: String,
-    speaker: String,
-    text: String,
-}
-
-#[derive(Deserialize)]
-struct Question {
-    conversation_id: String,
-    question_id: String,
-    question: String,
-    category: Value,
-    #[serde(default)]
-    category_name: Option<String>,
-    evidence: Vec<String>,
-    /// The turn that asks the question, where it is one of the history.
-    #[serde(default)]
-    query_turn_id: Option<String>,
-    /// The turn that answered it (its reference reply).
-    #[serde(default)]
-    answer_turn_id: Option<String>,
-}
-
 /// Parses a `--modes` value such as `lexical,vector,hybrid,none`: the
 /// retrieval modes scored, in order, and whether `none` (a recall with no
 /// query, timed only) was named.
@@ -273,23 +150,6 @@ fn mode_name(mode: RetrievalMode) -> &'static str {
         RetrievalMode::Vector => "vector",
         RetrievalMode::Hybrid => "hybrid",
     }
-}
-
-/// Reads a JSON lines file; blank lines are skipped, and an error names the
-/// file and the line.
-fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path, what: &str) -> Result<Vec<(usize, T)>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut out = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value = serde_json::from_str(line)
-            .map_err(|e| anyhow!("{}: line {}: not a {what}: {e}", path.display(), index + 1))?;
-        out.push((index + 1, value));
-    }
-    Ok(out)
 }
 
 fn progress(len: usize, hidden: bool, label: &str) -> ProgressBar {
@@ -995,64 +855,6 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `[sum, count]` of a histogram series of `/metrics` (`name{labels}` as
-/// the server prints it).
-fn histogram(samples: &HashMap<String, f64>, series: &str) -> Option<(f64, f64)> {
-    let (name, labels) = match series.find('{') {
-        Some(at) => series.split_at(at),
-        None => (series, ""),
-    };
-    Some((
-        *samples.get(&format!("{name}_sum{labels}"))?,
-        *samples.get(&format!("{name}_count{labels}"))?,
-    ))
-}
-
-/// A histogram's mean over what happened between two readings, in ms;
-/// none when the server does not export it or nothing was observed.
-fn server_mean(
-    before: &HashMap<String, f64>,
-    after: &HashMap<String, f64>,
-    series: &str,
-) -> Option<f64> {
-    let (s0, c0) = histogram(before, series).unwrap_or((0.0, 0.0));
-    let (s1, c1) = histogram(after, series)?;
-    (c1 > c0).then(|| round((s1 - s0) / (c1 - c0) * 1e3))
-}
-
-/// How many observations a histogram gained between two readings.
-fn server_count(
-    before: &HashMap<String, f64>,
-    after: &HashMap<String, f64>,
-    series: &str,
-) -> Option<u64> {
-    let (_, c0) = histogram(before, series).unwrap_or((0.0, 0.0));
-    let (_, c1) = histogram(after, series)?;
-    Some((c1 - c0).max(0.0) as u64)
-}
-
-/// The `q` quantile (nearest rank) of sorted figures; 0 for none.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-fn list_suffix(items: &[String]) -> String {
-    if items.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", items.join(", "))
-    }
-}
-
-/// Six decimals: stable JSON figures.
-fn round(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
-}
-
 /// An episodic memory of `principal` whose one source is the turn itself,
 /// so the server's verbatim verifier supports it (`POST /v1/memories`).
 fn turn_proposal(principal: &str, turn_id: &str, text: &str) -> Value {
@@ -1106,77 +908,5 @@ mod tests {
         for bad in ["", " , ", "mem0,platform", "Native"] {
             assert!(parse_surfaces(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn the_servers_account_skips_what_it_does_not_export() {
-        let series = r#"mosaic_write_phase_seconds{phase="commit"}"#;
-        let reading = |sum: f64, count: f64| -> HashMap<String, f64> {
-            HashMap::from([
-                (
-                    r#"mosaic_write_phase_seconds_sum{phase="commit"}"#.to_owned(),
-                    sum,
-                ),
-                (
-                    r#"mosaic_write_phase_seconds_count{phase="commit"}"#.to_owned(),
-                    count,
-                ),
-            ])
-        };
-        let (before, after) = (reading(1.0, 10.0), reading(1.5, 15.0));
-        // 0.5 s over 5 observations: 100 ms each.
-        assert_eq!(server_mean(&before, &after, series), Some(100.0));
-        assert_eq!(server_count(&before, &after, series), Some(5));
-        // A series first exported after the first reading counts from zero.
-        assert_eq!(server_mean(&HashMap::new(), &after, series), Some(100.0));
-        // Not exported, or nothing observed: no figure.
-        assert_eq!(server_mean(&before, &HashMap::new(), series), None);
-        assert_eq!(server_count(&before, &HashMap::new(), series), None);
-        assert_eq!(server_mean(&after, &after, series), None);
-        assert_eq!(
-            server_mean(&before, &after, "mosaic_query_embedding_seconds"),
-            None
-        );
-    }
-
-    #[test]
-    fn categories_are_numbers_or_names() {
-        assert_eq!(Category::from_json(&json!(2)), Ok(Category::Number(2)));
-        assert_eq!(
-            Category::from_json(&json!(" preference ")),
-            Ok(Category::Name("preference".into()))
-        );
-        for bad in [json!(-1), json!(1.5), json!(""), json!(null), json!([1])] {
-            assert!(Category::from_json(&bad).is_err(), "{bad}");
-        }
-        // Numbers sort before names, numbers by value.
-        let mut c = [
-            Category::Name("b".into()),
-            Category::Number(10),
-            Category::Name("a".into()),
-            Category::Number(2),
-        ];
-        c.sort();
-        assert_eq!(
-            c.iter().map(Category::key).collect::<Vec<_>>(),
-            ["2", "10", "a", "b"]
-        );
-    }
-
-    #[test]
-    fn the_default_filter_skips_only_locomo_adversarial_questions() {
-        let default = CategoryFilter::default();
-        assert!(default.scores(&Category::Number(1)));
-        assert!(default.scores(&Category::Number(7)));
-        assert!(!default.scores(&Category::Number(5)));
-        // A name "5" is not LoCoMo's number 5.
-        assert!(default.scores(&Category::Name("5".into())));
-        let skip_none = CategoryFilter::parse(None, Some("")).unwrap_or_default();
-        assert!(skip_none.scores(&Category::Number(5)));
-        let only = CategoryFilter::parse(Some("preference, 2"), Some("2")).unwrap_or_default();
-        assert!(only.scores(&Category::Name("preference".into())));
-        assert!(!only.scores(&Category::Number(2)));
-        assert!(!only.scores(&Category::Name("update".into())));
-        assert!(CategoryFilter::parse(Some(" , "), None).is_err());
     }
 }

@@ -4,7 +4,7 @@
 //! address that never cross a principal, subject or tenant.
 
 use axum::http::StatusCode;
-use mosaic_server::api::ProposeRequest;
+use mosaic_service::api::ProposeRequest;
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, World, error_code, send, world};
@@ -22,7 +22,7 @@ fn addressed(
     key: &str,
     metadata: Value,
 ) -> ProposeRequest {
-    let mut request = mosaic_server::examples::workspace_fact(label, WORKSPACE, text);
+    let mut request = mosaic_service::examples::workspace_fact(label, WORKSPACE, text);
     request.namespace = Some(namespace.iter().map(|s| (*s).to_owned()).collect());
     request.key = Some(key.to_owned());
     request.metadata = Some(serde_json::from_value(metadata).expect("metadata object"));
@@ -89,7 +89,7 @@ pub(crate) async fn templated_notes_under_distinct_keys_are_distinct_items_and_u
     // The same template without an address: the text guard (the layer that
     // protects unaddressed memory) still refuses the near-duplicate.
     let plain = |i: usize| {
-        mosaic_server::examples::workspace_fact(&format!("plain-{i}"), WORKSPACE, &templated(i))
+        mosaic_service::examples::workspace_fact(&format!("plain-{i}"), WORKSPACE, &templated(i))
     };
     let (_, first) = propose(w, &alice.key, &plain(100)).await;
     assert_eq!(first["decision"], "rejected", "{first}");
@@ -317,7 +317,7 @@ pub(crate) async fn an_address_never_reads_across_principals_subjects_or_tenants
         .iter()
         .find(|p| p.tenant != alice.tenant)
         .expect("a principal of the other tenant");
-    let mut mine = mosaic_server::examples::preference(
+    let mut mine = mosaic_service::examples::preference(
         "secret-pref",
         &alice.principal,
         "I prefer window seats.",

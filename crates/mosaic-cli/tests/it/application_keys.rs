@@ -4,7 +4,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use mosaic_server::examples::preference;
+use mosaic_service::examples::preference;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 

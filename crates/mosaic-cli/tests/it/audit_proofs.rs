@@ -6,7 +6,7 @@
 //! 5xx; the routes are the admin's alone.
 
 use axum::http::StatusCode;
-use mosaic_server::receipts::verify_document;
+use mosaic_service::receipts::verify_document;
 use serde_json::json;
 
 use crate::common::*;

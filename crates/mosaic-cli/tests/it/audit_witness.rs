@@ -8,9 +8,9 @@ use std::process::Command;
 
 use axum::http::StatusCode;
 use mosaic_harness::merkle;
-use mosaic_server::Service;
-use mosaic_server::api::AuditHead;
-use mosaic_server::examples::workspace_fact;
+use mosaic_service::Service;
+use mosaic_service::api::proofs::AuditHead;
+use mosaic_service::examples::workspace_fact;
 use mosaic_store::audit::AuditEventBody;
 
 use crate::common::{WORKSPACE, error_code, send, world};

@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use mosaic_index::TargetSnapshot;
 use mosaic_index::target::LiveEntry;
 use mosaic_index::vector::EmbeddingSnapshot;
-use mosaic_server::Service;
-use mosaic_server::api::RevokeRequest;
-use mosaic_server::auth::Credential;
-use mosaic_server::examples::workspace_fact;
-use mosaic_server::service::{IndexDelivery, OutboxFault, OutboxFaults, VECTOR_EMBEDDINGS_FILE};
+use mosaic_service::Service;
+use mosaic_service::api::RevokeRequest;
+use mosaic_service::auth::Credential;
+use mosaic_service::examples::workspace_fact;
+use mosaic_service::service::{IndexDelivery, OutboxFault, OutboxFaults, VECTOR_EMBEDDINGS_FILE};
 use mosaic_store::OutboxTask;
 
 use crate::common::{WORKSPACE, config, world};

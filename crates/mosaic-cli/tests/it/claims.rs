@@ -12,12 +12,13 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::{SourceJudgment, StructuredClaim};
-use mosaic_server::api::ProposeRequest;
-use mosaic_server::evidence::{
+use mosaic_server::app;
+use mosaic_service::Service;
+use mosaic_service::api::ProposeRequest;
+use mosaic_service::evidence::{
     CONFLICT_SCANNER_RELEASE, EvidenceKind, Proposition, public_key_hex, sign_evidence,
 };
-use mosaic_server::examples::workspace_fact;
-use mosaic_server::{Service, app};
+use mosaic_service::examples::workspace_fact;
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, config, propose, send, send_raw, world};

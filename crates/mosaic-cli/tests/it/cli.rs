@@ -104,7 +104,7 @@ fn serve_and_talk_to_it_with_the_client_verbs() {
     // Propose from a file.
     // The source text travels in its own file (--source-text), not in the
     // request: the server's verbatim verifier judges it.
-    let mut request = mosaic_server::examples::workspace_fact(
+    let mut request = mosaic_service::examples::workspace_fact(
         "cli",
         "default",
         "The CLI talks to the server over HTTP",

@@ -6,13 +6,15 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use mosaic_harness::memory_write::MemoryPurpose;
-use mosaic_server::api::{
-    ConsentRequest, CreateKeyRequest, CreateTenantRequest, GrantRequest, PolicyRequest,
+use mosaic_server::app;
+use mosaic_service::api::{
+    ConsentRequest,
+    admin::{CreateKeyRequest, CreateTenantRequest, GrantRequest, PolicyRequest},
 };
-use mosaic_server::auth::Credential;
-use mosaic_server::service::{ADMIN_KEY_FILE, ServiceClock, SystemClock};
-use mosaic_server::settings::{SharedSemanticEvidence, WriteGuards};
-use mosaic_server::{ServerConfig, Service, app};
+use mosaic_service::auth::Credential;
+use mosaic_service::service::{ADMIN_KEY_FILE, ServiceClock, SystemClock};
+use mosaic_service::settings::{SharedSemanticEvidence, WriteGuards};
+use mosaic_service::{ServerConfig, Service};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -44,7 +46,7 @@ pub fn config(dir: &std::path::Path) -> ServerConfig {
         rate_limit_burst: 10_000,
         body_limit_bytes: 64 * 1024,
         // Deterministic in every build; the model is not under test here.
-        embedder: mosaic_server::embedder::EmbedderKind::Hash,
+        embedder: mosaic_service::embedder::EmbedderKind::Hash,
         ..ServerConfig::default()
     }
 }
@@ -216,7 +218,7 @@ pub async fn send(
 pub async fn propose(
     router: &axum::Router,
     key: &str,
-    request: &mosaic_server::api::ProposeRequest,
+    request: &mosaic_service::api::ProposeRequest,
 ) -> Value {
     let body = serde_json::to_value(request).expect("json");
     let (status, body) = send(router, "POST", "/v1/memories", Some(key), Some(body)).await;
@@ -252,8 +254,8 @@ pub fn self_quoting_policy() -> Option<PolicyRequest> {
 /// A supported workspace fact labelled `label`: `text` followed by the
 /// label's [`distinct`] words in brackets and a full stop, so every label
 /// gives a text the write guards find new.
-pub fn distinct_fact(label: &str, text: &str) -> mosaic_server::api::ProposeRequest {
-    mosaic_server::examples::workspace_fact(
+pub fn distinct_fact(label: &str, text: &str) -> mosaic_service::api::ProposeRequest {
+    mosaic_service::examples::workspace_fact(
         label,
         WORKSPACE,
         &format!("{text} ({}).", distinct(label)),
@@ -365,7 +367,7 @@ pub fn minilm_endpoint() -> Option<MiniLmEndpoint> {
 pub fn minilm_world(endpoint: &MiniLmEndpoint, adjust: impl FnOnce(&mut ServerConfig)) -> World {
     let url = endpoint.url.clone();
     world_with(move |c| {
-        c.embedder = mosaic_server::embedder::EmbedderKind::Http;
+        c.embedder = mosaic_service::embedder::EmbedderKind::Http;
         c.embedder_url = Some(url);
         c.embedder_model = Some("all-minilm-l6-v2".into());
         c.embedding_dim = 384;

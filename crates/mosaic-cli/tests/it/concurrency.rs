@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use mosaic_index::RetrievalMode;
-use mosaic_server::ServiceError;
-use mosaic_server::api::RecallRequest;
-use mosaic_server::examples::workspace_fact;
+use mosaic_service::ServiceError;
+use mosaic_service::api::RecallRequest;
+use mosaic_service::examples::workspace_fact;
 
 use axum::http::StatusCode;
 use serde_json::json;
@@ -358,7 +358,7 @@ fn a_warm_recall_commits_to_the_records_as_stored() {
         .revoke(
             &principal.credential,
             &revoked,
-            &mosaic_server::api::RevokeRequest::default(),
+            &mosaic_service::api::RevokeRequest::default(),
         )
         .expect("revoke");
     let after = recall();

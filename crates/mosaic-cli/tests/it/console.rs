@@ -14,10 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use mosaic_server::api::{CreateKeyRequest, CreateTenantRequest, GrantRequest, ProposeRequest};
+use mosaic_server::app;
 use mosaic_server::console::{CONTENT_SECURITY_POLICY, FILES};
-use mosaic_server::examples::{preference, workspace_fact};
-use mosaic_server::{Service, app};
+use mosaic_service::Service;
+use mosaic_service::api::{
+    ProposeRequest,
+    admin::{CreateKeyRequest, CreateTenantRequest, GrantRequest},
+};
+use mosaic_service::examples::{preference, workspace_fact};
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, config, error_code, send, world};
@@ -608,7 +612,7 @@ fn browsing_ten_thousand_memories_is_paged_on_the_server() {
     cfg.index_wait_ms = 0;
     let (service, _) = Service::open(cfg.clone()).expect("open");
     let admin_key =
-        std::fs::read_to_string(cfg.data_dir.join(mosaic_server::service::ADMIN_KEY_FILE))
+        std::fs::read_to_string(cfg.data_dir.join(mosaic_service::service::ADMIN_KEY_FILE))
             .expect("admin key");
     let admin = service.authenticate(Some(admin_key.trim())).expect("admin");
     service
@@ -862,7 +866,7 @@ fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let server = Served::start(&data, dir.path().join("serve.log"));
-    let admin_key = std::fs::read_to_string(data.join(mosaic_server::service::ADMIN_KEY_FILE))
+    let admin_key = std::fs::read_to_string(data.join(mosaic_service::service::ADMIN_KEY_FILE))
         .expect("admin key")
         .trim()
         .to_owned();

@@ -6,7 +6,7 @@
 use axum::http::StatusCode;
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::{SourceJudgment, StructuredClaim};
-use mosaic_server::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
+use mosaic_service::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
 use serde_json::{Value, json};
 
 use crate::common::{World, counter, error_code, send, world};

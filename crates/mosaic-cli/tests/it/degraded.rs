@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mosaic_index::RetrievalMode;
-use mosaic_server::api::RecallRequest;
-use mosaic_server::examples::workspace_fact;
-use mosaic_server::{Service, VECTOR_TARGET};
+use mosaic_service::api::RecallRequest;
+use mosaic_service::examples::workspace_fact;
+use mosaic_service::{Service, VECTOR_TARGET};
 use mosaic_store::audit::AuditKind;
 use mosaic_store::{PostgresStore, SqliteStore, Store, StoreConfig};
 use serde_json::Value;

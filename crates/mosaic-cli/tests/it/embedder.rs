@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use mosaic_index::RetrievalMode;
 use mosaic_index::local_model::{MINILM_RELEASE, MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256};
-use mosaic_server::api::RecallRequest;
-use mosaic_server::embedder::{
+use mosaic_service::api::RecallRequest;
+use mosaic_service::embedder::{
     DEFAULT_MODEL_DIR_NAME, DEFAULT_MPNET_DIR_NAME, EmbedderIdentity, EmbedderKind,
     LOCAL_MODEL_BUILT, Secret, check_release, minilm_file_digests, minilm_release, model_dir,
     mpnet_release,
 };
-use mosaic_server::examples::workspace_fact;
-use mosaic_server::{ServerConfig, Service};
+use mosaic_service::examples::workspace_fact;
+use mosaic_service::{ServerConfig, Service};
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, World, world, world_with};
@@ -266,7 +266,7 @@ pub(crate) const HANG: std::time::Duration = std::time::Duration::from_secs(3);
 impl FakeEndpoint {
     /// Points `config` at this endpoint: the http embedder, model
     /// `fake-embed`, dimension 8, bearer key `sk-test-key`.
-    pub(crate) fn configure(&self, config: &mut mosaic_server::ServerConfig) {
+    pub(crate) fn configure(&self, config: &mut mosaic_service::ServerConfig) {
         config.embedder = EmbedderKind::Http;
         config.embedder_url = Some(self.url.clone());
         config.embedder_model = Some("fake-embed".to_owned());

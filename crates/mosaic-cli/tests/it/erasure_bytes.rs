@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use axum::http::StatusCode;
 use mosaic_harness::{MemoryKind, MemorySubject, memory_write::MemoryPurpose};
-use mosaic_server::examples::{preference, quoted_proposal};
+use mosaic_service::examples::{preference, quoted_proposal};
 use serde_json::json;
 
 use crate::common::{WORKSPACE, send, world};

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use mosaic_server::error_codes::{ERROR_CODES, markdown_table};
+use mosaic_service::error_codes::{ERROR_CODES, markdown_table};
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src") {

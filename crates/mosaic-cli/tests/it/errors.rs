@@ -2,9 +2,9 @@
 //! status, never a 5xx, never a partial write.
 
 use axum::http::StatusCode;
-use mosaic_server::api::{CreateKeyRequest, GrantRequest};
-use mosaic_server::examples::preference;
 use mosaic_server::openapi::OPERATIONS;
+use mosaic_service::api::admin::{CreateKeyRequest, GrantRequest};
+use mosaic_service::examples::preference;
 use serde_json::{Value, json};
 
 use crate::common::{error_code, send, send_raw, world, world_with};
@@ -497,7 +497,7 @@ fn unreachable_postgres_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = crate::common::config(dir.path());
     config.postgres = Some("postgres://mosaic@127.0.0.1:1/mosaic".into());
-    match mosaic_server::Service::open(config) {
+    match mosaic_service::Service::open(config) {
         Err(e) => {
             assert_eq!(e.code(), "unavailable");
             assert!(e.to_string().contains("PostgreSQL"), "{e}");

@@ -10,12 +10,15 @@ use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, ConflictRelation, ProcedureEvaluation, SourceJudgment,
     StructuredClaim,
 };
-use mosaic_server::api::{EvidenceSignature, ProposeRequest, Signed};
-use mosaic_server::evidence::{
+use mosaic_service::api::{
+    ProposeRequest,
+    signed::{EvidenceSignature, Signed},
+};
+use mosaic_service::evidence::{
     CONFLICT_SCANNER_RELEASE, EvidenceKind, Proposition, VERBATIM_VERIFIER_RELEASE, public_key_hex,
     sign_evidence,
 };
-use mosaic_server::examples::{quoted_proposal, workspace_fact};
+use mosaic_service::examples::{quoted_proposal, workspace_fact};
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, World, error_code, send, world};
@@ -585,8 +588,8 @@ mod pure {
     use mosaic_harness::MemorySource;
     use mosaic_harness::canonical::sha256_hex;
     use mosaic_harness::memory_write::{ConflictRelation, SourceJudgment, StructuredClaim};
-    use mosaic_server::api::Signed;
-    use mosaic_server::evidence::{
+    use mosaic_service::api::signed::Signed;
+    use mosaic_service::evidence::{
         CONFLICT_SCANNER_RELEASE, EvidenceError, EvidenceKind, Proposition, RegisteredVerifier,
         SourceTextError, VERBATIM_VERIFIER_RELEASE, normalize_whitespace, occurs_verbatim,
         parse_public_key, public_key_hex, scan_claims, sign_evidence, verbatim_judgments,
@@ -634,7 +637,7 @@ mod pure {
             "overlapping occurrences count"
         );
         // Work is bounded: occurrences glued to a word are examined only so far.
-        let glued = "xa".repeat(mosaic_server::evidence::MAX_OCCURRENCES + 1);
+        let glued = "xa".repeat(mosaic_service::evidence::MAX_OCCURRENCES + 1);
         assert!(!occurs_verbatim("a", &format!("{glued} a")));
         assert!(occurs_verbatim("a", &format!("{} a", "xa".repeat(10))));
     }

@@ -4,8 +4,8 @@
 //! mem0) says when it expires, as the stored record does.
 
 use axum::http::StatusCode;
-use mosaic_server::examples::{preference, workspace_fact};
-use mosaic_server::instants::rfc3339;
+use mosaic_service::examples::{preference, workspace_fact};
+use mosaic_service::instants::rfc3339;
 use serde_json::{Value, json};
 
 use crate::common::{Principal, WORKSPACE, World, send, world};

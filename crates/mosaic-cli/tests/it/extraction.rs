@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use mosaic_server::ServerConfig;
+use mosaic_service::ServerConfig;
 use serde_json::{Value, json};
 
 use crate::common::{World, send, world, world_with};
@@ -393,7 +393,7 @@ async fn a_pending_job_of_the_previous_release_still_runs() {
     script.set(Mode::Good);
     let mut config = crate::common::config(dir.path());
     configure(&mut config, &script);
-    let (service, _) = mosaic_server::Service::open(config).expect("open the upgraded directory");
+    let (service, _) = mosaic_service::Service::open(config).expect("open the upgraded directory");
     let service = Arc::new(service);
     let w = World {
         router: mosaic_server::app(service.clone()),

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::thread;
 
 use mosaic_index::{Embedder, IndexError};
-use mosaic_server::http_embedder::HttpEmbedder;
+use mosaic_service::http_embedder::HttpEmbedder;
 
 /// What the one-shot endpoint received.
 struct Received {

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use mosaic_harness::MemoryKind;
 use mosaic_harness::MemorySubject;
 use mosaic_harness::memory_write::MemoryPurpose;
-use mosaic_server::examples::{preference, supported_proposal, workspace_fact};
+use mosaic_service::examples::{preference, supported_proposal, workspace_fact};
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, World, error_code, send, world};

@@ -3,7 +3,7 @@
 //! erasure, export/import, reconcile, reindex, metrics and restart.
 
 use axum::http::StatusCode;
-use mosaic_server::examples::{preference, workspace_fact};
+use mosaic_service::examples::{preference, workspace_fact};
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, error_code, send, send_raw, world};
@@ -11,7 +11,7 @@ use crate::common::{WORKSPACE, error_code, send, send_raw, world};
 async fn propose(
     w: &crate::common::World,
     key: &str,
-    request: &mosaic_server::api::ProposeRequest,
+    request: &mosaic_service::api::ProposeRequest,
 ) -> Value {
     crate::common::propose(&w.router, key, request).await
 }
@@ -467,13 +467,13 @@ async fn state_survives_a_restart_of_the_service() {
     let record_id;
     let key;
     {
-        let (service, _) = mosaic_server::Service::open(config.clone()).expect("open");
+        let (service, _) = mosaic_service::Service::open(config.clone()).expect("open");
         let admin_key = std::fs::read_to_string(config.data_dir.join("admin.key")).expect("key");
         let admin = service.authenticate(Some(admin_key.trim())).expect("admin");
         service
             .create_tenant(
                 &admin,
-                &mosaic_server::api::CreateTenantRequest {
+                &mosaic_service::api::admin::CreateTenantRequest {
                     tenant_id: "t".into(),
                     policy: crate::common::self_quoting_policy(),
                 },
@@ -482,7 +482,7 @@ async fn state_survives_a_restart_of_the_service() {
         let created = service
             .create_key(
                 &admin,
-                &mosaic_server::api::CreateKeyRequest {
+                &mosaic_service::api::admin::CreateKeyRequest {
                     tenant_id: "t".into(),
                     principal_id: "p".into(),
                     grant: None,
@@ -510,7 +510,7 @@ async fn state_survives_a_restart_of_the_service() {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    let (service, report) = mosaic_server::Service::open(config).expect("reopen");
+    let (service, report) = mosaic_service::Service::open(config).expect("reopen");
     assert!(
         report.admin_key_file.is_none(),
         "the admin key is generated once"
@@ -519,7 +519,7 @@ async fn state_survives_a_restart_of_the_service() {
     let r = service
         .recall(
             &cred,
-            &mosaic_server::api::RecallRequest {
+            &mosaic_service::api::RecallRequest {
                 query: Some("kettles".into()),
                 ..Default::default()
             },

@@ -12,10 +12,11 @@ use std::path::Path;
 use std::process::Command;
 
 use axum::http::StatusCode;
-use mosaic_server::api::{CreateKeyRequest, CreateTenantRequest, GrantRequest};
+use mosaic_server::app;
 use mosaic_server::mcp::{MCP_PATH, TOOL_NAMES, tool_arguments, tools};
-use mosaic_server::service::ADMIN_KEY_FILE;
-use mosaic_server::{ServerConfig, Service, app};
+use mosaic_service::api::admin::{CreateKeyRequest, CreateTenantRequest, GrantRequest};
+use mosaic_service::service::ADMIN_KEY_FILE;
+use mosaic_service::{ServerConfig, Service};
 use serde_json::json;
 
 use crate::common::{error_code, send_raw, world};
@@ -323,9 +324,9 @@ fn tool_schemas_match_the_service_requests_and_never_take_an_identity() {
     }
     // `recall` declares the recall request's fields, less identity.
     // (`filter` is left out of the JSON when unset: set it to see it.)
-    let recall = serde_json::to_value(mosaic_server::api::RecallRequest {
+    let recall = serde_json::to_value(mosaic_service::api::RecallRequest {
         filter: Some(json!({})),
-        ..mosaic_server::api::RecallRequest::default()
+        ..mosaic_service::api::RecallRequest::default()
     })
     .expect("json");
     let mut expected: Vec<String> = recall

@@ -288,9 +288,9 @@ fn mcp_next_to_a_running_server_relays_to_it_and_never_splits_recall() {
     let (status, body) = served.post(
         "/v1/memories",
         &key,
-        &serde_json::to_value(mosaic_server::api::ProposeRequest {
+        &serde_json::to_value(mosaic_service::api::ProposeRequest {
             metadata: Some(serde_json::from_value(json!({"via": "api"})).expect("metadata object")),
-            ..mosaic_server::examples::workspace_fact(
+            ..mosaic_service::examples::workspace_fact(
                 "api",
                 "default",
                 "The API write is visible to the MCP client",
@@ -529,7 +529,7 @@ fn mcp_remember_carries_metadata_and_an_address_like_the_api() {
 
     // Malformed attachments: the JSON API's code for the same value.
     let proposal = |attachments: Value| {
-        let mut body = serde_json::to_value(mosaic_server::examples::workspace_fact(
+        let mut body = serde_json::to_value(mosaic_service::examples::workspace_fact(
             "api",
             "default",
             "A fact with a malformed attachment",

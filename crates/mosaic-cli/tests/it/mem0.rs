@@ -1203,7 +1203,7 @@ async fn mem0s_current_request_fields_map_or_are_named_as_ignored() {
     .expect("ms");
     let day_ms = 86_400_000;
     let in_ten_days = now_ms / day_ms * day_ms + 10 * day_ms;
-    let date = mosaic_server::instants::rfc3339(in_ten_days)[..10].to_owned();
+    let date = mosaic_service::instants::rfc3339(in_ten_days)[..10].to_owned();
     let (status, added) = send(
         r,
         "POST",
@@ -1466,7 +1466,7 @@ pub(crate) async fn mem0_filters_restrict_the_memories_before_ranking_and_paging
     )
     .await;
     assert_ne!(ids(&unfiltered), vec![rare.clone()], "{unfiltered}");
-    let tomorrow = mosaic_server::instants::rfc3339(
+    let tomorrow = mosaic_service::instants::rfc3339(
         u64::try_from(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
-use mosaic_server::examples::preference;
 use mosaic_server::mcp::MCP_PATH;
+use mosaic_service::examples::preference;
 use serde_json::{Value, json};
 
 use crate::common::{Principal, error_code, send, send_raw, world};

@@ -5,7 +5,7 @@
 //! identically for a hidden id and an id that never existed.
 
 use axum::http::StatusCode;
-use mosaic_server::examples::{preference, workspace_fact};
+use mosaic_service::examples::{preference, workspace_fact};
 use serde_json::{Value, json};
 
 use crate::common::{Principal, WORKSPACE, World, error_code, send, world};

@@ -3,9 +3,9 @@
 //! revocation rewrites the snapshots so the erased text leaves the index
 //! files; a restart replays the journals without a rebuild.
 
-use mosaic_server::api::{RecallRequest, RevokeRequest};
-use mosaic_server::examples::workspace_fact;
-use mosaic_server::{Service, ServiceError};
+use mosaic_service::api::{RecallRequest, RevokeRequest};
+use mosaic_service::examples::workspace_fact;
+use mosaic_service::{Service, ServiceError};
 
 use crate::common::{WORKSPACE, config, distinct_fact, world};
 

@@ -6,9 +6,9 @@
 use axum::http::StatusCode;
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::{SourceJudgment, StructuredClaim};
-use mosaic_server::api::ProposeRequest;
-use mosaic_server::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
-use mosaic_server::examples::{preference, quoted_proposal, workspace_fact};
+use mosaic_service::api::ProposeRequest;
+use mosaic_service::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
+use mosaic_service::examples::{preference, quoted_proposal, workspace_fact};
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, World, error_code, send, world};
@@ -385,7 +385,7 @@ async fn vector_guard_false_refusals_on_locomo_turns() {
     let Some(endpoint) = crate::common::minilm_endpoint() else {
         return;
     };
-    let cosine = mosaic_server::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE;
+    let cosine = mosaic_service::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE;
     let make = || crate::common::minilm_world(&endpoint, |_| {});
     let (distinct, refused) = locomo_false_refusals(&path, make, cosine).await;
     assert!(
@@ -992,7 +992,7 @@ async fn json_items_with_different_values_are_not_refused_by_the_vector_guard() 
 #[tokio::test]
 async fn load_test_notes_pass_the_write_guards_under_the_real_model() {
     use mosaic_index::embed::Embedder;
-    use mosaic_server::examples::distinct_note;
+    use mosaic_service::examples::distinct_note;
     let notes: Vec<String> = (0..1147).map(distinct_note).collect();
     let distinct: std::collections::BTreeSet<&String> = notes.iter().collect();
     assert_eq!(distinct.len(), notes.len());
@@ -1028,7 +1028,8 @@ async fn load_test_notes_pass_the_write_guards_under_the_real_model() {
         "distinct_note: highest cosine {:.3} between {} and {}",
         worst.0, worst.1, worst.2
     );
-    let threshold = mosaic_server::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE as f32 / 1000.0;
+    let threshold =
+        mosaic_service::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE as f32 / 1000.0;
     assert!(worst.0 < threshold, "{worst:?}");
 
     let w = crate::common::minilm_world(&endpoint, |_| {});

@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mosaic_server::examples::workspace_fact;
+use mosaic_service::examples::workspace_fact;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mosaic");
@@ -329,8 +329,8 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     let (status, keys) = call(&one, &key, "GET", "/v1/keys", None);
     assert_eq!(status, 200, "{keys}");
     let verifying =
-        mosaic_server::signing::parse_public_keys(&keys.to_string()).expect("the keys parse");
-    let verdict = mosaic_server::receipts::verify_document(&recall, &verifying).expect("a recall");
+        mosaic_service::signing::parse_public_keys(&keys.to_string()).expect("the keys parse");
+    let verdict = mosaic_service::receipts::verify_document(&recall, &verifying).expect("a recall");
     assert!(verdict.valid, "{verdict:?}");
     let (status, v) = call(
         &one,

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mosaic_server::examples::{preference, workspace_fact};
+use mosaic_service::examples::{preference, workspace_fact};
 use serde_json::json;
 
 use crate::postgres::{Schema, call, in_schema, serve, urls};
@@ -236,7 +236,7 @@ fn after_a_complete_erasure_no_live_row_or_index_lookup_holds_the_text() {
     // tree head over every tenant's events (row security notwithstanding),
     // and the proofs verify offline.
     let (_, keys) = call(&server, alice, "GET", "/v1/keys", None);
-    let keys = mosaic_server::signing::parse_public_keys(&keys.to_string()).expect("keys");
+    let keys = mosaic_service::signing::parse_public_keys(&keys.to_string()).expect("keys");
     let (status, deletion) = call(
         &server,
         alice,
@@ -245,7 +245,7 @@ fn after_a_complete_erasure_no_live_row_or_index_lookup_holds_the_text() {
         None,
     );
     assert_eq!(status, 200, "{deletion}");
-    let verdict = mosaic_server::receipts::verify_document(&deletion, &keys).expect("deletion");
+    let verdict = mosaic_service::receipts::verify_document(&deletion, &keys).expect("deletion");
     assert!(verdict.valid, "{verdict:?}");
     assert_eq!(
         verdict.checked,
@@ -260,7 +260,7 @@ fn after_a_complete_erasure_no_live_row_or_index_lookup_holds_the_text() {
             None,
         );
         assert_eq!(status, 200, "{proof}");
-        let verdict = mosaic_server::receipts::verify_document(&proof, &keys).expect("proof");
+        let verdict = mosaic_service::receipts::verify_document(&proof, &keys).expect("proof");
         assert!(verdict.valid, "{verdict:?}");
     }
 }

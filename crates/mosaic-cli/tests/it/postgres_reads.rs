@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use mosaic_server::examples::workspace_fact;
+use mosaic_service::examples::workspace_fact;
 use serde_json::{Value, json};
 
 use crate::postgres::{Server, call, in_schema, serve_with, urls};

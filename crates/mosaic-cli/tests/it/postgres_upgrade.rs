@@ -6,7 +6,7 @@
 //! replays, a captured message is cited by id, the export keeps the copy
 //! of each request. Skips like `postgres.rs`.
 
-use mosaic_server::examples::preference;
+use mosaic_service::examples::preference;
 use serde_json::{Value, json};
 
 use crate::postgres::{call, in_schema, serve, urls};

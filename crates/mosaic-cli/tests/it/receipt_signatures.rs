@@ -10,8 +10,8 @@ use axum::http::StatusCode;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use mosaic_harness::memory_scope::MemorySelectionReceipt;
 use mosaic_harness::receipt_signature::{ReceiptKind, sign_receipt};
-use mosaic_server::receipts::verify_document;
-use mosaic_server::signing::{KeysResponse, parse_public_keys};
+use mosaic_service::receipts::verify_document;
+use mosaic_service::signing::{KeysResponse, parse_public_keys};
 use serde_json::{Value, json};
 
 use crate::common::*;
@@ -484,7 +484,7 @@ async fn a_rotation_keeps_earlier_receipts_verifying() {
     .await;
     let (before, _) = published_keys(&w.router).await;
     let path = w.service.config().signing_key_path();
-    let rotated = mosaic_server::signing::rotate(&path, 4_102_444_800_000).expect("rotates");
+    let rotated = mosaic_service::signing::rotate(&path, 4_102_444_800_000).expect("rotates");
     let (after, verifying) = published_keys(&w.router).await;
     assert_eq!(after, rotated);
     assert_eq!(after.keys.len(), 2);

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use mosaic_server::api::RevokeRequest;
-use mosaic_server::examples::workspace_fact;
-use mosaic_server::service::{IndexDelivery, OutboxFault, OutboxFaults};
+use mosaic_service::api::RevokeRequest;
+use mosaic_service::examples::workspace_fact;
+use mosaic_service::service::{IndexDelivery, OutboxFault, OutboxFaults};
 use mosaic_store::revocation::{DeletionRequested, RevocationState};
 use mosaic_store::{Authorization, OutboxTask, RevocationReason, SqliteStore, Store, StoreConfig};
 use serde_json::json;

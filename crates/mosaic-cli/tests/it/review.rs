@@ -6,9 +6,9 @@
 use axum::http::StatusCode;
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::{SourceJudgment, StructuredClaim};
-use mosaic_server::api::{ProposeRequest, Signed};
-use mosaic_server::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
-use mosaic_server::examples::workspace_fact;
+use mosaic_service::api::{ProposeRequest, signed::Signed};
+use mosaic_service::evidence::{EvidenceKind, Proposition, public_key_hex, sign_evidence};
+use mosaic_service::examples::workspace_fact;
 use serde_json::{Value, json};
 
 use crate::common::{WORKSPACE, World, error_code, send, world};

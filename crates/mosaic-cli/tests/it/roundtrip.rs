@@ -1,6 +1,6 @@
 //! One real round trip over TCP on port 0.
 
-use mosaic_server::examples::workspace_fact;
+use mosaic_service::examples::workspace_fact;
 use serde_json::{Value, json};
 
 use crate::common::world;

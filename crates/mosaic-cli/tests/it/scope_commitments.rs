@@ -12,8 +12,8 @@ use mosaic_harness::memory_scope::{
     verify_scope_inclusion,
 };
 use mosaic_harness::merkle;
-use mosaic_server::api::{InclusionResponse, MemoryView};
-use mosaic_server::examples::preference;
+use mosaic_service::api::{MemoryView, proofs::InclusionResponse};
+use mosaic_service::examples::preference;
 use serde_json::{Value, json};
 
 use crate::common::*;

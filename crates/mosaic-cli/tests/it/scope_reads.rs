@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::StatusCode;
-use mosaic_server::examples::preference;
-use mosaic_server::service::ServiceClock;
+use mosaic_service::examples::preference;
+use mosaic_service::service::ServiceClock;
 use serde_json::{Value, json};
 
 use crate::common::{World, counter, send, send_raw, world_with_clock};
@@ -268,7 +268,7 @@ async fn decisions_ahead_of_the_clock_stay_readable_and_ordered_across_a_restart
     drop(service);
     let config = crate::common::config(dir.path());
     let (service, _) =
-        mosaic_server::Service::open_with_clock(config, clock.clone()).expect("reopen");
+        mosaic_service::Service::open_with_clock(config, clock.clone()).expect("reopen");
     let service = Arc::new(service);
     let w = World {
         _dir: dir,

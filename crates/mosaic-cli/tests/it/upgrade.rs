@@ -9,11 +9,11 @@
 //! earlier release kept it (`common::as_released`,
 //! `common::as_released_v10`).
 
-use mosaic_server::ServerConfig;
-use mosaic_server::Service;
-use mosaic_server::api::{PolicyRequest, RegisterVerifierRequest};
-use mosaic_server::examples::workspace_fact;
-use mosaic_server::settings::ClaimUpdates;
+use mosaic_service::ServerConfig;
+use mosaic_service::Service;
+use mosaic_service::api::admin::{PolicyRequest, RegisterVerifierRequest};
+use mosaic_service::examples::workspace_fact;
+use mosaic_service::settings::ClaimUpdates;
 
 use crate::common::{TENANTS, WORKSPACE, as_released, as_released_v10, world};
 
@@ -88,7 +88,7 @@ fn a_released_data_directory_imports_its_catalog_into_the_store() {
         "the imported admin key still counts: no new one is made"
     );
     // Every key authenticates as before; the listing is the same.
-    let admin_key = std::fs::read_to_string(data.join(mosaic_server::service::ADMIN_KEY_FILE))
+    let admin_key = std::fs::read_to_string(data.join(mosaic_service::service::ADMIN_KEY_FILE))
         .expect("admin key file");
     let admin = service
         .authenticate(Some(admin_key.trim()))
@@ -178,13 +178,14 @@ fn a_previous_release_directory_serves_its_proposals_messages_and_export_copies(
         .propose(&alice.credential, &fact)
         .expect("propose");
     assert_eq!(first.decision, "accepted");
-    let ingest: mosaic_server::api::IngestRequest = serde_json::from_value(serde_json::json!({
-        "messages": [
-            {"id": "m1", "role": "user", "content": "Our standup moved to 9:30."},
-            {"id": "m2", "role": "user", "content": "The office is closed on Friday."}
-        ]
-    }))
-    .expect("ingest request");
+    let ingest: mosaic_service::api::conversation::IngestRequest =
+        serde_json::from_value(serde_json::json!({
+            "messages": [
+                {"id": "m1", "role": "user", "content": "Our standup moved to 9:30."},
+                {"id": "m2", "role": "user", "content": "The office is closed on Friday."}
+            ]
+        }))
+        .expect("ingest request");
     let ingested = w
         .service
         .ingest_conversation(&alice.credential, "chat-v10", &ingest)
@@ -238,7 +239,7 @@ fn a_previous_release_directory_serves_its_proposals_messages_and_export_copies(
         expected
     );
     // A fact cites a captured message by id alone.
-    let mut cited = mosaic_server::api::ProposeRequest::new(
+    let mut cited = mosaic_service::api::ProposeRequest::new(
         "Our standup moved to 9:30.",
         mosaic_harness::MemoryKind::Semantic,
         mosaic_harness::memory_write::MemoryPurpose::Personalization,
@@ -247,7 +248,7 @@ fn a_previous_release_directory_serves_its_proposals_messages_and_export_copies(
         },
     );
     cited.consent_receipt_sha256 = Some(alice.consent.clone());
-    cited.cites = vec![mosaic_server::api::CitedMessage {
+    cited.cites = vec![mosaic_service::api::conversation::CitedMessage {
         conversation_id: "chat-v10".into(),
         message_id: "m1".into(),
     }];

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use super::{AppState, blocking};
-use crate::auth::Credential;
-use crate::error::{ServiceError, ServiceResult};
+use mosaic_service::auth::Credential;
+use mosaic_service::error::{ServiceError, ServiceResult};
 
 /// A service error as an HTTP response.
 #[derive(Debug)]
@@ -69,7 +69,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 /// Decodes JSON strictly, classifying the failure. A number beyond
 /// ±(2^53 - 1) anywhere in the body is `400 integer_out_of_range`.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> ServiceResult<T> {
-    crate::numbers::check_json_integers(bytes)?;
+    mosaic_service::numbers::check_json_integers(bytes)?;
     serde_json::from_slice(bytes).map_err(|e| {
         use serde_json::error::Category;
         let message = e.to_string();

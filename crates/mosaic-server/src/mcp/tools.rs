@@ -14,12 +14,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::IDENTITY_FIELDS;
-use crate::api::{ConsentRequest, ProposeResponse, RecallRequest, RevokeRequest, VerifyRequest};
-use crate::auth::Credential;
-use crate::error::{ServiceError, ServiceResult};
 use crate::http::decode_json;
-use crate::instants::{expiry, rfc3339};
-use crate::service::Service;
+use mosaic_service::api::{
+    ConsentRequest, ProposeResponse, RecallRequest, RevokeRequest, VerifyRequest,
+};
+use mosaic_service::auth::Credential;
+use mosaic_service::error::{ServiceError, ServiceResult};
+use mosaic_service::instants::{expiry, rfc3339};
+use mosaic_service::service::Service;
 
 fn object(value: Value) -> Arc<JsonObject> {
     match value {
@@ -400,7 +402,7 @@ pub(super) fn remember(
             &arguments.text,
             arguments.kind.unwrap_or(MemoryKind::Semantic),
             arguments.workspace_id.as_deref(),
-            crate::service::StatementAttachments {
+            mosaic_service::service::StatementAttachments {
                 metadata: arguments.metadata,
                 namespace: arguments.namespace,
                 key: arguments.key,
@@ -449,7 +451,7 @@ pub(super) fn list(
             format!("limit must be 1 to {MAX_LISTED}"),
         ));
     }
-    let filter = crate::service::checked_filter(arguments.filter.as_ref())?;
+    let filter = mosaic_service::service::checked_filter(arguments.filter.as_ref())?;
     let mut entries = service.active_memories(credential)?;
     entries.retain(|e| arguments.kind.is_none_or(|k| e.kind == k.as_str()));
     let mut blocks = Vec::new();

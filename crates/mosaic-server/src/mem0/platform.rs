@@ -289,7 +289,7 @@ fn entities(service: &Service, key: &KeyAuth) -> ServiceResult<EntitiesResponse>
             if let Some(conversation) =
                 mosaic_harness::record::message_conversation(&source.source_id)
                 && conversation != "mem0"
-                && conversation != crate::service::STATEMENTS
+                && conversation != mosaic_service::service::STATEMENTS
             {
                 named.insert(conversation.to_owned());
             }

@@ -10,7 +10,7 @@ use mosaic_store::Store;
 use mosaic_store::directory::{ApiKey, DirectoryImport, StoredVerifier, TenantSettings};
 use mosaic_store::intake::{CapturedMessage, ExtractionJob, IntakeImport};
 
-use crate::api::VerifierView;
+use crate::api::admin::VerifierView;
 use crate::auth::KeyInfo;
 use crate::auth::{ApplicationBounds, Credential};
 use crate::error::{ServiceError, ServiceResult};
