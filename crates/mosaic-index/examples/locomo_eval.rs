@@ -675,6 +675,7 @@ fn main() {
                 SealedEligibleSet::seal(EligibleSet {
                     read_context_sha256: sha256_hex(q.question_id.as_bytes()),
                     entries,
+                    scope_commitments: Vec::new(),
                 })
                 .unwrap_or_else(|e| fail(format!("eligible set digest: {e}"))),
             )
