@@ -14,7 +14,12 @@ use super::client::agent;
 use super::{EmbedderFlags, ServeFlags, load_config};
 
 pub(super) fn serve(flags: &ServeFlags) -> Result<ExitCode> {
+    // `RUST_LOG` picks the levels and targets (for example
+    // `mosaic_service=debug`); `info` when unset or not understood.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     let config = load_config(flags)?;

@@ -600,3 +600,47 @@ fn serve_refuses_a_taken_address_and_stops_cleanly_on_sigterm() {
     let status = server.0.wait().expect("wait");
     assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
 }
+
+/// `mosaic serve`'s log honours `RUST_LOG`: at the default level the
+/// service's start is logged at INFO; with `RUST_LOG=warn` it is not.
+/// Layer: the binary's log setup.
+#[test]
+fn serve_logs_at_the_level_rust_log_names() {
+    let start_log = |rust_log: Option<&str>| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("RUST_LOG");
+        if let Some(level) = rust_log {
+            command.env("RUST_LOG", level);
+        }
+        let mut child = command.spawn().expect("spawn serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let pid = child.id().to_string();
+        let server = Server(child);
+        // Serving: every start-up line was written before this one.
+        let first = BufReader::new(stdout).lines().next();
+        assert!(first.is_some(), "the server started");
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success());
+        let mut server = server;
+        server.0.wait().expect("wait");
+        let log: Vec<String> = BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        log.join("\n")
+    };
+    let default = start_log(None);
+    assert!(default.contains("INFO"), "{default}");
+    let warn = start_log(Some("warn"));
+    assert!(!warn.contains("INFO"), "{warn}");
+}
