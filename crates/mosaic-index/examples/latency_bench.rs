@@ -219,7 +219,7 @@ fn main() {
     let mut big: Vec<EligibleEntry> = eligible
         .iter()
         .step_by(2)
-        .flat_map(|s| s.entries().iter().cloned())
+        .flat_map(|s| s.entries().to_vec())
         .collect();
     big.sort();
     let big = seal(EligibleSet {

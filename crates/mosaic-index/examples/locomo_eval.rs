@@ -668,8 +668,8 @@ fn main() {
             let entries: Vec<EligibleEntry> = all
                 .entries()
                 .iter()
-                .filter(|e| keep(&e.record_id))
-                .cloned()
+                .filter(|e| keep(e.record_id))
+                .map(|e| e.to_owned_entry())
                 .collect();
             Some(
                 SealedEligibleSet::seal(EligibleSet {

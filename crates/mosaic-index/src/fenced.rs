@@ -341,7 +341,7 @@ impl<B: Backend> FencedIndex<B> {
         let docs = Arc::new(match advanced {
             Some(docs) => docs,
             None => self.resolve_ids(
-                eligible.entries().iter().map(|e| e.record_id.as_str()),
+                eligible.entries().iter().map(|e| e.record_id),
                 tenant_id,
                 policy_sha256,
             ),
@@ -390,11 +390,7 @@ impl<B: Backend> FencedIndex<B> {
         );
         // ... and the live doc of each eligible one comes back.
         let entries = eligible.entries();
-        let is_eligible = |id: &str| {
-            entries
-                .binary_search_by(|e| e.record_id.as_str().cmp(id))
-                .is_ok()
-        };
+        let is_eligible = |id: &str| entries.contains_sorted(id);
         for id in slot_changes
             .iter()
             .map(|(id, _)| *id)

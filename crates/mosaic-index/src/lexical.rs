@@ -1790,11 +1790,7 @@ mod tests {
         };
         let fresh = |idx: &LexicalIndex, set: &SealedEligibleSet| {
             let mut docs = idx
-                .resolve_ids(
-                    set.entries().iter().map(|e| e.record_id.as_str()),
-                    "t",
-                    &policy,
-                )
+                .resolve_ids(set.entries().iter().map(|e| e.record_id), "t", &policy)
                 .docs()
                 .to_vec();
             docs.sort_unstable();

@@ -522,7 +522,7 @@ pub fn recall_on(
         .eligible
         .entries()
         .iter()
-        .map(|e| e.record_id.as_str())
+        .map(|e| e.record_id)
         .collect();
     let mut source = PgCandidates::open(client, query.tenant_id, query.policy_sha256, ids)
         .map_err(PgSearchError::into_index_error)?;

@@ -59,8 +59,8 @@ pub use manifest::{
 pub use pass::{EligibilityPass, Listing, select_memory_ranked_set, select_memory_set};
 pub use relevance::{
     ELIGIBLE_ENTRIES_DOMAIN, ELIGIBLE_SET_DOMAIN, ELIGIBLE_SET_V3_DOMAIN, EligibleEntry,
-    EligibleSet, RELEVANCE_RECEIPT_DOMAIN, RELEVANCE_RECEIPT_V2_DOMAIN, RankedResult,
-    RelevanceError, RelevanceInput, RelevanceReceipt, SCORE_SCALE, ScoredCandidate,
+    EligibleSet, Entries, EntryRef, RELEVANCE_RECEIPT_DOMAIN, RELEVANCE_RECEIPT_V2_DOMAIN,
+    RankedResult, RelevanceError, RelevanceInput, RelevanceReceipt, SCORE_SCALE, ScoredCandidate,
     SealedEligibleSet, SealedEntries, eligible_set, eligible_set_checked, fixed_point_score,
     rank_relevance, scoped_set_digest, verify_relevance_receipt,
 };
@@ -805,7 +805,9 @@ impl CheckedRecord {
 /// [`select_memory_ranked_set`] and [`hand_off_set`]).
 #[derive(Clone, Debug)]
 pub struct RecordSet {
-    records: Vec<std::sync::Arc<CheckedRecord>>,
+    /// Shared: a clone of the set and the eligible entries of a pass over
+    /// it hold the same records without copying them.
+    records: std::sync::Arc<Vec<std::sync::Arc<CheckedRecord>>>,
     /// Computed on first use: a set whose receipts bind its scopes'
     /// commitments never needs it.
     record_set_sha256: std::sync::OnceLock<String>,
@@ -841,7 +843,7 @@ impl RecordSet {
             .iter()
             .any(|r| matches!(r.record.status, MemoryStatus::Superseded { .. }));
         Ok(RecordSet {
-            records,
+            records: std::sync::Arc::new(records),
             record_set_sha256: std::sync::OnceLock::new(),
             decided_sha256: std::sync::OnceLock::new(),
             scope_commitments: Vec::new(),
@@ -894,7 +896,7 @@ impl RecordSet {
         let mut records = Vec::with_capacity(self.records.len() + added.len());
         let mut changed_ids = changed.iter().peekable();
         let mut added = added.into_iter().peekable();
-        for kept in &self.records {
+        for kept in self.records.iter() {
             let id = kept.record.record_id.as_str();
             while let Some(next) = added.next_if(|a| a.record.record_id.as_str() < id) {
                 records.push(next);
@@ -909,7 +911,7 @@ impl RecordSet {
             check_sorted(records.iter().map(|r| &**r).collect())?;
         }
         Ok(RecordSet {
-            records,
+            records: std::sync::Arc::new(records),
             record_set_sha256: std::sync::OnceLock::new(),
             decided_sha256: std::sync::OnceLock::new(),
             scope_commitments: self.scope_commitments.clone(),
@@ -942,6 +944,11 @@ impl RecordSet {
 
     /// The records, sorted by record id.
     pub fn records(&self) -> &[std::sync::Arc<CheckedRecord>] {
+        &self.records
+    }
+
+    /// The records, shared (see [`SealedEntries`]).
+    pub(crate) fn shared_records(&self) -> &std::sync::Arc<Vec<std::sync::Arc<CheckedRecord>>> {
         &self.records
     }
 

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-use super::relevance::{EligibleEntry, SealedEligibleSet, SealedEntries};
+use super::relevance::{SealedEligibleSet, SealedEntries};
 use super::{
     DecisionCounts, DecisionOutcome, DropReason, MemoryDecision, MemoryReadContext,
     MemorySelection, MemorySelectionReceipt, RecordSet, RelevanceReceipt, ScopeCommitment,
@@ -159,17 +159,9 @@ impl EligibilityPass {
         let mut dropped = Vec::new();
         let mut drop_counts: BTreeMap<DropReason, u64> = BTreeMap::new();
         let mut eligible = Vec::new();
-        let mut entries = Vec::new();
         for (at, outcome) in outcomes.iter().enumerate() {
             match outcome {
-                None => {
-                    let record = set.records()[at].record();
-                    eligible.push(at);
-                    entries.push(EligibleEntry {
-                        record_id: record.record_id.clone(),
-                        content_sha256: record.content_sha256.clone(),
-                    });
-                }
+                None => eligible.push(at),
                 Some(reason) => {
                     dropped.push(at);
                     *drop_counts.entry(*reason).or_insert(0) += 1;
@@ -183,12 +175,10 @@ impl EligibilityPass {
             outcomes,
             dropped,
             drop_counts,
-            eligible,
             recency_order: OnceLock::new(),
-            entries: Arc::new(match derived_from {
-                Some((parent, changed)) => SealedEntries::derived(entries, parent, changed),
-                None => SealedEntries::seal(entries)?,
-            }),
+            // The set's own records: nothing is copied.
+            entries: Arc::new(SealedEntries::in_set(set, eligible.clone(), derived_from)),
+            eligible,
             scope_commitments: set.scope_commitments().to_vec(),
         })
     }

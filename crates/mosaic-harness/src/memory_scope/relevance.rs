@@ -146,7 +146,7 @@ static ENTRY_SEALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 /// asks); the seal number names them cheaply within a process.
 #[derive(Clone, Debug)]
 pub struct SealedEntries {
-    entries: Vec<EligibleEntry>,
+    entries: EntryList,
     sha256: std::sync::OnceLock<String>,
     /// Whether the entries are strictly sorted by record id, checked once
     /// here rather than on every ranking over them.
@@ -159,9 +159,120 @@ pub struct SealedEntries {
     derived_from: Option<(u64, Arc<[String]>)>,
 }
 
+/// Where sealed entries are held.
+#[derive(Clone, Debug)]
+enum EntryList {
+    /// Listed one by one.
+    Listed(Vec<EligibleEntry>),
+    /// The records of a record set at these positions (the eligible ones
+    /// of a pass over it), so sealing them copies no id or digest.
+    InSet {
+        records: Arc<Vec<Arc<CheckedRecord>>>,
+        at: Vec<usize>,
+    },
+}
+
+/// One eligible entry, borrowed (its fields are [`EligibleEntry`]'s, and it
+/// is encoded the same way).
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    /// The record.
+    pub record_id: &'a str,
+    /// Its content digest.
+    pub content_sha256: &'a str,
+}
+
+impl EntryRef<'_> {
+    /// The entry, owned.
+    pub fn to_owned_entry(&self) -> EligibleEntry {
+        EligibleEntry {
+            record_id: self.record_id.to_owned(),
+            content_sha256: self.content_sha256.to_owned(),
+        }
+    }
+}
+
+/// Sealed entries, borrowed: a list of [`EntryRef`] in record id order.
+#[derive(Clone, Copy, Debug)]
+pub struct Entries<'a>(EntriesOf<'a>);
+
+#[derive(Clone, Copy, Debug)]
+enum EntriesOf<'a> {
+    Listed(&'a [EligibleEntry]),
+    InSet {
+        records: &'a [Arc<CheckedRecord>],
+        at: &'a [usize],
+    },
+}
+
+impl<'a> Entries<'a> {
+    /// Entries listed one by one.
+    pub fn listed(entries: &'a [EligibleEntry]) -> Self {
+        Entries(EntriesOf::Listed(entries))
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        match self.0 {
+            EntriesOf::Listed(entries) => entries.len(),
+            EntriesOf::InSet { at, .. } => at.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entry at `index`.
+    pub fn get(&self, index: usize) -> Option<EntryRef<'a>> {
+        match self.0 {
+            EntriesOf::Listed(entries) => entries.get(index).map(|e| EntryRef {
+                record_id: &e.record_id,
+                content_sha256: &e.content_sha256,
+            }),
+            EntriesOf::InSet { records, at } => at.get(index).map(|at| {
+                let record = records[*at].record();
+                EntryRef {
+                    record_id: &record.record_id,
+                    content_sha256: &record.content_sha256,
+                }
+            }),
+        }
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = EntryRef<'a>> + 'a {
+        let this = *self;
+        (0..this.len()).filter_map(move |i| this.get(i))
+    }
+
+    /// Whether `record_id` is among entries sorted by record id (a binary
+    /// search).
+    pub fn contains_sorted(&self, record_id: &str) -> bool {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match self.get(mid).map(|e| e.record_id.cmp(record_id)) {
+                Some(std::cmp::Ordering::Less) => low = mid + 1,
+                Some(std::cmp::Ordering::Greater) => high = mid,
+                Some(std::cmp::Ordering::Equal) => return true,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// The entries, owned.
+    pub fn to_vec(&self) -> Vec<EligibleEntry> {
+        self.iter().map(|e| e.to_owned_entry()).collect()
+    }
+}
+
 impl PartialEq for SealedEntries {
     fn eq(&self, other: &Self) -> bool {
-        self.entries == other.entries
+        let (a, b) = (self.entries(), other.entries());
+        a.len() == b.len() && a.iter().eq(b.iter())
     }
 }
 
@@ -171,9 +282,9 @@ impl SealedEntries {
     /// Seals `entries` (which must be sorted by record id, without repeats,
     /// as [`eligible_set`] makes them). Nothing is hashed here.
     pub fn seal(entries: Vec<EligibleEntry>) -> Result<Self, CanonicalError> {
-        let sorted = strictly_sorted(&entries);
+        let sorted = strictly_sorted(Entries::listed(&entries));
         Ok(SealedEntries {
-            entries,
+            entries: EntryList::Listed(entries),
             sha256: std::sync::OnceLock::new(),
             sorted,
             seal: ENTRY_SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -181,28 +292,38 @@ impl SealedEntries {
         })
     }
 
-    /// Seals `entries`, the eligible records of a record set in its order
-    /// (so strictly sorted by record id, which is not checked again),
-    /// derived by a change from the sealing `parent`: `changed` names every
-    /// record id in one and not the other (sorted or not).
-    pub(crate) fn derived(entries: Vec<EligibleEntry>, parent: u64, changed: Vec<String>) -> Self {
+    /// [`SealedEntries::seal`] of `entries` derived by a change from the
+    /// sealing `parent`, where `changed` names every record id in one and
+    /// not the other (see [`SealedEntries::derived_from`]).
+    pub fn seal_derived(entries: Vec<EligibleEntry>, parent: u64, changed: Vec<String>) -> Self {
+        let sorted = strictly_sorted(Entries::listed(&entries));
         SealedEntries {
-            entries,
+            entries: EntryList::Listed(entries),
             sha256: std::sync::OnceLock::new(),
-            sorted: true,
+            sorted,
             seal: ENTRY_SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             derived_from: Some((parent, changed.into())),
         }
     }
 
-    /// [`SealedEntries::seal`] of `entries` derived by a change from the
-    /// sealing `parent`, where `changed` names every record id in one and
-    /// not the other (see [`SealedEntries::derived_from`]).
-    pub fn seal_derived(entries: Vec<EligibleEntry>, parent: u64, changed: Vec<String>) -> Self {
-        let sorted = strictly_sorted(&entries);
+    /// The records of `set` at positions `at` (strictly increasing, so the
+    /// entries are sorted by record id), sealed without copying them; with
+    /// `derived_from`, derived by a change from that sealing, naming every
+    /// record id the change may have added or taken out.
+    pub(crate) fn in_set(
+        set: &super::RecordSet,
+        at: Vec<usize>,
+        derived_from: Option<(u64, Vec<String>)>,
+    ) -> Self {
         SealedEntries {
-            sorted,
-            ..Self::derived(entries, parent, changed)
+            entries: EntryList::InSet {
+                records: set.shared_records().clone(),
+                at,
+            },
+            sha256: std::sync::OnceLock::new(),
+            sorted: true,
+            seal: ENTRY_SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            derived_from: derived_from.map(|(parent, changed)| (parent, changed.into())),
         }
     }
 
@@ -217,8 +338,11 @@ impl SealedEntries {
     }
 
     /// The entries.
-    pub fn entries(&self) -> &[EligibleEntry] {
-        &self.entries
+    pub fn entries(&self) -> Entries<'_> {
+        match &self.entries {
+            EntryList::Listed(entries) => Entries::listed(entries),
+            EntryList::InSet { records, at } => Entries(EntriesOf::InSet { records, at }),
+        }
     }
 
     /// Their `mosaic.memory.eligible_entries.v1` digest (every entry
@@ -227,7 +351,8 @@ impl SealedEntries {
         if let Some(digest) = self.sha256.get() {
             return Ok(digest);
         }
-        let digest = entries_digest(&self.entries)?;
+        let entries: Vec<EntryRef<'_>> = self.entries().iter().collect();
+        let digest = domain_digest_seq(ELIGIBLE_ENTRIES_DOMAIN, &entries)?;
         Ok(self.sha256.get_or_init(|| digest))
     }
 
@@ -246,13 +371,21 @@ impl SealedEntries {
     /// number when they are one sealing (no entry compared), else entry by
     /// entry (never hashed).
     pub fn same_entries(&self, other: &SealedEntries) -> bool {
-        self.seal == other.seal || self.entries == other.entries
+        self.seal == other.seal || self == other
     }
 }
 
 /// Whether `entries` are strictly increasing by record id.
-fn strictly_sorted(entries: &[EligibleEntry]) -> bool {
-    entries.windows(2).all(|w| w[0].record_id < w[1].record_id)
+fn strictly_sorted(entries: Entries<'_>) -> bool {
+    let mut ids = entries.iter().map(|e| e.record_id);
+    let Some(mut last) = ids.next() else {
+        return true;
+    };
+    ids.all(|id| {
+        let increasing = last < id;
+        last = id;
+        increasing
+    })
 }
 
 /// The eligible-set snapshot of `records` under `ctx` (before the selection
@@ -344,7 +477,7 @@ impl SealedEligibleSet {
     }
 
     /// The entries, sorted by record id.
-    pub fn entries(&self) -> &[EligibleEntry] {
+    pub fn entries(&self) -> Entries<'_> {
         self.entries.entries()
     }
 
@@ -554,8 +687,8 @@ impl RelevanceInput {
     fn parts(&self) -> RankParts<'_> {
         RankParts {
             query_sha256: &self.query_sha256,
-            entries: &self.eligible.entries,
-            sorted: strictly_sorted(&self.eligible.entries),
+            entries: Entries::listed(&self.eligible.entries),
+            sorted: strictly_sorted(Entries::listed(&self.eligible.entries)),
             feature_release: &self.feature_release,
             ranker_release: &self.ranker_release,
             scores: &self.scores,
@@ -596,7 +729,7 @@ impl SealedEligibleSet {
 /// What a relevance receipt is computed from, borrowed.
 struct RankParts<'a> {
     query_sha256: &'a str,
-    entries: &'a [EligibleEntry],
+    entries: Entries<'a>,
     /// Whether `entries` are strictly sorted by record id.
     sorted: bool,
     feature_release: &'a str,
@@ -629,13 +762,11 @@ impl RankParts<'_> {
         let set: BTreeSet<&str> = if sorted {
             BTreeSet::new()
         } else {
-            entries.iter().map(|e| e.record_id.as_str()).collect()
+            entries.iter().map(|e| e.record_id).collect()
         };
         let is_eligible = |id: &str| {
             if sorted {
-                entries
-                    .binary_search_by(|e| e.record_id.as_str().cmp(id))
-                    .is_ok()
+                entries.contains_sorted(id)
             } else {
                 set.contains(id)
             }

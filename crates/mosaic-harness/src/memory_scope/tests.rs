@@ -2108,7 +2108,7 @@ proptest! {
                 let (parent, named) = changed_pass.entries.derived_from().unwrap();
                 prop_assert_eq!(parent, pass.entries.seal_number());
                 let ids = |p: &EligibilityPass| -> std::collections::BTreeSet<String> {
-                    p.entries.entries().iter().map(|e| e.record_id.clone()).collect()
+                    p.entries.entries().iter().map(|e| e.record_id.to_owned()).collect()
                 };
                 for id in ids(&pass).symmetric_difference(&ids(&changed_pass)) {
                     prop_assert!(named.contains(id), "{id} changed but not named");

@@ -88,11 +88,7 @@ fn funnel_ranks_only_eligible_records_and_hands_off() {
     );
     q.policy_sha256 = &ctx.policy_sha256;
     let recall = r.recall(&q).unwrap();
-    let eligible_ids: BTreeSet<&str> = eligible
-        .entries()
-        .iter()
-        .map(|e| e.record_id.as_str())
-        .collect();
+    let eligible_ids: BTreeSet<&str> = eligible.entries().iter().map(|e| e.record_id).collect();
     assert!(!recall.receipt.results.is_empty());
     assert!(
         recall
