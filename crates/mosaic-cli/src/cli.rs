@@ -406,6 +406,20 @@ pub enum Command {
         /// remain).
         #[arg(long)]
         hide_own_turns: bool,
+        /// Ask each question where its user asked it, as a live assistant
+        /// meets it: each conversation's turns are ingested in file order
+        /// (the same calls, a session a call, cut where a question falls)
+        /// and a question is asked right after the last turn recorded
+        /// before its own turn (`query_turn_id`, else `answer_turn_id`),
+        /// so its recall sees exactly the history up to that point: the
+        /// earlier sessions and the earlier turns of its own session (file
+        /// order, not the sessions' dates); its own turn, its reference
+        /// reply and every later turn are not yet in memory.
+        /// A question with no turn of its own is asked after the whole
+        /// conversation: on such data (LoCoMo) this is the default
+        /// protocol. One client (--parallel 1).
+        #[arg(long, conflicts_with_all = ["hide_own_turns", "leave_out_question_turns"])]
+        as_asked: bool,
         /// Surfaces to ingest and ask through, comma-separated: `native`
         /// (the conversation endpoint and /v1/recall, in each of --modes),
         /// `mem0` (POST /memories, one call a session with the
@@ -679,6 +693,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             split,
             leave_out_question_turns,
             hide_own_turns,
+            as_asked,
             surfaces,
             parallel,
             write_guards,
@@ -695,6 +710,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }
             if parallel == 0 {
                 bail!("--parallel must be at least 1");
+            }
+            if as_asked && parallel > 1 {
+                bail!(
+                    "--as-asked asks each question between its conversation's calls, from one client: leave --parallel at 1"
+                );
             }
             if let Some(n) = batch {
                 if !(1..=1000).contains(&n) {
@@ -787,6 +807,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     parallel,
                     write_guards,
                     batch,
+                    as_asked,
                 },
             )
         }

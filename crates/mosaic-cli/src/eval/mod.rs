@@ -17,7 +17,14 @@
 //! `--conversations FIRST-LAST` scores one split of the file (0-based, file
 //! order); `--leave-out-question-turns` keeps a question's own turn and its
 //! reference reply (`query_turn_id`, `answer_turn_id`) out of the history,
-//! for sets whose questions are turns of it.
+//! for sets whose questions are turns of it. `--as-asked` asks each such
+//! question where its user asked it: a conversation's turns are ingested in
+//! file order, its calls cut where a question falls, and the question is
+//! asked (in every mode, through every surface) right after the last turn
+//! before its own is ingested, so its recall sees the history up to that
+//! point and nothing of its own turn, its reply or what came after
+//! ([`ask_point`]). A question with no turn of its own is asked after the
+//! whole history, as without the flag.
 //!
 //! `--surfaces` adds the mem0-compatible routes beside the native one:
 //! `mem0` ingests each session with `POST /memories` (one call a session,
@@ -71,9 +78,9 @@ pub use dataset::{Category, CategoryFilter};
 use dataset::{Conversation, Question, Session, Turn, read_jsonl};
 use door::Door;
 pub use door::Target;
-use stats::{list_suffix, percentile, round, server_count, server_mean};
+use stats::{list_suffix, percentile, round, server_count, server_mean, server_mean_over};
+use surfaces::{Pauses, SurfaceRun, ingest_surface, surface_principal};
 pub use surfaces::{Surface, parse_surfaces};
-use surfaces::{SurfaceRun, ingest_surface};
 
 const TENANT: &str = "eval";
 const DAY_MS: u64 = 86_400_000;
@@ -115,6 +122,9 @@ pub struct EvalOptions {
     /// Native sessions ingest: calls of this many consecutive turns of a
     /// conversation, across its sessions, instead of one session a call.
     pub batch: Option<usize>,
+    /// Ask each question at its place in the history: right after the last
+    /// turn recorded before its own turn is ingested ([`ask_point`]).
+    pub as_asked: bool,
 }
 
 /// Parses a `--modes` value such as `lexical,vector,hybrid,none`: the
@@ -322,6 +332,51 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
     };
     let hidden = options.json || !std::io::stderr().is_terminal();
 
+    // Questions: categories filtered, empty evidence excluded.
+    let mut skipped: BTreeMap<Category, usize> = BTreeMap::new();
+    let mut empty_evidence: Vec<String> = Vec::new();
+    let mut scored: Vec<(usize, &Question, &Category)> = Vec::new();
+    let mut scored_categories: BTreeSet<&Category> = BTreeSet::new();
+    for ((_, question), category) in questions.iter().zip(&categories) {
+        let Some(&index) = by_id.get(question.conversation_id.as_str()) else {
+            continue;
+        };
+        if !in_split(index) {
+            continue;
+        }
+        if !options.categories.scores(category) {
+            *skipped.entry(category.clone()).or_default() += 1;
+            continue;
+        }
+        if question.evidence.is_empty() {
+            empty_evidence.push(question.question_id.clone());
+            continue;
+        }
+        scored_categories.insert(category);
+        scored.push((index, question, category));
+    }
+    // `--as-asked`: where each scored question is asked (conversation ->
+    // position -> the questions asked there); a question with no turn of
+    // its own is asked after the whole history, as without the flag.
+    let mut placed: HashMap<usize, BTreeMap<usize, Vec<usize>>> = HashMap::new();
+    if options.as_asked {
+        for (at, (index, question, _)) in scored.iter().enumerate() {
+            if let Some(position) = ask_point(&conversations[*index].1, question)? {
+                placed
+                    .entry(*index)
+                    .or_default()
+                    .entry(position)
+                    .or_default()
+                    .push(at);
+            }
+        }
+    }
+    let n_placed: usize = placed.values().flat_map(|p| p.values()).map(Vec::len).sum();
+    let points: HashMap<usize, BTreeSet<usize>> = placed
+        .iter()
+        .map(|(index, at)| (*index, at.keys().copied().collect()))
+        .collect();
+
     let door = Door::open(target)?;
     let tenant = match target {
         Target::Spawn { .. } => TENANT.to_owned(),
@@ -358,6 +413,30 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
                 .count()
         })
         .sum();
+    // The answers to the questions asked during the ingest, by (surface,
+    // scored question, pass).
+    let asked_early: std::sync::Mutex<HashMap<(Surface, usize, usize), Answer>> =
+        std::sync::Mutex::new(HashMap::new());
+    let ask_at = |surface: Surface, index: usize, key: &str, position: usize| -> Result<()> {
+        let here = placed.get(&index).and_then(|p| p.get(&position));
+        for &at in here.into_iter().flatten() {
+            let question = scored[at].1;
+            for (pass, mode) in surface_modes(surface, options).into_iter().enumerate() {
+                let principal = surface_principal(surface, index);
+                let answer = ask(&door, surface, key, &principal, question, mode, options.k)
+                    .with_context(|| format!("question {:?}", question.question_id))?;
+                asked_early
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert((surface, at, pass), answer);
+            }
+        }
+        Ok(())
+    };
+    let pauses = Pauses {
+        points: &points,
+        ask: &ask_at,
+    };
     let mut runs: Vec<SurfaceRun> = Vec::with_capacity(options.surfaces.len());
     for &surface in &options.surfaces {
         let bar = progress(n_turns, hidden, surface.name());
@@ -369,6 +448,7 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             &conversations,
             &kept,
             &sent,
+            options.as_asked.then_some(&pauses),
             &bar,
         )?;
         bar.finish_and_clear();
@@ -378,38 +458,17 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         bail!("--surfaces names no surface");
     };
 
-    // Questions: categories filtered, empty evidence excluded, evidence
-    // ids naming no kept turn kept as misses.
-    let mut skipped: BTreeMap<Category, usize> = BTreeMap::new();
-    let mut empty_evidence: Vec<String> = Vec::new();
+    // Evidence ids naming no kept turn are kept as misses.
     let mut unknown_evidence: Vec<String> = Vec::new();
-    let mut scored: Vec<(usize, &Question, &Category)> = Vec::new();
-    let mut scored_categories: BTreeSet<&Category> = BTreeSet::new();
-    for ((_, question), category) in questions.iter().zip(&categories) {
-        let Some(&index) = by_id.get(question.conversation_id.as_str()) else {
-            continue;
-        };
-        if !in_split(index) {
-            continue;
-        }
-        if !options.categories.scores(category) {
-            *skipped.entry(category.clone()).or_default() += 1;
-            continue;
-        }
-        if question.evidence.is_empty() {
-            empty_evidence.push(question.question_id.clone());
-            continue;
-        }
+    for (index, question, _) in &scored {
         for evidence in &question.evidence {
             if !first
                 .record_of_turn
-                .contains_key(&(index, evidence.clone()))
+                .contains_key(&(*index, evidence.clone()))
             {
                 unknown_evidence.push(format!("{} {evidence}", question.question_id));
             }
         }
-        scored_categories.insert(category);
-        scored.push((index, question, category));
     }
     let n_skipped: usize = skipped.values().sum();
     let skipped_labels: Vec<String> = skipped.keys().map(&label).collect();
@@ -433,6 +492,8 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         "turns_rejected": first.rejected_turns,
         "question_turns_left_out": left_out.len(),
         "own_turns_hidden": options.hide_own_turns,
+        "as_asked": options.as_asked,
+        "questions_asked_in_the_history": n_placed,
         "k": options.k,
         "questions": questions.len(),
         "questions_scored": scored.len(),
@@ -469,6 +530,12 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
                 )
             },
         );
+        if options.as_asked {
+            println!(
+                "as asked: {n_placed} questions asked at their place in the history (only the turns before their own in memory), {} after their whole conversation",
+                scored.len() - n_placed
+            );
+        }
         let scored_labels: Vec<String> = scored_categories.iter().map(|c| label(c)).collect();
         println!(
             "questions: {} scored (categories {}), {n_skipped} skipped (categories {}); {} with empty evidence excluded{}; {} evidence ids naming no turn kept as misses{}",
@@ -509,11 +576,11 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
     let mut recall_ms: Vec<(RetrievalMode, Vec<f64>, Option<String>)> = Vec::new();
     let mut surface_lines: Vec<Value> = Vec::new();
     let mut no_query_ms: Option<Vec<f64>> = None;
+    let mut asked_early = asked_early
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for run in &runs {
-        let modes: Vec<Option<RetrievalMode>> = match run.surface {
-            Surface::Native => options.modes.iter().copied().map(Some).collect(),
-            _ => vec![None],
-        };
+        let modes = surface_modes(run.surface, options);
         let timed = [
             format!(
                 "mosaic_http_request_duration_seconds{{route=\"{}\"}}",
@@ -530,7 +597,7 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
             let mut by_category: BTreeMap<Option<Category>, (MetricSums, usize)> = BTreeMap::new();
             let mut times = Vec::with_capacity(scored.len());
             let mut feature_release = None;
-            for (index, question, category) in &scored {
+            for (at, (index, question, category)) in scored.iter().enumerate() {
                 let Some(key) = run.keys.get(index) else {
                     bail!("conversation {index} was not ingested");
                 };
@@ -548,58 +615,24 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
                     Vec::new()
                 };
                 let asked = options.k + own.len();
-                let started = Instant::now();
-                let answer = match (run.surface, mode) {
-                    (Surface::Native, Some(mode)) => door.call(
+                let answer = match asked_early.remove(&(run.surface, at, pass)) {
+                    Some(answer) => answer,
+                    None => ask(
+                        &door,
+                        run.surface,
                         key,
-                        "/v1/recall",
-                        &json!({"kinds": ["episodic"], "max_records": asked,
-                                "query": question.question, "mode": mode_name(mode)}),
-                    ),
-                    (Surface::Mem0, _) => door.call(
-                        key,
-                        "/search",
-                        &json!({"query": question.question, "user_id": run.principal(*index),
-                                "limit": asked}),
-                    ),
-                    (_, _) => door.call(
-                        key,
-                        "/v3/memories/search/",
-                        &json!({"query": question.question,
-                                "filters": {"user_id": run.principal(*index)}, "top_k": asked}),
-                    ),
-                }
-                .with_context(|| format!("question {:?}", question.question_id))?;
-                times.push(started.elapsed().as_secs_f64() * 1e3);
-                let ids: Vec<&str> = if run.surface == Surface::Native {
-                    if feature_release.is_none() {
-                        feature_release = answer["relevance_receipt"]["feature_release"]
-                            .as_str()
-                            .map(str::to_owned);
-                    }
-                    // Best first: the relevance ranking, restricted to what the
-                    // selector and the context handoff let through.
-                    let selected: BTreeSet<&str> = answer["selected_record_ids"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .collect();
-                    answer["relevance_receipt"]["results"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|r| r["record_id"].as_str())
-                        .filter(|id| selected.contains(id))
-                        .collect()
-                } else {
-                    answer["results"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|r| r["id"].as_str())
-                        .collect()
+                        &run.principal(*index),
+                        question,
+                        mode,
+                        asked,
+                    )
+                    .with_context(|| format!("question {:?}", question.question_id))?,
                 };
+                times.push(answer.ms);
+                if feature_release.is_none() {
+                    feature_release = answer.release;
+                }
+                let ids = answer.ids.iter().map(String::as_str);
                 let ranked: Vec<&str> = ids
                     .into_iter()
                     .filter(|id| {
@@ -675,8 +708,14 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         line["search_mean_ms"] = json!(round(
             searches.iter().sum::<f64>() / searches.len().max(1) as f64
         ));
-        line["search_server_mean_ms"] = json!(server_mean(&before, &after, &timed[0]));
-        line["search_embedding_mean_ms"] = json!(server_mean(&before, &after, &timed[1]));
+        // With `--as-asked` most questions were asked during the ingest:
+        // the server's account of them is read over its window too.
+        let mut windows = vec![(&before, &after)];
+        if options.as_asked {
+            windows.push((&run.metrics_before, &run.metrics_after));
+        }
+        line["search_server_mean_ms"] = json!(server_mean_over(&windows, &timed[0]));
+        line["search_embedding_mean_ms"] = json!(server_mean_over(&windows, &timed[1]));
         line["recall_at_k"] = json!(round(recall_k / n));
         line["any_hit_at_k"] = json!(round(any_k as f64 / n));
         surface_lines.push(line);
@@ -853,6 +892,128 @@ pub fn run(target: &Target, options: &EvalOptions) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The retrieval modes a surface is asked in, in pass order: the native
+/// surface in each scored mode, a mem0 surface through its one search.
+fn surface_modes(surface: Surface, options: &EvalOptions) -> Vec<Option<RetrievalMode>> {
+    match surface {
+        Surface::Native => options.modes.iter().copied().map(Some).collect(),
+        _ => vec![None],
+    }
+}
+
+/// Where `--as-asked` asks `question` in its conversation: the position
+/// (the conversation's turns counted from 0 in file order, every session's
+/// turns in turn) of its own turn, `query_turn_id`, or when it names none
+/// of its reference reply, `answer_turn_id`. The question is asked once
+/// every turn before that position is in memory and none at or after it:
+/// the history its user had recorded when asking. File order, not the
+/// sessions' dates: the order the dataset gives the history in (RealMem's
+/// dates step back in places; its evidence always lies earlier in the
+/// file). `None` when the question names no turn of its own (LoCoMo's
+/// questions come after the whole conversation): it is asked after the
+/// whole history. An id that names no turn of the conversation is an
+/// error: the question cannot be placed.
+fn ask_point(conversation: &Conversation, question: &Question) -> Result<Option<usize>> {
+    let Some(own) = question
+        .query_turn_id
+        .as_deref()
+        .or(question.answer_turn_id.as_deref())
+    else {
+        return Ok(None);
+    };
+    conversation
+        .sessions
+        .iter()
+        .flat_map(|s| &s.turns)
+        .position(|t| t.turn_id == own)
+        .map(Some)
+        .ok_or_else(|| {
+            anyhow!(
+                "--as-asked: question {:?} is asked at turn {own:?}, which is not a turn of conversation {:?}",
+                question.question_id,
+                conversation.conversation_id
+            )
+        })
+}
+
+/// A question's answer through a surface: the record ids, best first, the
+/// time at the client, and (native) the ranker's feature release.
+struct Answer {
+    ids: Vec<String>,
+    ms: f64,
+    release: Option<String>,
+}
+
+/// Asks `question` through `surface` (the native one in `mode`) with the
+/// key of its conversation's principal, for `asked` records. The native
+/// answer's order is the relevance ranking, restricted to what the
+/// selector and the context handoff let through.
+fn ask(
+    door: &Door,
+    surface: Surface,
+    key: &str,
+    principal: &str,
+    question: &Question,
+    mode: Option<RetrievalMode>,
+    asked: usize,
+) -> Result<Answer> {
+    let started = Instant::now();
+    let answer = match (surface, mode) {
+        (Surface::Native, Some(mode)) => door.call(
+            key,
+            "/v1/recall",
+            &json!({"kinds": ["episodic"], "max_records": asked,
+                    "query": question.question, "mode": mode_name(mode)}),
+        ),
+        (Surface::Native, None) => bail!("the native surface is asked in a retrieval mode"),
+        (Surface::Mem0, _) => door.call(
+            key,
+            "/search",
+            &json!({"query": question.question, "user_id": principal, "limit": asked}),
+        ),
+        (Surface::Mem0Platform, _) => door.call(
+            key,
+            "/v3/memories/search/",
+            &json!({"query": question.question,
+                    "filters": {"user_id": principal}, "top_k": asked}),
+        ),
+    }?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let strings = |values: &Value, field: &str| -> Vec<String> {
+        values
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r[field].as_str())
+            .map(str::to_owned)
+            .collect()
+    };
+    if surface != Surface::Native {
+        return Ok(Answer {
+            ids: strings(&answer["results"], "id"),
+            ms,
+            release: None,
+        });
+    }
+    let selected: BTreeSet<&str> = answer["selected_record_ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let ids = strings(&answer["relevance_receipt"]["results"], "record_id")
+        .into_iter()
+        .filter(|id| selected.contains(id.as_str()))
+        .collect();
+    Ok(Answer {
+        ids,
+        ms,
+        release: answer["relevance_receipt"]["feature_release"]
+            .as_str()
+            .map(str::to_owned),
+    })
 }
 
 /// An episodic memory of `principal` whose one source is the turn itself,

@@ -23,9 +23,28 @@ pub(super) fn server_mean(
     after: &HashMap<String, f64>,
     series: &str,
 ) -> Option<f64> {
-    let (s0, c0) = histogram(before, series).unwrap_or((0.0, 0.0));
-    let (s1, c1) = histogram(after, series)?;
-    (c1 > c0).then(|| round((s1 - s0) / (c1 - c0) * 1e3))
+    server_mean_over(&[(before, after)], series)
+}
+
+/// A reading of the server's `/metrics` (`name{labels}` -> value).
+pub(super) type Metrics = HashMap<String, f64>;
+
+/// A histogram's mean over what happened within several windows (pairs of
+/// readings that do not overlap), in ms; none when the server does not
+/// export it or nothing was observed in any.
+pub(super) fn server_mean_over(windows: &[(&Metrics, &Metrics)], series: &str) -> Option<f64> {
+    let (mut sum, mut count) = (0.0, 0.0);
+    for (before, after) in windows {
+        let (s0, c0) = histogram(before, series).unwrap_or((0.0, 0.0));
+        let Some((s1, c1)) = histogram(after, series) else {
+            continue;
+        };
+        if c1 > c0 {
+            sum += s1 - s0;
+            count += c1 - c0;
+        }
+    }
+    (count > 0.0).then(|| round(sum / count * 1e3))
 }
 
 /// How many observations a histogram gained between two readings.

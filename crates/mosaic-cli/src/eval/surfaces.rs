@@ -5,7 +5,7 @@
 use super::*;
 
 /// A surface of the server the evaluation ingests and asks through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Surface {
     /// The native API: the conversation endpoint (or one proposal a turn)
     /// and `POST /v1/recall`, in each retrieval mode.
@@ -71,9 +71,16 @@ pub(super) struct SurfaceRun {
     pub(super) turns: usize,
     pub(super) clients: usize,
     pub(super) ingest_ms: Vec<f64>,
+    /// The ingest's time at the client, the questions asked during it
+    /// (`--as-asked`) left out.
     pub(super) ingest_secs: f64,
     /// The server's account of the ingest (its `/metrics`).
     pub(super) server: Value,
+    /// The server's `/metrics` before and after the ingest: with
+    /// `--as-asked` the searches of the questions asked during it are
+    /// read from these.
+    pub(super) metrics_before: HashMap<String, f64>,
+    pub(super) metrics_after: HashMap<String, f64>,
 }
 
 impl SurfaceRun {
@@ -111,11 +118,73 @@ pub(super) fn surface_principal(surface: Surface, index: usize) -> String {
     }
 }
 
-/// What one conversation's ingest answered: each call's latency, and each
-/// sent turn with the record it became (none when not kept).
+/// What one conversation's ingest answered: each call's latency, each
+/// sent turn with the record it became (none when not kept), and the time
+/// spent asking questions between its calls (`--as-asked`).
 pub(super) struct Ingested {
     calls_ms: Vec<f64>,
     turns: Vec<(String, Option<String>)>,
+    asking_secs: f64,
+}
+
+/// Questions asked between a conversation's ingest calls (`--as-asked`):
+/// for each conversation, the positions (its turns counted from 0 in file
+/// order, every session's turns in turn) before which a question is
+/// asked, and what asks them: `ask(surface, conversation index, key,
+/// position)` asks every question placed at that position, once every turn
+/// before it and none at or after it is in memory.
+pub(super) struct Pauses<'a> {
+    pub(super) points: &'a HashMap<usize, BTreeSet<usize>>,
+    pub(super) ask: &'a (dyn Fn(Surface, usize, &str, usize) -> Result<()> + Sync),
+}
+
+/// The questions of one conversation still to ask, in position order.
+struct Asker<'a> {
+    pending: std::iter::Peekable<std::collections::btree_set::Iter<'a, usize>>,
+    ask: Option<&'a dyn Fn(usize) -> Result<()>>,
+    secs: f64,
+}
+
+impl Asker<'_> {
+    /// Asks the questions placed at or before `position`: called before
+    /// the call whose first turn is at `position` is sent.
+    fn before(&mut self, position: usize) -> Result<()> {
+        while let Some(&&at) = self.pending.peek() {
+            if at > position {
+                break;
+            }
+            self.pending.next();
+            if let Some(ask) = self.ask {
+                let started = Instant::now();
+                ask(at)?;
+                self.secs += started.elapsed().as_secs_f64();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `call` cut wherever a question is asked between two of its turns (a
+/// position `p` with `pos(previous) < p <= pos(next)`), so that no call
+/// holds turns from both sides of a question.
+fn split_at<'c, T>(
+    call: &'c [T],
+    pos: impl Fn(&T) -> usize,
+    cuts: &BTreeSet<usize>,
+) -> Vec<&'c [T]> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for i in 1..call.len() {
+        let (previous, next) = (pos(&call[i - 1]), pos(&call[i]));
+        if previous < next && cuts.range(previous + 1..=next).next().is_some() {
+            parts.push(&call[start..i]);
+            start = i;
+        }
+    }
+    if start < call.len() {
+        parts.push(&call[start..]);
+    }
+    parts
 }
 
 /// Ingests the `kept` conversations through `surface`: a key per
@@ -130,6 +199,7 @@ pub(super) fn ingest_surface(
     conversations: &[(usize, Conversation)],
     kept: &[usize],
     sent: &(dyn Fn(usize, &Turn) -> bool + Sync),
+    pauses: Option<&Pauses<'_>>,
     bar: &ProgressBar,
 ) -> Result<SurfaceRun> {
     let mut keys: HashMap<usize, String> = HashMap::new();
@@ -165,6 +235,14 @@ pub(super) fn ingest_surface(
                         };
                         let key = keys.get(&index).map(String::as_str).unwrap_or_default();
                         let conversation = &conversations[index].1;
+                        let ask = |position: usize| match pauses {
+                            Some(p) => (p.ask)(surface, index, key, position),
+                            None => Ok(()),
+                        };
+                        let no_cuts = BTreeSet::new();
+                        let cuts = pauses
+                            .and_then(|p| p.points.get(&index))
+                            .unwrap_or(&no_cuts);
                         let ingested = ingest_conversation(
                             door,
                             surface,
@@ -173,6 +251,8 @@ pub(super) fn ingest_surface(
                             &surface_principal(surface, index),
                             key,
                             &|turn| sent(index, turn),
+                            cuts,
+                            &ask,
                             bar,
                         )
                         .with_context(|| {
@@ -198,12 +278,16 @@ pub(super) fn ingest_surface(
             })
             .collect()
     });
-    let ingest_secs = started.elapsed().as_secs_f64();
+    let wall_secs = started.elapsed().as_secs_f64();
     let after = door.metrics();
     let mut done: Vec<(usize, Ingested)> = Vec::new();
     for answer in answers {
         done.extend(answer?);
     }
+    // The questions asked between the calls are not ingest time (one
+    // client when they are asked: `--as-asked` takes no `--parallel`).
+    let asking_secs: f64 = done.iter().map(|(_, d)| d.asking_secs).sum();
+    let ingest_secs = (wall_secs - asking_secs).max(0.0);
     // File order, whatever order the clients finished in.
     done.sort_by_key(|(index, _)| *index);
     let mut run = SurfaceRun {
@@ -225,6 +309,8 @@ pub(super) fn ingest_surface(
             "ingest_acknowledgement_mean_ms": server_mean(&before, &after, acknowledge),
             "ingest_acknowledgements": server_count(&before, &after, acknowledge),
         }),
+        metrics_before: before,
+        metrics_after: after,
     };
     for (index, ingested) in done {
         run.ingest_ms.extend(ingested.calls_ms);
@@ -246,6 +332,9 @@ pub(super) fn ingest_surface(
     Ok(run)
 }
 
+/// Turns with their position in their conversation.
+type Positioned<'t> = Vec<(usize, &'t Turn)>;
+
 /// One conversation's turns through `surface`, in order, one call at a time.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn ingest_conversation(
@@ -256,28 +345,58 @@ pub(super) fn ingest_conversation(
     principal: &str,
     key: &str,
     sent: &dyn Fn(&Turn) -> bool,
+    cuts: &BTreeSet<usize>,
+    ask: &dyn Fn(usize) -> Result<()>,
     bar: &ProgressBar,
 ) -> Result<Ingested> {
     let mut out = Ingested {
         calls_ms: Vec::new(),
         turns: Vec::new(),
+        asking_secs: 0.0,
     };
-    // The calls: each session's sent turns (with their session), or with
-    // --batch N calls of N consecutive turns across the sessions.
-    let sessions: Vec<(usize, &Session, Vec<&Turn>)> = conversation
+    let mut asker = Asker {
+        pending: cuts.iter().peekable(),
+        ask: (!cuts.is_empty()).then_some(ask),
+        secs: 0.0,
+    };
+    // Each turn's position in the conversation: its turns counted in file
+    // order, the unsent ones included.
+    let mut position = 0usize;
+    let positioned: Vec<Positioned<'_>> = conversation
         .sessions
         .iter()
+        .map(|s| {
+            s.turns
+                .iter()
+                .map(|t| {
+                    position += 1;
+                    (position - 1, t)
+                })
+                .collect()
+        })
+        .collect();
+    // The calls: each session's sent turns (with their session), or with
+    // --batch N calls of N consecutive turns across the sessions; either
+    // way cut where a question is asked (`--as-asked`).
+    let sessions: Vec<(usize, &Session, Positioned<'_>)> = conversation
+        .sessions
+        .iter()
+        .zip(&positioned)
         .enumerate()
-        .map(|(n, s)| (n, s, s.turns.iter().filter(|t| sent(t)).collect::<Vec<_>>()))
+        .map(|(n, (s, turns))| {
+            let sent: Vec<(usize, &Turn)> =
+                turns.iter().copied().filter(|(_, t)| sent(t)).collect();
+            (n, s, sent)
+        })
         .filter(|(_, _, turns)| !turns.is_empty())
         .collect();
     match (surface, options.ingest) {
         (Surface::Native, Ingest::Sessions) => {
-            let flat: Vec<(&Session, &Turn)> = sessions
+            let flat: Vec<(&Session, usize, &Turn)> = sessions
                 .iter()
-                .flat_map(|(_, s, turns)| turns.iter().map(move |t| (*s, *t)))
+                .flat_map(|(_, s, turns)| turns.iter().map(move |(p, t)| (*s, *p, *t)))
                 .collect();
-            let calls: Vec<&[(&Session, &Turn)]> = match options.batch {
+            let calls: Vec<&[(&Session, usize, &Turn)]> = match options.batch {
                 Some(n) => flat.chunks(n.max(1)).collect(),
                 None => {
                     let mut calls = Vec::new();
@@ -290,14 +409,21 @@ pub(super) fn ingest_conversation(
                     calls
                 }
             };
+            let calls: Vec<&[(&Session, usize, &Turn)]> = calls
+                .into_iter()
+                .flat_map(|call| split_at(call, |(_, p, _)| *p, cuts))
+                .collect();
             let path = format!(
                 "/v1/conversations/{}/messages",
                 path_segment(&conversation.conversation_id)
             );
             for call in calls {
+                if let Some((_, first, _)) = call.first() {
+                    asker.before(*first)?;
+                }
                 let messages: Vec<Value> = call
                     .iter()
-                    .map(|(session, t)| {
+                    .map(|(session, _, t)| {
                         let mut m = json!({"id": t.turn_id, "role": "user",
                                            "name": t.speaker, "content": t.text});
                         if !session.date_time.trim().is_empty() {
@@ -315,7 +441,7 @@ pub(super) fn ingest_conversation(
                         answered.insert(i as usize, m);
                     }
                 }
-                for (i, (_, turn)) in call.iter().enumerate() {
+                for (i, (_, _, turn)) in call.iter().enumerate() {
                     // An empty turn is skipped by the server and counts as
                     // not kept.
                     let record = answered
@@ -330,7 +456,8 @@ pub(super) fn ingest_conversation(
         }
         (Surface::Native, Ingest::Turns) => {
             for (_, session, turns) in &sessions {
-                for turn in turns {
+                for (at, turn) in turns {
+                    asker.before(*at)?;
                     let text = format!("[{}] {}: {}", session.date_time, turn.speaker, turn.text);
                     let started = Instant::now();
                     let answer = door
@@ -361,43 +488,52 @@ pub(super) fn ingest_conversation(
                 } else {
                     session.session_id.clone()
                 };
-                // mem0's shape: one call a session, the conversation's
-                // user and the session's run.
-                let messages: Vec<Value> = turns
-                    .iter()
-                    .map(|t| json!({"role": "user", "name": t.speaker, "content": t.text}))
-                    .collect();
-                let body = json!({
-                    "messages": messages,
-                    "user_id": principal,
-                    "run_id": format!("{}-{session_id}", conversation.conversation_id),
-                });
-                let started = Instant::now();
-                let answer = door.call(key, path, &body)?;
-                out.calls_ms.push(started.elapsed().as_secs_f64() * 1e3);
-                // `results` are the kept messages in order: every position
-                // but the refused and the skipped ones.
-                let not_kept: BTreeSet<u64> = ["refused", "skipped"]
-                    .iter()
-                    .flat_map(|field| answer[*field].as_array().into_iter().flatten())
-                    .filter_map(|m| m["index"].as_u64())
-                    .collect();
-                let mut results = answer["results"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|r| r["id"].as_str());
-                for (i, turn) in turns.iter().enumerate() {
-                    let record = if not_kept.contains(&(i as u64)) {
-                        None
-                    } else {
-                        results.next().map(str::to_owned)
-                    };
-                    out.turns.push((turn.turn_id.clone(), record));
+                // mem0's shape: one call a session (cut where a question
+                // is asked), the conversation's user and the session's run.
+                for part in split_at(turns, |(p, _)| *p, cuts) {
+                    if let Some((first, _)) = part.first() {
+                        asker.before(*first)?;
+                    }
+                    let messages: Vec<Value> = part
+                        .iter()
+                        .map(|(_, t)| json!({"role": "user", "name": t.speaker, "content": t.text}))
+                        .collect();
+                    let body = json!({
+                        "messages": messages,
+                        "user_id": principal,
+                        "run_id": format!("{}-{session_id}", conversation.conversation_id),
+                    });
+                    let started = Instant::now();
+                    let answer = door.call(key, path, &body)?;
+                    out.calls_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                    // `results` are the kept messages in order: every
+                    // position but the refused and the skipped ones.
+                    let not_kept: BTreeSet<u64> = ["refused", "skipped"]
+                        .iter()
+                        .flat_map(|field| answer[*field].as_array().into_iter().flatten())
+                        .filter_map(|m| m["index"].as_u64())
+                        .collect();
+                    let mut results = answer["results"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r["id"].as_str());
+                    for (i, (_, turn)) in part.iter().enumerate() {
+                        let record = if not_kept.contains(&(i as u64)) {
+                            None
+                        } else {
+                            results.next().map(str::to_owned)
+                        };
+                        out.turns.push((turn.turn_id.clone(), record));
+                    }
+                    bar.inc(part.len() as u64);
                 }
-                bar.inc(turns.len() as u64);
             }
         }
     }
+    // Questions placed after the last sent turn (or at no sent turn) are
+    // asked once the whole conversation is in memory.
+    asker.before(usize::MAX)?;
+    out.asking_secs = asker.secs;
     Ok(out)
 }

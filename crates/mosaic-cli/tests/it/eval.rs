@@ -867,3 +867,300 @@ fn eval_with_parallel_clients_and_batches_scores_as_one_client() {
     assert_eq!(none.len(), 1, "{timed}");
     assert_eq!(none[0]["data"]["n"], 4, "one per scored question: {timed}");
 }
+
+/// A user's history with questions asked inside it (RealMem's form): one
+/// conversation, two sessions, the questions' own turns and replies among
+/// its turns.
+fn asked_dataset(dir: &Path) -> (PathBuf, PathBuf) {
+    let conversations = vec![conversation(
+        "user-1",
+        &[
+            (
+                "2025-01-05 (Sunday)",
+                &[
+                    ("D1:1", "user", "What should I feed a young dog?"),
+                    (
+                        "D1:2",
+                        "assistant",
+                        "Food made for young dogs, in small meals.",
+                    ),
+                    (
+                        "D1:3",
+                        "user",
+                        "I adopted a golden retriever puppy named Biscuit.",
+                    ),
+                    ("D1:4", "user", "Remind me about my golden retriever puppy?"),
+                    (
+                        "D1:5",
+                        "assistant",
+                        "Your golden retriever puppy is Biscuit.",
+                    ),
+                ],
+            ),
+            (
+                "2025-01-12 (Sunday)",
+                &[
+                    (
+                        "D2:1",
+                        "user",
+                        "My golden retriever puppy learned to swim in the lake.",
+                    ),
+                    ("D2:2", "assistant", "Swimming is good exercise."),
+                ],
+            ),
+        ],
+    )];
+    let placed = |id: &str, text: &str, category: &str, own: (&str, &str), evidence: &[&str]| {
+        let mut q = question_in("user-1", id, text, json!(category), evidence);
+        q["query_turn_id"] = json!(own.0);
+        q["answer_turn_id"] = json!(own.1);
+        q
+    };
+    let questions = vec![
+        // Asked at the conversation's first turn: nothing is in memory yet.
+        placed(
+            "q-first",
+            "golden retriever puppy?",
+            "first",
+            ("D1:1", "D1:2"),
+            &["D1:3"],
+        ),
+        // Asked mid-session: the three turns before its own are in memory.
+        placed(
+            "q-before",
+            "golden retriever puppy named?",
+            "before",
+            ("D1:4", "D1:5"),
+            &["D1:3"],
+        ),
+        // Its evidence is its own reference reply and a later session's
+        // turn: neither is in memory when it is asked.
+        placed(
+            "q-later",
+            "golden retriever puppy swim lake?",
+            "later",
+            ("D1:4", "D1:5"),
+            &["D1:5", "D2:1"],
+        ),
+        // No turn of its own (LoCoMo's form): asked after the history.
+        question_in(
+            "user-1",
+            "q-after",
+            "golden retriever puppy swim lake?",
+            json!("after"),
+            &["D2:1"],
+        ),
+    ];
+    let c = dir.join("asked-conversations.jsonl");
+    let q = dir.join("asked-questions.jsonl");
+    write_lines(&c, &conversations);
+    write_lines(&q, &questions);
+    (c, q)
+}
+
+/// recall@10 of each category row of a surface (category name -> figure).
+fn recall_by_category(stdout: &str, surface: &str) -> Vec<(String, f64)> {
+    eval_rows(stdout)
+        .iter()
+        .filter(|r| r["surface"] == surface)
+        .map(|r| {
+            (
+                r["category_name"].as_str().unwrap_or("").to_owned(),
+                r["recall_at_10"].as_f64().unwrap_or(-1.0),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn eval_as_asked_recalls_only_the_history_before_each_question() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = asked_dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    let base = [
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical",
+        "--json",
+    ];
+    let run = |extra: &[&str]| {
+        let (code, stdout, stderr) = mosaic(&[&base[..], extra].concat());
+        assert_eq!(code, 0, "{extra:?}: {stdout}\n{stderr}");
+        stdout
+    };
+    let expect = |stdout: &str, surface: &str, expected: &[(&str, f64)]| {
+        let got = recall_by_category(stdout, surface);
+        let want: Vec<(String, f64)> = expected
+            .iter()
+            .map(|(c, r)| ((*c).to_owned(), *r))
+            .collect();
+        assert_eq!(got.len(), want.len(), "{surface}: {stdout}");
+        for ((name, got), (wanted_name, wanted)) in got.iter().zip(&want) {
+            assert_eq!(name, wanted_name, "{surface}: {stdout}");
+            assert!(
+                (got - wanted).abs() < 1e-4,
+                "{surface} {name}: {got} != {wanted}: {stdout}"
+            );
+        }
+    };
+
+    // The whole history first, then every question: each question's
+    // evidence is in memory, its later turns and own reply included.
+    let whole = run(&[]);
+    expect(
+        &whole,
+        "native",
+        &[
+            ("after", 1.0),
+            ("before", 1.0),
+            ("first", 1.0),
+            ("later", 1.0),
+            ("all", 1.0),
+        ],
+    );
+
+    // As asked: a question recalls a turn recorded before it, never its own
+    // reply or a later turn, and before its conversation's first turn
+    // nothing; a question with no turn of its own is asked after the
+    // history, as before. The mem0 surface is asked at the same points.
+    let asked = run(&["--as-asked", "--surfaces", "native,mem0"]);
+    let as_asked = [
+        ("after", 1.0),
+        ("before", 1.0),
+        ("first", 0.0),
+        ("later", 0.0),
+        ("all", 0.5),
+    ];
+    expect(&asked, "native", &as_asked);
+    expect(&asked, "mem0", &as_asked);
+    let (d, ingest) = dataset_and_ingest(&asked);
+    assert_eq!(d["as_asked"], true, "{d}");
+    assert_eq!(d["questions_asked_in_the_history"], 3, "{d}");
+    assert_eq!(d["turns"], 7, "every turn is ingested: {d}");
+    // The first session is cut before D1:4, where two questions are asked
+    // (D1:1 is its first turn: no cut): three calls instead of two.
+    assert_eq!(ingest["n"], 3, "{ingest}");
+    let recalls: Vec<Value> = lines_of(&asked)
+        .into_iter()
+        .filter(|l| l["type"] == "eval_latency" && l["data"]["stage"] == "recall")
+        .map(|l| l["data"].clone())
+        .collect();
+    assert_eq!(recalls.len(), 1, "{asked}");
+    assert_eq!(recalls[0]["n"], 4, "one recall a question: {asked}");
+    for line in surface_lines(&asked) {
+        assert_eq!(line["turns"], 7, "{line}");
+        assert!(
+            line["search_server_mean_ms"]
+                .as_f64()
+                .is_some_and(|m| m > 0.0),
+            "the searches during the ingest are in the server's account: {line}"
+        );
+    }
+
+    // Calls of two consecutive turns: the one holding D1:3 and D1:4 is cut
+    // between them, five calls instead of four, the same figures.
+    let batched = run(&["--as-asked", "--batch", "2"]);
+    expect(&batched, "native", &as_asked);
+    assert_eq!(dataset_and_ingest(&batched).1["n"], 5, "{batched}");
+
+    // A proposal a turn, against a running server: the same figures.
+    let data = dir.path().join("served");
+    let (_server, url) = crate::cli::start_server(&data);
+    let admin = std::fs::read_to_string(data.join("admin.key")).expect("admin key");
+    let (code, stdout, stderr) = mosaic(&[
+        "eval",
+        c,
+        q,
+        "--server",
+        &url,
+        "--admin-key",
+        admin.trim(),
+        "--ingest",
+        "turns",
+        "--modes",
+        "lexical,hybrid",
+        "--as-asked",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let rows = eval_rows(&stdout);
+    for mode in ["lexical", "hybrid"] {
+        let got: Vec<(String, f64)> = rows
+            .iter()
+            .filter(|r| r["mode"] == mode)
+            .map(|r| {
+                (
+                    r["category_name"].as_str().unwrap_or("").to_owned(),
+                    r["recall_at_10"].as_f64().unwrap_or(-1.0),
+                )
+            })
+            .collect();
+        let want: Vec<(String, f64)> = as_asked
+            .iter()
+            .map(|(c, r)| ((*c).to_owned(), *r))
+            .collect();
+        assert_eq!(got, want, "{mode}: {stdout}");
+    }
+    assert_eq!(dataset_and_ingest(&stdout).1["n"], 7, "a call a turn");
+
+    // The human form says which protocol ran.
+    let (code, stdout, stderr) = mosaic(&[
+        "eval",
+        c,
+        q,
+        "--embedder",
+        "hash",
+        "--modes",
+        "lexical",
+        "--as-asked",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("as asked: 3 questions asked at their place in the history"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn eval_as_asked_refuses_what_it_cannot_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, q) = asked_dataset(dir.path());
+    let (c, q) = (c.to_str().expect("utf8"), q.to_str().expect("utf8"));
+    for (extra, expected) in [
+        (&["--hide-own-turns"][..], "cannot be used with"),
+        (&["--leave-out-question-turns"][..], "cannot be used with"),
+        (&["--parallel", "2"][..], "leave --parallel at 1"),
+    ] {
+        let (code, stdout, stderr) = mosaic(
+            &[
+                &["eval", c, q, "--embedder", "hash", "--as-asked"][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert_eq!(code, 2, "{extra:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+    }
+    // A question asked at a turn its conversation does not hold.
+    let bad = dir.path().join("unplaced.jsonl");
+    let mut lost = question_in("user-1", "q-lost", "puppy?", json!("lost"), &["D1:3"]);
+    lost["query_turn_id"] = json!("D7:1");
+    write_lines(&bad, &[lost]);
+    let (code, stdout, stderr) = mosaic(&[
+        "eval",
+        c,
+        bad.to_str().expect("utf8"),
+        "--embedder",
+        "hash",
+        "--as-asked",
+    ]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("\"q-lost\"") && stderr.contains("\"D7:1\"") && stderr.contains("user-1"),
+        "{stderr}"
+    );
+}
