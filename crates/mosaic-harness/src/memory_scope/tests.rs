@@ -1568,15 +1568,7 @@ fn a_set_with_scope_commitments_gives_v5_receipts_without_a_digest_of_every_reco
     let eligible = pass.eligible_set(&ctx).unwrap();
     assert_eq!(eligible.scope_commitments(), bound.scope_commitments());
     let input = relevance_input(&ctx, &read);
-    let relevance = eligible
-        .rank(
-            &input.query_sha256,
-            &input.feature_release,
-            &input.ranker_release,
-            &input.scores,
-            input.max_results,
-        )
-        .unwrap();
+    let relevance = rank_over(&eligible, &input);
     let ranked =
         select_memory_ranked_set(&ctx, &bound, &pass, &relevance, &eligible, Listing::Full)
             .unwrap();
@@ -1713,15 +1705,7 @@ fn every_member_of_a_v5_receipt_is_bound() {
     let pass = EligibilityPass::new(&ctx, &bound).unwrap();
     let eligible = pass.eligible_set(&ctx).unwrap();
     let input = relevance_input(&ctx, &read);
-    let relevance = eligible
-        .rank(
-            &input.query_sha256,
-            &input.feature_release,
-            &input.ranker_release,
-            &input.scores,
-            input.max_results,
-        )
-        .unwrap();
+    let relevance = rank_over(&eligible, &input);
     let ranked =
         select_memory_ranked_set(&ctx, &bound, &pass, &relevance, &eligible, Listing::Full)
             .unwrap()
@@ -2161,4 +2145,17 @@ fn a_change_that_repeats_an_id_is_refused() {
             .unwrap(),
         set
     );
+}
+
+/// `eligible` ranked by `input`'s query, releases and scores.
+fn rank_over(eligible: &SealedEligibleSet, input: &RelevanceInput) -> RelevanceReceipt {
+    eligible
+        .rank(
+            &input.query_sha256,
+            &input.feature_release,
+            &input.ranker_release,
+            &input.scores,
+            input.max_results,
+        )
+        .unwrap()
 }
