@@ -586,7 +586,7 @@ impl Contents {
             touched.entry(key).or_insert_with(|| {
                 let group: &Vec<Arc<CheckedRecord>> =
                     groups.get(&key).map(|g| g as _).unwrap_or(&EMPTY);
-                *set_aside -= group.len().saturating_sub(1) as u64;
+                *set_aside = set_aside.saturating_sub(group.len().saturating_sub(1) as u64);
                 group.first().map(|r| r.record().record_id.clone())
             });
         };
