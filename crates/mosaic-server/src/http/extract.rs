@@ -38,6 +38,23 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The request's body within the body limit: an oversized body is
+/// `413 body_too_large` naming the limit, an unreadable one
+/// `400 unreadable_body`.
+async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError(ServiceError::BodyTooLarge { limit })
+        } else {
+            ApiError(ServiceError::bad_request(
+                "unreadable_body",
+                "the request body could not be read",
+            ))
+        }
+    })
+}
+
 /// A strictly decoded JSON body: malformed JSON, unknown fields, wrong types
 /// and oversized bodies become JSON errors. An empty body reads as `{}`.
 pub struct ApiJson<T>(pub T);
@@ -46,17 +63,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError(ServiceError::BodyTooLarge { limit })
-            } else {
-                ApiError(ServiceError::bad_request(
-                    "unreadable_body",
-                    "the request body could not be read",
-                ))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {
@@ -95,17 +102,7 @@ impl<S: Send + Sync> FromRequest<S> for ApiText {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError(ServiceError::BodyTooLarge { limit })
-            } else {
-                ApiError(ServiceError::bad_request(
-                    "unreadable_body",
-                    "the request body could not be read",
-                ))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         String::from_utf8(bytes.to_vec()).map(ApiText).map_err(|_| {
             ApiError(ServiceError::bad_request(
                 "malformed_body",
