@@ -1833,6 +1833,52 @@ mod tests {
         assert!(advanced > 150, "{advanced}");
     }
 
+    /// Layer: the index's resolution of eligible sets. When more slots
+    /// changed since a kept resolution than the fence remembers, the fence
+    /// says so (`changes_since` is `None`) and the set is resolved afresh,
+    /// still exactly.
+    #[test]
+    fn a_resolution_older_than_the_remembered_changes_is_made_afresh() {
+        use mosaic_harness::memory_scope::{EligibleEntry, SealedEligibleSet, SealedEntries};
+        let policy = sha256_hex(b"policy");
+        let mut idx = LexicalIndex::new();
+        let ids: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+        for id in &ids {
+            idx.publish(&message(id, 1, 0, 1, "apple".into())).unwrap();
+        }
+        let entries: Vec<EligibleEntry> = ids
+            .iter()
+            .map(|id| EligibleEntry {
+                record_id: id.clone(),
+                content_sha256: sha256_hex(id.as_bytes()),
+            })
+            .collect();
+        let set = SealedEligibleSet::of_entries(
+            sha256_hex(b"ctx"),
+            std::sync::Arc::new(SealedEntries::seal(entries).unwrap()),
+        )
+        .unwrap();
+        idx.resolve_eligible(&set, "t", &policy);
+        let then = idx.fence.snapshot_generation();
+        // More changes than remembered: new versions of the eligible ids.
+        for generation in 2..(2 + crate::target::RECENT_CHANGES as u64 / 8 + 2) {
+            for id in &ids {
+                idx.publish(&message(id, generation, 0, 1, "apple".into()))
+                    .unwrap();
+            }
+        }
+        assert!(idx.fence.changes_since(then).is_none());
+        let mut resolved = idx.resolve_eligible(&set, "t", &policy).docs().to_vec();
+        resolved.sort_unstable();
+        let mut fresh = idx
+            .resolve_ids(ids.iter().map(String::as_str), "t", &policy)
+            .docs()
+            .to_vec();
+        fresh.sort_unstable();
+        assert_eq!(resolved, fresh);
+        assert_eq!(resolved.len(), ids.len());
+    }
+
     /// A set's subjects are kept with it after a read, and found again once
     /// a doc is added: the statistics then cover the new doc's subject.
     #[test]

@@ -254,7 +254,7 @@ pub(crate) struct Fence {
 /// Slot changes the fence remembers (a few hundred kilobytes): a reader
 /// that resolved an eligible set before them brings it up to date with
 /// them rather than resolving every eligible id again.
-const RECENT_CHANGES: usize = 4096;
+pub(crate) const RECENT_CHANGES: usize = 4096;
 
 impl Fence {
     pub(crate) fn new(target: &str) -> Self {
