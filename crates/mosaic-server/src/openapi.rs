@@ -1401,3 +1401,24 @@ fn openapi30(value: &mut Value) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The served bytes of the document (`/openapi.json` answers
+    /// `axum::Json(document())`, serde_json's compact form), pinned by their
+    /// SHA-256, so that a change to how the document is assembled cannot
+    /// alter it unnoticed. A deliberate change to the API (a route, a type,
+    /// a summary, the crate version) changes the digest: take the new one
+    /// from this test's failure message after checking the document's diff.
+    #[test]
+    fn served_document_bytes_are_pinned() {
+        let bytes = serde_json::to_vec(&document()).expect("the document serializes");
+        assert_eq!(
+            mosaic_harness::canonical::sha256_hex(&bytes),
+            "db57e46f4df01e02bb17ffb95b0ec2f4a9436c3edf874da3dce20938f8b3ec21",
+            "the served OpenAPI document changed"
+        );
+    }
+}
