@@ -1,0 +1,56 @@
+//! The local sentence embedders: all-MiniLM-L6-v2 (the default) and the
+//! larger all-mpnet-base-v2 (opt-in).
+//!
+//! File checks ([`verify_model_dir`], [`verify_mpnet_model_dir`]) are
+//! always compiled, so a missing or corrupt model gives the same clear
+//! error in every build. The models themselves (`LocalEmbedder`) need the
+//! `local-model` feature (a pure-Rust encoder with SIMD kernels, plus the
+//! `tokenizers` crate). Get the files with `scripts/fetch-model.sh DIR`
+//! (MiniLM) or `scripts/fetch-model.sh --model mpnet DIR` (MPNet).
+
+// Where things live: `files` holds the pinned releases and the checks of
+// a model directory; `model` the encoder (`LocalEmbedder`), `kernels` its
+// float kernels, both behind the `local-model` feature.
+mod files;
+#[cfg(feature = "local-model")]
+mod kernels;
+#[cfg(feature = "local-model")]
+mod model;
+
+pub use files::{
+    MINILM_DIMENSION, MINILM_INT8_RELEASE, MINILM_MAX_TOKENS, MINILM_RELEASE,
+    MODEL_SAFETENSORS_SHA256, MPNET_CONFIG_JSON_SHA256, MPNET_DIMENSION, MPNET_MAX_TOKENS,
+    MPNET_MODEL_SAFETENSORS_SHA256, MPNET_RELEASE, MPNET_TOKENIZER_JSON_SHA256, ModelFiles,
+    TOKENIZER_JSON_SHA256, verify_model_dir, verify_mpnet_model_dir,
+};
+
+#[cfg(feature = "local-model")]
+pub use model::LocalEmbedder;
+
+/// The local embedder under its first name: [`LocalEmbedder::load`] and
+/// [`LocalEmbedder::load_int8`] load all-MiniLM-L6-v2.
+#[cfg(feature = "local-model")]
+pub type MiniLmEmbedder = LocalEmbedder;
+
+/// The relative position bucket of MPNet (as in T5): key position minus
+/// query position mapped to one of 32 buckets, 16 per direction, exact
+/// below 8 and logarithmic up to 128. The logarithm is taken in f32, as
+/// the reference implementation does, so the bucket boundaries fall where
+/// its do.
+pub fn mpnet_relative_bucket(relative: i64) -> usize {
+    const HALF: i64 = 16;
+    const MAX_EXACT: i64 = HALF / 2;
+    const MAX_DISTANCE: f64 = 128.0;
+    let n = -relative;
+    let base = if n < 0 { HALF } else { 0 };
+    let n = n.abs();
+    let offset = if n < MAX_EXACT {
+        n
+    } else {
+        let log_ratio = (n as f32 / MAX_EXACT as f32).ln();
+        let scale = (MAX_DISTANCE / MAX_EXACT as f64).ln() as f32;
+        let large = MAX_EXACT + (log_ratio / scale * (HALF - MAX_EXACT) as f32) as i64;
+        large.min(HALF - 1)
+    };
+    (base + offset) as usize
+}
