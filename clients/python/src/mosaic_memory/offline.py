@@ -23,6 +23,10 @@ What is checked, for every receipt in the document:
   checked with ``hashlib`` alone (leaf ``SHA-256(0x00 || bytes)``, node
   ``SHA-256(0x01 || left || right)``).
 
+* for a deletion receipt that binds its record's revoked leaf
+  (``revoked_leaf``): the record's entry in state ``revoked`` is in the
+  scope root the receipt signs, by the inclusion proof it carries.
+
 A receipt that passes was issued, as it is, by a server holding one of the
 keys. The Rust verifier (``mosaic verify --offline``) also checks an
 explained recall's decision list against the receipt; this module does not.
@@ -56,6 +60,9 @@ RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
 # ``eligible_set_sha256``) is hashed under this domain instead.
 RELEVANCE_RECEIPT_V2_DOMAIN = "mosaic.memory.relevance_receipt.v2"
 DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
+# A deletion receipt that binds the record's leaf as revoked
+# (``revoked_leaf``, schema version 2) is hashed under this domain instead.
+DELETION_RECEIPT_V2_DOMAIN = "mosaic.store.deletion_receipt.v2"
 
 _MAX_INT = (1 << 53) - 1
 
@@ -195,6 +202,31 @@ def load_public_keys(keys: Union[Mapping[str, Any], Iterable[str], str]) -> Dict
             raise ReceiptFormatError("a key line is not 32 bytes of hex")
         out[key_id(raw)] = raw
     return out
+
+
+def deletion_receipt_domain(body: Mapping[str, Any]) -> str:
+    """The domain tag a deletion receipt's body is hashed under: v2 when it
+    binds the record's revoked leaf (``revoked_leaf``), v1 otherwise."""
+    return DELETION_RECEIPT_V2_DOMAIN if "revoked_leaf" in body else DELETION_RECEIPT_DOMAIN
+
+
+def _revoked_leaf_problem(body: Mapping[str, Any]) -> Optional[str]:
+    """Why a v2 deletion receipt's ``revoked_leaf`` does not show the
+    record's entry, in state ``revoked``, in the scope root it binds."""
+    if "revoked_leaf" not in body:
+        return None
+    if body.get("schema_version") != 2:
+        return f"a receipt that binds a revoked leaf is schema version 2, not {body.get('schema_version')}"
+    leaf, tombstone = body["revoked_leaf"], body.get("tombstone")
+    if not isinstance(leaf, Mapping) or set(leaf) != {"commitment", "record_sha256", "proof"}:
+        return "revoked leaf: malformed"
+    commitment = leaf["commitment"]
+    if not isinstance(commitment, Mapping) or not isinstance(tombstone, Mapping):
+        return "revoked leaf: malformed"
+    entry = {"record_id": tombstone.get("record_id"), "record_sha256": leaf["record_sha256"], "state": "revoked"}
+    if not verify_scope_inclusion(entry, leaf["proof"], commitment.get("root_sha256")):
+        return "revoked leaf: the record's revoked entry is not in the scope root the receipt binds"
+    return None
 
 
 def _signature_problem(what: str, signature: Any, kind: str, digest: str, keys: Mapping[str, bytes]) -> Optional[str]:
@@ -545,10 +577,12 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
             raise ReceiptFormatError("the deletion receipt is not {body, receipt_sha256, signature}")
         audit = document.get("audit_proof") if deletion is not document else None
         checked = ["deletion"] + (["audit_head", "inclusion_proof"] if audit is not None else [])
-        digest = domain_digest(DELETION_RECEIPT_DOMAIN, deletion["body"])
+        digest = domain_digest(deletion_receipt_domain(deletion["body"]), deletion["body"])
         if digest != deletion["receipt_sha256"]:
             return verdict(checked, "receipt_sha256 does not match the canonical body")
         problem = _signature_problem("deletion", deletion.get("signature"), "deletion", digest, public)
+        if problem is None:
+            problem = _revoked_leaf_problem(deletion["body"])
         if problem is None and audit is not None:
             problem = _deletion_audit_problem(deletion, audit) or _inclusion_problem(audit["head"], audit["inclusion_proof"], public)
         return verdict(checked, problem)
@@ -575,6 +609,7 @@ __all__ = [
     "ReceiptFormatError",
     "audit_event_leaf",
     "canonical_json",
+    "deletion_receipt_domain",
     "domain_digest",
     "key_id",
     "leaf_hash",
