@@ -577,3 +577,50 @@ def test_the_documented_v2_deletion_receipt_and_every_change_of_its_leaf_fails()
     stripped = copy.deepcopy(receipt)
     del stripped["body"]["revoked_leaf"]
     assert not verify_receipt(stripped, keys).valid
+
+
+def _signed_head(at):
+    from mosaic_memory.offline import AUDIT_TREE_HEAD_DOMAIN, domain_digest, signing_bytes
+
+    secret, public = _test_key()
+    head = {"tree_size": 3, "root_sha256": "7" * 64, "timestamp_unix_ms": at, "chain_sha256": "8" * 64}
+    digest = domain_digest(AUDIT_TREE_HEAD_DOMAIN, head)
+    return {
+        "tree_size": 3,
+        "root_sha256": head["root_sha256"],
+        "timestamp_unix_ms": at,
+        "seq": 3,
+        "sha256": head["chain_sha256"],
+        "signature": {
+            "kind": "audit_head",
+            "key_id": key_id(public),
+            "receipt_sha256": digest,
+            "signature_hex": secret.sign(signing_bytes("audit_head", key_id(public), digest)).hex(),
+        },
+    }
+
+
+def test_a_signature_outside_its_keys_window_is_refused():
+    _, public = _test_key()
+    head = _signed_head(5000)
+    assert verify_receipt(head, _keys_json(public, 5000)).valid
+    assert verify_receipt(head, _keys_json(public, 1000, 5001)).valid
+    early = verify_receipt(head, _keys_json(public, 5001))
+    assert not early.valid and "before key" in early.problem and "became valid at 5001" in early.problem, early
+    late = verify_receipt(head, json.dumps(_keys_json(public, 1000, 5000)))
+    assert not late.valid and "was retired at 5000" in late.problem, late
+    # Keys given as hex lines carry no window: the signature alone.
+    assert verify_receipt(head, [public.hex()]).valid
+    # A deletion receipt is signed when it is read, at or after its
+    # finalization: a key current since later may sign it, a key retired
+    # before it was finalized cannot have.
+    deletion = {"deletion_receipt": _signed_deletion(_golden_v2_body())}
+    assert verify_receipt(deletion, _keys_json(public, 1800000000000)).valid
+    assert verify_receipt(deletion, _keys_json(public, 0, 1700000002001)).valid
+    retired = verify_receipt(deletion, _keys_json(public, 0, 1700000002000))
+    assert not retired.valid and retired.problem.startswith("deletion receipt signature"), retired
+    # A window that is not a count is a malformed key set.
+    bad = _keys_json(public)
+    bad["keys"][0]["valid_from_unix_ms"] = "yesterday"
+    with pytest.raises(ReceiptFormatError):
+        verify_receipt(head, bad)

@@ -21,6 +21,7 @@ use crate::api::{
     proofs::{DeletionAuditProof, SignedAuditHead},
 };
 use crate::error::{ServiceError, ServiceResult};
+use crate::signing::{PublishedKey, SignedAt, window_problem};
 
 /// Why `signature` does not show that a key of `keys` signed the receipt
 /// of `kind` whose recomputed digest is `receipt_sha256`, if it does not.
@@ -303,6 +304,81 @@ pub fn deletion_audit_problem(
     }
     inclusion_problem(&proof.head, &proof.inclusion_proof, keys)
 }
+/// Every signature `doc` carries (in the shapes [`verify_document`]
+/// reads) whose signing instant its signed fields tell: `(what, key id,
+/// instant)`. Write, selection and relevance receipts carry no instant.
+fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>, String> {
+    let mut out = Vec::new();
+    let mut head = |what: &'static str, head: Option<SignedAuditHead>| {
+        if let Some(head) = head {
+            out.push((
+                what,
+                head.signature.key_id.clone(),
+                SignedAt::At(head.timestamp_unix_ms),
+            ));
+        }
+    };
+    if doc.get("selection_receipt").is_some()
+        || doc.get("receipt").is_some()
+        || doc.get("write_receipt").is_some()
+    {
+        return Ok(Vec::new());
+    }
+    let deletion = match field::<DeletionReceiptView>(doc, "deletion_receipt")? {
+        Some(receipt) => Some(receipt),
+        None if doc.get("body").is_some() => serde_json::from_value(doc.clone()).ok(),
+        None => None,
+    };
+    if let Some(receipt) = deletion {
+        head(
+            "audit head",
+            field::<DeletionAuditProof>(doc, "audit_proof")?.map(|p| p.head),
+        );
+        if let Some(signature) = &receipt.signature {
+            out.push((
+                "deletion receipt",
+                signature.key_id.clone(),
+                SignedAt::NotBefore(receipt.body.finalized_at_unix_ms),
+            ));
+        }
+        return Ok(out);
+    }
+    if doc.get("inclusion_proof").is_some() || doc.get("consistency_proof").is_some() {
+        head("audit head", field::<SignedAuditHead>(doc, "head")?);
+        head(
+            "earlier audit head",
+            field::<SignedAuditHead>(doc, "first_head")?,
+        );
+        return Ok(out);
+    }
+    if doc.get("seq").is_some() && doc.get("signature").is_some() {
+        head("audit head", serde_json::from_value(doc.clone()).ok());
+    }
+    Ok(out)
+}
+
+/// [`verify_document`], and then that every signature whose instant the
+/// document tells was made within its key's validity window as published
+/// (`windows`, from the keys route; [`window_problem`]). A key the windows
+/// do not list (keys given as bare hex) is checked for its signature only.
+pub fn verify_document_in_windows(
+    doc: &Value,
+    keys: &[VerifyingKey],
+    windows: &[PublishedKey],
+) -> Result<OfflineVerdict, String> {
+    let mut verdict = verify_document(doc, keys)?;
+    if verdict.valid {
+        for (what, key_id, at) in signed_instants(doc)? {
+            if let Some(problem) = window_problem(&key_id, at, windows) {
+                verdict.valid = false;
+                verdict.problem = Some(format!("{what} signature: {problem}"));
+                break;
+            }
+        }
+    }
+    Ok(verdict)
+}
+
 /// The outcome of an offline check.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct OfflineVerdict {
@@ -434,11 +510,12 @@ mod tests {
     use mosaic_harness::memory_scope::{
         ReadScope, ScopeCommitment, ScopeEntry, scope_inclusion_proof, scope_root,
     };
-    use mosaic_harness::receipt_signature::sign_receipt;
+    use mosaic_harness::receipt_signature::{AuditTreeHeadFields, key_id, sign_receipt};
     use mosaic_store::{
         Authorization, DeletionReceiptBody, RevocationReason, RevokedLeaf, StoreAcknowledgement,
         Tombstone,
     };
+    use serde_json::json;
 
     use super::*;
 
@@ -644,5 +721,90 @@ mod tests {
         let mut other = body.clone();
         other.tombstone.record_id = "rec-other".to_owned();
         assert!(problem(&signed(other)).is_some());
+    }
+
+    fn window(from: u64, until: Option<u64>) -> Vec<PublishedKey> {
+        vec![PublishedKey {
+            key_id: key_id(&key().verifying_key()),
+            algorithm: "ed25519".to_owned(),
+            public_key_hex: hex::encode(key().verifying_key().as_bytes()),
+            valid_from_unix_ms: from,
+            valid_until_unix_ms: until,
+        }]
+    }
+
+    fn head(at: u64) -> Value {
+        let root = "7".repeat(64);
+        let chain = "8".repeat(64);
+        let digest = audit_tree_head_sha256(&AuditTreeHeadFields {
+            tree_size: 4,
+            root_sha256: &root,
+            timestamp_unix_ms: at,
+            chain_sha256: &chain,
+        })
+        .expect("digest");
+        json!({
+            "tree_size": 4, "root_sha256": root, "timestamp_unix_ms": at, "seq": 4,
+            "sha256": chain,
+            "signature": sign_receipt(&key(), ReceiptKind::AuditHead, &digest).expect("signs"),
+        })
+    }
+
+    #[test]
+    fn an_audit_head_signed_outside_its_keys_window_is_refused() {
+        let keys = [key().verifying_key()];
+        let check = |doc: &Value, windows: &[PublishedKey]| {
+            verify_document_in_windows(doc, &keys, windows).expect("a head")
+        };
+        let doc = head(5_000);
+        assert!(check(&doc, &window(5_000, None)).valid);
+        assert!(check(&doc, &window(1_000, Some(5_001))).valid);
+        // Keys given as bare hex have no window: the signature alone.
+        assert!(check(&doc, &[]).valid);
+        let early = check(&doc, &window(5_001, None));
+        assert!(!early.valid);
+        assert!(
+            early
+                .problem
+                .as_deref()
+                .is_some_and(|p| p.contains("before key") && p.contains("became valid at 5001")),
+            "{early:?}"
+        );
+        let late = check(&doc, &window(1_000, Some(5_000)));
+        assert!(!late.valid);
+        assert!(
+            late.problem
+                .as_deref()
+                .is_some_and(|p| p.contains("was retired at 5000")),
+            "{late:?}"
+        );
+        // The plain check knows no windows.
+        assert!(verify_document(&doc, &keys).expect("a head").valid);
+    }
+
+    #[test]
+    fn a_deletion_receipt_made_after_its_key_was_retired_is_refused() {
+        let keys = [key().verifying_key()];
+        let receipt = serde_json::to_value(signed(v2_body())).expect("json");
+        let doc = json!({ "deletion_receipt": receipt });
+        let check = |doc: &Value, windows: &[PublishedKey]| {
+            verify_document_in_windows(doc, &keys, windows).expect("a deletion")
+        };
+        // Finalized at 3000: a key current since later signs it when it is
+        // read after a rotation; a key retired by then cannot have.
+        assert!(check(&doc, &window(9_000, None)).valid);
+        assert!(check(&doc, &window(0, Some(3_001))).valid);
+        let retired = check(&doc, &window(0, Some(3_000)));
+        assert!(!retired.valid);
+        assert!(
+            retired
+                .problem
+                .as_deref()
+                .is_some_and(|p| p.starts_with("deletion receipt signature")
+                    && p.contains("retired at 3000")),
+            "{retired:?}"
+        );
+        // The receipt alone, in the shape of its route.
+        assert!(!check(&receipt, &window(0, Some(3_000))).valid);
     }
 }
