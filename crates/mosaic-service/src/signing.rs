@@ -595,6 +595,33 @@ mod tests {
         assert!(!err.contains(&hex[..16]), "{err}");
     }
 
+    /// Layer: the signer. A key file whose current key's secret is not the
+    /// key its id names (a file edited by hand, or half written) is not
+    /// followed: the server goes on signing with the key it has.
+    #[test]
+    fn a_current_key_whose_secret_is_not_its_id_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e:?}"));
+        let path = dir.path().join(SIGNING_KEY_FILE);
+        let signer =
+            ReceiptSigner::load_or_create(&path, 1_000).unwrap_or_else(|e| panic!("{e:?}"));
+        let before = signer.key_id();
+        rotate(&path, 2_000).unwrap_or_else(|e| panic!("rotates: {e:?}"));
+        let mut file: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read: {e:?}")),
+        )
+        .unwrap_or_else(|e| panic!("json: {e:?}"));
+        // The current key's id kept, its secret another key's.
+        file["keys"][1]["secret_key_hex"] = serde_json::json!(hex::encode([5u8; 32]));
+        let text = serde_json::to_vec(&file).unwrap_or_else(|e| panic!("json: {e:?}"));
+        let file: KeyFile = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{e:?}"));
+        write_key_file(&path, &file, false).unwrap_or_else(|e| panic!("write: {e:?}"));
+        let signature = signer
+            .sign(ReceiptKind::Write, DIGEST)
+            .unwrap_or_else(|e| panic!("signs: {e:?}"));
+        assert_eq!(signature.key_id, before);
+        assert_eq!(signer.key_id(), before);
+    }
+
     #[test]
     fn the_key_file_is_read_again_only_when_it_changed_and_a_rotation_shows_at_once() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e:?}"));
