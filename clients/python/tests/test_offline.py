@@ -117,6 +117,12 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     assert verify_receipt(deleted.raw, keys) == OfflineVerdict(valid=True, checked=["deletion"])
     assert verify_receipt(deleted.receipt.to_json(), keys).valid
     every_mutation_fails(deleted.raw, ["deletion_receipt"], keys)
+    # A v2 receipt: the record's leaf as revoked, in the scope root its
+    # revocation made, proven against that root.
+    body = deleted.raw["deletion_receipt"]["body"]
+    assert body["schema_version"] == 2
+    assert set(body["revoked_leaf"]) == {"commitment", "record_sha256", "proof"}
+    assert len(body["revoked_leaf"]["proof"]["path"]) == 10
     # The server agrees, and refuses the receipt without its signature.
     assert client.verify_deletion(deleted.receipt).valid
     unsigned = {k: v for k, v in deleted.receipt.to_json().items() if k != "signature"}
@@ -435,3 +441,186 @@ def test_a_selection_receipt_binding_no_records_is_refused(client):
     verdict = verify_receipt(recall, keys)
     assert not verdict.valid
     assert "neither a record set nor scope commitments" in verdict.problem
+
+
+# ---------------------------------------------------------------- deletion v2 and key windows
+
+GOLDEN_V2_DELETION_SHA256 = "0d2ec97dbdaf57c263ecf5597edb877d455c3a74f06ea3efd1602db800bd3bea"
+
+
+def _test_key():
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    secret = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+    public = secret.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return secret, public
+
+
+def _keys_json(public, valid_from=0, valid_until=None):
+    return {
+        "current_key_id": key_id(public),
+        "keys": [
+            {
+                "key_id": key_id(public),
+                "algorithm": "ed25519",
+                "public_key_hex": public.hex(),
+                "valid_from_unix_ms": valid_from,
+                "valid_until_unix_ms": valid_until,
+            }
+        ],
+    }
+
+
+def _golden_v2_body():
+    """docs/ENCODING.md, "A deletion receipt that proves the revoked leaf":
+    rec-b revoked in the scope holding rec-a (active) and rec-b."""
+    from mosaic_memory.offline import SCOPE_BUCKETS, node_hash, scope_bucket, scope_bucket_hash, scope_entry_hash
+
+    a = {"record_id": "rec-a", "record_sha256": hashlib.sha256(b"a").hexdigest(), "state": "active"}
+    b = {"record_id": "rec-b", "record_sha256": hashlib.sha256(b"b").hexdigest(), "state": "revoked"}
+    level = [scope_bucket_hash([scope_entry_hash(e) for e in (a, b) if scope_bucket(e["record_id"]) == n]) for n in range(SCOPE_BUCKETS)]
+    path, index = [], 554
+    while len(level) > 1:
+        path.append(level[index ^ 1])
+        level = [node_hash(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+        index >>= 1
+    return {
+        "schema_version": 2,
+        "tombstone": {
+            "record_id": "rec-b",
+            "tenant_id": "tenant-a",
+            "reason": {"reason": "requested"},
+            "authorization": {"actor_id": "alice", "authority_ref": "ticket-1"},
+            "revoked_at_unix_ms": 1700000000000,
+            "erased_at_unix_ms": 1700000001000,
+        },
+        "revocation_generation": 1,
+        "stores": [{"store": "primary", "acknowledged_generation": 1, "acknowledged_at_unix_ms": 1700000001000}],
+        "backup_exception": None,
+        "finalized_at_unix_ms": 1700000002000,
+        "revoked_leaf": {
+            "commitment": {"scope": {"type": "principal", "principal_id": "alice"}, "generation": 2, "root_sha256": level[0].hex()},
+            "record_sha256": b["record_sha256"],
+            "proof": {"bucket": 554, "position": 0, "bucket_entries": [scope_entry_hash(b).hex()], "path": [p.hex() for p in path]},
+        },
+    }
+
+
+def _signed_deletion(body):
+    from mosaic_memory.offline import deletion_receipt_domain, domain_digest, signing_bytes
+
+    secret, public = _test_key()
+    digest = domain_digest(deletion_receipt_domain(body), body)
+    signature = {
+        "kind": "deletion",
+        "key_id": key_id(public),
+        "receipt_sha256": digest,
+        "signature_hex": secret.sign(signing_bytes("deletion", key_id(public), digest)).hex(),
+    }
+    return {"body": body, "receipt_sha256": digest, "signature": signature}
+
+
+def test_the_documented_v2_deletion_receipt_and_every_change_of_its_leaf_fails():
+    from mosaic_memory.offline import DELETION_RECEIPT_DOMAIN, DELETION_RECEIPT_V2_DOMAIN, domain_digest
+
+    _, public = _test_key()
+    keys = _keys_json(public)
+    body = _golden_v2_body()
+    assert body["revoked_leaf"]["commitment"]["root_sha256"] == "f40c0dc5aea8359d0faeec280f03435a39117ffdaffc1dc7fbf14989c0387e12"
+    assert domain_digest(DELETION_RECEIPT_V2_DOMAIN, body) == GOLDEN_V2_DELETION_SHA256
+    receipt = _signed_deletion(body)
+    assert receipt["receipt_sha256"] == GOLDEN_V2_DELETION_SHA256
+    assert verify_receipt({"deletion_receipt": receipt}, keys) == OfflineVerdict(valid=True, checked=["deletion"])
+    # Every field changed after signing: the digest or the signature fails.
+    assert every_mutation_fails({"deletion_receipt": receipt}, ["deletion_receipt"], keys) >= 30
+    # Every step of the leaf's proof changed and the receipt signed again
+    # (a server that lied): the leaf no longer leads to the signed root.
+    leaf_changes = 0
+    for path in leaf_paths(body["revoked_leaf"], []):
+        if path[0] == "commitment" and path[1] != "root_sha256":
+            continue  # scope and generation are signed claims, not proof steps
+        forged = copy.deepcopy(body)
+        parent = forged["revoked_leaf"]
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = changed(parent[path[-1]])
+        verdict = verify_receipt({"deletion_receipt": _signed_deletion(forged)}, keys)
+        assert not verdict.valid, path
+        assert verdict.problem.startswith("revoked leaf"), (path, verdict.problem)
+        leaf_changes += 1
+    assert leaf_changes == 15
+    # The record's entry as it was before, active: not the revoked leaf.
+    from mosaic_memory.offline import scope_entry_hash
+
+    active = copy.deepcopy(body)
+    active["revoked_leaf"]["proof"]["bucket_entries"] = [
+        scope_entry_hash({"record_id": "rec-b", "record_sha256": hashlib.sha256(b"b").hexdigest(), "state": "active"}).hex()
+    ]
+    assert not verify_receipt({"deletion_receipt": _signed_deletion(active)}, keys).valid
+    # Another record's tombstone on this leaf.
+    other = copy.deepcopy(body)
+    other["tombstone"]["record_id"] = "rec-a"
+    assert verify_receipt({"deletion_receipt": _signed_deletion(other)}, keys).problem.startswith("revoked leaf")
+    # A v2 body under schema version 1, signed: refused.
+    version = copy.deepcopy(body)
+    version["schema_version"] = 1
+    assert not verify_receipt({"deletion_receipt": _signed_deletion(version)}, keys).valid
+    # v1 receipts (no leaf) verify as before, under the v1 tag.
+    v1 = copy.deepcopy(body)
+    del v1["revoked_leaf"]
+    v1["schema_version"] = 1
+    old = _signed_deletion(v1)
+    assert old["receipt_sha256"] == domain_digest(DELETION_RECEIPT_DOMAIN, v1)
+    assert verify_receipt(old, keys).valid
+    # The leaf dropped from a signed v2 receipt: its digest no longer matches.
+    stripped = copy.deepcopy(receipt)
+    del stripped["body"]["revoked_leaf"]
+    assert not verify_receipt(stripped, keys).valid
+
+
+def _signed_head(at):
+    from mosaic_memory.offline import AUDIT_TREE_HEAD_DOMAIN, domain_digest, signing_bytes
+
+    secret, public = _test_key()
+    head = {"tree_size": 3, "root_sha256": "7" * 64, "timestamp_unix_ms": at, "chain_sha256": "8" * 64}
+    digest = domain_digest(AUDIT_TREE_HEAD_DOMAIN, head)
+    return {
+        "tree_size": 3,
+        "root_sha256": head["root_sha256"],
+        "timestamp_unix_ms": at,
+        "seq": 3,
+        "sha256": head["chain_sha256"],
+        "signature": {
+            "kind": "audit_head",
+            "key_id": key_id(public),
+            "receipt_sha256": digest,
+            "signature_hex": secret.sign(signing_bytes("audit_head", key_id(public), digest)).hex(),
+        },
+    }
+
+
+def test_a_signature_outside_its_keys_window_is_refused():
+    _, public = _test_key()
+    head = _signed_head(5000)
+    assert verify_receipt(head, _keys_json(public, 5000)).valid
+    assert verify_receipt(head, _keys_json(public, 1000, 5001)).valid
+    early = verify_receipt(head, _keys_json(public, 5001))
+    assert not early.valid and "before key" in early.problem and "became valid at 5001" in early.problem, early
+    late = verify_receipt(head, json.dumps(_keys_json(public, 1000, 5000)))
+    assert not late.valid and "was retired at 5000" in late.problem, late
+    # Keys given as hex lines carry no window: the signature alone.
+    assert verify_receipt(head, [public.hex()]).valid
+    # A deletion receipt is signed when it is read, at or after its
+    # finalization: a key current since later may sign it, a key retired
+    # before it was finalized cannot have.
+    deletion = {"deletion_receipt": _signed_deletion(_golden_v2_body())}
+    assert verify_receipt(deletion, _keys_json(public, 1800000000000)).valid
+    assert verify_receipt(deletion, _keys_json(public, 0, 1700000002001)).valid
+    retired = verify_receipt(deletion, _keys_json(public, 0, 1700000002000))
+    assert not retired.valid and retired.problem.startswith("deletion receipt signature"), retired
+    # A window that is not a count is a malformed key set.
+    bad = _keys_json(public)
+    bad["keys"][0]["valid_from_unix_ms"] = "yesterday"
+    with pytest.raises(ReceiptFormatError):
+        verify_receipt(head, bad)

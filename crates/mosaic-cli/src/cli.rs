@@ -277,8 +277,8 @@ pub enum Command {
     },
     /// The receipt-signing keys: `show` the published public keys, or
     /// `rotate` to a new signing key (earlier public keys stay published,
-    /// so receipts they signed keep verifying; restart the servers to sign
-    /// with the new key).
+    /// so receipts they signed keep verifying; running servers sign with the
+    /// new key at once).
     Keys {
         /// `show` or `rotate`.
         #[arg(value_parser = ["show", "rotate"])]

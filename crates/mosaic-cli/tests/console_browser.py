@@ -359,6 +359,8 @@ def walk(b, env, shots):
     b.wait("__t.text('#deletion .verify-result') === 'Verified'", "the deletion receipt verified")
     b.wait("__t.text('#deletion .signature-result').startsWith('Verified in this browser')",
            "the deletion receipt's signature verified in the browser")
+    if "Scope root after the revocation" not in b.js("document.getElementById('deletion').textContent"):
+        raise Failure("the deletion receipt shows no revoked leaf")
     shot("revoked")
 
     step("the revoked memory is gone from the next recall")
@@ -420,6 +422,50 @@ def walk(b, env, shots):
     b.wait("__t.text('#browse-results .preview').includes('<script>')", "the preview as text")
     if not b.js("window.__mosaic_pwned === undefined && document.querySelectorAll('main img, main script').length === 0"):
         raise Failure("a preview was interpreted as markup")
+
+    step("every changed step of the revoked leaf's proof shows as not verified")
+    # The deletion answer reaches the page with one part of the proof of
+    # the record's revoked leaf changed: the browser's check of the proof
+    # against the signed scope root names it.
+    changes = ["path.%d" % i for i in range(10)] + [
+        "bucket_entries.0", "bucket", "position", "record_sha256", "root_sha256"]
+    # A fresh page for each change (the page keeps a deletion it has seen;
+    # last, as it forgets what the earlier steps keep in the page),
+    # the answer changed before the page sees it.
+    b.call("Page.addScriptToEvaluateOnNewDocument", {"source": """(() => {
+      const change = sessionStorage.getItem('leaf-change');
+      if (!change) return;
+      const real = window.fetch;
+      window.fetch = async (path, init) => {
+        const r = await real(path, init);
+        if (!String(path).endsWith('/deletion')) return r;
+        const body = await r.json();
+        const leaf = body.deletion_receipt.body.revoked_leaf;
+        const flip = (x) => (x[0] === '0' ? '1' : '0') + x.slice(1);
+        const [what, at] = change.split('.');
+        if (what === 'path' || what === 'bucket_entries') leaf.proof[what][Number(at)] = flip(leaf.proof[what][Number(at)]);
+        else if (what === 'bucket' || what === 'position') leaf.proof[what] += 1;
+        else if (what === 'root_sha256') leaf.commitment.root_sha256 = flip(leaf.commitment.root_sha256);
+        else leaf[what] = flip(leaf[what]);
+        return new Response(JSON.stringify(body), { status: r.status, headers: { 'Content-Type': 'application/json' } });
+      };
+    })()"""})
+
+    def fresh_memory_page(change):
+        b.js("sessionStorage.setItem('leaf-change', %s); true" % q(change))
+        # A query that differs each time: a full load, not a jump in the page.
+        b.navigate(url + "/console?leaf=" + (change or "none") + "#/memory/" + revoke)
+        b.wait("document.readyState === 'complete' && !!document.getElementById('deletion')", "the memory page")
+        b.js(HELPERS)
+
+    for change in changes:
+        fresh_memory_page(change)
+        b.wait("__t.text('#deletion .signature-result').startsWith('Not verified: revoked leaf')",
+               "the changed %s refused in the browser" % change)
+    fresh_memory_page("")
+    b.wait("__t.text('#deletion .signature-result').startsWith('Verified in this browser')",
+           "the unchanged deletion receipt verified again")
+    b.js("sessionStorage.removeItem('leaf-change'); true")
 
     step("consents")
     load("#/consents")

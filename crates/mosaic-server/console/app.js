@@ -354,9 +354,21 @@
       box.append(h('h3', null, 'Every store and index, with its acknowledged generation'),
         table(['Store', 'Acknowledged generation', 'At'],
           receipt.body.stores.map((s) => [s.store, String(s.acknowledged_generation), when(s.acknowledged_at_unix_ms)])));
-      box.append(kv([['Server signature', signatureStatus(null, [['deletion receipt',
-        () => signatureProblem('deletion', 'mosaic.store.deletion_receipt.v1', receipt.body, receipt.receipt_sha256, receipt.signature),
-        receipt.signature ? receipt.signature.key_id : '']])]]));
+      const leaf = receipt.body.revoked_leaf;
+      if (leaf) {
+        box.append(kv([
+          ['Revoked in scope', `${leaf.commitment.scope.type.replace(/_/g, ' ')} at generation ${leaf.commitment.generation}`],
+          ['Scope root after the revocation', mono(leaf.commitment.root_sha256)],
+        ]));
+      }
+      // The revoked leaf's proof first: a receipt whose proof was changed
+      // is named for it, not only for its digest.
+      const checks = leaf ? [['revoked leaf', () => revokedLeafProblem(receipt.body), receipt.signature ? receipt.signature.key_id : '']] : [];
+      checks.push(['deletion receipt',
+        () => signatureProblem('deletion', leaf ? 'mosaic.store.deletion_receipt.v2' : 'mosaic.store.deletion_receipt.v1',
+          receipt.body, receipt.receipt_sha256, receipt.signature),
+        receipt.signature ? receipt.signature.key_id : '']);
+      box.append(kv([['Server signature', signatureStatus(null, checks)]]));
       const out = h('p', { class: 'verify-result', role: 'status' });
       const button = h('button', { type: 'button', class: 'secondary' }, 'Verify deletion receipt');
       button.addEventListener('click', () => verify(button, out, { kind: 'deletion', receipt }));
@@ -414,6 +426,46 @@
       return 'this browser cannot check Ed25519 signatures: ' + e.message;
     }
     return ok ? '' : 'the signature does not verify';
+  }
+
+  // A v2 deletion receipt's revoked leaf (docs/ENCODING.md, "Read scope
+  // commitments"): the record's entry in state `revoked` is in the bucket
+  // the proof lists, and the bucket leads by the ten sibling hashes to the
+  // scope root the receipt signs.
+  const isHex64 = (x) => typeof x === 'string' && /^[0-9a-f]{64}$/.test(x);
+  const sha256Bytes = async (...parts) => {
+    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) { all.set(p, at); at += p.length; }
+    return new Uint8Array(await crypto.subtle.digest('SHA-256', all));
+  };
+  const sameBytes = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+  /** '' when the receipt body's revoked leaf leads to its signed root;
+   * otherwise why not. */
+  async function revokedLeafProblem(body) {
+    const leaf = body.revoked_leaf;
+    const proof = leaf && leaf.proof;
+    if (!window.crypto || !crypto.subtle) return 'this browser offers no WebCrypto here';
+    if (body.schema_version !== 2) return 'a receipt that binds a revoked leaf is schema version 2';
+    if (!proof || !leaf.commitment || !isHex64(leaf.commitment.root_sha256) || !isHex64(leaf.record_sha256)
+      || !Array.isArray(proof.bucket_entries) || !proof.bucket_entries.every(isHex64)
+      || !Array.isArray(proof.path) || proof.path.length !== 10 || !proof.path.every(isHex64)
+      || !Number.isInteger(proof.bucket) || !Number.isInteger(proof.position)) return 'the proof is malformed';
+    const id = body.tombstone.record_id;
+    const idHash = await sha256Bytes(utf8.encode(id));
+    if (proof.bucket !== (((idHash[0] << 8) | idHash[1]) >> 6)) return 'the proof is for another bucket';
+    const entry = await sha256Bytes(utf8.encode('mosaic.memory.scope_entry.v1\n' + canon({ record_id: id, record_sha256: leaf.record_sha256, state: 'revoked' })));
+    const held = proof.bucket_entries[proof.position];
+    if (held === undefined || !sameBytes(bytesOf(held), entry)) return "the proof's bucket does not hold the revoked entry";
+    let node = await sha256Bytes(new Uint8Array([0]), utf8.encode('mosaic.memory.scope_bucket.v1\n'), ...proof.bucket_entries.map(bytesOf));
+    for (let level = 0; level < 10; level += 1) {
+      const sibling = bytesOf(proof.path[level]);
+      node = ((proof.bucket >> level) & 1) === 0
+        ? await sha256Bytes(new Uint8Array([1]), node, sibling)
+        : await sha256Bytes(new Uint8Array([1]), sibling, node);
+    }
+    return hexOf(node) === leaf.commitment.root_sha256 ? '' : 'the proof does not lead to the signed scope root';
   }
 
   /** A status line that fills in once the signatures are checked. */

@@ -21,6 +21,7 @@ use crate::api::{
     proofs::{DeletionAuditProof, SignedAuditHead},
 };
 use crate::error::{ServiceError, ServiceResult};
+use crate::signing::{PublishedKey, SignedAt, window_problem};
 
 /// Why `signature` does not show that a key of `keys` signed the receipt
 /// of `kind` whose recomputed digest is `receipt_sha256`, if it does not.
@@ -132,22 +133,38 @@ pub fn deletion_problem(
     receipt: &DeletionReceiptView,
     keys: &[VerifyingKey],
 ) -> ServiceResult<Option<String>> {
-    let digest = mosaic_harness::canonical::domain_digest(
-        mosaic_store::DELETION_RECEIPT_DOMAIN,
-        &receipt.body,
-    )?;
+    let digest = receipt.body.digest()?;
     if digest != receipt.receipt_sha256 {
         return Ok(Some(
             "receipt_sha256 does not match the canonical body".to_owned(),
         ));
     }
-    Ok(signature_problem(
+    if let Some(problem) = signature_problem(
         "deletion",
         receipt.signature.as_ref(),
         ReceiptKind::Deletion,
         &digest,
         keys,
-    ))
+    ) {
+        return Ok(Some(problem));
+    }
+    Ok(revoked_leaf_problem(&receipt.body))
+}
+
+/// Why a deletion receipt's revoked leaf does not show the record's entry,
+/// in state `revoked`, in the scope root the receipt binds, if it does not
+/// (a v1 receipt binds none: nothing to check).
+pub fn revoked_leaf_problem(body: &mosaic_store::DeletionReceiptBody) -> Option<String> {
+    let leaf = body.revoked_leaf.as_ref()?;
+    if body.schema_version != 2 {
+        return Some(format!(
+            "a receipt that binds a revoked leaf is schema version 2, not {}",
+            body.schema_version
+        ));
+    }
+    leaf.verify(&body.tombstone.record_id)
+        .err()
+        .map(|e| format!("revoked leaf: {e}"))
 }
 
 /// Why a write receipt does not verify from itself, if it does not (the
@@ -287,6 +304,81 @@ pub fn deletion_audit_problem(
     }
     inclusion_problem(&proof.head, &proof.inclusion_proof, keys)
 }
+/// Every signature `doc` carries (in the shapes [`verify_document`]
+/// reads) whose signing instant its signed fields tell: `(what, key id,
+/// instant)`. Write, selection and relevance receipts carry no instant.
+fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>, String> {
+    let mut out = Vec::new();
+    let mut head = |what: &'static str, head: Option<SignedAuditHead>| {
+        if let Some(head) = head {
+            out.push((
+                what,
+                head.signature.key_id.clone(),
+                SignedAt::At(head.timestamp_unix_ms),
+            ));
+        }
+    };
+    if doc.get("selection_receipt").is_some()
+        || doc.get("receipt").is_some()
+        || doc.get("write_receipt").is_some()
+    {
+        return Ok(Vec::new());
+    }
+    let deletion = match field::<DeletionReceiptView>(doc, "deletion_receipt")? {
+        Some(receipt) => Some(receipt),
+        None if doc.get("body").is_some() => serde_json::from_value(doc.clone()).ok(),
+        None => None,
+    };
+    if let Some(receipt) = deletion {
+        head(
+            "audit head",
+            field::<DeletionAuditProof>(doc, "audit_proof")?.map(|p| p.head),
+        );
+        if let Some(signature) = &receipt.signature {
+            out.push((
+                "deletion receipt",
+                signature.key_id.clone(),
+                SignedAt::NotBefore(receipt.body.finalized_at_unix_ms),
+            ));
+        }
+        return Ok(out);
+    }
+    if doc.get("inclusion_proof").is_some() || doc.get("consistency_proof").is_some() {
+        head("audit head", field::<SignedAuditHead>(doc, "head")?);
+        head(
+            "earlier audit head",
+            field::<SignedAuditHead>(doc, "first_head")?,
+        );
+        return Ok(out);
+    }
+    if doc.get("seq").is_some() && doc.get("signature").is_some() {
+        head("audit head", serde_json::from_value(doc.clone()).ok());
+    }
+    Ok(out)
+}
+
+/// [`verify_document`], and then that every signature whose instant the
+/// document tells was made within its key's validity window as published
+/// (`windows`, from the keys route; [`window_problem`]). A key the windows
+/// do not list (keys given as bare hex) is checked for its signature only.
+pub fn verify_document_in_windows(
+    doc: &Value,
+    keys: &[VerifyingKey],
+    windows: &[PublishedKey],
+) -> Result<OfflineVerdict, String> {
+    let mut verdict = verify_document(doc, keys)?;
+    if verdict.valid {
+        for (what, key_id, at) in signed_instants(doc)? {
+            if let Some(problem) = window_problem(&key_id, at, windows) {
+                verdict.valid = false;
+                verdict.problem = Some(format!("{what} signature: {problem}"));
+                break;
+            }
+        }
+    }
+    Ok(verdict)
+}
+
 /// The outcome of an offline check.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct OfflineVerdict {
@@ -410,4 +502,309 @@ pub fn verify_document(doc: &Value, keys: &[VerifyingKey]) -> Result<OfflineVerd
          a deletion receipt or an audit head)"
             .to_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use ed25519_dalek::SigningKey;
+    use mosaic_harness::memory_scope::{
+        ReadScope, ScopeCommitment, ScopeEntry, scope_inclusion_proof, scope_root,
+    };
+    use mosaic_harness::receipt_signature::{AuditTreeHeadFields, key_id, sign_receipt};
+    use mosaic_store::{
+        Authorization, DeletionReceiptBody, RevocationReason, RevokedLeaf, StoreAcknowledgement,
+        Tombstone,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&[9u8; 32])
+    }
+
+    fn entry(id: &str, state: &str) -> ScopeEntry {
+        ScopeEntry {
+            record_id: id.to_owned(),
+            record_sha256: mosaic_harness::canonical::sha256_hex(id.as_bytes()),
+            state: state.to_owned(),
+        }
+    }
+
+    /// A scope where `gone` is revoked among records of which some share
+    /// its bucket, and the receipt that binds `gone`'s revoked leaf.
+    fn v2_body() -> DeletionReceiptBody {
+        let gone = "rec-gone";
+        let bucket = mosaic_harness::memory_scope::bucket_of(gone);
+        // Neighbours in the same bucket (so the proof's bucket holds
+        // several entries) and elsewhere.
+        let mut entries = vec![entry(gone, "revoked")];
+        let mut n = 0;
+        while entries.len() < 3 {
+            let id = format!("rec-{n}");
+            if mosaic_harness::memory_scope::bucket_of(&id) == bucket {
+                entries.push(entry(&id, "active"));
+            }
+            n += 1;
+        }
+        entries.push(entry("rec-other", "active"));
+        let proof = scope_inclusion_proof(&entries, gone)
+            .expect("proof")
+            .expect("held");
+        DeletionReceiptBody {
+            schema_version: 2,
+            tombstone: Tombstone {
+                record_id: gone.to_owned(),
+                tenant_id: "t".to_owned(),
+                reason: RevocationReason::Requested,
+                authorization: Authorization {
+                    actor_id: "alice".to_owned(),
+                    authority_ref: "key".to_owned(),
+                },
+                revoked_at_unix_ms: 1_000,
+                erased_at_unix_ms: Some(2_000),
+            },
+            revocation_generation: 3,
+            stores: vec![StoreAcknowledgement {
+                store: "primary".to_owned(),
+                acknowledged_generation: 3,
+                acknowledged_at_unix_ms: 2_000,
+            }],
+            backup_exception: None,
+            finalized_at_unix_ms: 3_000,
+            revoked_leaf: Some(RevokedLeaf {
+                commitment: ScopeCommitment {
+                    scope: ReadScope::Principal {
+                        principal_id: "alice".to_owned(),
+                    },
+                    generation: 7,
+                    root_sha256: merkle::to_hex(&scope_root(&entries).expect("root")),
+                },
+                record_sha256: entries[0].record_sha256.clone(),
+                proof,
+            }),
+        }
+    }
+
+    fn signed(body: DeletionReceiptBody) -> DeletionReceiptView {
+        let receipt_sha256 = body.digest().expect("digest");
+        DeletionReceiptView {
+            signature: Some(
+                sign_receipt(&key(), ReceiptKind::Deletion, &receipt_sha256).expect("signs"),
+            ),
+            body,
+            receipt_sha256,
+        }
+    }
+
+    fn problem(receipt: &DeletionReceiptView) -> Option<String> {
+        deletion_problem(receipt, &[key().verifying_key()]).expect("checks")
+    }
+
+    #[test]
+    fn a_v2_receipt_verifies_and_v1_receipts_still_do() {
+        let receipt = signed(v2_body());
+        assert_eq!(problem(&receipt), None);
+        assert_eq!(
+            receipt.receipt_sha256,
+            mosaic_harness::canonical::domain_digest(
+                mosaic_store::DELETION_RECEIPT_V2_DOMAIN,
+                &receipt.body
+            )
+            .expect("digest")
+        );
+        let mut v1 = v2_body();
+        v1.revoked_leaf = None;
+        v1.schema_version = 1;
+        let v1 = signed(v1);
+        assert_eq!(
+            v1.receipt_sha256,
+            mosaic_harness::canonical::domain_digest(
+                mosaic_store::DELETION_RECEIPT_DOMAIN,
+                &v1.body
+            )
+            .expect("digest")
+        );
+        assert_eq!(problem(&v1), None);
+        // A v2 body presented under the v1 tag (its leaf dropped, the
+        // digest and signature kept) no longer matches its digest.
+        let mut stripped = receipt.clone();
+        stripped.body.revoked_leaf = None;
+        assert!(problem(&stripped).is_some());
+    }
+
+    /// One change to a signed leaf.
+    type Change = Box<dyn Fn(&mut RevokedLeaf)>;
+
+    /// Every signed field the leaf adds, changed after signing: the digest
+    /// no longer matches, or (digest recomputed) the signature fails.
+    #[test]
+    fn every_changed_leaf_field_fails_the_digest_or_the_signature() {
+        let receipt = signed(v2_body());
+        let mut changes: Vec<Change> = vec![
+            Box::new(|l| l.commitment.generation += 1),
+            Box::new(|l| l.commitment.root_sha256 = "0".repeat(64)),
+            Box::new(|l| {
+                l.commitment.scope = ReadScope::Principal {
+                    principal_id: "bob".to_owned(),
+                }
+            }),
+            Box::new(|l| l.record_sha256 = "1".repeat(64)),
+            Box::new(|l| l.proof.bucket ^= 1),
+            Box::new(|l| l.proof.position += 1),
+            Box::new(|l| l.proof.bucket_entries.reverse()),
+        ];
+        for at in 0..10 {
+            changes.push(Box::new(move |l| l.proof.path[at] = "2".repeat(64)));
+        }
+        for (n, change) in changes.iter().enumerate() {
+            let mut forged = receipt.clone();
+            change(forged.body.revoked_leaf.as_mut().expect("leaf"));
+            assert!(problem(&forged).is_some(), "change {n}: digest");
+            forged.receipt_sha256 = forged.body.digest().expect("digest");
+            let found = problem(&forged).expect("a problem");
+            assert!(found.contains("signature"), "change {n}: {found}");
+        }
+        let mut version = receipt.clone();
+        version.body.schema_version = 1;
+        assert!(problem(&version).is_some());
+    }
+
+    /// Every proof step changed and the receipt signed again (as a server
+    /// that lied would): the leaf no longer leads to the signed root.
+    #[test]
+    fn every_changed_proof_step_fails_against_the_signed_root() {
+        let body = v2_body();
+        let leaf = body.revoked_leaf.clone().expect("leaf");
+        let mut forgeries: Vec<(String, RevokedLeaf)> = Vec::new();
+        for at in 0..leaf.proof.path.len() {
+            let mut l = leaf.clone();
+            l.proof.path[at] = "3".repeat(64);
+            forgeries.push((format!("path[{at}]"), l));
+        }
+        for at in 0..leaf.proof.bucket_entries.len() {
+            let mut l = leaf.clone();
+            l.proof.bucket_entries[at] = "4".repeat(64);
+            forgeries.push((format!("bucket_entries[{at}]"), l));
+        }
+        let mut l = leaf.clone();
+        l.proof.bucket_entries.pop();
+        forgeries.push(("an entry left out".into(), l));
+        let mut l = leaf.clone();
+        l.proof.bucket ^= 1;
+        forgeries.push(("bucket".into(), l));
+        let mut l = leaf.clone();
+        l.proof.position = (l.proof.position + 1) % 3;
+        forgeries.push(("position".into(), l));
+        let mut l = leaf.clone();
+        l.proof.path.pop();
+        forgeries.push(("a short path".into(), l));
+        let mut l = leaf.clone();
+        l.commitment.root_sha256 = "5".repeat(64);
+        forgeries.push(("root".into(), l));
+        let mut l = leaf.clone();
+        l.record_sha256 = "6".repeat(64);
+        forgeries.push(("record digest".into(), l));
+        // The proof of the record's leaf while it was active, not revoked.
+        let mut l = leaf.clone();
+        let active = entry("rec-gone", "active");
+        l.proof.bucket_entries[l.proof.position as usize] =
+            merkle::to_hex(&active.hash().expect("hash"));
+        forgeries.push(("the active leaf".into(), l));
+        for (what, forged) in forgeries {
+            let mut body = body.clone();
+            body.revoked_leaf = Some(forged);
+            let found = problem(&signed(body)).unwrap_or_else(|| panic!("{what} passed"));
+            assert!(found.starts_with("revoked leaf"), "{what}: {found}");
+        }
+        // Another record's tombstone on this leaf.
+        let mut other = body.clone();
+        other.tombstone.record_id = "rec-other".to_owned();
+        assert!(problem(&signed(other)).is_some());
+    }
+
+    fn window(from: u64, until: Option<u64>) -> Vec<PublishedKey> {
+        vec![PublishedKey {
+            key_id: key_id(&key().verifying_key()),
+            algorithm: "ed25519".to_owned(),
+            public_key_hex: hex::encode(key().verifying_key().as_bytes()),
+            valid_from_unix_ms: from,
+            valid_until_unix_ms: until,
+        }]
+    }
+
+    fn head(at: u64) -> Value {
+        let root = "7".repeat(64);
+        let chain = "8".repeat(64);
+        let digest = audit_tree_head_sha256(&AuditTreeHeadFields {
+            tree_size: 4,
+            root_sha256: &root,
+            timestamp_unix_ms: at,
+            chain_sha256: &chain,
+        })
+        .expect("digest");
+        json!({
+            "tree_size": 4, "root_sha256": root, "timestamp_unix_ms": at, "seq": 4,
+            "sha256": chain,
+            "signature": sign_receipt(&key(), ReceiptKind::AuditHead, &digest).expect("signs"),
+        })
+    }
+
+    #[test]
+    fn an_audit_head_signed_outside_its_keys_window_is_refused() {
+        let keys = [key().verifying_key()];
+        let check = |doc: &Value, windows: &[PublishedKey]| {
+            verify_document_in_windows(doc, &keys, windows).expect("a head")
+        };
+        let doc = head(5_000);
+        assert!(check(&doc, &window(5_000, None)).valid);
+        assert!(check(&doc, &window(1_000, Some(5_001))).valid);
+        // Keys given as bare hex have no window: the signature alone.
+        assert!(check(&doc, &[]).valid);
+        let early = check(&doc, &window(5_001, None));
+        assert!(!early.valid);
+        assert!(
+            early
+                .problem
+                .as_deref()
+                .is_some_and(|p| p.contains("before key") && p.contains("became valid at 5001")),
+            "{early:?}"
+        );
+        let late = check(&doc, &window(1_000, Some(5_000)));
+        assert!(!late.valid);
+        assert!(
+            late.problem
+                .as_deref()
+                .is_some_and(|p| p.contains("was retired at 5000")),
+            "{late:?}"
+        );
+        // The plain check knows no windows.
+        assert!(verify_document(&doc, &keys).expect("a head").valid);
+    }
+
+    #[test]
+    fn a_deletion_receipt_made_after_its_key_was_retired_is_refused() {
+        let keys = [key().verifying_key()];
+        let receipt = serde_json::to_value(signed(v2_body())).expect("json");
+        let doc = json!({ "deletion_receipt": receipt });
+        let check = |doc: &Value, windows: &[PublishedKey]| {
+            verify_document_in_windows(doc, &keys, windows).expect("a deletion")
+        };
+        // Finalized at 3000: a key current since later signs it when it is
+        // read after a rotation; a key retired by then cannot have.
+        assert!(check(&doc, &window(9_000, None)).valid);
+        assert!(check(&doc, &window(0, Some(3_001))).valid);
+        let retired = check(&doc, &window(0, Some(3_000)));
+        assert!(!retired.valid);
+        assert!(
+            retired
+                .problem
+                .as_deref()
+                .is_some_and(|p| p.starts_with("deletion receipt signature")
+                    && p.contains("retired at 3000")),
+            "{retired:?}"
+        );
+        // The receipt alone, in the shape of its route.
+        assert!(!check(&receipt, &window(0, Some(3_000))).valid);
+    }
 }

@@ -98,6 +98,13 @@ impl KeysResponse {
 /// Parses public keys as the keys route or `mosaic doctor` gives them (a
 /// JSON object with `keys`), or as lines of 64 hex digits.
 pub fn parse_public_keys(text: &str) -> Result<Vec<VerifyingKey>, String> {
+    parse_published_keys(text).map(|(keys, _)| keys)
+}
+
+/// [`parse_public_keys`], with the published keys' validity windows when
+/// the text gives them (the JSON of the keys route or `mosaic doctor`;
+/// lines of hex give none).
+pub fn parse_published_keys(text: &str) -> Result<(Vec<VerifyingKey>, Vec<PublishedKey>), String> {
     let trimmed = text.trim();
     if trimmed.starts_with('{') {
         let value: serde_json::Value =
@@ -108,14 +115,53 @@ pub fn parse_public_keys(text: &str) -> Result<Vec<VerifyingKey>, String> {
         let keys = data.get("signing_keys").unwrap_or(data).clone();
         let keys: KeysResponse =
             serde_json::from_value(keys).map_err(|e| format!("keys JSON is not a key set: {e}"))?;
-        return keys.verifying_keys();
+        return Ok((keys.verifying_keys()?, keys.keys));
     }
-    trimmed
+    let keys = trimmed
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(|l| parse_public(l).ok_or_else(|| "a key line is not 32 bytes of hex".to_owned()))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((keys, Vec::new()))
+}
+
+/// When a receipt was signed, as far as its signed fields tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignedAt {
+    /// At this instant (an audit tree head's `timestamp_unix_ms`: the
+    /// server signs a head when it makes it).
+    At(u64),
+    /// At this instant or later (a deletion receipt's
+    /// `finalized_at_unix_ms`: the receipt is signed whenever it is read,
+    /// with the key current then).
+    NotBefore(u64),
+}
+
+/// Why the key `key_id` could not have signed at `signed_at`, if it could
+/// not: the instant lies outside the window the key was published with
+/// (`[valid_from_unix_ms, valid_until_unix_ms)`, no end while current). A
+/// key `windows` does not list has no known window: nothing to check here
+/// (whether it is published at all is the signature check's question).
+pub fn window_problem(
+    key_id: &str,
+    signed_at: SignedAt,
+    windows: &[PublishedKey],
+) -> Option<String> {
+    let key = windows.iter().find(|k| k.key_id == key_id)?;
+    let from = key.valid_from_unix_ms;
+    match (signed_at, key.valid_until_unix_ms) {
+        (SignedAt::At(at), _) if at < from => Some(format!(
+            "signed at {at}, before key {key_id} became valid at {from}"
+        )),
+        (SignedAt::At(at), Some(until)) if at >= until => Some(format!(
+            "signed at {at}, after key {key_id} was retired at {until}"
+        )),
+        (SignedAt::NotBefore(at), Some(until)) if at >= until => Some(format!(
+            "made at {at}, after key {key_id} was retired at {until}: that key cannot have signed it"
+        )),
+        _ => None,
+    }
 }
 
 fn parse_public(hex_text: &str) -> Option<VerifyingKey> {
@@ -125,7 +171,10 @@ fn parse_public(hex_text: &str) -> Option<VerifyingKey> {
 
 /// The current signing key and the published set.
 pub struct ReceiptSigner {
-    key: SigningKey,
+    /// The key it signs with: the key file's current key, followed when a
+    /// rotation changes it (so no key signs after the window it is
+    /// published with closed).
+    key: std::sync::RwLock<SigningKey>,
     path: PathBuf,
     published: KeysResponse,
     /// The key set last read from the file, with the file's identity when
@@ -190,13 +239,8 @@ impl ReceiptSigner {
     pub fn load(path: &Path) -> ServiceResult<Self> {
         let file = read_key_file(path)?;
         let current = current(&file).ok_or_else(|| key_error(path, "has no current key"))?;
-        let secret = current
-            .secret_key_hex
-            .as_deref()
-            .and_then(|s| hex::decode(s).ok())
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        let key = current_signing_key(current)
             .ok_or_else(|| key_error(path, "the current key's secret is not 32 bytes of hex"))?;
-        let key = SigningKey::from_bytes(&secret);
         if key_id(&key.verifying_key()) != current.key_id
             || hex::encode(key.verifying_key().as_bytes()) != current.public_key_hex
         {
@@ -210,7 +254,7 @@ impl ReceiptSigner {
             .verifying_keys()
             .map_err(|problem| key_error(path, problem))?;
         Ok(ReceiptSigner {
-            key,
+            key: std::sync::RwLock::new(key),
             path: path.to_owned(),
             published,
             cached: Mutex::new(None),
@@ -218,9 +262,17 @@ impl ReceiptSigner {
         })
     }
 
-    /// Signs a receipt's digest.
+    /// Signs a receipt's digest, with the key file's current key: after a
+    /// rotation (seen by [`ReceiptSigner::keys`], which reads the file again
+    /// only when it changed) with the new key at once, never with a key
+    /// past the end of its published window.
     pub fn sign(&self, kind: ReceiptKind, receipt_sha256: &str) -> ServiceResult<ReceiptSignature> {
-        Ok(sign_receipt(&self.key, kind, receipt_sha256)?)
+        self.keys();
+        let key = match self.key.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        Ok(sign_receipt(&key, kind, receipt_sha256)?)
     }
 
     /// The public keys: read again from the key file whenever it changed
@@ -242,15 +294,17 @@ impl ReceiptSigner {
         self.reads.fetch_add(1, Ordering::Relaxed);
         match read_key_file(&self.path) {
             Ok(file) if current(&file).is_some() => {
+                self.follow(&file);
                 let mut fresh = published(&file);
                 // Keep a key this server still signs with published even if
                 // the file lost it.
-                if !fresh.keys.iter().any(|k| k.key_id == self.key_id()) {
+                let signing = self.key_id();
+                if !fresh.keys.iter().any(|k| k.key_id == signing) {
                     fresh.keys.extend(
                         self.published
                             .keys
                             .iter()
-                            .filter(|k| k.key_id == self.key_id())
+                            .filter(|k| k.key_id == signing)
                             .cloned(),
                     );
                 }
@@ -270,15 +324,54 @@ impl ReceiptSigner {
     }
 
     /// The id of the key this server signs with.
-    pub fn key_id(&self) -> &str {
-        &self.published.current_key_id
+    pub fn key_id(&self) -> String {
+        let key = match self.key.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        key_id(&key.verifying_key())
     }
+
+    /// Signs with `file`'s current key from now on when it is another key
+    /// (a rotation); a current key whose secret does not match its id is
+    /// not taken (the server goes on with the key it has).
+    fn follow(&self, file: &KeyFile) {
+        let Some(current) = current(file) else { return };
+        if current.key_id == self.key_id() {
+            return;
+        }
+        match current_signing_key(current) {
+            Some(next) if key_id(&next.verifying_key()) == current.key_id => {
+                let mut key = match self.key.write() {
+                    Ok(guard) => guard,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                *key = next;
+                tracing::info!(key_id = %current.key_id, "signing with the rotated key");
+            }
+            _ => tracing::warn!(
+                key_id = %current.key_id,
+                "the key file's current key does not match its id; signing with the earlier key"
+            ),
+        }
+    }
+}
+
+/// The signing key of a stored key, from its secret.
+fn current_signing_key(stored: &StoredKey) -> Option<SigningKey> {
+    let secret = stored
+        .secret_key_hex
+        .as_deref()
+        .and_then(|s| hex::decode(s).ok())
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())?;
+    Some(SigningKey::from_bytes(&secret))
 }
 
 /// Makes a new key current in the key file at `path` (which must exist):
 /// the previous key keeps its public half and is valid until `now_ms`, its
-/// secret is dropped. Servers sign with the new key once restarted; until
-/// then they sign with the previous one, which stays published.
+/// secret is dropped. Running servers sign with the new key from their
+/// next signature on (they see the file changed); the previous key stays
+/// published, so what it signed in its window keeps verifying.
 pub fn rotate(path: &Path, now_ms: u64) -> ServiceResult<KeysResponse> {
     let mut file = read_key_file(path)?;
     for key in &mut file.keys {
@@ -428,15 +521,22 @@ mod tests {
         assert_eq!(keys.keys[0].valid_until_unix_ms, Some(3_000));
         assert_eq!(keys.keys[1].valid_from_unix_ms, 3_000);
         assert_ne!(keys.current_key_id, first.key_id());
-        // The running server publishes the rotation at once...
+        // The running server publishes the rotation at once (the file
+        // read twice: at the first signature, and once changed)...
         assert_eq!(first.keys(), keys);
-        assert_eq!(first.key_file_reads(), 1);
-        // ...and signs with the new key once it loads the file again.
-        let second = ReceiptSigner::load(&path).unwrap_or_else(|e| panic!("loads: {e:?}"));
-        assert_eq!(second.key_id(), keys.current_key_id);
-        let new = second
+        assert_eq!(first.key_file_reads(), 2);
+        // ...and signs with the new key at once: the retired key signs
+        // nothing past the end of its window.
+        assert_eq!(first.key_id(), keys.current_key_id);
+        let new = first
             .sign(ReceiptKind::Write, DIGEST)
             .unwrap_or_else(|e| panic!("signs: {e:?}"));
+        assert_eq!(new.key_id, keys.current_key_id);
+        assert_ne!(new.key_id, old.key_id);
+        assert_eq!(first.key_file_reads(), 2, "the file read once per change");
+        // A server loading the file afterwards signs with it too.
+        let second = ReceiptSigner::load(&path).unwrap_or_else(|e| panic!("loads: {e:?}"));
+        assert_eq!(second.key_id(), keys.current_key_id);
         let public = keys
             .verifying_keys()
             .unwrap_or_else(|e| panic!("keys: {e:?}"));
@@ -493,6 +593,33 @@ mod tests {
             .unwrap_or_else(|| panic!("secret"));
         assert!(!err.contains(hex), "{err}");
         assert!(!err.contains(&hex[..16]), "{err}");
+    }
+
+    /// Layer: the signer. A key file whose current key's secret is not the
+    /// key its id names (a file edited by hand, or half written) is not
+    /// followed: the server goes on signing with the key it has.
+    #[test]
+    fn a_current_key_whose_secret_is_not_its_id_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e:?}"));
+        let path = dir.path().join(SIGNING_KEY_FILE);
+        let signer =
+            ReceiptSigner::load_or_create(&path, 1_000).unwrap_or_else(|e| panic!("{e:?}"));
+        let before = signer.key_id();
+        rotate(&path, 2_000).unwrap_or_else(|e| panic!("rotates: {e:?}"));
+        let mut file: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read: {e:?}")),
+        )
+        .unwrap_or_else(|e| panic!("json: {e:?}"));
+        // The current key's id kept, its secret another key's.
+        file["keys"][1]["secret_key_hex"] = serde_json::json!(hex::encode([5u8; 32]));
+        let text = serde_json::to_vec(&file).unwrap_or_else(|e| panic!("json: {e:?}"));
+        let file: KeyFile = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{e:?}"));
+        write_key_file(&path, &file, false).unwrap_or_else(|e| panic!("write: {e:?}"));
+        let signature = signer
+            .sign(ReceiptKind::Write, DIGEST)
+            .unwrap_or_else(|e| panic!("signs: {e:?}"));
+        assert_eq!(signature.key_id, before);
+        assert_eq!(signer.key_id(), before);
     }
 
     #[test]

@@ -3,6 +3,9 @@
 
 use mosaic_harness::MemoryRecord;
 use mosaic_harness::canonical::{CanonicalError, domain_digest, domain_digest_seq};
+use mosaic_harness::memory_scope::{
+    ScopeCommitment, ScopeCommitmentError, ScopeEntry, ScopeInclusionProof, verify_scope_inclusion,
+};
 use mosaic_harness::memory_write::{
     Adjudication, ConflictObservation, MemoryWriteProposal, MemoryWriteReceipt,
     MemoryWriteViolation, ProcedureEvaluation, SourceJudgment,
@@ -15,8 +18,11 @@ pub const WRITE_REQUEST_DOMAIN: &str = "mosaic.store.write_request.v1";
 pub const SNAPSHOT_DOMAIN: &str = "mosaic.store.snapshot.v2";
 /// Domain tag of the digest of a snapshot's records.
 pub const SNAPSHOT_RECORDS_DOMAIN: &str = "mosaic.store.snapshot_records.v1";
-/// Domain tag of the deletion receipt.
+/// Domain tag of the deletion receipt (a body without `revoked_leaf`).
 pub const DELETION_RECEIPT_DOMAIN: &str = "mosaic.store.deletion_receipt.v1";
+/// Domain tag of the deletion receipt that binds the record's revoked leaf
+/// (a body with `revoked_leaf`, schema version 2).
+pub const DELETION_RECEIPT_V2_DOMAIN: &str = "mosaic.store.deletion_receipt.v2";
 /// Domain tag of a review-action receipt.
 pub const REVIEW_RECEIPT_DOMAIN: &str = "mosaic.store.review_receipt.v1";
 /// The name the primary store has in deletion receipts.
@@ -655,11 +661,45 @@ pub struct StoreAcknowledgement {
     pub acknowledged_at_unix_ms: u64,
 }
 
+/// The record's entry in its read scope's tree once revoked, captured in
+/// the revocation's own transaction: the scope's commitment after the
+/// change and the inclusion proof of the entry `H(record_id,
+/// record_sha256, "revoked")` against that root.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevokedLeaf {
+    /// The scope, its generation and root after the revocation.
+    pub commitment: ScopeCommitment,
+    /// The record's `mosaic.memory.record.v1` digest as revoked (its
+    /// status naming the revocation instant).
+    pub record_sha256: String,
+    /// The entry's inclusion proof against `commitment.root_sha256`.
+    pub proof: ScopeInclusionProof,
+}
+
+impl RevokedLeaf {
+    /// The entry the proof is about: the record's, in state `revoked`.
+    pub fn entry(&self, record_id: &str) -> ScopeEntry {
+        ScopeEntry {
+            record_id: record_id.to_owned(),
+            record_sha256: self.record_sha256.clone(),
+            state: RecordState::Revoked.as_str().to_owned(),
+        }
+    }
+
+    /// Checks that the revoked entry of `record_id` is in the tree whose
+    /// root the commitment names.
+    pub fn verify(&self, record_id: &str) -> Result<(), ScopeCommitmentError> {
+        let root = mosaic_harness::merkle::from_hex(&self.commitment.root_sha256)?;
+        verify_scope_inclusion(&self.entry(record_id), &self.proof, &root)
+    }
+}
+
 /// Proof that a revoked record is gone from every store and index.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeletionReceiptBody {
-    /// Receipt schema version (1).
+    /// Receipt schema version (1; 2 when it binds `revoked_leaf`).
     pub schema_version: u32,
     /// The tombstone.
     pub tombstone: Tombstone,
@@ -671,6 +711,28 @@ pub struct DeletionReceiptBody {
     pub backup_exception: Option<String>,
     /// Finalization instant.
     pub finalized_at_unix_ms: u64,
+    /// The record's leaf as revoked, in the scope commitment its
+    /// revocation made (absent from receipts of revocations made before
+    /// the store captured it: those keep the v1 encoding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_leaf: Option<RevokedLeaf>,
+}
+
+impl DeletionReceiptBody {
+    /// The domain tag of its digest: v2 when it binds a revoked leaf,
+    /// otherwise v1 (so earlier receipts keep their digest).
+    pub fn domain(&self) -> &'static str {
+        if self.revoked_leaf.is_some() {
+            DELETION_RECEIPT_V2_DOMAIN
+        } else {
+            DELETION_RECEIPT_DOMAIN
+        }
+    }
+
+    /// Its digest under [`DeletionReceiptBody::domain`].
+    pub fn digest(&self) -> Result<String, CanonicalError> {
+        domain_digest(self.domain(), self)
+    }
 }
 
 /// A finalized deletion receipt and its digest.
@@ -678,14 +740,15 @@ pub struct DeletionReceiptBody {
 pub struct DeletionReceipt {
     /// The canonical body.
     pub body: DeletionReceiptBody,
-    /// `SHA-256(DELETION_RECEIPT_DOMAIN || 0x0A || canonical_json(body))`.
+    /// `SHA-256(domain || 0x0A || canonical_json(body))`, the domain
+    /// [`DeletionReceiptBody::domain`].
     pub receipt_sha256: String,
 }
 
 impl DeletionReceipt {
     /// Builds the receipt and its digest.
     pub fn new(body: DeletionReceiptBody) -> Result<Self, CanonicalError> {
-        let receipt_sha256 = domain_digest(DELETION_RECEIPT_DOMAIN, &body)?;
+        let receipt_sha256 = body.digest()?;
         Ok(DeletionReceipt {
             body,
             receipt_sha256,
@@ -694,7 +757,7 @@ impl DeletionReceipt {
 
     /// Recomputes the digest.
     pub fn verify(&self) -> bool {
-        domain_digest(DELETION_RECEIPT_DOMAIN, &self.body).is_ok_and(|d| d == self.receipt_sha256)
+        self.body.digest().is_ok_and(|d| d == self.receipt_sha256)
     }
 }
 
@@ -1142,4 +1205,104 @@ pub struct ScopeInclusion {
     pub proof: mosaic_harness::memory_scope::ScopeInclusionProof,
     /// The scope's commitment the proof is against.
     pub commitment: mosaic_harness::memory_scope::ScopeCommitment,
+}
+
+#[cfg(test)]
+mod deletion_receipt_tests {
+    use mosaic_harness::canonical::{canonical_json, sha256_hex};
+    use mosaic_harness::memory_scope::{ReadScope, scope_inclusion_proof, scope_root};
+    use mosaic_harness::merkle::to_hex;
+
+    use super::*;
+
+    const ENCODING: &str = include_str!("../../../docs/ENCODING.md");
+
+    fn entry(id: &str, content: &[u8], state: &str) -> ScopeEntry {
+        ScopeEntry {
+            record_id: id.to_owned(),
+            record_sha256: sha256_hex(content),
+            state: state.to_owned(),
+        }
+    }
+
+    /// docs/ENCODING.md, "A deletion receipt that proves the revoked leaf".
+    fn golden() -> DeletionReceiptBody {
+        let entries = [
+            entry("rec-a", b"a", "active"),
+            entry("rec-b", b"b", "revoked"),
+        ];
+        let proof = scope_inclusion_proof(&entries, "rec-b")
+            .expect("proof")
+            .expect("held");
+        DeletionReceiptBody {
+            schema_version: 2,
+            tombstone: Tombstone {
+                record_id: "rec-b".into(),
+                tenant_id: "tenant-a".into(),
+                reason: RevocationReason::Requested,
+                authorization: Authorization {
+                    actor_id: "alice".into(),
+                    authority_ref: "ticket-1".into(),
+                },
+                revoked_at_unix_ms: 1_700_000_000_000,
+                erased_at_unix_ms: Some(1_700_000_001_000),
+            },
+            revocation_generation: 1,
+            stores: vec![StoreAcknowledgement {
+                store: PRIMARY_STORE.into(),
+                acknowledged_generation: 1,
+                acknowledged_at_unix_ms: 1_700_000_001_000,
+            }],
+            backup_exception: None,
+            finalized_at_unix_ms: 1_700_000_002_000,
+            revoked_leaf: Some(RevokedLeaf {
+                commitment: ScopeCommitment {
+                    scope: ReadScope::Principal {
+                        principal_id: "alice".into(),
+                    },
+                    generation: 2,
+                    root_sha256: to_hex(&scope_root(&entries).expect("root")),
+                },
+                record_sha256: entries[1].record_sha256.clone(),
+                proof,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_documented_v2_receipt_hashes_the_documented_bytes() {
+        let body = golden();
+        let json = String::from_utf8(canonical_json(&body).expect("canonical")).expect("utf-8");
+        assert!(
+            ENCODING.contains(&format!("{DELETION_RECEIPT_V2_DOMAIN}\n{json}\n")),
+            "docs/ENCODING.md shows the body's bytes"
+        );
+        let receipt = DeletionReceipt::new(body.clone()).expect("digest");
+        assert_eq!(
+            receipt.receipt_sha256,
+            "0d2ec97dbdaf57c263ecf5597edb877d455c3a74f06ea3efd1602db800bd3bea"
+        );
+        assert!(ENCODING.contains(&format!("`{}`", receipt.receipt_sha256)));
+        assert!(receipt.verify());
+        let leaf = body.revoked_leaf.as_ref().expect("leaf");
+        assert_eq!(leaf.verify("rec-b"), Ok(()));
+        assert!(leaf.verify("rec-a").is_err());
+    }
+
+    #[test]
+    fn a_body_without_a_leaf_keeps_the_v1_tag_and_shape() {
+        let mut body = golden();
+        body.revoked_leaf = None;
+        body.schema_version = 1;
+        assert_eq!(body.domain(), DELETION_RECEIPT_DOMAIN);
+        assert_eq!(
+            body.digest().expect("digest"),
+            domain_digest(DELETION_RECEIPT_DOMAIN, &body).expect("digest")
+        );
+        let json = serde_json::to_value(&body).expect("json");
+        assert!(json.get("revoked_leaf").is_none());
+        // A v1 body as stored before the leaf existed still decodes.
+        let decoded: DeletionReceiptBody = serde_json::from_value(json).expect("decodes");
+        assert_eq!(decoded, body);
+    }
 }

@@ -23,6 +23,15 @@ What is checked, for every receipt in the document:
   checked with ``hashlib`` alone (leaf ``SHA-256(0x00 || bytes)``, node
   ``SHA-256(0x01 || left || right)``).
 
+* for a deletion receipt that binds its record's revoked leaf
+  (``revoked_leaf``): the record's entry in state ``revoked`` is in the
+  scope root the receipt signs, by the inclusion proof it carries;
+* when the keys come as the keys route's JSON (with their validity
+  windows): an audit head's ``timestamp_unix_ms`` lies within its key's
+  window, and a deletion receipt was not finalized after its key was
+  retired. Write, selection and relevance receipts carry no signing
+  instant.
+
 A receipt that passes was issued, as it is, by a server holding one of the
 keys. The Rust verifier (``mosaic verify --offline``) also checks an
 explained recall's decision list against the receipt; this module does not.
@@ -56,6 +65,9 @@ RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
 # ``eligible_set_sha256``) is hashed under this domain instead.
 RELEVANCE_RECEIPT_V2_DOMAIN = "mosaic.memory.relevance_receipt.v2"
 DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
+# A deletion receipt that binds the record's leaf as revoked
+# (``revoked_leaf``, schema version 2) is hashed under this domain instead.
+DELETION_RECEIPT_V2_DOMAIN = "mosaic.store.deletion_receipt.v2"
 
 _MAX_INT = (1 << 53) - 1
 
@@ -195,6 +207,103 @@ def load_public_keys(keys: Union[Mapping[str, Any], Iterable[str], str]) -> Dict
             raise ReceiptFormatError("a key line is not 32 bytes of hex")
         out[key_id(raw)] = raw
     return out
+
+
+def load_key_windows(keys: Union[Mapping[str, Any], Iterable[str], str]) -> Dict[str, tuple]:
+    """The published keys' validity windows by id, ``(valid_from_unix_ms,
+    valid_until_unix_ms or None)``, from the keys route's JSON (or ``mosaic
+    doctor --json``'s line); empty for keys given as hex lines, which carry
+    no window."""
+    if isinstance(keys, str):
+        text = keys.strip()
+        if not text.startswith("{"):
+            return {}
+        keys = json.loads(text)
+    if not isinstance(keys, Mapping):
+        return {}
+    data = keys.get("data", keys)
+    data = data.get("signing_keys", data) if isinstance(data, Mapping) else data
+    out: Dict[str, tuple] = {}
+    for entry in data.get("keys", []) if isinstance(data, Mapping) else []:
+        start, until = _count(entry.get("valid_from_unix_ms")), entry.get("valid_until_unix_ms")
+        if start is None or (until is not None and _count(until) is None):
+            raise ReceiptFormatError(f"the published key {entry.get('key_id')} has a malformed validity window")
+        out[entry.get("key_id")] = (start, until)
+    return out
+
+
+def _window_problem(key_id_: Any, at: int, exact: bool, windows: Mapping[str, tuple]) -> Optional[str]:
+    """Why key ``key_id_`` cannot have signed at ``at`` (``exact``) or at
+    ``at`` or later (not ``exact``): outside ``[valid_from, valid_until)``."""
+    window = windows.get(key_id_) if isinstance(key_id_, str) else None
+    if window is None:
+        return None
+    start, until = window
+    if exact and at < start:
+        return f"signed at {at}, before key {key_id_} became valid at {start}"
+    if exact and until is not None and at >= until:
+        return f"signed at {at}, after key {key_id_} was retired at {until}"
+    if not exact and until is not None and at >= until:
+        return f"made at {at}, after key {key_id_} was retired at {until}: that key cannot have signed it"
+    return None
+
+
+def _signed_instants(document: Mapping[str, Any]) -> List[tuple]:
+    """``(what, key_id, instant, exact)`` of every signature the document
+    carries whose signing instant its signed fields tell: an audit head's
+    timestamp (when it was signed), a deletion receipt's finalization (it
+    is signed then or later)."""
+    if any(isinstance(document.get(k), Mapping) for k in ("selection_receipt", "receipt", "write_receipt")):
+        return []
+    out: List[tuple] = []
+
+    def head(what: str, value: Any) -> None:
+        if isinstance(value, Mapping) and isinstance(value.get("signature"), Mapping):
+            out.append((what, value["signature"].get("key_id"), value.get("timestamp_unix_ms"), True))
+
+    deletion = document.get("deletion_receipt")
+    if deletion is None and "body" in document:
+        deletion = document
+    if isinstance(deletion, Mapping):
+        audit = document.get("audit_proof") if deletion is not document else None
+        if isinstance(audit, Mapping):
+            head("audit head", audit.get("head"))
+        signature, body = deletion.get("signature"), deletion.get("body")
+        if isinstance(signature, Mapping) and isinstance(body, Mapping):
+            out.append(("deletion receipt", signature.get("key_id"), body.get("finalized_at_unix_ms"), False))
+        return out
+    if "inclusion_proof" in document or "consistency_proof" in document:
+        head("audit head", document.get("head"))
+        head("earlier audit head", document.get("first_head"))
+        return out
+    if "seq" in document and "signature" in document:
+        head("audit head", document)
+    return out
+
+
+def deletion_receipt_domain(body: Mapping[str, Any]) -> str:
+    """The domain tag a deletion receipt's body is hashed under: v2 when it
+    binds the record's revoked leaf (``revoked_leaf``), v1 otherwise."""
+    return DELETION_RECEIPT_V2_DOMAIN if "revoked_leaf" in body else DELETION_RECEIPT_DOMAIN
+
+
+def _revoked_leaf_problem(body: Mapping[str, Any]) -> Optional[str]:
+    """Why a v2 deletion receipt's ``revoked_leaf`` does not show the
+    record's entry, in state ``revoked``, in the scope root it binds."""
+    if "revoked_leaf" not in body:
+        return None
+    if body.get("schema_version") != 2:
+        return f"a receipt that binds a revoked leaf is schema version 2, not {body.get('schema_version')}"
+    leaf, tombstone = body["revoked_leaf"], body.get("tombstone")
+    if not isinstance(leaf, Mapping) or set(leaf) != {"commitment", "record_sha256", "proof"}:
+        return "revoked leaf: malformed"
+    commitment = leaf["commitment"]
+    if not isinstance(commitment, Mapping) or not isinstance(tombstone, Mapping):
+        return "revoked leaf: malformed"
+    entry = {"record_id": tombstone.get("record_id"), "record_sha256": leaf["record_sha256"], "state": "revoked"}
+    if not verify_scope_inclusion(entry, leaf["proof"], commitment.get("root_sha256")):
+        return "revoked leaf: the record's revoked entry is not in the scope root the receipt binds"
+    return None
 
 
 def _signature_problem(what: str, signature: Any, kind: str, digest: str, keys: Mapping[str, bytes]) -> Optional[str]:
@@ -486,11 +595,27 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
     /v1/admin/audit/head``), an inclusion proof with its signed ``head``,
     or a consistency proof with the later signed ``head`` and the kept
     ``first_head``. ``keys`` as :func:`load_public_keys`
-    takes them. Raises :class:`ReceiptFormatError` when the document holds
-    no receipt; a receipt that does not verify is a verdict."""
+    takes them; given as the keys route's JSON, their validity windows are
+    checked too (see :func:`load_key_windows`). Raises
+    :class:`ReceiptFormatError` when the document holds no receipt; a
+    receipt that does not verify is a verdict."""
     public = load_public_keys(keys)
     if not public:
         raise ReceiptFormatError("no public key given")
+    found = _verify(document, public)
+    if not found.valid:
+        return found
+    windows = load_key_windows(keys)
+    for what, signer, at, exact in _signed_instants(document):
+        if _count(at) is None:
+            continue
+        problem = _window_problem(signer, at, exact, windows)
+        if problem is not None:
+            return OfflineVerdict(valid=False, checked=found.checked, problem=f"{what} signature: {problem}")
+    return found
+
+
+def _verify(document: Mapping[str, Any], public: Mapping[str, bytes]) -> OfflineVerdict:
 
     def verdict(checked: List[str], problem: Optional[str]) -> OfflineVerdict:
         return OfflineVerdict(valid=problem is None, checked=checked, problem=problem)
@@ -545,10 +670,12 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
             raise ReceiptFormatError("the deletion receipt is not {body, receipt_sha256, signature}")
         audit = document.get("audit_proof") if deletion is not document else None
         checked = ["deletion"] + (["audit_head", "inclusion_proof"] if audit is not None else [])
-        digest = domain_digest(DELETION_RECEIPT_DOMAIN, deletion["body"])
+        digest = domain_digest(deletion_receipt_domain(deletion["body"]), deletion["body"])
         if digest != deletion["receipt_sha256"]:
             return verdict(checked, "receipt_sha256 does not match the canonical body")
         problem = _signature_problem("deletion", deletion.get("signature"), "deletion", digest, public)
+        if problem is None:
+            problem = _revoked_leaf_problem(deletion["body"])
         if problem is None and audit is not None:
             problem = _deletion_audit_problem(deletion, audit) or _inclusion_problem(audit["head"], audit["inclusion_proof"], public)
         return verdict(checked, problem)
@@ -575,9 +702,11 @@ __all__ = [
     "ReceiptFormatError",
     "audit_event_leaf",
     "canonical_json",
+    "deletion_receipt_domain",
     "domain_digest",
     "key_id",
     "leaf_hash",
+    "load_key_windows",
     "load_public_keys",
     "node_hash",
     "signing_bytes",

@@ -18,13 +18,15 @@ use super::{Remote, ServeFlags, load_config};
 pub(super) fn verify_offline(receipt: &Path, keys: &Path, json: bool) -> Result<ExitCode> {
     let keys_text =
         std::fs::read_to_string(keys).with_context(|| format!("cannot read {}", keys.display()))?;
-    let keys = mosaic_service::signing::parse_public_keys(&keys_text).map_err(|e| anyhow!(e))?;
+    let (keys, windows) =
+        mosaic_service::signing::parse_published_keys(&keys_text).map_err(|e| anyhow!(e))?;
     if keys.is_empty() {
         bail!("the keys file holds no key");
     }
     let doc: Value =
         serde_json::from_str(&read_input(receipt)?).context("the receipt file is not JSON")?;
-    let verdict = mosaic_service::receipts::verify_document(&doc, &keys).map_err(|e| anyhow!(e))?;
+    let verdict = mosaic_service::receipts::verify_document_in_windows(&doc, &keys, &windows)
+        .map_err(|e| anyhow!(e))?;
     if json {
         print_line("verify", &serde_json::to_value(&verdict)?);
     } else if verdict.valid {
@@ -74,7 +76,7 @@ pub(super) fn keys(action: &str, flags: &ServeFlags, json: bool) -> Result<ExitC
         }
         if action == "rotate" {
             println!(
-                "restart the servers to sign with {}",
+                "the servers sign with {} from now on",
                 published.current_key_id
             );
         }

@@ -600,6 +600,53 @@ async fn the_cli_verifies_offline_rotates_and_exports_the_keys() {
     assert_eq!(out.lines().count(), 2, "{out}");
     assert!(!out.contains("secret"), "{out}");
 
+    // The running service signs with the new key at once: its next audit
+    // head names it and lies inside its window (the keys route's JSON
+    // carries the windows the offline check enforces).
+    let (status, head) = send(
+        &w.router,
+        "GET",
+        "/v1/admin/audit/head",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{head}");
+    assert_eq!(head["signature"]["key_id"], now["current_key_id"], "{head}");
+    let head_now = file("head-now.json", &head);
+    let keys_now = file("keys-now.json", &now);
+    let (code, out) = mosaic(&["verify", "--offline", &head_now, "--keys", &keys_now]);
+    assert_eq!(code, 0, "{out}");
+    // Layer: the offline verifier's window check. The same head against a
+    // key set whose window for that key opens after the head's timestamp
+    // is refused, and says why; as lines of hex (no windows) it verifies.
+    let stamp = head["timestamp_unix_ms"].as_u64().expect("timestamp");
+    let mut later = now.clone();
+    later["keys"][1]["valid_from_unix_ms"] = json!(stamp + 1);
+    let later_file = file("keys-later.json", &later);
+    let (code, out) = mosaic(&["verify", "--offline", &head_now, "--keys", &later_file]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("audit head signature: signed at") && out.contains("before key"),
+        "{out}"
+    );
+    let hex_lines: String = now["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|k| format!("{}\n", k["public_key_hex"].as_str().expect("hex")))
+        .collect();
+    let hex_file = elsewhere.path().join("keys.txt");
+    std::fs::write(&hex_file, hex_lines).expect("write");
+    let (code, out) = mosaic(&[
+        "verify",
+        "--offline",
+        &head_now,
+        "--keys",
+        hex_file.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+
     // Stopped, the data directory's doctor exports the key set, which
     // verifies the receipt signed before the rotation.
     let World {

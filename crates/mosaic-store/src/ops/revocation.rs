@@ -17,7 +17,7 @@ use crate::revocation::{
 use crate::types::{
     AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, DeletionReceiptBody,
     DerivedAction, OutboxOp, OutboxTask, PRIMARY_STORE, PendingDeletion, RecordState,
-    ReviewTrigger, RevocationReason, RevocationStage, StoreAcknowledgement, Tombstone,
+    ReviewTrigger, RevocationReason, RevocationStage, RevokedLeaf, StoreAcknowledgement, Tombstone,
 };
 
 // ---------------------------------------------------------------- outbox
@@ -426,12 +426,67 @@ pub(crate) fn revoke<C: Tx>(
         generation,
         &mut cascade,
     )?;
+    capture_revoked_leaves(c, &cascade)?;
     let tenant = cascade
         .revoked
         .first()
         .map(|(_, t)| t.clone())
         .unwrap_or_default();
     Ok(Ineligible::new(record_id.to_owned(), tenant, generation))
+}
+
+/// What the revocation row keeps in `receipt_json` until the deletion is
+/// finalized: the part of the receipt the revocation fixes.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PendingReceipt {
+    revoked_leaf: RevokedLeaf,
+}
+
+/// Rehashes the scopes this transaction changed (what the transaction
+/// does anyway before it commits; nothing changes a scope after this) and
+/// keeps, on each revoked record's revocation row, its entry in state
+/// `revoked`, the scope's commitment after the change and the entry's
+/// inclusion proof against that root: what the deletion receipt binds
+/// once the entry has left the tree.
+fn capture_revoked_leaves<C: Tx>(c: &C, cascade: &Cascade) -> StoreResult<()> {
+    super::scope::flush(c)?;
+    for (record_id, tenant) in &cascade.revoked {
+        c.enter_tenant(tenant)?;
+        let (entry, proof, commitment) = super::scope::inclusion(c, tenant, record_id)?
+            .ok_or_else(|| StoreError::Corrupt(format!("{record_id} revoked without an entry")))?;
+        if entry.state != RecordState::Revoked.as_str() {
+            return Err(StoreError::Corrupt(format!(
+                "{record_id} revoked, its entry is {}",
+                entry.state
+            )));
+        }
+        let pending = PendingReceipt {
+            revoked_leaf: RevokedLeaf {
+                commitment,
+                record_sha256: entry.record_sha256,
+                proof,
+            },
+        };
+        c.exec(
+            "UPDATE revocations SET receipt_json = ?1 WHERE record_id = ?2",
+            params![encode(&pending)?, record_id],
+        )?;
+    }
+    Ok(())
+}
+
+/// The revoked leaf a revocation row keeps before finalization (`None`
+/// for revocations made before it was captured).
+fn pending_revoked_leaf<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<RevokedLeaf>> {
+    let kept: Option<Option<String>> = c.row(
+        "SELECT receipt_json FROM revocations WHERE record_id = ?1",
+        params![record_id],
+        |r| r.get(0),
+    )?;
+    kept.flatten()
+        .map(|json| decode::<PendingReceipt>(&json).map(|p| p.revoked_leaf))
+        .transpose()
 }
 
 fn stage_of<C: Tx>(c: &C, record_id: &str) -> StoreResult<(RevocationStage, String, u64)> {
@@ -658,13 +713,15 @@ pub(crate) fn finalize_deletion<C: Tx>(
         });
     }
     stores.sort_by(|a, b| a.store.cmp(&b.store));
+    let revoked_leaf = pending_revoked_leaf(c, record_id)?;
     let receipt = DeletionReceipt::new(DeletionReceiptBody {
-        schema_version: 1,
+        schema_version: if revoked_leaf.is_some() { 2 } else { 1 },
         tombstone,
         revocation_generation: generation,
         stores,
         backup_exception: None,
         finalized_at_unix_ms: at,
+        revoked_leaf,
     })?;
     c.exec(
         "UPDATE revocations SET stage = 'finalized', finalized_at_ms = ?1, receipt_json = ?2, receipt_sha256 = ?3
@@ -840,6 +897,7 @@ pub(crate) fn withdraw_consent<C: Tx>(
             &mut cascade,
         )?;
     }
+    capture_revoked_leaves(c, &cascade)?;
     let mut tokens = Vec::with_capacity(cascade.revoked.len());
     for (record_id, _) in &cascade.revoked {
         tokens.push(request_deletion_in_tx(c, record_id, at)?);

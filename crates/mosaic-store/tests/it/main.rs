@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
 mod common;
 mod conformance;
 mod crash;
+mod deletion_leaf;
 mod model;
 mod postgres;
 mod sqlite;
