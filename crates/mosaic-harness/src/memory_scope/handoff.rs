@@ -575,13 +575,7 @@ where
         None => select_memory_set(ctx, set, pass, listing)?,
     };
     // The set is sorted by record id already.
-    let records = set.records();
-    let find = |id: &str| {
-        records
-            .binary_search_by(|r| r.record().record_id.as_str().cmp(id))
-            .ok()
-            .map(|at| records[at].record())
-    };
+    let find = |id: &str| set.find(id).map(CheckedRecord::record);
     finish_handoff(find, selection, other_items, budget, content_of)
 }
 

@@ -20,6 +20,7 @@
 //! Input order never matters: the record set is canonicalized by record id
 //! before hashing and decisions are listed by record id.
 
+mod chunked;
 mod clock;
 mod commitment;
 mod handoff;
@@ -38,6 +39,7 @@ use crate::record::{
     InvalidField, MemoryKind, MemoryRecord, MemoryStatus, MemorySubject, Problems,
 };
 
+pub use chunked::{Chunked, Keyed};
 pub use clock::{Clock, ManualClock};
 pub use commitment::{
     ReadScope, SCOPE_BUCKET_DOMAIN, SCOPE_BUCKETS, SCOPE_ENTRY_DOMAIN, SCOPE_TREE_LEVELS,
@@ -805,9 +807,10 @@ impl CheckedRecord {
 /// [`select_memory_ranked_set`] and [`hand_off_set`]).
 #[derive(Clone, Debug)]
 pub struct RecordSet {
-    /// Shared: a clone of the set and the eligible entries of a pass over
-    /// it hold the same records without copying them.
-    records: std::sync::Arc<Vec<std::sync::Arc<CheckedRecord>>>,
+    /// In shared chunks: a clone of the set and the eligible entries of a
+    /// pass over it hold the same records without copying them, and a set
+    /// derived by a change shares every chunk the change did not touch.
+    records: Chunked<std::sync::Arc<CheckedRecord>>,
     /// Computed on first use: a set whose receipts bind its scopes'
     /// commitments never needs it.
     record_set_sha256: std::sync::OnceLock<String>,
@@ -820,6 +823,22 @@ pub struct RecordSet {
     /// Which sealing this is (clones share it): an eligibility pass holds
     /// for the set it was made over and its clones.
     seal: u64,
+    /// The change this set was derived by (see [`RecordSet::with_changes`]).
+    derived: Option<std::sync::Arc<SetChange>>,
+}
+
+/// The change a [`RecordSet`] was derived by from another sealing: what
+/// an eligibility pass over that sealing applies to become the pass over
+/// this one (see [`EligibilityPass::with_changes`]).
+#[derive(Debug)]
+pub(crate) struct SetChange {
+    /// The sealing the set was derived from.
+    pub(crate) parent: u64,
+    /// Every record id taken out (sorted, without repeats): the ids of the
+    /// records put in are among them.
+    pub(crate) changed: Vec<String>,
+    /// The records put in, sorted by record id.
+    pub(crate) added: Vec<std::sync::Arc<CheckedRecord>>,
 }
 
 impl PartialEq for RecordSet {
@@ -836,19 +855,29 @@ static SEALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 impl RecordSet {
     /// Sorts `records` by id, checks them (no repeated id, sound
     /// supersession edges) and seals them.
-    pub fn new(mut records: Vec<std::sync::Arc<CheckedRecord>>) -> Result<Self, SelectionError> {
+    pub fn new(records: Vec<std::sync::Arc<CheckedRecord>>) -> Result<Self, SelectionError> {
+        Self::new_in(records, chunked::CHUNK)
+    }
+
+    /// [`RecordSet::new`] held in chunks of `chunk` records (tests cross
+    /// chunk boundaries with small ones).
+    pub(crate) fn new_in(
+        mut records: Vec<std::sync::Arc<CheckedRecord>>,
+        chunk: usize,
+    ) -> Result<Self, SelectionError> {
         records.sort_by(|a, b| a.record.record_id.cmp(&b.record.record_id));
         let sorted = check_sorted(records.iter().map(|r| &**r).collect())?;
         let any_superseded = sorted
             .iter()
             .any(|r| matches!(r.record.status, MemoryStatus::Superseded { .. }));
         Ok(RecordSet {
-            records: std::sync::Arc::new(records),
+            records: Chunked::from_sorted_in(records, chunk),
             record_set_sha256: std::sync::OnceLock::new(),
             decided_sha256: std::sync::OnceLock::new(),
             scope_commitments: Vec::new(),
             any_superseded,
             seal: SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            derived: None,
         })
     }
 
@@ -857,9 +886,10 @@ impl RecordSet {
     /// whose ids are all in `changed`, in any order) put in: what a reader
     /// that keeps a read applies when the store answers what changed since.
     /// The result is the set [`RecordSet::new`] gives for the same records;
-    /// its cost is a copy of the record handles and checks of the added
-    /// records only (the whole set's supersession edges are checked again
-    /// only when a record of it is superseded).
+    /// it shares every chunk of records the change did not touch with this
+    /// set, so its cost is a copy of the chunk handles, the touched chunks
+    /// and checks of the added records only (the whole set's supersession
+    /// edges are checked again only when a record of it is superseded).
     pub fn with_changes(
         &self,
         changed: &[String],
@@ -893,30 +923,22 @@ impl RecordSet {
             || added
                 .iter()
                 .any(|r| matches!(r.record.status, MemoryStatus::Superseded { .. }));
-        let mut records = Vec::with_capacity(self.records.len() + added.len());
-        let mut changed_ids = changed.iter().peekable();
-        let mut added = added.into_iter().peekable();
-        for kept in self.records.iter() {
-            let id = kept.record.record_id.as_str();
-            while let Some(next) = added.next_if(|a| a.record.record_id.as_str() < id) {
-                records.push(next);
-            }
-            while changed_ids.next_if(|c| c.as_str() < id).is_some() {}
-            if changed_ids.next_if(|c| c.as_str() == id).is_none() {
-                records.push(kept.clone());
-            }
-        }
-        records.extend(added);
+        let (records, _) = self.records.with_changes(changed, added.clone());
         if any_superseded {
             check_sorted(records.iter().map(|r| &**r).collect())?;
         }
         Ok(RecordSet {
-            records: std::sync::Arc::new(records),
+            records,
             record_set_sha256: std::sync::OnceLock::new(),
             decided_sha256: std::sync::OnceLock::new(),
             scope_commitments: self.scope_commitments.clone(),
             any_superseded,
             seal: SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            derived: Some(std::sync::Arc::new(SetChange {
+                parent: self.seal,
+                changed: changed.to_vec(),
+                added,
+            })),
         })
     }
 
@@ -943,13 +965,19 @@ impl RecordSet {
     }
 
     /// The records, sorted by record id.
-    pub fn records(&self) -> &[std::sync::Arc<CheckedRecord>] {
+    pub fn records(&self) -> &Chunked<std::sync::Arc<CheckedRecord>> {
         &self.records
     }
 
-    /// The records, shared (see [`SealedEntries`]).
-    pub(crate) fn shared_records(&self) -> &std::sync::Arc<Vec<std::sync::Arc<CheckedRecord>>> {
-        &self.records
+    /// The record of id `record_id`, if the set holds it.
+    pub fn find(&self, record_id: &str) -> Option<&CheckedRecord> {
+        self.records.find(record_id).map(|r| &**r)
+    }
+
+    /// The change this set was derived by, if it was (see
+    /// [`RecordSet::with_changes`]).
+    pub(crate) fn derived(&self) -> Option<&SetChange> {
+        self.derived.as_deref()
     }
 
     /// Their `mosaic.memory.record_set.v2` digest (every record hashed, on

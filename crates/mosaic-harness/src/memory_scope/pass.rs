@@ -17,9 +17,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
+use super::chunked::{Chunked, Keyed};
 use super::relevance::{SealedEligibleSet, SealedEntries};
 use super::{
-    DecisionCounts, DecisionOutcome, DropReason, MemoryDecision, MemoryReadContext,
+    CheckedRecord, DecisionCounts, DecisionOutcome, DropReason, MemoryDecision, MemoryReadContext,
     MemorySelection, MemorySelectionReceipt, RecordSet, RelevanceReceipt, ScopeCommitment,
     SelectionError, SelectionOrdering, decisions_digest_with, eligibility, kind_recency_order,
     usual_outcome,
@@ -37,6 +38,19 @@ pub enum Listing {
     CountsOnly,
 }
 
+/// A record a pass dropped, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Dropped {
+    pub(super) record: Arc<CheckedRecord>,
+    pub(super) reason: DropReason,
+}
+
+impl Keyed for Dropped {
+    fn key(&self) -> &str {
+        &self.record.record().record_id
+    }
+}
+
 /// Every record's eligibility in one [`RecordSet`] under one read context.
 #[derive(Clone, Debug)]
 pub struct EligibilityPass {
@@ -46,19 +60,17 @@ pub struct EligibilityPass {
     /// The first instant at or after the context's at which any time check
     /// could change its answer.
     pub(super) next_change_unix_ms: Option<u64>,
-    /// The drop reason of each record, in the set's order (`None`:
-    /// eligible).
-    pub(super) outcomes: Vec<Option<DropReason>>,
-    /// Indices of the dropped records, in the set's order.
-    dropped: Vec<usize>,
+    /// The eligible records, sorted by record id, in shared chunks (a pass
+    /// derived by a change shares every chunk the change did not touch).
+    pub(super) eligible: Chunked<Arc<CheckedRecord>>,
+    /// The dropped records with their reasons, the same way.
+    pub(super) dropped: Chunked<Dropped>,
     /// Drops by reason.
     pub(super) drop_counts: BTreeMap<DropReason, u64>,
-    /// Indices of the eligible records, in the set's order.
-    pub(super) eligible: Vec<usize>,
-    /// The same in kind and recency order, sorted by the first selection
-    /// without a ranking that asks (a ranked one never does).
-    recency_order: OnceLock<Vec<usize>>,
-    /// The eligible set's entries, sealed.
+    /// The eligible records in kind and recency order, sorted by the first
+    /// selection without a ranking that asks (a ranked one never does).
+    recency_order: OnceLock<Vec<Arc<CheckedRecord>>>,
+    /// The eligible set's entries, sealed (the eligible records' chunks).
     pub(super) entries: Arc<SealedEntries>,
     /// The set's scope commitments (empty when it has none), which name
     /// the eligible set in place of its entries.
@@ -80,21 +92,45 @@ impl EligibilityPass {
         if let Some(until) = ctx.policy_valid_until_unix_ms {
             at_or_after(until);
         }
-        let mut outcomes = Vec::with_capacity(set.records().len());
+        let mut eligible = Vec::with_capacity(set.records().len());
+        let mut dropped = Vec::new();
+        let mut drop_counts: BTreeMap<DropReason, u64> = BTreeMap::new();
         for checked in set.records().iter() {
-            outcomes.push(decide_record(ctx, checked.record(), &mut at_or_after));
+            match decide_record(ctx, checked.record(), &mut at_or_after) {
+                None => eligible.push(checked.clone()),
+                Some(reason) => {
+                    *drop_counts.entry(reason).or_insert(0) += 1;
+                    dropped.push(Dropped {
+                        record: checked.clone(),
+                        reason,
+                    });
+                }
+            }
         }
-        Self::of_outcomes(ctx, set, next, outcomes, None)
+        let chunk = set.records().chunk_size();
+        let eligible = Chunked::from_sorted_in(eligible, chunk);
+        Ok(EligibilityPass {
+            seal: set.seal(),
+            context: ctx.clone(),
+            next_change_unix_ms: next,
+            entries: Arc::new(SealedEntries::of_records(eligible.clone(), None)),
+            eligible,
+            dropped: Chunked::from_sorted_in(dropped, chunk),
+            drop_counts,
+            recency_order: OnceLock::new(),
+            scope_commitments: set.scope_commitments().to_vec(),
+        })
     }
 
     /// The pass over `set`, a set derived from `kept` (the set this pass
     /// was made over) by [`RecordSet::with_changes`], under `ctx`, for
     /// which this pass holds over `kept`: the same as
     /// [`EligibilityPass::new`] over `set` under `ctx`, deciding only the
-    /// records `kept` did not hold (a record `kept` held is the same
-    /// record handle in `set`, so its outcome is the kept one). Fails with
-    /// [`SelectionError::StalePass`] when the pass does not hold for `kept`
-    /// under `ctx`.
+    /// records the change put in and taking out the ones it took out; the
+    /// chunks of eligible and dropped records the change did not touch are
+    /// shared with this pass. Fails with [`SelectionError::StalePass`] when
+    /// the pass does not hold for `kept` under `ctx`, or when `set` was not
+    /// derived from `kept`.
     pub fn with_changes(
         &self,
         ctx: &MemoryReadContext,
@@ -105,6 +141,9 @@ impl EligibilityPass {
         if !self.holds_for(ctx, kept) {
             return Err(SelectionError::StalePass);
         }
+        let Some(change) = set.derived().filter(|c| c.parent == kept.seal()) else {
+            return Err(SelectionError::StalePass);
+        };
         let now = ctx.now_unix_ms;
         // Every instant the kept pass watches is at or after `now` (it
         // holds), so its next change still bounds the new pass.
@@ -114,71 +153,46 @@ impl EligibilityPass {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        let old = kept.records();
-        let mut from = 0usize;
-        let mut outcomes = Vec::with_capacity(set.records().len());
-        // The records taken out and put in: the only ones whose
-        // eligibility can differ between the two passes.
-        let mut changed = Vec::new();
-        for checked in set.records() {
-            // Skip the kept records taken out (they sort before this one).
-            let id = checked.record().record_id.as_str();
-            while from < old.len()
-                && !Arc::ptr_eq(&old[from], checked)
-                && old[from].record().record_id.as_str() <= id
-            {
-                changed.push(old[from].record().record_id.clone());
-                from += 1;
-            }
-            if from < old.len() && Arc::ptr_eq(&old[from], checked) {
-                outcomes.push(self.outcomes[from]);
-                from += 1;
-                continue;
-            }
-            changed.push(id.to_owned());
-            outcomes.push(decide_record(ctx, checked.record(), &mut at_or_after));
-        }
-        changed.extend(old[from..].iter().map(|r| r.record().record_id.clone()));
-        Self::of_outcomes(
-            ctx,
-            set,
-            next,
-            outcomes,
-            Some((self.entries.seal_number(), changed)),
-        )
-    }
-
-    /// The pass of `outcomes` (one per record of `set`, in its order).
-    fn of_outcomes(
-        ctx: &MemoryReadContext,
-        set: &RecordSet,
-        next_change_unix_ms: Option<u64>,
-        outcomes: Vec<Option<DropReason>>,
-        derived_from: Option<(u64, Vec<String>)>,
-    ) -> Result<Self, SelectionError> {
-        let mut dropped = Vec::new();
-        let mut drop_counts: BTreeMap<DropReason, u64> = BTreeMap::new();
-        let mut eligible = Vec::new();
-        for (at, outcome) in outcomes.iter().enumerate() {
-            match outcome {
-                None => eligible.push(at),
+        let mut drop_counts = self.drop_counts.clone();
+        // The records put in, decided (sorted by id, as the change holds
+        // them): the only ones whose eligibility can differ, with the ones
+        // taken out.
+        let mut eligible_in = Vec::new();
+        let mut dropped_in = Vec::new();
+        for checked in &change.added {
+            match decide_record(ctx, checked.record(), &mut at_or_after) {
+                None => eligible_in.push(checked.clone()),
                 Some(reason) => {
-                    dropped.push(at);
-                    *drop_counts.entry(*reason).or_insert(0) += 1;
+                    *drop_counts.entry(reason).or_insert(0) += 1;
+                    dropped_in.push(Dropped {
+                        record: checked.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+        let (eligible, _) = self.eligible.with_changes(&change.changed, eligible_in);
+        let (dropped, taken_out) = self.dropped.with_changes(&change.changed, dropped_in);
+        for gone in taken_out {
+            if let Some(count) = drop_counts.get_mut(&gone.reason) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    drop_counts.remove(&gone.reason);
                 }
             }
         }
         Ok(EligibilityPass {
             seal: set.seal(),
             context: ctx.clone(),
-            next_change_unix_ms,
-            outcomes,
+            next_change_unix_ms: next,
+            entries: Arc::new(SealedEntries::of_records(
+                eligible.clone(),
+                Some((self.entries.seal_number(), change.changed.clone())),
+            )),
+            eligible,
             dropped,
             drop_counts,
             recency_order: OnceLock::new(),
-            // The set's own records: nothing is copied.
-            entries: Arc::new(SealedEntries::in_set(set, eligible.clone(), derived_from)),
-            eligible,
             scope_commitments: set.scope_commitments().to_vec(),
         })
     }
@@ -272,13 +286,12 @@ pub fn select_memory_set(
     listing: Listing,
 ) -> Result<MemorySelection, SelectionError> {
     check_pass(ctx, set, pass)?;
-    let records = set.records();
     let order = pass.recency_order.get_or_init(|| {
-        let mut order = pass.eligible.clone();
-        order.sort_by(|a, b| kind_recency_order(records[*a].record(), records[*b].record()));
+        let mut order: Vec<Arc<CheckedRecord>> = pass.eligible.iter().cloned().collect();
+        order.sort_by(|a, b| kind_recency_order(a.record(), b.record()));
         order
     });
-    let selected: Vec<usize> = order.iter().take(ctx.max_records).copied().collect();
+    let selected: Vec<&CheckedRecord> = order.iter().take(ctx.max_records).map(|r| &**r).collect();
     // Every other eligible record is past the selection limit.
     decide(
         ctx,
@@ -333,23 +346,15 @@ pub fn select_memory_ranked_set(
     // The ranked records that are eligible, in rank order (a result naming
     // anything else is not a candidate, and a record named twice ranks at
     // its last place, as in the selection over records).
-    let records = set.records();
-    let mut place_of: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut place_of: BTreeMap<&str, (usize, &CheckedRecord)> = BTreeMap::new();
     for (place, result) in relevance.results.iter().enumerate() {
-        let found =
-            records.binary_search_by(|r| r.record().record_id.as_str().cmp(&result.record_id));
-        if let Ok(at) = found
-            && pass.outcomes[at].is_none()
-        {
-            place_of.insert(at, place);
+        if let Some(record) = pass.eligible.find(&result.record_id) {
+            place_of.insert(&record.record().record_id, (place, &**record));
         }
     }
-    let mut by_place: Vec<(usize, usize)> = place_of
-        .into_iter()
-        .map(|(at, place)| (place, at))
-        .collect();
-    by_place.sort_unstable();
-    let ranked: Vec<usize> = by_place.into_iter().map(|(_, at)| at).collect();
+    let mut by_place: Vec<(usize, &CheckedRecord)> = place_of.into_values().collect();
+    by_place.sort_unstable_by_key(|(place, _)| *place);
+    let ranked: Vec<&CheckedRecord> = by_place.into_iter().map(|(_, record)| record).collect();
     let cut = ranked.len().min(ctx.max_records);
     let (selected, past_limit) = ranked.split_at(cut);
     decide(
@@ -388,14 +393,13 @@ fn decide(
     read_context_sha256: String,
     set: &RecordSet,
     pass: &EligibilityPass,
-    selected: &[usize],
-    past_limit: &[usize],
+    selected: &[&CheckedRecord],
+    past_limit: &[&CheckedRecord],
     rest: DropReason,
     ordering: SelectionOrdering,
     relevance_receipt_sha256: Option<String>,
     listing: Listing,
 ) -> Result<MemorySelection, SelectionError> {
-    let records = set.records();
     let eligible = pass.eligible.len();
     let mut counts = pass.drop_counts.clone();
     let beyond = past_limit.len() as u64;
@@ -407,37 +411,62 @@ fn decide(
         *counts.entry(rest).or_insert(0) += rest_count;
     }
     // rank < max_records <= MAX_SELECTION, so it fits in u32.
-    let rank_of: BTreeMap<usize, u32> = selected
+    let rank_of: BTreeMap<&str, u32> = selected
         .iter()
         .enumerate()
-        .map(|(rank, at)| (*at, rank as u32))
+        .map(|(rank, r)| (r.record().record_id.as_str(), rank as u32))
         .collect();
-    let past: BTreeSet<usize> = past_limit.iter().copied().collect();
-    let outcome_at = |at: usize| -> DecisionOutcome {
-        if let Some(reason) = pass.outcomes[at] {
-            return DecisionOutcome::Dropped { reason };
-        }
-        if let Some(rank) = rank_of.get(&at) {
+    let past: BTreeSet<&str> = past_limit
+        .iter()
+        .map(|r| r.record().record_id.as_str())
+        .collect();
+    // The outcome of an eligible record.
+    let outcome_of = |id: &str| -> DecisionOutcome {
+        if let Some(rank) = rank_of.get(id) {
             return DecisionOutcome::Selected { rank: *rank };
         }
-        if past.contains(&at) {
+        if past.contains(id) {
             return DecisionOutcome::Dropped {
                 reason: DropReason::SelectionLimit,
             };
         }
         DecisionOutcome::Dropped { reason: rest }
     };
-    let decision_at = |at: usize| {
-        let record = records[at].record();
+    let decision = |record: &CheckedRecord, outcome: DecisionOutcome| {
+        let record = record.record();
         MemoryDecision {
             record_id: record.record_id.clone(),
             kind: record.kind,
-            outcome: outcome_at(at),
+            outcome,
         }
+    };
+    let dropped_decision =
+        |d: &Dropped| decision(&d.record, DecisionOutcome::Dropped { reason: d.reason });
+    let eligible_decision = |r: &CheckedRecord| decision(r, outcome_of(&r.record().record_id));
+    // Every decision, in record id order: the eligible and the dropped
+    // records merged.
+    let all = || -> Vec<MemoryDecision> {
+        let mut out = Vec::with_capacity(set.records().len());
+        let mut kept = pass.eligible.iter().peekable();
+        let mut gone = pass.dropped.iter().peekable();
+        loop {
+            let eligible_first = match (kept.peek(), gone.peek()) {
+                (Some(e), Some(d)) => e.key() < d.key(),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if eligible_first {
+                out.extend(kept.next().map(|r| eligible_decision(r)));
+            } else {
+                out.extend(gone.next().map(dropped_decision));
+            }
+        }
+        out
     };
     let usual = usual_outcome(counts.iter().map(|(reason, count)| (*reason, *count)));
     let listed: Vec<MemoryDecision> = match listing {
-        Listing::Full => (0..records.len()).map(decision_at).collect(),
+        Listing::Full => all(),
         Listing::CountsOnly => Vec::new(),
     };
     // A set read with its scopes' commitments commits to its decisions by
@@ -455,20 +484,22 @@ fn decide(
         decisions_digest_with(decided()?, &listed)?
     } else if usual != Some(DecisionOutcome::Dropped { reason: rest }) {
         // Not the usual case of a read: hash the whole list.
-        let all: Vec<MemoryDecision> = (0..records.len()).map(decision_at).collect();
-        decisions_digest_with(decided()?, &all)?
+        decisions_digest_with(decided()?, &all())?
     } else {
         // Every decision but those of the dropped, selected and past-limit
         // records is the usual one: only those are exceptions.
-        let mut exceptions: Vec<usize> = pass
+        let mut exceptions: Vec<MemoryDecision> = pass
             .dropped
             .iter()
-            .chain(selected)
-            .chain(past_limit)
-            .copied()
+            .map(dropped_decision)
+            .chain(
+                selected
+                    .iter()
+                    .chain(past_limit)
+                    .map(|r| eligible_decision(r)),
+            )
             .collect();
-        exceptions.sort_unstable();
-        let exceptions: Vec<MemoryDecision> = exceptions.into_iter().map(decision_at).collect();
+        exceptions.sort_unstable_by(|a, b| a.record_id.cmp(&b.record_id));
         super::decisions_digest_of(decided()?, usual, &exceptions)?
     };
     let (decisions_sha256, exceptions_sha256) = if scoped {
@@ -477,7 +508,7 @@ fn decide(
         (Some(digest), None)
     };
     let decision_counts = DecisionCounts {
-        decided: records.len() as u64,
+        decided: set.records().len() as u64,
         selected: selected.len() as u64,
         dropped: counts
             .iter()
@@ -500,7 +531,7 @@ fn decide(
         relevance_receipt_sha256,
         selected_record_ids: selected
             .iter()
-            .map(|at| records[*at].record().record_id.clone())
+            .map(|r| r.record().record_id.clone())
             .collect(),
         decision_counts,
         decisions_sha256,

@@ -164,12 +164,10 @@ pub struct SealedEntries {
 enum EntryList {
     /// Listed one by one.
     Listed(Vec<EligibleEntry>),
-    /// The records of a record set at these positions (the eligible ones
-    /// of a pass over it), so sealing them copies no id or digest.
-    InSet {
-        records: Arc<Vec<Arc<CheckedRecord>>>,
-        at: Vec<usize>,
-    },
+    /// Records of a record set (the eligible ones of a pass over it),
+    /// held in the chunks the pass keeps them in, so sealing them copies no
+    /// id or digest.
+    Records(super::Chunked<Arc<CheckedRecord>>),
 }
 
 /// One eligible entry, borrowed (its fields are [`EligibleEntry`]'s, and it
@@ -199,10 +197,7 @@ pub struct Entries<'a>(EntriesOf<'a>);
 #[derive(Clone, Copy, Debug)]
 enum EntriesOf<'a> {
     Listed(&'a [EligibleEntry]),
-    InSet {
-        records: &'a [Arc<CheckedRecord>],
-        at: &'a [usize],
-    },
+    Records(&'a super::Chunked<Arc<CheckedRecord>>),
 }
 
 impl<'a> Entries<'a> {
@@ -215,7 +210,7 @@ impl<'a> Entries<'a> {
     pub fn len(&self) -> usize {
         match self.0 {
             EntriesOf::Listed(entries) => entries.len(),
-            EntriesOf::InSet { at, .. } => at.len(),
+            EntriesOf::Records(records) => records.len(),
         }
     }
 
@@ -231,25 +226,33 @@ impl<'a> Entries<'a> {
                 record_id: &e.record_id,
                 content_sha256: &e.content_sha256,
             }),
-            EntriesOf::InSet { records, at } => at.get(index).map(|at| {
-                let record = records[*at].record();
-                EntryRef {
-                    record_id: &record.record_id,
-                    content_sha256: &record.content_sha256,
-                }
-            }),
+            EntriesOf::Records(records) => records.get(index).map(|r| entry_of(r)),
         }
     }
 
     /// The entries in order.
     pub fn iter(&self) -> impl Iterator<Item = EntryRef<'a>> + 'a {
-        let this = *self;
-        (0..this.len()).filter_map(move |i| this.get(i))
+        let (listed, records) = match self.0 {
+            EntriesOf::Listed(entries) => (Some(entries), None),
+            EntriesOf::Records(records) => (None, Some(records)),
+        };
+        let listed = listed.into_iter().flatten().map(|e| EntryRef {
+            record_id: &e.record_id,
+            content_sha256: &e.content_sha256,
+        });
+        let records = records
+            .into_iter()
+            .flat_map(|records| records.iter())
+            .map(|r| entry_of(r));
+        listed.chain(records)
     }
 
     /// Whether `record_id` is among entries sorted by record id (a binary
     /// search).
     pub fn contains_sorted(&self, record_id: &str) -> bool {
+        if let EntriesOf::Records(records) = self.0 {
+            return records.find(record_id).is_some();
+        }
         let (mut low, mut high) = (0, self.len());
         while low < high {
             let mid = low + (high - low) / 2;
@@ -306,20 +309,16 @@ impl SealedEntries {
         }
     }
 
-    /// The records of `set` at positions `at` (strictly increasing, so the
-    /// entries are sorted by record id), sealed without copying them; with
-    /// `derived_from`, derived by a change from that sealing, naming every
-    /// record id the change may have added or taken out.
-    pub(crate) fn in_set(
-        set: &super::RecordSet,
-        at: Vec<usize>,
+    /// `records` (the eligible records of a pass, sorted by record id),
+    /// sealed without copying them; with `derived_from`, derived by a
+    /// change from that sealing, naming every record id the change may have
+    /// added or taken out.
+    pub(crate) fn of_records(
+        records: super::Chunked<Arc<CheckedRecord>>,
         derived_from: Option<(u64, Vec<String>)>,
     ) -> Self {
         SealedEntries {
-            entries: EntryList::InSet {
-                records: set.shared_records().clone(),
-                at,
-            },
+            entries: EntryList::Records(records),
             sha256: std::sync::OnceLock::new(),
             sorted: true,
             seal: ENTRY_SEALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -341,7 +340,7 @@ impl SealedEntries {
     pub fn entries(&self) -> Entries<'_> {
         match &self.entries {
             EntryList::Listed(entries) => Entries::listed(entries),
-            EntryList::InSet { records, at } => Entries(EntriesOf::InSet { records, at }),
+            EntryList::Records(records) => Entries(EntriesOf::Records(records)),
         }
     }
 
@@ -372,6 +371,15 @@ impl SealedEntries {
     /// entry (never hashed).
     pub fn same_entries(&self, other: &SealedEntries) -> bool {
         self.seal == other.seal || self == other
+    }
+}
+
+/// A record's entry, borrowed.
+fn entry_of(record: &CheckedRecord) -> EntryRef<'_> {
+    let record = record.record();
+    EntryRef {
+        record_id: &record.record_id,
+        content_sha256: &record.content_sha256,
     }
 }
 

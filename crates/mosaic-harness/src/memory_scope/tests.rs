@@ -1256,7 +1256,7 @@ fn memory_scope_an_eligibility_pass_holds_only_until_a_time_check_changes() {
         select_memory_set(&other_principal, &set, &pass, Listing::CountsOnly),
         Err(SelectionError::StalePass)
     ));
-    let smaller = RecordSet::new(set.records()[1..].to_vec()).unwrap();
+    let smaller = RecordSet::new(set.records().iter().skip(1).cloned().collect()).unwrap();
     assert!(!pass.holds_for(&ctx, &smaller));
     // A different selection limit is the same pass.
     let fewer = MemoryReadContext {
@@ -2014,9 +2014,10 @@ proptest! {
     fn a_changed_set_and_its_derived_pass_are_the_fresh_ones(
         specs in proptest::collection::vec((0u64..6, 0u64..4, 0u8..4, any::<bool>()), 0..24),
         kept_mask in proptest::collection::vec(any::<bool>(), 24),
-        change_mask in proptest::collection::vec(0u8..4, 24),
+        change_masks in proptest::collection::vec(proptest::collection::vec(0u8..4, 24), 1..4),
         now_offset in 0u64..4,
         max_records in 1usize..6,
+        chunk in 1usize..6,
     ) {
         let (base_ctx, _) = fixture();
         let at = |offset: u64| MemoryReadContext {
@@ -2037,80 +2038,97 @@ proptest! {
             }
             r
         };
-        // Before: the records the mask keeps. After: each record's change
-        // (0, 1: none; 2: taken out or put in; 3: replaced by another body).
+        // Before: the records the mask keeps, held in chunks of `chunk`
+        // records (so changes cross chunk boundaries). Then, change after
+        // change, each record's change (0, 1: none; 2: taken out or put in;
+        // 3: replaced by another body).
         let all: Vec<MemoryRecord> =
             specs.iter().enumerate().map(|(i, s)| record(i, *s)).collect();
-        let before: Vec<std::sync::Arc<CheckedRecord>> =
+        let mut before: Vec<std::sync::Arc<CheckedRecord>> =
             checked(all.iter().enumerate().filter(|(i, _)| kept_mask[*i]).map(|(_, r)| r));
-        let kept = RecordSet::new(before.clone()).unwrap();
-        let mut changed = Vec::new();
-        let mut added = Vec::new();
-        let mut after: Vec<std::sync::Arc<CheckedRecord>> = Vec::new();
-        for (i, r) in all.iter().enumerate() {
-            let held = before.iter().find(|b| b.record().record_id == r.record_id).cloned();
-            match (change_mask[i], held) {
-                (2, Some(_)) => changed.push(r.record_id.clone()),
-                (2, None) => {
-                    changed.push(r.record_id.clone());
-                    let fresh = checked(std::iter::once(r)).remove(0);
-                    added.push(fresh.clone());
-                    after.push(fresh);
-                }
-                (3, Some(_)) => {
-                    let mut other = r.clone();
-                    other.created_at_unix_ms = FIXTURE_NOW_UNIX_MS;
-                    other.expires_at_unix_ms = None;
-                    other.status = MemoryStatus::Verified;
-                    changed.push(r.record_id.clone());
-                    let fresh = checked(std::iter::once(&other)).remove(0);
-                    added.push(fresh.clone());
-                    after.push(fresh);
-                }
-                (_, Some(b)) => after.push(b),
-                (_, None) => {}
-            }
-        }
-        added.reverse();
-        let derived = kept.with_changes(&changed, added).unwrap();
-        let fresh = RecordSet::new(after).unwrap();
-        prop_assert_eq!(&derived, &fresh);
-        let earlier = at(0);
-        let pass = EligibilityPass::new(&earlier, &kept).unwrap();
+        let mut kept = RecordSet::new_in(before.clone(), chunk).unwrap();
+        let mut pass = EligibilityPass::new(&at(0), &kept).unwrap();
         let ctx = at(now_offset);
-        match pass.with_changes(&ctx, &kept, &derived) {
-            Ok(changed_pass) => {
-                prop_assert!(pass.holds_for(&ctx, &kept));
-                let fresh_pass = EligibilityPass::new(&ctx, &derived).unwrap();
-                prop_assert!(changed_pass.holds_for(&ctx, &derived));
-                prop_assert_eq!(&changed_pass.outcomes, &fresh_pass.outcomes);
-                prop_assert_eq!(&changed_pass.drop_counts, &fresh_pass.drop_counts);
-                prop_assert_eq!(&changed_pass.eligible, &fresh_pass.eligible);
-                prop_assert_eq!(changed_pass.entries.sha256(), fresh_pass.entries.sha256());
-                // The derived entries name their parent and every id in one
-                // of the two and not the other.
-                let (parent, named) = changed_pass.entries.derived_from().unwrap();
-                prop_assert_eq!(parent, pass.entries.seal_number());
-                let ids = |p: &EligibilityPass| -> std::collections::BTreeSet<String> {
-                    p.entries.entries().iter().map(|e| e.record_id.to_owned()).collect()
-                };
-                for id in ids(&pass).symmetric_difference(&ids(&changed_pass)) {
-                    prop_assert!(named.contains(id), "{id} changed but not named");
-                }
-                // The derived pass may watch an instant of a record taken
-                // out: never later than the fresh one's.
-                if let Some(fresh_next) = fresh_pass.next_change_unix_ms {
-                    prop_assert!(changed_pass.next_change_unix_ms.is_some_and(|n| n <= fresh_next));
-                }
-                for listing in [Listing::Full, Listing::CountsOnly] {
-                    prop_assert_eq!(
-                        select_memory_set(&ctx, &derived, &changed_pass, listing).unwrap(),
-                        select_memory_set(&ctx, &derived, &fresh_pass, listing).unwrap()
-                    );
+        for (round, change_mask) in change_masks.iter().enumerate() {
+            let mut changed = Vec::new();
+            let mut added = Vec::new();
+            let mut after: Vec<std::sync::Arc<CheckedRecord>> = Vec::new();
+            for (i, r) in all.iter().enumerate() {
+                let held = before.iter().find(|b| b.record().record_id == r.record_id).cloned();
+                match (change_mask[i], held) {
+                    (2, Some(_)) => changed.push(r.record_id.clone()),
+                    (2, None) => {
+                        changed.push(r.record_id.clone());
+                        let fresh = checked(std::iter::once(r)).remove(0);
+                        added.push(fresh.clone());
+                        after.push(fresh);
+                    }
+                    (3, Some(_)) => {
+                        let mut other = r.clone();
+                        other.created_at_unix_ms = FIXTURE_NOW_UNIX_MS + round as u64;
+                        other.expires_at_unix_ms = None;
+                        other.status = MemoryStatus::Verified;
+                        changed.push(r.record_id.clone());
+                        let fresh = checked(std::iter::once(&other)).remove(0);
+                        added.push(fresh.clone());
+                        after.push(fresh);
+                    }
+                    (_, Some(b)) => after.push(b),
+                    (_, None) => {}
                 }
             }
-            Err(SelectionError::StalePass) => prop_assert!(!pass.holds_for(&ctx, &kept)),
-            Err(other) => prop_assert!(false, "unexpected {other}"),
+            added.reverse();
+            let derived = kept.with_changes(&changed, added).unwrap();
+            let fresh = RecordSet::new(after.clone()).unwrap();
+            prop_assert_eq!(&derived, &fresh);
+            let changed_pass = match pass.with_changes(&ctx, &kept, &derived) {
+                Ok(changed_pass) => changed_pass,
+                Err(SelectionError::StalePass) => {
+                    prop_assert!(!pass.holds_for(&ctx, &kept));
+                    break;
+                }
+                Err(other) => {
+                    prop_assert!(false, "unexpected {}", other);
+                    break;
+                }
+            };
+            prop_assert!(pass.holds_for(&ctx, &kept));
+            let fresh_pass = EligibilityPass::new(&ctx, &derived).unwrap();
+            prop_assert!(changed_pass.holds_for(&ctx, &derived));
+            prop_assert_eq!(&changed_pass.eligible, &fresh_pass.eligible);
+            prop_assert_eq!(&changed_pass.dropped, &fresh_pass.dropped);
+            prop_assert_eq!(&changed_pass.drop_counts, &fresh_pass.drop_counts);
+            prop_assert_eq!(changed_pass.entries.sha256(), fresh_pass.entries.sha256());
+            // The derived entries name their parent and every id in one
+            // of the two and not the other.
+            let (parent, named) = changed_pass.entries.derived_from().unwrap();
+            prop_assert_eq!(parent, pass.entries.seal_number());
+            let ids = |p: &EligibilityPass| -> std::collections::BTreeSet<String> {
+                p.entries.entries().iter().map(|e| e.record_id.to_owned()).collect()
+            };
+            for id in ids(&pass).symmetric_difference(&ids(&changed_pass)) {
+                prop_assert!(named.contains(id), "{id} changed but not named");
+            }
+            // The derived pass may watch an instant of a record taken
+            // out: never later than the fresh one's.
+            if let Some(fresh_next) = fresh_pass.next_change_unix_ms {
+                prop_assert!(changed_pass.next_change_unix_ms.is_some_and(|n| n <= fresh_next));
+            }
+            for listing in [Listing::Full, Listing::CountsOnly] {
+                prop_assert_eq!(
+                    select_memory_set(&ctx, &derived, &changed_pass, listing).unwrap(),
+                    select_memory_set(&ctx, &derived, &fresh_pass, listing).unwrap()
+                );
+            }
+            // A pass is carried over only onto a set derived from the one
+            // it was made over.
+            prop_assert!(matches!(
+                changed_pass.with_changes(&ctx, &derived, &fresh),
+                Err(SelectionError::StalePass)
+            ));
+            before = after;
+            kept = derived;
+            pass = changed_pass;
         }
     }
 }

@@ -110,7 +110,6 @@ impl ServiceCore {
         let scope_query = eligibility_query(&ctx);
         let scope = self.scope_read(&mut inner, &scope_query)?;
         let snapshot = scope.snapshot(&scope_query)?;
-        let records = scope.records.records();
         let duplicates = scope.duplicates;
         // Records of an earlier policy are never candidates; they are
         // counted (and, with `explain`, listed) as `policy_mismatch`.
@@ -254,12 +253,7 @@ impl ServiceCore {
                     .collect()
             })
             .unwrap_or_default();
-        let record_of = |id: &str| {
-            records
-                .binary_search_by(|r| r.record().record_id.as_str().cmp(id))
-                .ok()
-                .map(|at| records[at].record())
-        };
+        let record_of = |id: &str| scope.records.find(id).map(|r| r.record());
         let mut memories = Vec::with_capacity(selection.receipt.selected_record_ids.len());
         for id in &selection.receipt.selected_record_ids {
             let (Some(record), Some(content)) = (record_of(id), texts.get(&mut inner, id)) else {
