@@ -15,15 +15,13 @@
 //!   records of a subject ordered by creation time, then publication
 //!   sequence (the in-memory index orders equal times by publication too).
 //! * Vector similarity with the in-memory kernel (`mosaic_index::ann::dot`)
-//!   over the eligible vectors nearest by pgvector's exact cosine distance
-//!   (a sequential scan of the eligible rows, never the approximate HNSW
-//!   index), with a margin of extra rows so that float rounding between the
-//!   two distance computations cannot change which records are kept. The
-//!   Equally similar records are kept in publication order (each vector
-//!   row has a publication sequence number), as the in-memory scan keeps
-//!   them in doc order. The
-//!   in-memory index also scans exactly up to `AnnConfig::exact_limit`
-//!   eligible records; above that it uses its graph and the two may differ.
+//!   over every eligible stored vector, read with the eligible rows (an
+//!   exact scan, never the approximate HNSW index). Equally similar
+//!   records are kept in publication order (each vector row has a
+//!   publication sequence number), as the in-memory scan keeps them in doc
+//!   order. The in-memory index also scans exactly up to
+//!   `AnnConfig::exact_limit` eligible records; above that it uses its
+//!   graph and the two may differ.
 //! * Claim keys, speaker labels and roles, creation times and neighbours
 //!   from the eligible lexical rows.
 //!
@@ -60,8 +58,10 @@ use crate::error::{PgSearchError, PgSearchResult};
 use crate::fence::{changed_since, enter_tenant, read_clock};
 use crate::schema;
 
-/// Rows fetched beyond the candidate depth by pgvector's distance before
-/// they are scored again with the in-memory kernel.
+/// Rows the write guard's and the search targets' callers may fetch beyond
+/// a candidate depth by pgvector's distance before scoring them again with
+/// the in-memory kernel (the ranked read itself scores every eligible
+/// vector).
 pub const VECTOR_MARGIN: usize = 32;
 
 /// One eligible lexical row.
@@ -134,14 +134,33 @@ impl Lines {
     }
 }
 
-/// What one read of the lexical rows found, at one tenant clock: the lines
-/// and, once a read asked, the BM25 statistics of their subjects (document
-/// count and total length of every live row of those subjects).
+/// The eligible vector rows of a read: per record, its publication
+/// sequence number (`i64::MAX` when published before schema version 2) and
+/// its stored vector.
+type Vectors = HashMap<String, (i64, Arc<[f32]>)>;
+
+/// What one read of the eligible rows found, at one tenant clock: the
+/// lines, the vectors and, once a read asked, the BM25 statistics of the
+/// lines' subjects (document count and total length of every live row of
+/// those subjects).
 #[derive(Clone)]
 struct ReadState {
     clock: i64,
     lines: Arc<Lines>,
+    vectors: Arc<Vectors>,
     stats: Arc<OnceLock<(u64, u64)>>,
+}
+
+impl ReadState {
+    /// Roughly the bytes it holds.
+    fn weight(&self) -> usize {
+        let vector = self
+            .vectors
+            .values()
+            .next()
+            .map_or(0, |(_, v)| v.len() * std::mem::size_of::<f32>());
+        self.lines.rows.len() * 256 + self.vectors.len() * (vector + 64)
+    }
 }
 
 /// One kept read.
@@ -156,34 +175,35 @@ struct Kept {
 /// How many reads a [`KeptReads`] keeps by default.
 pub const KEPT_READS: usize = 16;
 
-/// How many eligible rows a [`KeptReads`] keeps in all, by default.
-pub const KEPT_ROWS: usize = 500_000;
+/// Roughly how many bytes of eligible rows and vectors a [`KeptReads`]
+/// keeps in all, by default.
+pub const KEPT_BYTES: usize = 256 << 20;
 
 /// The eligible lexical rows of the last reads, per tenant, policy and
 /// sealing of the eligible entries (`SealedEntries::seal_number`), each at
 /// the tenant clock it was read at (see the module documentation). A read
 /// uses a kept one only after checking, in its own transaction, which
 /// records changed since; so a kept read is never stale, whichever server
-/// wrote. Up to a number of reads and of rows in all, the least recently
+/// wrote. Up to a number of reads and of bytes in all, the least recently
 /// used leaving first. Shared by the reads of one process.
 pub struct KeptReads {
     kept: Mutex<VecDeque<Kept>>,
     reads: usize,
-    rows: usize,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for KeptReads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeptReads")
             .field("reads", &self.reads)
-            .field("rows", &self.rows)
+            .field("bytes", &self.bytes)
             .finish_non_exhaustive()
     }
 }
 
 impl Default for KeptReads {
     fn default() -> Self {
-        KeptReads::new(KEPT_READS, KEPT_ROWS)
+        KeptReads::new(KEPT_READS, KEPT_BYTES)
     }
 }
 
@@ -194,17 +214,18 @@ pub enum LinesRead {
     Fresh,
     /// A kept read, unchanged since.
     Kept,
-    /// A kept read brought up to date by reading again this many records.
+    /// A kept read brought up to date by reading again the rows of this
+    /// many records.
     Advanced(usize),
 }
 
 impl KeptReads {
-    /// Keeps up to `reads` reads and `rows` eligible rows in all.
-    pub fn new(reads: usize, rows: usize) -> Self {
+    /// Keeps up to `reads` reads and roughly `bytes` of rows in all.
+    pub fn new(reads: usize, bytes: usize) -> Self {
         KeptReads {
             kept: Mutex::new(VecDeque::new()),
             reads,
-            rows,
+            bytes,
         }
     }
 
@@ -272,7 +293,7 @@ impl KeptReads {
                 && k.policy_sha256 == policy_sha256
                 && (k.seal == seal || Some(k.seal) == parent))
         });
-        if state.lines.rows.len() > self.rows || self.reads == 0 {
+        if state.weight() > self.bytes || self.reads == 0 {
             return;
         }
         kept.push_back(Kept {
@@ -282,7 +303,7 @@ impl KeptReads {
             state,
         });
         while kept.len() > self.reads
-            || kept.iter().map(|k| k.state.lines.rows.len()).sum::<usize>() > self.rows
+            || kept.iter().map(|k| k.state.weight()).sum::<usize>() > self.bytes
         {
             kept.pop_front();
         }
@@ -308,6 +329,7 @@ pub struct PgCandidates<'a> {
     /// The eligible ids, sorted and distinct, borrowed from the read.
     ids: Vec<&'a str>,
     lines: Arc<Lines>,
+    vectors: Arc<Vectors>,
     stats: Arc<OnceLock<(u64, u64)>>,
     how: LinesRead,
     /// The rows holding a query term themselves (not only in their turn
@@ -315,7 +337,7 @@ pub struct PgCandidates<'a> {
     matched: HashSet<usize>,
     /// The stored vectors of the vector list's hits, once it ran (the
     /// records an update pair's similarity is known for).
-    vectors: HashMap<String, Vec<f32>>,
+    hit_vectors: HashMap<String, Arc<[f32]>>,
 }
 
 impl std::fmt::Debug for PgCandidates<'_> {
@@ -393,6 +415,69 @@ fn load_rows(
     Ok(rows)
 }
 
+/// The vector rows of `tenant_id` under `policy_sha256` among `ids`.
+fn load_vectors(
+    tx: &mut Transaction<'_>,
+    tenant_id: &str,
+    policy_sha256: &str,
+    ids: &[&str],
+) -> PgSearchResult<Vectors> {
+    let mut out = Vectors::with_capacity(ids.len());
+    for r in tx.query(
+        "SELECT record_id, seq, embedding FROM pgsearch_vector
+         WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3)",
+        &[&tenant_id, &policy_sha256, &ids],
+    )? {
+        let seq: Option<i64> = r.try_get(1)?;
+        let embedding: Vector = r.try_get(2)?;
+        out.insert(
+            r.try_get(0)?,
+            (seq.unwrap_or(i64::MAX), embedding.to_vec().into()),
+        );
+    }
+    Ok(out)
+}
+
+/// `base`, the vectors of some eligible entries at an earlier clock,
+/// brought to those of `entries` now, where `changed` names every record
+/// whose vector row may differ since (see [`advance`]).
+fn advance_vectors(
+    tx: &mut Transaction<'_>,
+    tenant_id: &str,
+    policy_sha256: &str,
+    base: &Arc<Vectors>,
+    entries: Entries<'_>,
+    changed: &HashSet<&str>,
+) -> PgSearchResult<Option<(Arc<Vectors>, Vec<String>)>> {
+    let changed: Vec<&str> = changed
+        .iter()
+        .copied()
+        .filter(|id| base.contains_key(*id) || entries.contains_sorted(id))
+        .collect();
+    if changed.is_empty() {
+        return Ok(Some((base.clone(), Vec::new())));
+    }
+    if changed.len() > base.len() / 2 + 64 {
+        return Ok(None);
+    }
+    let mut reload: Vec<&str> = changed
+        .iter()
+        .copied()
+        .filter(|id| entries.contains_sorted(id))
+        .collect();
+    reload.sort_unstable();
+    let loaded = load_vectors(tx, tenant_id, policy_sha256, &reload)?;
+    let mut vectors: Vectors = (**base).clone();
+    for id in &changed {
+        vectors.remove(*id);
+    }
+    vectors.extend(loaded);
+    Ok(Some((
+        Arc::new(vectors),
+        changed.into_iter().map(str::to_owned).collect(),
+    )))
+}
+
 /// `base`, the lines of some eligible entries at an earlier clock, brought
 /// to the lines of `entries` now: `changed` names every record whose row
 /// may differ since (the clock's changes, and the records the change from
@@ -405,14 +490,15 @@ fn advance(
     policy_sha256: &str,
     base: &Arc<Lines>,
     entries: Entries<'_>,
-    changed: HashSet<&str>,
-) -> PgSearchResult<Option<(Arc<Lines>, usize)>> {
+    changed: &HashSet<&str>,
+) -> PgSearchResult<Option<(Arc<Lines>, Vec<String>)>> {
     let changed: Vec<&str> = changed
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|id| base.by_id.contains_key(*id) || entries.contains_sorted(id))
         .collect();
     if changed.is_empty() {
-        return Ok(Some((base.clone(), 0)));
+        return Ok(Some((base.clone(), Vec::new())));
     }
     if changed.len() > base.rows.len() / 2 + 64 {
         return Ok(None);
@@ -432,7 +518,10 @@ fn advance(
         .cloned()
         .collect();
     rows.extend(loaded);
-    Ok(Some((Arc::new(Lines::of(rows)), changed.len())))
+    Ok(Some((
+        Arc::new(Lines::of(rows)),
+        changed.into_iter().map(str::to_owned).collect(),
+    )))
 }
 
 impl<'a> PgCandidates<'a> {
@@ -483,25 +572,46 @@ impl<'a> PgCandidates<'a> {
                 how = LinesRead::Kept;
                 state = Some(base);
             } else {
-                let mut changed: HashSet<&str> = HashSet::new();
-                let since = changed_since(&mut tx, crate::lexical::TARGET, tenant_id, base.clock)?;
-                changed.extend(since.iter().map(String::as_str));
-                if let Some((parent, named)) = entries.derived_from()
-                    && parent == base_seal
-                    && base_seal != entries.seal_number()
-                {
-                    changed.extend(named.iter().map(String::as_str));
-                }
+                // What the change of eligible set named, and what each
+                // target changed since the kept clock.
+                let named: &[String] = match entries.derived_from() {
+                    Some((parent, named))
+                        if parent == base_seal && base_seal != entries.seal_number() =>
+                    {
+                        named
+                    }
+                    _ => &[],
+                };
+                let lexical =
+                    changed_since(&mut tx, crate::lexical::TARGET, tenant_id, base.clock)?;
+                let vector = changed_since(&mut tx, crate::vector::TARGET, tenant_id, base.clock)?;
+                let changed_in = |since: &[String]| -> HashSet<String> {
+                    since.iter().chain(named).cloned().collect()
+                };
+                let (lexical, vector) = (changed_in(&lexical), changed_in(&vector));
                 let entries_now = entries.entries();
-                if let Some((lines, read_again)) = advance(
+                let lines = advance(
                     &mut tx,
                     tenant_id,
                     policy_sha256,
                     &base.lines,
                     entries_now,
-                    changed,
-                )? {
-                    how = LinesRead::Advanced(read_again);
+                    &lexical.iter().map(String::as_str).collect(),
+                )?;
+                let vectors = advance_vectors(
+                    &mut tx,
+                    tenant_id,
+                    policy_sha256,
+                    &base.vectors,
+                    entries_now,
+                    &vector.iter().map(String::as_str).collect(),
+                )?;
+                if let (Some((lines, lines_again)), Some((vectors, vectors_again))) =
+                    (lines, vectors)
+                {
+                    let read_again: HashSet<String> =
+                        lines_again.into_iter().chain(vectors_again).collect();
+                    how = LinesRead::Advanced(read_again.len());
                     // The same lines at the same clock keep their
                     // statistics; any change may have moved them.
                     let stats = if base.clock == clock && Arc::ptr_eq(&lines, &base.lines) {
@@ -512,6 +622,7 @@ impl<'a> PgCandidates<'a> {
                     state = Some(ReadState {
                         clock,
                         lines,
+                        vectors,
                         stats,
                     });
                 }
@@ -527,6 +638,7 @@ impl<'a> PgCandidates<'a> {
                     policy_sha256,
                     &ids,
                 )?)),
+                vectors: Arc::new(load_vectors(&mut tx, tenant_id, policy_sha256, &ids)?),
                 stats: Arc::new(OnceLock::new()),
             },
         };
@@ -541,10 +653,11 @@ impl<'a> PgCandidates<'a> {
             policy_sha256,
             ids,
             lines: state.lines,
+            vectors: state.vectors,
             stats: state.stats,
             how,
             matched: HashSet::new(),
-            vectors: HashMap::new(),
+            hit_vectors: HashMap::new(),
         })
     }
 
@@ -606,55 +719,41 @@ impl<'a> PgCandidates<'a> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut df: HashMap<String, u64> = HashMap::new();
-        for r in self.tx.query(
-            "SELECT t.term, count(*)::BIGINT
-             FROM pgsearch_lexical d CROSS JOIN LATERAL unnest(d.terms) AS t(term)
-             WHERE d.tenant_id = $1 AND d.subject_key = ANY($2) AND d.terms && $3
-                   AND t.term = ANY($3)
-             GROUP BY t.term",
-            &[&self.tenant_id, &lines.subjects, &query],
-        )? {
-            df.insert(
-                r.try_get(0)?,
-                u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0),
-            );
-        }
-        let idfs: Vec<f32> = query
-            .iter()
-            .map(|t| bm25_idf(n, df.get(t).copied().unwrap_or(0)))
-            .collect();
-        // The rows of the eligible rows' subjects holding a query term,
-        // found by the terms' index; the eligible ones among them kept here
-        // (every eligible row is of those subjects), so no eligible id is
-        // sent.
+        // One read of the rows of the eligible rows' subjects holding a
+        // query term (the terms' index): each query term's document
+        // frequency among them, and the term frequencies of the eligible
+        // ones (every eligible row is of those subjects), so no eligible id
+        // is sent.
+        let mut df = vec![0u64; query.len()];
         let mut tfs: HashMap<usize, Vec<f32>> = HashMap::new();
         for r in self.tx.query(
-            "SELECT record_id, terms, tfs FROM pgsearch_lexical
-             WHERE tenant_id = $1 AND policy_sha256 = $2 AND subject_key = ANY($3)
-                   AND terms && $4",
+            "SELECT record_id, terms, tfs, policy_sha256 = $4 FROM pgsearch_lexical
+             WHERE tenant_id = $1 AND subject_key = ANY($2) AND terms && $3",
             &[
                 &self.tenant_id,
-                &self.policy_sha256,
                 &lines.subjects,
                 &query,
+                &self.policy_sha256,
             ],
         )? {
-            let record_id: String = r.try_get(0)?;
-            let Some(&row) = lines.by_id.get(&record_id) else {
-                continue;
-            };
             let terms: Vec<String> = r.try_get(1)?;
             let counts: Vec<i32> = r.try_get(2)?;
             let mut tf = vec![0.0f32; query.len()];
             for (term, count) in terms.iter().zip(&counts) {
                 if let Ok(qi) = query.binary_search(term) {
+                    df[qi] += 1;
                     tf[qi] += u32::try_from(*count).unwrap_or(0) as f32;
                 }
             }
+            let record_id: String = r.try_get(0)?;
+            let same_policy: bool = r.try_get(3)?;
+            let Some(&row) = lines.by_id.get(&record_id).filter(|_| same_policy) else {
+                continue;
+            };
             self.matched.insert(row);
             tfs.insert(row, tf);
         }
+        let idfs: Vec<f32> = df.iter().map(|&d| bm25_idf(n, d)).collect();
         let avgdl = bm25_avgdl(n, total_len);
         let mut scored = bm25_scores(
             &tfs,
@@ -684,46 +783,33 @@ impl<'a> PgCandidates<'a> {
         if depth == 0 || self.ids.is_empty() {
             return Ok(Vec::new());
         }
-        let limit = i64::try_from(depth.saturating_add(VECTOR_MARGIN)).unwrap_or(i64::MAX);
-        let vector = Vector::from(query_vector.to_vec());
-        // MATERIALIZED: the eligible rows are scanned and their exact
-        // distances sorted; the approximate HNSW index is never used here.
-        let rows = self.tx.query(
-            "WITH eligible AS MATERIALIZED (
-                 SELECT record_id, embedding, seq FROM pgsearch_vector
-                 WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3))
-             SELECT record_id, embedding, seq FROM eligible
-             ORDER BY embedding <=> $4, seq, record_id LIMIT $5",
-            &[
-                &self.tenant_id,
-                &self.policy_sha256,
-                &self.ids,
-                &vector,
-                &limit,
-            ],
-        )?;
-        let mut scored = rows
+        // Every eligible vector scored with the in-memory kernel; the best
+        // `depth`, equal similarities by publication order (as the
+        // in-memory scan keeps them), then by record id.
+        let vectors = self.vectors.clone();
+        let mut scored: Vec<(f32, i64, &str, &Arc<[f32]>)> = vectors
             .iter()
-            .map(|r| {
-                let embedding: Vector = r.try_get(1)?;
-                let seq: Option<i64> = r.try_get(2)?;
-                let hit = Hit {
-                    record_id: r.try_get(0)?,
-                    score: dot(query_vector, embedding.as_slice()),
-                };
-                Ok((hit, seq.unwrap_or(i64::MAX), embedding.to_vec()))
-            })
-            .collect::<Result<Vec<_>, postgres::Error>>()?;
-        // The best `depth`, equal similarities by publication order (as the
-        // in-memory scan keeps them), then best first, ties by record id.
-        scored
-            .sort_by(|(a, sa, _), (b, sb, _)| b.score.total_cmp(&a.score).then_with(|| sa.cmp(sb)));
-        scored.truncate(depth);
-        let mut hits = Vec::with_capacity(scored.len());
-        for (hit, _, embedding) in scored {
-            self.vectors.insert(hit.record_id.clone(), embedding);
-            hits.push(hit);
+            .map(|(id, (seq, v))| (dot(query_vector, v), *seq, id.as_str(), v))
+            .collect();
+        let order = |a: &(f32, i64, &str, &Arc<[f32]>), b: &(f32, i64, &str, &Arc<[f32]>)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| a.1.cmp(&b.1))
+                .then_with(|| a.2.cmp(b.2))
+        };
+        if scored.len() > depth {
+            scored.select_nth_unstable_by(depth - 1, order);
+            scored.truncate(depth);
         }
+        scored.sort_by(order);
+        let mut hits = Vec::with_capacity(scored.len());
+        for (score, _, id, v) in scored {
+            self.hit_vectors.insert(id.to_owned(), v.clone());
+            hits.push(Hit {
+                record_id: id.to_owned(),
+                score,
+            });
+        }
+        // Best first, ties by record id.
         hits.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
@@ -832,7 +918,7 @@ impl CandidateSource for PgCandidates<'_> {
     }
 
     fn similarity(&self, a: &str, b: &str) -> Option<f32> {
-        Some(dot(self.vectors.get(a)?, self.vectors.get(b)?))
+        Some(dot(self.hit_vectors.get(a)?, self.hit_vectors.get(b)?))
     }
 
     fn neighbours(&self, record_id: &str) -> Vec<String> {
