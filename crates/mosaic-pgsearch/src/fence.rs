@@ -5,7 +5,9 @@
 //! Per `(target, record)` the fence row keeps the highest generation
 //! applied, a revocation watermark, whether the record is live and the
 //! identity of its live publication; this module only reads and writes
-//! that row.
+//! that row, and advances the record's tenant clock
+//! (`pgsearch_clock`, see [`crate::schema`]) whenever it writes or deletes
+//! a document row, stamping the fence row with the new value.
 
 use mosaic_index::fence::{
     FenceDecision, HeldSlot, decide_publication, decide_tombstone, message_publication_sha256,
@@ -108,6 +110,51 @@ fn lock(tx: &mut Transaction<'_>, target: &str, record_id: &str) -> PgSearchResu
     }))
 }
 
+/// Advances `tenant`'s clock by one (the tenant must be entered) and
+/// returns the new value. The clock row stays locked until the
+/// transaction ends, so the tenant's changes commit in clock order.
+fn advance_clock(tx: &mut Transaction<'_>, tenant: &str) -> PgSearchResult<i64> {
+    Ok(tx
+        .query_one(
+            "INSERT INTO pgsearch_clock (tenant_id, clock) VALUES ($1, 1)
+             ON CONFLICT (tenant_id) DO UPDATE SET clock = pgsearch_clock.clock + 1
+             RETURNING clock",
+            &[&tenant],
+        )?
+        .try_get(0)?)
+}
+
+/// `tenant`'s clock in the transaction's snapshot (0 before its first
+/// change); the tenant must be entered.
+pub(crate) fn read_clock(tx: &mut Transaction<'_>, tenant: &str) -> PgSearchResult<i64> {
+    Ok(tx
+        .query_opt(
+            "SELECT clock FROM pgsearch_clock WHERE tenant_id = $1",
+            &[&tenant],
+        )?
+        .map(|r| r.try_get(0))
+        .transpose()?
+        .unwrap_or(0))
+}
+
+/// The records of `tenant` whose `target` rows changed after clock
+/// `since`, as the transaction's snapshot sees them.
+pub(crate) fn changed_since(
+    tx: &mut Transaction<'_>,
+    target: &str,
+    tenant: &str,
+    since: i64,
+) -> PgSearchResult<Vec<String>> {
+    tx.query(
+        "SELECT record_id FROM pgsearch_fence
+         WHERE tenant_id = $1 AND tenant_clock > $2 AND target = $3",
+        &[&tenant, &since, &target],
+    )?
+    .iter()
+    .map(|r| Ok(r.try_get(0)?))
+    .collect()
+}
+
 fn begin(client: &mut Client) -> PgSearchResult<Transaction<'_>> {
     Ok(client
         .build_transaction()
@@ -159,9 +206,10 @@ where
     }
     write_doc(&mut tx)?;
     let revoked_through = slot.revoked_through.max(m.revocation_generation);
+    let clock = advance_clock(&mut tx, &m.scope.tenant_id)?;
     tx.execute(
         "UPDATE pgsearch_fence SET tenant_id = $3, generation = $4, revoked_through = $5,
-             live = true, publication_sha256 = $6
+             live = true, publication_sha256 = $6, tenant_clock = $7
          WHERE target = $1 AND record_id = $2",
         &[
             &target,
@@ -170,6 +218,7 @@ where
             &int(m.generation)?,
             &int(revoked_through)?,
             &digest,
+            &clock,
         ],
     )?;
     tx.commit()?;
@@ -220,12 +269,19 @@ pub(crate) fn tombstone(
             &format!("DELETE FROM {doc_table} WHERE record_id = $1"),
             &[&record_id],
         )?;
+        // A record never published under a tenant has no document row to
+        // delete: no reader's rows change, no clock advances.
+        let clock = match tenant.as_deref() {
+            Some(tenant) => Some(advance_clock(&mut tx, tenant)?),
+            None => None,
+        };
         tx.execute(
             "UPDATE pgsearch_fence SET generation = $3,
                  revoked_through = GREATEST(revoked_through, $3),
-                 live = false, publication_sha256 = NULL
+                 live = false, publication_sha256 = NULL,
+                 tenant_clock = coalesce($4, tenant_clock)
              WHERE target = $1 AND record_id = $2",
-            &[&target, &record_id, &generation_i],
+            &[&target, &record_id, &generation_i, &clock],
         )?;
         tx.commit()?;
         return Ok(ack(target, record_id, generation, AckOutcome::Applied));

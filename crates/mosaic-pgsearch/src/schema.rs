@@ -26,13 +26,22 @@
 //!   it is live, the digest of the live publication and the owning tenant
 //!   once known. Identities and digests only, never content: a tombstone
 //!   can arrive before the record was ever published, when no tenant is
-//!   known yet.
+//!   known yet. Since version 5, the tenant clock value of the record's
+//!   last applied change on that target.
+//! * `pgsearch_clock` (since version 5): one row per tenant, its clock,
+//!   advanced by one in every transaction that writes or deletes one of
+//!   the tenant's document rows, which stamps the record's fence row with
+//!   the new value. The row is locked until that transaction commits, so
+//!   the tenant's changes commit in clock order: a snapshot that reads
+//!   clock `c` holds exactly the changes stamped `1..=c`, and the records
+//!   changed after a reader's kept clock are those whose fence rows carry
+//!   a later one (see [`crate::rank::KeptReads`]).
 //!
 //! # Row-level security
 //!
 //! `pgsearch_lexical` and `pgsearch_vector` carry the store's policy:
 //! `tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), '')` for
-//! every command, `FORCE`d. `pgsearch_fence` is readable in every session
+//! every command, `FORCE`d; so does `pgsearch_clock`. `pgsearch_fence` is readable in every session
 //! (it locates a record's tenant, like the store's `object_tenants`), and a
 //! row can be inserted or updated only while its tenant is unknown or is the
 //! tenant currently set.
@@ -42,7 +51,7 @@ use postgres::{Client, GenericClient};
 use crate::error::{PgSearchError, PgSearchResult};
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Tables whose rows belong to one tenant (row-level security forced).
 pub const TENANT_TABLES: &[&str] = &["pgsearch_lexical", "pgsearch_vector"];
@@ -169,6 +178,25 @@ const MIGRATION_V4: &str = r#"
 ALTER TABLE pgsearch_lexical ADD COLUMN changes BOOLEAN;
 "#;
 
+/// Version 5: the tenant clock (see the module documentation), so that a
+/// reader keeping what it read of a tenant's rows learns in one indexed
+/// read which records changed since. Rows changed before version 5 carry
+/// no clock value: a reader keeps only what it read at version 5 or later.
+const MIGRATION_V5: &str = r#"
+CREATE TABLE pgsearch_clock (
+    tenant_id TEXT COLLATE "C" PRIMARY KEY,
+    clock BIGINT NOT NULL CHECK (clock >= 0)
+);
+ALTER TABLE pgsearch_clock ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgsearch_clock FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON pgsearch_clock
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+ALTER TABLE pgsearch_fence ADD COLUMN tenant_clock BIGINT;
+CREATE INDEX pgsearch_fence_clock ON pgsearch_fence (tenant_id, tenant_clock)
+    WHERE tenant_clock IS NOT NULL;
+"#;
+
 /// What the application role may do, table by table.
 const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("pgsearch_migrations", "SELECT"),
@@ -176,6 +204,7 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("pgsearch_fence", "SELECT, INSERT, UPDATE"),
     ("pgsearch_lexical", "SELECT, INSERT, UPDATE, DELETE"),
     ("pgsearch_vector", "SELECT, INSERT, UPDATE, DELETE"),
+    ("pgsearch_clock", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Quotes an SQL identifier.
@@ -227,6 +256,10 @@ pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
     if current < 4 {
         tx.batch_execute(MIGRATION_V4)?;
         tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (4)", &[])?;
+    }
+    if current < 5 {
+        tx.batch_execute(MIGRATION_V5)?;
+        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (5)", &[])?;
     }
     check_dimension(&mut tx, dimension)?;
     tx.commit()?;

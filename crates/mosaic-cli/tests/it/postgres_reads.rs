@@ -3,8 +3,9 @@
 //! hold up another on the same server, and a recall that finds every
 //! pooled connection in use for `pg_read_wait_ms` answers 503 `busy`
 //! instead of waiting. A recall is stuck on purpose by the schema owner
-//! holding an exclusive lock on the vector table: a hybrid recall reads
-//! it, a lexical one does not. Skips like `postgres.rs` without a server.
+//! holding an exclusive lock on the search schema's meta table: a hybrid
+//! recall reads it, a lexical one does not. Skips like `postgres.rs`
+//! without a server.
 
 use std::time::{Duration, Instant};
 
@@ -117,9 +118,12 @@ fn seeded(
     (server, key, in_schema(owner_url, schema))
 }
 
-/// The owner's transaction holding the vector table exclusively, and a
-/// hybrid recall started behind it, seen waiting for that lock inside the
-/// database (so it holds its pooled connection).
+/// The owner's transaction holding the search schema's meta table
+/// exclusively (every vector or hybrid ranked read checks the stored
+/// vector dimension there; a lexical one does not read it, and a kept read
+/// reads no vector row), and a hybrid recall started behind it, seen
+/// waiting for that lock inside the database (so it holds its pooled
+/// connection).
 struct StuckRecall {
     owner: postgres::Client,
     recall: std::thread::JoinHandle<(u16, Value, Option<String>)>,
@@ -128,8 +132,8 @@ struct StuckRecall {
 fn stuck_hybrid_recall(server: &Server, key: &str, owner_in_schema: &str) -> StuckRecall {
     let mut owner = postgres::Client::connect(owner_in_schema, postgres::NoTls).expect("owner");
     owner
-        .batch_execute("BEGIN; LOCK TABLE pgsearch_vector IN ACCESS EXCLUSIVE MODE")
-        .expect("lock the vector table");
+        .batch_execute("BEGIN; LOCK TABLE pgsearch_meta IN ACCESS EXCLUSIVE MODE")
+        .expect("lock the meta table");
     let url = server.url.clone();
     let key = key.to_owned();
     let recall = std::thread::spawn(move || {
@@ -146,7 +150,7 @@ fn stuck_hybrid_recall(server: &Server, key: &str, owner_in_schema: &str) -> Stu
         let waiting: i64 = watcher
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity
-                 WHERE wait_event_type = 'Lock' AND query LIKE '%pgsearch_vector%'
+                 WHERE wait_event_type = 'Lock' AND query LIKE '%pgsearch_meta%'
                    AND pid <> pg_backend_pid()",
                 &[],
             )
@@ -157,7 +161,7 @@ fn stuck_hybrid_recall(server: &Server, key: &str, owner_in_schema: &str) -> Stu
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),
-            "the hybrid recall never reached the locked vector table"
+            "the hybrid recall never reached the locked meta table"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

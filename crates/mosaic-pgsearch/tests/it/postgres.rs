@@ -271,6 +271,39 @@ fn row_level_security_hides_other_tenants_documents() {
             .expect("relation");
         assert!(forced, "row-level security is not forced on {table}");
     }
+    // The tenant clocks: each tenant sees its own (two writes to each of
+    // its two targets), none without a tenant; another tenant's clock
+    // cannot be advanced (row-level security on `pgsearch_clock`).
+    assert_eq!(
+        count_as(
+            &mut app,
+            Some(TENANT_A),
+            "SELECT sum(clock)::BIGINT FROM pgsearch_clock"
+        ),
+        4
+    );
+    assert_eq!(
+        count_as(
+            &mut app,
+            Some(TENANT_A),
+            "SELECT count(*) FROM pgsearch_clock"
+        ),
+        1
+    );
+    assert_eq!(
+        count_as(&mut app, None, "SELECT count(*) FROM pgsearch_clock"),
+        0
+    );
+    assert_eq!(
+        count_as(
+            &mut app,
+            Some(TENANT_A),
+            "WITH moved AS (UPDATE pgsearch_clock SET clock = clock + 1
+                 WHERE tenant_id = 'tenant-b' RETURNING 1) SELECT count(*) FROM moved"
+        ),
+        0,
+        "tenant A advanced tenant B's clock"
+    );
     // The application role cannot write a row for another tenant.
     let mut tx = app.transaction().expect("tx");
     tx.execute(
@@ -766,6 +799,8 @@ mod shared_ranker {
                      DROP COLUMN timed, DROP COLUMN changes;
                  ALTER TABLE pgsearch_vector DROP COLUMN seq;
                  DROP SEQUENCE pgsearch_lexical_seq; DROP SEQUENCE pgsearch_vector_seq;
+                 DROP TABLE pgsearch_clock; DROP INDEX pgsearch_fence_clock;
+                 ALTER TABLE pgsearch_fence DROP COLUMN tenant_clock;
                  DELETE FROM pgsearch_migrations WHERE version >= 2;",
             )
             .expect("downgrade");
@@ -866,6 +901,8 @@ mod shared_ranker {
         owner
             .batch_execute(
                 "ALTER TABLE pgsearch_lexical DROP COLUMN timed, DROP COLUMN changes;
+                 DROP TABLE pgsearch_clock; DROP INDEX pgsearch_fence_clock;
+                 ALTER TABLE pgsearch_fence DROP COLUMN tenant_clock;
                  DELETE FROM pgsearch_migrations WHERE version >= 3;",
             )
             .expect("downgrade");
@@ -873,6 +910,7 @@ mod shared_ranker {
             schema::migrate(&mut owner, SUITE_DIMENSION).expect("upgrade"),
             schema::SCHEMA_VERSION
         );
+        schema::grant_application_role(&mut owner, &factory.app_role).expect("grant");
         let mut pg_lexical = factory.lexical(&db).expect("lexical");
         // A row from before version 3 is ranked, without the time prior.
         let old = rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
@@ -886,6 +924,212 @@ mod shared_ranker {
         }
         let again = rank::recall(&mut pg_lexical, &config, &q, None, "hash").expect("recall");
         assert_eq!(timed(&again), timed(&fresh));
+    }
+
+    /// A read kept by [`rank::KeptReads`] ranks exactly as a fresh read of
+    /// the same state after every kind of change: a write read through a
+    /// set derived from the kept one, a write outside the eligible set in
+    /// the same subject (it moves the BM25 statistics), a new generation of
+    /// an eligible record (supersession), a tombstone (revocation,
+    /// erasure) with and without a derived set, writes through other
+    /// connections and another tenant's writes. The reader's connection is
+    /// never the writers'. The layer that keeps a stale read out: the
+    /// tenant clock read in the read's own transaction (`rank`), and the
+    /// tenant in the kept read's key (a record of another tenant is never
+    /// ranked, as with row-level security).
+    #[test]
+    fn a_kept_read_ranks_exactly_as_a_fresh_read_after_every_change() {
+        use mosaic_harness::memory_scope::SealedEntries;
+        use mosaic_pgsearch::rank::{KeptReads, LinesRead};
+        use std::sync::Arc;
+
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        // Two writers (as two servers would be) and two readers: one keeps
+        // its reads, the other reads afresh every time.
+        let mut writer = (
+            factory.lexical(&db).expect("lexical"),
+            factory.vector(&db).expect("vector"),
+        );
+        let mut other_writer = (
+            factory.lexical(&db).expect("lexical"),
+            factory.vector(&db).expect("vector"),
+        );
+        let mut kept_reader = factory.app(&db).expect("app");
+        let mut fresh_reader = factory.app(&db).expect("app");
+        let embedder = suite_embedder();
+        let config = FunnelConfig::default();
+        let policy = policy();
+        let kept = KeptReads::default();
+        let mut messages = conversation();
+        // The last turns of tenant A's first subject arrive later.
+        let late: Vec<PublishMessage> = messages.drain(200..220).collect();
+        for m in &messages {
+            writer.0.publish(m).expect("lexical");
+            writer.1.publish(m).expect("vector");
+        }
+        let read_context = sha256_hex(b"shared ranker read");
+        // Sorted by record id, as every eligible set is.
+        let entries_of = |messages: &[PublishMessage], removed: &BTreeSet<String>| {
+            let mut entries = eligible(messages, removed, None).entries().to_vec();
+            entries.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+            entries
+        };
+        // A set derived from `parent` by a change naming `changed`.
+        let derived = |parent: &SealedEligibleSet, entries, changed: Vec<String>| {
+            SealedEligibleSet::of_entries(
+                read_context.clone(),
+                Arc::new(SealedEntries::seal_derived(
+                    entries,
+                    parent.sealed_entries().seal_number(),
+                    changed,
+                )),
+            )
+            .expect("seal")
+        };
+        let questions = [
+            "Where did Melanie go hiking?",
+            "What is the name of Melanie's dog?",
+            "camping mountains weekend",
+            "What did you say about the shop on Heroku?",
+        ];
+        // Every question in every mode: the kept read's recall equals the
+        // fresh one's (results, receipt, explanations). How the kept
+        // reader found its rows, first question first.
+        let mut check = |set: &SealedEligibleSet, step: &str| -> Vec<LinesRead> {
+            let mut how = Vec::new();
+            for text in questions {
+                let vector = embedder.embed(text).expect("embed");
+                for mode in [
+                    RetrievalMode::Lexical,
+                    RetrievalMode::Vector,
+                    RetrievalMode::Hybrid,
+                ] {
+                    let q = query(text, set, &[], mode, &policy);
+                    let v = (mode != RetrievalMode::Lexical).then_some(vector.as_slice());
+                    let (got, read) = rank::recall_kept(
+                        &mut kept_reader,
+                        &kept,
+                        &config,
+                        &q,
+                        v,
+                        embedder.release(),
+                    )
+                    .expect("kept recall");
+                    let fresh =
+                        rank::recall_on(&mut fresh_reader, &config, &q, v, embedder.release())
+                            .expect("fresh recall");
+                    assert_eq!(got.receipt, fresh.receipt, "{step}: {text:?} {mode:?}");
+                    assert_eq!(
+                        got.explanations, fresh.explanations,
+                        "{step}: {text:?} {mode:?}"
+                    );
+                    how.push(read);
+                }
+            }
+            how
+        };
+        let mut removed = BTreeSet::new();
+        let first = eligible(&messages, &removed, None);
+        let how = check(&first, "first read");
+        assert_eq!(how[0], LinesRead::Fresh);
+        assert!(how[1..].iter().all(|h| *h == LinesRead::Kept), "{how:?}");
+
+        // A write by another server, read through a set derived from the
+        // kept one: only the new record is read.
+        other_writer.0.publish(&late[0]).expect("lexical");
+        other_writer.1.publish(&late[0]).expect("vector");
+        messages.push(late[0].clone());
+        let second = derived(
+            &first,
+            entries_of(&messages, &removed),
+            vec![late[0].record_id.clone()],
+        );
+        let how = check(&second, "a write");
+        assert_eq!(how[0], LinesRead::Advanced(1));
+        assert!(how[1..].iter().all(|h| *h == LinesRead::Kept), "{how:?}");
+
+        // Turns written but not (yet) eligible, in the same subject: the
+        // kept rows stay, the statistics they move are read again.
+        for m in &late[1..6] {
+            other_writer.0.publish(m).expect("lexical");
+            other_writer.1.publish(m).expect("vector");
+        }
+        let how = check(&second, "writes outside the set");
+        assert_eq!(how[0], LinesRead::Advanced(0));
+
+        // A new generation of an eligible record (its content replaced).
+        // (Every eleventh turn is outside the set, see `eligible`.)
+        let at = (0..messages.len())
+            .find(|&i| {
+                i % 11 != 4
+                    && messages[i].scope.tenant_id == TENANT_A
+                    && messages[i].text.contains("hiking")
+            })
+            .expect("an eligible hiking turn");
+        let mut replaced = messages[at].clone();
+        replaced.generation = 2;
+        replaced.text = "[5 May, 2023] Melanie: I adopted a dog named Biscuit, not hiking.".into();
+        writer.0.publish(&replaced).expect("lexical");
+        writer.1.publish(&replaced).expect("vector");
+        messages[at] = replaced;
+        let how = check(&second, "a supersession");
+        assert_eq!(how[0], LinesRead::Advanced(1));
+
+        // A tombstone read through the same set (the index ahead of the
+        // read), then through a set derived without the record.
+        let gone = messages
+            .iter()
+            .enumerate()
+            .find(|(i, m)| {
+                i % 11 != 4 && m.scope.tenant_id == TENANT_A && m.text.contains("Heroku")
+            })
+            .expect("an eligible Heroku turn")
+            .1
+            .record_id
+            .clone();
+        writer.0.tombstone(&gone, 3).expect("tombstone");
+        writer.1.tombstone(&gone, 3).expect("tombstone");
+        let how = check(&second, "a tombstone");
+        assert_eq!(how[0], LinesRead::Advanced(1));
+        removed.insert(gone.clone());
+        let third = derived(&second, entries_of(&messages, &removed), vec![gone.clone()]);
+        // (Its row was already gone from the kept read.)
+        let how = check(&third, "an erasure");
+        assert_eq!(how[0], LinesRead::Advanced(0));
+
+        // Another tenant's writes leave tenant A's clock, and its kept read,
+        // as they were.
+        let mut b = message(
+            "tenant-b-late",
+            1,
+            0,
+            scope(TENANT_B, SUBJECT),
+            "[6 May, 2023] Caroline: I went hiking at the lake with the kids.",
+        );
+        b.created_at_unix_ms = 1_700_100_000_000;
+        other_writer.0.publish(&b).expect("lexical");
+        other_writer.1.publish(&b).expect("vector");
+        let how = check(&third, "another tenant's write");
+        assert!(how.iter().all(|h| *h == LinesRead::Kept), "{how:?}");
+
+        // Tenant B reading tenant A's record ids with tenant A's sealed
+        // entries: the kept read is tenant A's, never handed to B.
+        let q = query(questions[0], &third, &[], RetrievalMode::Lexical, &policy);
+        let mut as_b = q.clone();
+        as_b.tenant_id = TENANT_B;
+        let (nothing, read) =
+            rank::recall_kept(&mut kept_reader, &kept, &config, &as_b, None, "hash")
+                .expect("recall as B");
+        assert_eq!(read, LinesRead::Fresh);
+        assert!(
+            nothing.record_ids().is_empty(),
+            "{:?}",
+            nothing.record_ids()
+        );
+        assert!(!kept.is_empty());
     }
 
     #[test]

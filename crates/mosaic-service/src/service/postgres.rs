@@ -103,6 +103,12 @@ pub(super) struct PgReads {
     release: String,
     /// The vector target's dimension and search settings.
     vector: (usize, VectorSearchConfig),
+    /// The eligible rows of the last ranked reads, per eligible set, kept
+    /// and checked against the tenant's clock in each read's own
+    /// transaction (`mosaic_pgsearch::rank::KeptReads`): a recall over an
+    /// unchanged scope reads none of its rows again, one after a write
+    /// only the records changed since, whichever server wrote them.
+    kept: mosaic_pgsearch::rank::KeptReads,
 }
 
 /// Connection failures of the pool, logged without the connection string.
@@ -142,6 +148,7 @@ impl PgReads {
             config: funnel_config(),
             release: embedder.release().to_owned(),
             vector: (embedder.dimension(), VectorSearchConfig::default()),
+            kept: mosaic_pgsearch::rank::KeptReads::default(),
         };
         let mut connection = reads.connection()?;
         mosaic_pgsearch::schema::check_open(&mut *connection).map_err(|e| unavailable(&e))?;
@@ -171,7 +178,9 @@ impl PgReads {
     /// `mosaic_pgsearch::rank`'s candidate source): BM25 over turn windows,
     /// vector similarity, claim keys, the speaker prior and recency, inside
     /// the eligible set `set` (the query's). `vector` is the embedded query
-    /// (`None` for a lexical query). On a pooled connection (`connection`).
+    /// (`None` for a lexical query). On a pooled connection (`connection`),
+    /// with the eligible rows kept from earlier reads when the tenant's
+    /// clock says they are still those of this read.
     pub(super) fn relevance(
         &self,
         connection: &mut PgConnection,
@@ -183,8 +192,9 @@ impl PgReads {
             eligible: set,
             ..query.clone()
         };
-        let recall = mosaic_pgsearch::rank::recall_on(
+        let (recall, _) = mosaic_pgsearch::rank::recall_kept(
             connection,
+            &self.kept,
             &self.config,
             &query,
             vector,
