@@ -309,6 +309,17 @@ impl KeptReads {
         }
     }
 
+    /// Drops every kept read of `tenant_id`. Called when this process
+    /// erases one of the tenant's records, so no row or vector of it stays
+    /// in memory until the tenant's next read (a kept read would drop it
+    /// then, after checking the clock). Returns how many reads it dropped.
+    pub fn forget_tenant(&self, tenant_id: &str) -> usize {
+        let mut kept = self.lock();
+        let before = kept.len();
+        kept.retain(|k| k.tenant_id != tenant_id);
+        before - kept.len()
+    }
+
     /// How many reads are kept.
     pub fn len(&self) -> usize {
         self.lock().len()

@@ -1115,6 +1115,16 @@ mod shared_ranker {
         let how = check(&third, "another tenant's write");
         assert!(how.iter().all(|h| *h == LinesRead::Kept), "{how:?}");
 
+        // Forgetting tenant B keeps tenant A's read; forgetting tenant A
+        // drops it, and its next read reads every eligible row again.
+        kept.forget_tenant(TENANT_B);
+        let how = check(&third, "tenant B forgotten");
+        assert!(how.iter().all(|h| *h == LinesRead::Kept), "{how:?}");
+        assert!(kept.forget_tenant(TENANT_A) > 0);
+        assert!(kept.is_empty());
+        let how = check(&third, "tenant A forgotten");
+        assert_eq!(how[0], LinesRead::Fresh);
+
         // Tenant B reading tenant A's record ids with tenant A's sealed
         // entries: the kept read is tenant A's, never handed to B.
         let q = query(questions[0], &third, &[], RetrievalMode::Lexical, &policy);

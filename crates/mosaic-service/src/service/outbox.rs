@@ -358,6 +358,13 @@ impl ServiceCore {
                     continue;
                 }
                 changed.applied(&ix, target, delivery);
+                if task.op == OutboxOp::Erase
+                    && let Some(reads) = &self.pg_reads
+                {
+                    // No row or vector of an erased record stays in this
+                    // process's kept reads.
+                    reads.forget_tenant(&task.tenant_id);
+                }
                 if fault == OutboxFault::ApplyWithoutAck {
                     continue;
                 }

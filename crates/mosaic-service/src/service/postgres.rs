@@ -203,6 +203,12 @@ impl PgReads {
         Ok(recall.receipt)
     }
 
+    /// Drops the kept reads of `tenant`: this process erased one of its
+    /// records, and none of its rows or vectors may stay in memory.
+    pub(super) fn forget_tenant(&self, tenant: &str) {
+        self.kept.forget_tenant(tenant);
+    }
+
     /// The `k` indexed records of `tenant` with this subject and kind
     /// nearest to `vector` (the vector write guard's distance query), on a
     /// pooled connection.
