@@ -1,0 +1,334 @@
+//! The inverted index: partitions by scope, postings, per-doc facts and
+//! timeline links; what a publish adds and a tombstone removes; and the
+//! corpus statistics of the partitions one read searches.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::LexicalIndex;
+use super::scoring::{bm25_avgdl, bm25_idf};
+use crate::error::IndexError;
+use crate::fenced::Backend;
+use crate::scope::DocSet;
+use crate::target::{DocId, LiveEntry};
+use crate::text::{Role, places_in_time, speaker_label, speaker_role, states_change, terms};
+
+#[derive(Default)]
+pub(super) struct Partition {
+    /// By term id (numbered in order of first appearance, not chosen by
+    /// any client): a fast hash.
+    pub(super) postings: HashMap<u32, Vec<(DocId, u32)>, foldhash::fast::RandomState>,
+    pub(super) n_docs: u64,
+    pub(super) total_len: u64,
+    pub(super) timeline: BTreeSet<(u64, DocId)>,
+}
+
+pub(super) struct LexDoc {
+    pub(super) partition: u32,
+    pub(super) len: u32,
+    pub(super) created_at_unix_ms: u64,
+    pub(super) terms: Vec<(u32, u32)>,
+    /// Term ids of the speaker label, sorted.
+    pub(super) speaker: Vec<u32>,
+    /// The role the speaker label names (`user:`, `assistant:`), if any.
+    pub(super) role: Option<Role>,
+    /// Whether the line places something in time (`text::places_in_time`).
+    pub(super) timed: bool,
+    /// Whether the line states a change (`text::states_change`).
+    pub(super) changes: bool,
+    pub(super) claims: Vec<(String, String)>,
+}
+
+/// Corpus statistics of the partitions one search touches.
+pub(super) struct Stats {
+    pub(super) partitions: Vec<u32>,
+    pub(super) n: u64,
+    pub(super) avgdl: f32,
+}
+
+/// The BM25 backend.
+#[derive(Default)]
+pub struct LexicalBackend {
+    /// Looked up once per term of every text published and every query,
+    /// and per query term and candidate for the speaker prior: hashed with
+    /// foldhash (randomly seeded per process, as the fence's slots are)
+    /// rather than SipHash.
+    pub(super) vocab: HashMap<String, u32, foldhash::quality::RandomState>,
+    pub(super) partition_ids: HashMap<(String, String), u32>,
+    pub(super) partitions: Vec<Partition>,
+    pub(super) docs: Vec<Option<LexDoc>>,
+    /// By doc: the docs just before and just after it in its subject's
+    /// timeline ([`NO_DOC`] at either end), so a turn window is a few steps
+    /// along these links rather than two walks into the timeline.
+    pub(super) links: Vec<[DocId; 2]>,
+    /// By doc: its length (1 for a doc not held), read for every doc of
+    /// every window scored, so kept apart from the rest of a doc.
+    pub(super) lens: Vec<u32>,
+    pub(super) claims: HashMap<(String, String), BTreeSet<DocId>>,
+}
+
+/// No doc: the end of a timeline's links.
+pub(super) const NO_DOC: DocId = DocId::MAX;
+
+/// Prepared lexical document: what BM25 and the speaker prior need of a
+/// text, as the analyzer (`text::terms`) gives it. The PostgreSQL lexical
+/// target stores exactly this, so both rank alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LexPrepared {
+    /// Distinct terms with their frequencies, sorted by term.
+    pub terms: Vec<(String, u32)>,
+    /// Number of terms (the document length).
+    pub len: u32,
+    /// Distinct terms of the speaker label, sorted.
+    pub speaker: Vec<String>,
+    /// The role the speaker label names, if any.
+    pub role: Option<Role>,
+    /// Whether the text places something in time (`text::places_in_time`).
+    pub timed: bool,
+    /// Whether the text states a change (`text::states_change`).
+    pub changes: bool,
+}
+
+/// Analyses one text for the lexical index.
+pub fn analyse(text: &str) -> LexPrepared {
+    let all = terms(text);
+    let label = speaker_label(text);
+    let role = speaker_role(label);
+    let mut speaker = terms(label);
+    speaker.sort();
+    speaker.dedup();
+    let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    for t in all {
+        *counts.entry(t).or_default() += 1;
+    }
+    let mut terms: Vec<(String, u32)> = counts.into_iter().collect();
+    terms.sort();
+    LexPrepared {
+        terms,
+        len,
+        speaker,
+        role,
+        timed: places_in_time(text),
+        changes: states_change(text),
+    }
+}
+
+/// Batches at least this long are analysed on two threads.
+const PARALLEL_PREPARE: usize = 4096;
+
+impl Backend for LexicalBackend {
+    type Prepared = LexPrepared;
+
+    fn prepare(&self, entries: &[&LiveEntry]) -> Vec<Result<LexPrepared, IndexError>> {
+        // A large batch (a restore or rebuild) is analysed on two threads:
+        // analysis is a pure function of each text, and the order is kept.
+        if entries.len() < PARALLEL_PREPARE {
+            return entries.iter().map(|e| Ok(analyse(&e.text))).collect();
+        }
+        let (first, second) = entries.split_at(entries.len() / 2);
+        let analyse_all = |part: &[&LiveEntry]| -> Vec<Result<LexPrepared, IndexError>> {
+            part.iter().map(|e| Ok(analyse(&e.text))).collect()
+        };
+        std::thread::scope(|s| {
+            let other = s.spawn(|| analyse_all(second));
+            let mut out = analyse_all(first);
+            match other.join() {
+                Ok(rest) => out.extend(rest),
+                // Unreachable (analysis does not panic); analysed here then.
+                Err(_) => out.extend(analyse_all(second)),
+            }
+            out
+        })
+    }
+
+    fn insert(&mut self, doc: DocId, entry: &LiveEntry, prepared: LexPrepared) {
+        let key = (
+            entry.scope.tenant_id.clone(),
+            entry.scope.subject_key.clone(),
+        );
+        let next = u32::try_from(self.partitions.len()).unwrap_or(u32::MAX);
+        let pid = *self.partition_ids.entry(key).or_insert(next);
+        if pid as usize == self.partitions.len() {
+            self.partitions.push(Partition::default());
+        }
+        let mut term_ids = Vec::with_capacity(prepared.terms.len());
+        for (term, tf) in prepared.terms {
+            let next = u32::try_from(self.vocab.len()).unwrap_or(u32::MAX);
+            let tid = *self.vocab.entry(term).or_insert(next);
+            term_ids.push((tid, tf));
+        }
+        let mut speaker: Vec<u32> = prepared
+            .speaker
+            .iter()
+            .filter_map(|t| self.vocab.get(t).copied())
+            .collect();
+        speaker.sort_unstable();
+        let partition = &mut self.partitions[pid as usize];
+        for &(tid, tf) in &term_ids {
+            let list = partition.postings.entry(tid).or_default();
+            // Postings stay in doc order (`best_shared` relies on it): every
+            // insert is of a freshly allocated, highest doc.
+            debug_assert!(list.last().is_none_or(|(last, _)| *last < doc));
+            list.push((doc, tf));
+        }
+        partition.n_docs += 1;
+        partition.total_len += u64::from(prepared.len);
+        let key = (entry.created_at_unix_ms, doc);
+        partition.timeline.insert(key);
+        let prev = partition
+            .timeline
+            .range(..key)
+            .next_back()
+            .map_or(NO_DOC, |(_, d)| *d);
+        let next = partition
+            .timeline
+            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+            .next()
+            .map_or(NO_DOC, |(_, d)| *d);
+        if self.links.len() <= doc as usize {
+            self.links.resize(doc as usize + 1, [NO_DOC; 2]);
+        }
+        self.links[doc as usize] = [prev, next];
+        if self.lens.len() <= doc as usize {
+            self.lens.resize(doc as usize + 1, 1);
+        }
+        self.lens[doc as usize] = prepared.len;
+        if let Some(l) = self.links.get_mut(prev as usize) {
+            l[1] = doc;
+        }
+        if let Some(l) = self.links.get_mut(next as usize) {
+            l[0] = doc;
+        }
+        for claim in &entry.claim_keys {
+            self.claims
+                .entry((entry.scope.tenant_id.clone(), claim.clone()))
+                .or_default()
+                .insert(doc);
+        }
+        let idx = doc as usize;
+        if self.docs.len() <= idx {
+            self.docs.resize_with(idx + 1, || None);
+        }
+        self.docs[idx] = Some(LexDoc {
+            partition: pid,
+            len: prepared.len,
+            created_at_unix_ms: entry.created_at_unix_ms,
+            terms: term_ids,
+            speaker,
+            role: prepared.role,
+            timed: prepared.timed,
+            changes: prepared.changes,
+            claims: entry
+                .claim_keys
+                .iter()
+                .map(|c| (entry.scope.tenant_id.clone(), c.clone()))
+                .collect(),
+        });
+    }
+
+    fn remove(&mut self, doc: DocId) {
+        let Some(old) = self.docs.get_mut(doc as usize).and_then(Option::take) else {
+            return;
+        };
+        let partition = &mut self.partitions[old.partition as usize];
+        for (tid, _) in &old.terms {
+            if let Some(list) = partition.postings.get_mut(tid) {
+                list.retain(|(d, _)| *d != doc);
+                if list.is_empty() {
+                    partition.postings.remove(tid);
+                }
+            }
+        }
+        partition.n_docs = partition.n_docs.saturating_sub(1);
+        partition.total_len = partition.total_len.saturating_sub(u64::from(old.len));
+        partition.timeline.remove(&(old.created_at_unix_ms, doc));
+        if let Some([prev, next]) = self.links.get(doc as usize).copied() {
+            if let Some(l) = self.links.get_mut(prev as usize) {
+                l[1] = next;
+            }
+            if let Some(l) = self.links.get_mut(next as usize) {
+                l[0] = prev;
+            }
+            self.links[doc as usize] = [NO_DOC; 2];
+        }
+        if let Some(len) = self.lens.get_mut(doc as usize) {
+            *len = 1;
+        }
+        for key in &old.claims {
+            if let Some(docs) = self.claims.get_mut(key) {
+                docs.remove(&doc);
+                if docs.is_empty() {
+                    self.claims.remove(key);
+                }
+            }
+        }
+    }
+
+    fn subject_docs(&self, tenant_id: &str, subject_key: &str) -> Vec<DocId> {
+        self.partition_ids
+            .get(&(tenant_id.to_owned(), subject_key.to_owned()))
+            .map(|pid| {
+                self.partitions[*pid as usize]
+                    .timeline
+                    .iter()
+                    .map(|(_, d)| *d)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl LexicalIndex {
+    pub(super) fn stats(&self, docs: &DocSet) -> Option<Stats> {
+        let b = &self.backend;
+        // A doc keeps its partition while it lives, and a set is resolved
+        // again when the fence moves, so the set can keep them.
+        let partitions = docs
+            .partitions(|| {
+                let mut partitions: Vec<u32> = Vec::new();
+                for d in docs.docs() {
+                    if let Some(p) = b.docs.get(*d as usize).and_then(|x| x.as_ref())
+                        && partitions.last() != Some(&p.partition)
+                    {
+                        partitions.push(p.partition);
+                    }
+                }
+                partitions.sort_unstable();
+                partitions.dedup();
+                partitions
+            })
+            .to_vec();
+        let n: u64 = partitions
+            .iter()
+            .map(|p| b.partitions[*p as usize].n_docs)
+            .sum();
+        let total_len: u64 = partitions
+            .iter()
+            .map(|p| b.partitions[*p as usize].total_len)
+            .sum();
+        if n == 0 {
+            return None;
+        }
+        let avgdl = bm25_avgdl(n, total_len);
+        Some(Stats {
+            partitions,
+            n,
+            avgdl,
+        })
+    }
+
+    pub(super) fn idf(&self, stats: &Stats, tid: u32) -> f32 {
+        let df: u64 = stats
+            .partitions
+            .iter()
+            .filter_map(|p| self.backend.partitions[*p as usize].postings.get(&tid))
+            .map(|l| l.len() as u64)
+            .sum();
+        bm25_idf(stats.n, df)
+    }
+
+    /// A doc's length (1 for a doc not held).
+    pub(super) fn doc_len(&self, doc: DocId) -> f32 {
+        self.backend.lens.get(doc as usize).copied().unwrap_or(1) as f32
+    }
+}

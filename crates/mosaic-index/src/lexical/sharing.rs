@@ -1,0 +1,256 @@
+//! The write guard's query: the live records of one subject that share
+//! the most rare index terms with a text.
+
+use super::LexicalIndex;
+use crate::target::DocId;
+use crate::text::terms;
+
+impl LexicalIndex {
+    /// The live records of one subject (`tenant_id`, `subject_key`) that
+    /// share the most index terms with `text`, weighting each shared term by
+    /// its rarity in the subject (`ln(1 + n / df)`), best first (ties by
+    /// record id), at most `limit`: the texts a write guard compares a new
+    /// one with. A near-duplicate or a restatement shares most of its terms,
+    /// the rare ones included, so it ranks among these however many records
+    /// the subject holds, while a word every record has (a speaker's name)
+    /// weighs little (and is not walked at all when the text has a term
+    /// fewer than half of the records hold). The cost is the postings of
+    /// `text`'s own rare terms in that subject, rarest first, and only as
+    /// long as they can still change the answer (see `best_shared`). `None`
+    /// when `text` has no index term (stopwords only): the index cannot
+    /// tell its neighbours.
+    pub fn sharing_terms(
+        &self,
+        tenant_id: &str,
+        subject_key: &str,
+        text: &str,
+        limit: usize,
+    ) -> Option<Vec<String>> {
+        let text_terms = terms(text);
+        if text_terms.is_empty() {
+            return None;
+        }
+        let b = &self.backend;
+        let Some(&pid) = b
+            .partition_ids
+            .get(&(tenant_id.to_owned(), subject_key.to_owned()))
+        else {
+            return Some(Vec::new());
+        };
+        let partition = &b.partitions[pid as usize];
+        let mut term_ids: Vec<u32> = text_terms
+            .iter()
+            .filter_map(|t| b.vocab.get(t.as_str()).copied())
+            .collect();
+        term_ids.sort_unstable();
+        term_ids.dedup();
+        let n = partition.n_docs as f64;
+        let postings: Vec<(u32, &[(DocId, u32)])> = term_ids
+            .iter()
+            .filter_map(|tid| partition.postings.get(tid).map(|l| (*tid, l.as_slice())))
+            .collect();
+        // A term most of the subject's records hold (a speaker's name)
+        // tells none of them apart: its postings are walked only when the
+        // text has no rarer term, so the cost is the rare terms' postings.
+        let rare: Vec<(u32, &[(DocId, u32)])> = postings
+            .iter()
+            .copied()
+            .filter(|(_, p)| p.len() * 2 <= partition.n_docs as usize)
+            .collect();
+        let walked = if rare.is_empty() { postings } else { rare };
+        if limit == 0 {
+            return Some(Vec::new());
+        }
+        let weights: Vec<f64> = walked
+            .iter()
+            .map(|(_, list)| (1.0 + n / list.len().max(1) as f64).ln())
+            .collect();
+        let mut shared = self.best_shared(&walked, &weights, limit);
+        // The best `limit` by weight, ties by record id: the weight at the
+        // cut is found on numbers alone, and only the records tied at it
+        // compare their ids (most records of a large subject share one
+        // common term and tie).
+        if shared.len() > limit {
+            let by_weight = |a: &(f64, DocId), b: &(f64, DocId)| b.0.total_cmp(&a.0);
+            shared.select_nth_unstable_by(limit - 1, by_weight);
+            let cut = shared[limit - 1].0;
+            let above = shared[..limit]
+                .iter()
+                .filter(|(w, _)| w.total_cmp(&cut).is_gt())
+                .count();
+            let mut kept: Vec<(f64, DocId)> = Vec::with_capacity(limit);
+            let mut tied: Vec<(f64, DocId)> = Vec::new();
+            for entry in shared {
+                match entry.0.total_cmp(&cut) {
+                    std::cmp::Ordering::Greater => kept.push(entry),
+                    std::cmp::Ordering::Equal => tied.push(entry),
+                    std::cmp::Ordering::Less => {}
+                }
+            }
+            let mut tied: Vec<(f64, &str)> = tied
+                .into_iter()
+                .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
+                .collect();
+            let room = limit - above;
+            if tied.len() > room && room > 0 {
+                tied.select_nth_unstable_by(room - 1, |a, b| a.1.cmp(b.1));
+            }
+            tied.truncate(room);
+            let mut ranked: Vec<(f64, &str)> = kept
+                .into_iter()
+                .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
+                .chain(tied)
+                .collect();
+            ranked.sort_by(rank_order);
+            return Some(ranked.into_iter().map(|(_, id)| id.to_owned()).collect());
+        }
+        let mut ranked: Vec<(f64, &str)> = shared
+            .into_iter()
+            .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
+            .collect();
+        ranked.sort_by(rank_order);
+        Some(ranked.into_iter().map(|(_, id)| id.to_owned()).collect())
+    }
+
+    /// The live docs of `lists` (term ids with their postings) that can be
+    /// among the best `limit` by weight, with their weight: the sum of the
+    /// `weights` of the lists holding them, added rarest list first (the
+    /// shortest; ties in list order).
+    ///
+    /// The lists are walked in that order, and the walk stops once `limit`
+    /// docs found weigh more than all the lists left together: a doc none
+    /// of the walked lists holds cannot reach them (the max-score bound of
+    /// top-k retrieval). The docs found then add the weights of the lists
+    /// left that hold them. So a term half of a large subject's records
+    /// hold (a speaker's name), thousands of postings, is walked only when
+    /// it can still change the answer, and the answer is the one a walk of
+    /// every list gives.
+    pub(super) fn best_shared(
+        &self,
+        lists: &[(u32, &[(DocId, u32)])],
+        weights: &[f64],
+        limit: usize,
+    ) -> Vec<(f64, DocId)> {
+        // Bounds are sums in another order than the weights they are
+        // compared with: compared with this much room (far above the
+        // rounding of a few additions).
+        const SLACK: f64 = 1e-9;
+        let mut order: Vec<usize> = (0..lists.len()).collect();
+        order.sort_by_key(|&i| (lists[i].1.len(), i));
+        // left[j]: what the lists order[j..] weigh together.
+        let mut left = vec![0.0f64; order.len() + 1];
+        for (j, &i) in order.iter().enumerate().rev() {
+            left[j] = left[j + 1] + weights[i];
+        }
+        // The docs found with their weights, in doc order: postings are in
+        // doc order (docs are numbered as published, and a republished
+        // record gets a new number), so each list walked is merged in, in
+        // one pass over both, each doc's weights added in the order of the
+        // lists as before (the same sums, to the bit: a doc's first weight
+        // is the list's, as `0.0 + weight` was). A hash map of the
+        // docs cost a random probe per posting; the merge reads both in
+        // order.
+        let mut found: Vec<(DocId, f64)> = Vec::new();
+        let mut merged: Vec<(DocId, f64)> = Vec::new();
+        let mut walked = order.len();
+        // The most any doc found weighs.
+        let mut heaviest = 0.0f64;
+        for (j, &i) in order.iter().enumerate() {
+            // Stop once `limit` docs found weigh more than all the lists
+            // left: no doc not found yet can reach them. (Only counted once
+            // the lists walked outweigh those left and some doc does, or
+            // none can: counting is a pass over every doc found, and where
+            // no term is rarer than the rest it would not stop the walk.)
+            let bar = left[j] * (1.0 + SLACK);
+            if found.len() >= limit
+                && left[0] - left[j] > bar
+                && heaviest > bar
+                && found.iter().filter(|(_, w)| *w > bar).count() >= limit
+            {
+                walked = j;
+                break;
+            }
+            let (list, weight) = (lists[i].1, weights[i]);
+            merged.clear();
+            merged.reserve(found.len() + list.len());
+            let (mut a, mut b) = (0, 0);
+            while let (Some(&(doc, sum)), Some(&(posted, _))) = (found.get(a), list.get(b)) {
+                match doc.cmp(&posted) {
+                    std::cmp::Ordering::Less => {
+                        merged.push((doc, sum));
+                        a += 1;
+                    }
+                    std::cmp::Ordering::Greater => {
+                        merged.push((posted, weight));
+                        heaviest = heaviest.max(weight);
+                        b += 1;
+                    }
+                    std::cmp::Ordering::Equal => {
+                        merged.push((doc, sum + weight));
+                        heaviest = heaviest.max(sum + weight);
+                        a += 1;
+                        b += 1;
+                    }
+                }
+            }
+            merged.extend_from_slice(found.get(a..).unwrap_or_default());
+            let unmatched = list.get(b..).unwrap_or_default();
+            if !unmatched.is_empty() {
+                heaviest = heaviest.max(weight);
+            }
+            merged.extend(unmatched.iter().map(|(posted, _)| (*posted, weight)));
+            std::mem::swap(&mut found, &mut merged);
+        }
+        // The lists left, for the docs found: in doc order, looked up in
+        // each list by galloping from the last one's place.
+        for &i in &order[walked..] {
+            let list = lists[i].1;
+            let mut from = 0;
+            for (doc, weight) in &mut found {
+                from = gallop(list, from, *doc);
+                if list.get(from).is_some_and(|(d, _)| d == doc) {
+                    *weight += weights[i];
+                }
+            }
+        }
+        // A doc leaves the postings as its record leaves the fence (both on
+        // the publish that replaces it or the tombstone), so every doc here
+        // has a record; checked in doc order, as a consistency guard.
+        found
+            .into_iter()
+            .filter(|(doc, _)| self.record_of(*doc).is_some())
+            .map(|(doc, weight)| (weight, doc))
+            .collect()
+    }
+}
+
+/// The first place at or after `from` in `list` (sorted by doc) whose doc
+/// is not below `doc`: steps of 1, 2, 4, ... from `from`, then a binary
+/// search within the last step, so a run of ascending lookups costs about
+/// the logarithm of each gap, not of the list.
+pub(super) fn gallop(list: &[(DocId, u32)], from: usize, doc: DocId) -> usize {
+    let below = |at: usize| list.get(at).is_some_and(|(d, _)| *d < doc);
+    if !below(from) {
+        return from;
+    }
+    // list[lo] is below `doc`; find hi with list[hi] not below (or the end).
+    let (mut lo, mut step) = (from, 1);
+    let hi = loop {
+        let next = lo + step;
+        if next >= list.len() {
+            break list.len();
+        }
+        if !below(next) {
+            break next;
+        }
+        lo = next;
+        step *= 2;
+    };
+    lo + 1 + list[lo + 1..hi].partition_point(|(d, _)| *d < doc)
+}
+
+/// Weight first (highest first), then record id: the write guard's
+/// candidate order.
+fn rank_order(a: &(f64, &str), b: &(f64, &str)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(b.1))
+}

@@ -1,0 +1,643 @@
+use std::collections::BTreeMap;
+
+use mosaic_harness::MemoryKind;
+use mosaic_harness::canonical::sha256_hex;
+
+use std::collections::{HashMap, HashSet};
+
+use super::scoring::{Pruning, ReadScores, TopScores, WindowBm25};
+use super::sharing::gallop;
+use super::*;
+use crate::scope::DocSet;
+use crate::target::DocId;
+use crate::target::IndexTarget;
+use crate::text::terms;
+use crate::{PublishMessage, ScopeKeys};
+
+/// The walk [`LexicalIndex::best_shared`] bounds: every posting of every
+/// list, each doc's weights added rarest list first.
+fn walk_everything(
+    idx: &LexicalIndex,
+    lists: &[(u32, &[(DocId, u32)])],
+    weights: &[f64],
+) -> Vec<(f64, DocId)> {
+    let mut order: Vec<usize> = (0..lists.len()).collect();
+    order.sort_by_key(|&i| (lists[i].1.len(), i));
+    let mut sums: BTreeMap<DocId, f64> = BTreeMap::new();
+    for i in order {
+        for (doc, _) in lists[i].1 {
+            *sums.entry(*doc).or_insert(0.0) += weights[i];
+        }
+    }
+    sums.into_iter()
+        .filter(|(doc, _)| idx.record_of(*doc).is_some())
+        .map(|(doc, w)| (w, doc))
+        .collect()
+}
+
+/// The best `limit` of a list of (weight, doc), ties by doc.
+fn best(mut all: Vec<(f64, DocId)>, limit: usize) -> Vec<(u64, DocId)> {
+    all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    all.truncate(limit);
+    all.into_iter().map(|(w, d)| (w.to_bits(), d)).collect()
+}
+
+/// The window the old timeline walk gave: the eligible docs before
+/// `doc` in its partition's timeline, nearest first, then those after.
+fn walked_window(
+    idx: &LexicalIndex,
+    doc: DocId,
+    docs: &DocSet,
+    radius: usize,
+) -> Vec<(DocId, usize)> {
+    let b = &idx.backend;
+    let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) else {
+        return Vec::new();
+    };
+    let timeline = &b.partitions[d.partition as usize].timeline;
+    let key = (d.created_at_unix_ms, doc);
+    let before = timeline
+        .range(..key)
+        .rev()
+        .filter(|(_, x)| docs.contains(*x))
+        .take(radius);
+    let after = timeline
+        .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+        .filter(|(_, x)| docs.contains(*x))
+        .take(radius);
+    before
+        .enumerate()
+        .chain(after.enumerate())
+        .map(|(i, (_, x))| (*x, i + 1))
+        .collect()
+}
+
+/// One generated record: subject, creation time, words (indexes into
+/// `WORDS`).
+type GenRecord = (usize, u64, Vec<usize>);
+
+const WORDS: [&str; 12] = [
+    "apple", "river", "garden", "violin", "pottery", "camping", "sunset", "novel", "puppy",
+    "museum", "forest", "guitar",
+];
+
+fn message(id: &str, generation: u64, subject: usize, at: u64, text: String) -> PublishMessage {
+    PublishMessage {
+        record_id: id.to_owned(),
+        generation,
+        revocation_generation: 0,
+        scope: ScopeKeys {
+            tenant_id: "t".into(),
+            policy_sha256: sha256_hex(b"policy"),
+            subject_key: format!("s{subject}"),
+            kind: MemoryKind::Episodic,
+        },
+        created_at_unix_ms: at,
+        claim_keys: Vec::new(),
+        text,
+    }
+}
+
+/// An index of `records` (record ids not in publication order, so ties
+/// by record id are not ties by doc), then `changes`: per record, 1
+/// tombstones it and 2 publishes it again with its words reversed (a
+/// new doc, placed in the timeline among older ones). The eligible docs
+/// are the live ones `eligible` marks.
+fn generated(records: &[GenRecord], changes: &[u8], eligible: &[bool]) -> (LexicalIndex, DocSet) {
+    let mut idx = LexicalIndex::new();
+    let id = |i: usize| format!("r{:04}", (i * 37) % 1009);
+    let text = |words: &[usize]| {
+        words
+            .iter()
+            .map(|w| WORDS[*w % WORDS.len()])
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for (i, (subject, at, words)) in records.iter().enumerate() {
+        idx.publish(&message(&id(i), 1, *subject, *at, text(words)))
+            .unwrap();
+    }
+    for (i, (subject, at, words)) in records.iter().enumerate() {
+        match changes.get(i).copied().unwrap_or(0) % 4 {
+            1 => {
+                idx.tombstone(&id(i), 2).unwrap();
+            }
+            2 => {
+                let mut words = words.clone();
+                words.reverse();
+                idx.publish(&message(&id(i), 2, *subject, *at, text(&words)))
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+    for i in 0..records.len() {
+        if eligible.get(i).copied().unwrap_or(true)
+            && let Some(doc) = idx.fence.doc_of(&id(i))
+        {
+            docs.insert(doc);
+        }
+    }
+    (idx, docs)
+}
+
+/// The query of `text` as `search_with` builds it.
+fn query_of(idx: &LexicalIndex, text: &str) -> Vec<(u32, f32)> {
+    let mut unique = terms(text);
+    unique.sort();
+    unique.dedup();
+    unique
+        .iter()
+        .filter_map(|t| idx.backend.vocab.get(t.as_str()).map(|tid| (*tid, 1.0)))
+        .collect()
+}
+
+/// The pruned and the exhaustive best `k`, as (doc, score bits), and
+/// the pruned read's work.
+#[allow(clippy::type_complexity)]
+fn both(
+    idx: &LexicalIndex,
+    docs: &DocSet,
+    text: &str,
+    params: &LexicalParams,
+    k: usize,
+) -> (Vec<(DocId, u32)>, Vec<(DocId, u32)>, Pruning) {
+    let Some(stats) = idx.stats(docs) else {
+        return (Vec::new(), Vec::new(), Pruning::default());
+    };
+    let query = query_of(idx, text);
+    let bits = |v: Vec<(DocId, f32)>| v.into_iter().map(|(d, s)| (d, s.to_bits())).collect();
+    let (pruned, work) = idx.score_pruned(&query, docs, &stats, params, k);
+    let exhaustive = idx.score_exhaustive(&query, docs, &stats, params, k);
+    (bits(pruned), bits(exhaustive), work)
+}
+
+/// A window stepped along the timeline's links is the one walked from
+/// the partition's timeline: same docs, same order, same distances,
+/// across subjects, creation-time ties, records published out of time
+/// order, tombstoned and published again, ineligible docs between
+/// eligible ones and windows cut short at either end.
+#[test]
+fn a_linked_window_is_the_walked_one() {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    };
+    let records: Vec<GenRecord> = (0..150)
+        .map(|_| (next(3) as usize, next(40), vec![next(12) as usize]))
+        .collect();
+    let changes: Vec<u8> = (0..150).map(|_| next(6) as u8).collect();
+    let eligible: Vec<bool> = (0..150).map(|_| next(10) < 7).collect();
+    let (idx, docs) = generated(&records, &changes, &eligible);
+    let mut compared = 0;
+    for doc in 0..idx.fence.doc_capacity() as DocId + 2 {
+        for radius in 0..=4 {
+            let walked = walked_window(&idx, doc, &docs, radius);
+            assert_eq!(idx.window_docs(doc, &docs, radius), walked, "doc {doc}");
+            compared += usize::from(!walked.is_empty());
+        }
+    }
+    assert!(compared > 300, "{compared}");
+}
+
+/// Layer: the index's resolution of eligible sets. Over a chain of
+/// random index changes (publications, new versions, tombstones, ids
+/// eligible before they are indexed) and eligible sets each derived
+/// from the last by a change, the resolution brought up to date from
+/// the kept one is exactly a fresh resolution of the set's ids.
+#[test]
+fn a_derived_eligible_set_resolves_as_a_fresh_one() {
+    use mosaic_harness::memory_scope::{EligibleEntry, SealedEligibleSet, SealedEntries};
+    let mut seed: u64 = 7;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let policy = sha256_hex(b"policy");
+    let id = |i: u64| format!("r{i:02}");
+    let mut idx = LexicalIndex::new();
+    let mut generation = [0u64; 40];
+    let mut eligible: std::collections::BTreeSet<u64> = Default::default();
+    let sealed = |ids: &std::collections::BTreeSet<u64>, parent: Option<(u64, Vec<String>)>| {
+        let entries: Vec<EligibleEntry> = ids
+            .iter()
+            .map(|i| EligibleEntry {
+                record_id: id(*i),
+                content_sha256: sha256_hex(id(*i).as_bytes()),
+            })
+            .collect();
+        let entries = match parent {
+            Some((parent, changed)) => SealedEntries::seal_derived(entries, parent, changed),
+            None => SealedEntries::seal(entries).unwrap(),
+        };
+        SealedEligibleSet::of_entries(sha256_hex(b"ctx"), std::sync::Arc::new(entries)).unwrap()
+    };
+    let fresh = |idx: &LexicalIndex, set: &SealedEligibleSet| {
+        let mut docs = idx
+            .resolve_ids(set.entries().iter().map(|e| e.record_id), "t", &policy)
+            .docs()
+            .to_vec();
+        docs.sort_unstable();
+        docs
+    };
+    let mut set = sealed(&eligible, None);
+    let mut advanced = 0;
+    for step in 0..200 {
+        // Index changes, some of ids not (yet) eligible.
+        for _ in 0..next(4) {
+            let i = next(40);
+            generation[i as usize] += 1;
+            let g = generation[i as usize];
+            if next(4) == 0 {
+                idx.tombstone(&id(i), g).unwrap();
+            } else {
+                idx.publish(&message(&id(i), g, 0, step, format!("apple {step}")))
+                    .unwrap();
+            }
+        }
+        // An eligibility change, derived from the last set.
+        let mut changed = Vec::new();
+        for _ in 0..next(4) {
+            let i = next(40);
+            if !eligible.remove(&i) {
+                eligible.insert(i);
+            }
+            changed.push(id(i));
+        }
+        let parent = set.sealed_entries().seal_number();
+        let before = idx.fence.snapshot_generation();
+        // Resolved once before the change, so a kept resolution exists.
+        idx.resolve_eligible(&set, "t", &policy);
+        set = sealed(&eligible, Some((parent, changed)));
+        let mut resolved = idx.resolve_eligible(&set, "t", &policy).docs().to_vec();
+        resolved.sort_unstable();
+        assert_eq!(resolved, fresh(&idx, &set), "step {step}");
+        advanced += usize::from(idx.fence.changes_since(before).is_some());
+    }
+    assert!(advanced > 150, "{advanced}");
+}
+
+/// Layer: the index's resolution of eligible sets. When more slots
+/// changed since a kept resolution than the fence remembers, the fence
+/// says so (`changes_since` is `None`) and the set is resolved afresh,
+/// still exactly.
+#[test]
+fn a_resolution_older_than_the_remembered_changes_is_made_afresh() {
+    use mosaic_harness::memory_scope::{EligibleEntry, SealedEligibleSet, SealedEntries};
+    let policy = sha256_hex(b"policy");
+    let mut idx = LexicalIndex::new();
+    let ids: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+    for id in &ids {
+        idx.publish(&message(id, 1, 0, 1, "apple".into())).unwrap();
+    }
+    let entries: Vec<EligibleEntry> = ids
+        .iter()
+        .map(|id| EligibleEntry {
+            record_id: id.clone(),
+            content_sha256: sha256_hex(id.as_bytes()),
+        })
+        .collect();
+    let set = SealedEligibleSet::of_entries(
+        sha256_hex(b"ctx"),
+        std::sync::Arc::new(SealedEntries::seal(entries).unwrap()),
+    )
+    .unwrap();
+    idx.resolve_eligible(&set, "t", &policy);
+    let then = idx.fence.snapshot_generation();
+    // More changes than remembered: new versions of the eligible ids.
+    for generation in 2..(2 + crate::target::RECENT_CHANGES as u64 / 8 + 2) {
+        for id in &ids {
+            idx.publish(&message(id, generation, 0, 1, "apple".into()))
+                .unwrap();
+        }
+    }
+    assert!(idx.fence.changes_since(then).is_none());
+    let mut resolved = idx.resolve_eligible(&set, "t", &policy).docs().to_vec();
+    resolved.sort_unstable();
+    let mut fresh = idx
+        .resolve_ids(ids.iter().map(String::as_str), "t", &policy)
+        .docs()
+        .to_vec();
+    fresh.sort_unstable();
+    assert_eq!(resolved, fresh);
+    assert_eq!(resolved.len(), ids.len());
+}
+
+/// A set's subjects are kept with it after a read, and found again once
+/// a doc is added: the statistics then cover the new doc's subject.
+#[test]
+fn a_set_grown_after_a_read_counts_its_new_subject() {
+    let records: Vec<GenRecord> = vec![(0, 1, vec![0, 1]), (1, 2, vec![2]), (1, 3, vec![3, 4])];
+    let (idx, all) = generated(&records, &[], &[]);
+    let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+    docs.insert(all.docs()[0]);
+    let first = idx.stats(&docs).unwrap();
+    assert_eq!((first.partitions.len(), first.n), (1, 1));
+    docs.insert(all.docs()[1]);
+    let grown = idx.stats(&docs).unwrap();
+    assert_eq!((grown.partitions.len(), grown.n), (2, 3));
+}
+
+/// The per-doc and per-term bounds the pruned scorer relies on hold for
+/// every window of a generated corpus, and the per-doc bound is met by a
+/// doc scored alone.
+#[test]
+fn the_pruning_bounds_hold_for_every_window() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    };
+    let records: Vec<GenRecord> = (0..200)
+        .map(|_| {
+            let len = 1 + next(9) as usize;
+            (
+                next(2) as usize,
+                next(100),
+                (0..len).map(|_| next(12) as usize).collect(),
+            )
+        })
+        .collect();
+    let eligible: Vec<bool> = (0..200).map(|_| next(10) < 8).collect();
+    let (idx, docs) = generated(&records, &[], &eligible);
+    let stats = idx.stats(&docs).unwrap();
+    let mut tighter = 0;
+    for params in [
+        LexicalParams::default(),
+        LexicalParams {
+            window_permille: 500,
+            window_radius: 2,
+            ..LexicalParams::default()
+        },
+        LexicalParams {
+            k1_permille: 2_000,
+            b_permille: 1_000,
+            window_permille: 1_000,
+            window_radius: 3,
+        },
+    ] {
+        let scorer = WindowBm25::new(&params, stats.avgdl);
+        for text in [
+            "apple river",
+            "violin violin puppy museum",
+            "forest",
+            "guitar sunset novel apple",
+        ] {
+            let query = query_of(&idx, text);
+            let idfs: Vec<f32> = query.iter().map(|(t, _)| idx.idf(&stats, *t)).collect();
+            let gains: f64 = idfs.iter().map(|i| scorer.gain(*i)).sum();
+            let mut read = ReadScores {
+                index: &idx,
+                query: &query,
+                idfs: &idfs,
+                scorer,
+                docs: &docs,
+                top: TopScores::new(1),
+                scored: Vec::new(),
+                seen: HashSet::default(),
+                tfs: HashMap::default(),
+                window_tf: vec![0.0; query.len()],
+            };
+            // Each doc's bound: its terms scored alone.
+            let solo = |doc: DocId| -> f64 {
+                let d = idx.backend.docs[doc as usize].as_ref().unwrap();
+                query
+                    .iter()
+                    .zip(&idfs)
+                    .filter_map(|((tid, _), idf)| {
+                        let tf = d.terms.iter().find(|(t, _)| t == tid)?.1;
+                        Some(scorer.solo(*idf, tf, d.len))
+                    })
+                    .sum()
+            };
+            for &doc in docs.docs() {
+                let window = idx.window_docs(doc, &docs, scorer.radius);
+                read.score_window(doc, &window, None);
+                let score = f64::from(read.scored.last().unwrap().1);
+                let bound: f64 = solo(doc) + window.iter().map(|(d, _)| solo(*d)).sum::<f64>();
+                assert!(score <= bound * (1.0 + 1e-6), "{score} > {bound}");
+                assert!(score <= gains * (1.0 + 1e-6), "{score} > {gains}");
+                if bound < gains {
+                    tighter += 1;
+                }
+                if window.is_empty() {
+                    assert!((score - bound).abs() <= 1e-5 * bound.max(1.0));
+                }
+            }
+        }
+    }
+    // The per-doc bound is the tighter one for most windows.
+    assert!(tighter > 1_000, "{tighter}");
+}
+
+/// On a large subject where one query term is in every record (a
+/// speaker's name) and the others are rare, the pruned read walks
+/// neither the common term's postings nor most windows, and answers
+/// what scoring everything answers.
+#[test]
+fn a_large_subject_is_not_scored_whole() {
+    let mut state = 0x1234_5678_9ABC_DEF1u64;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    };
+    let mut idx = LexicalIndex::new();
+    let vocab: Vec<String> = (0..400).map(|i| format!("zq{i}x")).collect();
+    for r in 0..3_000u64 {
+        let words: Vec<&str> = (0..4 + next(8))
+            .map(|_| vocab[next(400) as usize].as_str())
+            .collect();
+        idx.publish(&message(
+            &format!("r{r:05}"),
+            1,
+            0,
+            r,
+            format!("Avery: {}", words.join(" ")),
+        ))
+        .unwrap();
+    }
+    let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+    for r in 0..3_000u64 {
+        docs.insert(idx.fence.doc_of(&format!("r{r:05}")).unwrap());
+    }
+    let windows = LexicalParams {
+        window_permille: 500,
+        window_radius: 2,
+        ..LexicalParams::default()
+    };
+    let mut skipped = 0;
+    for q in 0..20 {
+        let text = format!(
+            "avery {} {} {}",
+            vocab[next(400) as usize],
+            vocab[next(400) as usize],
+            vocab[next(400) as usize]
+        );
+        for (params, k) in [
+            (&windows, 10),
+            (&windows, 100),
+            (&LexicalParams::default(), 10),
+        ] {
+            let (pruned, exhaustive, work) = both(&idx, &docs, &text, params, k);
+            assert_eq!(pruned, exhaustive, "query {q}: {text}, k {k}");
+            assert_eq!(pruned.len(), k);
+            // The best 10 need a few of the windows around the hits.
+            if k == 10 {
+                let windows = work.hits * (1 + 2 * params.window_radius.max(1));
+                assert!(work.scored * 4 < windows, "{work:?}");
+            }
+            if work.terms_walked < query_of(&idx, &text).len() {
+                skipped += 1;
+            }
+        }
+    }
+    assert!(skipped >= 40, "{skipped}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// The pruned best `k` is the exhaustive best `k`: same docs, same
+    /// scores to the bit, same order with ties by record id, on random
+    /// corpora (a small vocabulary, so many ties), eligibility masks,
+    /// tombstones and republished records, queries (words outside the
+    /// corpus included) and parameters (windows on and off, any radius,
+    /// `b` above 1, which is not pruned).
+    #[test]
+    fn the_pruned_top_k_is_the_exhaustive_top_k(
+        records in proptest::collection::vec(
+            (0..3usize, 0..25u64, proptest::collection::vec(0..10usize, 0..7)),
+            1..70,
+        ),
+        changes in proptest::collection::vec(0..4u8, 0..70),
+        eligible in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..70),
+        query in proptest::collection::vec(0..12usize, 1..6),
+        window_permille in proptest::prop_oneof![
+            proptest::strategy::Just(0u64),
+            proptest::strategy::Just(250),
+            proptest::strategy::Just(500),
+            proptest::strategy::Just(1_000),
+        ],
+        window_radius in 0..4usize,
+        k1_permille in proptest::prop_oneof![
+            proptest::strategy::Just(0u64),
+            proptest::strategy::Just(1_200),
+            proptest::strategy::Just(3_000),
+        ],
+        b_permille in proptest::prop_oneof![
+            proptest::strategy::Just(0u64),
+            proptest::strategy::Just(750),
+            proptest::strategy::Just(1_000),
+            proptest::strategy::Just(1_500),
+        ],
+        k in 1..25usize,
+    ) {
+        let (idx, docs) = generated(&records, &changes, &eligible);
+        let text: Vec<&str> = query.iter().map(|w| WORDS[*w]).collect();
+        let params = LexicalParams { k1_permille, b_permille, window_permille, window_radius };
+        let (pruned, exhaustive, _) = both(&idx, &docs, &text.join(" "), &params, k);
+        proptest::prop_assert_eq!(pruned, exhaustive);
+    }
+}
+
+#[test]
+fn gallop_finds_the_first_place_not_below() {
+    let list: Vec<(DocId, u32)> = [2u32, 3, 5, 8, 13, 21, 34, 55, 89]
+        .iter()
+        .map(|d| (*d, 1))
+        .collect();
+    for from in 0..=list.len() {
+        for doc in 0..100 {
+            let expected = from + list[from..].partition_point(|(d, _)| *d < doc);
+            assert_eq!(gallop(&list, from, doc), expected, "from {from}, doc {doc}");
+        }
+    }
+    assert_eq!(gallop(&[], 0, 7), 0);
+}
+
+#[test]
+fn the_bounded_walk_finds_what_walking_everything_finds() {
+    let mut idx = LexicalIndex::new();
+    // A small vocabulary with a skewed spread: some terms in a few
+    // records, some in a third of them, as a large subject's are.
+    let words: Vec<String> = (0..40).map(|i| format!("w{i}x")).collect();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    };
+    for r in 0..1_500u64 {
+        let len = 4 + next(10) as usize;
+        let text: Vec<&str> = (0..len)
+            .map(|_| {
+                // Term i drawn with weight about 1/(i+1).
+                let pick = next(1_000_000) as f64 / 1_000_000.0;
+                let i = ((40.0f64).powf(pick) - 1.0) as usize;
+                words[i.min(39)].as_str()
+            })
+            .collect();
+        idx.publish(&PublishMessage {
+            record_id: format!("r{r:05}"),
+            generation: 1,
+            revocation_generation: 0,
+            scope: ScopeKeys {
+                tenant_id: "t".into(),
+                policy_sha256: sha256_hex(b"policy"),
+                subject_key: "s".into(),
+                kind: MemoryKind::Episodic,
+            },
+            created_at_unix_ms: r,
+            claim_keys: Vec::new(),
+            text: text.join(" "),
+        })
+        .unwrap();
+        if r % 7 == 3 {
+            idx.tombstone(&format!("r{:05}", r / 2), 2).unwrap();
+        }
+    }
+    let b = &idx.backend;
+    let partition = &b.partitions[0];
+    let mut stopped_early = 0;
+    for q in 0..200 {
+        let len = 1 + next(12) as usize;
+        let mut tids: Vec<u32> = (0..len)
+            .filter_map(|_| b.vocab.get(words[next(40) as usize].as_str()).copied())
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        let lists: Vec<(u32, &[(DocId, u32)])> = tids
+            .iter()
+            .filter_map(|t| partition.postings.get(t).map(|l| (*t, l.as_slice())))
+            .collect();
+        let n = partition.n_docs as f64;
+        let weights: Vec<f64> = lists
+            .iter()
+            .map(|(_, l)| (1.0 + n / l.len() as f64).ln())
+            .collect();
+        let limit = [1, 5, 32, 200][q % 4];
+        let bounded = idx.best_shared(&lists, &weights, limit);
+        let everything = walk_everything(&idx, &lists, &weights);
+        if bounded.len() < everything.len() {
+            stopped_early += 1;
+        }
+        assert_eq!(
+            best(bounded, limit),
+            best(everything, limit),
+            "query {q}, limit {limit}"
+        );
+    }
+    // The bound did cut walks short, or this compared nothing new.
+    assert!(stopped_early > 50, "{stopped_early}");
+}
