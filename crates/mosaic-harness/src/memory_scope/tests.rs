@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::canonical::sha256_hex;
+use crate::canonical::{domain_digest, sha256_hex};
 use crate::fixtures::{
     FIXTURE_NOW_UNIX_MS, fixture_record, fixture_source, scoped_selection_context,
     scoped_selection_records,

@@ -1,0 +1,201 @@
+//! Reads a reader keeps ([`KeptReads`]): the rows of recent reads, each at
+//! the tenant clock it was read at, within a count and a byte budget.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use mosaic_harness::memory_scope::SealedEntries;
+
+use super::{Lines, Vectors};
+
+/// What one read of the eligible rows found, at one tenant clock: the
+/// lines, the vectors and, once a read asked, the BM25 statistics of the
+/// lines' subjects (document count and total length of every live row of
+/// those subjects).
+#[derive(Clone)]
+pub(super) struct ReadState {
+    pub(super) clock: i64,
+    pub(super) lines: Arc<Lines>,
+    pub(super) vectors: Arc<Vectors>,
+    pub(super) stats: Arc<OnceLock<(u64, u64)>>,
+}
+
+impl ReadState {
+    /// Roughly the bytes it holds.
+    fn weight(&self) -> usize {
+        let vector = self
+            .vectors
+            .values()
+            .next()
+            .map_or(0, |(_, v)| v.len() * std::mem::size_of::<f32>());
+        self.lines.rows.len() * 256 + self.vectors.len() * (vector + 64)
+    }
+}
+
+/// One kept read.
+pub(super) struct Kept {
+    pub(super) tenant_id: String,
+    policy_sha256: String,
+    /// The seal number of the eligible entries read.
+    pub(super) seal: u64,
+    pub(super) state: ReadState,
+}
+
+/// How many reads a [`KeptReads`] keeps by default.
+pub const KEPT_READS: usize = 16;
+
+/// Roughly how many bytes of eligible rows and vectors a [`KeptReads`]
+/// keeps in all, by default.
+pub const KEPT_BYTES: usize = 256 << 20;
+
+/// The eligible lexical rows of the last reads, per tenant, policy and
+/// sealing of the eligible entries (`SealedEntries::seal_number`), each at
+/// the tenant clock it was read at (see the module documentation). A read
+/// uses a kept one only after checking, in its own transaction, which
+/// records changed since; so a kept read is never stale, whichever server
+/// wrote. Up to a number of reads and of bytes in all, the least recently
+/// used leaving first. Shared by the reads of one process.
+pub struct KeptReads {
+    kept: Mutex<VecDeque<Kept>>,
+    reads: usize,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for KeptReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptReads")
+            .field("reads", &self.reads)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for KeptReads {
+    fn default() -> Self {
+        KeptReads::new(KEPT_READS, KEPT_BYTES)
+    }
+}
+
+/// How a read found its lines (for tests and metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinesRead {
+    /// Every eligible row read.
+    Fresh,
+    /// A kept read, unchanged since.
+    Kept,
+    /// A kept read brought up to date by reading again the rows of this
+    /// many records.
+    Advanced(usize),
+}
+
+impl KeptReads {
+    /// Keeps up to `reads` reads and roughly `bytes` of rows in all.
+    pub fn new(reads: usize, bytes: usize) -> Self {
+        KeptReads {
+            kept: Mutex::new(VecDeque::new()),
+            reads,
+            bytes,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Kept>> {
+        // Whole entries pushed and removed: a poisoned lock still guards a
+        // consistent list.
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The kept read of these entries at `clock`; else the newest kept
+    /// read, at `clock` or before, of these entries or of those they were
+    /// derived from, with its seal number.
+    pub(super) fn find(
+        &self,
+        tenant_id: &str,
+        policy_sha256: &str,
+        entries: &SealedEntries,
+        clock: i64,
+    ) -> Option<(u64, ReadState)> {
+        let seal = entries.seal_number();
+        let parent = entries.derived_from().map(|(parent, _)| parent);
+        let mut kept = self.lock();
+        let at = kept
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| {
+                k.tenant_id == tenant_id
+                    && k.policy_sha256 == policy_sha256
+                    && k.state.clock <= clock
+                    && (k.seal == seal || Some(k.seal) == parent)
+            })
+            .max_by_key(|(_, k)| (k.seal == seal && k.state.clock == clock, k.state.clock))
+            .map(|(i, _)| i)?;
+        // Most recently used last.
+        let found = kept.remove(at)?;
+        let out = (found.seal, found.state.clone());
+        kept.push_back(found);
+        Some(out)
+    }
+
+    /// Keeps `state` as the read of these entries, in place of any older
+    /// read of them or of the entries they were derived from.
+    pub(super) fn keep(
+        &self,
+        tenant_id: &str,
+        policy_sha256: &str,
+        entries: &SealedEntries,
+        state: ReadState,
+    ) {
+        let seal = entries.seal_number();
+        let parent = entries.derived_from().map(|(parent, _)| parent);
+        let mut kept = self.lock();
+        if kept.iter().any(|k| {
+            k.seal == seal
+                && k.tenant_id == tenant_id
+                && k.policy_sha256 == policy_sha256
+                && k.state.clock > state.clock
+        }) {
+            return;
+        }
+        kept.retain(|k| {
+            !(k.tenant_id == tenant_id
+                && k.policy_sha256 == policy_sha256
+                && (k.seal == seal || Some(k.seal) == parent))
+        });
+        if state.weight() > self.bytes || self.reads == 0 {
+            return;
+        }
+        kept.push_back(Kept {
+            tenant_id: tenant_id.to_owned(),
+            policy_sha256: policy_sha256.to_owned(),
+            seal,
+            state,
+        });
+        while kept.len() > self.reads
+            || kept.iter().map(|k| k.state.weight()).sum::<usize>() > self.bytes
+        {
+            kept.pop_front();
+        }
+    }
+
+    /// Drops every kept read of `tenant_id`. Called when this process
+    /// erases one of the tenant's records, so no row or vector of it stays
+    /// in memory until the tenant's next read (a kept read would drop it
+    /// then, after checking the clock). Returns how many reads it dropped.
+    pub fn forget_tenant(&self, tenant_id: &str) -> usize {
+        let mut kept = self.lock();
+        let before = kept.len();
+        kept.retain(|k| k.tenant_id != tenant_id);
+        before - kept.len()
+    }
+
+    /// How many reads are kept.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
