@@ -137,40 +137,99 @@ fn scope_statements<C: Tx>(
         ("workspace", &q.workspace_id, None),
         ("procedure", &q.workspace_id, None),
     ];
-    let mut out = Vec::new();
+    // `?1` the tenant, `?2` the policy, `?5` the instant; each subject
+    // shape's type and subject at `?3`, `?4` (and `?6` its second subject)
+    // in a statement of its own, or, restricted to `ids`, all shapes in one
+    // statement (one lookup of each id, whichever shape it has), the first
+    // at `?3`, `?4` and the others' after the instant.
+    let mut out: Vec<(String, Vec<Arg>)> = Vec::new();
+    let mut shapes: Vec<String> = Vec::new();
+    let mut args: Vec<Arg> = Vec::new();
     for (subject_type, a, b) in subjects {
-        let mut args = vec![
-            Arg::Text(q.tenant_id.clone()),
-            Arg::Text(q.policy_sha256.clone()),
-            Arg::Text(subject_type.to_owned()),
-            Arg::Text(a.to_owned()),
-            Arg::Int(now),
-        ];
-        let mut predicates = format!(
-            "r.tenant_id = ?1 AND r.policy_sha256 = ?2 AND r.state = 'active'
-               AND r.subject_type = ?3 AND r.subject_a = ?4
-               AND {time_predicate}"
-        );
+        if ids.is_none() || args.is_empty() {
+            args = vec![
+                Arg::Text(q.tenant_id.clone()),
+                Arg::Text(q.policy_sha256.clone()),
+                Arg::Text(subject_type.to_owned()),
+                Arg::Text(a.to_owned()),
+                Arg::Int(now),
+            ];
+            shapes.push("r.subject_type = ?3 AND r.subject_a = ?4".to_owned());
+        } else {
+            args.push(Arg::Text(subject_type.to_owned()));
+            args.push(Arg::Text(a.to_owned()));
+            shapes.push(format!(
+                "r.subject_type = ?{} AND r.subject_a = ?{}",
+                args.len() - 1,
+                args.len()
+            ));
+        }
         if let Some(b) = b {
             args.push(Arg::Text(b.to_owned()));
-            predicates.push_str(&format!(" AND r.subject_b = ?{}", args.len()));
-        }
-        let (clause, kind_args) = C::in_list("r.kind", args.len() + 1, kinds.clone());
-        predicates.push_str(&format!(" AND {clause}"));
-        args.extend(kind_args);
-        let from = match ids {
-            None => "records r".to_owned(),
-            Some(ids) => {
-                args.push(Arg::TextSet(ids.to_vec()));
-                C::joined_to_set("records r", "r.record_id", &format!("?{}", args.len()))
+            if let Some(shape) = shapes.last_mut() {
+                shape.push_str(&format!(" AND r.subject_b = ?{}", args.len()));
             }
-        };
-        out.push((
-            format!("SELECT {columns} FROM {from} WHERE {predicates}"),
+        }
+        if ids.is_none() {
+            let shape = shapes.pop().unwrap_or_default();
+            out.push(shape_statement::<C>(
+                columns,
+                time_predicate,
+                &shape,
+                std::mem::take(&mut args),
+                &kinds,
+                None,
+            ));
+        }
+    }
+    if let Some(ids) = ids {
+        let shape = shapes
+            .iter()
+            .map(|s| format!("({s})"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        out.push(shape_statement::<C>(
+            columns,
+            time_predicate,
+            &format!("({shape})"),
             args,
+            &kinds,
+            Some(ids),
         ));
     }
     Ok(out)
+}
+
+/// One statement of [`scope_statements`]: `args` bind `?1` (tenant), `?2`
+/// (policy), `?5` (instant) and the placeholders of `subject`; the kinds
+/// and, given them, the ids are bound after them.
+fn shape_statement<C: Tx>(
+    columns: &str,
+    time_predicate: &str,
+    subject: &str,
+    mut args: Vec<Arg>,
+    kinds: &[String],
+    ids: Option<&[String]>,
+) -> (String, Vec<Arg>) {
+    let mut predicates = format!(
+        "r.tenant_id = ?1 AND r.policy_sha256 = ?2 AND r.state = 'active'
+           AND {subject}
+           AND {time_predicate}"
+    );
+    let (clause, kind_args) = C::in_list("r.kind", args.len() + 1, kinds.to_vec());
+    predicates.push_str(&format!(" AND {clause}"));
+    args.extend(kind_args);
+    let from = match ids {
+        None => "records r".to_owned(),
+        Some(ids) => {
+            args.push(Arg::TextSet(ids.to_vec()));
+            C::joined_to_set("records r", "r.record_id", &format!("?{}", args.len()))
+        }
+    };
+    (
+        format!("SELECT {columns} FROM {from} WHERE {predicates}"),
+        args,
+    )
 }
 
 pub(crate) fn eligible_records<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<EligibleSet> {
