@@ -302,6 +302,15 @@ pub(crate) trait Tx {
     where
         Self: Sized;
 
+    /// A `FROM` clause joining `table` (with its alias) to the texts bound
+    /// at `placeholder` (an [`Arg::TextSet`]) on `key` (a unique column of
+    /// it), planned as one lookup of `key` per text, whatever the other
+    /// predicates of the statement could match an index with: the cost is
+    /// in the texts, not in the table.
+    fn joined_to_set(table: &str, key: &str, placeholder: &str) -> String
+    where
+        Self: Sized;
+
     /// What the backend finds wrong with its storage inside the
     /// transaction (empty when nothing is).
     fn storage_problems(&self) -> StoreResult<Vec<String>>;

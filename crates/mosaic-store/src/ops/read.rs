@@ -97,19 +97,27 @@ pub(crate) fn eligibility_statements<C: Tx>(
     q: &EligibilityQuery,
     columns: &str,
 ) -> StoreResult<Vec<(String, Vec<Arg>)>> {
-    scope_statements::<C>(
-        q,
-        columns,
-        "r.created_at_ms <= ?5 AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?5)",
-    )
+    scope_statements::<C>(q, columns, ELIGIBLE_AT, None)
 }
 
+/// The time predicate of [`eligibility_statements`] (`?5` is the query's
+/// instant).
+const ELIGIBLE_AT: &str =
+    "r.created_at_ms <= ?5 AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?5)";
+
+/// The time predicate of the records of the scope that come of age after
+/// the query's instant (what `stable_until` reads of them).
+const OF_AGE_LATER: &str = "r.created_at_ms > ?5";
+
 /// The statements of [`eligibility_statements`] with another time
-/// predicate (`?5` is the query's instant).
+/// predicate (`?5` is the query's instant) and, given `ids`, restricted to
+/// the records among them (read by primary key: the cost is in the ids,
+/// not in the scope).
 fn scope_statements<C: Tx>(
     q: &EligibilityQuery,
     columns: &str,
     time_predicate: &str,
+    ids: Option<&[String]>,
 ) -> StoreResult<Vec<(String, Vec<Arg>)>> {
     let mut kinds: Vec<String> = q.kinds.iter().map(|k| k.as_str().to_owned()).collect();
     kinds.sort_unstable();
@@ -129,31 +137,99 @@ fn scope_statements<C: Tx>(
         ("workspace", &q.workspace_id, None),
         ("procedure", &q.workspace_id, None),
     ];
-    let mut out = Vec::new();
+    // `?1` the tenant, `?2` the policy, `?5` the instant; each subject
+    // shape's type and subject at `?3`, `?4` (and `?6` its second subject)
+    // in a statement of its own, or, restricted to `ids`, all shapes in one
+    // statement (one lookup of each id, whichever shape it has), the first
+    // at `?3`, `?4` and the others' after the instant.
+    let mut out: Vec<(String, Vec<Arg>)> = Vec::new();
+    let mut shapes: Vec<String> = Vec::new();
+    let mut args: Vec<Arg> = Vec::new();
     for (subject_type, a, b) in subjects {
-        let mut args = vec![
-            Arg::Text(q.tenant_id.clone()),
-            Arg::Text(q.policy_sha256.clone()),
-            Arg::Text(subject_type.to_owned()),
-            Arg::Text(a.to_owned()),
-            Arg::Int(now),
-        ];
-        let mut sql = format!(
-            "SELECT {columns} FROM records r
-             WHERE r.tenant_id = ?1 AND r.policy_sha256 = ?2 AND r.state = 'active'
-               AND r.subject_type = ?3 AND r.subject_a = ?4
-               AND {time_predicate}"
-        );
+        if ids.is_none() || args.is_empty() {
+            args = vec![
+                Arg::Text(q.tenant_id.clone()),
+                Arg::Text(q.policy_sha256.clone()),
+                Arg::Text(subject_type.to_owned()),
+                Arg::Text(a.to_owned()),
+                Arg::Int(now),
+            ];
+            shapes.push("r.subject_type = ?3 AND r.subject_a = ?4".to_owned());
+        } else {
+            args.push(Arg::Text(subject_type.to_owned()));
+            args.push(Arg::Text(a.to_owned()));
+            shapes.push(format!(
+                "r.subject_type = ?{} AND r.subject_a = ?{}",
+                args.len() - 1,
+                args.len()
+            ));
+        }
         if let Some(b) = b {
             args.push(Arg::Text(b.to_owned()));
-            sql.push_str(&format!(" AND r.subject_b = ?{}", args.len()));
+            if let Some(shape) = shapes.last_mut() {
+                shape.push_str(&format!(" AND r.subject_b = ?{}", args.len()));
+            }
         }
-        let (clause, kind_args) = C::in_list("r.kind", args.len() + 1, kinds.clone());
-        sql.push_str(&format!(" AND {clause}"));
-        args.extend(kind_args);
-        out.push((sql, args));
+        if ids.is_none() {
+            let shape = shapes.pop().unwrap_or_default();
+            out.push(shape_statement::<C>(
+                columns,
+                time_predicate,
+                &shape,
+                std::mem::take(&mut args),
+                &kinds,
+                None,
+            ));
+        }
+    }
+    if let Some(ids) = ids {
+        let shape = shapes
+            .iter()
+            .map(|s| format!("({s})"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        out.push(shape_statement::<C>(
+            columns,
+            time_predicate,
+            &format!("({shape})"),
+            args,
+            &kinds,
+            Some(ids),
+        ));
     }
     Ok(out)
+}
+
+/// One statement of [`scope_statements`]: `args` bind `?1` (tenant), `?2`
+/// (policy), `?5` (instant) and the placeholders of `subject`; the kinds
+/// and, given them, the ids are bound after them.
+fn shape_statement<C: Tx>(
+    columns: &str,
+    time_predicate: &str,
+    subject: &str,
+    mut args: Vec<Arg>,
+    kinds: &[String],
+    ids: Option<&[String]>,
+) -> (String, Vec<Arg>) {
+    let mut predicates = format!(
+        "r.tenant_id = ?1 AND r.policy_sha256 = ?2 AND r.state = 'active'
+           AND {subject}
+           AND {time_predicate}"
+    );
+    let (clause, kind_args) = C::in_list("r.kind", args.len() + 1, kinds.to_vec());
+    predicates.push_str(&format!(" AND {clause}"));
+    args.extend(kind_args);
+    let from = match ids {
+        None => "records r".to_owned(),
+        Some(ids) => {
+            args.push(Arg::TextSet(ids.to_vec()));
+            C::joined_to_set("records r", "r.record_id", &format!("?{}", args.len()))
+        }
+    };
+    (
+        format!("SELECT {columns} FROM {from} WHERE {predicates}"),
+        args,
+    )
 }
 
 pub(crate) fn eligible_records<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<EligibleSet> {
@@ -225,26 +301,7 @@ pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<El
     // the answer is newer than its stamp, never older, so a reader that
     // keeps it while the stamp holds keeps nothing stale.
     let stamp = change_stamp(c)?;
-    let mut ids: Vec<(String, u64)> = Vec::new();
-    let mut stable_until: Option<u64> = None;
-    let mut until = |at: u64| stable_until = Some(stable_until.map_or(at, |s| s.min(at)));
-    for (sql, args) in eligibility_statements::<C>(q, ELIGIBLE_ID_COLUMNS)? {
-        let rows = c.rows(&sql, &vals(&args), |r| {
-            r.cols::<(String, i64, Option<i64>)>()
-        })?;
-        for (id, line_generation, expires_at) in rows {
-            if let Some(expires_at) = expires_at {
-                until(u(expires_at)?);
-            }
-            ids.push((id, u(line_generation)?));
-        }
-    }
-    for (sql, args) in scope_statements::<C>(q, "MIN(r.created_at_ms)", "r.created_at_ms > ?5")? {
-        let rows = c.rows(&sql, &vals(&args), |r| r.get::<Option<i64>>(0))?;
-        for created_at in rows.into_iter().flatten() {
-            until(u(created_at)?);
-        }
-    }
+    let (mut ids, stable_until) = eligible_id_rows(c, q, None)?;
     ids.sort();
     let sorted: Vec<(&str, u64)> = ids.iter().map(|(id, g)| (id.as_str(), *g)).collect();
     let records_sha256 = SnapshotIdentity::records_digest(&sorted)?;
@@ -265,24 +322,41 @@ pub(crate) fn eligible_ids<C: Tx>(c: &C, q: &EligibilityQuery) -> StoreResult<El
     })
 }
 
-/// The columns [`eligible_changes`] reads of each changed record.
-const CHANGED_COLUMNS: &str = "r.record_id, r.tenant_id, r.policy_sha256, r.state, r.kind,
-     r.subject_type, r.subject_a, r.subject_b, r.created_at_ms, r.expires_at_ms,
-     r.line_generation";
+/// The earliest instant time alone changes an eligibility answer, if any.
+type StableUntil = Option<u64>;
 
-type ChangedRow = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<i64>,
-    i64,
-);
+/// `(record_id, line_generation)` of the records [`eligibility_statements`]
+/// finds (restricted to `ids`, given them), unsorted, and the earliest
+/// instant after the query's at which time alone changes that answer: a
+/// found record expires, or an active record of the scope (among `ids`)
+/// created later than the query's instant comes of age.
+fn eligible_id_rows<C: Tx>(
+    c: &C,
+    q: &EligibilityQuery,
+    ids: Option<&[String]>,
+) -> StoreResult<(Vec<(String, u64)>, StableUntil)> {
+    let mut found: Vec<(String, u64)> = Vec::new();
+    let mut stable_until: Option<u64> = None;
+    let mut until = |at: u64| stable_until = Some(stable_until.map_or(at, |s| s.min(at)));
+    for (sql, args) in scope_statements::<C>(q, ELIGIBLE_ID_COLUMNS, ELIGIBLE_AT, ids)? {
+        let rows = c.rows(&sql, &vals(&args), |r| {
+            r.cols::<(String, i64, Option<i64>)>()
+        })?;
+        for (id, line_generation, expires_at) in rows {
+            if let Some(expires_at) = expires_at {
+                until(u(expires_at)?);
+            }
+            found.push((id, u(line_generation)?));
+        }
+    }
+    for (sql, args) in scope_statements::<C>(q, "MIN(r.created_at_ms)", OF_AGE_LATER, ids)? {
+        let rows = c.rows(&sql, &vals(&args), |r| r.get::<Option<i64>>(0))?;
+        for created_at in rows.into_iter().flatten() {
+            until(u(created_at)?);
+        }
+    }
+    Ok((found, stable_until))
+}
 
 /// What changed in the reader's scopes of `q` since a read that saw the
 /// scope commitments `since` (see [`crate::Store::eligible_changes`]);
@@ -293,11 +367,10 @@ type ChangedRow = (
 /// record erased) after `since`'s generation.
 ///
 /// The statements: the stamp, each scope's head, one range read of
-/// `idx_scope_entries_changed` per scope that moved, and the changed
-/// records' rows by primary key ([`records_by_id`]); each row is then held
-/// to the predicates of [`eligibility_statements`] (and the time
-/// predicate of the read's `stable_until`), so nothing reads a record that
-/// did not change.
+/// `idx_scope_entries_changed` per scope that moved, and the statements of
+/// [`eligible_ids`] (the eligibility statements and those of its
+/// `stable_until`) restricted to the changed ids, each a primary-key
+/// lookup of them, so nothing reads a record that did not change.
 pub(crate) fn eligible_changes<C: Tx>(
     c: &C,
     q: &EligibilityQuery,
@@ -330,42 +403,15 @@ pub(crate) fn eligible_changes<C: Tx>(
     }
     changed.sort();
     changed.dedup();
-    let kinds: BTreeSet<&str> = q.kinds.iter().map(|k| k.as_str()).collect();
     let mut eligible: Vec<(String, u64)> = Vec::new();
     let mut stable_until: Option<u64> = None;
-    let mut until = |at: u64| stable_until = Some(stable_until.map_or(at, |s| s.min(at)));
-    for row in records_by_id(c, CHANGED_COLUMNS, &changed, |r| r.cols::<ChangedRow>())? {
-        let (id, tenant, policy, state, kind, subject_type, a, b, created_at, expires_at, line) =
-            row;
-        // The predicates of `scope_statements`, but for time.
-        let subject = match subject_type.as_str() {
-            "run" => a == q.run_id,
-            "principal" => a == q.principal_id,
-            "principal_in_workspace" => a == q.workspace_id && b == q.principal_id,
-            "workspace" | "procedure" => a == q.workspace_id,
-            _ => false,
+    for chunk in changed.chunks(RECORDS_PER_READ) {
+        let (found, until) = eligible_id_rows(c, q, Some(chunk))?;
+        eligible.extend(found);
+        stable_until = match (stable_until, until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
-        if !(tenant == q.tenant_id
-            && policy == q.policy_sha256
-            && state == RecordState::Active.as_str()
-            && subject
-            && kinds.contains(kind.as_str()))
-        {
-            continue;
-        }
-        let created_at = u(created_at)?;
-        if created_at > q.now_unix_ms {
-            // Comes of age later (what `eligible_ids` reads as
-            // `MIN(created_at_ms)` of the scope).
-            until(created_at);
-            continue;
-        }
-        match expires_at.map(u).transpose()? {
-            Some(expires_at) if expires_at <= q.now_unix_ms => continue,
-            Some(expires_at) => until(expires_at),
-            None => {}
-        }
-        eligible.push((id, u(line)?));
     }
     eligible.sort();
     Ok(Some(EligibleChanges {
@@ -417,13 +463,18 @@ pub(crate) fn eligible_changes_statements<C: Tx>(
         .iter()
         .map(|s| super::scope::changed_since_statement(&q.tenant_id, &s.scope, s.generation))
         .collect::<StoreResult<Vec<_>>>()?;
-    out.push((
-        format!(
-            "SELECT {CHANGED_COLUMNS} FROM records r WHERE {}",
-            C::in_set("r.record_id", "?1")
-        ),
-        vec![Arg::TextSet(changed.to_vec())],
-    ));
+    out.extend(scope_statements::<C>(
+        q,
+        ELIGIBLE_ID_COLUMNS,
+        ELIGIBLE_AT,
+        Some(changed),
+    )?);
+    out.extend(scope_statements::<C>(
+        q,
+        "MIN(r.created_at_ms)",
+        OF_AGE_LATER,
+        Some(changed),
+    )?);
     Ok(out)
 }
 

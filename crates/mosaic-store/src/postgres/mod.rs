@@ -371,6 +371,10 @@ impl Tx for Ctx<'_> {
         format!("{expr} = ANY({placeholder})")
     }
 
+    fn joined_to_set(table: &str, key: &str, placeholder: &str) -> String {
+        format!("unnest({placeholder}::text[]) AS keys(value) JOIN {table} ON {key} = keys.value")
+    }
+
     /// Every index of the schema is valid, and row-level security is still
     /// on and forced on every tenant table; then, per tenant, the tenant
     /// directory agrees with the records and proposals.
@@ -503,7 +507,8 @@ impl PostgresStore {
 
     /// `EXPLAIN` lines of the statements [`crate::Store::eligible_changes`]
     /// runs after the scope heads (the changed entries of each scope of
-    /// `since`, then the rows of `changed`), planned as `query.tenant_id`
+    /// `since`, then the eligibility statements and those of
+    /// `stable_until` restricted to `changed`), planned as `query.tenant_id`
     /// (for tests that the cost is in the changes).
     pub fn explain_eligible_changes(
         &mut self,

@@ -236,6 +236,12 @@ impl Tx for Ctx<'_> {
         format!("{expr} IN (SELECT value FROM json_each({placeholder}))")
     }
 
+    fn joined_to_set(table: &str, key: &str, placeholder: &str) -> String {
+        // CROSS JOIN keeps the texts the outer loop: each is one lookup of
+        // the table by `key`.
+        format!("json_each({placeholder}) AS keys CROSS JOIN {table} ON {key} = keys.value")
+    }
+
     /// What `PRAGMA integrity_check` reports, unless it is just "ok" (not
     /// a counted statement: it changes nothing).
     fn storage_problems(&self) -> StoreResult<Vec<String>> {
@@ -475,8 +481,9 @@ impl SqliteStore {
 
     /// `EXPLAIN QUERY PLAN` detail lines of the statements
     /// [`crate::Store::eligible_changes`] runs after the scope heads: the
-    /// changed entries of each scope of `since`, then the rows of
-    /// `changed` (for tests that the cost is in the changes).
+    /// changed entries of each scope of `since`, then the eligibility
+    /// statements and those of `stable_until` restricted to `changed` (for
+    /// tests that the cost is in the changes).
     pub fn explain_eligible_changes(
         &mut self,
         query: &EligibilityQuery,
