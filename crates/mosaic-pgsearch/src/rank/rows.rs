@@ -188,23 +188,12 @@ pub(super) fn advance_vectors(
     entries: Entries<'_>,
     changed: &HashSet<&str>,
 ) -> PgSearchResult<Option<(Arc<Vectors>, Vec<String>)>> {
-    let changed: Vec<&str> = changed
-        .iter()
-        .copied()
-        .filter(|id| base.contains_key(*id) || entries.contains_sorted(id))
-        .collect();
-    if changed.is_empty() {
-        return Ok(Some((base.clone(), Vec::new())));
-    }
-    if changed.len() > base.len() / 2 + 64 {
-        return Ok(None);
-    }
-    let mut reload: Vec<&str> = changed
-        .iter()
-        .copied()
-        .filter(|id| entries.contains_sorted(id))
-        .collect();
-    reload.sort_unstable();
+    let (changed, reload) =
+        match to_read_again(changed, |id| base.contains_key(id), base.len(), entries) {
+            ToReadAgain::Nothing => return Ok(Some((base.clone(), Vec::new()))),
+            ToReadAgain::All => return Ok(None),
+            ToReadAgain::These { changed, reload } => (changed, reload),
+        };
     let loaded = load_vectors(tx, tenant_id, policy_sha256, &reload)?;
     let mut vectors: Vectors = (**base).clone();
     for id in &changed {
@@ -231,23 +220,16 @@ pub(super) fn advance(
     entries: Entries<'_>,
     changed: &HashSet<&str>,
 ) -> PgSearchResult<Option<(Arc<Lines>, Vec<String>)>> {
-    let changed: Vec<&str> = changed
-        .iter()
-        .copied()
-        .filter(|id| base.by_id.contains_key(*id) || entries.contains_sorted(id))
-        .collect();
-    if changed.is_empty() {
-        return Ok(Some((base.clone(), Vec::new())));
-    }
-    if changed.len() > base.rows.len() / 2 + 64 {
-        return Ok(None);
-    }
-    let mut reload: Vec<&str> = changed
-        .iter()
-        .copied()
-        .filter(|id| entries.contains_sorted(id))
-        .collect();
-    reload.sort_unstable();
+    let (changed, reload) = match to_read_again(
+        changed,
+        |id| base.by_id.contains_key(id),
+        base.rows.len(),
+        entries,
+    ) {
+        ToReadAgain::Nothing => return Ok(Some((base.clone(), Vec::new()))),
+        ToReadAgain::All => return Ok(None),
+        ToReadAgain::These { changed, reload } => (changed, reload),
+    };
     let loaded = load_rows(tx, tenant_id, policy_sha256, &reload)?;
     let gone: HashSet<&str> = changed.iter().copied().collect();
     let mut rows: Vec<Row> = base
@@ -261,6 +243,50 @@ pub(super) fn advance(
         Arc::new(Lines::of(rows)),
         changed.into_iter().map(str::to_owned).collect(),
     )))
+}
+
+/// What bringing a kept read up to date must read again.
+enum ToReadAgain<'c> {
+    /// No changed record is kept or eligible: the kept read stands.
+    Nothing,
+    /// So many changed that a fresh read costs less.
+    All,
+    /// `changed`: the changed records kept or eligible (each leaves the
+    /// kept read); `reload`: those of them eligible now, sorted (each is
+    /// read again).
+    These {
+        changed: Vec<&'c str>,
+        reload: Vec<&'c str>,
+    },
+}
+
+/// Which of `changed` a kept read of `kept_len` records (`kept` tells
+/// whether it holds one) must drop and read again to be the read of
+/// `entries`.
+fn to_read_again<'c>(
+    changed: &HashSet<&'c str>,
+    kept: impl Fn(&str) -> bool,
+    kept_len: usize,
+    entries: Entries<'_>,
+) -> ToReadAgain<'c> {
+    let changed: Vec<&str> = changed
+        .iter()
+        .copied()
+        .filter(|id| kept(id) || entries.contains_sorted(id))
+        .collect();
+    if changed.is_empty() {
+        return ToReadAgain::Nothing;
+    }
+    if changed.len() > kept_len / 2 + 64 {
+        return ToReadAgain::All;
+    }
+    let mut reload: Vec<&str> = changed
+        .iter()
+        .copied()
+        .filter(|id| entries.contains_sorted(id))
+        .collect();
+    reload.sort_unstable();
+    ToReadAgain::These { changed, reload }
 }
 
 /// Keeps [`role_name`] and [`parse_role`] inverse to each other.
