@@ -1,6 +1,7 @@
 //! The crate's error type.
 
 use mosaic_index::IndexError;
+use mosaic_store::postgres::runner::Refusal;
 
 /// Everything this crate can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,20 @@ impl From<postgres::Error> for PgSearchError {
             Some(db) => PgSearchError::Database(format!("{}: {}", db.code().code(), db.message())),
             None => PgSearchError::Database(err.to_string()),
         }
+    }
+}
+
+impl From<Refusal> for PgSearchError {
+    fn from(refusal: Refusal) -> Self {
+        PgSearchError::Schema(match refusal {
+            Refusal::TooNew { found, supported } => {
+                format!("search schema version {found} is newer than this release ({supported})")
+            }
+            Refusal::Negative(found) => format!("search schema version {found}"),
+            Refusal::Unledgered { ledger } => {
+                format!("the schema has search tables but no {ledger}")
+            }
+        })
     }
 }
 

@@ -46,6 +46,7 @@
 //! row can be inserted or updated only while its tenant is unknown or is the
 //! tenant currently set.
 
+use mosaic_store::postgres::runner::{self, Component, Step};
 use postgres::{Client, GenericClient};
 
 use crate::error::{PgSearchError, PgSearchResult};
@@ -212,10 +213,34 @@ pub fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// The search tables' version ledger.
+const LEDGER: &str = "pgsearch_migrations";
+
+/// The search tables' migrations for the store's runner
+/// ([`mosaic_store::postgres::runner`]), for vectors of `dimension`:
+/// version 1 creates the tables, each later one adds to them; recorded in
+/// `pgsearch_migrations`, under a lock of their own. Only tables named
+/// `pgsearch_*` are theirs (they can share the store's schema).
+pub fn component(dimension: usize) -> Component<'static, PgSearchError> {
+    Component {
+        ledger: LEDGER,
+        lock: "mosaic.pgsearch.migrate.",
+        tables: "pgsearch\\_%",
+        steps: vec![
+            Step::sql(migration_v1(dimension)),
+            Step::sql(MIGRATION_V2),
+            Step::sql(MIGRATION_V3),
+            Step::sql(MIGRATION_V4),
+            Step::sql(MIGRATION_V5),
+        ],
+    }
+}
+
 /// Creates (or checks) the search tables in the owner connection's
 /// `current_schema()` for vectors of `dimension`, and returns the version.
-/// Idempotent. Refuses a newer schema and a schema made for another
-/// dimension with [`PgSearchError::Schema`], changing nothing.
+/// Idempotent. Refuses a newer schema, search tables without
+/// `pgsearch_migrations` and a schema made for another dimension with
+/// [`PgSearchError::Schema`], changing nothing.
 pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
     if dimension == 0 || dimension > MAX_DIMENSION {
         return Err(PgSearchError::InvalidArgument(format!(
@@ -223,10 +248,6 @@ pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
         )));
     }
     let mut tx = owner.transaction()?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtext('mosaic.pgsearch.migrate.' || current_schema()))",
-        &[],
-    )?;
     let extension: i64 = tx
         .query_one(
             "SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'vector'",
@@ -239,31 +260,10 @@ pub fn migrate(owner: &mut Client, dimension: usize) -> PgSearchResult<i64> {
                 .into(),
         ));
     }
-    let current = stored_version(&mut tx)?.unwrap_or(0);
-    check_supported(current)?;
-    if current == 0 {
-        tx.batch_execute(&migration_v1(dimension))?;
-        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (1)", &[])?;
-    }
-    if current < 2 {
-        tx.batch_execute(MIGRATION_V2)?;
-        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (2)", &[])?;
-    }
-    if current < 3 {
-        tx.batch_execute(MIGRATION_V3)?;
-        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (3)", &[])?;
-    }
-    if current < 4 {
-        tx.batch_execute(MIGRATION_V4)?;
-        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (4)", &[])?;
-    }
-    if current < 5 {
-        tx.batch_execute(MIGRATION_V5)?;
-        tx.execute("INSERT INTO pgsearch_migrations (version) VALUES (5)", &[])?;
-    }
+    let version = runner::migrate_in(&mut tx, &component(dimension))?;
     check_dimension(&mut tx, dimension)?;
     tx.commit()?;
-    Ok(SCHEMA_VERSION)
+    Ok(version)
 }
 
 /// Grants `role` (the application role) what the targets need in the owner
@@ -289,31 +289,11 @@ pub fn grant_application_role(owner: &mut Client, role: &str) -> PgSearchResult<
 
 /// The stored version, `None` when there is no `pgsearch_migrations`.
 pub(crate) fn stored_version(client: &mut impl GenericClient) -> PgSearchResult<Option<i64>> {
-    let exists: bool = client
-        .query_one(
-            "SELECT to_regclass(quote_ident(current_schema()) || '.pgsearch_migrations') IS NOT NULL",
-            &[],
-        )?
-        .try_get(0)?;
-    if !exists {
-        return Ok(None);
-    }
-    let version: i64 = client
-        .query_one(
-            "SELECT coalesce(max(version), 0)::BIGINT FROM pgsearch_migrations",
-            &[],
-        )?
-        .try_get(0)?;
-    Ok(Some(version))
+    Ok(runner::ledger_version(client, LEDGER)?)
 }
 
 fn check_supported(found: i64) -> PgSearchResult<()> {
-    if found > SCHEMA_VERSION {
-        return Err(PgSearchError::Schema(format!(
-            "search schema version {found} is newer than this release ({SCHEMA_VERSION})"
-        )));
-    }
-    Ok(())
+    Ok(runner::check_version(found, SCHEMA_VERSION)?)
 }
 
 /// Checks the connection sees the current schema (for the application

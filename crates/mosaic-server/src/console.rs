@@ -4,8 +4,10 @@
 //! person signed in with (kept in the tab's `sessionStorage` only), so it
 //! can never do what that key may not.
 //!
-//! The files (`console/` beside `src/`) are plain HTML, CSS and JavaScript:
-//! nothing to build, no framework. Every response carries a strict
+//! The files (`console/` beside `src/`) are plain HTML, CSS and JavaScript
+//! modules (`app.js` signs in and routes, importing the shared helpers of
+//! `core.js` and the views of `memories.js`, `receipts.js`, `recall.js`
+//! and `admin.js`): nothing to build, no framework. Every response carries a strict
 //! Content-Security-Policy (scripts and styles from this origin only, no
 //! inline script, API requests to this origin only, no framing), and the
 //! script renders every stored text with `textContent`, never as markup.
@@ -37,6 +39,31 @@ pub const FILES: &[(&str, &str, &str)] = &[
         "app.js",
         "text/javascript; charset=utf-8",
         include_str!("../console/app.js"),
+    ),
+    (
+        "core.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/core.js"),
+    ),
+    (
+        "receipts.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/receipts.js"),
+    ),
+    (
+        "memories.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/memories.js"),
+    ),
+    (
+        "recall.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/recall.js"),
+    ),
+    (
+        "admin.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/admin.js"),
     ),
     (
         "app.css",

@@ -70,7 +70,7 @@ async fn the_console_is_served_from_the_binary_with_a_strict_policy() {
             .await
             .expect("body");
         let html = String::from_utf8(body.to_vec()).expect("utf-8");
-        assert!(html.contains("<script src=\"/console/app.js\" defer></script>"));
+        assert!(html.contains("<script src=\"/console/app.js\" type=\"module\"></script>"));
     }
     for (name, media, bytes) in FILES {
         let response = get_raw(&w.router, &format!("/console/{name}")).await;
@@ -110,21 +110,40 @@ async fn the_console_is_served_from_the_binary_with_a_strict_policy() {
     );
     assert!(!html.contains("<style") && !html.contains(" style="));
     assert!(!html.contains(" onclick=") && !html.contains(" onload="));
-    let (_, _, js) = FILES[1];
-    for banned in [
-        "innerHTML",
-        "outerHTML",
-        "insertAdjacentHTML",
-        "document.write",
-        "eval(",
-        "localStorage.setItem",
-    ] {
-        let uses = js.matches(banned).count();
-        // The test helpers in the browser script read outerHTML; the console
-        // itself never writes markup or keeps the key beyond the session.
-        assert_eq!(uses, 0, "app.js uses {banned}");
+    let scripts: Vec<(&str, &str)> = FILES
+        .iter()
+        .filter(|(name, _, _)| name.ends_with(".js"))
+        .map(|(name, _, body)| (*name, *body))
+        .collect();
+    assert_eq!(scripts.len(), 6, "app.js and the modules it imports");
+    // Every module app.js reaches is served: each `from './x.js'` names a file.
+    for (name, js) in &scripts {
+        for import in js.split("from './").skip(1) {
+            let file = import.split('\'').next().unwrap_or_default();
+            assert!(
+                scripts.iter().any(|(served, _)| *served == file),
+                "{name} imports {file}, which is not served"
+            );
+        }
     }
-    assert!(js.contains("sessionStorage.setItem(KEY_SLOT"));
+    for (name, js) in &scripts {
+        for banned in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "localStorage.setItem",
+        ] {
+            let uses = js.matches(banned).count();
+            // The test helpers in the browser script read outerHTML; the
+            // console itself never writes markup or keeps the key beyond
+            // the session.
+            assert_eq!(uses, 0, "{name} uses {banned}");
+        }
+    }
+    let (_, _, app) = FILES[1];
+    assert!(app.contains("sessionStorage.setItem(KEY_SLOT"));
     // The root sends a browser to the console; other paths stay JSON 404s.
     let response = get_raw(&w.router, "/").await;
     assert!(response.status().is_redirection());

@@ -442,6 +442,136 @@ fn broad_scope_search_uses_the_hnsw_index() {
     );
 }
 
+/// An empty schema of its own (no tables), dropped with the returned
+/// [`PgDb`].
+fn empty_schema(factory: &PgFactory) -> PgDb {
+    let schema = unique_schema();
+    let mut admin = Client::connect(&factory.admin_url, NoTls).expect("admin");
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {}", quote_identifier(&schema)))
+        .expect("create schema");
+    PgDb {
+        schema,
+        admin_url: factory.admin_url.clone(),
+    }
+}
+
+/// The search tables' versions in `pgsearch_migrations`, in order.
+fn ledger(owner: &mut Client) -> Vec<i64> {
+    owner
+        .query(
+            "SELECT version FROM pgsearch_migrations ORDER BY version",
+            &[],
+        )
+        .expect("ledger")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// A schema made by each earlier release (version 1 to 4: the store's
+/// runner given only that release's steps, as that release ran them)
+/// migrates in place through the one runner to the current version, each
+/// missing version recorded once, and serves both targets afterwards.
+#[test]
+fn a_search_schema_at_each_older_version_migrates_through_the_shared_runner() {
+    use mosaic_store::postgres::runner;
+
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    for old in 1..schema::SCHEMA_VERSION {
+        let db = empty_schema(&factory);
+        let mut owner = factory.admin(&db).expect("admin");
+        let mut earlier = schema::component(SUITE_DIMENSION);
+        earlier
+            .steps
+            .truncate(usize::try_from(old).expect("version"));
+        assert_eq!(
+            runner::migrate::<PgSearchError>(&mut owner, &earlier).expect("earlier release"),
+            old
+        );
+        assert_eq!(ledger(&mut owner), (1..=old).collect::<Vec<_>>());
+        // The serving role refuses the older schema until it is migrated.
+        assert!(matches!(
+            PgLexicalIndex::open(factory.app(&db).expect("app")),
+            Err(PgSearchError::Schema(_))
+        ));
+        assert_eq!(
+            schema::migrate(&mut owner, SUITE_DIMENSION).expect("upgrade"),
+            schema::SCHEMA_VERSION,
+            "from version {old}"
+        );
+        assert_eq!(
+            ledger(&mut owner),
+            (1..=schema::SCHEMA_VERSION).collect::<Vec<_>>(),
+            "from version {old}"
+        );
+        // What the last version added is there.
+        let clock: bool = owner
+            .query_one(
+                "SELECT to_regclass(quote_ident(current_schema()) || '.pgsearch_clock') IS NOT NULL",
+                &[],
+            )
+            .expect("clock table")
+            .get(0);
+        assert!(clock, "from version {old}");
+        schema::grant_application_role(&mut owner, &factory.app_role).expect("grant");
+        factory.lexical(&db).expect("lexical opens");
+        factory.vector(&db).expect("vector opens");
+        // Migrating again changes nothing.
+        assert_eq!(
+            schema::migrate(&mut owner, SUITE_DIMENSION).expect("again"),
+            schema::SCHEMA_VERSION
+        );
+        assert_eq!(ledger(&mut owner).len() as i64, schema::SCHEMA_VERSION);
+    }
+}
+
+/// The runner refuses, before writing anything, a search schema newer than
+/// this release and search tables without their ledger (the layer that
+/// stops both: `mosaic_store::postgres::runner`, under the lock); the
+/// store's tables beside them are not the search tables' concern.
+#[test]
+fn the_runner_refuses_a_newer_search_schema_and_search_tables_without_a_ledger() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let db = factory.fresh().expect("fresh");
+    let mut owner = factory.admin(&db).expect("admin");
+    let newer = schema::SCHEMA_VERSION + 1;
+    owner
+        .execute(
+            "INSERT INTO pgsearch_migrations (version) VALUES ($1)",
+            &[&newer],
+        )
+        .expect("a newer release's row");
+    let refused = schema::migrate(&mut owner, SUITE_DIMENSION);
+    assert!(
+        matches!(&refused, Err(PgSearchError::Schema(m)) if m.contains("newer than this release")),
+        "{refused:?}"
+    );
+    assert_eq!(ledger(&mut owner).last(), Some(&newer));
+    owner
+        .batch_execute("DROP TABLE pgsearch_migrations")
+        .expect("drop the ledger");
+    let refused = schema::migrate(&mut owner, SUITE_DIMENSION);
+    assert!(
+        matches!(&refused, Err(PgSearchError::Schema(m)) if m.contains("no pgsearch_migrations")),
+        "{refused:?}"
+    );
+    // A schema holding only another component's tables is not refused.
+    let db = empty_schema(&factory);
+    let mut owner = factory.admin(&db).expect("admin");
+    owner
+        .batch_execute("CREATE TABLE records (record_id TEXT PRIMARY KEY)")
+        .expect("another component's table");
+    assert_eq!(
+        schema::migrate(&mut owner, SUITE_DIMENSION).expect("beside another component"),
+        schema::SCHEMA_VERSION
+    );
+}
+
 #[test]
 fn schema_for_another_dimension_is_refused() {
     let Some(factory) = PgFactory::from_env() else {

@@ -48,6 +48,7 @@
 //! retried a few times. Reads run at `REPEATABLE READ READ ONLY`: one read
 //! sees one snapshot and never blocks a writer.
 
+pub mod runner;
 pub mod schema;
 
 use std::cell::{Cell, RefCell};

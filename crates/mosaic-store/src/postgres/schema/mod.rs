@@ -8,9 +8,10 @@
 //! version. Everything lives in the connection's `current_schema()`.
 //!
 //! The version is the highest row of `schema_migrations`. `MIGRATIONS[i]`
-//! upgrades version `i` to `i + 1`; all of them run in one transaction
-//! under an advisory lock, so two migrators serialize and a failure leaves
-//! the schema as it was (PostgreSQL DDL is transactional). A schema whose
+//! upgrades version `i` to `i + 1`; [`super::runner`], the one runner of
+//! every PostgreSQL component, applies them in one transaction under an
+//! advisory lock, so two migrators serialize and a failure leaves the
+//! schema as it was (PostgreSQL DDL is transactional). A schema whose
 //! version is above [`SCHEMA_VERSION`] is refused with
 //! [`StoreError::SchemaTooNew`] before anything is written.
 //!
@@ -100,8 +101,8 @@ mod migrations;
 
 use postgres::{Client, GenericClient};
 
+use super::runner::{self, Component, Step};
 use crate::error::{StoreError, StoreResult};
-use crate::ops::schema::migration_from;
 
 pub use backfill::{AUDIT_TREE_VERSION, SCOPE_COMMITMENTS_VERSION};
 use backfill::{build_audit_tree, build_scope_commitments};
@@ -146,75 +147,68 @@ pub fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// The store's migrations for [`super::runner`]: `MIGRATIONS` in order,
+/// the audit tree and the scope commitments built in Rust after the
+/// steps that introduce them, recorded in `schema_migrations`.
+pub fn component() -> Component<'static, StoreError> {
+    let steps = MIGRATIONS
+        .iter()
+        .zip(1_i64..)
+        .map(|(sql, reached)| match reached {
+            AUDIT_TREE_VERSION => Step::sql_then(*sql, build_audit_tree),
+            SCOPE_COMMITMENTS_VERSION => Step::sql_then(*sql, build_scope_commitments),
+            _ => Step::sql(*sql),
+        })
+        .collect();
+    Component {
+        ledger: LEDGER,
+        lock: "mosaic.migrate.",
+        tables: "%",
+        steps,
+    }
+}
+
+/// The store's version ledger.
+const LEDGER: &str = "schema_migrations";
+
 /// Brings the schema in the owner connection's `current_schema()` to
 /// [`SCHEMA_VERSION`] and returns the version. Idempotent. Refuses a newer
 /// schema ([`StoreError::SchemaTooNew`]) and a schema that has tables but
 /// no migration history ([`StoreError::NotAStore`]), changing nothing.
 pub fn migrate(owner: &mut Client) -> StoreResult<i64> {
-    let mut tx = owner.transaction()?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtext('mosaic.migrate.' || current_schema()))",
-        &[],
-    )?;
-    let current = match stored_version(&mut tx)? {
-        Some(found) => found,
-        None => {
-            let tables: i64 = tx
-                .query_one(
-                    "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()",
-                    &[],
-                )?
-                .try_get(0)?;
-            if tables > 0 {
-                return Err(StoreError::NotAStore(
-                    "the schema has tables but no schema_migrations".into(),
-                ));
-            }
-            0
-        }
-    };
-    check_supported(current)?;
-    let mut version = current;
-    while version < SCHEMA_VERSION {
-        tx.batch_execute(migration_from(MIGRATIONS, version)?)?;
-        version += 1;
-        if version == AUDIT_TREE_VERSION {
-            build_audit_tree(&mut tx)?;
-        }
-        if version == SCOPE_COMMITMENTS_VERSION {
-            build_scope_commitments(&mut tx)?;
-        }
-        tx.execute(
-            "INSERT INTO schema_migrations (version) VALUES ($1)",
-            &[&version],
-        )?;
-    }
-    tx.commit()?;
-    Ok(version)
+    runner::migrate(owner, &component())
 }
 
 /// The stored version, `None` when `current_schema()` has no
 /// `schema_migrations` table.
 pub(crate) fn stored_version(client: &mut impl GenericClient) -> StoreResult<Option<i64>> {
-    let exists: bool = client
-        .query_one(
-            "SELECT to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL",
-            &[],
-        )?
-        .try_get(0)?;
-    if !exists {
-        return Ok(None);
-    }
-    let version: i64 = client
-        .query_one(
-            "SELECT coalesce(max(version), 0)::BIGINT FROM schema_migrations",
-            &[],
-        )?
-        .try_get(0)?;
-    Ok(Some(version))
+    Ok(runner::ledger_version(client, LEDGER)?)
 }
 
 /// Refuses a version this release cannot read.
 pub(crate) fn check_supported(found: i64) -> StoreResult<()> {
     crate::ops::schema::check_supported(found, SCHEMA_VERSION, "schema version")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_steps_reach_the_schema_version_with_the_builds_where_they_belong() {
+        let component = component();
+        assert_eq!(component.newest(), SCHEMA_VERSION);
+        assert_eq!(component.ledger, "schema_migrations");
+        let with_code: Vec<i64> = component
+            .steps
+            .iter()
+            .zip(1_i64..)
+            .filter(|(step, _)| step.then.is_some())
+            .map(|(_, reached)| reached)
+            .collect();
+        assert_eq!(
+            with_code,
+            vec![AUDIT_TREE_VERSION, SCOPE_COMMITMENTS_VERSION]
+        );
+    }
 }
