@@ -304,6 +304,33 @@ pub fn deletion_audit_problem(
     }
     inclusion_problem(&proof.head, &proof.inclusion_proof, keys)
 }
+
+/// When a deletion receipt's signature was made, as far as its signed
+/// fields tell: at or after its `finalized_at_unix_ms` (the receipt is
+/// signed whenever it is read, with the key current then).
+pub fn deletion_signed_at(receipt: &DeletionReceiptView) -> SignedAt {
+    SignedAt::NotBefore(receipt.body.finalized_at_unix_ms)
+}
+
+/// When an audit tree head's signature was made: at its
+/// `timestamp_unix_ms` (the server signs a head when it makes it).
+pub fn audit_head_signed_at(head: &SignedAuditHead) -> SignedAt {
+    SignedAt::At(head.timestamp_unix_ms)
+}
+
+/// Why the `what` signature by key `key_id`, made at `at`, lies outside
+/// that key's validity window as published (`windows`), if it does
+/// ([`window_problem`]). The one window check of `POST /v1/verify` and of
+/// the offline verifier.
+pub fn signature_window_problem(
+    what: &str,
+    key_id: &str,
+    at: SignedAt,
+    windows: &[PublishedKey],
+) -> Option<String> {
+    window_problem(key_id, at, windows).map(|problem| format!("{what} signature: {problem}"))
+}
+
 /// Every signature `doc` carries (in the shapes [`verify_document`]
 /// reads) whose signing instant its signed fields tell: `(what, key id,
 /// instant)`. Write, selection and relevance receipts carry no instant.
@@ -314,7 +341,7 @@ fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>,
             out.push((
                 what,
                 head.signature.key_id.clone(),
-                SignedAt::At(head.timestamp_unix_ms),
+                audit_head_signed_at(&head),
             ));
         }
     };
@@ -338,7 +365,7 @@ fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>,
             out.push((
                 "deletion receipt",
                 signature.key_id.clone(),
-                SignedAt::NotBefore(receipt.body.finalized_at_unix_ms),
+                deletion_signed_at(&receipt),
             ));
         }
         return Ok(out);
@@ -359,8 +386,9 @@ fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>,
 
 /// [`verify_document`], and then that every signature whose instant the
 /// document tells was made within its key's validity window as published
-/// (`windows`, from the keys route; [`window_problem`]). A key the windows
-/// do not list (keys given as bare hex) is checked for its signature only.
+/// (`windows`, from the keys route; [`signature_window_problem`]). A key
+/// the windows do not list (keys given as bare hex) is checked for its
+/// signature only.
 pub fn verify_document_in_windows(
     doc: &Value,
     keys: &[VerifyingKey],
@@ -369,9 +397,9 @@ pub fn verify_document_in_windows(
     let mut verdict = verify_document(doc, keys)?;
     if verdict.valid {
         for (what, key_id, at) in signed_instants(doc)? {
-            if let Some(problem) = window_problem(&key_id, at, windows) {
+            if let Some(problem) = signature_window_problem(what, &key_id, at, windows) {
                 verdict.valid = false;
-                verdict.problem = Some(format!("{what} signature: {problem}"));
+                verdict.problem = Some(problem);
                 break;
             }
         }

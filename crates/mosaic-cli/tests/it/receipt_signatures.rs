@@ -680,3 +680,157 @@ async fn the_cli_verifies_offline_rotates_and_exports_the_keys() {
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("valid (audit_head"), "{out}");
 }
+
+/// `POST /v1/verify` asks the same question of a key's validity window as
+/// `mosaic verify --offline`. Layer: the window check of `receipts.rs`
+/// (`signature_window_problem`), which the service's verify use case runs
+/// after the signature check. A deletion receipt and an audit head signed
+/// by the key current before a rotation dated back to the receipt's
+/// finalization verify by their signatures but not by the window; read
+/// again after the rotation (signed by the new key) they verify.
+#[tokio::test]
+async fn server_verify_refuses_a_signature_outside_its_keys_window() {
+    let w = world();
+    let alice = &w.principals[0];
+    let written = propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("window-1", "The standup moved to ten."),
+    )
+    .await;
+    let record_id = written["record_id"].as_str().expect("record id");
+    let (status, revoked) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/memories/{record_id}/revoke"),
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    let receipt = revoked["deletion_receipt"].clone();
+    let finalized = receipt["body"]["finalized_at_unix_ms"]
+        .as_u64()
+        .expect("finalized");
+    let (_, head) = send(
+        &w.router,
+        "GET",
+        "/v1/admin/audit/head",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
+    let stamp = head["timestamp_unix_ms"].as_u64().expect("timestamp");
+    assert!(stamp >= finalized, "{head}");
+    let verify = |body: Value| {
+        let router = w.router.clone();
+        let key = alice.key.clone();
+        async move {
+            let (status, verdict) =
+                send(&router, "POST", "/v1/verify", Some(&key), Some(body)).await;
+            assert_eq!(status, StatusCode::OK, "{verdict}");
+            verdict
+        }
+    };
+    let deletion = |receipt: &Value| json!({"kind": "deletion", "receipt": receipt});
+    let audit_head = |head: &Value| json!({"kind": "audit_head", "head": head});
+    // Before the rotation both verify.
+    let (before, _) = published_keys(&w.router).await;
+    assert_eq!(
+        verify(deletion(&receipt)).await,
+        json!({"valid": true, "problem": null})
+    );
+    assert_eq!(
+        verify(audit_head(&head)).await,
+        json!({"valid": true, "problem": null})
+    );
+
+    // The key is retired at the instant the receipt was finalized: it
+    // cannot have signed the receipt, nor the head made at or after then.
+    let path = w.service.config().signing_key_path();
+    mosaic_service::signing::rotate(&path, finalized).expect("rotates");
+    let (after, verifying) = published_keys(&w.router).await;
+    let old = &before.current_key_id;
+    assert_eq!(after.keys[0].key_id, *old);
+    assert_eq!(after.keys[0].valid_until_unix_ms, Some(finalized));
+    let refused = verify(deletion(&receipt)).await;
+    assert_eq!(refused["valid"], false, "{refused}");
+    assert_eq!(
+        refused["problem"],
+        json!(format!(
+            "deletion receipt signature: made at {finalized}, after key {old} was retired at \
+             {finalized}: that key cannot have signed it"
+        ))
+    );
+    let refused = verify(audit_head(&head)).await;
+    assert_eq!(refused["valid"], false, "{refused}");
+    assert_eq!(
+        refused["problem"],
+        json!(format!(
+            "audit head signature: signed at {stamp}, after key {old} was retired at {finalized}"
+        ))
+    );
+    // The offline verifier says the same of the same documents.
+    let offline = |doc: &Value| {
+        mosaic_service::receipts::verify_document_in_windows(doc, &verifying, &after.keys)
+            .expect("a receipt")
+    };
+    assert_eq!(
+        offline(&receipt).problem.as_ref(),
+        verify(deletion(&receipt)).await["problem"]
+            .as_str()
+            .map(str::to_owned)
+            .as_ref()
+    );
+    assert_eq!(
+        offline(&head).problem.as_ref(),
+        verify(audit_head(&head)).await["problem"]
+            .as_str()
+            .map(str::to_owned)
+            .as_ref()
+    );
+
+    // Read again, both are signed by the new key and verify.
+    let (_, again) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{record_id}/deletion"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(again["deletion_receipt"]["body"], receipt["body"]);
+    assert_eq!(
+        again["deletion_receipt"]["signature"]["key_id"],
+        json!(after.current_key_id)
+    );
+    assert_eq!(
+        verify(deletion(&again["deletion_receipt"])).await,
+        json!({"valid": true, "problem": null})
+    );
+    let (_, head_now) = send(
+        &w.router,
+        "GET",
+        "/v1/admin/audit/head",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
+    assert_eq!(head_now["signature"]["key_id"], json!(after.current_key_id));
+    assert_eq!(
+        verify(audit_head(&head_now)).await,
+        json!({"valid": true, "problem": null})
+    );
+    // A changed head is refused by its signature before any window is
+    // asked about.
+    let mut forged = head_now.clone();
+    forged["timestamp_unix_ms"] = json!(finalized - 1);
+    let refused = verify(audit_head(&forged)).await;
+    assert_eq!(refused["valid"], false, "{refused}");
+    assert!(
+        refused["problem"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("audit head signature: the signature names another")),
+        "{refused}"
+    );
+}

@@ -88,7 +88,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("the document serializes: {e}"));
         assert_eq!(
             mosaic_harness::canonical::sha256_hex(&bytes),
-            "af1b110829794dd6bd1ad23f472c2b7da4c97b2cc650cee2e29d7229ce07285a",
+            "9fdc41602fc1a811e7bdae04ec0e7f9bdad3c2996a5db8b0a528037e8eba213a",
             "the served OpenAPI document changed"
         );
     }

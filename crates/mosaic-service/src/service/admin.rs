@@ -52,7 +52,40 @@ impl ServiceCore {
             }
             VerifyRequest::Deletion { receipt } => {
                 check_digest("receipt.receipt_sha256", &receipt.receipt_sha256)?;
-                let problem = crate::receipts::deletion_problem(receipt, &self.published_keys()?)?;
+                let published = self.receipt_keys();
+                let problem =
+                    match crate::receipts::deletion_problem(receipt, &verifying_keys(&published)?)?
+                    {
+                        Some(problem) => Some(problem),
+                        // Signed by a published key: made inside its window?
+                        None => receipt.signature.as_ref().and_then(|signature| {
+                            crate::receipts::signature_window_problem(
+                                "deletion receipt",
+                                &signature.key_id,
+                                crate::receipts::deletion_signed_at(receipt),
+                                &published.keys,
+                            )
+                        }),
+                    };
+                Ok(VerifyResponse {
+                    valid: problem.is_none(),
+                    problem,
+                })
+            }
+            VerifyRequest::AuditHead { head } => {
+                let published = self.receipt_keys();
+                let problem = match crate::receipts::audit_head_problem(
+                    head,
+                    &verifying_keys(&published)?,
+                )? {
+                    Some(problem) => Some(problem),
+                    None => crate::receipts::signature_window_problem(
+                        "audit head",
+                        &head.signature.key_id,
+                        crate::receipts::audit_head_signed_at(head),
+                        &published.keys,
+                    ),
+                };
                 Ok(VerifyResponse {
                     valid: problem.is_none(),
                     problem,
@@ -82,9 +115,7 @@ impl ServiceCore {
 
     /// The receipt-signing public keys, as verifying keys.
     fn published_keys(&self) -> ServiceResult<Vec<ed25519_dalek::VerifyingKey>> {
-        self.receipt_keys()
-            .verifying_keys()
-            .map_err(ServiceError::Internal)
+        verifying_keys(&self.receipt_keys())
     }
 
     // ------------------------------------------------------------ export, import
@@ -887,6 +918,13 @@ fn within_bounds(grant: &MemoryWriteGrant, bounds: &auth::ApplicationBounds) -> 
 
 /// Why a tenant's write guards cannot be stored, if they cannot: each
 /// threshold is a permille in `1..=1000`.
+/// The published keys as verifying keys.
+fn verifying_keys(
+    published: &crate::signing::KeysResponse,
+) -> ServiceResult<Vec<ed25519_dalek::VerifyingKey>> {
+    published.verifying_keys().map_err(ServiceError::Internal)
+}
+
 pub(super) fn write_guards_problem(guards: &crate::settings::WriteGuards) -> Option<&'static str> {
     if !(1..=1000).contains(&guards.near_duplicate_permille) {
         return Some("near_duplicate_permille must lie in 1..=1000");
