@@ -693,10 +693,10 @@ pub enum VerifyRequest {
         relevance_receipt: Option<Box<RelevanceReceipt>>,
         /// The recall's `selection_signature`.
         #[serde(default)]
-        selection_signature: Option<ReceiptSignature>,
+        selection_signature: Option<Box<ReceiptSignature>>,
         /// The recall's `relevance_signature`, when a query ranked it.
         #[serde(default)]
-        relevance_signature: Option<ReceiptSignature>,
+        relevance_signature: Option<Box<ReceiptSignature>>,
         /// The recall's `decisions` without the trailing `policy_mismatch`
         /// ones (those are outside the receipt), when it was explained.
         #[serde(default)]

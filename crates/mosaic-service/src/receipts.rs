@@ -318,6 +318,14 @@ pub fn audit_head_signed_at(head: &SignedAuditHead) -> SignedAt {
     SignedAt::At(head.timestamp_unix_ms)
 }
 
+/// When a signature that tells its own signing instant
+/// (`signed_at_unix_ms`, `mosaic.receipt.signature.v2`: write, selection
+/// and relevance receipts) was made; `None` for one that does not (signed
+/// before signatures told it).
+pub fn dated_signature_signed_at(signature: &ReceiptSignature) -> Option<SignedAt> {
+    signature.signed_at_unix_ms.map(SignedAt::At)
+}
+
 /// Why the `what` signature by key `key_id`, made at `at`, lies outside
 /// that key's validity window as published (`windows`), if it does
 /// ([`window_problem`]). The one window check of `POST /v1/verify` and of
@@ -333,9 +341,29 @@ pub fn signature_window_problem(
 
 /// Every signature `doc` carries (in the shapes [`verify_document`]
 /// reads) whose signing instant its signed fields tell: `(what, key id,
-/// instant)`. Write, selection and relevance receipts carry no instant.
+/// instant)`. Write, selection and relevance signatures made before
+/// signatures told their instant carry none.
 fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>, String> {
     let mut out = Vec::new();
+    let dated = [
+        ("selection_signature", "selection receipt"),
+        ("relevance_signature", "relevance receipt"),
+        ("receipt_signature", "write receipt"),
+        ("write_receipt_signature", "write receipt"),
+    ];
+    if doc.get("selection_receipt").is_some()
+        || doc.get("receipt").is_some()
+        || doc.get("write_receipt").is_some()
+    {
+        for (name, what) in dated {
+            if let Some(signature) = field::<ReceiptSignature>(doc, name)?
+                && let Some(at) = dated_signature_signed_at(&signature)
+            {
+                out.push((what, signature.key_id, at));
+            }
+        }
+        return Ok(out);
+    }
     let mut head = |what: &'static str, head: Option<SignedAuditHead>| {
         if let Some(head) = head {
             out.push((
@@ -345,12 +373,6 @@ fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>,
             ));
         }
     };
-    if doc.get("selection_receipt").is_some()
-        || doc.get("receipt").is_some()
-        || doc.get("write_receipt").is_some()
-    {
-        return Ok(Vec::new());
-    }
     let deletion = match field::<DeletionReceiptView>(doc, "deletion_receipt")? {
         Some(receipt) => Some(receipt),
         None if doc.get("body").is_some() => serde_json::from_value(doc.clone()).ok(),

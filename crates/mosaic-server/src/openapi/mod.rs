@@ -88,7 +88,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("the document serializes: {e}"));
         assert_eq!(
             mosaic_harness::canonical::sha256_hex(&bytes),
-            "9fdc41602fc1a811e7bdae04ec0e7f9bdad3c2996a5db8b0a528037e8eba213a",
+            "8cc2be99fc908cfe177aede9ae38e93236a3f630b8ba3dff8a4d4cf29b5a359c",
             "the served OpenAPI document changed"
         );
     }

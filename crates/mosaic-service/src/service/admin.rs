@@ -98,24 +98,42 @@ impl ServiceCore {
                 selection_signature,
                 relevance_signature,
             } => {
-                let problem = crate::receipts::recall_problem(
+                let published = self.receipt_keys();
+                let mut problem = crate::receipts::recall_problem(
                     selection_receipt,
                     relevance_receipt.as_deref(),
                     decisions.as_deref(),
-                    (selection_signature.as_ref(), relevance_signature.as_ref()),
-                    &self.published_keys()?,
+                    (
+                        selection_signature.as_deref(),
+                        relevance_signature.as_deref(),
+                    ),
+                    &verifying_keys(&published)?,
                 )?;
+                // Signed by published keys: each signature that tells its
+                // instant made inside its key's window?
+                let signed = [
+                    ("selection receipt", selection_signature.as_deref()),
+                    ("relevance receipt", relevance_signature.as_deref()),
+                ];
+                for (what, signature) in signed {
+                    if problem.is_some() {
+                        break;
+                    }
+                    problem = signature.and_then(|signature| {
+                        crate::receipts::signature_window_problem(
+                            what,
+                            &signature.key_id,
+                            crate::receipts::dated_signature_signed_at(signature)?,
+                            &published.keys,
+                        )
+                    });
+                }
                 Ok(VerifyResponse {
                     valid: problem.is_none(),
                     problem,
                 })
             }
         }
-    }
-
-    /// The receipt-signing public keys, as verifying keys.
-    fn published_keys(&self) -> ServiceResult<Vec<ed25519_dalek::VerifyingKey>> {
-        verifying_keys(&self.receipt_keys())
     }
 
     // ------------------------------------------------------------ export, import

@@ -658,6 +658,17 @@ impl ServiceCore {
         self.signer.sign(kind, receipt_sha256)
     }
 
+    /// Signs a receipt's digest with the deployment's current key, the
+    /// signing instant (the service clock) inside the signed bytes: for
+    /// write, selection and relevance receipts, whose bodies tell none.
+    pub fn sign_receipt_now(
+        &self,
+        kind: ReceiptKind,
+        receipt_sha256: &str,
+    ) -> ServiceResult<mosaic_harness::receipt_signature::ReceiptSignature> {
+        self.signer.sign_at(kind, receipt_sha256, self.now())
+    }
+
     /// The receipt-signing public keys (`GET /v1/keys`).
     pub fn receipt_keys(&self) -> crate::signing::KeysResponse {
         self.signer.keys()
