@@ -189,6 +189,18 @@ impl KeptReads {
         before - kept.len()
     }
 
+    /// How many tenants have a kept read, and roughly the bytes of rows
+    /// and vectors kept in all (for the server's gauges; no tenant named).
+    pub fn footprint(&self) -> (usize, usize) {
+        let kept = self.lock();
+        let tenants: std::collections::BTreeSet<&str> =
+            kept.iter().map(|k| k.tenant_id.as_str()).collect();
+        (
+            tenants.len(),
+            kept.iter().map(|k| k.state.weight()).sum::<usize>(),
+        )
+    }
+
     /// How many reads are kept.
     pub fn len(&self) -> usize {
         self.lock().len()

@@ -689,6 +689,21 @@ impl ServiceCore {
         &self.metrics
     }
 
+    /// The Prometheus text of `/metrics`, its gauges read now: on
+    /// PostgreSQL, how many tenants have a read kept in this process
+    /// (`mosaic_pg_kept_read_tenants`) and roughly the bytes of rows and
+    /// vectors kept (`mosaic_pg_kept_read_bytes`); no tenant is named.
+    pub fn render_metrics(&self) -> String {
+        if let Some(reads) = &self.pg_reads {
+            let (tenants, bytes) = reads.kept_footprint();
+            self.metrics
+                .set("mosaic_pg_kept_read_tenants", &[], tenants as f64);
+            self.metrics
+                .set("mosaic_pg_kept_read_bytes", &[], bytes as f64);
+        }
+        self.metrics.render()
+    }
+
     /// Now, from the service clock.
     pub fn now(&self) -> u64 {
         self.clock.now_unix_ms()

@@ -203,6 +203,11 @@ impl PgReads {
         Ok(recall.receipt)
     }
 
+    /// How many tenants have a kept read, and roughly its bytes.
+    pub(super) fn kept_footprint(&self) -> (usize, usize) {
+        self.kept.footprint()
+    }
+
     /// Drops the kept reads of `tenant`: this process erased one of its
     /// records, and none of its rows or vectors may stay in memory.
     pub(super) fn forget_tenant(&self, tenant: &str) {
