@@ -86,6 +86,9 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     assert fact.accepted, fact.violations
 
     write = fact.raw
+    # The write signature tells when it was made, inside the signed bytes
+    # (so every_mutation_fails below changes it too).
+    assert isinstance(write["receipt_signature"]["signed_at_unix_ms"], int)
     assert verify_receipt(write, keys) == OfflineVerdict(valid=True, checked=["write"])
     assert every_mutation_fails(write, ["receipt", "receipt_signature"], keys) >= 19
     # The memory's history carries the same receipt, signed alike.
@@ -105,6 +108,8 @@ def test_every_receipt_verifies_offline_and_every_change_fails(server, client):
     assert len(recall["selection_receipt"]["scope_commitments"]) == 4
     assert "eligible_set_sha256" not in recall["relevance_receipt"]
     assert len(recall["relevance_receipt"]["eligible_scopes_sha256"]) == 64
+    assert isinstance(recall["selection_signature"]["signed_at_unix_ms"], int)
+    assert isinstance(recall["relevance_signature"]["signed_at_unix_ms"], int)
     assert verify_receipt(recall, keys) == OfflineVerdict(valid=True, checked=["selection", "relevance"])
     every_mutation_fails(recall, ["selection_receipt", "relevance_receipt", "selection_signature", "relevance_signature"], keys)
     swapped = dict(recall, selection_signature=recall["relevance_signature"])
@@ -278,6 +283,17 @@ def test_the_documented_golden_vector():
     assert secret.sign(signing_bytes("audit_head", key_id(public), head_digest)).hex() == (
         "add5f342d7c9a66c8e0f8a292eebf709536a8aa341277da26795c52fd4614e00"
         "bccac90ecbc4bca13f2c64e83c9308fe533d4dbf7b6fe4d54a70e6c0ffdbdb02"
+    )
+    # A signature that tells its signing instant (v2).
+    dated = signing_bytes("write", key_id(public), digest, 1700000000000)
+    assert dated == (
+        b'mosaic.receipt.signature.v2\n{"key_id":"rk-56475aa75463474c0285df5dbf2bcab7","kind":"write","receipt_sha256":"'
+        + digest.encode()
+        + b'","signed_at_unix_ms":1700000000000}'
+    )
+    assert secret.sign(dated).hex() == (
+        "455a9a3919e445b4e9b6a3609036204f40f66f3d4209e9ed668719e9c20f49a6"
+        "40fe0f67b1b92d642ee490295a7c3933f5c05bea3820d0df0a115f56c72a9c00"
     )
     # Canonical strings escape as JSON.stringify does.
     assert canonical_json({"b": "\u0001\u2028é", "a": [1, None, True]}) == '{"a":[1,null,true],"b":"\\u0001\u2028é"}'.encode()
@@ -624,3 +640,48 @@ def test_a_signature_outside_its_keys_window_is_refused():
     bad["keys"][0]["valid_from_unix_ms"] = "yesterday"
     with pytest.raises(ReceiptFormatError):
         verify_receipt(head, bad)
+
+
+def _dated_write(at):
+    from mosaic_memory.offline import WRITE_RECEIPT_DOMAIN, domain_digest, signing_bytes
+
+    secret, public = _test_key()
+    body = {"schema_version": 1, "decision": "accepted"}
+    digest = domain_digest(WRITE_RECEIPT_DOMAIN, body)
+    signature = {"kind": "write", "key_id": key_id(public), "receipt_sha256": digest}
+    if at is not None:
+        signature["signed_at_unix_ms"] = at
+    signature["signature_hex"] = secret.sign(signing_bytes("write", key_id(public), digest, at)).hex()
+    return {"receipt": dict(body, receipt_sha256=digest), "receipt_signature": signature}
+
+
+def test_a_dated_signature_outside_its_keys_window_is_refused():
+    _, public = _test_key()
+    write = _dated_write(5000)
+    assert verify_receipt(write, _keys_json(public, 5000)) == OfflineVerdict(valid=True, checked=["write"])
+    assert verify_receipt(write, _keys_json(public, 1000, 5001)).valid
+    early = verify_receipt(write, _keys_json(public, 5001))
+    assert not early.valid and early.problem.startswith("write receipt signature: signed at 5000, before key"), early
+    late = verify_receipt(write, _keys_json(public, 1000, 5000))
+    assert not late.valid and "was retired at 5000" in late.problem, late
+    # The instant is signed: changed, dropped or not a count, it fails.
+    for changed_at in (4999, 5001):
+        forged = copy.deepcopy(write)
+        forged["receipt_signature"]["signed_at_unix_ms"] = changed_at
+        verdict = verify_receipt(forged, _keys_json(public, 0))
+        assert not verdict.valid and "does not verify" in verdict.problem, verdict
+    dropped = copy.deepcopy(write)
+    del dropped["receipt_signature"]["signed_at_unix_ms"]
+    assert not verify_receipt(dropped, _keys_json(public, 0)).valid
+    for bad in ("5000", -1, True, None):
+        forged = copy.deepcopy(write)
+        forged["receipt_signature"]["signed_at_unix_ms"] = bad
+        verdict = verify_receipt(forged, _keys_json(public, 0))
+        assert not verdict.valid and "malformed" in verdict.problem, (bad, verdict)
+    # A signature made before signatures told their instant still verifies,
+    # by its signature alone; adding an instant to it fails.
+    undated = _dated_write(None)
+    assert verify_receipt(undated, _keys_json(public, 5001, 5002)).valid
+    dated = copy.deepcopy(undated)
+    dated["receipt_signature"]["signed_at_unix_ms"] = 5001
+    assert not verify_receipt(dated, _keys_json(public, 5001, 5002)).valid

@@ -394,6 +394,34 @@ def walk(b, env, shots):
     b.wait("__t.text('#recall-signatures').startsWith('Not verified')", "the forged signature refused in the browser")
     b.js("window.fetch = window.__realFetch")
 
+    step("a changed or dropped signing instant shows as not verified")
+    # The selection signature tells when it was made, inside the signed
+    # bytes (mosaic.receipt.signature.v2): moved by a millisecond, or
+    # removed (as if it were a v1 signature), the browser's check refuses it.
+    b.js("__t.click('button', 'Recall')")
+    b.wait("__t.text('#recall-signatures').startsWith('Verified in this browser')",
+           "the recall verified with the real answer")
+    for change in ("body.selection_signature.signed_at_unix_ms += 1",
+                   "delete body.selection_signature.signed_at_unix_ms"):
+        b.js("""(() => {
+          const real = window.__realFetch;
+          window.fetch = async (path, init) => {
+            const r = await real(path, init);
+            if (!String(path).endsWith('/v1/recall')) return r;
+            const body = await r.json();
+            if (!Number.isInteger(body.selection_signature.signed_at_unix_ms)) throw new Error('no signing instant');
+            %s;
+            return new Response(JSON.stringify(body), { status: r.status, headers: { 'Content-Type': 'application/json' } });
+          };
+        })()""" % change)
+        b.js("__t.click('button', 'Recall')")
+        b.wait("__t.text('#recall-signatures').startsWith('Not verified')",
+               "the signature with a changed instant refused in the browser (%s)" % change)
+        b.js("window.fetch = window.__realFetch")
+        b.js("__t.click('button', 'Recall')")
+        b.wait("__t.text('#recall-signatures').startsWith('Verified in this browser')",
+               "the recall verified again with the real answer")
+
     step("stored markup renders as text")
     load("#/memory/" + evil)
     b.wait("!!document.querySelector('pre.content')", "the stored content")

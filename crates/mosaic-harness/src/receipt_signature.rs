@@ -12,7 +12,16 @@
 //! where `kind` names the receipt (`write`, `selection`, `relevance`,
 //! `deletion`, `audit_head`), so a signature over one kind of receipt cannot
 //! be presented as another kind, and `key_id` names the signing key, so a
-//! signature cannot be moved to another key's name. The audit log's signed
+//! signature cannot be moved to another key's name. A signature that tells
+//! when it was made (write, selection and relevance receipts, whose bodies
+//! carry no signing instant) covers instead
+//!
+//! ```text
+//! "mosaic.receipt.signature.v2" || 0x0A || canonical_json({kind, key_id, receipt_sha256, signed_at_unix_ms})
+//! ```
+//!
+//! so that the instant, checked against the key's validity window, cannot
+//! be changed or dropped without the signature failing. The audit log's signed
 //! tree head has no receipt digest of its own: its `receipt_sha256` is
 //! [`audit_tree_head_sha256`] of `{tree_size, root_sha256,
 //! timestamp_unix_ms, chain_sha256}`.
@@ -26,6 +35,10 @@ use crate::canonical::{CanonicalError, domain_bytes, domain_digest, is_sha256_he
 
 /// Domain tag of the bytes a receipt signature covers.
 pub const RECEIPT_SIGNATURE_DOMAIN: &str = "mosaic.receipt.signature.v1";
+
+/// Domain tag of the bytes a receipt signature that tells its signing
+/// instant covers.
+pub const RECEIPT_SIGNATURE_V2_DOMAIN: &str = "mosaic.receipt.signature.v2";
 
 /// Domain tag of the digest an audit tree head's signature names.
 pub const AUDIT_TREE_HEAD_DOMAIN: &str = "mosaic.audit.tree_head.v1";
@@ -69,6 +82,12 @@ pub struct ReceiptSignature {
     pub key_id: String,
     /// The receipt's digest the signature covers.
     pub receipt_sha256: String,
+    /// When the server signed (Unix milliseconds), signed with the rest
+    /// under `mosaic.receipt.signature.v2`; absent from signatures made
+    /// before signatures told their instant (`mosaic.receipt.signature.v1`)
+    /// and from those whose receipt tells it (deletion, audit head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_at_unix_ms: Option<u64>,
     /// The 64-byte Ed25519 signature, lowercase hex.
     pub signature_hex: String,
 }
@@ -78,6 +97,14 @@ struct SignedFields<'a> {
     kind: ReceiptKind,
     key_id: &'a str,
     receipt_sha256: &'a str,
+}
+
+#[derive(Serialize)]
+struct SignedFieldsAt<'a> {
+    kind: ReceiptKind,
+    key_id: &'a str,
+    receipt_sha256: &'a str,
+    signed_at_unix_ms: u64,
 }
 
 /// The fields of the audit log's tree head a signature covers.
@@ -110,6 +137,28 @@ pub fn signing_bytes(
     )
 }
 
+/// The exact bytes a receipt signature that tells its signing instant
+/// covers (`signed_at_unix_ms` given), or [`signing_bytes`] (none).
+pub fn signing_bytes_at(
+    kind: ReceiptKind,
+    key_id: &str,
+    receipt_sha256: &str,
+    signed_at_unix_ms: Option<u64>,
+) -> Result<Vec<u8>, CanonicalError> {
+    match signed_at_unix_ms {
+        None => signing_bytes(kind, key_id, receipt_sha256),
+        Some(signed_at_unix_ms) => domain_bytes(
+            RECEIPT_SIGNATURE_V2_DOMAIN,
+            &SignedFieldsAt {
+                kind,
+                key_id,
+                receipt_sha256,
+                signed_at_unix_ms,
+            },
+        ),
+    }
+}
+
 /// A receipt-signing key's id: `rk-` and the first 32 hex digits of the
 /// plain SHA-256 of its 32 public-key bytes.
 pub fn key_id(public_key: &VerifyingKey) -> String {
@@ -129,12 +178,34 @@ pub fn sign_receipt(
     kind: ReceiptKind,
     receipt_sha256: &str,
 ) -> Result<ReceiptSignature, CanonicalError> {
+    sign(key, kind, receipt_sha256, None)
+}
+
+/// Signs `receipt_sha256` as a receipt of `kind` with `key`, telling in the
+/// signed bytes that it was signed at `signed_at_unix_ms`
+/// (`mosaic.receipt.signature.v2`).
+pub fn sign_receipt_at(
+    key: &SigningKey,
+    kind: ReceiptKind,
+    receipt_sha256: &str,
+    signed_at_unix_ms: u64,
+) -> Result<ReceiptSignature, CanonicalError> {
+    sign(key, kind, receipt_sha256, Some(signed_at_unix_ms))
+}
+
+fn sign(
+    key: &SigningKey,
+    kind: ReceiptKind,
+    receipt_sha256: &str,
+    signed_at_unix_ms: Option<u64>,
+) -> Result<ReceiptSignature, CanonicalError> {
     let key_id = key_id(&key.verifying_key());
-    let bytes = signing_bytes(kind, &key_id, receipt_sha256)?;
+    let bytes = signing_bytes_at(kind, &key_id, receipt_sha256, signed_at_unix_ms)?;
     Ok(ReceiptSignature {
         kind,
         key_id,
         receipt_sha256: receipt_sha256.to_owned(),
+        signed_at_unix_ms,
         signature_hex: hex::encode(key.sign(&bytes).to_bytes()),
     })
 }
@@ -196,8 +267,13 @@ pub fn verify_receipt_signature(
         })
         .and_then(|b| b.try_into().ok())
         .ok_or(SignatureProblem::Malformed)?;
-    let bytes = signing_bytes(kind, &signature.key_id, receipt_sha256)
-        .map_err(|_| SignatureProblem::Malformed)?;
+    let bytes = signing_bytes_at(
+        kind,
+        &signature.key_id,
+        receipt_sha256,
+        signature.signed_at_unix_ms,
+    )
+    .map_err(|_| SignatureProblem::Malformed)?;
     key.verify(&bytes, &Signature::from_bytes(&raw))
         .map_err(|_| SignatureProblem::BadSignature(signature.key_id.clone()))
 }
@@ -276,6 +352,55 @@ mod tests {
             verify_receipt_signature(&sig, ReceiptKind::Selection, DIGEST, &stranger),
             Err(SignatureProblem::UnknownKey(_))
         ));
+    }
+
+    /// A signature that tells its instant: the instant changed, dropped
+    /// (presented as a v1 signature) or added to a v1 signature fails, and
+    /// a v1 signature still verifies.
+    #[test]
+    fn a_signed_instant_is_covered_by_the_signature() {
+        let key = key();
+        let public = [key.verifying_key()];
+        let sig =
+            sign_receipt_at(&key, ReceiptKind::Write, DIGEST, 1_700_000_000_123).expect("signs");
+        assert_eq!(sig.signed_at_unix_ms, Some(1_700_000_000_123));
+        assert_eq!(
+            verify_receipt_signature(&sig, ReceiptKind::Write, DIGEST, &public),
+            Ok(())
+        );
+        for changed in [Some(1_700_000_000_124), Some(0), None] {
+            let mut forged = sig.clone();
+            forged.signed_at_unix_ms = changed;
+            assert!(
+                matches!(
+                    verify_receipt_signature(&forged, ReceiptKind::Write, DIGEST, &public),
+                    Err(SignatureProblem::BadSignature(_))
+                ),
+                "{changed:?}"
+            );
+        }
+        let v1 = sign_receipt(&key, ReceiptKind::Write, DIGEST).expect("signs");
+        assert_eq!(v1.signed_at_unix_ms, None);
+        assert_eq!(
+            verify_receipt_signature(&v1, ReceiptKind::Write, DIGEST, &public),
+            Ok(())
+        );
+        let mut dated = v1.clone();
+        dated.signed_at_unix_ms = Some(1);
+        assert!(verify_receipt_signature(&dated, ReceiptKind::Write, DIGEST, &public).is_err());
+        // A v1 signature serializes without the member (old receipts keep
+        // their shape), a v2 one with it.
+        let v1_json = serde_json::to_value(&v1).expect("json");
+        assert!(v1_json.get("signed_at_unix_ms").is_none());
+        let v2_json = serde_json::to_value(&sig).expect("json");
+        assert_eq!(v2_json["signed_at_unix_ms"], 1_700_000_000_123u64);
+        let bytes = signing_bytes_at(ReceiptKind::Write, "rk-1", DIGEST, Some(5)).expect("bytes");
+        assert_eq!(
+            String::from_utf8(bytes).expect("utf-8"),
+            format!(
+                "mosaic.receipt.signature.v2\n{{\"key_id\":\"rk-1\",\"kind\":\"write\",\"receipt_sha256\":\"{DIGEST}\",\"signed_at_unix_ms\":5}}"
+            )
+        );
     }
 
     #[test]

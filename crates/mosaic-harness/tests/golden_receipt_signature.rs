@@ -6,8 +6,8 @@
 
 use ed25519_dalek::SigningKey;
 use mosaic_harness::receipt_signature::{
-    AuditTreeHeadFields, ReceiptKind, audit_tree_head_sha256, key_id, sign_receipt, signing_bytes,
-    verify_receipt_signature,
+    AuditTreeHeadFields, ReceiptKind, audit_tree_head_sha256, key_id, sign_receipt,
+    sign_receipt_at, signing_bytes, signing_bytes_at, verify_receipt_signature,
 };
 
 /// The test key: secret bytes 0x00, 0x01, ..., 0x1f.
@@ -69,3 +69,27 @@ fn the_audit_tree_head_digest_is_the_documented_one() {
 const AUDIT_TREE_HEAD_SHA256: &str =
     "ed8c2e75064635248bbab181e3ee83411911414a9d01bb2387cafa228b809fac";
 const AUDIT_TREE_HEAD_SIGNATURE_HEX: &str = "add5f342d7c9a66c8e0f8a292eebf709536a8aa341277da26795c52fd4614e00bccac90ecbc4bca13f2c64e83c9308fe533d4dbf7b6fe4d54a70e6c0ffdbdb02";
+
+/// A signature that tells its signing instant (`mosaic.receipt.signature.v2`).
+#[test]
+fn the_fixed_test_key_gives_the_documented_dated_signature() {
+    let key = test_key();
+    let bytes = signing_bytes_at(ReceiptKind::Write, KEY_ID, DIGEST, Some(1_700_000_000_000))
+        .expect("bytes");
+    assert_eq!(String::from_utf8(bytes).expect("utf-8"), DATED_SIGNED_BYTES);
+    let signature =
+        sign_receipt_at(&key, ReceiptKind::Write, DIGEST, 1_700_000_000_000).expect("signs");
+    assert_eq!(signature.signature_hex, DATED_SIGNATURE_HEX);
+    assert_eq!(
+        verify_receipt_signature(
+            &signature,
+            ReceiptKind::Write,
+            DIGEST,
+            &[key.verifying_key()]
+        ),
+        Ok(())
+    );
+}
+
+const DATED_SIGNED_BYTES: &str = "mosaic.receipt.signature.v2\n{\"key_id\":\"rk-56475aa75463474c0285df5dbf2bcab7\",\"kind\":\"write\",\"receipt_sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"signed_at_unix_ms\":1700000000000}";
+const DATED_SIGNATURE_HEX: &str = "455a9a3919e445b4e9b6a3609036204f40f66f3d4209e9ed668719e9c20f49a640fe0f67b1b92d642ee490295a7c3933f5c05bea3820d0df0a115f56c72a9c00";

@@ -43,7 +43,15 @@ export async function signatureProblem(kind, domain, body, digest, signature) {
   if (!key) return `no published key has id ${signature.key_id}`;
   const raw = bytesOf(key.public_key_hex);
   if ('rk-' + hexOf(await crypto.subtle.digest('SHA-256', raw)).slice(0, 32) !== key.key_id) return 'the published key does not have its id';
-  const message = 'mosaic.receipt.signature.v1\n' + canon({ kind, key_id: signature.key_id, receipt_sha256: digest });
+  // A signature that tells when it was made covers that instant too
+  // (v2), which must lie in the key's published validity window.
+  const dated = Object.prototype.hasOwnProperty.call(signature, 'signed_at_unix_ms');
+  const at = signature.signed_at_unix_ms;
+  if (dated && !(Number.isSafeInteger(at) && at >= 0)) return 'the signature is malformed';
+  const fields = { kind, key_id: signature.key_id, receipt_sha256: digest };
+  const message = dated
+    ? 'mosaic.receipt.signature.v2\n' + canon({ ...fields, signed_at_unix_ms: at })
+    : 'mosaic.receipt.signature.v1\n' + canon(fields);
   let ok = false;
   try {
     const publicKey = await crypto.subtle.importKey('raw', raw, { name: 'Ed25519' }, false, ['verify']);
@@ -51,7 +59,10 @@ export async function signatureProblem(kind, domain, body, digest, signature) {
   } catch (e) {
     return 'this browser cannot check Ed25519 signatures: ' + e.message;
   }
-  return ok ? '' : 'the signature does not verify';
+  if (!ok) return 'the signature does not verify';
+  if (dated && at < key.valid_from_unix_ms) return `signed at ${at}, before key ${key.key_id} became valid at ${key.valid_from_unix_ms}`;
+  if (dated && key.valid_until_unix_ms != null && at >= key.valid_until_unix_ms) return `signed at ${at}, after key ${key.key_id} was retired at ${key.valid_until_unix_ms}`;
+  return '';
 }
 
 // A v2 deletion receipt's revoked leaf (docs/ENCODING.md, "Read scope

@@ -84,7 +84,7 @@ async fn health(State(s): State<AppState>) -> Reply<HealthResponse> {
 async fn metrics(State(s): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics().render(),
+        s.render_metrics(),
     )
         .into_response()
 }

@@ -670,7 +670,9 @@ pub enum VerifyRequest {
         proposal_id: String,
     },
     /// Recompute a deletion receipt's digest and check the server's
-    /// signature over it (a receipt without one does not verify).
+    /// signature over it (a receipt without one does not verify), made by
+    /// a key not retired at or before the receipt's
+    /// `finalized_at_unix_ms`.
     Deletion {
         /// The receipt.
         receipt: Box<DeletionReceiptView>,
@@ -691,14 +693,23 @@ pub enum VerifyRequest {
         relevance_receipt: Option<Box<RelevanceReceipt>>,
         /// The recall's `selection_signature`.
         #[serde(default)]
-        selection_signature: Option<ReceiptSignature>,
+        selection_signature: Option<Box<ReceiptSignature>>,
         /// The recall's `relevance_signature`, when a query ranked it.
         #[serde(default)]
-        relevance_signature: Option<ReceiptSignature>,
+        relevance_signature: Option<Box<ReceiptSignature>>,
         /// The recall's `decisions` without the trailing `policy_mismatch`
         /// ones (those are outside the receipt), when it was explained.
         #[serde(default)]
         decisions: Option<Vec<MemoryDecision>>,
+    },
+    /// Check the audit log's signed tree head (`GET /v1/admin/audit/head`,
+    /// or the `head` of a proof): the server's signature over its fields,
+    /// made inside the signing key's validity window (its
+    /// `timestamp_unix_ms` within the key's `[valid_from_unix_ms,
+    /// valid_until_unix_ms)` as `GET /v1/keys` publishes it).
+    AuditHead {
+        /// The signed head.
+        head: Box<SignedAuditHead>,
     },
 }
 

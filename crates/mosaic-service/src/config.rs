@@ -78,6 +78,10 @@ pub struct ServerConfig {
     /// a pooled connection when all are in use before it answers 503
     /// `busy` (at most `request_timeout_ms`).
     pub pg_read_wait_ms: u64,
+    /// With PostgreSQL: how long, in milliseconds, a ranked read kept in
+    /// memory (rows and vectors of a tenant's eligible set) stays when no
+    /// read uses it; the reconciler drops it then.
+    pub pg_kept_read_idle_ms: u64,
     /// How long a proposal waits, in milliseconds, for the outbox worker to
     /// make it readable before answering (the response then says whether it
     /// is); 0 answers right after the commit.
@@ -129,6 +133,7 @@ impl Default for ServerConfig {
             read_connections: 4,
             pg_read_connections: 8,
             pg_read_wait_ms: 2_000,
+            pg_kept_read_idle_ms: 60_000,
             index_wait_ms: 5_000,
             extractor_url: None,
             extractor_model: None,
@@ -200,6 +205,7 @@ impl ServerConfig {
                 "MOSAIC_READ_CONNECTIONS" => self.read_connections = parse(&name, &value)?,
                 "MOSAIC_PG_READ_CONNECTIONS" => self.pg_read_connections = parse(&name, &value)?,
                 "MOSAIC_PG_READ_WAIT_MS" => self.pg_read_wait_ms = parse(&name, &value)?,
+                "MOSAIC_PG_KEPT_READ_IDLE_MS" => self.pg_kept_read_idle_ms = parse(&name, &value)?,
                 "MOSAIC_INDEX_WAIT_MS" => self.index_wait_ms = parse(&name, &value)?,
                 "MOSAIC_EMBEDDER_API_KEY" => {
                     self.embedder_api_key = Some(Secret::new(value));
@@ -347,12 +353,18 @@ mod tests {
         let vars = [
             ("MOSAIC_PG_READ_CONNECTIONS", "3"),
             ("MOSAIC_PG_READ_WAIT_MS", "250"),
+            ("MOSAIC_PG_KEPT_READ_IDLE_MS", "500"),
         ];
         config.apply_env(vars.map(|(k, v)| (k.to_owned(), v.to_owned())))?;
         assert_eq!(
-            (config.pg_read_connections, config.pg_read_wait_ms),
-            (3, 250)
+            (
+                config.pg_read_connections,
+                config.pg_read_wait_ms,
+                config.pg_kept_read_idle_ms
+            ),
+            (3, 250, 500)
         );
+        assert_eq!(defaults.pg_kept_read_idle_ms, 60_000);
         assert!(config.validate().is_ok());
         let refused = |change: fn(&mut ServerConfig)| {
             let mut config = ServerConfig::default();

@@ -1,4 +1,4 @@
-//! Prometheus text-format metrics: counters and latency histograms.
+//! Prometheus text-format metrics: counters, gauges and latency histograms.
 //!
 //! Labels are route templates, methods, status codes, decisions and index
 //! targets only: never memory content, never principal or tenant ids.
@@ -87,6 +87,14 @@ impl Metrics {
             .increment(n);
     }
 
+    /// Sets a gauge.
+    pub fn set(&self, name: &str, pairs: &[(&str, &str)], value: f64) {
+        self.shared
+            .recorder
+            .register_gauge(&key(name, pairs), &METADATA)
+            .set(value);
+    }
+
     /// Records one observation (seconds) in a histogram.
     pub fn observe(&self, name: &str, pairs: &[(&str, &str)], seconds: f64) {
         self.shared
@@ -148,6 +156,15 @@ mod tests {
         let other = text.find("mosaic_other_total").unwrap_or(usize::MAX);
         let things = text.find("mosaic_things_total").unwrap_or(0);
         assert!(other < things, "{text}");
+    }
+
+    #[test]
+    fn a_gauge_renders_its_last_value() {
+        let m = Metrics::default();
+        m.set("mosaic_level", &[], 3.0);
+        m.set("mosaic_level", &[], 2.0);
+        let text = m.render();
+        assert!(text.contains("mosaic_level 2\n"), "{text}");
     }
 
     #[test]

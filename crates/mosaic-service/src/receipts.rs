@@ -304,26 +304,75 @@ pub fn deletion_audit_problem(
     }
     inclusion_problem(&proof.head, &proof.inclusion_proof, keys)
 }
+
+/// When a deletion receipt's signature was made, as far as its signed
+/// fields tell: at or after its `finalized_at_unix_ms` (the receipt is
+/// signed whenever it is read, with the key current then).
+pub fn deletion_signed_at(receipt: &DeletionReceiptView) -> SignedAt {
+    SignedAt::NotBefore(receipt.body.finalized_at_unix_ms)
+}
+
+/// When an audit tree head's signature was made: at its
+/// `timestamp_unix_ms` (the server signs a head when it makes it).
+pub fn audit_head_signed_at(head: &SignedAuditHead) -> SignedAt {
+    SignedAt::At(head.timestamp_unix_ms)
+}
+
+/// When a signature that tells its own signing instant
+/// (`signed_at_unix_ms`, `mosaic.receipt.signature.v2`: write, selection
+/// and relevance receipts) was made; `None` for one that does not (signed
+/// before signatures told it).
+pub fn dated_signature_signed_at(signature: &ReceiptSignature) -> Option<SignedAt> {
+    signature.signed_at_unix_ms.map(SignedAt::At)
+}
+
+/// Why the `what` signature by key `key_id`, made at `at`, lies outside
+/// that key's validity window as published (`windows`), if it does
+/// ([`window_problem`]). The one window check of `POST /v1/verify` and of
+/// the offline verifier.
+pub fn signature_window_problem(
+    what: &str,
+    key_id: &str,
+    at: SignedAt,
+    windows: &[PublishedKey],
+) -> Option<String> {
+    window_problem(key_id, at, windows).map(|problem| format!("{what} signature: {problem}"))
+}
+
 /// Every signature `doc` carries (in the shapes [`verify_document`]
 /// reads) whose signing instant its signed fields tell: `(what, key id,
-/// instant)`. Write, selection and relevance receipts carry no instant.
+/// instant)`. Write, selection and relevance signatures made before
+/// signatures told their instant carry none.
 fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>, String> {
     let mut out = Vec::new();
+    let dated = [
+        ("selection_signature", "selection receipt"),
+        ("relevance_signature", "relevance receipt"),
+        ("receipt_signature", "write receipt"),
+        ("write_receipt_signature", "write receipt"),
+    ];
+    if doc.get("selection_receipt").is_some()
+        || doc.get("receipt").is_some()
+        || doc.get("write_receipt").is_some()
+    {
+        for (name, what) in dated {
+            if let Some(signature) = field::<ReceiptSignature>(doc, name)?
+                && let Some(at) = dated_signature_signed_at(&signature)
+            {
+                out.push((what, signature.key_id, at));
+            }
+        }
+        return Ok(out);
+    }
     let mut head = |what: &'static str, head: Option<SignedAuditHead>| {
         if let Some(head) = head {
             out.push((
                 what,
                 head.signature.key_id.clone(),
-                SignedAt::At(head.timestamp_unix_ms),
+                audit_head_signed_at(&head),
             ));
         }
     };
-    if doc.get("selection_receipt").is_some()
-        || doc.get("receipt").is_some()
-        || doc.get("write_receipt").is_some()
-    {
-        return Ok(Vec::new());
-    }
     let deletion = match field::<DeletionReceiptView>(doc, "deletion_receipt")? {
         Some(receipt) => Some(receipt),
         None if doc.get("body").is_some() => serde_json::from_value(doc.clone()).ok(),
@@ -338,7 +387,7 @@ fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>,
             out.push((
                 "deletion receipt",
                 signature.key_id.clone(),
-                SignedAt::NotBefore(receipt.body.finalized_at_unix_ms),
+                deletion_signed_at(&receipt),
             ));
         }
         return Ok(out);
@@ -359,8 +408,9 @@ fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>,
 
 /// [`verify_document`], and then that every signature whose instant the
 /// document tells was made within its key's validity window as published
-/// (`windows`, from the keys route; [`window_problem`]). A key the windows
-/// do not list (keys given as bare hex) is checked for its signature only.
+/// (`windows`, from the keys route; [`signature_window_problem`]). A key
+/// the windows do not list (keys given as bare hex) is checked for its
+/// signature only.
 pub fn verify_document_in_windows(
     doc: &Value,
     keys: &[VerifyingKey],
@@ -369,9 +419,9 @@ pub fn verify_document_in_windows(
     let mut verdict = verify_document(doc, keys)?;
     if verdict.valid {
         for (what, key_id, at) in signed_instants(doc)? {
-            if let Some(problem) = window_problem(&key_id, at, windows) {
+            if let Some(problem) = signature_window_problem(what, &key_id, at, windows) {
                 verdict.valid = false;
-                verdict.problem = Some(format!("{what} signature: {problem}"));
+                verdict.problem = Some(problem);
                 break;
             }
         }

@@ -18,7 +18,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use mosaic_harness::receipt_signature::{ReceiptKind, ReceiptSignature, key_id, sign_receipt};
+use mosaic_harness::receipt_signature::{
+    ReceiptKind, ReceiptSignature, key_id, sign_receipt, sign_receipt_at,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ServiceError, ServiceResult};
@@ -273,6 +275,24 @@ impl ReceiptSigner {
             Err(poisoned) => poisoned.into_inner(),
         };
         Ok(sign_receipt(&key, kind, receipt_sha256)?)
+    }
+
+    /// [`ReceiptSigner::sign`], telling in the signed bytes that it was
+    /// signed at `now_ms` (`mosaic.receipt.signature.v2`): for the receipts
+    /// whose body tells no signing instant (write, selection, relevance), so
+    /// that a verifier checks the instant against the key's window.
+    pub fn sign_at(
+        &self,
+        kind: ReceiptKind,
+        receipt_sha256: &str,
+        now_ms: u64,
+    ) -> ServiceResult<ReceiptSignature> {
+        self.keys();
+        let key = match self.key.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        Ok(sign_receipt_at(&key, kind, receipt_sha256, now_ms)?)
     }
 
     /// The public keys: read again from the key file whenever it changed

@@ -60,6 +60,11 @@ pub trait StoreFactory: Sync {
     /// Opens a connection to `db` with `config`. Calling it again after
     /// dropping every connection is a restart.
     fn connect(&self, db: &Self::Db, config: &StoreConfig) -> StoreResult<Self::Store>;
+
+    /// Runs `sql` on `db` as its owner, beside the store's connections:
+    /// a check that corrupts a row on purpose, to show which predicate of
+    /// a read stops what the corruption lets through.
+    fn execute_as_owner(&self, db: &Self::Db, sql: &str) -> StoreResult<()>;
 }
 
 /// One conformance check.
@@ -99,6 +104,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
         (
             "eligible_changes_follow_every_change",
             eligible_changes_follow_every_change::<F>,
+        ),
+        (
+            "eligible_changes_hold_each_changed_record_to_the_readers_subjects",
+            eligible_changes_hold_each_changed_record_to_the_readers_subjects::<F>,
         ),
         (
             "supersession_is_generation_fenced",

@@ -12,7 +12,10 @@ What is checked, for every receipt in the document:
   see the server's ``docs/ENCODING.md``);
 * the server's Ed25519 signature over
   ``"mosaic.receipt.signature.v1" || 0x0A || canonical_json({kind, key_id,
-  receipt_sha256})`` verifies under the published key with that id;
+  receipt_sha256})`` verifies under the published key with that id (or,
+  for a signature that tells when it was made, ``signed_at_unix_ms``, over
+  ``"mosaic.receipt.signature.v2" || 0x0A || canonical_json({kind, key_id,
+  receipt_sha256, signed_at_unix_ms})``);
 * for a recall: the selection receipt names the relevance receipt it came
   with, and its counts add up to the selected records;
 * for the audit log: a signed tree head (``GET /v1/admin/audit/head``), an
@@ -28,9 +31,11 @@ What is checked, for every receipt in the document:
   scope root the receipt signs, by the inclusion proof it carries;
 * when the keys come as the keys route's JSON (with their validity
   windows): an audit head's ``timestamp_unix_ms`` lies within its key's
-  window, and a deletion receipt was not finalized after its key was
-  retired. Write, selection and relevance receipts carry no signing
-  instant.
+  window, a deletion receipt was not finalized after its key was
+  retired, and a write, selection or relevance signature's
+  ``signed_at_unix_ms`` lies within its key's window (signatures made
+  before signatures told their instant carry none: only the signature is
+  checked).
 
 A receipt that passes was issued, as it is, by a server holding one of the
 keys. The Rust verifier (``mosaic verify --offline``) also checks an
@@ -45,6 +50,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 SIGNATURE_DOMAIN = "mosaic.receipt.signature.v1"
+# A signature that tells when it was made (``signed_at_unix_ms``) covers
+# the instant too, under this domain.
+SIGNATURE_V2_DOMAIN = "mosaic.receipt.signature.v2"
 AUDIT_TREE_HEAD_DOMAIN = "mosaic.audit.tree_head.v1"
 AUDIT_EVENT_DOMAIN = "mosaic.store.audit_event.v1"
 WRITE_RECEIPT_DOMAIN = "mosaic.memory.write_receipt.v1"
@@ -148,10 +156,14 @@ def domain_digest(domain_tag: str, value: Any) -> str:
     return hashlib.sha256(domain_tag.encode("ascii") + b"\n" + canonical_json(value)).hexdigest()
 
 
-def signing_bytes(kind: str, key_id: str, receipt_sha256: str) -> bytes:
-    """The exact bytes a receipt signature covers."""
-    body = {"kind": kind, "key_id": key_id, "receipt_sha256": receipt_sha256}
-    return SIGNATURE_DOMAIN.encode("ascii") + b"\n" + canonical_json(body)
+def signing_bytes(kind: str, key_id: str, receipt_sha256: str, signed_at_unix_ms: Optional[int] = None) -> bytes:
+    """The exact bytes a receipt signature covers (v2, with the signing
+    instant, when ``signed_at_unix_ms`` is given)."""
+    body: Dict[str, Any] = {"kind": kind, "key_id": key_id, "receipt_sha256": receipt_sha256}
+    if signed_at_unix_ms is None:
+        return SIGNATURE_DOMAIN.encode("ascii") + b"\n" + canonical_json(body)
+    body["signed_at_unix_ms"] = signed_at_unix_ms
+    return SIGNATURE_V2_DOMAIN.encode("ascii") + b"\n" + canonical_json(body)
 
 
 def key_id(public_key: bytes) -> str:
@@ -252,10 +264,20 @@ def _signed_instants(document: Mapping[str, Any]) -> List[tuple]:
     """``(what, key_id, instant, exact)`` of every signature the document
     carries whose signing instant its signed fields tell: an audit head's
     timestamp (when it was signed), a deletion receipt's finalization (it
-    is signed then or later)."""
-    if any(isinstance(document.get(k), Mapping) for k in ("selection_receipt", "receipt", "write_receipt")):
-        return []
+    is signed then or later), a write, selection or relevance signature's
+    ``signed_at_unix_ms`` (when it was signed)."""
     out: List[tuple] = []
+    if any(isinstance(document.get(k), Mapping) for k in ("selection_receipt", "receipt", "write_receipt")):
+        for name, what in (
+            ("selection_signature", "selection receipt"),
+            ("relevance_signature", "relevance receipt"),
+            ("receipt_signature", "write receipt"),
+            ("write_receipt_signature", "write receipt"),
+        ):
+            signature = document.get(name)
+            if isinstance(signature, Mapping) and "signed_at_unix_ms" in signature:
+                out.append((what, signature.get("key_id"), signature["signed_at_unix_ms"], True))
+        return out
 
     def head(what: str, value: Any) -> None:
         if isinstance(value, Mapping) and isinstance(value.get("signature"), Mapping):
@@ -309,7 +331,11 @@ def _revoked_leaf_problem(body: Mapping[str, Any]) -> Optional[str]:
 def _signature_problem(what: str, signature: Any, kind: str, digest: str, keys: Mapping[str, bytes]) -> Optional[str]:
     if not isinstance(signature, Mapping):
         return f"the {what} receipt carries no signature"
-    if set(signature) != {"kind", "key_id", "receipt_sha256", "signature_hex"}:
+    members = {"kind", "key_id", "receipt_sha256", "signature_hex"}
+    if set(signature) not in (members, members | {"signed_at_unix_ms"}):
+        return f"{what} signature: the signature is malformed"
+    signed_at = signature.get("signed_at_unix_ms")
+    if "signed_at_unix_ms" in signature and _count(signed_at) is None:
         return f"{what} signature: the signature is malformed"
     if signature["kind"] != kind:
         return f"{what} signature: the signature is over a {signature['kind']} receipt, not a {kind} one"
@@ -323,7 +349,7 @@ def _signature_problem(what: str, signature: Any, kind: str, digest: str, keys: 
         return f"{what} signature: the signature is malformed"
     Ed25519PublicKey, InvalidSignature = _ed25519()
     try:
-        Ed25519PublicKey.from_public_bytes(public).verify(raw, signing_bytes(kind, signature["key_id"], digest))
+        Ed25519PublicKey.from_public_bytes(public).verify(raw, signing_bytes(kind, signature["key_id"], digest, signed_at))
     except InvalidSignature:
         return f"{what} signature: the signature does not verify under key {signature['key_id']}"
     return None

@@ -278,3 +278,110 @@ fn postgres_ranked_recall_answers_busy_when_the_read_pool_stays_in_use() {
     assert_eq!(status, 200, "{after}");
     assert_eq!(answer(&after), answer(&before));
 }
+
+/// A gauge's value in the server's `/metrics` text, if it is there.
+pub(crate) fn gauge(server_url: &str, name: &str) -> Option<f64> {
+    let mut response = ureq::get(&format!("{server_url}/metrics"))
+        .call()
+        .expect("the metrics answer");
+    let text = response.body_mut().read_to_string().expect("body");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The server's gauges of its kept reads follow them: a ranked recall
+/// keeps a read of the tenant, and an erasure this server carries out
+/// drops every kept read of the tenant (the outbox's erase calls
+/// `KeptReads::forget_tenant`), so no row or vector of the erased records
+/// stays in memory. Layer: the outbox's erase delivery. The gauges name
+/// no tenant.
+#[test]
+fn postgres_kept_read_gauges_rise_with_a_recall_and_drop_with_an_erasure() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url, "kept_read_gauges");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, key, _) = seeded(
+        &owner_url,
+        &app_url,
+        &schema.name,
+        dir.path(),
+        &[("MOSAIC_EMBEDDER", "hash")],
+    );
+    let tenants = "mosaic_pg_kept_read_tenants";
+    let bytes = "mosaic_pg_kept_read_bytes";
+    assert_eq!(gauge(&server.url, tenants), Some(0.0));
+    assert_eq!(gauge(&server.url, bytes), Some(0.0));
+    let (status, body, _) = recall(&server.url, &key, "staging database Sunday", "hybrid");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !body["selected_record_ids"]
+            .as_array()
+            .expect("ids")
+            .is_empty(),
+        "{body}"
+    );
+    assert_eq!(gauge(&server.url, tenants), Some(1.0));
+    assert!(gauge(&server.url, bytes).is_some_and(|b| b > 0.0));
+    let mut response = ureq::get(&format!("{}/metrics", server.url))
+        .call()
+        .expect("metrics");
+    let text = response.body_mut().read_to_string().expect("body");
+    assert!(!text.contains("tenant-a"), "a tenant id in the metrics");
+
+    let (status, erased) = call(&server, &key, "POST", "/v1/erasure", Some(json!({})));
+    assert_eq!(status, 200, "{erased}");
+    assert_eq!(erased["complete"], true, "{erased}");
+    assert_eq!(gauge(&server.url, tenants), Some(0.0));
+    assert_eq!(gauge(&server.url, bytes), Some(0.0));
+}
+
+/// A kept read no read uses is dropped after `pg_kept_read_idle_ms`, by
+/// the reconciler's pass, with no further read of the tenant: a server
+/// that did not carry out an erasure holds the erased record's terms and
+/// vectors no longer than that. Layer: `KeptReads::drop_idle`, run by
+/// every reconcile pass (and every read).
+#[test]
+fn postgres_a_kept_read_left_idle_is_dropped() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url, "kept_read_idle");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, key, _) = seeded(
+        &owner_url,
+        &app_url,
+        &schema.name,
+        dir.path(),
+        &[
+            ("MOSAIC_EMBEDDER", "hash"),
+            ("MOSAIC_PG_KEPT_READ_IDLE_MS", "1500"),
+            ("MOSAIC_RECONCILE_INTERVAL_MS", "200"),
+        ],
+    );
+    let tenants = "mosaic_pg_kept_read_tenants";
+    let (status, body, _) = recall(&server.url, &key, "staging database Sunday", "hybrid");
+    assert_eq!(status, 200, "{body}");
+    let kept_at = Instant::now();
+    assert_eq!(gauge(&server.url, tenants), Some(1.0));
+    let dropped = loop {
+        let value = gauge(&server.url, tenants);
+        if value == Some(0.0) {
+            break kept_at.elapsed();
+        }
+        assert_eq!(value, Some(1.0));
+        assert!(
+            kept_at.elapsed() < Duration::from_secs(20),
+            "the idle kept read was not dropped"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(dropped >= Duration::from_millis(1_500), "{dropped:?}");
+    // Read again, the tenant is kept again.
+    let (status, again, _) = recall(&server.url, &key, "staging database Sunday", "hybrid");
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(answer(&again), answer(&body));
+    assert_eq!(gauge(&server.url, tenants), Some(1.0));
+}

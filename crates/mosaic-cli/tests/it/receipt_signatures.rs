@@ -680,3 +680,347 @@ async fn the_cli_verifies_offline_rotates_and_exports_the_keys() {
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("valid (audit_head"), "{out}");
 }
+
+/// `POST /v1/verify` asks the same question of a key's validity window as
+/// `mosaic verify --offline`. Layer: the window check of `receipts.rs`
+/// (`signature_window_problem`), which the service's verify use case runs
+/// after the signature check. A deletion receipt and an audit head signed
+/// by the key current before a rotation dated back to the receipt's
+/// finalization verify by their signatures but not by the window; read
+/// again after the rotation (signed by the new key) they verify.
+#[tokio::test]
+async fn server_verify_refuses_a_signature_outside_its_keys_window() {
+    let w = world();
+    let alice = &w.principals[0];
+    let written = propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("window-1", "The standup moved to ten."),
+    )
+    .await;
+    let record_id = written["record_id"].as_str().expect("record id");
+    let (status, revoked) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/memories/{record_id}/revoke"),
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    let receipt = revoked["deletion_receipt"].clone();
+    let finalized = receipt["body"]["finalized_at_unix_ms"]
+        .as_u64()
+        .expect("finalized");
+    let (_, head) = send(
+        &w.router,
+        "GET",
+        "/v1/admin/audit/head",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
+    let stamp = head["timestamp_unix_ms"].as_u64().expect("timestamp");
+    assert!(stamp >= finalized, "{head}");
+    let verify = |body: Value| {
+        let router = w.router.clone();
+        let key = alice.key.clone();
+        async move {
+            let (status, verdict) =
+                send(&router, "POST", "/v1/verify", Some(&key), Some(body)).await;
+            assert_eq!(status, StatusCode::OK, "{verdict}");
+            verdict
+        }
+    };
+    let deletion = |receipt: &Value| json!({"kind": "deletion", "receipt": receipt});
+    let audit_head = |head: &Value| json!({"kind": "audit_head", "head": head});
+    // Before the rotation both verify.
+    let (before, _) = published_keys(&w.router).await;
+    assert_eq!(
+        verify(deletion(&receipt)).await,
+        json!({"valid": true, "problem": null})
+    );
+    assert_eq!(
+        verify(audit_head(&head)).await,
+        json!({"valid": true, "problem": null})
+    );
+
+    // The key is retired at the instant the receipt was finalized: it
+    // cannot have signed the receipt, nor the head made at or after then.
+    let path = w.service.config().signing_key_path();
+    mosaic_service::signing::rotate(&path, finalized).expect("rotates");
+    let (after, verifying) = published_keys(&w.router).await;
+    let old = &before.current_key_id;
+    assert_eq!(after.keys[0].key_id, *old);
+    assert_eq!(after.keys[0].valid_until_unix_ms, Some(finalized));
+    let refused = verify(deletion(&receipt)).await;
+    assert_eq!(refused["valid"], false, "{refused}");
+    assert_eq!(
+        refused["problem"],
+        json!(format!(
+            "deletion receipt signature: made at {finalized}, after key {old} was retired at \
+             {finalized}: that key cannot have signed it"
+        ))
+    );
+    let refused = verify(audit_head(&head)).await;
+    assert_eq!(refused["valid"], false, "{refused}");
+    assert_eq!(
+        refused["problem"],
+        json!(format!(
+            "audit head signature: signed at {stamp}, after key {old} was retired at {finalized}"
+        ))
+    );
+    // The offline verifier says the same of the same documents.
+    let offline = |doc: &Value| {
+        mosaic_service::receipts::verify_document_in_windows(doc, &verifying, &after.keys)
+            .expect("a receipt")
+    };
+    assert_eq!(
+        offline(&receipt).problem.as_ref(),
+        verify(deletion(&receipt)).await["problem"]
+            .as_str()
+            .map(str::to_owned)
+            .as_ref()
+    );
+    assert_eq!(
+        offline(&head).problem.as_ref(),
+        verify(audit_head(&head)).await["problem"]
+            .as_str()
+            .map(str::to_owned)
+            .as_ref()
+    );
+
+    // Read again, both are signed by the new key and verify.
+    let (_, again) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{record_id}/deletion"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(again["deletion_receipt"]["body"], receipt["body"]);
+    assert_eq!(
+        again["deletion_receipt"]["signature"]["key_id"],
+        json!(after.current_key_id)
+    );
+    assert_eq!(
+        verify(deletion(&again["deletion_receipt"])).await,
+        json!({"valid": true, "problem": null})
+    );
+    let (_, head_now) = send(
+        &w.router,
+        "GET",
+        "/v1/admin/audit/head",
+        Some(&w.admin_key),
+        None,
+    )
+    .await;
+    assert_eq!(head_now["signature"]["key_id"], json!(after.current_key_id));
+    assert_eq!(
+        verify(audit_head(&head_now)).await,
+        json!({"valid": true, "problem": null})
+    );
+    // A changed head is refused by its signature before any window is
+    // asked about.
+    let mut forged = head_now.clone();
+    forged["timestamp_unix_ms"] = json!(finalized - 1);
+    let refused = verify(audit_head(&forged)).await;
+    assert_eq!(refused["valid"], false, "{refused}");
+    assert!(
+        refused["problem"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("audit head signature: the signature names another")),
+        "{refused}"
+    );
+}
+
+/// Write, selection and relevance signatures tell when they were made,
+/// inside the signed bytes (`mosaic.receipt.signature.v2`), and both the
+/// server (`POST /v1/verify`) and the offline verifier refuse one made
+/// outside its key's window. Layer: the signature check (a changed or
+/// dropped instant no longer verifies), then the window check of
+/// `receipts.rs` (`signature_window_problem`).
+#[tokio::test]
+async fn write_and_recall_signatures_tell_their_instant_and_are_checked_against_the_window() {
+    let w = world();
+    let alice = &w.principals[0];
+    let written = propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("dated-1", "The release train leaves on Thursdays."),
+    )
+    .await;
+    let (_, recall) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "release train"})),
+    )
+    .await;
+    let (before, verifying) = published_keys(&w.router).await;
+    let written_at = written["receipt_signature"]["signed_at_unix_ms"]
+        .as_u64()
+        .expect("the write signature tells its instant");
+    let selected_at = recall["selection_signature"]["signed_at_unix_ms"]
+        .as_u64()
+        .expect("the selection signature tells its instant");
+    assert!(
+        recall["relevance_signature"]["signed_at_unix_ms"]
+            .as_u64()
+            .is_some(),
+        "{recall}"
+    );
+    assert!(selected_at >= written_at);
+    let offline = |doc: &Value, windows: &KeysResponse, verifying: &[VerifyingKey]| {
+        mosaic_service::receipts::verify_document_in_windows(doc, verifying, &windows.keys)
+            .expect("a receipt")
+    };
+    assert!(offline(&written, &before, &verifying).valid);
+    assert!(offline(&recall, &before, &verifying).valid);
+    // The instant is signed: changed or dropped, the signature fails.
+    for change in [json!(written_at + 1), Value::Null] {
+        let mut forged = written.clone();
+        match &change {
+            Value::Null => {
+                forged["receipt_signature"]
+                    .as_object_mut()
+                    .expect("signature")
+                    .remove("signed_at_unix_ms");
+            }
+            at => forged["receipt_signature"]["signed_at_unix_ms"] = at.clone(),
+        }
+        let verdict = verify_document(&forged, &verifying).expect("a write");
+        assert!(
+            !verdict.valid
+                && verdict
+                    .problem
+                    .as_deref()
+                    .is_some_and(|p| p.contains("does not verify")),
+            "{change}: {verdict:?}"
+        );
+    }
+    let recall_request = |recall: &Value| {
+        json!({
+            "kind": "recall",
+            "selection_receipt": recall["selection_receipt"],
+            "relevance_receipt": recall["relevance_receipt"],
+            "selection_signature": recall["selection_signature"],
+            "relevance_signature": recall["relevance_signature"],
+        })
+    };
+    let server_verify = |body: Value| {
+        let router = w.router.clone();
+        let key = alice.key.clone();
+        async move {
+            let (status, verdict) =
+                send(&router, "POST", "/v1/verify", Some(&key), Some(body)).await;
+            assert_eq!(status, StatusCode::OK, "{verdict}");
+            verdict
+        }
+    };
+    let mut moved = recall_request(&recall);
+    moved["selection_signature"]["signed_at_unix_ms"] = json!(selected_at - 1);
+    let refused = server_verify(moved).await;
+    assert_eq!(refused["valid"], false, "{refused}");
+    assert!(
+        refused["problem"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("selection signature: the signature does not verify")),
+        "{refused}"
+    );
+    assert_eq!(
+        server_verify(recall_request(&recall)).await,
+        json!({"valid": true, "problem": null})
+    );
+
+    // The key retired at the instant the write was signed: it cannot have
+    // signed the write, nor the recall after it.
+    let path = w.service.config().signing_key_path();
+    mosaic_service::signing::rotate(&path, written_at).expect("rotates");
+    let (after, verifying) = published_keys(&w.router).await;
+    let old = &before.current_key_id;
+    let refused = offline(&written, &after, &verifying);
+    assert_eq!(
+        refused.problem,
+        Some(format!(
+            "write receipt signature: signed at {written_at}, after key {old} was retired at \
+             {written_at}"
+        ))
+    );
+    let expected = format!(
+        "selection receipt signature: signed at {selected_at}, after key {old} was retired at \
+         {written_at}"
+    );
+    assert_eq!(
+        offline(&recall, &after, &verifying).problem,
+        Some(expected.clone())
+    );
+    assert_eq!(
+        server_verify(recall_request(&recall)).await,
+        json!({"valid": false, "problem": expected})
+    );
+    // Keys as bare hex carry no window: the signatures alone.
+    assert!(verify_document(&recall, &verifying).expect("recall").valid);
+    // A recall now is signed by the new key and verifies both ways.
+    let (_, fresh) = send(
+        &w.router,
+        "POST",
+        "/v1/recall",
+        Some(&alice.key),
+        Some(json!({"query": "release train"})),
+    )
+    .await;
+    assert_eq!(
+        fresh["selection_signature"]["key_id"],
+        json!(after.current_key_id)
+    );
+    assert!(offline(&fresh, &after, &verifying).valid);
+    assert_eq!(
+        server_verify(recall_request(&fresh)).await,
+        json!({"valid": true, "problem": null})
+    );
+
+    // A signature made before signatures told their instant (v1) still
+    // verifies, through the server and offline, by its signature alone:
+    // the same receipts signed v1 by the current key.
+    let text = std::fs::read_to_string(&path).expect("key file");
+    let stored: Value = serde_json::from_str(&text).expect("json");
+    let secret: [u8; 32] = hex::decode(
+        stored["keys"][1]["secret_key_hex"]
+            .as_str()
+            .expect("the current key's secret"),
+    )
+    .expect("hex")
+    .try_into()
+    .expect("32 bytes");
+    let current = SigningKey::from_bytes(&secret);
+    let mut undated = fresh.clone();
+    for (member, kind, receipt) in [
+        (
+            "selection_signature",
+            ReceiptKind::Selection,
+            "selection_receipt",
+        ),
+        (
+            "relevance_signature",
+            ReceiptKind::Relevance,
+            "relevance_receipt",
+        ),
+    ] {
+        let digest = fresh[receipt]["receipt_sha256"].as_str().expect("digest");
+        let v1 = sign_receipt(&current, kind, digest).expect("signs");
+        undated[member] = serde_json::to_value(&v1).expect("json");
+        assert!(undated[member].get("signed_at_unix_ms").is_none());
+    }
+    assert!(offline(&undated, &after, &verifying).valid);
+    assert_eq!(
+        server_verify(recall_request(&undated)).await,
+        json!({"valid": true, "problem": null})
+    );
+    // An instant added to a v1 signature is not signed.
+    let mut dated = recall_request(&undated);
+    dated["selection_signature"]["signed_at_unix_ms"] = json!(selected_at);
+    assert_eq!(server_verify(dated).await["valid"], false);
+}

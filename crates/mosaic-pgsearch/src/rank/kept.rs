@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use mosaic_harness::memory_scope::SealedEntries;
 
@@ -39,6 +40,8 @@ pub(super) struct Kept {
     /// The seal number of the eligible entries read.
     pub(super) seal: u64,
     pub(super) state: ReadState,
+    /// When a read last found or kept it.
+    used: Instant,
 }
 
 /// How many reads a [`KeptReads`] keeps by default.
@@ -48,17 +51,26 @@ pub const KEPT_READS: usize = 16;
 /// keeps in all, by default.
 pub const KEPT_BYTES: usize = 256 << 20;
 
+/// How long a kept read no read used stays, by default: a tenant read
+/// again within a minute (an agent's turns) finds it; one idle longer pays
+/// one fresh read, and holds no row or vector of a record erased by
+/// another server for longer than this after its last use.
+pub const KEPT_IDLE: Duration = Duration::from_secs(60);
+
 /// The eligible lexical rows of the last reads, per tenant, policy and
 /// sealing of the eligible entries (`SealedEntries::seal_number`), each at
 /// the tenant clock it was read at (see the module documentation). A read
 /// uses a kept one only after checking, in its own transaction, which
 /// records changed since; so a kept read is never stale, whichever server
 /// wrote. Up to a number of reads and of bytes in all, the least recently
-/// used leaving first. Shared by the reads of one process.
+/// used leaving first, and none unused for longer than an idle time
+/// ([`KeptReads::drop_idle`], also run by every find and keep). Shared by
+/// the reads of one process.
 pub struct KeptReads {
     kept: Mutex<VecDeque<Kept>>,
     reads: usize,
     bytes: usize,
+    idle: Duration,
 }
 
 impl std::fmt::Debug for KeptReads {
@@ -66,6 +78,7 @@ impl std::fmt::Debug for KeptReads {
         f.debug_struct("KeptReads")
             .field("reads", &self.reads)
             .field("bytes", &self.bytes)
+            .field("idle", &self.idle)
             .finish_non_exhaustive()
     }
 }
@@ -89,13 +102,35 @@ pub enum LinesRead {
 }
 
 impl KeptReads {
-    /// Keeps up to `reads` reads and roughly `bytes` of rows in all.
+    /// Keeps up to `reads` reads and roughly `bytes` of rows in all, each
+    /// for at most [`KEPT_IDLE`] unused.
     pub fn new(reads: usize, bytes: usize) -> Self {
+        KeptReads::with_idle(reads, bytes, KEPT_IDLE)
+    }
+
+    /// [`KeptReads::new`], each read kept for at most `idle` unused.
+    pub fn with_idle(reads: usize, bytes: usize, idle: Duration) -> Self {
         KeptReads {
             kept: Mutex::new(VecDeque::new()),
             reads,
             bytes,
+            idle,
         }
+    }
+
+    /// Drops every kept read no read used for longer than the idle time,
+    /// so that rows and vectors of records erased by another server leave
+    /// this process's memory at that bound even if the tenant is not read
+    /// again. Returns how many it dropped.
+    pub fn drop_idle(&self) -> usize {
+        let mut kept = self.lock();
+        Self::drop_idle_in(&mut kept, self.idle, Instant::now())
+    }
+
+    fn drop_idle_in(kept: &mut VecDeque<Kept>, idle: Duration, now: Instant) -> usize {
+        let before = kept.len();
+        kept.retain(|k| now.saturating_duration_since(k.used) <= idle);
+        before - kept.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Kept>> {
@@ -119,6 +154,8 @@ impl KeptReads {
         let seal = entries.seal_number();
         let parent = entries.derived_from().map(|(parent, _)| parent);
         let mut kept = self.lock();
+        let now = Instant::now();
+        Self::drop_idle_in(&mut kept, self.idle, now);
         let at = kept
             .iter()
             .enumerate()
@@ -131,7 +168,8 @@ impl KeptReads {
             .max_by_key(|(_, k)| (k.seal == seal && k.state.clock == clock, k.state.clock))
             .map(|(i, _)| i)?;
         // Most recently used last.
-        let found = kept.remove(at)?;
+        let mut found = kept.remove(at)?;
+        found.used = now;
         let out = (found.seal, found.state.clone());
         kept.push_back(found);
         Some(out)
@@ -149,6 +187,8 @@ impl KeptReads {
         let seal = entries.seal_number();
         let parent = entries.derived_from().map(|(parent, _)| parent);
         let mut kept = self.lock();
+        let now = Instant::now();
+        Self::drop_idle_in(&mut kept, self.idle, now);
         if kept.iter().any(|k| {
             k.seal == seal
                 && k.tenant_id == tenant_id
@@ -170,6 +210,7 @@ impl KeptReads {
             policy_sha256: policy_sha256.to_owned(),
             seal,
             state,
+            used: now,
         });
         while kept.len() > self.reads
             || kept.iter().map(|k| k.state.weight()).sum::<usize>() > self.bytes
@@ -187,6 +228,18 @@ impl KeptReads {
         let before = kept.len();
         kept.retain(|k| k.tenant_id != tenant_id);
         before - kept.len()
+    }
+
+    /// How many tenants have a kept read, and roughly the bytes of rows
+    /// and vectors kept in all (for the server's gauges; no tenant named).
+    pub fn footprint(&self) -> (usize, usize) {
+        let kept = self.lock();
+        let tenants: std::collections::BTreeSet<&str> =
+            kept.iter().map(|k| k.tenant_id.as_str()).collect();
+        (
+            tenants.len(),
+            kept.iter().map(|k| k.state.weight()).sum::<usize>(),
+        )
     }
 
     /// How many reads are kept.

@@ -88,7 +88,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("the document serializes: {e}"));
         assert_eq!(
             mosaic_harness::canonical::sha256_hex(&bytes),
-            "af1b110829794dd6bd1ad23f472c2b7da4c97b2cc650cee2e29d7229ce07285a",
+            "8cc2be99fc908cfe177aede9ae38e93236a3f630b8ba3dff8a4d4cf29b5a359c",
             "the served OpenAPI document changed"
         );
     }

@@ -48,7 +48,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     op(
         "POST",
         "/v1/verify",
-        "Verify a write receipt, a deletion receipt or a recall's receipts",
+        "Verify a write receipt, a deletion receipt, a recall's receipts or an audit head",
         "any",
         Some("VerifyRequest"),
     ),

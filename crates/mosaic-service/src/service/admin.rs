@@ -52,7 +52,40 @@ impl ServiceCore {
             }
             VerifyRequest::Deletion { receipt } => {
                 check_digest("receipt.receipt_sha256", &receipt.receipt_sha256)?;
-                let problem = crate::receipts::deletion_problem(receipt, &self.published_keys()?)?;
+                let published = self.receipt_keys();
+                let problem =
+                    match crate::receipts::deletion_problem(receipt, &verifying_keys(&published)?)?
+                    {
+                        Some(problem) => Some(problem),
+                        // Signed by a published key: made inside its window?
+                        None => receipt.signature.as_ref().and_then(|signature| {
+                            crate::receipts::signature_window_problem(
+                                "deletion receipt",
+                                &signature.key_id,
+                                crate::receipts::deletion_signed_at(receipt),
+                                &published.keys,
+                            )
+                        }),
+                    };
+                Ok(VerifyResponse {
+                    valid: problem.is_none(),
+                    problem,
+                })
+            }
+            VerifyRequest::AuditHead { head } => {
+                let published = self.receipt_keys();
+                let problem = match crate::receipts::audit_head_problem(
+                    head,
+                    &verifying_keys(&published)?,
+                )? {
+                    Some(problem) => Some(problem),
+                    None => crate::receipts::signature_window_problem(
+                        "audit head",
+                        &head.signature.key_id,
+                        crate::receipts::audit_head_signed_at(head),
+                        &published.keys,
+                    ),
+                };
                 Ok(VerifyResponse {
                     valid: problem.is_none(),
                     problem,
@@ -65,26 +98,42 @@ impl ServiceCore {
                 selection_signature,
                 relevance_signature,
             } => {
-                let problem = crate::receipts::recall_problem(
+                let published = self.receipt_keys();
+                let mut problem = crate::receipts::recall_problem(
                     selection_receipt,
                     relevance_receipt.as_deref(),
                     decisions.as_deref(),
-                    (selection_signature.as_ref(), relevance_signature.as_ref()),
-                    &self.published_keys()?,
+                    (
+                        selection_signature.as_deref(),
+                        relevance_signature.as_deref(),
+                    ),
+                    &verifying_keys(&published)?,
                 )?;
+                // Signed by published keys: each signature that tells its
+                // instant made inside its key's window?
+                let signed = [
+                    ("selection receipt", selection_signature.as_deref()),
+                    ("relevance receipt", relevance_signature.as_deref()),
+                ];
+                for (what, signature) in signed {
+                    if problem.is_some() {
+                        break;
+                    }
+                    problem = signature.and_then(|signature| {
+                        crate::receipts::signature_window_problem(
+                            what,
+                            &signature.key_id,
+                            crate::receipts::dated_signature_signed_at(signature)?,
+                            &published.keys,
+                        )
+                    });
+                }
                 Ok(VerifyResponse {
                     valid: problem.is_none(),
                     problem,
                 })
             }
         }
-    }
-
-    /// The receipt-signing public keys, as verifying keys.
-    fn published_keys(&self) -> ServiceResult<Vec<ed25519_dalek::VerifyingKey>> {
-        self.receipt_keys()
-            .verifying_keys()
-            .map_err(ServiceError::Internal)
     }
 
     // ------------------------------------------------------------ export, import
@@ -887,6 +936,13 @@ fn within_bounds(grant: &MemoryWriteGrant, bounds: &auth::ApplicationBounds) -> 
 
 /// Why a tenant's write guards cannot be stored, if they cannot: each
 /// threshold is a permille in `1..=1000`.
+/// The published keys as verifying keys.
+fn verifying_keys(
+    published: &crate::signing::KeysResponse,
+) -> ServiceResult<Vec<ed25519_dalek::VerifyingKey>> {
+    published.verifying_keys().map_err(ServiceError::Internal)
+}
+
 pub(super) fn write_guards_problem(guards: &crate::settings::WriteGuards) -> Option<&'static str> {
     if !(1..=1000).contains(&guards.near_duplicate_permille) {
         return Some("near_duplicate_permille must lie in 1..=1000");

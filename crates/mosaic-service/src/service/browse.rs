@@ -193,7 +193,7 @@ impl ServiceCore {
             source_texts,
             write_receipt_signature: write_receipt
                 .as_ref()
-                .map(|r| self.sign_receipt(ReceiptKind::Write, &r.receipt_sha256))
+                .map(|r| self.sign_receipt_now(ReceiptKind::Write, &r.receipt_sha256))
                 .transpose()?,
             write_receipt,
             audit_trail,

@@ -658,6 +658,17 @@ impl ServiceCore {
         self.signer.sign(kind, receipt_sha256)
     }
 
+    /// Signs a receipt's digest with the deployment's current key, the
+    /// signing instant (the service clock) inside the signed bytes: for
+    /// write, selection and relevance receipts, whose bodies tell none.
+    pub fn sign_receipt_now(
+        &self,
+        kind: ReceiptKind,
+        receipt_sha256: &str,
+    ) -> ServiceResult<mosaic_harness::receipt_signature::ReceiptSignature> {
+        self.signer.sign_at(kind, receipt_sha256, self.now())
+    }
+
     /// The receipt-signing public keys (`GET /v1/keys`).
     pub fn receipt_keys(&self) -> crate::signing::KeysResponse {
         self.signer.keys()
@@ -676,6 +687,21 @@ impl ServiceCore {
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The Prometheus text of `/metrics`, its gauges read now: on
+    /// PostgreSQL, how many tenants have a read kept in this process
+    /// (`mosaic_pg_kept_read_tenants`) and roughly the bytes of rows and
+    /// vectors kept (`mosaic_pg_kept_read_bytes`); no tenant is named.
+    pub fn render_metrics(&self) -> String {
+        if let Some(reads) = &self.pg_reads {
+            let (tenants, bytes) = reads.kept_footprint();
+            self.metrics
+                .set("mosaic_pg_kept_read_tenants", &[], tenants as f64);
+            self.metrics
+                .set("mosaic_pg_kept_read_bytes", &[], bytes as f64);
+        }
+        self.metrics.render()
     }
 
     /// Now, from the service clock.

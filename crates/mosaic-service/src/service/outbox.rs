@@ -24,6 +24,10 @@ impl ServiceCore {
     /// every unfinished deletion, then save what changed in the indexes.
     /// The background reconciler calls it periodically; it is idempotent.
     pub fn reconcile(&self) -> ServiceResult<ReconcileReport> {
+        if let Some(reads) = &self.pg_reads {
+            // No kept read outlives its idle time, read again or not.
+            reads.drop_idle();
+        }
         let mut report = self.outbox_pass()?;
         let pending = self.reader()?.store.pending_deletions(self.now())?;
         for pending in pending {

@@ -148,7 +148,11 @@ impl PgReads {
             config: funnel_config(),
             release: embedder.release().to_owned(),
             vector: (embedder.dimension(), VectorSearchConfig::default()),
-            kept: mosaic_pgsearch::rank::KeptReads::default(),
+            kept: mosaic_pgsearch::rank::KeptReads::with_idle(
+                mosaic_pgsearch::rank::KEPT_READS,
+                mosaic_pgsearch::rank::KEPT_BYTES,
+                std::time::Duration::from_millis(config.pg_kept_read_idle_ms),
+            ),
         };
         let mut connection = reads.connection()?;
         mosaic_pgsearch::schema::check_open(&mut *connection).map_err(|e| unavailable(&e))?;
@@ -201,6 +205,16 @@ impl PgReads {
             &self.release,
         )?;
         Ok(recall.receipt)
+    }
+
+    /// Drops the kept reads unused for longer than `pg_kept_read_idle_ms`.
+    pub(super) fn drop_idle(&self) -> usize {
+        self.kept.drop_idle()
+    }
+
+    /// How many tenants have a kept read, and roughly its bytes.
+    pub(super) fn kept_footprint(&self) -> (usize, usize) {
+        self.kept.footprint()
     }
 
     /// Drops the kept reads of `tenant`: this process erased one of its

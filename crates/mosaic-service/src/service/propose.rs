@@ -340,8 +340,7 @@ impl ServiceCore {
             expires_at: None,
             readable: false,
             receipt_signature: self
-                .signer
-                .sign(ReceiptKind::Write, &outcome.receipt.receipt_sha256)
+                .sign_receipt_now(ReceiptKind::Write, &outcome.receipt.receipt_sha256)
                 .ok(),
             receipt: outcome.receipt.clone(),
             server_judgments: prepared.server_judgments,

@@ -286,12 +286,11 @@ impl ServiceCore {
         if duplicates > 0 {
             drop_counts.insert("duplicate_content".to_owned(), duplicates);
         }
-        let selection_signature = self
-            .signer
-            .sign(ReceiptKind::Selection, &selection.receipt.receipt_sha256)?;
+        let selection_signature =
+            self.sign_receipt_now(ReceiptKind::Selection, &selection.receipt.receipt_sha256)?;
         let relevance_signature = relevance
             .as_ref()
-            .map(|r| self.signer.sign(ReceiptKind::Relevance, &r.receipt_sha256))
+            .map(|r| self.sign_receipt_now(ReceiptKind::Relevance, &r.receipt_sha256))
             .transpose()?;
         self.metrics.incr("mosaic_recalls_total", &[]);
         self.metrics.add(

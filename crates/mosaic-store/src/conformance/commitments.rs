@@ -545,3 +545,62 @@ pub fn eligible_changes_follow_every_change<F: StoreFactory>(factory: &F) -> Sto
     kept.step(&mut store, &q, "the reader's own since", changes(&[]))?;
     Ok(())
 }
+
+/// The records [`Store::eligible_changes`] reads again are held to the
+/// reader's subjects, not only found through the reader's scopes: an entry
+/// of another principal's record moved, by a corruption of the store, into
+/// alice's own scope and marked changed comes back among the `changed` ids
+/// but never as eligible, and a full read agrees. Layer: the subject
+/// predicate of the restricted eligibility statement (the scope entries
+/// alone would let it through).
+pub fn eligible_changes_hold_each_changed_record_to_the_readers_subjects<F: StoreFactory>(
+    factory: &F,
+) -> StoreResult<()> {
+    let config = test_config();
+    let targets = &config.required_index_targets;
+    let (db, mut store) = setup(factory, &config)?;
+    for request in [
+        Spec::principal(fixtures::TENANT_A, "alice", "a1").build(),
+        Spec::principal(fixtures::TENANT_A, "bob", "b1").build(),
+    ] {
+        assert!(store.write(&request)?.is_accepted(), "{request:?}");
+    }
+    publish_all(&mut store, targets, T0)?;
+    let q = alice_run_1();
+    let kept = KeptRead::full(&mut store, &q)?;
+    assert!(kept.ids.contains_key("a1"), "{:?}", kept.ids);
+    assert!(!kept.ids.contains_key("b1"));
+    // Alice's scope moves on, and bob's record's entry is moved into it
+    // with that change's generation: the changes read finds it.
+    store.write(&Spec::principal(fixtures::TENANT_A, "alice", "a2").build())?;
+    publish_all(&mut store, targets, T0)?;
+    factory.execute_as_owner(
+        &db,
+        "UPDATE scope_entries SET scope_type = 'principal', scope_a = 'alice', scope_b = '', \
+           changed_generation = (SELECT changed_generation FROM scope_entries WHERE record_id = 'a2') \
+         WHERE record_id = 'b1'",
+    )?;
+    // Every body known: the eligibility statement alone decides (no body
+    // is read, so the check of a body against its columns does not run).
+    let (changes, bodies) = store
+        .eligible_changes(&q, &kept.since, &|_| true)?
+        .expect("the same scopes, nothing erased");
+    assert_eq!(changes.changed, ["a2", "b1"], "{changes:?}");
+    let eligible: Vec<&str> = changes.eligible.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        eligible,
+        ["a2"],
+        "another principal's record came back eligible"
+    );
+    assert!(bodies.is_empty());
+    // No body known: the eligible one's body comes with it.
+    let (again, bodies) = store
+        .eligible_changes(&q, &kept.since, &|_| false)?
+        .expect("the same scopes, nothing erased");
+    assert_eq!(again.eligible, changes.eligible);
+    let bodies: Vec<&str> = bodies.iter().map(|b| b.record.record_id.as_str()).collect();
+    assert_eq!(bodies, ["a2"]);
+    let (full, _) = store.eligible_unknown(&q, &|_| true)?;
+    assert!(full.ids.iter().all(|(id, _)| id != "b1"), "{:?}", full.ids);
+    Ok(())
+}

@@ -28,4 +28,10 @@ impl StoreFactory for SqliteFactory {
     fn connect(&self, db: &SqliteDb, config: &StoreConfig) -> StoreResult<SqliteStore> {
         SqliteStore::open(&db.path, config.clone())
     }
+
+    fn execute_as_owner(&self, db: &SqliteDb, sql: &str) -> StoreResult<()> {
+        let backend = |e: rusqlite::Error| mosaic_store::StoreError::Backend(e.to_string());
+        let connection = rusqlite::Connection::open(&db.path).map_err(backend)?;
+        connection.execute_batch(sql).map_err(backend)
+    }
 }

@@ -15,6 +15,7 @@ macro_rules! conformance_tests {
             audit_head_can_be_witnessed,
             scope_commitments_follow_every_change,
             eligible_changes_follow_every_change,
+            eligible_changes_hold_each_changed_record_to_the_readers_subjects,
             supersession_is_generation_fenced,
             concurrent_supersession_has_one_winner,
             revocation_walks_every_state_to_a_receipt,

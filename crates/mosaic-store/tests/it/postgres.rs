@@ -229,6 +229,12 @@ mod factory {
         fn connect(&self, db: &PgDb, config: &StoreConfig) -> StoreResult<PostgresStore> {
             self.connect_with_options(db, config, "")
         }
+
+        fn execute_as_owner(&self, db: &PgDb, sql: &str) -> StoreResult<()> {
+            self.admin(db)?
+                .batch_execute(sql)
+                .map_err(|e| mosaic_store::StoreError::Backend(e.to_string()))
+        }
     }
 
     impl Drop for PgDb {
