@@ -316,8 +316,8 @@ impl VectorIndex {
             }
         } else {
             for doc in docs.docs() {
-                if let Some(record) = long.get(doc) {
-                    consider(*doc, record);
+                if let Some(record) = long.get(&doc) {
+                    consider(doc, record);
                 }
             }
         }
