@@ -27,6 +27,13 @@ pub trait Backend {
     /// Removes a document and erases what was derived from its content.
     fn remove(&mut self, doc: DocId);
 
+    /// The partition a doc was put in (kept after the doc is removed), for
+    /// a backend that partitions its docs and counts a kept set's
+    /// partitions (see [`DocSet::changed`]); `None` otherwise.
+    fn partition_of(&self, _doc: DocId) -> Option<u32> {
+        None
+    }
+
     /// Docs whose scope is in `subject_keys` of `tenant_id` (for scope
     /// predicates).
     fn subject_docs(&self, tenant_id: &str, subject_key: &str) -> Vec<DocId>;
@@ -375,33 +382,25 @@ impl<B: Backend> FencedIndex<B> {
         scope: u32,
     ) -> Option<DocSet> {
         let slot_changes = self.fence.changes_since(since)?;
-        let mut out = docs.clone();
         // Every doc those records had then or have now leaves first ...
-        out.remove_all(
-            slot_changes
-                .iter()
-                .filter_map(|(_, before)| *before)
-                .chain(changed.iter().filter_map(|id| self.fence.doc_of(id)))
-                .chain(
-                    slot_changes
-                        .iter()
-                        .filter_map(|(id, _)| self.fence.doc_of(id)),
-                ),
-        );
+        let leave = slot_changes
+            .iter()
+            .filter_map(|(_, before)| *before)
+            .chain(changed.iter().filter_map(|id| self.fence.doc_of(id)))
+            .chain(
+                slot_changes
+                    .iter()
+                    .filter_map(|(id, _)| self.fence.doc_of(id)),
+            );
         // ... and the live doc of each eligible one comes back.
         let entries = eligible.entries();
-        let is_eligible = |id: &str| entries.contains_sorted(id);
-        for id in slot_changes
+        let come_back = slot_changes
             .iter()
             .map(|(id, _)| *id)
             .chain(changed.iter().map(String::as_str))
-        {
-            if is_eligible(id)
-                && let Some(doc) = self.fence.live_doc_in(id, scope)
-            {
-                out.insert(doc);
-            }
-        }
+            .filter(|id| entries.contains_sorted(id))
+            .filter_map(|id| self.fence.live_doc_in(id, scope));
+        let out = docs.changed(leave, come_back, |doc| self.backend.partition_of(doc));
         Some(out)
     }
 

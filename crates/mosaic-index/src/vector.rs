@@ -316,8 +316,8 @@ impl VectorIndex {
             }
         } else {
             for doc in docs.docs() {
-                if let Some(record) = long.get(doc) {
-                    consider(*doc, record);
+                if let Some(record) = long.get(&doc) {
+                    consider(doc, record);
                 }
             }
         }
@@ -331,6 +331,11 @@ impl VectorIndex {
     /// record indexed as several passages (`None` for one passage, or an
     /// unknown record).
     pub fn passage_match(&self, record_id: &str, query_vector: &[f32]) -> Option<PassageMatch> {
+        // Without a record of several passages (an embedder without a
+        // window, or only short texts), no id is looked up.
+        if self.backend.passages.is_empty() {
+            return None;
+        }
         let doc = self.fence.doc_of(record_id)?;
         let record = self.backend.passages.get(&doc)?;
         let first = self.backend.ann.vector_of(doc)?;

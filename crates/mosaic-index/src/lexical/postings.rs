@@ -63,6 +63,10 @@ pub struct LexicalBackend {
     /// By doc: its length (1 for a doc not held), read for every doc of
     /// every window scored, so kept apart from the rest of a doc.
     pub(super) lens: Vec<u32>,
+    /// By doc: its partition, kept after the doc is removed (doc numbers
+    /// are never handed out twice), so a kept eligible set's partition
+    /// counts can take out a doc no longer held (see `DocSet::changed`).
+    pub(super) doc_partitions: Vec<u32>,
     pub(super) claims: HashMap<(String, String), BTreeSet<DocId>>,
 }
 
@@ -163,6 +167,11 @@ impl Backend for LexicalBackend {
             .filter_map(|t| self.vocab.get(t).copied())
             .collect();
         speaker.sort_unstable();
+        let idx = doc as usize;
+        if self.doc_partitions.len() <= idx {
+            self.doc_partitions.resize(idx + 1, u32::MAX);
+        }
+        self.doc_partitions[idx] = pid;
         let partition = &mut self.partitions[pid as usize];
         for &(tid, tf) in &term_ids {
             let list = partition.postings.entry(tid).or_default();
@@ -264,6 +273,13 @@ impl Backend for LexicalBackend {
         }
     }
 
+    fn partition_of(&self, doc: DocId) -> Option<u32> {
+        self.doc_partitions
+            .get(doc as usize)
+            .copied()
+            .filter(|p| *p != u32::MAX)
+    }
+
     fn subject_docs(&self, tenant_id: &str, subject_key: &str) -> Vec<DocId> {
         self.partition_ids
             .get(&(tenant_id.to_owned(), subject_key.to_owned()))
@@ -283,21 +299,31 @@ impl LexicalIndex {
         let b = &self.backend;
         // A doc keeps its partition while it lives, and a set is resolved
         // again when the fence moves, so the set can keep them.
-        let partitions = docs
+        let partitions: Vec<u32> = docs
             .partitions(|| {
-                let mut partitions: Vec<u32> = Vec::new();
+                let mut counts: Vec<(u32, u32)> = Vec::new();
                 for d in docs.docs() {
-                    if let Some(p) = b.docs.get(*d as usize).and_then(|x| x.as_ref())
-                        && partitions.last() != Some(&p.partition)
-                    {
-                        partitions.push(p.partition);
+                    let Some(p) = b.docs.get(d as usize).and_then(|x| x.as_ref()) else {
+                        continue;
+                    };
+                    match counts.last_mut() {
+                        Some((last, n)) if *last == p.partition => *n += 1,
+                        _ => counts.push((p.partition, 1)),
                     }
                 }
-                partitions.sort_unstable();
-                partitions.dedup();
-                partitions
+                counts.sort_unstable_by_key(|(p, _)| *p);
+                counts.dedup_by(|x, y| {
+                    let same = x.0 == y.0;
+                    if same {
+                        y.1 += x.1;
+                    }
+                    same
+                });
+                counts
             })
-            .to_vec();
+            .iter()
+            .map(|(p, _)| *p)
+            .collect();
         let n: u64 = partitions
             .iter()
             .map(|p| b.partitions[*p as usize].n_docs)

@@ -206,9 +206,11 @@ fn a_linked_window_is_the_walked_one() {
 
 /// Layer: the index's resolution of eligible sets. Over a chain of
 /// random index changes (publications, new versions, tombstones, ids
-/// eligible before they are indexed) and eligible sets each derived
-/// from the last by a change, the resolution brought up to date from
-/// the kept one is exactly a fresh resolution of the set's ids.
+/// eligible before they are indexed, across three subjects) and eligible
+/// sets each derived from the last by a change, the resolution brought up
+/// to date from the kept one is exactly a fresh resolution of the set's
+/// ids, and the partition counts it carried over from the kept one (and
+/// the statistics read from them) are exactly those counted afresh.
 #[test]
 fn a_derived_eligible_set_resolves_as_a_fresh_one() {
     use mosaic_harness::memory_scope::{EligibleEntry, SealedEligibleSet, SealedEntries};
@@ -239,15 +241,11 @@ fn a_derived_eligible_set_resolves_as_a_fresh_one() {
         SealedEligibleSet::of_entries(sha256_hex(b"ctx"), std::sync::Arc::new(entries)).unwrap()
     };
     let fresh = |idx: &LexicalIndex, set: &SealedEligibleSet| {
-        let mut docs = idx
-            .resolve_ids(set.entries().iter().map(|e| e.record_id), "t", &policy)
-            .docs()
-            .to_vec();
-        docs.sort_unstable();
-        docs
+        idx.resolve_ids(set.entries().iter().map(|e| e.record_id), "t", &policy)
     };
     let mut set = sealed(&eligible, None);
     let mut advanced = 0;
+    let mut carried = 0;
     for step in 0..200 {
         // Index changes, some of ids not (yet) eligible.
         for _ in 0..next(4) {
@@ -257,8 +255,14 @@ fn a_derived_eligible_set_resolves_as_a_fresh_one() {
             if next(4) == 0 {
                 idx.tombstone(&id(i), g).unwrap();
             } else {
-                idx.publish(&message(&id(i), g, 0, step, format!("apple {step}")))
-                    .unwrap();
+                idx.publish(&message(
+                    &id(i),
+                    g,
+                    (i % 3) as usize,
+                    step,
+                    format!("apple {step}"),
+                ))
+                .unwrap();
             }
         }
         // An eligibility change, derived from the last set.
@@ -272,15 +276,34 @@ fn a_derived_eligible_set_resolves_as_a_fresh_one() {
         }
         let parent = set.sealed_entries().seal_number();
         let before = idx.fence.snapshot_generation();
-        // Resolved once before the change, so a kept resolution exists.
-        idx.resolve_eligible(&set, "t", &policy);
+        // Resolved (and its partitions counted by a read) once before the
+        // change, so a kept resolution exists.
+        let kept = idx.resolve_eligible(&set, "t", &policy);
+        idx.stats(&kept);
         set = sealed(&eligible, Some((parent, changed)));
-        let mut resolved = idx.resolve_eligible(&set, "t", &policy).docs().to_vec();
-        resolved.sort_unstable();
-        assert_eq!(resolved, fresh(&idx, &set), "step {step}");
+        let resolved = idx.resolve_eligible(&set, "t", &policy);
+        let made_afresh = fresh(&idx, &set);
+        assert_eq!(
+            resolved.docs().collect::<Vec<_>>(),
+            made_afresh.docs().collect::<Vec<_>>(),
+            "step {step}"
+        );
+        assert_eq!(resolved.len(), made_afresh.len(), "step {step}");
+        let counted = resolved.counted_partitions().map(<[_]>::to_vec);
+        let stats = |docs: &DocSet| idx.stats(docs).map(|s| (s.partitions, s.n, s.avgdl));
+        assert_eq!(stats(&resolved), stats(&made_afresh), "step {step}");
+        if let Some(counted) = counted {
+            assert_eq!(
+                Some(&counted[..]),
+                made_afresh.counted_partitions(),
+                "step {step}"
+            );
+            carried += 1;
+        }
         advanced += usize::from(idx.fence.changes_since(before).is_some());
     }
     assert!(advanced > 150, "{advanced}");
+    assert!(carried > 150, "{carried}");
 }
 
 /// Layer: the index's resolution of eligible sets. When more slots
@@ -318,12 +341,15 @@ fn a_resolution_older_than_the_remembered_changes_is_made_afresh() {
         }
     }
     assert!(idx.fence.changes_since(then).is_none());
-    let mut resolved = idx.resolve_eligible(&set, "t", &policy).docs().to_vec();
+    let mut resolved = idx
+        .resolve_eligible(&set, "t", &policy)
+        .docs()
+        .collect::<Vec<_>>();
     resolved.sort_unstable();
     let mut fresh = idx
         .resolve_ids(ids.iter().map(String::as_str), "t", &policy)
         .docs()
-        .to_vec();
+        .collect::<Vec<_>>();
     fresh.sort_unstable();
     assert_eq!(resolved, fresh);
     assert_eq!(resolved.len(), ids.len());
@@ -336,10 +362,10 @@ fn a_set_grown_after_a_read_counts_its_new_subject() {
     let records: Vec<GenRecord> = vec![(0, 1, vec![0, 1]), (1, 2, vec![2]), (1, 3, vec![3, 4])];
     let (idx, all) = generated(&records, &[], &[]);
     let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
-    docs.insert(all.docs()[0]);
+    docs.insert(all.docs().next().unwrap());
     let first = idx.stats(&docs).unwrap();
     assert_eq!((first.partitions.len(), first.n), (1, 1));
-    docs.insert(all.docs()[1]);
+    docs.insert(all.docs().nth(1).unwrap());
     let grown = idx.stats(&docs).unwrap();
     assert_eq!((grown.partitions.len(), grown.n), (2, 3));
 }
@@ -418,7 +444,7 @@ fn the_pruning_bounds_hold_for_every_window() {
                     })
                     .sum()
             };
-            for &doc in docs.docs() {
+            for doc in docs.docs() {
                 let window = idx.window_docs(doc, &docs, scorer.radius);
                 read.score_window(doc, &window, None);
                 let score = f64::from(read.scored.last().unwrap().1);
