@@ -1,6 +1,7 @@
 //! The PostgreSQL deployment: opening and migrating the shared database and
 //! its index targets.
 
+use mosaic_pgsearch::rank::ReadStatements;
 use r2d2_postgres::PostgresConnectionManager;
 
 use super::*;
@@ -192,14 +193,26 @@ impl PgReads {
             eligible: set,
             ..query.clone()
         };
-        let (recall, _) = mosaic_pgsearch::rank::recall_kept(
+        // The read's statements live with the pooled connection they were
+        // prepared on (r2d2's per-connection extensions): prepared on its
+        // first ranked read, then each sent as one round trip. Put back
+        // only after a read that succeeded, so a failed read (a dropped
+        // connection, a migrated schema) prepares them again.
+        let statements =
+            match r2d2::PooledConnection::extensions_mut(connection).remove::<ReadStatements>() {
+                Some(statements) => statements,
+                None => ReadStatements::prepare(connection)?,
+            };
+        let (recall, _) = mosaic_pgsearch::rank::recall_prepared(
             connection,
+            &statements,
             &self.kept,
             &self.config,
             &query,
             vector,
             &self.release,
         )?;
+        r2d2::PooledConnection::extensions_mut(connection).insert(statements);
         Ok(recall.receipt)
     }
 
