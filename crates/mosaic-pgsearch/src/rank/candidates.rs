@@ -15,6 +15,7 @@ use postgres::{Client, IsolationLevel, Transaction};
 
 use crate::error::{PgSearchError, PgSearchResult};
 use crate::fence::changed_since;
+use crate::schema;
 
 use super::statements::{self, ReadStatements, run};
 use super::{
@@ -30,8 +31,8 @@ pub struct PgCandidates<'a> {
     policy_sha256: &'a str,
     /// The statements prepared on the read's connection, if any.
     statements: Option<&'a ReadStatements>,
-    /// The stored vector dimension in the read's snapshot (`None`: the
-    /// schema holds none).
+    /// The stored vector dimension, read with the clock for a read with
+    /// vectors (`None`: not read, or the schema holds none).
     dimension: Option<i64>,
     /// The eligible ids, sorted and distinct, borrowed from the read.
     ids: Vec<&'a str>,
@@ -67,12 +68,13 @@ impl<'a> PgCandidates<'a> {
         policy_sha256: &'a str,
         ids: Vec<&'a str>,
     ) -> PgSearchResult<Self> {
-        Self::open_kept(client, None, tenant_id, policy_sha256, ids, None)
+        Self::open_kept(client, None, tenant_id, policy_sha256, ids, None, false)
     }
 
     /// [`PgCandidates::open`], using and keeping the lines in `kept` for
     /// the sealed `entries` (whose ids are `ids`), with the `statements`
-    /// prepared on `client` when given.
+    /// prepared on `client` when given; `vectors`: the read will rank
+    /// vectors (the stored dimension is read with the clock).
     pub(super) fn open_kept(
         client: &'a mut Client,
         statements: Option<&'a ReadStatements>,
@@ -80,6 +82,7 @@ impl<'a> PgCandidates<'a> {
         policy_sha256: &'a str,
         mut ids: Vec<&'a str>,
         kept: Option<(&KeptReads, &SealedEntries)>,
+        vectors: bool,
     ) -> PgSearchResult<Self> {
         let mut tx = client
             .build_transaction()
@@ -101,15 +104,18 @@ impl<'a> PgCandidates<'a> {
             ids.dedup();
             kept = None;
         }
-        // The tenant's clock (0 before its first change) and the stored
-        // dimension, in one round trip.
+        // The tenant's clock (0 before its first change), and the stored
+        // dimension for a read with vectors, in one round trip.
         let (clock, dimension) = {
-            let rows = run(
-                &mut tx,
-                statements.map(|s| &s.clock),
-                statements::CLOCK,
-                &[&tenant_id],
-            )?;
+            let (prepared, text) = if vectors {
+                (
+                    statements.map(|s| &s.clock_dimension),
+                    statements::CLOCK_DIMENSION,
+                )
+            } else {
+                (statements.map(|s| &s.clock), statements::CLOCK)
+            };
+            let rows = run(&mut tx, prepared, text, &[&tenant_id])?;
             let row = rows.first().ok_or_else(|| {
                 PgSearchError::Database("the clock query returned no row".to_owned())
             })?;
@@ -340,12 +346,12 @@ impl<'a> PgCandidates<'a> {
     }
 
     fn nearest(&mut self, query_vector: &[f32], depth: usize) -> PgSearchResult<Vec<Hit>> {
-        // Read with the clock, in the same snapshot.
-        let dimension = self
-            .dimension
-            .ok_or_else(|| PgSearchError::Schema("no stored vector dimension".to_owned()))?;
-        let dimension = usize::try_from(dimension)
-            .map_err(|_| PgSearchError::Schema(format!("stored dimension {dimension}")))?;
+        // Read with the clock, in the same snapshot; else read now.
+        let dimension = match self.dimension {
+            Some(dimension) => usize::try_from(dimension)
+                .map_err(|_| PgSearchError::Schema(format!("stored dimension {dimension}")))?,
+            None => schema::stored_dimension(&mut self.tx)?,
+        };
         check_embedding(query_vector, dimension)?;
         if depth == 0 || self.ids.is_empty() {
             return Ok(Vec::new());

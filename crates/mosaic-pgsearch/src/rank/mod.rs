@@ -48,8 +48,9 @@
 //! [`recall_on`], [`recall_kept`], [`recall_prepared`]).
 //!
 //! An unchanged read of a kept scope makes five round trips: the
-//! transaction's start, entering the tenant, the clock with the stored
-//! vector dimension, the term query, and the end of the transaction.
+//! transaction's start, entering the tenant, the clock (with the stored
+//! vector dimension when the read ranks vectors), the term query, and the
+//! end of the transaction.
 
 mod candidates;
 mod kept;
@@ -57,7 +58,9 @@ mod rows;
 mod statements;
 
 use mosaic_index::IndexError;
-use mosaic_index::funnel::{FunnelConfig, Recall, RecallQuery, feature_release_of, query_digest};
+use mosaic_index::funnel::{
+    FunnelConfig, Recall, RecallQuery, RetrievalMode, feature_release_of, query_digest,
+};
 use mosaic_index::fusion::{fuse, gather};
 use postgres::Client;
 
@@ -194,6 +197,8 @@ fn recall_with(
         query.policy_sha256,
         ids,
         kept.map(|k| (k, query.eligible.sealed_entries())),
+        // The fusion asks for vector hits only then.
+        query_vector.is_some() && query.mode != RetrievalMode::Lexical,
     )
     .map_err(PgSearchError::into_index_error)?;
     let candidates = gather(&mut source, config, query, query_vector)?;

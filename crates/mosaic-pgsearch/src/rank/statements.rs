@@ -2,16 +2,24 @@
 //! connection, and the text each runs when a read has none prepared.
 
 use postgres::types::ToSql;
-use postgres::{Client, Statement, Transaction};
+use std::sync::OnceLock;
+
+use postgres::{Statement, Transaction};
 
 use crate::error::PgSearchResult;
 
 /// Enters the tenant for the transaction (row-level security).
 pub(super) const ENTER: &str = "SELECT set_config('mosaic.tenant_id', $1, true)";
 
-/// The tenant's clock (NULL before its first change) and the stored
-/// vector dimension, in one round trip.
-pub(super) const CLOCK: &str = "SELECT (SELECT clock FROM pgsearch_clock WHERE tenant_id = $1),
+/// The tenant's clock (NULL before its first change), for a read without
+/// vectors (it does not touch the schema's meta table).
+pub(super) const CLOCK: &str =
+    "SELECT (SELECT clock FROM pgsearch_clock WHERE tenant_id = $1), NULL::BIGINT";
+
+/// The tenant's clock and the stored vector dimension, in one round trip,
+/// for a read with vectors.
+pub(super) const CLOCK_DIMENSION: &str =
+    "SELECT (SELECT clock FROM pgsearch_clock WHERE tenant_id = $1),
             (SELECT int_value FROM pgsearch_meta WHERE key = 'vector_dimension')";
 
 /// Document count and total length of every live row of the subjects.
@@ -24,48 +32,49 @@ pub(super) const TERMS: &str =
      WHERE tenant_id = $1 AND subject_key = ANY($2) AND terms && $3";
 
 /// The statements of an unchanged ranked read (entering the tenant, the
-/// clock with the stored dimension, the BM25 statistics, the term query),
-/// prepared on one connection: a read that uses them sends each as one
-/// round trip instead of a parse and an execution. They belong to the
-/// connection they were prepared on (keep them with it, e.g. in the
-/// pool's per-connection extensions); on another connection the database
-/// refuses them (a failed read, never another connection's results).
-#[derive(Debug)]
+/// clock, with the stored dimension for a read with vectors, the BM25
+/// statistics, the term query), each prepared on its first use by a read
+/// on one connection: a read that uses them sends each as one round trip
+/// instead of a parse and an execution. (Prepared when first used, not
+/// all at once: preparing touches the tables a statement names, and a
+/// lexical read must not wait on the vector dimension's table.) They
+/// belong to the connection they were prepared on (keep them with it,
+/// e.g. in the pool's per-connection extensions); on another connection
+/// the database refuses them (a failed read, never another connection's
+/// results).
+#[derive(Debug, Default)]
 pub struct ReadStatements {
-    pub(super) enter: Statement,
-    pub(super) clock: Statement,
-    pub(super) stats: Statement,
-    pub(super) terms: Statement,
+    pub(super) enter: OnceLock<Statement>,
+    pub(super) clock: OnceLock<Statement>,
+    pub(super) clock_dimension: OnceLock<Statement>,
+    pub(super) stats: OnceLock<Statement>,
+    pub(super) terms: OnceLock<Statement>,
 }
 
 impl ReadStatements {
-    /// Prepares the statements on `client` (one round trip each), a
-    /// connection as the application role that sees the current search
-    /// schema.
-    pub fn prepare(client: &mut Client) -> Result<Self, mosaic_index::IndexError> {
-        let mut prepare = |sql: &str| {
-            client
-                .prepare(sql)
-                .map_err(|e| crate::error::PgSearchError::from(e).into_index_error())
-        };
-        Ok(ReadStatements {
-            enter: prepare(ENTER)?,
-            clock: prepare(CLOCK)?,
-            stats: prepare(STATS)?,
-            terms: prepare(TERMS)?,
-        })
+    /// None prepared yet.
+    pub fn new() -> Self {
+        Self::default()
     }
 }
 
-/// Runs the prepared statement when there is one, else its text.
+/// Runs `text` as the statement kept in `prepared`, prepared in `tx` on
+/// its first use; without a place to keep it, runs the text.
 pub(super) fn run(
     tx: &mut Transaction<'_>,
-    prepared: Option<&Statement>,
+    prepared: Option<&OnceLock<Statement>>,
     text: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> PgSearchResult<Vec<postgres::Row>> {
-    Ok(match prepared {
-        Some(statement) => tx.query(statement, params)?,
-        None => tx.query(text, params)?,
-    })
+    let Some(cell) = prepared else {
+        return Ok(tx.query(text, params)?);
+    };
+    let statement = match cell.get() {
+        Some(statement) => statement.clone(),
+        None => {
+            let statement = tx.prepare(text)?;
+            cell.get_or_init(|| statement).clone()
+        }
+    };
+    Ok(tx.query(&statement, params)?)
 }

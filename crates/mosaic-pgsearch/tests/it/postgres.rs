@@ -961,7 +961,7 @@ mod shared_ranker {
         let mut fresh_reader = factory.app(&db).expect("app");
         // The kept reader runs the statements prepared on its connection;
         // the fresh reader sends their text each time.
-        let statements = ReadStatements::prepare(&mut kept_reader).expect("prepare");
+        let statements = ReadStatements::new();
         let embedder = suite_embedder();
         let config = FunnelConfig::default();
         let policy = policy();

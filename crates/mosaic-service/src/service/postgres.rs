@@ -194,15 +194,13 @@ impl PgReads {
             ..query.clone()
         };
         // The read's statements live with the pooled connection they were
-        // prepared on (r2d2's per-connection extensions): prepared on its
-        // first ranked read, then each sent as one round trip. Put back
-        // only after a read that succeeded, so a failed read (a dropped
-        // connection, a migrated schema) prepares them again.
-        let statements =
-            match r2d2::PooledConnection::extensions_mut(connection).remove::<ReadStatements>() {
-                Some(statements) => statements,
-                None => ReadStatements::prepare(connection)?,
-            };
+        // prepared on (r2d2's per-connection extensions): each prepared on
+        // its first use there, then sent as one round trip. Put back only
+        // after a read that succeeded, so after a failed read (a dropped
+        // connection, a migrated schema) they are prepared again.
+        let statements = r2d2::PooledConnection::extensions_mut(connection)
+            .remove::<ReadStatements>()
+            .unwrap_or_default();
         let (recall, _) = mosaic_pgsearch::rank::recall_prepared(
             connection,
             &statements,
