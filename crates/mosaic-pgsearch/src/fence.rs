@@ -124,19 +124,6 @@ fn advance_clock(tx: &mut Transaction<'_>, tenant: &str) -> PgSearchResult<i64> 
         .try_get(0)?)
 }
 
-/// `tenant`'s clock in the transaction's snapshot (0 before its first
-/// change); the tenant must be entered.
-pub(crate) fn read_clock(tx: &mut Transaction<'_>, tenant: &str) -> PgSearchResult<i64> {
-    Ok(tx
-        .query_opt(
-            "SELECT clock FROM pgsearch_clock WHERE tenant_id = $1",
-            &[&tenant],
-        )?
-        .map(|r| r.try_get(0))
-        .transpose()?
-        .unwrap_or(0))
-}
-
 /// The records of `tenant` whose `target` rows changed after clock
 /// `since`, as the transaction's snapshot sees them.
 pub(crate) fn changed_since(

@@ -14,9 +14,10 @@ use mosaic_index::{Hit, IndexError, SearchPlan};
 use postgres::{Client, IsolationLevel, Transaction};
 
 use crate::error::{PgSearchError, PgSearchResult};
-use crate::fence::{changed_since, enter_tenant, read_clock};
+use crate::fence::changed_since;
 use crate::schema;
 
+use super::statements::{self, ReadStatements, run};
 use super::{
     KeptReads, Lines, LinesRead, ReadState, Row, Vectors, advance, advance_vectors, load_rows,
     load_vectors,
@@ -28,6 +29,11 @@ pub struct PgCandidates<'a> {
     tx: Transaction<'a>,
     tenant_id: &'a str,
     policy_sha256: &'a str,
+    /// The statements prepared on the read's connection, if any.
+    statements: Option<&'a ReadStatements>,
+    /// The stored vector dimension, read with the clock for a read with
+    /// vectors (`None`: not read, or the schema holds none).
+    dimension: Option<i64>,
     /// The eligible ids, sorted and distinct, borrowed from the read.
     ids: Vec<&'a str>,
     lines: Arc<Lines>,
@@ -62,24 +68,33 @@ impl<'a> PgCandidates<'a> {
         policy_sha256: &'a str,
         ids: Vec<&'a str>,
     ) -> PgSearchResult<Self> {
-        Self::open_kept(client, tenant_id, policy_sha256, ids, None)
+        Self::open_kept(client, None, tenant_id, policy_sha256, ids, None, false)
     }
 
     /// [`PgCandidates::open`], using and keeping the lines in `kept` for
-    /// the sealed `entries` (whose ids are `ids`).
+    /// the sealed `entries` (whose ids are `ids`), with the `statements`
+    /// prepared on `client` when given; `vectors`: the read will rank
+    /// vectors (the stored dimension is read with the clock).
     pub(super) fn open_kept(
         client: &'a mut Client,
+        statements: Option<&'a ReadStatements>,
         tenant_id: &'a str,
         policy_sha256: &'a str,
         mut ids: Vec<&'a str>,
         kept: Option<(&KeptReads, &SealedEntries)>,
+        vectors: bool,
     ) -> PgSearchResult<Self> {
         let mut tx = client
             .build_transaction()
             .isolation_level(IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()?;
-        enter_tenant(&mut tx, tenant_id)?;
+        run(
+            &mut tx,
+            statements.map(|s| &s.enter),
+            statements::ENTER,
+            &[&tenant_id],
+        )?;
         // An eligible set comes sorted by id: checked, not sorted again.
         // Entries out of order are never kept nor advanced (a kept read
         // looks its changed records up in them by binary search).
@@ -89,7 +104,26 @@ impl<'a> PgCandidates<'a> {
             ids.dedup();
             kept = None;
         }
-        let clock = read_clock(&mut tx, tenant_id)?;
+        // The tenant's clock (0 before its first change), and the stored
+        // dimension for a read with vectors, in one round trip.
+        let (clock, dimension) = {
+            let (prepared, text) = if vectors {
+                (
+                    statements.map(|s| &s.clock_dimension),
+                    statements::CLOCK_DIMENSION,
+                )
+            } else {
+                (statements.map(|s| &s.clock), statements::CLOCK)
+            };
+            let rows = run(&mut tx, prepared, text, &[&tenant_id])?;
+            let row = rows.first().ok_or_else(|| {
+                PgSearchError::Database("the clock query returned no row".to_owned())
+            })?;
+            (
+                row.try_get::<_, Option<i64>>(0)?.unwrap_or(0),
+                row.try_get::<_, Option<i64>>(1)?,
+            )
+        };
         let mut how = LinesRead::Fresh;
         let mut state = None;
         if let Some((kept, entries)) = kept
@@ -178,6 +212,8 @@ impl<'a> PgCandidates<'a> {
             tx,
             tenant_id,
             policy_sha256,
+            statements,
+            dimension,
             ids,
             lines: state.lines,
             vectors: state.vectors,
@@ -231,11 +267,15 @@ impl<'a> PgCandidates<'a> {
         let (n, total_len) = match self.stats.get() {
             Some(&stats) => stats,
             None => {
-                let stats = self.tx.query_one(
-                    "SELECT count(*)::BIGINT, coalesce(sum(doc_len), 0)::BIGINT
-                     FROM pgsearch_lexical WHERE tenant_id = $1 AND subject_key = ANY($2)",
+                let rows = run(
+                    &mut self.tx,
+                    self.statements.map(|s| &s.stats),
+                    statements::STATS,
                     &[&self.tenant_id, &lines.subjects],
                 )?;
+                let stats = rows.first().ok_or_else(|| {
+                    PgSearchError::Database("the statistics query returned no row".to_owned())
+                })?;
                 let stats = (
                     u64::try_from(stats.try_get::<_, i64>(0)?).unwrap_or(0),
                     u64::try_from(stats.try_get::<_, i64>(1)?).unwrap_or(0),
@@ -253,9 +293,10 @@ impl<'a> PgCandidates<'a> {
         // is sent.
         let mut df = vec![0u64; query.len()];
         let mut tfs: HashMap<usize, Vec<f32>> = HashMap::new();
-        for r in self.tx.query(
-            "SELECT record_id, terms, tfs, policy_sha256 = $4 FROM pgsearch_lexical
-             WHERE tenant_id = $1 AND subject_key = ANY($2) AND terms && $3",
+        for r in run(
+            &mut self.tx,
+            self.statements.map(|s| &s.terms),
+            statements::TERMS,
             &[
                 &self.tenant_id,
                 &lines.subjects,
@@ -305,7 +346,12 @@ impl<'a> PgCandidates<'a> {
     }
 
     fn nearest(&mut self, query_vector: &[f32], depth: usize) -> PgSearchResult<Vec<Hit>> {
-        let dimension = schema::stored_dimension(&mut self.tx)?;
+        // Read with the clock, in the same snapshot; else read now.
+        let dimension = match self.dimension {
+            Some(dimension) => usize::try_from(dimension)
+                .map_err(|_| PgSearchError::Schema(format!("stored dimension {dimension}")))?,
+            None => schema::stored_dimension(&mut self.tx)?,
+        };
         check_embedding(query_vector, dimension)?;
         if depth == 0 || self.ids.is_empty() {
             return Ok(Vec::new());

@@ -42,16 +42,25 @@
 //! # Layout
 //!
 //! `rows` reads the eligible lexical and vector rows, `kept` holds the
-//! reads a reader keeps, `candidates` is the candidate source over them;
-//! this module holds the entry points ([`recall`], [`recall_on`],
-//! [`recall_kept`]).
+//! reads a reader keeps, `candidates` is the candidate source over them,
+//! `statements` the read's statements, prepared once per connection
+//! ([`ReadStatements`]); this module holds the entry points ([`recall`],
+//! [`recall_on`], [`recall_kept`], [`recall_prepared`]).
+//!
+//! An unchanged read of a kept scope makes five round trips: the
+//! transaction's start, entering the tenant, the clock (with the stored
+//! vector dimension when the read ranks vectors), the term query, and the
+//! end of the transaction.
 
 mod candidates;
 mod kept;
 mod rows;
+mod statements;
 
 use mosaic_index::IndexError;
-use mosaic_index::funnel::{FunnelConfig, Recall, RecallQuery, feature_release_of, query_digest};
+use mosaic_index::funnel::{
+    FunnelConfig, Recall, RecallQuery, RetrievalMode, feature_release_of, query_digest,
+};
 use mosaic_index::fusion::{fuse, gather};
 use postgres::Client;
 
@@ -62,6 +71,7 @@ pub use candidates::PgCandidates;
 use kept::ReadState;
 pub use kept::{KEPT_BYTES, KEPT_IDLE, KEPT_READS, KeptReads, LinesRead};
 use rows::{Lines, Row, Vectors, advance, advance_vectors, load_rows, load_vectors};
+pub use statements::ReadStatements;
 
 /// Rows the write guard's and the search targets' callers may fetch beyond
 /// a candidate depth by pgvector's distance before scoring them again with
@@ -104,8 +114,16 @@ pub fn recall_on(
     query_vector: Option<&[f32]>,
     embedder_release: &str,
 ) -> Result<Recall, IndexError> {
-    recall_with(client, None, config, query, query_vector, embedder_release)
-        .map(|(recall, _)| recall)
+    recall_with(
+        client,
+        None,
+        None,
+        config,
+        query,
+        query_vector,
+        embedder_release,
+    )
+    .map(|(recall, _)| recall)
 }
 
 /// [`recall_on`], keeping the eligible rows it read in `kept` and using
@@ -123,6 +141,29 @@ pub fn recall_kept(
 ) -> Result<(Recall, LinesRead), IndexError> {
     recall_with(
         client,
+        None,
+        Some(kept),
+        config,
+        query,
+        query_vector,
+        embedder_release,
+    )
+}
+
+/// [`recall_kept`] with the `statements` prepared on `client` (see
+/// [`ReadStatements`]): the same results and receipt, in fewer round trips.
+pub fn recall_prepared(
+    client: &mut Client,
+    statements: &ReadStatements,
+    kept: &KeptReads,
+    config: &FunnelConfig,
+    query: &RecallQuery<'_>,
+    query_vector: Option<&[f32]>,
+    embedder_release: &str,
+) -> Result<(Recall, LinesRead), IndexError> {
+    recall_with(
+        client,
+        Some(statements),
         Some(kept),
         config,
         query,
@@ -133,6 +174,7 @@ pub fn recall_kept(
 
 fn recall_with(
     client: &mut Client,
+    statements: Option<&ReadStatements>,
     kept: Option<&KeptReads>,
     config: &FunnelConfig,
     query: &RecallQuery<'_>,
@@ -150,10 +192,13 @@ fn recall_with(
         .collect();
     let mut source = PgCandidates::open_kept(
         client,
+        statements,
         query.tenant_id,
         query.policy_sha256,
         ids,
         kept.map(|k| (k, query.eligible.sealed_entries())),
+        // The fusion asks for vector hits only then.
+        query_vector.is_some() && query.mode != RetrievalMode::Lexical,
     )
     .map_err(PgSearchError::into_index_error)?;
     let candidates = gather(&mut source, config, query, query_vector)?;

@@ -1070,7 +1070,7 @@ mod shared_ranker {
     #[test]
     fn a_kept_read_ranks_exactly_as_a_fresh_read_after_every_change() {
         use mosaic_harness::memory_scope::SealedEntries;
-        use mosaic_pgsearch::rank::{KeptReads, LinesRead};
+        use mosaic_pgsearch::rank::{KeptReads, LinesRead, ReadStatements};
         use std::sync::Arc;
 
         let Some(factory) = PgFactory::from_env() else {
@@ -1089,6 +1089,9 @@ mod shared_ranker {
         );
         let mut kept_reader = factory.app(&db).expect("app");
         let mut fresh_reader = factory.app(&db).expect("app");
+        // The kept reader runs the statements prepared on its connection;
+        // the fresh reader sends their text each time.
+        let statements = ReadStatements::new();
         let embedder = suite_embedder();
         let config = FunnelConfig::default();
         let policy = policy();
@@ -1139,8 +1142,9 @@ mod shared_ranker {
                 ] {
                     let q = query(text, set, &[], mode, &policy);
                     let v = (mode != RetrievalMode::Lexical).then_some(vector.as_slice());
-                    let (got, read) = rank::recall_kept(
+                    let (got, read) = rank::recall_prepared(
                         &mut kept_reader,
+                        &statements,
                         &kept,
                         &config,
                         &q,
@@ -1270,6 +1274,21 @@ mod shared_ranker {
             nothing.record_ids()
         );
         assert!(!kept.is_empty());
+
+        // Statements prepared on one connection, run on another: the
+        // database refuses them (the statement names only the connection
+        // it was prepared on), the read fails and ranks nothing.
+        let q = query(questions[0], &third, &[], RetrievalMode::Lexical, &policy);
+        let elsewhere = rank::recall_prepared(
+            &mut fresh_reader,
+            &statements,
+            &KeptReads::default(),
+            &config,
+            &q,
+            None,
+            "hash",
+        );
+        assert!(elsewhere.is_err(), "statements of another connection ran");
     }
 
     #[test]

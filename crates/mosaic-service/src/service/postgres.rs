@@ -1,6 +1,7 @@
 //! The PostgreSQL deployment: opening and migrating the shared database and
 //! its index targets.
 
+use mosaic_pgsearch::rank::ReadStatements;
 use r2d2_postgres::PostgresConnectionManager;
 
 use super::*;
@@ -196,14 +197,24 @@ impl PgReads {
             eligible: set,
             ..query.clone()
         };
-        let (recall, _) = mosaic_pgsearch::rank::recall_kept(
+        // The read's statements live with the pooled connection they were
+        // prepared on (r2d2's per-connection extensions): each prepared on
+        // its first use there, then sent as one round trip. Put back only
+        // after a read that succeeded, so after a failed read (a dropped
+        // connection, a migrated schema) they are prepared again.
+        let statements = r2d2::PooledConnection::extensions_mut(connection)
+            .remove::<ReadStatements>()
+            .unwrap_or_default();
+        let (recall, _) = mosaic_pgsearch::rank::recall_prepared(
             connection,
+            &statements,
             &self.kept,
             &self.config,
             &query,
             vector,
             &self.release,
         )?;
+        r2d2::PooledConnection::extensions_mut(connection).insert(statements);
         Ok(recall.receipt)
     }
 
