@@ -269,12 +269,17 @@ impl ReceiptSigner {
     /// only when it changed) with the new key at once, never with a key
     /// past the end of its published window.
     pub fn sign(&self, kind: ReceiptKind, receipt_sha256: &str) -> ServiceResult<ReceiptSignature> {
+        Ok(sign_receipt(&self.current_key(), kind, receipt_sha256)?)
+    }
+
+    /// The key file's current key, after seeing a rotation (see
+    /// [`ReceiptSigner::sign`]).
+    fn current_key(&self) -> std::sync::RwLockReadGuard<'_, SigningKey> {
         self.keys();
-        let key = match self.key.read() {
+        match self.key.read() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
-        };
-        Ok(sign_receipt(&key, kind, receipt_sha256)?)
+        }
     }
 
     /// [`ReceiptSigner::sign`], telling in the signed bytes that it was
@@ -287,12 +292,12 @@ impl ReceiptSigner {
         receipt_sha256: &str,
         now_ms: u64,
     ) -> ServiceResult<ReceiptSignature> {
-        self.keys();
-        let key = match self.key.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        Ok(sign_receipt_at(&key, kind, receipt_sha256, now_ms)?)
+        Ok(sign_receipt_at(
+            &self.current_key(),
+            kind,
+            receipt_sha256,
+            now_ms,
+        )?)
     }
 
     /// The public keys: read again from the key file whenever it changed
