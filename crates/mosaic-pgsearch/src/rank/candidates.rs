@@ -189,6 +189,24 @@ impl<'a> PgCandidates<'a> {
                 }
             }
         }
+        // A first read of these entries waits for another read loading
+        // them at the moment; then (or once it is the one to load them, in
+        // case a read kept them since it looked) it takes a kept read of
+        // this clock if there is one, else it loads them itself, holding
+        // `_loading` until it has kept its read.
+        let mut _loading = None;
+        if state.is_none()
+            && let Some((kept, entries)) = kept
+        {
+            _loading = kept.load_or_wait(tenant_id, policy_sha256, entries);
+            if let Some((seal, base)) = kept.find(tenant_id, policy_sha256, entries, clock)
+                && seal == entries.seal_number()
+                && base.clock == clock
+            {
+                how = LinesRead::Kept;
+                state = Some(base);
+            }
+        }
         let state = match state {
             Some(state) => state,
             None => ReadState {

@@ -2,7 +2,7 @@
 //! the tenant clock it was read at, within a count and a byte budget.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use mosaic_harness::memory_scope::SealedEntries;
@@ -44,6 +44,11 @@ pub(super) struct Kept {
     used: Instant,
 }
 
+/// How long a read that finds no kept read waits for another read of
+/// the same entries that is loading them ([`KeptReads::load_or_wait`])
+/// before it loads them itself.
+pub const LOAD_WAIT: Duration = Duration::from_secs(2);
+
 /// How many reads a [`KeptReads`] keeps by default.
 pub const KEPT_READS: usize = 16;
 
@@ -68,6 +73,12 @@ pub const KEPT_IDLE: Duration = Duration::from_secs(60);
 /// the reads of one process.
 pub struct KeptReads {
     kept: Mutex<VecDeque<Kept>>,
+    /// The (tenant, policy, seal) of the fresh reads loading now: a read
+    /// of the same entries waits for the first instead of loading every
+    /// row and vector again beside it (concurrent first reads would each
+    /// hold a whole copy of the set).
+    loading: Mutex<Vec<(String, String, u64)>>,
+    loaded: Condvar,
     reads: usize,
     bytes: usize,
     idle: Duration,
@@ -112,6 +123,8 @@ impl KeptReads {
     pub fn with_idle(reads: usize, bytes: usize, idle: Duration) -> Self {
         KeptReads {
             kept: Mutex::new(VecDeque::new()),
+            loading: Mutex::new(Vec::new()),
+            loaded: Condvar::new(),
             reads,
             bytes,
             idle,
@@ -173,6 +186,45 @@ impl KeptReads {
         let out = (found.seal, found.state.clone());
         kept.push_back(found);
         Some(out)
+    }
+
+    /// Before a fresh read of these entries: `Some` when the caller is to
+    /// load them (the others wait until the returned guard drops, after
+    /// the caller kept its read), or `None` after another read loading the
+    /// same entries finished (or [`LOAD_WAIT`] passed), when the caller
+    /// looks for a kept read again.
+    pub(super) fn load_or_wait(
+        &self,
+        tenant_id: &str,
+        policy_sha256: &str,
+        entries: &SealedEntries,
+    ) -> Option<Loading<'_>> {
+        let key = (
+            tenant_id.to_owned(),
+            policy_sha256.to_owned(),
+            entries.seal_number(),
+        );
+        let mut loading = self
+            .loading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !loading.contains(&key) {
+            loading.push(key.clone());
+            return Some(Loading { reads: self, key });
+        }
+        let deadline = Instant::now() + LOAD_WAIT;
+        while loading.contains(&key) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            loading = self
+                .loaded
+                .wait_timeout(loading, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        None
     }
 
     /// Keeps `state` as the read of these entries, in place of any older
@@ -250,5 +302,24 @@ impl KeptReads {
     /// Whether none is.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A fresh read of some entries in progress (see
+/// [`KeptReads::load_or_wait`]); dropping it wakes the reads waiting for it.
+pub(super) struct Loading<'a> {
+    reads: &'a KeptReads,
+    key: (String, String, u64),
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        let mut loading = self
+            .reads
+            .loading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loading.retain(|k| *k != self.key);
+        self.reads.loaded.notify_all();
     }
 }

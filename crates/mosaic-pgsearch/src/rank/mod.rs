@@ -69,7 +69,7 @@ use crate::error::PgSearchError;
 
 pub use candidates::PgCandidates;
 use kept::ReadState;
-pub use kept::{KEPT_BYTES, KEPT_IDLE, KEPT_READS, KeptReads, LinesRead};
+pub use kept::{KEPT_BYTES, KEPT_IDLE, KEPT_READS, KeptReads, LOAD_WAIT, LinesRead};
 use rows::{Lines, Row, Vectors, advance, advance_vectors, load_rows, load_vectors};
 pub use statements::ReadStatements;
 

@@ -1291,6 +1291,83 @@ mod shared_ranker {
         assert!(elsewhere.is_err(), "statements of another connection ran");
     }
 
+    /// Eight first reads of one eligible set at once: one loads the rows
+    /// and vectors, the others wait for it and take its kept read (so a
+    /// burst of clients holds one copy of the set, not eight), and every
+    /// one ranks as a fresh read does.
+    #[test]
+    fn concurrent_first_reads_of_one_set_load_it_once() {
+        use mosaic_pgsearch::rank::{KeptReads, LinesRead};
+        use std::sync::Barrier;
+
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        let mut writer = (
+            factory.lexical(&db).expect("lexical"),
+            factory.vector(&db).expect("vector"),
+        );
+        let messages = conversation();
+        for m in &messages {
+            writer.0.publish(m).expect("lexical");
+            writer.1.publish(m).expect("vector");
+        }
+        let embedder = suite_embedder();
+        let config = FunnelConfig::default();
+        let policy = policy();
+        let set = eligible(&messages, &BTreeSet::new(), None);
+        let text = "Where did Melanie go hiking?";
+        let vector = embedder.embed(text).expect("embed");
+        let q = query(text, &set, &[], RetrievalMode::Hybrid, &policy);
+        let mut fresh_reader = factory.app(&db).expect("app");
+        let fresh = rank::recall_on(
+            &mut fresh_reader,
+            &config,
+            &q,
+            Some(&vector),
+            embedder.release(),
+        )
+        .expect("fresh recall");
+        let kept = KeptReads::default();
+        let readers = 8;
+        let barrier = Barrier::new(readers);
+        let clients: Vec<_> = (0..readers)
+            .map(|_| factory.app(&db).expect("app"))
+            .collect();
+        let reads: Vec<LinesRead> = std::thread::scope(|scope| {
+            let handles: Vec<_> = clients
+                .into_iter()
+                .map(|mut client| {
+                    let (kept, config, q, vector, barrier) =
+                        (&kept, &config, &q, &vector, &barrier);
+                    let (fresh, release) = (&fresh, embedder.release());
+                    scope.spawn(move || {
+                        barrier.wait();
+                        let (got, read) =
+                            rank::recall_kept(&mut client, kept, config, q, Some(vector), release)
+                                .expect("kept recall");
+                        assert_eq!(got.receipt, fresh.receipt);
+                        read
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("reader"))
+                .collect()
+        });
+        let loaded = reads.iter().filter(|r| **r == LinesRead::Fresh).count();
+        assert_eq!(loaded, 1, "{reads:?}");
+        assert!(
+            reads
+                .iter()
+                .all(|r| matches!(r, LinesRead::Fresh | LinesRead::Kept)),
+            "{reads:?}"
+        );
+        assert_eq!(kept.len(), 1);
+    }
+
     #[test]
     fn rows_of_another_analyzer_or_tenant_are_never_ranked() {
         let Some(factory) = PgFactory::from_env() else {
