@@ -238,7 +238,7 @@ export declare class Mosaic {
   deleteAll(options?: CallOptions): Promise<Erasure>;
   history(recordId: string, options?: CallOptions): Promise<History>;
   verifyDeletion(receipt: DeletionReceipt): Promise<Verification>;
-  verifyWrite(proposalId: string): Promise<Verification>;
+  verifyWrite(proposalId: string, held?: { receipt?: Record<string, unknown>; receiptSignature?: ReceiptSignature | null }): Promise<Verification>;
   verify(subject: DeletionReceipt | WriteResponse | Memory): Promise<Verification>;
   whoami(options?: CallOptions): Promise<WhoAmI>;
   policy(options?: CallOptions): Promise<{ max_ttl_ms: number; [k: string]: unknown }>;

@@ -202,14 +202,25 @@ export class Mosaic {
     return this.request("POST", "/v1/verify", { body: { kind: "deletion", receipt } });
   }
 
-  /** Re-verifies a stored write receipt. */
-  verifyWrite(proposalId) {
-    return this.request("POST", "/v1/verify", { body: { kind: "write", proposal_id: proposalId } });
+  /** Re-verifies a stored write receipt; given the receipt and signature a
+   * write answered, also checks that they are that stored receipt and the
+   * server's signature over it, made inside its key's window. */
+  verifyWrite(proposalId, { receipt, receiptSignature } = {}) {
+    const body = { kind: "write", proposal_id: proposalId };
+    if (receipt != null) body.receipt = receipt;
+    if (receiptSignature != null) body.receipt_signature = receiptSignature;
+    return this.request("POST", "/v1/verify", { body });
   }
 
-  /** Verifies a deletion receipt, or the write receipt of a write result or memory. */
+  /** Verifies a deletion receipt, the write receipt of a write result (with
+   * the receipt and signature it holds) or the stored write receipt of a memory. */
   verify(subject) {
-    if (subject && typeof subject.proposal_id === "string") return this.verifyWrite(subject.proposal_id);
+    if (subject && typeof subject.proposal_id === "string") {
+      const held = subject.receipt && typeof subject.receipt === "object"
+        ? { receipt: subject.receipt, receiptSignature: subject.receipt_signature }
+        : {};
+      return this.verifyWrite(subject.proposal_id, held);
+    }
     if (subject && typeof subject.receipt_sha256 === "string") return this.verifyDeletion(subject);
     throw new TypeError("verify takes a deletion receipt, a write result or a memory");
   }

@@ -245,6 +245,30 @@ def test_a_principal_key_cannot_create_tenants(client):
         client.create_tenant("not-allowed")
 
 
+def test_verify_checks_the_write_receipt_and_signature_held(client):
+    client.add_messages("chat-1", CHAT)
+    fact = client.add_fact("I moved to Berlin", [("chat-1", "m1")])
+    assert fact.accepted, fact.violations
+    signature = fact.raw["receipt_signature"]
+    # verify() sends the receipt and signature the write answered.
+    held = client.verify_write(fact.proposal_id, receipt=fact.receipt, receipt_signature=signature)
+    assert held.valid and held.problem is None
+    assert client.verify(fact).valid
+    # A flipped signature digit, a changed receipt, a missing signature.
+    flipped = dict(signature, signature_hex=("1" if signature["signature_hex"][0] == "0" else "0") + signature["signature_hex"][1:])
+    verdict = client.verify_write(fact.proposal_id, receipt=fact.receipt, receipt_signature=flipped)
+    assert not verdict.valid and verdict.problem.startswith("write signature: the signature does not verify"), verdict
+    changed = dict(fact.receipt, judgments_sha256="0" * 64)
+    verdict = client.verify_write(fact.proposal_id, receipt=changed, receipt_signature=signature)
+    assert not verdict.valid and "does not match the canonical body" in verdict.problem, verdict
+    verdict = client.verify_write(fact.proposal_id, receipt=fact.receipt)
+    assert not verdict.valid and verdict.problem == "the write receipt carries no signature", verdict
+    # A signature without the receipt it signs is a malformed request.
+    with pytest.raises(BadRequestError) as e:
+        client.verify_write(fact.proposal_id, receipt_signature=signature)
+    assert e.value.code == "invalid_field"
+
+
 def test_verify_refuses_a_deletion_without_receipt_clearly(client):
     from mosaic_memory.types import Deletion
 

@@ -100,6 +100,13 @@ test("conversation, fact, search, explain, get, list, history, delete, verify, d
   const listed = await m.list();
   assert.equal(listed.length, 3);
   assert.equal((await m.verify(fact)).valid, true);
+  // The write's receipt and signature are checked by the server: a flipped
+  // signature digit does not verify.
+  const sig = fact.receipt_signature;
+  const flipped = { ...sig, signature_hex: (sig.signature_hex[0] === "0" ? "1" : "0") + sig.signature_hex.slice(1) };
+  const flippedWrite = await m.verifyWrite(fact.proposal_id, { receipt: fact.receipt, receiptSignature: flipped });
+  assert.equal(flippedWrite.valid, false);
+  assert.match(flippedWrite.problem, /^write signature: the signature does not verify/);
 
   const deletion = await m.delete(fact.record_id);
   assert.ok(deletion.deletion_receipt, deletion.stage);

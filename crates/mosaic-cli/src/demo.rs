@@ -264,6 +264,8 @@ pub fn run(json: bool) -> Result<ExitCode> {
             &vinay,
             &VerifyRequest::Write {
                 proposal_id: accepted_proposal.clone(),
+                receipt: None,
+                receipt_signature: None,
             },
         )
         .map_err(e)?;

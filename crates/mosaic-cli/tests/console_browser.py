@@ -19,6 +19,11 @@ directory, provisions it, and runs this script with:
   MOSAIC_CONSOLE_SHOTS    directory for the screenshots (optional)
   MOSAIC_CHROMIUM         the browser binary (default: chromium)
 
+With MOSAIC_CONSOLE_HELD_RECALL set (and MOSAIC_CONSOLE_URL,
+MOSAIC_CONSOLE_KEY), the script shows that kept recall answer instead and
+checks what the browser and the server say of its signatures (see
+`held_recall`).
+
 The walk: a wrong key shows the server's error code; sign-in; the memory
 list; a recall with every candidate's decision, reason and score and its
 receipts verified; a memory's page with its write receipt verified; a
@@ -536,6 +541,60 @@ def walk(b, env, shots):
     return steps
 
 
+def held_recall(b, env, shots):
+    """Shows a recall answer kept from earlier (MOSAIC_CONSOLE_HELD_RECALL,
+    the server's JSON) in place of the one the console asks for, and waits
+    for the browser's signature check to read exactly
+    MOSAIC_CONSOLE_EXPECT_SIGNATURES and the server's verification of the
+    same receipts exactly MOSAIC_CONSOLE_EXPECT_VERIFY."""
+    url = env["MOSAIC_CONSOLE_URL"].rstrip("/")
+    held = json.loads(env["MOSAIC_CONSOLE_HELD_RECALL"])
+    signatures = env["MOSAIC_CONSOLE_EXPECT_SIGNATURES"]
+    verified = env["MOSAIC_CONSOLE_EXPECT_VERIFY"]
+    steps = []
+
+    def step(name):
+        steps.append(name)
+        print("console_browser: step %s" % name, flush=True)
+
+    b.size(*WIDE)
+    # A fresh page: the console fetches the keys GET /v1/keys publishes now.
+    b.navigate(url + "/console")
+    b.wait("document.readyState === 'complete' && !!document.getElementById('signin-key')", "the sign-in form")
+    b.js(HELPERS)
+    step("sign in")
+    b.js("__t.set('signin-key', %s); __t.click('button', 'Sign in')" % q(env["MOSAIC_CONSOLE_KEY"]))
+    b.wait("location.hash === '#/memories'", "the memory list")
+
+    step("a kept recall answer, its signatures checked against the keys published now")
+    b.js("""(() => {
+      const held = %s;
+      const real = window.fetch;
+      window.fetch = async (path, init) => {
+        const r = await real(path, init);
+        if (!String(path).endsWith('/v1/recall')) return r;
+        return new Response(JSON.stringify(held), { status: 200, headers: { 'Content-Type': 'application/json' } });
+      };
+    })()""" % json.dumps(held))
+    b.js("location.hash = '#/recall'; true")
+    b.wait("!!document.getElementById('recall-query')", "the recall form")
+    b.js("__t.set('recall-query', 'kept answer'); __t.click('button', 'Recall')")
+    b.wait("!!document.querySelector('#recall-results .summary')", "the kept recall shown")
+    b.wait("((t) => t !== '' && !t.startsWith('Checking'))(__t.text('#recall-signatures'))",
+           "the browser's signature check")
+    shown = b.js("__t.text('#recall-signatures')")
+    if shown != signatures:
+        raise Failure("the browser's signature check reads %r, not %r" % (shown, signatures))
+    b.js("__t.click('#recall-results button', 'Verify receipts')")
+    b.wait("!['', 'Verifying…'].includes(__t.text('#recall-verify'))", "the server's verification")
+    shown = b.js("__t.text('#recall-verify')")
+    if shown != verified:
+        raise Failure("the server's verification reads %r, not %r" % (shown, verified))
+    if shots:
+        b.screenshot(os.path.join(shots, "held-recall.png"))
+    return steps
+
+
 def main():
     env = os.environ
     binary = env.get("MOSAIC_CHROMIUM", "chromium")
@@ -544,8 +603,9 @@ def main():
         os.makedirs(shots, exist_ok=True)
     started = time.monotonic()
     browser = Browser(binary)
+    run = held_recall if env.get("MOSAIC_CONSOLE_HELD_RECALL") else walk
     try:
-        steps = walk(browser, env, shots)
+        steps = run(browser, env, shots)
     except Failure as failure:
         print("console_browser: FAILED: %s" % failure, flush=True)
         return 1

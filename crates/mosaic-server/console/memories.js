@@ -187,14 +187,17 @@ export async function memoryView(root, id) {
   } else if (w) {
     const out = h('span', { class: 'verify-result', id: 'write-verify', role: 'status' });
     const again = h('button', { type: 'button', class: 'secondary' }, 'Verify again');
-    again.addEventListener('click', () => verify(again, out, { kind: 'write', proposal_id: history.proposal_id }));
+    // The receipt and signature this page was given, checked by the server
+    // against the stored receipt and its published keys.
+    const request = { kind: 'write', proposal_id: history.proposal_id, receipt: w, receipt_signature: history.write_receipt_signature };
+    again.addEventListener('click', () => verify(again, out, request));
     parts.push(kv([
       ['Decision', badge(w.decision)], ['Gate', w.gate_release], ['Receipt SHA-256', mono(w.receipt_sha256)],
       ['Decision SHA-256', mono(w.decision_sha256)], ['Policy input', mono(w.policy_input_sha256)],
       ['Proposal input', mono(w.proposal_input_sha256)], ['Grant input', mono(w.grant_input_sha256)],
       ['Judgments', mono(w.judgments_sha256)], ['Consent', w.consent_sha256 ? mono(w.consent_sha256) : null],
-    ]), h('div', { class: 'actions' }, h('strong', null, 'Re-verified from its stored inputs: '), out, again));
-    verify(null, out, { kind: 'write', proposal_id: history.proposal_id });
+    ]), h('div', { class: 'actions' }, h('strong', null, 'Re-verified from its stored inputs, with the server\'s signature: '), out, again));
+    verify(null, out, request);
   } else {
     parts.push(empty('No write receipt is stored for this proposal.'));
   }

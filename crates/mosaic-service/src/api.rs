@@ -665,9 +665,24 @@ pub struct ErasureResponse {
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum VerifyRequest {
     /// Re-verify a stored write receipt from its stored independent inputs.
+    /// With the `receipt` (and its `receipt_signature`) the caller holds,
+    /// as the proposal's answer gave them, also check that the held
+    /// receipt is the stored one (its digest recomputed from its body,
+    /// equal to the stored receipt's) and that the server's signature over
+    /// it verifies with a published key, made inside that key's validity
+    /// window when it tells its instant (a receipt without its signature
+    /// does not verify). Without them, only the stored receipt is
+    /// re-verified.
     Write {
         /// The proposal.
         proposal_id: String,
+        /// The proposal's `receipt`, as the caller holds it.
+        #[serde(default)]
+        receipt: Option<Box<MemoryWriteReceipt>>,
+        /// The proposal's `receipt_signature`, as the caller holds it
+        /// (needs `receipt`).
+        #[serde(default)]
+        receipt_signature: Option<Box<ReceiptSignature>>,
     },
     /// Recompute a deletion receipt's digest and check the server's
     /// signature over it (a receipt without one does not verify), made by

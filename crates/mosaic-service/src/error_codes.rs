@@ -51,6 +51,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "An MCP tool argument names a tenant or principal; the session's key decides them",
     ),
     c(
+        "integer_out_of_range",
+        400,
+        "A number in the request lies beyond ±(2^53 - 1), the range canonical JSON encodes exactly (a `ttl_ms` whose expiry would lie beyond it too)",
+    ),
+    c(
         "invalid_address",
         400,
         "A namespace or key breaks its limits (1 to 8 segments of 1 to 128 characters without control characters or `/`; a key of 1 to 256 characters without control characters), or only one of the two is given",

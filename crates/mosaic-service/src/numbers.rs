@@ -29,7 +29,7 @@ pub fn check_json_integers(bytes: &[u8]) -> ServiceResult<()> {
                 .split_once(" at line")
                 .map_or(message.as_str(), |(m, _)| m);
             Err(ServiceError::bad_request(
-                INTEGER_OUT_OF_RANGE,
+                "integer_out_of_range",
                 format!("{message}: integers must lie within ±(2^53-1) = ±{MAX_CANONICAL_INT}"),
             ))
         }

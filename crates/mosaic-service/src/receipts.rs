@@ -192,6 +192,64 @@ pub fn write_problem(
     ))
 }
 
+/// Why a write receipt a caller holds, with the signature it holds, is
+/// not the stored receipt `stored` signed by this server, if it is not:
+/// its digest does not match its canonical body, its body is not the
+/// stored one (the differing fields named), its signature is missing or
+/// does not verify with a published key (`keys`), or the signature tells
+/// an instant outside its key's window as published (`windows`). What
+/// `POST /v1/verify` kind `write` checks after the stored receipt
+/// re-verified from its stored inputs.
+pub fn held_write_problem(
+    stored: &MemoryWriteReceipt,
+    held: &MemoryWriteReceipt,
+    signature: Option<&ReceiptSignature>,
+    keys: &[VerifyingKey],
+    windows: &[PublishedKey],
+) -> ServiceResult<Option<String>> {
+    let digest = held
+        .compute_digest()
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    if digest != held.receipt_sha256 {
+        return Ok(Some(
+            "write receipt_sha256 does not match the canonical body".to_owned(),
+        ));
+    }
+    if digest != stored.receipt_sha256 {
+        return Ok(Some(format!(
+            "the write receipt is not the one stored for this proposal (differing: {})",
+            differing_fields(stored, held).join(", ")
+        )));
+    }
+    if let Some(problem) = signature_problem("write", signature, ReceiptKind::Write, &digest, keys)
+    {
+        return Ok(Some(problem));
+    }
+    Ok(signature.and_then(|signature| {
+        signature_window_problem(
+            "write receipt",
+            &signature.key_id,
+            dated_signature_signed_at(signature)?,
+            windows,
+        )
+    }))
+}
+
+/// The members of two receipts' JSON that differ, their digests aside,
+/// sorted by name.
+fn differing_fields<T: Serialize>(a: &T, b: &T) -> Vec<String> {
+    let mut names: Vec<String> = match (serde_json::to_value(a), serde_json::to_value(b)) {
+        (Ok(Value::Object(a)), Ok(Value::Object(b))) => a
+            .iter()
+            .filter(|(name, value)| *name != "receipt_sha256" && b.get(*name) != Some(*value))
+            .map(|(name, _)| name.clone())
+            .collect(),
+        _ => Vec::new(),
+    };
+    names.sort();
+    names
+}
+
 /// Why a signed tree head does not verify, if it does not: its signature
 /// over the `mosaic.audit.tree_head.v1` digest of its fields, and `seq`
 /// equal to `tree_size`.
@@ -874,5 +932,112 @@ mod tests {
         );
         // The receipt alone, in the shape of its route.
         assert!(!check(&receipt, &window(0, Some(3_000))).valid);
+    }
+
+    fn write_receipt() -> MemoryWriteReceipt {
+        let mut receipt = MemoryWriteReceipt {
+            schema_version: mosaic_harness::record::MEMORY_SCHEMA_VERSION,
+            gate_release: mosaic_harness::memory_write::MEMORY_WRITE_GATE_RELEASE.to_owned(),
+            proposal_id: "p-1".to_owned(),
+            record_id: "r-1".to_owned(),
+            decision: "accepted".to_owned(),
+            policy_input_sha256: "1".repeat(64),
+            proposal_input_sha256: "2".repeat(64),
+            grant_input_sha256: "3".repeat(64),
+            judgments_sha256: "4".repeat(64),
+            adjudications_sha256: "5".repeat(64),
+            conflicts_sha256: "6".repeat(64),
+            consent_sha256: None,
+            procedure_evaluation_sha256: None,
+            decision_sha256: "7".repeat(64),
+            receipt_sha256: String::new(),
+        };
+        receipt.receipt_sha256 = receipt.compute_digest().must("digest");
+        receipt
+    }
+
+    /// A write receipt held by a caller: the stored one, its signature
+    /// over it by a published key, made inside that key's window; each
+    /// departure named.
+    #[test]
+    fn a_held_write_receipt_is_the_stored_one_signed_inside_its_keys_window() {
+        let stored = write_receipt();
+        let keys = [key().verifying_key()];
+        let signed = mosaic_harness::receipt_signature::sign_receipt_at(
+            &key(),
+            ReceiptKind::Write,
+            &stored.receipt_sha256,
+            5_000,
+        )
+        .must("signs");
+        let check = |held: &MemoryWriteReceipt,
+                     signature: Option<&ReceiptSignature>,
+                     keys: &[VerifyingKey],
+                     windows: &[PublishedKey]| {
+            held_write_problem(&stored, held, signature, keys, windows).must("checks")
+        };
+        let open = window(1_000, None);
+        assert_eq!(check(&stored, Some(&signed), &keys, &open), None);
+        assert_eq!(
+            check(&stored, Some(&signed), &keys, &window(5_000, Some(5_001))),
+            None
+        );
+        // A field changed, the digest recomputed: not the stored receipt.
+        let mut changed = stored.clone();
+        changed.decision = "rejected".to_owned();
+        changed.consent_sha256 = Some("8".repeat(64));
+        changed.receipt_sha256 = changed.compute_digest().must("digest");
+        assert_eq!(
+            check(&changed, Some(&signed), &keys, &open).as_deref(),
+            Some(
+                "the write receipt is not the one stored for this proposal \
+                 (differing: consent_sha256, decision)"
+            )
+        );
+        // The same change with the digest kept.
+        let mut stale = stored.clone();
+        stale.decision = "rejected".to_owned();
+        assert_eq!(
+            check(&stale, Some(&signed), &keys, &open).as_deref(),
+            Some("write receipt_sha256 does not match the canonical body")
+        );
+        assert_eq!(
+            check(&stored, None, &keys, &open).as_deref(),
+            Some("the write receipt carries no signature")
+        );
+        let found = check(&stored, Some(&signed), &[], &open).must("a problem");
+        assert!(
+            found.starts_with("write signature: no published key"),
+            "{found}"
+        );
+        let mut moved = signed.clone();
+        moved.signed_at_unix_ms = Some(5_001);
+        let found = check(&stored, Some(&moved), &keys, &open).must("a problem");
+        assert!(
+            found.starts_with("write signature: the signature does not verify"),
+            "{found}"
+        );
+        // Outside the window, either side.
+        let id = key_id(&key().verifying_key());
+        assert_eq!(
+            check(&stored, Some(&signed), &keys, &window(1_000, Some(5_000))),
+            Some(format!(
+                "write receipt signature: signed at 5000, after key {id} was retired at 5000"
+            ))
+        );
+        assert_eq!(
+            check(&stored, Some(&signed), &keys, &window(5_001, None)),
+            Some(format!(
+                "write receipt signature: signed at 5000, before key {id} became valid at 5001"
+            ))
+        );
+        // A signature that tells no instant is checked by its signature
+        // alone.
+        let undated =
+            sign_receipt(&key(), ReceiptKind::Write, &stored.receipt_sha256).must("signs");
+        assert_eq!(
+            check(&stored, Some(&undated), &keys, &window(1_000, Some(5_000))),
+            None
+        );
     }
 }

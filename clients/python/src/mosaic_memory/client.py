@@ -191,8 +191,18 @@ class _Api:
         body = receipt.to_json() if isinstance(receipt, DeletionReceipt) else dict(receipt)
         return _Call("POST", "/v1/verify", Verification.from_json, {"kind": "deletion", "receipt": body})
 
-    def verify_write(self, proposal_id: str) -> _Call[Verification]:
-        return _Call("POST", "/v1/verify", Verification.from_json, {"kind": "write", "proposal_id": proposal_id})
+    def verify_write(
+        self,
+        proposal_id: str,
+        receipt: Optional[Mapping[str, Any]] = None,
+        receipt_signature: Optional[Mapping[str, Any]] = None,
+    ) -> _Call[Verification]:
+        body: Dict[str, Any] = {"kind": "write", "proposal_id": proposal_id}
+        if receipt is not None:
+            body["receipt"] = dict(receipt)
+        if receipt_signature is not None:
+            body["receipt_signature"] = dict(receipt_signature)
+        return _Call("POST", "/v1/verify", Verification.from_json, body)
 
     def policy(self, user_id: Optional[str]) -> _Call[Dict[str, Any]]:
         return _Call("GET", "/v1/policy", lambda d: d, user_id=self._user(user_id))
@@ -257,6 +267,15 @@ def _deletion_receipt(value: Union[DeletionReceipt, Deletion, Mapping[str, Any]]
             )
         return value.receipt
     return value
+
+
+def _held_write(value: Union[WriteResult, Memory]) -> Dict[str, Any]:
+    """The receipt and signature a write result holds, for the server to
+    check against the stored receipt (a stored memory holds neither: its
+    stored receipt is re-verified alone)."""
+    if isinstance(value, WriteResult) and value.receipt:
+        return {"receipt": value.receipt, "receipt_signature": value.raw.get("receipt_signature")}
+    return {}
 
 
 def _backoff(attempt: int) -> float:
@@ -434,15 +453,25 @@ class Mosaic:
         """Has the server recompute a deletion receipt's digest."""
         return self._send(self._api.verify_deletion(receipt))
 
-    def verify_write(self, proposal_id: str) -> Verification:
-        """Re-verifies a stored write receipt from its stored inputs."""
-        return self._send(self._api.verify_write(proposal_id))
+    def verify_write(
+        self,
+        proposal_id: str,
+        *,
+        receipt: Optional[Mapping[str, Any]] = None,
+        receipt_signature: Optional[Mapping[str, Any]] = None,
+    ) -> Verification:
+        """Re-verifies a stored write receipt from its stored inputs; given
+        the ``receipt`` and ``receipt_signature`` a write answered, also
+        checks that they are that stored receipt and the server's signature
+        over it, made inside its key's validity window."""
+        return self._send(self._api.verify_write(proposal_id, receipt, receipt_signature))
 
     def verify(self, receipt: Union[DeletionReceipt, Deletion, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
         """Verifies a deletion receipt (or the receipt of a :class:`Deletion`),
-        or the write receipt of a write result or stored memory."""
+        the write receipt of a write result (with the receipt and signature
+        it holds) or the stored write receipt of a memory."""
         if isinstance(receipt, (WriteResult, Memory)):
-            return self.verify_write(receipt.proposal_id)
+            return self.verify_write(receipt.proposal_id, **_held_write(receipt))
         return self.verify_deletion(_deletion_receipt(receipt))
 
     def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
@@ -576,12 +605,18 @@ class AsyncMosaic:
     async def verify_deletion(self, receipt: Union[DeletionReceipt, Mapping[str, Any]]) -> Verification:
         return await self._send(self._api.verify_deletion(receipt))
 
-    async def verify_write(self, proposal_id: str) -> Verification:
-        return await self._send(self._api.verify_write(proposal_id))
+    async def verify_write(
+        self,
+        proposal_id: str,
+        *,
+        receipt: Optional[Mapping[str, Any]] = None,
+        receipt_signature: Optional[Mapping[str, Any]] = None,
+    ) -> Verification:
+        return await self._send(self._api.verify_write(proposal_id, receipt, receipt_signature))
 
     async def verify(self, receipt: Union[DeletionReceipt, Deletion, WriteResult, Memory, Mapping[str, Any]]) -> Verification:
         if isinstance(receipt, (WriteResult, Memory)):
-            return await self.verify_write(receipt.proposal_id)
+            return await self.verify_write(receipt.proposal_id, **_held_write(receipt))
         return await self.verify_deletion(_deletion_receipt(receipt))
 
     async def whoami(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:

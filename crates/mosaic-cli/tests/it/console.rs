@@ -859,6 +859,34 @@ impl Served {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// The bootstrap admin key (read from `data_dir`), and the key of
+    /// principal `vinay` of tenant `acme` (workspace `support`, run
+    /// `run-1`), provisioned through the API as an operator would.
+    fn provision(&self, data_dir: &std::path::Path) -> (String, String) {
+        let admin_key =
+            std::fs::read_to_string(data_dir.join(mosaic_service::service::ADMIN_KEY_FILE))
+                .expect("admin key")
+                .trim()
+                .to_owned();
+        let (status, _) = self.call(
+            &admin_key,
+            "POST",
+            "/v1/admin/tenants",
+            Some(json!({"tenant_id": "acme", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}})),
+        );
+        assert_eq!(status, 200);
+        let (status, created) = self.call(
+            &admin_key,
+            "POST",
+            "/v1/admin/keys",
+            Some(json!({"tenant_id": "acme", "principal_id": "vinay",
+                        "grant": {"allowed_workspace_ids": ["support"], "allowed_run_ids": ["run-1"]}})),
+        );
+        assert_eq!(status, 200, "{created}");
+        let key = created["key"].as_str().expect("key").to_owned();
+        (admin_key, key)
+    }
+
     fn propose(&self, key: &str, request: &ProposeRequest) -> String {
         let body = serde_json::to_value(request).expect("json");
         let (status, r) = self.call(key, "POST", "/v1/memories", Some(body));
@@ -885,28 +913,7 @@ fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let server = Served::start(&data, dir.path().join("serve.log"));
-    let admin_key = std::fs::read_to_string(data.join(mosaic_service::service::ADMIN_KEY_FILE))
-        .expect("admin key")
-        .trim()
-        .to_owned();
-
-    // Provision through the API, as an operator would.
-    let (status, _) = server.call(
-        &admin_key,
-        "POST",
-        "/v1/admin/tenants",
-        Some(json!({"tenant_id": "acme", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}})),
-    );
-    assert_eq!(status, 200);
-    let (status, created) = server.call(
-        &admin_key,
-        "POST",
-        "/v1/admin/keys",
-        Some(json!({"tenant_id": "acme", "principal_id": "vinay",
-                    "grant": {"allowed_workspace_ids": ["support"], "allowed_run_ids": ["run-1"]}})),
-    );
-    assert_eq!(status, 200, "{created}");
-    let key = created["key"].as_str().expect("key").to_owned();
+    let (admin_key, key) = server.provision(&data);
     let (_, consent) = server.call(
         &key,
         "POST",
@@ -1005,4 +1012,117 @@ fn a_person_signs_in_recalls_revokes_and_sees_it_gone_in_chromium() {
             "the server log holds {secret:?}:\n{log}"
         );
     }
+}
+
+/// Runs `console_browser.py` showing the kept recall answer `held`, and
+/// asserts the browser's signature check and the server's verification
+/// read exactly `signatures` and `verified`.
+fn show_held_recall(
+    binary: &str,
+    server: &Served,
+    key: &str,
+    held: &Value,
+    signatures: &str,
+    verified: &str,
+) {
+    let out = Command::new("python3")
+        .arg(SCRIPT)
+        .env("MOSAIC_CHROMIUM", binary)
+        .env("MOSAIC_CONSOLE_URL", &server.url)
+        .env("MOSAIC_CONSOLE_KEY", key)
+        .env("MOSAIC_CONSOLE_HELD_RECALL", held.to_string())
+        .env("MOSAIC_CONSOLE_EXPECT_SIGNATURES", signatures)
+        .env("MOSAIC_CONSOLE_EXPECT_VERIFY", verified)
+        .env_remove("MOSAIC_CONSOLE_SHOTS")
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("console_browser: ok"),
+        "console_browser.py (kept recall, expecting {signatures:?}) failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+}
+
+/// The console checks a v2 signature's signing instant against its key's
+/// window as `GET /v1/keys` publishes it. A recall answer kept from before
+/// a rotation that retired its key at the instant the answer was signed
+/// shows "Not verified" in the browser, naming the instant, the key and
+/// its retirement, and the server's verification says the same; the same
+/// answer shown while the key was current shows "Verified". Layer: the
+/// browser's window check in `receipts.js` (`signatureProblem`), and the
+/// service's (`signature_window_problem`) for the server's verdict. The
+/// rotation is the product's own (`signing::rotate`, what `mosaic keys
+/// rotate` runs), dated back to the signing instant: the command retires
+/// a key at the moment it runs, after every receipt the key signed, so no
+/// receipt a server signs falls outside its key's window otherwise.
+#[test]
+fn a_signature_made_after_its_key_was_retired_shows_not_verified_in_chromium() {
+    let binary = match chromium_decision(find_chromium(), std::env::var("CI").ok().as_deref()) {
+        Ok(Some(binary)) => binary,
+        Ok(None) => {
+            crate::skip::skipped(
+                "the console's key window check in Chromium",
+                "Chromium is not installed",
+                "apt-get install chromium, or set MOSAIC_CHROMIUM",
+            );
+            return;
+        }
+        Err(problem) => panic!("{problem}"),
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let server = Served::start(&data, dir.path().join("serve.log"));
+    let (_, key) = server.provision(&data);
+    server.propose(
+        &key,
+        &workspace_fact("window", "support", "The night shift hands over at six."),
+    );
+    // The answer the console would show, kept: an explained recall, as the
+    // console asks for.
+    let (status, held) = server.call(
+        &key,
+        "POST",
+        "/v1/recall",
+        Some(
+            json!({"query": "night shift handover", "workspace_id": "support",
+                    "explain": true, "mode": "hybrid", "max_records": 10}),
+        ),
+    );
+    assert_eq!(status, 200, "{held}");
+    let signed_at = held["selection_signature"]["signed_at_unix_ms"]
+        .as_u64()
+        .expect("the selection signature tells its instant");
+    let key_id = held["selection_signature"]["key_id"]
+        .as_str()
+        .expect("key id")
+        .to_owned();
+
+    // While its key is current, the answer verifies in the browser and on
+    // the server.
+    show_held_recall(
+        &binary,
+        &server,
+        &key,
+        &held,
+        &format!("Verified in this browser (key {key_id})"),
+        "Verified",
+    );
+
+    // The key retired at the instant it signed the answer.
+    let path = data.join(mosaic_service::signing::SIGNING_KEY_FILE);
+    let rotated = mosaic_service::signing::rotate(&path, signed_at).expect("rotates");
+    assert_eq!(rotated.keys[0].key_id, key_id);
+    assert_eq!(rotated.keys[0].valid_until_unix_ms, Some(signed_at));
+    let (_, published) = server.call(&key, "GET", "/v1/keys", None);
+    assert_eq!(published, serde_json::to_value(&rotated).expect("json"));
+    let window = format!("signed at {signed_at}, after key {key_id} was retired at {signed_at}");
+    show_held_recall(
+        &binary,
+        &server,
+        &key,
+        &held,
+        &format!("Not verified: selection receipt: {window}"),
+        &format!("Does not verify: selection receipt signature: {window}"),
+    );
 }

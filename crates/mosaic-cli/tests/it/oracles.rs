@@ -117,6 +117,7 @@ async fn client_ids_are_tenant_local_and_hidden_records_answer_like_missing_ones
     .await;
     assert_eq!(r["replayed"], true, "{r}");
     assert_eq!(r["record_id"].as_str(), Some(ids[0].0.as_str()));
+    let replayed = r;
 
     let (hidden_record, hidden_proposal) = ids[0].clone();
     let missing_record = "m-00000000000000000000000000000000";
@@ -146,27 +147,37 @@ async fn client_ids_are_tenant_local_and_hidden_records_answer_like_missing_ones
                 hidden.1
             );
         }
-        let verify = Some(json!({"kind": "write", "proposal_id": "{id}"}));
-        let hidden = answer(
-            &w,
-            "POST",
-            "/v1/verify",
-            &prober.key,
-            verify.clone(),
-            &hidden_proposal,
-        )
-        .await;
-        let missing = answer(
-            &w,
-            "POST",
-            "/v1/verify",
-            &prober.key,
-            verify,
-            missing_proposal,
-        )
-        .await;
-        assert_eq!(hidden, missing, "{who} verify: hidden differs from missing");
-        assert_eq!(hidden.0, StatusCode::NOT_FOUND);
+        // Verified alone, or with the owner's receipt and signature held
+        // (taken from the owner's answer): the held receipt tells nothing
+        // about a proposal the prober may not see.
+        let verifies = [
+            json!({"kind": "write", "proposal_id": "{id}"}),
+            json!({"kind": "write", "proposal_id": "{id}",
+                   "receipt": replayed["receipt"],
+                   "receipt_signature": replayed["receipt_signature"]}),
+        ];
+        for verify in verifies {
+            let hidden = answer(
+                &w,
+                "POST",
+                "/v1/verify",
+                &prober.key,
+                Some(verify.clone()),
+                &hidden_proposal,
+            )
+            .await;
+            let missing = answer(
+                &w,
+                "POST",
+                "/v1/verify",
+                &prober.key,
+                Some(verify),
+                missing_proposal,
+            )
+            .await;
+            assert_eq!(hidden, missing, "{who} verify: hidden differs from missing");
+            assert_eq!(hidden.0, StatusCode::NOT_FOUND);
+        }
         // Naming the owner's *client* ids reaches only the prober's own.
         let (status, r) = send(
             &w.router,
@@ -203,6 +214,20 @@ async fn client_ids_are_tenant_local_and_hidden_records_answer_like_missing_ones
         (status, r["valid"].clone()),
         (StatusCode::OK, json!(true)),
         "{r}"
+    );
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/verify",
+        Some(&owner.key),
+        Some(json!({"kind": "write", "proposal_id": hidden_proposal,
+                    "receipt": replayed["receipt"],
+                    "receipt_signature": replayed["receipt_signature"]})),
+    )
+    .await;
+    assert_eq!(
+        (status, r),
+        (StatusCode::OK, json!({"valid": true, "problem": null}))
     );
 }
 

@@ -1024,3 +1024,218 @@ async fn write_and_recall_signatures_tell_their_instant_and_are_checked_against_
     dated["selection_signature"]["signed_at_unix_ms"] = json!(selected_at);
     assert_eq!(server_verify(dated).await["valid"], false);
 }
+
+/// `POST /v1/verify` kind `write` with the receipt and signature the
+/// caller holds answers whether the server issued them: the stored receipt
+/// re-verifies from its inputs, the held receipt is that receipt (digest
+/// recomputed from its body, equal to the stored one's), and the held
+/// signature verifies with a published key inside its window. Layers: the
+/// held receipt's digest and its comparison with the stored receipt
+/// (`receipts.rs`, `held_write_problem`), then the signature check
+/// (`verify_receipt_signature`), then the window check
+/// (`signature_window_problem`); a malformed request is refused by the
+/// request's decoding or the service's shape checks before any proposal is
+/// looked up.
+#[tokio::test]
+async fn server_verify_checks_a_held_write_receipt_and_its_signature() {
+    let w = world();
+    let alice = &w.principals[0];
+    let written = propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("held-1", "The printer on the third floor is fixed."),
+    )
+    .await;
+    let other = propose(
+        &w.router,
+        &alice.key,
+        &distinct_fact("held-2", "The lunch order goes in before eleven."),
+    )
+    .await;
+    assert_eq!(written["decision"], "accepted", "{written}");
+    let proposal_id = written["proposal_id"].clone();
+    let verify = |body: Value| {
+        let router = w.router.clone();
+        let key = alice.key.clone();
+        async move { send(&router, "POST", "/v1/verify", Some(&key), Some(body)).await }
+    };
+    let held = |receipt: &Value, signature: &Value| {
+        json!({"kind": "write", "proposal_id": proposal_id,
+               "receipt": receipt, "receipt_signature": signature})
+    };
+    let valid = json!({"valid": true, "problem": null});
+    // The receipt and signature as the answer gave them verify; without
+    // them the stored receipt alone is re-verified, as before.
+    let (status, verdict) = verify(held(&written["receipt"], &written["receipt_signature"])).await;
+    assert_eq!((status, verdict), (StatusCode::OK, valid.clone()));
+    let (status, verdict) = verify(json!({"kind": "write", "proposal_id": proposal_id})).await;
+    assert_eq!((status, verdict), (StatusCode::OK, valid.clone()));
+
+    let (keys, _) = published_keys(&w.router).await;
+    let key_id = keys.current_key_id.clone();
+    let signature = &written["receipt_signature"];
+    // A field changed and the digest computed again: not the stored one.
+    let mut changed: mosaic_harness::memory_write::MemoryWriteReceipt =
+        serde_json::from_value(written["receipt"].clone()).expect("a write receipt");
+    changed.judgments_sha256 = "0".repeat(64);
+    changed.receipt_sha256 = changed.compute_digest().expect("digest");
+    let changed = serde_json::to_value(&changed).expect("json");
+    // The same field changed, the digest kept.
+    let mut stale = written["receipt"].clone();
+    stale["judgments_sha256"] = json!("0".repeat(64));
+    let mut flipped = signature.clone();
+    let hex = signature["signature_hex"].as_str().expect("hex");
+    flipped["signature_hex"] = json!(format!(
+        "{}{}",
+        if hex.starts_with('0') { "1" } else { "0" },
+        &hex[1..]
+    ));
+    let mut moved = signature.clone();
+    moved["signed_at_unix_ms"] = json!(signature["signed_at_unix_ms"].as_u64().expect("v2") + 1);
+    let mut undated = signature.clone();
+    undated
+        .as_object_mut()
+        .expect("signature")
+        .remove("signed_at_unix_ms");
+    let mut stranger = signature.clone();
+    stranger["key_id"] = json!(format!("rk-{}", "0".repeat(32)));
+    let not_verifying =
+        format!("write signature: the signature does not verify under key {key_id}");
+    let cases = [
+        (
+            "a changed field, the digest recomputed",
+            held(&changed, signature),
+            "the write receipt is not the one stored for this proposal (differing: judgments_sha256)"
+                .to_owned(),
+        ),
+        (
+            "a changed field, the digest kept",
+            held(&stale, signature),
+            "write receipt_sha256 does not match the canonical body".to_owned(),
+        ),
+        (
+            "the signature of another receipt",
+            held(&written["receipt"], &other["receipt_signature"]),
+            "write signature: the signature names another receipt_sha256 than the receipt's"
+                .to_owned(),
+        ),
+        (
+            "a flipped signature byte",
+            held(&written["receipt"], &flipped),
+            not_verifying.clone(),
+        ),
+        (
+            "a changed signing instant",
+            held(&written["receipt"], &moved),
+            not_verifying.clone(),
+        ),
+        (
+            "the signing instant dropped",
+            held(&written["receipt"], &undated),
+            not_verifying.clone(),
+        ),
+        (
+            "a key id not published",
+            held(&written["receipt"], &stranger),
+            format!("write signature: no published key has key id rk-{}", "0".repeat(32)),
+        ),
+        (
+            "no signature",
+            json!({"kind": "write", "proposal_id": proposal_id, "receipt": written["receipt"]}),
+            "the write receipt carries no signature".to_owned(),
+        ),
+    ];
+    for (what, body, problem) in cases {
+        let (status, verdict) = verify(body).await;
+        assert_eq!(
+            (status, verdict),
+            (StatusCode::OK, json!({"valid": false, "problem": problem})),
+            "{what}"
+        );
+    }
+
+    // Another proposal's receipt, with its own valid signature: the
+    // fields that differ from the stored one are named.
+    let (status, verdict) = verify(held(&other["receipt"], &other["receipt_signature"])).await;
+    assert_eq!((status, &verdict["valid"]), (StatusCode::OK, &json!(false)));
+    let problem = verdict["problem"].as_str().expect("a problem");
+    let differing = problem
+        .strip_prefix("the write receipt is not the one stored for this proposal (differing: ")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{problem}"));
+    let differing: Vec<&str> = differing.split(", ").collect();
+    for field in ["proposal_id", "record_id", "proposal_input_sha256"] {
+        assert!(differing.contains(&field), "{problem}");
+    }
+    assert!(!differing.contains(&"receipt_sha256"), "{problem}");
+    assert!(!differing.contains(&"gate_release"), "{problem}");
+
+    // Malformed requests: a 400 with a documented code, never a verdict
+    // or a 5xx.
+    let mut bad_digest = written["receipt"].clone();
+    bad_digest["receipt_sha256"] = json!("not a digest");
+    let mut extra = written["receipt"].clone();
+    extra["note"] = json!("x");
+    let mut huge = signature.clone();
+    huge["signed_at_unix_ms"] = json!(1u64 << 60);
+    let malformed = [
+        (held(&written["receipt"], &huge), "integer_out_of_range"),
+        (
+            json!({"kind": "write", "proposal_id": proposal_id, "receipt_signature": signature}),
+            "invalid_field",
+        ),
+        (held(&bad_digest, signature), "invalid_digest"),
+        (held(&extra, signature), "unknown_field"),
+        (held(&json!("a receipt"), signature), "invalid_field"),
+        (held(&written["receipt"], &json!(7)), "invalid_field"),
+    ];
+    for (body, code) in malformed {
+        let (status, answer) = verify(body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert_eq!(error_code(&answer), code, "{body}: {answer}");
+    }
+
+    // The key retired at the instant it signed the write: the signature
+    // verifies but lies outside its key's window, with the words of the
+    // offline verifier.
+    let written_at = signature["signed_at_unix_ms"].as_u64().expect("v2");
+    let path = w.service.config().signing_key_path();
+    mosaic_service::signing::rotate(&path, written_at).expect("rotates");
+    let (after, verifying) = published_keys(&w.router).await;
+    let expected = format!(
+        "write receipt signature: signed at {written_at}, after key {key_id} was retired at \
+         {written_at}"
+    );
+    let (status, verdict) = verify(held(&written["receipt"], signature)).await;
+    assert_eq!(
+        (status, verdict),
+        (StatusCode::OK, json!({"valid": false, "problem": expected}))
+    );
+    assert_eq!(
+        mosaic_service::receipts::verify_document_in_windows(&written, &verifying, &after.keys)
+            .expect("a write")
+            .problem,
+        Some(expected)
+    );
+    // Read again, the receipt comes signed by the new key and verifies.
+    let record_id = written["record_id"].as_str().expect("record id");
+    let (status, history) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories/{record_id}/history"),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{history}");
+    assert_eq!(
+        history["write_receipt_signature"]["key_id"],
+        json!(after.current_key_id)
+    );
+    let (status, verdict) = verify(held(
+        &history["write_receipt"],
+        &history["write_receipt_signature"],
+    ))
+    .await;
+    assert_eq!((status, verdict), (StatusCode::OK, valid));
+}

@@ -715,6 +715,8 @@ pub(super) fn explain(
                 credential,
                 &VerifyRequest::Write {
                     proposal_id: proposal_id.clone(),
+                    receipt: None,
+                    receipt_signature: None,
                 },
             )?;
             lines.push(match &verdict.problem {

@@ -88,7 +88,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("the document serializes: {e}"));
         assert_eq!(
             mosaic_harness::canonical::sha256_hex(&bytes),
-            "8cc2be99fc908cfe177aede9ae38e93236a3f630b8ba3dff8a4d4cf29b5a359c",
+            "28d875fcfb4e3d9ef2f4ced9102d08adfe421476475dd476ff797d5bd61a8e01",
             "the served OpenAPI document changed"
         );
     }

@@ -5,14 +5,36 @@ use super::*;
 impl ServiceCore {
     // ------------------------------------------------------------ verify
 
-    /// Verifies a write receipt (from stored inputs) or a deletion receipt.
+    /// Verifies a write receipt (from stored inputs, and the one the
+    /// caller holds with its signature when given), a deletion receipt, a
+    /// recall's receipts or an audit tree head.
     pub fn verify(
         &self,
         credential: &Credential,
         request: &VerifyRequest,
     ) -> ServiceResult<VerifyResponse> {
         match request {
-            VerifyRequest::Write { proposal_id } => {
+            VerifyRequest::Write {
+                proposal_id,
+                receipt,
+                receipt_signature,
+            } => {
+                // The held receipt's shape is checked before the proposal
+                // is looked up: a malformed one answers alike whether the
+                // proposal exists or not.
+                match (receipt, receipt_signature) {
+                    (Some(held), _) => {
+                        check_digest("receipt.receipt_sha256", &held.receipt_sha256)?;
+                    }
+                    (None, Some(_)) => {
+                        return Err(ServiceError::bad_request(
+                            "invalid_field",
+                            "receipt_signature is checked over the receipt it signs: send the \
+                             receipt with it",
+                        ));
+                    }
+                    (None, None) => {}
+                }
                 let mut inner = self.reader()?;
                 let owner = inner.store.proposal_owner(proposal_id)?;
                 // A principal verifies its own proposals, and those whose
@@ -39,16 +61,37 @@ impl ServiceCore {
                     return Err(ServiceError::not_found("proposal", proposal_id.as_str()));
                 }
                 match inner.store.verify_write_receipt(proposal_id) {
-                    Ok(()) => Ok(VerifyResponse {
-                        valid: true,
-                        problem: None,
-                    }),
-                    Err(StoreError::ReceiptMismatch(problem)) => Ok(VerifyResponse {
-                        valid: false,
-                        problem: Some(problem),
-                    }),
-                    Err(e) => Err(e.into()),
+                    Ok(()) => {}
+                    Err(StoreError::ReceiptMismatch(problem)) => {
+                        return Ok(VerifyResponse {
+                            valid: false,
+                            problem: Some(problem),
+                        });
+                    }
+                    Err(e) => return Err(e.into()),
                 }
+                // The stored receipt re-verifies: is the held one that
+                // receipt, signed by this server?
+                let problem = match receipt {
+                    None => None,
+                    Some(held) => {
+                        let stored = inner.store.write_receipt(proposal_id)?.ok_or_else(|| {
+                            ServiceError::not_found("proposal", proposal_id.as_str())
+                        })?;
+                        let published = self.receipt_keys();
+                        crate::receipts::held_write_problem(
+                            &stored,
+                            held,
+                            receipt_signature.as_deref(),
+                            &verifying_keys(&published)?,
+                            &published.keys,
+                        )?
+                    }
+                };
+                Ok(VerifyResponse {
+                    valid: problem.is_none(),
+                    problem,
+                })
             }
             VerifyRequest::Deletion { receipt } => {
                 check_digest("receipt.receipt_sha256", &receipt.receipt_sha256)?;

@@ -497,7 +497,7 @@ impl ServiceCore {
             .filter(|t| *t <= mosaic_harness::canonical::MAX_CANONICAL_INT)
             .ok_or_else(|| {
                 ServiceError::bad_request(
-                    crate::numbers::INTEGER_OUT_OF_RANGE,
+                    "integer_out_of_range",
                     "ttl_ms: the expiry it gives lies beyond 2^53-1 ms",
                 )
             })?;
