@@ -275,7 +275,7 @@ impl ReceiptSigner {
     /// The key file's current key, after seeing a rotation (see
     /// [`ReceiptSigner::sign`]).
     fn current_key(&self) -> std::sync::RwLockReadGuard<'_, SigningKey> {
-        self.keys();
+        self.with_keys(|_| ());
         match self.key.read() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
@@ -306,6 +306,12 @@ impl ReceiptSigner {
     /// file is not read again on every request), or the set loaded at
     /// start when the file cannot be read now.
     pub fn keys(&self) -> KeysResponse {
+        self.with_keys(KeysResponse::clone)
+    }
+
+    /// `f` of [`ReceiptSigner::keys`]'s answer, without copying it (a
+    /// signature only needs the rotation seen).
+    fn with_keys<T>(&self, f: impl FnOnce(&KeysResponse) -> T) -> T {
         let stamp = FileStamp::of(&self.path);
         let mut cached = match self.cached.lock() {
             Ok(guard) => guard,
@@ -314,7 +320,7 @@ impl ReceiptSigner {
         if let (Some(stamp), Some((kept, keys))) = (&stamp, cached.as_ref())
             && stamp == kept
         {
-            return keys.clone();
+            return f(keys);
         }
         self.reads.fetch_add(1, Ordering::Relaxed);
         match read_key_file(&self.path) {
@@ -333,12 +339,13 @@ impl ReceiptSigner {
                             .cloned(),
                     );
                 }
-                *cached = stamp.map(|stamp| (stamp, fresh.clone()));
-                fresh
+                let answer = f(&fresh);
+                *cached = stamp.map(|stamp| (stamp, fresh));
+                answer
             }
             _ => {
                 *cached = None;
-                self.published.clone()
+                f(&self.published)
             }
         }
     }

@@ -216,6 +216,29 @@ pub(crate) const PROPOSAL: &str = "proposal";
 /// See [`RECORD`].
 pub(crate) const CASE: &str = "case";
 
+/// What one transaction keeps in memory while it runs: what it changed and
+/// stores once, before it commits ([`flush`]), rather than once per
+/// change, and what it read once rather than once per write of a batch.
+/// Nothing here outlives the transaction; what it stores is what storing
+/// after each change stored.
+#[derive(Default, Debug)]
+pub(crate) struct TxMemory {
+    /// The read scopes it changed and has not rehashed yet (see
+    /// `scope::flush`).
+    pub(crate) scopes: std::cell::RefCell<scope::Pending>,
+    /// The audit log's head and tree as it left them, once it read them
+    /// (see [`AuditTip`]).
+    pub(crate) audit: std::cell::RefCell<Option<AuditTip>>,
+    /// The policies and grants it read (see `write::Governance`).
+    pub(crate) governance: std::cell::RefCell<write::Governance>,
+    /// The publication generation, once read ([`revocation_generation`];
+    /// [`bump_revocation_generation`] forgets it).
+    revocation_generation: std::cell::Cell<Option<u64>>,
+    /// The latest creation instant of the records it wrote, which
+    /// [`flush`] raises the store's to ([`raise_latest_created_at`]).
+    latest_created_at: std::cell::Cell<Option<u64>>,
+}
+
 /// One open transaction of a backend: what the shared operations need from
 /// it. No method commits; the hooks below the three statement methods run
 /// whatever the backend needs (often nothing on SQLite).
@@ -223,10 +246,10 @@ pub(crate) trait Tx {
     /// The store's configuration.
     fn config(&self) -> &StoreConfig;
 
-    /// The read scopes this transaction changed and has not rehashed yet
-    /// (see `scope::flush`, which the writing transaction runs before it
-    /// commits).
-    fn pending_scopes(&self) -> &std::cell::RefCell<scope::Pending>;
+    /// What this transaction keeps in memory while it runs (see
+    /// [`TxMemory`]; [`flush`] stores what it holds back before the
+    /// transaction commits).
+    fn memory(&self) -> &TxMemory;
 
     /// Runs a statement; the number of rows it changed.
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64>;
@@ -378,7 +401,12 @@ pub(crate) fn subject_columns(subject: &MemorySubject) -> (&'static str, &str, &
 
 // ---------------------------------------------------------------- meta + audit
 
+/// The store's publication (revocation) generation, read once per
+/// transaction: only [`bump_revocation_generation`] changes it.
 pub(crate) fn revocation_generation<C: Tx>(c: &C) -> StoreResult<u64> {
+    if let Some(generation) = c.memory().revocation_generation.get() {
+        return Ok(generation);
+    }
     let v: i64 = c
         .row(
             "SELECT int_value FROM meta WHERE key = 'revocation_generation'",
@@ -386,10 +414,13 @@ pub(crate) fn revocation_generation<C: Tx>(c: &C) -> StoreResult<u64> {
             |r| r.get(0),
         )?
         .ok_or_else(|| StoreError::Corrupt("meta.revocation_generation missing".into()))?;
-    u(v)
+    let generation = u(v)?;
+    c.memory().revocation_generation.set(Some(generation));
+    Ok(generation)
 }
 
 pub(crate) fn bump_revocation_generation<C: Tx>(c: &C) -> StoreResult<u64> {
+    c.memory().revocation_generation.set(None);
     c.exec(
         "UPDATE meta SET int_value = int_value + 1 WHERE key = 'revocation_generation'",
         params![],
@@ -397,48 +428,142 @@ pub(crate) fn bump_revocation_generation<C: Tx>(c: &C) -> StoreResult<u64> {
     revocation_generation(c)
 }
 
-/// The audit chain head `(seq, sha256)`.
-fn audit_head<C: Tx>(c: &C) -> StoreResult<(i64, String)> {
-    c.row(
-        "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
-                (SELECT text_value FROM meta WHERE key = 'audit_head_sha256')",
-        params![],
-        |r| r.cols(),
-    )?
-    .ok_or_else(|| StoreError::Corrupt("audit head missing".into()))
+/// Notes a record created at `created_at`: [`flush`] raises the
+/// store-wide latest creation instant ([`crate::Store::latest_created_at`])
+/// to the latest one the transaction wrote, never lowering it, in the
+/// records' own transaction.
+pub(crate) fn raise_latest_created_at<C: Tx>(c: &C, created_at: u64) {
+    let latest = &c.memory().latest_created_at;
+    latest.set(Some(latest.get().map_or(created_at, |l| l.max(created_at))));
 }
 
-/// The audit log's Merkle tree as stored: its compact range.
-fn audit_tree<C: Tx>(c: &C) -> StoreResult<mosaic_harness::merkle::CompactRange> {
-    let (size, text): (i64, String) = c
+/// Stores what [`raise_latest_created_at`] noted (one statement).
+fn store_latest_created_at<C: Tx>(c: &C) -> StoreResult<()> {
+    if let Some(at) = c.memory().latest_created_at.take() {
+        c.exec(
+            "UPDATE meta SET int_value = ?1 WHERE key = 'latest_created_at' AND int_value < ?1",
+            params![i(at)?],
+        )?;
+    }
+    Ok(())
+}
+
+/// The audit log's chain head and Merkle tree (its compact range) as a
+/// transaction sees them: read from `meta` by its first [`audit`] (or
+/// read of the head), advanced in memory by each event it appends, and
+/// stored once by [`flush`] before it commits, so a transaction of many
+/// events reads and writes the three `meta` rows once, not once per
+/// event. What is stored is what storing after each event stored.
+#[derive(Debug, Clone)]
+pub(crate) struct AuditTip {
+    /// The last event's sequence number (0: none).
+    seq: u64,
+    /// The last event's digest (64 zeros: none).
+    sha256: String,
+    /// The tree over every event's leaf.
+    tree: mosaic_harness::merkle::CompactRange,
+    /// Whether this transaction appended an event since `meta` was read.
+    moved: bool,
+}
+
+/// The audit chain head `(seq, sha256)` and tree as stored, in one
+/// statement, unchecked.
+fn stored_audit_tip<C: Tx>(
+    c: &C,
+) -> StoreResult<(i64, String, mosaic_harness::merkle::CompactRange)> {
+    let (seq, sha256, size, text): (Option<i64>, Option<String>, Option<i64>, Option<String>) = c
         .row(
-            "SELECT int_value, text_value FROM meta WHERE key = 'audit_tree'",
+            "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
+                    (SELECT text_value FROM meta WHERE key = 'audit_head_sha256'),
+                    (SELECT int_value FROM meta WHERE key = 'audit_tree'),
+                    (SELECT text_value FROM meta WHERE key = 'audit_tree')",
             params![],
             |r| r.cols(),
         )?
-        .ok_or_else(|| StoreError::Corrupt("audit tree missing".into()))?;
-    crate::audit::decode_range(u(size)?, &text)
-        .ok_or_else(|| StoreError::Corrupt("audit tree does not decode".into()))
+        .ok_or_else(|| StoreError::Corrupt("audit head missing".into()))?;
+    let (Some(seq), Some(sha256)) = (seq, sha256) else {
+        return Err(StoreError::Corrupt("audit head missing".into()));
+    };
+    let (Some(size), Some(text)) = (size, text) else {
+        return Err(StoreError::Corrupt("audit tree missing".into()));
+    };
+    let tree = crate::audit::decode_range(u(size)?, &text)
+        .ok_or_else(|| StoreError::Corrupt("audit tree does not decode".into()))?;
+    Ok((seq, sha256, tree))
 }
 
-/// The tree head the store keeps (no scan).
-pub(crate) fn audit_tree_head<C: Tx>(c: &C) -> StoreResult<crate::audit::AuditTreeHead> {
-    let (seq, chain_sha256) = audit_head(c)?;
-    let tree = audit_tree(c)?;
+/// The audit log's tip as this transaction sees it (what it appended
+/// included), the tree checked against the chain head.
+fn audit_tip<C: Tx>(c: &C) -> StoreResult<AuditTip> {
+    if let Some(tip) = c.memory().audit.borrow().as_ref() {
+        return Ok(tip.clone());
+    }
+    let (seq, sha256, tree) = stored_audit_tip(c)?;
     if tree.size() != u(seq)? {
         return Err(StoreError::Corrupt(
             "audit tree and chain head disagree".into(),
         ));
     }
+    let tip = AuditTip {
+        seq: u(seq)?,
+        sha256,
+        tree,
+        moved: false,
+    };
+    *c.memory().audit.borrow_mut() = Some(tip.clone());
+    Ok(tip)
+}
+
+/// Stores the audit log's tip this transaction advanced (one statement
+/// for the chain head and the tree), if it did: run by [`flush`].
+fn store_audit_tip<C: Tx>(c: &C) -> StoreResult<()> {
+    let Some(tip) = c.memory().audit.borrow_mut().take() else {
+        return Ok(());
+    };
+    if !tip.moved {
+        return Ok(());
+    }
+    let changed = c.exec(
+        "UPDATE meta SET
+             int_value = CASE key WHEN 'audit_head_sha256' THEN int_value ELSE ?1 END,
+             text_value = CASE key WHEN 'audit_head_seq' THEN text_value
+                 WHEN 'audit_head_sha256' THEN ?2 ELSE ?3 END
+         WHERE key IN ('audit_head_seq', 'audit_head_sha256', 'audit_tree')",
+        params![
+            i(tip.seq)?,
+            &tip.sha256,
+            &crate::audit::encode_range(&tip.tree)
+        ],
+    )?;
+    if changed != 3 {
+        return Err(StoreError::Corrupt("audit head missing".into()));
+    }
+    Ok(())
+}
+
+/// What a transaction holds back until it commits ([`TxMemory`]), stored:
+/// the read scopes it changed (rehashed, see `scope::flush`), the latest
+/// creation instant and the audit log's head and tree. Each backend's
+/// transaction runs this before it commits.
+pub(crate) fn flush<C: Tx>(c: &C) -> StoreResult<()> {
+    scope::flush(c)?;
+    store_latest_created_at(c)?;
+    store_audit_tip(c)
+}
+
+/// The tree head the store keeps (no scan).
+pub(crate) fn audit_tree_head<C: Tx>(c: &C) -> StoreResult<crate::audit::AuditTreeHead> {
+    let tip = audit_tip(c)?;
     Ok(crate::audit::AuditTreeHead {
-        tree_size: tree.size(),
-        root_sha256: mosaic_harness::merkle::to_hex(&tree.root()),
-        chain_sha256,
+        tree_size: tip.tree.size(),
+        root_sha256: mosaic_harness::merkle::to_hex(&tip.tree.root()),
+        chain_sha256: tip.sha256,
     })
 }
 
 /// Appends one event to the hash chain and the Merkle tree and advances
-/// their heads (O(log n) hashes).
+/// their heads (O(log n) hashes; the heads are stored before the
+/// transaction commits, see [`AuditTip`]).
 pub(crate) fn audit<C: Tx>(
     c: &C,
     kind: AuditKind,
@@ -447,23 +572,19 @@ pub(crate) fn audit<C: Tx>(
     payload: serde_json::Value,
     at_unix_ms: u64,
 ) -> StoreResult<()> {
-    let (seq, prev) = audit_head(c)?;
-    let mut tree = audit_tree(c)?;
-    if tree.size() != u(seq)? {
-        return Err(StoreError::Corrupt(
-            "audit tree and chain head disagree".into(),
-        ));
-    }
+    let mut tip = audit_tip(c)?;
     let body = AuditEventBody {
-        seq: u(seq)? + 1,
+        seq: tip.seq + 1,
         at_unix_ms,
         kind,
         tenant_id: tenant_id.to_owned(),
         ref_id: ref_id.to_owned(),
         payload,
-        prev_sha256: prev,
+        prev_sha256: tip.sha256,
     };
     let (digest, leaf) = body.digests()?;
+    let leaf_hash =
+        mosaic_harness::merkle::from_hex(&leaf).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let kind_text = encode(&body.kind)?;
     c.exec(
         "INSERT INTO audit_events (seq, at_ms, kind, tenant_id, ref_id, payload_json, prev_sha256, event_sha256, leaf_sha256)
@@ -480,21 +601,13 @@ pub(crate) fn audit<C: Tx>(
             &leaf,
         ],
     )?;
-    c.exec(
-        "UPDATE meta SET int_value = ?1 WHERE key = 'audit_head_seq'",
-        params![i(body.seq)?],
-    )?;
-    c.exec(
-        "UPDATE meta SET text_value = ?1 WHERE key = 'audit_head_sha256'",
-        params![&digest],
-    )?;
-    tree.append(
-        mosaic_harness::merkle::from_hex(&leaf).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-    );
-    c.exec(
-        "UPDATE meta SET int_value = ?1, text_value = ?2 WHERE key = 'audit_tree'",
-        params![i(tree.size())?, &crate::audit::encode_range(&tree)],
-    )?;
+    tip.tree.append(leaf_hash);
+    *c.memory().audit.borrow_mut() = Some(AuditTip {
+        seq: body.seq,
+        sha256: digest,
+        tree: tip.tree,
+        moved: true,
+    });
     Ok(())
 }
 
@@ -685,8 +798,10 @@ pub(crate) fn verify_audit_chain<C: Tx>(c: &C) -> StoreResult<crate::audit::Audi
         )
     })?;
     raw.sort_by_key(|row| row.0);
-    let (head_seq, head_sha) = audit_head(c)?;
-    let tree = audit_tree(c)?;
+    let (head_seq, head_sha, tree) = match c.memory().audit.borrow().as_ref() {
+        Some(tip) => (i(tip.seq)?, tip.sha256.clone(), tip.tree.clone()),
+        None => stored_audit_tip(c)?,
+    };
     let events = raw.into_iter().map(
         |(seq, at, kind, tenant, ref_id, payload, prev, digest, leaf)| {
             let seq_u = u64::try_from(seq).unwrap_or(0);

@@ -14,17 +14,20 @@
 //!   and `removed_generation`, the generation after its last removal of
 //!   an entry (an erasure; 0 when none since the marker was kept).
 //!
-//! A change writes the record's entry and notes its bucket in the
-//! transaction's [`Pending`]; before the transaction commits, [`flush`]
-//! rehashes every noted bucket once and every node above them once, level
-//! by level (reading the untouched siblings of each level in one
-//! statement), advances each scope's head by the number of changes, marks
-//! each changed entry with the head's new generation and, when an entry
-//! was removed, notes that generation on the head (what
+//! A change notes the record's entry and its bucket in the transaction's
+//! [`Pending`] (a removal deletes the entry at once); before the
+//! transaction commits, [`flush`] rehashes every noted bucket once (its
+//! stored entries, read in one statement with the other buckets', and the
+//! ones the transaction wrote) and every node above them once, level by
+//! level (the untouched siblings of every level read in one statement
+//! first), advances each scope's head by the number of changes, stores
+//! each written entry once, marked with the head's new generation, and,
+//! when an entry was removed, notes that generation on the head (what
 //! [`changed_since`] and [`heads`] read for an incremental read). A
 //! batch of records of one scope so writes each node once rather than the
-//! eleven above each record's bucket once per record; the result is the
-//! same tree as rehashing after each change.
+//! eleven above each record's bucket once per record, and each entry once
+//! rather than once and again for its mark; the result is the same tree,
+//! and the same rows, as storing and rehashing after each change.
 
 use mosaic_harness::MemoryRecord;
 use mosaic_harness::memory_scope::{
@@ -41,10 +44,17 @@ use super::{Arg, Tx, Val, decode, params, u, vals};
 use crate::error::{StoreError, StoreResult};
 
 /// The scopes a transaction changed and not yet rehashed, per tenant and
-/// scope.
+/// scope, and the entries it wrote and not yet stored.
 #[derive(Default, Debug)]
 pub(crate) struct Pending {
     scopes: BTreeMap<(String, ReadScope), PendingScope>,
+    /// The entries written, by record id: [`flush`] stores each once,
+    /// marked with the generation its scope's change brings it to, rather
+    /// than storing it when written and marking it again.
+    entries: BTreeMap<String, PendingEntry>,
+    /// Their record ids in the order first written (the order [`flush`]
+    /// stores them in, that of the writes).
+    order: Vec<String>,
 }
 
 /// What a transaction changed in one scope.
@@ -54,10 +64,18 @@ struct PendingScope {
     buckets: BTreeSet<u32>,
     /// The number of changes.
     changes: i64,
-    /// The records whose entry changed (written, or removed).
-    records: BTreeSet<String>,
     /// Whether an entry was removed (its record erased).
     removed: bool,
+}
+
+/// An entry written and not stored yet.
+#[derive(Debug)]
+struct PendingEntry {
+    tenant: String,
+    scope: ReadScope,
+    bucket: u32,
+    entry: ScopeEntry,
+    hash: Hash,
 }
 
 fn corrupt(what: &str) -> StoreError {
@@ -71,7 +89,20 @@ fn hash_of(text: &str) -> StoreResult<Hash> {
 /// The record's entry row: `(tenant, scope, record_sha256, state)`.
 type EntryRow = (String, String, String, String, String, String);
 
+/// The record's entry as this transaction left it: written and not
+/// stored yet, else as stored.
 fn entry_row<C: Tx>(c: &C, record_id: &str) -> StoreResult<Option<EntryRow>> {
+    if let Some(p) = c.memory().scopes.borrow().entries.get(record_id) {
+        let (st, a, b) = p.scope.columns();
+        return Ok(Some((
+            p.tenant.clone(),
+            st.to_owned(),
+            a.to_owned(),
+            b.to_owned(),
+            p.entry.record_sha256.clone(),
+            p.entry.state.clone(),
+        )));
+    }
     c.row(
         "SELECT tenant_id, scope_type, scope_a, scope_b, record_sha256, state
          FROM scope_entries WHERE record_id = ?1",
@@ -95,6 +126,7 @@ pub(crate) fn sync<C: Tx>(c: &C, record_id: &str) -> StoreResult<()> {
                 "DELETE FROM scope_entries WHERE record_id = ?1",
                 params![record_id],
             )?;
+            c.memory().scopes.borrow_mut().entries.remove(record_id);
             let scope = ReadScope::from_columns(&st, &a, &b)
                 .ok_or_else(|| corrupt("unknown scope type"))?;
             note_change(c, &tenant, &scope, record_id, true);
@@ -129,35 +161,29 @@ pub(crate) fn sync_new<C: Tx>(
     put_entry(c, record, entry)
 }
 
-/// Writes `entry` (of `record`) and notes its bucket for [`flush`].
+/// Writes `entry` (of `record`) and notes its bucket for [`flush`], which
+/// stores it.
 fn put_entry<C: Tx>(c: &C, record: &MemoryRecord, entry: ScopeEntry) -> StoreResult<()> {
     let tenant = record.tenant_id.as_str();
     let scope = ReadScope::of_subject(&record.subject);
-    let entry_sha256 = merkle::to_hex(
-        &entry
-            .hash()
-            .map_err(|e| StoreError::InvalidArgument(e.to_string()))?,
-    );
-    let (st, sa, sb) = scope.columns();
-    c.exec(
-        "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b, bucket,
-             record_sha256, state, entry_sha256)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (record_id) DO UPDATE SET record_sha256 = excluded.record_sha256,
-             state = excluded.state, entry_sha256 = excluded.entry_sha256",
-        params![
-            &entry.record_id,
-            tenant,
-            st,
-            sa,
-            sb,
-            i64::from(entry.bucket()),
-            &entry.record_sha256,
-            &entry.state,
-            &entry_sha256
-        ],
-    )?;
+    let hash = entry
+        .hash()
+        .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
     note_change(c, tenant, &scope, &entry.record_id, false);
+    let mut pending = c.memory().scopes.borrow_mut();
+    if !pending.entries.contains_key(&entry.record_id) {
+        pending.order.push(entry.record_id.clone());
+    }
+    pending.entries.insert(
+        entry.record_id.clone(),
+        PendingEntry {
+            tenant: tenant.to_owned(),
+            scope,
+            bucket: entry.bucket(),
+            entry,
+            hash,
+        },
+    );
     Ok(())
 }
 
@@ -168,18 +194,50 @@ fn bucket_entries<C: Tx>(
     scope: &ReadScope,
     bucket: u32,
 ) -> StoreResult<Vec<(String, Hash)>> {
+    Ok(
+        buckets_entries(c, tenant, scope, &BTreeSet::from([bucket]))?
+            .remove(&bucket)
+            .unwrap_or_default(),
+    )
+}
+
+/// [`bucket_entries`] of each of `buckets` (an empty bucket is absent),
+/// in one statement (one per [`NODES_PER_STATEMENT`] buckets): a range
+/// read of `idx_scope_entries_bucket` per bucket.
+fn buckets_entries<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scope: &ReadScope,
+    buckets: &BTreeSet<u32>,
+) -> StoreResult<BTreeMap<u32, Vec<(String, Hash)>>> {
     let (st, a, b) = scope.columns();
-    let rows: Vec<(String, String)> = c.rows(
-        "SELECT record_id, entry_sha256 FROM scope_entries
-         WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4 AND bucket = ?5",
-        params![tenant, st, a, b, i64::from(bucket)],
-        |r| r.cols(),
-    )?;
-    let mut out = rows
-        .into_iter()
-        .map(|(id, h)| Ok((id, hash_of(&h)?)))
-        .collect::<StoreResult<Vec<_>>>()?;
-    out.sort_by(|x, y| x.0.cmp(&y.0));
+    let wanted: Vec<i64> = buckets.iter().map(|b| i64::from(*b)).collect();
+    let mut out: BTreeMap<u32, Vec<(String, Hash)>> = BTreeMap::new();
+    for chunk in wanted.chunks(NODES_PER_STATEMENT) {
+        let mut args: Vec<Val<'_>> =
+            vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
+        args.extend(chunk.iter().map(|bucket| Val::Int(*bucket)));
+        let list = (0..chunk.len())
+            .map(|at| format!("?{}", 5 + at))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows: Vec<(i64, String, String)> = c.rows(
+            &format!(
+                "SELECT bucket, record_id, entry_sha256 FROM scope_entries
+                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
+                   AND bucket IN ({list})"
+            ),
+            &args,
+            |r| r.cols(),
+        )?;
+        for (bucket, id, hash) in rows {
+            let bucket = u32::try_from(bucket).map_err(|_| corrupt("bucket out of range"))?;
+            out.entry(bucket).or_default().push((id, hash_of(&hash)?));
+        }
+    }
+    for entries in out.values_mut() {
+        entries.sort_by(|x, y| x.0.cmp(&y.0));
+    }
     Ok(out)
 }
 
@@ -191,38 +249,68 @@ fn siblings<C: Tx>(
     scope: &ReadScope,
     bucket: u32,
 ) -> StoreResult<Vec<Option<Hash>>> {
+    let stored = untouched_siblings(c, tenant, scope, &BTreeSet::from([bucket]))?;
+    Ok((0..SCOPE_TREE_LEVELS)
+        .map(|level| stored.get(&sibling_of(bucket, level)).copied())
+        .collect())
+}
+
+/// The nodes `(level, idx)` whose hashes a rehash of `buckets` reads: at
+/// each level below the root, the sibling of every node it recomputes
+/// that it does not recompute itself. Level by level, each sorted.
+fn siblings_read(buckets: &BTreeSet<u32>) -> Vec<(u32, u32)> {
+    let mut wanted = Vec::new();
+    let mut recomputed = buckets.clone();
+    for level in 0..SCOPE_TREE_LEVELS {
+        let untouched: BTreeSet<u32> = recomputed
+            .iter()
+            .map(|i| i ^ 1)
+            .filter(|i| !recomputed.contains(i))
+            .collect();
+        wanted.extend(untouched.into_iter().map(|i| (level, i)));
+        recomputed = recomputed.iter().map(|i| i >> 1).collect();
+    }
+    wanted
+}
+
+/// The stored hashes of the nodes [`siblings_read`] names for `buckets`
+/// (a node never written is absent), every level in one statement (one
+/// per [`NODES_PER_STATEMENT`] nodes): each level is a primary-key lookup
+/// of its indexes. An `OR` of `(level, idx)` pairs would walk every node
+/// of the scope instead.
+fn untouched_siblings<C: Tx>(
+    c: &C,
+    tenant: &str,
+    scope: &ReadScope,
+    buckets: &BTreeSet<u32>,
+) -> StoreResult<BTreeMap<(u32, u32), Hash>> {
     let (st, a, b) = scope.columns();
-    let wanted: Vec<(u32, u32)> = (0..SCOPE_TREE_LEVELS)
-        .map(|level| sibling_of(bucket, level))
-        .collect();
-    let numbers: Vec<i64> = wanted
-        .iter()
-        .flat_map(|(level, idx)| [i64::from(*level), i64::from(*idx)])
-        .collect();
-    let mut args: Vec<Val<'_>> = vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
-    args.extend(numbers.iter().map(|n| Val::Int(*n)));
-    // One primary-key lookup per level, in one statement: an `OR` of the
-    // (level, idx) pairs would walk every node of the scope instead.
-    let lookups = (0..wanted.len())
-        .map(|at| {
-            format!(
+    let mut out = BTreeMap::new();
+    for chunk in siblings_read(buckets).chunks(NODES_PER_STATEMENT) {
+        let mut args: Vec<Val<'_>> =
+            vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
+        let mut lookups = Vec::new();
+        for level in chunk.chunk_by(|x, y| x.0 == y.0) {
+            let first = args.len() + 1;
+            args.push(Val::Int(i64::from(level[0].0)));
+            args.extend(level.iter().map(|(_, idx)| Val::Int(i64::from(*idx))));
+            let list = (0..level.len())
+                .map(|at| format!("?{}", first + 1 + at))
+                .collect::<Vec<_>>()
+                .join(", ");
+            lookups.push(format!(
                 "SELECT level, idx, sha256 FROM scope_nodes
                  WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
-                   AND level = ?{} AND idx = ?{}",
-                5 + 2 * at,
-                6 + 2 * at
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ");
-    let found: Vec<(i64, i64, String)> = c.rows(&lookups, &args, |r| r.cols())?;
-    let mut out: Vec<Option<Hash>> = vec![None; wanted.len()];
-    for (level, idx, sha256) in found {
-        if let Some(at) = wanted
-            .iter()
-            .position(|(l, i)| i64::from(*l) == level && i64::from(*i) == idx)
-        {
-            out[at] = Some(hash_of(&sha256)?);
+                   AND level = ?{first} AND idx IN ({list})"
+            ));
+        }
+        let found: Vec<(i64, i64, String)> =
+            c.rows(&lookups.join(" UNION ALL "), &args, |r| r.cols())?;
+        for (level, idx, sha256) in found {
+            let (Ok(level), Ok(idx)) = (u32::try_from(level), u32::try_from(idx)) else {
+                return Err(corrupt("node index out of range"));
+            };
+            out.insert((level, idx), hash_of(&sha256)?);
         }
     }
     Ok(out)
@@ -273,14 +361,13 @@ fn put_nodes<C: Tx>(
 /// scope's head, and marks the entry changed, before the transaction
 /// commits.
 fn note_change<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, record_id: &str, removed: bool) {
-    let mut pending = c.pending_scopes().borrow_mut();
+    let mut pending = c.memory().scopes.borrow_mut();
     let noted = pending
         .scopes
         .entry((tenant.to_owned(), scope.clone()))
         .or_default();
     noted.buckets.insert(bucket_of(record_id));
     noted.changes += 1;
-    noted.records.insert(record_id.to_owned());
     noted.removed |= removed;
 }
 
@@ -291,38 +378,62 @@ const NODES_PER_STATEMENT: usize = 256;
 /// Called by each backend's writing transaction before it commits; a
 /// no-op when nothing changed.
 pub(crate) fn flush<C: Tx>(c: &C) -> StoreResult<()> {
-    let pending = std::mem::take(&mut *c.pending_scopes().borrow_mut());
-    for ((tenant, scope), noted) in pending.scopes {
+    let Pending {
+        scopes,
+        entries,
+        order,
+    } = std::mem::take(&mut *c.memory().scopes.borrow_mut());
+    let mut written_in: BTreeMap<(&str, &ReadScope), Vec<&PendingEntry>> = BTreeMap::new();
+    for p in entries.values() {
+        written_in
+            .entry((p.tenant.as_str(), &p.scope))
+            .or_default()
+            .push(p);
+    }
+    // The generation each written entry is marked with.
+    let mut generations: BTreeMap<&str, i64> = BTreeMap::new();
+    for ((tenant, scope), noted) in &scopes {
         let PendingScope {
             buckets,
             changes,
-            records,
             removed,
         } = noted;
         // Row security: each scope's rows are read and written as its
         // tenant, whichever tenant the transaction entered last.
-        c.enter_tenant(&tenant)?;
-        let mut level_nodes: BTreeMap<u32, Hash> = BTreeMap::new();
-        for bucket in &buckets {
-            let entries: Vec<Hash> = bucket_entries(c, &tenant, &scope, *bucket)?
-                .into_iter()
-                .map(|(_, h)| h)
-                .collect();
-            level_nodes.insert(*bucket, bucket_hash(&entries));
+        c.enter_tenant(tenant)?;
+        // Every changed bucket's entries at once (a bucket left empty
+        // hashes as the empty bucket), as this transaction wrote them.
+        let mut held = buckets_entries(c, tenant, scope, buckets)?;
+        let written_here = written_in
+            .get(&(tenant.as_str(), scope))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for p in written_here {
+            let bucket = held.entry(p.bucket).or_default();
+            match bucket.iter_mut().find(|(id, _)| *id == p.entry.record_id) {
+                Some(kept) => kept.1 = p.hash,
+                None => bucket.push((p.entry.record_id.clone(), p.hash)),
+            }
         }
+        let mut level_nodes: BTreeMap<u32, Hash> = buckets
+            .iter()
+            .map(|bucket| {
+                let mut held = held.remove(bucket).unwrap_or_default();
+                held.sort_by(|x, y| x.0.cmp(&y.0));
+                let hashes: Vec<Hash> = held.into_iter().map(|(_, h)| h).collect();
+                (*bucket, bucket_hash(&hashes))
+            })
+            .collect();
         let mut written: Vec<(u32, u32, Hash)> =
             level_nodes.iter().map(|(i, h)| (0, *i, *h)).collect();
+        // Every level's untouched siblings at once: they are the nodes
+        // this rehash does not write, so none changes below.
+        let found = untouched_siblings(c, tenant, scope, buckets)?;
         for level in 0..SCOPE_TREE_LEVELS {
-            let missing: BTreeSet<u32> = level_nodes
-                .keys()
-                .map(|i| i ^ 1)
-                .filter(|i| !level_nodes.contains_key(i))
-                .collect();
-            let found = nodes_at(c, &tenant, &scope, level, &missing)?;
             let child = |i: u32| {
                 level_nodes
                     .get(&i)
-                    .or_else(|| found.get(&i))
+                    .or_else(|| found.get(&(level, i)))
                     .copied()
                     .unwrap_or_else(|| empty_node(level))
             };
@@ -342,7 +453,7 @@ pub(crate) fn flush<C: Tx>(c: &C) -> StoreResult<()> {
             level_nodes = parents;
         }
         for chunk in written.chunks(NODES_PER_STATEMENT) {
-            put_nodes(c, &tenant, &scope, chunk)?;
+            put_nodes(c, tenant, scope, chunk)?;
         }
         let root = level_nodes
             .get(&0)
@@ -365,68 +476,90 @@ pub(crate) fn flush<C: Tx>(c: &C) -> StoreResult<()> {
         // Each changed entry is marked with the generation this change
         // brought the scope to, and a removal is noted on the head: what
         // an incremental read asks for (see `changed_since`).
-        if removed {
+        if *removed {
             c.exec(
                 "UPDATE scope_heads SET removed_generation = ?5
                  WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4",
-                params![&tenant, st, a, b, generation],
+                params![tenant, st, a, b, generation],
             )?;
         }
-        let records: Vec<String> = records.into_iter().collect();
-        for chunk in records.chunks(NODES_PER_STATEMENT) {
-            let args = [Arg::Int(generation), Arg::TextSet(chunk.to_vec())];
+        for p in written_here {
+            generations.insert(p.entry.record_id.as_str(), generation);
+        }
+    }
+    store_entries(c, &entries, &order, &generations)
+}
+
+/// Most entries one statement stores.
+const ENTRIES_PER_STATEMENT: usize = 128;
+
+/// Stores the entries a transaction wrote (see [`Pending`]), each once,
+/// with the generation its scope's change brought it to
+/// (`changed_generation`), in the order first written, as their tenant.
+fn store_entries<C: Tx>(
+    c: &C,
+    entries: &BTreeMap<String, PendingEntry>,
+    order: &[String],
+    generations: &BTreeMap<&str, i64>,
+) -> StoreResult<()> {
+    let mut stored: BTreeSet<&str> = BTreeSet::new();
+    let mut rows: Vec<(&PendingEntry, String, i64)> = Vec::with_capacity(entries.len());
+    for id in order {
+        let Some(p) = entries.get(id) else {
+            // Removed after it was written.
+            continue;
+        };
+        if !stored.insert(id.as_str()) {
+            continue;
+        }
+        let generation = *generations
+            .get(id.as_str())
+            .ok_or_else(|| corrupt("an entry written without its scope's change"))?;
+        rows.push((p, merkle::to_hex(&p.hash), generation));
+    }
+    for run in rows.chunk_by(|x, y| x.0.tenant == y.0.tenant) {
+        c.enter_tenant(&run[0].0.tenant)?;
+        for chunk in run.chunks(ENTRIES_PER_STATEMENT) {
+            let mut args: Vec<Val<'_>> = Vec::with_capacity(chunk.len() * 10);
+            let mut values = Vec::with_capacity(chunk.len());
+            for (p, entry_sha256, generation) in chunk {
+                let (st, a, b) = p.scope.columns();
+                let first = args.len() + 1;
+                values.push(format!(
+                    "({})",
+                    (first..first + 10)
+                        .map(|n| format!("?{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                args.extend([
+                    Val::Text(&p.entry.record_id),
+                    Val::Text(&p.tenant),
+                    Val::Text(st),
+                    Val::Text(a),
+                    Val::Text(b),
+                    Val::Int(i64::from(p.bucket)),
+                    Val::Text(&p.entry.record_sha256),
+                    Val::Text(&p.entry.state),
+                    Val::Text(entry_sha256),
+                    Val::Int(*generation),
+                ]);
+            }
             c.exec(
                 &format!(
-                    "UPDATE scope_entries SET changed_generation = ?1 WHERE {}",
-                    C::in_set("record_id", "?2")
+                    "INSERT INTO scope_entries (record_id, tenant_id, scope_type, scope_a, scope_b,
+                         bucket, record_sha256, state, entry_sha256, changed_generation)
+                     VALUES {}
+                     ON CONFLICT (record_id) DO UPDATE SET record_sha256 = excluded.record_sha256,
+                         state = excluded.state, entry_sha256 = excluded.entry_sha256,
+                         changed_generation = excluded.changed_generation",
+                    values.join(", ")
                 ),
-                &vals(&args),
+                &args,
             )?;
         }
     }
     Ok(())
-}
-
-/// The stored hashes of the nodes `idxs` at `level` of the scope (a node
-/// never written is absent).
-fn nodes_at<C: Tx>(
-    c: &C,
-    tenant: &str,
-    scope: &ReadScope,
-    level: u32,
-    idxs: &BTreeSet<u32>,
-) -> StoreResult<BTreeMap<u32, Hash>> {
-    let (st, a, b) = scope.columns();
-    let mut out = BTreeMap::new();
-    let wanted: Vec<i64> = idxs.iter().map(|i| i64::from(*i)).collect();
-    for chunk in wanted.chunks(NODES_PER_STATEMENT) {
-        let mut args: Vec<Val<'_>> = vec![
-            Val::Text(tenant),
-            Val::Text(st),
-            Val::Text(a),
-            Val::Text(b),
-            Val::Int(i64::from(level)),
-        ];
-        args.extend(chunk.iter().map(|i| Val::Int(*i)));
-        let list = (0..chunk.len())
-            .map(|at| format!("?{}", 6 + at))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let rows: Vec<(i64, String)> = c.rows(
-            &format!(
-                "SELECT idx, sha256 FROM scope_nodes
-                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
-                   AND level = ?5 AND idx IN ({list})"
-            ),
-            &args,
-            |r| r.cols(),
-        )?;
-        for (idx, sha256) in rows {
-            let idx = u32::try_from(idx).map_err(|_| corrupt("node index out of range"))?;
-            out.insert(idx, hash_of(&sha256)?);
-        }
-    }
-    Ok(out)
 }
 
 /// The commitment of each of `scopes` of `tenant` (a scope that never held

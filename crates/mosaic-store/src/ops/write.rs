@@ -3,7 +3,7 @@
 //! the transaction, the supersession generation fence, lineage checks, the
 //! pure gate, and every row its decision writes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_harness::memory_write::{
@@ -25,6 +25,11 @@ use crate::types::{RecordState, ReviewTrigger, WriteDecision, WriteOutcome, Writ
 
 pub(crate) fn put_policy<C: Tx>(c: &C, policy: &MemoryWritePolicy, at: u64) -> StoreResult<()> {
     c.enter_tenant(&policy.tenant_id)?;
+    c.memory()
+        .governance
+        .borrow_mut()
+        .policies
+        .remove(&policy.tenant_id);
     c.exec(
         "INSERT INTO policies (tenant_id, policy_sha256, policy_json, updated_at_ms)
          VALUES (?1, ?2, ?3, ?4)
@@ -50,6 +55,11 @@ pub(crate) fn put_policy<C: Tx>(c: &C, policy: &MemoryWritePolicy, at: u64) -> S
 
 pub(crate) fn put_grant<C: Tx>(c: &C, grant: &MemoryWriteGrant, at: u64) -> StoreResult<()> {
     c.enter_tenant(&grant.tenant_id)?;
+    c.memory()
+        .governance
+        .borrow_mut()
+        .grants
+        .remove(&(grant.tenant_id.clone(), grant.principal_id.clone()));
     c.exec(
         "INSERT INTO grants (tenant_id, principal_id, grant_id, grant_json, updated_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)
@@ -103,6 +113,62 @@ pub(crate) fn put_consent<C: Tx>(c: &C, consent: &ConsentReceipt, at: u64) -> St
     Ok(digest)
 }
 
+/// The policies and grants a transaction read, by tenant and by
+/// `(tenant, principal)`: a batch's writes of one tenant and principal
+/// read and decode them once. Only [`put_policy`] and [`put_grant`] change
+/// them, and each forgets what its transaction read.
+#[derive(Default, Debug)]
+pub(crate) struct Governance {
+    policies: BTreeMap<String, MemoryWritePolicy>,
+    grants: BTreeMap<(String, String), MemoryWriteGrant>,
+}
+
+/// The tenant's policy and the principal's grant as stored (read once per
+/// transaction, see [`Governance`]).
+fn governance<C: Tx>(
+    c: &C,
+    tenant: &str,
+    principal: &str,
+) -> StoreResult<(MemoryWritePolicy, MemoryWriteGrant)> {
+    let memo = &c.memory().governance;
+    let policy = memo.borrow().policies.get(tenant).cloned();
+    let policy = match policy {
+        Some(policy) => policy,
+        None => {
+            let policy: MemoryWritePolicy = decode(
+                &c.row(
+                    "SELECT policy_json FROM policies WHERE tenant_id = ?1",
+                    params![tenant],
+                    |r| r.get::<String>(0),
+                )?
+                .ok_or_else(|| not_found("policy", tenant))?,
+            )?;
+            memo.borrow_mut()
+                .policies
+                .insert(tenant.to_owned(), policy.clone());
+            policy
+        }
+    };
+    let key = (tenant.to_owned(), principal.to_owned());
+    let grant = memo.borrow().grants.get(&key).cloned();
+    let grant = match grant {
+        Some(grant) => grant,
+        None => {
+            let grant: MemoryWriteGrant = decode(
+                &c.row(
+                    "SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2",
+                    params![tenant, principal],
+                    |r| r.get::<String>(0),
+                )?
+                .ok_or_else(|| not_found("grant", principal))?,
+            )?;
+            memo.borrow_mut().grants.insert(key, grant.clone());
+            grant
+        }
+    };
+    Ok((policy, grant))
+}
+
 // ---------------------------------------------------------------- write path
 
 enum LinePlan {
@@ -153,22 +219,7 @@ pub(crate) fn write_one<C: Tx>(c: &C, req: &WriteRequest) -> StoreResult<WriteOu
     }
 
     // Re-read governance state from the store, inside the transaction.
-    let policy: MemoryWritePolicy = decode(
-        &c.row(
-            "SELECT policy_json FROM policies WHERE tenant_id = ?1",
-            params![&req.tenant_id],
-            |r| r.get::<String>(0),
-        )?
-        .ok_or_else(|| not_found("policy", &req.tenant_id))?,
-    )?;
-    let grant: MemoryWriteGrant = decode(
-        &c.row(
-            "SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2",
-            params![&req.tenant_id, &req.principal_id],
-            |r| r.get::<String>(0),
-        )?
-        .ok_or_else(|| not_found("grant", &req.principal_id))?,
-    )?;
+    let (policy, grant) = governance(c, &req.tenant_id, &req.principal_id)?;
     let consent = match &req.proposal.consent_receipt_sha256 {
         None => None,
         Some(digest) => c
@@ -451,10 +502,7 @@ fn commit_outcome<C: Tx>(
     super::scope::sync_new(c, record, state)?;
     // The store-wide latest creation instant ([`Store::latest_created_at`]):
     // raised, never lowered, in the record's own transaction.
-    c.exec(
-        "UPDATE meta SET int_value = ?1 WHERE key = 'latest_created_at' AND int_value < ?1",
-        params![i(record.created_at_unix_ms)?],
-    )?;
+    super::raise_latest_created_at(c, record.created_at_unix_ms);
     c.exec(
         "INSERT INTO record_catalog (record_id, tenant_id, kind, subject_type, subject_a, subject_b,
              proposer_principal_id, proposal_id, created_at_ms)

@@ -113,7 +113,8 @@ pub(crate) struct Ctx<'a> {
     config: &'a StoreConfig,
     writing: bool,
     retryable: Cell<bool>,
-    scopes: RefCell<crate::ops::scope::Pending>,
+    /// What the transaction keeps in memory while it runs.
+    memory: crate::ops::TxMemory,
 }
 
 impl Ctx<'_> {
@@ -233,8 +234,8 @@ impl Tx for Ctx<'_> {
         self.config
     }
 
-    fn pending_scopes(&self) -> &std::cell::RefCell<crate::ops::scope::Pending> {
-        &self.scopes
+    fn memory(&self) -> &crate::ops::TxMemory {
+        &self.memory
     }
 
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
@@ -584,7 +585,7 @@ impl PostgresStore {
             config,
             writing: writing.is_some(),
             retryable: Cell::new(false),
-            scopes: RefCell::default(),
+            memory: Default::default(),
         };
         let out = (|| {
             if writing == Some(Durability::Deferred) {
@@ -601,7 +602,7 @@ impl PostgresStore {
                 )?;
             }
             let value = f(&ctx)?;
-            crate::ops::scope::flush(&ctx)?;
+            crate::ops::flush(&ctx)?;
             Ok(value)
         })();
         match out {

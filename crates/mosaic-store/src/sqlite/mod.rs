@@ -64,7 +64,8 @@ pub(crate) struct Ctx<'a> {
     conn: &'a Connection,
     faults: &'a Faults,
     config: &'a StoreConfig,
-    scopes: std::cell::RefCell<crate::ops::scope::Pending>,
+    /// What the transaction keeps in memory while it runs.
+    memory: crate::ops::TxMemory,
 }
 
 impl rusqlite::ToSql for Val<'_> {
@@ -107,8 +108,8 @@ impl Tx for Ctx<'_> {
         self.config
     }
 
-    fn pending_scopes(&self) -> &std::cell::RefCell<crate::ops::scope::Pending> {
-        &self.scopes
+    fn memory(&self) -> &crate::ops::TxMemory {
+        &self.memory
     }
 
     fn exec(&self, sql: &str, params: &[Val<'_>]) -> StoreResult<u64> {
@@ -540,10 +541,10 @@ impl Backend for SqliteStore {
             conn: &tx,
             faults: &self.faults,
             config: &self.config,
-            scopes: Default::default(),
+            memory: Default::default(),
         };
         let out = f(&ctx)?;
-        crate::ops::scope::flush(&ctx)?;
+        crate::ops::flush(&ctx)?;
         tx.commit()?;
         Ok(out)
     }
@@ -563,10 +564,10 @@ impl SqliteStore {
             conn: &tx,
             faults: &self.faults,
             config: &self.config,
-            scopes: Default::default(),
+            memory: Default::default(),
         };
         let out = f(&ctx)?;
-        crate::ops::scope::flush(&ctx)?;
+        crate::ops::flush(&ctx)?;
         self.faults.step()?;
         tx.commit()?;
         Ok(out)

@@ -67,6 +67,7 @@ mod deletion_leaf;
 mod model;
 mod postgres;
 mod sqlite;
+mod write_cost;
 
 /// Skipped suites, listed after the test command (`testing/skip.rs`).
 #[path = "../../../../testing/skip.rs"]
