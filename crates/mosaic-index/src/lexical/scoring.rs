@@ -451,6 +451,32 @@ impl LexicalIndex {
         self.search_with(query_terms, docs, k, &LexicalParams::default())
     }
 
+    /// The docs `eligible` resolves to here (live records of `tenant_id`
+    /// under `policy_sha256`), to search many times with
+    /// [`LexicalIndex::search_docs_params`], as a read of an unchanged
+    /// scope keeps them.
+    pub fn eligible_docs(
+        &self,
+        eligible: &Eligible<'_>,
+        tenant_id: &str,
+        policy_sha256: &str,
+    ) -> DocSet {
+        self.resolve(eligible, tenant_id, policy_sha256)
+    }
+
+    /// BM25 top-`k` among `docs` (see [`LexicalIndex::eligible_docs`]),
+    /// over turn windows with `params`' windows: the funnel's lexical list,
+    /// on its own. Ties are broken by record id.
+    pub fn search_docs_params(
+        &self,
+        query: &str,
+        docs: &DocSet,
+        k: usize,
+        params: &LexicalParams,
+    ) -> Vec<Hit> {
+        self.search_with(&terms(query), docs, k, params)
+    }
+
     /// BM25, optionally over turn windows.
     pub(crate) fn search_with(
         &self,
