@@ -294,6 +294,9 @@ pub(super) struct Pruning {
 pub(super) struct Hits {
     /// A hit's place in `tfs` and `solo`.
     at: HashMap<DocId, u32, foldhash::fast::RandomState>,
+    /// By doc, whether it is a hit: most docs a window or a bound looks
+    /// at are not, and a bit answers that sooner than `at`.
+    bits: Vec<u64>,
     /// Per hit, its frequency of each query term (in query-term order; 0
     /// for a term not walked), as the postings give it.
     tfs: Vec<f32>,
@@ -307,6 +310,7 @@ impl Hits {
     fn new(terms: usize) -> Self {
         Hits {
             at: HashMap::default(),
+            bits: Vec::new(),
             tfs: Vec::new(),
             solo: Vec::new(),
             terms,
@@ -319,19 +323,40 @@ impl Hits {
         if i == self.solo.len() {
             self.tfs.resize(self.tfs.len() + self.terms, 0.0);
             self.solo.push(0.0);
+            let word = (doc / 64) as usize;
+            if self.bits.len() <= word {
+                self.bits.resize(word + 1, 0);
+            }
+            self.bits[word] |= 1 << (doc % 64);
         }
         self.tfs[i * self.terms + term] += tf as f32;
         self.solo[i] += solo;
     }
 
+    /// Whether `doc` holds a walked term.
+    #[inline]
+    fn holds(&self, doc: DocId) -> bool {
+        self.bits
+            .get((doc / 64) as usize)
+            .is_some_and(|w| w & (1 << (doc % 64)) != 0)
+    }
+
     /// What `doc`'s walked terms score alone (0 for a doc holding none).
+    #[inline]
     fn solo(&self, doc: DocId) -> f64 {
+        if !self.holds(doc) {
+            return 0.0;
+        }
         self.at.get(&doc).map_or(0.0, |i| self.solo[*i as usize])
     }
 
     /// `doc`'s frequencies of the query terms, `None` for a doc holding none
     /// of the walked ones.
+    #[inline]
     fn tfs(&self, doc: DocId) -> Option<&[f32]> {
+        if !self.holds(doc) {
+            return None;
+        }
         let i = *self.at.get(&doc)? as usize;
         self.tfs.get(i * self.terms..(i + 1) * self.terms)
     }
@@ -392,6 +417,53 @@ impl ReadScores<'_> {
                 )
             }
         };
+        self.seen.insert(doc);
+        self.scored.push((doc, score));
+        self.top.push(score);
+    }
+
+    /// Scores the doc at `target` in `line` (a stretch of a timeline's
+    /// eligible docs, in time order, each with its length) over its window
+    /// `around` (places in `line` with their distance, as
+    /// [`LexicalIndex::window_docs`] lists them): the same operations as
+    /// [`ReadScores::score_window`], the lengths read off the line.
+    fn score_line(
+        &mut self,
+        line: &[(DocId, u32)],
+        target: usize,
+        around: &[(usize, usize)],
+        complete: Option<&Hits>,
+    ) {
+        let doc_len = |i: usize| line[i].1 as f32;
+        let score = match complete {
+            Some(hits) => self.scorer.score(
+                self.idfs,
+                &mut self.window_tf,
+                target,
+                around,
+                doc_len,
+                |i| hits.tfs(line[i].0),
+            ),
+            None => {
+                for i in std::iter::once(target).chain(around.iter().map(|(i, _)| *i)) {
+                    let d = line[i].0;
+                    if !self.tfs.contains_key(&d) {
+                        let tf = self.query_tfs(d);
+                        self.tfs.insert(d, tf);
+                    }
+                }
+                let tfs = &self.tfs;
+                self.scorer.score(
+                    self.idfs,
+                    &mut self.window_tf,
+                    target,
+                    around,
+                    doc_len,
+                    |i| tfs.get(&line[i].0).and_then(|x| x.as_deref()),
+                )
+            }
+        };
+        let doc = line[target].0;
         self.seen.insert(doc);
         self.scored.push((doc, score));
         self.top.push(score);
@@ -614,7 +686,7 @@ impl LexicalIndex {
             for list in lists {
                 for &(doc, tf) in list {
                     if docs.contains(doc) {
-                        let len = b.lens.get(doc as usize).copied().unwrap_or(1);
+                        let len = b.len_of(doc);
                         hits.add(doc, qi, tf, scorer.solo(idfs[qi], tf, len));
                     }
                 }
@@ -628,60 +700,58 @@ impl LexicalIndex {
         // With every term walked the hits hold every doc's frequencies.
         let complete = walked.iter().all(|w| *w).then_some(&hits);
         // Every window holding a hit lies within twice the radius of it.
-        let (mut before, mut after) = (Vec::new(), Vec::new());
         let mut ranked: Vec<(f64, DocId)> = Vec::with_capacity(hits.solo.len());
         for (&doc, &i) in &hits.at {
-            self.window_sides(doc, docs, 2 * radius, &mut before, &mut after);
-            let near: f64 = before.iter().chain(&after).map(|d| hits.solo(*d)).sum();
+            let mut near = 0.0;
+            for side in 0..2 {
+                self.walk_side(doc, docs, side, 2 * radius, |d, _| near += hits.solo(d));
+            }
             ranked.push((hits.solo[i as usize] + near + left, doc));
         }
         ranked.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
         pruning.hits = ranked.len();
         // A hit's stretch of the timeline (its eligible docs within twice
-        // the radius, in time order): the window of each doc within the
-        // radius of the hit is read off it.
-        let mut line: Vec<DocId> = Vec::new();
-        let mut around: Vec<(DocId, usize)> = Vec::new();
+        // the radius, in time order, with their lengths): the window of
+        // each doc within the radius of the hit is read off it.
+        let mut line: Vec<(DocId, u32)> = Vec::new();
+        let mut around: Vec<(usize, usize)> = Vec::new();
         for (hit_bound, hit) in ranked {
             if read.top.below(hit_bound) {
                 break;
             }
             pruning.hits_opened += 1;
-            self.window_sides(hit, docs, 2 * radius, &mut before, &mut after);
             line.clear();
-            line.extend(before.iter().rev());
-            let at = line.len();
-            line.push(hit);
-            line.extend(&after);
-            let first = at - before.len().min(radius);
-            let last = at + after.len().min(radius);
+            self.walk_side(hit, docs, 0, 2 * radius, |d, len| line.push((d, len)));
+            let before = line.len();
+            line.reverse();
+            line.push((hit, b.len_of(hit)));
+            self.walk_side(hit, docs, 1, 2 * radius, |d, len| line.push((d, len)));
+            let after = line.len() - before - 1;
+            let first = before - before.min(radius);
+            let last = before + after.min(radius);
             for i in first..=last {
-                let target = line[i];
-                if read.seen.contains(&target) {
+                if read.seen.contains(&line[i].0) {
                     continue;
                 }
                 around.clear();
                 around.extend(
-                    line[i.saturating_sub(radius)..i]
-                        .iter()
+                    (i.saturating_sub(radius)..i)
                         .rev()
                         .enumerate()
-                        .map(|(d, x)| (*x, d + 1)),
+                        .map(|(d, x)| (x, d + 1)),
                 );
                 let end = (i + 1 + radius).min(line.len());
-                around.extend(
-                    line[i + 1..end]
+                around.extend((i + 1..end).enumerate().map(|(d, x)| (x, d + 1)));
+                let most = hits.solo(line[i].0)
+                    + around
                         .iter()
-                        .enumerate()
-                        .map(|(d, x)| (*x, d + 1)),
-                );
-                let most = hits.solo(target)
-                    + around.iter().map(|(d, _)| hits.solo(*d)).sum::<f64>()
+                        .map(|(x, _)| hits.solo(line[*x].0))
+                        .sum::<f64>()
                     + left;
                 if read.top.below(most) {
                     continue;
                 }
-                read.score_window(target, &around, complete);
+                read.score_line(&line, i, &around, complete);
             }
         }
         pruning.scored = read.scored.len();
