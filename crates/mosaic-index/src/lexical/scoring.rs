@@ -156,6 +156,56 @@ impl WindowBm25 {
     pub(super) fn gain(&self, idf: f32) -> f64 {
         f64::from(idf) * (f64::from(self.k1) + 1.0)
     }
+
+    /// The length of a window as [`WindowBm25::score`] sums it (the same
+    /// operations in the same order, so the same float): `len` gives the
+    /// length of the doc at a place, `around` the places of its window
+    /// with their distance.
+    fn window_len(
+        &self,
+        target: usize,
+        around: &[(usize, usize)],
+        len: impl Fn(usize) -> f32,
+    ) -> f32 {
+        let mut out = len(target);
+        for &(x, dist) in around {
+            out += self.w.powi(dist as i32) * len(x);
+        }
+        out
+    }
+
+    /// The most a window at least `len` long, holding each query term at
+    /// most `tfs` times (in query-term order), can score for those terms,
+    /// in `f64`: BM25 rises with a term's count and falls as the window
+    /// grows (`b >= 0`).
+    fn capped(&self, idfs: &[f32], tfs: &[f32], len: f32) -> f64 {
+        let (k1, b, avg) = (f64::from(self.k1), f64::from(self.b), f64::from(self.avg));
+        let norm = k1 * (1.0 - b + b * f64::from(len) / avg);
+        idfs.iter()
+            .zip(tfs)
+            .filter(|(_, tf)| **tf > 0.0)
+            .map(|(idf, tf)| {
+                let tf = f64::from(*tf);
+                f64::from(*idf) * tf * (k1 + 1.0) / (tf + norm)
+            })
+            .sum()
+    }
+}
+
+/// The places in a stretch of `len` docs of the window of radius `radius`
+/// of the doc at `i`, with their distance, as
+/// [`LexicalIndex::window_docs`] lists them: those before it, nearest
+/// first, then those after it.
+fn window_places(i: usize, radius: usize, len: usize, around: &mut Vec<(usize, usize)>) {
+    around.clear();
+    around.extend(
+        (i.saturating_sub(radius)..i)
+            .rev()
+            .enumerate()
+            .map(|(d, x)| (x, d + 1)),
+    );
+    let end = (i + 1 + radius).min(len);
+    around.extend((i + 1..end).enumerate().map(|(d, x)| (x, d + 1)));
 }
 
 /// BM25 scores, optionally over turn windows, of every doc in `tfs` (the
@@ -595,13 +645,18 @@ impl LexicalIndex {
     ///   can give together, they are not walked at all (a speaker's name
     ///   that half of a subject's records hold). The docs found are still
     ///   scored for every query term, read off their own terms.
-    /// - per doc, what its walked terms score alone ([`WindowBm25::solo`]):
-    ///   a window scores at most the sum of its docs' bounds plus the
-    ///   terms not walked. A hit's bound sums the docs within twice the
-    ///   radius of it, so it bounds every window holding it; hits are taken
-    ///   highest bound first, and the walk stops at the first whose bound
-    ///   is below the `k`th best score found. Each window around a hit is
-    ///   bounded again on its own docs before its score is computed.
+    /// - per hit, over its line (its eligible docs within twice the
+    ///   radius, which hold every window holding it), the tighter of: what
+    ///   the line's docs' walked terms score alone, added
+    ///   ([`WindowBm25::solo`]); and BM25 of the line's count of each
+    ///   walked term at the length of the shortest window holding the hit
+    ///   (a window counts a term at most as often as the line, and is at
+    ///   least that long). Plus what the terms not walked can add. A line
+    ///   is read off the docs' `Near` lines, a cache line each, with the
+    ///   docs' lengths. Hits are taken highest bound first, and the walk
+    ///   stops at the first whose bound is below the `k`th best score
+    ///   found. Each window around a hit is bounded again on its own docs
+    ///   before its score is computed.
     ///
     /// A doc none of whose windows could reach the `k`th best is never
     /// scored, so it could not have been among the best `k`; every score
@@ -699,49 +754,52 @@ impl LexicalIndex {
             .sum();
         // With every term walked the hits hold every doc's frequencies.
         let complete = walked.iter().all(|w| *w).then_some(&hits);
-        // Every window holding a hit lies within twice the radius of it.
+        // Every window holding a hit lies within twice the radius of it:
+        // the hit's line, its eligible docs within twice the radius, in
+        // time order, with their lengths. A hit is bounded by the tighter
+        // of two bounds on the windows of the docs within the radius of
+        // it: what the line's docs score alone, added; and BM25 of the
+        // line's counts of each walked term, added, at the shortest of
+        // those windows (a window holds each term at most as often as the
+        // whole line, weights being at most 1, and is at least as long as
+        // the shortest).
+        let mut line: Vec<(DocId, u32)> = Vec::new();
+        let mut around: Vec<(usize, usize)> = Vec::new();
+        let mut line_tf = vec![0.0f32; query.len()];
         let mut ranked: Vec<(f64, DocId)> = Vec::with_capacity(hits.solo.len());
-        for (&doc, &i) in &hits.at {
-            let mut near = 0.0;
-            for side in 0..2 {
-                self.walk_side(doc, docs, side, 2 * radius, |d, _| near += hits.solo(d));
+        for &doc in hits.at.keys() {
+            let at = self.line_of(doc, docs, 2 * radius, &mut line);
+            let (first, last) = (at - at.min(radius), (at + radius).min(line.len() - 1));
+            let mut alone = 0.0;
+            line_tf.fill(0.0);
+            for (d, _) in &line {
+                if let Some(tf) = hits.tfs(*d) {
+                    line_tf.iter_mut().zip(tf).for_each(|(t, x)| *t += x);
+                    alone += hits.solo(*d);
+                }
             }
-            ranked.push((hits.solo[i as usize] + near + left, doc));
+            let mut shortest = f32::INFINITY;
+            for i in first..=last {
+                window_places(i, radius, line.len(), &mut around);
+                shortest = shortest.min(scorer.window_len(i, &around, |x| line[x].1 as f32));
+            }
+            let capped = scorer.capped(&idfs, &line_tf, shortest);
+            ranked.push((alone.min(capped) + left, doc));
         }
         ranked.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
         pruning.hits = ranked.len();
-        // A hit's stretch of the timeline (its eligible docs within twice
-        // the radius, in time order, with their lengths): the window of
-        // each doc within the radius of the hit is read off it.
-        let mut line: Vec<(DocId, u32)> = Vec::new();
-        let mut around: Vec<(usize, usize)> = Vec::new();
         for (hit_bound, hit) in ranked {
             if read.top.below(hit_bound) {
                 break;
             }
             pruning.hits_opened += 1;
-            line.clear();
-            self.walk_side(hit, docs, 0, 2 * radius, |d, len| line.push((d, len)));
-            let before = line.len();
-            line.reverse();
-            line.push((hit, b.len_of(hit)));
-            self.walk_side(hit, docs, 1, 2 * radius, |d, len| line.push((d, len)));
-            let after = line.len() - before - 1;
-            let first = before - before.min(radius);
-            let last = before + after.min(radius);
+            let at = self.line_of(hit, docs, 2 * radius, &mut line);
+            let (first, last) = (at - at.min(radius), (at + radius).min(line.len() - 1));
             for i in first..=last {
                 if read.seen.contains(&line[i].0) {
                     continue;
                 }
-                around.clear();
-                around.extend(
-                    (i.saturating_sub(radius)..i)
-                        .rev()
-                        .enumerate()
-                        .map(|(d, x)| (x, d + 1)),
-                );
-                let end = (i + 1 + radius).min(line.len());
-                around.extend((i + 1..end).enumerate().map(|(d, x)| (x, d + 1)));
+                window_places(i, radius, line.len(), &mut around);
                 let most = hits.solo(line[i].0)
                     + around
                         .iter()
@@ -757,6 +815,25 @@ impl LexicalIndex {
         pruning.scored = read.scored.len();
         let scored = std::mem::take(&mut read.scored);
         (self.best_k(scored, k), pruning)
+    }
+
+    /// `doc`'s line: up to `reach` eligible docs on each side of it in its
+    /// subject's timeline, and it, in time order, each with its length,
+    /// into `line` (cleared first); the place of `doc` in it.
+    fn line_of(
+        &self,
+        doc: DocId,
+        docs: &DocSet,
+        reach: usize,
+        line: &mut Vec<(DocId, u32)>,
+    ) -> usize {
+        line.clear();
+        self.walk_side(doc, docs, 0, reach, |d, len| line.push((d, len)));
+        let at = line.len();
+        line.reverse();
+        line.push((doc, self.backend.len_of(doc)));
+        self.walk_side(doc, docs, 1, reach, |d, len| line.push((d, len)));
+        at
     }
 
     /// Scores every eligible doc matching a query term (and, with windows,
