@@ -19,8 +19,9 @@
 //!
 //! What lives where:
 //! * `postings`: the inverted index itself (partitions, postings, per-doc
-//!   facts, timeline links), what a publish adds and a tombstone removes,
-//!   and the corpus statistics of the partitions a read searches.
+//!   facts, each doc's nearest neighbours in its timeline), what a
+//!   publish adds and a tombstone removes, and the corpus statistics of
+//!   the partitions a read searches.
 //! * `scoring`: BM25 (plain and over turn windows), the pruned top-`k`
 //!   walk and the exhaustive scorer it is checked against.
 //! * `sharing`: the write guard's query, the records of a subject that

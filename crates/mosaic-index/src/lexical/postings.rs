@@ -1,5 +1,5 @@
 //! The inverted index: partitions by scope, postings, per-doc facts and
-//! timeline links; what a publish adds and a tombstone removes; and the
+//! each doc's nearest timeline neighbours; what a publish adds and a tombstone removes; and the
 //! corpus statistics of the partitions one read searches.
 
 use std::collections::{BTreeSet, HashMap};
@@ -56,10 +56,9 @@ pub struct LexicalBackend {
     pub(super) partition_ids: HashMap<(String, String), u32>,
     pub(super) partitions: Vec<Partition>,
     pub(super) docs: Vec<Option<LexDoc>>,
-    /// By doc: the docs just before and just after it in its subject's
-    /// timeline ([`NO_DOC`] at either end), so a turn window is a few steps
-    /// along these links rather than two walks into the timeline.
-    pub(super) links: Vec<[DocId; 2]>,
+    /// By doc: its place in its subject's timeline ([`Near`]), so a turn
+    /// window is read off one cache line rather than walked doc by doc.
+    pub(super) near: Vec<Near>,
     /// By doc: its length (1 for a doc not held), read for every doc of
     /// every window scored, so kept apart from the rest of a doc.
     pub(super) lens: Vec<u32>,
@@ -70,8 +69,59 @@ pub struct LexicalBackend {
     pub(super) claims: HashMap<(String, String), BTreeSet<DocId>>,
 }
 
-/// No doc: the end of a timeline's links.
+/// No doc: past either end of a timeline.
 pub(super) const NO_DOC: DocId = DocId::MAX;
+
+/// Docs a [`Near`] holds on each side of its doc.
+pub(super) const NEAR: usize = 4;
+
+/// A length too long for a [`Near`]'s lengths: read from `lens` then.
+const LONG_DOC: u16 = u16::MAX;
+
+/// A doc's place in its subject's timeline: the [`NEAR`] docs just before
+/// it, nearest first, then the [`NEAR`] just after it ([`NO_DOC`] past
+/// either end), and their lengths and its own, in one cache line. The
+/// timeline's neighbours are far apart in doc order (records are
+/// published out of time order, and a new version takes a new doc), so
+/// stepping doc by doc along links missed the cache at every step; a
+/// window, and the walk that bounds one, reads one line per doc instead,
+/// and steps on from the last doc of a side when ineligible docs make it
+/// reach further.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct Near {
+    /// Before (nearest first), then after (nearest first).
+    pub(super) docs: [DocId; 2 * NEAR],
+    /// The length of each of `docs`, then the doc's own; [`LONG_DOC`]
+    /// for one that does not fit.
+    lens: [u16; 2 * NEAR + 1],
+}
+
+impl Near {
+    /// No neighbours: a doc not held, or alone in its timeline.
+    const NONE: Near = Near {
+        docs: [NO_DOC; 2 * NEAR],
+        lens: [1; 2 * NEAR + 1],
+    };
+
+    /// The length of `docs[i]` (`i < 2 * NEAR`), or of the doc itself
+    /// (`i == 2 * NEAR`), from the line when it fits.
+    #[inline]
+    pub(super) fn len(&self, i: usize, doc: DocId, lens: &[u32]) -> u32 {
+        match self.lens[i] {
+            LONG_DOC => lens.get(doc as usize).copied().unwrap_or(1),
+            short => u32::from(short),
+        }
+    }
+}
+
+/// `len` as a [`Near`] keeps it.
+fn short_len(len: u32) -> u16 {
+    u16::try_from(len)
+        .ok()
+        .filter(|l| *l != LONG_DOC)
+        .unwrap_or(LONG_DOC)
+}
 
 /// Prepared lexical document: what BM25 and the speaker prior need of a
 /// text, as the analyzer (`text::terms`) gives it. The PostgreSQL lexical
@@ -119,6 +169,75 @@ pub fn analyse(text: &str) -> LexPrepared {
 
 /// Batches at least this long are analysed on two threads.
 const PARALLEL_PREPARE: usize = 4096;
+
+impl LexicalBackend {
+    /// Brings up to date the [`Near`] of the docs within [`NEAR`] of
+    /// `key` in `pid`'s timeline, and of `key`'s doc if the timeline holds
+    /// it: after `key` is put in or taken out. Each is read off the
+    /// stretch of the timeline [`NEAR`] further on either side.
+    fn place(&mut self, pid: u32, key: (u64, DocId)) {
+        let timeline = &self.partitions[pid as usize].timeline;
+        let mut run: Vec<DocId> = timeline
+            .range(..key)
+            .rev()
+            .take(2 * NEAR)
+            .map(|(_, d)| *d)
+            .collect();
+        // Fewer than asked: the run starts at the timeline's start.
+        let starts = run.len() < 2 * NEAR;
+        run.reverse();
+        let first = run.len().saturating_sub(NEAR);
+        let held = timeline.contains(&key);
+        if held {
+            run.push(key.1);
+        }
+        let before = run.len();
+        run.extend(
+            timeline
+                .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+                .take(2 * NEAR)
+                .map(|(_, d)| *d),
+        );
+        let ends = run.len() - before < 2 * NEAR;
+        let last = (before + NEAR).min(run.len());
+        let len = |d: DocId| self.lens.get(d as usize).copied().unwrap_or(1);
+        let top = run.iter().copied().max().map_or(0, |d| d as usize + 1);
+        if self.near.len() < top {
+            self.near.resize(top, Near::NONE);
+        }
+        for i in first..last {
+            let mut near = Near::NONE;
+            for j in 0..NEAR {
+                // Before: run[i - 1 - j]; past the run's start only when
+                // it is the timeline's (else the run reaches further).
+                if let Some(d) = i.checked_sub(1 + j).map(|x| run[x]) {
+                    near.docs[j] = d;
+                    near.lens[j] = short_len(len(d));
+                } else {
+                    debug_assert!(starts);
+                }
+                if let Some(&d) = run.get(i + 1 + j) {
+                    near.docs[NEAR + j] = d;
+                    near.lens[NEAR + j] = short_len(len(d));
+                } else {
+                    debug_assert!(ends);
+                }
+            }
+            near.lens[2 * NEAR] = short_len(len(run[i]));
+            self.near[run[i] as usize] = near;
+        }
+    }
+
+    /// A doc's length (1 for a doc not held), off its [`Near`] line when
+    /// it fits there.
+    #[inline]
+    pub(super) fn len_of(&self, doc: DocId) -> u32 {
+        match self.near.get(doc as usize) {
+            Some(near) => near.len(2 * NEAR, doc, &self.lens),
+            None => 1,
+        }
+    }
+}
 
 impl Backend for LexicalBackend {
     type Prepared = LexPrepared;
@@ -184,30 +303,11 @@ impl Backend for LexicalBackend {
         partition.total_len += u64::from(prepared.len);
         let key = (entry.created_at_unix_ms, doc);
         partition.timeline.insert(key);
-        let prev = partition
-            .timeline
-            .range(..key)
-            .next_back()
-            .map_or(NO_DOC, |(_, d)| *d);
-        let next = partition
-            .timeline
-            .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
-            .next()
-            .map_or(NO_DOC, |(_, d)| *d);
-        if self.links.len() <= doc as usize {
-            self.links.resize(doc as usize + 1, [NO_DOC; 2]);
-        }
-        self.links[doc as usize] = [prev, next];
         if self.lens.len() <= doc as usize {
             self.lens.resize(doc as usize + 1, 1);
         }
         self.lens[doc as usize] = prepared.len;
-        if let Some(l) = self.links.get_mut(prev as usize) {
-            l[1] = doc;
-        }
-        if let Some(l) = self.links.get_mut(next as usize) {
-            l[0] = doc;
-        }
+        self.place(pid, key);
         for claim in &entry.claim_keys {
             self.claims
                 .entry((entry.scope.tenant_id.clone(), claim.clone()))
@@ -250,16 +350,12 @@ impl Backend for LexicalBackend {
         }
         partition.n_docs = partition.n_docs.saturating_sub(1);
         partition.total_len = partition.total_len.saturating_sub(u64::from(old.len));
-        partition.timeline.remove(&(old.created_at_unix_ms, doc));
-        if let Some([prev, next]) = self.links.get(doc as usize).copied() {
-            if let Some(l) = self.links.get_mut(prev as usize) {
-                l[1] = next;
-            }
-            if let Some(l) = self.links.get_mut(next as usize) {
-                l[0] = prev;
-            }
-            self.links[doc as usize] = [NO_DOC; 2];
+        let key = (old.created_at_unix_ms, doc);
+        partition.timeline.remove(&key);
+        if let Some(near) = self.near.get_mut(doc as usize) {
+            *near = Near::NONE;
         }
+        self.place(old.partition, key);
         if let Some(len) = self.lens.get_mut(doc as usize) {
             *len = 1;
         }

@@ -156,6 +156,56 @@ impl WindowBm25 {
     pub(super) fn gain(&self, idf: f32) -> f64 {
         f64::from(idf) * (f64::from(self.k1) + 1.0)
     }
+
+    /// The length of a window as [`WindowBm25::score`] sums it (the same
+    /// operations in the same order, so the same float): `len` gives the
+    /// length of the doc at a place, `around` the places of its window
+    /// with their distance.
+    fn window_len(
+        &self,
+        target: usize,
+        around: &[(usize, usize)],
+        len: impl Fn(usize) -> f32,
+    ) -> f32 {
+        let mut out = len(target);
+        for &(x, dist) in around {
+            out += self.w.powi(dist as i32) * len(x);
+        }
+        out
+    }
+
+    /// The most a window at least `len` long, holding each query term at
+    /// most `tfs` times (in query-term order), can score for those terms,
+    /// in `f64`: BM25 rises with a term's count and falls as the window
+    /// grows (`b >= 0`).
+    fn capped(&self, idfs: &[f32], tfs: &[f32], len: f32) -> f64 {
+        let (k1, b, avg) = (f64::from(self.k1), f64::from(self.b), f64::from(self.avg));
+        let norm = k1 * (1.0 - b + b * f64::from(len) / avg);
+        idfs.iter()
+            .zip(tfs)
+            .filter(|(_, tf)| **tf > 0.0)
+            .map(|(idf, tf)| {
+                let tf = f64::from(*tf);
+                f64::from(*idf) * tf * (k1 + 1.0) / (tf + norm)
+            })
+            .sum()
+    }
+}
+
+/// The places in a stretch of `len` docs of the window of radius `radius`
+/// of the doc at `i`, with their distance, as
+/// [`LexicalIndex::window_docs`] lists them: those before it, nearest
+/// first, then those after it.
+fn window_places(i: usize, radius: usize, len: usize, around: &mut Vec<(usize, usize)>) {
+    around.clear();
+    around.extend(
+        (i.saturating_sub(radius)..i)
+            .rev()
+            .enumerate()
+            .map(|(d, x)| (x, d + 1)),
+    );
+    let end = (i + 1 + radius).min(len);
+    around.extend((i + 1..end).enumerate().map(|(d, x)| (x, d + 1)));
 }
 
 /// BM25 scores, optionally over turn windows, of every doc in `tfs` (the
@@ -294,6 +344,9 @@ pub(super) struct Pruning {
 pub(super) struct Hits {
     /// A hit's place in `tfs` and `solo`.
     at: HashMap<DocId, u32, foldhash::fast::RandomState>,
+    /// By doc, whether it is a hit: most docs a window or a bound looks
+    /// at are not, and a bit answers that sooner than `at`.
+    bits: Vec<u64>,
     /// Per hit, its frequency of each query term (in query-term order; 0
     /// for a term not walked), as the postings give it.
     tfs: Vec<f32>,
@@ -307,6 +360,7 @@ impl Hits {
     fn new(terms: usize) -> Self {
         Hits {
             at: HashMap::default(),
+            bits: Vec::new(),
             tfs: Vec::new(),
             solo: Vec::new(),
             terms,
@@ -319,19 +373,40 @@ impl Hits {
         if i == self.solo.len() {
             self.tfs.resize(self.tfs.len() + self.terms, 0.0);
             self.solo.push(0.0);
+            let word = (doc / 64) as usize;
+            if self.bits.len() <= word {
+                self.bits.resize(word + 1, 0);
+            }
+            self.bits[word] |= 1 << (doc % 64);
         }
         self.tfs[i * self.terms + term] += tf as f32;
         self.solo[i] += solo;
     }
 
+    /// Whether `doc` holds a walked term.
+    #[inline]
+    fn holds(&self, doc: DocId) -> bool {
+        self.bits
+            .get((doc / 64) as usize)
+            .is_some_and(|w| w & (1 << (doc % 64)) != 0)
+    }
+
     /// What `doc`'s walked terms score alone (0 for a doc holding none).
+    #[inline]
     fn solo(&self, doc: DocId) -> f64 {
+        if !self.holds(doc) {
+            return 0.0;
+        }
         self.at.get(&doc).map_or(0.0, |i| self.solo[*i as usize])
     }
 
     /// `doc`'s frequencies of the query terms, `None` for a doc holding none
     /// of the walked ones.
+    #[inline]
     fn tfs(&self, doc: DocId) -> Option<&[f32]> {
+        if !self.holds(doc) {
+            return None;
+        }
         let i = *self.at.get(&doc)? as usize;
         self.tfs.get(i * self.terms..(i + 1) * self.terms)
     }
@@ -397,6 +472,53 @@ impl ReadScores<'_> {
         self.top.push(score);
     }
 
+    /// Scores the doc at `target` in `line` (a stretch of a timeline's
+    /// eligible docs, in time order, each with its length) over its window
+    /// `around` (places in `line` with their distance, as
+    /// [`LexicalIndex::window_docs`] lists them): the same operations as
+    /// [`ReadScores::score_window`], the lengths read off the line.
+    fn score_line(
+        &mut self,
+        line: &[(DocId, u32)],
+        target: usize,
+        around: &[(usize, usize)],
+        complete: Option<&Hits>,
+    ) {
+        let doc_len = |i: usize| line[i].1 as f32;
+        let score = match complete {
+            Some(hits) => self.scorer.score(
+                self.idfs,
+                &mut self.window_tf,
+                target,
+                around,
+                doc_len,
+                |i| hits.tfs(line[i].0),
+            ),
+            None => {
+                for i in std::iter::once(target).chain(around.iter().map(|(i, _)| *i)) {
+                    let d = line[i].0;
+                    if !self.tfs.contains_key(&d) {
+                        let tf = self.query_tfs(d);
+                        self.tfs.insert(d, tf);
+                    }
+                }
+                let tfs = &self.tfs;
+                self.scorer.score(
+                    self.idfs,
+                    &mut self.window_tf,
+                    target,
+                    around,
+                    doc_len,
+                    |i| tfs.get(&line[i].0).and_then(|x| x.as_deref()),
+                )
+            }
+        };
+        let doc = line[target].0;
+        self.seen.insert(doc);
+        self.scored.push((doc, score));
+        self.top.push(score);
+    }
+
     /// `doc`'s frequency of each query term (as the postings give it), or
     /// `None` when it holds none.
     fn query_tfs(&self, doc: DocId) -> Option<Vec<f32>> {
@@ -451,6 +573,32 @@ impl LexicalIndex {
         self.search_with(query_terms, docs, k, &LexicalParams::default())
     }
 
+    /// The docs `eligible` resolves to here (live records of `tenant_id`
+    /// under `policy_sha256`), to search many times with
+    /// [`LexicalIndex::search_docs_params`], as a read of an unchanged
+    /// scope keeps them.
+    pub fn eligible_docs(
+        &self,
+        eligible: &Eligible<'_>,
+        tenant_id: &str,
+        policy_sha256: &str,
+    ) -> DocSet {
+        self.resolve(eligible, tenant_id, policy_sha256)
+    }
+
+    /// BM25 top-`k` among `docs` (see [`LexicalIndex::eligible_docs`]),
+    /// over turn windows with `params`' windows: the funnel's lexical list,
+    /// on its own. Ties are broken by record id.
+    pub fn search_docs_params(
+        &self,
+        query: &str,
+        docs: &DocSet,
+        k: usize,
+        params: &LexicalParams,
+    ) -> Vec<Hit> {
+        self.search_with(&terms(query), docs, k, params)
+    }
+
     /// BM25, optionally over turn windows.
     pub(crate) fn search_with(
         &self,
@@ -497,13 +645,18 @@ impl LexicalIndex {
     ///   can give together, they are not walked at all (a speaker's name
     ///   that half of a subject's records hold). The docs found are still
     ///   scored for every query term, read off their own terms.
-    /// - per doc, what its walked terms score alone ([`WindowBm25::solo`]):
-    ///   a window scores at most the sum of its docs' bounds plus the
-    ///   terms not walked. A hit's bound sums the docs within twice the
-    ///   radius of it, so it bounds every window holding it; hits are taken
-    ///   highest bound first, and the walk stops at the first whose bound
-    ///   is below the `k`th best score found. Each window around a hit is
-    ///   bounded again on its own docs before its score is computed.
+    /// - per hit, over its line (its eligible docs within twice the
+    ///   radius, which hold every window holding it), the tighter of: what
+    ///   the line's docs' walked terms score alone, added
+    ///   ([`WindowBm25::solo`]); and BM25 of the line's count of each
+    ///   walked term at the length of the shortest window holding the hit
+    ///   (a window counts a term at most as often as the line, and is at
+    ///   least that long). Plus what the terms not walked can add. A line
+    ///   is read off the docs' `Near` lines, a cache line each, with the
+    ///   docs' lengths. Hits are taken highest bound first, and the walk
+    ///   stops at the first whose bound is below the `k`th best score
+    ///   found. Each window around a hit is bounded again on its own docs
+    ///   before its score is computed.
     ///
     /// A doc none of whose windows could reach the `k`th best is never
     /// scored, so it could not have been among the best `k`; every score
@@ -588,7 +741,7 @@ impl LexicalIndex {
             for list in lists {
                 for &(doc, tf) in list {
                     if docs.contains(doc) {
-                        let len = b.lens.get(doc as usize).copied().unwrap_or(1);
+                        let len = b.len_of(doc);
                         hits.add(doc, qi, tf, scorer.solo(idfs[qi], tf, len));
                     }
                 }
@@ -601,66 +754,86 @@ impl LexicalIndex {
             .sum();
         // With every term walked the hits hold every doc's frequencies.
         let complete = walked.iter().all(|w| *w).then_some(&hits);
-        // Every window holding a hit lies within twice the radius of it.
-        let (mut before, mut after) = (Vec::new(), Vec::new());
+        // Every window holding a hit lies within twice the radius of it:
+        // the hit's line, its eligible docs within twice the radius, in
+        // time order, with their lengths. A hit is bounded by the tighter
+        // of two bounds on the windows of the docs within the radius of
+        // it: what the line's docs score alone, added; and BM25 of the
+        // line's counts of each walked term, added, at the shortest of
+        // those windows (a window holds each term at most as often as the
+        // whole line, weights being at most 1, and is at least as long as
+        // the shortest).
+        let mut line: Vec<(DocId, u32)> = Vec::new();
+        let mut around: Vec<(usize, usize)> = Vec::new();
+        let mut line_tf = vec![0.0f32; query.len()];
         let mut ranked: Vec<(f64, DocId)> = Vec::with_capacity(hits.solo.len());
-        for (&doc, &i) in &hits.at {
-            self.window_sides(doc, docs, 2 * radius, &mut before, &mut after);
-            let near: f64 = before.iter().chain(&after).map(|d| hits.solo(*d)).sum();
-            ranked.push((hits.solo[i as usize] + near + left, doc));
+        for &doc in hits.at.keys() {
+            let at = self.line_of(doc, docs, 2 * radius, &mut line);
+            let (first, last) = (at - at.min(radius), (at + radius).min(line.len() - 1));
+            let mut alone = 0.0;
+            line_tf.fill(0.0);
+            for (d, _) in &line {
+                if let Some(tf) = hits.tfs(*d) {
+                    line_tf.iter_mut().zip(tf).for_each(|(t, x)| *t += x);
+                    alone += hits.solo(*d);
+                }
+            }
+            let mut shortest = f32::INFINITY;
+            for i in first..=last {
+                window_places(i, radius, line.len(), &mut around);
+                shortest = shortest.min(scorer.window_len(i, &around, |x| line[x].1 as f32));
+            }
+            let capped = scorer.capped(&idfs, &line_tf, shortest);
+            ranked.push((alone.min(capped) + left, doc));
         }
         ranked.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
         pruning.hits = ranked.len();
-        // A hit's stretch of the timeline (its eligible docs within twice
-        // the radius, in time order): the window of each doc within the
-        // radius of the hit is read off it.
-        let mut line: Vec<DocId> = Vec::new();
-        let mut around: Vec<(DocId, usize)> = Vec::new();
         for (hit_bound, hit) in ranked {
             if read.top.below(hit_bound) {
                 break;
             }
             pruning.hits_opened += 1;
-            self.window_sides(hit, docs, 2 * radius, &mut before, &mut after);
-            line.clear();
-            line.extend(before.iter().rev());
-            let at = line.len();
-            line.push(hit);
-            line.extend(&after);
-            let first = at - before.len().min(radius);
-            let last = at + after.len().min(radius);
+            let at = self.line_of(hit, docs, 2 * radius, &mut line);
+            let (first, last) = (at - at.min(radius), (at + radius).min(line.len() - 1));
             for i in first..=last {
-                let target = line[i];
-                if read.seen.contains(&target) {
+                if read.seen.contains(&line[i].0) {
                     continue;
                 }
-                around.clear();
-                around.extend(
-                    line[i.saturating_sub(radius)..i]
+                window_places(i, radius, line.len(), &mut around);
+                let most = hits.solo(line[i].0)
+                    + around
                         .iter()
-                        .rev()
-                        .enumerate()
-                        .map(|(d, x)| (*x, d + 1)),
-                );
-                let end = (i + 1 + radius).min(line.len());
-                around.extend(
-                    line[i + 1..end]
-                        .iter()
-                        .enumerate()
-                        .map(|(d, x)| (*x, d + 1)),
-                );
-                let most = hits.solo(target)
-                    + around.iter().map(|(d, _)| hits.solo(*d)).sum::<f64>()
+                        .map(|(x, _)| hits.solo(line[*x].0))
+                        .sum::<f64>()
                     + left;
                 if read.top.below(most) {
                     continue;
                 }
-                read.score_window(target, &around, complete);
+                read.score_line(&line, i, &around, complete);
             }
         }
         pruning.scored = read.scored.len();
         let scored = std::mem::take(&mut read.scored);
         (self.best_k(scored, k), pruning)
+    }
+
+    /// `doc`'s line: up to `reach` eligible docs on each side of it in its
+    /// subject's timeline, and it, in time order, each with its length,
+    /// into `line` (cleared first); the place of `doc` in it.
+    fn line_of(
+        &self,
+        doc: DocId,
+        docs: &DocSet,
+        reach: usize,
+        line: &mut Vec<(DocId, u32)>,
+    ) -> usize {
+        line.clear();
+        self.walk_side(doc, docs, 0, reach, |d, len| line.push((d, len)));
+        let at = line.len();
+        line.reverse();
+        line.push((doc, self.backend.len_of(doc)));
+        self.walk_side(doc, docs, 1, reach, |d, len| line.push((d, len)));
+        at
     }
 
     /// Scores every eligible doc matching a query term (and, with windows,

@@ -72,6 +72,55 @@ fn walked_window(
         .collect()
 }
 
+/// The eligible docs before `doc` in its partition's timeline (nearest
+/// first) and after it, up to `radius` each, walked from the timeline, with
+/// each doc's length.
+#[allow(clippy::type_complexity)]
+fn walked_sides(
+    idx: &LexicalIndex,
+    doc: DocId,
+    docs: &DocSet,
+    radius: usize,
+) -> [Vec<(DocId, u32)>; 2] {
+    let b = &idx.backend;
+    let Some(d) = b.docs.get(doc as usize).and_then(|x| x.as_ref()) else {
+        return [Vec::new(), Vec::new()];
+    };
+    let timeline = &b.partitions[d.partition as usize].timeline;
+    let key = (d.created_at_unix_ms, doc);
+    let with_len = |(_, x): &(u64, DocId)| (*x, b.docs[*x as usize].as_ref().unwrap().len);
+    let before = timeline
+        .range(..key)
+        .rev()
+        .filter(|(_, x)| docs.contains(*x))
+        .take(radius)
+        .map(with_len)
+        .collect();
+    let after = timeline
+        .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+        .filter(|(_, x)| docs.contains(*x))
+        .take(radius)
+        .map(with_len)
+        .collect();
+    [before, after]
+}
+
+/// What the doc lines give for `doc`, as [`walked_sides`] gives it, and
+/// its own length.
+#[allow(clippy::type_complexity)]
+fn lined_sides(
+    idx: &LexicalIndex,
+    doc: DocId,
+    docs: &DocSet,
+    radius: usize,
+) -> ([Vec<(DocId, u32)>; 2], u32) {
+    let mut sides = [Vec::new(), Vec::new()];
+    for (side, out) in sides.iter_mut().enumerate() {
+        idx.walk_side(doc, docs, side, radius, |d, len| out.push((d, len)));
+    }
+    (sides, idx.backend.len_of(doc))
+}
+
 /// One generated record: subject, creation time, words (indexes into
 /// `WORDS`).
 type GenRecord = (usize, u64, Vec<usize>);
@@ -104,12 +153,34 @@ fn message(id: &str, generation: u64, subject: usize, at: u64, text: String) -> 
 /// new doc, placed in the timeline among older ones). The eligible docs
 /// are the live ones `eligible` marks.
 fn generated(records: &[GenRecord], changes: &[u8], eligible: &[bool]) -> (LexicalIndex, DocSet) {
+    generated_with(records, changes, eligible, &WORDS)
+}
+
+/// `WORDS` and a word for nearly every record.
+const WORDS_AND_COMMON: [&str; 13] = [
+    "apple", "river", "garden", "violin", "pottery", "camping", "sunset", "novel", "puppy",
+    "museum", "forest", "guitar", "avery",
+];
+
+/// [`generated`], the records' words drawn from `vocab`.
+fn generated_with(
+    records: &[GenRecord],
+    changes: &[u8],
+    eligible: &[bool],
+    vocab: &[&str],
+) -> (LexicalIndex, DocSet) {
     let mut idx = LexicalIndex::new();
-    let id = |i: usize| format!("r{:04}", (i * 37) % 1009);
+    let id = |i: usize| {
+        if i < 1009 {
+            format!("r{:04}", (i * 37) % 1009)
+        } else {
+            format!("q{i:05}")
+        }
+    };
     let text = |words: &[usize]| {
         words
             .iter()
-            .map(|w| WORDS[*w % WORDS.len()])
+            .map(|w| vocab[*w % vocab.len()])
             .collect::<Vec<_>>()
             .join(" ")
     };
@@ -573,6 +644,116 @@ proptest::proptest! {
         let params = LexicalParams { k1_permille, b_permille, window_permille, window_radius };
         let (pruned, exhaustive, _) = both(&idx, &docs, &text.join(" "), &params, k);
         proptest::prop_assert_eq!(pruned, exhaustive);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Each doc's line (its nearest docs on either side of it in its
+    /// subject's timeline, with their lengths) is what the timeline gives,
+    /// after any run of publications (out of time order, with creation
+    /// time ties), tombstones and new versions across subjects: every
+    /// eligible window of every radius read off the lines, past ineligible
+    /// docs and past the lines' own reach, is the one walked from the
+    /// timeline, each doc with its length.
+    #[test]
+    fn a_window_read_off_the_lines_is_the_walked_one(
+        records in proptest::collection::vec(
+            (0..3usize, 0..25u64, proptest::collection::vec(0..10usize, 0..7)),
+            1..60,
+        ),
+        changes in proptest::collection::vec(0..4u8, 0..60),
+        eligible in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..60),
+    ) {
+        let (idx, docs) = generated(&records, &changes, &eligible);
+        for doc in 0..idx.fence.doc_capacity() as DocId + 2 {
+            for radius in 0..=10 {
+                let (lined, own) = lined_sides(&idx, doc, &docs, radius);
+                proptest::prop_assert_eq!(&lined, &walked_sides(&idx, doc, &docs, radius));
+                proptest::prop_assert_eq!(own as f32, idx.doc_len(doc));
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// The pruned best `k` is the exhaustive best `k` on subjects of over
+    /// a thousand records where one query word is in nearly all of them:
+    /// the common word's postings are long enough that the pruned read
+    /// may leave them unwalked, so the bounds carry what the terms not
+    /// walked can add.
+    #[test]
+    fn the_pruned_top_k_is_the_exhaustive_top_k_with_terms_left(
+        seed in proptest::prelude::any::<u64>(),
+        records in 1_100..1_300usize,
+        query in proptest::collection::vec(0..12usize, 1..4),
+        window_radius in 0..4usize,
+        window_permille in proptest::prop_oneof![
+            proptest::strategy::Just(0u64),
+            proptest::strategy::Just(500),
+            proptest::strategy::Just(1_000),
+        ],
+        k in 1..40usize,
+    ) {
+        let mut state = seed | 1;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let generated_records: Vec<GenRecord> = (0..records)
+            .map(|_| {
+                let mut words = vec![12usize; usize::from(next(40) != 0)];
+                words.extend((0..next(5)).map(|_| next(12) as usize));
+                (next(2) as usize, next(400), words)
+            })
+            .collect();
+        let changes: Vec<u8> = (0..records).map(|_| (next(16) % 3) as u8).collect();
+        let eligible: Vec<bool> = (0..records).map(|_| next(10) < 8).collect();
+        let (idx, docs) = generated_with(&generated_records, &changes, &eligible, &WORDS_AND_COMMON);
+        let mut text: Vec<&str> = query.iter().map(|w| WORDS[*w]).collect();
+        text.push(WORDS_AND_COMMON[12]);
+        let params = LexicalParams { window_permille, window_radius, ..LexicalParams::default() };
+        let (pruned, exhaustive, _) = both(&idx, &docs, &text.join(" "), &params, k);
+        proptest::prop_assert_eq!(pruned, exhaustive);
+    }
+}
+
+/// Lengths a line cannot hold (65,535 terms and more) are read from the
+/// lengths kept apart, and scores over windows holding such docs are the
+/// exhaustive scorer's.
+#[test]
+fn a_long_doc_keeps_its_length() {
+    let mut idx = LexicalIndex::new();
+    let lens = [3usize, 65_534, 65_535, 65_536, 2, 70_000, 5, 1];
+    for (i, len) in lens.iter().enumerate() {
+        let text = vec![WORDS[i % 3]; *len].join(" ");
+        idx.publish(&message(&format!("r{i}"), 1, 0, i as u64, text))
+            .unwrap();
+    }
+    let mut docs = DocSet::with_capacity(idx.fence.doc_capacity());
+    for i in 0..lens.len() {
+        docs.insert(idx.fence.doc_of(&format!("r{i}")).unwrap());
+    }
+    for (i, len) in lens.iter().enumerate() {
+        let doc = idx.fence.doc_of(&format!("r{i}")).unwrap();
+        let (lined, own) = lined_sides(&idx, doc, &docs, 8);
+        assert_eq!(own as usize, *len);
+        assert_eq!(lined, walked_sides(&idx, doc, &docs, 8), "doc {doc}");
+    }
+    let windows = LexicalParams {
+        window_permille: 500,
+        window_radius: 2,
+        ..LexicalParams::default()
+    };
+    for k in [1, 3, 8] {
+        let (pruned, exhaustive, _) = both(&idx, &docs, "apple garden", &windows, k);
+        assert_eq!(pruned, exhaustive, "k {k}");
+        assert_eq!(pruned.len(), k);
     }
 }
 

@@ -2,7 +2,7 @@
 //! windows scoring reads and the neighbours the funnel hands on.
 
 use super::LexicalIndex;
-use super::postings::NO_DOC;
+use super::postings::{NEAR, NO_DOC};
 use crate::scope::DocSet;
 use crate::target::DocId;
 
@@ -28,8 +28,7 @@ impl LexicalIndex {
 
     /// Up to `radius` eligible docs before `doc` in its subject's timeline
     /// and up to `radius` after it, each side nearest first, into `before`
-    /// and `after` (cleared first). Steps along the timeline's links, past
-    /// ineligible docs.
+    /// and `after` (cleared first), past ineligible docs.
     pub(super) fn window_sides(
         &self,
         doc: DocId,
@@ -38,18 +37,46 @@ impl LexicalIndex {
         before: &mut Vec<DocId>,
         after: &mut Vec<DocId>,
     ) {
-        let links = &self.backend.links;
         for (side, out) in [(0, before), (1, after)] {
             out.clear();
-            let mut at = doc;
-            while out.len() < radius {
-                match links.get(at as usize) {
-                    Some(l) if l[side] != NO_DOC => at = l[side],
-                    _ => break,
+            self.walk_side(doc, docs, side, radius, |d, _| out.push(d));
+        }
+    }
+
+    /// Hands `found` the first `n` eligible docs on one `side` of `doc` in
+    /// its subject's timeline (0: before it, 1: after it), nearest first,
+    /// each with its length; fewer at the timeline's end. Reads the docs'
+    /// `Near` lines, stepping on from the last doc of one when
+    /// ineligible docs make the walk reach further.
+    #[inline]
+    pub(super) fn walk_side(
+        &self,
+        doc: DocId,
+        docs: &DocSet,
+        side: usize,
+        n: usize,
+        mut found: impl FnMut(DocId, u32),
+    ) {
+        let b = &self.backend;
+        let mut at = doc;
+        let mut left = n;
+        while left > 0 {
+            let Some(near) = b.near.get(at as usize) else {
+                return;
+            };
+            for i in side * NEAR..(side + 1) * NEAR {
+                let d = near.docs[i];
+                if d == NO_DOC {
+                    return;
                 }
-                if docs.contains(at) {
-                    out.push(at);
+                if docs.contains(d) {
+                    found(d, near.len(i, d, &b.lens));
+                    left -= 1;
+                    if left == 0 {
+                        return;
+                    }
                 }
+                at = d;
             }
         }
     }
