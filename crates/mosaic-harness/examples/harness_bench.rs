@@ -226,7 +226,67 @@ fn main() {
         );
     }
 
-    // 5. Write-gate decisions: the reference proposal (accepted) and one
+    // 5. The ranking a recall makes over a kept sealed set: 200 scored
+    //    records each looked up among the eligible ones. Each ranking
+    //    names other records, spread over the whole set, so the lookups
+    //    read what a recall's would, not what the last ranking left in
+    //    the cache.
+    let kept = || -> Result<_, SelectionError> {
+        let set = RecordSet::new(checked.clone())?;
+        let pass = EligibilityPass::new(&ctx, &set)?;
+        pass.eligible_set(&ctx)
+    };
+    let kept = match kept() {
+        Ok(kept) => kept,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::exit(2);
+        }
+    };
+    let eligible_ids: Vec<String> = kept
+        .entries()
+        .iter()
+        .map(|e| e.record_id.to_owned())
+        .collect();
+    let (per_rank, lists) = (200usize, 500usize);
+    let rankings: Vec<Vec<ScoredCandidate>> = (0..lists)
+        .map(|list| {
+            (0..per_rank)
+                .filter_map(|at| {
+                    let pick = (list + at * lists) * 7_919 % eligible_ids.len().max(1);
+                    eligible_ids.get(pick)
+                })
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .enumerate()
+                .map(|(at, id)| ScoredCandidate {
+                    record_id: id.clone(),
+                    score: 1_000 + at as u64,
+                })
+                .collect()
+        })
+        .collect();
+    let rounds = 4;
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for scores in &rankings {
+            if let Err(err) =
+                black_box(kept.rank(&query_sha256, "bench-v1", "bench-v1", scores, 10))
+            {
+                eprintln!("error: {err}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "rank {per_rank} scored over a kept set {:>8.1} µs each ({} eligible of {} records)",
+        secs * 1e6 / (rounds * lists) as f64,
+        eligible_ids.len(),
+        records.len()
+    );
+
+    // 6. Write-gate decisions: the reference proposal (accepted) and one
     //    rejected mutation, each with its full receipt.
     let accepted = match reference::baseline_input() {
         Ok(input) => input,

@@ -10,11 +10,17 @@
 //! chunk handles and rebuilds one chunk, instead of copying a handle of
 //! every record.
 //!
+//! A lookup by key compares fixed-width key prefixes held inline (each
+//! chunk's last key's beside the chunk list, each item's beside its
+//! chunk's items) and reads a whole key only where prefixes are equal, so
+//! at 100,000 items a lookup reads about one cache line per step of its
+//! two binary searches instead of following two pointers to a key at each.
+//!
 //! Written here rather than taken from a persistent-collection crate
 //! (`imbl`, `rpds`): the core needs one sorted sequence with bulk changes,
 //! lookups by key and iteration in order, nothing more; this keeps the pure
 //! core free of a dependency (and of `imbl`'s MPL-2.0 licence) for about
-//! three hundred lines with their own property test.
+//! three hundred and fifty lines with their own property tests.
 
 use std::sync::Arc;
 
@@ -45,12 +51,85 @@ impl<T> Clone for Chunked<T> {
 #[derive(Debug)]
 struct Inner<T> {
     /// Never empty chunks, in key order.
-    chunks: Vec<Arc<[T]>>,
+    chunks: Vec<Chunk<T>>,
+    /// The [`prefix`] of each chunk's last key.
+    lasts: Vec<u128>,
     /// The position of each chunk's first item.
     starts: Vec<usize>,
     len: usize,
     /// The chunk size the sequence was built with.
     chunk: usize,
+}
+
+/// One chunk: its items and the [`prefix`] of each item's key, shared
+/// together by the sequences holding the chunk.
+#[derive(Debug)]
+struct Chunk<T> {
+    items: Arc<[T]>,
+    prefixes: Arc<[u128]>,
+}
+
+impl<T> Clone for Chunk<T> {
+    fn clone(&self) -> Self {
+        Chunk {
+            items: self.items.clone(),
+            prefixes: self.prefixes.clone(),
+        }
+    }
+}
+
+/// The first 16 bytes of `key`, big-endian, zero-padded. Keys in order
+/// have prefixes in order, and a smaller prefix is a smaller key: where
+/// two prefixes differ, so do their keys, the same way (bytes past a
+/// shorter key read as zero, below or equal to any byte the longer one
+/// has there, and a key that is a prefix of another sorts first). Equal
+/// prefixes say nothing.
+fn prefix(key: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let key = key.as_bytes();
+    let n = key.len().min(16);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(bytes)
+}
+
+/// The first position whose key is not below `key` (of prefix `p`), among
+/// `prefixes` (the prefixes of keys in order; `key_at` reads the key at a
+/// position): a binary search over the prefixes, then, among the
+/// positions whose prefix is `p` (found by galloping from the first: there
+/// are nearly always none or one), one over their keys.
+fn lower_bound<'a>(
+    prefixes: &[u128],
+    p: u128,
+    key: &str,
+    key_at: impl Fn(usize) -> &'a str,
+) -> usize {
+    let mut low = prefixes.partition_point(|x| *x < p);
+    // Every position in `low..run` has prefix `p`; the first one past
+    // them is at most `probe`.
+    let (mut run, mut probe, mut step) = (low, low, 1);
+    while prefixes.get(probe) == Some(&p) {
+        run = probe + 1;
+        probe = run + step;
+        step *= 2;
+    }
+    let limit = probe.min(prefixes.len());
+    let mut high = run + prefixes[run..limit].partition_point(|x| *x == p);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if key_at(mid) < key {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
+impl<T: Keyed> Chunk<T> {
+    fn new(items: Arc<[T]>) -> Self {
+        let prefixes = items.iter().map(|item| prefix(item.key())).collect();
+        Chunk { items, prefixes }
+    }
 }
 
 impl<T: Keyed + Clone> Chunked<T> {
@@ -63,16 +142,23 @@ impl<T: Keyed + Clone> Chunked<T> {
         Self::of_chunks(chunks, chunk)
     }
 
-    fn of_chunks(chunks: Vec<Arc<[T]>>, chunk: usize) -> Self {
+    fn of_chunks(chunks: Vec<Chunk<T>>, chunk: usize) -> Self {
         let mut starts = Vec::with_capacity(chunks.len());
+        let mut lasts = Vec::with_capacity(chunks.len());
         let mut len = 0;
         for c in &chunks {
             starts.push(len);
-            len += c.len();
+            len += c.items.len();
+            // Chunks are never empty; were one, it would repeat the
+            // previous last key's prefix, keeping both lists aligned and
+            // in order.
+            let previous = lasts.last().copied().unwrap_or(0);
+            lasts.push(c.prefixes.last().copied().unwrap_or(previous));
         }
         Chunked {
             inner: Arc::new(Inner {
                 chunks,
+                lasts,
                 starts,
                 len,
                 chunk,
@@ -88,22 +174,30 @@ impl<T: Keyed + Clone> Chunked<T> {
     pub(crate) fn with_changes(&self, remove: &[String], add: Vec<T>) -> (Self, Vec<T>) {
         let inner = &*self.inner;
         let chunk = inner.chunk;
-        let mut out: Vec<Arc<[T]>> = Vec::with_capacity(inner.chunks.len() + add.len() / chunk + 1);
+        let mut out: Vec<Chunk<T>> = Vec::with_capacity(inner.chunks.len() + add.len() / chunk + 1);
         let mut removed = Vec::new();
         let mut add = add.into_iter().peekable();
         let mut r = 0usize;
         // A rebuilt chunk too small to stand alone, merged into the next.
         let mut pending: Vec<T> = Vec::new();
         let count = inner.chunks.len();
-        for (at, items) in inner.chunks.iter().enumerate() {
+        for (at, held) in inner.chunks.iter().enumerate() {
+            let items = &held.items;
             let last = at + 1 == count;
-            // Every chunk holds an item; the last one takes every key past it.
-            let upper = items.last().map(Keyed::key);
-            let in_range = |key: &str| last || upper.is_none_or(|u| key <= u);
+            // Every chunk holds an item; the last one takes every key past
+            // it. The last key is read only when its prefix ties.
+            let upper = inner.lasts.get(at).copied();
+            let in_range = |key: &str| {
+                last || match upper.map(|u| prefix(key).cmp(&u)) {
+                    Some(std::cmp::Ordering::Greater) => false,
+                    Some(std::cmp::Ordering::Equal) => items.last().is_none_or(|u| key <= u.key()),
+                    _ => true,
+                }
+            };
             let r_end = r + remove[r..].partition_point(|k| in_range(k));
             let adds_here = add.peek().is_some_and(|a| in_range(a.key()));
             if r_end == r && !adds_here && pending.is_empty() {
-                out.push(items.clone());
+                out.push(held.clone());
                 continue;
             }
             let mut content = std::mem::take(&mut pending);
@@ -162,36 +256,44 @@ impl<T: Keyed + Clone> Chunked<T> {
             return None;
         }
         let at = inner.starts.partition_point(|s| *s <= index) - 1;
-        inner.chunks[at].get(index - inner.starts[at])
+        inner.chunks[at].items.get(index - inner.starts[at])
     }
 
     /// The item of key `key`.
     pub fn find(&self, key: &str) -> Option<&T> {
-        let chunks = &self.inner.chunks;
-        let at = chunks.partition_point(|c| c.last().is_some_and(|l| l.key() < key));
-        let items = chunks.get(at)?;
-        items
-            .binary_search_by(|item| item.key().cmp(key))
-            .ok()
-            .map(|i| &items[i])
+        let inner = &*self.inner;
+        let p = prefix(key);
+        // The first chunk whose last key is not below `key`, then the
+        // first item there not below it.
+        let at = lower_bound(&inner.lasts, p, key, |c| {
+            inner.chunks[c].items.last().map_or("", Keyed::key)
+        });
+        let chunk = inner.chunks.get(at)?;
+        let items = &chunk.items;
+        let i = lower_bound(&chunk.prefixes, p, key, |i| items[i].key());
+        items.get(i).filter(|item| item.key() == key)
     }
 
     /// The items in key order.
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.inner.chunks.iter().flat_map(|c| c.iter())
+        self.inner.chunks.iter().flat_map(|c| c.items.iter())
     }
 
     /// How many chunks of `self` are shared with `other` (the same
     /// allocation), and how many chunks `self` has.
     #[cfg(test)]
     pub(crate) fn shared_chunks(&self, other: &Self) -> (usize, usize) {
-        let theirs: std::collections::HashSet<*const T> =
-            other.inner.chunks.iter().map(|c| c.as_ptr()).collect();
+        let theirs: std::collections::HashSet<*const T> = other
+            .inner
+            .chunks
+            .iter()
+            .map(|c| c.items.as_ptr())
+            .collect();
         let shared = self
             .inner
             .chunks
             .iter()
-            .filter(|c| theirs.contains(&c.as_ptr()))
+            .filter(|c| theirs.contains(&c.items.as_ptr()))
             .count();
         (shared, self.inner.chunks.len())
     }
@@ -199,7 +301,7 @@ impl<T: Keyed + Clone> Chunked<T> {
     /// The size of each chunk, in order.
     #[cfg(test)]
     pub(crate) fn chunk_sizes(&self) -> Vec<usize> {
-        self.inner.chunks.iter().map(|c| c.len()).collect()
+        self.inner.chunks.iter().map(|c| c.items.len()).collect()
     }
 }
 
@@ -207,11 +309,12 @@ impl<T: PartialEq> PartialEq for Chunked<T> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
             || (self.inner.len == other.inner.len
-                && self.inner.chunks.iter().flat_map(|c| c.iter()).eq(other
+                && self
                     .inner
                     .chunks
                     .iter()
-                    .flat_map(|c| c.iter())))
+                    .flat_map(|c| c.items.iter())
+                    .eq(other.inner.chunks.iter().flat_map(|c| c.items.iter())))
     }
 }
 
@@ -219,12 +322,12 @@ impl<T: Eq> Eq for Chunked<T> {}
 
 /// Pushes `items` as chunks: one when at most twice `chunk` items, else
 /// as many chunks of about `chunk` items as it takes, sized evenly.
-fn push_split<T>(out: &mut Vec<Arc<[T]>>, items: Vec<T>, chunk: usize) {
+fn push_split<T: Keyed>(out: &mut Vec<Chunk<T>>, items: Vec<T>, chunk: usize) {
     if items.is_empty() {
         return;
     }
     if items.len() <= 2 * chunk {
-        out.push(items.into());
+        out.push(Chunk::new(items.into()));
         return;
     }
     let pieces = items.len().div_ceil(chunk);
@@ -232,7 +335,7 @@ fn push_split<T>(out: &mut Vec<Arc<[T]>>, items: Vec<T>, chunk: usize) {
     let mut items = items.into_iter();
     for piece in 0..pieces {
         let size = base + usize::from(piece < extra);
-        out.push(items.by_ref().take(size).collect());
+        out.push(Chunk::new(items.by_ref().take(size).collect()));
     }
 }
 
@@ -260,7 +363,77 @@ mod tests {
         format!("k{n:05}")
     }
 
+    /// Keys that share their first 16 bytes or fewer, end inside or past
+    /// them, and hold a zero byte (which reads like the padding of a
+    /// shorter key's prefix): from a stem of 0, 15, 16 or 17 bytes and a
+    /// tail of up to 4 of 4 characters.
+    fn close_key() -> impl Strategy<Value = String> {
+        let stems = [
+            "",
+            "m-0123456789abc",
+            "m-0123456789abcd",
+            "m-0123456789abcde",
+        ];
+        (0..stems.len(), proptest::collection::vec(0..4usize, 0..5)).prop_map(
+            move |(stem, tail)| {
+                let mut key = stems[stem].to_owned();
+                key.extend(tail.iter().map(|c| ['\0', 'a', 'b', '~'][*c]));
+                key
+            },
+        )
+    }
+
     proptest! {
+        /// A prefix orders keys as they are ordered wherever two differ.
+        #[test]
+        fn prefixes_keep_the_order_of_keys(a in close_key(), b in close_key()) {
+            if a <= b {
+                prop_assert!(prefix(&a) <= prefix(&b), "{a:?} {b:?}");
+            }
+            if prefix(&a) < prefix(&b) {
+                prop_assert!(a < b, "{a:?} {b:?}");
+            }
+        }
+
+        /// Keys whose prefixes tie, within a chunk and across chunk
+        /// boundaries, through successive bulk changes: every key held is
+        /// found, and every other key is not, as a sorted vector answers.
+        #[test]
+        fn lookups_among_close_keys_are_those_of_a_sorted_vector(
+            initial in proptest::collection::btree_set(close_key(), 0..200),
+            changes in proptest::collection::vec(
+                (proptest::collection::btree_set(close_key(), 0..16),
+                 proptest::collection::btree_set(close_key(), 0..16)),
+                1..12,
+            ),
+            probes in proptest::collection::vec(close_key(), 0..40),
+            chunk in 1usize..10,
+        ) {
+            let mut model: Vec<Item> = initial.iter().map(|k| Item(k.clone(), 0)).collect();
+            let mut seq = Chunked::from_sorted_in(model.clone(), chunk);
+            for (step, (remove, add)) in changes.iter().enumerate() {
+                let mut taken: Vec<String> = remove.iter().chain(add).cloned().collect();
+                taken.sort();
+                taken.dedup();
+                let added: Vec<Item> =
+                    add.iter().map(|k| Item(k.clone(), step as u32 + 1)).collect();
+                model.retain(|i| taken.binary_search(&i.0).is_err());
+                model.extend(added.iter().cloned());
+                model.sort_by(|a, b| a.0.cmp(&b.0));
+                seq = seq.with_changes(&taken, added).0;
+                for item in &model {
+                    prop_assert_eq!(seq.find(&item.0), Some(item));
+                }
+                for probe in probes.iter().chain(remove).chain(add) {
+                    let expect = model
+                        .binary_search_by(|i| i.0.as_str().cmp(probe.as_str()))
+                        .ok()
+                        .map(|at| &model[at]);
+                    prop_assert_eq!(seq.find(probe), expect, "{:?}", probe);
+                }
+            }
+        }
+
         /// Many successive changes, across chunk boundaries and chunk
         /// sizes, leave the sequence a sorted vector given the same changes
         /// holds, in chunks that stay within their bounds, sharing every
