@@ -266,7 +266,10 @@ mod tests {
             row_after.policy, policy,
             "the new policy binds the next call"
         );
-        assert_eq!(read.earlier_policies, std::slice::from_ref(&row.policy.policy_sha256));
+        assert_eq!(
+            read.earlier_policies,
+            std::slice::from_ref(&row.policy.policy_sha256)
+        );
 
         // A grant about to expire: kept while the stamp stays, refused once
         // its instant passes, with nothing written in between.
