@@ -164,6 +164,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             current_policy_and_grant_read_back::<F>,
         ),
         (
+            "access_read_agrees_with_each_read_and_moves_with_the_stamp",
+            access_read_agrees_with_each_read_and_moves_with_the_stamp::<F>,
+        ),
+        (
             "claims_commit_with_their_record",
             claims_commit_with_their_record::<F>,
         ),

@@ -44,6 +44,28 @@ pub struct TenantSettings {
     pub write_guards_json: Option<String>,
 }
 
+/// What a read needs to know of the tenant and principal it runs for, read
+/// in one snapshot ([`crate::Store::read_access`]) together with the
+/// store's [`ChangeStamp`](crate::ChangeStamp) at that snapshot. Every
+/// write of a policy, a grant or a tenant's settings appends an audit
+/// event, so a reader may keep this for as long as the store's stamp stays
+/// `stamp` (the one exception, [`crate::Store::import_directory`], runs
+/// once, when a server first opens a database, before it serves).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessRead {
+    /// The store's change stamp in the same snapshot.
+    pub stamp: crate::ChangeStamp,
+    /// The tenant's settings row (`None`: no such tenant).
+    pub settings: Option<TenantSettings>,
+    /// The tenant's policy in force.
+    pub policy: Option<mosaic_harness::memory_write::MemoryWritePolicy>,
+    /// The principal's grant in force.
+    pub grant: Option<mosaic_harness::memory_write::MemoryWriteGrant>,
+    /// The tenant's policies other than the one in force, most recent
+    /// first, at most the limit asked for (empty without a policy).
+    pub earlier_policies: Vec<String>,
+}
+
 /// A policy change with the tenant settings it sets: one transaction
 /// ([`crate::Store::put_tenant_policy`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

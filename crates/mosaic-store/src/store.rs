@@ -485,6 +485,17 @@ pub trait Store: Send {
         limit: usize,
     ) -> StoreResult<Vec<String>>;
 
+    /// The tenant's settings and policy, the principal's grant, up to
+    /// `earlier_limit` of the tenant's earlier policies and the store's
+    /// change stamp, in one reading transaction (one snapshot): what a
+    /// read checks of who asks, read once.
+    fn read_access(
+        &mut self,
+        tenant_id: &str,
+        principal_id: &str,
+        earlier_limit: usize,
+    ) -> StoreResult<crate::directory::AccessRead>;
+
     /// Registers a verifier; false when the tenant already has this one.
     fn insert_verifier(&mut self, verifier: &StoredVerifier) -> StoreResult<bool>;
 

@@ -528,6 +528,157 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     }
 }
 
+/// The value of a counter in a server's `/metrics` (0 when absent).
+fn counter(server: &Server, series: &str) -> u64 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let text = agent
+        .get(&format!("{}/metrics", server.url))
+        .call()
+        .and_then(|mut r| r.body_mut().read_to_string())
+        .unwrap_or_else(|e| panic!("metrics: {e}"));
+    text.lines()
+        .find_map(|line| line.strip_prefix(series))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A server keeps a principal's policy and grant while the shared
+/// database's change stamp stays the one it read them at: a grant or a
+/// policy changed through another server binds this server's very next
+/// recall, though its last one used the kept read.
+#[test]
+fn a_grant_or_policy_changed_through_one_server_binds_the_others_next_recall() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let app = in_schema(&app_url, &schema.name);
+    let one = serve(&dir.path().join("one"), &app);
+    let admin_key = std::fs::read_to_string(dir.path().join("one").join("admin.key"))
+        .unwrap_or_else(|e| panic!("the first server writes the admin key: {e}"))
+        .trim()
+        .to_owned();
+    let two = serve(&dir.path().join("two"), &app);
+    let (status, r) = call(
+        &one,
+        &admin_key,
+        "POST",
+        "/v1/admin/tenants",
+        Some(
+            json!({"tenant_id": "tenant-a", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}}),
+        ),
+    );
+    assert_eq!(status, 200, "{r}");
+    let (status, r) = call(
+        &one,
+        &admin_key,
+        "POST",
+        "/v1/admin/keys",
+        Some(json!({"tenant_id": "tenant-a", "principal_id": "alice",
+                    "grant": {"allowed_workspace_ids": ["ws-main", "ws-side"]}})),
+    );
+    assert_eq!(status, 200, "{r}");
+    let key = r["key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("key: {r}"))
+        .to_owned();
+    let fact = workspace_fact(
+        "pg-kept",
+        "ws-main",
+        "The staging database is restored every Sunday",
+    );
+    let (status, r) = call(
+        &one,
+        &key,
+        "POST",
+        "/v1/memories",
+        Some(serde_json::to_value(&fact).unwrap_or_else(|e| panic!("json: {e}"))),
+    );
+    assert_eq!(
+        (status, r["decision"].as_str()),
+        (200, Some("accepted")),
+        "{r}"
+    );
+
+    // Server two recalls twice: the second recall uses its kept read.
+    let kept = "mosaic_access_reads_total{outcome=\"kept\"} ";
+    for _ in 0..2 {
+        let context = recalled(&two, &key, "when is the staging database restored");
+        assert!(context.contains("restored every Sunday"), "{context}");
+    }
+    let kept_before = counter(&two, kept);
+    assert!(kept_before >= 1, "server two kept its access read");
+
+    // The grant narrowed through server one: server two refuses ws-main at
+    // once (403 at the service's grant check, as for any ungranted
+    // workspace).
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let put = |path: &str, body: Value| {
+        let response = agent
+            .put(&format!("{}{path}", one.url))
+            .header("Authorization", &format!("Bearer {admin_key}"))
+            .header("Content-Type", "application/json")
+            .send(body.to_string().as_bytes())
+            .unwrap_or_else(|e| panic!("server answers: {e}"));
+        assert_eq!(response.status().as_u16(), 200, "PUT {path}");
+    };
+    put(
+        "/v1/admin/tenants/tenant-a/principals/alice/grant",
+        json!({"allowed_workspace_ids": ["ws-side"]}),
+    );
+    let (status, r) = call(
+        &two,
+        &key,
+        "POST",
+        "/v1/recall",
+        Some(json!({"query": "staging database", "workspace_id": "ws-main"})),
+    );
+    assert_eq!(
+        (status, r["error"]["code"].as_str()),
+        (403, Some("workspace_not_granted")),
+        "{r}"
+    );
+    let (status, r) = call(
+        &two,
+        &key,
+        "POST",
+        "/v1/recall",
+        Some(json!({"workspace_id": "ws-side"})),
+    );
+    assert_eq!(status, 200, "{r}");
+
+    // The grant widened again, then the policy changed through server
+    // one: server two's next recall runs under the new policy (the record
+    // written under the old one is dropped as `policy_mismatch`).
+    put(
+        "/v1/admin/tenants/tenant-a/principals/alice/grant",
+        json!({"allowed_workspace_ids": ["ws-main", "ws-side"]}),
+    );
+    let context = recalled(&two, &key, "when is the staging database restored");
+    assert!(context.contains("restored every Sunday"), "{context}");
+    put(
+        "/v1/admin/tenants/tenant-a/policy",
+        json!({"max_ttl_ms": 31_536_000_000_u64 / 2}),
+    );
+    let (status, r) = call(
+        &two,
+        &key,
+        "POST",
+        "/v1/recall",
+        Some(json!({"workspace_id": "ws-main"})),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["drop_reasons"]["policy_mismatch"], 1, "{r}");
+    assert!(r["context"].as_str().is_some_and(str::is_empty), "{r}");
+}
+
 /// The keyed store's routes on PostgreSQL: a write by address, the
 /// namespace listing (the store's distinct-namespace query under row
 /// security) and a deletion; another tenant's key sees none of it.

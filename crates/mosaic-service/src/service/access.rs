@@ -2,6 +2,8 @@
 //! key cache, the per-key request rate, and the tenant's policy and grant
 //! a write runs under.
 
+use mosaic_store::directory::AccessRead;
+
 use super::*;
 
 impl ServiceCore {
@@ -80,27 +82,79 @@ impl ServiceCore {
         tenant: &str,
         principal: &str,
     ) -> ServiceResult<(crate::settings::TenantRow, MemoryWriteGrant)> {
+        let (tenant_row, grant, _) = self.access(inner, tenant, principal)?;
+        Ok((tenant_row, grant))
+    }
+
+    /// [`ServiceCore::tenant_and_grant`] with the access read they came
+    /// from: its change stamp (what a recall checks its kept scope read
+    /// against) and the tenant's earlier policies.
+    pub(super) fn access(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+    ) -> ServiceResult<(
+        crate::settings::TenantRow,
+        MemoryWriteGrant,
+        Arc<AccessRead>,
+    )> {
         let not_configured = || {
             ServiceError::forbidden(
                 "tenant_not_configured",
                 "the credential's tenant has no policy",
             )
         };
-        let tenant_row =
-            directory::tenant(inner.store.as_mut(), tenant)?.ok_or_else(not_configured)?;
-        let grant = inner
-            .store
-            .current_grant(tenant, principal)?
-            .ok_or_else(|| {
-                ServiceError::forbidden("no_grant", "the credential's principal has no grant")
-            })?;
+        let access = self.access_read(inner, tenant, principal)?;
+        let (Some(settings), Some(policy)) = (&access.settings, &access.policy) else {
+            return Err(not_configured());
+        };
+        let tenant_row = crate::settings::TenantRow {
+            policy: policy.clone(),
+            policy_valid_from_ms: settings.policy_valid_from_ms,
+        };
+        let grant = access.grant.clone().ok_or_else(|| {
+            ServiceError::forbidden("no_grant", "the credential's principal has no grant")
+        })?;
+        // Checked on every call, kept or not: time alone expires a grant.
         if self.now() >= grant.expires_at_unix_ms {
             return Err(ServiceError::forbidden(
                 "grant_expired",
                 "the credential's grant has expired",
             ));
         }
-        Ok((tenant_row, grant))
+        Ok((tenant_row, grant, access))
+    }
+
+    /// The access read of `(tenant, principal)`: the kept one when the
+    /// store's change stamp is still the one it was read at (every write
+    /// of a policy, a grant or a tenant's settings moves it, on whichever
+    /// server it ran), else one read of all of it in one snapshot, kept for
+    /// the next call. Either way one stamp read comes first, so a change
+    /// made anywhere is seen by the next call here.
+    fn access_read(
+        &self,
+        inner: &mut Inner,
+        tenant: &str,
+        principal: &str,
+    ) -> ServiceResult<Arc<AccessRead>> {
+        let key = (tenant.to_owned(), principal.to_owned());
+        if let Some(kept) = self.access_reads.get(&key)
+            && inner.store.change_stamp()? == kept.stamp
+        {
+            self.metrics
+                .incr("mosaic_access_reads_total", &[("outcome", "kept")]);
+            return Ok(kept);
+        }
+        self.metrics
+            .incr("mosaic_access_reads_total", &[("outcome", "read")]);
+        let read = Arc::new(inner.store.read_access(
+            tenant,
+            principal,
+            super::carry::EARLIER_POLICIES_EXPLAINED,
+        )?);
+        self.access_reads.insert(key, read.clone());
+        Ok(read)
     }
 }
 
@@ -131,4 +185,110 @@ pub fn write_secret_file(path: &Path, secret: &str) -> ServiceResult<()> {
     file.write_all(format!("{secret}\n").as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| ServiceError::Internal(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::api::{CreateKeyRequest, CreateTenantRequest, GrantRequest};
+    use crate::service::{Service, policy_digest};
+
+    fn kept_reads(core: &ServiceCore) -> u64 {
+        let text = core.metrics().render();
+        text.lines()
+            .find_map(|line| line.strip_prefix("mosaic_access_reads_total{outcome=\"kept\"} "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// A kept access read is used only while the store's change stamp is
+    /// the one it was read at: a grant or policy written straight into the
+    /// store (as another server sharing the database writes it, with no
+    /// call into this service) binds the next call here, and a kept grant
+    /// still expires with time alone.
+    #[test]
+    fn a_kept_access_read_never_outlives_a_change_or_its_grant()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let service = Service::for_test(dir.path(), |_| {})?;
+        let core = &service.core;
+        let admin = Credential::Admin {
+            key_id: "admin".into(),
+        };
+        let (tenant, principal) = ("tenant-a", "alice");
+        core.create_tenant(
+            &admin,
+            &CreateTenantRequest {
+                tenant_id: tenant.into(),
+                policy: None,
+            },
+        )?;
+        let grant_to = |workspaces: &[&str], expires_at_unix_ms: Option<u64>| GrantRequest {
+            allowed_kinds: None,
+            allowed_purposes: None,
+            allowed_workspace_ids: Some(workspaces.iter().map(|w| (*w).to_owned()).collect()),
+            allowed_run_ids: None,
+            expires_at_unix_ms,
+        };
+        let created = core.create_key(
+            &admin,
+            &CreateKeyRequest {
+                tenant_id: tenant.into(),
+                principal_id: principal.into(),
+                grant: Some(grant_to(&["ws-main"], None)),
+            },
+        )?;
+        let access = || core.tenant_and_grant(&mut *core.reader()?, tenant, principal);
+
+        let (row, grant) = access()?;
+        assert_eq!(grant, created.grant);
+        let kept_before = kept_reads(core);
+        assert_eq!(access()?, (row.clone(), grant.clone()));
+        assert_eq!(kept_reads(core), kept_before + 1, "the second call is kept");
+
+        // A narrower grant, written to the store directly.
+        let mut narrowed = grant.clone();
+        narrowed.grant_id = "grant-narrowed".into();
+        narrowed.allowed_workspace_ids = vec!["ws-other".into()];
+        core.writer()?.store.put_grant(&narrowed, core.now())?;
+        assert_eq!(access()?.1, narrowed, "the new grant binds the next call");
+
+        // A new policy, written to the store directly.
+        let mut policy = row.policy.clone();
+        policy.max_ttl_ms /= 2;
+        policy.policy_sha256 = policy_digest(&policy)?;
+        assert_ne!(policy.policy_sha256, row.policy.policy_sha256);
+        core.writer()?.store.put_policy(&policy, core.now())?;
+        let (row_after, _, read) = core.access(&mut *core.reader()?, tenant, principal)?;
+        assert_eq!(
+            row_after.policy, policy,
+            "the new policy binds the next call"
+        );
+        assert_eq!(
+            read.earlier_policies,
+            std::slice::from_ref(&row.policy.policy_sha256)
+        );
+
+        // A grant about to expire: kept while the stamp stays, refused once
+        // its instant passes, with nothing written in between.
+        let expires = core.now() + 1_500;
+        let mut short = narrowed.clone();
+        short.grant_id = "grant-short".into();
+        short.expires_at_unix_ms = expires;
+        core.writer()?.store.put_grant(&short, core.now())?;
+        assert_eq!(access()?.1, short);
+        let kept_before = kept_reads(core);
+        assert_eq!(access()?.1, short);
+        assert_eq!(kept_reads(core), kept_before + 1);
+        while core.now() < expires {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        match access() {
+            Err(ServiceError::Forbidden { code, .. }) => assert_eq!(code, "grant_expired"),
+            other => panic!("an expired kept grant must be refused: {other:?}"),
+        }
+        Ok(())
+    }
 }

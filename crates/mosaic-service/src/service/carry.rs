@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::*;
 
 /// Most earlier policies a read looks through to explain its drops.
-const EARLIER_POLICIES_EXPLAINED: usize = 16;
+pub(super) const EARLIER_POLICIES_EXPLAINED: usize = 16;
 
 impl ServiceCore {
     /// The records the store's eligibility query leaves out only because
@@ -19,21 +19,18 @@ impl ServiceCore {
     /// policy it was written under, and the pure selector's check under
     /// `ctx` drops it as `policy_mismatch`. Sorted by record id. Used by a
     /// recall with `explain`; these decisions are outside the selection
-    /// receipt (the records were never candidates).
+    /// receipt (the records were never candidates). `earlier` is the
+    /// tenant's earlier policies, most recent first (the access read's).
     pub(super) fn earlier_policy_decisions(
         &self,
         inner: &mut Inner,
         ctx: &MemoryReadContext,
+        earlier: &[String],
     ) -> ServiceResult<Vec<MemoryDecision>> {
-        let earlier = inner.store.earlier_policies(
-            &ctx.tenant_id,
-            &ctx.policy_sha256,
-            EARLIER_POLICIES_EXPLAINED,
-        )?;
         let mut decisions = BTreeMap::new();
-        for digest in earlier {
+        for digest in earlier.iter().take(EARLIER_POLICIES_EXPLAINED) {
             let then = MemoryReadContext {
-                policy_sha256: digest,
+                policy_sha256: digest.clone(),
                 ..ctx.clone()
             };
             let (found, _) = self.eligible_checked(inner, &eligibility_query(&then))?;

@@ -201,6 +201,10 @@ type KeyRate = governor::DefaultKeyedRateLimiter<String>;
 /// again: a key disabled on another server stops working within this.
 const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Most access reads kept (one per tenant and principal; a few kilobytes
+/// each, no memory content).
+const ACCESS_READS_KEPT: u64 = 10_000;
+
 /// Past this many keys' rate state, the state of keys whose bucket is full
 /// again (indistinguishable from a fresh one) is dropped.
 const RATE_KEYS_KEPT: usize = 10_000;
@@ -331,6 +335,10 @@ pub struct ServiceCore {
     /// Checked record bodies by id, for recall.
     read_model: read_model::ReadModel,
     scope_cache: read_model::ScopeCache,
+    /// The last access read (policy, settings, grant, earlier policies) of
+    /// each tenant and principal, kept while the store's change stamp
+    /// stays the one it was read at (access.rs).
+    access_reads: moka::sync::Cache<(String, String), Arc<mosaic_store::directory::AccessRead>>,
     /// Signs every receipt the service hands out.
     signer: crate::signing::ReceiptSigner,
 }
@@ -598,6 +606,9 @@ impl Service {
             last_decision: std::sync::atomic::AtomicU64::new(latest_decision),
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             scope_cache: read_model::ScopeCache::new(read_model::SCOPE_CACHE_CAPACITY),
+            access_reads: moka::sync::Cache::builder()
+                .max_capacity(ACCESS_READS_KEPT)
+                .build(),
             signer,
             config,
             embedder,

@@ -264,16 +264,17 @@ impl ScopeCache {
 
 impl ServiceCore {
     /// The eligible read of `query`'s scope at its instant: the kept one
-    /// when the store's stamp shows nothing committed since it and time
-    /// alone has not changed it, else a fresh one (kept for the next read).
+    /// when the store's stamp (`stamp`, read by the caller in this request,
+    /// before this) shows nothing committed since it and time alone has
+    /// not changed it, else a fresh one (kept for the next read).
     pub(super) fn scope_read(
         &self,
         inner: &mut Inner,
         query: &EligibilityQuery,
+        stamp: ChangeStamp,
     ) -> ServiceResult<Arc<ScopeRead>> {
         let key = ScopeCache::key(query);
         if let Some(kept) = self.scope_cache.get(&key) {
-            let stamp = inner.store.change_stamp()?;
             if kept.holds(stamp, query.now_unix_ms) {
                 self.metrics
                     .incr("mosaic_scope_reads_total", &[("outcome", "kept")]);

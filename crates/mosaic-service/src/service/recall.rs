@@ -1,7 +1,8 @@
 //! Reads: recall (eligibility, ranking, selection, handoff), get and list.
 
 use mosaic_harness::memory_scope::{
-    Handoff, HandoffError, Listing, RenderError, SCORE_SCALE, hand_off_set,
+    HandoffError, Listing, RenderError, SCORE_SCALE, allocate_selected_memory,
+    render_recalled_memory, select_memory_ranked_set, select_memory_set,
 };
 
 use super::*;
@@ -38,7 +39,10 @@ impl ServiceCore {
             _ => None,
         };
         let mut inner = self.reader()?;
-        let (tenant_row, grant) = self.tenant_and_grant(&mut inner, tenant, principal)?;
+        // One stamp read when the policy and grant are kept (see
+        // `access_read`); the kept scope read is checked against the same
+        // stamp.
+        let (tenant_row, grant, access) = self.access(&mut inner, tenant, principal)?;
         let workspace_id = match &request.workspace_id {
             Some(w) => w.clone(),
             None => grant
@@ -108,12 +112,12 @@ impl ServiceCore {
             }
         };
         let scope_query = eligibility_query(&ctx);
-        let scope = self.scope_read(&mut inner, &scope_query)?;
+        let scope = self.scope_read(&mut inner, &scope_query, access.stamp)?;
         let snapshot = scope.snapshot(&scope_query)?;
         let duplicates = scope.duplicates;
         // Records of an earlier policy are never candidates; they are
         // counted (and, with `explain`, listed) as `policy_mismatch`.
-        let earlier = self.earlier_policy_decisions(&mut inner, &ctx)?;
+        let earlier = self.earlier_policy_decisions(&mut inner, &ctx, &access.earlier_policies)?;
         let budget = ContextBudget {
             token_counter_release: DEFAULT_TOKEN_COUNTER.to_owned(),
             total_tokens: request.token_budget.unwrap_or(4096),
@@ -198,17 +202,6 @@ impl ServiceCore {
             }
             None => None,
         };
-        // Only ranked (or, without a query, selected) records can be handed
-        // off: the texts of those are read, in one read when ranked.
-        let mut texts = Texts::new(tenant);
-        if let Some((receipt, _)) = &ranked {
-            let ids: Vec<String> = receipt
-                .results
-                .iter()
-                .map(|r| r.record_id.clone())
-                .collect();
-            texts.prefetch(&mut inner, &ids)?;
-        }
         // The decision per record is listed only when asked for: the receipt
         // commits to every one all the same.
         let listing = if request.explain {
@@ -216,28 +209,48 @@ impl ServiceCore {
         } else {
             Listing::CountsOnly
         };
-        let handoff = hand_off_set(
-            &ctx,
-            &scope.records,
-            &pass,
-            ranked.as_ref().map(|(receipt, set)| (receipt, set)),
-            &[],
-            &budget,
-            listing,
-            |id| texts.get(&mut inner, id),
-        );
-        texts.failed()?;
-        let Handoff {
-            selection,
-            report,
-            blocks,
-            ..
-        } = handoff.map_err(|e| match e {
+        let handoff_error = |e: HandoffError| match e {
             HandoffError::Render(RenderError::MissingContent(_)) => ServiceError::Unavailable(
                 "a memory was erased while it was read; retry the request".into(),
             ),
             other => ServiceError::from(other),
-        })?;
+        };
+        let selection = match &ranked {
+            Some((receipt, set)) => {
+                select_memory_ranked_set(&ctx, &scope.records, &pass, receipt, set, listing)
+            }
+            None => select_memory_set(&ctx, &scope.records, &pass, listing),
+        }
+        .map_err(|e| handoff_error(e.into()))?;
+        // Only selected records are handed off: their texts are read in one
+        // read, then allocated and rendered as `hand_off_set` does.
+        let mut texts = Texts::new(tenant);
+        texts.prefetch(&mut inner, &selection.receipt.selected_record_ids)?;
+        let selected: Vec<mosaic_harness::MemoryRecord> = selection
+            .receipt
+            .selected_record_ids
+            .iter()
+            .filter_map(|id| scope.records.find(id).map(|r| r.record().clone()))
+            .collect();
+        let (_, report) = allocate_selected_memory(&selection.receipt, &selected, &[], &budget)
+            .map_err(|e| handoff_error(e.into()))?;
+        let mut blocks = Vec::with_capacity(report.included_memory.len());
+        for id in &report.included_memory {
+            let record = scope
+                .records
+                .find(id)
+                .map(|r| r.record())
+                .ok_or_else(|| handoff_error(RenderError::MissingRecord(id.clone()).into()))?;
+            let Some(content) = texts.get(&mut inner, id) else {
+                texts.failed()?;
+                return Err(handoff_error(
+                    RenderError::MissingContent(id.clone()).into(),
+                ));
+            };
+            blocks.push(
+                render_recalled_memory(record, &content).map_err(|e| handoff_error(e.into()))?,
+            );
+        }
         let context = if blocks.is_empty() {
             String::new()
         } else {

@@ -662,6 +662,113 @@ pub fn current_policy_and_grant_read_back<F: StoreFactory>(factory: &F) -> Store
     Ok(())
 }
 
+/// `read_access` answers, in one snapshot, what the separate reads answer
+/// (settings, policy, grant, earlier policies, change stamp), each in the
+/// asked tenant only; and every change of a policy, a grant or a tenant's
+/// settings moves the change stamp, which is what lets a reader keep an
+/// access read for as long as the stamp stays the same.
+pub fn access_read_agrees_with_each_read_and_moves_with_the_stamp<F: StoreFactory>(
+    factory: &F,
+) -> StoreResult<()> {
+    use crate::directory::{AccessRead, TenantPolicyUpdate};
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let (a, b) = (fixtures::TENANT_A, fixtures::TENANT_B);
+    let each = |store: &mut F::Store, tenant: &str, principal: &str| -> StoreResult<AccessRead> {
+        let policy = store.current_policy(tenant)?;
+        let earlier_policies = match &policy {
+            Some(p) => store.earlier_policies(tenant, &p.policy_sha256, 1)?,
+            None => Vec::new(),
+        };
+        Ok(AccessRead {
+            stamp: store.change_stamp()?,
+            settings: store.tenant_settings(tenant)?,
+            policy,
+            grant: store.current_grant(tenant, principal)?,
+            earlier_policies,
+        })
+    };
+    let agree = |store: &mut F::Store, tenant: &str, principal: &str| -> StoreResult<AccessRead> {
+        let read = store.read_access(tenant, principal, 1)?;
+        assert_eq!(
+            read,
+            each(store, tenant, principal)?,
+            "{tenant}/{principal}"
+        );
+        Ok(read)
+    };
+    let first = agree(&mut store, a, "alice")?;
+    assert!(first.settings.is_some() && first.policy.is_some() && first.grant.is_some());
+    assert!(first.earlier_policies.is_empty());
+    // Another tenant's principal, and a tenant that does not exist: the
+    // other tenant's rows are never answered.
+    assert_eq!(
+        agree(&mut store, b, "bob")?.grant,
+        None,
+        "bob has no grant in B"
+    );
+    let unknown = agree(&mut store, "tenant-unknown", "alice")?;
+    assert_eq!(
+        (unknown.settings, unknown.policy, unknown.grant),
+        (None, None, None)
+    );
+    assert!(unknown.earlier_policies.is_empty());
+
+    // A grant put: the stamp moves and the new grant is read.
+    let mut narrowed = fixtures::grant(a, "alice");
+    narrowed.grant_id = "grant-alice-narrow".into();
+    narrowed.allowed_kinds = vec![mosaic_harness::MemoryKind::Working];
+    store.put_grant(&narrowed, T0)?;
+    let after_grant = agree(&mut store, a, "alice")?;
+    assert_ne!(
+        after_grant.stamp, first.stamp,
+        "a grant put moves the stamp"
+    );
+    assert_eq!(after_grant.grant, Some(narrowed));
+
+    // A policy put: the stamp moves, the earlier policy is listed.
+    let mut next = fixtures::policy(a);
+    next.max_ttl_ms /= 2;
+    next.policy_sha256 = fixtures::label("policy/tenant-a/access-v2");
+    store.put_policy(&next, T0 + 1)?;
+    let after_policy = agree(&mut store, a, "alice")?;
+    assert_ne!(
+        after_policy.stamp, after_grant.stamp,
+        "a policy put moves the stamp"
+    );
+    assert_eq!(after_policy.policy, Some(next.clone()));
+    assert_eq!(
+        after_policy.earlier_policies,
+        [fixtures::policy(a).policy_sha256]
+    );
+
+    // The settings alone changed (the same policy put again): the stamp
+    // moves all the same.
+    store.put_tenant_policy(&TenantPolicyUpdate {
+        policy: next,
+        at_ms: T0 + 2,
+        claim_updates: Some("review".into()),
+        write_guards_json: None,
+    })?;
+    let after_settings = agree(&mut store, a, "alice")?;
+    assert_ne!(
+        after_settings.stamp, after_policy.stamp,
+        "a settings change moves the stamp"
+    );
+    assert_eq!(
+        after_settings
+            .settings
+            .and_then(|s| s.claim_updates)
+            .as_deref(),
+        Some("review")
+    );
+    // The other tenant's access read is untouched by all of it.
+    let other = agree(&mut store, b, "alice")?;
+    assert_eq!(other.policy, Some(fixtures::policy(b)));
+    assert_eq!(other.grant, Some(fixtures::grant(b, "alice")));
+    Ok(())
+}
+
 /// A record's structured claims are written in its own write transaction:
 /// they exist exactly when the record does. A transaction that fails after
 /// writing them (a batch whose last request fails) leaves neither; a

@@ -3,11 +3,12 @@
 //! the store's own transactions.
 
 use crate::directory::{
-    API_KEY_ROLES, ApiKey, DirectoryImport, StoredVerifier, TenantPolicyUpdate, TenantSettings,
+    API_KEY_ROLES, AccessRead, ApiKey, DirectoryImport, StoredVerifier, TenantPolicyUpdate,
+    TenantSettings,
 };
 use crate::error::{StoreError, StoreResult};
 use crate::ops::{Tx, decode, i, params, u, write};
-use mosaic_harness::memory_write::MemoryWriteGrant;
+use mosaic_harness::memory_write::{MemoryWriteGrant, MemoryWritePolicy};
 
 const KEY_COLUMNS: &str = "key_id, key_sha256, role, tenant_id, principal_id, bounds_json, created_at_ms, CAST(CASE WHEN disabled THEN 1 ELSE 0 END AS BIGINT)";
 
@@ -199,6 +200,63 @@ pub(crate) fn tenant_settings<C: Tx>(
         })
     })
     .transpose()
+}
+
+/// What a read checks of who asks ([`AccessRead`]): one statement, and a
+/// second listing the earlier policies only when the tenant has any (the
+/// caller entered the tenant).
+pub(crate) fn access_read<C: Tx>(
+    c: &C,
+    tenant_id: &str,
+    principal_id: &str,
+    earlier_limit: usize,
+) -> StoreResult<AccessRead> {
+    type Raw = (
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        i64,
+    );
+    let (audit_seq, generation, policy, grant, valid_from, claim_updates, write_guards_json, earlier) =
+        c.row(
+            "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
+                    (SELECT int_value FROM meta WHERE key = 'revocation_generation'),
+                    (SELECT policy_json FROM policies WHERE tenant_id = ?1),
+                    (SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2),
+                    (SELECT policy_valid_from_ms FROM tenant_settings WHERE tenant_id = ?1),
+                    (SELECT claim_updates FROM tenant_settings WHERE tenant_id = ?1),
+                    (SELECT write_guards_json FROM tenant_settings WHERE tenant_id = ?1),
+                    (SELECT count(*) FROM policy_history h WHERE h.tenant_id = ?1
+                        AND h.policy_sha256 <> (SELECT p.policy_sha256 FROM policies p WHERE p.tenant_id = ?1))",
+            params![tenant_id, principal_id],
+            |r| r.cols::<Raw>(),
+        )?
+        .ok_or_else(|| StoreError::Corrupt("the access read found no row".into()))?;
+    let policy: Option<MemoryWritePolicy> = policy.map(|text| decode(&text)).transpose()?;
+    let earlier_policies = match &policy {
+        Some(p) if earlier > 0 => earlier_policies(c, tenant_id, &p.policy_sha256, earlier_limit)?,
+        _ => Vec::new(),
+    };
+    Ok(AccessRead {
+        stamp: crate::ops::read::stamp_of(audit_seq, generation)?,
+        settings: valid_from
+            .map(|from| {
+                Ok::<_, StoreError>(TenantSettings {
+                    tenant_id: tenant_id.to_owned(),
+                    policy_valid_from_ms: u(from)?,
+                    claim_updates,
+                    write_guards_json,
+                })
+            })
+            .transpose()?,
+        policy,
+        grant: grant.map(|text| decode(&text)).transpose()?,
+        earlier_policies,
+    })
 }
 
 /// Every tenant, sorted.

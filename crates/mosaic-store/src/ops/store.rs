@@ -33,6 +33,15 @@ pub(crate) trait Backend: Send {
     /// Runs `f` in one reading transaction (one snapshot).
     fn read_tx<T>(&mut self, f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>) -> StoreResult<T>;
 
+    /// Runs `f`, a read of one statement that enters no tenant, where a
+    /// backend may run it outside an explicit transaction (one statement
+    /// is one snapshot): one round trip instead of three on a database
+    /// server. Entering a tenant in `f` may fail there; by default this is
+    /// [`Backend::read_tx`].
+    fn read_statement<T>(&mut self, f: impl Fn(&Self::Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        self.read_tx(f)
+    }
+
     /// The schema version of the open database.
     fn stored_schema_version(&mut self) -> StoreResult<i64>;
 }
@@ -391,7 +400,7 @@ macro_rules! impl_store {
                 }
 
                 fn change_stamp(&mut self) -> StoreResult<$crate::types::ChangeStamp> {
-                    self.read_tx(|c| read::change_stamp(c))
+                    self.read_statement(|c| read::change_stamp(c))
                 }
 
                 fn latest_created_at(&mut self) -> StoreResult<u64> {
@@ -631,7 +640,7 @@ macro_rules! impl_store {
                     &mut self,
                     key_sha256: &str,
                 ) -> StoreResult<Option<$crate::directory::ApiKey>> {
-                    self.read_tx(|c| directory::api_key_by_sha256(c, key_sha256))
+                    self.read_statement(|c| directory::api_key_by_sha256(c, key_sha256))
                 }
 
                 fn api_keys(&mut self) -> StoreResult<Vec<$crate::directory::ApiKey>> {
@@ -687,6 +696,18 @@ macro_rules! impl_store {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, tenant_id)?;
                         directory::earlier_policies(c, tenant_id, current, limit)
+                    })
+                }
+
+                fn read_access(
+                    &mut self,
+                    tenant_id: &str,
+                    principal_id: &str,
+                    earlier_limit: usize,
+                ) -> StoreResult<$crate::directory::AccessRead> {
+                    self.read_tx(|c| {
+                        Tx::enter_tenant(c, tenant_id)?;
+                        directory::access_read(c, tenant_id, principal_id, earlier_limit)
                     })
                 }
 

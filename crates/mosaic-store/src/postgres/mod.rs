@@ -105,10 +105,49 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// Where a [`Ctx`]'s statements run: an open transaction, or the bare
+/// connection for a read of one statement that enters no tenant
+/// ([`Backend::read_statement`]: one round trip, no `BEGIN` or `COMMIT`).
+enum Conn<'a> {
+    Tx(Transaction<'a>),
+    Statement(&'a mut Client),
+}
+
+impl Conn<'_> {
+    fn prepare(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        match self {
+            Conn::Tx(tx) => tx.prepare(sql),
+            Conn::Statement(client) => client.prepare(sql),
+        }
+    }
+
+    fn query(
+        &mut self,
+        statement: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        match self {
+            Conn::Tx(tx) => tx.query(statement, params),
+            Conn::Statement(client) => client.query(statement, params),
+        }
+    }
+
+    fn execute(
+        &mut self,
+        statement: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        match self {
+            Conn::Tx(tx) => tx.execute(statement, params),
+            Conn::Statement(client) => client.execute(statement, params),
+        }
+    }
+}
+
 /// One transaction's view: the transaction, the statement cache, the
 /// configuration, and whether it may write.
 pub(crate) struct Ctx<'a> {
-    tx: RefCell<Transaction<'a>>,
+    tx: RefCell<Conn<'a>>,
     statements: &'a RefCell<HashMap<String, Statement>>,
     config: &'a StoreConfig,
     writing: bool,
@@ -153,7 +192,20 @@ impl Ctx<'_> {
     /// Runs the rest of the transaction with no tenant: every
     /// tenant-bearing table looks empty and refuses writes.
     fn enter_no_tenant(&self) -> StoreResult<()> {
+        self.no_single_statement()?;
         self.exec("SELECT set_config('mosaic.tenant_id', '', true)", params![])?;
+        Ok(())
+    }
+
+    /// Refuses to set the tenant outside a transaction: the
+    /// transaction-local setting would end with its own statement, and the
+    /// next statement would run as no tenant.
+    fn no_single_statement(&self) -> StoreResult<()> {
+        if matches!(&*self.tx.borrow(), Conn::Statement(_)) {
+            return Err(StoreError::Backend(
+                "a read of one statement cannot enter a tenant".into(),
+            ));
+        }
         Ok(())
     }
 
@@ -270,6 +322,7 @@ impl Tx for Ctx<'_> {
     /// here on. A writing transaction also registers the tenant for
     /// store-wide maintenance.
     fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()> {
+        self.no_single_statement()?;
         self.exec(
             "SELECT set_config('mosaic.tenant_id', ?1, true)",
             params![tenant_id],
@@ -580,7 +633,7 @@ impl PostgresStore {
             }
         };
         let ctx = Ctx {
-            tx: RefCell::new(tx),
+            tx: RefCell::new(Conn::Tx(tx)),
             statements,
             config,
             writing: writing.is_some(),
@@ -605,8 +658,19 @@ impl PostgresStore {
             crate::ops::flush(&ctx)?;
             Ok(value)
         })();
+        let tx = match ctx.tx.into_inner() {
+            Conn::Tx(tx) => tx,
+            Conn::Statement(_) => {
+                return (
+                    Err(StoreError::Backend(
+                        "a transaction lost its connection".into(),
+                    )),
+                    false,
+                );
+            }
+        };
         match out {
-            Ok(value) => match ctx.tx.into_inner().commit() {
+            Ok(value) => match tx.commit() {
                 Ok(()) => (Ok(value), false),
                 Err(e) => {
                     let retry = is_retryable(&e);
@@ -650,6 +714,26 @@ impl Backend for PostgresStore {
 
     fn read_tx<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         self.run(None, f)
+    }
+
+    /// `f` on the bare connection: its one statement is its own snapshot,
+    /// sent as one round trip (prepared once per connection). Entering a
+    /// tenant fails ([`Ctx::no_single_statement`]).
+    fn read_statement<T>(&mut self, f: impl Fn(&Ctx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let PostgresStore {
+            client,
+            config,
+            statements,
+        } = self;
+        let ctx = Ctx {
+            tx: RefCell::new(Conn::Statement(client)),
+            statements,
+            config,
+            writing: false,
+            retryable: Cell::new(false),
+            scopes: RefCell::default(),
+        };
+        f(&ctx)
     }
 
     fn stored_schema_version(&mut self) -> StoreResult<i64> {

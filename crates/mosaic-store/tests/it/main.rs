@@ -31,6 +31,7 @@ macro_rules! conformance_tests {
             listing_filters_and_paginates_without_erased_content,
             listing_never_crosses_tenants,
             current_policy_and_grant_read_back,
+            access_read_agrees_with_each_read_and_moves_with_the_stamp,
             claims_commit_with_their_record,
             latest_creation_instant_only_rises,
             deferred_acknowledgements_activate_and_persist,

@@ -188,6 +188,14 @@ pub(crate) fn change_stamp<C: Tx>(c: &C) -> StoreResult<ChangeStamp> {
             |r| r.cols::<(Option<i64>, Option<i64>)>(),
         )?
         .ok_or_else(|| StoreError::Corrupt("meta is empty".into()))?;
+    stamp_of(audit_seq, generation)
+}
+
+/// The [`ChangeStamp`] of meta's two values as read.
+pub(crate) fn stamp_of(
+    audit_seq: Option<i64>,
+    generation: Option<i64>,
+) -> StoreResult<ChangeStamp> {
     match (audit_seq, generation) {
         (Some(audit_seq), Some(generation)) => Ok(ChangeStamp {
             audit_seq: u(audit_seq)?,
