@@ -731,7 +731,7 @@ impl Backend for PostgresStore {
             config,
             writing: false,
             retryable: Cell::new(false),
-            scopes: RefCell::default(),
+            memory: Default::default(),
         };
         f(&ctx)
     }
