@@ -679,7 +679,7 @@ fn stored_receipt_mutation_is_detected() {
 }
 
 /// Every table's rows, in rowid order, as text.
-fn dump(path: &std::path::Path) -> Vec<String> {
+pub(crate) fn dump(path: &std::path::Path) -> Vec<String> {
     let conn = raw(path);
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")

@@ -11,35 +11,9 @@ use mosaic_store::conformance::test_config;
 use mosaic_store::intake::{CapturedMessage, KeptWithRecord};
 use mosaic_store::{Durability, IndexAck, SqliteStore, Store, WriteRequest};
 
-/// Every row of every table, one line each.
+/// Every row of every table, one line each, sorted (the store's own dump).
 fn rows(path: &std::path::Path) -> Vec<String> {
-    let conn = rusqlite::Connection::open(path).expect("raw connection");
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .expect("tables")
-        .query_map([], |r| r.get(0))
-        .expect("query")
-        .collect::<Result<_, _>>()
-        .expect("names");
-    let mut out = Vec::new();
-    for table in tables {
-        let mut stmt = conn
-            .prepare(&format!("SELECT * FROM {table}"))
-            .expect("select");
-        let n = stmt.column_count();
-        let lines = stmt
-            .query_map([], |r| {
-                let mut line = format!("{table}:");
-                for idx in 0..n {
-                    line.push_str(&format!("{:?}|", r.get_ref(idx)?));
-                }
-                Ok(line)
-            })
-            .expect("rows");
-        for line in lines {
-            out.push(line.expect("row"));
-        }
-    }
+    let mut out = crate::sqlite::dump(path);
     out.sort();
     out
 }
