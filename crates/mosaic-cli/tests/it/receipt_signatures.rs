@@ -27,7 +27,7 @@ pub(crate) async fn published_keys(router: &axum::Router) -> (KeysResponse, Vec<
 
 /// Every JSON path below `value` that ends at a scalar or an empty
 /// container.
-fn leaf_paths(value: &Value, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+pub(crate) fn leaf_paths(value: &Value, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (k, v) in map {
@@ -47,7 +47,7 @@ fn leaf_paths(value: &Value, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
     }
 }
 
-fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
+pub(crate) fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
     path.iter().fold(value, |v, k| match v {
         Value::Array(items) => &mut items[k.parse::<usize>().expect("index")],
         other => &mut other[k.as_str()],
@@ -55,7 +55,7 @@ fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
 }
 
 /// A different value of the same shape where one exists.
-fn changed(value: &Value) -> Value {
+pub(crate) fn changed(value: &Value) -> Value {
     match value {
         Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
             let flipped = if s.starts_with('0') { "1" } else { "0" };
