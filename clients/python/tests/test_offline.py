@@ -862,3 +862,44 @@ def test_a_live_explained_recall_verifies_and_every_change_of_its_decisions_fail
         order = copy.deepcopy(recall)
         order["relevance_receipt"]["results"].reverse()
         assert not verify_receipt(order, keys).valid
+
+
+def test_an_erasure_answer_verifies_offline_and_every_change_of_a_receipt_fails(client):
+    # The erasure's answer holds a signed deletion receipt per memory it
+    # revoked: each is checked where it is, and any change to one fails,
+    # naming the revocation.
+    keys = client.receipt_keys()
+    chat = CHAT + [{"id": "m2", "role": "user", "name": "Vinay", "created_at": "2026-05-02", "content": "My sister lives in Lyon."}]
+    client.add_messages("chat-erase", chat)
+    for content, message in (("I moved to Berlin", "m1"), ("My sister lives in Lyon", "m2")):
+        assert client.add_fact(content, [("chat-erase", message)]).accepted
+    erased = client.delete_all().raw
+    assert erased["complete"], erased
+    count = len(erased["revocations"])
+    assert count >= 2, erased
+    assert verify_receipt(erased, keys) == OfflineVerdict(valid=True, checked=["deletion"] * count)
+    tried = 0
+    for i in range(count):
+        for path in leaf_paths(erased["revocations"][i]["deletion_receipt"], ["revocations", i, "deletion_receipt"]):
+            forged = copy.deepcopy(erased)
+            parent = forged
+            for step in path[:-1]:
+                parent = parent[step]
+            parent[path[-1]] = changed(parent[path[-1]])
+            tried += 1
+            try:
+                verdict = verify_receipt(forged, keys)
+            except ReceiptFormatError as e:
+                assert str(e).startswith(f"revocations[{i}]"), (path, e)
+                continue
+            assert not verdict.valid, f"changing {path} still verifies"
+            assert verdict.problem.startswith(f"revocations[{i}] ("), (path, verdict)
+    assert tried >= 40, tried
+    pending = copy.deepcopy(erased)
+    pending["revocations"][0]["deletion_receipt"] = None
+    pending["revocations"][0]["stage"] = "erased"
+    verdict = verify_receipt(pending, keys)
+    assert not verdict.valid
+    assert verdict.problem.endswith("the deletion is erased, with no deletion receipt yet")
+    with pytest.raises(ReceiptFormatError):
+        verify_receipt(dict(erased, revocations=[]), keys)

@@ -276,8 +276,8 @@ pub enum Command {
         #[arg(long, conflicts_with = "offline")]
         deletion_receipt: Option<PathBuf>,
         /// Check a receipt file (`-` for stdin) offline: a proposal's,
-        /// recall's or revocation's JSON answer, a deletion receipt or a
-        /// signed audit head. Needs --keys.
+        /// recall's, revocation's, consent withdrawal's or erasure's JSON
+        /// answer, a deletion receipt or a signed audit head. Needs --keys.
         #[arg(long, value_name = "RECEIPT_FILE", requires = "keys")]
         offline: Option<PathBuf>,
         /// The server's public keys: the JSON of `GET /v1/keys`, the output

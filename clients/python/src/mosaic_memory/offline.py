@@ -26,6 +26,9 @@ What is checked, for every receipt in the document:
   checked with ``hashlib`` alone (leaf ``SHA-256(0x00 || bytes)``, node
   ``SHA-256(0x01 || left || right)``).
 
+* for a consent withdrawal's or an erasure's answer (``revocations``):
+  every revocation in it as a revocation's answer (one still without its
+  deletion receipt does not verify);
 * for a deletion receipt that binds its record's revoked leaf
   (``revoked_leaf``): the record's entry in state ``revoked`` is in the
   scope root the receipt signs, by the inclusion proof it carries;
@@ -328,6 +331,11 @@ def _signed_instants(document: Mapping[str, Any]) -> List[tuple]:
         return out
     if "seq" in document and "signature" in document:
         head("audit head", document)
+    revocations = document.get("revocations")
+    if isinstance(revocations, list):
+        for revocation in revocations:
+            if isinstance(revocation, Mapping):
+                out.extend(_signed_instants(revocation))
     return out
 
 
@@ -721,8 +729,10 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
     (``deletion_receipt``, with its ``audit_proof`` when the deletion route
     gave one), a deletion receipt alone, a signed audit tree head (``GET
     /v1/admin/audit/head``), an inclusion proof with its signed ``head``,
-    or a consistency proof with the later signed ``head`` and the kept
-    ``first_head``. ``keys`` as :func:`load_public_keys`
+    a consistency proof with the later signed ``head`` and the kept
+    ``first_head``, or a consent withdrawal's or an erasure's answer
+    (``revocations``, each with its deletion receipt). ``keys`` as
+    :func:`load_public_keys`
     takes them; given as the keys route's JSON, their validity windows are
     checked too (see :func:`load_key_windows`). Raises
     :class:`ReceiptFormatError` when the document holds no receipt; a
@@ -836,8 +846,29 @@ def _verify(document: Mapping[str, Any], public: Mapping[str, bytes]) -> Offline
         )
     if "seq" in document and "signature" in document:
         return verdict(["audit_head"], _head_problem(document, public))
+    # A consent withdrawal's or an erasure's answer: every revocation in
+    # it, each with its deletion receipt, checked as a revocation's answer.
+    revocations = document.get("revocations")
+    if isinstance(revocations, list) and revocations:
+        checked: List[str] = []
+        for i, revocation in enumerate(revocations):
+            if not isinstance(revocation, Mapping):
+                raise ReceiptFormatError(f"revocations[{i}] is not an object")
+            what = f"revocations[{i}] ({revocation.get('record_id', '?')})"
+            if revocation.get("deletion_receipt") is None:
+                stage = revocation.get("stage") if isinstance(revocation.get("stage"), str) else "not finalized"
+                return verdict(checked, f"{what}: the deletion is {stage}, with no deletion receipt yet")
+            try:
+                found = _verify(revocation, public)
+            except ReceiptFormatError as e:
+                raise ReceiptFormatError(f"{what}: {e}") from e
+            checked += found.checked
+            if found.problem is not None:
+                return verdict(checked, f"{what}: {found.problem}")
+        return verdict(checked, None)
     raise ReceiptFormatError(
-        "the document holds no receipt (a proposal's, a recall's or a revocation's answer, a deletion receipt or an audit head)"
+        "the document holds no receipt (a proposal's, a recall's, a revocation's, a consent withdrawal's or an erasure's answer, "
+        "a deletion receipt or an audit head)"
     )
 
 
