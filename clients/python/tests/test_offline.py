@@ -685,3 +685,221 @@ def test_a_dated_signature_outside_its_keys_window_is_refused():
     dated = copy.deepcopy(undated)
     dated["receipt_signature"]["signed_at_unix_ms"] = 5001
     assert not verify_receipt(dated, _keys_json(public, 5001, 5002)).valid
+
+
+# ---------------------------------------------------------------- an explained recall's decisions
+
+GOLDEN_V5_SELECTION = json.loads('{"decision_counts":{"decided":8,"dropped":{"expired":1,"revoked":1,"subject_mismatch":2},"selected":4},"exceptions_sha256":"15a3f8d932d8a5ce3849462861549a96efb83f00544efb08a3f6fc22c22fcbd5","ordering":"kind_recency","read_context_sha256":"5754c13ffd0c9e38f65bd6a5139d252825bce540e670196d128a682bb27decef","relevance_receipt_sha256":null,"schema_version":1,"scope_commitments":[{"generation":1,"root_sha256":"8a65d17c2f070c75f37aaae29609a2ff7a066fe7c372028d2b81e8aa6d733728","scope":{"run_id":"run-current","type":"run"}},{"generation":3,"root_sha256":"d0f063e19e347992d07d7ad217c7d6c195d72e75d5103db8f23320959436d368","scope":{"principal_id":"user-vinay","type":"principal"}},{"generation":0,"root_sha256":"3c0f5abb75db991b42b756f99ec1c3d4e259af5ae4f42f15c9b8f18c66925f00","scope":{"principal_id":"user-vinay","type":"principal_in_workspace","workspace_id":"ws-rust"}},{"generation":2,"root_sha256":"c0e269d89cf48f4f38cb6d1007b9e854548fd4d74c5b54e04487ee5d22519f09","scope":{"type":"workspace","workspace_id":"ws-rust"}}],"selected_record_ids":["working-current","semantic-user","procedure-build","episode-user"],"selector_release":"memory-scope-v1"}')
+
+
+def _golden_decisions():
+    """The chapter 7 selection's eight decisions (docs/ENCODING.md,
+    "Selection receipts v5"), sorted by record id."""
+
+    def d(record_id, kind, outcome):
+        return {"record_id": record_id, "kind": kind, "outcome": outcome}
+
+    def dropped(reason):
+        return {"decision": "dropped", "reason": reason}
+
+    def selected(rank):
+        return {"decision": "selected", "rank": rank}
+
+    return [
+        d("episode-expired", "episodic", dropped("expired")),
+        d("episode-user", "episodic", selected(3)),
+        d("procedure-build", "procedural", selected(2)),
+        d("procedure-revoked", "procedural", dropped("revoked")),
+        d("semantic-other", "semantic", dropped("subject_mismatch")),
+        d("semantic-user", "semantic", selected(1)),
+        d("working-current", "working", selected(0)),
+        d("working-old", "working", dropped("subject_mismatch")),
+    ]
+
+
+def _signed_recall(selection, decisions):
+    from mosaic_memory.offline import SELECTION_RECEIPT_V5_DOMAIN, domain_digest, signing_bytes
+
+    secret, public = _test_key()
+    digest = domain_digest(SELECTION_RECEIPT_V5_DOMAIN, selection)
+    signature = {
+        "kind": "selection",
+        "key_id": key_id(public),
+        "receipt_sha256": digest,
+        "signature_hex": secret.sign(signing_bytes("selection", key_id(public), digest)).hex(),
+    }
+    return {
+        "selection_receipt": dict(selection, receipt_sha256=digest),
+        "selection_signature": signature,
+        "decisions": decisions,
+    }
+
+
+def test_the_documented_decision_digests():
+    from mosaic_memory.offline import decisions_digest, exceptions_digest
+
+    decisions = _golden_decisions()
+    # The digests the Rust core pins (memory_scope.json, docs/ENCODING.md).
+    assert exceptions_digest(decisions) == "15a3f8d932d8a5ce3849462861549a96efb83f00544efb08a3f6fc22c22fcbd5"
+    assert decisions_digest(decisions) == "c5c8e331b07e146ccae7c4b6d9d460e0fa301a3731f5146b5a62d3700d31a7d2"
+    # The usual outcome is the most frequent drop, the smallest reason name
+    # among equals: with one more expired record, expired and
+    # subject_mismatch tie, and expired is the usual one.
+    tied = decisions + [{"record_id": "x-expired", "kind": "episodic", "outcome": {"decision": "dropped", "reason": "expired"}}]
+    assert exceptions_digest(tied) != exceptions_digest(decisions)
+
+
+def test_an_explained_recalls_decisions_are_checked_against_the_signed_receipt():
+    _, public = _test_key()
+    keys = _keys_json(public)
+    recall = _signed_recall(GOLDEN_V5_SELECTION, _golden_decisions())
+    assert verify_receipt(recall, keys) == OfflineVerdict(valid=True, checked=["selection"])
+    # The decisions outside the receipt (policy_mismatch, after its
+    # decided ones) are not part of what it commits to.
+    extra = copy.deepcopy(recall)
+    extra["decisions"].append({"record_id": "a-other-policy", "kind": "semantic", "outcome": {"decision": "dropped", "reason": "policy_mismatch"}})
+    assert verify_receipt(extra, keys).valid
+    # Without the list there is nothing to check but the receipt.
+    assert verify_receipt(dict(recall, decisions=[]), keys).valid
+
+    # Every field of every decision the receipt names by its exceptions,
+    # and the outcome of every decision, changed in turn (a kind or a drop
+    # reason to each other one): refused.
+    def alternatives(name, value):
+        if name == "kind":
+            return [k for k in ("working", "episodic", "semantic", "procedural") if k != value]
+        if name == "reason":
+            return [r for r in ("expired", "revoked", "subject_mismatch", "superseded") if r != value]
+        return [changed(value)]
+
+    exceptions = [i for i, d in enumerate(recall["decisions"]) if d["outcome"].get("reason") != "subject_mismatch"]
+    paths = [["decisions", i] + p for i in exceptions for p in leaf_paths(recall["decisions"][i], [])]
+    paths += [["decisions", i, "outcome", "reason"] for i, d in enumerate(recall["decisions"]) if i not in exceptions]
+    tried = 0
+    for path in paths:
+        parent = recall
+        for step in path[:-1]:
+            parent = parent[step]
+        for value in alternatives(path[-1], parent[path[-1]]):
+            forged = copy.deepcopy(recall)
+            target = forged
+            for step in path[:-1]:
+                target = target[step]
+            target[path[-1]] = value
+            tried += 1
+            try:
+                verdict = verify_receipt(forged, keys)
+            except ReceiptFormatError:
+                continue
+            assert not verdict.valid, f"changing {path} to {value!r} still verifies"
+    assert tried >= 30, tried
+    # Each way a list can differ from the receipt's, with the Rust
+    # verifier's words.
+    cases = []
+    swapped = copy.deepcopy(recall)
+    swapped["decisions"][0], swapped["decisions"][1] = swapped["decisions"][1], swapped["decisions"][0]
+    cases.append((swapped, "decisions are not sorted by record id without repeats"))
+    dropped_one = copy.deepcopy(recall)
+    dropped_one["decisions"][0]["outcome"] = {"decision": "dropped", "reason": "revoked"}
+    cases.append((dropped_one, "decisions do not hash to the receipt's decisions_sha256"))
+    renamed = copy.deepcopy(recall)
+    renamed["decisions"][1]["record_id"] = "episode-user2"
+    cases.append((renamed, "decisions do not hash to the receipt's decisions_sha256"))
+    for doc, problem in cases:
+        verdict = verify_receipt(doc, keys)
+        assert (verdict.valid, verdict.problem) == (False, problem)
+    # Decisions that hash right but do not add up, or do not select the
+    # receipt's records at their ranks: the receipt (signed again here)
+    # says otherwise.
+    short = copy.deepcopy(GOLDEN_V5_SELECTION)
+    short["decision_counts"] = {"decided": 8, "dropped": {"expired": 1, "revoked": 1, "subject_mismatch": 1, "superseded": 1}, "selected": 4}
+    verdict = verify_receipt(_signed_recall(short, _golden_decisions()), keys)
+    assert (verdict.valid, verdict.problem) == (False, "decisions do not add up to the receipt's decision_counts")
+    reordered = copy.deepcopy(GOLDEN_V5_SELECTION)
+    reordered["selected_record_ids"] = ["semantic-user", "working-current", "procedure-build", "episode-user"]
+    verdict = verify_receipt(_signed_recall(reordered, _golden_decisions()), keys)
+    assert (verdict.valid, verdict.problem) == (False, "selected record semantic-user is not decided selected at its rank")
+    # A decision that is not one the API returns is a format error.
+    for bad in ({"record_id": "x"}, {"record_id": "x", "kind": "lore", "outcome": {"decision": "dropped", "reason": "expired"}},
+                {"record_id": "x", "kind": "working", "outcome": {"decision": "dropped", "reason": "bored"}},
+                {"record_id": "x", "kind": "working", "outcome": {"decision": "selected", "rank": -1}}):
+        with pytest.raises(ReceiptFormatError):
+            verify_receipt(dict(recall, decisions=recall["decisions"] + [bad]), keys)
+
+
+def test_a_live_explained_recall_verifies_and_every_change_of_its_decisions_fails(client):
+    keys = client.receipt_keys()
+    client.add_messages("chat-explained", CHAT)
+    fact = client.add_fact("I moved to Berlin", [("chat-explained", "m1")])
+    assert fact.accepted, fact.violations
+    recall = client.explain("Berlin").raw
+    assert recall["decisions"], recall
+    assert verify_receipt(recall, keys) == OfflineVerdict(valid=True, checked=["selection", "relevance"])
+    decided = recall["selection_receipt"]["decision_counts"]["decided"]
+    selected = [i for i, d in enumerate(recall["decisions"][:decided]) if d["outcome"]["decision"] == "selected"]
+    assert selected
+    # Every field of each selected decision (an exception to any usual
+    # drop), and each decision's outcome.
+    tried = 0
+    for i in range(decided):
+        for path in leaf_paths(recall["decisions"][i], ["decisions", i]):
+            if i not in selected and path[-1] not in ("decision", "reason", "rank"):
+                continue
+            forged = copy.deepcopy(recall)
+            parent = forged
+            for step in path[:-1]:
+                parent = parent[step]
+            parent[path[-1]] = changed(parent[path[-1]])
+            tried += 1
+            try:
+                verdict = verify_receipt(forged, keys)
+            except ReceiptFormatError:
+                continue
+            assert not verdict.valid, f"changing {path} still verifies"
+    assert tried >= 4
+    # A ranked selection takes its records in the relevance order.
+    if len(recall["relevance_receipt"]["results"]) > 1:
+        order = copy.deepcopy(recall)
+        order["relevance_receipt"]["results"].reverse()
+        assert not verify_receipt(order, keys).valid
+
+
+def test_an_erasure_answer_verifies_offline_and_every_change_of_a_receipt_fails(client):
+    # The erasure's answer holds a signed deletion receipt per memory it
+    # revoked: each is checked where it is, and any change to one fails,
+    # naming the revocation.
+    keys = client.receipt_keys()
+    chat = CHAT + [{"id": "m2", "role": "user", "name": "Vinay", "created_at": "2026-05-02", "content": "My sister lives in Lyon."}]
+    client.add_messages("chat-erase", chat)
+    for content, message in (("I moved to Berlin", "m1"), ("My sister lives in Lyon", "m2")):
+        assert client.add_fact(content, [("chat-erase", message)]).accepted
+    erased = client.delete_all().raw
+    assert erased["complete"], erased
+    count = len(erased["revocations"])
+    assert count >= 2, erased
+    assert verify_receipt(erased, keys) == OfflineVerdict(valid=True, checked=["deletion"] * count)
+    tried = 0
+    for i in range(count):
+        for path in leaf_paths(erased["revocations"][i]["deletion_receipt"], ["revocations", i, "deletion_receipt"]):
+            forged = copy.deepcopy(erased)
+            parent = forged
+            for step in path[:-1]:
+                parent = parent[step]
+            parent[path[-1]] = changed(parent[path[-1]])
+            tried += 1
+            try:
+                verdict = verify_receipt(forged, keys)
+            except ReceiptFormatError as e:
+                assert str(e).startswith(f"revocations[{i}]"), (path, e)
+                continue
+            assert not verdict.valid, f"changing {path} still verifies"
+            assert verdict.problem.startswith(f"revocations[{i}] ("), (path, verdict)
+    assert tried >= 40, tried
+    pending = copy.deepcopy(erased)
+    pending["revocations"][0]["deletion_receipt"] = None
+    pending["revocations"][0]["stage"] = "erased"
+    verdict = verify_receipt(pending, keys)
+    assert not verdict.valid
+    assert verdict.problem.endswith("the deletion is erased, with no deletion receipt yet")
+    with pytest.raises(ReceiptFormatError):
+        verify_receipt(dict(erased, revocations=[]), keys)

@@ -253,21 +253,31 @@ pub enum Command {
         /// Record id.
         record_id: String,
     },
-    /// Verify a write receipt (by proposal id) or a deletion receipt (file)
-    /// with the server; or, with --offline, any receipt the API returned
-    /// with the server's public keys alone (no server, no data directory).
+    /// Verify a write receipt (by proposal id, or the one you hold) or a
+    /// deletion receipt (file) with the server; or, with --offline, any
+    /// receipt the API returned with the server's public keys alone (no
+    /// server, no data directory).
     Verify {
         #[command(flatten)]
         remote: Remote,
-        /// Proposal whose stored write receipt to re-verify.
+        /// Proposal whose stored write receipt to re-verify (with
+        /// --receipt: the proposal the held receipt must be the one of).
         #[arg(long, conflicts_with_all = ["deletion_receipt", "offline"])]
         proposal: Option<String>,
+        /// The write receipt you hold, checked to be the stored one and
+        /// signed by the server inside its key's window: a file (`-` for
+        /// stdin) holding a proposal's JSON answer (`receipt`,
+        /// `receipt_signature`) or a memory's history (`write_receipt`,
+        /// `write_receipt_signature`). The proposal is the receipt's own
+        /// unless --proposal names one.
+        #[arg(long, value_name = "ANSWER_FILE", conflicts_with_all = ["deletion_receipt", "offline"])]
+        receipt: Option<PathBuf>,
         /// Deletion receipt JSON file (`{body, receipt_sha256, signature}`).
         #[arg(long, conflicts_with = "offline")]
         deletion_receipt: Option<PathBuf>,
         /// Check a receipt file (`-` for stdin) offline: a proposal's,
-        /// recall's or revocation's JSON answer, a deletion receipt or a
-        /// signed audit head. Needs --keys.
+        /// recall's, revocation's, consent withdrawal's or erasure's JSON
+        /// answer, a deletion receipt or a signed audit head. Needs --keys.
         #[arg(long, value_name = "RECEIPT_FILE", requires = "keys")]
         offline: Option<PathBuf>,
         /// The server's public keys: the JSON of `GET /v1/keys`, the output
@@ -600,21 +610,25 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Verify {
             remote,
             proposal,
+            receipt,
             deletion_receipt,
             offline,
             keys,
         } => {
-            if let (Some(receipt), Some(keys)) = (&offline, &keys) {
-                return verify_offline(receipt, keys, json);
+            if let (Some(file), Some(keys)) = (&offline, &keys) {
+                return verify_offline(file, keys, json);
             }
-            let request = match (proposal, deletion_receipt) {
-                (Some(p), _) => json!({"kind": "write", "proposal_id": p}),
-                (None, Some(file)) => {
+            let request = match (proposal, receipt, deletion_receipt) {
+                (proposal, Some(file), _) => held_write_request(proposal, &read_input(&file)?)?,
+                (Some(p), None, _) => json!({"kind": "write", "proposal_id": p}),
+                (None, None, Some(file)) => {
                     let receipt: Value = serde_json::from_str(&read_input(&file)?)
                         .context("the file is not JSON")?;
                     json!({"kind": "deletion", "receipt": receipt})
                 }
-                (None, None) => bail!("name --proposal ID or --deletion-receipt FILE"),
+                (None, None, None) => {
+                    bail!("name --proposal ID, --receipt ANSWER_FILE or --deletion-receipt FILE")
+                }
             };
             let (status, body) = http(&remote, "POST", "/v1/verify", Some(&request))?;
             let code = finish(json, "verify", status, &body, |b| {
@@ -826,6 +840,42 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
     }
+}
+
+/// The request of `mosaic verify --receipt`: the write receipt and the
+/// signature the caller holds, as a proposal's answer (`receipt`,
+/// `receipt_signature`) or a memory's history (`write_receipt`,
+/// `write_receipt_signature`) gives them, bare or as the `data` of a
+/// `--json` line. The proposal is `proposal`, else the one the document
+/// names. A receipt without its signature is sent as it is: the server
+/// refuses it (`the write receipt carries no signature`).
+fn held_write_request(proposal: Option<String>, text: &str) -> Result<Value> {
+    let doc: Value = serde_json::from_str(text).context("the receipt file is not JSON")?;
+    let doc = match doc.get("data") {
+        Some(data) if doc.get("receipt").is_none() && doc.get("write_receipt").is_none() => data,
+        _ => &doc,
+    };
+    let (receipt, signature) = match (doc.get("receipt"), doc.get("write_receipt")) {
+        (Some(r), _) if r.is_object() => (r, doc.get("receipt_signature")),
+        (_, Some(r)) if r.is_object() => (r, doc.get("write_receipt_signature")),
+        _ => bail!(
+            "the receipt file holds no write receipt: give a proposal's answer (receipt, \
+             receipt_signature) or a memory's history (write_receipt, write_receipt_signature)"
+        ),
+    };
+    let proposal = match proposal {
+        Some(p) => p,
+        None => doc["proposal_id"]
+            .as_str()
+            .or_else(|| receipt["proposal_id"].as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("the receipt file names no proposal_id: pass --proposal ID"))?,
+    };
+    let mut request = json!({"kind": "write", "proposal_id": proposal, "receipt": receipt});
+    if let Some(signature) = signature.filter(|s| !s.is_null()) {
+        request["receipt_signature"] = signature.clone();
+    }
+    Ok(request)
 }
 
 fn load_config(flags: &ServeFlags) -> Result<ServerConfig> {

@@ -26,8 +26,9 @@ checks what the browser and the server say of its signatures (see
 
 The walk: a wrong key shows the server's error code; sign-in; the memory
 list; a recall with every candidate's decision, reason and score and its
-receipts verified; a memory's page with its write receipt verified; a
-revoke with its deletion receipt (every index and its generation) verified;
+receipts verified; a memory's page with its write receipt verified, and
+refused in the browser once any signed part of it or of its signature is
+changed; a revoke with its deletion receipt (every index and its generation) verified;
 the next recall without the revoked memory; a stored `<script>` and
 `</recalled-memory>` shown as text; keyboard focus and labels; the admin
 views. Each step waits at most STEP_SECONDS; the whole walk at most
@@ -243,6 +244,66 @@ true
 """
 
 
+# Replaces window.fetch so that a memory's history reaches the page with
+# the change named by window.__writeChange made to its write receipt or
+# its signature (nothing while it is empty).
+WRITE_CHANGE = r"""
+(() => {
+  const real = window.fetch;
+  window.__writeRealFetch = real;
+  const flip = (x) => (x[0] === '0' ? '1' : '0') + x.slice(1);
+  const canon = (v) => {
+    if (Array.isArray(v)) return '[' + v.map(canon).join(',') + ']';
+    if (v !== null && typeof v === 'object') {
+      return '{' + Object.keys(v).sort().map((k) => JSON.stringify(k) + ':' + canon(v[k])).join(',') + '}';
+    }
+    return JSON.stringify(v);
+  };
+  const sha256 = async (text) => Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text))),
+    (b) => b.toString(16).padStart(2, '0')).join('');
+  window.fetch = async (path, init) => {
+    const r = await real(path, init);
+    const change = window.__writeChange;
+    if (!change || !String(path).endsWith('/history')) return r;
+    const body = await r.json();
+    const w = body.write_receipt;
+    const s = body.write_receipt_signature;
+    if (!w || !s || !Number.isInteger(s.signed_at_unix_ms)) throw new Error('no signed write receipt');
+    if (change === 'gate_release') w.gate_release += 'x';
+    else if (change === 'judgments_sha256') w.judgments_sha256 = flip(w.judgments_sha256);
+    else if (change === 'receipt_sha256') w.receipt_sha256 = flip(w.receipt_sha256);
+    else if (change === 'judgments_sha256 with the digest recomputed') {
+      w.judgments_sha256 = flip(w.judgments_sha256);
+      const rest = Object.fromEntries(Object.entries(w).filter(([k]) => k !== 'receipt_sha256'));
+      w.receipt_sha256 = await sha256('mosaic.memory.write_receipt.v1\n' + canon(rest));
+    } else if (change === 'signature_hex') s.signature_hex = flip(s.signature_hex);
+    else if (change === 'signed_at_unix_ms') s.signed_at_unix_ms += 1;
+    else if (change === 'no signed_at_unix_ms') delete s.signed_at_unix_ms;
+    else if (change === 'key_id') s.key_id = 'rk-' + '0'.repeat(32);
+    else if (change === 'kind') s.kind = 'selection';
+    else if (change === 'no signature') body.write_receipt_signature = null;
+    else throw new Error('unknown change ' + change);
+    return new Response(JSON.stringify(body), { status: r.status, headers: { 'Content-Type': 'application/json' } });
+  };
+  return true;
+})()
+"""
+
+# Each change WRITE_CHANGE makes, and the reason the browser gives.
+WRITE_CHANGES = [
+    ("gate_release", "the digest does not match the receipt"),
+    ("judgments_sha256", "the digest does not match the receipt"),
+    ("receipt_sha256", "the digest does not match the receipt"),
+    ("judgments_sha256 with the digest recomputed", "the signature is over another receipt"),
+    ("signature_hex", "the signature does not verify"),
+    ("signed_at_unix_ms", "the signature does not verify"),
+    ("no signed_at_unix_ms", "the signature does not verify"),
+    ("key_id", "no published key has id rk-" + "0" * 32),
+    ("kind", "the signature is over another receipt"),
+    ("no signature", "the receipt carries no signature"),
+]
+
+
 def walk(b, env, shots):
     url = env["MOSAIC_CONSOLE_URL"].rstrip("/")
     revoke = env["MOSAIC_CONSOLE_REVOKE"]
@@ -345,10 +406,38 @@ def walk(b, env, shots):
     step("memory page with its write receipt verified")
     load("#/memory/" + revoke)
     b.wait("__t.text('#write-verify') === 'Verified'", "the write receipt verified")
+    # The server's signature over it, checked in the browser.
+    b.wait("__t.text('#write-signature').startsWith('Verified in this browser')",
+           "the write receipt's signature verified in the browser")
     if "record_accepted" not in b.js("document.querySelector('main').textContent"):
         raise Failure("the audit trail does not show record_accepted")
     shot("memory")
     shot("memory-390", 390)
+
+    step("a changed write receipt or signature shows as not verified")
+    # The memory's history reaches the page with one signed part of its
+    # write receipt or of the signature changed: the browser's Ed25519
+    # check refuses it and says why, and the server's re-verification of
+    # what the page was given refuses it too. The page alternates between
+    # two memories so that each change is a fresh view.
+    b.js(WRITE_CHANGE)
+    for i, (change, reason) in enumerate(WRITE_CHANGES):
+        target = (evil, revoke)[i % 2]
+        b.js("window.__writeChange = %s; true" % q(change))
+        load("#/memory/" + target)
+        b.wait("__t.text('h1 code') === %s && __t.text('#write-signature').startsWith(%s)"
+               % (q(target), q("Not verified: write receipt: " + reason)),
+               "the write receipt with %s refused in the browser" % change)
+        b.wait("__t.text('#write-verify').startsWith('Does not verify')",
+               "the write receipt with %s refused by the server" % change)
+    b.js("window.__writeChange = ''; window.fetch = window.__writeRealFetch; true")
+    if target == revoke:
+        load("#/memory/" + evil)
+        b.wait("__t.text('h1 code') === %s" % q(evil), "the other memory's page")
+    load("#/memory/" + revoke)
+    b.wait("__t.text('h1 code') === %s && __t.text('#write-verify') === 'Verified' "
+           "&& __t.text('#write-signature').startsWith('Verified in this browser')" % q(revoke),
+           "the unchanged write receipt verified again, in the browser and by the server")
 
     step("revoke")
     b.js("__t.click('#deletion button', 'Revoke this memory…')")
@@ -498,6 +587,9 @@ def walk(b, env, shots):
     fresh_memory_page("")
     b.wait("__t.text('#deletion .signature-result').startsWith('Verified in this browser')",
            "the unchanged deletion receipt verified again")
+    # The revoked memory's write receipt is still signed, and checked.
+    b.wait("__t.text('#write-signature').startsWith('Verified in this browser')",
+           "the revoked memory's write receipt signature verified in the browser")
     b.js("sessionStorage.removeItem('leaf-change'); true")
 
     step("consents")

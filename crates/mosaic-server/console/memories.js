@@ -2,7 +2,7 @@
 // and history, and its revocation.
 
 import { add, api, badge, busy, confirmButton, empty, enc, errorBox, field, h, json, KINDS, kv, memoryLink, mono, say, select, state, STATES, table, when } from './core.js';
-import { revokedLeafProblem, signatureProblem, signatureStatus, verify } from './receipts.js';
+import { revokedLeafProblem, signatureProblem, signatureStatus, verify, withoutDigest } from './receipts.js';
 import { isAdmin, render } from './app.js';
 
 // ------------------------------------------------------------ principal: memories
@@ -180,10 +180,19 @@ export async function memoryView(root, id) {
 
   parts.push(h('h2', null, 'Write receipt'));
   const w = history.write_receipt;
+  // The server's signature over the write receipt, checked in this
+  // browser: the digest recomputed from the receipt as given, under the
+  // write receipt's domain tag (docs/ENCODING.md).
+  const signature = () => {
+    const s = history.write_receipt_signature;
+    return kv([['Server signature', signatureStatus('write-signature', [['write receipt',
+      () => signatureProblem('write', 'mosaic.memory.write_receipt.v1', withoutDigest(w), w.receipt_sha256, s),
+      s ? s.key_id : '']])]]);
+  };
   if (w && history.state === 'erased') {
     parts.push(kv([['Decision', badge(w.decision)], ['Gate', w.gate_release], ['Receipt SHA-256', mono(w.receipt_sha256)],
-      ['Decision SHA-256', mono(w.decision_sha256)]]),
-    h('p', { class: 'hint' }, 'The proposal\'s inputs were erased with the memory, so the receipt can no longer be re-verified from them; its digests stay as a record of the decision.'));
+      ['Decision SHA-256', mono(w.decision_sha256)]]), signature(),
+    h('p', { class: 'hint' }, 'The proposal\'s inputs were erased with the memory, so the receipt can no longer be re-verified from them; its digests stay as a record of the decision, and the server\'s signature shows it issued them.'));
   } else if (w) {
     const out = h('span', { class: 'verify-result', id: 'write-verify', role: 'status' });
     const again = h('button', { type: 'button', class: 'secondary' }, 'Verify again');
@@ -196,7 +205,7 @@ export async function memoryView(root, id) {
       ['Decision SHA-256', mono(w.decision_sha256)], ['Policy input', mono(w.policy_input_sha256)],
       ['Proposal input', mono(w.proposal_input_sha256)], ['Grant input', mono(w.grant_input_sha256)],
       ['Judgments', mono(w.judgments_sha256)], ['Consent', w.consent_sha256 ? mono(w.consent_sha256) : null],
-    ]), h('div', { class: 'actions' }, h('strong', null, 'Re-verified from its stored inputs, with the server\'s signature: '), out, again));
+    ]), signature(), h('div', { class: 'actions' }, h('strong', null, 'Re-verified by the server from its stored inputs, with its signature: '), out, again));
     verify(null, out, request);
   } else {
     parts.push(empty('No write receipt is stored for this proposal.'));

@@ -461,6 +461,11 @@ fn signed_instants(doc: &Value) -> Result<Vec<(&'static str, String, SignedAt)>,
     if doc.get("seq").is_some() && doc.get("signature").is_some() {
         head("audit head", serde_json::from_value(doc.clone()).ok());
     }
+    if let Some(Value::Array(revocations)) = doc.get("revocations") {
+        for revocation in revocations {
+            out.extend(signed_instants(revocation)?);
+        }
+    }
     Ok(out)
 }
 
@@ -516,9 +521,10 @@ fn field<T: serde::de::DeserializeOwned>(doc: &Value, name: &str) -> Result<Opti
 /// deletion receipt alone (with its `audit_proof`, when the deletion
 /// route gave one), a signed audit tree head, an inclusion proof with the
 /// signed `head` it is against, or a consistency proof with the later
-/// signed `head` and the earlier one a witness kept (`first_head`). A
-/// document none of these is an error; a receipt that does not verify is a
-/// verdict.
+/// signed `head` and the earlier one a witness kept (`first_head`), or a
+/// consent withdrawal's or an erasure's answer (`revocations`, each with
+/// its deletion receipt). A document none of these is an error; a receipt
+/// that does not verify is a verdict.
 pub fn verify_document(doc: &Value, keys: &[VerifyingKey]) -> Result<OfflineVerdict, String> {
     let verdict = |checked: Vec<&str>, problem: Option<String>| OfflineVerdict {
         valid: problem.is_none(),
@@ -605,9 +611,49 @@ pub fn verify_document(doc: &Value, keys: &[VerifyingKey]) -> Result<OfflineVerd
         let problem = audit_head_problem(&head, keys).map_err(service)?;
         return Ok(verdict(vec!["audit_head"], problem));
     }
+    // A consent withdrawal's or an erasure's answer: every revocation in
+    // it, each with its deletion receipt, checked as a revocation's answer.
+    if let Some(Value::Array(revocations)) = doc.get("revocations")
+        && !revocations.is_empty()
+    {
+        let mut checked = Vec::new();
+        for (i, revocation) in revocations.iter().enumerate() {
+            let what = format!(
+                "revocations[{i}] ({})",
+                revocation["record_id"].as_str().unwrap_or("?")
+            );
+            if revocation
+                .get("deletion_receipt")
+                .is_none_or(Value::is_null)
+            {
+                return Ok(OfflineVerdict {
+                    valid: false,
+                    checked,
+                    problem: Some(format!(
+                        "{what}: the deletion is {}, with no deletion receipt yet",
+                        revocation["stage"].as_str().unwrap_or("not finalized")
+                    )),
+                });
+            }
+            let found = verify_document(revocation, keys).map_err(|e| format!("{what}: {e}"))?;
+            checked.extend(found.checked);
+            if let Some(problem) = found.problem {
+                return Ok(OfflineVerdict {
+                    valid: false,
+                    checked,
+                    problem: Some(format!("{what}: {problem}")),
+                });
+            }
+        }
+        return Ok(OfflineVerdict {
+            valid: true,
+            checked,
+            problem: None,
+        });
+    }
     Err(
-        "the document holds no receipt (a proposal's, a recall's or a revocation's answer, \
-         a deletion receipt or an audit head)"
+        "the document holds no receipt (a proposal's, a recall's, a revocation's, a consent \
+         withdrawal's or an erasure's answer, a deletion receipt or an audit head)"
             .to_owned(),
     )
 }

@@ -26,6 +26,9 @@ What is checked, for every receipt in the document:
   checked with ``hashlib`` alone (leaf ``SHA-256(0x00 || bytes)``, node
   ``SHA-256(0x01 || left || right)``).
 
+* for a consent withdrawal's or an erasure's answer (``revocations``):
+  every revocation in it as a revocation's answer (one still without its
+  deletion receipt does not verify);
 * for a deletion receipt that binds its record's revoked leaf
   (``revoked_leaf``): the record's entry in state ``revoked`` is in the
   scope root the receipt signs, by the inclusion proof it carries;
@@ -37,9 +40,15 @@ What is checked, for every receipt in the document:
   before signatures told their instant carry none: only the signature is
   checked).
 
+* for an explained recall (``decisions``): the receipt's decisions (the
+  list's first ``decision_counts.decided``, sorted by record id) hash to
+  the digest the signed selection receipt commits to (``exceptions_sha256``,
+  or ``decisions_sha256`` before v5), add up to its ``decision_counts`` and
+  decide each selected record selected at its rank; and a ranked
+  selection takes its records in the relevance receipt's order.
+
 A receipt that passes was issued, as it is, by a server holding one of the
-keys. The Rust verifier (``mosaic verify --offline``) also checks an
-explained recall's decision list against the receipt; this module does not.
+keys.
 """
 
 from __future__ import annotations
@@ -72,6 +81,28 @@ RELEVANCE_RECEIPT_DOMAIN = "mosaic.memory.relevance_receipt.v1"
 # commitments (``eligible_scopes_sha256`` in place of
 # ``eligible_set_sha256``) is hashed under this domain instead.
 RELEVANCE_RECEIPT_V2_DOMAIN = "mosaic.memory.relevance_receipt.v2"
+# An explained recall's decision list, as a selection receipt commits to
+# it: by its usual outcome and exceptions (v5, ``exceptions_sha256``), or
+# with the digest of every record decided on as well (``decisions_sha256``).
+SELECTION_EXCEPTIONS_DOMAIN = "mosaic.memory.selection_exceptions.v1"
+SELECTION_DECISIONS_DOMAIN = "mosaic.memory.selection_decisions.v2"
+DECIDED_RECORDS_DOMAIN = "mosaic.memory.decided_records.v1"
+MEMORY_KINDS = ("working", "episodic", "semantic", "procedural")
+DROP_REASONS = (
+    "kind_disabled",
+    "wrong_tenant",
+    "policy_mismatch",
+    "policy_not_in_force",
+    "contested",
+    "revoked",
+    "superseded",
+    "not_yet_valid",
+    "expired",
+    "subject_mismatch",
+    "filtered_out",
+    "not_relevant",
+    "selection_limit",
+)
 DELETION_RECEIPT_DOMAIN = "mosaic.store.deletion_receipt.v1"
 # A deletion receipt that binds the record's leaf as revoked
 # (``revoked_leaf``, schema version 2) is hashed under this domain instead.
@@ -300,6 +331,11 @@ def _signed_instants(document: Mapping[str, Any]) -> List[tuple]:
         return out
     if "seq" in document and "signature" in document:
         head("audit head", document)
+    revocations = document.get("revocations")
+    if isinstance(revocations, list):
+        for revocation in revocations:
+            if isinstance(revocation, Mapping):
+                out.extend(_signed_instants(revocation))
     return out
 
 
@@ -611,6 +647,80 @@ def relevance_receipt_domain(relevance: Mapping[str, Any]) -> Optional[str]:
     return RELEVANCE_RECEIPT_V2_DOMAIN if by_scopes else RELEVANCE_RECEIPT_DOMAIN
 
 
+def _decision(value: Any) -> Mapping[str, Any]:
+    """One ``MemoryDecision`` as the API returns it, or a format error."""
+    if isinstance(value, Mapping) and set(value) == {"record_id", "kind", "outcome"}:
+        outcome = value["outcome"]
+        if isinstance(value["record_id"], str) and value["kind"] in MEMORY_KINDS and isinstance(outcome, Mapping):
+            if set(outcome) == {"decision", "rank"} and outcome["decision"] == "selected":
+                if _count(outcome["rank"]) is not None and outcome["rank"] < 1 << 32:
+                    return value
+            if set(outcome) == {"decision", "reason"} and outcome["decision"] == "dropped":
+                if outcome["reason"] in DROP_REASONS:
+                    return value
+    raise ReceiptFormatError("a decision is not {record_id, kind, outcome} as the API returns it")
+
+
+def _usual_outcome(decisions: List[Mapping[str, Any]]) -> Optional[Dict[str, str]]:
+    """The drop most decisions have (the smallest reason name among
+    equals); ``None`` when nothing was dropped."""
+    drops: Dict[str, int] = {}
+    for d in decisions:
+        if d["outcome"]["decision"] == "dropped":
+            drops[d["outcome"]["reason"]] = drops.get(d["outcome"]["reason"], 0) + 1
+    if not drops:
+        return None
+    reason = min(drops.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    return {"decision": "dropped", "reason": reason}
+
+
+def exceptions_digest(decisions: List[Mapping[str, Any]]) -> str:
+    """The ``mosaic.memory.selection_exceptions.v1`` digest of a decision
+    list sorted by record id: ``{usual, exceptions}``, what a v5 selection
+    receipt's ``exceptions_sha256`` commits to."""
+    usual = _usual_outcome(decisions)
+    exceptions = [d for d in decisions if d["outcome"] != usual]
+    return domain_digest(SELECTION_EXCEPTIONS_DOMAIN, {"usual": usual, "exceptions": exceptions})
+
+
+def decisions_digest(decisions: List[Mapping[str, Any]]) -> str:
+    """The ``mosaic.memory.selection_decisions.v2`` digest of a decision
+    list sorted by record id (``decisions_sha256`` of receipts before v5)."""
+    decided = domain_digest(DECIDED_RECORDS_DOMAIN, [{"record_id": d["record_id"], "kind": d["kind"]} for d in decisions])
+    usual = _usual_outcome(decisions)
+    exceptions = [d for d in decisions if d["outcome"] != usual]
+    return domain_digest(SELECTION_DECISIONS_DOMAIN, {"decided_sha256": decided, "usual": usual, "exceptions": exceptions})
+
+
+def _decisions_problem(selection: Mapping[str, Any], decisions: List[Mapping[str, Any]]) -> Optional[str]:
+    """Why ``decisions`` is not the list the selection receipt commits to
+    (the Rust verifier's words)."""
+    ids = [d["record_id"] for d in decisions]
+    if any(a >= b for a, b in zip(ids, ids[1:])):
+        return "decisions are not sorted by record id without repeats"
+    by_list, by_exceptions = selection.get("decisions_sha256"), selection.get("exceptions_sha256")
+    if by_list is not None and by_exceptions is None:
+        digest = decisions_digest(decisions)
+    elif by_list is None and by_exceptions is not None:
+        digest = exceptions_digest(decisions)
+    else:
+        return "decisions do not hash to the receipt's decisions_sha256"
+    if digest != (by_exceptions if by_exceptions is not None else by_list):
+        return "decisions do not hash to the receipt's decisions_sha256"
+    dropped: Dict[str, int] = {}
+    for d in decisions:
+        if d["outcome"]["decision"] == "dropped":
+            dropped[d["outcome"]["reason"]] = dropped.get(d["outcome"]["reason"], 0) + 1
+    counts = {"decided": len(decisions), "selected": len(decisions) - sum(dropped.values()), "dropped": dropped}
+    if counts != selection.get("decision_counts"):
+        return "decisions do not add up to the receipt's decision_counts"
+    at = {d["record_id"]: d["outcome"] for d in decisions}
+    for rank, record_id in enumerate(selection.get("selected_record_ids") or []):
+        if at.get(record_id) != {"decision": "selected", "rank": rank}:
+            return f"selected record {record_id} is not decided selected at its rank"
+    return None
+
+
 def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], Iterable[str], str]) -> OfflineVerdict:
     """Checks the receipts in one API answer, offline: a proposal's
     (``receipt``, ``receipt_signature``), a memory's history
@@ -619,8 +729,10 @@ def verify_receipt(document: Mapping[str, Any], keys: Union[Mapping[str, Any], I
     (``deletion_receipt``, with its ``audit_proof`` when the deletion route
     gave one), a deletion receipt alone, a signed audit tree head (``GET
     /v1/admin/audit/head``), an inclusion proof with its signed ``head``,
-    or a consistency proof with the later signed ``head`` and the kept
-    ``first_head``. ``keys`` as :func:`load_public_keys`
+    a consistency proof with the later signed ``head`` and the kept
+    ``first_head``, or a consent withdrawal's or an erasure's answer
+    (``revocations``, each with its deletion receipt). ``keys`` as
+    :func:`load_public_keys`
     takes them; given as the keys route's JSON, their validity windows are
     checked too (see :func:`load_key_windows`). Raises
     :class:`ReceiptFormatError` when the document holds no receipt; a
@@ -677,6 +789,22 @@ def _verify(document: Mapping[str, Any], public: Mapping[str, bytes]) -> Offline
         dropped = sum((counts.get("dropped") or {}).values())
         if counts.get("selected") != len(selection.get("selected_record_ids") or []) or counts.get("selected", 0) + dropped != counts.get("decided"):
             return verdict(checked, "decision_counts do not add up to the selected records")
+        # A ranked selection takes the relevance results in their order.
+        if relevance is not None:
+            ranked = iter(r.get("record_id") for r in relevance.get("results") or [] if isinstance(r, Mapping))
+            for record_id in selection.get("selected_record_ids") or []:
+                if not any(r == record_id for r in ranked):
+                    return verdict(checked, f"selected record {record_id} is not in the relevance order")
+        # An explained recall lists the receipt's decisions first, then the
+        # policy_mismatch ones outside the receipt.
+        decisions = document.get("decisions")
+        if decisions is not None and not isinstance(decisions, list):
+            raise ReceiptFormatError("decisions is not a list")
+        if decisions:
+            listed = [_decision(d) for d in decisions]
+            problem = _decisions_problem(selection, listed[: _count(counts.get("decided")) or 0])
+            if problem:
+                return verdict(checked, problem)
         return verdict(checked, None)
     if isinstance(document.get("receipt"), Mapping):
         return verdict(
@@ -718,8 +846,29 @@ def _verify(document: Mapping[str, Any], public: Mapping[str, bytes]) -> Offline
         )
     if "seq" in document and "signature" in document:
         return verdict(["audit_head"], _head_problem(document, public))
+    # A consent withdrawal's or an erasure's answer: every revocation in
+    # it, each with its deletion receipt, checked as a revocation's answer.
+    revocations = document.get("revocations")
+    if isinstance(revocations, list) and revocations:
+        checked: List[str] = []
+        for i, revocation in enumerate(revocations):
+            if not isinstance(revocation, Mapping):
+                raise ReceiptFormatError(f"revocations[{i}] is not an object")
+            what = f"revocations[{i}] ({revocation.get('record_id', '?')})"
+            if revocation.get("deletion_receipt") is None:
+                stage = revocation.get("stage") if isinstance(revocation.get("stage"), str) else "not finalized"
+                return verdict(checked, f"{what}: the deletion is {stage}, with no deletion receipt yet")
+            try:
+                found = _verify(revocation, public)
+            except ReceiptFormatError as e:
+                raise ReceiptFormatError(f"{what}: {e}") from e
+            checked += found.checked
+            if found.problem is not None:
+                return verdict(checked, f"{what}: {found.problem}")
+        return verdict(checked, None)
     raise ReceiptFormatError(
-        "the document holds no receipt (a proposal's, a recall's or a revocation's answer, a deletion receipt or an audit head)"
+        "the document holds no receipt (a proposal's, a recall's, a revocation's, a consent withdrawal's or an erasure's answer, "
+        "a deletion receipt or an audit head)"
     )
 
 
@@ -728,8 +877,10 @@ __all__ = [
     "ReceiptFormatError",
     "audit_event_leaf",
     "canonical_json",
+    "decisions_digest",
     "deletion_receipt_domain",
     "domain_digest",
+    "exceptions_digest",
     "key_id",
     "leaf_hash",
     "load_key_windows",

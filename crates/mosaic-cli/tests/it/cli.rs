@@ -644,3 +644,203 @@ fn serve_logs_at_the_level_rust_log_names() {
     let warn = start_log(Some("warn"));
     assert!(!warn.contains("INFO"), "{warn}");
 }
+
+/// `mosaic verify --receipt FILE`: the write receipt and signature the
+/// caller holds (a proposal's answer, a memory's history, or the `--json`
+/// line of `mosaic propose`) are sent to `POST /v1/verify` kind `write`,
+/// which checks they are the stored receipt, signed by the server inside
+/// its key's window. Every changed field of the held receipt or of its
+/// signature is refused with exit 2 and the server's reason (or its 400
+/// error code for a field that no longer parses). Layer: the server's
+/// held-receipt check (`held_write_problem`); the CLI must send what the
+/// file holds, unchanged.
+#[test]
+fn verify_checks_the_write_receipt_the_caller_holds() {
+    use crate::receipt_signatures::{at, changed, leaf_paths};
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let (_server, url) = start_server(&data);
+    let admin_key = std::fs::read_to_string(data.join("admin.key")).expect("admin key");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let call = |method: &str, path: &str, key: &str, body: Option<Value>| -> Value {
+        let auth = format!("Bearer {}", key.trim());
+        let mut r = match body {
+            Some(body) => agent
+                .post(&format!("{url}{path}"))
+                .header("Authorization", &auth)
+                .send(body.to_string().as_bytes()),
+            None => agent
+                .get(&format!("{url}{path}"))
+                .header("Authorization", &auth)
+                .call(),
+        }
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        serde_json::from_str(&r.body_mut().read_to_string().expect("body")).expect("json")
+    };
+    call(
+        "POST",
+        "/v1/admin/tenants",
+        &admin_key,
+        Some(
+            json!({"tenant_id": "acme", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}}),
+        ),
+    );
+    let created = call(
+        "POST",
+        "/v1/admin/keys",
+        &admin_key,
+        Some(json!({"tenant_id": "acme", "principal_id": "vinay"})),
+    );
+    let key = created["key"].as_str().expect("key").to_owned();
+    let propose = |name: &str, text: &str| {
+        let request = mosaic_service::examples::workspace_fact(name, "default", text);
+        let answer = call(
+            "POST",
+            "/v1/memories",
+            &key,
+            Some(serde_json::to_value(&request).expect("json")),
+        );
+        assert_eq!(answer["decision"], "accepted", "{answer}");
+        answer
+    };
+    let answer = propose("held", "The fire drill is on the second Tuesday");
+    let other = propose("other", "The badge office opens at eight");
+    let record_id = answer["record_id"].as_str().expect("record id");
+    let proposal_id = answer["proposal_id"].as_str().expect("proposal id");
+    let history = call(
+        "GET",
+        &format!("/v1/memories/{record_id}/history"),
+        &key,
+        None,
+    );
+    assert_eq!(history["write_receipt"], answer["receipt"], "{history}");
+
+    let env = [("MOSAIC_URL", url.as_str()), ("MOSAIC_KEY", key.as_str())];
+    let file = |name: &str, value: &Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).expect("write");
+        path.to_str().expect("utf-8 path").to_owned()
+    };
+    let verify = |doc: &Value, extra: &[&str]| {
+        let path = file("held.json", doc);
+        let mut args = vec!["verify", "--receipt", path.as_str()];
+        args.extend_from_slice(extra);
+        mosaic(&args, &env)
+    };
+
+    // As the answer, the history and `mosaic --json propose`'s line hold
+    // it, with the proposal named by the file or by --proposal.
+    let line = json!({"type": "propose", "data": answer});
+    for (what, doc, extra) in [
+        ("the answer", &answer, &[][..]),
+        (
+            "the answer, --proposal",
+            &answer,
+            &["--proposal", proposal_id][..],
+        ),
+        ("the history", &history, &[][..]),
+        ("the --json line", &line, &[][..]),
+    ] {
+        let (code, out, err) = verify(doc, extra);
+        assert_eq!((code, out.trim()), (0, "valid"), "{what}: {err}");
+    }
+    let (code, out, err) = verify(&answer, &["--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let verdict: Value = serde_json::from_str(out.trim()).expect("a JSON line");
+    assert_eq!(verdict["data"], json!({"valid": true, "problem": null}));
+
+    // Refused, with the server's words.
+    let key_id = answer["receipt_signature"]["key_id"]
+        .as_str()
+        .expect("key id")
+        .to_owned();
+    let mut recomputed: mosaic_harness::memory_write::MemoryWriteReceipt =
+        serde_json::from_value(answer["receipt"].clone()).expect("a write receipt");
+    recomputed.judgments_sha256 = "0".repeat(64);
+    recomputed.receipt_sha256 = recomputed.compute_digest().expect("digest");
+    let mut stale = answer.clone();
+    stale["receipt"]["judgments_sha256"] = json!("0".repeat(64));
+    let mut unsigned = answer.clone();
+    unsigned
+        .as_object_mut()
+        .expect("answer")
+        .remove("receipt_signature");
+    let mut flipped = answer.clone();
+    let hex = answer["receipt_signature"]["signature_hex"]
+        .as_str()
+        .expect("hex");
+    flipped["receipt_signature"]["signature_hex"] = json!(format!(
+        "{}{}",
+        if hex.starts_with('0') { "1" } else { "0" },
+        &hex[1..]
+    ));
+    let cases = [
+        (
+            json!({"proposal_id": proposal_id, "receipt": recomputed, "receipt_signature": answer["receipt_signature"]}),
+            "INVALID: the write receipt is not the one stored for this proposal (differing: judgments_sha256)".to_owned(),
+        ),
+        (
+            stale,
+            "INVALID: write receipt_sha256 does not match the canonical body".to_owned(),
+        ),
+        (
+            flipped,
+            format!("INVALID: write signature: the signature does not verify under key {key_id}"),
+        ),
+        (
+            unsigned,
+            "INVALID: the write receipt carries no signature".to_owned(),
+        ),
+        (
+            json!({"proposal_id": proposal_id, "receipt": answer["receipt"], "receipt_signature": other["receipt_signature"]}),
+            "INVALID: write signature: the signature names another receipt_sha256 than the receipt's".to_owned(),
+        ),
+    ];
+    for (doc, expected) in cases {
+        let (code, out, err) = verify(&doc, &[]);
+        assert_eq!((code, out.trim()), (2, expected.as_str()), "{doc}: {err}");
+    }
+    // Another proposal's receipt, named for this proposal: not the stored one.
+    let (code, out, _) = verify(&other, &["--proposal", proposal_id]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.starts_with("INVALID: the write receipt is not the one stored for this proposal"),
+        "{out}"
+    );
+
+    // Every signed leaf of the receipt and its signature, changed in turn.
+    let mut paths = Vec::new();
+    for member in ["receipt", "receipt_signature"] {
+        leaf_paths(&answer[member], vec![member.to_owned()], &mut paths);
+    }
+    assert!(paths.len() >= 19, "{paths:?}");
+    for path in &paths {
+        let mut forged = answer.clone();
+        let leaf = at(&mut forged, path);
+        *leaf = changed(leaf);
+        // The proposal stays the one the caller names.
+        let (code, out, err) = verify(&forged, &["--proposal", proposal_id]);
+        assert_ne!(code, 0, "changing {path:?} still verifies: {out}");
+        assert!(
+            out.starts_with("INVALID: ") || err.starts_with("error: "),
+            "changing {path:?}: {out}{err}"
+        );
+    }
+
+    // A file that holds no write receipt is a clear error, before any
+    // request.
+    let (code, out, err) = verify(&json!({"selection_receipt": {}}), &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("holds no write receipt"), "{err}");
+    let (code, _, err) = mosaic(
+        &["verify", "--receipt", "-", "--offline", "x", "--keys", "y"],
+        &env,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot be used with"), "{err}");
+}

@@ -27,7 +27,7 @@ pub(crate) async fn published_keys(router: &axum::Router) -> (KeysResponse, Vec<
 
 /// Every JSON path below `value` that ends at a scalar or an empty
 /// container.
-fn leaf_paths(value: &Value, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+pub(crate) fn leaf_paths(value: &Value, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (k, v) in map {
@@ -47,7 +47,7 @@ fn leaf_paths(value: &Value, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
     }
 }
 
-fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
+pub(crate) fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
     path.iter().fold(value, |v, k| match v {
         Value::Array(items) => &mut items[k.parse::<usize>().expect("index")],
         other => &mut other[k.as_str()],
@@ -55,7 +55,7 @@ fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
 }
 
 /// A different value of the same shape where one exists.
-fn changed(value: &Value) -> Value {
+pub(crate) fn changed(value: &Value) -> Value {
     match value {
         Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
             let flipped = if s.starts_with('0') { "1" } else { "0" };
@@ -1238,4 +1238,137 @@ async fn server_verify_checks_a_held_write_receipt_and_its_signature() {
     ))
     .await;
     assert_eq!((status, verdict), (StatusCode::OK, valid));
+}
+
+/// An erasure's answer (and a consent withdrawal's) holds a signed
+/// deletion receipt per memory it revoked: `mosaic verify --offline`'s
+/// verifier checks every one of them in that answer as it is, and refuses it once any signed field of any
+/// receipt is changed, naming the revocation. A revocation still without
+/// its receipt is not reported valid. Layer: `verify_document`, which
+/// checks each revocation as a revocation's answer.
+#[tokio::test]
+async fn an_erasure_answer_verifies_offline_and_fails_once_a_receipt_is_changed() {
+    let w = world();
+    let alice = &w.principals[0];
+    for (label, text) in [
+        ("erase-1", "The spare keys hang by the back door."),
+        ("erase-2", "The parking pass renews in March."),
+    ] {
+        let written = propose(&w.router, &alice.key, &distinct_fact(label, text)).await;
+        assert_eq!(written["decision"], "accepted", "{written}");
+    }
+    let (_, verifying) = published_keys(&w.router).await;
+
+    // A consent withdrawal's answer holds the deletion receipts of what
+    // depended on the consent, checked alike.
+    let preference = mosaic_service::examples::preference(
+        "withdrawn",
+        &alice.principal,
+        "Alice prefers replies in the morning.",
+        Some(alice.consent.clone()),
+    );
+    let written = propose(&w.router, &alice.key, &preference).await;
+    assert_eq!(written["decision"], "accepted", "{written}");
+    let (status, withdrawn) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/consents/{}/withdraw", alice.consent),
+        Some(&alice.key),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{withdrawn}");
+    let verdict = verify_document(&withdrawn, &verifying).expect("a withdrawal");
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(verdict.checked, ["deletion"]);
+    let mut forged = withdrawn.clone();
+    forged["revocations"][0]["deletion_receipt"]["body"]["finalized_at_unix_ms"] = json!(1);
+    let verdict = verify_document(&forged, &verifying).expect("a withdrawal");
+    assert!(
+        verdict
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.starts_with("revocations[0] (")),
+        "{verdict:?}"
+    );
+
+    let (status, erased) = send(
+        &w.router,
+        "POST",
+        "/v1/erasure",
+        Some(&alice.key),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{erased}");
+    assert_eq!(erased["complete"], true, "{erased}");
+    let revocations = erased["revocations"].as_array().expect("revocations");
+    assert!(revocations.len() >= 2, "{erased}");
+    let verdict = verify_document(&erased, &verifying).expect("an erasure");
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(verdict.checked, vec!["deletion"; revocations.len()]);
+
+    // Every signed leaf of every deletion receipt in it, changed in turn.
+    let mut paths = Vec::new();
+    for i in 0..revocations.len() {
+        let prefix = vec![
+            "revocations".to_owned(),
+            i.to_string(),
+            "deletion_receipt".to_owned(),
+        ];
+        leaf_paths(
+            &erased["revocations"][i]["deletion_receipt"],
+            prefix,
+            &mut paths,
+        );
+    }
+    assert!(paths.len() >= 40, "{}", paths.len());
+    for path in &paths {
+        let mut forged = erased.clone();
+        let leaf = at(&mut forged, path);
+        *leaf = changed(leaf);
+        match verify_document(&forged, &verifying) {
+            Ok(v) => {
+                assert!(!v.valid, "changing {path:?} still verifies");
+                let named = format!("revocations[{}] (", path[1]);
+                assert!(
+                    v.problem.as_deref().is_some_and(|p| p.starts_with(&named)),
+                    "{path:?}: {v:?}"
+                );
+            }
+            Err(e) => assert!(e.starts_with("revocations["), "{path:?}: {e}"),
+        }
+    }
+    // One receipt swapped for the other's signature.
+    let mut swapped = erased.clone();
+    swapped["revocations"][0]["deletion_receipt"]["signature"] =
+        erased["revocations"][1]["deletion_receipt"]["signature"].clone();
+    assert!(
+        !verify_document(&swapped, &verifying)
+            .expect("erasure")
+            .valid
+    );
+    // A revocation without its receipt yet is not a verified deletion.
+    let mut pending = erased.clone();
+    pending["revocations"][1]["deletion_receipt"] = Value::Null;
+    pending["revocations"][1]["stage"] = json!("erased");
+    let verdict = verify_document(&pending, &verifying).expect("erasure");
+    assert!(!verdict.valid);
+    assert_eq!(
+        verdict.problem.as_deref(),
+        Some(
+            format!(
+                "revocations[1] ({}): the deletion is erased, with no deletion receipt yet",
+                erased["revocations"][1]["record_id"].as_str().expect("id")
+            )
+            .as_str()
+        )
+    );
+    // An answer that revoked nothing holds no receipt.
+    let mut none = erased.clone();
+    none["revocations"] = json!([]);
+    assert!(verify_document(&none, &verifying).is_err());
+    // Under another server's key nothing in it verifies.
+    let stranger = [SigningKey::from_bytes(&[9u8; 32]).verifying_key()];
+    assert!(!verify_document(&erased, &stranger).expect("erasure").valid);
 }
