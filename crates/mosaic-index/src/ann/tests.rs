@@ -378,3 +378,98 @@ fn graph_searches_walk_on_bytes_and_return_exact_scores() {
     assert!(ann.code(3).iter().all(|&c| c == 0));
     assert_eq!(ann.scales[3], 0.0);
 }
+
+/// A graph search scores exactly only the walked docs that can be among
+/// the best `k`: its answer is the one scoring every walked doc gives,
+/// doc for doc and bit for bit, over filters, beams from `k` to wide,
+/// pending docs, removed docs, duplicates and near ties; and with a beam
+/// wider than `k` it leaves walked docs unscored.
+#[test]
+fn a_graph_search_scores_only_what_can_reach_the_best_k() {
+    let dim = 64;
+    let config = AnnConfig {
+        exact_limit: 0,
+        ..few_links()
+    };
+    let mut ann = AnnIndex::new(dim, config);
+    let mut n: DocId = 0;
+    let mut add = |ann: &mut AnnIndex, v: Vec<f32>, pending: bool| {
+        if pending {
+            ann.insert_pending(n, &v);
+        } else {
+            ann.insert(n, &v);
+        }
+        n += 1;
+    };
+    for s in 0..3_000u64 {
+        let mut v = noise(70_000 + s, dim);
+        crate::embed::l2_normalise(&mut v);
+        add(&mut ann, v, false);
+    }
+    // Duplicates and near ties of one vector, some of them pending.
+    let base = ann.vector(29).to_vec();
+    for i in 0..60u64 {
+        let tweak = noise(90_000 + i, dim);
+        let mut v: Vec<f32> = base
+            .iter()
+            .zip(&tweak)
+            .map(|(b, t)| b + t * 1e-6 * (i % 2) as f32)
+            .collect();
+        crate::embed::l2_normalise(&mut v);
+        add(&mut ann, v, i % 5 == 0);
+    }
+    for s in 0..40u64 {
+        let mut v = noise(95_000 + s, dim);
+        crate::embed::l2_normalise(&mut v);
+        add(&mut ann, v, true);
+    }
+    for d in [7, 29, 3_001, 3_070] {
+        ann.remove(d);
+    }
+    let total = n as usize;
+    let mut pruned = 0;
+    for (fi, every) in [1usize, 2, 5].into_iter().enumerate() {
+        let mut set = DocSet::with_capacity(total);
+        for d in (fi..total).step_by(every) {
+            set.insert(d as DocId);
+        }
+        for s in 0..10u64 {
+            let mut q = noise(99_000 + s, dim);
+            if s % 3 == 0 {
+                q = base.iter().zip(&q).map(|(b, x)| b + x * 0.01).collect();
+            }
+            crate::embed::l2_normalise(&mut q);
+            for (k, ef) in [
+                (1, 1),
+                (10, 10),
+                (10, 64),
+                (37, 100),
+                (100, 256),
+                (400, 256),
+            ] {
+                for docs in [None, Some(&set)] {
+                    let (want, walked) = ann.graph_search_scoring_all(&q, docs, k, ef);
+                    let (got, scored) = ann.graph_search(&q, docs, k, ef);
+                    let bits = |r: &[(DocId, f32)]| {
+                        r.iter().map(|(d, s)| (*d, s.to_bits())).collect::<Vec<_>>()
+                    };
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "every {every}, query {s}, k {k}, ef {ef}, filtered {}",
+                        docs.is_some()
+                    );
+                    assert!(scored <= walked);
+                    if ef >= 2 * k && scored < walked {
+                        pruned += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(pruned > 0, "a wide beam must leave walked docs unscored");
+    // A query that is not finite: every walked doc is scored.
+    let q = vec![f32::NAN; dim];
+    let (_, walked) = ann.graph_search_scoring_all(&q, None, 10, 64);
+    assert_eq!(ann.graph_search(&q, None, 10, 64).1, walked);
+}

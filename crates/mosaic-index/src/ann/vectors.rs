@@ -118,7 +118,7 @@ impl AnnIndex {
     /// product, scaled (the same value on every CPU).
     pub(super) fn approx(&self, q: &Probe, doc: DocId) -> f32 {
         let [p] = mosaic_kernels::dots_i8(&q.codes, [self.code(doc)]);
-        p as f32 * (q.scale * self.scales[doc as usize])
+        self.byte_score(q, doc, p)
     }
 
     /// [`AnnIndex::approx`] of two stored docs.
