@@ -302,7 +302,7 @@ impl AnnIndex {
             }
         }
         self.each_product(q, docs, |d, p| {
-            scores.push(self.byte_score(q, d, p));
+            scores.push(p as f32 * (q.scale * self.scales[d as usize]));
         });
     }
 

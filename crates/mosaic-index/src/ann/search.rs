@@ -39,30 +39,6 @@ pub(super) fn plan_costs(
     (scan, graph)
 }
 
-/// What bounds how far a query's exact score of a doc may lie from its
-/// byte score (see [`AnnIndex::exact`]).
-pub(super) struct QueryBounds {
-    q_off: f32,
-    q_bytes: f32,
-    q_len: f32,
-    rounding: f32,
-}
-
-impl QueryBounds {
-    /// `(a, e)`: `doc`'s byte score `a` ([`AnnIndex::byte_score`]) and a
-    /// bound `e` on how far its exact score lies from `a`, the rounding of
-    /// both included.
-    #[inline]
-    pub(super) fn of(&self, ann: &AnnIndex, doc: DocId, a: f32) -> (f32, f32) {
-        let (x_off, x_len) = ann.byte_bounds[doc as usize];
-        let e = byte_bound((self.q_off, self.q_bytes), (x_off, x_len));
-        // The exact score's rounding (|x| is at most ||x'|| +
-        // ||x - x'||), then that of `a` and of the sums below.
-        let slack = self.rounding * self.q_len * (x_len + x_off) + 1e-6 * (a.abs() + e);
-        (a, e + slack + f32::MIN_POSITIVE)
-    }
-}
-
 impl AnnIndex {
     /// Exact top-`k` over `docs`, the same docs and scores as scoring
     /// every eligible doc in f32 ([`AnnIndex::exact_f32`]), reading a
@@ -98,20 +74,33 @@ impl AnnIndex {
         k: usize,
     ) -> Option<Vec<DocId>> {
         let probe = Probe::of(q);
-        if k == 0 || eligible.len() <= k {
+        let (q_off, q_bytes) = byte_error(q, &probe.codes, probe.scale);
+        if k == 0 || eligible.len() <= k || !q_off.is_finite() || !q_bytes.is_finite() {
             return None;
         }
-        let bounds = self.query_bounds(q, &probe)?;
-        let mut scored: Vec<(f32, f32)> = Vec::with_capacity(eligible.len());
-        self.each_product(&probe, eligible, |d, p| {
-            scored.push(bounds.of(self, d, self.byte_score(&probe, d, p)));
-        });
-        let mut lows: Vec<f32> = scored.iter().map(|(a, e)| a - e).collect();
+        // ||q|| is at most ||q'|| + ||q - q'||.
+        let q_len = q_bytes + q_off;
+        // A sum of `dim` products in f32, in any order, lies within
+        // `dim` units of its last place (2^-23 each, twice the rounding)
+        // of |q||x| from the exact sum.
+        let rounding = (self.dim as f32 + 2.0) * f32::EPSILON;
+        let bound = |doc: DocId, product: i32| {
+            let a = product as f32 * (probe.scale * self.scales[doc as usize]);
+            let (x_off, x_len) = self.byte_bounds[doc as usize];
+            let e = byte_bound((q_off, q_bytes), (x_off, x_len));
+            // The exact score's rounding (|x| is at most ||x'|| +
+            // ||x - x'||), then that of `a` and of the sums below.
+            let slack = rounding * q_len * (x_len + x_off) + 1e-6 * (a.abs() + e);
+            (a, e + slack + f32::MIN_POSITIVE)
+        };
+        let mut bounds: Vec<(f32, f32)> = Vec::with_capacity(eligible.len());
+        self.each_product(&probe, eligible, |d, p| bounds.push(bound(d, p)));
+        let mut lows: Vec<f32> = bounds.iter().map(|(a, e)| a - e).collect();
         let (_, &mut t, _) = lows.select_nth_unstable_by(k - 1, |x, y| y.total_cmp(x));
         Some(
             eligible
                 .iter()
-                .zip(&scored)
+                .zip(&bounds)
                 .filter(|(_, (a, e))| {
                     let high = a + e;
                     !high.is_finite() || high.total_cmp(&t).is_ge()
@@ -119,33 +108,6 @@ impl AnnIndex {
                 .map(|(&d, _)| d)
                 .collect(),
         )
-    }
-
-    /// A doc's byte score from its bytes' integer product `product` with
-    /// the probe's: the score the graph walks on ([`AnnIndex::approx`]),
-    /// the same operations, so the same float.
-    #[inline]
-    pub(super) fn byte_score(&self, probe: &Probe, doc: DocId, product: i32) -> f32 {
-        product as f32 * (probe.scale * self.scales[doc as usize])
-    }
-
-    /// What bounds the exact scores of `q` (probed as `probe`) given its
-    /// docs' byte scores; `None` when the query is not finite.
-    pub(super) fn query_bounds(&self, q: &[f32], probe: &Probe) -> Option<QueryBounds> {
-        let (q_off, q_bytes) = byte_error(q, &probe.codes, probe.scale);
-        if !q_off.is_finite() || !q_bytes.is_finite() {
-            return None;
-        }
-        Some(QueryBounds {
-            q_off,
-            q_bytes,
-            // ||q|| is at most ||q'|| + ||q - q'||.
-            q_len: q_bytes + q_off,
-            // A sum of `dim` products in f32, in any order, lies within
-            // `dim` units of its last place (2^-23 each, twice the
-            // rounding) of |q||x| from the exact sum.
-            rounding: (self.dim as f32 + 2.0) * f32::EPSILON,
-        })
     }
 
     /// [`AnnIndex::exact`] by scoring every eligible doc in f32: the
@@ -205,130 +167,37 @@ impl AnnIndex {
         k: usize,
         ef: usize,
     ) -> Vec<(DocId, f32)> {
-        self.graph_search(q, docs, k, ef).0
-    }
-
-    /// The walk of a graph search: the (up to) `ef` best docs of the
-    /// bottom layer passing `docs`, by byte score, best first.
-    fn walk(&self, probe: &Probe, docs: Option<&DocSet>, k: usize, ef: usize) -> Vec<Scored> {
-        let Some(mut entry) = self.entry else {
-            return Vec::new();
-        };
-        for l in (1..=self.max_level).rev() {
-            entry = self.greedy(probe, entry, l);
-        }
-        self.search_layer(probe, &[entry], ef.max(k), 0, docs, None)
-    }
-
-    /// The pending docs passing `docs`, scored exactly: they are not in
-    /// the graph, so a graph search scans them.
-    fn pending_scored(&self, q: &[f32], docs: Option<&DocSet>) -> Vec<Scored> {
-        self.pending
-            .iter()
-            .filter(|d| docs.is_none_or(|f| f.contains(**d)))
-            .map(|&d| Scored(dot(q, self.vector(d)), d))
-            .collect()
-    }
-
-    /// [`AnnIndex::graph_with_ef`], and how many of the walked docs it
-    /// scored exactly. The walk's scores are the bytes'; the search
-    /// returns the best `k` of the walked and pending docs by exact score,
-    /// as scoring every walked doc exactly would, but scores only the
-    /// walked docs that can be among them: with `t` the `k`th largest
-    /// lower bound (a walked doc's byte score less its bound, a pending
-    /// doc's exact score), at least `k` docs score `t` or more, so a
-    /// walked doc whose byte score plus its bound is below `t` scores
-    /// below `k` others (the bound of [`AnnIndex::exact`]). Each exact
-    /// score left out is a read of four times the doc's bytes at a random
-    /// place, which a large index holds far outside the CPU's caches.
-    pub(super) fn graph_search(
-        &self,
-        q: &[f32],
-        docs: Option<&DocSet>,
-        k: usize,
-        ef: usize,
-    ) -> (Vec<(DocId, f32)>, usize) {
-        let probe = Probe::of(q);
-        let walked = self.walk(&probe, docs, k, ef);
-        let mut found = self.pending_scored(q, docs);
-        let rescored: Vec<DocId> = match self.worth_scoring(q, &probe, &walked, &found, k) {
-            Some(docs) => docs,
-            None => walked.iter().map(|s| s.1).collect(),
-        };
-        for &d in &rescored {
-            if let Some(first) = self.vector(d).first() {
-                mosaic_kernels::prefetch(first);
+        let mut found = match self.entry {
+            Some(mut entry) => {
+                let probe = Probe::of(q);
+                for l in (1..=self.max_level).rev() {
+                    entry = self.greedy(&probe, entry, l);
+                }
+                let walked = self.search_layer(&probe, &[entry], ef.max(k), 0, docs, None);
+                // The walk's scores are the bytes': every doc it found is
+                // scored again exactly, as a scan would score it.
+                for s in &walked {
+                    if let Some(first) = self.vector(s.1).first() {
+                        mosaic_kernels::prefetch(first);
+                    }
+                }
+                walked
+                    .iter()
+                    .map(|s| Scored(dot(q, self.vector(s.1)), s.1))
+                    .collect()
             }
-        }
-        found.extend(rescored.iter().map(|&d| Scored(dot(q, self.vector(d)), d)));
-        found.sort_by(|a, b| b.cmp(a));
-        found.truncate(k);
-        (
-            found.into_iter().map(|s| (s.1, s.0)).collect(),
-            rescored.len(),
-        )
-    }
-
-    /// The walked docs that can be among the best `k` of `walked` and
-    /// `pending` by exact score (see [`AnnIndex::graph_search`]), in walk
-    /// order; `None` when every walked doc is to be scored: no more than
-    /// `k` docs in all, a query that is not finite, or a bound that is
-    /// not (a vector is checked finite before it is stored, so in
-    /// practice never).
-    fn worth_scoring(
-        &self,
-        q: &[f32],
-        probe: &Probe,
-        walked: &[Scored],
-        pending: &[Scored],
-        k: usize,
-    ) -> Option<Vec<DocId>> {
-        if k == 0 || walked.len() + pending.len() <= k {
-            return None;
-        }
-        let bounds = self.query_bounds(q, probe)?;
-        let scored: Vec<(f32, f32)> = walked.iter().map(|s| bounds.of(self, s.1, s.0)).collect();
-        let mut lows: Vec<f32> = scored
-            .iter()
-            .map(|(a, e)| a - e)
-            .chain(pending.iter().map(|s| s.0))
-            .collect();
-        if !lows.iter().all(|x| x.is_finite()) {
-            return None;
-        }
-        let (_, &mut t, _) = lows.select_nth_unstable_by(k - 1, |x, y| y.total_cmp(x));
-        Some(
-            walked
+            None => Vec::new(),
+        };
+        // The pending docs are not in the graph: scanned exactly, merged.
+        found.extend(
+            self.pending
                 .iter()
-                .zip(&scored)
-                .filter(|(_, (a, e))| {
-                    let high = a + e;
-                    !high.is_finite() || high.total_cmp(&t).is_ge()
-                })
-                .map(|(s, _)| s.1)
-                .collect(),
-        )
-    }
-
-    /// [`AnnIndex::graph_search`] scoring every walked doc exactly: the
-    /// reference it must equal.
-    #[cfg(test)]
-    pub(super) fn graph_search_scoring_all(
-        &self,
-        q: &[f32],
-        docs: Option<&DocSet>,
-        k: usize,
-        ef: usize,
-    ) -> (Vec<(DocId, f32)>, usize) {
-        let walked = self.walk(&Probe::of(q), docs, k, ef);
-        let mut found = self.pending_scored(q, docs);
-        found.extend(walked.iter().map(|s| Scored(dot(q, self.vector(s.1)), s.1)));
+                .filter(|d| docs.is_none_or(|f| f.contains(**d)))
+                .map(|&d| Scored(dot(q, self.vector(d)), d)),
+        );
         found.sort_by(|a, b| b.cmp(a));
         found.truncate(k);
-        (
-            found.into_iter().map(|s| (s.1, s.0)).collect(),
-            walked.len(),
-        )
+        found.into_iter().map(|s| (s.1, s.0)).collect()
     }
 
     /// The beam width of a filtered graph search over `eligible` docs:

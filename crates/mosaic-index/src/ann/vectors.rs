@@ -118,7 +118,7 @@ impl AnnIndex {
     /// product, scaled (the same value on every CPU).
     pub(super) fn approx(&self, q: &Probe, doc: DocId) -> f32 {
         let [p] = mosaic_kernels::dots_i8(&q.codes, [self.code(doc)]);
-        self.byte_score(q, doc, p)
+        p as f32 * (q.scale * self.scales[doc as usize])
     }
 
     /// [`AnnIndex::approx`] of two stored docs.
