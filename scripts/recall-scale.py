@@ -5,6 +5,7 @@
         [--queries 200] [--recall-up-to 10000] [--restart] [--again N]
         [--serve-arg=--embedder --serve-arg=hash] [--keep-data-dir DIR]
         [--after-write N] [--json]
+    scripts/recall-scale.py --mosaic target/release/mosaic --reuse-data-dir DIR [--queries 200]
 
 Starts `mosaic serve` on 127.0.0.1 (port 0) in a fresh temporary data
 directory, creates one tenant and one principal, then grows that
@@ -41,10 +42,15 @@ The generated turns are seeded (`--seed`), so two runs ask the same
 questions of the same data. Standard library only; the server and its data
 directory are removed at the end (`--keep-data-dir DIR`: the data directory
 is DIR, which must not exist yet, and is kept, for instance to time more
-restarts on it).
+restarts on it). `--reuse-data-dir DIR` serves such a kept directory with
+the binary given and only times the recalls (the same questions, by the
+same `--seed` and `--queries`), printing a digest of the hybrid recalls'
+selected record ids beside the times, so builds can be compared on one
+store in alternated runs.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -143,6 +149,59 @@ def ingest_line(row, label=""):
             f"{row['written_bytes_per_record']} B written per record {index}")
 
 
+def time_recalls(server, key, queries, args, row):
+    """Times each recall variant over `queries` (one warming recall
+    first) into `row`; the hybrid variant also names what it selected, a
+    digest of every answer's selected record ids in query order, so two
+    builds' answers can be compared."""
+    variants = [("hybrid", lambda q: {"query": q, "max_records": 10}),
+                ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
+                ("no_query", lambda q: {"max_records": 10})]
+    if args.filter_every:
+        variants.append(("hybrid_filtered",
+                         lambda q: {"query": q, "max_records": 10, "filter": {"group": 0}}))
+    for name, body in variants:
+        server.call("POST", "/v1/recall", key, body(queries[0]))  # warm
+        times, sizes_b, selected = [], [], hashlib.sha256()
+        for q in queries:
+            t0 = time.perf_counter()
+            answer, n = server.call_sized("POST", "/v1/recall", key, body(q))
+            times.append((time.perf_counter() - t0) * 1000.0)
+            sizes_b.append(n)
+            selected.update(json.dumps(answer.get("selected_record_ids")).encode())
+        row[name] = {"p50_ms": round(statistics.median(times), 2),
+                     "p95_ms": round(percentile(times, 95), 2),
+                     "bytes": int(statistics.median(sizes_b))}
+        if name == "hybrid":
+            row[name]["selected_sha256"] = selected.hexdigest()[:16]
+
+
+def reuse(args, queries):
+    """Serves the kept directory `args.reuse_data_dir` (a fresh server,
+    nothing ingested) and times the recall variants there: the same
+    questions (same `--seed` and `--queries`) against the same store, so
+    two builds can be compared in alternated runs without loading it
+    again."""
+    server = MosaicServer(args.mosaic, args.serve_args, args.reuse_data_dir)
+    try:
+        key = server.key_for("scale", "reader")
+        row = {"data_dir": args.reuse_data_dir}
+        time_recalls(server, key, queries, args, row)
+    finally:
+        try:
+            server.stop()
+        except Exception:
+            pass
+        server.close()
+    if args.json:
+        print(json.dumps({"queries": args.queries, "results": [row]}))
+    else:
+        h, e, n = row["hybrid"], row["hybrid_explain"], row["no_query"]
+        print(f"{args.reuse_data_dir}: hybrid p50 {h['p50_ms']} ms p95 {h['p95_ms']} ms {h['bytes']} B "
+              f"(selected {h['selected_sha256']}) | explain p50 {e['p50_ms']} ms {e['bytes']} B | "
+              f"no query p50 {n['p50_ms']} ms p95 {n['p95_ms']} ms {n['bytes']} B", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mosaic", required=True, help="the mosaic binary")
@@ -156,6 +215,9 @@ def main():
                         help="at the end, run the steps up to N memories again on a fresh server")
     parser.add_argument("--serve-arg", action="append", default=[], dest="serve_args")
     parser.add_argument("--keep-data-dir", help="use this (new) data directory and keep it")
+    parser.add_argument("--reuse-data-dir", metavar="DIR",
+                        help="serve DIR, kept by an earlier --keep-data-dir run with the same --seed, and only "
+                             "time the recalls there (no ingest; --sizes ignored)")
     parser.add_argument("--filter-every", type=int, default=0, metavar="N",
                         help="tag each ingest call's memories with metadata group = call %% N and also time "
                              "a hybrid recall filtered to group 0 (1 memory in N)")
@@ -172,6 +234,11 @@ def main():
         sys.exit("--again must be one of --sizes")
     corpus = Corpus(args.seed, args.queries, args.filter_every)
     queries = corpus.queries
+    if args.reuse_data_dir:
+        if not os.path.isdir(args.reuse_data_dir):
+            sys.exit("--reuse-data-dir must name a kept data directory")
+        reuse(args, queries)
+        return
     if args.keep_data_dir and os.path.exists(args.keep_data_dir):
         sys.exit("--keep-data-dir must name a directory that does not exist yet")
     server = MosaicServer(args.mosaic, args.serve_args, args.keep_data_dir, prefix="mosaic-recall-scale-")
@@ -187,23 +254,7 @@ def main():
                 if not args.json:
                     print(ingest_line(row), flush=True)
                 continue
-            variants = [("hybrid", lambda q: {"query": q, "max_records": 10}),
-                        ("hybrid_explain", lambda q: {"query": q, "max_records": 10, "explain": True}),
-                        ("no_query", lambda q: {"max_records": 10})]
-            if args.filter_every:
-                variants.append(("hybrid_filtered",
-                                 lambda q: {"query": q, "max_records": 10, "filter": {"group": 0}}))
-            for name, body in variants:
-                server.call("POST", "/v1/recall", key, body(queries[0]))  # warm
-                times, sizes_b = [], []
-                for q in queries:
-                    t0 = time.perf_counter()
-                    _, n = server.call_sized("POST", "/v1/recall", key, body(q))
-                    times.append((time.perf_counter() - t0) * 1000.0)
-                    sizes_b.append(n)
-                row[name] = {"p50_ms": round(statistics.median(times), 2),
-                             "p95_ms": round(percentile(times, 95), 2),
-                             "bytes": int(statistics.median(sizes_b))}
+            time_recalls(server, key, queries, args, row)
             if args.after_write:
                 # Each recall follows a write of one turn, so its scopes'
                 # eligible read is fresh (the kept one no longer holds); the
