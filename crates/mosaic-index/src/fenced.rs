@@ -48,6 +48,18 @@ pub struct FencedIndex<B: Backend> {
     resolved: Mutex<Vec<Resolved>>,
 }
 
+/// A copy of a target holds the same fence and backend; the eligible sets
+/// resolved against the original are not copied (the copy resolves its own).
+impl<B: Backend + Clone> Clone for FencedIndex<B> {
+    fn clone(&self) -> Self {
+        FencedIndex {
+            fence: self.fence.clone(),
+            backend: self.backend.clone(),
+            resolved: Mutex::new(Vec::new()),
+        }
+    }
+}
+
 /// Eligible sets resolved to docs kept per target: a few readers' scopes.
 const RESOLVED_KEPT: usize = 16;
 

@@ -71,7 +71,7 @@ pub mod target;
 pub mod text;
 pub mod vector;
 
-pub use ann::{AnnConfig, AnnIndex, SearchPlan};
+pub use ann::{AnnConfig, AnnIndex, GraphDelta, SearchPlan};
 pub use embed::{Embedder, HashEmbedder};
 pub use error::{IndexError, ModelError, StaleReason};
 pub use funnel::{

@@ -222,6 +222,7 @@ pub(crate) enum TombstonePlan {
     Apply { old_doc: Option<DocId> },
 }
 
+#[derive(Clone)]
 struct Slot {
     state: SlotState,
     doc: Option<DocId>,
@@ -234,6 +235,7 @@ const NO_SCOPE: u32 = u32::MAX;
 
 /// The generation fence shared by every target: slots, doc numbering and
 /// the counters caches key on.
+#[derive(Clone)]
 pub(crate) struct Fence {
     target: String,
     /// Resolved once per eligible record and index target on every read,

@@ -16,6 +16,7 @@ use crate::scope::{DocSet, Eligible};
 use crate::target::{Acknowledgement, DocId, LiveEntry, PublishMessage, TargetSnapshot};
 
 /// The passages of a record longer than the embedder's window.
+#[derive(Clone)]
 struct LongRecord {
     spans: Vec<Span>,
     /// Vectors of passages 1.. (passage 0's is in the graph).
@@ -34,6 +35,7 @@ pub struct PassageMatch {
 }
 
 /// The vector backend.
+#[derive(Clone)]
 pub struct VectorBackend {
     embedder: Arc<dyn Embedder>,
     ann: AnnIndex,
@@ -531,6 +533,20 @@ impl VectorIndex {
     /// first); returns how many remain pending.
     pub fn absorb_pending(&mut self, budget: usize) -> usize {
         self.backend.ann.absorb(budget)
+    }
+
+    /// [`VectorIndex::absorb_pending`], also telling what the linking
+    /// decided, for [`VectorIndex::apply_graph_delta`] on a copy of this
+    /// target as it was before.
+    pub fn absorb_pending_recorded(&mut self, budget: usize) -> (usize, crate::ann::GraphDelta) {
+        self.backend.ann.absorb_recorded(budget)
+    }
+
+    /// Links what [`VectorIndex::absorb_pending_recorded`] linked on a
+    /// target that held what this one holds, as it did, without searching
+    /// for neighbours again.
+    pub fn apply_graph_delta(&mut self, delta: &crate::ann::GraphDelta) {
+        self.backend.ann.apply_delta(delta);
     }
 
     /// Live records not in the graph yet.

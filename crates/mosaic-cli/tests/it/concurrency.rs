@@ -3,6 +3,7 @@
 //! and lexical reads answer while the embedder hangs, and only the requests
 //! that need it fail, with 503 and no internal detail.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,8 @@ use mosaic_index::RetrievalMode;
 use mosaic_service::ServiceError;
 use mosaic_service::api::RecallRequest;
 use mosaic_service::examples::workspace_fact;
+use mosaic_service::service::{IndexDelivery, OutboxFault, OutboxFaults};
+use mosaic_store::OutboxTask;
 
 use axum::http::StatusCode;
 use serde_json::json;
@@ -364,4 +367,130 @@ fn a_warm_recall_commits_to_the_records_as_stored() {
     let after = recall();
     assert!(!after.decisions.iter().any(|d| d.record_id == revoked));
     assert_eq!(after.selection_receipt.decision_counts.decided, 11);
+}
+
+/// Holds the outbox pass inside its apply step, with the index write side
+/// taken, at the delivery of a text holding `marker`, until released.
+struct HoldApply {
+    marker: &'static str,
+    entered: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl OutboxFaults for HoldApply {
+    fn schedule(&self, _target: &str, batch: &[OutboxTask]) -> Vec<usize> {
+        (0..batch.len()).collect()
+    }
+
+    fn fault(&self, _target: &str, delivery: &IndexDelivery) -> OutboxFault {
+        let held = matches!(delivery, IndexDelivery::Publish(m) if m.text.contains(self.marker));
+        let entered = held
+            .then(|| self.entered.lock().map(|mut e| e.take()).ok().flatten())
+            .flatten();
+        if let Some(entered) = entered {
+            let _ = entered.send(());
+            if let Ok(release) = self.release.lock() {
+                let _ = release.recv_timeout(Duration::from_secs(30));
+            }
+        }
+        OutboxFault::Deliver
+    }
+
+    fn stale(&self, _target: &str) -> Vec<IndexDelivery> {
+        Vec::new()
+    }
+}
+
+/// Ranked recall reads the published copy of the embedded indexes: it
+/// answers while an outbox pass holds the index write side in the middle
+/// of its apply step (with a lock readers shared with the pass, it waited
+/// for the pass), and it sees the state before the pass, not half of it.
+#[test]
+fn a_recall_answers_while_an_outbox_pass_holds_the_index_write_side() {
+    let w = world_with(|c| c.index_wait_ms = 200);
+    let principal = &w.principals[0];
+    let first = w
+        .service
+        .propose(
+            &principal.credential,
+            &workspace_fact(
+                "before-the-pass",
+                WORKSPACE,
+                "The backup window opens at midnight",
+            ),
+        )
+        .expect("propose");
+    assert!(first.readable);
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    w.service
+        .set_outbox_faults(Some(Arc::new(HoldApply {
+            marker: "zebra",
+            entered: std::sync::Mutex::new(Some(entered_tx)),
+            release: std::sync::Mutex::new(release_rx),
+        })))
+        .expect("faults");
+    let key = principal.key.clone();
+    let service = w.service.clone();
+    let proposer = std::thread::spawn(move || {
+        let credential = service.authenticate(Some(&key)).expect("key");
+        service.propose(
+            &credential,
+            &workspace_fact(
+                "held-in-the-pass",
+                WORKSPACE,
+                "The zebra backup window moved to noon",
+            ),
+        )
+    });
+    entered
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the pass reached the held delivery");
+    let (answered_tx, answered) = std::sync::mpsc::channel();
+    let key = principal.key.clone();
+    let service = w.service.clone();
+    let reader = std::thread::spawn(move || {
+        let credential = service.authenticate(Some(&key)).expect("key");
+        let recalled = service.recall(
+            &credential,
+            &RecallRequest {
+                workspace_id: Some(WORKSPACE.to_owned()),
+                query: Some("backup window".to_owned()),
+                max_records: Some(5),
+                mode: Some(RetrievalMode::Hybrid),
+                ..RecallRequest::default()
+            },
+        );
+        let _ = answered_tx.send(recalled.map(|r| r.selected_record_ids));
+    });
+    let during = answered.recv_timeout(Duration::from_secs(10));
+    let _ = release.send(());
+    let _ = reader.join();
+    let held = proposer.join().expect("proposer").expect("propose");
+    w.service.set_outbox_faults(None).expect("faults");
+    let during = during
+        .expect("the recall answered while the pass held the index write side")
+        .expect("recall");
+    assert!(during.contains(&first.record_id), "{during:?}");
+    assert!(!during.contains(&held.record_id), "{during:?}");
+    // Once the pass let go (and the next one acknowledged what it
+    // applied), the record is read.
+    w.service.reconcile().expect("reconcile");
+    let after = w
+        .service
+        .recall(
+            &principal.credential,
+            &RecallRequest {
+                workspace_id: Some(WORKSPACE.to_owned()),
+                query: Some("zebra backup window".to_owned()),
+                max_records: Some(5),
+                ..RecallRequest::default()
+            },
+        )
+        .expect("recall");
+    assert!(
+        after.selected_record_ids.contains(&held.record_id),
+        "{:?}",
+        after.selected_record_ids
+    );
 }

@@ -4,8 +4,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::AnnIndex;
 use super::vectors::Probe;
+use super::{AnnIndex, GraphDelta};
 use crate::scope::DocSet;
 use crate::target::DocId;
 
@@ -97,6 +97,9 @@ impl AnnIndex {
     /// Makes `list` the neighbours of `doc` on `level`, for a doc in the
     /// graph on that layer, its list within the lazy-pruning bound.
     pub(super) fn set_neighbours(&mut self, doc: DocId, level: usize, list: &[DocId]) {
+        if let Some(touched) = self.touched.as_mut() {
+            touched.push((doc, level));
+        }
         if level > 0 {
             if let Some(Some(upper)) = self.links.get_mut(doc as usize)
                 && let Some(l) = upper.get_mut(level - 1)
@@ -120,6 +123,9 @@ impl AnnIndex {
     /// graph on that layer whose list has room (see
     /// [`AnnIndex::connect`]).
     fn push_neighbour(&mut self, doc: DocId, level: usize, to: DocId) {
+        if let Some(touched) = self.touched.as_mut() {
+            touched.push((doc, level));
+        }
         if level > 0 {
             if let Some(Some(upper)) = self.links.get_mut(doc as usize)
                 && let Some(l) = upper.get_mut(level - 1)
@@ -170,6 +176,54 @@ impl AnnIndex {
             self.link(doc);
         }
         self.pending.len()
+    }
+
+    /// [`AnnIndex::absorb`], also telling what it decided, so that a copy
+    /// of this index as it was before takes the same graph through
+    /// [`AnnIndex::apply_delta`] without the neighbour searches.
+    pub fn absorb_recorded(&mut self, budget: usize) -> (usize, GraphDelta) {
+        self.touched = Some(Vec::new());
+        let mut linked = Vec::new();
+        for _ in 0..budget {
+            let Some(doc) = self.pending.pop_first() else {
+                break;
+            };
+            self.link(doc);
+            linked.push((doc, self.node_level(doc).unwrap_or(0)));
+        }
+        let mut touched = self.touched.take().unwrap_or_default();
+        touched.sort_unstable();
+        touched.dedup();
+        let lists = touched
+            .into_iter()
+            .map(|(doc, level)| (doc, level, self.neighbours(doc, level).to_vec()))
+            .collect();
+        let delta = GraphDelta {
+            linked,
+            lists,
+            entry: self.entry,
+            max_level: self.max_level,
+        };
+        (self.pending.len(), delta)
+    }
+
+    /// Makes this index the graph `delta` was recorded on
+    /// ([`AnnIndex::absorb_recorded`]), given that it held the same
+    /// vectors and graph as that index did before the linking.
+    pub fn apply_delta(&mut self, delta: &GraphDelta) {
+        for &(doc, level) in &delta.linked {
+            let idx = doc as usize;
+            if idx >= self.links.len() || !self.pending.remove(&doc) {
+                continue;
+            }
+            self.links[idx] = Some(vec![Vec::new(); level]);
+            self.set_neighbours(doc, 0, &[]);
+        }
+        for (doc, level, list) in &delta.lists {
+            self.set_neighbours(*doc, *level, list);
+        }
+        self.entry = delta.entry;
+        self.max_level = delta.max_level;
     }
 
     /// Links the stored, live `doc` into the graph.

@@ -92,6 +92,7 @@ pub enum SearchPlan {
 /// and once the vectors outgrow the CPU's caches a quarter of the bytes is
 /// most of a quarter of the wait. The byte scores only steer the walk and
 /// choose the links; every score a search returns is the exact f32 one.
+#[derive(Clone)]
 pub struct AnnIndex {
     dim: usize,
     config: AnnConfig,
@@ -123,4 +124,29 @@ pub struct AnnIndex {
     /// (restored or replayed without graph work; see
     /// [`AnnIndex::insert_pending`]). A graph search scans them exactly.
     pending: BTreeSet<DocId>,
+    /// While [`AnnIndex::absorb_recorded`] links: every `(doc, layer)`
+    /// whose neighbour list it wrote.
+    touched: Option<Vec<(DocId, usize)>>,
+}
+
+/// What linking some pending docs decided ([`AnnIndex::absorb_recorded`]):
+/// the docs linked and their layers, every neighbour list written as it
+/// ended, and the entry point. Applied to a copy of the index as it was
+/// before the linking ([`AnnIndex::apply_delta`]), it makes that copy the
+/// same graph without searching for a neighbour again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GraphDelta {
+    /// The docs linked, in order, each with its top layer.
+    linked: Vec<(DocId, usize)>,
+    /// `(doc, layer, neighbours)` of every list written.
+    lists: Vec<(DocId, usize, Vec<DocId>)>,
+    entry: Option<DocId>,
+    max_level: usize,
+}
+
+impl GraphDelta {
+    /// How many docs it links.
+    pub fn linked(&self) -> usize {
+        self.linked.len()
+    }
 }

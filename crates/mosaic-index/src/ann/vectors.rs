@@ -81,6 +81,7 @@ impl AnnIndex {
             live: 0,
             live_bits: Vec::new(),
             pending: BTreeSet::new(),
+            touched: None,
         }
     }
 

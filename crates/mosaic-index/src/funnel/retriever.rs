@@ -18,13 +18,19 @@ use crate::vector::VectorIndex;
 /// Recall takes `&self`: the result cache sits behind a mutex held only
 /// to look a result up or store one, never while a recall is computed, so
 /// concurrent readers share one retriever (it is `Send + Sync`).
+///
+/// A clone holds copies of both targets and shares the result cache with
+/// the original: a service keeping two copies (one readers see, one it
+/// changes) empties one cache for both, and a result is kept under the
+/// targets' generations, which copies in the same state share.
+#[derive(Clone)]
 pub struct Retriever {
     /// The lexical target (fed by the `lexical` outbox).
     pub lexical: LexicalIndex,
     /// The vector target (fed by the `vector` outbox).
     pub vector: VectorIndex,
     config: FunnelConfig,
-    cache: Mutex<ResultCache>,
+    cache: Arc<Mutex<ResultCache>>,
 }
 
 impl Retriever {
@@ -38,16 +44,13 @@ impl Retriever {
             lexical: LexicalIndex::new(),
             vector: VectorIndex::new(embedder, ann),
             config,
-            cache: Mutex::new(cache),
+            cache: Arc::new(Mutex::new(cache)),
         }
     }
 
     /// Replaces the fusion parameters (and empties the cache).
     pub fn set_config(&mut self, config: FunnelConfig) {
-        *self
-            .cache
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = ResultCache {
+        *self.cache_lock() = ResultCache {
             capacity: config.cache_capacity,
             ..ResultCache::default()
         };

@@ -12,7 +12,7 @@ use crate::scope::DocSet;
 use crate::target::{DocId, LiveEntry};
 use crate::text::{Role, places_in_time, speaker_label, speaker_role, states_change, terms};
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Partition {
     /// By term id (numbered in order of first appearance, not chosen by
     /// any client): a fast hash.
@@ -22,6 +22,7 @@ pub(super) struct Partition {
     pub(super) timeline: BTreeSet<(u64, DocId)>,
 }
 
+#[derive(Clone)]
 pub(super) struct LexDoc {
     pub(super) partition: u32,
     pub(super) len: u32,
@@ -46,7 +47,7 @@ pub(super) struct Stats {
 }
 
 /// The BM25 backend.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct LexicalBackend {
     /// Looked up once per term of every text published and every query,
     /// and per query term and candidate for the speaker prior: hashed with

@@ -265,9 +265,9 @@ impl ServiceCore {
     /// proposal's tenant and kind nearest to `vector`, with their cosine
     /// similarity, best first: from the in-process vector index, or with
     /// PostgreSQL from its vector table (one distance query run as the
-    /// tenant, on a pooled read connection taken before the index read
-    /// lock, which it then holds for that query so that it sees no outbox
-    /// pass half applied).
+    /// tenant, on a pooled read connection taken before the read side of
+    /// `pg_apply`, which it then holds for that query so that it sees no
+    /// outbox pass half applied).
     fn guard_nearest(
         &self,
         tenant: &str,
@@ -279,11 +279,10 @@ impl ServiceCore {
             Some(reads) => Some((reads, reads.connection()?)),
             None => None,
         };
-        let ix = self.read_indexes();
         let Some((reads, mut connection)) = pooled else {
             // Vectors are unit length: their dot product is the cosine.
-            return Ok(ix
-                .retriever
+            return Ok(self
+                .read_indexes()
                 .vector
                 .nearest_in_subject(
                     vector,
@@ -296,6 +295,7 @@ impl ServiceCore {
                 .map(|h| (h.record_id, f64::from(h.score)))
                 .collect());
         };
+        let applying = self.pg_apply.read().unwrap_or_else(PoisonError::into_inner);
         let hits = reads.nearest_in_subject(
             &mut connection,
             vector,
@@ -303,7 +303,7 @@ impl ServiceCore {
             (&subject, request.kind),
             VECTOR_GUARD_CANDIDATES,
         )?;
-        drop(ix);
+        drop(applying);
         Ok(hits
             .into_iter()
             .map(|h| {
@@ -475,7 +475,7 @@ impl ServiceCore {
         if self.config.postgres.is_some() {
             return None;
         }
-        self.read_indexes().retriever.lexical.sharing_terms(
+        self.read_indexes().lexical.sharing_terms(
             tenant,
             &request.subject.key(),
             &request.content,

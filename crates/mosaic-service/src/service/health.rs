@@ -24,22 +24,10 @@ impl ServiceCore {
         })
     }
 
-    /// The lexical index's live count, or, while an outbox pass holds the
-    /// index write lock applying deliveries, the count last read: health
-    /// answers at once either way.
+    /// The lexical index's live count in the published copy: health
+    /// answers at once, whatever a writer is doing meanwhile.
     fn indexed_records_now(&self) -> usize {
-        use std::sync::atomic::Ordering::Relaxed;
-        match self.indexes.try_read() {
-            Ok(ix) => {
-                let n = ix.retriever.lexical.live_count();
-                self.indexed_records.store(n, Relaxed);
-                n
-            }
-            Err(std::sync::TryLockError::Poisoned(p)) => {
-                p.into_inner().retriever.lexical.live_count()
-            }
-            Err(std::sync::TryLockError::WouldBlock) => self.indexed_records.load(Relaxed),
-        }
+        self.read_indexes().lexical.live_count()
     }
 
     /// Everything `mosaic doctor` checks on an open service, as a list of

@@ -12,10 +12,10 @@ pub(super) fn claim_keys_differ(
     record_id: &str,
     claims: &[StructuredClaim],
 ) -> bool {
-    let Err(retriever) = ix.targets() else {
+    if ix.pg.is_some() {
         return false;
-    };
-    retriever
+    }
+    ix.retriever
         .lexical
         .live_entry(record_id)
         .is_some_and(|e| e.claim_keys != mosaic_harness::memory_write::claim_index_keys(claims))
@@ -93,13 +93,26 @@ pub(super) fn index_problems(
 }
 
 /// The outbox target named `target` (`lexical` or `vector`): in PostgreSQL
-/// when the service runs on it, in process otherwise.
+/// when the service runs on it, in process otherwise (where any change
+/// through it makes the other copy a clone of the writer's: for repairs).
 pub(super) fn index_target<'a>(ix: &'a mut Indexes, target: &str) -> &'a mut dyn IndexTarget {
-    match (ix.targets(), target) {
-        (Ok(pg), "lexical") => &mut pg.lexical,
-        (Ok(pg), _) => &mut pg.vector,
-        (Err(retriever), "lexical") => &mut retriever.lexical,
-        (Err(retriever), _) => &mut retriever.vector,
+    let Indexes {
+        retriever,
+        pg,
+        resync,
+        ..
+    } = ix;
+    match (pg.as_mut(), target) {
+        (Some(pg), "lexical") => &mut pg.get_mut().unwrap_or_else(PoisonError::into_inner).lexical,
+        (Some(pg), _) => &mut pg.get_mut().unwrap_or_else(PoisonError::into_inner).vector,
+        (None, target) => {
+            *resync = true;
+            let retriever = Arc::make_mut(retriever);
+            match target {
+                "lexical" => &mut retriever.lexical,
+                _ => &mut retriever.vector,
+            }
+        }
     }
 }
 
@@ -111,8 +124,12 @@ pub(super) fn deliver(
     delivery: &IndexDelivery,
     vector: Option<Result<mosaic_index::embed::Passages, IndexError>>,
 ) -> Result<(), ()> {
-    if let (IndexDelivery::Publish(message), Some(vector), Ok(pg)) =
-        (delivery, &vector, ix.targets())
+    let Some(pg) = ix.pg_mut() else {
+        // In process: applied to the writer's copy and recorded for the
+        // other.
+        return ix.deliver_in_process(target, delivery, vector);
+    };
+    if let (IndexDelivery::Publish(message), Some(vector)) = (delivery, &vector)
         && target == VECTOR_TARGET
     {
         // One vector per record here: the first passage's.
@@ -131,20 +148,10 @@ pub(super) fn deliver(
             .map(|_| ())
             .map_err(|_| ());
     }
-    if let (IndexDelivery::Publish(message), Some(vector), None) = (delivery, &vector, &ix.pg)
-        && target == VECTOR_TARGET
-    {
-        return match ix
-            .retriever
-            .vector
-            .publish_batch_passages(std::slice::from_ref(message), vec![vector.clone()])
-            .pop()
-        {
-            Some(Ok(_)) => Ok(()),
-            _ => Err(()),
-        };
-    }
-    let index = index_target(ix, target);
+    let index: &mut dyn IndexTarget = match target {
+        "lexical" => &mut pg.lexical,
+        _ => &mut pg.vector,
+    };
     match delivery {
         IndexDelivery::Publish(message) => index.publish(message).map(|_| ()).map_err(|_| ()),
         IndexDelivery::Tombstone {
@@ -168,11 +175,15 @@ pub(super) fn live_generation(
     target: &str,
     record_id: &str,
 ) -> ServiceResult<Option<u64>> {
-    match (ix.targets(), target) {
-        (Ok(pg), "lexical") => pg.lexical.live_generation_of(record_id),
-        (Ok(pg), _) => pg.vector.live_generation_of(record_id),
-        (Err(retriever), "lexical") => return Ok(retriever.lexical.live_generation(record_id)),
-        (Err(retriever), _) => return Ok(retriever.vector.live_generation(record_id)),
+    let Some(pg) = ix.pg_mut() else {
+        return Ok(match target {
+            "lexical" => ix.retriever.lexical.live_generation(record_id),
+            _ => ix.retriever.vector.live_generation(record_id),
+        });
+    };
+    match target {
+        "lexical" => pg.lexical.live_generation_of(record_id),
+        _ => pg.vector.live_generation_of(record_id),
     }
     .map_err(|e| ServiceError::Internal(format!("PostgreSQL index: {e}")))
 }
@@ -211,16 +222,45 @@ pub(super) fn new_retriever(embedder: &Arc<dyn Embedder>) -> Retriever {
 }
 
 impl ServiceCore {
-    /// The indexes for ranking (shared with other readers). Counted in
-    /// `index_waiters` while it waits.
-    pub(super) fn read_indexes(&self) -> RwLockReadGuard<'_, Indexes> {
-        self.counted_wait(self.indexes.try_read(), || self.indexes.read())
+    /// The in-process indexes as published now, for ranking and lookups:
+    /// loaded without a lock and never changed while held (an outbox pass
+    /// or the graph linker changes the other copy meanwhile). Hold it no
+    /// longer than a read: the writer's next publication waits for the
+    /// readers of the copy it replaces (at most
+    /// [`index_copies::READERS_WAIT`]).
+    pub(super) fn read_indexes(&self) -> Arc<Retriever> {
+        self.published_indexes.load()
     }
 
-    /// The indexes for applying deliveries (held without I/O or embedding).
+    /// The index write side, for applying deliveries (held without I/O or
+    /// embedding); what was changed is published when it is dropped.
     /// Counted in `index_waiters` while it waits.
-    pub(super) fn write_indexes(&self) -> RwLockWriteGuard<'_, Indexes> {
-        self.counted_wait(self.indexes.try_write(), || self.indexes.write())
+    pub(super) fn write_indexes(&self) -> index_copies::IndexWrite<'_> {
+        let guard = self.counted_wait(self.indexes.try_lock(), || self.indexes.lock());
+        self.index_write(guard)
+    }
+
+    /// [`ServiceCore::write_indexes`] for the graph linker: not counted
+    /// as waiting (it is what waiters make let go).
+    pub(super) fn write_indexes_uncounted(&self) -> index_copies::IndexWrite<'_> {
+        let guard = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        self.index_write(guard)
+    }
+
+    fn index_write<'a>(&'a self, guard: MutexGuard<'a, Indexes>) -> index_copies::IndexWrite<'a> {
+        // With PostgreSQL the targets are written in the database: the
+        // vector guard's distance query waits for the pass to be done.
+        let pg_apply = guard.pg.is_some().then(|| {
+            self.pg_apply
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+        });
+        index_copies::IndexWrite {
+            guard,
+            published: &self.published_indexes,
+            metrics: &self.metrics,
+            _pg_apply: pg_apply,
+        }
     }
 
     /// The guard `attempt` got at once, else `wait`'s, counted in

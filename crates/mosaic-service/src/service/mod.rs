@@ -12,8 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{
-    Arc, LockResult, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    TryLockError, TryLockResult,
+    Arc, LockResult, Mutex, MutexGuard, PoisonError, RwLock, TryLockError, TryLockResult,
 };
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -65,6 +64,7 @@ mod guards;
 mod health;
 mod ids;
 mod index_access;
+mod index_copies;
 mod items;
 mod listing;
 mod outbox;
@@ -165,23 +165,31 @@ struct Inner {
     store: Box<dyn Store>,
 }
 
-/// The index targets: in process (`retriever`) or, with PostgreSQL, inside
-/// the database (`pg`; the in-process retriever then stays empty).
+/// The writer's side of the index targets: its copy of the in-process
+/// targets (`retriever`; readers rank on the published copy,
+/// `index_copies.rs`) or, with PostgreSQL, the targets inside the
+/// database (`pg`; the in-process retriever then stays empty).
 struct Indexes {
-    retriever: Retriever,
+    /// The writer's copy: changed only through the methods of
+    /// `index_copies.rs`, which record each change for the other copy.
+    retriever: Arc<Retriever>,
     /// Behind a mutex of its own so that `Indexes` is `Sync` (its clients
     /// are not); reached only through `&mut Indexes` (the index write
-    /// lock): reads take [`PgReads`]' pooled connections instead.
+    /// side): reads take [`PgReads`]' pooled connections instead.
     pg: Option<Mutex<PgTargets>>,
+    /// The changes made to `retriever` since it was the published copy.
+    log: Vec<index_copies::IndexOp>,
+    /// `retriever` changed in a way `log` does not hold: the other copy
+    /// becomes a clone of it.
+    resync: bool,
 }
 
 impl Indexes {
-    /// The PostgreSQL targets, or (`None`) the in-process retriever.
-    fn targets(&mut self) -> Result<&mut PgTargets, &mut Retriever> {
-        match self.pg.as_mut() {
-            Some(m) => Ok(m.get_mut().unwrap_or_else(PoisonError::into_inner)),
-            None => Err(&mut self.retriever),
-        }
+    /// The PostgreSQL targets, when the service runs on them.
+    fn pg_mut(&mut self) -> Option<&mut PgTargets> {
+        self.pg
+            .as_mut()
+            .map(|m| m.get_mut().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -256,10 +264,8 @@ impl Drop for Service {
         // of it. Many more (a restart's vectors whose graph did not fit)
         // are left for the next start's linker: a stop stays quick.
         let mut ix = self.core.write_indexes();
-        if ix.retriever.vector.pending_graph() <= sync::SHUTDOWN_LINK_LIMIT {
-            ix.retriever
-                .vector
-                .absorb_pending(sync::SHUTDOWN_LINK_LIMIT);
+        if ix.pg.is_none() && ix.retriever.vector.pending_graph() <= sync::SHUTDOWN_LINK_LIMIT {
+            ix.absorb_pending(sync::SHUTDOWN_LINK_LIMIT);
         }
         drop(ix);
         if let Err(e) = self.core.flush() {
@@ -284,15 +290,22 @@ pub struct ServiceCore {
     /// With PostgreSQL, the pool of read connections ranked reads and the
     /// vector write guard take (no lock of the service held meanwhile).
     pg_reads: Option<PgReads>,
-    /// The indexes: ranking takes the read side; an outbox pass takes the
-    /// write side only to apply deliveries it prepared (embedded) before.
-    indexes: RwLock<Indexes>,
-    /// Requests and passes waiting for `indexes` (the graph linker, which
+    /// The index write side: one writer at a time (an outbox pass applying
+    /// deliveries it prepared (embedded) before, a repair, a rebuild, the
+    /// graph linker) changes its own copy of the in-process indexes and
+    /// publishes it to `published_indexes` (`index_copies.rs`).
+    indexes: Mutex<Indexes>,
+    /// The in-process indexes readers rank on: an `Arc` loaded without a
+    /// lock, never changed while a reader holds it.
+    published_indexes: index_copies::Published,
+    /// With PostgreSQL, held on its write side with `indexes` (the targets
+    /// in the database are written under it) and on its read side by the
+    /// vector write guard's distance query, which so sees no outbox pass
+    /// half applied.
+    pg_apply: RwLock<()>,
+    /// Passes and repairs waiting for `indexes` (the graph linker, which
     /// is background work, lets go of it when one does).
     index_waiters: AtomicUsize,
-    /// The indexed record count `/health` last read, answered while an
-    /// outbox pass holds the index write lock (health never waits on it).
-    indexed_records: std::sync::atomic::AtomicUsize,
     /// Whether the last open attached the saved vector graph.
     restored_graph: std::sync::atomic::AtomicBool,
     /// Injected outbox faults (tests only; `None` in the product).
@@ -563,7 +576,7 @@ impl Service {
             .collect::<ServiceResult<Vec<_>>>()?;
         let health_reader = Mutex::new(open_pair(false)?);
         let pg = match &config.postgres {
-            Some(url) => Some(Mutex::new(PgTargets::connect(url, embedder.clone())?)),
+            Some(url) => Some(PgTargets::connect(url, embedder.clone())?),
             None => None,
         };
         let pg_reads = match &config.postgres {
@@ -577,14 +590,16 @@ impl Service {
         let mut retriever = new_retriever(&embedder);
         // The graph linker links publications into the vector graph.
         retriever.vector.defer_linking();
+        let (indexes, published_indexes) = Indexes::new(retriever, pg);
         let core = ServiceCore {
             writer: Mutex::new(writer),
             readers: sync::Pool::new(readers),
             health_reader,
             pg_reads,
-            indexes: RwLock::new(Indexes { retriever, pg }),
+            indexes: Mutex::new(indexes),
+            published_indexes,
+            pg_apply: RwLock::new(()),
             index_waiters: AtomicUsize::new(0),
-            indexed_records: std::sync::atomic::AtomicUsize::new(0),
             restored_graph: std::sync::atomic::AtomicBool::new(false),
             faults: Mutex::new(None),
             progress: sync::Progress::default(),
@@ -617,12 +632,6 @@ impl Service {
         };
         let admin_key_file = core.bootstrap_admin_key()?;
         let switched_from = core.load_indexes()?;
-        // The count `/health` answers while the index lock is taken, until
-        // it reads one itself.
-        core.indexed_records.store(
-            core.read_indexes().retriever.lexical.live_count(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
         let identity = core.embedder_identity();
         let core = Arc::new(core);
         let worker = sync::spawn_worker(core.clone())?;

@@ -217,14 +217,11 @@ impl ServiceCore {
     /// The logical state of the in-process lexical and vector indexes
     /// (`None` with PostgreSQL, whose indexes live in the database).
     pub fn index_snapshots(&self) -> ServiceResult<Option<(TargetSnapshot, TargetSnapshot)>> {
-        let ix = self.read_indexes();
-        if ix.pg.is_some() {
+        if self.config.postgres.is_some() {
             return Ok(None);
         }
-        Ok(Some((
-            ix.retriever.lexical.snapshot(),
-            ix.retriever.vector.snapshot(),
-        )))
+        let ix = self.read_indexes();
+        Ok(Some((ix.lexical.snapshot(), ix.vector.snapshot())))
     }
 
     /// One outbox pass, serialised with every other (the worker's, a
@@ -390,10 +387,9 @@ impl ServiceCore {
                     .as_ref()
                     .and_then(|f| f.max_unlinked())
                     .unwrap_or(sync::MAX_UNLINKED);
-                let vector = &mut ix.retriever.vector;
-                let over = vector.pending_graph().saturating_sub(bound);
+                let over = ix.retriever.vector.pending_graph().saturating_sub(bound);
                 if over > 0 {
-                    vector.absorb_pending(over);
+                    ix.absorb_pending(over);
                     self.metrics.add(
                         "mosaic_graph_vectors_linked_by_pass_total",
                         &[],

@@ -170,19 +170,19 @@ impl ServiceCore {
         // One writer of the snapshot files at a time (a compaction from the
         // reconciler may meet a rebuild or a shutdown flush).
         let _snapshots = lock(&self.snapshots)?;
+        if self.config.postgres.is_some() {
+            // The indexes live in PostgreSQL: nothing to snapshot.
+            return Ok(0);
+        }
         let (lexical, vector, embeddings, graph) = {
             let ix = self.read_indexes();
-            if ix.pg.is_some() {
-                // The indexes live in PostgreSQL: nothing to snapshot.
-                return Ok(0);
-            }
             (
-                ix.retriever.lexical.snapshot().to_bytes()?,
-                ix.retriever.vector.snapshot().to_bytes()?,
-                ix.retriever.vector.embedding_snapshot().to_bytes()?,
-                // Taken under the same lock as the vectors: node i is the
+                ix.lexical.snapshot().to_bytes()?,
+                ix.vector.snapshot().to_bytes()?,
+                ix.vector.embedding_snapshot().to_bytes()?,
+                // Taken from the same copy as the vectors: node i is the
                 // i-th saved vector.
-                ix.retriever.vector.graph_snapshot(),
+                ix.vector.graph_snapshot(),
             )
         };
         // The graph is bound to this vectors file: a crash between the two
@@ -246,8 +246,9 @@ impl ServiceCore {
         };
         let mut intact = lexical.2 && vector.2;
         if replay {
-            intact &= apply_to_lexical(&mut ix.retriever.lexical, &lexical.1).is_ok()
-                && apply_to_vector(&mut ix.retriever.vector, &vector.1).is_ok();
+            let retriever = ix.retriever_mut();
+            intact &= apply_to_lexical(&mut retriever.lexical, &lexical.1).is_ok()
+                && apply_to_vector(&mut retriever.vector, &vector.1).is_ok();
         }
         let mut persist = lock(&self.persist)?;
         persist.appended_bytes = lexical.0.len_bytes() + vector.0.len_bytes();
@@ -296,7 +297,8 @@ impl ServiceCore {
             let _writer = self.writer()?;
             truncate_wal_within(&self.config.data_dir.join(STORE_FILE), WAL_TRUNCATE_WAIT)?;
         }
-        self.read_indexes().retriever.clear_cache();
+        // One cache, shared by both copies.
+        self.read_indexes().clear_cache();
         Ok(vec![RESULT_CACHE_STORE])
     }
 
@@ -311,7 +313,7 @@ impl ServiceCore {
     /// could not attach a saved graph for, and publications the graph
     /// linker has not reached yet (searches scan them exactly meanwhile).
     pub fn vector_graph_pending(&self) -> usize {
-        self.read_indexes().retriever.vector.pending_graph()
+        self.read_indexes().vector.pending_graph()
     }
 
     /// Saves the snapshots (with the graph) when the open left vectors out
@@ -414,15 +416,16 @@ impl ServiceCore {
                 restored.graph_attached,
                 std::sync::atomic::Ordering::Relaxed,
             );
-            self.write_indexes().retriever = retriever;
+            self.write_indexes().replace(retriever);
             let journals = self.open_journals(true)?;
             // Replayed publications stayed out of the graph, and so do new
             // ones: the graph linker links them all.
-            self.write_indexes().retriever.vector.defer_linking();
+            self.write_indexes()
+                .call(|retriever| retriever.vector.defer_linking());
             // Vectors left out of the graph (no saved graph fitted, or
             // the saved one was partial, or the journal replayed them):
             // once the linker has linked them, the next save is due.
-            let pending = self.read_indexes().retriever.vector.pending_graph();
+            let pending = self.read_indexes().vector.pending_graph();
             lock(&self.persist)?.graph_stale = pending > 0;
             tracing::info!(ms = ms(started), "index journals replayed");
             if journals {
@@ -517,7 +520,7 @@ impl ServiceCore {
         // Rebuilt linked; later publications go to the graph linker.
         retriever.vector.defer_linking();
         drop(inner);
-        self.write_indexes().retriever = retriever;
+        self.write_indexes().replace(retriever);
         let bytes = self.save_indexes()?;
         if lock(&self.persist)?.journals.is_none() {
             self.open_journals(false)?;

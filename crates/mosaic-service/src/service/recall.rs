@@ -185,7 +185,6 @@ impl ServiceCore {
                 } else {
                     let recall = self
                         .read_indexes()
-                        .retriever
                         .recall_embedded(&query, vector.as_deref())?;
                     passages = recall
                         .explanations

@@ -279,22 +279,19 @@ pub(super) fn spawn_graph_linker(
         .spawn(move || {
             crate::priority::bulk_thread();
             // The linker's own holds are not counted as waiting: it lets
-            // go of the lock when a request or a pass waits for it, after
-            // the vector it is linking.
-            let read = || core.indexes.read().unwrap_or_else(PoisonError::into_inner);
-            let write = || core.indexes.write().unwrap_or_else(PoisonError::into_inner);
+            // go of the write side when a pass or a repair waits for it,
+            // after the vector it is linking. Readers never wait for it:
+            // they rank on the published copy while it links in the other,
+            // which it publishes when it lets go.
             while !core.progress.stopped() {
-                if read().retriever.vector.pending_graph() == 0 {
+                if core.read_indexes().vector.pending_graph() == 0 {
                     core.graph_wake.wait(LINKER_IDLE);
                     continue;
                 }
                 let left = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let mut ix = write();
+                    let mut ix = core.write_indexes_uncounted();
                     let before = ix.retriever.vector.pending_graph();
-                    let left = link_batch(
-                        || ix.retriever.vector.absorb_pending(1),
-                        || core.index_wanted(),
-                    );
+                    let left = link_batch(|| ix.absorb_pending(1), || core.index_wanted());
                     drop(ix);
                     // Against the vector publications applied, this tells
                     // how far the linker trails.
@@ -376,11 +373,12 @@ mod tests {
         assert_eq!((left, calls.get()), (0, 5));
     }
 
-    /// What the graph linker lets go for: a request or a pass waiting for
-    /// the index lock is counted while it waits (a read behind a write
-    /// hold, a write behind a read hold), and no longer once it holds it.
+    /// What the graph linker lets go for: a pass (or a repair) waiting for
+    /// the index write side is counted while it waits, and no longer once
+    /// it holds it; a read meanwhile takes the published copy at once and
+    /// is not counted.
     #[test]
-    fn a_wait_for_the_index_lock_is_seen_by_the_linker_until_it_is_held()
+    fn a_wait_for_the_index_write_side_is_seen_by_the_linker_until_it_is_held()
     -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let service = Service::for_test(dir.path(), |_| {})?;
@@ -390,52 +388,38 @@ mod tests {
         drop(core.read_indexes());
         drop(core.write_indexes());
         assert!(!core.index_wanted());
-        for write_held in [true, false] {
-            let seen = std::thread::scope(|s| {
-                let (held, hold) = std::sync::mpsc::channel::<()>();
-                let holder = s.spawn(move || {
-                    // The linker's own, uncounted, hold.
-                    if write_held {
-                        let _ix = core.indexes.write();
-                        hold.recv().ok()
-                    } else {
-                        let _ix = core.indexes.read();
-                        hold.recv().ok()
-                    }
-                });
-                let waiting_since = std::time::Instant::now();
-                while core.indexes.try_write().is_ok() {
-                    std::thread::yield_now();
-                    assert!(waiting_since.elapsed() < Duration::from_secs(5));
-                }
-                let waiter = s.spawn(|| {
-                    if write_held {
-                        drop(core.read_indexes());
-                    } else {
-                        drop(core.write_indexes());
-                    }
-                });
-                let started = std::time::Instant::now();
-                let mut seen = false;
-                while started.elapsed() < Duration::from_secs(5) {
-                    if core.index_wanted() {
-                        seen = true;
-                        break;
-                    }
-                    std::thread::yield_now();
-                }
-                let _ = held.send(());
-                let _ = holder.join();
-                let _ = waiter.join();
-                seen
+        let (seen, read_counted) = std::thread::scope(|s| {
+            let (held, hold) = std::sync::mpsc::channel::<()>();
+            // The linker's own, uncounted, hold.
+            let holder = s.spawn(move || {
+                let _ix = core.write_indexes_uncounted();
+                hold.recv().ok()
             });
-            assert!(
-                seen,
-                "a waiter behind a {} hold is counted",
-                if write_held { "write" } else { "read" }
-            );
-            assert!(!core.index_wanted(), "and no longer once it held the lock");
-        }
+            let waiting_since = std::time::Instant::now();
+            while core.indexes.try_lock().is_ok() {
+                std::thread::yield_now();
+                assert!(waiting_since.elapsed() < Duration::from_secs(5));
+            }
+            drop(core.read_indexes());
+            let read_counted = core.index_wanted();
+            let waiter = s.spawn(|| drop(core.write_indexes()));
+            let started = std::time::Instant::now();
+            let mut seen = false;
+            while started.elapsed() < Duration::from_secs(5) {
+                if core.index_wanted() {
+                    seen = true;
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            let _ = held.send(());
+            let _ = holder.join();
+            let _ = waiter.join();
+            (seen, read_counted)
+        });
+        assert!(!read_counted, "a read does not wait for the write side");
+        assert!(seen, "a writer behind the linker's hold is counted");
+        assert!(!core.index_wanted(), "and no longer once it held it");
         Ok(())
     }
 }
