@@ -223,6 +223,8 @@ const RATE_KEYS_KEPT: usize = 10_000;
 /// indexes.
 pub struct Service {
     core: Arc<ServiceCore>,
+    /// Commits the queued proposals (`sync::GroupQueue`).
+    committer: Option<std::thread::JoinHandle<()>>,
     worker: Option<std::thread::JoinHandle<()>>,
     extractor: Option<std::thread::JoinHandle<()>>,
     /// Links published (and restored) vectors into the graph.
@@ -242,6 +244,10 @@ impl std::ops::Deref for Service {
 impl Drop for Service {
     fn drop(&mut self) {
         self.core.progress.stop();
+        self.core.group.stop();
+        if let Some(committer) = self.committer.take() {
+            let _ = committer.join();
+        }
         if let Some(extraction) = &self.core.extraction {
             extraction.stop();
         }
@@ -634,6 +640,7 @@ impl Service {
         let switched_from = core.load_indexes()?;
         let identity = core.embedder_identity();
         let core = Arc::new(core);
+        let committer = sync::spawn_committer(core.clone())?;
         let worker = sync::spawn_worker(core.clone())?;
         let extractor = extract::spawn_extractor(core.clone())?;
         // With PostgreSQL the vectors live in the database: no graph here.
@@ -651,6 +658,7 @@ impl Service {
         Ok((
             Service {
                 core,
+                committer: Some(committer),
                 worker: Some(worker),
                 extractor,
                 linker,

@@ -454,7 +454,7 @@ impl ServiceCore {
         let rows: Vec<IndexAck> = acks.iter().map(|(ack, _)| ack.clone()).collect();
         let durability = acknowledgement_durability(acks.iter().map(|(_, op)| *op));
         let results = self
-            .writer()?
+            .timed_writer("acknowledge")?
             .store
             .acknowledge_indexes(&rows, self.now(), durability)?;
         self.metrics.observe(

@@ -8,10 +8,40 @@ use mosaic_harness::record::message_source_id;
 use mosaic_store::intake::{CapturedMessage, KeptWithRecord};
 
 /// One proposal waiting for the writer in the group-commit queue (its
-/// write carries what is kept with its record).
+/// write carries what is kept with its record), and where its caller
+/// hears what became of it.
 pub(super) struct GroupJob {
     write: WriteRequest,
-    done: std::sync::mpsc::SyncSender<ServiceResult<WriteOutcome>>,
+    /// Its place among its caller's writes.
+    at: usize,
+    turns: std::sync::mpsc::Sender<Turn>,
+}
+
+/// What a caller whose writes wait in the group-commit queue hears.
+pub(super) enum Turn {
+    /// Its write `at` was decided, in the commit whose progress sequence
+    /// number is `seq` (an outbox pass that starts after `seq` publishes it).
+    Decided {
+        at: usize,
+        outcome: Box<ServiceResult<WriteOutcome>>,
+        seq: u64,
+    },
+    /// The previous leader is done and this caller's write is the first
+    /// queued: it commits the next group.
+    Lead,
+}
+
+/// A decided write of a group commit: its place among its caller's
+/// writes, where its caller hears, and its outcome.
+type Decided = (
+    (usize, std::sync::mpsc::Sender<Turn>),
+    ServiceResult<WriteOutcome>,
+);
+
+impl sync::Queued for GroupJob {
+    fn lead(&self) -> bool {
+        self.turns.send(Turn::Lead).is_ok()
+    }
 }
 
 /// What an accepted proposal keeps beside its record, committed in the
@@ -74,8 +104,11 @@ impl ServiceCore {
             || request.supersedes_record_id.is_some()
             || request.key.is_some()
             || request.namespace.is_some();
+        // The progress sequence number of the group commit, if one
+        // committed the proposal.
+        let mut committed = None;
         let mut response = if scan_needed {
-            let mut writer = self.writer()?;
+            let mut writer = self.timed_writer("locked")?;
             let response = self.propose_locked_with(
                 &mut writer,
                 tenant,
@@ -97,12 +130,18 @@ impl ServiceCore {
             let committing = self.write_phase("prepare", started);
             let mut write = prepared.write.clone();
             write.kept = kept_with_record(request, &prepared, None)?;
-            let outcome = self.group_commit(write)?;
+            let (outcomes, seq) = self.group_commit(vec![write])?;
+            let outcome = outcomes.into_iter().next().unwrap_or_else(|| {
+                Err(ServiceError::Internal(
+                    "the group commit ended without an outcome".into(),
+                ))
+            })?;
             self.write_phase("commit", committing);
+            committed = Some(seq);
             self.response_of(prepared, outcome)
         };
         let waiting = std::time::Instant::now();
-        self.await_readable(tenant, std::slice::from_mut(&mut response))?;
+        self.await_readable(tenant, std::slice::from_mut(&mut response), committed)?;
         self.write_phase("index_wait", waiting);
         Ok(response)
     }
@@ -160,35 +199,21 @@ impl ServiceCore {
             }
         }
         let committing = self.write_phase("prepare", started);
-        let mut waiting = Vec::with_capacity(jobs.len());
+        let mut writes = Vec::with_capacity(jobs.len());
+        let mut prepared_all = Vec::with_capacity(jobs.len());
         for (prepared, kept) in jobs {
-            let (done, outcome) = std::sync::mpsc::sync_channel(1);
             let mut write = prepared.write.clone();
             write.kept = kept;
-            self.group.push(GroupJob { write, done });
-            waiting.push((prepared, outcome));
+            writes.push(write);
+            prepared_all.push(prepared);
         }
-        {
-            let mut writer = self.writer()?;
-            loop {
-                let jobs = self.group.drain(MAX_GROUP);
-                if jobs.is_empty() {
-                    break;
-                }
-                self.commit_group(&mut writer, jobs);
-            }
-        }
-        let mut responses = Vec::with_capacity(waiting.len());
-        for (prepared, outcome) in waiting {
-            let outcome = outcome.recv().unwrap_or_else(|_| {
-                Err(ServiceError::Internal(
-                    "the group commit ended without an outcome".into(),
-                ))
-            })?;
-            responses.push(self.response_of(prepared, outcome));
+        let (outcomes, seq) = self.group_commit(writes)?;
+        let mut responses = Vec::with_capacity(prepared_all.len());
+        for (prepared, outcome) in prepared_all.into_iter().zip(outcomes) {
+            responses.push(self.response_of(prepared, outcome?));
         }
         let waiting = self.write_phase("commit", committing);
-        self.await_readable(tenant, &mut responses)?;
+        self.await_readable(tenant, &mut responses, Some(seq))?;
         self.write_phase("index_wait", waiting);
         Ok(responses)
     }
@@ -214,11 +239,24 @@ impl ServiceCore {
     }
 
     /// Waits (bounded by `index_wait_ms`) for the outbox pass after the
-    /// latest commit, then marks each accepted response readable when its
-    /// record is active.
-    fn await_readable(&self, tenant: &str, responses: &mut [ProposeResponse]) -> ServiceResult<()> {
-        let seq = self.progress.commit();
-        self.log_wake.notify();
+    /// commit of `responses` (`committed`: the group commit's progress
+    /// sequence number; `None`: a commit this caller made, counted now),
+    /// then marks each accepted response readable when its record is
+    /// active.
+    fn await_readable(
+        &self,
+        tenant: &str,
+        responses: &mut [ProposeResponse],
+        committed: Option<u64>,
+    ) -> ServiceResult<()> {
+        let seq = match committed {
+            Some(seq) => seq,
+            None => {
+                let seq = self.progress.commit();
+                self.log_wake.notify();
+                seq
+            }
+        };
         if !responses.iter().any(|r| r.decision == "accepted") {
             return Ok(());
         }
@@ -240,30 +278,106 @@ impl ServiceCore {
         Ok(())
     }
 
-    /// Queues `write` for the writer and commits every queued proposal in
-    /// one store transaction (each with what it keeps beside its record),
-    /// or learns that the writer's previous holder committed it.
-    fn group_commit(&self, write: WriteRequest) -> ServiceResult<WriteOutcome> {
-        let (done, outcome) = std::sync::mpsc::sync_channel(1);
-        self.group.push(GroupJob { write, done });
-        {
-            let mut writer = self.writer()?;
-            let jobs = self.group.drain(MAX_GROUP);
-            if !jobs.is_empty() {
-                self.commit_group(&mut writer, jobs);
+    /// Queues `writes` for the writer and waits for their outcomes, in
+    /// order, and the progress sequence number of the last commit that
+    /// decided one. The `mosaic-commit` thread commits every queued
+    /// proposal (at most [`MAX_GROUP`]) in one store transaction and hands
+    /// each its outcome; when it does not run, a caller that finds nobody
+    /// leading does that itself, then hands the lead on (see
+    /// `sync::GroupQueue`). Callers wait for their outcomes, not for the
+    /// writer.
+    fn group_commit(
+        &self,
+        writes: Vec<WriteRequest>,
+    ) -> ServiceResult<(Vec<ServiceResult<WriteOutcome>>, u64)> {
+        let (turns, heard) = std::sync::mpsc::channel();
+        let mut left = writes.len();
+        let mut outcomes: Vec<Option<ServiceResult<WriteOutcome>>> =
+            std::iter::repeat_with(|| None).take(left).collect();
+        let mut lead = false;
+        for (at, write) in writes.into_iter().enumerate() {
+            lead |= self.group.join(GroupJob {
+                write,
+                at,
+                turns: turns.clone(),
+            });
+        }
+        drop(turns);
+        let mut last = 0;
+        while left > 0 {
+            if std::mem::take(&mut lead) {
+                self.lead_group()?;
+                continue;
+            }
+            match heard.recv() {
+                Ok(Turn::Decided { at, outcome, seq }) => {
+                    if let Some(slot) = outcomes.get_mut(at)
+                        && slot.replace(*outcome).is_none()
+                    {
+                        left -= 1;
+                    }
+                    last = last.max(seq);
+                }
+                Ok(Turn::Lead) => lead = true,
+                Err(_) => {
+                    return Err(ServiceError::Internal(
+                        "the group commit ended without an outcome".into(),
+                    ));
+                }
             }
         }
-        outcome.recv().unwrap_or_else(|_| {
-            Err(ServiceError::Internal(
-                "the group commit ended without an outcome".into(),
-            ))
-        })
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(ServiceError::Internal(
+                        "the group commit ended without an outcome".into(),
+                    ))
+                })
+            })
+            .collect();
+        Ok((outcomes, last))
     }
 
-    /// Commits `jobs` and hands each its outcome.
-    fn commit_group(&self, writer: &mut Inner, jobs: Vec<GroupJob>) {
-        let (writes, rest): (Vec<WriteRequest>, Vec<_>) =
-            jobs.into_iter().map(|j| (j.write, j.done)).unzip();
+    /// A leading caller's turn (no committer thread runs): commits what
+    /// is queued, then hands the lead on (even when the commit panics).
+    fn lead_group(&self) -> ServiceResult<()> {
+        let _hand_on = sync::HandOn(&self.group);
+        self.commit_queued()
+    }
+
+    /// Commits what is queued (at most [`MAX_GROUP`]) in one transaction,
+    /// lets go of the writer, counts the commit (waking the outbox
+    /// worker), then hands each proposal its outcome.
+    pub(super) fn commit_queued(&self) -> ServiceResult<()> {
+        let mut writer = self.timed_writer("group_commit")?;
+        let jobs = self.group.drain(MAX_GROUP);
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let decided = self.commit_group(&mut writer, jobs);
+        drop(writer);
+        // Counted once the transaction committed: an outbox pass that
+        // starts after this reads it.
+        let seq = self.progress.commit();
+        self.log_wake.notify();
+        for ((at, turns), outcome) in decided {
+            // A proposer that went away (its request timed out) learns
+            // the outcome by replaying the proposal.
+            let _ = turns.send(Turn::Decided {
+                at,
+                outcome: Box::new(outcome),
+                seq,
+            });
+        }
+        Ok(())
+    }
+
+    /// Commits `jobs` in one transaction (or, when one fails it, each in
+    /// its own) and returns where each one's outcome goes, with it.
+    fn commit_group(&self, writer: &mut Inner, jobs: Vec<GroupJob>) -> Vec<Decided> {
+        let (writes, owners): (Vec<WriteRequest>, Vec<_>) =
+            jobs.into_iter().map(|j| (j.write, (j.at, j.turns))).unzip();
         // Their ratio is the mean number of proposals per commit.
         self.metrics.incr("mosaic_group_commits_total", &[]);
         self.metrics.add(
@@ -281,11 +395,7 @@ impl ServiceCore {
                 .map(|w| writer.store.write(w).map_err(ServiceError::from))
                 .collect(),
         };
-        for (done, outcome) in rest.into_iter().zip(outcomes) {
-            // A proposer that went away (its request timed out) learns
-            // the outcome by replaying the proposal.
-            let _ = done.send(outcome);
-        }
+        owners.into_iter().zip(outcomes).collect()
     }
 
     /// A proposal prepared and committed under the writer `inner`, without

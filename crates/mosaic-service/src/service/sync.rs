@@ -141,32 +141,167 @@ impl Progress {
     }
 }
 
-/// Jobs waiting for the writer. Whoever takes the writer lock takes every
-/// queued job and commits them in one transaction (leader/follower group
-/// commit: no thread of its own, no added latency when alone).
+/// A job in a [`GroupQueue`]: it can be told that its caller leads now.
+pub(super) trait Queued {
+    /// Tells the job's caller to lead; `false` when the caller is gone.
+    fn lead(&self) -> bool;
+}
+
+/// Jobs waiting for the writer, and who commits them. With the
+/// `mosaic-commit` thread running ([`spawn_committer`]), it does: it
+/// takes the writer, commits every queued job in one transaction and
+/// goes on while more are queued. It runs at the priority of the thread
+/// that opened the service, above the request threads (`priority.rs`),
+/// so a commit holding the writer is not left waiting for a core behind
+/// them. Without it (before it starts, after it stops), the first caller
+/// to find nobody leading leads, and hands the lead to the caller of the
+/// first job queued meanwhile ([`HandOn`]). Either way the other callers
+/// wait for their outcomes, not for the writer.
 pub(super) struct GroupQueue<T> {
-    jobs: Mutex<Vec<T>>,
+    state: Mutex<GroupState<T>>,
+    work: Condvar,
+}
+
+struct GroupState<T> {
+    jobs: Vec<T>,
+    /// Someone commits what is queued: the committer, or a caller that
+    /// leads (or was told to and will).
+    leading: bool,
+    /// The committer thread runs.
+    committer: bool,
+    /// The committer is asked to stop.
+    stop: bool,
 }
 
 impl<T> Default for GroupQueue<T> {
     fn default() -> Self {
         GroupQueue {
-            jobs: Mutex::new(Vec::new()),
+            state: Mutex::new(GroupState {
+                jobs: Vec::new(),
+                leading: false,
+                committer: false,
+                stop: false,
+            }),
+            work: Condvar::new(),
         }
     }
 }
 
-impl<T> GroupQueue<T> {
-    pub(super) fn push(&self, job: T) {
-        guard(&self.jobs).push(job);
+impl<T: Queued> GroupQueue<T> {
+    /// Queues `job`; `true` when nobody commits, so this caller leads now.
+    pub(super) fn join(&self, job: T) -> bool {
+        let mut state = guard(&self.state);
+        state.jobs.push(job);
+        if std::mem::replace(&mut state.leading, true) {
+            return false;
+        }
+        if state.committer {
+            self.work.notify_one();
+            return false;
+        }
+        true
     }
 
-    /// Every queued job, oldest first, at most `max`.
+    /// Every queued job, oldest first, at most `max` (the leader's take).
     pub(super) fn drain(&self, max: usize) -> Vec<T> {
-        let mut jobs = guard(&self.jobs);
-        let n = jobs.len().min(max);
-        jobs.drain(..n).collect()
+        let mut state = guard(&self.state);
+        let n = state.jobs.len().min(max);
+        state.jobs.drain(..n).collect()
     }
+
+    /// A leading caller is done: the committer takes what is queued if it
+    /// runs; else the first queued job whose caller still waits leads
+    /// next; with none, nobody leads (the next caller to join does).
+    fn hand_on(&self) {
+        let mut state = guard(&self.state);
+        if state.committer && !state.jobs.is_empty() {
+            self.work.notify_one();
+        } else if state.committer || !state.jobs.iter().any(|job| job.lead()) {
+            state.leading = false;
+        }
+    }
+
+    /// The committer's wait: `true` when jobs are queued (it leads),
+    /// `false` when it is to stop (then the lead goes to a waiting caller,
+    /// if one is queued).
+    fn next_turn(&self) -> bool {
+        let mut state = guard(&self.state);
+        loop {
+            if state.stop {
+                state.committer = false;
+                if !state.jobs.iter().any(|job| job.lead()) {
+                    state.leading = false;
+                }
+                return false;
+            }
+            if !state.jobs.is_empty() {
+                state.leading = true;
+                return true;
+            }
+            state.leading = false;
+            state = self
+                .work
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Marks the committer running (before its thread starts, so no
+    /// caller leads meanwhile).
+    fn committer_starts(&self) {
+        let mut state = guard(&self.state);
+        state.committer = true;
+        state.stop = false;
+    }
+
+    /// Asks the committer to stop (it commits nothing more).
+    pub(super) fn stop(&self) {
+        guard(&self.state).stop = true;
+        self.work.notify_all();
+    }
+}
+
+/// A leading caller's promise to hand the lead on when it is done, also
+/// when its commit panicked, so the queue never waits for a leader that
+/// is gone.
+pub(super) struct HandOn<'a, T: Queued>(pub(super) &'a GroupQueue<T>);
+
+impl<T: Queued> Drop for HandOn<'_, T> {
+    fn drop(&mut self) {
+        self.0.hand_on();
+    }
+}
+
+/// Starts the `mosaic-commit` thread: it commits the queued proposals
+/// (see [`GroupQueue`]) until the service stops. It keeps the priority of
+/// the thread that starts it (it does not lower itself as bulk work
+/// does). A commit that panics is counted
+/// (`mosaic_group_commit_failures_total`) and the thread goes on.
+pub(super) fn spawn_committer(
+    core: Arc<ServiceCore>,
+) -> ServiceResult<std::thread::JoinHandle<()>> {
+    core.group.committer_starts();
+    let started = std::thread::Builder::new()
+        .name("mosaic-commit".to_owned())
+        .spawn({
+            let core = core.clone();
+            move || {
+                while core.group.next_turn() {
+                    let commit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        core.commit_queued()
+                    }));
+                    if !matches!(commit, Ok(Ok(()))) {
+                        core.metrics.incr("mosaic_group_commit_failures_total", &[]);
+                        tracing::error!("a group commit failed");
+                    }
+                }
+            }
+        });
+    started.map_err(|e| {
+        core.group.stop();
+        let _ = core.group.next_turn();
+        ServiceError::Internal(format!("cannot start the committer: {e}"))
+    })
 }
 
 /// Starts the outbox worker: it sleeps until a commit queues work, runs one
@@ -331,14 +466,157 @@ impl ServiceCore {
     pub(super) fn writer(&self) -> ServiceResult<MutexGuard<'_, Inner>> {
         lock(&self.writer)
     }
+
+    /// [`ServiceCore::writer`] for the write path's holders (`holder`: a
+    /// group commit, a locked proposal, an outbox acknowledgement): how
+    /// long it was waited for goes to `mosaic_writer_wait_seconds` at once,
+    /// how long it was held to `mosaic_writer_held_seconds` when the guard
+    /// drops (both labelled with `holder`). Their sums over a run, against
+    /// its length, say whether the writer is what the writes queue for.
+    pub(super) fn timed_writer(&self, holder: &'static str) -> ServiceResult<TimedWriter<'_>> {
+        let asked = Instant::now();
+        let guard = lock(&self.writer)?;
+        let taken = Instant::now();
+        self.metrics.observe(
+            "mosaic_writer_wait_seconds",
+            &[("holder", holder)],
+            taken.duration_since(asked).as_secs_f64(),
+        );
+        Ok(TimedWriter {
+            guard,
+            taken,
+            holder,
+            core: self,
+        })
+    }
+}
+
+/// The writer taken through [`ServiceCore::timed_writer`]; its hold is
+/// observed when it drops.
+pub(super) struct TimedWriter<'a> {
+    guard: MutexGuard<'a, Inner>,
+    taken: Instant,
+    holder: &'static str,
+    core: &'a ServiceCore,
+}
+
+impl std::ops::Deref for TimedWriter<'_> {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for TimedWriter<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.guard
+    }
+}
+
+impl Drop for TimedWriter<'_> {
+    fn drop(&mut self) {
+        self.core.metrics.observe(
+            "mosaic_writer_held_seconds",
+            &[("holder", self.holder)],
+            self.taken.elapsed().as_secs_f64(),
+        );
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{GRAPH_ABSORB_BATCH, link_batch};
+    use super::{GRAPH_ABSORB_BATCH, GroupQueue, HandOn, Queued, link_batch};
     use crate::service::Service;
+
+    /// A queued job whose caller hears `()` when told to lead.
+    struct Job(std::sync::mpsc::Sender<()>);
+
+    impl Queued for Job {
+        fn lead(&self) -> bool {
+            self.0.send(()).is_ok()
+        }
+    }
+
+    fn caller() -> (Job, std::sync::mpsc::Receiver<()>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (Job(tx), rx)
+    }
+
+    /// Without a committer, one caller leads at a time: the first to
+    /// join; the others only queue. A leader hands the lead to the first
+    /// queued job whose caller still waits, even when its commit
+    /// panicked; with nothing queued, nobody leads and the next caller to
+    /// join does.
+    #[test]
+    fn the_lead_goes_to_the_first_waiting_caller_or_the_next_to_join() {
+        let queue = GroupQueue::default();
+        let (a, a_heard) = caller();
+        let (b, b_heard) = caller();
+        assert!(queue.join(a), "the first caller leads");
+        assert!(!queue.join(b), "a caller joining while one leads follows");
+        assert_eq!(queue.drain(16).len(), 2, "the leader takes every job");
+        // Queued during the leader's commit: a caller that went away, then
+        // one that waits.
+        let (gone, gone_heard) = caller();
+        drop(gone_heard);
+        let (d, d_heard) = caller();
+        assert!(!queue.join(gone));
+        assert!(!queue.join(d));
+        drop(HandOn(&queue));
+        assert!(d_heard.try_recv().is_ok(), "the first waiting caller leads");
+        assert!(a_heard.try_recv().is_err() && b_heard.try_recv().is_err());
+        // The new leader takes both (the gone caller's write too); its
+        // commit panics: the lead still goes on.
+        assert_eq!(queue.drain(16).len(), 2);
+        let (e, e_heard) = caller();
+        assert!(!queue.join(e));
+        let commit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _hand_on = HandOn(&queue);
+            panic!("the commit failed");
+        }));
+        assert!(commit.is_err());
+        assert!(e_heard.try_recv().is_ok(), "a panicking leader hands on");
+        // The last leader finds nothing more queued: nobody leads, so the
+        // next caller to join leads at once.
+        assert_eq!(queue.drain(16).len(), 1);
+        drop(HandOn(&queue));
+        let (f, f_heard) = caller();
+        assert!(queue.join(f), "with nobody leading, a joining caller leads");
+        assert!(f_heard.try_recv().is_err(), "and is not told twice");
+    }
+
+    /// With the committer running no caller leads: the committer's turn
+    /// comes when a job is queued; once it stops, the lead goes to the
+    /// first waiting caller, and after that callers lead again.
+    #[test]
+    fn the_committer_leads_while_it_runs_and_hands_on_when_it_stops() {
+        let queue = GroupQueue::default();
+        queue.committer_starts();
+        let (a, a_heard) = caller();
+        assert!(
+            !queue.join(a),
+            "a caller does not lead beside the committer"
+        );
+        assert!(queue.next_turn(), "a queued job is the committer's turn");
+        assert_eq!(queue.drain(16).len(), 1);
+        assert!(a_heard.try_recv().is_err());
+        // Queued while it commits, then it is asked to stop.
+        let (b, b_heard) = caller();
+        assert!(!queue.join(b));
+        queue.stop();
+        assert!(!queue.next_turn(), "a stopped committer takes no turn");
+        assert!(
+            b_heard.try_recv().is_ok(),
+            "the waiting caller leads instead"
+        );
+        assert_eq!(queue.drain(16).len(), 1);
+        drop(HandOn(&queue));
+        let (c, _c_heard) = caller();
+        assert!(queue.join(c), "with the committer gone, callers lead");
+    }
 
     /// The linker's hold ends after the vector it is linking once a
     /// waiter is counted, at a full batch otherwise, and when nothing is
