@@ -287,7 +287,8 @@ pub const STATEMENT_CACHE: usize = 256;
 /// it wrote a third fewer bytes per record at 50,000 records, but each
 /// checkpoint then stalled the one writer for longer, and 16 clients'
 /// single proposals fell from about 340 to 190-300 a second with their p99
-/// from 82 to 250 ms (BENCHMARKS.md, "Ingest at scale"). The server keeps
+/// from 82 to 250 ms (docs/bench/2026-12-01-to-12-02-door-ingest-recall-and-aims.md,
+/// "Ingest at scale"). The server keeps
 /// the long log without the stall: its connections leave checkpoints to a
 /// thread of their own ([`SqliteStore::leave_checkpoints_to_another_connection`]).
 pub const WAL_CHECKPOINT_PAGES: i64 = 1_000;
