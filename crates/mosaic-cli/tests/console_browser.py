@@ -626,7 +626,40 @@ def walk(b, env, shots):
     shot("admin-outbox-390", 390)
     load("#/admin/audit")
     b.wait("/^[0-9]+:[0-9a-f]{64}$/.test((document.getElementById('audit-head') || {}).value || '')", "the audit head")
+    b.wait("__t.text('#audit-signature').startsWith('Verified in this browser')",
+           "the audit head's signature verified in the browser")
     shot("admin-audit")
+
+    step("a changed audit head shows as not verified")
+    # Each signed field of the tree head, and the signature itself, changed
+    # on its way to the page: the browser's check refuses every one.
+    flip = "(x) => (x[0] === '0' ? '1' : '0') + x.slice(1)"
+    for change in ("body.root_sha256 = flip(body.root_sha256)",
+                   "body.sha256 = flip(body.sha256)",
+                   "body.timestamp_unix_ms += 1",
+                   "body.tree_size += 1; body.seq += 1",
+                   "body.seq += 1",
+                   "body.signature.signature_hex = flip(body.signature.signature_hex)",
+                   "body.signature.kind = 'selection'",
+                   "delete body.signature"):
+        b.js("""(() => {
+          const real = window.__auditRealFetch || window.fetch;
+          window.__auditRealFetch = real;
+          const flip = %s;
+          window.fetch = async (path, init) => {
+            const r = await real(path, init);
+            if (!String(path).endsWith('/v1/admin/audit/head')) return r;
+            const body = await r.json();
+            %s;
+            return new Response(JSON.stringify(body), { status: r.status, headers: { 'Content-Type': 'application/json' } });
+          };
+        })()""" % (flip, change))
+        load("#/admin/outbox")
+        b.wait("document.querySelectorAll('#outbox .panel').length >= 3", "the outbox state")
+        load("#/admin/audit")
+        b.wait("__t.text('#audit-signature').startsWith('Not verified')",
+               "the changed audit head refused in the browser (%s)" % change)
+        b.js("window.fetch = window.__auditRealFetch; true")
     unlabelled = b.js("__t.unlabelled()")
     if unlabelled:
         raise Failure("form controls without a label: %s" % unlabelled)

@@ -3,6 +3,7 @@
 
 import { api, badge, busy, confirmButton, copy, empty, enc, errorBox, field, h, json, KINDS, kv, memoryLink, mono, REVIEW_ACTIONS, say, select, state, table, when } from './core.js';
 import { render } from './app.js';
+import { auditHeadProblem, signatureStatus } from './receipts.js';
 
 // ------------------------------------------------------------ admin
 
@@ -272,5 +273,7 @@ export async function auditView(root) {
   const button = h('button', { type: 'button', class: 'secondary' }, 'Copy');
   button.addEventListener('click', () => copy(text, input));
   body.replaceChildren(field('Witness value (SEQ:SHA256)', input), h('div', { class: 'actions' }, button),
-    kv([['Events', String(head.seq)], ['Last event digest', mono(head.sha256)]]));
+    kv([['Events', String(head.seq)], ['Last event digest', mono(head.sha256)],
+      ['Server signature', signatureStatus('audit-signature',
+        [['audit head', () => auditHeadProblem(head), head.signature ? head.signature.key_id : '']])]]));
 }

@@ -65,6 +65,21 @@ export async function signatureProblem(kind, domain, body, digest, signature) {
   return '';
 }
 
+// The audit log's signed tree head (docs/ENCODING.md, "The audit log: a
+// Merkle tree"): it has no receipt digest of its own; the signature covers
+// the digest of its chain head, root, instant and size.
+const AUDIT_HEAD_DOMAIN = 'mosaic.audit.tree_head.v1';
+
+/** '' when the audit log's tree head (GET /v1/admin/audit/head) carries a
+ * signature that verifies; otherwise why not. */
+export async function auditHeadProblem(head) {
+  if (!window.crypto || !crypto.subtle) return 'this browser offers no WebCrypto here';
+  if (head.seq !== head.tree_size) return 'the head names two sizes';
+  const body = { chain_sha256: head.sha256, root_sha256: head.root_sha256, timestamp_unix_ms: head.timestamp_unix_ms, tree_size: head.tree_size };
+  const digest = await sha256(AUDIT_HEAD_DOMAIN + '\n' + canon(body));
+  return signatureProblem('audit_head', AUDIT_HEAD_DOMAIN, body, digest, head.signature);
+}
+
 // A v2 deletion receipt's revoked leaf (docs/ENCODING.md, "Read scope
 // commitments"): the record's entry in state `revoked` is in the bucket
 // the proof lists, and the bucket leads by the ten sibling hashes to the
