@@ -152,6 +152,12 @@ pub(super) fn deliver(
         "lexical" => &mut pg.lexical,
         _ => &mut pg.vector,
     };
+    deliver_to(index, delivery)
+}
+
+/// Applies a publication or a tombstone to one target, in process or in
+/// PostgreSQL alike.
+pub(super) fn deliver_to(index: &mut dyn IndexTarget, delivery: &IndexDelivery) -> Result<(), ()> {
     match delivery {
         IndexDelivery::Publish(message) => index.publish(message).map(|_| ()).map_err(|_| ()),
         IndexDelivery::Tombstone {

@@ -237,16 +237,7 @@ pub(super) fn apply_delivery(
     } else {
         &mut retriever.lexical
     };
-    match delivery {
-        IndexDelivery::Publish(message) => index.publish(message).map(|_| ()).map_err(|_| ()),
-        IndexDelivery::Tombstone {
-            record_id,
-            generation,
-        } => index
-            .tombstone(record_id, *generation)
-            .map(|_| ())
-            .map_err(|_| ()),
-    }
+    super::index_access::deliver_to(index, delivery)
 }
 
 /// The index write side: the writer's state, held alone; publishes what it
