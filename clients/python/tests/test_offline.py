@@ -52,16 +52,22 @@ def changed(value):
     return {"x": 1}
 
 
+def with_changed(doc, path):
+    """A copy of `doc` with the leaf at `path` changed (`changed`)."""
+    forged = copy.deepcopy(doc)
+    parent = forged
+    for step in path[:-1]:
+        parent = parent[step]
+    parent[path[-1]] = changed(parent[path[-1]])
+    return forged
+
+
 def every_mutation_fails(doc, members, keys):
     tried = 0
     for member in members:
         assert doc.get(member) is not None, member
         for path in leaf_paths(doc[member], [member]):
-            forged = copy.deepcopy(doc)
-            parent = forged
-            for step in path[:-1]:
-                parent = parent[step]
-            parent[path[-1]] = changed(parent[path[-1]])
+            forged = with_changed(doc, path)
             try:
                 verdict = verify_receipt(forged, keys)
             except ReceiptFormatError:
@@ -330,11 +336,7 @@ def test_the_documented_scope_commitment_vectors_and_every_change_of_a_proof_fai
     assert verify_scope_inclusion(a, proof, root)
     tried = 0
     for path_ in leaf_paths(proof, []):
-        forged = copy.deepcopy(proof)
-        parent = forged
-        for step in path_[:-1]:
-            parent = parent[step]
-        parent[path_[-1]] = changed(parent[path_[-1]])
+        forged = with_changed(proof, path_)
         tried += 1
         assert not verify_scope_inclusion(a, forged, root), path_
     assert tried == 13
@@ -845,11 +847,7 @@ def test_a_live_explained_recall_verifies_and_every_change_of_its_decisions_fail
         for path in leaf_paths(recall["decisions"][i], ["decisions", i]):
             if i not in selected and path[-1] not in ("decision", "reason", "rank"):
                 continue
-            forged = copy.deepcopy(recall)
-            parent = forged
-            for step in path[:-1]:
-                parent = parent[step]
-            parent[path[-1]] = changed(parent[path[-1]])
+            forged = with_changed(recall, path)
             tried += 1
             try:
                 verdict = verify_receipt(forged, keys)
@@ -881,11 +879,7 @@ def test_an_erasure_answer_verifies_offline_and_every_change_of_a_receipt_fails(
     tried = 0
     for i in range(count):
         for path in leaf_paths(erased["revocations"][i]["deletion_receipt"], ["revocations", i, "deletion_receipt"]):
-            forged = copy.deepcopy(erased)
-            parent = forged
-            for step in path[:-1]:
-                parent = parent[step]
-            parent[path[-1]] = changed(parent[path[-1]])
+            forged = with_changed(erased, path)
             tried += 1
             try:
                 verdict = verify_receipt(forged, keys)
