@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release -p mosaic-index --example ann_beam -- TEXTS QUERIES \
 //!     [--dim 256] [--beams 10,20,50,100,128,160,200,256] [--ks 10,100] \
-//!     [--model-dir DIR [--int8]]
+//!     [--model-dir DIR [--int8]] [--ef-construction 100]
 //! ```
 //!
 //! With `--model-dir` (a `--features local-model` build) the texts are
@@ -12,9 +12,10 @@
 //! hashing embedder of `--dim` dimensions.
 //!
 //! `TEXTS` and `QUERIES` hold one text a line. Every text is embedded and
-//! linked into an index with the default [`AnnConfig`] (the mean time per
-//! link is printed for each tenth of the run, so its growth with the
-//! graph's size shows); then, for each `k` and each beam, every query's
+//! linked into an index with the default [`AnnConfig`], its construction
+//! beam set by `--ef-construction` (the mean time per link is printed
+//! for each tenth of the run, so its growth with the graph's size
+//! shows); then, for each `k` and each beam, every query's
 //! graph top `k` is compared with its exact top `k`
 //! ([`AnnIndex::exact`]): the mean fraction found, the worst query's, and
 //! the mean time per search. The planner's beam for `k` is marked.
@@ -112,7 +113,12 @@ fn main() {
         texts.len(),
         started.elapsed().as_secs_f64()
     );
-    let mut index = AnnIndex::new(dim, AnnConfig::default());
+    let defaults = AnnConfig::default();
+    let config = AnnConfig {
+        ef_construction: arg(&args, "--ef-construction", defaults.ef_construction).max(1),
+        ..defaults
+    };
+    let mut index = AnnIndex::new(dim, config);
     let tenth = (texts.len() / 10).max(1);
     let mut lap = Instant::now();
     for (i, v) in vectors.iter().enumerate() {
