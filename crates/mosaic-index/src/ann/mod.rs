@@ -49,7 +49,11 @@ pub struct AnnConfig {
     pub ef_construction: usize,
     /// Beam width while searching (at least `k`) when every live doc is
     /// eligible; a filtered search widens it with 1/selectivity, up to
-    /// `max_ef_widening` times.
+    /// `max_ef_widening` times. Not narrower for the funnel's lists of
+    /// 100: on 100,000 turns of the recall scale script with the hashing
+    /// embedder, a beam of 256 finds 54% of the exact top 100 and 64% of
+    /// the exact top 10, a beam of 128 40% and 50%; with MiniLM, 61% of
+    /// the top 100 at 256 and 51% at 128 (the `ann_beam` example).
     pub ef_search: usize,
     /// Exact scan whenever the eligible set has at most this many docs.
     pub exact_limit: usize,

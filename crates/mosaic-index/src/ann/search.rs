@@ -160,6 +160,13 @@ impl AnnIndex {
         self.graph_with_ef(q, docs, k, ef)
     }
 
+    /// Graph top-`k` over every live doc with a beam of `beam` (at least
+    /// `k`) rather than the configured one: for measuring the graph's
+    /// recall against [`AnnIndex::exact`] at several beam widths.
+    pub fn graph_with_beam(&self, q: &[f32], k: usize, beam: usize) -> Vec<(DocId, f32)> {
+        self.graph_with_ef(q, None, k, beam)
+    }
+
     fn graph_with_ef(
         &self,
         q: &[f32],

@@ -446,3 +446,30 @@ fn a_copy_given_the_recorded_linkings_holds_the_same_graph() {
     }
     assert_eq!(ann.search(&q, &all, 10), copy.search(&q, &all, 10));
 }
+
+/// A beam as wide as the index walks every reachable doc, so the graph's
+/// top k is the exact scan's (what `graph_with_beam` is measured
+/// against); a beam narrower than `k` still returns `k` docs.
+#[test]
+fn a_beam_over_every_doc_finds_the_exact_top_k() {
+    let dim = 32;
+    let mut ann = AnnIndex::new(dim, AnnConfig::default());
+    let n = 600u32;
+    let mut all = DocSet::with_capacity(n as usize);
+    for d in 0..n {
+        let mut v = noise(u64::from(d) + 1, dim);
+        crate::embed::l2_normalise(&mut v);
+        ann.insert(d, &v);
+        all.insert(d);
+    }
+    for seed in 10_000..10_010u64 {
+        let mut q = noise(seed, dim);
+        crate::embed::l2_normalise(&mut q);
+        for k in [1, 10, 100] {
+            let exact = ann.exact(&q, &all, k);
+            let wide = ann.graph_with_beam(&q, k, n as usize);
+            assert_eq!(wide, exact, "seed {seed} k {k}");
+            assert_eq!(ann.graph_with_beam(&q, k, 1).len(), k, "seed {seed} k {k}");
+        }
+    }
+}
