@@ -46,15 +46,19 @@ pub struct TenantSettings {
 
 /// What a read needs to know of the tenant and principal it runs for, read
 /// in one snapshot ([`crate::Store::read_access`]) together with the
-/// store's [`ChangeStamp`](crate::ChangeStamp) at that snapshot. Every
-/// write of a policy, a grant or a tenant's settings appends an audit
-/// event, so a reader may keep this for as long as the store's stamp stays
-/// `stamp` (the one exception, [`crate::Store::import_directory`], runs
-/// once, when a server first opens a database, before it serves).
+/// store's [`ChangeStamp`](crate::ChangeStamp) and access generation at
+/// that snapshot. Every write of a policy, a grant or a tenant's settings
+/// (the directory's import included) advances the access generation in
+/// its own transaction, and nothing else does, so a reader may keep this
+/// for as long as the store's access generation stays `access_generation`
+/// ([`crate::Store::access_stamp`]), however many records are written
+/// meanwhile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AccessRead {
     /// The store's change stamp in the same snapshot.
     pub stamp: crate::ChangeStamp,
+    /// The store's access generation in the same snapshot.
+    pub access_generation: u64,
     /// The tenant's settings row (`None`: no such tenant).
     pub settings: Option<TenantSettings>,
     /// The tenant's policy in force.

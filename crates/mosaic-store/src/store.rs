@@ -257,6 +257,11 @@ pub trait Store: Send {
     /// can tell whether what it derived from an earlier read still holds.
     fn change_stamp(&mut self) -> StoreResult<ChangeStamp>;
 
+    /// The store's change stamp and access generation, in one small read:
+    /// what a reader checks a kept [`crate::directory::AccessRead`]
+    /// against (see [`crate::AccessStamp`]).
+    fn access_stamp(&mut self) -> StoreResult<crate::types::AccessStamp>;
+
     /// The latest creation instant any record was given (0 before the
     /// first; a record erased since still counts). It only rises: a write
     /// with an earlier instant leaves it. A service that places its
@@ -487,8 +492,8 @@ pub trait Store: Send {
 
     /// The tenant's settings and policy, the principal's grant, up to
     /// `earlier_limit` of the tenant's earlier policies and the store's
-    /// change stamp, in one reading transaction (one snapshot): what a
-    /// read checks of who asks, read once.
+    /// change stamp and access generation, in one reading transaction (one
+    /// snapshot): what a read checks of who asks, read once.
     fn read_access(
         &mut self,
         tenant_id: &str,

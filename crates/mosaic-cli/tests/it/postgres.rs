@@ -613,6 +613,34 @@ fn a_grant_or_policy_changed_through_one_server_binds_the_others_next_recall() {
     let kept_before = counter(&two, kept);
     assert!(kept_before >= 1, "server two kept its access read");
 
+    // A memory written through server one moves the store's change stamp
+    // but not its access generation: server two keeps its access read and
+    // its next recall finds the new memory.
+    let second = workspace_fact(
+        "pg-kept-2",
+        "ws-main",
+        "The staging database backup is kept for thirty days",
+    );
+    let (status, r) = call(
+        &one,
+        &key,
+        "POST",
+        "/v1/memories",
+        Some(serde_json::to_value(&second).unwrap_or_else(|e| panic!("json: {e}"))),
+    );
+    assert_eq!(
+        (status, r["decision"].as_str()),
+        (200, Some("accepted")),
+        "{r}"
+    );
+    let context = recalled(&two, &key, "how long is the staging database backup kept");
+    assert!(context.contains("kept for thirty days"), "{context}");
+    assert_eq!(
+        counter(&two, kept),
+        kept_before + 1,
+        "a memory's write keeps the access read"
+    );
+
     // The grant narrowed through server one: server two refuses ws-main at
     // once (403 at the service's grant check, as for any ungranted
     // workspace).
@@ -655,8 +683,8 @@ fn a_grant_or_policy_changed_through_one_server_binds_the_others_next_recall() {
     assert_eq!(status, 200, "{r}");
 
     // The grant widened again, then the policy changed through server
-    // one: server two's next recall runs under the new policy (the record
-    // written under the old one is dropped as `policy_mismatch`).
+    // one: server two's next recall runs under the new policy (the two
+    // records written under the old one are dropped as `policy_mismatch`).
     put(
         "/v1/admin/tenants/tenant-a/principals/alice/grant",
         json!({"allowed_workspace_ids": ["ws-main", "ws-side"]}),
@@ -675,7 +703,7 @@ fn a_grant_or_policy_changed_through_one_server_binds_the_others_next_recall() {
         Some(json!({"workspace_id": "ws-main"})),
     );
     assert_eq!(status, 200, "{r}");
-    assert_eq!(r["drop_reasons"]["policy_mismatch"], 1, "{r}");
+    assert_eq!(r["drop_reasons"]["policy_mismatch"], 2, "{r}");
     assert!(r["context"].as_str().is_some_and(str::is_empty), "{r}");
 }
 

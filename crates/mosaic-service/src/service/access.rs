@@ -2,6 +2,7 @@
 //! key cache, the per-key request rate, and the tenant's policy and grant
 //! a write runs under.
 
+use mosaic_store::ChangeStamp;
 use mosaic_store::directory::AccessRead;
 
 use super::*;
@@ -82,13 +83,14 @@ impl ServiceCore {
         tenant: &str,
         principal: &str,
     ) -> ServiceResult<(crate::settings::TenantRow, MemoryWriteGrant)> {
-        let (tenant_row, grant, _) = self.access(inner, tenant, principal)?;
+        let (tenant_row, grant, _, _) = self.access(inner, tenant, principal)?;
         Ok((tenant_row, grant))
     }
 
     /// [`ServiceCore::tenant_and_grant`] with the access read they came
-    /// from: its change stamp (what a recall checks its kept scope read
-    /// against) and the tenant's earlier policies.
+    /// from (the tenant's earlier policies) and the store's change stamp
+    /// read with it, before anything else this call reads (what a recall
+    /// checks its kept scope read against).
     pub(super) fn access(
         &self,
         inner: &mut Inner,
@@ -98,6 +100,7 @@ impl ServiceCore {
         crate::settings::TenantRow,
         MemoryWriteGrant,
         Arc<AccessRead>,
+        ChangeStamp,
     )> {
         let not_configured = || {
             ServiceError::forbidden(
@@ -105,7 +108,7 @@ impl ServiceCore {
                 "the credential's tenant has no policy",
             )
         };
-        let access = self.access_read(inner, tenant, principal)?;
+        let (access, stamp) = self.access_read(inner, tenant, principal)?;
         let (Some(settings), Some(policy)) = (&access.settings, &access.policy) else {
             return Err(not_configured());
         };
@@ -123,28 +126,31 @@ impl ServiceCore {
                 "the credential's grant has expired",
             ));
         }
-        Ok((tenant_row, grant, access))
+        Ok((tenant_row, grant, access, stamp))
     }
 
-    /// The access read of `(tenant, principal)`: the kept one when the
-    /// store's change stamp is still the one it was read at (every write
-    /// of a policy, a grant or a tenant's settings moves it, on whichever
-    /// server it ran), else one read of all of it in one snapshot, kept for
-    /// the next call. Either way one stamp read comes first, so a change
-    /// made anywhere is seen by the next call here.
+    /// The access read of `(tenant, principal)` and the store's change
+    /// stamp: the kept read when the store's access generation is still the
+    /// one it was read at (every write of a policy, a grant or a tenant's
+    /// settings advances it, on whichever server it ran; a record's write
+    /// does not), with the stamp read alongside the generation; else one
+    /// read of all of it in one snapshot, kept for the next call. Either way
+    /// the generation is read first, so a change made anywhere is seen by
+    /// the next call here.
     fn access_read(
         &self,
         inner: &mut Inner,
         tenant: &str,
         principal: &str,
-    ) -> ServiceResult<Arc<AccessRead>> {
+    ) -> ServiceResult<(Arc<AccessRead>, ChangeStamp)> {
         let key = (tenant.to_owned(), principal.to_owned());
-        if let Some(kept) = self.access_reads.get(&key)
-            && inner.store.change_stamp()? == kept.stamp
-        {
-            self.metrics
-                .incr("mosaic_access_reads_total", &[("outcome", "kept")]);
-            return Ok(kept);
+        if let Some(kept) = self.access_reads.get(&key) {
+            let now = inner.store.access_stamp()?;
+            if now.access_generation == kept.access_generation {
+                self.metrics
+                    .incr("mosaic_access_reads_total", &[("outcome", "kept")]);
+                return Ok((kept, now.change));
+            }
         }
         self.metrics
             .incr("mosaic_access_reads_total", &[("outcome", "read")]);
@@ -154,7 +160,8 @@ impl ServiceCore {
             super::carry::EARLIER_POLICIES_EXPLAINED,
         )?);
         self.access_reads.insert(key, read.clone());
-        Ok(read)
+        let stamp = read.stamp;
+        Ok((read, stamp))
     }
 }
 
@@ -203,11 +210,13 @@ mod tests {
             .unwrap_or(0)
     }
 
-    /// A kept access read is used only while the store's change stamp is
-    /// the one it was read at: a grant or policy written straight into the
-    /// store (as another server sharing the database writes it, with no
-    /// call into this service) binds the next call here, and a kept grant
-    /// still expires with time alone.
+    /// A kept access read is used only while the store's access
+    /// generation is the one it was read at: other writes (a consent here)
+    /// move the change stamp and keep the read, while a grant, policy or
+    /// settings change written straight into the store (as another server
+    /// sharing the database writes it, with no call into this service)
+    /// binds the next call here, and a kept grant still expires with time
+    /// alone.
     #[test]
     fn a_kept_access_read_never_outlives_a_change_or_its_grant()
     -> Result<(), Box<dyn std::error::Error>> {
@@ -248,6 +257,55 @@ mod tests {
         assert_eq!(access()?, (row.clone(), grant.clone()));
         assert_eq!(kept_reads(core), kept_before + 1, "the second call is kept");
 
+        // A write that is not of access state (a consent) moves the change
+        // stamp, which the call still answers, and keeps the read.
+        let (_, _, _, stamp_before) = core.access(&mut *core.reader()?, tenant, principal)?;
+        core.writer()?.store.put_consent(
+            &mosaic_harness::memory_write::ConsentReceipt {
+                consent_id: "consent-kept".into(),
+                tenant_id: tenant.into(),
+                policy_sha256: row.policy.policy_sha256.clone(),
+                principal_id: principal.into(),
+                purpose: mosaic_harness::memory_write::MemoryPurpose::Personalization,
+                ui_release: "ui-test".into(),
+                granted_at_unix_ms: core.now(),
+                revoked_at_unix_ms: None,
+            },
+            core.now(),
+        )?;
+        let kept_before = kept_reads(core);
+        let (_, _, _, stamp_after) = core.access(&mut *core.reader()?, tenant, principal)?;
+        assert_eq!(
+            kept_reads(core),
+            kept_before + 1,
+            "a consent keeps the read"
+        );
+        assert_ne!(stamp_after, stamp_before, "the call answers the new stamp");
+        assert_eq!(stamp_after, core.reader()?.store.change_stamp()?);
+
+        // The tenant's settings alone changed (the same policy again).
+        let mut settings = core
+            .reader()?
+            .store
+            .tenant_settings(tenant)?
+            .ok_or("the tenant has no settings")?;
+        assert_eq!(settings.claim_updates, None);
+        core.writer()?
+            .store
+            .put_tenant_policy(&mosaic_store::directory::TenantPolicyUpdate {
+                policy: row.policy.clone(),
+                at_ms: row.policy_valid_from_ms,
+                claim_updates: Some("review".into()),
+                write_guards_json: None,
+            })?;
+        let (_, _, read, _) = core.access(&mut *core.reader()?, tenant, principal)?;
+        settings.claim_updates = Some("review".into());
+        assert_eq!(
+            read.settings.as_ref(),
+            Some(&settings),
+            "the new settings bind the next call"
+        );
+
         // A narrower grant, written to the store directly.
         let mut narrowed = grant.clone();
         narrowed.grant_id = "grant-narrowed".into();
@@ -261,7 +319,7 @@ mod tests {
         policy.policy_sha256 = policy_digest(&policy)?;
         assert_ne!(policy.policy_sha256, row.policy.policy_sha256);
         core.writer()?.store.put_policy(&policy, core.now())?;
-        let (row_after, _, read) = core.access(&mut *core.reader()?, tenant, principal)?;
+        let (row_after, _, read, _) = core.access(&mut *core.reader()?, tenant, principal)?;
         assert_eq!(
             row_after.policy, policy,
             "the new policy binds the next call"

@@ -42,7 +42,7 @@ impl ServiceCore {
         // One stamp read when the policy and grant are kept (see
         // `access_read`); the kept scope read is checked against the same
         // stamp.
-        let (tenant_row, grant, access) = self.access(&mut inner, tenant, principal)?;
+        let (tenant_row, grant, access, stamp) = self.access(&mut inner, tenant, principal)?;
         let workspace_id = match &request.workspace_id {
             Some(w) => w.clone(),
             None => grant
@@ -112,7 +112,7 @@ impl ServiceCore {
             }
         };
         let scope_query = eligibility_query(&ctx);
-        let scope = self.scope_read(&mut inner, &scope_query, access.stamp)?;
+        let scope = self.scope_read(&mut inner, &scope_query, stamp)?;
         let snapshot = scope.snapshot(&scope_query)?;
         let duplicates = scope.duplicates;
         // Records of an earlier policy are never candidates; they are

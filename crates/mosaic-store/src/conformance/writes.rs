@@ -663,10 +663,12 @@ pub fn current_policy_and_grant_read_back<F: StoreFactory>(factory: &F) -> Store
 }
 
 /// `read_access` answers, in one snapshot, what the separate reads answer
-/// (settings, policy, grant, earlier policies, change stamp), each in the
-/// asked tenant only; and every change of a policy, a grant or a tenant's
-/// settings moves the change stamp, which is what lets a reader keep an
-/// access read for as long as the stamp stays the same.
+/// (settings, policy, grant, earlier policies, change stamp and access
+/// generation), each in the asked tenant only; every change of a policy,
+/// a grant or a tenant's settings moves the access generation (and the
+/// change stamp), and a record's write, activation or revocation moves the
+/// change stamp and not the access generation: what lets a reader keep an
+/// access read for as long as the generation stays the same.
 pub fn access_read_agrees_with_each_read_and_moves_with_the_stamp<F: StoreFactory>(
     factory: &F,
 ) -> StoreResult<()> {
@@ -680,8 +682,11 @@ pub fn access_read_agrees_with_each_read_and_moves_with_the_stamp<F: StoreFactor
             Some(p) => store.earlier_policies(tenant, &p.policy_sha256, 1)?,
             None => Vec::new(),
         };
+        let stamp = store.access_stamp()?;
+        assert_eq!(stamp.change, store.change_stamp()?);
         Ok(AccessRead {
-            stamp: store.change_stamp()?,
+            stamp: stamp.change,
+            access_generation: stamp.access_generation,
             settings: store.tenant_settings(tenant)?,
             policy,
             grant: store.current_grant(tenant, principal)?,
@@ -714,6 +719,24 @@ pub fn access_read_agrees_with_each_read_and_moves_with_the_stamp<F: StoreFactor
     );
     assert!(unknown.earlier_policies.is_empty());
 
+    // Records written, published and revoked: the stamp moves, the access
+    // generation does not.
+    let written = Spec::principal(a, "alice", "access-kept").build();
+    store.write(&written)?;
+    publish_all(&mut store, &config.required_index_targets, T0)?;
+    store.revoke(
+        "access-kept",
+        &RevocationReason::Requested,
+        &fixtures::authorization("alice"),
+        T0,
+    )?;
+    let after_records = agree(&mut store, a, "alice")?;
+    assert_ne!(after_records.stamp, first.stamp, "records move the stamp");
+    assert_eq!(
+        after_records.access_generation, first.access_generation,
+        "records leave the access generation"
+    );
+
     // A grant put: the stamp moves and the new grant is read.
     let mut narrowed = fixtures::grant(a, "alice");
     narrowed.grant_id = "grant-alice-narrow".into();
@@ -723,6 +746,10 @@ pub fn access_read_agrees_with_each_read_and_moves_with_the_stamp<F: StoreFactor
     assert_ne!(
         after_grant.stamp, first.stamp,
         "a grant put moves the stamp"
+    );
+    assert!(
+        after_grant.access_generation > after_records.access_generation,
+        "a grant put moves the access generation"
     );
     assert_eq!(after_grant.grant, Some(narrowed));
 
@@ -735,6 +762,10 @@ pub fn access_read_agrees_with_each_read_and_moves_with_the_stamp<F: StoreFactor
     assert_ne!(
         after_policy.stamp, after_grant.stamp,
         "a policy put moves the stamp"
+    );
+    assert!(
+        after_policy.access_generation > after_grant.access_generation,
+        "a policy put moves the access generation"
     );
     assert_eq!(after_policy.policy, Some(next.clone()));
     assert_eq!(
@@ -754,6 +785,10 @@ pub fn access_read_agrees_with_each_read_and_moves_with_the_stamp<F: StoreFactor
     assert_ne!(
         after_settings.stamp, after_policy.stamp,
         "a settings change moves the stamp"
+    );
+    assert!(
+        after_settings.access_generation > after_policy.access_generation,
+        "a settings change moves the access generation"
     );
     assert_eq!(
         after_settings

@@ -137,6 +137,8 @@ pub(crate) fn setting_or_insert<C: Tx>(c: &C, name: &str, value: &str) -> StoreR
 /// re-bound to the new policy digest: one transaction.
 pub(crate) fn put_tenant_policy<C: Tx>(c: &C, update: &TenantPolicyUpdate) -> StoreResult<()> {
     let tenant = &update.policy.tenant_id;
+    // Advances the access generation, for the settings changed below too
+    // (the same transaction).
     write::put_policy(c, &update.policy, update.at_ms)?;
     c.exec(
         "UPDATE tenant_settings SET claim_updates = coalesce(?2, claim_updates),
@@ -181,6 +183,20 @@ pub(crate) fn note_policy<C: Tx>(
     Ok(())
 }
 
+/// Advances the store's access generation: called by every write of a
+/// policy, a grant or a tenant's settings (see
+/// [`crate::directory::AccessRead`]), in its transaction.
+pub(crate) fn note_access_change<C: Tx>(c: &C) -> StoreResult<()> {
+    let changed = c.exec(
+        "UPDATE meta SET int_value = int_value + 1 WHERE key = 'access_generation'",
+        params![],
+    )?;
+    if changed != 1 {
+        return Err(StoreError::Corrupt("meta.access_generation missing".into()));
+    }
+    Ok(())
+}
+
 /// A tenant's settings row, if the tenant exists.
 pub(crate) fn tenant_settings<C: Tx>(
     c: &C,
@@ -214,6 +230,7 @@ pub(crate) fn access_read<C: Tx>(
     type Raw = (
         Option<i64>,
         Option<i64>,
+        Option<i64>,
         Option<String>,
         Option<String>,
         Option<i64>,
@@ -221,10 +238,21 @@ pub(crate) fn access_read<C: Tx>(
         Option<String>,
         i64,
     );
-    let (audit_seq, generation, policy, grant, valid_from, claim_updates, write_guards_json, earlier) =
-        c.row(
+    let (
+        audit_seq,
+        generation,
+        access_generation,
+        policy,
+        grant,
+        valid_from,
+        claim_updates,
+        write_guards_json,
+        earlier,
+    ) = c
+        .row(
             "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
                     (SELECT int_value FROM meta WHERE key = 'revocation_generation'),
+                    (SELECT int_value FROM meta WHERE key = 'access_generation'),
                     (SELECT policy_json FROM policies WHERE tenant_id = ?1),
                     (SELECT grant_json FROM grants WHERE tenant_id = ?1 AND principal_id = ?2),
                     (SELECT policy_valid_from_ms FROM tenant_settings WHERE tenant_id = ?1),
@@ -243,6 +271,7 @@ pub(crate) fn access_read<C: Tx>(
     };
     Ok(AccessRead {
         stamp: crate::ops::read::stamp_of(audit_seq, generation)?,
+        access_generation: crate::ops::read::access_generation_of(access_generation)?,
         settings: valid_from
             .map(|from| {
                 Ok::<_, StoreError>(TenantSettings {
@@ -428,6 +457,9 @@ pub(crate) fn import_directory<C: Tx>(c: &C, import: &DirectoryImport) -> StoreR
             params![name, value],
         )?;
     }
+    // Tenants' settings and policy histories came in: kept access reads
+    // no longer hold.
+    note_access_change(c)?;
     c.exec(
         "UPDATE meta SET int_value = 1 WHERE key = 'catalog_imported'",
         params![],

@@ -403,6 +403,10 @@ macro_rules! impl_store {
                     self.read_statement(|c| read::change_stamp(c))
                 }
 
+                fn access_stamp(&mut self) -> StoreResult<$crate::types::AccessStamp> {
+                    self.read_statement(|c| read::access_stamp(c))
+                }
+
                 fn latest_created_at(&mut self) -> StoreResult<u64> {
                     self.read_tx(|c| read::latest_created_at(c))
                 }

@@ -43,6 +43,7 @@ pub(crate) fn put_policy<C: Tx>(c: &C, policy: &MemoryWritePolicy, at: u64) -> S
         ],
     )?;
     super::directory::note_policy(c, &policy.tenant_id, &policy.policy_sha256, at)?;
+    super::directory::note_access_change(c)?;
     audit(
         c,
         AuditKind::PolicyPut,
@@ -73,6 +74,7 @@ pub(crate) fn put_grant<C: Tx>(c: &C, grant: &MemoryWriteGrant, at: u64) -> Stor
             i(at)?
         ],
     )?;
+    super::directory::note_access_change(c)?;
     audit(
         c,
         AuditKind::GrantPut,

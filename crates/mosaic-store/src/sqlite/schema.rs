@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -389,7 +389,18 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     SCOPE_COMMITMENTS_MIGRATION,
     // 12 -> 13
     SCOPE_CHANGES_MIGRATION,
+    // 13 -> 14
+    ACCESS_GENERATION_MIGRATION,
 ];
+
+/// The migration that keeps the store's access generation in `meta`
+/// (`access_generation`): advanced by every write of a policy, a grant or
+/// a tenant's settings, and by nothing else, so a kept access read holds
+/// while records are written (see `crate::directory::AccessRead`).
+const ACCESS_GENERATION_MIGRATION: &str = r#"
+INSERT INTO meta (key, int_value, text_value) VALUES ('access_generation', 0, NULL)
+    ON CONFLICT (key) DO NOTHING;
+"#;
 
 /// The migration that takes in what a server kept in a database of its own
 /// about its front door (kept apart so that it can be renumbered):

@@ -250,6 +250,20 @@ pub struct ChangeStamp {
     pub revocation_generation: u64,
 }
 
+/// The store's [`ChangeStamp`] and its access generation, read in one
+/// statement ([`crate::Store::access_stamp`]): the generation advances with
+/// every write of a policy, a grant or a tenant's settings and with
+/// nothing else, so a reader that kept an access read
+/// ([`crate::directory::AccessRead`]) keeps it while the generation stays
+/// the one it was read at, records written or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AccessStamp {
+    /// The store's change stamp.
+    pub change: ChangeStamp,
+    /// The access generation.
+    pub access_generation: u64,
+}
+
 /// Whether a record's body agrees with the eligibility query that found
 /// it: its tenant, policy and subject are the query's. The store checks
 /// this for every body it answers an eligibility read with, and a reader

@@ -191,6 +191,29 @@ pub(crate) fn change_stamp<C: Tx>(c: &C) -> StoreResult<ChangeStamp> {
     stamp_of(audit_seq, generation)
 }
 
+/// The store's [`AccessStamp`](crate::types::AccessStamp): its change
+/// stamp and access generation in one statement.
+pub(crate) fn access_stamp<C: Tx>(c: &C) -> StoreResult<crate::types::AccessStamp> {
+    let (audit_seq, generation, access) = c
+        .row(
+            "SELECT (SELECT int_value FROM meta WHERE key = 'audit_head_seq'),
+                    (SELECT int_value FROM meta WHERE key = 'revocation_generation'),
+                    (SELECT int_value FROM meta WHERE key = 'access_generation')",
+            params![],
+            |r| r.cols::<(Option<i64>, Option<i64>, Option<i64>)>(),
+        )?
+        .ok_or_else(|| StoreError::Corrupt("meta is empty".into()))?;
+    Ok(crate::types::AccessStamp {
+        change: stamp_of(audit_seq, generation)?,
+        access_generation: access_generation_of(access)?,
+    })
+}
+
+/// The access generation as read from meta.
+pub(crate) fn access_generation_of(value: Option<i64>) -> StoreResult<u64> {
+    u(value.ok_or_else(|| StoreError::Corrupt("meta.access_generation missing".into()))?)
+}
+
 /// The [`ChangeStamp`] of meta's two values as read.
 pub(crate) fn stamp_of(
     audit_seq: Option<i64>,

@@ -9,9 +9,9 @@ mod integrity;
 
 pub(crate) use catalog::list_records;
 pub(crate) use eligibility::{
-    ELIGIBLE_ID_COLUMNS, change_stamp, eligibility_statements, eligible_changes,
-    eligible_changes_statements, eligible_ids, eligible_records, latest_created_at, stamp_of,
-    unknown_bodies,
+    ELIGIBLE_ID_COLUMNS, access_generation_of, access_stamp, change_stamp, eligibility_statements,
+    eligible_changes, eligible_changes_statements, eligible_ids, eligible_records,
+    latest_created_at, stamp_of, unknown_bodies,
 };
 pub(crate) use governance::{consents_of, current_grant, current_policy, write_receipt};
 pub(crate) use integrity::cross_table_check;

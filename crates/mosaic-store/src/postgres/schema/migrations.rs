@@ -568,7 +568,16 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     SCOPE_COMMITMENTS_MIGRATION,
     // 12 -> 13
     SCOPE_CHANGES_MIGRATION,
+    // 13 -> 14
+    ACCESS_GENERATION_MIGRATION,
 ];
+
+/// The migration that keeps the store's access generation in `meta`, as on
+/// SQLite (see that backend's `ACCESS_GENERATION_MIGRATION`).
+const ACCESS_GENERATION_MIGRATION: &str = r#"
+INSERT INTO meta (key, int_value, text_value) VALUES ('access_generation', 0, NULL)
+    ON CONFLICT (key) DO NOTHING;
+"#;
 
 /// The migration that takes in what a server kept in tables of its own
 /// (`mosaic_server_*`) about its front door (see the SQLite migration; kept

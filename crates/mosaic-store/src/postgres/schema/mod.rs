@@ -110,7 +110,7 @@ pub use grants::grant_application_role;
 use migrations::MIGRATIONS;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
