@@ -59,7 +59,8 @@ fn run<Op: WithSimd>(path: Path, op: Op) -> Op::Output {
 
 #[test]
 fn linear_matches_reference_on_every_path_and_row_count() {
-    let (k, n) = (48, 64);
+    // Three panels: a pair (AVX-512) and one left over.
+    let (k, n) = (48, 96);
     let w = data(n * k, 1);
     let b = data(n, 2);
     let packed = Packed::new(
@@ -135,8 +136,9 @@ fn panels_split_between_two_callers_give_the_layers_bits() {
 fn a_row_gives_the_same_bits_in_every_tile_shape() {
     // A text's vector must not depend on the batch it is embedded in:
     // each output is the bias plus one fused multiply-add per `k` in
-    // order, whichever tile (12, 8, 4, 2 or 1 rows) computes it.
-    let (k, n) = (40, 64);
+    // order, whichever tile (12, 8, 4, 2 or 1 rows of one panel; 6 to 1
+    // rows of two panels) computes it.
+    let (k, n) = (40, 96);
     let w = data(n * k, 7);
     let b = data(n, 8);
     let packed = Packed::new(&[(&w, &b)], k);
