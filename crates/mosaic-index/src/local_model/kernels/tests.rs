@@ -59,7 +59,8 @@ fn run<Op: WithSimd>(path: Path, op: Op) -> Op::Output {
 
 #[test]
 fn linear_matches_reference_on_every_path_and_row_count() {
-    let (k, n) = (48, 64);
+    // Three panels: a pair (AVX-512) and one left over.
+    let (k, n) = (48, 96);
     let w = data(n * k, 1);
     let b = data(n, 2);
     let packed = Packed::new(
@@ -135,8 +136,9 @@ fn panels_split_between_two_callers_give_the_layers_bits() {
 fn a_row_gives_the_same_bits_in_every_tile_shape() {
     // A text's vector must not depend on the batch it is embedded in:
     // each output is the bias plus one fused multiply-add per `k` in
-    // order, whichever tile (12, 8, 4, 2 or 1 rows) computes it.
-    let (k, n) = (40, 64);
+    // order, whichever tile (12, 8, 4, 2 or 1 rows of one panel; 6 to 1
+    // rows of two panels) computes it.
+    let (k, n) = (40, 96);
     let w = data(n * k, 7);
     let b = data(n, 8);
     let packed = Packed::new(&[(&w, &b)], k);
@@ -283,6 +285,60 @@ fn softmax_matches_reference_on_every_path() {
                 &row[len..]
             );
         }
+    }
+}
+
+/// The exact layer norm as it was first written: sequential f64 sums.
+fn layer_norm_sequential(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    let width = gamma.len();
+    for (a, b) in x.iter_mut().zip(residual) {
+        *a += *b;
+    }
+    for row in x.chunks_exact_mut(width) {
+        let mean = (row.iter().map(|v| f64::from(*v)).sum::<f64>() / width as f64) as f32;
+        for v in row.iter_mut() {
+            *v -= mean;
+        }
+        let var = (row.iter().map(|v| f64::from(*v * *v)).sum::<f64>() / width as f64) as f32;
+        let inv = 1.0 / (var + eps).sqrt();
+        for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
+            *v = *v * inv * *g + *b;
+        }
+    }
+}
+
+#[test]
+fn exact_layer_norm_keeps_the_sequential_sums_result() {
+    // The f64 sums in vector lanes add in another order than one
+    // sequential sum; rounded to f32 the mean and variance must not
+    // move (widths with and without a remainder past the lanes, rows
+    // far from zero, where a mean's rounding shows most).
+    for (width, rows, offset) in [
+        (384, 64, 0.0f32),
+        (384, 64, 30.0),
+        (768, 16, -5.0),
+        (37, 9, 2.0),
+    ] {
+        let mut x = data(width * rows, 60);
+        x.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = *v * (1.0 + (i % 7) as f32) + offset);
+        let residual = data(width * rows, 61);
+        let gamma = data(width, 62);
+        let beta = data(width, 63);
+        let mut want = x.clone();
+        layer_norm_sequential(&mut want, &residual, &gamma, &beta, 1e-12);
+        let mut got = x.clone();
+        add_layer_norm(&mut got, &residual, &gamma, &beta, 1e-12);
+        let diff = want
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            diff <= 1e-6,
+            "width {width}, offset {offset}: max diff {diff}"
+        );
     }
 }
 
