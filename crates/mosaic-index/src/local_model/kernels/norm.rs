@@ -89,10 +89,9 @@ fn sum_f64(row: &[f32], f: impl Fn(f32) -> f32) -> f64 {
         .fold(acc[0], |s, v| s + f64::from(f(*v)))
 }
 
-/// [`add_layer_norm`] with f32 vector sums instead of sequential f64
-/// ones: several times faster, and not bit-identical to it (sums in
-/// another order), so only the int8 release uses it; the f32 release keeps
-/// its exact arithmetic.
+/// [`add_layer_norm`] with f32 vector sums instead of f64 ones: several
+/// times faster, and not bit-identical to it (f32 partial sums round), so
+/// only the int8 release uses it; the f32 release keeps its f64 sums.
 pub(in crate::local_model) fn add_layer_norm_fast(
     x: &mut [f32],
     residual: &[f32],
