@@ -1372,6 +1372,31 @@ fn version_12_files_gain_scope_change_markers_in_place() {
     assert!(report.is_ok(), "{report:?}");
 }
 
+/// What version 14 added: the store's access generation.
+const UNDO_V14: &str = "DELETE FROM meta WHERE key = 'access_generation';";
+
+/// A version 13 file gains the access generation in place, at 0, and a
+/// grant put afterwards advances it (a file without the row would make
+/// every access check answer `Corrupt`).
+#[test]
+fn version_13_files_gain_the_access_generation_in_place() {
+    let (_dir, path, store) = seeded();
+    drop(store);
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V14} PRAGMA user_version = 13;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let first = store.access_stamp().expect("access stamp");
+    assert_eq!(first.access_generation, 0);
+    let mut narrowed = fixtures::grant(fixtures::TENANT_A, "alice");
+    narrowed.grant_id = "grant-alice-after-upgrade".into();
+    store.put_grant(&narrowed, T0).expect("grant");
+    let after = store.access_stamp().expect("access stamp");
+    assert_eq!(after.access_generation, 1);
+    assert_ne!(after.change, first.change);
+}
+
 /// `integrity_check` recomputes every read scope's tree from the records
 /// as stored and names each stored head, node and entry that differs
 /// (what `mosaic doctor` reports). Layer: the store's cross-table check,
