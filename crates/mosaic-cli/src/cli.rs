@@ -106,7 +106,8 @@ pub struct EmbedderFlags {
     /// model). When none is chosen, existing data keeps the embedder it
     /// was built with, and new data gets minilm-int8 in builds with the
     /// `local-model` feature, else hash; choosing another than the data's
-    /// rebuilds its index. Env MOSAIC_EMBEDDER.
+    /// rebuilds a data directory's index (a PostgreSQL database refuses
+    /// it). Env MOSAIC_EMBEDDER.
     #[arg(long)]
     pub embedder: Option<mosaic_service::embedder::EmbedderKind>,
     /// Directory of the local model's files (default under --data-dir:
