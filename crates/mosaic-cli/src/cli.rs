@@ -97,12 +97,17 @@ pub struct ServeFlags {
 /// Embedder flags (over the config file and MOSAIC_* variables).
 #[derive(Args, Debug, Clone, Default)]
 pub struct EmbedderFlags {
-    /// Embedder: minilm (local model), minilm-int8 (the same model with
-    /// int8 dense layers, faster), mpnet (the larger local
+    /// Embedder: minilm-int8 (the local all-MiniLM-L6-v2 model with int8
+    /// dense layers), minilm (the same model in f32: the same recall
+    /// within 0.004, slower where the CPU has AVX-512 VNNI or AMX, faster
+    /// where it lacks AVX2, e.g. ARM), mpnet (the larger local
     /// all-mpnet-base-v2: better recall, about 12x the embedding CPU),
     /// http (OpenAI-compatible endpoint) or hash (deterministic, no
-    /// model). Default: minilm in builds with the `local-model` feature,
-    /// else hash. Env MOSAIC_EMBEDDER.
+    /// model). When none is chosen, existing data keeps the embedder it
+    /// was built with, and new data gets minilm-int8 in builds with the
+    /// `local-model` feature, else hash; choosing another than the data's
+    /// rebuilds a data directory's index (a PostgreSQL database refuses
+    /// it). Env MOSAIC_EMBEDDER.
     #[arg(long)]
     pub embedder: Option<mosaic_service::embedder::EmbedderKind>,
     /// Directory of the local model's files (default under --data-dir:
@@ -164,7 +169,7 @@ impl EmbedderFlags {
     /// Applies the flags given over `config`.
     fn apply(&self, config: &mut ServerConfig) {
         if let Some(v) = self.embedder {
-            config.embedder = v;
+            config.embedder = Some(v);
         }
         if let Some(v) = &self.model_dir {
             config.model_dir = Some(v.clone());
@@ -495,8 +500,9 @@ pub enum Command {
         /// MOSAIC_USER.
         #[arg(long, env = "MOSAIC_USER")]
         user: Option<String>,
-        /// Embedder settings (as for `serve`; the data directory's own
-        /// embedder must match or its indexes are rebuilt).
+        /// Embedder settings (as for `serve`: without a choice the data
+        /// directory's own embedder runs; choosing another rebuilds its
+        /// indexes).
         #[command(flatten)]
         embedder: EmbedderFlags,
     },

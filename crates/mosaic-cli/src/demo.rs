@@ -45,7 +45,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
     let config = ServerConfig {
         data_dir: dir.path().join("data"),
         // A temporary directory holds no model: the tour is deterministic.
-        embedder: mosaic_service::embedder::EmbedderKind::Hash,
+        embedder: Some(mosaic_service::embedder::EmbedderKind::Hash),
         ..ServerConfig::default()
     };
     let (service, _) = Service::open(config.clone()).map_err(e)?;

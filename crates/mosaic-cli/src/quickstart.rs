@@ -175,13 +175,15 @@ fn online(url: &str, admin_key: &str, options: &Options) -> Result<Created> {
 /// Sets up the data directory directly. Its index is opened with the
 /// configured embedder; a new directory whose model is not there yet (the
 /// first `scripts/serve.sh` fetches it) gets the hashing embedder's empty
-/// index, which `serve` rebuilds for its own embedder from the store.
+/// index as a stand-in, and no recorded embedder: `serve` then picks its
+/// own (chosen or the default) and rebuilds the index from the store.
 fn offline(mut config: ServerConfig, url: &str, options: &Options) -> Result<Created> {
     let data_dir = config.data_dir.clone();
     let data_dir = data_dir.as_path();
     crate::cli::refuse_if_held(data_dir, "--url with the running server's address")?;
-    if !data_dir.exists() && mosaic_service::embedder::check(&config).is_err() {
-        config.embedder = mosaic_service::embedder::EmbedderKind::Hash;
+    let stand_in = !data_dir.exists() && mosaic_service::embedder::check(&config).is_err();
+    if stand_in {
+        config.embedder = Some(mosaic_service::embedder::EmbedderKind::Hash);
     }
     let (service, _) = Service::open(config).map_err(|e| anyhow!("{e}"))?;
     let admin_key = match &options.admin_key {
@@ -213,6 +215,17 @@ fn offline(mut config: ServerConfig, url: &str, options: &Options) -> Result<Cre
         )
         .map_err(|e| anyhow!("cannot create the key: {e}"))?;
     service.flush().map_err(|e| anyhow!("{e}"))?;
+    drop(service);
+    if stand_in {
+        // The stand-in index is not the data's embedder: record none.
+        let identity = mosaic_service::embedder::EmbedderIdentity::path(data_dir);
+        match std::fs::remove_file(&identity) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", identity.display()));
+            }
+            _ => {}
+        }
+    }
     Ok(Created {
         url: url.to_owned(),
         tenant_id: created.tenant_id,

@@ -39,11 +39,16 @@ pub struct ServerConfig {
     /// Dimensions of the hashing embedder; the dimension the http
     /// embedder's endpoint must return.
     pub embedding_dim: usize,
-    /// Which embedder to run (default `minilm` when built with the
-    /// `local-model` feature, else `hash`).
-    pub embedder: EmbedderKind,
-    /// Directory of the `minilm` model files (default
-    /// `<data_dir>/models/all-MiniLM-L6-v2`).
+    /// The embedder the operator chose (`None`: none chosen). When none is
+    /// chosen the service runs the one the data directory or database was
+    /// built with, and on new data the build's default (`minilm-int8` when
+    /// built with the `local-model` feature, else `hash`); see
+    /// [`crate::embedder::resolve`]. Once a service is open, its
+    /// configuration holds the embedder in force.
+    pub embedder: Option<EmbedderKind>,
+    /// Directory of the `minilm`, `minilm-int8` model files (default
+    /// `<data_dir>/models/all-MiniLM-L6-v2`; `mpnet`'s default is
+    /// `<data_dir>/models/all-mpnet-base-v2`).
     pub model_dir: Option<PathBuf>,
     /// Base URL of the `http` embedder (e.g. `http://127.0.0.1:8080/v1`).
     pub embedder_url: Option<String>,
@@ -123,7 +128,7 @@ impl Default for ServerConfig {
             request_timeout_ms: 10_000,
             reconcile_interval_ms: 1_000,
             embedding_dim: 256,
-            embedder: EmbedderKind::build_default(),
+            embedder: None,
             model_dir: None,
             embedder_url: None,
             embedder_model: None,
@@ -194,7 +199,7 @@ impl ServerConfig {
                     self.reconcile_interval_ms = parse(&name, &value)?
                 }
                 "MOSAIC_EMBEDDING_DIM" => self.embedding_dim = parse(&name, &value)?,
-                "MOSAIC_EMBEDDER" => self.embedder = parse(&name, &value)?,
+                "MOSAIC_EMBEDDER" => self.embedder = Some(parse(&name, &value)?),
                 "MOSAIC_MODEL_DIR" => self.model_dir = Some(PathBuf::from(value)),
                 "MOSAIC_EMBEDDER_URL" => self.embedder_url = Some(value),
                 "MOSAIC_EMBEDDER_MODEL" => self.embedder_model = Some(value),
@@ -226,6 +231,13 @@ impl ServerConfig {
             }
         }
         Ok(())
+    }
+
+    /// The embedder chosen, else the build's default (before a service
+    /// opens the data; an open service's configuration holds the embedder
+    /// in force, recorded or chosen).
+    pub fn embedder_kind(&self) -> EmbedderKind {
+        self.embedder.unwrap_or_else(EmbedderKind::build_default)
     }
 
     /// Where the receipt-signing key file is.
@@ -271,7 +283,7 @@ impl ServerConfig {
         if !(8..=4096).contains(&self.embedding_dim) {
             problems.push("embedding_dim must be between 8 and 4096".to_owned());
         }
-        if self.embedder == EmbedderKind::Http {
+        if self.embedder_kind() == EmbedderKind::Http {
             if self.embedder_url.as_deref().is_none_or(str::is_empty) {
                 problems.push("embedder http needs embedder_url (--embedder-url)".to_owned());
             }

@@ -2,10 +2,11 @@
 //!
 //! These embedders sit behind `mosaic_index::Embedder`:
 //!
-//! * `minilm`: the built-in all-MiniLM-L6-v2 model, loaded from files on
+//! * `minilm-int8` (the default of `local-model` builds): the built-in
+//!   all-MiniLM-L6-v2 model with int8 dense layers, loaded from files on
 //!   disk (`--model-dir`, default `<data-dir>/models/all-MiniLM-L6-v2`),
 //!   verified against pinned SHA-256s. Needs the `local-model` feature.
-//!   (`minilm-int8`: the same files, int8 dense layers.)
+//! * `minilm`: the same files, f32 dense layers.
 //! * `mpnet`: the larger all-mpnet-base-v2 model (768 dimensions, about
 //!   12 times MiniLM's embedding work), from `--model-dir` (default
 //!   `<data-dir>/models/all-mpnet-base-v2`), verified the same way.
@@ -15,10 +16,15 @@
 //! * `hash`: the deterministic hashing embedder (tests, no model).
 //!
 //! The embedder's identity (its release: model name and file digests, and
-//! its dimension) is stored beside the index snapshots. When a data
-//! directory is opened with a different embedder the service rebuilds the
-//! indexes from the store, so vectors of two embedders never share an
-//! index.
+//! its dimension) is stored beside the index snapshots (with PostgreSQL, in
+//! the database). Which embedder runs ([`resolve`]): the one the operator
+//! chose (`--embedder`, the `embedder` key of the configuration file or
+//! `MOSAIC_EMBEDDER`); else the one the data directory or database records
+//! (existing data keeps its embedder when the default changes); else the
+//! build's default ([`EmbedderKind::build_default`]). When a data directory
+//! is opened with a different embedder (only an explicit choice does that)
+//! the service rebuilds the indexes from the store, so vectors of two
+//! embedders never share an index.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,18 +52,25 @@ pub const EMBEDDER_IDENTITY_FILE: &str = "embedder.json";
 pub const LOCAL_MODEL_BUILT: bool = cfg!(feature = "local-model");
 /// What to do to get the real model, for messages.
 pub const HOW_TO_GET_THE_MODEL: &str = "run `scripts/serve.sh` (fetches and verifies the model, then serves with it), \
-     or build with `--features local-model` and pass `--embedder minilm`";
+     or build with `--features local-model` and pass `--embedder minilm-int8`";
 
 /// Which embedder to run.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum EmbedderKind {
-    /// The local all-MiniLM-L6-v2 model.
+    /// The local all-MiniLM-L6-v2 model, f32 dense layers.
     Minilm,
-    /// The same model with int8 dense layers (AVX-512 VNNI where the CPU
-    /// has it): about 2.5x the ingest throughput at recall within 0.001 on
-    /// LoCoMo; with AVX2 only, about the f32 model's speed. Its own vector
-    /// space (release), so switching rebuilds.
+    /// The same model with int8 dense layers: the default of builds with
+    /// the `local-model` feature. Recall within 0.001-0.004 of `minilm`
+    /// (LoCoMo, RealMem). Its speed depends on the int8 kernel the CPU
+    /// gets (`mosaic_kernels::int8::Backend::best`): with AMX or AVX-512
+    /// VNNI (`VPDPBUSD`) about 2.3-2.5x `minilm`'s ingest; with AVX2 but
+    /// neither (AVX-VNNI alone included) the AVX2 kernel widens both
+    /// operands to 16 bits for `VPMADDWD` and runs at about `minilm`'s
+    /// speed (measured a little below it on Zen 3); without AVX2 (ARM
+    /// included) only the portable scalar product, far slower than
+    /// `minilm` (whose f32 kernels use NEON there): choose `minilm` on
+    /// such CPUs. Its own vector space (release), so switching rebuilds.
     #[serde(rename = "minilm-int8")]
     MinilmInt8,
     /// The local all-mpnet-base-v2 model: 768 dimensions, better recall
@@ -70,10 +83,12 @@ pub enum EmbedderKind {
 }
 
 impl EmbedderKind {
-    /// `minilm` when built with the `local-model` feature, else `hash`.
+    /// What a fresh data directory or database gets when the operator
+    /// chooses no embedder: `minilm-int8` when built with the
+    /// `local-model` feature, else `hash`.
     pub fn build_default() -> Self {
         if LOCAL_MODEL_BUILT {
-            EmbedderKind::Minilm
+            EmbedderKind::MinilmInt8
         } else {
             EmbedderKind::Hash
         }
@@ -88,6 +103,62 @@ impl EmbedderKind {
             EmbedderKind::Http => "http",
             EmbedderKind::Hash => "hash",
         }
+    }
+}
+
+/// Why the embedder in force is the one it is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbedderSource {
+    /// The operator chose it (`--embedder`, the configuration file's
+    /// `embedder`, or `MOSAIC_EMBEDDER`).
+    Chosen,
+    /// None was chosen: the data directory's index or the database's
+    /// vectors were built with it.
+    Recorded,
+    /// None was chosen and none is recorded: the build's default.
+    Default,
+}
+
+impl EmbedderSource {
+    /// The name used in logs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmbedderSource::Chosen => "chosen",
+            EmbedderSource::Recorded => "recorded",
+            EmbedderSource::Default => "default",
+        }
+    }
+
+    /// Why, in words, for the startup lines.
+    pub fn reason(self) -> &'static str {
+        match self {
+            EmbedderSource::Chosen => "chosen by the configuration",
+            EmbedderSource::Recorded => "recorded: the existing index was built with it",
+            EmbedderSource::Default => "the default: none chosen, none recorded",
+        }
+    }
+}
+
+impl std::fmt::Display for EmbedderSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The rule of which embedder runs: the operator's choice; else the one
+/// the existing data was built with (`recorded`), so a change of the
+/// build's default never re-embeds existing data; else the build's
+/// default. A recorded kind is kept as it is (`minilm` stays the f32
+/// model, `hash` stays `hash`).
+pub fn resolve(
+    chosen: Option<EmbedderKind>,
+    recorded: Option<EmbedderKind>,
+) -> (EmbedderKind, EmbedderSource) {
+    match (chosen, recorded) {
+        (Some(kind), _) => (kind, EmbedderSource::Chosen),
+        (None, Some(kind)) => (kind, EmbedderSource::Recorded),
+        (None, None) => (EmbedderKind::build_default(), EmbedderSource::Default),
     }
 }
 
@@ -157,7 +228,7 @@ pub enum EmbedderError {
     },
     /// The files are fine but this build has no local model support.
     #[error(
-        "the local embedders (minilm, mpnet) are not in this build: rebuild with \
+        "the local embedders (minilm-int8, minilm, mpnet) are not in this build: rebuild with \
          `--features local-model` (for example `scripts/serve.sh`), or pass `--embedder hash`"
     )]
     NotBuilt,
@@ -207,7 +278,7 @@ pub enum EmbedderError {
 /// The directory the local model (`minilm`, `minilm-int8` or `mpnet`) is
 /// read from.
 pub fn model_dir(config: &ServerConfig) -> PathBuf {
-    let default = if config.embedder == EmbedderKind::Mpnet {
+    let default = if config.embedder_kind() == EmbedderKind::Mpnet {
         DEFAULT_MPNET_DIR_NAME
     } else {
         DEFAULT_MODEL_DIR_NAME
@@ -232,7 +303,7 @@ pub fn redact_url(url: &str) -> String {
 /// model files (pinned digests) for `minilm`, the settings for `http`.
 /// What `mosaic doctor` reports.
 pub fn check(config: &ServerConfig) -> Result<(), EmbedderError> {
-    match config.embedder {
+    match config.embedder_kind() {
         EmbedderKind::Hash => Ok(()),
         EmbedderKind::Http => http_settings(config).map(|_| ()),
         kind @ (EmbedderKind::Minilm | EmbedderKind::MinilmInt8 | EmbedderKind::Mpnet) => {
@@ -322,7 +393,7 @@ pub fn check_release(release: &str) -> Result<(), EmbedderError> {
 }
 
 fn build_unchecked(config: &ServerConfig) -> Result<Arc<dyn Embedder>, EmbedderError> {
-    match config.embedder {
+    match config.embedder_kind() {
         EmbedderKind::Hash => Ok(Arc::new(HashEmbedder::new(config.embedding_dim))),
         EmbedderKind::Http => {
             let (url, model) = http_settings(config)?;
@@ -547,7 +618,36 @@ impl std::fmt::Display for EmbedderIdentity {
 pub struct EmbedderReport {
     /// The embedder in force.
     pub identity: EmbedderIdentity,
+    /// Why it is the one in force.
+    pub source: EmbedderSource,
     /// The embedder the stored index was built with, when it differed (the
     /// indexes were rebuilt from the store).
     pub switched_from: Option<EmbedderIdentity>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unchosen_embedder_is_the_recorded_one_else_the_builds_default() {
+        use EmbedderKind::*;
+        use EmbedderSource::{Chosen, Recorded};
+        // A choice wins over what the data records.
+        assert_eq!(
+            resolve(Some(MinilmInt8), Some(Minilm)),
+            (MinilmInt8, Chosen)
+        );
+        assert_eq!(resolve(Some(Minilm), Some(Hash)), (Minilm, Chosen));
+        assert_eq!(resolve(Some(Hash), None), (Hash, Chosen));
+        // No choice: the recorded kind as it is (`minilm` stays f32).
+        for kind in [Minilm, MinilmInt8, Mpnet, Http, Hash] {
+            assert_eq!(resolve(None, Some(kind)), (kind, Recorded));
+        }
+        // Nothing recorded: the build's default.
+        let default = if LOCAL_MODEL_BUILT { MinilmInt8 } else { Hash };
+        assert_eq!(EmbedderKind::build_default(), default);
+        assert_eq!(EmbedderKind::default(), default);
+        assert_eq!(resolve(None, None), (default, EmbedderSource::Default));
+    }
 }

@@ -85,13 +85,17 @@ pub(super) fn keys(action: &str, flags: &ServeFlags, json: bool) -> Result<ExitC
 }
 
 pub(super) fn migrate(flags: &ServeFlags, app_role: Option<&str>, json: bool) -> Result<ExitCode> {
-    let config = load_config(flags)?;
+    let mut config = load_config(flags)?;
     let url = config
         .postgres
-        .as_deref()
+        .clone()
         .ok_or_else(|| anyhow!("migrate needs --postgres URL (the schema owner's)"))?;
+    // A database already built with an embedder keeps it unless one is chosen.
+    let (kind, _) =
+        mosaic_service::service::resolve_embedder(&config).map_err(|e| anyhow!("{e}"))?;
+    config.embedder = Some(kind);
     let embedder = mosaic_service::embedder::build(&config).map_err(|e| anyhow!("{e}"))?;
-    mosaic_service::service::migrate_postgres(url, app_role, embedder.dimension())
+    mosaic_service::service::migrate_postgres(&url, app_role, embedder.dimension())
         .map_err(|e| anyhow!("{e}"))?;
     let data = json!({"migrated": true, "dimension": embedder.dimension(), "app_role": app_role});
     if json {
@@ -206,6 +210,7 @@ pub(super) fn doctor(
     let mut problems: Vec<(String, String)> = Vec::new();
     let mut head = None;
     let mut signing_keys = None;
+    let mut embedder_in_force = None;
     let config = match load_config(flags) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -213,6 +218,22 @@ pub(super) fn doctor(
             None
         }
     };
+    // The embedder a start would run: chosen, recorded by the data, or the
+    // default; its files are checked.
+    let config =
+        config.and_then(
+            |mut config| match mosaic_service::service::resolve_embedder(&config) {
+                Ok((kind, source)) => {
+                    config.embedder = Some(kind);
+                    embedder_in_force = Some((kind, source));
+                    Some(config)
+                }
+                Err(e) => {
+                    problems.push(("embedder".into(), e.to_string()));
+                    None
+                }
+            },
+        );
     let config = config.filter(|config| match mosaic_service::embedder::check(config) {
         Ok(()) => true,
         Err(e) => {
@@ -268,9 +289,13 @@ pub(super) fn doctor(
     if json {
         print_line(
             "doctor",
-            &json!({"ok": problems.is_empty(), "problems": problems.iter().map(|(c, p)| json!({"check": c, "problem": p})).collect::<Vec<_>>(), "audit_head": head, "signing_keys": signing_keys}),
+            &json!({"ok": problems.is_empty(), "problems": problems.iter().map(|(c, p)| json!({"check": c, "problem": p})).collect::<Vec<_>>(), "audit_head": head, "signing_keys": signing_keys,
+                    "embedder": embedder_in_force.map(|(kind, source)| json!({"kind": kind, "source": source}))}),
         );
     } else {
+        if let Some((kind, source)) = embedder_in_force {
+            println!("doctor: embedder {kind} ({})", source.reason());
+        }
         if problems.is_empty() {
             println!("doctor: everything checks out");
         } else {

@@ -63,8 +63,19 @@ fn print_embedder(
     report: &mosaic_service::embedder::EmbedderReport,
     open_ms: u128,
 ) {
-    use mosaic_service::embedder::{self, EmbedderKind};
-    match config.embedder {
+    use mosaic_service::embedder::{self, EmbedderKind, EmbedderSource};
+    // One line of which embedder runs and why; the details follow.
+    let kind = report.identity.kind;
+    println!("mosaic: embedder {kind} ({})", report.source.reason());
+    if report.source == EmbedderSource::Recorded && kind != EmbedderKind::build_default() {
+        println!(
+            "mosaic: this build's default for new data is {}; pass --embedder {} to switch \
+             (rebuilds the index from the store)",
+            EmbedderKind::build_default(),
+            EmbedderKind::build_default()
+        );
+    }
+    match kind {
         EmbedderKind::Hash => {
             println!(
                 "mosaic: embedder hash: the service runs with the deterministic hashing embedder \

@@ -46,7 +46,7 @@ pub fn config(dir: &std::path::Path) -> ServerConfig {
         rate_limit_burst: 10_000,
         body_limit_bytes: 64 * 1024,
         // Deterministic in every build; the model is not under test here.
-        embedder: mosaic_service::embedder::EmbedderKind::Hash,
+        embedder: Some(mosaic_service::embedder::EmbedderKind::Hash),
         ..ServerConfig::default()
     }
 }
@@ -367,7 +367,7 @@ pub fn minilm_endpoint() -> Option<MiniLmEndpoint> {
 pub fn minilm_world(endpoint: &MiniLmEndpoint, adjust: impl FnOnce(&mut ServerConfig)) -> World {
     let url = endpoint.url.clone();
     world_with(move |c| {
-        c.embedder = mosaic_service::embedder::EmbedderKind::Http;
+        c.embedder = Some(mosaic_service::embedder::EmbedderKind::Http);
         c.embedder_url = Some(url);
         c.embedder_model = Some("all-minilm-l6-v2".into());
         c.embedding_dim = 384;

@@ -12,7 +12,7 @@ use mosaic_index::RetrievalMode;
 use mosaic_index::local_model::{MINILM_RELEASE, MODEL_SAFETENSORS_SHA256, TOKENIZER_JSON_SHA256};
 use mosaic_service::api::RecallRequest;
 use mosaic_service::embedder::{
-    DEFAULT_MODEL_DIR_NAME, DEFAULT_MPNET_DIR_NAME, EmbedderIdentity, EmbedderKind,
+    DEFAULT_MODEL_DIR_NAME, DEFAULT_MPNET_DIR_NAME, EmbedderIdentity, EmbedderKind, EmbedderSource,
     LOCAL_MODEL_BUILT, Secret, check_release, minilm_file_digests, minilm_release, model_dir,
     mpnet_release,
 };
@@ -28,38 +28,50 @@ const BIN: &str = env!("CARGO_BIN_EXE_mosaic");
 fn embedder_config_defaults_toml_and_env() {
     let config = ServerConfig::default();
     let expected = if LOCAL_MODEL_BUILT {
-        EmbedderKind::Minilm
+        EmbedderKind::MinilmInt8
     } else {
         EmbedderKind::Hash
     };
-    assert_eq!(config.embedder, expected);
+    // None chosen: the data's own, else the build's default.
+    assert_eq!(config.embedder, None);
+    assert_eq!(config.embedder_kind(), expected);
     assert_eq!(
         model_dir(&config),
         config.data_dir.join("models").join(DEFAULT_MODEL_DIR_NAME)
     );
     assert_eq!(DEFAULT_MODEL_DIR_NAME, "all-MiniLM-L6-v2");
+    // Both MiniLM releases read the same files.
+    for kind in [EmbedderKind::Minilm, EmbedderKind::MinilmInt8] {
+        let chosen = ServerConfig {
+            embedder: Some(kind),
+            ..ServerConfig::default()
+        };
+        assert_eq!(model_dir(&chosen), model_dir(&config));
+    }
+    let toml = ServerConfig::from_toml_str("embedding_dim = 64").expect("toml");
+    assert_eq!(toml.embedder, None, "no embedder key: none chosen");
 
     let toml = ServerConfig::from_toml_str(
         "embedder = \"http\"\nembedder_url = \"http://127.0.0.1:9/v1\"\n\
          embedder_model = \"m\"\nembedding_dim = 8\n",
     )
     .expect("toml");
-    assert_eq!(toml.embedder, EmbedderKind::Http);
+    assert_eq!(toml.embedder, Some(EmbedderKind::Http));
     assert_eq!(toml.embedder_url.as_deref(), Some("http://127.0.0.1:9/v1"));
     assert_eq!(toml.embedder_model.as_deref(), Some("m"));
     assert!(toml.validate().is_ok());
     let toml =
         ServerConfig::from_toml_str("embedder = \"minilm\"\nmodel_dir = \"/m\"\n").expect("toml");
-    assert_eq!(toml.embedder, EmbedderKind::Minilm);
+    assert_eq!(toml.embedder, Some(EmbedderKind::Minilm));
     assert_eq!(model_dir(&toml), Path::new("/m"));
     let toml = ServerConfig::from_toml_str("embedder = \"minilm-int8\"").expect("toml");
-    assert_eq!(toml.embedder, EmbedderKind::MinilmInt8);
+    assert_eq!(toml.embedder, Some(EmbedderKind::MinilmInt8));
     assert_eq!("minilm-int8".parse(), Ok(EmbedderKind::MinilmInt8));
     assert_eq!(EmbedderKind::MinilmInt8.to_string(), "minilm-int8");
     // mpnet has a default directory of its own beside MiniLM's.
     let toml =
         ServerConfig::from_toml_str("embedder = \"mpnet\"\ndata_dir = \"/d\"\n").expect("toml");
-    assert_eq!(toml.embedder, EmbedderKind::Mpnet);
+    assert_eq!(toml.embedder, Some(EmbedderKind::Mpnet));
     assert_eq!("mpnet".parse(), Ok(EmbedderKind::Mpnet));
     assert_eq!(EmbedderKind::Mpnet.to_string(), "mpnet");
     assert_eq!(
@@ -83,7 +95,7 @@ fn embedder_config_defaults_toml_and_env() {
         ),
     ])
     .expect("env");
-    assert_eq!(env.embedder, EmbedderKind::Http);
+    assert_eq!(env.embedder, Some(EmbedderKind::Http));
     assert_eq!(env.embedding_dim, 1024);
     assert_eq!(model_dir(&env), Path::new("/models/x"));
     assert_eq!(
@@ -100,7 +112,7 @@ fn embedder_config_defaults_toml_and_env() {
     );
 
     let http_without_url = ServerConfig {
-        embedder: EmbedderKind::Http,
+        embedder: Some(EmbedderKind::Http),
         ..ServerConfig::default()
     };
     let problems = http_without_url
@@ -113,7 +125,7 @@ fn embedder_config_defaults_toml_and_env() {
 fn minilm_config(data_dir: &Path, model_dir: &Path) -> ServerConfig {
     ServerConfig {
         data_dir: data_dir.to_owned(),
-        embedder: EmbedderKind::Minilm,
+        embedder: Some(EmbedderKind::Minilm),
         model_dir: Some(model_dir.to_owned()),
         ..ServerConfig::default()
     }
@@ -267,7 +279,7 @@ impl FakeEndpoint {
     /// Points `config` at this endpoint: the http embedder, model
     /// `fake-embed`, dimension 8, bearer key `sk-test-key`.
     pub(crate) fn configure(&self, config: &mut mosaic_service::ServerConfig) {
-        config.embedder = EmbedderKind::Http;
+        config.embedder = Some(EmbedderKind::Http);
         config.embedder_url = Some(self.url.clone());
         config.embedder_model = Some("fake-embed".to_owned());
         config.embedding_dim = 8;
@@ -406,7 +418,7 @@ fn the_http_embedder_is_selected_and_ranks_with_the_endpoints_vectors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let message = open_error(ServerConfig {
         data_dir: dir.path().join("data"),
-        embedder: EmbedderKind::Http,
+        embedder: Some(EmbedderKind::Http),
         embedder_url: Some(endpoint.url.clone()),
         embedder_model: Some("fake-embed".to_owned()),
         embedding_dim: 16,
@@ -418,7 +430,7 @@ fn the_http_embedder_is_selected_and_ranks_with_the_endpoints_vectors() {
     // at the first recall.
     let message = open_error(ServerConfig {
         data_dir: dir.path().join("data"),
-        embedder: EmbedderKind::Http,
+        embedder: Some(EmbedderKind::Http),
         embedder_url: Some(endpoint.url.clone()),
         embedder_model: Some("m".repeat(300)),
         embedding_dim: 8,
@@ -457,7 +469,7 @@ fn the_mpnet_release_commits_to_every_file_and_fits_a_receipt() {
 
 fn mpnet_config(data_dir: &Path, model_dir: &Path) -> ServerConfig {
     ServerConfig {
-        embedder: EmbedderKind::Mpnet,
+        embedder: Some(EmbedderKind::Mpnet),
         ..minilm_config(data_dir, model_dir)
     }
 }
@@ -572,4 +584,270 @@ fn serve_and_doctor_refuse_a_missing_model_with_exit_2_and_the_command() {
         stderr.contains("minilm, minilm-int8, mpnet, http or hash"),
         "{stderr}"
     );
+}
+
+/// The requests the fake endpoint has answered so far.
+fn requests(endpoint: &FakeEndpoint) -> usize {
+    endpoint.seen.lock().expect("log").len()
+}
+
+/// When no embedder is chosen, a data directory keeps the one its index
+/// was built with (no rebuild, nothing embedded again); only a choice
+/// switches it (and rebuilds). With the http embedder and the hashing
+/// one, so that it runs in every build; the local models' case follows.
+#[test]
+fn without_a_choice_a_data_directory_keeps_its_embedder_and_a_choice_switches_it() {
+    let endpoint = fake_endpoint();
+    let w = world_with(|c| endpoint.configure(c));
+    let key = w.principals[0].key.clone();
+    let record = propose(
+        &w.service,
+        &key,
+        "keep",
+        "Escalations go to the on-call lead",
+    );
+    let http_identity = w.service.embedder_identity();
+    assert_eq!(http_identity.kind, EmbedderKind::Http);
+    let (_dir, config, key) = close(w);
+    // The endpoint's settings are still given, the embedder is not.
+    let unchosen = ServerConfig {
+        embedder: None,
+        ..config.clone()
+    };
+
+    let before = requests(&endpoint);
+    let (service, report) = Service::open(unchosen.clone()).expect("reopen");
+    assert_eq!(report.embedder.source, EmbedderSource::Recorded);
+    assert_eq!(report.embedder.identity, http_identity);
+    assert_eq!(report.embedder.switched_from, None, "the index is kept");
+    assert_eq!(service.config().embedder, Some(EmbedderKind::Http));
+    // Only the startup probe reached the endpoint: no text embedded again.
+    assert_eq!(requests(&endpoint) - before, 1);
+    let recalled = recall(&service, &key, "whom should I page tonight");
+    assert_eq!(recalled["selected_record_ids"][0], record.as_str());
+    drop(service);
+
+    // Recorded http without its endpoint: refused, saying why and the way out.
+    let message = open_error(ServerConfig {
+        embedder_url: None,
+        ..unchosen.clone()
+    });
+    assert!(
+        message.contains("built with embedder http") && message.contains("--embedder-url"),
+        "{message}"
+    );
+    assert!(
+        message.contains("choosing another with --embedder"),
+        "{message}"
+    );
+
+    // `mosaic doctor` tells which embedder a start would run, and why.
+    let doctor = std::process::Command::new(BIN)
+        .args(["doctor", "--data-dir"])
+        .arg(&config.data_dir)
+        .env_remove("MOSAIC_EMBEDDER")
+        .env_remove("MOSAIC_MODEL_DIR")
+        .env("MOSAIC_EMBEDDER_URL", &endpoint.url)
+        .env("MOSAIC_EMBEDDER_MODEL", "fake-embed")
+        .env("MOSAIC_EMBEDDING_DIM", "8")
+        .output()
+        .expect("run doctor");
+    let stdout = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        stdout.contains("doctor: embedder http (recorded"),
+        "{stdout}"
+    );
+
+    // A choice switches, and rebuilds the index in the new vector space.
+    let (service, report) = Service::open(ServerConfig {
+        embedder: Some(EmbedderKind::Hash),
+        ..unchosen.clone()
+    })
+    .expect("switch");
+    assert_eq!(report.embedder.source, EmbedderSource::Chosen);
+    assert_eq!(report.embedder.switched_from.as_ref(), Some(&http_identity));
+    let hash_identity = report.embedder.identity.clone();
+    assert_eq!(hash_identity.kind, EmbedderKind::Hash);
+    drop(service);
+
+    // Now hash is recorded: without a choice it stays hash (the http
+    // endpoint, still configured, is not even probed).
+    let before = requests(&endpoint);
+    let (service, report) = Service::open(unchosen).expect("reopen hash");
+    assert_eq!(report.embedder.source, EmbedderSource::Recorded);
+    assert_eq!(report.embedder.identity, hash_identity);
+    assert_eq!(report.embedder.switched_from, None);
+    assert_eq!(requests(&endpoint), before);
+    drop(service);
+}
+
+/// The local models (`local-model` builds with `MOSAIC_MODEL_DIR`): new
+/// data gets `minilm-int8`; data built with `minilm` (f32) keeps it when
+/// no embedder is chosen, without a rebuild, until `minilm-int8` is
+/// chosen (then rebuilt); data built with `hash` stays `hash`.
+#[test]
+fn new_data_gets_minilm_int8_and_data_built_with_minilm_or_hash_keeps_it() {
+    if !LOCAL_MODEL_BUILT {
+        crate::skip::skipped(
+            "the default embedder's tests with the in-process model (mosaic-cli)",
+            "the tests are built without mosaic-cli's `local-model` feature",
+            "MOSAIC_MODEL_DIR=<model dir> cargo test -p mosaic-cli --features local-model new_data_gets_minilm_int8",
+        );
+        return;
+    }
+    let Some(models) = std::env::var_os("MOSAIC_MODEL_DIR").map(std::path::PathBuf::from) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but MOSAIC_MODEL_DIR is not set"
+        );
+        crate::skip::skipped(
+            "the default embedder's tests with the in-process model (mosaic-cli)",
+            "MOSAIC_MODEL_DIR is not set",
+            "scripts/fetch-model.sh crates/mosaic-index/models/all-minilm-l6-v2, then export MOSAIC_MODEL_DIR=$PWD/crates/mosaic-index/models/all-minilm-l6-v2",
+        );
+        return;
+    };
+    let unchosen = |data_dir: &Path| ServerConfig {
+        data_dir: data_dir.to_owned(),
+        model_dir: Some(models.clone()),
+        ..ServerConfig::default()
+    };
+
+    // A new data directory: the default, int8.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (service, report) = Service::open(unchosen(&dir.path().join("new"))).expect("new");
+    assert_eq!(report.embedder.source, EmbedderSource::Default);
+    assert_eq!(report.embedder.identity.kind, EmbedderKind::MinilmInt8);
+    assert_eq!(report.embedder.switched_from, None);
+    let int8_release = report.embedder.identity.release.clone();
+    drop(service);
+
+    // Built with minilm (f32), reopened without a choice: still f32.
+    let w = world_with(|c| {
+        c.embedder = Some(EmbedderKind::Minilm);
+        c.model_dir = Some(models.clone());
+    });
+    let key = w.principals[0].key.clone();
+    let record = propose(
+        &w.service,
+        &key,
+        "f32",
+        "Escalations go to the on-call lead",
+    );
+    let f32_identity = w.service.embedder_identity();
+    assert_ne!(f32_identity.release, int8_release, "two vector spaces");
+    let (_dir, config, key) = close(w);
+    let (service, report) = Service::open(unchosen(&config.data_dir)).expect("reopen f32");
+    assert_eq!(report.embedder.source, EmbedderSource::Recorded);
+    assert_eq!(report.embedder.identity, f32_identity);
+    assert_eq!(report.embedder.switched_from, None, "not rebuilt");
+    let recalled = recall(&service, &key, "who takes escalations");
+    assert_eq!(recalled["selected_record_ids"][0], record.as_str());
+    let feature = recalled["relevance_receipt"]["feature_release"]
+        .as_str()
+        .expect("feature release");
+    assert!(feature.contains(&f32_identity.release), "{feature}");
+    drop(service);
+
+    // Choosing int8 switches and rebuilds; from then on int8 is recorded.
+    let chosen = ServerConfig {
+        embedder: Some(EmbedderKind::MinilmInt8),
+        ..unchosen(&config.data_dir)
+    };
+    let (service, report) = Service::open(chosen).expect("switch to int8");
+    assert_eq!(report.embedder.source, EmbedderSource::Chosen);
+    assert_eq!(report.embedder.switched_from.as_ref(), Some(&f32_identity));
+    assert_eq!(report.embedder.identity.release, int8_release);
+    let recalled = recall(&service, &key, "who takes escalations");
+    assert_eq!(recalled["selected_record_ids"][0], record.as_str());
+    drop(service);
+    let (service, report) = Service::open(unchosen(&config.data_dir)).expect("reopen int8");
+    assert_eq!(report.embedder.source, EmbedderSource::Recorded);
+    assert_eq!(report.embedder.identity.kind, EmbedderKind::MinilmInt8);
+    assert_eq!(report.embedder.switched_from, None);
+    drop(service);
+
+    // Built with hash: stays hash.
+    let w = world();
+    let hash_identity = w.service.embedder_identity();
+    let (_dir, config, _) = close(w);
+    let (service, report) = Service::open(unchosen(&config.data_dir)).expect("reopen hash");
+    assert_eq!(report.embedder.source, EmbedderSource::Recorded);
+    assert_eq!(report.embedder.identity, hash_identity);
+    assert_eq!(report.embedder.switched_from, None);
+    drop(service);
+}
+
+/// A PostgreSQL database keeps the embedder its vectors were made with
+/// when a server starts without a choice; an explicit other embedder is
+/// refused there, as before (servers sharing a database never switch).
+/// Skips like `postgres.rs` without a server.
+#[test]
+fn a_postgres_database_keeps_its_embedder_when_none_is_chosen() {
+    use crate::postgres::{in_schema, serve_with, urls};
+    use crate::postgres_erasure::migrated_schema_with;
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let endpoint = fake_endpoint();
+    let settings = [
+        ("MOSAIC_EMBEDDER_URL", endpoint.url.as_str()),
+        ("MOSAIC_EMBEDDER_MODEL", "fake-embed"),
+        ("MOSAIC_EMBEDDING_DIM", "8"),
+    ];
+    let mut chosen = settings.to_vec();
+    chosen.push(("MOSAIC_EMBEDDER", "http"));
+    let schema = migrated_schema_with(&owner_url, &app_url, "embedder_kept_test", &chosen);
+    let app = in_schema(&app_url, &schema.name);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The first server records its embedder while it opens, before it
+    // serves; stopping it is all that is left.
+    drop(serve_with(&dir.path().join("one"), &app, &chosen));
+
+    // No embedder chosen: the database's (http), not the build's default.
+    let start = |data: &str, env: &[(&str, &str)]| {
+        std::process::Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--postgres", &app])
+            .arg("--data-dir")
+            .arg(dir.path().join(data))
+            .env_remove("MOSAIC_EMBEDDER")
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn serve")
+    };
+    let before = requests(&endpoint);
+    let mut second = start("two", &settings);
+    let stdout = second.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("utf8");
+        let done = line.starts_with("mosaic: started");
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = second.kill();
+    let out = second.wait_with_output().expect("wait");
+    let text = lines.join("\n");
+    assert!(
+        text.contains("mosaic: embedder http (recorded"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Only its startup probe reached the endpoint.
+    assert_eq!(requests(&endpoint) - before, 1);
+
+    // An explicit other embedder is refused: the vectors are the database's.
+    let third = start(
+        "three",
+        &[("MOSAIC_EMBEDDER", "hash"), ("MOSAIC_EMBEDDING_DIM", "8")],
+    )
+    .wait_with_output()
+    .expect("run serve");
+    assert!(!third.status.success(), "another embedder must not start");
+    let stderr = String::from_utf8_lossy(&third.stderr);
+    assert!(stderr.contains("same embedder"), "{stderr}");
 }

@@ -330,14 +330,17 @@ impl ServiceCore {
         (kind, subject): (MemoryKind, &MemorySubject),
         texts: &[&str],
     ) -> ServiceResult<Vec<Option<Vec<f32>>>> {
-        let in_process = !matches!(self.config.embedder, crate::embedder::EmbedderKind::Http);
+        let in_process = !matches!(
+            self.config.embedder_kind(),
+            crate::embedder::EmbedderKind::Http
+        );
         if !in_process || self.config.postgres.is_some() || texts.is_empty() {
             return Ok(self.guard_embed(texts));
         }
         let guards = super::directory::write_guards(self.reader()?.store.as_mut(), tenant)?;
         // The hashing embedder's vectors are never compared (see
         // `guard_embed`).
-        let hashing = self.config.embedder == crate::embedder::EmbedderKind::Hash;
+        let hashing = self.config.embedder_kind() == crate::embedder::EmbedderKind::Hash;
         let compared = !hashing && vector_guard_compares(&guards, kind, subject);
         if !compared && self.embed_ahead(texts.iter().map(|t| (*t).to_owned()).collect()) {
             return Ok(vec![None; texts.len()]);
@@ -386,7 +389,7 @@ impl ServiceCore {
         // The hashing embedder's cosine is word and trigram overlap, which
         // the lexical guard measures already; its vectors are no evidence
         // of a paraphrase.
-        if texts.is_empty() || self.config.embedder == crate::embedder::EmbedderKind::Hash {
+        if texts.is_empty() || self.config.embedder_kind() == crate::embedder::EmbedderKind::Hash {
             return none();
         }
         if self.guard_vectors.paused() {
@@ -403,7 +406,7 @@ impl ServiceCore {
             .map(|t| guard_vectors::key(&release, t))
             .collect();
         let embedded: Option<Vec<Result<Vec<f32>, IndexError>>> =
-            if self.config.embedder == crate::embedder::EmbedderKind::Http {
+            if self.config.embedder_kind() == crate::embedder::EmbedderKind::Http {
                 // A service may hang: wait a bounded time on another thread,
                 // which keeps a late answer for the publication.
                 let (tx, rx) = std::sync::mpsc::sync_channel(1);

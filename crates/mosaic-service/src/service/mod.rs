@@ -478,6 +478,23 @@ fn policy_digest(policy: &MemoryWritePolicy) -> ServiceResult<String> {
     Ok(domain_digest(POLICY_DOCUMENT_DOMAIN, &doc)?)
 }
 
+/// Which embedder a service opened with `config` runs, and why: the one
+/// chosen (`config.embedder`), else the one the data directory's index
+/// (`index/embedder.json`) or the PostgreSQL database records, else the
+/// build's default ([`embedder::resolve`]). Reads, never writes.
+pub fn resolve_embedder(
+    config: &ServerConfig,
+) -> ServiceResult<(embedder::EmbedderKind, embedder::EmbedderSource)> {
+    if let Some(kind) = config.embedder {
+        return Ok(embedder::resolve(Some(kind), None));
+    }
+    let recorded = match &config.postgres {
+        Some(url) => recorded_embedder(url)?,
+        None => EmbedderIdentity::load(&config.data_dir),
+    };
+    Ok(embedder::resolve(None, recorded.map(|r| r.kind)))
+}
+
 impl Service {
     /// Opens (creating if missing) the data directory named by `config`
     /// and starts the service state. On first start a bootstrap admin key is
@@ -495,7 +512,7 @@ impl Service {
     ) -> ServiceResult<Self> {
         let mut config = ServerConfig {
             data_dir: dir.join("data"),
-            embedder: crate::embedder::EmbedderKind::Hash,
+            embedder: Some(crate::embedder::EmbedderKind::Hash),
             ..ServerConfig::default()
         };
         adjust(&mut config);
@@ -507,16 +524,41 @@ impl Service {
         config: ServerConfig,
         clock: Arc<dyn ServiceClock>,
     ) -> ServiceResult<(Self, OpenReport)> {
+        // The embedder in force: chosen, else the one the data was built
+        // with, else the default. From here on the configuration holds it.
+        let (kind, source) = resolve_embedder(&config)?;
+        let mut config = config;
+        config.embedder = Some(kind);
+        let recorded = |problem: String| {
+            if source != embedder::EmbedderSource::Recorded {
+                problem
+            } else if config.postgres.is_some() {
+                format!(
+                    "{problem} (the database's vectors were made with embedder {kind}, which \
+                     every server on it runs)"
+                )
+            } else {
+                format!(
+                    "{problem} (the existing index was built with embedder {kind}; choosing \
+                     another with --embedder rebuilds it)"
+                )
+            }
+        };
+        tracing::info!(
+            embedder = kind.as_str(),
+            source = source.as_str(),
+            "embedder in force"
+        );
         if let Err(problems) = config.validate() {
             return Err(ServiceError::bad_request(
                 "invalid_config",
-                problems.join("; "),
+                recorded(problems.join("; ")),
             ));
         }
         // Before touching the data directory: a missing or corrupt model
         // refuses to start with the command that fixes it.
-        let embedder =
-            embedder::build(&config).map_err(|e| ServiceError::Unavailable(e.to_string()))?;
+        let embedder = embedder::build(&config)
+            .map_err(|e| ServiceError::Unavailable(recorded(e.to_string())))?;
         let created_data_dir = !config.data_dir.exists();
         std::fs::create_dir_all(config.data_dir.join("index")).map_err(|e| {
             ServiceError::Internal(format!(
@@ -551,7 +593,7 @@ impl Service {
                     };
                     let mut store: Box<dyn Store> = Box::new(store);
                     if first {
-                        check_shared_embedder(store.as_mut(), config.embedder, embedder.as_ref())?;
+                        check_shared_embedder(store.as_mut(), kind, embedder.as_ref())?;
                     }
                     Inner { store }
                 }
@@ -669,6 +711,7 @@ impl Service {
                 created_data_dir,
                 embedder: EmbedderReport {
                     identity,
+                    source,
                     switched_from,
                 },
             },
@@ -709,7 +752,7 @@ impl ServiceCore {
 
     /// The identity of the embedder in force.
     pub fn embedder_identity(&self) -> EmbedderIdentity {
-        EmbedderIdentity::of(self.config.embedder, self.embedder.as_ref())
+        EmbedderIdentity::of(self.config.embedder_kind(), self.embedder.as_ref())
     }
 
     /// The metrics registry.

@@ -19,6 +19,47 @@ pub(super) fn open_postgres(
     })
 }
 
+/// The embedder identity a database records (the first server on it
+/// stored it, [`check_shared_embedder`]), read as the serving role before
+/// anything is built or migrated: `None` for a database without one (new,
+/// or not migrated yet). An earlier release's `mosaic_server_settings` is
+/// read when the store's own table is not there yet (its migration takes
+/// that table in).
+pub(super) fn recorded_embedder(url: &str) -> ServiceResult<Option<EmbedderIdentity>> {
+    let unavailable = |e: &dyn std::fmt::Display| {
+        ServiceError::Unavailable(format!(
+            "cannot read the embedder the PostgreSQL database records: {e}"
+        ))
+    };
+    let mut client =
+        ::postgres::Client::connect(url, ::postgres::NoTls).map_err(|e| unavailable(&e))?;
+    let tables = client
+        .query_one(
+            "SELECT to_regclass('server_settings') IS NOT NULL,
+                    to_regclass('mosaic_server_settings') IS NOT NULL",
+            &[],
+        )
+        .map_err(|e| unavailable(&e))?;
+    let table = match (tables.get::<_, bool>(0), tables.get::<_, bool>(1)) {
+        (true, _) => "server_settings",
+        (false, true) => "mosaic_server_settings",
+        (false, false) => return Ok(None),
+    };
+    let row = client
+        .query_opt(
+            &format!("SELECT value FROM {table} WHERE name = 'embedder'"),
+            &[],
+        )
+        .map_err(|e| unavailable(&e))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let value: String = row.get(0);
+    serde_json::from_str(&value)
+        .map(Some)
+        .map_err(|e| ServiceError::Internal(format!("stored embedder identity: {e}")))
+}
+
 /// Every server sharing a database must embed into one vector space: the
 /// first one records its embedder in the store, the others must match it.
 pub(super) fn check_shared_embedder(
