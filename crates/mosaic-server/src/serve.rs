@@ -34,11 +34,15 @@ pub fn serve_http(
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}"))
         })?;
+        // The stop signals are taken over before `ready` says the server
+        // serves: a SIGTERM sent as soon as that is printed stops it
+        // cleanly rather than killing it before its snapshots are saved.
+        let stop = shutdown_signal();
         ready(listener.local_addr()?);
         let reconciler = http::spawn_reconciler(state.clone());
         let app = http::app(state.clone());
         axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(stop)
             .await?;
         reconciler.abort();
         let flush = state.clone();
@@ -70,25 +74,40 @@ pub fn serve_mcp_stdio(service: Service, credential: Credential) -> ServiceResul
     state.flush()
 }
 
-/// Ctrl-C, or SIGTERM on Unix.
-async fn shutdown_signal() {
+/// Ctrl-C, or SIGTERM on Unix. On Unix both handlers are installed when
+/// this is called (inside the runtime), not when the future is first
+/// polled, so a signal that arrives in between is not lost (it would
+/// otherwise end the process with the signal's default action).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            match (term, interrupt) {
+                (Some(mut term), Some(mut interrupt)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = interrupt.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                (Some(mut term), None) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                }
+                (None, _) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
