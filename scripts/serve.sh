@@ -7,7 +7,8 @@
 # 2. Builds and runs `mosaic serve` (release build with the
 #    `local-model` feature; the first build takes some minutes). No
 #    embedder is passed: a new data directory gets the default,
-#    `minilm-int8` (the model's int8 release, from the same files), and an
+#    `minilm-int8` (the model's int8 release, from the same files) where
+#    the CPU has AVX-512 VNNI or AMX, `minilm` (f32) elsewhere, and an
 #    existing one keeps the embedder its index was built with. Pass
 #    `--embedder minilm` for the f32 model (a switch rebuilds the index).
 #

@@ -104,8 +104,9 @@ pub struct EmbedderFlags {
     /// all-mpnet-base-v2: better recall, about 12x the embedding CPU),
     /// http (OpenAI-compatible endpoint) or hash (deterministic, no
     /// model). When none is chosen, existing data keeps the embedder it
-    /// was built with, and new data gets minilm-int8 in builds with the
-    /// `local-model` feature, else hash; choosing another than the data's
+    /// was built with, and new data gets, in builds with the `local-model`
+    /// feature, minilm-int8 where the CPU has AVX-512 VNNI or AMX and
+    /// minilm elsewhere, else hash; choosing another than the data's
     /// rebuilds a data directory's index (a PostgreSQL database refuses
     /// it). Env MOSAIC_EMBEDDER.
     #[arg(long)]

@@ -41,8 +41,10 @@ pub struct ServerConfig {
     pub embedding_dim: usize,
     /// The embedder the operator chose (`None`: none chosen). When none is
     /// chosen the service runs the one the data directory or database was
-    /// built with, and on new data the build's default (`minilm-int8` when
-    /// built with the `local-model` feature, else `hash`); see
+    /// built with, and on new data the build's default
+    /// ([`EmbedderKind::build_default`]: with the `local-model` feature
+    /// `minilm-int8` where the CPU has AVX-512 VNNI or AMX, else `minilm`;
+    /// without it `hash`); see
     /// [`crate::embedder::resolve`]. Once a service is open, its
     /// configuration holds the embedder in force.
     pub embedder: Option<EmbedderKind>,

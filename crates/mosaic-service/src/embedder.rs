@@ -2,7 +2,8 @@
 //!
 //! These embedders sit behind `mosaic_index::Embedder`:
 //!
-//! * `minilm-int8` (the default of `local-model` builds): the built-in
+//! * `minilm-int8` (the default of `local-model` builds where the CPU has
+//!   AMX or AVX-512 VNNI; `minilm` elsewhere): the built-in
 //!   all-MiniLM-L6-v2 model with int8 dense layers, loaded from files on
 //!   disk (`--model-dir`, default `<data-dir>/models/all-MiniLM-L6-v2`),
 //!   verified against pinned SHA-256s. Needs the `local-model` feature.
@@ -61,7 +62,7 @@ pub enum EmbedderKind {
     /// The local all-MiniLM-L6-v2 model, f32 dense layers.
     Minilm,
     /// The same model with int8 dense layers: the default of builds with
-    /// the `local-model` feature. Recall within 0.001-0.004 of `minilm`
+    /// the `local-model` feature on CPUs with AMX or AVX-512 VNNI. Recall within 0.001-0.004 of `minilm`
     /// (LoCoMo, RealMem). Its speed depends on the int8 kernel the CPU
     /// gets (`mosaic_kernels::int8::Backend::best`): with AMX or AVX-512
     /// VNNI (`VPDPBUSD`) about 2.3-2.5x `minilm`'s ingest; with AVX2 but
@@ -84,13 +85,26 @@ pub enum EmbedderKind {
 
 impl EmbedderKind {
     /// What a fresh data directory or database gets when the operator
-    /// chooses no embedder: `minilm-int8` when built with the
-    /// `local-model` feature, else `hash`.
+    /// chooses no embedder: with the `local-model` feature, `minilm-int8`
+    /// on a CPU whose int8 products outpace the f32 kernels (AMX or
+    /// AVX-512 VNNI: [`mosaic_index::local_model::int8_outpaces_f32`]),
+    /// else `minilm`; without the feature, `hash`. Which one a directory
+    /// got is recorded, so moving it to another CPU keeps it.
     pub fn build_default() -> Self {
-        if LOCAL_MODEL_BUILT {
-            EmbedderKind::MinilmInt8
-        } else {
-            EmbedderKind::Hash
+        Self::default_for(
+            LOCAL_MODEL_BUILT,
+            mosaic_index::local_model::int8_outpaces_f32(),
+        )
+    }
+
+    /// [`EmbedderKind::build_default`] of a build with or without the
+    /// local model, on a CPU whose int8 products do or do not outpace its
+    /// f32 kernels.
+    pub fn default_for(local_model: bool, int8_outpaces_f32: bool) -> Self {
+        match (local_model, int8_outpaces_f32) {
+            (false, _) => EmbedderKind::Hash,
+            (true, true) => EmbedderKind::MinilmInt8,
+            (true, false) => EmbedderKind::Minilm,
         }
     }
 
@@ -644,8 +658,16 @@ mod tests {
         for kind in [Minilm, MinilmInt8, Mpnet, Http, Hash] {
             assert_eq!(resolve(None, Some(kind)), (kind, Recorded));
         }
-        // Nothing recorded: the build's default.
-        let default = if LOCAL_MODEL_BUILT { MinilmInt8 } else { Hash };
+        // Nothing recorded: the build's default, int8 only where the CPU
+        // multiplies int8 faster than f32.
+        assert_eq!(EmbedderKind::default_for(false, true), Hash);
+        assert_eq!(EmbedderKind::default_for(false, false), Hash);
+        assert_eq!(EmbedderKind::default_for(true, true), MinilmInt8);
+        assert_eq!(EmbedderKind::default_for(true, false), Minilm);
+        let default = EmbedderKind::default_for(
+            LOCAL_MODEL_BUILT,
+            mosaic_index::local_model::int8_outpaces_f32(),
+        );
         assert_eq!(EmbedderKind::build_default(), default);
         assert_eq!(EmbedderKind::default(), default);
         assert_eq!(resolve(None, None), (default, EmbedderSource::Default));
