@@ -154,11 +154,14 @@ fn activate<C: Tx>(
     payload: serde_json::Value,
     at: u64,
 ) -> StoreResult<()> {
-    c.exec(
+    let changed = c.exec(
         "UPDATE records SET state = 'active' WHERE record_id = ?1 AND state = 'publishing'",
         params![record_id],
     )?;
-    super::scope::sync(c, record_id)?;
+    if changed > 0 {
+        // Only the state changed, from publishing to active.
+        super::scope::sync_activated(c, record_id)?;
+    }
     audit(
         c,
         AuditKind::RecordActivated,

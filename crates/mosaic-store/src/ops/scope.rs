@@ -161,11 +161,46 @@ pub(crate) fn sync_new<C: Tx>(
     put_entry(c, record, entry)
 }
 
+/// [`sync`] for a record whose state this transaction has just changed
+/// from `publishing` to `active`, and nothing else: both states read with
+/// the same status, so the record's digest is its kept entry's and only
+/// the entry's state changes. Computed from the kept entry, without
+/// reading the record back (the row, its body's decoding, its canonical
+/// encoding and digest); [`sync`] itself when the entry kept is not a
+/// publishing one.
+pub(crate) fn sync_activated<C: Tx>(c: &C, record_id: &str) -> StoreResult<()> {
+    use crate::types::RecordState;
+    let same_status = super::read::status_of(RecordState::Publishing, None, None)?
+        == super::read::status_of(RecordState::Active, None, None)?;
+    let kept = match entry_row(c, record_id)? {
+        Some(kept) if same_status && kept.5 == RecordState::Publishing.as_str() => kept,
+        _ => return sync(c, record_id),
+    };
+    let (tenant, st, a, b, record_sha256, _) = kept;
+    let scope =
+        ReadScope::from_columns(&st, &a, &b).ok_or_else(|| corrupt("unknown scope type"))?;
+    let entry = ScopeEntry {
+        record_id: record_id.to_owned(),
+        record_sha256,
+        state: RecordState::Active.as_str().to_owned(),
+    };
+    note_entry(c, &tenant, scope, entry)
+}
+
 /// Writes `entry` (of `record`) and notes its bucket for [`flush`], which
 /// stores it.
 fn put_entry<C: Tx>(c: &C, record: &MemoryRecord, entry: ScopeEntry) -> StoreResult<()> {
-    let tenant = record.tenant_id.as_str();
-    let scope = ReadScope::of_subject(&record.subject);
+    note_entry(
+        c,
+        &record.tenant_id,
+        ReadScope::of_subject(&record.subject),
+        entry,
+    )
+}
+
+/// Writes `entry`, of a record of `tenant` in `scope`, and notes its
+/// bucket for [`flush`], which stores it.
+fn note_entry<C: Tx>(c: &C, tenant: &str, scope: ReadScope, entry: ScopeEntry) -> StoreResult<()> {
     let hash = entry
         .hash()
         .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
