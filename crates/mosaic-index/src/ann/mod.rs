@@ -63,11 +63,11 @@ pub struct AnnConfig {
     /// example, `--seeds 20`, on the recall scale script's turns): with
     /// the hashing embedder on 100,000, 54.5% at 240 against 54.0%
     /// (52.9% at 224; the top 10: 67.4% against 64.3%); with MiniLM on
-    /// 20,000, at least 82.4% (224) against 76.2% (the top 10: at least
-    /// 87.3% against 77.9%). Hashed word counts gain little: at 100,000
-    /// their exact top 100 is mostly docs that hash collisions rank (the
-    /// lexical list holds 7% of it), where MiniLM's nearest docs lie near
-    /// the lexical hits in its graph.
+    /// 20,000, 84.0% against 76.2% (the top 10: 88.8% against 77.9%).
+    /// Hashed word counts gain little: at 100,000 their exact top 100 is
+    /// mostly docs that hash collisions rank (the lexical list holds 7%
+    /// of it), where MiniLM's nearest docs lie near the lexical hits in
+    /// its graph.
     pub ef_search_seeded: usize,
     /// Most seeds a seeded search starts from (the first ones given).
     /// Each seed the beam keeps is a node more to expand: the whole
