@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release -p mosaic-index --example ann_beam -- TEXTS QUERIES \
 //!     [--dim 256] [--beams 10,20,50,100,128,160,200,256] [--ks 10,100] \
-//!     [--model-dir DIR [--int8]] [--ef-construction 100]
+//!     [--model-dir DIR [--int8]] [--ef-construction 100] [--seeds 0,10,20]
 //! ```
 //!
 //! With `--model-dir` (a `--features local-model` build) the texts are
@@ -19,14 +19,30 @@
 //! graph top `k` is compared with its exact top `k`
 //! ([`AnnIndex::exact`]): the mean fraction found, the worst query's, and
 //! the mean time per search. The planner's beam for `k` is marked.
+//!
+//! `--seeds` (default 0): for each count `n` above 0, the walk is also
+//! started from the query's best `n` lexical hits
+//! ([`AnnIndex::graph_with_beam_seeded`]), as a hybrid read seeds it: the
+//! texts are published into a [`LexicalIndex`] in order (record `i`
+//! created at the time `scripts/recall-scale.py` gives its `i`-th turn:
+//! sessions of 500 turns a second apart, on days cycling through 28), and
+//! each query's hits are the funnel's lexical list (BM25 over turn
+//! windows with the default [`FunnelConfig`]); the time a search is
+//! reported for is the graph's alone.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use mosaic_harness::MemoryKind;
+use mosaic_harness::canonical::sha256_hex;
+use mosaic_index::lexical::LexicalParams;
 use mosaic_index::scope::DocSet;
-use mosaic_index::{AnnConfig, AnnIndex, Embedder, HashEmbedder};
+use mosaic_index::{
+    AnnConfig, AnnIndex, Eligible, Embedder, FunnelConfig, HashEmbedder, IndexTarget, LexicalIndex,
+    PublishMessage, ScopeKeys, ScopePredicate,
+};
 
 use common::arg;
 
@@ -79,6 +95,58 @@ fn load_minilm(_dir: &str, _int8: bool) -> Arc<dyn Embedder> {
     std::process::exit(2)
 }
 
+/// Each query's funnel lexical list (at most `depth` hits) as doc
+/// numbers, the texts published as records `r0000000`, ... in order.
+fn lexical_lists(texts: &[String], queries: &[String], depth: usize) -> Vec<Vec<u32>> {
+    let policy = sha256_hex(b"bench policy");
+    let (tenant, subject) = ("tenant-bench", "principal-bench");
+    let mut index = LexicalIndex::new();
+    for (i, text) in texts.iter().enumerate() {
+        let (session, turn) = (i / 500, i % 500);
+        let day = 1 + (session % 28) as u64;
+        let message = PublishMessage {
+            record_id: format!("r{i:07}"),
+            generation: 1,
+            revocation_generation: 0,
+            scope: ScopeKeys {
+                tenant_id: tenant.into(),
+                policy_sha256: policy.clone(),
+                subject_key: subject.into(),
+                kind: MemoryKind::Episodic,
+            },
+            created_at_unix_ms: ((day * 24 + 10) * 3_600 + turn as u64) * 1_000,
+            claim_keys: Vec::new(),
+            text: text.clone(),
+        };
+        if let Err(e) = index.publish(&message) {
+            eprintln!("ann_beam: publish failed: {e}");
+            std::process::exit(2)
+        }
+    }
+    let predicate = ScopePredicate {
+        subject_keys: [subject.to_owned()].into(),
+        kinds: [MemoryKind::Episodic].into(),
+    };
+    let docs = index.eligible_docs(&Eligible::Scope(&predicate), tenant, &policy);
+    let defaults = FunnelConfig::default();
+    let params = LexicalParams {
+        k1_permille: defaults.bm25_k1_permille,
+        b_permille: defaults.bm25_b_permille,
+        window_permille: defaults.lexical_window_permille,
+        window_radius: defaults.lexical_window_radius,
+    };
+    queries
+        .iter()
+        .map(|q| {
+            index
+                .search_docs_params(q, &docs, depth, &params)
+                .iter()
+                .filter_map(|h| h.record_id.strip_prefix('r')?.parse().ok())
+                .collect()
+        })
+        .collect()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 2 {
@@ -90,6 +158,7 @@ fn main() {
     let dim = arg(&args, "--dim", 256).max(1);
     let beams = list(&args, "--beams", &[10, 20, 50, 100, 128, 160, 200, 256]);
     let ks = list(&args, "--ks", &[10, 100]);
+    let seed_counts = list(&args, "--seeds", &[0]);
     let embedder: Arc<dyn Embedder> = match value(&args, "--model-dir") {
         Some(dir) => load_minilm(dir, args.iter().any(|a| a == "--int8")),
         None => Arc::new(HashEmbedder::new(dim)),
@@ -142,6 +211,19 @@ fn main() {
         probes.len(),
         index.plan(all.len())
     );
+    let most_seeds = seed_counts.iter().copied().max().unwrap_or(0);
+    let lexical = if most_seeds > 0 {
+        let started = Instant::now();
+        let lists = lexical_lists(&texts, &queries, most_seeds);
+        let mean = lists.iter().map(Vec::len).sum::<usize>() as f64 / lists.len().max(1) as f64;
+        println!(
+            "lexical lists of at most {most_seeds} ({mean:.1} hits a query) in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        lists
+    } else {
+        vec![Vec::new(); queries.len()]
+    };
     for &k in &ks {
         let started = Instant::now();
         let exact: Vec<Vec<(u32, f32)>> = probes.iter().map(|q| index.exact(q, &all, k)).collect();
@@ -149,15 +231,37 @@ fn main() {
             "k {k:>4} exact scan: {:.0} us a search",
             started.elapsed().as_secs_f64() * 1e6 / probes.len().max(1) as f64
         );
+        if most_seeds > 0 {
+            // How much of the exact top k the lexical list names itself.
+            let named: f64 = exact
+                .iter()
+                .zip(&lexical)
+                .map(|(e, hits)| {
+                    let hit = e.iter().filter(|d| hits.contains(&d.0)).count();
+                    hit as f64 / e.len().max(1) as f64
+                })
+                .sum();
+            println!(
+                "k {k:>4} lexical list of {most_seeds} holds {:.4} of the exact top {k}",
+                named / exact.len().max(1) as f64
+            );
+        }
         let planned = index.search_ef(all.len(), k);
-        for &beam in &beams {
+        for (&seeds, &beam) in seed_counts
+            .iter()
+            .flat_map(|s| beams.iter().map(move |b| (s, b)))
+        {
             if beam < k {
                 continue;
             }
             let started = Instant::now();
             let found: Vec<Vec<(u32, f32)>> = probes
                 .iter()
-                .map(|q| index.graph_with_beam(q, k, beam))
+                .zip(&lexical)
+                .map(|(q, hits)| {
+                    let seeds = &hits[..seeds.min(hits.len())];
+                    index.graph_with_beam_seeded(q, k, beam, seeds)
+                })
                 .collect();
             let us = started.elapsed().as_secs_f64() * 1e6 / probes.len().max(1) as f64;
             // Of the exact top k, the fraction found; and, as ties in
@@ -176,7 +280,7 @@ fn main() {
             let m = exact.len().max(1) as f64;
             let (mean, by_score) = (ids / m, scores / m);
             println!(
-                "k {k:>4} beam {beam:>4}{}: recall {mean:.4} (worst query {worst:.2}; by score {by_score:.4}), {us:.0} us a search",
+                "k {k:>4} seeds {seeds:>3} beam {beam:>4}{}: recall {mean:.4} (worst query {worst:.2}; by score {by_score:.4}), {us:.0} us a search",
                 if beam == planned { " (planned)" } else { "" }
             );
         }

@@ -54,6 +54,19 @@ pub trait CandidateSource {
         depth: usize,
     ) -> Result<(SearchPlan, Vec<Hit>), IndexError>;
 
+    /// [`CandidateSource::vector_hits`] given the read's lexical hits,
+    /// best first, which an approximate search may start from (see
+    /// [`crate::AnnIndex::search_seeded`]). A source that cannot use them
+    /// answers as without.
+    fn vector_hits_seeded(
+        &mut self,
+        query_vector: &[f32],
+        depth: usize,
+        _lexical: &[Hit],
+    ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
+        self.vector_hits(query_vector, depth)
+    }
+
     /// Eligible records carrying exactly `claim_key`, sorted by record id.
     fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError>;
 
@@ -180,7 +193,9 @@ pub fn gather<S: CandidateSource + ?Sized>(
     let (vector_plan, vector) = match (query.mode, query_vector) {
         (RetrievalMode::Lexical, _) | (_, None) => (None, Vec::new()),
         (_, Some(v)) => {
-            let (plan, hits) = source.vector_hits(v, depth)?;
+            // The lexical hits (none for a vector read) seed the graph's
+            // walk where the plan is the graph.
+            let (plan, hits) = source.vector_hits_seeded(v, depth, &lexical)?;
             for hit in &hits {
                 if let Some(m) = source.vector_passage(&hit.record_id, v) {
                     passages.insert(hit.record_id.clone(), m);
@@ -609,10 +624,22 @@ impl CandidateSource for MemorySource<'_> {
         query_vector: &[f32],
         depth: usize,
     ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
+        self.vector_hits_seeded(query_vector, depth, &[])
+    }
+
+    fn vector_hits_seeded(
+        &mut self,
+        query_vector: &[f32],
+        depth: usize,
+        lexical: &[Hit],
+    ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
         let docs = self
             .vector
             .resolve_eligible(self.eligible, self.tenant_id, self.policy_sha256);
-        let (plan, hits) = self.vector.search_docs(query_vector, &docs, depth);
+        let seeds: Vec<&str> = lexical.iter().map(|h| h.record_id.as_str()).collect();
+        let (plan, hits) = self
+            .vector
+            .search_docs_seeded(query_vector, &docs, depth, &seeds);
         self.found.extend(hits.iter().map(|h| h.record_id.clone()));
         Ok((plan, hits))
     }
@@ -695,6 +722,8 @@ mod tests {
         /// How many of "a", "b", "c" (in that order) are lines whose
         /// speaker label is a role.
         roles: usize,
+        /// The lexical hits the vector list was given to start from.
+        seeds: Vec<String>,
     }
 
     fn hit(id: &str, score: f32) -> Hit {
@@ -727,6 +756,16 @@ mod tests {
                 SearchPlan::ExactScan,
                 vec![hit("c", 0.9), hit("a", 0.5), hit("b", 0.1)],
             ))
+        }
+
+        fn vector_hits_seeded(
+            &mut self,
+            query_vector: &[f32],
+            depth: usize,
+            lexical: &[Hit],
+        ) -> Result<(SearchPlan, Vec<Hit>), IndexError> {
+            self.seeds = lexical.iter().map(|h| h.record_id.clone()).collect();
+            self.vector_hits(query_vector, depth)
         }
 
         fn claim_records(&mut self, claim_key: &str) -> Result<Vec<String>, IndexError> {
@@ -828,6 +867,38 @@ mod tests {
             run(RetrievalMode::Hybrid, "x", &claims).0,
             ["lexical", "vector", "claims"]
         );
+    }
+
+    /// A hybrid read gives the vector list its lexical hits, best first,
+    /// to start an approximate search from; a vector read has none.
+    #[test]
+    fn the_vector_list_is_given_the_lexical_hits() {
+        let seeds = |mode| {
+            let set = SealedEligibleSet::seal(eligible()).unwrap();
+            let query = RecallQuery {
+                tenant_id: "t",
+                policy_sha256: "p",
+                selector_release: "s",
+                read_subject: "r",
+                revocation_generation: 0,
+                text: "x",
+                claim_keys: &[],
+                eligible: &set,
+                max_results: 10,
+                mode,
+            };
+            let mut source = Scripted::default();
+            gather(
+                &mut source,
+                &FunnelConfig::default(),
+                &query,
+                Some(&[1.0, 0.0]),
+            )
+            .unwrap();
+            source.seeds
+        };
+        assert_eq!(seeds(RetrievalMode::Hybrid), ["a", "b", "c"]);
+        assert!(seeds(RetrievalMode::Vector).is_empty());
     }
 
     #[test]

@@ -254,7 +254,32 @@ impl VectorIndex {
         docs: &DocSet,
         k: usize,
     ) -> (SearchPlan, Vec<Hit>) {
-        let (plan, mut found) = self.backend.ann.search(query_vector, docs, k);
+        self.search_docs_seeded(query_vector, docs, k, &[])
+    }
+
+    /// [`VectorIndex::search_docs`] with records to start the graph's walk
+    /// from besides its own entry (see [`AnnIndex::search_seeded`]): the
+    /// first `search_seeds` of `seeds` (record ids, best first) that this
+    /// target holds; with none, or when the plan is the exact scan, the
+    /// same answer as without.
+    pub(crate) fn search_docs_seeded(
+        &self,
+        query_vector: &[f32],
+        docs: &DocSet,
+        k: usize,
+        seeds: &[&str],
+    ) -> (SearchPlan, Vec<Hit>) {
+        let ann = &self.backend.ann;
+        let seeds: Vec<DocId> = if ann.plan(docs.len()) == SearchPlan::FilteredGraph {
+            seeds
+                .iter()
+                .take(ann.config().search_seeds)
+                .filter_map(|r| self.fence.doc_of(r))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (plan, mut found) = ann.search_seeded(query_vector, docs, k, &seeds);
         self.best_passages(query_vector, docs, k, &mut found);
         let mut hits: Vec<Hit> = found
             .into_iter()

@@ -408,6 +408,10 @@ impl AnnIndex {
                 results.push(std::cmp::Reverse(s));
             }
         }
+        // More entry points than the beam: the beam keeps the best.
+        while results.len() > ef {
+            results.pop();
+        }
         while let Some(c) = candidates.pop() {
             if results.len() >= ef
                 && let Some(std::cmp::Reverse(worst)) = results.peek()

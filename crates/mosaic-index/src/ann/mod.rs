@@ -55,6 +55,26 @@ pub struct AnnConfig {
     /// the exact top 10, a beam of 128 40% and 50%; with MiniLM, 61% of
     /// the top 100 at 256 and 51% at 128 (the `ann_beam` example).
     pub ef_search: usize,
+    /// Beam width of a graph search given starting points besides the
+    /// greedy descent's (a hybrid read's best lexical hits; see
+    /// [`AnnIndex::search_seeded`]), widened as `ef_search` is. The
+    /// narrowest beam whose seeded recall of the exact top 100 is at
+    /// least the unseeded 256's with both embedders (the `ann_beam`
+    /// example, `--seeds 20`, on the recall scale script's turns): with
+    /// the hashing embedder on 100,000, 54.5% at 240 against 54.0%
+    /// (52.9% at 224; the top 10: 67.4% against 64.3%); with MiniLM on
+    /// 20,000, 84.0% against 76.2% (the top 10: 88.8% against 77.9%).
+    /// Hashed word counts gain little: at 100,000 their exact top 100 is
+    /// mostly docs that hash collisions rank (the lexical list holds 7%
+    /// of it), where MiniLM's nearest docs lie near the lexical hits in
+    /// its graph.
+    pub ef_search_seeded: usize,
+    /// Most seeds a seeded search starts from (the first ones given).
+    /// Each seed the beam keeps is a node more to expand: the whole
+    /// lexical list of 100 finds more (54.5% of the hashing top 100 at
+    /// 224, 88.3% of MiniLM's) but, at a beam of 256, made a recall at
+    /// 100,000 about 0.3 ms slower through HTTP.
+    pub search_seeds: usize,
     /// Exact scan whenever the eligible set has at most this many docs.
     pub exact_limit: usize,
     /// Weight of the graph's cost estimate against the scan's, per mille
@@ -72,6 +92,8 @@ impl Default for AnnConfig {
             m0: 32,
             ef_construction: 100,
             ef_search: 256,
+            ef_search_seeded: 240,
+            search_seeds: 20,
             exact_limit: 2048,
             graph_cost_permille: 1000,
             max_ef_widening: 8,

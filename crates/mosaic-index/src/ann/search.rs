@@ -12,7 +12,13 @@ use crate::target::DocId;
 /// The beam width of a filtered graph search over `eligible` of `live`
 /// docs (see [`AnnIndex::search_ef`]).
 pub(super) fn search_ef(config: &AnnConfig, live: usize, eligible: usize, k: usize) -> usize {
-    let base = config.ef_search.max(k);
+    widened_ef(config, config.ef_search, live, eligible, k)
+}
+
+/// `beam` (at least `k`) widened for `eligible` of `live` docs: divided
+/// by the eligible fraction, at most `max_ef_widening` times.
+fn widened_ef(config: &AnnConfig, beam: usize, live: usize, eligible: usize, k: usize) -> usize {
+    let base = beam.max(k);
     let live = live.max(1);
     let widened = base.saturating_mul(live).div_ceil(eligible.clamp(1, live));
     widened
@@ -157,22 +163,41 @@ impl AnnIndex {
             Some(d) => self.search_ef(d.len(), k),
             None => self.config.ef_search.max(k),
         };
-        self.graph_with_ef(q, docs, k, ef)
+        self.graph_with_ef(q, docs, k, ef, &[])
     }
 
     /// Graph top-`k` over every live doc with a beam of `beam` (at least
     /// `k`) rather than the configured one: for measuring the graph's
     /// recall against [`AnnIndex::exact`] at several beam widths.
     pub fn graph_with_beam(&self, q: &[f32], k: usize, beam: usize) -> Vec<(DocId, f32)> {
-        self.graph_with_ef(q, None, k, beam)
+        self.graph_with_ef(q, None, k, beam, &[])
     }
 
+    /// [`AnnIndex::graph_with_beam`] with the layer-0 walk also started
+    /// from `seeds` (see [`AnnIndex::search_seeded`]).
+    pub fn graph_with_beam_seeded(
+        &self,
+        q: &[f32],
+        k: usize,
+        beam: usize,
+        seeds: &[DocId],
+    ) -> Vec<(DocId, f32)> {
+        self.graph_with_ef(q, None, k, beam, seeds)
+    }
+
+    /// Graph top-`k` among `docs`, the layer-0 beam started from the
+    /// greedy descent's doc and from every doc of `seeds` that is a graph
+    /// node and in `docs` (the others are left out: a removed or pending
+    /// doc, one outside `docs`, one the index never held). Seeds only add
+    /// starting points: the answer is the same whatever their order, and
+    /// with no usable seed it is the plain walk's.
     fn graph_with_ef(
         &self,
         q: &[f32],
         docs: Option<&DocSet>,
         k: usize,
         ef: usize,
+        seeds: &[DocId],
     ) -> Vec<(DocId, f32)> {
         let mut found = match self.entry {
             Some(mut entry) => {
@@ -180,7 +205,13 @@ impl AnnIndex {
                 for l in (1..=self.max_level).rev() {
                     entry = self.greedy(&probe, entry, l);
                 }
-                let walked = self.search_layer(&probe, &[entry], ef.max(k), 0, docs, None);
+                let mut entries = vec![entry];
+                entries.extend(seeds.iter().copied().filter(|&s| {
+                    self.is_live(s)
+                        && self.node_level(s).is_some()
+                        && docs.is_none_or(|f| f.contains(s))
+                }));
+                let walked = self.search_layer(&probe, &entries, ef.max(k), 0, docs, None);
                 // The walk's scores are the bytes': every doc it found is
                 // scored again exactly, as a scan would score it.
                 for s in &walked {
@@ -252,6 +283,45 @@ impl AnnIndex {
             SearchPlan::ExactScan
         } else {
             SearchPlan::FilteredGraph
+        }
+    }
+
+    /// [`AnnIndex::search`] with starting points for the graph's walk:
+    /// when the plan is the graph and `seeds` is not empty, the layer-0
+    /// beam starts from the greedy descent's doc and from the seeds that
+    /// are eligible graph nodes (a read's best lexical hits: docs sharing
+    /// the query's words, in parts of the graph the single descent
+    /// reaches only by luck), with a beam of `ef_search_seeded` widened
+    /// for the eligible fraction as [`AnnIndex::search_ef`] widens
+    /// `ef_search`. At most `search_seeds` seeds are used, the first
+    /// ones. The exact scan ignores the seeds; without seeds this is
+    /// [`AnnIndex::search`].
+    pub fn search_seeded(
+        &self,
+        q: &[f32],
+        docs: &DocSet,
+        k: usize,
+        seeds: &[DocId],
+    ) -> (SearchPlan, Vec<(DocId, f32)>) {
+        let seeds = &seeds[..seeds.len().min(self.config.search_seeds)];
+        if seeds.is_empty() {
+            return self.search(q, docs, k);
+        }
+        match self.plan(docs.len()) {
+            SearchPlan::ExactScan => (SearchPlan::ExactScan, self.exact(q, docs, k)),
+            SearchPlan::FilteredGraph => {
+                let ef = widened_ef(
+                    &self.config,
+                    self.config.ef_search_seeded,
+                    self.live,
+                    docs.len(),
+                    k,
+                );
+                (
+                    SearchPlan::FilteredGraph,
+                    self.graph_with_ef(q, Some(docs), k, ef, seeds),
+                )
+            }
         }
     }
 

@@ -473,3 +473,152 @@ fn a_beam_over_every_doc_finds_the_exact_top_k() {
         }
     }
 }
+
+/// 400 docs in two islands, 0..200 about axis 0 and 200..400 about
+/// axis 1, every link between the islands cut, so a walk never crosses
+/// from one to the other; graph searches planned whatever the size.
+/// Returns the index and the island the descent reaches (the entry's).
+fn two_islands(ef: usize, search_seeds: usize) -> (AnnIndex, u32) {
+    let dim = 16;
+    let config = AnnConfig {
+        exact_limit: 0,
+        graph_cost_permille: 0,
+        ef_search: ef,
+        ef_search_seeded: ef,
+        search_seeds,
+        ..AnnConfig::default()
+    };
+    let mut ann = AnnIndex::new(dim, config);
+    for d in 0..400u32 {
+        let mut v: Vec<f32> = noise(u64::from(d) + 3, dim)
+            .iter()
+            .map(|x| x * 0.6)
+            .collect();
+        v[(d / 200) as usize] += 1.0;
+        crate::embed::l2_normalise(&mut v);
+        ann.insert(d, &v);
+    }
+    for d in 0..400u32 {
+        for level in 0..=ann.node_level(d).expect("linked") {
+            let kept: Vec<DocId> = ann
+                .neighbours(d, level)
+                .iter()
+                .copied()
+                .filter(|n| n / 200 == d / 200)
+                .collect();
+            ann.set_neighbours(d, level, &kept);
+        }
+    }
+    let island = ann.entry.expect("an entry") / 200;
+    (ann, island)
+}
+
+/// A query about the island the descent does not reach: the plain walk
+/// finds none of its exact top 10, the walk also started from one doc of
+/// that island finds all of them, and still finds what the plain walk
+/// finds about the other island.
+#[test]
+fn a_seed_reaches_what_the_descent_cannot() {
+    let (ann, reached) = two_islands(300, 100);
+    let other = 1 - reached;
+    let mut all = DocSet::with_capacity(400);
+    (0..400).for_each(|d| all.insert(d));
+    let about = |island: u32, seed: u64| {
+        let mut q: Vec<f32> = noise(seed, 16).iter().map(|x| x * 0.2).collect();
+        q[island as usize] += 1.0;
+        crate::embed::l2_normalise(&mut q);
+        q
+    };
+    let (mut plain_hits, mut seeded_hits) = (0, 0);
+    for s in 0..10u64 {
+        let q = about(other, 1_000 + s);
+        let exact = ann.exact(&q, &all, 10);
+        assert!(exact.iter().all(|e| e.0 / 200 == other));
+        let (plan, plain) = ann.search(&q, &all, 10);
+        assert_eq!(plan, SearchPlan::FilteredGraph);
+        assert!(plain.iter().all(|p| p.0 / 200 == reached), "{plain:?}");
+        let seed = [other * 200 + 17];
+        assert_eq!(ann.search_seeded(&q, &all, 10, &seed).1, exact, "query {s}");
+        // Both islands asked for: the seeded walk keeps the reached
+        // island's docs the plain walk found and adds the other's.
+        let mut both = about(reached, 2_000 + s);
+        both.iter_mut().zip(&q).for_each(|(b, x)| *b += x);
+        crate::embed::l2_normalise(&mut both);
+        let (_, plain) = ann.search(&both, &all, 20);
+        let (_, seeded) = ann.search_seeded(&both, &all, 20, &seed);
+        let exact = ann.exact(&both, &all, 20);
+        let hits = |found: &[(DocId, f32)]| exact.iter().filter(|e| found.contains(e)).count();
+        (plain_hits, seeded_hits) = (plain_hits + hits(&plain), seeded_hits + hits(&seeded));
+        for p in plain.iter().filter(|p| exact.contains(p)) {
+            assert!(seeded.contains(p), "query {s}: {p:?}");
+        }
+    }
+    assert!(seeded_hits > plain_hits, "{seeded_hits} {plain_hits}");
+}
+
+/// Seeds that cannot start a walk (a removed doc, a pending doc, one
+/// outside the eligible set, one the index never held) are left out: the
+/// answer is the plain search's; a pending doc is returned once, by the
+/// scan beside the graph.
+#[test]
+fn unusable_seeds_are_left_out() {
+    let (mut ann, reached) = two_islands(50, 100);
+    let other = 1 - reached;
+    let (removed, outside) = (other * 200 + 5, other * 200 + 7);
+    ann.remove(removed);
+    let mut pending = vec![0.0; 16];
+    pending[other as usize] = 1.0;
+    ann.insert_pending(400, &pending);
+    let mut docs = DocSet::with_capacity(401);
+    (0..=400)
+        .filter(|&d| d != outside)
+        .for_each(|d| docs.insert(d));
+    let unusable = [removed, 400, outside, 1_000_000];
+    for s in 0..20u64 {
+        let mut q = noise(500 + s, 16);
+        q[(s % 2) as usize] += 1.0;
+        crate::embed::l2_normalise(&mut q);
+        assert_eq!(
+            ann.search_seeded(&q, &docs, 10, &unusable),
+            ann.search(&q, &docs, 10),
+            "query {s}"
+        );
+    }
+    let (_, found) = ann.search_seeded(&pending, &docs, 10, &unusable);
+    assert_eq!(found.iter().filter(|f| f.0 == 400).count(), 1);
+    assert_eq!(found[0].0, 400);
+    assert!(found.iter().all(|f| f.0 != removed && f.0 != outside));
+    // The usable seed among them changes the answer.
+    let with_one = [removed, 400, outside, other * 200 + 20];
+    assert_ne!(
+        ann.search_seeded(&pending, &docs, 10, &with_one),
+        ann.search(&pending, &docs, 10)
+    );
+}
+
+/// No seeds: the plain search, result for result. Seeds: the same answer
+/// in any order, and only the first `search_seeds` of them count.
+#[test]
+fn seeds_only_add_starting_points() {
+    let (ann, reached) = two_islands(20, 2);
+    let other = 1 - reached;
+    let mut all = DocSet::with_capacity(400);
+    (0..400).for_each(|d| all.insert(d));
+    for s in 0..20u64 {
+        let mut q: Vec<f32> = noise(700 + s, 16).iter().map(|x| x * 0.2).collect();
+        q[other as usize] += 1.0;
+        crate::embed::l2_normalise(&mut q);
+        let plain = ann.search(&q, &all, 10);
+        assert_eq!(ann.search_seeded(&q, &all, 10, &[]), plain);
+        let seeds = [reached * 200 + s as DocId, other * 200 + 3 * s as DocId];
+        let seeded = ann.search_seeded(&q, &all, 10, &seeds);
+        assert_ne!(seeded, plain, "query {s}");
+        let reversed = [seeds[1], seeds[0]];
+        assert_eq!(ann.search_seeded(&q, &all, 10, &reversed), seeded);
+        // A third seed is past `search_seeds`.
+        let third = [seeds[0], seeds[1], other * 200 + 150];
+        assert_eq!(ann.search_seeded(&q, &all, 10, &third), seeded);
+        let first_only = [seeds[0], other * 200 + 150];
+        assert_ne!(ann.search_seeded(&q, &all, 10, &first_only), plain);
+    }
+}

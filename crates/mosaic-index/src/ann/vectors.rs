@@ -85,6 +85,11 @@ impl AnnIndex {
         }
     }
 
+    /// The graph and planner parameters.
+    pub fn config(&self) -> &AnnConfig {
+        &self.config
+    }
+
     /// Vector dimension.
     pub fn dim(&self) -> usize {
         self.dim
