@@ -47,6 +47,10 @@ pub use retriever::Retriever;
 
 /// Domain tag of the query digest.
 pub const QUERY_DOMAIN: &str = "mosaic.index.recall_query.v1";
-/// Release of the fusion below; bound into every relevance receipt.
+/// Release of the funnel (its candidate lists and their fusion); bound
+/// into every relevance receipt. v9: a hybrid read starts the vector
+/// graph's walk from its best lexical hits as well (`AnnConfig::
+/// search_seeds`), so at graph scale its vector list can differ from
+/// v8's on the same data; the fusion is v8's.
 pub const RANKER_RELEASE: &str =
-    "funnel-zscore-window-speaker-recency-time-floor-updates-dialogue-v8";
+    "funnel-zscore-window-speaker-recency-time-floor-updates-dialogue-seeded-v9";
