@@ -585,8 +585,20 @@ fn serve_refuses_a_taken_address_and_stops_cleanly_on_sigterm() {
 
     // SIGTERM ends the serve loop gracefully: the snapshots are saved and
     // the binary says so and exits 0.
+    stops_cleanly_on_sigterm(server, &pid, lines, "the first start");
+}
+
+/// Sends SIGTERM to `pid` (the serve process `server` holds, whose
+/// stdout `lines` reads) and requires its last line to say it stopped and
+/// its exit to be a success.
+fn stops_cleanly_on_sigterm(
+    mut server: Server,
+    pid: &str,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    what: &str,
+) {
     let sent = Command::new("kill")
-        .args(["-TERM", &pid])
+        .args(["-TERM", pid])
         .status()
         .expect("run kill");
     assert!(sent.success());
@@ -594,11 +606,13 @@ fn serve_refuses_a_taken_address_and_stops_cleanly_on_sigterm() {
     assert_eq!(
         rest.last().map(String::as_str),
         Some("mosaic: stopped"),
-        "{rest:?}"
+        "{what}: {rest:?}"
     );
-    let mut server = server;
     let status = server.0.wait().expect("wait");
-    assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
+    assert!(
+        status.success(),
+        "{what}: a clean stop on SIGTERM: {status:?}"
+    );
 }
 
 /// A SIGTERM sent the moment `mosaic serve` says it serves stops it
@@ -626,20 +640,7 @@ fn serve_stops_cleanly_on_a_sigterm_sent_as_soon_as_it_serves() {
             .map_while(Result::ok)
             .find(|l| l.starts_with("mosaic: serving on "));
         assert!(serving.is_some(), "round {round}: the server started");
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("run kill");
-        assert!(sent.success());
-        let rest: Vec<String> = lines.map_while(Result::ok).collect();
-        assert_eq!(
-            rest.last().map(String::as_str),
-            Some("mosaic: stopped"),
-            "round {round}: {rest:?}"
-        );
-        let mut server = server;
-        let status = server.0.wait().expect("wait");
-        assert!(status.success(), "round {round}: {status:?}");
+        stops_cleanly_on_sigterm(server, &pid, lines, &format!("round {round}"));
     }
 }
 

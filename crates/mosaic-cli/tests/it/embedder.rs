@@ -819,8 +819,9 @@ fn a_postgres_database_keeps_its_embedder_when_none_is_chosen() {
     let app = in_schema(&app_url, &schema.name);
     let dir = tempfile::tempdir().expect("tempdir");
     // The first server records its embedder while it opens, before it
-    // serves; stopping it is all that is left.
-    drop(serve_with(&dir.path().join("one"), &app, &chosen));
+    // serves; it stops cleanly on SIGTERM.
+    let status = serve_with(&dir.path().join("one"), &app, &chosen).terminate();
+    assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
 
     // No embedder chosen: the database's (http), not the build's default.
     let start = |data: &str, env: &[(&str, &str)]| {
