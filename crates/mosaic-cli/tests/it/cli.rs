@@ -555,17 +555,7 @@ fn serve_refuses_a_taken_address_and_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let other = dir.path().join("other");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let pid = child.id().to_string();
-    let server = Server(child);
-    let mut lines = BufReader::new(stdout).lines();
+    let (server, pid, mut lines) = spawn_serve(&data);
     let first = lines.next().expect("a line").expect("utf8");
     let addr = first
         .trim_start_matches("mosaic: serving on http://")
@@ -586,6 +576,27 @@ fn serve_refuses_a_taken_address_and_stops_cleanly_on_sigterm() {
     // SIGTERM ends the serve loop gracefully: the snapshots are saved and
     // the binary says so and exits 0.
     stops_cleanly_on_sigterm(server, &pid, lines, "the first start");
+}
+
+/// `mosaic serve` on `data` at a free loopback port (stderr dropped): the
+/// server, its pid and the lines of its stdout.
+fn spawn_serve(
+    data: &std::path::Path,
+) -> (
+    Server,
+    String,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let pid = child.id().to_string();
+    (Server(child), pid, BufReader::new(stdout).lines())
 }
 
 /// Sends SIGTERM to `pid` (the serve process `server` holds, whose
@@ -624,17 +635,7 @@ fn stops_cleanly_on_sigterm(
 fn serve_stops_cleanly_on_a_sigterm_sent_as_soon_as_it_serves() {
     for round in 0..3 {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let pid = child.id().to_string();
-        let server = Server(child);
-        let mut lines = BufReader::new(stdout).lines();
+        let (server, pid, mut lines) = spawn_serve(&dir.path().join("data"));
         let serving = lines
             .by_ref()
             .map_while(Result::ok)
