@@ -41,7 +41,7 @@ use mosaic_index::lexical::LexicalParams;
 use mosaic_index::scope::DocSet;
 use mosaic_index::{
     AnnConfig, AnnIndex, Eligible, Embedder, FunnelConfig, HashEmbedder, IndexTarget, LexicalIndex,
-    PublishMessage, ScopeKeys, ScopePredicate,
+    ScopePredicate,
 };
 
 use common::arg;
@@ -104,20 +104,14 @@ fn lexical_lists(texts: &[String], queries: &[String], depth: usize) -> Vec<Vec<
     for (i, text) in texts.iter().enumerate() {
         let (session, turn) = (i / 500, i % 500);
         let day = 1 + (session % 28) as u64;
-        let message = PublishMessage {
-            record_id: format!("r{i:07}"),
-            generation: 1,
-            revocation_generation: 0,
-            scope: ScopeKeys {
-                tenant_id: tenant.into(),
-                policy_sha256: policy.clone(),
-                subject_key: subject.into(),
-                kind: MemoryKind::Episodic,
-            },
-            created_at_unix_ms: ((day * 24 + 10) * 3_600 + turn as u64) * 1_000,
-            claim_keys: Vec::new(),
-            text: text.clone(),
-        };
+        let message = common::episodic_turn(
+            format!("r{i:07}"),
+            tenant,
+            &policy,
+            subject,
+            ((day * 24 + 10) * 3_600 + turn as u64) * 1_000,
+            text.clone(),
+        );
         if let Err(e) = index.publish(&message) {
             eprintln!("ann_beam: publish failed: {e}");
             std::process::exit(2)

@@ -25,9 +25,7 @@ use std::time::Instant;
 use mosaic_harness::MemoryKind;
 use mosaic_harness::canonical::sha256_hex;
 use mosaic_index::lexical::LexicalParams;
-use mosaic_index::{
-    Eligible, FunnelConfig, IndexTarget, LexicalIndex, PublishMessage, ScopeKeys, ScopePredicate,
-};
+use mosaic_index::{Eligible, FunnelConfig, IndexTarget, LexicalIndex, ScopePredicate};
 
 use common::arg;
 
@@ -123,20 +121,14 @@ fn main() {
                 i % 60,
                 turn.join(" ")
             );
-            let message = PublishMessage {
-                record_id: format!("r{stored:07}"),
-                generation: 1,
-                revocation_generation: 0,
-                scope: ScopeKeys {
-                    tenant_id: tenant.into(),
-                    policy_sha256: policy.clone(),
-                    subject_key: subject.into(),
-                    kind: MemoryKind::Episodic,
-                },
-                created_at_unix_ms: at_ms,
-                claim_keys: Vec::new(),
+            let message = common::episodic_turn(
+                format!("r{stored:07}"),
+                tenant,
+                &policy,
+                subject,
+                at_ms,
                 text,
-            };
+            );
             if let Err(e) = index.publish(&message) {
                 eprintln!("publish failed: {e}");
                 return;
