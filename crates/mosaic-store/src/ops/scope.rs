@@ -23,8 +23,9 @@
 //! stored entries, read in one statement with the other buckets', and the
 //! ones the transaction wrote) and every node above them once, level by
 //! level (the pages holding them and their untouched siblings read in
-//! one statement first, the changed pages written back in one), advances each scope's head by the number of changes, stores
-//! each written entry once, marked with the head's new generation, and,
+//! one statement first, the changed pages written back in one), advances
+//! each scope's head by the number of changes, stores each written entry
+//! once, marked with the head's new generation, and,
 //! when an entry was removed, notes that generation on the head (what
 //! [`changed_since`] and [`heads`] read for an incremental read). A
 //! batch of records of one scope so writes each page once rather than the
