@@ -245,7 +245,7 @@ fn bucket_entries<C: Tx>(
 }
 
 /// [`bucket_entries`] of each of `buckets` (an empty bucket is absent),
-/// in one statement (one per [`NODES_PER_STATEMENT`] buckets): a range
+/// in one statement (one per [`BUCKETS_PER_STATEMENT`] buckets): a range
 /// read of `idx_scope_entries_bucket` per bucket.
 fn buckets_entries<C: Tx>(
     c: &C,
@@ -256,7 +256,7 @@ fn buckets_entries<C: Tx>(
     let (st, a, b) = scope.columns();
     let wanted: Vec<i64> = buckets.iter().map(|b| i64::from(*b)).collect();
     let mut out: BTreeMap<u32, Vec<(String, Hash)>> = BTreeMap::new();
-    for chunk in wanted.chunks(NODES_PER_STATEMENT) {
+    for chunk in wanted.chunks(BUCKETS_PER_STATEMENT) {
         let mut args: Vec<Val<'_>> =
             vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
         args.extend(chunk.iter().map(|bucket| Val::Int(*bucket)));
@@ -416,8 +416,9 @@ fn note_change<C: Tx>(c: &C, tenant: &str, scope: &ReadScope, record_id: &str, r
     noted.removed |= removed;
 }
 
-/// Most nodes one statement writes or reads.
-const NODES_PER_STATEMENT: usize = 256;
+/// Most buckets one statement reads the entries of (a tree's 33 pages are
+/// always one statement).
+const BUCKETS_PER_STATEMENT: usize = 256;
 
 /// Rehashes what this transaction changed (see the module documentation).
 /// Called by each backend's writing transaction before it commits; a
