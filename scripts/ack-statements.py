@@ -10,13 +10,16 @@ STORE.sqlite: a store a load run wrote (e.g. `mosaic-load ... --data-dir
 DIR`, then DIR/store.sqlite; checkpoint it first with `sqlite3 FILE
 "PRAGMA wal_checkpoint(TRUNCATE)"`). It is copied into a temporary
 directory; the original is not touched. VARIANT: `all`, or one group of
-statements alone (`outbox`, `record`, `getrecord`, `scope`, `nodes`,
-`audit`) to attribute the frames, or `pages`: the tree's nodes laid out in
-pages of 5 levels (a table the copy gains), a bucket's two pages read and
-written against the siblings' read as the store makes it. N: transactions (default 400), on
-records taken at random. The connection has the server's settings (WAL,
-`synchronous = FULL`, `secure_delete = ON`, a 32 MiB page cache, no
-automatic checkpoint); the hashes written are random.
+statements alone (`outbox`, `record`, `getrecord`, `scope`, `tree`,
+`audit`) to attribute the frames; `tree` is the rehash's read and write of
+the scope's tree as the store's schema keeps it: since schema 15 the two
+pages of the bucket's path (`scope_pages`, page 0 and 1 + bucket / 32)
+read in one statement and written in one; before it, one row per node
+(`scope_nodes`), the ten siblings read and the eleven nodes of the path
+upserted. N: transactions (default 400), on records taken at random. The
+connection has the server's settings (WAL, `synchronous = FULL`,
+`secure_delete = ON`, a 32 MiB page cache, no automatic checkpoint); the
+hashes written are random.
 """
 import os, random, shutil, sqlite3, statistics, sys, tempfile, time
 
@@ -24,46 +27,16 @@ src = sys.argv[1]; variant = sys.argv[2]; n = int(sys.argv[3]) if len(sys.argv) 
 db = os.path.join(tempfile.mkdtemp(prefix="ack-statements."), "store.sqlite")
 shutil.copy(src, db)
 
-
-def build_pages(c):
-    """A layout of the scope tree in pages, for the `pages` variant: page
-    0 holds levels 5 to 10 (63 nodes), page 1 + j the subtree below level-5
-    node j, levels 0 to 4 (62 nodes); each node's 32 bytes at its slot
-    (zeros where never written)."""
-    import collections
-    c.execute("""CREATE TABLE scope_pages (tenant_id TEXT NOT NULL, scope_type TEXT NOT NULL,
-        scope_a TEXT NOT NULL, scope_b TEXT NOT NULL, page INTEGER NOT NULL, hashes BLOB NOT NULL,
-        PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b, page)) STRICT""")
-    pages = collections.defaultdict(lambda: bytearray(32 * 63))
-
-    def slot(level, idx):
-        if level >= 5:
-            return 0, 2 ** (10 - level) - 1 + idx
-        j = idx >> (5 - level)
-        return 1 + j, sum(2 ** (5 - l) for l in range(level)) + idx - (j << (5 - level))
-
-    for t, st, a, b, level, idx, sha in c.execute(
-            "SELECT tenant_id, scope_type, scope_a, scope_b, level, idx, sha256 FROM scope_nodes"):
-        page, at = slot(level, idx)
-        pages[(t, st, a, b, page)][at * 32:(at + 1) * 32] = bytes.fromhex(sha)
-    c.execute("BEGIN")
-    for k, v in sorted(pages.items()):
-        size = 32 * (63 if k[4] == 0 else 62)
-        c.execute("INSERT INTO scope_pages VALUES (?,?,?,?,?,?)", k + (bytes(v[:size]),))
-    c.execute("COMMIT")
-    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
 c = sqlite3.connect(db, isolation_level=None)
 c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=FULL")
 c.execute("PRAGMA secure_delete=ON"); c.execute("PRAGMA cache_size=-32768")
 c.execute("PRAGMA wal_autocheckpoint=0"); c.execute("PRAGMA foreign_keys=ON")
-if variant == "pages":
-    build_pages(c)
+pages = c.execute("SELECT count(*) FROM sqlite_master WHERE name = 'scope_pages'").fetchone()[0] == 1
+tree = "scope_pages" if pages else "scope_nodes"
 rows = c.execute("SELECT record_id, tenant_id, scope_type, scope_a, scope_b, bucket FROM scope_entries").fetchall()
 random.seed(7); random.shuffle(rows)
 # warm the cache as a running server would have it
-for t in ("records","scope_entries","scope_nodes","scope_heads","outbox","audit_events","meta"):
+for t in ("records","scope_entries",tree,"scope_heads","outbox","audit_events","meta"):
     c.execute(f"SELECT count(*) FROM {t}").fetchone()
 h = lambda: os.urandom(32).hex()
 times = {}; frames = []; commit_t = []
@@ -87,19 +60,13 @@ for rid, ten, st, a, b, bucket in rows[:n]:
     if variant in ("all", "scope"):
         timed("entry read", "SELECT tenant_id, scope_type, scope_a, scope_b, record_sha256, state FROM scope_entries WHERE record_id=?", (rid,))
         timed("bucket entries read", "SELECT bucket, record_id, entry_sha256 FROM scope_entries WHERE tenant_id=? AND scope_type=? AND scope_a=? AND scope_b=? AND bucket IN (?)", key+(bucket,))
-        sib = [(l, ((bucket >> l) ^ 1)) for l in range(10)]
-        q = " UNION ALL ".join(f"SELECT level, idx, sha256 FROM scope_nodes WHERE tenant_id=?1 AND scope_type=?2 AND scope_a=?3 AND scope_b=?4 AND level=?{5+2*k} AND idx IN (?{6+2*k})" for k in range(10))
-        timed("siblings read (10 levels)", q, key+tuple(x for p in sib for x in p))
-    if variant == "pages":
-        # The siblings' read as the store makes it, then the two pages a
-        # bucket's path lies in, read and written.
-        sib = [(l, ((bucket >> l) ^ 1)) for l in range(10)]
-        q = " UNION ALL ".join(f"SELECT level, idx, sha256 FROM scope_nodes WHERE tenant_id=?1 AND scope_type=?2 AND scope_a=?3 AND scope_b=?4 AND level=?{5+2*k} AND idx IN (?{6+2*k})" for k in range(10))
-        timed("siblings read (10 levels)", q, key+tuple(x for p in sib for x in p))
-        one = "SELECT page, hashes FROM scope_pages WHERE tenant_id=?1 AND scope_type=?2 AND scope_a=?3 AND scope_b=?4 AND page = "
-        timed("pages read (2 rows)", f"{one}?5 UNION ALL {one}?6", key+(0, 1 + (bucket >> 5)))
+    if variant in ("all", "scope", "tree") and pages:
+        timed("pages read (2 rows)", "SELECT page, hashes FROM scope_pages WHERE tenant_id=?1 AND scope_type=?2 AND scope_a=?3 AND scope_b=?4 AND page IN (?5, ?6)", key+(0, 1 + (bucket >> 5)))
         timed("pages upsert (2 rows)", "INSERT INTO scope_pages (tenant_id, scope_type, scope_a, scope_b, page, hashes) VALUES (?1,?2,?3,?4,?5,?6), (?1,?2,?3,?4,?7,?8) ON CONFLICT (tenant_id, scope_type, scope_a, scope_b, page) DO UPDATE SET hashes=excluded.hashes", key+(0, os.urandom(32 * 63), 1 + (bucket >> 5), os.urandom(32 * 62)))
-    if variant in ("all", "scope", "nodes"):
+    if variant in ("all", "scope", "tree") and not pages:
+        sib = [(l, ((bucket >> l) ^ 1)) for l in range(10)]
+        q = " UNION ALL ".join(f"SELECT level, idx, sha256 FROM scope_nodes WHERE tenant_id=?1 AND scope_type=?2 AND scope_a=?3 AND scope_b=?4 AND level=?{5+2*k} AND idx IN (?{6+2*k})" for k in range(10))
+        timed("siblings read (10 levels)", q, key+tuple(x for p in sib for x in p))
         vals = ", ".join(f"(?1, ?2, ?3, ?4, ?{5+3*l}, ?{6+3*l}, ?{7+3*l})" for l in range(11))
         timed("nodes upsert (11 rows)", f"INSERT INTO scope_nodes (tenant_id, scope_type, scope_a, scope_b, level, idx, sha256) VALUES {vals} ON CONFLICT (tenant_id, scope_type, scope_a, scope_b, level, idx) DO UPDATE SET sha256=excluded.sha256", key+tuple(x for l in range(11) for x in (l, bucket >> l, h())))
     if variant in ("all", "scope"):
@@ -113,7 +80,7 @@ for rid, ten, st, a, b, bucket in rows[:n]:
     frames.append((os.path.getsize(db+"-wal") - w0) / 4120)
     if os.path.getsize(db+"-wal") > 32 << 20:
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-print(f"variant {variant}, {n} transactions")
+print(f"variant {variant}, {n} transactions, tree in {tree}")
 for k, v in times.items():
     print(f"  {k:32s} mean {statistics.mean(v)*1e6:7.1f} us  median {statistics.median(v)*1e6:7.1f} us")
 print(f"  {'commit (WAL write + fsync)':32s} mean {statistics.mean(commit_t)*1e6:7.1f} us  median {statistics.median(commit_t)*1e6:7.1f} us")

@@ -228,11 +228,28 @@ async fn doctor_names_a_scope_commitment_that_is_not_its_records() {
     assert_eq!(code, Some(0), "{out}");
     assert!(!out.contains("scope commitment"), "{out}");
     let conn = rusqlite::Connection::open(config.data_dir.join("store.sqlite")).expect("open");
-    // The node above the first memory's bucket, one level up.
+    // The node above the first memory's bucket, one level up: in the
+    // page of the bucket's 32 (page 1 + bucket / 32), after the 32 buckets
+    // (slot 32 + its place among the page's 16 nodes of level 1).
     let bucket = mosaic_harness::memory_scope::bucket_of(&first);
+    let page = 1 + i64::from(bucket >> 5);
+    let slot = 32 + ((bucket >> 1) & 15) as usize;
+    let mut hashes: Vec<u8> = conn
+        .query_row(
+            "SELECT hashes FROM scope_pages WHERE page = ?1 AND scope_type = 'principal'",
+            [page],
+            |r| r.get(0),
+        )
+        .expect("the bucket's page");
+    assert_ne!(
+        hashes[32 * slot..32 * (slot + 1)],
+        [0; 32],
+        "a node written"
+    );
+    hashes[32 * slot..32 * (slot + 1)].copy_from_slice(&[0xab; 32]);
     conn.execute(
-        "UPDATE scope_nodes SET sha256 = ?1 WHERE level = 1 AND idx = ?2 AND scope_type = 'principal'",
-        rusqlite::params!["ab".repeat(32), bucket >> 1],
+        "UPDATE scope_pages SET hashes = ?1 WHERE page = ?2 AND scope_type = 'principal'",
+        rusqlite::params![hashes, page],
     )
     .expect("edit a node");
     drop(conn);

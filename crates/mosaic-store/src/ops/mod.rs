@@ -43,6 +43,8 @@ pub(crate) enum Val<'a> {
     Bool(bool),
     /// A set of texts, for [`Tx::in_set`].
     TextSet(&'a [String]),
+    /// Bytes (`BLOB`, `BYTEA` on PostgreSQL).
+    Blob(&'a [u8]),
 }
 
 /// An owned parameter of a statement built at run time.
@@ -135,6 +137,8 @@ pub(crate) trait SqlRow {
     fn text(&self, idx: usize) -> StoreResult<String>;
     /// Nullable text.
     fn opt_text(&self, idx: usize) -> StoreResult<Option<String>>;
+    /// Non-null bytes.
+    fn blob(&self, idx: usize) -> StoreResult<Vec<u8>>;
 }
 
 /// A Rust type a column converts to.
@@ -164,6 +168,12 @@ impl FromCol for String {
 impl FromCol for Option<String> {
     fn from_col(row: &dyn SqlRow, idx: usize) -> StoreResult<Self> {
         row.opt_text(idx)
+    }
+}
+
+impl FromCol for Vec<u8> {
+    fn from_col(row: &dyn SqlRow, idx: usize) -> StoreResult<Self> {
+        row.blob(idx)
     }
 }
 

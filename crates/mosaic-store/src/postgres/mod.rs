@@ -254,6 +254,7 @@ fn pg_params<'v>(params: &'v [Val<'_>]) -> Vec<&'v (dyn ToSql + Sync)> {
                 Val::OptText(v) => v,
                 Val::Bool(v) => v,
                 Val::TextSet(v) => v,
+                Val::Blob(v) => v,
             }
         })
         .collect()
@@ -277,6 +278,10 @@ impl SqlRow for Row {
     }
 
     fn opt_text(&self, idx: usize) -> StoreResult<Option<String>> {
+        self.try_get(idx).map_err(corrupt)
+    }
+
+    fn blob(&self, idx: usize) -> StoreResult<Vec<u8>> {
         self.try_get(idx).map_err(corrupt)
     }
 }

@@ -81,6 +81,7 @@ impl rusqlite::ToSql for Val<'_> {
                 serde_json::to_string(v)
                     .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?,
             ),
+            Val::Blob(v) => ToSqlOutput::from(v),
         })
     }
 }
@@ -99,6 +100,10 @@ impl SqlRow for Row<'_> {
     }
 
     fn opt_text(&self, idx: usize) -> StoreResult<Option<String>> {
+        Ok(self.get(idx)?)
+    }
+
+    fn blob(&self, idx: usize) -> StoreResult<Vec<u8>> {
         Ok(self.get(idx)?)
     }
 }

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -391,7 +391,61 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     SCOPE_CHANGES_MIGRATION,
     // 13 -> 14
     ACCESS_GENERATION_MIGRATION,
+    // 14 -> 15
+    SCOPE_PAGES_MIGRATION,
 ];
+
+/// The migration that stores each read scope's tree in pages of five
+/// levels, one row each, rather than one row per node (see
+/// `crate::ops::scope`): a rehash reads and writes two rows rather than
+/// ten and eleven. The stored nodes are packed into pages in Rust in this
+/// same transaction right after this statement, and `scope_nodes` is
+/// dropped ([`SCOPE_PAGES_VERSION`]).
+const SCOPE_PAGES_MIGRATION: &str = r#"
+CREATE TABLE scope_pages (
+    tenant_id TEXT NOT NULL,
+    scope_type TEXT NOT NULL,
+    scope_a TEXT NOT NULL,
+    scope_b TEXT NOT NULL,
+    page INTEGER NOT NULL,
+    hashes BLOB NOT NULL,
+    PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b, page)
+) STRICT;
+"#;
+
+/// The version whose migration moves the scope trees' nodes into pages:
+/// the pages are packed in Rust.
+pub const SCOPE_PAGES_VERSION: i64 = 15;
+
+/// Packs every stored node of `scope_nodes` into `scope_pages` and drops
+/// `scope_nodes`.
+fn pack_scope_pages(tx: &rusqlite::Transaction<'_>) -> StoreResult<()> {
+    let nodes: Vec<crate::ops::scope::NodeRow> = tx
+        .prepare(
+            "SELECT tenant_id, scope_type, scope_a, scope_b, level, idx, sha256 FROM scope_nodes",
+        )?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut page = tx.prepare(
+        "INSERT INTO scope_pages (tenant_id, scope_type, scope_a, scope_b, page, hashes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for (tenant, st, a, b, at, hashes) in crate::ops::scope::pack_nodes(nodes)? {
+        page.execute(rusqlite::params![tenant, st, a, b, at, hashes])?;
+    }
+    tx.execute_batch("DROP TABLE scope_nodes")?;
+    Ok(())
+}
 
 /// The migration that keeps the store's access generation in `meta`
 /// (`access_generation`): advanced by every write of a policy, a grant or
@@ -652,6 +706,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
         }
         if version == SCOPE_COMMITMENTS_VERSION {
             build_scope_commitments(&tx)?;
+        }
+        if version == SCOPE_PAGES_VERSION {
+            pack_scope_pages(&tx)?;
         }
     }
     tx.execute(

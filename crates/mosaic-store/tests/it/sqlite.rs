@@ -339,8 +339,9 @@ fn as_version_7(path: &std::path::Path) {
         .expect("downgrade");
 }
 
-/// What version 12 added: the read scopes' commitments.
-const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_nodes; DROP TABLE scope_heads;";
+/// What version 12 added: the read scopes' commitments (their trees in
+/// pages since version 15).
+const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;";
 
 /// What version 11 added: the server's front-door tables.
 const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs;
@@ -1322,9 +1323,11 @@ fn version_12_files_gain_scope_change_markers_in_place() {
     let (before, _) = store.eligible_unknown(&q, &|_| true).expect("read");
     assert_eq!(before.ids.len(), 3);
     drop(store);
-    raw(&path)
-        .execute_batch(&format!("{UNDO_V13} PRAGMA user_version = 12;"))
+    let conn = raw(&path);
+    undo_v15(&conn);
+    conn.execute_batch(&format!("{UNDO_V13} PRAGMA user_version = 12;"))
         .expect("downgrade");
+    drop(conn);
     let mut store = SqliteStore::open(&path, config.clone()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
     let (after, _) = store.eligible_unknown(&q, &|_| true).expect("read");
@@ -1382,9 +1385,11 @@ const UNDO_V14: &str = "DELETE FROM meta WHERE key = 'access_generation';";
 fn version_13_files_gain_the_access_generation_in_place() {
     let (_dir, path, store) = seeded();
     drop(store);
-    raw(&path)
-        .execute_batch(&format!("{UNDO_V14} PRAGMA user_version = 13;"))
+    let conn = raw(&path);
+    undo_v15(&conn);
+    conn.execute_batch(&format!("{UNDO_V14} PRAGMA user_version = 13;"))
         .expect("downgrade");
+    drop(conn);
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
     let first = store.access_stamp().expect("access stamp");
@@ -1395,6 +1400,97 @@ fn version_13_files_gain_the_access_generation_in_place() {
     let after = store.access_stamp().expect("access stamp");
     assert_eq!(after.access_generation, 1);
     assert_ne!(after.change, first.change);
+}
+
+/// Takes a file's scope trees back to one row per node, as version 14
+/// kept them (`scope_nodes`, a node never written absent), from the pages
+/// version 15 keeps.
+fn undo_v15(conn: &Connection) {
+    conn.execute_batch(
+        "CREATE TABLE scope_nodes (
+            tenant_id TEXT NOT NULL,
+            scope_type TEXT NOT NULL,
+            scope_a TEXT NOT NULL,
+            scope_b TEXT NOT NULL,
+            level INTEGER NOT NULL,
+            idx INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b, level, idx)
+        ) STRICT;",
+    )
+    .expect("nodes table");
+    let pages: Vec<(String, String, String, String, i64, Vec<u8>)> = conn
+        .prepare("SELECT tenant_id, scope_type, scope_a, scope_b, page, hashes FROM scope_pages")
+        .expect("prepare")
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .expect("pages")
+        .collect::<Result<_, _>>()
+        .expect("pages");
+    for (tenant, st, a, b, page, hashes) in pages {
+        for (level, idx, sha256) in crate::common::nodes_of_page(page, &hashes) {
+            conn.execute(
+                "INSERT INTO scope_nodes VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                rusqlite::params![tenant, st, a, b, level, idx, sha256],
+            )
+            .expect("node");
+        }
+    }
+    conn.execute_batch("DROP TABLE scope_pages;")
+        .expect("drop pages");
+}
+
+/// A version 14 file, its trees' nodes one row each, gains the pages in
+/// place: every scope's root and every record's inclusion proof read the
+/// same before and after (an erased record's emptied subtree among them),
+/// the file checks clean, and a write after the upgrade keeps its scope's
+/// root that of its records.
+#[test]
+fn version_14_files_gain_the_scope_pages_in_place() {
+    let (_dir, path, mut store) = seeded();
+    let ids = crate::common::fill_scopes(&mut store);
+    let before = crate::common::scope_proofs(&mut store, &ids);
+    assert!(before.1[0].is_none() && before.1[1..].iter().all(Option::is_some));
+    drop(store);
+    let conn = raw(&path);
+    undo_v15(&conn);
+    conn.execute_batch("PRAGMA user_version = 14;")
+        .expect("downgrade");
+    let roots: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM scope_nodes n JOIN scope_heads h USING (tenant_id, scope_type, scope_a, scope_b) WHERE n.level = 10",
+            [],
+            |r| r.get(0),
+        )
+        .expect("roots");
+    assert_eq!(roots, 3, "one root node per scope");
+    drop(conn);
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    assert_eq!(crate::common::scope_proofs(&mut store, &ids), before);
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
+    let tables: Vec<String> = raw(&path)
+        .prepare("SELECT name FROM sqlite_master WHERE name LIKE 'scope_%' AND type = 'table' ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("tables")
+        .collect::<Result<_, _>>()
+        .expect("tables");
+    assert_eq!(tables, ["scope_entries", "scope_heads", "scope_pages"]);
+    store
+        .write(&Spec::principal(fixtures::TENANT_A, "alice", "after-upgrade").build())
+        .expect("write");
+    mosaic_store::conformance::assert_scope_roots(&mut store, fixtures::TENANT_A).expect("roots");
+    assert!(store.integrity_check().expect("check").is_ok());
 }
 
 /// `integrity_check` recomputes every read scope's tree from the records
@@ -1424,28 +1520,88 @@ fn integrity_check_names_a_scope_commitment_that_is_not_its_records() {
         report.scope_commitment_mismatches
     };
     let other = "ab".repeat(32);
-    // One inner node of one scope's tree.
-    let (scope, level, idx, kept): (String, i64, i64, String) = conn
-        .query_row(
-            "SELECT scope_type || ':' || scope_a, level, idx, sha256 FROM scope_nodes
-             WHERE level = 3 ORDER BY tenant_id, scope_type, scope_a, scope_b, idx LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    // One inner node of one scope's tree: the first level-3 node written
+    // in a lower page (levels 0 to 4 below a node of level 5).
+    type Page = (String, String, String, String, i64, Vec<u8>);
+    let pages: Vec<Page> = conn
+        .prepare(
+            "SELECT tenant_id, scope_type, scope_a, scope_b, page, hashes FROM scope_pages
+             WHERE page > 0 ORDER BY tenant_id, scope_type, scope_a, scope_b, page",
         )
-        .expect("a node");
-    let only = |sql: &str| {
-        format!(
-            "{sql} WHERE level = {level} AND idx = {idx} AND scope_type || ':' || scope_a = '{scope}'"
+        .expect("prepare")
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .expect("pages")
+        .collect::<Result<_, _>>()
+        .expect("pages");
+    let (tenant, st, a, b, page, kept) = pages[0].clone();
+    let scope = format!("{st}:{a}");
+    let slot = (56..60)
+        .find(|slot| kept[32 * slot..32 * (slot + 1)].iter().any(|x| *x != 0))
+        .expect("a level-3 node");
+    let (level, idx) = crate::common::node_of_slot(page, slot);
+    assert_eq!(level, 3);
+    let put = |hashes: &[u8]| {
+        conn.execute(
+            "UPDATE scope_pages SET hashes = ?1 WHERE tenant_id = ?2 AND scope_type = ?3
+             AND scope_a = ?4 AND scope_b = ?5 AND page = ?6",
+            rusqlite::params![hashes, tenant, st, a, b, page],
         )
+        .expect("edit a page");
     };
-    edit(&only(&format!("UPDATE scope_nodes SET sha256 = '{other}'")));
+    let mut edited = kept.clone();
+    edited[32 * slot..32 * (slot + 1)].copy_from_slice(&[0xab; 32]);
+    put(&edited);
     let found = findings(&mut store);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
         found[0].contains(&format!("node ({level}, {idx})")) && found[0].contains(&scope),
         "{found:?}"
     );
-    edit(&only(&format!("UPDATE scope_nodes SET sha256 = '{kept}'")));
+    // The node zeroed: never written, and so missing.
+    edited[32 * slot..32 * (slot + 1)].copy_from_slice(&[0; 32]);
+    put(&edited);
+    let found = findings(&mut store);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains(&format!("node ({level}, {idx}) is missing")),
+        "{found:?}"
+    );
+    // A page cut short: not a page, and its nodes missing. A read of the
+    // scope's tree through it answers `Corrupt`, not a panic.
+    put(&kept[..kept.len() - 1]);
+    let found = findings(&mut store);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains(&format!("page {page}")) && f.contains(&scope)),
+        "{found:?}"
+    );
+    let bucket_node = (0..32)
+        .find(|slot| kept[32 * slot..32 * (slot + 1)].iter().any(|x| *x != 0))
+        .map(|slot| crate::common::node_of_slot(page, slot).1)
+        .expect("a bucket");
+    let in_bucket: String = conn
+        .query_row(
+            "SELECT record_id FROM scope_entries WHERE tenant_id = ?1 AND scope_type = ?2
+             AND scope_a = ?3 AND scope_b = ?4 AND bucket = ?5 LIMIT 1",
+            rusqlite::params![tenant, st, a, b, bucket_node],
+            |r| r.get(0),
+        )
+        .expect("an entry of the bucket");
+    assert!(matches!(
+        store.scope_inclusion(&tenant, &in_bucket),
+        Err(StoreError::Corrupt(_))
+    ));
+    put(&kept);
     assert!(findings(&mut store).is_empty());
     // One record's entry in another state than the record's.
     let state: String = conn
@@ -1494,7 +1650,7 @@ fn integrity_check_names_a_scope_commitment_that_is_not_its_records() {
     // A record's body edited: its entry, the nodes above it and the root
     // are no longer its own.
     edit(
-        "UPDATE scope_heads SET root_sha256 = (SELECT sha256 FROM scope_nodes n WHERE n.level = 10 AND n.tenant_id = scope_heads.tenant_id AND n.scope_type = scope_heads.scope_type AND n.scope_a = scope_heads.scope_a AND n.scope_b = scope_heads.scope_b)",
+        "UPDATE scope_heads SET root_sha256 = (SELECT lower(hex(substr(p.hashes, 1, 32))) FROM scope_pages p WHERE p.page = 0 AND p.tenant_id = scope_heads.tenant_id AND p.scope_type = scope_heads.scope_type AND p.scope_a = scope_heads.scope_a AND p.scope_b = scope_heads.scope_b)",
     );
     assert!(findings(&mut store).is_empty());
     edit(

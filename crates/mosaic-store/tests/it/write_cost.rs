@@ -150,23 +150,27 @@ fn write_transactions_cost_a_bounded_number_of_statements() {
 
     // One proposal: its reads (idempotency, id, policy, grant, consent,
     // publication generation), its rows, one audit event, its scope's
-    // rehash (the changed bucket's stored entries and every level's
-    // untouched siblings in one read each; the nodes, the head and the
-    // entry in one write each), the latest creation instant, the audit
-    // log's head and tree (read once, stored once) and the commit.
+    // rehash (the changed bucket's stored entries and the two pages of
+    // its tree in one read each; the pages, the head and the entry in one
+    // write each), the latest creation instant, the audit log's head and
+    // tree (read once, stored once) and the commit. Its tree's nodes are
+    // two rows (the pages), not the eleven above its bucket.
     assert!(one.0 <= 23, "one proposal: {one:?}");
+    assert!(one.1 <= 15, "one proposal: {one:?}");
     // A call: thirteen statements a record (its reads and rows, its
     // message, its export copy, one audit event); what the transaction
     // reads once (policy, grant, publication generation, audit head) and
     // stores once (the scope's rehash and entries, the latest creation
     // instant, the audit head), and the commit.
     assert!(call.0 <= 20 * 13 + 12, "a call of 20: {call:?}");
+    assert!(call.1 <= 239, "a call of 20: {call:?}");
     // A group commit: twelve a record (its grant among them: another
-    // principal), four a scope (the rehash's reads, nodes and head), and
+    // principal), four a scope (the rehash's reads, pages and head), and
     // once for the transaction the policy, the publication generation,
     // the audit head read and stored, every scope's entries, the latest
     // creation instant and the commit.
     assert!(commit.0 <= 16 * 16 + 7, "a group of 16: {commit:?}");
+    assert!(commit.1 <= 195, "a group of 16: {commit:?}");
     // Its activation: per record two acknowledgements (their message,
     // their row, the count of open ones), the state, its entry read back
     // (not the record: only its state changed), one audit event; per scope
@@ -176,4 +180,6 @@ fn write_transactions_cost_a_bounded_number_of_statements() {
         activation.0 <= 16 * 13 + 4,
         "its activation: {activation:?}"
     );
+    // Per scope two pages written, not eleven nodes.
+    assert!(activation.1 <= 131, "its activation: {activation:?}");
 }

@@ -1,5 +1,6 @@
 //! The steps of a migration computed in Rust over every tenant's rows: the
-//! audit log's Merkle tree and the read scopes' commitments.
+//! audit log's Merkle tree, the read scopes' commitments and their trees'
+//! pages.
 
 use crate::error::StoreResult;
 
@@ -90,6 +91,49 @@ pub(super) fn build_scope_commitments(tx: &mut postgres::Transaction<'_>) -> Sto
     for table in TABLES {
         tx.batch_execute(&format!("ALTER TABLE {table} FORCE ROW LEVEL SECURITY"))?;
     }
+    Ok(())
+}
+
+/// The version whose migration moves the scope trees' nodes into pages:
+/// the pages are packed in Rust, over every tenant's nodes.
+pub const SCOPE_PAGES_VERSION: i64 = 15;
+
+/// Packs every stored node of `scope_nodes` into `scope_pages` and drops
+/// `scope_nodes`.
+pub(super) fn pack_scope_pages(tx: &mut postgres::Transaction<'_>) -> StoreResult<()> {
+    tx.batch_execute(
+        "ALTER TABLE scope_nodes NO FORCE ROW LEVEL SECURITY;
+         ALTER TABLE scope_pages NO FORCE ROW LEVEL SECURITY;",
+    )?;
+    let nodes: Vec<crate::ops::scope::NodeRow> = tx
+        .query(
+            "SELECT tenant_id, scope_type, scope_a, scope_b, level, idx, sha256 FROM scope_nodes",
+            &[],
+        )?
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+                r.try_get(4)?,
+                r.try_get(5)?,
+                r.try_get(6)?,
+            ))
+        })
+        .collect::<Result<_, postgres::Error>>()?;
+    let page = tx.prepare(
+        "INSERT INTO scope_pages (tenant_id, scope_type, scope_a, scope_b, page, hashes)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )?;
+    for (tenant, st, a, b, at, hashes) in crate::ops::scope::pack_nodes(nodes)? {
+        tx.execute(&page, &[&tenant, &st, &a, &b, &at, &hashes])?;
+    }
+    tx.batch_execute(
+        "ALTER TABLE scope_pages FORCE ROW LEVEL SECURITY;
+         DROP TABLE scope_nodes;",
+    )?;
     Ok(())
 }
 

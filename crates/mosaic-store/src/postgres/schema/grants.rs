@@ -40,7 +40,7 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("extraction_jobs", "SELECT, INSERT, UPDATE"),
     ("export_requests", "SELECT, INSERT, DELETE"),
     ("scope_entries", "SELECT, INSERT, UPDATE, DELETE"),
-    ("scope_nodes", "SELECT, INSERT, UPDATE"),
+    ("scope_pages", "SELECT, INSERT, UPDATE"),
     ("scope_heads", "SELECT, INSERT, UPDATE"),
 ];
 

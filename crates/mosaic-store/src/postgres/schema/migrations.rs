@@ -2,7 +2,7 @@
 //! upgrades version `i` to `i + 1`).
 
 #[cfg(doc)]
-use super::SCOPE_COMMITMENTS_VERSION;
+use super::{SCOPE_COMMITMENTS_VERSION, SCOPE_PAGES_VERSION};
 
 pub(super) const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -570,7 +570,33 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     SCOPE_CHANGES_MIGRATION,
     // 13 -> 14
     ACCESS_GENERATION_MIGRATION,
+    // 14 -> 15
+    SCOPE_PAGES_MIGRATION,
 ];
+
+/// The migration that stores each read scope's tree in pages of five
+/// levels, one row each (see the SQLite migration and
+/// `crate::ops::scope`), under the same row security as the nodes were.
+/// The stored nodes are packed into pages in Rust in this same
+/// transaction right after this statement, with row security lifted for
+/// the owner for the length of that step only, and `scope_nodes` is
+/// dropped ([`SCOPE_PAGES_VERSION`]).
+const SCOPE_PAGES_MIGRATION: &str = r#"
+CREATE TABLE scope_pages (
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    scope_type TEXT COLLATE "C" NOT NULL,
+    scope_a TEXT COLLATE "C" NOT NULL,
+    scope_b TEXT COLLATE "C" NOT NULL,
+    page BIGINT NOT NULL,
+    hashes BYTEA NOT NULL,
+    PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b, page)
+);
+ALTER TABLE scope_pages ENABLE ROW LEVEL SECURITY;
+ALTER TABLE scope_pages FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON scope_pages
+    USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+    WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
+"#;
 
 /// The migration that keeps the store's access generation in `meta`, as on
 /// SQLite (see that backend's `ACCESS_GENERATION_MIGRATION`).

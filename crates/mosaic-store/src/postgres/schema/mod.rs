@@ -63,6 +63,11 @@
 //! erasure), so [`crate::Store::eligible_changes`] reads what changed in a
 //! scope since a generation in one range read.
 //!
+//! Version 15 (both backends) stores each read scope's tree in pages of
+//! five levels (`scope_pages`, one `BYTEA` of node hashes per page) rather
+//! than one row per node: the stored nodes are packed into pages in Rust
+//! and `scope_nodes` is dropped.
+//!
 //! Version 6 (both backends) drops two indexes no query used: records by
 //! line, and the catalog by record id alone (its key is now the tenant and
 //! the record id).
@@ -92,7 +97,8 @@
 //! # Layout
 //!
 //! `migrations` holds the SQL of every version, `backfill` the steps of a
-//! migration computed in Rust (the audit tree, the scope commitments),
+//! migration computed in Rust (the audit tree, the scope commitments, the
+//! scope trees' pages),
 //! `grants` the application role's privileges; this module runs them.
 
 mod backfill;
@@ -104,13 +110,13 @@ use postgres::{Client, GenericClient};
 use super::runner::{self, Component, Step};
 use crate::error::{StoreError, StoreResult};
 
-pub use backfill::{AUDIT_TREE_VERSION, SCOPE_COMMITMENTS_VERSION};
-use backfill::{build_audit_tree, build_scope_commitments};
+pub use backfill::{AUDIT_TREE_VERSION, SCOPE_COMMITMENTS_VERSION, SCOPE_PAGES_VERSION};
+use backfill::{build_audit_tree, build_scope_commitments, pack_scope_pages};
 pub use grants::grant_application_role;
 use migrations::MIGRATIONS;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -138,7 +144,7 @@ pub const TENANT_TABLES: &[&str] = &[
     "extraction_jobs",
     "export_requests",
     "scope_entries",
-    "scope_nodes",
+    "scope_pages",
     "scope_heads",
 ];
 
@@ -157,6 +163,7 @@ pub fn component() -> Component<'static, StoreError> {
         .map(|(sql, reached)| match reached {
             AUDIT_TREE_VERSION => Step::sql_then(*sql, build_audit_tree),
             SCOPE_COMMITMENTS_VERSION => Step::sql_then(*sql, build_scope_commitments),
+            SCOPE_PAGES_VERSION => Step::sql_then(*sql, pack_scope_pages),
             _ => Step::sql(*sql),
         })
         .collect();
@@ -208,7 +215,11 @@ mod tests {
             .collect();
         assert_eq!(
             with_code,
-            vec![AUDIT_TREE_VERSION, SCOPE_COMMITMENTS_VERSION]
+            vec![
+                AUDIT_TREE_VERSION,
+                SCOPE_COMMITMENTS_VERSION,
+                SCOPE_PAGES_VERSION
+            ]
         );
     }
 }

@@ -568,8 +568,9 @@ const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs
     DROP TABLE export_requests; ALTER TABLE proposals DROP COLUMN principal_id;
     DELETE FROM meta WHERE key = 'intake_imported';";
 
-/// What version 12 added: the read scopes' commitments.
-const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_nodes; DROP TABLE scope_heads;";
+/// What version 12 added: the read scopes' commitments (their trees in
+/// pages since version 15).
+const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;";
 
 /// What version 10 added: the audit log's leaf hashes and tree.
 const UNDO_V10: &str = "ALTER TABLE audit_events DROP COLUMN leaf_sha256;
@@ -1135,7 +1136,7 @@ fn version_11_schemas_gain_scope_commitments_in_place() {
         "records",
         "revocations",
         "scope_entries",
-        "scope_nodes",
+        "scope_pages",
         "scope_heads",
     ] {
         let forced: bool = admin
@@ -1172,6 +1173,7 @@ fn version_12_schemas_gain_scope_change_markers_in_place() {
     assert!(!before.ids.is_empty());
     drop(store);
     let mut admin = factory.admin(&db).expect("admin");
+    undo_v15(&mut admin);
     admin
         .batch_execute(&format!(
             "{UNDO_V13} DELETE FROM schema_migrations WHERE version >= 13;"
@@ -1227,4 +1229,106 @@ fn version_12_schemas_gain_scope_change_markers_in_place() {
     );
     let report = store.integrity_check().expect("check");
     assert!(report.is_ok(), "{report:?}");
+}
+
+/// Takes a schema's scope trees back to one row per node, as version 14
+/// kept them (`scope_nodes` under forced row security, a node never
+/// written absent), from the pages version 15 keeps. As the superuser.
+fn undo_v15(admin: &mut Client) {
+    admin
+        .batch_execute(
+            r#"CREATE TABLE scope_nodes (
+                tenant_id TEXT COLLATE "C" NOT NULL,
+                scope_type TEXT COLLATE "C" NOT NULL,
+                scope_a TEXT COLLATE "C" NOT NULL,
+                scope_b TEXT COLLATE "C" NOT NULL,
+                level BIGINT NOT NULL,
+                idx BIGINT NOT NULL,
+                sha256 TEXT COLLATE "C" NOT NULL,
+                PRIMARY KEY (tenant_id, scope_type, scope_a, scope_b, level, idx)
+            );
+            ALTER TABLE scope_nodes ENABLE ROW LEVEL SECURITY;
+            ALTER TABLE scope_nodes FORCE ROW LEVEL SECURITY;
+            CREATE POLICY tenant_isolation ON scope_nodes
+                USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
+                WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));"#,
+        )
+        .expect("nodes table");
+    let pages = admin
+        .query(
+            "SELECT tenant_id, scope_type, scope_a, scope_b, page, hashes FROM scope_pages",
+            &[],
+        )
+        .expect("pages");
+    for row in pages {
+        let (tenant, st, a, b): (String, String, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (page, hashes): (i64, Vec<u8>) = (row.get(4), row.get(5));
+        for (level, idx, sha256) in crate::common::nodes_of_page(page, &hashes) {
+            admin
+                .execute(
+                    "INSERT INTO scope_nodes VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[&tenant, &st, &a, &b, &level, &idx, &sha256],
+                )
+                .expect("node");
+        }
+    }
+    admin
+        .batch_execute("DROP TABLE scope_pages;")
+        .expect("drop pages");
+}
+
+/// A version 14 schema, its trees' nodes one row each, gains the pages in
+/// place: every scope's root and every record's inclusion proof read the
+/// same before and after (an erased record's emptied subtree among them),
+/// under forced row security (another tenant sees no page), and the
+/// schema checks clean.
+#[test]
+fn version_14_schemas_gain_the_scope_pages_in_place() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, mut store) = seeded(&factory);
+    let ids = crate::common::fill_scopes(&mut store);
+    let before = crate::common::scope_proofs(&mut store, &ids);
+    assert!(before.1[0].is_none() && before.1[1..].iter().all(Option::is_some));
+    drop(store);
+    let mut admin = factory.admin(&db).expect("admin");
+    undo_v15(&mut admin);
+    admin
+        .batch_execute("DELETE FROM schema_migrations WHERE version >= 15;")
+        .expect("downgrade");
+    let nodes: i64 = admin
+        .query_one("SELECT count(*) FROM scope_nodes", &[])
+        .and_then(|r| r.try_get(0))
+        .expect("nodes");
+    assert!(nodes > 90, "{nodes}");
+    assert_eq!(
+        schema::migrate(&mut admin).expect("migrate"),
+        SCHEMA_VERSION
+    );
+    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
+    let mut store = factory.connect(&db, &test_config()).expect("connect");
+    assert_eq!(crate::common::scope_proofs(&mut store, &ids), before);
+    let report = store.integrity_check().expect("check");
+    assert!(report.is_ok(), "{report:?}");
+    store
+        .write(&Spec::principal(TENANT_A, "alice", "after-upgrade").build())
+        .expect("write");
+    mosaic_store::conformance::assert_scope_roots(&mut store, TENANT_A).expect("roots");
+    let gone: Option<String> = admin
+        .query_one("SELECT to_regclass('scope_nodes')::text", &[])
+        .and_then(|r| r.try_get(0))
+        .expect("regclass");
+    assert_eq!(gone, None);
+    let mut app = factory.app(&db).expect("app");
+    let mut tx = as_tenant(&mut app, Some(TENANT_B));
+    let a_pages = count(
+        &mut tx,
+        &format!("SELECT count(*) FROM scope_pages WHERE tenant_id = '{TENANT_A}'"),
+    );
+    assert_eq!(a_pages, 0);
+    drop(tx);
+    let mut tx = as_tenant(&mut app, Some(TENANT_A));
+    assert!(count(&mut tx, "SELECT count(*) FROM scope_pages") > 0);
 }
