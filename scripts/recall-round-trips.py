@@ -40,7 +40,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mosaic_server import MosaicServer  # noqa: E402
 
-LINE = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] LOG:  duration: [0-9.]+ ms  (parse|bind|execute|statement)(?: [^:]*)?: (.*)$")
+LINE = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] LOG:  duration: ([0-9.]+) ms  (parse|bind|execute|statement)(?: [^:]*)?: (.*)$")
 
 
 def in_schema(url, schema):
@@ -63,7 +63,7 @@ def logged(log, offset):
     for line in text.splitlines():
         m = LINE.match(line)
         if m:
-            out.append((m.group(1), m.group(2), " ".join(m.group(3).split())))
+            out.append((m.group(1), m.group(3), " ".join(m.group(4).split()), float(m.group(2))))
     return out
 
 
@@ -133,18 +133,27 @@ def main():
                     if before:
                         before()
                         time.sleep(1.0)
-                    idle = {pid for pid, _, _ in window(log, lambda: None, args.settle)}
-                    lines = window(log, lambda: server.call("POST", "/v1/recall", key, body), args.settle)
+                    idle = {x[0] for x in window(log, lambda: None, args.settle)}
+                    took = []
+
+                    def recall():
+                        start = time.perf_counter()
+                        server.call("POST", "/v1/recall", key, body)
+                        took.append((time.perf_counter() - start) * 1000.0)
+
+                    lines = window(log, recall, args.settle)
                     mine = [x for x in lines if x[0] not in idle]
                     background = [x for x in lines if x[0] in idle]
                     trips = [x for x in mine if x[1] != "bind"]
+                    in_database = sum(x[3] for x in mine)
                     print(f"== {name} #{n + 1}: {len(trips)} round trips "
-                          f"({len(background)} background lines apart)")
-                    for pid, kind, sql in mine:
+                          f"({len(background)} background lines apart); "
+                          f"{took[0]:.2f} ms at the client, {in_database:.3f} ms logged by the database")
+                    for pid, kind, sql, ms in mine:
                         mark = " " if kind == "bind" else "*"
-                        print(f"  {mark} [{pid}] {kind:9} {sql[:150]}")
-                    for pid, kind, sql in background:
-                        print(f"    background [{pid}] {kind:9} {sql[:100]}")
+                        print(f"  {mark} [{pid}] {ms:7.3f} ms {kind:9} {sql[:150]}")
+                    for pid, kind, sql, ms in background:
+                        print(f"    background [{pid}] {ms:7.3f} ms {kind:9} {sql[:100]}")
                     sys.stdout.flush()
         finally:
             psql(args, owner, "ALTER SYSTEM RESET log_min_duration_statement")

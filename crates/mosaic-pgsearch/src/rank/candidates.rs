@@ -304,8 +304,9 @@ impl<'a> PgCandidates<'a> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        // One read of the rows of the eligible rows' subjects holding a
-        // query term (the terms' index): each query term's document
+        // One read of the query terms held by the rows of the eligible
+        // rows' subjects (the terms' index, one result row per row and
+        // term; a row's terms are distinct): each query term's document
         // frequency among them, and the term frequencies of the eligible
         // ones (every eligible row is of those subjects), so no eligible id
         // is sent.
@@ -322,22 +323,20 @@ impl<'a> PgCandidates<'a> {
                 &self.policy_sha256,
             ],
         )? {
-            let terms: Vec<String> = r.try_get(1)?;
-            let counts: Vec<i32> = r.try_get(2)?;
-            let mut tf = vec![0.0f32; query.len()];
-            for (term, count) in terms.iter().zip(&counts) {
-                if let Ok(qi) = query.binary_search(term) {
-                    df[qi] += 1;
-                    tf[qi] += u32::try_from(*count).unwrap_or(0) as f32;
-                }
-            }
-            let record_id: String = r.try_get(0)?;
-            let same_policy: bool = r.try_get(3)?;
-            let Some(&row) = lines.by_id.get(&record_id).filter(|_| same_policy) else {
+            let term: &str = r.try_get(1)?;
+            let Ok(qi) = query.binary_search_by(|q| q.as_str().cmp(term)) else {
                 continue;
             };
+            df[qi] += 1;
+            let record_id: &str = r.try_get(0)?;
+            let same_policy: bool = r.try_get(3)?;
+            let Some(&row) = lines.by_id.get(record_id).filter(|_| same_policy) else {
+                continue;
+            };
+            let count: i32 = r.try_get(2)?;
             self.matched.insert(row);
-            tfs.insert(row, tf);
+            tfs.entry(row).or_insert_with(|| vec![0.0f32; query.len()])[qi] +=
+                u32::try_from(count).unwrap_or(0) as f32;
         }
         let idfs: Vec<f32> = df.iter().map(|&d| bm25_idf(n, d)).collect();
         let avgdl = bm25_avgdl(n, total_len);

@@ -71,7 +71,7 @@ pub use candidates::PgCandidates;
 use kept::ReadState;
 pub use kept::{KEPT_BYTES, KEPT_IDLE, KEPT_READS, KeptReads, LOAD_WAIT, LinesRead};
 use rows::{Lines, Row, Vectors, advance, advance_vectors, load_rows, load_vectors};
-pub use statements::ReadStatements;
+pub use statements::{ReadStatements, TERMS as TERM_QUERY};
 
 /// Rows the write guard's and the search targets' callers may fetch beyond
 /// a candidate depth by pgvector's distance before scoring them again with

@@ -26,10 +26,12 @@ pub(super) const CLOCK_DIMENSION: &str =
 pub(super) const STATS: &str = "SELECT count(*)::BIGINT, coalesce(sum(doc_len), 0)::BIGINT
      FROM pgsearch_lexical WHERE tenant_id = $1 AND subject_key = ANY($2)";
 
-/// The rows of the subjects holding a query term.
-pub(super) const TERMS: &str =
-    "SELECT record_id, terms, tfs, policy_sha256 = $4 FROM pgsearch_lexical
-     WHERE tenant_id = $1 AND subject_key = ANY($2) AND terms && $3";
+/// Each query term (`$3`) held by a row of the subjects: the row, the
+/// term, its frequency there, and whether the row is of the read's policy;
+/// by term equality in `pgsearch_terms`' index (an equality PostgreSQL may
+/// test in the index before the tenant policy).
+pub const TERMS: &str = "SELECT record_id, term, tf, policy_sha256 = $4 FROM pgsearch_terms
+     WHERE tenant_id = $1 AND subject_key = ANY($2) AND term = ANY($3)";
 
 /// The statements of an unchanged ranked read (entering the tenant, the
 /// clock, with the stored dimension for a read with vectors, the BM25

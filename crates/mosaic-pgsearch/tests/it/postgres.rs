@@ -233,18 +233,23 @@ fn row_level_security_hides_other_tenants_documents() {
     let mut admin = factory.admin(&db).expect("admin");
     let mut app = factory.app(&db).expect("app");
     for table in TENANT_TABLES {
-        let all: i64 = admin
-            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-            .and_then(|r| r.try_get(0))
-            .expect("admin count");
-        assert_eq!(all, 3, "{table} holds both tenants' rows");
+        let count = |admin: &mut Client, filter: &str| -> i64 {
+            admin
+                .query_one(&format!("SELECT count(*) FROM {table} {filter}"), &[])
+                .and_then(|r| r.try_get(0))
+                .expect("admin count")
+        };
+        let of_a = count(&mut admin, "WHERE tenant_id = 'tenant-a'");
+        let of_b = count(&mut admin, "WHERE tenant_id = 'tenant-b'");
+        assert!(of_a > 0 && of_b > 0, "{table} holds both tenants' rows");
+        assert_eq!(count(&mut admin, ""), of_a + of_b, "{table}");
         assert_eq!(
             count_as(
                 &mut app,
                 Some(TENANT_A),
                 &format!("SELECT count(*) FROM {table}")
             ),
-            2,
+            of_a,
             "{table} as tenant A"
         );
         assert_eq!(
@@ -442,6 +447,128 @@ fn broad_scope_search_uses_the_hnsw_index() {
     );
 }
 
+/// The ranked read's term query finds the rows holding a query term by
+/// term equality in `pgsearch_terms`' index, as the application role under
+/// row-level security, reading only the rows it returns: the overlap of
+/// the lexical rows' term arrays (before search schema version 6) could
+/// not use its GIN index under the tenant policy (the operator is not
+/// leakproof), and tested every row of the reader's subjects.
+#[test]
+fn the_term_query_reads_only_the_rows_holding_a_query_term() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let db = factory.fresh().expect("fresh");
+    let mut lexical = factory.lexical(&db).expect("lexical");
+    // 1,000 rows of one subject of tenant A, each with a word of its own
+    // and fifteen of 400 shared words, and the same in tenant B: one rare
+    // term is held by one row of each tenant.
+    let word = |i: usize| -> String {
+        let letters = b"bcdfghjklmnprstvz";
+        let (mut n, mut w) = (i, String::from("q"));
+        for _ in 0..3 {
+            w.push(letters[n % letters.len()] as char);
+            w.push('a');
+            n /= letters.len();
+        }
+        w
+    };
+    let messages: Vec<_> = [TENANT_A, TENANT_B]
+        .into_iter()
+        .flat_map(|tenant| {
+            (0..1000).map(move |i| {
+                message(
+                    &format!("{tenant}-t{i:05}"),
+                    1,
+                    0,
+                    scope(tenant, "principal:alice"),
+                    &std::iter::once(word(i))
+                        .chain((0..15).map(|j| word(1000 + (i * 7 + j * 13) % 400)))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+        })
+        .collect();
+    for r in lexical.publish_batch(&messages) {
+        r.expect("publish");
+    }
+    let rare = mosaic_index::text::terms(&word(734));
+    assert_eq!(rare.len(), 1, "{rare:?}");
+    let mut app = factory.app(&db).expect("app");
+    let subjects = vec!["principal:alice".to_owned()];
+    let params: [&(dyn postgres::types::ToSql + Sync); 4] =
+        [&TENANT_A, &subjects, &rare, &policy()];
+    let mut tx = app.transaction().expect("tx");
+    tx.execute(
+        "SELECT set_config('mosaic.tenant_id', $1, true)",
+        &[&TENANT_A],
+    )
+    .expect("tenant");
+    let found = tx
+        .query(mosaic_pgsearch::rank::TERM_QUERY, &params)
+        .expect("term query");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].get::<_, String>(0), "tenant-a-t00734");
+    assert_eq!(found[0].get::<_, String>(1), rare[0]);
+    assert_eq!(found[0].get::<_, i32>(2), 1);
+    assert!(found[0].get::<_, bool>(3));
+    let plan: Vec<String> = tx
+        .query(
+            &format!(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {}",
+                mosaic_pgsearch::rank::TERM_QUERY
+            ),
+            &params,
+        )
+        .expect("explain")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("pgsearch_terms_lookup"),
+        "the term query does not read the terms' index:\n{plan}"
+    );
+    let removed: u64 = plan
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))
+        .filter_map(|n| n.trim().parse::<f64>().ok())
+        .map(|n| n as u64)
+        .sum();
+    assert_eq!(removed, 0, "rows read and dropped:\n{plan}");
+    tx.rollback().expect("rollback");
+    // Tenant B's row holding the term is not tenant A's to read, even
+    // named: the tenant the transaction entered binds.
+    let mut tx = app.transaction().expect("tx");
+    tx.execute(
+        "SELECT set_config('mosaic.tenant_id', $1, true)",
+        &[&TENANT_A],
+    )
+    .expect("tenant");
+    let crossed = tx
+        .query(
+            mosaic_pgsearch::rank::TERM_QUERY,
+            &[&TENANT_B, &subjects, &rare, &policy()],
+        )
+        .expect("term query naming tenant B");
+    assert!(crossed.is_empty(), "tenant A read tenant B's terms");
+    tx.rollback().expect("rollback");
+    // A deleted lexical row takes its terms with it.
+    let mut owner = factory.admin(&db).expect("admin");
+    owner
+        .batch_execute("DELETE FROM pgsearch_lexical WHERE record_id = 'tenant-a-t00734'")
+        .expect("delete");
+    let left: i64 = owner
+        .query_one(
+            "SELECT count(*) FROM pgsearch_terms WHERE record_id = 'tenant-a-t00734'",
+            &[],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(left, 0);
+}
+
 /// An empty schema of its own (no tables), dropped with the returned
 /// [`PgDb`].
 fn empty_schema(factory: &PgFactory) -> PgDb {
@@ -492,6 +619,16 @@ fn a_search_schema_at_each_older_version_migrates_through_the_shared_runner() {
             old
         );
         assert_eq!(ledger(&mut owner), (1..=old).collect::<Vec<_>>());
+        if old >= 2 {
+            owner
+                .batch_execute(
+                    "INSERT INTO pgsearch_lexical (record_id, tenant_id, policy_sha256,
+                         subject_key, kind, created_at_ms, generation, document, terms, tfs)
+                     VALUES ('before', 'tenant-a', 'p', 's', 'episodic', 0, 1,
+                         to_tsvector('english', 'x'), '{harbour,ledger}', '{2,1}')",
+                )
+                .expect("a lexical row of the earlier release");
+        }
         // The serving role refuses the older schema until it is migrated.
         assert!(matches!(
             PgLexicalIndex::open(factory.app(&db).expect("app")),
@@ -516,6 +653,21 @@ fn a_search_schema_at_each_older_version_migrates_through_the_shared_runner() {
             .expect("clock table")
             .get(0);
         assert!(clock, "from version {old}");
+        // The lexical rows written before version 6 have their terms in
+        // `pgsearch_terms` (filled by the migration).
+        if old >= 2 {
+            let terms: i64 = owner
+                .query_one(
+                    "SELECT count(*) FROM pgsearch_terms
+                     WHERE record_id = 'before' AND tenant_id = 'tenant-a'
+                       AND subject_key = 's' AND policy_sha256 = 'p'
+                       AND ((term = 'harbour' AND tf = 2) OR (term = 'ledger' AND tf = 1))",
+                    &[],
+                )
+                .expect("terms")
+                .get(0);
+            assert_eq!(terms, 2, "from version {old}");
+        }
         schema::grant_application_role(&mut owner, &factory.app_role).expect("grant");
         factory.lexical(&db).expect("lexical opens");
         factory.vector(&db).expect("vector opens");
@@ -922,7 +1074,9 @@ mod shared_ranker {
         // Back to version 1: without what the shared ranker needs.
         owner
             .batch_execute(
-                "DROP INDEX pgsearch_lexical_terms; DROP INDEX pgsearch_lexical_partition;
+                "DROP TRIGGER pgsearch_terms_sync ON pgsearch_lexical;
+                 DROP FUNCTION pgsearch_terms_sync(); DROP TABLE pgsearch_terms;
+                 DROP INDEX pgsearch_lexical_partition;
                  ALTER TABLE pgsearch_lexical DROP COLUMN seq, DROP COLUMN analyzer,
                      DROP COLUMN doc_len, DROP COLUMN terms, DROP COLUMN tfs,
                      DROP COLUMN speaker, DROP COLUMN speaker_role, DROP COLUMN claim_keys,
@@ -1030,7 +1184,10 @@ mod shared_ranker {
         let mut owner = factory.admin(&db).expect("admin");
         owner
             .batch_execute(
-                "ALTER TABLE pgsearch_lexical DROP COLUMN timed, DROP COLUMN changes;
+                "DROP TRIGGER pgsearch_terms_sync ON pgsearch_lexical;
+                 DROP FUNCTION pgsearch_terms_sync(); DROP TABLE pgsearch_terms;
+                 CREATE INDEX pgsearch_lexical_terms ON pgsearch_lexical USING gin (terms);
+                 ALTER TABLE pgsearch_lexical DROP COLUMN timed, DROP COLUMN changes;
                  DROP TABLE pgsearch_clock; DROP INDEX pgsearch_fence_clock;
                  ALTER TABLE pgsearch_fence DROP COLUMN tenant_clock;
                  DELETE FROM pgsearch_migrations WHERE version >= 3;",
