@@ -238,6 +238,25 @@ pub fn publish_all<S: Store + ?Sized>(
     Ok(())
 }
 
+/// Erases `record_id` through the whole chain, alice authorizing it:
+/// revoked at `at`, its deletion requested at `at + 1`, every index message
+/// acknowledged at `at + 2`, the acknowledgements confirmed at `at + 3`
+/// and the record erased at `at + 4`.
+pub fn erase_as_alice<S: Store + ?Sized>(
+    store: &mut S,
+    record_id: &str,
+    targets: &[String],
+    at: u64,
+) -> StoreResult<()> {
+    let auth = fixtures::authorization("alice");
+    let ineligible = store.revoke(record_id, &RevocationReason::Requested, &auth, at)?;
+    let requested = store.request_deletion(ineligible, at + 1)?;
+    publish_all(store, targets, at + 2)?;
+    let acknowledged = store.confirm_indexes_acknowledged(requested, at + 3)?;
+    store.erase(acknowledged, at + 4)?;
+    Ok(())
+}
+
 fn accepted_id(decision: &WriteDecision) -> Option<&str> {
     match decision {
         WriteDecision::Accepted { record_id, .. } => Some(record_id),

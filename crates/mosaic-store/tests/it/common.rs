@@ -83,7 +83,7 @@ pub fn nodes_of_page(page: i64, hashes: &[u8]) -> Vec<(i64, i64, String)> {
 /// one of alice's, so that a subtree that held an entry holds none; the
 /// ids written.
 pub fn fill_scopes<S: mosaic_store::Store>(store: &mut S) -> Vec<String> {
-    use mosaic_store::conformance::fixtures::{self, Spec, T0, TENANT_A};
+    use mosaic_store::conformance::fixtures::{Spec, T0, TENANT_A};
     let mut ids = Vec::new();
     let batch: Vec<_> = (0..90)
         .map(|n| {
@@ -102,27 +102,13 @@ pub fn fill_scopes<S: mosaic_store::Store>(store: &mut S) -> Vec<String> {
     let config = mosaic_store::conformance::test_config();
     mosaic_store::conformance::publish_all(store, &config.required_index_targets, T0)
         .expect("publish");
-    let auth = fixtures::authorization("alice");
-    let ineligible = store
-        .revoke(
-            "fill-000",
-            &mosaic_store::RevocationReason::Requested,
-            &auth,
-            T0 + 1,
-        )
-        .expect("revoke");
-    let requested = store.request_deletion(ineligible, T0 + 2).expect("request");
-    for target in &config.required_index_targets {
-        for task in store.pending_outbox(target, usize::MAX).expect("outbox") {
-            store
-                .acknowledge_index(&task.record_id, task.generation, target, T0 + 3)
-                .expect("ack");
-        }
-    }
-    let acknowledged = store
-        .confirm_indexes_acknowledged(requested, T0 + 4)
-        .expect("confirm");
-    store.erase(acknowledged, T0 + 5).expect("erase");
+    mosaic_store::conformance::erase_as_alice(
+        store,
+        "fill-000",
+        &config.required_index_targets,
+        T0 + 1,
+    )
+    .expect("erase");
     ids
 }
 

@@ -4,7 +4,7 @@ use mosaic_harness::memory_scope::{MemoryReadContext, verify_memory_selection};
 use mosaic_harness::{MEMORY_SCHEMA_VERSION, MemoryKind};
 use mosaic_store::audit::{AuditProblem, AuditVerification};
 use mosaic_store::conformance::fixtures::{self, Spec, T0};
-use mosaic_store::conformance::{publish_all, test_config};
+use mosaic_store::conformance::{erase_as_alice, publish_all, test_config};
 use mosaic_store::read::{eligibility_query, select_from_store};
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::sqlite::schema::SCHEMA_VERSION;
@@ -1164,27 +1164,7 @@ fn version_10_files_gain_proposal_owners_in_place() {
     // An erased record's proposal keeps no gate input to name its principal.
     let config = test_config();
     publish_all(&mut store, &config.required_index_targets, T0).expect("publish");
-    let auth = fixtures::authorization("alice");
-    let ineligible = store
-        .revoke(
-            "r-gone",
-            &mosaic_store::RevocationReason::Requested,
-            &auth,
-            T0 + 1,
-        )
-        .expect("revoke");
-    let requested = store.request_deletion(ineligible, T0 + 2).expect("request");
-    for target in &config.required_index_targets {
-        for task in store.pending_outbox(target, 10).expect("outbox") {
-            store
-                .acknowledge_index(&task.record_id, task.generation, target, T0 + 3)
-                .expect("ack");
-        }
-    }
-    let acknowledged = store
-        .confirm_indexes_acknowledged(requested, T0 + 4)
-        .expect("confirm");
-    store.erase(acknowledged, T0 + 5).expect("erase");
+    erase_as_alice(&mut store, "r-gone", &config.required_index_targets, T0 + 1).expect("erase");
     drop(store);
     raw(&path)
         .execute_batch(&format!("{UNDO_V12} {UNDO_V11} PRAGMA user_version = 10;"))
@@ -1349,21 +1329,7 @@ fn version_12_files_gain_scope_change_markers_in_place() {
         .expect("changes")
         .expect("incremental");
     assert_eq!(changes.changed, ["new-1", "old-1"]);
-    let ineligible = store
-        .revoke("old-2", &RevocationReason::Requested, &auth, T0 + 2)
-        .expect("revoke");
-    let requested = store.request_deletion(ineligible, T0 + 3).expect("request");
-    for target in &config.required_index_targets {
-        for task in store.pending_outbox(target, usize::MAX).expect("outbox") {
-            store
-                .acknowledge_index(&task.record_id, task.generation, target, T0 + 4)
-                .expect("ack");
-        }
-    }
-    let acknowledged = store
-        .confirm_indexes_acknowledged(requested, T0 + 5)
-        .expect("confirm");
-    store.erase(acknowledged, T0 + 6).expect("erase");
+    erase_as_alice(&mut store, "old-2", &config.required_index_targets, T0 + 2).expect("erase");
     assert_eq!(
         store
             .eligible_changes(&q, &changes.scope_commitments, &|_| true)
@@ -1402,6 +1368,31 @@ fn version_13_files_gain_the_access_generation_in_place() {
     assert_ne!(after.change, first.change);
 }
 
+/// A scope page row: `(tenant, scope_type, scope_a, scope_b, page, hashes)`.
+type PageRow = (String, String, String, String, i64, Vec<u8>);
+
+/// The file's scope pages, `rest` appended to the statement (a filter, an
+/// order).
+fn scope_pages(conn: &Connection, rest: &str) -> Vec<PageRow> {
+    conn.prepare(&format!(
+        "SELECT tenant_id, scope_type, scope_a, scope_b, page, hashes FROM scope_pages {rest}"
+    ))
+    .expect("prepare")
+    .query_map([], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        ))
+    })
+    .expect("pages")
+    .collect::<Result<_, _>>()
+    .expect("pages")
+}
+
 /// Takes a file's scope trees back to one row per node, as version 14
 /// kept them (`scope_nodes`, a node never written absent), from the pages
 /// version 15 keeps.
@@ -1419,22 +1410,7 @@ fn undo_v15(conn: &Connection) {
         ) STRICT;",
     )
     .expect("nodes table");
-    let pages: Vec<(String, String, String, String, i64, Vec<u8>)> = conn
-        .prepare("SELECT tenant_id, scope_type, scope_a, scope_b, page, hashes FROM scope_pages")
-        .expect("prepare")
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })
-        .expect("pages")
-        .collect::<Result<_, _>>()
-        .expect("pages");
+    let pages = scope_pages(conn, "");
     for (tenant, st, a, b, page, hashes) in pages {
         for (level, idx, sha256) in crate::common::nodes_of_page(page, &hashes) {
             conn.execute(
@@ -1522,26 +1498,10 @@ fn integrity_check_names_a_scope_commitment_that_is_not_its_records() {
     let other = "ab".repeat(32);
     // One inner node of one scope's tree: the first level-3 node written
     // in a lower page (levels 0 to 4 below a node of level 5).
-    type Page = (String, String, String, String, i64, Vec<u8>);
-    let pages: Vec<Page> = conn
-        .prepare(
-            "SELECT tenant_id, scope_type, scope_a, scope_b, page, hashes FROM scope_pages
-             WHERE page > 0 ORDER BY tenant_id, scope_type, scope_a, scope_b, page",
-        )
-        .expect("prepare")
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })
-        .expect("pages")
-        .collect::<Result<_, _>>()
-        .expect("pages");
+    let pages = scope_pages(
+        &conn,
+        "WHERE page > 0 ORDER BY tenant_id, scope_type, scope_a, scope_b, page",
+    );
     let (tenant, st, a, b, page, kept) = pages[0].clone();
     let scope = format!("{st}:{a}");
     let slot = (56..60)

@@ -6,7 +6,7 @@
 use mosaic_harness::memory_write::{ConflictObservation, ConflictRelation};
 use mosaic_store::audit::AuditVerification;
 use mosaic_store::conformance::fixtures::{self, Spec, T0, TENANT_A, TENANT_B};
-use mosaic_store::conformance::{StoreFactory, publish_all, test_config};
+use mosaic_store::conformance::{StoreFactory, erase_as_alice, publish_all, test_config};
 use mosaic_store::intake::{CapturedMessage, ExtractionJob, KeptWithRecord};
 use mosaic_store::postgres::schema::{self, SCHEMA_VERSION, TENANT_TABLES};
 use mosaic_store::{
@@ -1203,22 +1203,13 @@ fn version_12_schemas_gain_scope_change_markers_in_place() {
     // Another connection (another server on the same database) erases a
     // record of alice's workspace: this one is told to read everything.
     let mut other = factory.connect(&db, &test_config()).expect("connect");
-    let auth = fixtures::authorization("alice");
-    let ineligible = other
-        .revoke("a1", &RevocationReason::Requested, &auth, T0 + 2)
-        .expect("revoke");
-    let requested = other.request_deletion(ineligible, T0 + 3).expect("request");
-    for target in &test_config().required_index_targets {
-        for task in other.pending_outbox(target, usize::MAX).expect("outbox") {
-            other
-                .acknowledge_index(&task.record_id, task.generation, target, T0 + 4)
-                .expect("ack");
-        }
-    }
-    let acknowledged = other
-        .confirm_indexes_acknowledged(requested, T0 + 5)
-        .expect("confirm");
-    other.erase(acknowledged, T0 + 6).expect("erase");
+    erase_as_alice(
+        &mut other,
+        "a1",
+        &test_config().required_index_targets,
+        T0 + 2,
+    )
+    .expect("erase");
     drop(other);
     assert_eq!(
         store
