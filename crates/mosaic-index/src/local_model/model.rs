@@ -75,6 +75,9 @@ const MPNET: Spec = Spec {
 
 /// MPNet's relative attention buckets.
 const RELATIVE_BUCKETS: usize = 32;
+/// The window's tokens that are the model's own (`[CLS]` and `[SEP]`, or
+/// MPNet's `<s>` and `</s>`): a passage holds the rest.
+const PASSAGE_RESERVED: usize = 2;
 /// Most tokens run through the model at once (one chunk): enough rows
 /// to reuse each weight panel many times while it is in cache, few
 /// enough that a batch gives the workers several chunks to share
@@ -504,6 +507,17 @@ impl Embedder for LocalEmbedder {
             start: 0,
             end: text.len(),
         }];
+        // Every word piece covers at least one character of the normalised
+        // text, and normalising (accents stripped after decomposition,
+        // lowercase, control characters dropped, spaces around Chinese
+        // characters) never makes more characters than the text has bytes
+        // (a Hangul syllable, three bytes, decomposes into three jamo). So
+        // a text of at most the window's bytes is one passage: most turns
+        // of a conversation skip the tokenizer here, which would only say
+        // so.
+        if text.len() <= self.spec.max_tokens.saturating_sub(PASSAGE_RESERVED) {
+            return whole;
+        }
         let Ok(encoding) = self.untruncated.encode(text, false) else {
             return whole;
         };
@@ -516,7 +530,7 @@ impl Embedder for LocalEmbedder {
         if !sound {
             return whole;
         }
-        crate::embed::passage_windows(offsets, text.len(), self.spec.max_tokens, 2)
+        crate::embed::passage_windows(offsets, text.len(), self.spec.max_tokens, PASSAGE_RESERVED)
     }
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {

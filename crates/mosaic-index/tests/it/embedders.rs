@@ -288,6 +288,18 @@ fn local_model_cuts_long_texts_into_passages_of_its_window() {
         );
         let short = "I live in Lisbon.";
         assert_eq!(e.passages(short).len(), 1);
+        // A text of at most 254 bytes (the window less [CLS] and [SEP])
+        // is one passage without being tokenized; one byte more is
+        // tokenized. The densest text in word pieces per byte sits at the
+        // bound: one piece per punctuation mark.
+        let window = mosaic_index::local_model::MINILM_MAX_TOKENS - 2;
+        let marks = "!".repeat(window);
+        assert_eq!(e.passages(&marks).len(), 1);
+        assert_eq!(e.passages(&format!("{marks}!")).len(), 2);
+        assert_eq!(e.passages(&"! ".repeat(window / 2 + 1)).len(), 1);
+        // Past the bound the tokenizer decides: 86 Hangul syllables (258
+        // bytes) in one word are one unknown piece.
+        assert_eq!(e.passages(&"한".repeat(86)).len(), 1);
         let filler = "We compared the quarterly spreadsheet totals for the office supplies \
                       budget and agreed to revisit the printer paper order next week. ";
         let tail = "My daughter Ines starts violin lessons at the conservatory in March.";
