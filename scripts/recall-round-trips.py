@@ -32,39 +32,18 @@ key cache (one second) has expired. Standard library only.
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mosaic_server import MosaicServer  # noqa: E402
-
-LINE = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] LOG:  duration: ([0-9.]+) ms  (parse|bind|execute|statement)(?: [^:]*)?: (.*)$")
-
-
-def in_schema(url, schema):
-    sep = "&" if "?" in url else "?"
-    return f"{url}{sep}options=-c%20search_path%3D{schema}%2Cpublic"
+from pg_statement_log import in_schema, logged, psql as psql_at  # noqa: E402
 
 
 def psql(args, url, sql):
-    out = subprocess.run([args.psql, url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql],
-                         check=True, capture_output=True, text=True)
-    return out.stdout.strip()
+    return psql_at(args.psql, url, sql)
 
-
-def logged(log, offset):
-    """`(pid, kind, statement)` of every statement line after `offset`."""
-    with open(log, encoding="utf-8", errors="replace") as f:
-        f.seek(offset)
-        text = f.read()
-    out = []
-    for line in text.splitlines():
-        m = LINE.match(line)
-        if m:
-            out.append((m.group(1), m.group(3), " ".join(m.group(4).split()), float(m.group(2))))
-    return out
 
 
 def window(log, action, settle):
