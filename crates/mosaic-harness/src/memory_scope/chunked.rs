@@ -34,6 +34,9 @@ pub trait Keyed {
 /// split past twice this, and merged into the next one below a quarter.
 pub(crate) const CHUNK: usize = 256;
 
+/// Keys [`Chunked::contains_each`] looks up together.
+const GROUP: usize = 16;
+
 /// Items sorted by [`Keyed::key`], without repeats, in shared chunks.
 #[derive(Debug)]
 pub struct Chunked<T> {
@@ -103,7 +106,24 @@ fn lower_bound<'a>(
     key: &str,
     key_at: impl Fn(usize) -> &'a str,
 ) -> usize {
-    let mut low = prefixes.partition_point(|x| *x < p);
+    lower_bound_from(
+        prefixes,
+        prefixes.partition_point(|x| *x < p),
+        p,
+        key,
+        key_at,
+    )
+}
+
+/// [`lower_bound`] given `low`, the first position whose prefix is not
+/// below `p`.
+fn lower_bound_from<'a>(
+    prefixes: &[u128],
+    mut low: usize,
+    p: u128,
+    key: &str,
+    key_at: impl Fn(usize) -> &'a str,
+) -> usize {
     // Every position in `low..run` has prefix `p`; the first one past
     // them is at most `probe`.
     let (mut run, mut probe, mut step) = (low, low, 1);
@@ -274,6 +294,60 @@ impl<T: Keyed + Clone> Chunked<T> {
         items.get(i).filter(|item| item.key() == key)
     }
 
+    /// Whether each of `keys` is held, as [`Chunked::find`] answers,
+    /// [`GROUP`] keys at a time with the steps of their binary searches
+    /// over a chunk's prefixes taken in turn: each step of one search
+    /// waits on a cache miss (a large sequence's chunks are not in the
+    /// cache), and the steps of a group's independent searches can wait on
+    /// theirs together.
+    pub fn contains_each(&self, keys: &[&str]) -> Vec<bool> {
+        let inner = &*self.inner;
+        let mut out = Vec::with_capacity(keys.len());
+        for group in keys.chunks(GROUP) {
+            // Per key: its prefix, its chunk, and the search's state: every
+            // position below `base` has a prefix below the key's (once
+            // `base` moved), every one from `base + size` on has not.
+            let mut p = [0u128; GROUP];
+            let mut at = [0usize; GROUP];
+            let mut base = [0usize; GROUP];
+            let mut size = [0usize; GROUP];
+            for (g, key) in group.iter().enumerate() {
+                p[g] = prefix(key);
+                at[g] = lower_bound(&inner.lasts, p[g], key, |c| {
+                    inner.chunks[c].items.last().map_or("", Keyed::key)
+                });
+                size[g] = inner.chunks.get(at[g]).map_or(0, |c| c.prefixes.len());
+            }
+            let mut searching = true;
+            while searching {
+                searching = false;
+                for g in 0..group.len() {
+                    if size[g] > 1 {
+                        let half = size[g] / 2;
+                        let mid = base[g] + half;
+                        if inner.chunks[at[g]].prefixes[mid] < p[g] {
+                            base[g] = mid;
+                        }
+                        size[g] -= half;
+                        searching |= size[g] > 1;
+                    }
+                }
+            }
+            for (g, key) in group.iter().enumerate() {
+                let Some(chunk) = inner.chunks.get(at[g]) else {
+                    out.push(false);
+                    continue;
+                };
+                let items = &chunk.items;
+                let low =
+                    base[g] + usize::from(chunk.prefixes.get(base[g]).is_some_and(|x| *x < p[g]));
+                let i = lower_bound_from(&chunk.prefixes, low, p[g], key, |i| items[i].key());
+                out.push(items.get(i).is_some_and(|item| item.key() == *key));
+            }
+        }
+        out
+    }
+
     /// The items in key order.
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
         self.inner.chunks.iter().flat_map(|c| c.items.iter())
@@ -424,6 +498,15 @@ mod tests {
                 for item in &model {
                     prop_assert_eq!(seq.find(&item.0), Some(item));
                 }
+                let asked: Vec<&str> = probes
+                    .iter()
+                    .chain(remove)
+                    .chain(add)
+                    .map(String::as_str)
+                    .chain(model.iter().map(|i| i.0.as_str()))
+                    .collect();
+                let each: Vec<bool> = asked.iter().map(|k| seq.find(k).is_some()).collect();
+                prop_assert_eq!(seq.contains_each(&asked), each);
                 for probe in probes.iter().chain(remove).chain(add) {
                     let expect = model
                         .binary_search_by(|i| i.0.as_str().cmp(probe.as_str()))

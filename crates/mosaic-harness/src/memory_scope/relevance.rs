@@ -266,6 +266,19 @@ impl<'a> Entries<'a> {
         false
     }
 
+    /// [`Entries::contains_sorted`] of each of `record_ids`, for entries
+    /// sorted by record id: a record set's lookups made together (see
+    /// `Chunked::contains_each`).
+    pub fn contains_each_sorted(&self, record_ids: &[&str]) -> Vec<bool> {
+        if let EntriesOf::Records(records) = self.0 {
+            return records.contains_each(record_ids);
+        }
+        record_ids
+            .iter()
+            .map(|id| self.contains_sorted(id))
+            .collect()
+    }
+
     /// The entries, owned.
     pub fn to_vec(&self) -> Vec<EligibleEntry> {
         self.iter().map(|e| e.to_owned_entry()).collect()
@@ -772,17 +785,18 @@ impl RankParts<'_> {
         } else {
             entries.iter().map(|e| e.record_id).collect()
         };
-        let is_eligible = |id: &str| {
-            if sorted {
-                entries.contains_sorted(id)
-            } else {
-                set.contains(id)
-            }
+        // Every score's record looked up at once (the lookups of a record
+        // set overlap their cache misses), then checked in order.
+        let ids: Vec<&str> = self.scores.iter().map(|s| s.record_id.as_str()).collect();
+        let eligible: Vec<bool> = if sorted {
+            entries.contains_each_sorted(&ids)
+        } else {
+            ids.iter().map(|id| set.contains(id)).collect()
         };
         let mut seen = BTreeSet::new();
         let mut results = Vec::with_capacity(self.scores.len());
-        for scored in self.scores {
-            if !is_eligible(scored.record_id.as_str()) {
+        for (scored, is_eligible) in self.scores.iter().zip(eligible) {
+            if !is_eligible {
                 return Err(RelevanceError::ScoredIneligible(scored.record_id.clone()));
             }
             if !seen.insert(scored.record_id.as_str()) {

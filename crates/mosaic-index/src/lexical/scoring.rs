@@ -68,7 +68,14 @@ pub(crate) struct WindowBm25 {
     /// The length a window is normalised by: the average doc length, times
     /// the window's mass with windows.
     avg: f32,
+    /// `w.powi(d)` for `d < WEIGHTS`: a neighbour's weight is read, not
+    /// computed again for every neighbour of every window (the same
+    /// floats: the table holds what `powi` gives).
+    weights: [f32; WEIGHTS],
 }
+
+/// Distances whose weight [`WindowBm25`] keeps in a table.
+const WEIGHTS: usize = 9;
 
 impl WindowBm25 {
     pub(crate) fn new(params: &LexicalParams, avgdl: f32) -> Self {
@@ -81,6 +88,7 @@ impl WindowBm25 {
                 w: 0.0,
                 radius: 0,
                 avg: avgdl,
+                weights: std::array::from_fn(|d| 0.0f32.powi(d as i32)),
             };
         }
         // A turn window: the doc plus up to `window_radius` eligible
@@ -95,6 +103,16 @@ impl WindowBm25 {
             w,
             radius,
             avg: avgdl * (1.0 + 2.0 * side_mass),
+            weights: std::array::from_fn(|d| w.powi(d as i32)),
+        }
+    }
+
+    /// The weight of a neighbour at distance `dist`: `w.powi(dist)`.
+    #[inline]
+    fn weight(&self, dist: usize) -> f32 {
+        match self.weights.get(dist) {
+            Some(w) => *w,
+            None => self.w.powi(dist as i32),
         }
     }
 
@@ -121,7 +139,7 @@ impl WindowBm25 {
             window_tf.iter_mut().zip(own).for_each(|(t, x)| *t += x);
         }
         for &(d, dist) in around {
-            let weight = self.w.powi(dist as i32);
+            let weight = self.weight(dist);
             len += weight * doc_len(d);
             if let Some(tf) = tf(d) {
                 window_tf
@@ -157,19 +175,19 @@ impl WindowBm25 {
         f64::from(idf) * (f64::from(self.k1) + 1.0)
     }
 
-    /// The length of a window as [`WindowBm25::score`] sums it (the same
-    /// operations in the same order, so the same float): `len` gives the
-    /// length of the doc at a place, `around` the places of its window
-    /// with their distance.
-    fn window_len(
-        &self,
-        target: usize,
-        around: &[(usize, usize)],
-        len: impl Fn(usize) -> f32,
-    ) -> f32 {
+    /// The length of the window of the doc at `target` in `line` (a
+    /// stretch of a timeline's eligible docs with their lengths) as
+    /// [`WindowBm25::score`] sums it over the places [`window_places`]
+    /// lists: the same operations in the same order (the doc, then those
+    /// before it nearest first, then those after it), so the same float.
+    pub(super) fn line_window_len(&self, line: &[(DocId, u32)], target: usize) -> f32 {
+        let len = |x: usize| line[x].1 as f32;
         let mut out = len(target);
-        for &(x, dist) in around {
-            out += self.w.powi(dist as i32) * len(x);
+        for dist in 1..=self.radius.min(target) {
+            out += self.weight(dist) * len(target - dist);
+        }
+        for dist in 1..=self.radius.min(line.len() - 1 - target) {
+            out += self.weight(dist) * len(target + dist);
         }
         out
     }
@@ -196,7 +214,7 @@ impl WindowBm25 {
 /// of the doc at `i`, with their distance, as
 /// [`LexicalIndex::window_docs`] lists them: those before it, nearest
 /// first, then those after it.
-fn window_places(i: usize, radius: usize, len: usize, around: &mut Vec<(usize, usize)>) {
+pub(super) fn window_places(i: usize, radius: usize, len: usize, around: &mut Vec<(usize, usize)>) {
     around.clear();
     around.extend(
         (i.saturating_sub(radius)..i)
@@ -272,6 +290,9 @@ pub fn bm25_scores<D: Copy + Eq + std::hash::Hash + Ord, S: std::hash::BuildHash
 /// found so far, worth it only to skip a long list.
 const LONG_POSTINGS: usize = 1_024;
 
+/// Postings the walk asks the `Near` lines of ahead of the one it reads.
+const PREFETCH_AHEAD: usize = 16;
+
 /// Room a bound is given over the score it is compared with: far above
 /// the rounding of the `f32` sums a score is made of.
 const BOUND_SLACK: f64 = 1e-4;
@@ -308,7 +329,17 @@ impl TopScores {
         }
     }
 
-    fn push(&mut self, score: f32) {
+    pub(super) fn push(&mut self, score: f32) {
+        // A full heap whose lowest is not below `score` keeps the same
+        // scores whether `score` is pushed and the lowest popped or not.
+        if self.heap.len() >= self.k
+            && self
+                .heap
+                .peek()
+                .is_some_and(|std::cmp::Reverse(kth)| TotalF32(score) <= *kth)
+        {
+            return;
+        }
         self.heap.push(std::cmp::Reverse(TotalF32(score)));
         if self.heap.len() > self.k {
             self.heap.pop();
@@ -319,11 +350,35 @@ impl TopScores {
     /// best `k`: `k` docs already score above it, rounding allowed for. A
     /// bound equal to the `k`th best is not below it (the doc could tie
     /// and come first by record id).
-    fn below(&self, bound: f64) -> bool {
+    pub(super) fn below(&self, bound: f64) -> bool {
         self.heap.len() >= self.k
             && self.heap.peek().is_some_and(|std::cmp::Reverse(kth)| {
                 bound * (1.0 + BOUND_SLACK) + BOUND_SLACK < f64::from(kth.0)
             })
+    }
+}
+
+/// A hit and its bound, greatest first: highest bound, then lowest doc
+/// (no two are equal: a doc is ranked once).
+pub(super) struct ByBound(pub(super) f64, pub(super) DocId);
+
+impl PartialEq for ByBound {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for ByBound {}
+
+impl PartialOrd for ByBound {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByBound {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(other.1.cmp(&self.1))
     }
 }
 
@@ -344,6 +399,8 @@ pub(super) struct Pruning {
 pub(super) struct Hits {
     /// A hit's place in `tfs` and `solo`.
     at: HashMap<DocId, u32, foldhash::fast::RandomState>,
+    /// The hits, in the order they were first found.
+    found: Vec<DocId>,
     /// By doc, whether it is a hit: most docs a window or a bound looks
     /// at are not, and a bit answers that sooner than `at`.
     bits: Vec<u64>,
@@ -357,12 +414,16 @@ pub(super) struct Hits {
 }
 
 impl Hits {
-    fn new(terms: usize) -> Self {
+    /// Room for `hits` hits among docs numbered below `docs` (a read
+    /// knows both before its walk: its postings' length and the index's
+    /// doc count), so the walk does not grow them as it goes.
+    fn with_capacity(terms: usize, hits: usize, docs: usize) -> Self {
         Hits {
-            at: HashMap::default(),
-            bits: Vec::new(),
-            tfs: Vec::new(),
-            solo: Vec::new(),
+            at: HashMap::with_capacity_and_hasher(hits, Default::default()),
+            found: Vec::with_capacity(hits),
+            bits: vec![0; docs.div_ceil(64)],
+            tfs: Vec::with_capacity(hits * terms),
+            solo: Vec::with_capacity(hits),
             terms,
         }
     }
@@ -371,6 +432,7 @@ impl Hits {
         let next = u32::try_from(self.solo.len()).unwrap_or(u32::MAX);
         let i = *self.at.entry(doc).or_insert(next) as usize;
         if i == self.solo.len() {
+            self.found.push(doc);
             self.tfs.resize(self.tfs.len() + self.terms, 0.0);
             self.solo.push(0.0);
             let word = (doc / 64) as usize;
@@ -404,11 +466,21 @@ impl Hits {
     /// of the walked ones.
     #[inline]
     fn tfs(&self, doc: DocId) -> Option<&[f32]> {
+        self.get(doc).map(|(tfs, _)| tfs)
+    }
+
+    /// [`Hits::tfs`] and [`Hits::solo`] of a doc holding a walked term, in
+    /// one lookup.
+    #[inline]
+    fn get(&self, doc: DocId) -> Option<(&[f32], f64)> {
         if !self.holds(doc) {
             return None;
         }
         let i = *self.at.get(&doc)? as usize;
-        self.tfs.get(i * self.terms..(i + 1) * self.terms)
+        Some((
+            self.tfs.get(i * self.terms..(i + 1) * self.terms)?,
+            *self.solo.get(i)?,
+        ))
     }
 }
 
@@ -713,7 +785,18 @@ impl LexicalIndex {
         };
         // Each eligible doc holding a walked term: its frequencies and what
         // its walked terms score alone.
-        let mut hits = Hits::new(query.len());
+        let most_hits: usize = order
+            .iter()
+            .map(|qi| {
+                stats
+                    .partitions
+                    .iter()
+                    .filter_map(|p| b.partitions[*p as usize].postings.get(&query[*qi].0))
+                    .map(Vec::len)
+                    .sum::<usize>()
+            })
+            .sum();
+        let mut hits = Hits::with_capacity(query.len(), most_hits, b.docs.len());
         for &qi in &order {
             let tid = query[qi].0;
             let lists: Vec<&[(DocId, u32)]> = stats
@@ -739,7 +822,16 @@ impl LexicalIndex {
             walked[qi] = true;
             pruning.terms_walked += 1;
             for list in lists {
-                for &(doc, tf) in list {
+                for (j, &(doc, tf)) in list.iter().enumerate() {
+                    // A doc's length is on its `Near` line, at a random
+                    // place of a large array: the lines of the postings a
+                    // little ahead are asked for before they are needed,
+                    // so their misses overlap.
+                    if let Some(ahead) = list.get(j + PREFETCH_AHEAD)
+                        && let Some(near) = b.near.get(ahead.0 as usize)
+                    {
+                        mosaic_kernels::prefetch(near);
+                    }
                     if docs.contains(doc) {
                         let len = b.len_of(doc);
                         hits.add(doc, qi, tf, scorer.solo(idfs[qi], tf, len));
@@ -767,28 +859,37 @@ impl LexicalIndex {
         let mut around: Vec<(usize, usize)> = Vec::new();
         let mut line_tf = vec![0.0f32; query.len()];
         let mut ranked: Vec<(f64, DocId)> = Vec::with_capacity(hits.solo.len());
-        for &doc in hits.at.keys() {
+        for (j, &doc) in hits.found.iter().enumerate() {
+            // The lines a little ahead are asked for before they are read
+            // (see the postings walk).
+            if let Some(ahead) = hits.found.get(j + PREFETCH_AHEAD)
+                && let Some(near) = b.near.get(*ahead as usize)
+            {
+                mosaic_kernels::prefetch(near);
+            }
             let at = self.line_of(doc, docs, 2 * radius, &mut line);
             let (first, last) = (at - at.min(radius), (at + radius).min(line.len() - 1));
             let mut alone = 0.0;
             line_tf.fill(0.0);
             for (d, _) in &line {
-                if let Some(tf) = hits.tfs(*d) {
+                if let Some((tf, solo)) = hits.get(*d) {
                     line_tf.iter_mut().zip(tf).for_each(|(t, x)| *t += x);
-                    alone += hits.solo(*d);
+                    alone += solo;
                 }
             }
             let mut shortest = f32::INFINITY;
             for i in first..=last {
-                window_places(i, radius, line.len(), &mut around);
-                shortest = shortest.min(scorer.window_len(i, &around, |x| line[x].1 as f32));
+                shortest = shortest.min(scorer.line_window_len(&line, i));
             }
             let capped = scorer.capped(&idfs, &line_tf, shortest);
             ranked.push((alone.min(capped) + left, doc));
         }
-        ranked.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        // Taken highest bound first, ties by doc, off a heap: the walk
+        // stops after a few of them, so most are never put in order.
         pruning.hits = ranked.len();
-        for (hit_bound, hit) in ranked {
+        let mut ranked: std::collections::BinaryHeap<ByBound> =
+            ranked.into_iter().map(|(b, d)| ByBound(b, d)).collect();
+        while let Some(ByBound(hit_bound, hit)) = ranked.pop() {
             if read.top.below(hit_bound) {
                 break;
             }

@@ -5,7 +5,7 @@ use mosaic_harness::canonical::sha256_hex;
 
 use std::collections::{HashMap, HashSet};
 
-use super::scoring::{Pruning, ReadScores, TopScores, WindowBm25};
+use super::scoring::{ByBound, Pruning, ReadScores, TopScores, WindowBm25, window_places};
 use super::sharing::gallop;
 use super::*;
 use crate::scope::DocSet;
@@ -847,4 +847,78 @@ fn the_bounded_walk_finds_what_walking_everything_finds() {
     }
     // The bound did cut walks short, or this compared nothing new.
     assert!(stopped_early > 50, "{stopped_early}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// A window's length read off a line, as the pruned walk bounds a hit
+    /// with it, is the float the scorer sums over the window's places
+    /// (the doc, then those before it nearest first, then those after
+    /// it), for any radius, weight and lengths.
+    #[test]
+    fn a_window_length_read_off_a_line_is_the_scorers(
+        lens in proptest::collection::vec(1..70_000u32, 1..14),
+        window_permille in 1..1_000u64,
+        window_radius in 1..12usize,
+        avgdl in 1.0f32..40.0,
+    ) {
+        let params = LexicalParams {
+            window_permille,
+            window_radius,
+            ..LexicalParams::default()
+        };
+        let scorer = WindowBm25::new(&params, avgdl);
+        let line: Vec<(DocId, u32)> = lens.iter().enumerate().map(|(i, l)| (i as DocId, *l)).collect();
+        let w = window_permille as f32 / 1000.0;
+        let mut around = Vec::new();
+        for i in 0..line.len() {
+            window_places(i, window_radius, line.len(), &mut around);
+            let mut want = line[i].1 as f32;
+            for &(x, dist) in &around {
+                want += w.powi(dist as i32) * line[x].1 as f32;
+            }
+            proptest::prop_assert_eq!(scorer.line_window_len(&line, i).to_bits(), want.to_bits());
+        }
+    }
+
+    /// The best `k` scores kept while a read scores docs are the `k`
+    /// highest of every score pushed, ties included, whatever the order.
+    #[test]
+    fn the_kept_scores_are_the_best_k_pushed(
+        scores in proptest::collection::vec(0..40u8, 0..200),
+        k in 1..30usize,
+    ) {
+        let mut top = TopScores::new(k);
+        for s in &scores {
+            top.push(f32::from(*s) / 4.0);
+        }
+        let mut want: Vec<f32> = scores.iter().map(|s| f32::from(*s) / 4.0).collect();
+        want.sort_by(|a, b| b.total_cmp(a));
+        want.truncate(k);
+        // Below the k-th best kept (and only then): what `below` answers.
+        if let Some(kth) = want.get(k - 1) {
+            proptest::prop_assert!(top.below(f64::from(*kth) - 0.01));
+            proptest::prop_assert!(!top.below(f64::from(*kth)));
+        } else {
+            proptest::prop_assert!(!top.below(-1.0));
+        }
+    }
+
+    /// Hits are taken off the heap in the order sorting them gives:
+    /// highest bound first, ties by lowest doc.
+    #[test]
+    fn hits_leave_the_heap_in_bound_order(
+        hits in proptest::collection::btree_map(0..500u32, 0..8u8, 0..120),
+    ) {
+        let mut sorted: Vec<(f64, DocId)> = hits.iter().map(|(d, b)| (f64::from(*b) / 3.0, *d)).collect();
+        sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        let mut heap: std::collections::BinaryHeap<ByBound> =
+            sorted.iter().rev().map(|(b, d)| ByBound(*b, *d)).collect();
+        let mut popped = Vec::new();
+        while let Some(ByBound(b, d)) = heap.pop() {
+            popped.push((b, d));
+        }
+        proptest::prop_assert_eq!(popped, sorted);
+    }
 }
