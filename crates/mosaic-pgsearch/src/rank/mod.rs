@@ -183,13 +183,16 @@ fn recall_with(
 ) -> Result<(Recall, LinesRead), IndexError> {
     let feature_release = feature_release_of(embedder_release);
     let query_sha256 = query_digest(query, query.eligible.sha256(), config, &feature_release)?;
-    // The ids are borrowed from the sealed set, not copied per read.
-    let ids: Vec<&str> = query
-        .eligible
-        .entries()
-        .iter()
-        .map(|e| e.record_id)
-        .collect();
+    // The ids are borrowed from the sealed set, not copied, and listed only
+    // for a read that loads the rows afresh.
+    let ids = || -> Vec<&str> {
+        query
+            .eligible
+            .entries()
+            .iter()
+            .map(|e| e.record_id)
+            .collect()
+    };
     let mut source = PgCandidates::open_kept(
         client,
         statements,
