@@ -99,8 +99,10 @@ pub(super) struct Vectors {
     index: AnnIndex,
     /// Every doc.
     docs: DocSet,
-    /// Per doc: its record id and publication sequence number.
+    /// Per doc (a removed one too): its record id and publication
+    /// sequence number, in doc order, which is their order.
     records: Vec<(String, i64)>,
+    /// The live docs.
     by_id: HashMap<String, DocId>,
 }
 
@@ -146,14 +148,80 @@ impl Vectors {
         })
     }
 
+    /// These vectors without those of the records `gone`, with `loaded`
+    /// (record id, publication sequence number, vector; each id among
+    /// `gone` or new). When every loaded row sorts after every doc (by
+    /// publication number, then id: a turn published since does), the
+    /// index is kept (copied), the gone docs removed and the loaded ones
+    /// appended, so only they are quantized; otherwise, or once removed
+    /// docs would outnumber the live ones, it is built again.
+    fn advanced(
+        &self,
+        gone: &HashSet<&str>,
+        mut loaded: Vec<(String, i64, Vector)>,
+    ) -> PgSearchResult<Vectors> {
+        loaded.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        let last = self.records.last().map(|(id, seq)| (*seq, id.as_str()));
+        let after = match (loaded.first(), last) {
+            (None, _) => true,
+            (Some((id, seq, _)), Some(last)) => (*seq, id.as_str()) > last,
+            (Some(_), None) => false,
+        };
+        let fits = loaded
+            .iter()
+            .all(|(_, _, v)| v.as_slice().len() == self.dim());
+        let removed = self.records.len() - self.by_id.len() + gone.len();
+        if after && fits && removed <= self.by_id.len() {
+            let mut next = Vectors {
+                index: self.index.clone(),
+                docs: self.docs.clone(),
+                records: self.records.clone(),
+                by_id: self.by_id.clone(),
+            };
+            let mut dropped = Vec::new();
+            for id in gone {
+                if let Some(doc) = next.by_id.remove(*id) {
+                    next.index.remove(doc);
+                    dropped.push(doc);
+                }
+            }
+            next.docs.remove_all(dropped);
+            for (id, seq, vector) in loaded {
+                let doc = DocId::try_from(next.records.len()).map_err(|_| {
+                    PgSearchError::Database(format!("{} vector rows", next.records.len()))
+                })?;
+                next.index.insert_pending(doc, vector.as_slice());
+                next.docs.insert(doc);
+                next.by_id.insert(id.clone(), doc);
+                next.records.push((id, seq));
+            }
+            return Ok(next);
+        }
+        // The live docs that stay and the rows read again, merged in doc
+        // order.
+        let mut rows: Vec<(&String, i64, &[f32])> = self
+            .records
+            .iter()
+            .enumerate()
+            .filter_map(|(doc, (id, seq))| {
+                let doc = DocId::try_from(doc).ok()?;
+                let live = self.by_id.get(id) == Some(&doc) && !gone.contains(id.as_str());
+                Some((id, *seq, self.vector(doc).filter(|_| live)?))
+            })
+            .chain(loaded.iter().map(|(id, seq, v)| (id, *seq, v.as_slice())))
+            .collect();
+        rows.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        Vectors::build(rows.into_iter())
+    }
+
     /// How many records have a vector.
     pub(super) fn len(&self) -> usize {
-        self.records.len()
+        self.by_id.len()
     }
 
     /// Whether no record has one.
     pub(super) fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.by_id.is_empty()
     }
 
     /// The vectors' dimension (0 when there are none).
@@ -298,18 +366,8 @@ pub(super) fn advance_vectors(
     };
     let loaded = read_vectors(tx, tenant_id, policy_sha256, &reload)?;
     let gone: HashSet<&str> = changed.iter().copied().collect();
-    // The kept docs that stay and the rows read again, merged in doc order.
-    let mut rows: Vec<(&String, i64, &[f32])> = base
-        .records
-        .iter()
-        .enumerate()
-        .filter(|(_, (id, _))| !gone.contains(id.as_str()))
-        .filter_map(|(doc, (id, seq))| Some((id, *seq, base.vector(DocId::try_from(doc).ok()?)?)))
-        .chain(loaded.iter().map(|(id, seq, v)| (id, *seq, v.as_slice())))
-        .collect();
-    rows.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
     Ok(Some((
-        Arc::new(Vectors::build(rows.into_iter())?),
+        Arc::new(base.advanced(&gone, loaded)?),
         changed.into_iter().map(str::to_owned).collect(),
     )))
 }
@@ -523,6 +581,81 @@ mod tests {
                     every_vector_scored(&read, &q, k),
                     "round {round}, k {k}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn advanced_vectors_answer_what_vectors_read_afresh_answer() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let dim = 16;
+        let mut random_unit = || -> Vector {
+            Vector::from(unit(
+                (0..dim)
+                    .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
+                    .collect(),
+            ))
+        };
+        let base_rows: Vec<(String, i64, Vector)> = (0..300)
+            .map(|i| (format!("r{i:04}"), i64::from(i % 150), random_unit()))
+            .collect();
+        let base = Vectors::of(base_rows.clone()).expect("vectors");
+        let query = random_unit();
+        let q = query.as_slice();
+        // Each change: the ids that leave, the rows read again (some of
+        // them the same ids, published again), and whether they all sort
+        // after the kept ones (the index kept and appended to).
+        let changes: Vec<(Vec<String>, Vec<(String, i64, Vector)>, bool)> = vec![
+            (
+                vec!["r0007".into(), "r0100".into(), "r0001".into()],
+                vec![
+                    ("r0100".into(), 500, random_unit()),
+                    ("r9000".into(), 501, random_unit()),
+                    // The same vector as a kept doc: a tie, broken by
+                    // publication order.
+                    ("r0001".into(), 502, base_rows[3].2.clone()),
+                ],
+                true,
+            ),
+            (
+                vec!["r0050".into()],
+                vec![("r0050".into(), 3, random_unit())],
+                false,
+            ),
+            (vec!["r0200".into(), "r0201".into()], Vec::new(), true),
+        ];
+        for (gone, loaded, appended) in changes {
+            let gone_set: HashSet<&str> = gone.iter().map(String::as_str).collect();
+            let mut expected: Vec<(String, i64, Vector)> = base_rows
+                .iter()
+                .filter(|(id, _, _)| !gone_set.contains(id.as_str()))
+                .cloned()
+                .collect();
+            expected.retain(|(id, _, _)| !loaded.iter().any(|(l, _, _)| l == id));
+            expected.extend(loaded.iter().cloned());
+            let advanced = base.advanced(&gone_set, loaded).expect("advanced");
+            assert_eq!(advanced.len(), expected.len());
+            assert_eq!(
+                advanced.records.len() > advanced.len(),
+                appended && !gone.is_empty(),
+                "kept and appended to: {appended}"
+            );
+            for k in [1, 5, 40, 400] {
+                assert_eq!(
+                    nearest(&advanced, q, k),
+                    every_vector_scored(&expected, q, k),
+                    "gone {gone:?}, k {k}"
+                );
+            }
+            for (id, _, _) in &expected {
+                let doc = advanced.by_id[id];
+                assert_eq!(advanced.record_id(doc), id);
             }
         }
     }
