@@ -611,7 +611,8 @@ mod tests {
         // Each change: the ids that leave, the rows read again (some of
         // them the same ids, published again), and whether they all sort
         // after the kept ones (the index kept and appended to).
-        let changes: Vec<(Vec<String>, Vec<(String, i64, Vector)>, bool)> = vec![
+        type Change = (Vec<String>, Vec<(String, i64, Vector)>, bool);
+        let changes: Vec<Change> = vec![
             (
                 vec!["r0007".into(), "r0100".into(), "r0001".into()],
                 vec![
