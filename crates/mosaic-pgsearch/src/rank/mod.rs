@@ -15,8 +15,10 @@
 //!   records of a subject ordered by creation time, then publication
 //!   sequence (the in-memory index orders equal times by publication too).
 //! * Vector similarity with the in-memory kernel (`mosaic_index::ann::dot`)
-//!   over every eligible stored vector, read with the eligible rows (an
-//!   exact scan, never the approximate HNSW index). Equally similar
+//!   over every eligible stored vector, read with the eligible rows and
+//!   held as the in-memory index holds its vectors, then scanned by its
+//!   exact scan (`mosaic_index::AnnIndex::exact`: the answer of scoring
+//!   every vector, never the approximate HNSW index). Equally similar
 //!   records are kept in publication order (each vector row has a
 //!   publication sequence number), as the in-memory scan keeps them in doc
 //!   order. The in-memory index also scans exactly up to
