@@ -28,6 +28,7 @@ import argparse
 import importlib.util
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -66,6 +67,11 @@ def main():
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--schema", default="bench_breakdown")
+    parser.add_argument("--perf", metavar="PREFIX",
+                        help="also record the server with `perf record --call-graph dwarf` over "
+                             "--perf-recalls more hybrid recalls at each size (log off), into "
+                             "PREFIX-SIZE.data")
+    parser.add_argument("--perf-recalls", type=int, default=300)
     args = parser.parse_args()
     owner = os.environ["MOSAIC_TEST_POSTGRES_URL"]
     app = os.environ["MOSAIC_TEST_POSTGRES_APP_URL"]
@@ -158,6 +164,22 @@ def main():
                    f"PREPARE terms(text, text[], text[], text) AS {statement};\n"
                    + "".join(f"{execute} \\g /dev/null\n" for _ in range(6))
                    + f"EXPLAIN (ANALYZE, BUFFERS) {execute};\nROLLBACK;\n")
+            if args.perf:
+                out_file = f"{args.perf}-{size}.data"
+                perf = subprocess.Popen(["perf", "record", "-F", "2000", "--call-graph", "dwarf,16384",
+                                         "-o", out_file, "-p", str(server.child.pid)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.0)
+                perf_times = []
+                for i in range(args.perf_recalls):
+                    q = corpus.queries[i % len(corpus.queries)]
+                    t0 = time.perf_counter()
+                    server.call("POST", "/v1/recall", key, body(q))
+                    perf_times.append((time.perf_counter() - t0) * 1000.0)
+                perf.send_signal(signal.SIGINT)
+                perf.wait()
+                print(f"   perf: {len(perf_times)} recalls recorded into {out_file} "
+                      f"(p50 {statistics.median(perf_times):.2f} ms while recorded)")
             print(f"   EXPLAIN term query, application role ({terms}):")
             out = subprocess.run([os.path.join(PG_BIN, "psql"), in_schema(app, args.schema), "-qAt"],
                                  input=sql, capture_output=True, text=True)

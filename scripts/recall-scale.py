@@ -4,7 +4,7 @@
     scripts/recall-scale.py --mosaic target/release/mosaic [--sizes 100,1000,10000]
         [--queries 200] [--recall-up-to 10000] [--restart] [--again N]
         [--serve-arg=--embedder --serve-arg=hash] [--keep-data-dir DIR]
-        [--after-write N] [--json]
+        [--after-write N] [--settle] [--json]
     scripts/recall-scale.py --mosaic target/release/mosaic --reuse-data-dir DIR [--queries 200]
         [--hybrid-only]
 
@@ -152,6 +152,32 @@ def ingest_line(row, label=""):
             f"{row['written_bytes_per_record']} B written per record {index}")
 
 
+def outbox_applied(server):
+    """Every delivery the server's outbox applied so far, all targets."""
+    total = 0.0
+    for line in server.metrics().splitlines():
+        if line.startswith("mosaic_outbox_applied_total"):
+            total += float(line.rpartition(" ")[2])
+    return total
+
+
+def settle(server, quiet_s=1.5, most_s=300.0):
+    """Waits until the outbox applied nothing for `quiet_s` (at most
+    `most_s`), so that the recalls timed next rank a caught-up index
+    rather than race the last turns' deliveries (on a loaded machine they
+    may lag the acknowledgements by seconds). Returns the seconds waited."""
+    started = time.perf_counter()
+    last, since = outbox_applied(server), time.perf_counter()
+    while time.perf_counter() - started < most_s:
+        time.sleep(0.25)
+        now = outbox_applied(server)
+        if now != last:
+            last, since = now, time.perf_counter()
+        elif time.perf_counter() - since >= quiet_s:
+            break
+    return round(time.perf_counter() - started, 1)
+
+
 def time_recalls(server, key, queries, args, row):
     """Times each recall variant over `queries` (one warming recall
     first) into `row`; the hybrid variant also names what it selected, a
@@ -236,6 +262,9 @@ def main():
                              "untimed), so each recall reads its scopes afresh instead of the kept read")
     parser.add_argument("--hybrid-only", action="store_true",
                         help="time only the hybrid recall (not the explained one, nor the one without a query)")
+    parser.add_argument("--settle", action="store_true",
+                        help="before timing the recalls of a step, wait until the outbox applied nothing "
+                             "for 1.5 s (the index caught up with the step's turns)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -268,6 +297,8 @@ def main():
                 if not args.json:
                     print(ingest_line(row), flush=True)
                 continue
+            if args.settle:
+                row["settled_s"] = settle(server)
             time_recalls(server, key, queries, args, row)
             if args.after_write:
                 # Each recall follows a write of one turn, so its scopes'
