@@ -56,7 +56,102 @@ pub const GUARD_CANDIDATES: usize = 32;
 pub(super) struct GuardTexts {
     /// The kind and subject key the texts were read for.
     scope: Option<(MemoryKind, String)>,
-    texts: HashMap<String, Option<StoredText>>,
+    texts: HashMap<String, Option<Arc<StoredText>>>,
+}
+
+/// Most bytes of stored text the [`ParsedTexts`] hold (their lower-case
+/// copies), and the longest text they take: what a subject's candidates
+/// share between calls fits many times over.
+pub const PARSED_TEXTS_BYTES: usize = 8 << 20;
+const PARSED_TEXT_MAX_BYTES: usize = 64 << 10;
+
+/// Stored texts split into words, by the text itself, shared by every
+/// call: single proposals of one subject are compared with largely the
+/// same stored records, one call after another, and each call read them
+/// from the store only to split the same texts into words again. Keyed by
+/// the content, so an entry is [`StoredText::of`] that content whatever
+/// record holds it, never stale; which records are live is still read from
+/// the store on every call. Emptied whole when full, and by an erasure
+/// (`purge_erased_bytes`, docs/ERASURE.md), so an erased text is not kept:
+/// texts read from the store before an emptying are not kept after it.
+#[derive(Default)]
+pub(super) struct ParsedTexts {
+    held: Mutex<ParsedHeld>,
+}
+
+#[derive(Default)]
+struct ParsedHeld {
+    texts: HashMap<String, Arc<StoredText>, foldhash::fast::RandomState>,
+    bytes: usize,
+    /// How many times an erasure emptied them.
+    emptied: u64,
+}
+
+impl ParsedTexts {
+    /// What [`ParsedTexts::of`] is given with texts read after this call.
+    fn read_at(&self) -> u64 {
+        lock_parsed(&self.held).emptied
+    }
+
+    /// [`StoredText::of`] each of `contents`, in order: those held are
+    /// taken, the others split (outside the lock) and kept unless an
+    /// erasure emptied the texts since `read_at` (when `contents` were
+    /// read from the store).
+    fn of(&self, contents: Vec<String>, read_at: u64) -> Vec<Arc<StoredText>> {
+        let mut out: Vec<Option<Arc<StoredText>>> = {
+            let held = lock_parsed(&self.held);
+            contents
+                .iter()
+                .map(|content| held.texts.get(content.as_str()).cloned())
+                .collect()
+        };
+        let mut new = Vec::new();
+        for (slot, content) in out.iter_mut().zip(contents) {
+            if slot.is_none() {
+                let text = Arc::new(StoredText::of(&content));
+                *slot = Some(Arc::clone(&text));
+                if content.len() <= PARSED_TEXT_MAX_BYTES {
+                    new.push((content, text));
+                }
+            }
+        }
+        if !new.is_empty() {
+            let mut held = lock_parsed(&self.held);
+            if held.emptied == read_at {
+                for (content, text) in new {
+                    if held.bytes + content.len() > PARSED_TEXTS_BYTES {
+                        held.texts.clear();
+                        held.bytes = 0;
+                    }
+                    let len = content.len();
+                    if held.texts.insert(content, text).is_none() {
+                        held.bytes += len;
+                    }
+                }
+            }
+        }
+        out.into_iter().flatten().collect()
+    }
+
+    /// Forgets every text held, and those read before and not yet kept.
+    pub(super) fn clear(&self) {
+        let mut held = lock_parsed(&self.held);
+        held.texts.clear();
+        held.bytes = 0;
+        held.emptied += 1;
+    }
+
+    /// How many texts are held.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock_parsed(&self.held).texts.len()
+    }
+}
+
+/// Locks the parsed texts; a panic while they were held left them whole
+/// (an insert or a clear), so the lock is taken over.
+fn lock_parsed(held: &Mutex<ParsedHeld>) -> MutexGuard<'_, ParsedHeld> {
+    held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl GuardTexts {
@@ -67,6 +162,7 @@ impl GuardTexts {
         &'a mut self,
         (kind, subject): (MemoryKind, &MemorySubject),
         ids: &'a [String],
+        parsed: &ParsedTexts,
         read: impl FnOnce(&[String]) -> ServiceResult<Vec<(String, String)>>,
     ) -> ServiceResult<Vec<(&'a str, &'a StoredText)>> {
         let scope = (kind, subject.key());
@@ -80,16 +176,21 @@ impl GuardTexts {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            let mut found: HashMap<String, String> = read(&missing)?.into_iter().collect();
+            let read_at = parsed.read_at();
+            let (found, contents): (Vec<String>, Vec<String>) = read(&missing)?.into_iter().unzip();
+            let mut found: HashMap<String, Arc<StoredText>> = found
+                .into_iter()
+                .zip(parsed.of(contents, read_at))
+                .collect();
             for id in missing {
-                let text = found.remove(&id).map(|content| StoredText::of(&content));
+                let text = found.remove(&id);
                 self.texts.insert(id, text);
             }
         }
         let texts = &self.texts;
         Ok(ids
             .iter()
-            .filter_map(|id| Some((id.as_str(), texts.get(id.as_str())?.as_ref()?)))
+            .filter_map(|id| Some((id.as_str(), &**texts.get(id.as_str())?.as_ref()?)))
             .collect())
     }
 }
@@ -152,11 +253,19 @@ impl ServiceCore {
                 // The live ones' texts alone (no record decoded), read
                 // once per call, compared in the index's order.
                 candidates = ids;
-                texts.live((request.kind, &request.subject), &candidates, |ids| {
-                    Ok(inner
-                        .store
-                        .live_contents(tenant, ids, request.kind, &request.subject)?)
-                })?
+                texts.live(
+                    (request.kind, &request.subject),
+                    &candidates,
+                    &self.parsed_texts,
+                    |ids| {
+                        Ok(inner.store.live_contents(
+                            tenant,
+                            ids,
+                            request.kind,
+                            &request.subject,
+                        )?)
+                    },
+                )?
             }
             // Bounded: the first TEXT_SCAN_LIMIT live records of the
             // subject and kind (by record id, a digest: an arbitrary sample).
@@ -588,21 +697,22 @@ mod tests {
                 .collect()
         };
         let mut texts = GuardTexts::default();
+        let parsed = ParsedTexts::default();
         let first = ids(&["m-2", "m-gone", "m-1"]);
-        let found = words(texts.live((MemoryKind::Episodic, &subject), &first, read)?);
+        let found = words(texts.live((MemoryKind::Episodic, &subject), &first, &parsed, read)?);
         assert_eq!(
             found,
             [("m-2".into(), "two".into()), ("m-1".into(), "one".into())]
         );
         let second = ids(&["m-3", "m-1", "m-gone"]);
-        let found = words(texts.live((MemoryKind::Episodic, &subject), &second, read)?);
+        let found = words(texts.live((MemoryKind::Episodic, &subject), &second, &parsed, read)?);
         assert_eq!(
             found,
             [("m-3".into(), "three".into()), ("m-1".into(), "one".into())]
         );
         // Another subject, then another kind: read again.
-        texts.live((MemoryKind::Episodic, &other), &second, read)?;
-        texts.live((MemoryKind::Semantic, &other), &second, read)?;
+        texts.live((MemoryKind::Episodic, &other), &second, &parsed, read)?;
+        texts.live((MemoryKind::Semantic, &other), &second, &parsed, read)?;
         assert_eq!(
             *reads.borrow(),
             [
@@ -613,5 +723,47 @@ mod tests {
             ]
         );
         Ok(())
+    }
+
+    /// The texts split once are those `StoredText::of` gives, taken again
+    /// by text whatever record holds them, and the bytes held are bounded.
+    #[test]
+    fn parsed_texts_are_the_split_texts_and_bounded() {
+        let parsed = ParsedTexts::default();
+        let words = |t: &StoredText| t.words().collect::<Vec<_>>().join(" ");
+        let contents = ["The Deploy IS owned by Ana", "ünïcode Wörds, here", ""];
+        let first = parsed.of(contents.iter().map(|c| c.to_string()).collect(), 0);
+        for (content, text) in contents.iter().zip(&first) {
+            assert_eq!(words(text), words(&StoredText::of(content)));
+        }
+        assert_eq!(parsed.len(), 3);
+        let again = parsed.of(vec![contents[1].to_string(), contents[0].to_string()], 0);
+        assert!(Arc::ptr_eq(&again[0], &first[1]));
+        assert!(Arc::ptr_eq(&again[1], &first[0]));
+        assert_eq!(parsed.len(), 3);
+        // Texts longer than the bound on one are split, not held.
+        let long = "word ".repeat(PARSED_TEXT_MAX_BYTES);
+        let split = parsed.of(vec![long.clone()], 0);
+        assert_eq!(split[0].words().count(), PARSED_TEXT_MAX_BYTES);
+        assert_eq!(parsed.len(), 3);
+        // Filling past the bound on all empties what was held first.
+        let each = PARSED_TEXT_MAX_BYTES - 8;
+        let fill: Vec<String> = (0..=PARSED_TEXTS_BYTES / each)
+            .map(|i| format!("{i:08}{}", "x".repeat(each - 8)))
+            .collect();
+        parsed.of(fill, 0);
+        assert!(parsed.len() < 4 + PARSED_TEXTS_BYTES / each);
+        let after = parsed.of(vec![contents[0].to_string()], 0);
+        assert!(!Arc::ptr_eq(&after[0], &first[0]));
+        // An erasure's emptying: texts read before it are split for
+        // their call but not kept; texts read after it are.
+        let before_erasure = parsed.read_at();
+        parsed.clear();
+        assert_eq!(parsed.len(), 0);
+        let late = parsed.of(vec![contents[1].to_string()], before_erasure);
+        assert_eq!(words(&late[0]), words(&StoredText::of(contents[1])));
+        assert_eq!(parsed.len(), 0);
+        parsed.of(vec![contents[1].to_string()], parsed.read_at());
+        assert_eq!(parsed.len(), 1);
     }
 }

@@ -354,6 +354,9 @@ pub struct ServiceCore {
     /// Checked record bodies by id, for recall.
     read_model: read_model::ReadModel,
     scope_cache: read_model::ScopeCache,
+    /// Stored texts the text guard split into words, by text, shared by
+    /// every call (guards.rs); emptied by an erasure.
+    parsed_texts: guards::ParsedTexts,
     /// The last access read (policy, settings, grant, earlier policies) of
     /// each tenant and principal, kept while the store's change stamp
     /// stays the one it was read at (access.rs).
@@ -669,6 +672,7 @@ impl Service {
             last_decision: std::sync::atomic::AtomicU64::new(latest_decision),
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             scope_cache: read_model::ScopeCache::new(read_model::SCOPE_CACHE_CAPACITY),
+            parsed_texts: guards::ParsedTexts::default(),
             access_reads: moka::sync::Cache::builder()
                 .max_capacity(ACCESS_READS_KEPT)
                 .build(),

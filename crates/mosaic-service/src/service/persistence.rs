@@ -279,7 +279,8 @@ impl ServiceCore {
     /// tombstone, the SQLite write-ahead log of the store checkpointed and
     /// truncated (their older frames still hold the
     /// deleted pages; `secure_delete` has zeroed them in the main files),
-    /// and the in-process result cache emptied. Returns the stores outside
+    /// and the in-process result cache and the write guard's split texts
+    /// emptied. Returns the stores outside
     /// the outbox this purged, for the deletion receipt to name. With
     /// PostgreSQL nothing of this lives in the process (docs/ERASURE.md).
     pub(super) fn purge_erased_bytes(&self) -> ServiceResult<Vec<&'static str>> {
@@ -299,6 +300,10 @@ impl ServiceCore {
         }
         // One cache, shared by both copies.
         self.read_indexes().clear_cache();
+        // Held by text, whichever record holds it: emptied whole, after
+        // the readers that may have read the erased rows are gone (the
+        // text guard of the embedded store alone fills it).
+        self.parsed_texts.clear();
         Ok(vec![RESULT_CACHE_STORE])
     }
 
