@@ -1,11 +1,15 @@
-"""PostgreSQL's statement log as the recall scripts read it, and the two
-calls they make to the database besides (standard library only).
+"""PostgreSQL's statement log as the recall scripts read it, the calls
+they make to the database besides, and the server they measure, serving
+a schema of its own (standard library only).
 
 The log is the one `scripts/with-postgres.sh` keeps, with
 `log_min_duration_statement = 0` and the line prefix `'%m [%p] '`.
 """
+import os
 import re
 import subprocess
+
+from mosaic_server import MosaicServer
 
 # `<date> <time> <zone> [pid] LOG:  duration: N ms  kind[ name]: statement`
 LINE = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] LOG:  duration: ([0-9.]+) ms  (parse|bind|execute|statement)(?: [^:]*)?: (.*)$")
@@ -36,3 +40,19 @@ def logged(log, offset):
         if m:
             out.append((m.group(1), m.group(3), " ".join(m.group(4).split()), float(m.group(2))))
     return out
+
+
+def server_in_new_schema(mosaic, run_psql, owner, app, schema, prefix):
+    """A `MosaicServer` (hashing embedder) over `schema`, created and
+    migrated as `owner` with `mosaic_app` as the application role, serving
+    it as `app` (row-level security on, as deployed). The reconcile pass
+    (every second by default) reads the store on the same connections as
+    requests: an hour apart, its statements stay out of the measured
+    windows. `run_psql(url, sql)` runs one statement."""
+    run_psql(owner, f"CREATE SCHEMA {schema}")
+    env = dict(os.environ, MOSAIC_EMBEDDER="hash")
+    subprocess.run([mosaic, "migrate", "--app-role", "mosaic_app", "--postgres",
+                    in_schema(owner, schema)], check=True, env=env, capture_output=True)
+    os.environ.setdefault("MOSAIC_RECONCILE_INTERVAL_MS", "3600000")
+    return MosaicServer(mosaic, ["--embedder", "hash", "--request-timeout-ms", "120000",
+                                 "--postgres", in_schema(app, schema)], prefix=prefix)

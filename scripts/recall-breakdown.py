@@ -37,8 +37,8 @@ import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
-from mosaic_server import MosaicServer  # noqa: E402
-from pg_statement_log import in_schema, logged, psql as psql_at  # noqa: E402
+from pg_statement_log import (  # noqa: E402
+    in_schema, logged, psql as psql_at, server_in_new_schema)
 
 spec = importlib.util.spec_from_file_location("recall_scale", os.path.join(here, "recall-scale.py"))
 recall_scale = importlib.util.module_from_spec(spec)
@@ -76,14 +76,8 @@ def main():
     owner = os.environ["MOSAIC_TEST_POSTGRES_URL"]
     app = os.environ["MOSAIC_TEST_POSTGRES_APP_URL"]
     log = os.path.join(os.path.dirname(psql(owner, "SHOW data_directory")), "log")
-    psql(owner, f"CREATE SCHEMA {args.schema}")
-    env = dict(os.environ, MOSAIC_EMBEDDER="hash")
-    subprocess.run([args.mosaic, "migrate", "--app-role", "mosaic_app", "--postgres",
-                    in_schema(owner, args.schema)], check=True, env=env, capture_output=True)
-    os.environ.setdefault("MOSAIC_RECONCILE_INTERVAL_MS", "3600000")
-    server = MosaicServer(args.mosaic, ["--embedder", "hash", "--request-timeout-ms", "120000",
-                                        "--postgres", in_schema(app, args.schema)],
-                          prefix="mosaic-breakdown-")
+    server = server_in_new_schema(args.mosaic, psql, owner, app, args.schema,
+                                  "mosaic-breakdown-")
     rtt = round_trip_ms(owner)
     print(f"loopback round trip (pgbench SELECT 1, prepared, 1 connection, 5 s): {rtt:.3f} ms")
     try:

@@ -32,13 +32,12 @@ key cache (one second) has expired. Standard library only.
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mosaic_server import MosaicServer  # noqa: E402
-from pg_statement_log import in_schema, logged, psql as psql_at  # noqa: E402
+from pg_statement_log import (  # noqa: E402
+    logged, psql as psql_at, server_in_new_schema)
 
 
 def psql(args, url, sql):
@@ -66,17 +65,8 @@ def main():
     owner = os.environ["MOSAIC_TEST_POSTGRES_URL"]
     app = os.environ["MOSAIC_TEST_POSTGRES_APP_URL"]
     log = args.log or os.path.join(os.path.dirname(psql(args, owner, "SHOW data_directory")), "log")
-    psql(args, owner, f"CREATE SCHEMA {args.schema}")
-    env = dict(os.environ, MOSAIC_EMBEDDER="hash")
-    subprocess.run([args.mosaic, "migrate", "--app-role", "mosaic_app", "--postgres",
-                    in_schema(owner, args.schema)], check=True, env=env, capture_output=True)
-    # The reconcile pass (every second by default) reads the store on the
-    # same connections as requests: an hour apart, its statements stay out
-    # of the counted windows.
-    os.environ.setdefault("MOSAIC_RECONCILE_INTERVAL_MS", "3600000")
-    server = MosaicServer(args.mosaic, ["--embedder", "hash", "--request-timeout-ms", "120000",
-                                        "--postgres", in_schema(app, args.schema)],
-                          prefix="mosaic-round-trips-")
+    server = server_in_new_schema(args.mosaic, lambda url, sql: psql(args, url, sql),
+                                  owner, app, args.schema, "mosaic-round-trips-")
     try:
         key = server.open_tenant("trips", "reader")
         words = ("staging database restored sunday release notes drafted engineer rota backup "
