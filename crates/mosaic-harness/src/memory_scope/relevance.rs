@@ -349,12 +349,6 @@ impl SealedEntries {
             .map(|(parent, changed)| (*parent, &changed[..]))
     }
 
-    /// Whether the entries are strictly sorted by record id (checked once,
-    /// when sealed).
-    pub fn is_sorted(&self) -> bool {
-        self.sorted
-    }
-
     /// The entries.
     pub fn entries(&self) -> Entries<'_> {
         match &self.entries {

@@ -9,7 +9,6 @@ use mosaic_index::ann::dot;
 use mosaic_index::embed::check_embedding;
 use mosaic_index::fusion::CandidateSource;
 use mosaic_index::lexical::{LexicalParams, bm25_avgdl, bm25_idf, bm25_scores};
-use mosaic_index::target::DocId;
 use mosaic_index::text::Role;
 use mosaic_index::{Hit, IndexError, SearchPlan};
 use postgres::{Client, IsolationLevel, Transaction};
@@ -35,6 +34,8 @@ pub struct PgCandidates<'a> {
     /// The stored vector dimension, read with the clock for a read with
     /// vectors (`None`: not read, or the schema holds none).
     dimension: Option<i64>,
+    /// The eligible ids, sorted and distinct, borrowed from the read.
+    ids: Vec<&'a str>,
     lines: Arc<Lines>,
     vectors: Arc<Vectors>,
     stats: Arc<OnceLock<(u64, u64)>>,
@@ -42,9 +43,9 @@ pub struct PgCandidates<'a> {
     /// The rows holding a query term themselves (not only in their turn
     /// window), once the lexical list ran.
     matched: HashSet<usize>,
-    /// The docs in `vectors` of the vector list's hits, once it ran (the
+    /// The stored vectors of the vector list's hits, once it ran (the
     /// records an update pair's similarity is known for).
-    hit_vectors: HashMap<String, DocId>,
+    hit_vectors: HashMap<String, Arc<[f32]>>,
 }
 
 impl std::fmt::Debug for PgCandidates<'_> {
@@ -67,12 +68,11 @@ impl<'a> PgCandidates<'a> {
         policy_sha256: &'a str,
         ids: Vec<&'a str>,
     ) -> PgSearchResult<Self> {
-        Self::open_kept(client, None, tenant_id, policy_sha256, || ids, None, false)
+        Self::open_kept(client, None, tenant_id, policy_sha256, ids, None, false)
     }
 
     /// [`PgCandidates::open`], using and keeping the lines in `kept` for
-    /// the sealed `entries` (whose ids `ids` lists, asked for only when the
-    /// rows are read afresh), with the `statements`
+    /// the sealed `entries` (whose ids are `ids`), with the `statements`
     /// prepared on `client` when given; `vectors`: the read will rank
     /// vectors (the stored dimension is read with the clock).
     pub(super) fn open_kept(
@@ -80,7 +80,7 @@ impl<'a> PgCandidates<'a> {
         statements: Option<&'a ReadStatements>,
         tenant_id: &'a str,
         policy_sha256: &'a str,
-        ids: impl FnOnce() -> Vec<&'a str>,
+        mut ids: Vec<&'a str>,
         kept: Option<(&KeptReads, &SealedEntries)>,
         vectors: bool,
     ) -> PgSearchResult<Self> {
@@ -95,11 +95,15 @@ impl<'a> PgCandidates<'a> {
             statements::ENTER,
             &[&tenant_id],
         )?;
-        // An eligible set comes sorted by id: checked (once, when the
-        // entries were sealed), not sorted again. Entries out of order are
-        // never kept nor advanced (a kept read looks its changed records up
-        // in them by binary search).
-        let kept = kept.filter(|(_, entries)| entries.is_sorted());
+        // An eligible set comes sorted by id: checked, not sorted again.
+        // Entries out of order are never kept nor advanced (a kept read
+        // looks its changed records up in them by binary search).
+        let mut kept = kept;
+        if !ids.windows(2).all(|w| w[0] < w[1]) {
+            ids.sort_unstable();
+            ids.dedup();
+            kept = None;
+        }
         // The tenant's clock (0 before its first change), and the stored
         // dimension for a read with vectors, in one round trip.
         let (clock, dimension) = {
@@ -205,24 +209,17 @@ impl<'a> PgCandidates<'a> {
         }
         let state = match state {
             Some(state) => state,
-            None => {
-                let mut ids = ids();
-                if !ids.windows(2).all(|w| w[0] < w[1]) {
-                    ids.sort_unstable();
-                    ids.dedup();
-                }
-                ReadState {
-                    clock,
-                    lines: Arc::new(Lines::of(load_rows(
-                        &mut tx,
-                        tenant_id,
-                        policy_sha256,
-                        &ids,
-                    )?)),
-                    vectors: Arc::new(load_vectors(&mut tx, tenant_id, policy_sha256, &ids)?),
-                    stats: Arc::new(OnceLock::new()),
-                }
-            }
+            None => ReadState {
+                clock,
+                lines: Arc::new(Lines::of(load_rows(
+                    &mut tx,
+                    tenant_id,
+                    policy_sha256,
+                    &ids,
+                )?)),
+                vectors: Arc::new(load_vectors(&mut tx, tenant_id, policy_sha256, &ids)?),
+                stats: Arc::new(OnceLock::new()),
+            },
         };
         if let Some((kept, entries)) = kept
             && how != LinesRead::Kept
@@ -235,6 +232,7 @@ impl<'a> PgCandidates<'a> {
             policy_sha256,
             statements,
             dimension,
+            ids,
             lines: state.lines,
             vectors: state.vectors,
             stats: state.stats,
@@ -372,25 +370,34 @@ impl<'a> PgCandidates<'a> {
             None => schema::stored_dimension(&mut self.tx)?,
         };
         check_embedding(query_vector, dimension)?;
-        if depth == 0 || self.vectors.is_empty() {
+        if depth == 0 || self.ids.is_empty() {
             return Ok(Vec::new());
         }
-        // Every eligible vector scored with the in-memory kernel by the
-        // embedded exact scan; the best `depth`, equal similarities by
-        // publication order (the vectors' doc order, as the in-memory scan
-        // keeps them in doc order), then by record id.
+        // Every eligible vector scored with the in-memory kernel; the best
+        // `depth`, equal similarities by publication order (as the
+        // in-memory scan keeps them), then by record id.
         let vectors = self.vectors.clone();
-        if vectors.dim() != query_vector.len() {
-            return Err(PgSearchError::Schema(format!(
-                "stored vectors of {} dimensions, the schema's of {dimension}",
-                vectors.dim()
-            )));
+        let mut scored: Vec<(f32, i64, &str, &Arc<[f32]>)> = vectors
+            .iter()
+            .map(|(id, (seq, v))| (dot(query_vector, v), *seq, id.as_str(), v))
+            .collect();
+        let order = |a: &(f32, i64, &str, &Arc<[f32]>), b: &(f32, i64, &str, &Arc<[f32]>)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| a.1.cmp(&b.1))
+                .then_with(|| a.2.cmp(b.2))
+        };
+        if scored.len() > depth {
+            scored.select_nth_unstable_by(depth - 1, order);
+            scored.truncate(depth);
         }
-        let mut hits = Vec::with_capacity(depth.min(vectors.len()));
-        for (doc, score) in vectors.nearest(query_vector, depth) {
-            let record_id = vectors.record_id(doc).to_owned();
-            self.hit_vectors.insert(record_id.clone(), doc);
-            hits.push(Hit { record_id, score });
+        scored.sort_by(order);
+        let mut hits = Vec::with_capacity(scored.len());
+        for (score, _, id, v) in scored {
+            self.hit_vectors.insert(id.to_owned(), v.clone());
+            hits.push(Hit {
+                record_id: id.to_owned(),
+                score,
+            });
         }
         // Best first, ties by record id.
         hits.sort_by(|a, b| {
@@ -501,8 +508,7 @@ impl CandidateSource for PgCandidates<'_> {
     }
 
     fn similarity(&self, a: &str, b: &str) -> Option<f32> {
-        let vector = |id: &str| self.vectors.vector(*self.hit_vectors.get(id)?);
-        Some(dot(vector(a)?, vector(b)?))
+        Some(dot(self.hit_vectors.get(a)?, self.hit_vectors.get(b)?))
     }
 
     fn neighbours(&self, record_id: &str) -> Vec<String> {

@@ -24,8 +24,11 @@ pub(super) struct ReadState {
 impl ReadState {
     /// Roughly the bytes it holds.
     fn weight(&self) -> usize {
-        // A vector's f32 values and its byte copy.
-        let vector = self.vectors.dim() * (std::mem::size_of::<f32>() + 1);
+        let vector = self
+            .vectors
+            .values()
+            .next()
+            .map_or(0, |(_, v)| v.len() * std::mem::size_of::<f32>());
         self.lines.rows.len() * 256 + self.vectors.len() * (vector + 64)
     }
 }

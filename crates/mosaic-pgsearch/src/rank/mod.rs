@@ -15,10 +15,8 @@
 //!   records of a subject ordered by creation time, then publication
 //!   sequence (the in-memory index orders equal times by publication too).
 //! * Vector similarity with the in-memory kernel (`mosaic_index::ann::dot`)
-//!   over every eligible stored vector, read with the eligible rows and
-//!   held as the in-memory index holds its vectors, then scanned by its
-//!   exact scan (`mosaic_index::AnnIndex::exact`: the answer of scoring
-//!   every vector, never the approximate HNSW index). Equally similar
+//!   over every eligible stored vector, read with the eligible rows (an
+//!   exact scan, never the approximate HNSW index). Equally similar
 //!   records are kept in publication order (each vector row has a
 //!   publication sequence number), as the in-memory scan keeps them in doc
 //!   order. The in-memory index also scans exactly up to
@@ -185,16 +183,13 @@ fn recall_with(
 ) -> Result<(Recall, LinesRead), IndexError> {
     let feature_release = feature_release_of(embedder_release);
     let query_sha256 = query_digest(query, query.eligible.sha256(), config, &feature_release)?;
-    // The ids are borrowed from the sealed set, not copied, and listed only
-    // for a read that loads the rows afresh.
-    let ids = || -> Vec<&str> {
-        query
-            .eligible
-            .entries()
-            .iter()
-            .map(|e| e.record_id)
-            .collect()
-    };
+    // The ids are borrowed from the sealed set, not copied per read.
+    let ids: Vec<&str> = query
+        .eligible
+        .entries()
+        .iter()
+        .map(|e| e.record_id)
+        .collect();
     let mut source = PgCandidates::open_kept(
         client,
         statements,
