@@ -161,11 +161,20 @@ def outbox_applied(server):
     return total
 
 
+def outbox_pending(server):
+    """Outbox rows not applied yet, over every target (`GET /v1/admin/outbox`
+    counts up to 10,000 a target; more reads as that many and one)."""
+    state = server.call("GET", "/v1/admin/outbox", server.admin)
+    return sum(t["pending"] + (1 if t["more"] else 0) for t in state["targets"])
+
+
 def settle(server, quiet_s=1.5, most_s=300.0):
-    """Waits until the outbox applied nothing for `quiet_s` (at most
-    `most_s`), so that the recalls timed next rank a caught-up index
-    rather than race the last turns' deliveries (on a loaded machine they
-    may lag the acknowledgements by seconds). Returns the seconds waited."""
+    """Waits until the outbox holds nothing pending and applied nothing for
+    `quiet_s` (at most `most_s`), so that the recalls timed next rank a
+    caught-up index rather than race the last turns' deliveries (on a
+    loaded machine they may lag the acknowledgements by seconds; a quiet
+    spell alone can come before the last delivery). Returns the seconds
+    waited."""
     started = time.perf_counter()
     last, since = outbox_applied(server), time.perf_counter()
     while time.perf_counter() - started < most_s:
@@ -173,7 +182,7 @@ def settle(server, quiet_s=1.5, most_s=300.0):
         now = outbox_applied(server)
         if now != last:
             last, since = now, time.perf_counter()
-        elif time.perf_counter() - since >= quiet_s:
+        elif time.perf_counter() - since >= quiet_s and outbox_pending(server) == 0:
             break
     return round(time.perf_counter() - started, 1)
 
@@ -263,8 +272,8 @@ def main():
     parser.add_argument("--hybrid-only", action="store_true",
                         help="time only the hybrid recall (not the explained one, nor the one without a query)")
     parser.add_argument("--settle", action="store_true",
-                        help="before timing the recalls of a step, wait until the outbox applied nothing "
-                             "for 1.5 s (the index caught up with the step's turns)")
+                        help="before timing the recalls of a step, wait until the outbox holds nothing pending "
+                             "and applied nothing for 1.5 s (the index caught up with the step's turns)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
