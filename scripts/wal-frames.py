@@ -27,8 +27,12 @@ that did not but wrote `idx_outbox_pending` an acknowledgement.
 """
 import collections, os, shutil, sqlite3, struct, sys, tempfile
 
+if len(sys.argv) not in (3, 4) or sys.argv[1] in ("-h", "--help"):
+    sys.exit(__doc__)
 db, table = sys.argv[1], sys.argv[2]
 per_write = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+if not os.path.exists(db + "-wal"):
+    sys.exit(f"{db}-wal does not exist: the file's log is what this counts")
 
 with open(db + "-wal", "rb") as f:
     wal = f.read()
