@@ -1323,3 +1323,56 @@ fn version_14_schemas_gain_the_scope_pages_in_place() {
     let mut tx = as_tenant(&mut app, Some(TENANT_A));
     assert!(count(&mut tx, "SELECT count(*) FROM scope_pages") > 0);
 }
+
+/// A read starts its transaction and enters its tenant in one message, the
+/// tenant written there as a quoted literal (`quote_literal`): each tenant
+/// reads its own rows through that path and no other's, a tenant id
+/// holding a quote, a backslash and SQL enters exactly that tenant (and
+/// sees nothing), and row-level security keys on the setting the message
+/// made.
+#[test]
+fn a_read_entered_in_its_first_message_binds_its_tenant() {
+    let Some(factory) = PgFactory::from_env() else {
+        return;
+    };
+    let (db, mut store) = seeded(&factory);
+    const ODD: &str = "o'dd\\tenant'; SELECT 1; --";
+    let ids: Vec<String> = ["a1", "b1"].map(String::from).to_vec();
+    for (tenant, expected) in [(TENANT_A, "a1"), (TENANT_B, "b1")] {
+        let contents = store.contents_of(tenant, &ids).expect("read");
+        assert_eq!(
+            contents,
+            [(
+                expected.to_owned(),
+                Spec::principal(tenant, "alice", expected).content()
+            )]
+        );
+    }
+    assert!(store.contents_of(ODD, &ids).expect("read").is_empty());
+    // The message itself, as the application role.
+    let mut app = factory.app(&db).expect("app");
+    for (tenant, expected) in [(TENANT_A, 1), (TENANT_B, 1), (ODD, 0), ("", 0)] {
+        let literal = mosaic_store::postgres::quote_literal(tenant).expect("literal");
+        let messages = app
+            .simple_query(&format!(
+                "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; \
+                 SELECT set_config('mosaic.tenant_id', {literal}, true); \
+                 SELECT count(*) FROM records WHERE record_id IN ('a1', 'b1'); \
+                 SELECT current_setting('mosaic.tenant_id'); COMMIT"
+            ))
+            .expect("message");
+        let values: Vec<String> = messages
+            .iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            values,
+            [tenant.to_owned(), expected.to_string(), tenant.to_owned()],
+            "{tenant:?}"
+        );
+    }
+    assert_eq!(mosaic_store::postgres::quote_literal("a\0b"), None);
+}
