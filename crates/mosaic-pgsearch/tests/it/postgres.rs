@@ -1568,6 +1568,110 @@ mod shared_ranker {
             "{refused:?}"
         );
     }
+
+    /// A ranked read starts its transaction, enters its tenant and reads
+    /// the tenant's clock in one message, the tenant written as a quoted
+    /// literal: a tenant id with a quote and a backslash reads exactly its
+    /// own rows (the same answer as another tenant's identical rows give
+    /// that tenant), fresh and kept, and neither tenant ranks the other's
+    /// records (the statements' tenant and row-level security).
+    #[test]
+    fn a_tenant_id_needing_quotes_binds_every_statement_of_the_read() {
+        use mosaic_pgsearch::rank::{KeptReads, LinesRead, ReadStatements};
+
+        let Some(factory) = PgFactory::from_env() else {
+            return;
+        };
+        let db = factory.fresh().expect("fresh");
+        let mut writer = (
+            factory.lexical(&db).expect("lexical"),
+            factory.vector(&db).expect("vector"),
+        );
+        const ODD: &str = "o'dd\\tenant'; SELECT 1; --";
+        let of_a: Vec<PublishMessage> = conversation()
+            .into_iter()
+            .filter(|m| m.scope.tenant_id == TENANT_A)
+            .take(80)
+            .collect();
+        let odd: Vec<PublishMessage> = of_a
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m.record_id = format!("odd-{}", m.record_id);
+                m.scope.tenant_id = ODD.to_owned();
+                m
+            })
+            .collect();
+        for m in of_a.iter().chain(&odd) {
+            writer.0.publish(m).expect("lexical");
+            writer.1.publish(m).expect("vector");
+        }
+        let set_of = |messages: &[PublishMessage]| {
+            let mut entries: Vec<EligibleEntry> = messages
+                .iter()
+                .map(|m| EligibleEntry {
+                    record_id: m.record_id.clone(),
+                    content_sha256: sha256_hex(m.text.as_bytes()),
+                })
+                .collect();
+            entries.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+            SealedEligibleSet::seal(EligibleSet {
+                scope_commitments: Vec::new(),
+                read_context_sha256: sha256_hex(b"shared ranker read"),
+                entries,
+            })
+            .unwrap()
+        };
+        let (set_a, set_odd) = (set_of(&of_a), set_of(&odd));
+        let mut reader = factory.app(&db).expect("app");
+        let statements = ReadStatements::new();
+        let kept = KeptReads::default();
+        let embedder = suite_embedder();
+        let config = FunnelConfig::default();
+        let policy = policy();
+        let text = "Where did Melanie go hiking?";
+        let vector = embedder.embed(text).expect("embed");
+        let mut read = |tenant: &'static str, set: &SealedEligibleSet| {
+            let mut q = query(text, set, &[], RetrievalMode::Hybrid, &policy);
+            q.tenant_id = tenant;
+            rank::recall_prepared(
+                &mut reader,
+                &statements,
+                &kept,
+                &config,
+                &q,
+                Some(&vector),
+                embedder.release(),
+            )
+            .expect("recall")
+        };
+        let (a, _) = read(TENANT_A, &set_a);
+        let (fresh, how) = read(ODD, &set_odd);
+        assert_eq!(how, LinesRead::Fresh);
+        let (again, how) = read(ODD, &set_odd);
+        assert_eq!(how, LinesRead::Kept);
+        assert_eq!(again.receipt, fresh.receipt);
+        assert!(!a.record_ids().is_empty());
+        let named: Vec<String> = a
+            .record_ids()
+            .iter()
+            .map(|id| format!("odd-{id}"))
+            .collect();
+        assert_eq!(fresh.record_ids(), named);
+        // Each tenant over the other's records: nothing.
+        let (crossed, _) = read(TENANT_A, &set_odd);
+        assert!(
+            crossed.record_ids().is_empty(),
+            "{:?}",
+            crossed.record_ids()
+        );
+        let (crossed, _) = read(ODD, &set_a);
+        assert!(
+            crossed.record_ids().is_empty(),
+            "{:?}",
+            crossed.record_ids()
+        );
+    }
 }
 
 /// The write guard's distance query: the live rows of one tenant, subject
