@@ -816,3 +816,114 @@ fn items_and_namespaces_by_address_on_postgres() {
     let (_, r) = call(&server, a, "GET", "/v1/namespaces", None);
     assert_eq!(r["namespaces"], json!([["notes"]]));
 }
+
+/// The read pool tests no connection it hands out (that would cost every
+/// recall a round trip): a recall whose pooled connection the database
+/// ended meanwhile is answered on a fresh connection, not failed.
+#[test]
+fn a_recall_is_answered_after_the_database_ended_its_read_connection() {
+    let Some((owner_url, app_url)) = urls() else {
+        return;
+    };
+    let schema = migrated_schema(&owner_url, &app_url);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    // This server's connections, told apart from other tests' by name.
+    let name = format!("{}_reads", schema.name);
+    let app = format!(
+        "{}&application_name={name}",
+        in_schema(&app_url, &schema.name)
+    );
+    let server = serve(&dir.path().join("one"), &app);
+    let admin_key = std::fs::read_to_string(dir.path().join("one").join("admin.key"))
+        .unwrap_or_else(|e| panic!("the server writes the admin key: {e}"))
+        .trim()
+        .to_owned();
+    let (status, r) = call(
+        &server,
+        &admin_key,
+        "POST",
+        "/v1/admin/tenants",
+        Some(
+            json!({"tenant_id": "tenant-a", "policy": {"write_guards": {"shared_semantic_evidence": "any"}}}),
+        ),
+    );
+    assert_eq!(status, 200, "{r}");
+    let (status, r) = call(
+        &server,
+        &admin_key,
+        "POST",
+        "/v1/admin/keys",
+        Some(json!({"tenant_id": "tenant-a", "principal_id": "alice",
+                    "grant": {"allowed_workspace_ids": ["ws-main"]}})),
+    );
+    assert_eq!(status, 200, "{r}");
+    let key = r["key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("key: {r}"))
+        .to_owned();
+    let fact = workspace_fact(
+        "pg-dropped",
+        "ws-main",
+        "The staging database is restored every Sunday",
+    );
+    let (status, r) = call(
+        &server,
+        &key,
+        "POST",
+        "/v1/memories",
+        Some(serde_json::to_value(&fact).unwrap_or_else(|e| panic!("json: {e}"))),
+    );
+    assert_eq!(
+        (status, r["decision"].as_str()),
+        (200, Some("accepted")),
+        "{r}"
+    );
+    let question = "when is the staging database restored";
+    assert!(recalled(&server, &key, question).contains("restored every Sunday"));
+
+    // The database ends the idle read connections (a ranked read ends its
+    // transaction with a rollback; the store's reads commit theirs).
+    let mut owner = postgres::Client::connect(&owner_url, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("owner: {e}"));
+    // Listed first, then ended one by one: a condition's order of
+    // evaluation is the planner's, and no other connection may be ended.
+    let ended: Vec<i32> = owner
+        .query(
+            "SELECT pid FROM pg_stat_activity
+             WHERE application_name = $1 AND state = 'idle' AND query = 'ROLLBACK'",
+            &[&name],
+        )
+        .unwrap_or_else(|e| panic!("activity: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for pid in &ended {
+        let done: bool = owner
+            .query_one("SELECT pg_terminate_backend($1)", &[pid])
+            .map(|r| r.get(0))
+            .unwrap_or_else(|e| panic!("terminate: {e}"));
+        assert!(done, "ended {pid}");
+    }
+    assert!(!ended.is_empty(), "a read connection was ended");
+    let started = std::time::Instant::now();
+    while owner
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+            &[&ended],
+        )
+        .map(|r| r.get::<_, i64>(0))
+        .unwrap_or_else(|e| panic!("activity: {e}"))
+        > 0
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the ended connections are gone"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // The next recalls read on a fresh connection.
+    for _ in 0..2 {
+        assert!(recalled(&server, &key, question).contains("restored every Sunday"));
+    }
+}
