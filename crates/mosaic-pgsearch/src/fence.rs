@@ -127,7 +127,7 @@ fn advance_clock(tx: &mut Transaction<'_>, tenant: &str) -> PgSearchResult<i64> 
 /// The records of `tenant` whose `target` rows changed after clock
 /// `since`, as the transaction's snapshot sees them.
 pub(crate) fn changed_since(
-    tx: &mut impl postgres::GenericClient,
+    tx: &mut Transaction<'_>,
     target: &str,
     tenant: &str,
     since: i64,

@@ -11,13 +11,13 @@ use mosaic_index::fusion::CandidateSource;
 use mosaic_index::lexical::{LexicalParams, bm25_avgdl, bm25_idf, bm25_scores};
 use mosaic_index::text::Role;
 use mosaic_index::{Hit, IndexError, SearchPlan};
-use postgres::Client;
+use postgres::{Client, IsolationLevel, Transaction};
 
 use crate::error::{PgSearchError, PgSearchResult};
 use crate::fence::changed_since;
 use crate::schema;
 
-use super::statements::{self, ReadStatements, ReadTx, run};
+use super::statements::{self, ReadStatements, run};
 use super::{
     KeptReads, Lines, LinesRead, ReadState, Row, Vectors, advance, advance_vectors, load_rows,
     load_vectors,
@@ -26,7 +26,7 @@ use super::{
 /// One read's candidates over the PostgreSQL targets (see the module
 /// documentation). Holds the read's transaction until dropped.
 pub struct PgCandidates<'a> {
-    tx: ReadTx<'a>,
+    tx: Transaction<'a>,
     tenant_id: &'a str,
     policy_sha256: &'a str,
     /// The statements prepared on the read's connection, if any.
@@ -84,9 +84,17 @@ impl<'a> PgCandidates<'a> {
         kept: Option<(&KeptReads, &SealedEntries)>,
         vectors: bool,
     ) -> PgSearchResult<Self> {
-        // The transaction started and the tenant entered (row-level
-        // security) in one round trip.
-        let mut tx = ReadTx::begin(client, tenant_id)?;
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        run(
+            &mut tx,
+            statements.map(|s| &s.enter),
+            statements::ENTER,
+            &[&tenant_id],
+        )?;
         // An eligible set comes sorted by id: checked, not sorted again.
         // Entries out of order are never kept nor advanced (a kept read
         // looks its changed records up in them by binary search).
@@ -107,7 +115,7 @@ impl<'a> PgCandidates<'a> {
             } else {
                 (statements.map(|s| &s.clock), statements::CLOCK)
             };
-            let rows = run(tx.client(), prepared, text, &[&tenant_id])?;
+            let rows = run(&mut tx, prepared, text, &[&tenant_id])?;
             let row = rows.first().ok_or_else(|| {
                 PgSearchError::Database("the clock query returned no row".to_owned())
             })?;
@@ -136,16 +144,15 @@ impl<'a> PgCandidates<'a> {
                     _ => &[],
                 };
                 let lexical =
-                    changed_since(tx.client(), crate::lexical::TARGET, tenant_id, base.clock)?;
-                let vector =
-                    changed_since(tx.client(), crate::vector::TARGET, tenant_id, base.clock)?;
+                    changed_since(&mut tx, crate::lexical::TARGET, tenant_id, base.clock)?;
+                let vector = changed_since(&mut tx, crate::vector::TARGET, tenant_id, base.clock)?;
                 let changed_in = |since: &[String]| -> HashSet<String> {
                     since.iter().chain(named).cloned().collect()
                 };
                 let (lexical, vector) = (changed_in(&lexical), changed_in(&vector));
                 let entries_now = entries.entries();
                 let lines = advance(
-                    tx.client(),
+                    &mut tx,
                     tenant_id,
                     policy_sha256,
                     &base.lines,
@@ -153,7 +160,7 @@ impl<'a> PgCandidates<'a> {
                     &lexical.iter().map(String::as_str).collect(),
                 )?;
                 let vectors = advance_vectors(
-                    tx.client(),
+                    &mut tx,
                     tenant_id,
                     policy_sha256,
                     &base.vectors,
@@ -205,12 +212,12 @@ impl<'a> PgCandidates<'a> {
             None => ReadState {
                 clock,
                 lines: Arc::new(Lines::of(load_rows(
-                    tx.client(),
+                    &mut tx,
                     tenant_id,
                     policy_sha256,
                     &ids,
                 )?)),
-                vectors: Arc::new(load_vectors(tx.client(), tenant_id, policy_sha256, &ids)?),
+                vectors: Arc::new(load_vectors(&mut tx, tenant_id, policy_sha256, &ids)?),
                 stats: Arc::new(OnceLock::new()),
             },
         };
@@ -279,7 +286,7 @@ impl<'a> PgCandidates<'a> {
             Some(&stats) => stats,
             None => {
                 let rows = run(
-                    self.tx.client(),
+                    &mut self.tx,
                     self.statements.map(|s| &s.stats),
                     statements::STATS,
                     &[&self.tenant_id, &lines.subjects],
@@ -306,7 +313,7 @@ impl<'a> PgCandidates<'a> {
         let mut df = vec![0u64; query.len()];
         let mut tfs: HashMap<usize, Vec<f32>> = HashMap::new();
         for r in run(
-            self.tx.client(),
+            &mut self.tx,
             self.statements.map(|s| &s.terms),
             statements::TERMS,
             &[
@@ -360,7 +367,7 @@ impl<'a> PgCandidates<'a> {
         let dimension = match self.dimension {
             Some(dimension) => usize::try_from(dimension)
                 .map_err(|_| PgSearchError::Schema(format!("stored dimension {dimension}")))?,
-            None => schema::stored_dimension(self.tx.client())?,
+            None => schema::stored_dimension(&mut self.tx)?,
         };
         check_embedding(query_vector, dimension)?;
         if depth == 0 || self.ids.is_empty() {
@@ -370,9 +377,23 @@ impl<'a> PgCandidates<'a> {
         // `depth`, equal similarities by publication order (as the
         // in-memory scan keeps them), then by record id.
         let vectors = self.vectors.clone();
-        let mut hits = Vec::with_capacity(depth.min(vectors.len()));
-        for (score, id, v) in vectors.best(query_vector, depth) {
-            self.hit_vectors.insert(id.to_owned(), v.into());
+        let mut scored: Vec<(f32, i64, &str, &Arc<[f32]>)> = vectors
+            .iter()
+            .map(|(id, (seq, v))| (dot(query_vector, v), *seq, id.as_str(), v))
+            .collect();
+        let order = |a: &(f32, i64, &str, &Arc<[f32]>), b: &(f32, i64, &str, &Arc<[f32]>)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| a.1.cmp(&b.1))
+                .then_with(|| a.2.cmp(b.2))
+        };
+        if scored.len() > depth {
+            scored.select_nth_unstable_by(depth - 1, order);
+            scored.truncate(depth);
+        }
+        scored.sort_by(order);
+        let mut hits = Vec::with_capacity(scored.len());
+        for (score, _, id, v) in scored {
+            self.hit_vectors.insert(id.to_owned(), v.clone());
             hits.push(Hit {
                 record_id: id.to_owned(),
                 score,

@@ -14,11 +14,9 @@
 //!   keeps them per subject partition. Turn windows run over the eligible
 //!   records of a subject ordered by creation time, then publication
 //!   sequence (the in-memory index orders equal times by publication too).
-//! * Vector similarity with the in-memory kernel (`mosaic_kernels::dots`,
-//!   as `mosaic_index::ann::dot`) over every eligible stored vector, read
-//!   with the eligible rows and kept in contiguous chunks a read brought
-//!   forward shares with the read it came from (an exact scan, never the
-//!   approximate HNSW index). Equally similar
+//! * Vector similarity with the in-memory kernel (`mosaic_index::ann::dot`)
+//!   over every eligible stored vector, read with the eligible rows (an
+//!   exact scan, never the approximate HNSW index). Equally similar
 //!   records are kept in publication order (each vector row has a
 //!   publication sequence number), as the in-memory scan keeps them in doc
 //!   order. The in-memory index also scans exactly up to
@@ -43,24 +41,21 @@
 //!
 //! # Layout
 //!
-//! `rows` reads the eligible lexical and vector rows, `vectors` holds and
-//! scores the vectors of a read, `kept` holds the
+//! `rows` reads the eligible lexical and vector rows, `kept` holds the
 //! reads a reader keeps, `candidates` is the candidate source over them,
 //! `statements` the read's statements, prepared once per connection
 //! ([`ReadStatements`]); this module holds the entry points ([`recall`],
 //! [`recall_on`], [`recall_kept`], [`recall_prepared`]).
 //!
-//! An unchanged read of a kept scope makes four round trips: the
-//! transaction's start with entering the tenant (one simple-query message,
-//! the tenant a quoted literal), the clock (with the stored vector
-//! dimension when the read ranks vectors), the term query, and the end of
-//! the transaction.
+//! An unchanged read of a kept scope makes five round trips: the
+//! transaction's start, entering the tenant, the clock (with the stored
+//! vector dimension when the read ranks vectors), the term query, and the
+//! end of the transaction.
 
 mod candidates;
 mod kept;
 mod rows;
 mod statements;
-mod vectors;
 
 use mosaic_index::IndexError;
 use mosaic_index::funnel::{
@@ -75,9 +70,8 @@ use crate::error::PgSearchError;
 pub use candidates::PgCandidates;
 use kept::ReadState;
 pub use kept::{KEPT_BYTES, KEPT_IDLE, KEPT_READS, KeptReads, LOAD_WAIT, LinesRead};
-use rows::{Lines, Row, advance, advance_vectors, load_rows, load_vectors};
+use rows::{Lines, Row, Vectors, advance, advance_vectors, load_rows, load_vectors};
 pub use statements::{ReadStatements, TERMS as TERM_QUERY};
-use vectors::Vectors;
 
 /// Rows the write guard's and the search targets' callers may fetch beyond
 /// a candidate depth by pgvector's distance before scoring them again with

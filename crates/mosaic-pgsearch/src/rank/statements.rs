@@ -4,63 +4,12 @@
 use postgres::types::ToSql;
 use std::sync::OnceLock;
 
-use postgres::{Client, GenericClient, SimpleQueryMessage, Statement};
+use postgres::{Statement, Transaction};
 
-use crate::error::{PgSearchError, PgSearchResult};
+use crate::error::PgSearchResult;
 
-/// A ranked read's read-only, repeatable-read transaction on a connection,
-/// as one tenant ([`ReadTx::begin`]); rolled back when dropped (the read
-/// writes nothing, so ending it so is all it needs).
-pub(super) struct ReadTx<'a> {
-    client: &'a mut Client,
-}
-
-impl<'a> ReadTx<'a> {
-    /// Starts the transaction and enters the tenant (row-level security)
-    /// in one simple-query message, one round trip, the tenant a quoted
-    /// literal ([`quoted`]); checks the server holds the tenant so set.
-    /// Every statement after it runs in the transaction, as the tenant.
-    pub(super) fn begin(client: &'a mut Client, tenant_id: &str) -> PgSearchResult<ReadTx<'a>> {
-        let tenant = quoted(tenant_id)?;
-        // Rolled back from here on, whatever fails.
-        let tx = ReadTx { client };
-        let messages = tx.client.simple_query(&format!(
-            "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; \
-             SELECT set_config('mosaic.tenant_id', {tenant}, true)"
-        ))?;
-        let entered = messages.iter().find_map(|m| match m {
-            SimpleQueryMessage::Row(row) => Some(row.get(0)),
-            _ => None,
-        });
-        if entered != Some(Some(tenant_id)) {
-            return Err(PgSearchError::Database(
-                "the read did not enter its tenant".to_owned(),
-            ));
-        }
-        Ok(tx)
-    }
-
-    /// The connection, inside the transaction.
-    pub(super) fn client(&mut self) -> &mut Client {
-        self.client
-    }
-}
-
-impl Drop for ReadTx<'_> {
-    fn drop(&mut self) {
-        // A failure here leaves a connection that is closed (the pool drops
-        // it) or has no transaction left to end.
-        let _ = self.client.batch_execute("ROLLBACK");
-    }
-}
-
-/// `value` as a PostgreSQL string literal (the store's
-/// `mosaic_store::postgres::quote_literal`); refuses a NUL, which no text
-/// value holds.
-pub(super) fn quoted(value: &str) -> PgSearchResult<String> {
-    mosaic_store::postgres::quote_literal(value)
-        .ok_or_else(|| PgSearchError::Database("a tenant id holds a NUL character".to_owned()))
-}
+/// Enters the tenant for the transaction (row-level security).
+pub(super) const ENTER: &str = "SELECT set_config('mosaic.tenant_id', $1, true)";
 
 /// The tenant's clock (NULL before its first change), for a read without
 /// vectors (it does not touch the schema's meta table).
@@ -84,8 +33,8 @@ pub(super) const STATS: &str = "SELECT count(*)::BIGINT, coalesce(sum(doc_len), 
 pub const TERMS: &str = "SELECT record_id, term, tf, policy_sha256 = $4 FROM pgsearch_terms
      WHERE tenant_id = $1 AND subject_key = ANY($2) AND term = ANY($3)";
 
-/// The statements of an unchanged ranked read after entering its tenant
-/// (the clock, with the stored dimension for a read with vectors, the BM25
+/// The statements of an unchanged ranked read (entering the tenant, the
+/// clock, with the stored dimension for a read with vectors, the BM25
 /// statistics, the term query), each prepared on its first use by a read
 /// on one connection: a read that uses them sends each as one round trip
 /// instead of a parse and an execution. (Prepared when first used, not
@@ -97,6 +46,7 @@ pub const TERMS: &str = "SELECT record_id, term, tf, policy_sha256 = $4 FROM pgs
 /// results).
 #[derive(Debug, Default)]
 pub struct ReadStatements {
+    pub(super) enter: OnceLock<Statement>,
     pub(super) clock: OnceLock<Statement>,
     pub(super) clock_dimension: OnceLock<Statement>,
     pub(super) stats: OnceLock<Statement>,
@@ -113,7 +63,7 @@ impl ReadStatements {
 /// Runs `text` as the statement kept in `prepared`, prepared in `tx` on
 /// its first use; without a place to keep it, runs the text.
 pub(super) fn run(
-    tx: &mut impl GenericClient,
+    tx: &mut Transaction<'_>,
     prepared: Option<&OnceLock<Statement>>,
     text: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -129,20 +79,4 @@ pub(super) fn run(
         }
     };
     Ok(tx.query(&statement, params)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quoted;
-
-    #[test]
-    fn quoted_literals_double_quotes_and_backslashes_and_refuse_nul() {
-        assert_eq!(quoted("tenant-a").unwrap(), "E'tenant-a'");
-        assert_eq!(quoted("a'b").unwrap(), "E'a''b'");
-        assert_eq!(
-            quoted("a\\'; SELECT 1; --").unwrap(),
-            "E'a\\\\''; SELECT 1; --'"
-        );
-        assert!(quoted("a\0b").is_err());
-    }
 }

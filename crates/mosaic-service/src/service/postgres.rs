@@ -181,10 +181,6 @@ impl PgReads {
             .max_size(size)
             .min_idle(Some(1))
             .connection_timeout(wait)
-            // No round trip to test each connection handed out: a read
-            // that finds its connection closed runs once more on a fresh
-            // one instead ([`PgReads::again_if_closed`]).
-            .test_on_check_out(false)
             .error_handler(Box::new(PoolErrors))
             .build(PostgresConnectionManager::new(parsed, ::postgres::NoTls))
             .map_err(|e| unavailable(&e))?;
@@ -247,48 +243,20 @@ impl PgReads {
         // its first use there, then sent as one round trip. Put back only
         // after a read that succeeded, so after a failed read (a dropped
         // connection, a migrated schema) they are prepared again.
-        self.again_if_closed(connection, |connection| {
-            let statements = r2d2::PooledConnection::extensions_mut(connection)
-                .remove::<ReadStatements>()
-                .unwrap_or_default();
-            let (recall, _) = mosaic_pgsearch::rank::recall_prepared(
-                connection,
-                &statements,
-                &self.kept,
-                &self.config,
-                &query,
-                vector,
-                &self.release,
-            )?;
-            r2d2::PooledConnection::extensions_mut(connection).insert(statements);
-            Ok(recall.receipt)
-        })
-    }
-
-    /// `read` on `connection`; when it fails and the connection is found
-    /// closed (the server ended it, or it was lost), once more on a fresh
-    /// connection of the pool, which takes the closed one's place (the
-    /// pool drops a closed connection when it comes back). The pool tests
-    /// no connection it hands out, so this is how a dropped connection is
-    /// replaced without failing a read. Reads only: running one twice
-    /// writes nothing.
-    fn again_if_closed<T>(
-        &self,
-        connection: &mut PgConnection,
-        read: impl Fn(&mut PgConnection) -> ServiceResult<T>,
-    ) -> ServiceResult<T> {
-        match read(connection) {
-            Ok(value) => Ok(value),
-            Err(e) => {
-                // On a failed read only: the check costs a round trip.
-                if !connection.is_closed() && connection.simple_query("").is_ok() {
-                    return Err(e);
-                }
-                tracing::warn!("a pooled PostgreSQL read connection was closed; reading again");
-                *connection = self.connection()?;
-                read(connection)
-            }
-        }
+        let statements = r2d2::PooledConnection::extensions_mut(connection)
+            .remove::<ReadStatements>()
+            .unwrap_or_default();
+        let (recall, _) = mosaic_pgsearch::rank::recall_prepared(
+            connection,
+            &statements,
+            &self.kept,
+            &self.config,
+            &query,
+            vector,
+            &self.release,
+        )?;
+        r2d2::PooledConnection::extensions_mut(connection).insert(statements);
+        Ok(recall.receipt)
     }
 
     /// Drops the kept reads unused for longer than `pg_kept_read_idle_ms`.
@@ -318,16 +286,14 @@ impl PgReads {
         subject: (&str, MemoryKind),
         k: usize,
     ) -> ServiceResult<Vec<mosaic_pgsearch::RankedHit>> {
-        self.again_if_closed(connection, |connection| {
-            mosaic_pgsearch::vector::nearest_in_subject_on(
-                connection,
-                self.vector,
-                vector,
-                tenant,
-                subject,
-                k,
-            )
-            .map_err(|e| ServiceError::Unavailable(format!("PostgreSQL vector index: {e}")))
-        })
+        mosaic_pgsearch::vector::nearest_in_subject_on(
+            connection,
+            self.vector,
+            vector,
+            tenant,
+            subject,
+            k,
+        )
+        .map_err(|e| ServiceError::Unavailable(format!("PostgreSQL vector index: {e}")))
     }
 }

@@ -105,74 +105,19 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// `value` as a PostgreSQL string literal that means `value` whatever
-/// `standard_conforming_strings` says: an escape string (`E'...'`) with
-/// every backslash and quote doubled. `None` for a value holding a NUL,
-/// which no text value holds. For sending a tenant in the same
-/// simple-query message as the statement that starts a transaction.
-pub fn quote_literal(value: &str) -> Option<String> {
-    if value.contains('\0') {
-        return None;
-    }
-    Some(format!(
-        "E'{}'",
-        value.replace('\\', "\\\\").replace('\'', "''")
-    ))
-}
-
-/// Starts a reading transaction.
-const READ_START: &str = "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY";
-
-/// Where a [`Ctx`]'s statements run: an open transaction, a reading
-/// transaction started with its first statement (`begun`: started), or
-/// the bare connection for a read of one statement that enters no tenant
+/// Where a [`Ctx`]'s statements run: an open transaction, or the bare
+/// connection for a read of one statement that enters no tenant
 /// ([`Backend::read_statement`]: one round trip, no `BEGIN` or `COMMIT`).
 enum Conn<'a> {
     Tx(Transaction<'a>),
-    Read { client: &'a mut Client, begun: bool },
     Statement(&'a mut Client),
 }
 
 impl Conn<'_> {
-    /// Starts a reading transaction not started yet (one round trip).
-    fn begin(&mut self) -> Result<(), postgres::Error> {
-        if let Conn::Read { client, begun } = self
-            && !*begun
-        {
-            // Ended (rolled back) whatever the start's outcome.
-            *begun = true;
-            client.batch_execute(READ_START)?;
-        }
-        Ok(())
-    }
-
-    /// Starts a reading transaction not started yet and enters `tenant`
-    /// in the same message (one round trip), returning the setting as the
-    /// server then holds it; `None` when the transaction had started or is
-    /// not a reading one, or the tenant cannot be a literal (the caller
-    /// enters it with a statement of its own).
-    fn begin_as(&mut self, tenant: &str) -> Result<Option<Option<String>>, postgres::Error> {
-        let Conn::Read { client, begun } = self else {
-            return Ok(None);
-        };
-        let Some(literal) = quote_literal(tenant).filter(|_| !*begun) else {
-            return Ok(None);
-        };
-        *begun = true;
-        let messages = client.simple_query(&format!(
-            "{READ_START}; SELECT set_config('mosaic.tenant_id', {literal}, true)"
-        ))?;
-        Ok(Some(messages.iter().find_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-            _ => None,
-        })))
-    }
-
     fn prepare(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        self.begin()?;
         match self {
             Conn::Tx(tx) => tx.prepare(sql),
-            Conn::Read { client, .. } | Conn::Statement(client) => client.prepare(sql),
+            Conn::Statement(client) => client.prepare(sql),
         }
     }
 
@@ -181,10 +126,9 @@ impl Conn<'_> {
         statement: &Statement,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, postgres::Error> {
-        self.begin()?;
         match self {
             Conn::Tx(tx) => tx.query(statement, params),
-            Conn::Read { client, .. } | Conn::Statement(client) => client.query(statement, params),
+            Conn::Statement(client) => client.query(statement, params),
         }
     }
 
@@ -193,12 +137,9 @@ impl Conn<'_> {
         statement: &Statement,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, postgres::Error> {
-        self.begin()?;
         match self {
             Conn::Tx(tx) => tx.execute(statement, params),
-            Conn::Read { client, .. } | Conn::Statement(client) => {
-                client.execute(statement, params)
-            }
+            Conn::Statement(client) => client.execute(statement, params),
         }
     }
 }
@@ -252,30 +193,8 @@ impl Ctx<'_> {
     /// tenant-bearing table looks empty and refuses writes.
     fn enter_no_tenant(&self) -> StoreResult<()> {
         self.no_single_statement()?;
-        if self.begin_as("")? {
-            return Ok(());
-        }
         self.exec("SELECT set_config('mosaic.tenant_id', '', true)", params![])?;
         Ok(())
-    }
-
-    /// In a reading transaction that has run nothing yet: starts it and
-    /// enters `tenant` in one message (one round trip instead of two), and
-    /// checks the server holds the tenant so set. `false` when the caller
-    /// is to enter the tenant with a statement of its own.
-    fn begin_as(&self, tenant: &str) -> StoreResult<bool> {
-        let entered = self
-            .tx
-            .borrow_mut()
-            .begin_as(tenant)
-            .map_err(|e| self.fail(e))?;
-        match entered {
-            None => Ok(false),
-            Some(Some(held)) if held == tenant => Ok(true),
-            Some(_) => Err(StoreError::Backend(
-                "a read did not enter its tenant".into(),
-            )),
-        }
     }
 
     /// Refuses to set the tenant outside a transaction: the
@@ -409,9 +328,6 @@ impl Tx for Ctx<'_> {
     /// store-wide maintenance.
     fn enter_tenant(&self, tenant_id: &str) -> StoreResult<()> {
         self.no_single_statement()?;
-        if self.begin_as(tenant_id)? {
-            return Ok(());
-        }
         self.exec(
             "SELECT set_config('mosaic.tenant_id', ?1, true)",
             params![tenant_id],
@@ -704,28 +620,25 @@ impl PostgresStore {
             config,
             statements,
         } = self;
-        // A reading transaction starts with its first statement, in the
-        // same message as entering its tenant when that comes first.
-        let conn = if writing.is_some() {
-            match client
+        let builder = if writing.is_some() {
+            client
                 .build_transaction()
                 .isolation_level(IsolationLevel::ReadCommitted)
-                .start()
-            {
-                Ok(tx) => Conn::Tx(tx),
-                Err(e) => {
-                    let retry = is_retryable(&e);
-                    return (Err(e.into()), retry);
-                }
-            }
         } else {
-            Conn::Read {
-                client,
-                begun: false,
+            client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+        };
+        let tx = match builder.start() {
+            Ok(tx) => tx,
+            Err(e) => {
+                let retry = is_retryable(&e);
+                return (Err(e.into()), retry);
             }
         };
         let ctx = Ctx {
-            tx: RefCell::new(conn),
+            tx: RefCell::new(Conn::Tx(tx)),
             statements,
             config,
             writing: writing.is_some(),
@@ -752,26 +665,6 @@ impl PostgresStore {
         })();
         let tx = match ctx.tx.into_inner() {
             Conn::Tx(tx) => tx,
-            Conn::Read { client, begun } => {
-                if !begun {
-                    return (out, ctx.retryable.get());
-                }
-                return match out {
-                    Ok(value) => match client.batch_execute("COMMIT") {
-                        Ok(()) => (Ok(value), false),
-                        Err(e) => {
-                            let retry = is_retryable(&e);
-                            (Err(e.into()), retry)
-                        }
-                    },
-                    Err(e) => {
-                        // A failure here leaves a closed connection or no
-                        // transaction to end.
-                        let _ = client.batch_execute("ROLLBACK");
-                        (Err(e), ctx.retryable.get())
-                    }
-                };
-            }
             Conn::Statement(_) => {
                 return (
                     Err(StoreError::Backend(
