@@ -199,6 +199,54 @@ fn a_graph_after_removals_and_replacements_links_only_its_nodes() {
     assert_eq!(fresh.graph_snapshot(&all), Some(graph));
 }
 
+/// What a walk asks the memory for ahead of expanding a node covers
+/// what expanding it reads: every 64-byte line of its layer-0 slot (its
+/// list's length and the list), and nothing outside the slot, for slots
+/// of any length and wherever one starts in a line.
+#[test]
+fn the_lines_asked_for_ahead_are_those_of_the_slot() {
+    let line = |p: *const DocId| p as usize / 64;
+    for m0 in [2usize, 8, 10, 11, 16, 21, 32, 43] {
+        let dim = 8;
+        let mut ann = AnnIndex::new(
+            dim,
+            AnnConfig {
+                m: m0.div_ceil(2).max(2),
+                m0,
+                ..AnnConfig::default()
+            },
+        );
+        for d in 0..80u32 {
+            let mut v = noise(u64::from(d) + 7, dim);
+            crate::embed::l2_normalise(&mut v);
+            ann.insert(d, &v);
+        }
+        let slot = ann.slot0();
+        for doc in 0..80u32 {
+            let mut asked = std::collections::BTreeSet::new();
+            ann.each_slot_line(doc, |e| {
+                asked.insert(line(e));
+            });
+            let start = &ann.layer0[doc as usize * slot] as *const DocId;
+            let end = &ann.layer0[doc as usize * slot + slot - 1] as *const DocId;
+            let spanned: std::collections::BTreeSet<usize> = (line(start)..=line(end)).collect();
+            assert_eq!(asked, spanned, "m0 {m0} doc {doc}");
+            let list = ann.neighbours(doc, 0);
+            assert!(!list.is_empty(), "m0 {m0} doc {doc}");
+            for e in list {
+                assert!(asked.contains(&line(e)), "m0 {m0} doc {doc}");
+            }
+        }
+        // A doc the index never held asks for nothing (and does not
+        // panic), on any layer.
+        let mut none = 0;
+        ann.each_slot_line(1_000, |_| none += 1);
+        assert_eq!(none, 0);
+        ann.prefetch_links(1_000, 0);
+        ann.prefetch_links(3, 5);
+    }
+}
+
 /// Seeded pseudo-random values in [-0.5, 0.5).
 fn noise(seed: u64, n: usize) -> Vec<f32> {
     let mut z = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
