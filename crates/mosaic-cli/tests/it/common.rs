@@ -454,8 +454,8 @@ pub fn as_released_v10(data: &std::path::Path) {
              INSERT INTO old.memories SELECT c.record_id, c.proposal_id, c.tenant_id,
                  c.proposer_principal_id, c.subject_type || ':' || c.subject_a,
                  CASE WHEN c.subject_type = 'principal' THEN c.subject_a END, c.kind,
-                 c.created_at_ms, e.export_request_json
-                 FROM record_catalog c LEFT JOIN proposals e ON e.proposal_id = c.proposal_id;
+                 c.created_at_ms, e.request_json
+                 FROM record_catalog c LEFT JOIN export_requests e ON e.record_id = c.record_id;
              INSERT INTO old.messages SELECT tenant_id, principal_id, conversation_id, message_id,
                  record_id, content_sha256, provenance_sha256, locator_sha256, captured_at_ms
                  FROM captured_messages;
@@ -464,8 +464,8 @@ pub fn as_released_v10(data: &std::path::Path) {
                  report_json, created_at_ms FROM extraction_jobs;
              PRAGMA old.user_version = 3;
              DETACH DATABASE old;
-             DROP TABLE captured_messages; DROP TABLE extraction_jobs;
-             ALTER TABLE proposals DROP COLUMN principal_id; ALTER TABLE proposals DROP COLUMN export_request_json;
+             DROP TABLE captured_messages; DROP TABLE extraction_jobs; DROP TABLE export_requests;
+             ALTER TABLE proposals DROP COLUMN principal_id;
              DELETE FROM meta WHERE key = 'intake_imported';
              DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;
              UPDATE meta SET int_value = 10 WHERE key = 'schema_version';

@@ -36,7 +36,7 @@ INSERT INTO mosaic_server_proposals SELECT proposal_id, tenant_id, principal_id,
     CASE WHEN accepted THEN 1 ELSE 0 END, decided_at_ms FROM proposals;
 INSERT INTO mosaic_server_memories SELECT c.record_id, c.proposal_id, c.tenant_id,
     c.proposer_principal_id, c.subject_type || ':' || c.subject_a, NULL, c.kind, c.created_at_ms,
-    e.export_request_json FROM record_catalog c LEFT JOIN proposals e ON e.proposal_id = c.proposal_id;
+    e.request_json FROM record_catalog c LEFT JOIN export_requests e ON e.record_id = c.record_id;
 INSERT INTO mosaic_server_messages SELECT tenant_id, principal_id, conversation_id, message_id,
     record_id, content_sha256, provenance_sha256, locator_sha256, captured_at_ms FROM captured_messages;
 INSERT INTO mosaic_server_extraction_jobs VALUES ('x-old', 'tenant-a', 'alice', 'k', 'chat-pg',
@@ -57,8 +57,8 @@ BEGIN
     CREATE POLICY mosaic_server_memories_tenant ON mosaic_server_memories USING
         (tenant_id = current_setting('mosaic.tenant_id', true));
 END $$;
-DROP TABLE captured_messages; DROP TABLE extraction_jobs;
-ALTER TABLE proposals DROP COLUMN principal_id; ALTER TABLE proposals DROP COLUMN export_request_json;
+DROP TABLE captured_messages; DROP TABLE extraction_jobs; DROP TABLE export_requests;
+ALTER TABLE proposals DROP COLUMN principal_id;
 DELETE FROM meta WHERE key = 'intake_imported';
 DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;
 DELETE FROM schema_migrations WHERE version >= 11;

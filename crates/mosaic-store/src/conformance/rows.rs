@@ -146,48 +146,15 @@ pub fn intake_rows_are_the_stores<F: StoreFactory>(factory: &F) -> StoreResult<(
 
     // An earlier server's rows are imported once (a backend whose
     // migration moved them has nothing to import).
-    // An imported export copy goes onto its record's proposal row: not over
-    // a copy already kept, not for an erased record, not across tenants.
     if !store.intake_imported()? {
-        assert!(
-            store
-                .write(&Spec::principal(a, "alice", "r2").build())?
-                .is_accepted()
-        );
-        let mut kept = Spec::principal(a, "alice", "r3").build();
-        kept.kept.export_request_json = Some("{\"copy\":3}".into());
-        assert!(store.write(&kept)?.is_accepted());
-        assert_eq!(store.export_request(a, "r2")?, None, "written without one");
-        let copy = |record: &str, tenant: &str, json: &str| {
-            (record.to_owned(), tenant.to_owned(), json.to_owned())
-        };
         let import = IntakeImport {
             jobs: vec![job(a, "x-old", T0)],
-            export_requests: vec![
-                copy("r2", b, "{\"other\":2}"),
-                copy("r2", a, "{\"imported\":2}"),
-                copy("r3", a, "{\"imported\":3}"),
-                copy("r1", a, "{\"imported\":1}"),
-                copy("r-none", a, "{\"imported\":0}"),
-            ],
             ..IntakeImport::default()
         };
         assert!(store.import_intake(&import)?);
         assert!(store.intake_imported()?);
         assert!(!store.import_intake(&import)?, "imported once");
         assert_eq!(store.recent_extraction_jobs(10)?.len(), 3);
-        assert_eq!(
-            store.export_request(a, "r2")?.as_deref(),
-            Some("{\"imported\":2}")
-        );
-        assert_eq!(store.export_request(b, "r2")?, None);
-        assert_eq!(
-            store.export_request(a, "r3")?.as_deref(),
-            Some("{\"copy\":3}"),
-            "the first copy is kept"
-        );
-        assert_eq!(store.export_request(a, "r1")?, None, "erased");
-        assert_eq!(store.export_request(a, "r-none")?, None);
     }
     Ok(())
 }

@@ -12,15 +12,21 @@ use crate::ops::{Tx, i, params, u};
 use crate::types::WriteRequest;
 
 /// Writes what an accepted request keeps beside its record `record_id`
-/// (the caller's transaction is the record's, entered as its tenant): its
-/// captured message, which must be the request's tenant's and principal's,
-/// held by this record. Its export copy is written with its proposal's row
-/// (`proposals.export_request_json`, see `ops::write`).
+/// (the caller's transaction is the record's, entered as its tenant). A
+/// captured message must be the request's tenant's and principal's, held
+/// by this record.
 pub(crate) fn keep_with_record<C: Tx>(
     c: &C,
     req: &WriteRequest,
     record_id: &str,
 ) -> StoreResult<()> {
+    if let Some(json) = &req.kept.export_request_json {
+        c.exec(
+            "INSERT INTO export_requests (record_id, tenant_id, request_json) VALUES (?1, ?2, ?3)
+             ON CONFLICT DO NOTHING",
+            params![record_id, req.tenant_id, json],
+        )?;
+    }
     if let Some(m) = &req.kept.message {
         if m.tenant_id != req.tenant_id || m.principal_id != req.principal_id {
             return Err(StoreError::InvalidArgument(
@@ -34,25 +40,6 @@ pub(crate) fn keep_with_record<C: Tx>(
         }
         insert_message(c, m)?;
     }
-    Ok(())
-}
-
-/// Keeps `json` as the export copy of record `record_id`, on the row of
-/// the proposal that wrote it (`records.proposal_id`): a copy already there
-/// is kept (the first wins), and a record the tenant does not hold (never
-/// written, or erased) keeps nothing.
-fn set_export_request<C: Tx>(
-    c: &C,
-    tenant_id: &str,
-    record_id: &str,
-    json: &str,
-) -> StoreResult<()> {
-    c.exec(
-        "UPDATE proposals SET export_request_json = ?3
-         WHERE tenant_id = ?1 AND export_request_json IS NULL AND proposal_id = (
-             SELECT r.proposal_id FROM records r WHERE r.tenant_id = ?1 AND r.record_id = ?2)",
-        params![tenant_id, record_id, json],
-    )?;
     Ok(())
 }
 
@@ -324,9 +311,7 @@ pub(crate) fn export_request<C: Tx>(
     record_id: &str,
 ) -> StoreResult<Option<String>> {
     c.row(
-        "SELECT p.export_request_json FROM records r
-         JOIN proposals p ON p.proposal_id = r.proposal_id AND p.tenant_id = r.tenant_id
-         WHERE r.tenant_id = ?1 AND r.record_id = ?2 AND p.export_request_json IS NOT NULL",
+        "SELECT request_json FROM export_requests WHERE tenant_id = ?1 AND record_id = ?2",
         params![tenant_id, record_id],
         |r| r.get(0),
     )
@@ -371,7 +356,20 @@ pub(crate) fn import_intake<C: Tx>(c: &C, import: &IntakeImport) -> StoreResult<
     }
     for (record_id, tenant, json) in &import.export_requests {
         c.enter_tenant(tenant)?;
-        set_export_request(c, tenant, record_id, json)?;
+        let held = c
+            .row(
+                "SELECT 1 FROM records WHERE record_id = ?1 AND tenant_id = ?2",
+                params![record_id, tenant],
+                |r| r.get::<i64>(0),
+            )?
+            .is_some();
+        if held {
+            c.exec(
+                "INSERT INTO export_requests (record_id, tenant_id, request_json) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+                params![record_id, tenant, json],
+            )?;
+        }
     }
     c.exec(
         "UPDATE meta SET int_value = 1 WHERE key = 'intake_imported'",

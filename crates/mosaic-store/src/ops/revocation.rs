@@ -626,9 +626,8 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
         params![record_id],
         |r| r.get(0),
     )?;
-    // Content, record body, sources, claims, the stored gate input and
-    // the export copy of its request (the source texts it quoted; both on
-    // the proposal's row) go; the tombstone (revocations row), receipt
+    // Content, record body, sources, claims, the export copy and the
+    // stored gate input go; the tombstone (revocations row), receipt
     // digests and audit chain stay.
     c.exec(
         "DELETE FROM record_sources WHERE record_id = ?1",
@@ -642,10 +641,15 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
         "DELETE FROM records WHERE record_id = ?1",
         params![record_id],
     )?;
+    // The export copy of its request (the source texts it quoted).
+    c.exec(
+        "DELETE FROM export_requests WHERE record_id = ?1",
+        params![record_id],
+    )?;
     super::scope::sync(c, record_id)?;
     if let Some(proposal_id) = proposal_id {
         c.exec(
-            "UPDATE proposals SET input_json = NULL, export_request_json = NULL WHERE proposal_id = ?1",
+            "UPDATE proposals SET input_json = NULL WHERE proposal_id = ?1",
             params![&proposal_id],
         )?;
     }

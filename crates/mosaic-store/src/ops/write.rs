@@ -544,8 +544,8 @@ fn commit_outcome<C: Tx>(
             ],
         )?;
     }
-    // What the caller keeps beside the record (the message it captures),
-    // with the record; its export copy went onto the proposal's row.
+    // What the caller keeps beside the record (its export copy, the
+    // message it captures), with the record.
     crate::ops::intake::keep_with_record(c, req, &record.record_id)?;
     let generation = revocation_generation(c)?;
     for target in targets {
@@ -603,18 +603,10 @@ fn insert_proposal<C: Tx>(
         } => review_case_ids.clone(),
         WriteDecision::Accepted { .. } => Vec::new(),
     };
-    // The export copy of an accepted request is kept on its proposal's row
-    // (a rejected one keeps none), in the row's one insert: the proposal
-    // is decided once, so the first copy is the one kept.
-    let export_request_json = if accepted {
-        req.kept.export_request_json.clone()
-    } else {
-        None
-    };
     c.exec(
         "INSERT INTO proposals (proposal_id, tenant_id, request_sha256, accepted, record_id, decision_json,
-             receipt_json, input_json, review_case_ids, decided_at_ms, principal_id, export_request_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+             receipt_json, input_json, review_case_ids, decided_at_ms, principal_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             input.proposal.proposal_id,
             req.tenant_id,
@@ -626,8 +618,7 @@ fn insert_proposal<C: Tx>(
             encode(input)?,
             encode(&case_ids)?,
             i(req.now_unix_ms)?,
-            req.principal_id,
-            export_request_json
+            req.principal_id
         ],
     )?;
     c.register(PROPOSAL, &input.proposal.proposal_id, &req.tenant_id)

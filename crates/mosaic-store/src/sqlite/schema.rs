@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 15;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -393,29 +393,7 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ACCESS_GENERATION_MIGRATION,
     // 14 -> 15
     SCOPE_PAGES_MIGRATION,
-    // 15 -> 16
-    EXPORT_ON_PROPOSALS_MIGRATION,
 ];
-
-/// The migration that keeps an accepted proposal's export copy (its
-/// request without its content) on the proposal's own row
-/// (`proposals.export_request_json`, `NULL` for a rejected proposal and
-/// once the record is erased) rather than in `export_requests`, a table
-/// keyed by the record id: every accepted write appends its proposal's row
-/// anyway, and the copy is found through `records.proposal_id`. Every
-/// copy moves onto its record's proposal row (a copy whose record is not
-/// held, which erasure would have deleted, is dropped) and the table goes.
-const EXPORT_ON_PROPOSALS_MIGRATION: &str = r#"
-ALTER TABLE proposals ADD COLUMN export_request_json TEXT;
-UPDATE proposals SET export_request_json = (
-    SELECT e.request_json FROM export_requests e
-    JOIN records r ON r.record_id = e.record_id AND r.tenant_id = e.tenant_id
-    WHERE r.proposal_id = proposals.proposal_id AND r.tenant_id = proposals.tenant_id)
-WHERE proposal_id IN (
-    SELECT r.proposal_id FROM export_requests e
-    JOIN records r ON r.record_id = e.record_id AND r.tenant_id = e.tenant_id);
-DROP TABLE export_requests;
-"#;
 
 /// The migration that stores each read scope's tree in pages of five
 /// levels, one row each, rather than one row per node (see
@@ -487,8 +465,8 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('access_generation', 0, NU
 ///   record catalog;
 /// * `captured_messages` (digests and the record holding each captured
 ///   text) and `export_requests` (an accepted proposal's request without
-///   its content, deleted when the record is erased; on the proposal's
-///   row since version 16), written in the record's own write transaction;
+///   its content, deleted when the record is erased), written in the
+///   record's own write transaction;
 /// * `extraction_jobs`, the queue of extraction over captured messages.
 ///
 /// `intake_imported` says whether an earlier server's own file was

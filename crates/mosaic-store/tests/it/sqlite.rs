@@ -100,7 +100,7 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
     conn.execute_batch(&format!(
-        "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
          DELETE FROM meta WHERE key = 'latest_created_at';
@@ -176,7 +176,7 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // gate inputs.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 3;"
@@ -208,7 +208,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     // keyed by the record id.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              CREATE INDEX idx_records_line ON records (line_id, line_generation);
              CREATE TABLE c5 (
@@ -293,7 +293,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
 fn as_version_6(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 6;"
@@ -334,23 +334,10 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
 fn as_version_7(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
         ))
         .expect("downgrade");
 }
-
-/// What version 16 changed: the export copies back in a table of their
-/// own, keyed by the record id, off the proposals' rows.
-const UNDO_V16: &str = "CREATE TABLE export_requests (
-        record_id TEXT PRIMARY KEY,
-        tenant_id TEXT NOT NULL,
-        request_json TEXT NOT NULL
-    ) STRICT;
-    INSERT INTO export_requests (record_id, tenant_id, request_json)
-    SELECT r.record_id, p.tenant_id, p.export_request_json
-    FROM proposals p JOIN records r ON r.proposal_id = p.proposal_id
-    WHERE p.export_request_json IS NOT NULL;
-    ALTER TABLE proposals DROP COLUMN export_request_json;";
 
 /// What version 12 added: the read scopes' commitments (their trees in
 /// pages since version 15).
@@ -382,7 +369,7 @@ fn version_8_files_gain_the_directory_in_place() {
     drop(store);
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1056,7 +1043,7 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     drop(store);
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1088,7 +1075,7 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     drop(SqliteStore::open(&path, test_config()).expect("open"));
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1180,9 +1167,7 @@ fn version_10_files_gain_proposal_owners_in_place() {
     erase_as_alice(&mut store, "r-gone", &config.required_index_targets, T0 + 1).expect("erase");
     drop(store);
     raw(&path)
-        .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} PRAGMA user_version = 10;"
-        ))
+        .execute_batch(&format!("{UNDO_V12} {UNDO_V11} PRAGMA user_version = 10;"))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1244,7 +1229,7 @@ fn version_11_files_gain_scope_commitments_in_place() {
         .expect("roots");
     drop(store);
     raw(&path)
-        .execute_batch(&format!("{UNDO_V16} {UNDO_V12} PRAGMA user_version = 11;"))
+        .execute_batch(&format!("{UNDO_V12} PRAGMA user_version = 11;"))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, config.clone()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1412,7 +1397,6 @@ fn scope_pages(conn: &Connection, rest: &str) -> Vec<PageRow> {
 /// kept them (`scope_nodes`, a node never written absent), from the pages
 /// version 15 keeps.
 fn undo_v15(conn: &Connection) {
-    conn.execute_batch(UNDO_V16).expect("undo 16");
     conn.execute_batch(
         "CREATE TABLE scope_nodes (
             tenant_id TEXT NOT NULL,
@@ -1483,114 +1467,6 @@ fn version_14_files_gain_the_scope_pages_in_place() {
         .expect("write");
     mosaic_store::conformance::assert_scope_roots(&mut store, fixtures::TENANT_A).expect("roots");
     assert!(store.integrity_check().expect("check").is_ok());
-}
-
-/// A version 15 file, its export copies in `export_requests`, gains them
-/// on the proposals' rows in place: each copy is found again through its
-/// record, a copy whose record is not held (or is another tenant's) is
-/// dropped, an erased record still has none, the table is gone, the file
-/// checks clean, and a write and an erasure after the upgrade keep and
-/// clear the copy on the row.
-#[test]
-fn version_15_files_move_the_export_copies_onto_the_proposals_rows() {
-    let config = test_config();
-    let (_dir, path, mut store) = seeded();
-    let with_copy = |id: &str| {
-        let mut request = Spec::principal(fixtures::TENANT_A, "alice", id).build();
-        request.kept.export_request_json = Some(format!("{{\"copy\":\"{id}\"}}"));
-        request
-    };
-    for request in [
-        with_copy("r-kept"),
-        with_copy("r-gone"),
-        Spec::principal(fixtures::TENANT_A, "bob", "r-plain").build(),
-    ] {
-        assert!(store.write(&request).expect("write").is_accepted());
-    }
-    publish_all(&mut store, &config.required_index_targets, T0).expect("publish");
-    erase_as_alice(&mut store, "r-gone", &config.required_index_targets, T0 + 1).expect("erase");
-    drop(store);
-    let conn = raw(&path);
-    conn.execute_batch(UNDO_V16).expect("undo 16");
-    let copies: i64 = conn
-        .query_row("SELECT count(*) FROM export_requests", [], |r| r.get(0))
-        .expect("count");
-    assert_eq!(copies, 1, "r-kept's only");
-    // Rows erasure or another tenant's write could not have left, which the
-    // move must not carry onto a row.
-    conn.execute_batch(&format!(
-        "INSERT INTO export_requests VALUES ('r-stray', '{a}', '{{}}');
-         INSERT INTO export_requests VALUES ('r-plain', '{b}', '{{}}');
-         PRAGMA user_version = 15;",
-        a = fixtures::TENANT_A,
-        b = fixtures::TENANT_B
-    ))
-    .expect("downgrade");
-    drop(conn);
-    let mut store = SqliteStore::open(&path, config.clone()).expect("migrate");
-    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
-    let copy = |store: &mut SqliteStore, tenant: &str, id: &str| {
-        store.export_request(tenant, id).expect("copy")
-    };
-    assert_eq!(
-        copy(&mut store, fixtures::TENANT_A, "r-kept").as_deref(),
-        Some("{\"copy\":\"r-kept\"}")
-    );
-    assert_eq!(copy(&mut store, fixtures::TENANT_B, "r-kept"), None);
-    for id in ["r-gone", "r-plain", "r-stray"] {
-        assert_eq!(copy(&mut store, fixtures::TENANT_A, id), None, "{id}");
-    }
-    assert_eq!(copy(&mut store, fixtures::TENANT_B, "r-plain"), None);
-    assert!(store.integrity_check().expect("check").is_ok());
-    let conn = raw(&path);
-    let tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'export_requests'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("tables");
-    assert_eq!(tables, 0, "the table is gone");
-    let on_rows: Vec<Option<String>> = conn
-        .prepare("SELECT export_request_json FROM proposals ORDER BY decided_at_ms, proposal_id")
-        .expect("prepare")
-        .query_map([], |r| r.get(0))
-        .expect("rows")
-        .collect::<Result<_, _>>()
-        .expect("rows");
-    assert_eq!(
-        on_rows.iter().filter(|c| c.is_some()).count(),
-        1,
-        "{on_rows:?}"
-    );
-    drop(conn);
-    assert!(
-        store
-            .write(&with_copy("r-after"))
-            .expect("write")
-            .is_accepted()
-    );
-    assert_eq!(
-        copy(&mut store, fixtures::TENANT_A, "r-after").as_deref(),
-        Some("{\"copy\":\"r-after\"}")
-    );
-    publish_all(&mut store, &config.required_index_targets, T0 + 2).expect("publish");
-    erase_as_alice(
-        &mut store,
-        "r-after",
-        &config.required_index_targets,
-        T0 + 3,
-    )
-    .expect("erase");
-    assert_eq!(copy(&mut store, fixtures::TENANT_A, "r-after"), None);
-    let left: i64 = raw(&path)
-        .query_row(
-            "SELECT count(*) FROM proposals WHERE export_request_json IS NOT NULL",
-            [],
-            |r| r.get(0),
-        )
-        .expect("count");
-    assert_eq!(left, 1, "erasure clears the row's copy: r-kept's is left");
 }
 
 /// `integrity_check` recomputes every read scope's tree from the records

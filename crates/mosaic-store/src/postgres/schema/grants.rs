@@ -38,6 +38,7 @@ const APPLICATION_GRANTS: &[(&str, &str)] = &[
     ("server_settings", "SELECT, INSERT"),
     ("captured_messages", "SELECT, INSERT"),
     ("extraction_jobs", "SELECT, INSERT, UPDATE"),
+    ("export_requests", "SELECT, INSERT, DELETE"),
     ("scope_entries", "SELECT, INSERT, UPDATE, DELETE"),
     ("scope_pages", "SELECT, INSERT, UPDATE"),
     ("scope_heads", "SELECT, INSERT, UPDATE"),

@@ -572,29 +572,7 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ACCESS_GENERATION_MIGRATION,
     // 14 -> 15
     SCOPE_PAGES_MIGRATION,
-    // 15 -> 16
-    EXPORT_ON_PROPOSALS_MIGRATION,
 ];
-
-/// The migration that keeps an accepted proposal's export copy on the
-/// proposal's own row (`proposals.export_request_json`, see the SQLite
-/// migration) rather than in `export_requests`: every copy moves onto its
-/// record's proposal row (a copy whose record is not held is dropped) and
-/// the table goes. Row security is lifted for the owner for the length of
-/// the move only, so it sees every tenant; the tenant of the copy, its
-/// record and its proposal must agree.
-const EXPORT_ON_PROPOSALS_MIGRATION: &str = r#"
-ALTER TABLE proposals ADD COLUMN export_request_json TEXT;
-ALTER TABLE records NO FORCE ROW LEVEL SECURITY;
-ALTER TABLE proposals NO FORCE ROW LEVEL SECURITY;
-ALTER TABLE export_requests NO FORCE ROW LEVEL SECURITY;
-UPDATE proposals p SET export_request_json = e.request_json
-FROM export_requests e JOIN records r ON r.record_id = e.record_id AND r.tenant_id = e.tenant_id
-WHERE p.proposal_id = r.proposal_id AND p.tenant_id = r.tenant_id;
-ALTER TABLE records FORCE ROW LEVEL SECURITY;
-ALTER TABLE proposals FORCE ROW LEVEL SECURITY;
-DROP TABLE export_requests;
-"#;
 
 /// The migration that stores each read scope's tree in pages of five
 /// levels, one row each (see the SQLite migration and
@@ -630,8 +608,7 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('access_generation', 0, NU
 /// The migration that takes in what a server kept in tables of its own
 /// (`mosaic_server_*`) about its front door (see the SQLite migration; kept
 /// apart so that it can be renumbered): `proposals.principal_id`,
-/// `captured_messages`, `extraction_jobs` and `export_requests` (moved onto
-/// the proposals' rows by version 16). The rows
+/// `captured_messages`, `extraction_jobs` and `export_requests`. The rows
 /// of an earlier server's tables are moved here, one tenant at a time (so
 /// that row security holds for every statement, the earlier tables' own
 /// included), and those tables dropped, in this one transaction.

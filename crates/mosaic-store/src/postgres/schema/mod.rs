@@ -68,12 +68,6 @@
 //! than one row per node: the stored nodes are packed into pages in Rust
 //! and `scope_nodes` is dropped.
 //!
-//! Version 16 (both backends) keeps an accepted proposal's export copy on
-//! the proposal's own row (`proposals.export_request_json`, cleared on
-//! erasure, found through `records.proposal_id`) and drops
-//! `export_requests`, whose key on the record id was one more B-tree every
-//! write touched at a random place.
-//!
 //! Version 6 (both backends) drops two indexes no query used: records by
 //! line, and the catalog by record id alone (its key is now the tenant and
 //! the record id).
@@ -122,7 +116,7 @@ pub use grants::grant_application_role;
 use migrations::MIGRATIONS;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";
@@ -148,6 +142,7 @@ pub const TENANT_TABLES: &[&str] = &[
     "verifiers",
     "captured_messages",
     "extraction_jobs",
+    "export_requests",
     "scope_entries",
     "scope_pages",
     "scope_heads",

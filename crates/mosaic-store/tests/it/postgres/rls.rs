@@ -533,7 +533,7 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+            "{UNDO_V12} {UNDO_V11} {UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
                  DELETE FROM schema_migrations WHERE version >= 4;"
         ))
         .expect("downgrade");
@@ -562,25 +562,6 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     let mut tx = as_tenant(&mut app, None);
     assert_eq!(count(&mut tx, "SELECT count(*) FROM record_claims"), 0);
 }
-
-/// What version 16 changed: the export copies back in a table of their
-/// own (under forced row security), keyed by the record id, off the
-/// proposals' rows. As the superuser.
-const UNDO_V16: &str = r#"CREATE TABLE export_requests (
-        record_id TEXT COLLATE "C" PRIMARY KEY,
-        tenant_id TEXT COLLATE "C" NOT NULL,
-        request_json TEXT NOT NULL
-    );
-    ALTER TABLE export_requests ENABLE ROW LEVEL SECURITY;
-    ALTER TABLE export_requests FORCE ROW LEVEL SECURITY;
-    CREATE POLICY tenant_isolation ON export_requests
-        USING (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''))
-        WITH CHECK (tenant_id = NULLIF(current_setting('mosaic.tenant_id', true), ''));
-    INSERT INTO export_requests (record_id, tenant_id, request_json)
-    SELECT r.record_id, p.tenant_id, p.export_request_json
-    FROM proposals p JOIN records r ON r.proposal_id = p.proposal_id
-    WHERE p.export_request_json IS NOT NULL;
-    ALTER TABLE proposals DROP COLUMN export_request_json;"#;
 
 /// What version 11 added: the server's front-door tables.
 const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs;
@@ -654,7 +635,7 @@ fn version_8_schemas_take_in_the_servers_own_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -739,7 +720,7 @@ fn version_7_schemas_gain_addresses_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
                  ALTER TABLE records DROP COLUMN address_namespace;
                  DELETE FROM schema_migrations WHERE version >= 8;"
         ))
@@ -800,7 +781,7 @@ fn version_8_schemas_gain_the_audit_tree_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -1018,7 +999,7 @@ fn version_10_schemas_take_in_the_servers_front_door_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} DELETE FROM schema_migrations WHERE version >= 11; {RELEASED_INTAKE_TABLES}"
+            "{UNDO_V12} {UNDO_V11} DELETE FROM schema_migrations WHERE version >= 11; {RELEASED_INTAKE_TABLES}"
         ))
         .expect("downgrade");
     let proposal_a1: String = admin
@@ -1126,7 +1107,7 @@ fn version_11_schemas_gain_scope_commitments_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} DELETE FROM schema_migrations WHERE version >= 12;"
+            "{UNDO_V12} DELETE FROM schema_migrations WHERE version >= 12;"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -1245,7 +1226,6 @@ fn version_12_schemas_gain_scope_change_markers_in_place() {
 /// kept them (`scope_nodes` under forced row security, a node never
 /// written absent), from the pages version 15 keeps. As the superuser.
 fn undo_v15(admin: &mut Client) {
-    admin.batch_execute(UNDO_V16).expect("undo 16");
     admin
         .batch_execute(
             r#"CREATE TABLE scope_nodes (
@@ -1342,86 +1322,4 @@ fn version_14_schemas_gain_the_scope_pages_in_place() {
     drop(tx);
     let mut tx = as_tenant(&mut app, Some(TENANT_A));
     assert!(count(&mut tx, "SELECT count(*) FROM scope_pages") > 0);
-}
-
-/// A version 15 schema, its export copies in `export_requests`, gains them
-/// on the proposals' rows in place, every tenant's, row security
-/// notwithstanding: each copy is found again through its record by its
-/// tenant only, a copy whose record is not held (or is another tenant's)
-/// is dropped, the table is gone, the rows are under the proposals' row
-/// security, and an erasure after the upgrade clears the copy.
-#[test]
-fn version_15_schemas_move_the_export_copies_onto_the_proposals_rows() {
-    let Some(factory) = PgFactory::from_env() else {
-        return;
-    };
-    let (db, store) = seeded(&factory);
-    drop(store);
-    let mut admin = factory.admin(&db).expect("admin");
-    admin
-        .batch_execute(&format!(
-            "{UNDO_V16}
-             UPDATE export_requests SET request_json = '{{\"of\":\"' || record_id || '\"}}';
-             INSERT INTO export_requests VALUES ('a-stray', '{TENANT_A}', '{{}}');
-             INSERT INTO export_requests VALUES ('a-ws', '{TENANT_B}', '{{}}');
-             DELETE FROM schema_migrations WHERE version >= 16;"
-        ))
-        .expect("downgrade");
-    let copies: i64 = admin
-        .query_one("SELECT count(*) FROM export_requests", &[])
-        .and_then(|r| r.try_get(0))
-        .expect("count");
-    assert_eq!(copies, 4, "a1's and b1's, and two no write could leave");
-    assert_eq!(
-        schema::migrate(&mut admin).expect("migrate"),
-        SCHEMA_VERSION
-    );
-    schema::grant_application_role(&mut admin, &factory.app_role).expect("grant");
-    let gone: Option<String> = admin
-        .query_one("SELECT to_regclass('export_requests')::text", &[])
-        .and_then(|r| r.try_get(0))
-        .expect("regclass");
-    assert_eq!(gone, None, "the table is gone");
-    let mut store = factory.connect(&db, &test_config()).expect("connect");
-    for (tenant, id) in [(TENANT_A, "a1"), (TENANT_B, "b1")] {
-        assert_eq!(
-            store.export_request(tenant, id).expect("copy"),
-            Some(format!("{{\"of\":\"{id}\"}}")),
-            "{id}"
-        );
-    }
-    assert_eq!(store.export_request(TENANT_B, "a1").expect("copy"), None);
-    for (tenant, id) in [
-        (TENANT_A, "a-stray"),
-        (TENANT_A, "a-ws"),
-        (TENANT_B, "a-ws"),
-    ] {
-        assert_eq!(
-            store.export_request(tenant, id).expect("copy"),
-            None,
-            "{id}"
-        );
-    }
-    let report = store.integrity_check().expect("check");
-    assert!(report.is_ok(), "{report:?}");
-    let with_copy = "SELECT count(*) FROM proposals WHERE export_request_json IS NOT NULL";
-    let mut app = factory.app(&db).expect("app");
-    for (tenant, expected) in [(Some(TENANT_A), 1), (Some(TENANT_B), 1), (None, 0)] {
-        let mut tx = as_tenant(&mut app, tenant);
-        assert_eq!(count(&mut tx, with_copy), expected, "{tenant:?}");
-    }
-    erase_as_alice(
-        &mut store,
-        "a1",
-        &test_config().required_index_targets,
-        T0 + 2,
-    )
-    .expect("erase");
-    assert_eq!(store.export_request(TENANT_A, "a1").expect("copy"), None);
-    let mut tx = as_tenant(&mut app, Some(TENANT_A));
-    assert_eq!(
-        count(&mut tx, with_copy),
-        0,
-        "erasure clears the row's copy"
-    );
 }
