@@ -51,20 +51,24 @@ def varint(b, i):
     raise ValueError("varint")
 
 
-copy = os.path.join(tempfile.mkdtemp(prefix="wal-frames."), "copy.sqlite")
-shutil.copy(db, copy)
-shutil.copy(db + "-wal", copy + "-wal")
-con = sqlite3.connect(copy)
-owner = {p: n for n, p in con.execute("SELECT name, pageno FROM dbstat")}
-size = collections.Counter(n for n in owner.values())
-of_table = {n: t for n, t in con.execute("SELECT name, tbl_name FROM sqlite_schema")}
-leaves = {
-    p
-    for (p,) in con.execute(
-        "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)
-    )
-}
-con.close()
+scratch = tempfile.mkdtemp(prefix="wal-frames.")
+try:
+    copy = os.path.join(scratch, "copy.sqlite")
+    shutil.copy(db, copy)
+    shutil.copy(db + "-wal", copy + "-wal")
+    con = sqlite3.connect(copy)
+    owner = {p: n for n, p in con.execute("SELECT name, pageno FROM dbstat")}
+    size = collections.Counter(n for n in owner.values())
+    of_table = {n: t for n, t in con.execute("SELECT name, tbl_name FROM sqlite_schema")}
+    leaves = {
+        p
+        for (p,) in con.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)
+        )
+    }
+    con.close()
+finally:
+    shutil.rmtree(scratch, ignore_errors=True)
 
 commits = []  # (B-trees of its frames, largest rowid of TABLE so far, wrote a leaf of TABLE)
 frames, largest, touched = [], 0, False
@@ -87,7 +91,9 @@ while off + 24 + page_size <= len(wal):
         frames, touched = [], False
     off += 24 + page_size
 
-first = next(i for i, c in enumerate(commits) if c[2])
+first = next((i for i, c in enumerate(commits) if c[2]), None)
+if first is None or first + 1 >= len(commits):
+    sys.exit(f"the log's current generation holds no commit after one that wrote a leaf of {table}")
 span = commits[first + 1 :]
 writes = (commits[-1][1] - commits[first][1]) / per_write
 counts = collections.Counter(n for f, _, _ in span for n in f)
