@@ -36,25 +36,53 @@ pub(super) struct Chunk {
     errors: Vec<(f32, f32)>,
 }
 
+/// One record's vector as a chunk holds it: its id, publication sequence
+/// number, vector, and the vector's bytes with their scale and error.
+struct Held {
+    id: String,
+    seq: i64,
+    vector: Vec<f32>,
+    codes: Vec<i8>,
+    scale: f32,
+    error: (f32, f32),
+}
+
+impl Held {
+    /// A record's vector read from the database, quantized (once: a chunk
+    /// built again from held vectors copies their bytes).
+    fn new((id, seq, vector): (String, i64, Vec<f32>)) -> Held {
+        let mut codes = vec![0i8; vector.len()];
+        let scale = quantize_i8(&vector, &mut codes);
+        let error = byte_error(&vector, &codes, scale);
+        Held {
+            id,
+            seq,
+            vector,
+            codes,
+            scale,
+            error,
+        }
+    }
+}
+
 impl Chunk {
-    fn of(mut entries: Vec<(String, i64, Vec<f32>)>, dim: usize) -> Chunk {
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    fn of(mut entries: Vec<Held>, dim: usize) -> Chunk {
+        entries.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         let mut chunk = Chunk {
             ids: Vec::with_capacity(entries.len()),
             seqs: Vec::with_capacity(entries.len()),
             data: Vec::with_capacity(entries.len() * dim),
-            codes: vec![0; entries.len() * dim],
+            codes: Vec::with_capacity(entries.len() * dim),
             scales: Vec::with_capacity(entries.len()),
             errors: Vec::with_capacity(entries.len()),
         };
-        for (slot, (id, seq, v)) in entries.into_iter().enumerate() {
-            let codes = &mut chunk.codes[slot * dim..(slot + 1) * dim];
-            let scale = quantize_i8(&v, codes);
-            chunk.errors.push(byte_error(&v, codes, scale));
-            chunk.scales.push(scale);
-            chunk.ids.push(id);
-            chunk.seqs.push(seq);
-            chunk.data.extend_from_slice(&v);
+        for held in entries {
+            chunk.ids.push(held.id);
+            chunk.seqs.push(held.seq);
+            chunk.data.extend_from_slice(&held.vector);
+            chunk.codes.extend_from_slice(&held.codes);
+            chunk.scales.push(held.scale);
+            chunk.errors.push(held.error);
         }
         chunk
     }
@@ -67,13 +95,14 @@ impl Chunk {
         &self.codes[slot * dim..(slot + 1) * dim]
     }
 
-    fn entries(&self, dim: usize) -> impl Iterator<Item = (String, i64, Vec<f32>)> + '_ {
-        (0..self.ids.len()).map(move |i| {
-            (
-                self.ids[i].clone(),
-                self.seqs[i],
-                self.vector(i, dim).to_vec(),
-            )
+    fn entries(&self, dim: usize) -> impl Iterator<Item = Held> + '_ {
+        (0..self.ids.len()).map(move |i| Held {
+            id: self.ids[i].clone(),
+            seq: self.seqs[i],
+            vector: self.vector(i, dim).to_vec(),
+            codes: self.code(i, dim).to_vec(),
+            scale: self.scales[i],
+            error: self.errors[i],
         })
     }
 }
@@ -155,7 +184,11 @@ impl Vectors {
     /// The vectors of `entries` (any order, one per record); refuses
     /// vectors of different dimensions.
     pub(super) fn of(entries: Vec<(String, i64, Vec<f32>)>) -> PgSearchResult<Vectors> {
-        let dim = entries.first().map_or(0, |e| e.2.len());
+        Vectors::of_held(entries.into_iter().map(Held::new).collect())
+    }
+
+    fn of_held(entries: Vec<Held>) -> PgSearchResult<Vectors> {
+        let dim = entries.first().map_or(0, |e| e.vector.len());
         let mut out = Vectors {
             dim,
             len: 0,
@@ -212,9 +245,9 @@ impl Vectors {
                 out.chunks.push(chunk.clone());
                 continue;
             }
-            let kept: Vec<(String, i64, Vec<f32>)> = chunk
+            let kept: Vec<Held> = chunk
                 .entries(self.dim)
-                .filter(|(id, _, _)| !removed.contains(id.as_str()))
+                .filter(|held| !removed.contains(held.id.as_str()))
                 .collect();
             if !kept.is_empty() {
                 out.len += kept.len();
@@ -224,25 +257,24 @@ impl Vectors {
         if out.dim == 0 {
             out.dim = added.first().map_or(0, |e| e.2.len());
         }
-        out.append(added)?;
+        out.append(added.into_iter().map(Held::new).collect())?;
         // Removals leave chunks part full: once they hold fewer than half
         // of what they could, the vectors are packed again.
         if out.chunks.len() > 2 * out.len.div_ceil(CHUNK) + 2 {
-            let all: Vec<(String, i64, Vec<f32>)> =
-                out.chunks.iter().flat_map(|c| c.entries(out.dim)).collect();
-            return Vectors::of(all);
+            let all: Vec<Held> = out.chunks.iter().flat_map(|c| c.entries(out.dim)).collect();
+            return Vectors::of_held(all);
         }
         Ok(out)
     }
 
-    /// Adds `entries` to the last chunk while it has room (a copy of it),
-    /// then to new chunks.
-    fn append(&mut self, mut entries: Vec<(String, i64, Vec<f32>)>) -> PgSearchResult<()> {
-        if let Some(e) = entries.iter().find(|e| e.2.len() != self.dim) {
+    /// Adds `entries` to the last chunk while it has room (a copy of it,
+    /// its vectors' bytes copied, not quantized again), then to new chunks.
+    fn append(&mut self, mut entries: Vec<Held>) -> PgSearchResult<()> {
+        if let Some(e) = entries.iter().find(|e| e.vector.len() != self.dim) {
             return Err(PgSearchError::Schema(format!(
                 "stored vectors of {} and {} dimensions in one read",
                 self.dim,
-                e.2.len()
+                e.vector.len()
             )));
         }
         if entries.is_empty() {
@@ -254,7 +286,7 @@ impl Vectors {
         {
             let room = CHUNK - last.ids.len();
             let rest = entries.split_off(room.min(entries.len()));
-            let mut merged: Vec<(String, i64, Vec<f32>)> = last.entries(self.dim).collect();
+            let mut merged: Vec<Held> = last.entries(self.dim).collect();
             merged.extend(entries);
             let last = self.chunks.len() - 1;
             self.chunks[last] = Arc::new(Chunk::of(merged, self.dim));
@@ -415,6 +447,7 @@ impl Vectors {
             .chunks
             .iter()
             .flat_map(|c| c.entries(self.dim))
+            .map(|h| (h.id, h.seq, h.vector))
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
@@ -702,6 +735,23 @@ mod tests {
         assert_eq!(best[1].1, second);
         assert!(best.iter().all(|b| b.1 != first));
         assert!(advanced.byte_candidates(&q, 10).unwrap().len() < now.len() / 4);
+        // The bytes carried into rebuilt chunks are those a fresh read
+        // quantizes, record by record: id, codes, scale, error.
+        type Bytes = (String, Vec<i8>, u32, (u32, u32));
+        let bytes = |v: &Vectors| {
+            let mut out: Vec<Bytes> = v
+                .chunks
+                .iter()
+                .flat_map(|c| c.entries(v.dim))
+                .map(|h| {
+                    let error = (h.error.0.to_bits(), h.error.1.to_bits());
+                    (h.id, h.codes, h.scale.to_bits(), error)
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        assert_eq!(bytes(&advanced), bytes(&Vectors::of(now.clone()).unwrap()));
     }
 
     #[test]
