@@ -1,6 +1,8 @@
 //! The write guard's query: the live records of one subject that share
 //! the most rare index terms with a text.
 
+use std::sync::{Mutex, PoisonError};
+
 use super::LexicalIndex;
 use crate::target::DocId;
 use crate::text::terms;
@@ -69,40 +71,45 @@ impl LexicalIndex {
         // The best `limit` by weight, ties by record id: the weight at the
         // cut is found on numbers alone, and only the records tied at it
         // compare their ids (most records of a large subject share one
-        // common term and tie).
-        if shared.len() > limit {
+        // common term and tie). A doc without a record takes no part; that
+        // is checked for the docs at or above the cut alone (a lookup per
+        // doc found cost a cache miss each): when all of them have one, the
+        // docs dropped for having none are below the cut and change
+        // neither it nor what is kept, and otherwise they are dropped first.
+        while shared.len() > limit {
             let by_weight = |a: &(f64, DocId), b: &(f64, DocId)| b.0.total_cmp(&a.0);
             shared.select_nth_unstable_by(limit - 1, by_weight);
             let cut = shared[limit - 1].0;
-            let above = shared[..limit]
-                .iter()
-                .filter(|(w, _)| w.total_cmp(&cut).is_gt())
-                .count();
-            let mut kept: Vec<(f64, DocId)> = Vec::with_capacity(limit);
-            let mut tied: Vec<(f64, DocId)> = Vec::new();
-            for entry in shared {
-                match entry.0.total_cmp(&cut) {
-                    std::cmp::Ordering::Greater => kept.push(entry),
-                    std::cmp::Ordering::Equal => tied.push(entry),
-                    std::cmp::Ordering::Less => {}
+            let mut kept: Vec<(f64, &str)> = Vec::with_capacity(limit);
+            let mut tied: Vec<(f64, &str)> = Vec::new();
+            let mut recordless = false;
+            for &(w, doc) in &shared {
+                let order = w.total_cmp(&cut);
+                if order.is_lt() {
+                    continue;
+                }
+                let Some(record) = self.record_of(doc) else {
+                    recordless = true;
+                    break;
+                };
+                if order.is_gt() {
+                    kept.push((w, record));
+                } else {
+                    tied.push((w, record));
                 }
             }
-            let mut tied: Vec<(f64, &str)> = tied
-                .into_iter()
-                .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
-                .collect();
-            let room = limit - above;
+            if recordless {
+                shared.retain(|(_, doc)| self.record_of(*doc).is_some());
+                continue;
+            }
+            let room = limit - kept.len();
             if tied.len() > room && room > 0 {
                 tied.select_nth_unstable_by(room - 1, |a, b| a.1.cmp(b.1));
             }
             tied.truncate(room);
-            let mut ranked: Vec<(f64, &str)> = kept
-                .into_iter()
-                .filter_map(|(w, doc)| Some((w, self.record_of(doc)?)))
-                .chain(tied)
-                .collect();
-            ranked.sort_by(rank_order);
-            return Some(ranked.into_iter().map(|(_, id)| id.to_owned()).collect());
+            kept.extend(tied);
+            kept.sort_by(rank_order);
+            return Some(kept.into_iter().map(|(_, id)| id.to_owned()).collect());
         }
         let mut ranked: Vec<(f64, &str)> = shared
             .into_iter()
@@ -112,16 +119,18 @@ impl LexicalIndex {
         Some(ranked.into_iter().map(|(_, id)| id.to_owned()).collect())
     }
 
-    /// The live docs of `lists` (term ids with their postings) that can be
+    /// The docs of `lists` (term ids with their postings) that can be
     /// among the best `limit` by weight, with their weight: the sum of the
     /// `weights` of the lists holding them, added rarest list first (the
-    /// shortest; ties in list order).
+    /// shortest; ties in list order). In no particular order; whether a
+    /// doc has a record is left to the caller (see `sharing_terms`).
     ///
     /// The lists are walked in that order, and the walk stops once `limit`
     /// docs found weigh more than all the lists left together: a doc none
     /// of the walked lists holds cannot reach them (the max-score bound of
-    /// top-k retrieval). The docs found then add the weights of the lists
-    /// left that hold them. So a term half of a large subject's records
+    /// top-k retrieval). The docs found that can still reach the best
+    /// `limit` then add the weights of the lists left that hold them, the
+    /// others are dropped. So a term half of a large subject's records
     /// hold (a speaker's name), thousands of postings, is walked only when
     /// it can still change the answer, and the answer is the one a walk of
     /// every list gives.
@@ -142,16 +151,16 @@ impl LexicalIndex {
         for (j, &i) in order.iter().enumerate().rev() {
             left[j] = left[j + 1] + weights[i];
         }
-        // The docs found with their weights, in doc order: postings are in
-        // doc order (docs are numbered as published, and a republished
-        // record gets a new number), so each list walked is merged in, in
-        // one pass over both, each doc's weights added in the order of the
-        // lists as before (the same sums, to the bit: a doc's first weight
-        // is the list's, as `0.0 + weight` was). A hash map of the
-        // docs cost a random probe per posting; the merge reads both in
-        // order.
+        // The docs found with their weights, in the order first found; each
+        // doc's place among them is kept by doc number (`places`), so a
+        // posting costs one lookup there. Each doc's weights are added in
+        // the order of the lists, its first weight the list's: the sums
+        // an exhaustive walk gives, to the bit. (Merging each list into
+        // the docs found, in doc order, cost a pass over every doc found
+        // per list: at a large subject's 15 rare lists of some 300
+        // postings, most of a proposal's guard.)
+        let mut places = Places::take(self.backend.docs.len());
         let mut found: Vec<(DocId, f64)> = Vec::new();
-        let mut merged: Vec<(DocId, f64)> = Vec::new();
         let mut walked = order.len();
         // The most any doc found weighs.
         let mut heaviest = 0.0f64;
@@ -170,39 +179,40 @@ impl LexicalIndex {
                 walked = j;
                 break;
             }
-            let (list, weight) = (lists[i].1, weights[i]);
-            merged.clear();
-            merged.reserve(found.len() + list.len());
-            let (mut a, mut b) = (0, 0);
-            while let (Some(&(doc, sum)), Some(&(posted, _))) = (found.get(a), list.get(b)) {
-                match doc.cmp(&posted) {
-                    std::cmp::Ordering::Less => {
-                        merged.push((doc, sum));
-                        a += 1;
-                    }
-                    std::cmp::Ordering::Greater => {
-                        merged.push((posted, weight));
-                        heaviest = heaviest.max(weight);
-                        b += 1;
-                    }
-                    std::cmp::Ordering::Equal => {
-                        merged.push((doc, sum + weight));
-                        heaviest = heaviest.max(sum + weight);
-                        a += 1;
-                        b += 1;
-                    }
+            let weight = weights[i];
+            for &(doc, _) in lists[i].1 {
+                let place = places.of(doc);
+                if *place == Places::NONE {
+                    *place = found.len() as u32;
+                    found.push((doc, weight));
+                    heaviest = heaviest.max(weight);
+                } else if let Some((_, sum)) = found.get_mut(*place as usize) {
+                    *sum += weight;
+                    heaviest = heaviest.max(*sum);
                 }
             }
-            merged.extend_from_slice(found.get(a..).unwrap_or_default());
-            let unmatched = list.get(b..).unwrap_or_default();
-            if !unmatched.is_empty() {
-                heaviest = heaviest.max(weight);
-            }
-            merged.extend(unmatched.iter().map(|(posted, _)| (*posted, weight)));
-            std::mem::swap(&mut found, &mut merged);
         }
-        // The lists left, for the docs found: in doc order, looked up in
-        // each list by galloping from the last one's place.
+        places.give_back(found.iter().map(|(doc, _)| *doc));
+        // The lists left, for the docs found that can still reach the best
+        // `limit`: in doc order, looked up in each list by galloping from
+        // the last one's place. `limit` docs found weigh `floor` or more
+        // already and adding weights never lowers a sum, so a doc that
+        // stays below `floor` with every list left added (with room for
+        // the rounding of the sums, bounded by all lists' weight) ends
+        // below `limit` others: neither among them nor tied at the cut.
+        // Where a speaker's name is left, thousands of postings, most docs
+        // found hold one rare term and are dropped here rather than looked
+        // up in it.
+        if walked < order.len() {
+            if limit > 0 && found.len() > limit {
+                let mut sums: Vec<f64> = found.iter().map(|(_, w)| *w).collect();
+                sums.select_nth_unstable_by(limit - 1, |a, b| b.total_cmp(a));
+                let floor = sums[limit - 1];
+                let reach = left[walked] + left[0] * SLACK;
+                found.retain(|(_, w)| *w + reach >= floor);
+            }
+            found.sort_unstable_by_key(|(doc, _)| *doc);
+        }
         for &i in &order[walked..] {
             let list = lists[i].1;
             let mut from = 0;
@@ -213,14 +223,66 @@ impl LexicalIndex {
                 }
             }
         }
-        // A doc leaves the postings as its record leaves the fence (both on
-        // the publish that replaces it or the tombstone), so every doc here
-        // has a record; checked in doc order, as a consistency guard.
         found
             .into_iter()
-            .filter(|(doc, _)| self.record_of(*doc).is_some())
             .map(|(doc, weight)| (weight, doc))
             .collect()
+    }
+}
+
+/// By doc number, a doc's place among the docs a walk of
+/// [`LexicalIndex::best_shared`] found ([`Places::NONE`]: not found). A
+/// walk takes one, sized to the index's docs, and gives it back with every
+/// entry it set cleared, so a later walk finds it all `NONE` without
+/// clearing it whole; a few are kept for the next walks (4 bytes a doc
+/// each), the rest dropped.
+struct Places {
+    places: Vec<u32>,
+}
+
+/// The places kept between walks, at most [`PLACES_KEPT`].
+static PLACES: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+const PLACES_KEPT: usize = 2;
+
+impl Places {
+    const NONE: u32 = u32::MAX;
+
+    /// Places for docs numbered below `docs` (more are added as needed).
+    fn take(docs: usize) -> Places {
+        let mut places = PLACES
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_default();
+        if places.len() < docs {
+            places.resize(docs, Places::NONE);
+        }
+        Places { places }
+    }
+
+    /// The place of `doc`.
+    fn of(&mut self, doc: DocId) -> &mut u32 {
+        let at = doc as usize;
+        if at >= self.places.len() {
+            self.places.resize(at + 1, Places::NONE);
+        }
+        &mut self.places[at]
+    }
+
+    /// Clears the places of `docs` (every doc whose place was set) and
+    /// keeps these places for a later walk. A walk that panics before
+    /// drops them instead.
+    fn give_back(mut self, docs: impl Iterator<Item = DocId>) {
+        for doc in docs {
+            if let Some(place) = self.places.get_mut(doc as usize) {
+                *place = Places::NONE;
+            }
+        }
+        debug_assert!(self.places.iter().all(|p| *p == Places::NONE));
+        let mut kept = PLACES.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < PLACES_KEPT {
+            kept.push(std::mem::take(&mut self.places));
+        }
     }
 }
 

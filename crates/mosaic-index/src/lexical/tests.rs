@@ -922,3 +922,136 @@ proptest::proptest! {
         proptest::prop_assert_eq!(popped, sorted);
     }
 }
+
+/// What the write guard is given: the records `sharing_terms` names are
+/// those an exhaustive walk of every posting ranks best (by weight, ties
+/// by record id), in that order, for texts of rare terms, of a speaker's
+/// name most records hold, of common terms alone that tie most records,
+/// and after republished and tombstoned records (docs without a record
+/// or with a new number), in two subjects.
+#[test]
+fn the_guards_candidates_are_those_an_exhaustive_walk_ranks_best() {
+    let mut idx = LexicalIndex::new();
+    let words: Vec<String> = (0..300).map(|i| format!("v{i}q")).collect();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    };
+    let text = |next: &mut dyn FnMut(u64) -> u64, r: u64| {
+        let mut t: Vec<&str> = vec![["Avery", "Blake"][(r % 2) as usize]];
+        // Mostly uniform words, a few from a short common head.
+        for _ in 0..(3 + next(12)) {
+            let i = if next(5) == 0 { next(6) } else { next(300) };
+            t.push(words[i as usize].as_str());
+        }
+        t.join(" ")
+    };
+    // Each record's generation, and the tombstoned ones.
+    let mut generations: HashMap<u64, u64> = HashMap::new();
+    let mut gone: HashSet<u64> = HashSet::new();
+    for r in 0..3_000u64 {
+        generations.insert(r, 1);
+        let subject = if r % 5 == 4 { "other" } else { "s" };
+        let content = text(&mut next, r);
+        idx.publish(&PublishMessage {
+            record_id: format!("r{r:05}"),
+            generation: 1,
+            revocation_generation: 0,
+            scope: ScopeKeys {
+                tenant_id: "t".into(),
+                policy_sha256: sha256_hex(b"policy"),
+                subject_key: subject.into(),
+                kind: MemoryKind::Episodic,
+            },
+            created_at_unix_ms: r,
+            claim_keys: Vec::new(),
+            text: content,
+        })
+        .unwrap();
+        if r % 11 == 5 && gone.insert(r / 3) {
+            let generation = generations[&(r / 3)] + 1;
+            idx.tombstone(&format!("r{:05}", r / 3), generation)
+                .unwrap();
+        }
+        let again = r / 2;
+        if r % 13 == 7 && !gone.contains(&again) {
+            // A republished record: a new doc number, the old one gone.
+            let generation = generations[&again] + 1;
+            generations.insert(again, generation);
+            idx.publish(&PublishMessage {
+                record_id: format!("r{again:05}"),
+                generation,
+                revocation_generation: 0,
+                scope: ScopeKeys {
+                    tenant_id: "t".into(),
+                    policy_sha256: sha256_hex(b"policy"),
+                    subject_key: if again % 5 == 4 { "other" } else { "s" }.into(),
+                    kind: MemoryKind::Episodic,
+                },
+                created_at_unix_ms: again,
+                claim_keys: Vec::new(),
+                text: text(&mut next, again),
+            })
+            .unwrap();
+        }
+    }
+    let exhaustive = |idx: &LexicalIndex, subject: &str, text: &str, limit: usize| {
+        let b = &idx.backend;
+        let pid = b.partition_ids[&("t".to_owned(), subject.to_owned())];
+        let partition = &b.partitions[pid as usize];
+        let mut tids: Vec<u32> = terms(text)
+            .iter()
+            .filter_map(|t| b.vocab.get(t.as_str()).copied())
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        let all: Vec<(u32, &[(DocId, u32)])> = tids
+            .iter()
+            .filter_map(|t| partition.postings.get(t).map(|l| (*t, l.as_slice())))
+            .collect();
+        let rare: Vec<(u32, &[(DocId, u32)])> = all
+            .iter()
+            .copied()
+            .filter(|(_, l)| l.len() * 2 <= partition.n_docs as usize)
+            .collect();
+        let lists = if rare.is_empty() { all } else { rare };
+        let n = partition.n_docs as f64;
+        let weights: Vec<f64> = lists
+            .iter()
+            .map(|(_, l)| (1.0 + n / l.len().max(1) as f64).ln())
+            .collect();
+        let mut ranked: Vec<(f64, String)> = walk_everything(idx, &lists, &weights)
+            .into_iter()
+            .map(|(w, doc)| (w, idx.record_of(doc).unwrap().to_owned()))
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranked.truncate(limit);
+        ranked.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
+    };
+    let mut asked = 0;
+    for q in 0..400u64 {
+        let subject = if q % 4 == 3 { "other" } else { "s" };
+        let query = match q % 5 {
+            // The common head and a name alone: most records tie.
+            0 => format!(
+                "Avery {} {}",
+                words[next(6) as usize],
+                words[next(6) as usize]
+            ),
+            1 => "Blake".to_owned(),
+            _ => text(&mut next, q),
+        };
+        let limit = [1, 5, 32, 200][(q % 4) as usize];
+        let found = idx.sharing_terms("t", subject, &query, limit).unwrap();
+        assert_eq!(
+            found,
+            exhaustive(&idx, subject, &query, limit),
+            "query {q} {query:?}, limit {limit}"
+        );
+        asked += usize::from(found.len() == limit);
+    }
+    assert!(asked > 300, "{asked}");
+}
