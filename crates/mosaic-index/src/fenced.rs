@@ -440,6 +440,40 @@ impl<B: Backend> FencedIndex<B> {
     pub(crate) fn record_of(&self, doc: DocId) -> Option<&str> {
         self.fence.record_of(doc)
     }
+
+    /// The live doc of each of `records`, as [`Fence::doc_of`] answers,
+    /// each record given with a doc it may have here: its doc in another
+    /// target, the same number when both targets numbered their records
+    /// alike (as they do when every record reached both in the same
+    /// order). A doc whose record here is that record is its live doc (a
+    /// doc's record is cleared when the record is replaced or
+    /// tombstoned), so it is taken without looking the record up among
+    /// every record held; any other record is looked up. The hinted docs'
+    /// records are read first, all together, so their cache misses
+    /// overlap instead of each lookup meeting its own.
+    pub(crate) fn docs_of_hinted(&self, records: &[(DocId, &str)]) -> Vec<Option<DocId>> {
+        let held: Vec<Option<&str>> = records
+            .iter()
+            .map(|(doc, _)| {
+                let held = self.fence.record_of(*doc);
+                if let Some(first) = held.and_then(|r| r.as_bytes().first()) {
+                    mosaic_kernels::prefetch(first);
+                }
+                held
+            })
+            .collect();
+        records
+            .iter()
+            .zip(held)
+            .map(|(&(doc, id), held)| {
+                if held == Some(id) {
+                    Some(doc)
+                } else {
+                    self.fence.doc_of(id)
+                }
+            })
+            .collect()
+    }
 }
 
 impl<B: Backend> IndexTarget for FencedIndex<B> {

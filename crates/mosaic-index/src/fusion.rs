@@ -27,6 +27,7 @@ use crate::funnel::{
 };
 use crate::lexical::{Hit, LexicalIndex, LexicalParams};
 use crate::scope::DocSet;
+use crate::target::DocId;
 use crate::text::{Role, asks_about_the_past, asks_current_state, asks_when, query_person, terms};
 use crate::vector::{PassageMatch, VectorIndex};
 
@@ -579,6 +580,14 @@ pub struct MemorySource<'a> {
     /// to each other [`CandidateSource::similarity`] answers (as the
     /// PostgreSQL source, which holds only their vectors).
     found: std::collections::HashSet<String>,
+    /// The lexical docs of the records the lists found (`None`: not held
+    /// by the lexical target): the lexical list hands its hits' docs
+    /// through, and each vector hit's is found once, from its vector doc
+    /// as a hint (`FencedIndex::docs_of_hinted`), so the features fusion
+    /// asks of a candidate, several each, are read by doc number, not each
+    /// by a lookup of its id among every record the index holds. A record
+    /// found by neither list is looked up as before.
+    known: HashMap<String, Option<DocId>, foldhash::fast::RandomState>,
 }
 
 impl<'a> MemorySource<'a> {
@@ -603,6 +612,16 @@ impl<'a> MemorySource<'a> {
             policy_sha256: query.policy_sha256,
             lex_docs,
             found: std::collections::HashSet::new(),
+            known: HashMap::default(),
+        }
+    }
+
+    /// The lexical doc of `record_id`: the one its list handed through,
+    /// else the lexical target's.
+    fn lex_doc(&self, record_id: &str) -> Option<DocId> {
+        match self.known.get(record_id) {
+            Some(doc) => *doc,
+            None => self.lexical.doc_of(record_id),
         }
     }
 }
@@ -614,9 +633,17 @@ impl CandidateSource for MemorySource<'_> {
         depth: usize,
         params: &LexicalParams,
     ) -> Result<Vec<Hit>, IndexError> {
-        Ok(self
+        let found = self
             .lexical
-            .search_with(query_terms, &self.lex_docs, depth, params))
+            .search_with_docs(query_terms, &self.lex_docs, depth, params);
+        self.known.reserve(found.len());
+        Ok(found
+            .into_iter()
+            .map(|(doc, hit)| {
+                self.known.insert(hit.record_id.clone(), Some(doc));
+                hit
+            })
+            .collect())
     }
 
     fn vector_hits(
@@ -636,11 +663,37 @@ impl CandidateSource for MemorySource<'_> {
         let docs = self
             .vector
             .resolve_eligible(self.eligible, self.tenant_id, self.policy_sha256);
-        let seeds: Vec<&str> = lexical.iter().map(|h| h.record_id.as_str()).collect();
-        let (plan, hits) = self
+        // The lexical hits' docs are the vector target's too when both
+        // numbered their records alike: given as hints (see
+        // `FencedIndex::docs_of_hinted`).
+        let seeds: Vec<(DocId, &str)> = lexical
+            .iter()
+            .map(|h| {
+                let hint = self.known.get(&h.record_id).copied().flatten();
+                (hint.unwrap_or(DocId::MAX), h.record_id.as_str())
+            })
+            .collect();
+        let (plan, found) = self
             .vector
-            .search_docs_seeded(query_vector, &docs, depth, &seeds);
-        self.found.extend(hits.iter().map(|h| h.record_id.clone()));
+            .search_docs_seeded_docs(query_vector, &docs, depth, &seeds);
+        self.found
+            .extend(found.iter().map(|(_, h)| h.record_id.clone()));
+        // Each vector hit's lexical doc, its vector doc as the hint.
+        let unknown: Vec<(DocId, &str)> = found
+            .iter()
+            .filter(|(_, h)| !self.known.contains_key(&h.record_id))
+            .map(|(doc, h)| (*doc, h.record_id.as_str()))
+            .collect();
+        let docs_of = self.lexical.docs_of_hinted(&unknown);
+        for ((_, id), doc) in unknown.iter().zip(docs_of) {
+            self.known.insert((*id).to_owned(), doc);
+        }
+        // Fusion reads each candidate's facts next: their misses asked for
+        // together rather than met one at a time.
+        for doc in self.known.values().flatten() {
+            self.lexical.prefetch_doc(*doc);
+        }
+        let hits = found.into_iter().map(|(_, h)| h).collect();
         Ok((plan, hits))
     }
 
@@ -656,23 +709,26 @@ impl CandidateSource for MemorySource<'_> {
         query_terms: &[String],
         person: Option<Option<Role>>,
     ) -> bool {
-        self.lexical.speaker_named(record_id, query_terms, person)
+        self.lex_doc(record_id)
+            .is_some_and(|d| self.lexical.speaker_named(d, query_terms, person))
     }
 
     fn created_at(&self, record_id: &str) -> Option<u64> {
-        self.lexical.created_at(record_id)
+        self.lexical.created_at(self.lex_doc(record_id)?)
     }
 
     fn speaker_role(&self, record_id: &str) -> Option<Role> {
-        self.lexical.speaker_role(record_id)
+        self.lexical.speaker_role(self.lex_doc(record_id)?)
     }
 
     fn places_in_time(&self, record_id: &str) -> bool {
-        self.lexical.places_in_time(record_id)
+        self.lex_doc(record_id)
+            .is_some_and(|d| self.lexical.places_in_time(d))
     }
 
     fn neighbours(&self, record_id: &str) -> Vec<String> {
-        self.lexical.neighbours(record_id, &self.lex_docs)
+        self.lex_doc(record_id)
+            .map_or_else(Vec::new, |d| self.lexical.neighbours(d, &self.lex_docs))
     }
 
     fn vector_passage(&self, record_id: &str, query_vector: &[f32]) -> Option<PassageMatch> {
@@ -680,19 +736,24 @@ impl CandidateSource for MemorySource<'_> {
     }
 
     fn holds_query_term(&self, record_id: &str, query_terms: &[String]) -> bool {
-        self.lexical.holds_any(record_id, query_terms)
+        self.lex_doc(record_id)
+            .is_some_and(|d| self.lexical.holds_any(d, query_terms))
     }
 
     fn states_change(&self, record_id: &str) -> bool {
-        self.lexical.states_change(record_id)
+        self.lex_doc(record_id)
+            .is_some_and(|d| self.lexical.states_change(d))
     }
 
     fn recorded_order(&self, record_id: &str) -> Option<(u64, u64)> {
-        self.lexical.recorded_order(record_id)
+        self.lexical.recorded_order(self.lex_doc(record_id)?)
     }
 
     fn same_speaker(&self, a: &str, b: &str) -> bool {
-        self.lexical.same_speaker(a, b)
+        match (self.lex_doc(a), self.lex_doc(b)) {
+            (Some(a), Some(b)) => self.lexical.same_speaker(a, b),
+            _ => false,
+        }
     }
 
     fn similarity(&self, a: &str, b: &str) -> Option<f32> {

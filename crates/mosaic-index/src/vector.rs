@@ -11,7 +11,7 @@ use crate::ann::{AnnConfig, AnnIndex, GraphSnapshot, SearchPlan};
 use crate::embed::{Embedder, Passages, Span, check_embedding, complete_passages, embed_passages};
 use crate::error::IndexError;
 use crate::fenced::{Backend, FencedIndex};
-use crate::lexical::{Hit, sort_hits};
+use crate::lexical::{Hit, sort_hits_by};
 use crate::scope::{DocSet, Eligible};
 use crate::target::{Acknowledgement, DocId, LiveEntry, PublishMessage, TargetSnapshot};
 
@@ -269,28 +269,67 @@ impl VectorIndex {
         k: usize,
         seeds: &[&str],
     ) -> (SearchPlan, Vec<Hit>) {
+        let (plan, hits) =
+            self.search_docs_seeded_hinted(query_vector, docs, k, seeds.len(), |i| {
+                self.fence.doc_of(seeds[i])
+            });
+        (plan, hits.into_iter().map(|(_, hit)| hit).collect())
+    }
+
+    /// [`FencedIndex::search_docs_seeded`] with each hit's doc; the seeds
+    /// are records with a doc each may have here (see
+    /// [`FencedIndex::docs_of_hinted`]).
+    pub(crate) fn search_docs_seeded_docs(
+        &self,
+        query_vector: &[f32],
+        docs: &DocSet,
+        k: usize,
+        seeds: &[(DocId, &str)],
+    ) -> (SearchPlan, Vec<(DocId, Hit)>) {
+        let mut resolved: Vec<Option<DocId>> = Vec::new();
+        let wanted = seeds.len().min(self.backend.ann.config().search_seeds);
+        if self.backend.ann.plan(docs.len()) == SearchPlan::FilteredGraph {
+            resolved = self.docs_of_hinted(&seeds[..wanted]);
+        }
+        self.search_docs_seeded_hinted(query_vector, docs, k, resolved.len(), |i| resolved[i])
+    }
+
+    /// The seeded search, the doc of seed `i` (of `seeds`) given by
+    /// `seed_doc`, asked only when the plan is the graph.
+    fn search_docs_seeded_hinted(
+        &self,
+        query_vector: &[f32],
+        docs: &DocSet,
+        k: usize,
+        seeds: usize,
+        seed_doc: impl Fn(usize) -> Option<DocId>,
+    ) -> (SearchPlan, Vec<(DocId, Hit)>) {
         let ann = &self.backend.ann;
         let seeds: Vec<DocId> = if ann.plan(docs.len()) == SearchPlan::FilteredGraph {
-            seeds
-                .iter()
+            (0..seeds)
                 .take(ann.config().search_seeds)
-                .filter_map(|r| self.fence.doc_of(r))
+                .filter_map(seed_doc)
                 .collect()
         } else {
             Vec::new()
         };
         let (plan, mut found) = ann.search_seeded(query_vector, docs, k, &seeds);
         self.best_passages(query_vector, docs, k, &mut found);
-        let mut hits: Vec<Hit> = found
+        let mut hits: Vec<(DocId, Hit)> = found
             .into_iter()
             .filter_map(|(doc, score)| {
-                self.record_of(doc).map(|r| Hit {
-                    record_id: r.to_owned(),
-                    score,
+                self.record_of(doc).map(|r| {
+                    (
+                        doc,
+                        Hit {
+                            record_id: r.to_owned(),
+                            score,
+                        },
+                    )
                 })
             })
             .collect();
-        sort_hits(&mut hits);
+        sort_hits_by(&mut hits, |(_, hit)| hit);
         (plan, hits)
     }
 }

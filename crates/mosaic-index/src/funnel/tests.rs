@@ -657,3 +657,137 @@ fn the_speaker_prior_keeps_the_receipt_verifiable() {
     .unwrap();
     assert_eq!(recall.receipt.ranker_release, RANKER_RELEASE);
 }
+
+/// The features a read's candidate source answers from the docs its lists
+/// handed through are those the lexical target answers for each record
+/// looked up by id, for records the lexical list found, records only the
+/// vector list found, and records neither found, whether or not the two
+/// targets number their docs alike.
+#[test]
+fn features_read_by_the_lists_docs_are_those_looked_up_by_id() {
+    // Both targets numbering alike, then the lexical target's numbers one
+    // above the vector target's.
+    for apart in [false, true] {
+        features_match_lookups_by_id(apart);
+    }
+}
+
+fn features_match_lookups_by_id(apart: bool) {
+    use crate::fusion::{CandidateSource, MemorySource};
+    let lines = [
+        "[8 May, 2023] Caroline: I moved to Porto last week.",
+        "[8 May, 2023] Melanie: I went hiking at the lake yesterday.",
+        "user: I changed my job instead of moving.",
+        "assistant: Porto is a fine city for hiking.",
+        "Joanna likes the lake.",
+        "[9 May, 2023] Caroline: hiking again today.",
+        "Nothing here is like anything else.",
+    ];
+    let mut r = Retriever::new(
+        Arc::new(HashEmbedder::new(64)),
+        AnnConfig::default(),
+        FunnelConfig::default(),
+    );
+    // A record in the lexical target only, first: every line's lexical
+    // doc is then one above its vector doc.
+    if apart {
+        r.lexical
+            .publish(&line(99, 1, "Elsewhere, hiking."))
+            .unwrap();
+    }
+    for (i, text) in lines.iter().enumerate() {
+        r.lexical.publish(&line(i, 1, text)).unwrap();
+        r.vector.publish(&line(i, 1, text)).unwrap();
+    }
+    let eligible = SealedEligibleSet::seal(EligibleSet {
+        scope_commitments: Vec::new(),
+        read_context_sha256: sha256_hex(b"read"),
+        entries: (0..lines.len())
+            .map(|i| EligibleEntry {
+                record_id: format!("line-{i}"),
+                content_sha256: sha256_hex(lines[i].as_bytes()),
+            })
+            .collect(),
+    })
+    .unwrap();
+    let text = "Where did Caroline go hiking after Porto?";
+    let q = RecallQuery {
+        tenant_id: "tenant",
+        policy_sha256: POLICY,
+        selector_release: "test",
+        read_subject: "p",
+        revocation_generation: 0,
+        text,
+        claim_keys: &[],
+        eligible: &eligible,
+        max_results: 10,
+        mode: RetrievalMode::Hybrid,
+    };
+    let terms = crate::text::terms(text);
+    let mut source = MemorySource::new(&r.lexical, &r.vector, &q, true);
+    let lexical = source
+        .lexical_hits(&terms, 2, &crate::lexical::LexicalParams::default())
+        .unwrap();
+    let vector_query = r.vector.embedder().embed(text).unwrap();
+    let (_, vector) = source
+        .vector_hits_seeded(&vector_query, 3, &lexical)
+        .unwrap();
+    let lexical_ids: Vec<&str> = lexical.iter().map(|h| h.record_id.as_str()).collect();
+    let vector_ids: Vec<&str> = vector.iter().map(|h| h.record_id.as_str()).collect();
+    // Some records found by one list only, some by neither.
+    assert!(vector_ids.iter().any(|id| !lexical_ids.contains(id)));
+    let ids: Vec<String> = (0..lines.len() + 1).map(|i| format!("line-{i}")).collect();
+    assert!(
+        ids.iter().any(|id| {
+            !lexical_ids.contains(&id.as_str()) && !vector_ids.contains(&id.as_str())
+        })
+    );
+    let docs = r.lexical.resolve_eligible(&eligible, "tenant", POLICY);
+    let lex = &r.lexical;
+    let by_id = |id: &str| lex.doc_of(id);
+    for id in &ids {
+        let doc = by_id(id);
+        for person in [None, Some(None), Some(Some(crate::text::Role::User))] {
+            assert_eq!(
+                source.speaker_named(id, &terms, person),
+                doc.is_some_and(|d| lex.speaker_named(d, &terms, person)),
+                "{id}"
+            );
+        }
+        assert_eq!(source.created_at(id), doc.and_then(|d| lex.created_at(d)));
+        assert_eq!(
+            source.speaker_role(id),
+            doc.and_then(|d| lex.speaker_role(d))
+        );
+        assert_eq!(
+            source.places_in_time(id),
+            doc.is_some_and(|d| lex.places_in_time(d))
+        );
+        assert_eq!(
+            source.neighbours(id),
+            doc.map_or_else(Vec::new, |d| lex.neighbours(d, &docs))
+        );
+        assert_eq!(
+            source.holds_query_term(id, &terms),
+            doc.is_some_and(|d| lex.holds_any(d, &terms))
+        );
+        assert_eq!(
+            source.states_change(id),
+            doc.is_some_and(|d| lex.states_change(d))
+        );
+        assert_eq!(
+            source.recorded_order(id),
+            doc.and_then(|d| lex.recorded_order(d))
+        );
+        for other in &ids {
+            assert_eq!(
+                source.same_speaker(id, other),
+                match (doc, by_id(other)) {
+                    (Some(a), Some(b)) => lex.same_speaker(a, b),
+                    _ => false,
+                },
+                "{id} {other}"
+            );
+        }
+    }
+}

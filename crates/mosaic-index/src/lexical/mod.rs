@@ -43,7 +43,7 @@ mod timeline;
 mod tests;
 
 pub use postings::{LexPrepared, LexicalBackend, analyse};
-pub(crate) use scoring::sort_hits;
+pub(crate) use scoring::sort_hits_by;
 pub use scoring::{
     BM25_B_PERMILLE, BM25_K1_PERMILLE, LexicalParams, bm25_avgdl, bm25_idf, bm25_scores,
 };

@@ -5,6 +5,7 @@
 use super::LexicalIndex;
 use super::postings::LexDoc;
 use crate::scope::DocSet;
+use crate::target::DocId;
 use crate::text::Role;
 
 impl LexicalIndex {
@@ -28,7 +29,14 @@ impl LexicalIndex {
         out
     }
 
-    /// Whether the speaker label of `record_id` (see `text::speaker_label`)
+    /// The live doc of `record_id` here, if any: what the per-doc facts
+    /// below are read by. A read that already holds its candidates' docs
+    /// (see `fusion::MemorySource`) reads them without this lookup.
+    pub(crate) fn doc_of(&self, record_id: &str) -> Option<DocId> {
+        self.fence.doc_of(record_id)
+    }
+
+    /// Whether the speaker label of `doc` (see `text::speaker_label`)
     /// holds one of `query_terms` (analysed terms, as `text::terms` gives).
     ///
     /// With `person` (see `text::query_person`: whom a question in the first
@@ -37,16 +45,11 @@ impl LexicalIndex {
     /// never by a query term: a role is not a name.
     pub(crate) fn speaker_named(
         &self,
-        record_id: &str,
+        doc: DocId,
         query_terms: &[String],
         person: Option<Option<Role>>,
     ) -> bool {
-        let Some(d) = self
-            .fence
-            .doc_of(record_id)
-            .and_then(|doc| self.backend.docs.get(doc as usize))
-            .and_then(|x| x.as_ref())
-        else {
+        let Some(d) = self.doc(doc) else {
             return false;
         };
         if let (Some(person), Some(role)) = (person, d.role) {
@@ -61,48 +64,39 @@ impl LexicalIndex {
             })
     }
 
-    /// The role `record_id`'s speaker label names (`user:`,
-    /// `assistant:`), if it names one.
-    pub(crate) fn speaker_role(&self, record_id: &str) -> Option<Role> {
-        self.fence
-            .doc_of(record_id)
-            .and_then(|doc| self.backend.docs.get(doc as usize))
-            .and_then(|x| x.as_ref())
-            .and_then(|d| d.role)
+    /// The role `doc`'s speaker label names (`user:`, `assistant:`), if it
+    /// names one.
+    pub(crate) fn speaker_role(&self, doc: DocId) -> Option<Role> {
+        self.doc(doc).and_then(|d| d.role)
     }
 
-    /// Whether `record_id`'s text places something in time
+    /// Whether `doc`'s text places something in time
     /// (`text::places_in_time`).
-    pub(crate) fn places_in_time(&self, record_id: &str) -> bool {
-        self.fence
-            .doc_of(record_id)
-            .and_then(|doc| self.backend.docs.get(doc as usize))
-            .and_then(|x| x.as_ref())
-            .is_some_and(|d| d.timed)
+    pub(crate) fn places_in_time(&self, doc: DocId) -> bool {
+        self.doc(doc).is_some_and(|d| d.timed)
     }
 
-    /// Whether `record_id` states a current value: its text states a
-    /// change (`text::states_change`), or it carries a claim key (an
-    /// eligible record holding a claim is its line's current value: the
-    /// values it replaced are superseded).
-    pub(crate) fn states_change(&self, record_id: &str) -> bool {
-        self.doc(record_id)
+    /// Whether `doc` states a current value: its text states a change
+    /// (`text::states_change`), or it carries a claim key (an eligible
+    /// record holding a claim is its line's current value: the values it
+    /// replaced are superseded).
+    pub(crate) fn states_change(&self, doc: DocId) -> bool {
+        self.doc(doc)
             .is_some_and(|d| d.changes || !d.claims.is_empty())
     }
 
-    /// `record_id`'s place in time: its creation time, then its
-    /// publication order (the order of its subject's timeline).
-    pub(crate) fn recorded_order(&self, record_id: &str) -> Option<(u64, u64)> {
-        let doc = self.fence.doc_of(record_id)?;
-        let d = self.backend.docs.get(doc as usize)?.as_ref()?;
+    /// `doc`'s place in time: its creation time, then its publication
+    /// order (the order of its subject's timeline).
+    pub(crate) fn recorded_order(&self, doc: DocId) -> Option<(u64, u64)> {
+        let d = self.doc(doc)?;
         Some((d.created_at_unix_ms, u64::from(doc)))
     }
 
-    /// Whether two records are lines of one speaker in one subject's
+    /// Whether two docs are lines of one speaker in one subject's
     /// timeline: the same subject, and the same speaker label and role,
     /// or a record with no label (a statement about the subject itself,
     /// as a fact is) on either side.
-    pub(crate) fn same_speaker(&self, a: &str, b: &str) -> bool {
+    pub(crate) fn same_speaker(&self, a: DocId, b: DocId) -> bool {
         let (Some(x), Some(y)) = (self.doc(a), self.doc(b)) else {
             return false;
         };
@@ -112,22 +106,29 @@ impl LexicalIndex {
                 || (x.speaker == y.speaker && x.role == y.role))
     }
 
-    fn doc(&self, record_id: &str) -> Option<&LexDoc> {
-        self.fence
-            .doc_of(record_id)
-            .and_then(|doc| self.backend.docs.get(doc as usize))
-            .and_then(|x| x.as_ref())
+    /// Asks for what the features above read of `doc` (its terms and
+    /// speaker label, behind its entry) before they are read: a hint only,
+    /// nothing read depends on it. Called for many docs in turn, the
+    /// entries' misses overlap.
+    pub(crate) fn prefetch_doc(&self, doc: DocId) {
+        if let Some(d) = self.doc(doc) {
+            if let Some(t) = d.terms.first() {
+                mosaic_kernels::prefetch(t);
+            }
+            if let Some(s) = d.speaker.first() {
+                mosaic_kernels::prefetch(s);
+            }
+        }
     }
 
-    /// Whether `record_id`'s own text (not its turn window) holds one of
+    fn doc(&self, doc: DocId) -> Option<&LexDoc> {
+        self.backend.docs.get(doc as usize).and_then(|x| x.as_ref())
+    }
+
+    /// Whether `doc`'s own text (not its turn window) holds one of
     /// `query_terms`.
-    pub(crate) fn holds_any(&self, record_id: &str, query_terms: &[String]) -> bool {
-        let Some(d) = self
-            .fence
-            .doc_of(record_id)
-            .and_then(|doc| self.backend.docs.get(doc as usize))
-            .and_then(|x| x.as_ref())
-        else {
+    pub(crate) fn holds_any(&self, doc: DocId, query_terms: &[String]) -> bool {
+        let Some(d) = self.doc(doc) else {
             return false;
         };
         query_terms.iter().any(|t| {
@@ -138,12 +139,8 @@ impl LexicalIndex {
         })
     }
 
-    /// The creation time of `record_id`, if it is indexed.
-    pub(crate) fn created_at(&self, record_id: &str) -> Option<u64> {
-        self.fence
-            .doc_of(record_id)
-            .and_then(|doc| self.backend.docs.get(doc as usize))
-            .and_then(|x| x.as_ref())
-            .map(|d| d.created_at_unix_ms)
+    /// The creation time of `doc`, if it is indexed.
+    pub(crate) fn created_at(&self, doc: DocId) -> Option<u64> {
+        self.doc(doc).map(|d| d.created_at_unix_ms)
     }
 }

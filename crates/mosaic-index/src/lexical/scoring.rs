@@ -679,6 +679,20 @@ impl LexicalIndex {
         k: usize,
         params: &LexicalParams,
     ) -> Vec<Hit> {
+        self.search_with_docs(query_terms, docs, k, params)
+            .into_iter()
+            .map(|(_, hit)| hit)
+            .collect()
+    }
+
+    /// [`LexicalIndex::search_with`], each hit with its doc.
+    pub(crate) fn search_with_docs(
+        &self,
+        query_terms: &[String],
+        docs: &DocSet,
+        k: usize,
+        params: &LexicalParams,
+    ) -> Vec<(DocId, Hit)> {
         let Some(stats) = self.stats(docs) else {
             return Vec::new();
         };
@@ -694,9 +708,14 @@ impl LexicalIndex {
         self.score(&query, docs, &stats, params, k)
             .into_iter()
             .filter_map(|(doc, score)| {
-                self.record_of(doc).map(|r| Hit {
-                    record_id: r.to_owned(),
-                    score,
+                self.record_of(doc).map(|r| {
+                    (
+                        doc,
+                        Hit {
+                            record_id: r.to_owned(),
+                            score,
+                        },
+                    )
                 })
             })
             .collect()
@@ -998,9 +1017,10 @@ impl LexicalIndex {
     }
 }
 
-/// Best first; equal scores by record id.
-pub(crate) fn sort_hits(hits: &mut [Hit]) {
-    hits.sort_by(|a, b| {
+/// Best first; equal scores by record id; `hit` gives each item's hit.
+pub(crate) fn sort_hits_by<T>(items: &mut [T], hit: impl Fn(&T) -> &Hit) {
+    items.sort_by(|a, b| {
+        let (a, b) = (hit(a), hit(b));
         b.score
             .total_cmp(&a.score)
             .then_with(|| a.record_id.cmp(&b.record_id))

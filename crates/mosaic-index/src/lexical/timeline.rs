@@ -102,12 +102,9 @@ impl LexicalIndex {
         [before, after]
     }
 
-    /// The eligible records just before and just after `record_id` in its
+    /// The eligible records just before and just after `doc` in its
     /// subject's timeline (creation time, then doc order).
-    pub(crate) fn neighbours(&self, record_id: &str, docs: &DocSet) -> Vec<String> {
-        let Some(doc) = self.fence.doc_of(record_id) else {
-            return Vec::new();
-        };
+    pub(crate) fn neighbours(&self, doc: DocId, docs: &DocSet) -> Vec<String> {
         self.neighbour_docs(doc, docs)
             .into_iter()
             .flatten()
