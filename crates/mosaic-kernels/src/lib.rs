@@ -6,9 +6,7 @@
 //! What is here: [`dots`], the inner products every vector search scores
 //! with (AVX2 when the CPU has it, the same bits as the portable loop);
 //! [`prefetch`], a cache hint the vector graph's search issues for the
-//! neighbours it is about to score; [`byte_score`] and its companions,
-//! the proven bound an exact scan's first pass over byte copies prunes
-//! with; and int8 matrix
+//! neighbours it is about to score; and int8 matrix
 //! products for the dense layers of the local embedder. A weight matrix
 //! is quantised once, per output channel and symmetrically, to `i8`
 //! ([`QuantMatrix`]); activations are quantised per
@@ -53,14 +51,11 @@
 // Where things live: `int8` holds the quantised operands, the backends and
 // the matrix products with their scalar twin, its children `avx2`, `avx512`
 // and `amx` the SIMD kernels; `vector_search` holds the prefetch hint and
-// the float and byte inner products; `byte_bound` the bound of an exact
-// scan's first pass over byte copies.
-mod byte_bound;
+// the float and byte inner products.
 mod int8;
 #[cfg(test)]
 mod test_rng;
 mod vector_search;
 
-pub use byte_bound::{byte_bound, byte_error, byte_score, byte_threshold, may_reach};
 pub use int8::{Backend, QuantMatrix, QuantRows, linear, linear_with, matmul_i32, matmul_i32_with};
 pub use vector_search::{dots, dots_i8, prefetch, quantize_i8};

@@ -4,7 +4,7 @@
 use std::collections::BinaryHeap;
 
 use super::graph::Scored;
-use super::vectors::{Probe, byte_error};
+use super::vectors::{Probe, byte_bound, byte_error};
 use super::{AnnConfig, AnnIndex, SearchPlan, dot};
 use crate::scope::DocSet;
 use crate::target::DocId;
@@ -84,24 +84,33 @@ impl AnnIndex {
         if k == 0 || eligible.len() <= k || !q_off.is_finite() || !q_bytes.is_finite() {
             return None;
         }
-        let q_err = (q_off, q_bytes);
+        // ||q|| is at most ||q'|| + ||q - q'||.
+        let q_len = q_bytes + q_off;
+        // A sum of `dim` products in f32, in any order, lies within
+        // `dim` units of its last place (2^-23 each, twice the rounding)
+        // of |q||x| from the exact sum.
+        let rounding = (self.dim as f32 + 2.0) * f32::EPSILON;
         let bound = |doc: DocId, product: i32| {
-            mosaic_kernels::byte_score(
-                product,
-                probe.scale * self.scales[doc as usize],
-                q_err,
-                self.byte_bounds[doc as usize],
-                self.dim,
-            )
+            let a = product as f32 * (probe.scale * self.scales[doc as usize]);
+            let (x_off, x_len) = self.byte_bounds[doc as usize];
+            let e = byte_bound((q_off, q_bytes), (x_off, x_len));
+            // The exact score's rounding (|x| is at most ||x'|| +
+            // ||x - x'||), then that of `a` and of the sums below.
+            let slack = rounding * q_len * (x_len + x_off) + 1e-6 * (a.abs() + e);
+            (a, e + slack + f32::MIN_POSITIVE)
         };
         let mut bounds: Vec<(f32, f32)> = Vec::with_capacity(eligible.len());
         self.each_product(&probe, eligible, |d, p| bounds.push(bound(d, p)));
-        let t = mosaic_kernels::byte_threshold(&bounds, k)?;
+        let mut lows: Vec<f32> = bounds.iter().map(|(a, e)| a - e).collect();
+        let (_, &mut t, _) = lows.select_nth_unstable_by(k - 1, |x, y| y.total_cmp(x));
         Some(
             eligible
                 .iter()
                 .zip(&bounds)
-                .filter(|(_, b)| mosaic_kernels::may_reach(**b, t))
+                .filter(|(_, (a, e))| {
+                    let high = a + e;
+                    !high.is_finite() || high.total_cmp(&t).is_ge()
+                })
                 .map(|(&d, _)| d)
                 .collect(),
         )

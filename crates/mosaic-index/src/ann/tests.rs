@@ -2,10 +2,9 @@ use mosaic_kernels::dots;
 
 use super::graph::Scored;
 use super::search::{plan_costs, search_ef};
-use super::vectors::{Probe, byte_error};
+use super::vectors::{Probe, byte_bound, byte_error};
 use super::*;
 use crate::scope::DocSet;
-use mosaic_kernels::byte_bound;
 
 #[test]
 fn dot_matches_a_plain_sum_at_every_length() {

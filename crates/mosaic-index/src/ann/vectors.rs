@@ -17,9 +17,38 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
-// The bound of the byte pass, shared with every exact scan over byte
-// copies (`mosaic_kernels::byte_bound` and its companions).
-pub(super) use mosaic_kernels::byte_error;
+/// `(||x - x'||, ||x'||)` for a vector `x` and its bytes `codes` at
+/// `scale` (`x' = scale * codes`), computed in f64 and rounded up to the
+/// next f32; infinite when `x` is not finite.
+pub(super) fn byte_error(x: &[f32], codes: &[i8], scale: f32) -> (f32, f32) {
+    let (mut off, mut len) = (0.0f64, 0.0f64);
+    for (&v, &c) in x.iter().zip(codes) {
+        let scaled = f64::from(scale) * f64::from(c);
+        off += (f64::from(v) - scaled).powi(2);
+        len += scaled * scaled;
+    }
+    let up = |v: f64| {
+        let r = (v.sqrt() * (1.0 + 1e-9)) as f32;
+        if r.is_finite() {
+            r.next_up()
+        } else {
+            f32::INFINITY
+        }
+    };
+    if x.iter().all(|v| v.is_finite()) {
+        (up(off), up(len))
+    } else {
+        (f32::INFINITY, f32::INFINITY)
+    }
+}
+
+/// How far `q.x` can lie from the byte score `q'.x'` in exact arithmetic,
+/// given [`byte_error`] of each:
+/// `||q|| ||x - x'|| + ||q - q'|| ||x'||`, with `||q||` at most
+/// `||q'|| + ||q - q'||`.
+pub(super) fn byte_bound((q_off, q_bytes): (f32, f32), (x_off, x_bytes): (f32, f32)) -> f32 {
+    (q_bytes + q_off) * x_off + q_off * x_bytes
+}
 
 /// A vector as the graph walks with it: its bytes and their scale.
 pub(super) struct Probe {

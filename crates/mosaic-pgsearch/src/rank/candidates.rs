@@ -377,9 +377,23 @@ impl<'a> PgCandidates<'a> {
         // `depth`, equal similarities by publication order (as the
         // in-memory scan keeps them), then by record id.
         let vectors = self.vectors.clone();
-        let mut hits = Vec::with_capacity(depth.min(vectors.len()));
-        for (score, id, v) in vectors.best(query_vector, depth) {
-            self.hit_vectors.insert(id.to_owned(), v.into());
+        let mut scored: Vec<(f32, i64, &str, &Arc<[f32]>)> = vectors
+            .iter()
+            .map(|(id, (seq, v))| (dot(query_vector, v), *seq, id.as_str(), v))
+            .collect();
+        let order = |a: &(f32, i64, &str, &Arc<[f32]>), b: &(f32, i64, &str, &Arc<[f32]>)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| a.1.cmp(&b.1))
+                .then_with(|| a.2.cmp(b.2))
+        };
+        if scored.len() > depth {
+            scored.select_nth_unstable_by(depth - 1, order);
+            scored.truncate(depth);
+        }
+        scored.sort_by(order);
+        let mut hits = Vec::with_capacity(scored.len());
+        for (score, _, id, v) in scored {
+            self.hit_vectors.insert(id.to_owned(), v.clone());
             hits.push(Hit {
                 record_id: id.to_owned(),
                 score,

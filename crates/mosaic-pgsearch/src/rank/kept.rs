@@ -24,7 +24,12 @@ pub(super) struct ReadState {
 impl ReadState {
     /// Roughly the bytes it holds.
     fn weight(&self) -> usize {
-        self.lines.rows.len() * 256 + self.vectors.weight()
+        let vector = self
+            .vectors
+            .values()
+            .next()
+            .map_or(0, |(_, v)| v.len() * std::mem::size_of::<f32>());
+        self.lines.rows.len() * 256 + self.vectors.len() * (vector + 64)
     }
 }
 

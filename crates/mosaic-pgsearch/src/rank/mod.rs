@@ -14,14 +14,9 @@
 //!   keeps them per subject partition. Turn windows run over the eligible
 //!   records of a subject ordered by creation time, then publication
 //!   sequence (the in-memory index orders equal times by publication too).
-//! * Vector similarity with the in-memory kernel (`mosaic_kernels::dots`,
-//!   as `mosaic_index::ann::dot`) over every eligible stored vector, read
-//!   with the eligible rows and kept in contiguous chunks a read brought
-//!   forward shares with the read it came from (an exact scan, never the
-//!   approximate HNSW index), each chunk with a byte copy of its vectors
-//!   that a first pass scores to bound every similarity, as the in-memory
-//!   exact scan does, so that only the vectors that can be among the best
-//!   are scored in f32. Equally similar
+//! * Vector similarity with the in-memory kernel (`mosaic_index::ann::dot`)
+//!   over every eligible stored vector, read with the eligible rows (an
+//!   exact scan, never the approximate HNSW index). Equally similar
 //!   records are kept in publication order (each vector row has a
 //!   publication sequence number), as the in-memory scan keeps them in doc
 //!   order. The in-memory index also scans exactly up to
@@ -46,8 +41,7 @@
 //!
 //! # Layout
 //!
-//! `rows` reads the eligible lexical and vector rows, `vectors` holds and
-//! scores the vectors of a read, `kept` holds the
+//! `rows` reads the eligible lexical and vector rows, `kept` holds the
 //! reads a reader keeps, `candidates` is the candidate source over them,
 //! `statements` the read's statements, prepared once per connection
 //! ([`ReadStatements`]); this module holds the entry points ([`recall`],
@@ -62,7 +56,6 @@ mod candidates;
 mod kept;
 mod rows;
 mod statements;
-mod vectors;
 
 use mosaic_index::IndexError;
 use mosaic_index::funnel::{
@@ -77,9 +70,8 @@ use crate::error::PgSearchError;
 pub use candidates::PgCandidates;
 use kept::ReadState;
 pub use kept::{KEPT_BYTES, KEPT_IDLE, KEPT_READS, KeptReads, LOAD_WAIT, LinesRead};
-use rows::{Lines, Row, advance, advance_vectors, load_rows, load_vectors};
+use rows::{Lines, Row, Vectors, advance, advance_vectors, load_rows, load_vectors};
 pub use statements::{ReadStatements, TERMS as TERM_QUERY};
-use vectors::Vectors;
 
 /// Rows the write guard's and the search targets' callers may fetch beyond
 /// a candidate depth by pgvector's distance before scoring them again with

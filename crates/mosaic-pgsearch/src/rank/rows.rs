@@ -4,8 +4,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::Vectors;
-
 use mosaic_harness::memory_scope::Entries;
 use mosaic_index::text::{ANALYZER_RELEASE, Role};
 use pgvector::Vector;
@@ -85,6 +83,11 @@ impl Lines {
     }
 }
 
+/// The eligible vector rows of a read: per record, its publication
+/// sequence number (`i64::MAX` when published before schema version 2) and
+/// its stored vector.
+pub(super) type Vectors = HashMap<String, (i64, Arc<[f32]>)>;
+
 pub(super) fn parse_role(name: Option<String>) -> PgSearchResult<Option<Role>> {
     match name.as_deref() {
         None => Ok(None),
@@ -158,18 +161,7 @@ pub(super) fn load_vectors(
     policy_sha256: &str,
     ids: &[&str],
 ) -> PgSearchResult<Vectors> {
-    Vectors::of(read_vectors(tx, tenant_id, policy_sha256, ids)?)
-}
-
-/// The vector rows of `tenant_id` under `policy_sha256` among `ids`: each
-/// record's id, publication sequence number and vector.
-fn read_vectors(
-    tx: &mut Transaction<'_>,
-    tenant_id: &str,
-    policy_sha256: &str,
-    ids: &[&str],
-) -> PgSearchResult<Vec<(String, i64, Vec<f32>)>> {
-    let mut out = Vec::with_capacity(ids.len());
+    let mut out = Vectors::with_capacity(ids.len());
     for r in tx.query(
         "SELECT record_id, seq, embedding FROM pgsearch_vector
          WHERE tenant_id = $1 AND policy_sha256 = $2 AND record_id = ANY($3)",
@@ -177,7 +169,10 @@ fn read_vectors(
     )? {
         let seq: Option<i64> = r.try_get(1)?;
         let embedding: Vector = r.try_get(2)?;
-        out.push((r.try_get(0)?, seq.unwrap_or(i64::MAX), embedding.to_vec()));
+        out.insert(
+            r.try_get(0)?,
+            (seq.unwrap_or(i64::MAX), embedding.to_vec().into()),
+        );
     }
     Ok(out)
 }
@@ -194,15 +189,17 @@ pub(super) fn advance_vectors(
     changed: &HashSet<&str>,
 ) -> PgSearchResult<Option<(Arc<Vectors>, Vec<String>)>> {
     let (changed, reload) =
-        match to_read_again(changed, |id| base.contains(id), base.len(), entries) {
+        match to_read_again(changed, |id| base.contains_key(id), base.len(), entries) {
             ToReadAgain::Nothing => return Ok(Some((base.clone(), Vec::new()))),
             ToReadAgain::All => return Ok(None),
             ToReadAgain::These { changed, reload } => (changed, reload),
         };
-    let loaded = read_vectors(tx, tenant_id, policy_sha256, &reload)?;
-    // Only the chunks that lose a changed record, and the last, are copied.
-    let gone: HashSet<&str> = changed.iter().copied().collect();
-    let vectors = base.advanced(&gone, loaded)?;
+    let loaded = load_vectors(tx, tenant_id, policy_sha256, &reload)?;
+    let mut vectors: Vectors = (**base).clone();
+    for id in &changed {
+        vectors.remove(*id);
+    }
+    vectors.extend(loaded);
     Ok(Some((
         Arc::new(vectors),
         changed.into_iter().map(str::to_owned).collect(),
