@@ -66,8 +66,13 @@ fn score(recall: &Recall, id: &str) -> u64 {
         .unwrap()
 }
 
-fn ask(r: &Retriever, eligible: &SealedEligibleSet, text: &str, mode: RetrievalMode) -> Recall {
-    let q = RecallQuery {
+/// The tests' query: ten results for the tenant's `p`.
+fn query<'a>(
+    eligible: &'a SealedEligibleSet,
+    text: &'a str,
+    mode: RetrievalMode,
+) -> RecallQuery<'a> {
+    RecallQuery {
         tenant_id: "tenant",
         policy_sha256: POLICY,
         selector_release: "test",
@@ -78,8 +83,11 @@ fn ask(r: &Retriever, eligible: &SealedEligibleSet, text: &str, mode: RetrievalM
         eligible,
         max_results: 10,
         mode,
-    };
-    r.recall(&q).unwrap()
+    }
+}
+
+fn ask(r: &Retriever, eligible: &SealedEligibleSet, text: &str, mode: RetrievalMode) -> Recall {
+    r.recall(&query(eligible, text, mode)).unwrap()
 }
 
 const LINES: [&str; 3] = [
@@ -711,18 +719,7 @@ fn features_match_lookups_by_id(apart: bool) {
     })
     .unwrap();
     let text = "Where did Caroline go hiking after Porto?";
-    let q = RecallQuery {
-        tenant_id: "tenant",
-        policy_sha256: POLICY,
-        selector_release: "test",
-        read_subject: "p",
-        revocation_generation: 0,
-        text,
-        claim_keys: &[],
-        eligible: &eligible,
-        max_results: 10,
-        mode: RetrievalMode::Hybrid,
-    };
+    let q = query(&eligible, text, RetrievalMode::Hybrid);
     let terms = crate::text::terms(text);
     let mut source = MemorySource::new(&r.lexical, &r.vector, &q, true);
     let lexical = source

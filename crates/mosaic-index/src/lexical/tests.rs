@@ -251,13 +251,7 @@ fn both(
 /// eligible ones and windows cut short at either end.
 #[test]
 fn a_linked_window_is_the_walked_one() {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = |m: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % m
-    };
+    let mut next = xorshift(0x2545_F491_4F6C_DD1Du64);
     let records: Vec<GenRecord> = (0..150)
         .map(|_| (next(3) as usize, next(40), vec![next(12) as usize]))
         .collect();
@@ -446,13 +440,7 @@ fn a_set_grown_after_a_read_counts_its_new_subject() {
 /// doc scored alone.
 #[test]
 fn the_pruning_bounds_hold_for_every_window() {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = |m: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % m
-    };
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15u64);
     let records: Vec<GenRecord> = (0..200)
         .map(|_| {
             let len = 1 + next(9) as usize;
@@ -541,13 +529,7 @@ fn the_pruning_bounds_hold_for_every_window() {
 /// what scoring everything answers.
 #[test]
 fn a_large_subject_is_not_scored_whole() {
-    let mut state = 0x1234_5678_9ABC_DEF1u64;
-    let mut next = |m: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % m
-    };
+    let mut next = xorshift(0x1234_5678_9ABC_DEF1u64);
     let mut idx = LexicalIndex::new();
     let vocab: Vec<String> = (0..400).map(|i| format!("zq{i}x")).collect();
     for r in 0..3_000u64 {
@@ -778,13 +760,7 @@ fn the_bounded_walk_finds_what_walking_everything_finds() {
     // A small vocabulary with a skewed spread: some terms in a few
     // records, some in a third of them, as a large subject's are.
     let words: Vec<String> = (0..40).map(|i| format!("w{i}x")).collect();
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = |m: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % m
-    };
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15u64);
     for r in 0..1_500u64 {
         let len = 4 + next(10) as usize;
         let text: Vec<&str> = (0..len)
@@ -933,13 +909,7 @@ proptest::proptest! {
 fn the_guards_candidates_are_those_an_exhaustive_walk_ranks_best() {
     let mut idx = LexicalIndex::new();
     let words: Vec<String> = (0..300).map(|i| format!("v{i}q")).collect();
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = |m: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % m
-    };
+    let mut next = xorshift(0x2545_F491_4F6C_DD1Du64);
     let text = |next: &mut dyn FnMut(u64) -> u64, r: u64| {
         let mut t: Vec<&str> = vec![["Avery", "Blake"][(r % 2) as usize]];
         // Mostly uniform words, a few from a short common head.
@@ -1054,4 +1024,15 @@ fn the_guards_candidates_are_those_an_exhaustive_walk_ranks_best() {
         asked += usize::from(found.len() == limit);
     }
     assert!(asked > 300, "{asked}");
+}
+
+/// A xorshift generator from `state`: each call gives a number below `m`
+/// (the tests' texts and orders, the same on every run).
+fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
+    move |m| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    }
 }
