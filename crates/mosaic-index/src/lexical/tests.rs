@@ -131,6 +131,17 @@ const WORDS: [&str; 12] = [
 ];
 
 fn message(id: &str, generation: u64, subject: usize, at: u64, text: String) -> PublishMessage {
+    message_in(id, generation, &format!("s{subject}"), at, text)
+}
+
+/// An episodic memory of tenant `t` in subject `subject_key`.
+fn message_in(
+    id: &str,
+    generation: u64,
+    subject_key: &str,
+    at: u64,
+    text: String,
+) -> PublishMessage {
     PublishMessage {
         record_id: id.to_owned(),
         generation,
@@ -138,7 +149,7 @@ fn message(id: &str, generation: u64, subject: usize, at: u64, text: String) -> 
         scope: ScopeKeys {
             tenant_id: "t".into(),
             policy_sha256: sha256_hex(b"policy"),
-            subject_key: format!("s{subject}"),
+            subject_key: subject_key.to_owned(),
             kind: MemoryKind::Episodic,
         },
         created_at_unix_ms: at,
@@ -771,21 +782,8 @@ fn the_bounded_walk_finds_what_walking_everything_finds() {
                 words[i.min(39)].as_str()
             })
             .collect();
-        idx.publish(&PublishMessage {
-            record_id: format!("r{r:05}"),
-            generation: 1,
-            revocation_generation: 0,
-            scope: ScopeKeys {
-                tenant_id: "t".into(),
-                policy_sha256: sha256_hex(b"policy"),
-                subject_key: "s".into(),
-                kind: MemoryKind::Episodic,
-            },
-            created_at_unix_ms: r,
-            claim_keys: Vec::new(),
-            text: text.join(" "),
-        })
-        .unwrap();
+        idx.publish(&message_in(&format!("r{r:05}"), 1, "s", r, text.join(" ")))
+            .unwrap();
         if r % 7 == 3 {
             idx.tombstone(&format!("r{:05}", r / 2), 2).unwrap();
         }
@@ -926,21 +924,8 @@ fn the_guards_candidates_are_those_an_exhaustive_walk_ranks_best() {
         generations.insert(r, 1);
         let subject = if r % 5 == 4 { "other" } else { "s" };
         let content = text(&mut next, r);
-        idx.publish(&PublishMessage {
-            record_id: format!("r{r:05}"),
-            generation: 1,
-            revocation_generation: 0,
-            scope: ScopeKeys {
-                tenant_id: "t".into(),
-                policy_sha256: sha256_hex(b"policy"),
-                subject_key: subject.into(),
-                kind: MemoryKind::Episodic,
-            },
-            created_at_unix_ms: r,
-            claim_keys: Vec::new(),
-            text: content,
-        })
-        .unwrap();
+        idx.publish(&message_in(&format!("r{r:05}"), 1, subject, r, content))
+            .unwrap();
         if r % 11 == 5 && gone.insert(r / 3) {
             let generation = generations[&(r / 3)] + 1;
             idx.tombstone(&format!("r{:05}", r / 3), generation)
@@ -951,20 +936,13 @@ fn the_guards_candidates_are_those_an_exhaustive_walk_ranks_best() {
             // A republished record: a new doc number, the old one gone.
             let generation = generations[&again] + 1;
             generations.insert(again, generation);
-            idx.publish(&PublishMessage {
-                record_id: format!("r{again:05}"),
+            idx.publish(&message_in(
+                &format!("r{again:05}"),
                 generation,
-                revocation_generation: 0,
-                scope: ScopeKeys {
-                    tenant_id: "t".into(),
-                    policy_sha256: sha256_hex(b"policy"),
-                    subject_key: if again % 5 == 4 { "other" } else { "s" }.into(),
-                    kind: MemoryKind::Episodic,
-                },
-                created_at_unix_ms: again,
-                claim_keys: Vec::new(),
-                text: text(&mut next, again),
-            })
+                if again % 5 == 4 { "other" } else { "s" },
+                again,
+                text(&mut next, again),
+            ))
             .unwrap();
         }
     }
