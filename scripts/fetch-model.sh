@@ -182,4 +182,4 @@ check tokenizer.json "$TOKENIZER_JSON_SHA256"
 [ -f "$target/config.json" ] || { echo "fetch-model: config.json missing" >&2; exit 1; }
 
 echo "model ready in $target"
-echo "use: --embedder minilm --model-dir $target   (or MOSAIC_MODEL_DIR=$target)"
+echo "use: --model-dir $target   (or MOSAIC_MODEL_DIR=$target); new data gets the CPU's default embedder (minilm-int8 or minilm, see mosaic serve --help)"
