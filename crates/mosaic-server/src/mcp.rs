@@ -447,11 +447,12 @@ async fn authenticate(
     next: Next,
 ) -> Response {
     request.extensions_mut().insert(credential);
+    let checked_post = request.method() == axum::http::Method::POST;
     let request = match checked_body(request, state.config().body_limit_bytes).await {
         Ok(request) => request,
         Err(response) => return response,
     };
-    json_error_response(next.run(request).await).await
+    json_error_response(next.run(request).await, checked_post).await
 }
 
 /// A JSON error `{"error":{"code","message"}}` with any status, the body
@@ -511,9 +512,18 @@ async fn checked_body(request: Request, limit: usize) -> Result<Request, Respons
 /// Rewrites an error the MCP transport answered in plain text (a missing
 /// session, an unacceptable `Accept` header, ...) into the JSON error body,
 /// keeping its status. JSON and event-stream answers pass untouched.
-async fn json_error_response(response: Response) -> Response {
-    use axum::http::header;
-    let status = response.status();
+///
+/// A POST body [`checked_body`] passed has a JSON content type and is
+/// JSON: the transport's 415 for it means the JSON is not a JSON-RPC
+/// message (an array, a wrong `jsonrpc` version, an id that is not an
+/// integer or a string), a malformed request, answered 400 like every
+/// other malformed body rather than as a wrong content type.
+async fn json_error_response(response: Response, checked_post: bool) -> Response {
+    use axum::http::{StatusCode, header};
+    let status = match response.status() {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE if checked_post => StatusCode::BAD_REQUEST,
+        status => status,
+    };
     let is_json = response
         .headers()
         .get(header::CONTENT_TYPE)

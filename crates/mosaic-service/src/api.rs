@@ -859,7 +859,8 @@ pub struct BrowsePage {
     /// A page can hold fewer than `limit` entries and still have a next
     /// one: one request examines a bounded number of stored records.
     pub next_after: Option<String>,
-    /// Stored records this request examined.
+    /// Stored records this request examined: only records the caller may
+    /// read (another principal's are never examined, nor counted).
     pub scanned: usize,
 }
 

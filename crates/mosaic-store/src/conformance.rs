@@ -22,8 +22,8 @@ use crate::revocation::RevocationState;
 use crate::store::Store;
 use crate::types::{
     AckOutcome, DerivedAction, Durability, EligibilityQuery, IndexAck, ListedRecord, ListedState,
-    MAX_LIST_LIMIT, OutboxOp, RecordFilter, RecordState, ReviewAction, ReviewStatus,
-    RevocationReason, RevocationStage, StoreConfig, WriteDecision,
+    MAX_LIST_LIMIT, OutboxOp, RecordFilter, RecordState, RecordVisibility, ReviewAction,
+    ReviewStatus, RevocationReason, RevocationStage, StoreConfig, WriteDecision,
 };
 
 // Where things live: this file holds the factory, the list of checks and

@@ -15,12 +15,25 @@ use super::{EmbedderFlags, ServeFlags, load_config};
 
 pub(super) fn serve(flags: &ServeFlags) -> Result<ExitCode> {
     // `RUST_LOG` picks the levels and targets (for example
-    // `mosaic_service=debug`); `info` when unset or not understood.
+    // `mosaic_service=debug`); `info` when unset or not understood. The
+    // MCP transport's own events are kept at `warn` and above whatever it
+    // says: at `debug` and `trace` they print every tool call's arguments
+    // and result, which are memory text, and nothing logged may be.
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{LevelFilter, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let no_transport_payloads =
+        filter_fn(|meta| !meta.target().starts_with("rmcp") || LevelFilter::WARN >= *meta.level());
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter)
+                .with_filter(no_transport_payloads),
+        )
         .init();
     let config = load_config(flags)?;
     if config.postgres.is_none() {

@@ -689,6 +689,139 @@ fn serve_logs_at_the_level_rust_log_names() {
     assert!(!warn.contains("INFO"), "{warn}");
 }
 
+/// `mosaic serve` logs no memory text at any `RUST_LOG` level: with the
+/// most verbose filters an operator may set (`trace`, and the MCP
+/// transport's own target at `trace`), a statement remembered and a
+/// query recalled over MCP appear nowhere in the log, nor does the key.
+/// Layer: the binary's log setup, which keeps the MCP transport's events
+/// (they print every tool call's arguments and result) at `warn`.
+#[test]
+fn serve_logs_no_memory_text_at_any_level() {
+    for rust_log in ["trace", "rmcp=trace,rmcp::service=trace,debug"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let mut child = Command::new(BIN)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--embedder",
+                "hash",
+                "--data-dir",
+            ])
+            .arg(&data)
+            .env("RUST_LOG", rust_log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let pid = child.id().to_string();
+        let mut server = Server(child);
+        let mut lines = BufReader::new(stdout).lines();
+        let url = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("mosaic: serving on ").map(str::to_owned))
+            .expect("the server started");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let admin = std::fs::read_to_string(data.join("admin.key")).expect("admin key");
+        let post = |path: &str, key: &str, session: Option<&str>, body: Value| {
+            let mut request = agent
+                .post(&format!("{url}{path}"))
+                .header("Authorization", &format!("Bearer {}", key.trim()))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+            if let Some(session) = session {
+                request = request.header("mcp-session-id", session);
+            }
+            let mut response = request.send(body.to_string().as_bytes()).expect("request");
+            let session = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let text = response.body_mut().read_to_string().expect("body");
+            (response.status().as_u16(), session, text)
+        };
+        let (status, _, text) = post(
+            "/v1/admin/tenants",
+            &admin,
+            None,
+            serde_json::json!({"tenant_id": "logs"}),
+        );
+        assert_eq!(status, 200, "{text}");
+        let (status, _, text) = post(
+            "/v1/admin/keys",
+            &admin,
+            None,
+            serde_json::json!({"tenant_id": "logs", "principal_id": "alice"}),
+        );
+        assert_eq!(status, 200, "{text}");
+        let key: Value = serde_json::from_str(&text).expect("key json");
+        let key = key["key"].as_str().expect("key").to_owned();
+        let (status, session, text) = post(
+            "/mcp",
+            &key,
+            None,
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                           "clientInfo": {"name": "log-test", "version": "1"}}}),
+        );
+        assert_eq!(status, 200, "{text}");
+        let session = session.expect("a session");
+        post(
+            "/mcp",
+            &key,
+            Some(&session),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        let secret = "the locker code is nine-four-one-seven";
+        for (id, tool, arguments) in [
+            (2, "remember", serde_json::json!({"text": secret})),
+            (
+                3,
+                "recall",
+                serde_json::json!({"query": "which locker code nine-four"}),
+            ),
+        ] {
+            let (status, _, text) = post(
+                "/mcp",
+                &key,
+                Some(&session),
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments}}),
+            );
+            assert_eq!(status, 200, "{tool}: {text}");
+        }
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success());
+        server.0.wait().expect("wait");
+        let log: String = BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            log.contains("INFO"),
+            "{rust_log}: the service logged: {log}"
+        );
+        for leaked in ["nine-four", "locker", key.as_str(), admin.trim()] {
+            assert!(
+                !log.contains(leaked),
+                "{rust_log}: the log holds {leaked:?}:\n{log}"
+            );
+        }
+    }
+}
+
 /// `mosaic verify --receipt FILE`: the write receipt and signature the
 /// caller holds (a proposal's answer, a memory's history, or the `--json`
 /// line of `mosaic propose`) are sent to `POST /v1/verify` kind `write`,

@@ -584,3 +584,42 @@ async fn mcp_endpoint_answers_malformed_bodies_with_json_errors() {
         }
     }
 }
+
+/// A JSON body with a JSON content type that is not a JSON-RPC message
+/// (an array, another `jsonrpc` version, an id that is neither a number
+/// nor a string, a lone surrogate escape), with a session or without, is
+/// a malformed request: 400
+/// `bad_request`, never 415 `unsupported_media_type`, which would tell the
+/// client to change a content type that was right. Layer: the MCP route's
+/// answer rewrite (`json_error_response`), after its body check.
+#[tokio::test]
+async fn mcp_endpoint_answers_json_that_is_not_json_rpc_as_a_bad_request() {
+    use crate::numbers::{mcp_request, mcp_session};
+    let w = world();
+    let key = w.principals[0].key.clone();
+    let session = mcp_session(&w.router, &key).await;
+    let bodies: [&[u8]; 4] = [
+        br#"[{"jsonrpc":"2.0","id":2,"method":"tools/list"}]"#,
+        br#"{"jsonrpc":"1.0","id":2,"method":"tools/list"}"#,
+        br#"{"jsonrpc":"2.0","id":true,"method":"tools/list"}"#,
+        br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"recall","arguments":{"query":"\ud800"}}}"#,
+    ];
+    for body in bodies {
+        let shown = String::from_utf8_lossy(body).into_owned();
+        for session in [None, Some(session.as_str())] {
+            let response =
+                mcp_request(&w.router, &key, session, body.to_vec(), "application/json").await;
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .expect("body");
+            let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            assert_eq!(
+                (status, error_code(&json).as_str()),
+                (StatusCode::BAD_REQUEST, "bad_request"),
+                "{shown} (session {session:?}): {}",
+                String::from_utf8_lossy(&bytes)
+            );
+        }
+    }
+}

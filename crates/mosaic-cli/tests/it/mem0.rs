@@ -662,6 +662,99 @@ async fn platform_routes_treat_anothers_memory_as_missing_and_batches_as_one() {
     );
 }
 
+/// A batch update whose later memory the update would refuse (blank new
+/// text, or a memory an earlier update superseded) is refused whole by the
+/// compat layer's check of every memory before the first write: the
+/// earlier memory of the batch keeps its text and no new memory appears.
+#[tokio::test]
+async fn a_batch_update_the_update_would_refuse_part_of_writes_nothing() {
+    let w = world();
+    let r = &w.router;
+    let alice = &w.principals[0];
+    let key = Some(alice.key.as_str());
+    let mut ids = Vec::new();
+    for text in ["The codename is Heron.", "The launch is in March."] {
+        let (status, added) = send(
+            r,
+            "POST",
+            "/v3/memories/add/",
+            key,
+            Some(json!({"messages": text, "user_id": "alice"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{added}");
+        ids.push(ids_of(&added).remove(0));
+    }
+    let (first, second) = (ids[0].clone(), ids[1].clone());
+    // The second memory is updated once: its first version is superseded.
+    let (status, updated) = send(
+        r,
+        "PUT",
+        &format!("/v1/memories/{second}/"),
+        key,
+        Some(json!({"text": "The launch is in April."})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    let current = updated["id"].as_str().expect("new id").to_owned();
+    let listed = |body: &Value| -> Vec<String> {
+        let mut texts: Vec<String> = body["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|m| m["memory"].as_str().expect("memory").to_owned())
+            .collect();
+        texts.sort();
+        texts
+    };
+    let (_, before) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    let cases = [
+        (
+            json!({"text": "   \n\t "}),
+            current.as_str(),
+            StatusCode::BAD_REQUEST,
+            "invalid_message",
+        ),
+        (
+            json!({"text": "The launch is in May."}),
+            second.as_str(),
+            StatusCode::CONFLICT,
+            "stale_generation",
+        ),
+    ];
+    for (later, id, status_wanted, code) in cases {
+        let mut named = later.clone();
+        named["memory_id"] = json!(id);
+        let (status, answer) = send(
+            r,
+            "PUT",
+            "/v1/batch/",
+            key,
+            Some(json!({"memories": [
+                {"memory_id": first, "text": "The codename is Egret."},
+                named,
+            ]})),
+        )
+        .await;
+        assert_eq!(
+            (status, error_code(&answer).as_str()),
+            (status_wanted, code),
+            "{later}: {answer}"
+        );
+        let (_, kept) = send(r, "GET", &format!("/v1/memories/{first}/"), key, None).await;
+        assert_eq!(
+            kept["memory"], "user: The codename is Heron.",
+            "{code}: {kept}"
+        );
+        let (_, after) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+        assert_eq!(
+            listed(&after),
+            listed(&before),
+            "{code}: a memory was written"
+        );
+    }
+}
+
 /// What the platform routes refuse, each at the compat layer, before any
 /// memory is read or written.
 #[tokio::test]

@@ -5,7 +5,7 @@
 //! identically for a hidden id and an id that never existed.
 
 use axum::http::StatusCode;
-use mosaic_service::examples::{preference, workspace_fact};
+use mosaic_service::examples::{distinct_note, preference, workspace_fact};
 use serde_json::{Value, json};
 
 use crate::common::{Principal, WORKSPACE, World, error_code, send, world};
@@ -591,4 +591,95 @@ fn comparable(tool: &str, result: &Value) -> String {
         "text": record_lines,
     })
     .to_string()
+}
+
+/// `GET /v1/browse` answers a principal exactly as it did before another
+/// principal of its tenant wrote private memories: the same entries, the
+/// same `scanned` count and the same `next_after` cursor, for every
+/// filter and cursor. The store's walk (`RecordFilter::visible_to`) stops
+/// it: the rows of a subject the caller may not read are never examined,
+/// so they cannot be counted, end a page as its cursor, or be bisected by
+/// moving `after`.
+#[tokio::test]
+async fn browse_answers_alike_whether_or_not_another_principal_holds_memories() {
+    let w = world();
+    let (alice, bob) = (&w.principals[0], &w.principals[1]);
+    let (status, r) = send(
+        &w.router,
+        "POST",
+        "/v1/memories",
+        Some(&bob.key),
+        Some(
+            serde_json::to_value(workspace_fact(
+                "browse-shared",
+                WORKSPACE,
+                "The team meets on Mondays",
+            ))
+            .expect("json"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, r["decision"].as_str()),
+        (StatusCode::OK, Some("accepted")),
+        "{r}"
+    );
+    let queries = [
+        "/v1/browse",
+        "/v1/browse?limit=1",
+        "/v1/browse?q=the",
+        "/v1/browse?state=active",
+        "/v1/browse?kind=semantic",
+        "/v1/browse?after=m-0",
+        "/v1/browse?after=m-8",
+    ];
+    let browse_all = |key: String| {
+        let router = w.router.clone();
+        async move {
+            let mut pages = Vec::new();
+            for path in queries {
+                let (status, page) = send(&router, "GET", path, Some(&key), None).await;
+                assert_eq!(status, StatusCode::OK, "{path}: {page}");
+                pages.push((path, page));
+            }
+            pages
+        }
+    };
+    let before = browse_all(bob.key.clone()).await;
+    for i in 0..6 {
+        let (status, r) = send(
+            &w.router,
+            "POST",
+            "/v1/memories",
+            Some(&alice.key),
+            Some(
+                serde_json::to_value(preference(
+                    &format!("browse-private-{i}"),
+                    &alice.principal,
+                    &distinct_note(i),
+                    Some(alice.consent.clone()),
+                ))
+                .expect("json"),
+            ),
+        )
+        .await;
+        assert_eq!(
+            (status, r["decision"].as_str()),
+            (StatusCode::OK, Some("accepted")),
+            "{r}"
+        );
+    }
+    let after = browse_all(bob.key.clone()).await;
+    for ((path, was), (_, now)) in before.iter().zip(&after) {
+        assert_eq!(was, now, "{path}: bob's page changed when alice wrote");
+    }
+    // Alice's own page does show her memories and the shared one (the
+    // filter narrows to what a principal may read, not to nothing).
+    let (_, own) = send(&w.router, "GET", "/v1/browse", Some(&alice.key), None).await;
+    assert_eq!(own["entries"].as_array().map(Vec::len), Some(7), "{own}");
+    assert_eq!(
+        own["scanned"],
+        json!(7),
+        "her six and the shared one: {own}"
+    );
 }

@@ -401,7 +401,8 @@ pub struct BatchUpdateResponse {
 }
 
 /// `PUT /v1/batch/`: every memory is checked first (it exists for the
-/// caller and has new text), so a batch naming a missing memory changes
+/// caller, is its line's current memory, and has new text that is not
+/// blank), so a batch naming a missing, superseded or blank one changes
 /// nothing; then each is updated as `PUT /memories/{memory_id}` does.
 fn batch_update(
     service: &Service,
@@ -418,8 +419,28 @@ fn batch_update(
                 "every memory in a batch update needs its new text",
             ));
         }
-        service.get_memory(&credential, &id)?;
-        requests.push((id, decode_known::<UpdateRequest>(kept)?));
+        let current = service.get_memory(&credential, &id)?;
+        let request = decode_known::<UpdateRequest>(kept)?;
+        // What the update itself would refuse, refused before any memory
+        // of the batch is written.
+        if request.text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+            return Err(ServiceError::bad_request(
+                "invalid_message",
+                format!("memories[{}] has no text to remember", requests.len()),
+            ));
+        }
+        if current.state != "active" {
+            return Err(ServiceError::Conflict {
+                code: "stale_generation",
+                message: format!(
+                    "memories[{}] names a memory that is no longer its line's current one \
+                     (it is {}): update the current memory",
+                    requests.len(),
+                    current.state
+                ),
+            });
+        }
+        requests.push((id, request));
     }
     let mut results = Vec::new();
     for (id, request) in requests {

@@ -88,7 +88,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("the document serializes: {e}"));
         assert_eq!(
             mosaic_harness::canonical::sha256_hex(&bytes),
-            "28d875fcfb4e3d9ef2f4ced9102d08adfe421476475dd476ff797d5bd61a8e01",
+            "13a395717aeacada03d09c8fa2cc77743f9d4b645e6a6cbf2f2fc604b76fea99",
             "the served OpenAPI document changed"
         );
     }

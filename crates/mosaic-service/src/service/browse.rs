@@ -86,6 +86,14 @@ impl ServiceCore {
             states,
             after_record_id: query.after.clone().filter(|a| !a.is_empty()),
             include_content: true,
+            // The store walks only rows the principal may read: another
+            // principal's never count in `scanned`, never end a page as
+            // its `next_after`, and never cost the walk time.
+            visible_to: Some(RecordVisibility {
+                principal_id: principal.to_owned(),
+                workspace_ids: grant.allowed_workspace_ids.clone(),
+                run_ids: grant.allowed_run_ids.clone(),
+            }),
             ..RecordFilter::tenant(tenant, SCAN_PAGE)
         };
         let mut entries = Vec::new();

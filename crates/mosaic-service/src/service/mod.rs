@@ -34,8 +34,8 @@ use mosaic_store::read::eligibility_query;
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::{
     Authorization, DeletionReceipt, IndexAck, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
-    OutboxTask, RecordFilter, RecordState, ReviewAction, RevocationReason, SqliteStore, Store,
-    StoreConfig, StoreError, WriteDecision, WriteOutcome, WriteRequest,
+    OutboxTask, RecordFilter, RecordState, RecordVisibility, ReviewAction, RevocationReason,
+    SqliteStore, Store, StoreConfig, StoreError, WriteDecision, WriteOutcome, WriteRequest,
 };
 
 use crate::api::*;

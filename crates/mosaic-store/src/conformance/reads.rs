@@ -364,6 +364,48 @@ pub fn listing_filters_and_paginates_without_erased_content<F: StoreFactory>(
         ["a-pref-1", "a-pref-3"],
         "filters combine"
     );
+    // What one principal may read: its own subject, a granted workspace's
+    // and a granted run's, never another principal's (nor a run it was
+    // not granted), with the other filters and the cursor applied within.
+    let reader = |principal: &str, workspaces: &[&str], runs: &[&str]| RecordVisibility {
+        principal_id: principal.into(),
+        workspace_ids: workspaces.iter().map(|w| (*w).to_owned()).collect(),
+        run_ids: runs.iter().map(|r| (*r).to_owned()).collect(),
+    };
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                visible_to: Some(reader("alice", &[fixtures::WORKSPACE], &["run-2"])),
+                ..RecordFilter::tenant(a, 2)
+            },
+            &mut store
+        )?,
+        [
+            "a-pref-1", "a-pref-2", "a-pref-3", "a-run-2", "a-ws-1", "b-ws-1"
+        ]
+    );
+    assert_eq!(
+        filtered(
+            RecordFilter {
+                visible_to: Some(reader("bob", &[], &[])),
+                ..RecordFilter::tenant(a, 1)
+            },
+            &mut store
+        )?,
+        ["b-pref-1", "b-pref-2"],
+        "no granted workspace or run: its own subject only"
+    );
+    let page = store.list_records(&RecordFilter {
+        visible_to: Some(reader("bob", &[fixtures::WORKSPACE], &[])),
+        after_record_id: Some("a-pref-1".into()),
+        ..RecordFilter::tenant(a, 1)
+    })?;
+    assert_eq!(ids(&page.records), ["a-ws-1"]);
+    assert_eq!(
+        page.next_after.as_deref(),
+        Some("a-ws-1"),
+        "a page ends on a record the reader may read"
+    );
     // Page sizes outside 1..=MAX_LIST_LIMIT are refused.
     for limit in [0, MAX_LIST_LIMIT + 1] {
         assert!(matches!(

@@ -113,6 +113,23 @@ pub struct RecordFilter {
     /// for records that are not revoked: never for an erased record, and
     /// not for one whose erasure is under way.
     pub include_content: bool,
+    /// Only records one principal may read, if set: a walk for a principal
+    /// never sees another's rows, so nothing it answers (a count, a page
+    /// cursor, how long it took) depends on them.
+    pub visible_to: Option<RecordVisibility>,
+}
+
+/// The subjects a principal may read under its grant: its own, its own in
+/// a granted workspace, a granted workspace's and its procedures', and a
+/// granted run's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordVisibility {
+    /// The reading principal.
+    pub principal_id: String,
+    /// The workspaces its grant names.
+    pub workspace_ids: Vec<String>,
+    /// The runs its grant names.
+    pub run_ids: Vec<String>,
 }
 
 impl RecordFilter {
@@ -127,6 +144,7 @@ impl RecordFilter {
             after_record_id: None,
             limit,
             include_content: false,
+            visible_to: None,
         }
     }
 

@@ -50,6 +50,43 @@ pub(crate) fn list_records<C: Tx>(c: &C, f: &RecordFilter) -> StoreResult<Record
         push(" AND c.subject_a = #", Arg::Text(a.to_owned()), &mut args);
         push(" AND c.subject_b = #", Arg::Text(b.to_owned()), &mut args);
     }
+    if let Some(reader) = &f.visible_to {
+        // `subject_columns`: (type, a, b) with a principal in a workspace
+        // as (workspace, principal) and a procedure as (workspace, id).
+        let principal = || Arg::Text(reader.principal_id.clone());
+        let workspaces = || Arg::TextSet(reader.workspace_ids.clone());
+        push(
+            " AND ((c.subject_type = 'principal' AND c.subject_a = #)",
+            principal(),
+            &mut args,
+        );
+        push(
+            " OR (c.subject_type = 'principal_in_workspace' AND c.subject_b = #",
+            principal(),
+            &mut args,
+        );
+        push(
+            &format!(" AND {})", C::in_set("c.subject_a", "#")),
+            workspaces(),
+            &mut args,
+        );
+        push(
+            &format!(
+                " OR (c.subject_type IN ('workspace', 'procedure') AND {})",
+                C::in_set("c.subject_a", "#")
+            ),
+            workspaces(),
+            &mut args,
+        );
+        push(
+            &format!(
+                " OR (c.subject_type = 'run' AND {}))",
+                C::in_set("c.subject_a", "#")
+            ),
+            Arg::TextSet(reader.run_ids.clone()),
+            &mut args,
+        );
+    }
     if let Some(proposer) = &f.proposer_principal_id {
         push(
             " AND c.proposer_principal_id = #",
