@@ -352,6 +352,53 @@ async fn each_error_has_its_status_and_code() {
     assert_eq!(r["selected_record_ids"], json!([]));
 }
 
+/// The `Authorization` scheme is case-insensitive (RFC 9110, section
+/// 11.1): `bearer` and `TOKEN` carry the key as `Bearer` and `Token` do;
+/// any other scheme, or a scheme with no key, is 401 `invalid_key`. The
+/// layer: the transport's key extraction (`presented_key`).
+#[tokio::test]
+async fn authorization_schemes_are_case_insensitive() {
+    use tower::ServiceExt;
+    let w = world();
+    let key = &w.principals[0].key;
+    let answer = |authorization: String| {
+        let router = w.router.clone();
+        async move {
+            let request = axum::http::Request::builder()
+                .method("GET")
+                .uri("/v1/whoami")
+                .header("authorization", authorization)
+                .body(axum::body::Body::empty())
+                .expect("request");
+            let response = router.oneshot(request).await.expect("answers");
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .expect("body");
+            (
+                status,
+                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+            )
+        }
+    };
+    for scheme in ["Bearer", "bearer", "BEARER", "Token", "token"] {
+        let (status, body) = answer(format!("{scheme} {key}")).await;
+        assert_eq!(status, StatusCode::OK, "{scheme}: {body}");
+    }
+    for header in [
+        format!("Basic {key}"),
+        format!("Bearer{key}"),
+        "bearer".to_owned(),
+    ] {
+        let (status, body) = answer(header.clone()).await;
+        assert_eq!(
+            (status, error_code(&body).as_str()),
+            (StatusCode::UNAUTHORIZED, "invalid_key"),
+            "{header}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn expired_grant_is_forbidden() {
     let w = world();

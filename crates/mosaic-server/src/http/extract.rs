@@ -207,7 +207,8 @@ impl FromRequestParts<AppState> for KeyAuth {
 pub const API_KEY_HEADER: &str = "x-api-key";
 
 /// The key a request presents: `Authorization: Bearer KEY`,
-/// `Authorization: Token KEY` (mem0's platform client) or `X-API-Key: KEY`
+/// `Authorization: Token KEY` (mem0's platform client; either scheme in
+/// any case) or `X-API-Key: KEY`
 /// (mem0's server). Both headers may be sent only with the same key; any
 /// other `Authorization` scheme, or a header that is not text, is 401
 /// `invalid_key`.
@@ -216,10 +217,12 @@ fn presented_key(headers: &axum::http::HeaderMap) -> ServiceResult<Option<String
         None => None,
         Some(value) => {
             let text = value.to_str().map_err(|_| ServiceError::InvalidKey)?;
-            let key = text
-                .strip_prefix("Bearer ")
-                .or_else(|| text.strip_prefix("Token "))
-                .ok_or(ServiceError::InvalidKey)?;
+            // The scheme is case-insensitive (RFC 9110, section 11.1):
+            // `bearer KEY` is `Bearer KEY`.
+            let (scheme, key) = text.split_once(' ').ok_or(ServiceError::InvalidKey)?;
+            if !(scheme.eq_ignore_ascii_case("Bearer") || scheme.eq_ignore_ascii_case("Token")) {
+                return Err(ServiceError::InvalidKey);
+            }
             Some(key.trim().to_owned())
         }
     };
