@@ -5,6 +5,7 @@
 
 use mosaic_service::api::{RecallRequest, RevokeRequest};
 use mosaic_service::examples::workspace_fact;
+use mosaic_service::service::ADMIN_KEY_FILE;
 use mosaic_service::{Service, ServiceError};
 
 use crate::common::{WORKSPACE, config, distinct_fact, world};
@@ -252,5 +253,49 @@ fn the_writer_leaves_its_log_to_the_checkpointer() -> Result<(), ServiceError> {
         copied, 0,
         "{log_frames} frames, {copied} copied by the writer"
     );
+    Ok(())
+}
+
+/// A leaked admin key's emergency stop (README, "Using the service"):
+/// disabling it with the key itself refuses it at once, and the next
+/// start, finding no enabled admin key, writes a new one that works. The
+/// layers: the key directory (the disabled row) and the bootstrap at open.
+#[test]
+fn a_disabled_admin_key_is_refused_at_once_and_the_next_start_writes_a_new_one()
+-> Result<(), ServiceError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("data").join(ADMIN_KEY_FILE);
+    let read = || {
+        std::fs::read_to_string(&path)
+            .expect("admin key file")
+            .trim()
+            .to_owned()
+    };
+    let (service, _) = Service::open(config(dir.path()))?;
+    let old = read();
+    let admin = service.authenticate(Some(&old))?;
+    service.disable_key(&admin, admin.key_id())?;
+    assert!(matches!(
+        service.authenticate(Some(&old)),
+        Err(ServiceError::InvalidKey)
+    ));
+    drop(service);
+    let (service, report) = Service::open(config(dir.path()))?;
+    assert_eq!(report.admin_key_file.as_deref(), Some(path.as_path()));
+    let new = read();
+    assert_ne!(new, old);
+    let admin = service.authenticate(Some(&new))?;
+    let keys = service.list_keys(&admin)?;
+    let mut admins: Vec<bool> = keys
+        .iter()
+        .filter(|k| k.role == "admin")
+        .map(|k| k.disabled)
+        .collect();
+    admins.sort();
+    assert_eq!(admins, [false, true], "the new key and the disabled one");
+    assert!(matches!(
+        service.authenticate(Some(&old)),
+        Err(ServiceError::InvalidKey)
+    ));
     Ok(())
 }

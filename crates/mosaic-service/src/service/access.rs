@@ -15,7 +15,30 @@ impl ServiceCore {
         }
         let key = auth::generate_key()?;
         let path = self.config.data_dir.join(ADMIN_KEY_FILE);
-        write_secret_file(&path, &key)?;
+        if path.exists() {
+            // No admin key is enabled, so the file's key opens nothing: it
+            // was disabled (a leaked key's emergency stop), or a start
+            // stopped between writing the file and storing its key. The
+            // file is replaced whole (a new file renamed over it), never
+            // left half written.
+            let fresh = path.with_extension("key.new");
+            match std::fs::remove_file(&fresh) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(ServiceError::Internal(format!(
+                        "cannot remove {}: {e}",
+                        fresh.display()
+                    )));
+                }
+            }
+            write_secret_file(&fresh, &key)?;
+            std::fs::rename(&fresh, &path).map_err(|e| {
+                ServiceError::Internal(format!("cannot replace {}: {e}", path.display()))
+            })?;
+        } else {
+            write_secret_file(&path, &key)?;
+        }
         let sha = auth::key_sha256(&key);
         directory::insert_key(
             inner.store.as_mut(),
