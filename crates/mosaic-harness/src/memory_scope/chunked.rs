@@ -333,45 +333,16 @@ impl<T: Keyed + Clone> Chunked<T> {
                     }
                 }
             }
-            // Each key's first place whose prefix is not below its own: a
-            // key is held only if the prefix there is its own. Nearly
-            // always one place at most has it, and the key is held if and
-            // only if the item there has it: those items' keys are read
-            // in a loop of their own, their misses overlapping, instead
-            // of each waiting on the search before it. Places where more
-            // items share the prefix are searched by key, as `find` does.
-            let mut low = [usize::MAX; GROUP];
-            let mut single = [false; GROUP];
-            for g in 0..group.len() {
+            for (g, key) in group.iter().enumerate() {
                 let Some(chunk) = inner.chunks.get(at[g]) else {
+                    out.push(false);
                     continue;
                 };
-                let l =
+                let items = &chunk.items;
+                let low =
                     base[g] + usize::from(chunk.prefixes.get(base[g]).is_some_and(|x| *x < p[g]));
-                if chunk.prefixes.get(l) == Some(&p[g]) {
-                    low[g] = l;
-                    single[g] = chunk.prefixes.get(l + 1) != Some(&p[g]);
-                }
-            }
-            let mut held = [""; GROUP];
-            for g in 0..group.len() {
-                if single[g] {
-                    held[g] = inner.chunks[at[g]].items[low[g]].key();
-                }
-            }
-            for (g, key) in group.iter().enumerate() {
-                out.push(if single[g] {
-                    held[g] == *key
-                } else if low[g] == usize::MAX {
-                    false
-                } else {
-                    let items = &inner.chunks[at[g]].items;
-                    let i =
-                        lower_bound_from(&inner.chunks[at[g]].prefixes, low[g], p[g], key, |i| {
-                            items[i].key()
-                        });
-                    items.get(i).is_some_and(|item| item.key() == *key)
-                });
+                let i = lower_bound_from(&chunk.prefixes, low, p[g], key, |i| items[i].key());
+                out.push(items.get(i).is_some_and(|item| item.key() == *key));
             }
         }
         out
