@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use mosaic_service::examples::{distinct_note, preference, workspace_fact};
 use serde_json::{Value, json};
 
-use crate::common::{Principal, WORKSPACE, World, error_code, send, world};
+use crate::common::{Principal, WORKSPACE, World, error_code, propose, send, world};
 
 const CLIENT_RECORD_ID: &str = "shared-record";
 const CLIENT_PROPOSAL_ID: &str = "shared-proposal";
@@ -604,26 +604,9 @@ fn comparable(tool: &str, result: &Value) -> String {
 async fn browse_answers_alike_whether_or_not_another_principal_holds_memories() {
     let w = world();
     let (alice, bob) = (&w.principals[0], &w.principals[1]);
-    let (status, r) = send(
-        &w.router,
-        "POST",
-        "/v1/memories",
-        Some(&bob.key),
-        Some(
-            serde_json::to_value(workspace_fact(
-                "browse-shared",
-                WORKSPACE,
-                "The team meets on Mondays",
-            ))
-            .expect("json"),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (status, r["decision"].as_str()),
-        (StatusCode::OK, Some("accepted")),
-        "{r}"
-    );
+    let shared = workspace_fact("browse-shared", WORKSPACE, "The team meets on Mondays");
+    let r = propose(&w.router, &bob.key, &shared).await;
+    assert_eq!(r["decision"], "accepted", "{r}");
     let queries = [
         "/v1/browse",
         "/v1/browse?limit=1",
@@ -647,27 +630,14 @@ async fn browse_answers_alike_whether_or_not_another_principal_holds_memories() 
     };
     let before = browse_all(bob.key.clone()).await;
     for i in 0..6 {
-        let (status, r) = send(
-            &w.router,
-            "POST",
-            "/v1/memories",
-            Some(&alice.key),
-            Some(
-                serde_json::to_value(preference(
-                    &format!("browse-private-{i}"),
-                    &alice.principal,
-                    &distinct_note(i),
-                    Some(alice.consent.clone()),
-                ))
-                .expect("json"),
-            ),
-        )
-        .await;
-        assert_eq!(
-            (status, r["decision"].as_str()),
-            (StatusCode::OK, Some("accepted")),
-            "{r}"
+        let request = preference(
+            &format!("browse-private-{i}"),
+            &alice.principal,
+            &distinct_note(i),
+            Some(alice.consent.clone()),
         );
+        let r = propose(&w.router, &alice.key, &request).await;
+        assert_eq!(r["decision"], "accepted", "{r}");
     }
     let after = browse_all(bob.key.clone()).await;
     for ((path, was), (_, now)) in before.iter().zip(&after) {
