@@ -253,8 +253,8 @@ impl ServiceCore {
 
     /// Captures `texts` (each a message's id, role and transcript line)
     /// into the conversation and proposes each as an episodic memory about
-    /// `subject`, in one group commit: the conversation ingest's path. A
-    /// message already
+    /// `subject`, in one group commit: the conversation ingest's path, and
+    /// an import's for the messages of an export. A message already
     /// captured with the same text is a replay (nothing new is written);
     /// the same id with other text is refused (409 `message_id_in_use`)
     /// before anything is written.
@@ -757,6 +757,29 @@ pub(super) struct Captured {
     /// The message was captured before with the same text, or its
     /// proposal's decision replayed: nothing new was written.
     pub replayed: bool,
+}
+
+/// The role an imported message's capture provenance names: the export
+/// keeps the transcript line, not who spoke it, so the import vouches for
+/// what it can, that the importing key sent the line.
+pub(super) const IMPORTED_ROLE: &str = "imported";
+
+/// Checks an exported message's ids and text as the conversation endpoint
+/// checks a message's.
+pub(super) fn check_imported_message(
+    conversation_id: &str,
+    message_id: &str,
+    text: &str,
+) -> ServiceResult<()> {
+    check_name("conversation_id", conversation_id)?;
+    check_name("message_id", message_id)?;
+    if conversation_id == STATEMENTS || text.trim().is_empty() || text.trim() != text {
+        return Err(ServiceError::bad_request(
+            "invalid_message",
+            "an imported message names a conversation other than `statements` and holds its transcript line, trimmed and not blank",
+        ));
+    }
+    Ok(())
 }
 
 /// What a remembered statement may carry beside its text: application
