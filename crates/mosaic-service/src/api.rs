@@ -41,9 +41,9 @@ pub use conversation::{
 };
 #[doc(no_inline)]
 pub use maintenance::{
-    ExportLine, ExportedMemory, ExtractionJobView, ExtractionReport, ExtractionRun, ImportResponse,
-    OUTBOX_COUNT_LIMIT, OutboxRow, OutboxState, OutboxTargetState, PendingDeletionView,
-    ReconcileReport, ReconcileRun, ReindexReport,
+    ExportLine, ExportedMemory, ExportedMessage, ExtractionJobView, ExtractionReport,
+    ExtractionRun, ImportResponse, ImportedLine, OUTBOX_COUNT_LIMIT, OutboxRow, OutboxState,
+    OutboxTargetState, PendingDeletionView, ReconcileReport, ReconcileRun, ReindexReport,
 };
 #[doc(no_inline)]
 pub use proofs::{

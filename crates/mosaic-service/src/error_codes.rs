@@ -136,7 +136,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         400,
         "A subject lacks a field its type needs",
     ),
-    c("malformed_body", 400, "The body is not UTF-8 text"),
+    c(
+        "malformed_body",
+        400,
+        "The body is not UTF-8 text, or an import body holds no readable line",
+    ),
     c("malformed_json", 400, "The body is not valid JSON"),
     c(
         "method_not_allowed",

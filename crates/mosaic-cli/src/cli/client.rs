@@ -133,7 +133,7 @@ pub(super) fn import(remote: &Remote, file: &Path, json: bool) -> Result<ExitCod
     } else {
         indicatif::ProgressBar::new(lines.len() as u64)
     };
-    let (mut accepted, mut rejected, mut failed) = (0usize, 0usize, 0usize);
+    let (mut accepted, mut rejected, mut replayed, mut failed) = (0usize, 0usize, 0usize, 0usize);
     // Send in chunks so each request stays under the body limit.
     for chunk in lines.chunks(100) {
         let body = chunk.join("\n");
@@ -145,23 +145,24 @@ pub(super) fn import(remote: &Remote, file: &Path, json: bool) -> Result<ExitCod
         }
         accepted += value["accepted"].as_u64().unwrap_or(0) as usize;
         rejected += value["rejected"].as_u64().unwrap_or(0) as usize;
+        replayed += value["replayed"].as_u64().unwrap_or(0) as usize;
         failed += value["errors"].as_object().map_or(0, serde_json::Map::len);
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
-    let summary =
-        json!({"lines": lines.len(), "accepted": accepted, "rejected": rejected, "errors": failed});
+    let summary = json!({"lines": lines.len(), "accepted": accepted, "rejected": rejected,
+        "replayed": replayed, "errors": failed});
     if json {
         print_line("import", &summary);
     } else {
         println!(
-            "imported {} lines: {accepted} accepted, {rejected} rejected, {failed} errors",
+            "imported {} lines: {accepted} accepted, {rejected} rejected, {replayed} replayed (already held), {failed} errors",
             lines.len()
         );
     }
     Ok(if failed > 0 {
         ExitCode::from(2)
-    } else if accepted == 0 {
+    } else if accepted + replayed == 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

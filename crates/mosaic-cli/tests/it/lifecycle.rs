@@ -364,10 +364,11 @@ async fn export_then_import_round_trips_through_the_gate() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(report["lines"], 2, "{report}");
-    // The workspace fact is accepted; the preference names the other
-    // tenant's consent digest, so the gate rejects it.
-    assert_eq!(report["accepted"], 1, "{report}");
-    assert_eq!(report["rejected"], 1, "{report}");
+    // Both are accepted: the preference named the other tenant's consent
+    // digest, which is no consent of the importing principal's, so the
+    // import names hers (as `POST /v1/facts` does) and the gate checks it.
+    assert_eq!(report["accepted"], 2, "{report}");
+    assert_eq!(report["rejected"], 0, "{report}");
     // Garbage lines are reported, not fatal.
     let mixed = format!("{{not json}}\n{}", text.lines().next().unwrap_or(""));
     let (status, _, report) = send_raw(

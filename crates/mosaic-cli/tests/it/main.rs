@@ -23,6 +23,7 @@ mod errors;
 mod eval;
 mod evidence;
 mod expiry;
+mod export_import;
 mod extraction;
 mod fuzz;
 mod http_embedder;

@@ -55,14 +55,14 @@ pub(super) const OPERATIONS: &[Operation] = &[
     op(
         "GET",
         "/v1/export",
-        "Export the principal's memories as JSON lines",
+        "Export the principal's captured messages, then their other memories, as JSON lines",
         "principal",
         None,
     ),
     op(
         "POST",
         "/v1/import",
-        "Import JSON lines (each re-proposed through the gate)",
+        "Import export lines: captured messages captured again, memories re-proposed, each through the gate",
         "principal",
         Some("ExportLines"),
     ),

@@ -3,12 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use mosaic_harness::MemoryRecord;
+use mosaic_harness::{MemoryMetadata, MemoryRecord};
 use serde::{Deserialize, Serialize};
 
 use super::ProposeRequest;
 
-/// One export line (`{"type":"memory","data":{...}}`).
+/// One export line (`{"type":"message","data":{...}}` or
+/// `{"type":"memory","data":{...}}`). An export lists the captured
+/// messages first, then the other memories, so an import captures every
+/// message before the facts that cite it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(
     tag = "type",
@@ -17,9 +20,36 @@ use super::ProposeRequest;
     deny_unknown_fields
 )]
 pub enum ExportLine {
+    /// A message captured from a conversation (its episodic memory): an
+    /// import captures it again as the conversation endpoint does, under
+    /// the importing key.
+    Message(Box<ExportedMessage>),
     /// A memory and the request that created it (with content), so an
     /// import re-runs the gate on it.
     Memory(Box<ExportedMemory>),
+}
+
+/// An exported captured message.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedMessage {
+    /// The conversation it was captured in.
+    pub conversation_id: String,
+    /// Its id within the conversation (facts cite it by the two ids).
+    pub message_id: String,
+    /// The text as captured, the transcript line its episodic memory
+    /// holds (`[created_at] speaker: content`).
+    pub text: String,
+    /// The workspace of the principal's episode, when it was captured
+    /// with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    /// The application metadata it was captured with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MemoryMetadata>,
+    /// The expiry it was captured with (Unix ms), when the capture set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_unix_ms: Option<u64>,
 }
 
 /// An exported memory.
@@ -39,12 +69,37 @@ pub struct ExportedMemory {
 pub struct ImportResponse {
     /// Lines read.
     pub lines: usize,
-    /// Accepted proposals.
+    /// Accepted proposals (new records).
     pub accepted: usize,
-    /// Rejected proposals.
+    /// Rejected proposals (the gate refused them, duplicates of stored
+    /// records included).
     pub rejected: usize,
+    /// Lines whose decision the server already held (the same message
+    /// or proposal imported or written before): nothing was written again.
+    #[serde(default)]
+    pub replayed: usize,
     /// Lines that failed (line number → error code).
     pub errors: BTreeMap<usize, String>,
+    /// What happened to each line, in order.
+    #[serde(default)]
+    pub results: Vec<ImportedLine>,
+}
+
+/// What an import did with one line.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct ImportedLine {
+    /// The line number (from 1).
+    pub line: usize,
+    /// `message` or `memory`; null for a line that could not be read.
+    pub kind: Option<String>,
+    /// `accepted`, `rejected`, `replayed` or `error`.
+    pub outcome: String,
+    /// The record the line's proposal has (or would have had); null for
+    /// an error.
+    pub record_id: Option<String>,
+    /// The error code (outcome `error`) or the gate's violation codes,
+    /// comma-separated (outcome `rejected`); null otherwise.
+    pub code: Option<String>,
 }
 
 /// What a reconcile pass did.

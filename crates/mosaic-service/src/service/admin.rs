@@ -224,7 +224,10 @@ impl ServiceCore {
             } => inner.store.current_grant(tenant_id, principal_id)?,
             Credential::Admin { .. } | Credential::Application { .. } => None,
         };
-        let mut lines = Vec::new();
+        // The captured messages first, so an import captures each before
+        // the memories that cite it.
+        let mut messages = Vec::new();
+        let mut memories = Vec::new();
         for row in list_all(inner.store.as_mut(), filter)? {
             if let (Credential::Principal { principal_id, .. }, Some(grant)) = (credential, &grant)
                 && !subject_visible(principal_id, grant, &row.subject)
@@ -252,65 +255,151 @@ impl ServiceCore {
                 // rebuilt from the record.
                 None => request_from_record(&mut *inner.store, &stored.record, &row.proposal_id)?,
             };
+            if let Some(message) =
+                exported_message(&mut *inner.store, &stored.record, &request, &content)?
+            {
+                messages.push(ExportLine::Message(Box::new(message)));
+                continue;
+            }
             request.content = content;
-            lines.push(ExportLine::Memory(Box::new(ExportedMemory {
+            memories.push(ExportLine::Memory(Box::new(ExportedMemory {
                 record: stored.record,
                 state: stored.state.as_str().to_owned(),
                 request,
             })));
         }
         drop(inner);
-        Ok(lines)
+        messages.extend(memories);
+        Ok(messages)
     }
 
-    /// Imports JSON lines: every line's request is proposed again under the
-    /// credential (the gate decides each one afresh).
+    /// Imports JSON lines in order: a message line is captured again as
+    /// the conversation endpoint captures a message (a message already
+    /// captured with the same text replays), a memory line's request is
+    /// proposed again; both under the credential, the gate deciding each
+    /// afresh. Only a body without one readable line is refused (400
+    /// `malformed_body`); a readable line the server refuses is reported
+    /// in the answer's `errors` and `results`.
     pub fn import(&self, credential: &Credential, body: &str) -> ServiceResult<ImportResponse> {
         let (tenant, principal) = credential.principal()?;
+        self.tenant_and_grant(&mut *self.reader()?, tenant, principal)?;
         let mut report = ImportResponse {
             lines: 0,
             accepted: 0,
             rejected: 0,
+            replayed: 0,
             errors: BTreeMap::new(),
+            results: Vec::new(),
         };
-        let mut inner = self.writer()?;
+        let mut readable = 0usize;
         for (idx, line) in body.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
             report.lines += 1;
             let line_no = idx + 1;
-            if let Err(e) = crate::numbers::check_json_integers(line.as_bytes()) {
-                report.errors.insert(line_no, e.code().to_owned());
-                continue;
-            }
-            let mut request = match serde_json::from_str::<ExportLine>(line) {
-                Ok(ExportLine::Memory(m)) => m.request,
-                Err(_) => {
-                    report.errors.insert(line_no, "malformed_line".to_owned());
+            let parsed = match crate::numbers::check_json_integers(line.as_bytes()) {
+                Err(e) => Err(e.code().to_owned()),
+                Ok(()) => serde_json::from_str::<ExportLine>(line)
+                    .map_err(|_| "malformed_line".to_owned()),
+            };
+            let (kind, decided) = match parsed {
+                Err(code) => {
+                    record_line(&mut report, line_no, None, Err(code));
                     continue;
                 }
-            };
-            // Identities are derived afresh under the importing credential.
-            request.record_id = None;
-            request.proposal_id = None;
-            match self.propose_locked(&mut inner, tenant, principal, &request) {
-                Ok(r) if r.decision == "accepted" => report.accepted += 1,
-                Ok(_) => report.rejected += 1,
-                Err(e) => {
-                    report.errors.insert(line_no, e.code().to_owned());
+                Ok(ExportLine::Message(m)) => ("message", self.import_message(credential, &m)),
+                Ok(ExportLine::Memory(m)) => {
+                    ("memory", self.import_memory(tenant, principal, m.request))
                 }
-            }
+            };
+            readable += 1;
+            record_line(
+                &mut report,
+                line_no,
+                Some(kind),
+                decided.map_err(|e| e.code().to_owned()),
+            );
         }
-        drop(inner);
         self.outbox_pass()?;
-        if report.lines == 0 || report.errors.len() == report.lines {
+        if readable == 0 {
             return Err(ServiceError::bad_request(
                 "malformed_body",
-                "the body holds no importable line (one {\"type\":\"memory\",\"data\":{...}} object per line)",
+                "the body holds no readable line (one {\"type\":\"message\"|\"memory\",\"data\":{...}} object per line)",
             ));
         }
         Ok(report)
+    }
+
+    /// An export's captured message, captured again under the credential.
+    fn import_message(
+        &self,
+        credential: &Credential,
+        message: &ExportedMessage,
+    ) -> ServiceResult<LineDecision> {
+        let (_, principal) = credential.principal()?;
+        conversation::check_imported_message(
+            &message.conversation_id,
+            &message.message_id,
+            &message.text,
+        )?;
+        crate::api::checked_attachments(message.metadata.as_ref(), None, None)?;
+        let subject = match &message.workspace_id {
+            Some(workspace_id) => MemorySubject::PrincipalInWorkspace {
+                workspace_id: workspace_id.clone(),
+                principal_id: principal.to_owned(),
+            },
+            None => MemorySubject::Principal {
+                principal_id: principal.to_owned(),
+            },
+        };
+        let captured = self
+            .capture(
+                credential,
+                &message.conversation_id,
+                &subject,
+                conversation::CaptureOptions {
+                    metadata: message.metadata.as_ref(),
+                    expires_at_unix_ms: message.expires_at_unix_ms,
+                },
+                vec![conversation::Capture {
+                    message_id: message.message_id.clone(),
+                    role: conversation::IMPORTED_ROLE,
+                    text: message.text.clone(),
+                }],
+            )?
+            .pop()
+            .ok_or_else(|| ServiceError::Internal("a capture ended without a decision".into()))?;
+        Ok(LineDecision::of(&captured.response, captured.replayed))
+    }
+
+    /// An export's memory, proposed again under the credential (its ids
+    /// derived afresh). A consent receipt the principal did not give on
+    /// this server (an export of another server's) is replaced by the
+    /// principal's latest consent here, as `POST /v1/facts` names it: the
+    /// gate then checks that one.
+    fn import_memory(
+        &self,
+        tenant: &str,
+        principal: &str,
+        mut request: ProposeRequest,
+    ) -> ServiceResult<LineDecision> {
+        request.record_id = None;
+        request.proposal_id = None;
+        if let Some(named) = &request.consent_receipt_sha256 {
+            let own = self
+                .reader()?
+                .store
+                .consents_of(tenant, principal)?
+                .iter()
+                .any(|c| c.consent_sha256 == *named);
+            if !own {
+                request.consent_receipt_sha256 = self.latest_consent(tenant, principal)?;
+            }
+        }
+        let mut inner = self.writer()?;
+        let response = self.propose_locked(&mut inner, tenant, principal, &request)?;
+        Ok(LineDecision::of(&response, response.replayed))
     }
 
     // ------------------------------------------------------------ admin
@@ -994,6 +1083,122 @@ pub(super) fn write_guards_problem(guards: &crate::settings::WriteGuards) -> Opt
         return Some("near_duplicate_cosine_permille must lie in 1..=1000");
     }
     None
+}
+
+/// What became of one imported line.
+struct LineDecision {
+    record_id: String,
+    accepted: bool,
+    replayed: bool,
+    violations: Vec<String>,
+}
+
+impl LineDecision {
+    fn of(response: &ProposeResponse, replayed: bool) -> Self {
+        LineDecision {
+            record_id: response.record_id.clone(),
+            accepted: response.decision == "accepted",
+            replayed,
+            violations: response
+                .violations
+                .iter()
+                .filter_map(|v| {
+                    serde_json::to_value(v)
+                        .ok()
+                        .and_then(|v| v.get("violation")?.as_str().map(str::to_owned))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Counts and reports one line's outcome.
+fn record_line(
+    report: &mut ImportResponse,
+    line: usize,
+    kind: Option<&str>,
+    decided: Result<LineDecision, String>,
+) {
+    let (outcome, record_id, code) = match decided {
+        Err(code) => {
+            report.errors.insert(line, code.clone());
+            ("error", None, Some(code))
+        }
+        Ok(d) if d.replayed => {
+            report.replayed += 1;
+            ("replayed", Some(d.record_id), None)
+        }
+        Ok(d) if d.accepted => {
+            report.accepted += 1;
+            ("accepted", Some(d.record_id), None)
+        }
+        Ok(d) => {
+            report.rejected += 1;
+            let code = (!d.violations.is_empty()).then(|| d.violations.join(","));
+            ("rejected", Some(d.record_id), code)
+        }
+    };
+    report.results.push(ImportedLine {
+        line,
+        kind: kind.map(str::to_owned),
+        outcome: outcome.to_owned(),
+        record_id,
+        code,
+    });
+}
+
+/// The captured message an episodic record holds, as an export line: a
+/// record the conversation capture wrote whose one source is a message
+/// the store still maps to it. `None` for any other record.
+fn exported_message(
+    store: &mut dyn Store,
+    record: &mosaic_harness::MemoryRecord,
+    request: &ProposeRequest,
+    content: &str,
+) -> ServiceResult<Option<ExportedMessage>> {
+    if record.writer_release != conversation::CAPTURE_WRITER || record.kind != MemoryKind::Episodic
+    {
+        return Ok(None);
+    }
+    let [source] = record.sources.as_slice() else {
+        return Ok(None);
+    };
+    let Some(conversation_id) = mosaic_harness::record::message_conversation(&source.source_id)
+    else {
+        return Ok(None);
+    };
+    let Some(message_id) = source
+        .source_id
+        .strip_prefix("msg:")
+        .and_then(|rest| rest.strip_prefix(conversation_id))
+        .and_then(|rest| rest.strip_prefix('/'))
+    else {
+        return Ok(None);
+    };
+    let (principal_id, workspace_id) = match &record.subject {
+        MemorySubject::Principal { principal_id } => (principal_id, None),
+        MemorySubject::PrincipalInWorkspace {
+            workspace_id,
+            principal_id,
+        } => (principal_id, Some(workspace_id.clone())),
+        _ => return Ok(None),
+    };
+    let held = store
+        .captured_message(&record.tenant_id, principal_id, conversation_id, message_id)?
+        .is_some_and(|row| row.record_id == record.record_id);
+    if !held {
+        return Ok(None);
+    }
+    Ok(Some(ExportedMessage {
+        conversation_id: conversation_id.to_owned(),
+        message_id: message_id.to_owned(),
+        text: content.to_owned(),
+        workspace_id,
+        metadata: record.metadata.clone(),
+        // The capture's own expiry, when it set one (else the importing
+        // tenant's policy gives the default, as it did here).
+        expires_at_unix_ms: request.ttl_ms.and(record.expires_at_unix_ms),
+    }))
 }
 
 #[cfg(test)]

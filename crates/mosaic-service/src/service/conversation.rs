@@ -141,7 +141,7 @@ impl ServiceCore {
         conversation_id: &str,
         request: &IngestRequest,
     ) -> ServiceResult<IngestResponse> {
-        let (tenant, principal) = credential.principal()?;
+        let (_, principal) = credential.principal()?;
         check_name("conversation_id", conversation_id)?;
         if request.messages.is_empty() || request.messages.len() > MAX_MESSAGES {
             return Err(ServiceError::bad_request(
@@ -159,7 +159,6 @@ impl ServiceCore {
                 principal_id: principal.to_owned(),
             },
         };
-        let now = self.now();
         // A message with no text (a tool-call or image-only turn of a chat
         // log) is skipped and reported; the call keeps the others.
         let mut skipped = Vec::new();
@@ -186,21 +185,107 @@ impl ServiceCore {
             }
             let message_id = message_id(message)?;
             check_name(&format!("messages[{idx}].id"), &message_id)?;
-            texts.push((message_id, render_message(message)));
+            texts.push(Capture {
+                message_id,
+                role: message.role.as_str(),
+                text: render_message(message),
+            });
         }
+        let captured = self.capture(
+            credential,
+            conversation_id,
+            &subject,
+            CaptureOptions {
+                metadata: request.metadata.as_ref(),
+                expires_at_unix_ms: request.expires_at_unix_ms,
+            },
+            texts,
+        )?;
+        let mut out = IngestResponse {
+            conversation_id: conversation_id.to_owned(),
+            kept: 0,
+            refused: 0,
+            messages: Vec::with_capacity(captured.len()),
+            skipped,
+            extraction_job_id: None,
+        };
+        for (captured, &(index, _)) in captured.into_iter().zip(&kept_messages) {
+            let Captured {
+                message_id,
+                source_id,
+                source_content_sha256,
+                response,
+                replayed,
+            } = captured;
+            if response.decision == "accepted" {
+                out.kept += 1;
+            } else {
+                out.refused += 1;
+            }
+            out.messages.push(IngestedMessage {
+                index,
+                message_id,
+                source_id,
+                source_content_sha256,
+                record_id: response.record_id,
+                decision: response.decision,
+                replayed,
+                readable: response.readable,
+                violations: response.violations,
+                expires_at_unix_ms: response.expires_at_unix_ms,
+                expires_at: response.expires_at,
+            });
+        }
+        self.metrics.add(
+            "mosaic_messages_ingested_total",
+            &[],
+            out.messages.len() as u64,
+        );
+        let fresh: Vec<String> = out
+            .messages
+            .iter()
+            .filter(|m| m.decision == "accepted" && !m.replayed)
+            .map(|m| m.message_id.clone())
+            .collect();
+        out.extraction_job_id = self.queue_extraction(credential, conversation_id, fresh)?;
+        Ok(out)
+    }
+
+    /// Captures `texts` (each a message's id, role and transcript line)
+    /// into the conversation and proposes each as an episodic memory about
+    /// `subject`, in one group commit: the conversation ingest's path, and
+    /// an import's for the messages of an export. A message already
+    /// captured with the same text is a replay (nothing new is written);
+    /// the same id with other text is refused (409 `message_id_in_use`)
+    /// before anything is written.
+    pub(super) fn capture(
+        &self,
+        credential: &Credential,
+        conversation_id: &str,
+        subject: &MemorySubject,
+        options: CaptureOptions<'_>,
+        texts: Vec<Capture>,
+    ) -> ServiceResult<Vec<Captured>> {
+        let (tenant, principal) = credential.principal()?;
+        let now = self.now();
         self.tenant_and_grant(&mut *self.reader()?, tenant, principal)?;
         // The embedding starts now, before the captures' digests and
         // store reads: texts no guard compares are embedded meanwhile.
         let vectors = {
-            let contents: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
-            self.embed_for_batch(tenant, (MemoryKind::Episodic, &subject), &contents)?
+            let contents: Vec<&str> = texts.iter().map(|c| c.text.as_str()).collect();
+            self.embed_for_batch(tenant, (MemoryKind::Episodic, subject), &contents)?
         };
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
-        let mut items = Vec::with_capacity(kept_messages.len());
-        let mut captured_before = Vec::with_capacity(kept_messages.len());
+        let mut items = Vec::with_capacity(texts.len());
+        let mut captured_before = Vec::with_capacity(texts.len());
         {
             let mut reader = self.reader()?;
-            for (&(_, message), (message_id, text)) in kept_messages.iter().zip(texts) {
+            for Capture {
+                message_id,
+                role,
+                text,
+            } in texts
+            {
                 let content_sha256 = sha256_hex(text.as_bytes());
                 if let Some(other) = seen.insert(message_id.clone(), content_sha256.clone())
                     && other != content_sha256
@@ -228,7 +313,7 @@ impl ServiceCore {
                             key_id: credential.key_id(),
                             conversation_id,
                             message_id: &message_id,
-                            role: message.role.as_str(),
+                            role,
                         },
                     )?,
                 };
@@ -268,7 +353,7 @@ impl ServiceCore {
                 };
                 // The expiry as a TTL from the instant the write path
                 // counts it from: the first decision's (a replay), else now.
-                let ttl_ms = match request.expires_at_unix_ms {
+                let ttl_ms = match options.expires_at_unix_ms {
                     None => None,
                     Some(at) => {
                         let from = super::directory::proposal_decided_at(
@@ -291,7 +376,7 @@ impl ServiceCore {
                     proposal_id: Some(proposal_id),
                     writer_release: Some(CAPTURE_WRITER.to_owned()),
                     ttl_ms,
-                    metadata: request.metadata.clone(),
+                    metadata: options.metadata.cloned(),
                     ..ProposeRequest::new(
                         text.clone(),
                         MemoryKind::Episodic,
@@ -323,52 +408,20 @@ impl ServiceCore {
         } else {
             self.propose_captured(tenant, principal, items, vectors)?
         };
-        let mut out = IngestResponse {
-            conversation_id: conversation_id.to_owned(),
-            kept: 0,
-            refused: 0,
-            messages: Vec::with_capacity(responses.len()),
-            skipped,
-            extraction_job_id: None,
-        };
-        for ((((message_id, source_id, source_content_sha256), response), before), &(index, _)) in
-            ids.into_iter()
-                .zip(responses)
-                .zip(captured_before)
-                .zip(&kept_messages)
-        {
-            if response.decision == "accepted" {
-                out.kept += 1;
-            } else {
-                out.refused += 1;
-            }
-            out.messages.push(IngestedMessage {
-                index,
-                message_id,
-                source_id,
-                source_content_sha256,
-                record_id: response.record_id,
-                decision: response.decision,
-                replayed: before || response.replayed,
-                readable: response.readable,
-                violations: response.violations,
-                expires_at_unix_ms: response.expires_at_unix_ms,
-                expires_at: response.expires_at,
-            });
-        }
-        self.metrics.add(
-            "mosaic_messages_ingested_total",
-            &[],
-            out.messages.len() as u64,
-        );
-        let fresh: Vec<String> = out
-            .messages
-            .iter()
-            .filter(|m| m.decision == "accepted" && !m.replayed)
-            .map(|m| m.message_id.clone())
-            .collect();
-        out.extraction_job_id = self.queue_extraction(credential, conversation_id, fresh)?;
-        Ok(out)
+        Ok(ids
+            .into_iter()
+            .zip(responses)
+            .zip(captured_before)
+            .map(
+                |(((message_id, source_id, source_content_sha256), response), before)| Captured {
+                    message_id,
+                    source_id,
+                    source_content_sha256,
+                    replayed: before || response.replayed,
+                    response,
+                },
+            )
+            .collect())
     }
 
     /// Proposes a fact resting on captured messages: semantic memory of
@@ -676,6 +729,57 @@ impl ServiceCore {
             &row.policy.policy_sha256,
         )
     }
+}
+
+/// One message to capture: its id, the role its provenance names and its
+/// transcript line.
+pub(super) struct Capture {
+    pub message_id: String,
+    pub role: &'static str,
+    pub text: String,
+}
+
+/// What a capture's proposals carry besides their texts.
+pub(super) struct CaptureOptions<'a> {
+    /// Application metadata of every episode.
+    pub metadata: Option<&'a mosaic_harness::MemoryMetadata>,
+    /// The episodes' expiry (Unix ms), when the caller sets one.
+    pub expires_at_unix_ms: Option<u64>,
+}
+
+/// A captured message's decision.
+pub(super) struct Captured {
+    pub message_id: String,
+    pub source_id: String,
+    pub source_content_sha256: String,
+    /// The decision (its `replayed` the store's own).
+    pub response: ProposeResponse,
+    /// The message was captured before with the same text, or its
+    /// proposal's decision replayed: nothing new was written.
+    pub replayed: bool,
+}
+
+/// The role an imported message's capture provenance names: the export
+/// keeps the transcript line, not who spoke it, so the import vouches for
+/// what it can, that the importing key sent the line.
+pub(super) const IMPORTED_ROLE: &str = "imported";
+
+/// Checks an exported message's ids and text as the conversation endpoint
+/// checks a message's.
+pub(super) fn check_imported_message(
+    conversation_id: &str,
+    message_id: &str,
+    text: &str,
+) -> ServiceResult<()> {
+    check_name("conversation_id", conversation_id)?;
+    check_name("message_id", message_id)?;
+    if conversation_id == STATEMENTS || text.trim().is_empty() || text.trim() != text {
+        return Err(ServiceError::bad_request(
+            "invalid_message",
+            "an imported message names a conversation other than `statements` and holds its transcript line, trimmed and not blank",
+        ));
+    }
+    Ok(())
 }
 
 /// What a remembered statement may carry beside its text: application
