@@ -539,6 +539,19 @@ impl ServiceCore {
                 "principal_id is not a valid identifier",
             ));
         }
+        // A grant naming an id no record can carry would never match: the
+        // admin meant another id, so it is refused, as an application
+        // key's bounds are.
+        let named = (request.allowed_workspace_ids.iter().flatten())
+            .chain(request.allowed_run_ids.iter().flatten());
+        for id in named {
+            if !mosaic_harness::record::is_identifier(id) {
+                return Err(ServiceError::bad_request(
+                    "invalid_field",
+                    format!("{id:?} is not a valid workspace or run id"),
+                ));
+            }
+        }
         let tenant_row = directory::tenant(inner.store.as_mut(), tenant)?
             .ok_or_else(|| ServiceError::not_found("tenant", tenant))?;
         let now = self.now();
