@@ -455,6 +455,54 @@ async fn a_grant_naming_an_id_no_record_can_carry_is_refused_and_nothing_stored(
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
+/// The conversation `statements` holds what a principal remembers one
+/// statement at a time (MCP's and mem0's single memories): messages
+/// ingested into it are refused, 400 `invalid_field`, before anything is
+/// written, so they are never taken for statements. The layer: the
+/// conversation use case's id check.
+#[tokio::test]
+async fn the_reserved_statements_conversation_takes_no_ingested_messages() {
+    let w = world();
+    let alice = &w.principals[0];
+    let messages = json!({"messages": [{"id": "m1", "role": "user", "content": "I keep bees."}]});
+    let (status, body) = send(
+        &w.router,
+        "POST",
+        "/v1/conversations/statements/messages",
+        Some(&alice.key),
+        Some(messages.clone()),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (StatusCode::BAD_REQUEST, "invalid_field"),
+        "{body}"
+    );
+    let export = || async {
+        let (status, raw, _) =
+            send_raw(&w.router, "GET", "/v1/export", Some(&alice.key), None).await;
+        assert_eq!(status, StatusCode::OK);
+        String::from_utf8(raw).expect("utf-8")
+    };
+    assert!(
+        !export().await.contains("I keep bees"),
+        "nothing was written"
+    );
+    let (status, body) = send(
+        &w.router,
+        "POST",
+        "/v1/conversations/statement-log/messages",
+        Some(&alice.key),
+        Some(messages),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        export().await.contains("I keep bees"),
+        "another name is taken"
+    );
+}
+
 #[tokio::test]
 async fn expired_grant_is_forbidden() {
     let w = world();

@@ -143,6 +143,15 @@ impl ServiceCore {
     ) -> ServiceResult<IngestResponse> {
         let (_, principal) = credential.principal()?;
         check_name("conversation_id", conversation_id)?;
+        if conversation_id == STATEMENTS {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                format!(
+                    "the conversation id {STATEMENTS:?} is reserved for the statements \
+                     remembered one by one; name the conversation otherwise"
+                ),
+            ));
+        }
         if request.messages.is_empty() || request.messages.len() > MAX_MESSAGES {
             return Err(ServiceError::bad_request(
                 "invalid_message",
