@@ -8,10 +8,10 @@ import io
 import json
 
 import pytest
-from mosaic_test_server import MosaicServer, fresh_principal
+from mosaic_test_server import FAST, MosaicServer, fresh_principal
 
 import mosaic_memory.client
-from mosaic_memory import AsyncMosaic, BadRequestError, ImportedLine, Mosaic
+from mosaic_memory import AsyncMosaic, BadRequestError, ImportedLine, Mosaic, PayloadTooLargeError
 
 CHAT = [
     {"id": "m1", "role": "user", "name": "Dana", "created_at": "2026-05-01", "content": "I moved to Berlin last month."},
@@ -176,3 +176,23 @@ def test_the_async_client_exports_and_imports(server, principal):
             assert await client.export() == text
 
     asyncio.run(scenario())
+
+
+def test_an_export_larger_than_the_body_limit_imports_in_several_requests(monkeypatch):
+    small = MosaicServer(["--body-limit-bytes", "16384"] + FAST)
+    try:
+        with Mosaic(fresh_principal(small)["key"], small.url) as client:
+            notes = [{"id": f"n{i}", "content": f"Note {i}: " + "the quick brown fox jumps over the lazy dog " * 20} for i in range(24)]
+            for start in range(0, len(notes), 6):
+                assert client.add_messages("notes", notes[start : start + 6]).kept == 6
+            text = client.export()
+            assert len(text.encode("utf-8")) > 16384
+            # In one request the server refuses it whole.
+            with pytest.raises(PayloadTooLargeError):
+                client.import_memories(text)
+            monkeypatch.setattr(mosaic_memory.client, "IMPORT_CHUNK_BYTES", 8192)
+            report = client.import_memories(text)
+            assert (report.lines, report.replayed, report.errors) == (24, 24, {})
+            assert [r.line for r in report.results] == list(range(1, 25))
+    finally:
+        small.stop()
