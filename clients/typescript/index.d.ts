@@ -13,6 +13,8 @@ export interface MosaicOptions {
   timeoutMs?: number;
   /** Retries of a rate-limited (429) request before RateLimitedError (default 3). */
   maxRetries?: number;
+  /** Lines `importMemories` sends per request (default 100; at most 512 KiB each). */
+  importChunkLines?: number;
   fetch?: typeof fetch;
 }
 
@@ -202,6 +204,29 @@ export interface History {
   deletion: Deletion | null;
 }
 
+/** What an import did with one line. */
+export interface ImportedLine {
+  /** The line's number, from 1, in the lines given. */
+  line: number;
+  /** null for a line that could not be read. */
+  kind: "message" | "memory" | null;
+  /** `replayed`: the server already held it; nothing was written again. */
+  outcome: "accepted" | "rejected" | "replayed" | "error";
+  record_id: string | null;
+  /** The error's code (`error`) or the gate's violation codes, comma-separated (`rejected`). */
+  code: string | null;
+}
+
+export interface ImportResponse {
+  lines: number;
+  accepted: number;
+  rejected: number;
+  replayed: number;
+  /** Line number → error code. */
+  errors: Record<string, string>;
+  results: ImportedLine[];
+}
+
 export interface WhoAmI {
   credential: { role: "admin" | "principal"; key_id: string; tenant_id?: string; principal_id?: string };
   grant: Record<string, unknown> | null;
@@ -236,6 +261,10 @@ export declare class Mosaic {
   list(options?: ListOptions): Promise<ListedMemory[]>;
   delete(recordId: string, options?: CallOptions & { authorityRef?: string }): Promise<Deletion>;
   deleteAll(options?: CallOptions): Promise<Erasure>;
+  /** The principal's live memories as JSON lines, as the server sent them. */
+  export(options?: CallOptions): Promise<string>;
+  /** Imports export lines (an export's text or its lines), in order. */
+  importMemories(lines: string | Iterable<string>, options?: CallOptions): Promise<ImportResponse>;
   history(recordId: string, options?: CallOptions): Promise<History>;
   verifyDeletion(receipt: DeletionReceipt): Promise<Verification>;
   verifyWrite(proposalId: string, held?: { receipt?: Record<string, unknown>; receiptSignature?: ReceiptSignature | null }): Promise<Verification>;

@@ -4,6 +4,11 @@
 export const DEFAULT_BASE_URL = "http://127.0.0.1:7070";
 /** The header naming the end user an application key acts for. */
 export const USER_HEADER = "X-Mosaic-User";
+/** The media type of export lines (one JSON object a line). */
+const JSON_LINES = "application/x-ndjson";
+/** At most this many bytes of lines go in one import request (the server's
+ * body limit is 1 MiB by default); lines per request: `importChunkLines`. */
+const IMPORT_CHUNK_BYTES = 512 * 1024;
 
 /** Base of every error: `code` is the server's stable code (or `connection`,
  * `invalid_response`), `status` the HTTP status (undefined without a response). */
@@ -82,25 +87,29 @@ export class Mosaic {
     this.userId = options.userId;
     this.timeoutMs = options.timeoutMs ?? 30000;
     this.maxRetries = options.maxRetries ?? 3;
+    this.importChunkLines = options.importChunkLines ?? 100;
     this.fetch = options.fetch ?? globalThis.fetch;
     if (typeof this.fetch !== "function") throw new TypeError("no fetch: pass options.fetch or use Node 18+");
   }
 
-  async request(method, path, { body, query, userId } = {}) {
+  /** One request: `body` is sent as JSON, `lines` (JSON lines) as is; with
+   * `text` the answer is JSON lines, returned as its text. */
+  async request(method, path, { body, query, userId, lines, text: asText = false } = {}) {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
-    const headers = { Accept: "application/json" };
+    const headers = { Accept: asText ? JSON_LINES : "application/json" };
     if (this.apiKey) headers.Authorization = `Bearer ${this.apiKey}`;
     const user = userId ?? this.userId;
     if (user !== undefined && user !== null) headers[USER_HEADER] = user;
     if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (lines !== undefined) headers["Content-Type"] = JSON_LINES;
     let response;
     for (let attempt = 0; ; attempt += 1) {
       try {
         response = await this.fetch(url, {
           method,
           headers,
-          body: body === undefined ? undefined : JSON.stringify(body),
+          body: lines !== undefined ? lines : body === undefined ? undefined : JSON.stringify(body),
           signal: AbortSignal.timeout(this.timeoutMs),
         });
       } catch (e) {
@@ -112,6 +121,7 @@ export class Mosaic {
       await new Promise((r) => setTimeout(r, Math.min(2000, 200 * 2 ** attempt)));
     }
     const text = await response.text();
+    if (asText && response.status < 400) return text;
     let decoded;
     try {
       decoded = text ? JSON.parse(text) : undefined;
@@ -184,6 +194,29 @@ export class Mosaic {
     return this.request("POST", "/v1/erasure", { body: {}, userId });
   }
 
+  /** The principal's live memories as JSON lines (`GET /v1/export`), the
+   * text exactly as the server sent it: the messages captured from
+   * conversations first, then the other memories with the requests that
+   * made them. `importMemories` takes it back unchanged. */
+  export({ userId } = {}) {
+    return this.request("GET", "/v1/export", { userId, text: true });
+  }
+
+  /** Imports export lines (`POST /v1/import`) in order under the key: each
+   * message captured again, each memory proposed again, the gate deciding
+   * each afresh; a line the server already holds replays. `lines` is an
+   * export's text or its lines. They go `importChunkLines` (100) a request,
+   * at most 512 KiB, numbered in the answer as given; a request that fails
+   * throws, and the lines before it stay imported (importing them again
+   * replays them). */
+  async importMemories(lines, { userId } = {}) {
+    const answers = [];
+    for (const [offset, body] of importChunks(lines, this.importChunkLines)) {
+      answers.push(shifted(await this.request("POST", "/v1/import", { lines: body, userId }), offset));
+    }
+    return answers.length === 1 ? answers[0] : merged(answers);
+  }
+
   /** What the API exposes of a memory's history: the memory (line, generation,
    * proposal) and its deletion status. No endpoint lists a line's earlier
    * generations or one record's audit events. */
@@ -232,6 +265,59 @@ export class Mosaic {
   policy({ userId } = {}) {
     return this.request("GET", "/v1/policy", { userId });
   }
+}
+
+/** Import lines as request bodies, each with the number of lines before it.
+ * Lines are split on `\n` alone, as the server splits them (a JSON string
+ * may hold other line separators); an iterable's items are lines (a
+ * trailing newline optional). Each body holds at least one non-blank line
+ * (all of them when none is). */
+function importChunks(lines, perRequest) {
+  const text = typeof lines === "string" ? lines : Array.from(lines, (l) => (l.endsWith("\n") ? l : `${l}\n`)).join("");
+  const split = text.split("\n");
+  if (split.length > 0 && split[split.length - 1] === "") split.pop();
+  const encoder = new TextEncoder();
+  const chunks = [];
+  let start = 0;
+  let filled = 0;
+  let size = 0;
+  split.forEach((line, i) => {
+    const blank = line.replace(/[ \t\r\v\f]/g, "") === "";
+    const bytes = encoder.encode(line).length;
+    if (!blank && filled > 0 && (filled >= perRequest || size + bytes > IMPORT_CHUNK_BYTES)) {
+      chunks.push([start, split.slice(start, i).join("\n")]);
+      start = i;
+      filled = 0;
+      size = 0;
+    }
+    if (!blank) filled += 1;
+    size += bytes + 1;
+  });
+  chunks.push([start, split.slice(start).join("\n")]);
+  return chunks;
+}
+
+/** One import request's answer numbered by the lines given: its first line
+ * is line `offset + 1` of them. */
+function shifted(answer, offset) {
+  if (!answer || typeof answer.errors !== "object" || answer.errors === null || !Array.isArray(answer.results ?? [])) {
+    throw new MosaicError("invalid_response", "POST /v1/import: unexpected response shape", 200);
+  }
+  const errors = Object.fromEntries(Object.entries(answer.errors).map(([line, code]) => [String(Number(line) + offset), code]));
+  const results = (answer.results ?? []).map((r) => ({ ...r, line: r.line + offset }));
+  return { ...answer, errors, results };
+}
+
+/** The answers of an import's requests as one, as if one request had
+ * carried every line. */
+function merged(answers) {
+  const out = { lines: 0, accepted: 0, rejected: 0, replayed: 0, errors: {}, results: [] };
+  for (const a of answers) {
+    for (const count of ["lines", "accepted", "rejected", "replayed"]) out[count] += a[count] ?? 0;
+    Object.assign(out.errors, a.errors);
+    out.results.push(...a.results);
+  }
+  return out;
 }
 
 function recallBody(query, o, explain) {

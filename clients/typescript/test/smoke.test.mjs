@@ -142,3 +142,41 @@ test("a fact without the principal's consent is refused by the gate", async () =
   assert.equal(fact.decision, "rejected");
   assert.ok(fact.violations.some((v) => v.violation.includes("consent")), JSON.stringify(fact.violations));
 });
+
+test("export then import: replays on the same tenant, restores on a new one, keeps line numbers across requests", async () => {
+  const m = await principalKey();
+  await m.addMessages("chat-1", [
+    { id: "m1", role: "user", name: "Dana", created_at: "2026-05-01", content: "I moved to Berlin last month." },
+    { id: "m2", role: "assistant", content: "Noted, Berlin it is." },
+  ]);
+  const fact = await m.addFact("I moved to Berlin", [["chat-1", "m1"]]);
+  assert.equal(fact.decision, "accepted", JSON.stringify(fact.violations));
+  const text = await m.export();
+  const types = text.split("\n").filter(Boolean).map((l) => JSON.parse(l).type);
+  assert.deepEqual(types, ["message", "message", "memory"]);
+
+  const same = await m.importMemories(text);
+  assert.deepEqual([same.lines, same.accepted, same.rejected, same.replayed], [3, 0, 0, 3]);
+  assert.deepEqual(same.errors, {});
+  assert.deepEqual(same.results.map((r) => [r.line, r.kind, r.outcome]), [[1, "message", "replayed"], [2, "message", "replayed"], [3, "memory", "replayed"]]);
+  assert.equal(await m.export(), text);
+
+  // Another tenant holds nothing of it: every line is accepted there and
+  // the fact is recalled.
+  const there = await principalKey();
+  const restored = await there.importMemories(text.split("\n"));
+  assert.deepEqual(restored.results.map((r) => [r.kind, r.outcome]), [["message", "accepted"], ["message", "accepted"], ["memory", "accepted"]]);
+  const found = await there.search("where did I move, Berlin", { kinds: ["semantic"] });
+  assert.match(found.context, /I moved to Berlin/);
+
+  // Two lines a request, with a blank line and (in the second request) a
+  // malformed one: the numbers are those of the text given, and every
+  // exported line replays.
+  const chunked = new Mosaic({ apiKey: there.apiKey, baseUrl: url, importChunkLines: 2 });
+  const exported = text.split("\n");
+  const again = await chunked.importMemories(["", ...exported.slice(0, 2), "{not json}", ...exported.slice(2)].join("\n"));
+  assert.deepEqual(again.errors, { 4: "malformed_line" });
+  assert.deepEqual(again.results.map((r) => [r.line, r.outcome]), [[2, "replayed"], [3, "replayed"], [4, "error"], [5, "replayed"]]);
+  assert.deepEqual([again.lines, again.accepted, again.replayed], [4, 0, 3]);
+  await assert.rejects(there.importMemories("{not json}\n"), (e) => e instanceof BadRequestError && e.code === "malformed_body");
+});

@@ -15,6 +15,12 @@ async function usage(): Promise<void> {
     const ok: boolean = (await m.verify(deletion.deletion_receipt)).valid;
     void ok;
   }
+  const backup: string = await m.export();
+  const restored = await m.importMemories(backup.split("\n"), { userId: "app1:ann" });
+  const replayed: number = restored.replayed;
+  const outcome: "accepted" | "rejected" | "replayed" | "error" = restored.results[0].outcome;
+  // @ts-expect-error: an import takes text or lines, not parsed objects
+  await m.importMemories([{ type: "memory" }]);
   const erasure = await m.deleteAll();
   const complete: boolean = erasure.complete;
   try {
@@ -29,6 +35,6 @@ async function usage(): Promise<void> {
   await m.addMessages("chat-1", [{ role: "robot", content: "x" }]);
   // @ts-expect-error: cites are pairs or objects, not bare ids
   await m.addFact("x", ["m1"]);
-  void accepted, first, complete;
+  void accepted, first, complete, replayed, outcome;
 }
 void usage;

@@ -22,6 +22,7 @@ from .types import (
     DeletionReceipt,
     Erasure,
     History,
+    ImportResult,
     IngestResult,
     ListedMemory,
     Memory,
@@ -35,6 +36,13 @@ __all__ = ["Mosaic", "AsyncMosaic", "DEFAULT_BASE_URL", "USER_HEADER"]
 DEFAULT_BASE_URL = "http://127.0.0.1:7070"
 #: The header naming the end user an application key acts for.
 USER_HEADER = "X-Mosaic-User"
+#: The media type of export lines (one JSON object a line).
+JSON_LINES = "application/x-ndjson"
+#: At most this many lines (and :data:`IMPORT_CHUNK_BYTES`) go in one
+#: import request, as ``mosaic import`` sends them, so each request stays
+#: under the server's body limit (1 MiB by default).
+IMPORT_CHUNK_LINES = 100
+IMPORT_CHUNK_BYTES = 512 * 1024
 
 T = TypeVar("T")
 Message = Union[Mapping[str, Any], str]
@@ -49,6 +57,10 @@ class _Call(Generic[T]):
     json: Any = None
     params: Optional[Dict[str, str]] = None
     user_id: Optional[str] = None
+    #: A body of JSON lines, sent as is (instead of ``json``).
+    content: Optional[str] = None
+    #: The answer is JSON lines: ``decode`` receives its text.
+    text: bool = False
 
 
 def _segment(value: str) -> str:
@@ -76,6 +88,60 @@ def _cite(c: Cite) -> Dict[str, str]:
 
 def _drop_none(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _import_chunks(lines: Union[str, Iterable[str]]) -> List[Tuple[int, str]]:
+    """Import lines as request bodies, each with the number of lines
+    before it. Lines are split on ``\\n`` alone, as the server splits them
+    (a JSON string may hold other line separators); an iterable's items
+    are lines (a trailing newline optional, as a file yields them). Each
+    body holds at least one non-blank line (all of them when none is)."""
+    if isinstance(lines, str):
+        text = lines
+    else:
+        text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    split = text.split("\n")
+    if split and split[-1] == "":
+        split.pop()
+    chunks: List[Tuple[int, str]] = []
+    start, filled, size = 0, 0, 0
+    for i, line in enumerate(split):
+        blank = not line.strip(" \t\r\x0b\x0c")
+        if not blank and filled and (filled == IMPORT_CHUNK_LINES or size + len(line.encode("utf-8")) > IMPORT_CHUNK_BYTES):
+            chunks.append((start, "\n".join(split[start:i])))
+            start, filled, size = i, 0, 0
+        if not blank:
+            filled += 1
+        size += len(line.encode("utf-8")) + 1
+    chunks.append((start, "\n".join(split[start:])))
+    return chunks
+
+
+def _shifted(data: Any, offset: int) -> Dict[str, Any]:
+    """One import request's answer numbered by the lines given: the
+    request's first line is line ``offset + 1`` of them."""
+    errors, results = data["errors"], data.get("results", [])
+    if not isinstance(errors, dict) or not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise TypeError("errors is not an object or results not a list of objects")
+    return dict(
+        data,
+        errors={str(int(line) + offset): code for line, code in errors.items()},
+        results=[dict(r, line=int(r["line"]) + offset) for r in results],
+    )
+
+
+def _imported(answers: List[Dict[str, Any]]) -> ImportResult:
+    """The answers of an import's requests as one result, as if one
+    request had carried every line."""
+    if len(answers) == 1:
+        return ImportResult.from_json(answers[0])
+    merged: Dict[str, Any] = {"lines": 0, "accepted": 0, "rejected": 0, "replayed": 0, "errors": {}, "results": []}
+    for answer in answers:
+        for count in ("lines", "accepted", "rejected", "replayed"):
+            merged[count] += int(answer.get(count, 0))
+        merged["errors"].update(answer["errors"])
+        merged["results"].extend(answer["results"])
+    return ImportResult.from_json(merged)
 
 
 def _address(namespace: Sequence[str], key: str, workspace_id: Optional[str]) -> Dict[str, str]:
@@ -187,6 +253,15 @@ class _Api:
     def delete_all(self, user_id: Optional[str]) -> _Call[Erasure]:
         return _Call("POST", "/v1/erasure", Erasure.from_json, {}, user_id=self._user(user_id))
 
+    def export(self, user_id: Optional[str]) -> _Call[str]:
+        return _Call("GET", "/v1/export", str, user_id=self._user(user_id), text=True)
+
+    def import_memories(self, lines: Union[str, Iterable[str]], user_id: Optional[str]) -> List[_Call[Dict[str, Any]]]:
+        return [
+            _Call("POST", "/v1/import", lambda d, offset=offset: _shifted(d, offset), user_id=self._user(user_id), content=body)
+            for offset, body in _import_chunks(lines)
+        ]
+
     def verify_deletion(self, receipt: Union[DeletionReceipt, Mapping[str, Any]]) -> _Call[Verification]:
         body = receipt.to_json() if isinstance(receipt, DeletionReceipt) else dict(receipt)
         return _Call("POST", "/v1/verify", Verification.from_json, {"kind": "deletion", "receipt": body})
@@ -230,6 +305,11 @@ def _headers(api_key: Optional[str]) -> Dict[str, str]:
 
 
 def _decode(call: _Call[T], response: httpx.Response) -> T:
+    if call.text and response.status_code < 400:
+        try:
+            return call.decode(response.content.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise MosaicError("invalid_response", f"{call.method} {call.path}: the response is not UTF-8 text", response.status_code) from e
     try:
         body = response.json()
     except ValueError:
@@ -246,12 +326,20 @@ def _decode(call: _Call[T], response: httpx.Response) -> T:
 
 def _request_kwargs(call: _Call[Any]) -> Dict[str, Any]:
     kwargs: Dict[str, Any] = {}
+    headers: Dict[str, str] = {}
     if call.json is not None:
         kwargs["json"] = call.json
+    if call.content is not None:
+        kwargs["content"] = call.content.encode("utf-8")
+        headers["Content-Type"] = JSON_LINES
+    if call.text:
+        headers["Accept"] = JSON_LINES
     if call.params:
         kwargs["params"] = call.params
     if call.user_id is not None:
-        kwargs["headers"] = {USER_HEADER: call.user_id}
+        headers[USER_HEADER] = call.user_id
+    if headers:
+        kwargs["headers"] = headers
     return kwargs
 
 
@@ -422,6 +510,24 @@ class Mosaic:
         its consents; returns every deletion receipt."""
         return self._send(self._api.delete_all(user_id))
 
+    def export(self, *, user_id: Optional[str] = None) -> str:
+        """The principal's live memories as JSON lines (``GET /v1/export``),
+        the text exactly as the server sent it: the messages captured from
+        conversations first, then the other memories with the requests
+        that made them. Write it to a file; :meth:`import_memories` takes
+        it back unchanged."""
+        return self._send(self._api.export(user_id))
+
+    def import_memories(self, lines: Union[str, Iterable[str]], *, user_id: Optional[str] = None) -> ImportResult:
+        """Imports export lines (``POST /v1/import``) in order under the
+        key: each message is captured again, each memory proposed again,
+        the gate deciding each afresh; a line the server already holds
+        replays. ``lines`` is an export's text or its lines (an open file
+        will do). Lines go 100 a request (at most 512 KiB), numbered in the
+        result as given; a request that fails raises, and the lines before
+        it stay imported (importing them again replays them)."""
+        return _imported([self._send(call) for call in self._api.import_memories(lines, user_id)])
+
     def history(self, record_id: str, *, user_id: Optional[str] = None) -> History:
         """What the API exposes of a memory's history (see :class:`History`)."""
         memory: Optional[Memory]
@@ -575,6 +681,15 @@ class AsyncMosaic:
 
     async def delete_all(self, *, user_id: Optional[str] = None) -> Erasure:
         return await self._send(self._api.delete_all(user_id))
+
+    async def export(self, *, user_id: Optional[str] = None) -> str:
+        """See :meth:`Mosaic.export`."""
+        return await self._send(self._api.export(user_id))
+
+    async def import_memories(self, lines: Union[str, Iterable[str]], *, user_id: Optional[str] = None) -> ImportResult:
+        """See :meth:`Mosaic.import_memories` (the requests go one after
+        another, in order)."""
+        return _imported([await self._send(call) for call in self._api.import_memories(lines, user_id)])
 
     async def history(self, record_id: str, *, user_id: Optional[str] = None) -> History:
         memory: Optional[Memory]

@@ -342,6 +342,60 @@ class Erasure:
 
 
 @dataclass(frozen=True)
+class ImportedLine:
+    """What an import did with one line: ``outcome`` is ``accepted``,
+    ``rejected``, ``replayed`` (the server already held it: nothing was
+    written again) or ``error``; ``kind`` is ``message`` or ``memory``
+    (``None`` for a line that could not be read); ``code`` is the error's
+    code (``error``) or the gate's violation codes, comma-separated
+    (``rejected``)."""
+
+    line: int
+    """The line's number, from 1, in the lines given."""
+    kind: Optional[str]
+    outcome: str
+    record_id: Optional[str]
+    code: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Json) -> "ImportedLine":
+        return cls(
+            line=int(data["line"]),
+            kind=data.get("kind"),
+            outcome=str(data["outcome"]),
+            record_id=data.get("record_id"),
+            code=data.get("code"),
+        )
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What importing export lines did: the lines read, how many were
+    accepted, rejected and replayed, the failed lines' error codes by line
+    number (from 1) and each line's outcome in order."""
+
+    lines: int
+    accepted: int
+    rejected: int
+    replayed: int
+    errors: Dict[int, str]
+    results: List[ImportedLine]
+    raw: Json = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Json) -> "ImportResult":
+        return cls(
+            lines=int(data["lines"]),
+            accepted=int(data["accepted"]),
+            rejected=int(data["rejected"]),
+            replayed=int(data.get("replayed", 0)),
+            errors={int(line): str(code) for line, code in data["errors"].items()},
+            results=[ImportedLine.from_json(r) for r in data.get("results", [])],
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
 class Verification:
     """A receipt's verdict."""
 
