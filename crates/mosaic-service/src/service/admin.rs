@@ -310,7 +310,12 @@ impl ServiceCore {
                 }
                 Ok(ExportLine::Message(m)) => ("message", self.import_message(credential, &m)),
                 Ok(ExportLine::Memory(m)) => {
-                    ("memory", self.import_memory(tenant, principal, m.request))
+                    match capture_line(&m.record, &m.request, &m.request.content) {
+                        Some((_, message)) => {
+                            ("message", self.import_message(credential, &message))
+                        }
+                        None => ("memory", self.import_memory(tenant, principal, m.request)),
+                    }
                 }
             };
             readable += 1;
@@ -1160,58 +1165,73 @@ fn record_line(
     });
 }
 
-/// The captured message an episodic record holds, as an export line: a
-/// record the conversation capture wrote whose one source is a message
-/// the store still maps to it. `None` for any other record.
-fn exported_message(
-    store: &mut dyn Store,
-    record: &mosaic_harness::MemoryRecord,
+/// The message line a conversation capture's record stands for (its
+/// conversation, message id, transcript line, workspace, metadata and
+/// expiry) with the principal it was captured for; `None` for any other
+/// record. Export writes it when the store still holds the capture;
+/// import takes an older export's memory line of such a record as this
+/// line (those exports wrote captured episodes as memories, which the
+/// gate cannot take again: their requests carry no source).
+fn capture_line<'r>(
+    record: &'r mosaic_harness::MemoryRecord,
     request: &ProposeRequest,
     content: &str,
-) -> ServiceResult<Option<ExportedMessage>> {
+) -> Option<(&'r str, ExportedMessage)> {
     if record.writer_release != conversation::CAPTURE_WRITER || record.kind != MemoryKind::Episodic
     {
-        return Ok(None);
+        return None;
     }
     let [source] = record.sources.as_slice() else {
-        return Ok(None);
+        return None;
     };
-    let Some(conversation_id) = mosaic_harness::record::message_conversation(&source.source_id)
-    else {
-        return Ok(None);
-    };
-    let Some(message_id) = source
+    let conversation_id = mosaic_harness::record::message_conversation(&source.source_id)?;
+    let message_id = source
         .source_id
         .strip_prefix("msg:")
         .and_then(|rest| rest.strip_prefix(conversation_id))
-        .and_then(|rest| rest.strip_prefix('/'))
-    else {
-        return Ok(None);
-    };
+        .and_then(|rest| rest.strip_prefix('/'))?;
     let (principal_id, workspace_id) = match &record.subject {
         MemorySubject::Principal { principal_id } => (principal_id, None),
         MemorySubject::PrincipalInWorkspace {
             workspace_id,
             principal_id,
         } => (principal_id, Some(workspace_id.clone())),
-        _ => return Ok(None),
+        _ => return None,
+    };
+    Some((
+        principal_id,
+        ExportedMessage {
+            conversation_id: conversation_id.to_owned(),
+            message_id: message_id.to_owned(),
+            text: content.to_owned(),
+            workspace_id,
+            metadata: record.metadata.clone(),
+            // The capture's own expiry, when it set one (else the importing
+            // tenant's policy gives the default, as it did here).
+            expires_at_unix_ms: request.ttl_ms.and(record.expires_at_unix_ms),
+        },
+    ))
+}
+
+/// [`capture_line`] of a record whose capture the store still holds.
+fn exported_message(
+    store: &mut dyn Store,
+    record: &mosaic_harness::MemoryRecord,
+    request: &ProposeRequest,
+    content: &str,
+) -> ServiceResult<Option<ExportedMessage>> {
+    let Some((principal_id, message)) = capture_line(record, request, content) else {
+        return Ok(None);
     };
     let held = store
-        .captured_message(&record.tenant_id, principal_id, conversation_id, message_id)?
+        .captured_message(
+            &record.tenant_id,
+            principal_id,
+            &message.conversation_id,
+            &message.message_id,
+        )?
         .is_some_and(|row| row.record_id == record.record_id);
-    if !held {
-        return Ok(None);
-    }
-    Ok(Some(ExportedMessage {
-        conversation_id: conversation_id.to_owned(),
-        message_id: message_id.to_owned(),
-        text: content.to_owned(),
-        workspace_id,
-        metadata: record.metadata.clone(),
-        // The capture's own expiry, when it set one (else the importing
-        // tenant's policy gives the default, as it did here).
-        expires_at_unix_ms: request.ttl_ms.and(record.expires_at_unix_ms),
-    }))
+    Ok(held.then_some(message))
 }
 
 #[cfg(test)]
@@ -1260,5 +1280,102 @@ mod write_guard_tests {
             old.near_duplicate_cosine_permille,
             crate::settings::DEFAULT_NEAR_DUPLICATE_COSINE_PERMILLE
         );
+    }
+}
+
+#[cfg(test)]
+mod import_tests {
+    use super::*;
+    use crate::api::{
+        ConversationMessage, CreateKeyRequest, CreateTenantRequest, IngestRequest, MessageRole,
+    };
+    use crate::service::Service;
+
+    /// A fresh service with tenant-a and a key for alice.
+    fn with_alice(dir: &Path) -> Result<(Service, Credential), Box<dyn std::error::Error>> {
+        let service = Service::for_test(dir, |_| {})?;
+        let admin = Credential::Admin {
+            key_id: "admin".into(),
+        };
+        service.core.create_tenant(
+            &admin,
+            &CreateTenantRequest {
+                tenant_id: "tenant-a".into(),
+                policy: None,
+            },
+        )?;
+        let created = service.core.create_key(
+            &admin,
+            &CreateKeyRequest {
+                tenant_id: "tenant-a".into(),
+                principal_id: "alice".into(),
+                grant: None,
+            },
+        )?;
+        let credential = service.core.authenticate(Some(&created.key))?;
+        Ok((service, credential))
+    }
+
+    /// An export written before captured messages had lines of their own
+    /// holds each captured episode as a memory line whose request carries
+    /// no source, which the gate cannot take again. Import takes such a
+    /// line as the message its record names: captured again under the
+    /// importing key, then exported as a message line.
+    #[test]
+    fn an_older_exports_captured_episode_is_imported_as_its_message()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (from, to) = (tempfile::tempdir()?, tempfile::tempdir()?);
+        let (source, alice_there) = with_alice(from.path())?;
+        let ingested = source.core.ingest_conversation(
+            &alice_there,
+            "chat-1",
+            &IngestRequest {
+                messages: vec![ConversationMessage {
+                    id: Some("m1".into()),
+                    role: MessageRole::User,
+                    content: "I keep bees in the garden.".into(),
+                    name: None,
+                    created_at: None,
+                }],
+                workspace_id: None,
+                expires_at_unix_ms: None,
+                metadata: None,
+            },
+        )?;
+        let record_id = &ingested.messages[0].record_id;
+        let stored = source
+            .core
+            .reader()?
+            .store
+            .get_record(record_id)?
+            .ok_or("the captured episode is stored")?;
+        let request = ProposeRequest::new(
+            stored.content.clone(),
+            MemoryKind::Episodic,
+            conversation::purpose_of(&stored.record.subject),
+            stored.record.subject.clone(),
+        );
+        let line = serde_json::to_string(&ExportLine::Memory(Box::new(ExportedMemory {
+            record: stored.record.clone(),
+            state: "active".into(),
+            request,
+        })))?;
+        let (target, alice_here) = with_alice(to.path())?;
+        let report = target.core.import(&alice_here, &line)?;
+        assert_eq!((report.accepted, report.errors.len()), (1, 0), "{report:?}");
+        let exported = target.core.export(&alice_here, None)?;
+        let messages: Vec<(&str, &str, &str)> = exported
+            .iter()
+            .filter_map(|l| match l {
+                ExportLine::Message(m) => Some((
+                    m.conversation_id.as_str(),
+                    m.message_id.as_str(),
+                    m.text.as_str(),
+                )),
+                ExportLine::Memory(_) => None,
+            })
+            .collect();
+        assert_eq!(messages, [("chat-1", "m1", stored.content.as_str())]);
+        Ok(())
     }
 }
