@@ -587,13 +587,27 @@ fn spawn_serve(
     String,
     std::io::Lines<BufReader<std::process::ChildStdout>>,
 ) {
-    let mut child = Command::new(BIN)
+    spawn_serve_with(data, |_| {})
+}
+
+/// [`spawn_serve`] with the command `configure`d first (more arguments,
+/// the environment, stderr kept).
+fn spawn_serve_with(
+    data: &std::path::Path,
+    configure: impl FnOnce(&mut Command),
+) -> (
+    Server,
+    String,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let mut command = Command::new(BIN);
+    command
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn serve");
+        .stderr(Stdio::null());
+    configure(&mut command);
+    let mut child = command.spawn().expect("spawn serve");
     let stdout = child.stdout.take().expect("stdout");
     let pid = child.id().to_string();
     (Server(child), pid, BufReader::new(stdout).lines())
@@ -700,26 +714,13 @@ fn serve_logs_no_memory_text_at_any_level() {
     for rust_log in ["trace", "rmcp=trace,rmcp::service=trace,debug"] {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
-        let mut child = Command::new(BIN)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--embedder",
-                "hash",
-                "--data-dir",
-            ])
-            .arg(&data)
-            .env("RUST_LOG", rust_log)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let stderr = child.stderr.take().expect("stderr");
-        let pid = child.id().to_string();
-        let mut server = Server(child);
-        let mut lines = BufReader::new(stdout).lines();
+        let (mut server, pid, mut lines) = spawn_serve_with(&data, |command| {
+            command
+                .args(["--embedder", "hash"])
+                .env("RUST_LOG", rust_log)
+                .stderr(Stdio::piped());
+        });
+        let stderr = server.0.stderr.take().expect("stderr");
         let url = lines
             .by_ref()
             .map_while(Result::ok)

@@ -401,8 +401,8 @@ async fn authorization_schemes_are_case_insensitive() {
 
 /// A principal's grant naming a workspace or run id no record can carry
 /// (empty, whitespace, control characters) is refused, 400
-/// `invalid_field`, and nothing is stored: neither the grant nor, through
-/// `POST /v1/admin/keys`, a key. The layer: the service's grant check
+/// `invalid_field`, through `PUT .../grant` and `POST /v1/admin/keys`
+/// alike, and no key is made. The layer: the service's grant check
 /// (`put_grant_locked`), before any write.
 #[tokio::test]
 async fn a_grant_naming_an_id_no_record_can_carry_is_refused_and_nothing_stored() {
@@ -414,32 +414,23 @@ async fn a_grant_naming_an_id_no_record_can_carry_is_refused_and_nothing_stored(
         ("allowed_run_ids", "run\u{0}"),
     ] {
         let grant = json!({ field: [bad] });
-        let (status, body) = send(
-            &w.router,
-            "PUT",
-            "/v1/admin/tenants/tenant-a/principals/carol/grant",
-            Some(&w.admin_key),
-            Some(grant.clone()),
-        )
-        .await;
-        assert_eq!(
-            (status, error_code(&body).as_str()),
-            (StatusCode::BAD_REQUEST, "invalid_field"),
-            "{field} {bad:?}: {body}"
-        );
-        let (status, body) = send(
-            &w.router,
-            "POST",
-            "/v1/admin/keys",
-            Some(&w.admin_key),
-            Some(json!({"tenant_id": "tenant-a", "principal_id": "carol", "grant": grant})),
-        )
-        .await;
-        assert_eq!(
-            (status, error_code(&body).as_str()),
-            (StatusCode::BAD_REQUEST, "invalid_field"),
-            "{field} {bad:?}: {body}"
-        );
+        let key = json!({"tenant_id": "tenant-a", "principal_id": "carol", "grant": grant});
+        for (method, path, body) in [
+            (
+                "PUT",
+                "/v1/admin/tenants/tenant-a/principals/carol/grant",
+                grant,
+            ),
+            ("POST", "/v1/admin/keys", key),
+        ] {
+            let (status, body) =
+                send(&w.router, method, path, Some(&w.admin_key), Some(body)).await;
+            assert_eq!(
+                (status, error_code(&body).as_str()),
+                (StatusCode::BAD_REQUEST, "invalid_field"),
+                "{path} {field} {bad:?}: {body}"
+            );
+        }
     }
     let (_, keys_after) = send(&w.router, "GET", "/v1/admin/keys", Some(&w.admin_key), None).await;
     assert_eq!(keys_after, keys_before, "no key was made");
