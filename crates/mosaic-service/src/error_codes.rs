@@ -334,6 +334,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         409,
         "The expected line generation is not the current one",
     ),
+    c(
+        "write_refused",
+        409,
+        "The write gate refused one memory of a mem0 batch update (the message names it and the gate's violations); no memory of the batch was updated",
+    ),
     c("tenant_exists", 409, "The tenant already exists"),
     c(
         "verifier_exists",

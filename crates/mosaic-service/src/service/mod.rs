@@ -33,9 +33,10 @@ use mosaic_pgsearch::{PgLexicalIndex, PgVectorIndex, SearchTarget, VectorSearchC
 use mosaic_store::read::eligibility_query;
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::{
-    Authorization, DeletionReceipt, IndexAck, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
-    OutboxTask, RecordFilter, RecordState, RecordVisibility, ReviewAction, RevocationReason,
-    SqliteStore, Store, StoreConfig, StoreError, WriteDecision, WriteOutcome, WriteRequest,
+    AllOrNothing, Authorization, DeletionReceipt, IndexAck, ListedRecord, ListedState,
+    MAX_LIST_LIMIT, OutboxOp, OutboxTask, RecordFilter, RecordState, RecordVisibility,
+    ReviewAction, RevocationReason, SqliteStore, Store, StoreConfig, StoreError, WriteDecision,
+    WriteOutcome, WriteRequest,
 };
 
 use crate::api::*;

@@ -26,6 +26,7 @@ macro_rules! conformance_tests {
             reads_never_cross_scope,
             snapshot_identity_ignores_insertion_order,
             batch_write_is_one_transaction,
+            all_or_nothing_batch_writes_nothing_when_one_is_refused,
             deletion_lag_is_measured_against_deadline,
             state_survives_reopen,
             listing_filters_and_paginates_without_erased_content,
