@@ -744,10 +744,6 @@ pub struct HealthResponse {
     pub status: String,
     /// Store schema version.
     pub store_schema_version: i64,
-    /// Store revocation generation.
-    pub revocation_generation: u64,
-    /// Live records in the lexical index.
-    pub indexed_records: usize,
     /// Crate version.
     pub version: String,
 }

@@ -41,6 +41,17 @@ pub trait Store: Send {
     /// every transaction that makes records ineligible).
     fn revocation_generation(&mut self) -> StoreResult<u64>;
 
+    /// The revocation generation the tenant's callers see at the
+    /// store-wide generation `store_generation`: how many of the store's
+    /// revocation generations up to it revoked one of the tenant's records.
+    /// It moves with the tenant's own revocations alone; deletion receipts
+    /// carry it.
+    fn tenant_revocation_generation(
+        &mut self,
+        tenant_id: &str,
+        store_generation: u64,
+    ) -> StoreResult<u64>;
+
     /// Stores (or replaces) the tenant's current write policy.
     fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()>;
 

@@ -214,6 +214,10 @@ const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 /// each, no memory content).
 const ACCESS_READS_KEPT: u64 = 10_000;
 
+/// Most tenant revocation generations kept (one per tenant and store-wide
+/// generation asked about; a few dozen bytes each).
+const TENANT_GENERATIONS_KEPT: u64 = 10_000;
+
 /// Past this many keys' rate state, the state of keys whose bucket is full
 /// again (indistinguishable from a fresh one) is dropped.
 const RATE_KEYS_KEPT: usize = 10_000;
@@ -355,6 +359,10 @@ pub struct ServiceCore {
     /// Checked record bodies by id, for recall.
     read_model: read_model::ReadModel,
     scope_cache: read_model::ScopeCache,
+    /// Each tenant's revocation generation at a store-wide one
+    /// ([`ServiceCore::tenant_generation`]): a pure function of the two,
+    /// so a kept value never goes stale.
+    tenant_generations: moka::sync::Cache<(String, u64), u64>,
     /// Stored texts the text guard split into words, by text, shared by
     /// every call (guards.rs); emptied by an erasure.
     parsed_texts: guards::ParsedTexts,
@@ -673,6 +681,9 @@ impl Service {
             last_decision: std::sync::atomic::AtomicU64::new(latest_decision),
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             scope_cache: read_model::ScopeCache::new(read_model::SCOPE_CACHE_CAPACITY),
+            tenant_generations: moka::sync::Cache::builder()
+                .max_capacity(TENANT_GENERATIONS_KEPT)
+                .build(),
             parsed_texts: guards::ParsedTexts::default(),
             access_reads: moka::sync::Cache::builder()
                 .max_capacity(ACCESS_READS_KEPT)

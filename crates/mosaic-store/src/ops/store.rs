@@ -84,6 +84,17 @@ macro_rules! impl_store {
                     self.read_tx(|c| $crate::ops::revocation_generation(c))
                 }
 
+                fn tenant_revocation_generation(
+                    &mut self,
+                    tenant_id: &str,
+                    store_generation: u64,
+                ) -> StoreResult<u64> {
+                    self.read_tx(|c| {
+                        c.enter_tenant(tenant_id)?;
+                        revocation::tenant_generation(c, tenant_id, store_generation)
+                    })
+                }
+
                 fn put_policy(
                     &mut self,
                     policy: &MemoryWritePolicy,
