@@ -165,6 +165,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             listing_never_crosses_tenants::<F>,
         ),
         (
+            "visibility_walk_admits_what_the_visibility_rule_admits",
+            visibility_walk_admits_what_the_visibility_rule_admits::<F>,
+        ),
+        (
             "current_policy_and_grant_read_back",
             current_policy_and_grant_read_back::<F>,
         ),

@@ -467,17 +467,13 @@ fn receipt_view(
 
 /// Whether a credential's grant lets it see memories about `subject`.
 fn subject_visible(principal_id: &str, grant: &MemoryWriteGrant, subject: &MemorySubject) -> bool {
-    let workspace_ok = |w: &str| grant.allowed_workspace_ids.iter().any(|g| g == w);
-    match subject {
-        MemorySubject::Principal { principal_id: p } => p == principal_id,
-        MemorySubject::PrincipalInWorkspace {
-            workspace_id,
-            principal_id: p,
-        } => p == principal_id && workspace_ok(workspace_id),
-        MemorySubject::Workspace { workspace_id }
-        | MemorySubject::Procedure { workspace_id, .. } => workspace_ok(workspace_id),
-        MemorySubject::Run { run_id } => grant.allowed_run_ids.iter().any(|r| r == run_id),
-    }
+    // The store's rule, which its visibility walk follows in SQL.
+    mosaic_store::subject_visible_to(
+        principal_id,
+        &grant.allowed_workspace_ids,
+        &grant.allowed_run_ids,
+        subject,
+    )
 }
 
 /// The digest a policy document is named by (its canonical form with the

@@ -31,6 +31,7 @@ macro_rules! conformance_tests {
             state_survives_reopen,
             listing_filters_and_paginates_without_erased_content,
             listing_never_crosses_tenants,
+            visibility_walk_admits_what_the_visibility_rule_admits,
             current_policy_and_grant_read_back,
             access_read_agrees_with_each_read_and_moves_with_the_stamp,
             claims_commit_with_their_record,
