@@ -668,6 +668,12 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
     Ok(Erased::new(record_id.to_owned(), tenant, generation))
 }
 
+/// [`tenant_generation`]'s statement: `?1` the tenant, `?2` the store-wide
+/// generation; read from `idx_revocations_tenant_generation` alone.
+pub(crate) const TENANT_GENERATION_SQL: &str =
+    "SELECT COUNT(DISTINCT revocation_generation) FROM revocations
+     WHERE tenant_id = ?1 AND revocation_generation <= ?2";
+
 /// The revocation generation `tenant` sees at the store-wide generation
 /// `store_generation`: how many of the store's revocation generations up
 /// to it revoked a record of the tenant. It moves only with the tenant's
@@ -682,8 +688,7 @@ pub(crate) fn tenant_generation<C: Tx>(
 ) -> StoreResult<u64> {
     let count: i64 = c
         .row(
-            "SELECT COUNT(DISTINCT revocation_generation) FROM revocations
-             WHERE tenant_id = ?1 AND revocation_generation <= ?2",
+            TENANT_GENERATION_SQL,
             params![tenant, i(store_generation)?],
             |r| r.get(0),
         )?
