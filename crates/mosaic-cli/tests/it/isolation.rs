@@ -446,7 +446,7 @@ async fn what_tenant_b_reads(w: &World, written: &Written) -> Vec<(String, Value
             t == &b.tenant
                 && p == &b.principal
                 && *private
-                && written.content[id.as_str()].contains("green tea")
+                && written.content[id.as_str()].contains("likes green tea")
         })
         .map(|(id, _)| id.clone())
         .expect("b's own memory");
