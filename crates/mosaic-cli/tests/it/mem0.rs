@@ -1950,3 +1950,54 @@ async fn run_id_narrows_the_search_before_ranking() {
     .await;
     assert_eq!(found_ids(&listed), vec![rare], "{listed}");
 }
+
+/// A batch update cannot slip a duplicate past the text guard by giving
+/// two of its memories the same new text: the later one is related to the
+/// earlier one of the batch (the service's text guard within the call)
+/// and the gate refuses it in the batch's transaction, so neither memory
+/// is updated.
+#[tokio::test]
+async fn a_batch_update_giving_two_memories_one_text_is_refused_whole() {
+    let w = world();
+    let r = &w.router;
+    let key = Some(w.principals[0].key.as_str());
+    let mut ids = Vec::new();
+    for text in ["The codename is Heron.", "The launch is in March."] {
+        let (status, added) = send(
+            r,
+            "POST",
+            "/v3/memories/add/",
+            key,
+            Some(json!({"messages": text, "user_id": "alice"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{added}");
+        ids.push(ids_of(&added).remove(0));
+    }
+    let (_, before) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    let same = "The budget is twelve thousand euros for the whole quarter.";
+    let (status, answer) = send(
+        r,
+        "PUT",
+        "/v1/batch/",
+        key,
+        Some(json!({"memories": [
+            {"memory_id": ids[0], "text": same},
+            {"memory_id": ids[1], "text": same},
+        ]})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&answer).as_str()),
+        (StatusCode::CONFLICT, "write_refused"),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("memories[1]") && m.contains("duplicate_memory")),
+        "{answer}"
+    );
+    let (_, after) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    assert_eq!(after["results"], before["results"], "a memory was written");
+}

@@ -163,10 +163,11 @@ impl ServiceCore {
         let vectors = self.guard_embed(&contents);
         let mut responses = {
             let mut writer = self.timed_writer("locked")?;
-            let mut prepared = Vec::with_capacity(requests.len());
+            let write_guards = super::directory::write_guards(writer.store.as_mut(), tenant)?;
+            let mut prepared: Vec<PreparedWrite> = Vec::with_capacity(requests.len());
             let mut writes = Vec::with_capacity(requests.len());
             for (i, request) in requests.iter().enumerate() {
-                let one = self.prepare_write(
+                let mut one = self.prepare_write(
                     &mut writer,
                     tenant,
                     principal,
@@ -174,6 +175,29 @@ impl ServiceCore {
                     InCall::alone(&mut CallReads::default()),
                     vectors.get(i).and_then(|v| v.as_deref()),
                 )?;
+                // The text guard against the call's earlier proposals,
+                // which the store holds only inside the call's transaction
+                // (the gate decides there, after them).
+                let earlier: Vec<(String, &ProposeRequest)> = prepared
+                    .iter()
+                    .zip(requests)
+                    .map(|(p, r)| (p.record_id.clone(), r))
+                    .collect();
+                for o in guards::call_text_observations(
+                    &write_guards,
+                    &one.record_id,
+                    request,
+                    &earlier,
+                )? {
+                    if !one
+                        .server_conflicts
+                        .iter()
+                        .any(|c| c.existing_record_id == o.existing_record_id)
+                    {
+                        one.write.conflicts.push(o.clone());
+                        one.server_conflicts.push(o);
+                    }
+                }
                 let mut write = one.write.clone();
                 write.kept = kept_with_record(request, &one, None)?;
                 writes.push(write);
