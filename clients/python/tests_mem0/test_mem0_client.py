@@ -188,6 +188,29 @@ def test_another_principals_memory_is_missing_through_the_client(server):
     assert a.get(secret)["memory"] == "user: Alice's secret."
 
 
+def test_a_batch_update_the_gate_refuses_part_of_updates_nothing(server, principal):
+    """The server commits a batch update in one transaction: when the write
+    gate refuses its second memory (a duplicate of another memory, the
+    server's text guard), mem0's client raises (409 `write_refused`) and
+    the first memory keeps its text."""
+    user = principal["principal"]
+    client = MemoryClient(api_key=principal["key"], host=server.url)
+    first = client.add("The codename is Heron.", user_id=user)["results"][0]["id"]
+    second = client.add("The launch is in March.", user_id=user)["results"][0]["id"]
+    client.add("The budget is twelve thousand euros for the whole quarter.", user_id=user)
+    before = texts(client.get_all(filters={"user_id": user}))
+    with pytest.raises(ValidationError) as refused:
+        client.batch_update(
+            [
+                {"memory_id": first, "text": "The codename is Egret."},
+                {"memory_id": second, "text": "user: The budget is twelve thousand euros for the whole quarter."},
+            ]
+        )
+    assert "write_refused" in str(refused.value)
+    assert client.get(first)["memory"] == "user: The codename is Heron."
+    assert texts(client.get_all(filters={"user_id": user})) == before
+
+
 def test_out_of_scope_platform_calls_fail_clearly(server, principal):
     client = MemoryClient(api_key=principal["key"], host=server.url)
     for call in (

@@ -526,9 +526,50 @@ async fn method_not_allowed() -> Response {
 
 // ---------------------------------------------------------------- middleware
 
+/// Longest request target (path and query) the API reads, in bytes.
+/// hyper answers a target longer than 65534 bytes itself (414 with an
+/// empty body) before any of this code runs; up to that, a target over
+/// this limit is answered here, as JSON.
+pub const MAX_URI_BYTES: usize = 16 * 1024;
+
+/// Most header fields a request may carry. hyper answers more than 100
+/// itself (431 with an empty body); up to that, more than this many are
+/// answered here, as JSON.
+pub const MAX_HEADER_FIELDS: usize = 64;
+
+/// Most bytes of header names and values a request may carry. hyper
+/// answers a head larger than its read buffer (about 400 KiB) itself (431
+/// with an empty body); up to that, a larger head is answered here.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The request head's size against the limits above: the product's JSON
+/// error (414 `uri_too_long`, 431 `headers_too_large`) when it is over.
+fn head_refusal(req: &Request) -> Option<ApiError> {
+    let uri = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri > MAX_URI_BYTES {
+        return Some(ApiError(ServiceError::UriTooLong {
+            limit: MAX_URI_BYTES,
+        }));
+    }
+    let headers = req.headers();
+    let bytes: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    (headers.len() > MAX_HEADER_FIELDS || bytes > MAX_HEADER_BYTES).then_some(ApiError(
+        ServiceError::HeadersTooLarge {
+            fields: MAX_HEADER_FIELDS,
+            bytes: MAX_HEADER_BYTES,
+        },
+    ))
+}
+
 async fn limits(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
+    if let Some(refusal) = head_refusal(&req) {
+        return refusal.into_response();
+    }
     let route = req
         .extensions()
         .get::<MatchedPath>()

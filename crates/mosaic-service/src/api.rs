@@ -586,7 +586,8 @@ pub struct RevocationResponse {
     pub record_id: String,
     /// Current stage (`finalized` when the receipt is present).
     pub stage: String,
-    /// The revocation generation.
+    /// The revocation generation: the tenant's own (how many of its
+    /// revocations committed up to this one), never the store's.
     pub revocation_generation: u64,
     /// The tombstone.
     pub tombstone: Option<Tombstone>,
@@ -637,7 +638,7 @@ pub struct ConsentResponse {
 pub struct WithdrawResponse {
     /// The consent.
     pub consent_sha256: String,
-    /// Revocation generation of the withdrawal.
+    /// The tenant's revocation generation at the withdrawal.
     pub revocation_generation: u64,
     /// Deletions of the dependent records.
     pub revocations: Vec<RevocationResponse>,
@@ -744,10 +745,6 @@ pub struct HealthResponse {
     pub status: String,
     /// Store schema version.
     pub store_schema_version: i64,
-    /// Store revocation generation.
-    pub revocation_generation: u64,
-    /// Live records in the lexical index.
-    pub indexed_records: usize,
     /// Crate version.
     pub version: String,
 }

@@ -37,6 +37,21 @@ pub enum ServiceError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The request target (path and query) is longer than the API reads.
+    #[error("the request target exceeds the limit of {limit} bytes")]
+    UriTooLong {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The request carries more header fields, or more header bytes, than
+    /// the API reads.
+    #[error("the request headers exceed the limit of {fields} fields or {bytes} bytes")]
+    HeadersTooLarge {
+        /// The most header fields.
+        fields: usize,
+        /// The most bytes of header names and values.
+        bytes: usize,
+    },
     /// An object does not exist (or is not visible to this credential).
     #[error("{what} not found: {id}")]
     NotFound {
@@ -119,6 +134,8 @@ impl ServiceError {
             | ServiceError::BadRequest { code, .. }
             | ServiceError::Conflict { code, .. } => code,
             ServiceError::BodyTooLarge { .. } => "body_too_large",
+            ServiceError::UriTooLong { .. } => "uri_too_long",
+            ServiceError::HeadersTooLarge { .. } => "headers_too_large",
             ServiceError::NotFound { .. } => "not_found",
             ServiceError::RateLimited { .. } => "rate_limited",
             ServiceError::Timeout(_) => "request_timeout",
@@ -136,6 +153,8 @@ impl ServiceError {
             ServiceError::Forbidden { .. } => 403,
             ServiceError::BadRequest { .. } => 400,
             ServiceError::BodyTooLarge { .. } => 413,
+            ServiceError::UriTooLong { .. } => 414,
+            ServiceError::HeadersTooLarge { .. } => 431,
             ServiceError::NotFound { .. } => 404,
             ServiceError::Conflict { .. } => 409,
             ServiceError::RateLimited { .. } => 429,

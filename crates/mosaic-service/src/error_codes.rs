@@ -334,6 +334,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         409,
         "The expected line generation is not the current one",
     ),
+    c(
+        "write_refused",
+        409,
+        "The write gate refused one memory of a mem0 batch update (the message names it and the gate's violations); no memory of the batch was updated",
+    ),
     c("tenant_exists", 409, "The tenant already exists"),
     c(
         "verifier_exists",
@@ -346,9 +351,19 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "The body exceeds the configured limit",
     ),
     c(
+        "uri_too_long",
+        414,
+        "The request target (path and query) exceeds 16 KiB; hyper itself answers a target over 65,534 bytes, with an empty body",
+    ),
+    c(
         "rate_limited",
         429,
         "The key exceeded its request rate; the `Retry-After` header says in how many seconds to retry",
+    ),
+    c(
+        "headers_too_large",
+        431,
+        "The request carries more than 64 header fields or 32 KiB of header names and values; hyper itself answers more than 100 fields or a head over its read buffer, with an empty body",
     ),
     c(
         "internal",

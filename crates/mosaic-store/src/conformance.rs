@@ -21,9 +21,10 @@ use crate::error::{StoreError, StoreResult};
 use crate::revocation::RevocationState;
 use crate::store::Store;
 use crate::types::{
-    AckOutcome, DerivedAction, Durability, EligibilityQuery, IndexAck, ListedRecord, ListedState,
-    MAX_LIST_LIMIT, OutboxOp, RecordFilter, RecordState, RecordVisibility, ReviewAction,
-    ReviewStatus, RevocationReason, RevocationStage, StoreConfig, WriteDecision,
+    AckOutcome, AllOrNothing, DerivedAction, Durability, EligibilityQuery, IndexAck, ListedRecord,
+    ListedState, MAX_LIST_LIMIT, OutboxOp, RecordFilter, RecordState, RecordVisibility,
+    ReviewAction, ReviewStatus, RevocationReason, RevocationStage, StoreConfig, WriteDecision,
+    WriteOutcome,
 };
 
 // Where things live: this file holds the factory, the list of checks and
@@ -147,6 +148,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
             batch_write_is_one_transaction::<F>,
         ),
         (
+            "all_or_nothing_batch_writes_nothing_when_one_is_refused",
+            all_or_nothing_batch_writes_nothing_when_one_is_refused::<F>,
+        ),
+        (
             "deletion_lag_is_measured_against_deadline",
             deletion_lag_is_measured_against_deadline::<F>,
         ),
@@ -158,6 +163,10 @@ pub fn all_checks<F: StoreFactory>() -> Vec<(&'static str, Check<F>)> {
         (
             "listing_never_crosses_tenants",
             listing_never_crosses_tenants::<F>,
+        ),
+        (
+            "visibility_walk_admits_what_the_visibility_rule_admits",
+            visibility_walk_admits_what_the_visibility_rule_admits::<F>,
         ),
         (
             "current_policy_and_grant_read_back",

@@ -121,6 +121,13 @@ pub enum StoreError {
     /// A stored write receipt does not re-verify from its stored inputs.
     #[error("stored write receipt does not verify: {0}")]
     ReceiptMismatch(String),
+    /// The gate refused request `index` of an all-or-nothing batch, so the
+    /// batch's transaction rolled back.
+    #[error("request {index} of the batch was refused; nothing was written")]
+    BatchRefused {
+        /// The refused request's place in the batch.
+        index: usize,
+    },
     /// A batch was empty or too large.
     #[error("invalid batch: {0}")]
     InvalidBatch(String),

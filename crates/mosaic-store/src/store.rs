@@ -15,9 +15,9 @@ use crate::revocation::{
     DeletionRequested, Erased, IndexesAcknowledged, Ineligible, RevocationState,
 };
 use crate::types::{
-    AckOutcome, Authorization, ChangeStamp, ConsentWithdrawal, DeletionReceipt, Durability,
-    EligibilityQuery, EligibleIds, EligibleSet, IndexAck, IntegrityReport, ListedState, OutboxTask,
-    PendingDeletion, RecordFilter, RecordPage, RecordState, ReviewAction, ReviewCase,
+    AckOutcome, AllOrNothing, Authorization, ChangeStamp, ConsentWithdrawal, DeletionReceipt,
+    Durability, EligibilityQuery, EligibleIds, EligibleSet, IndexAck, IntegrityReport, ListedState,
+    OutboxTask, PendingDeletion, RecordFilter, RecordPage, RecordState, ReviewAction, ReviewCase,
     ReviewReceipt, RevocationReason, StoredConsent, StoredRecord, Tombstone, WriteOutcome,
     WriteRequest,
 };
@@ -40,6 +40,17 @@ pub trait Store: Send {
     /// The current store-wide revocation generation (monotonic; advanced by
     /// every transaction that makes records ineligible).
     fn revocation_generation(&mut self) -> StoreResult<u64>;
+
+    /// The revocation generation the tenant's callers see at the
+    /// store-wide generation `store_generation`: how many of the store's
+    /// revocation generations up to it revoked one of the tenant's records.
+    /// It moves with the tenant's own revocations alone; deletion receipts
+    /// carry it.
+    fn tenant_revocation_generation(
+        &mut self,
+        tenant_id: &str,
+        store_generation: u64,
+    ) -> StoreResult<u64>;
 
     /// Stores (or replaces) the tenant's current write policy.
     fn put_policy(&mut self, policy: &MemoryWritePolicy, at_unix_ms: u64) -> StoreResult<()>;
@@ -71,6 +82,14 @@ pub trait Store: Send {
     /// every outcome (accepted or rejected) commits together, or none does
     /// when any request fails with an error.
     fn write_batch(&mut self, requests: &[WriteRequest]) -> StoreResult<Vec<WriteOutcome>>;
+
+    /// Like [`Store::write_batch`], but all or nothing on the gate's
+    /// decisions too: when the gate refuses any request, the transaction
+    /// rolls back (the requests before it are not written, and neither is
+    /// the refusal) and the answer is [`AllOrNothing::Refused`] with that
+    /// request's place and outcome. Each request is decided after the ones
+    /// before it, in the same transaction.
+    fn write_all_or_nothing(&mut self, requests: &[WriteRequest]) -> StoreResult<AllOrNothing>;
 
     /// Pending outbox messages for one index target, oldest first.
     fn pending_outbox(&mut self, target: &str, limit: usize) -> StoreResult<Vec<OutboxTask>>;

@@ -578,6 +578,120 @@ fn serve_refuses_a_taken_address_and_stops_cleanly_on_sigterm() {
     stops_cleanly_on_sigterm(server, &pid, lines, "the first start");
 }
 
+/// One raw HTTP/1.1 request over TCP (`head` holds the request line and
+/// headers, without the blank line): the answer's status and body ("" when
+/// the server closed without answering).
+fn raw_request(addr: &str, head: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .expect("timeout");
+    // The server may answer and close before it has read all of a large
+    // head: a failed write still leaves its answer to read.
+    let _ = stream.write_all(format!("{head}\r\nConnection: close\r\n\r\n").as_bytes());
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_owned());
+    (status, body)
+}
+
+/// Refusals of a request's head reach a real TCP client as the product's
+/// JSON error, not an empty body: a target or headers over the API's own
+/// limits are refused by the `limits` layer (414 `uri_too_long`, 431
+/// `headers_too_large`), an unknown path by the router's fallback (404),
+/// a method the path does not take by its method fallback (405). Past
+/// hyper's own limits (a target over 65534 bytes, more than 100 header
+/// fields) hyper answers before any of the product's code runs, with an
+/// empty body: that is asserted too, so a change there is noticed.
+#[test]
+fn serve_answers_refused_heads_with_json_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, pid, mut lines) = spawn_serve(&dir.path().join("data"));
+    let first = lines.next().expect("a line").expect("utf8");
+    let addr = first
+        .trim_start_matches("mosaic: serving on http://")
+        .to_owned();
+    let host = format!("Host: {addr}");
+    let many_headers = |n: usize| {
+        (0..n)
+            .map(|i| format!("X-Filler-{i}: {i}"))
+            .collect::<Vec<_>>()
+            .join("\r\n")
+    };
+    let json_cases = [
+        (
+            format!("GET /health?q={} HTTP/1.1\r\n{host}", "a".repeat(20_000)),
+            414,
+            "uri_too_long",
+        ),
+        (
+            format!("GET /health HTTP/1.1\r\n{host}\r\n{}", many_headers(80)),
+            431,
+            "headers_too_large",
+        ),
+        (
+            format!(
+                "GET /health HTTP/1.1\r\n{host}\r\nX-Big: {}",
+                "b".repeat(40_000)
+            ),
+            431,
+            "headers_too_large",
+        ),
+        (
+            format!("GET /no/such/path HTTP/1.1\r\n{host}"),
+            404,
+            "not_found",
+        ),
+        (
+            format!("DELETE /health HTTP/1.1\r\n{host}"),
+            405,
+            "method_not_allowed",
+        ),
+    ];
+    for (head, status, code) in &json_cases {
+        let (got, body) = raw_request(&addr, head);
+        let parsed: Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("{code}: not JSON ({e}): {body:?}"));
+        assert_eq!(
+            (got, parsed["error"]["code"].as_str()),
+            (*status, Some(*code)),
+            "{body}"
+        );
+    }
+    // hyper's own refusals, before the router: status only.
+    let hyper_cases = [
+        (
+            format!("GET /health?q={} HTTP/1.1\r\n{host}", "a".repeat(70_000)),
+            414,
+        ),
+        (
+            format!("GET /health HTTP/1.1\r\n{host}\r\n{}", many_headers(120)),
+            431,
+        ),
+    ];
+    for (head, status) in &hyper_cases {
+        let (got, body) = raw_request(&addr, head);
+        assert_eq!(
+            (got, body.as_str()),
+            (*status, ""),
+            "hyper's answer changed"
+        );
+    }
+    // The server still serves.
+    let (got, body) = raw_request(&addr, &format!("GET /health HTTP/1.1\r\n{host}"));
+    assert_eq!(got, 200, "{body}");
+    stops_cleanly_on_sigterm(server, &pid, lines, "after the refused heads");
+}
+
 /// `mosaic serve` on `data` at a free loopback port (stderr dropped): the
 /// server, its pid and the lines of its stdout.
 fn spawn_serve(

@@ -385,3 +385,157 @@ async fn a_body_naming_another_tenant_or_principal_is_refused() {
         (StatusCode::FORBIDDEN, "workspace_not_granted")
     );
 }
+
+/// The ids of `list` named by their content (ids differ between worlds;
+/// the content written does not).
+fn by_content(written: &Written, list: &Value) -> Value {
+    let mut texts: Vec<String> = list
+        .as_array()
+        .expect("ids")
+        .iter()
+        .map(|id| written.content[id.as_str().expect("id")].clone())
+        .collect();
+    texts.sort();
+    json!(texts)
+}
+
+/// What tenant B reads that could carry a revocation generation or a
+/// count: `/health` without a key (whole), its recall's snapshot
+/// generation and selection, its listing, then its own revocation's
+/// generations (answer and deletion receipt) and its recall after it.
+async fn what_tenant_b_reads(w: &World, written: &Written) -> Vec<(String, Value)> {
+    let b = &w.principals[2];
+    let key = Some(b.key.as_str());
+    let mut seen = Vec::new();
+    let (_, health) = send(&w.router, "GET", "/health", None, None).await;
+    seen.push(("health".to_owned(), health));
+    let recall = json!({"query": "green tea morning", "max_records": 50});
+    let (status, r) = send(&w.router, "POST", "/v1/recall", key, Some(recall.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    seen.push((
+        "recall".to_owned(),
+        json!([
+            r["snapshot"]["revocation_generation"],
+            by_content(written, &r["selected_record_ids"])
+        ]),
+    ));
+    let (status, listed) = send(
+        &w.router,
+        "GET",
+        &format!("/v1/memories?type=principal&principal_id={}", b.principal),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let listed: Vec<Value> = listed
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|e| {
+            let id = e["record_id"].as_str().expect("id");
+            json!([written.content[id], e["state"]])
+        })
+        .collect();
+    seen.push(("listing".to_owned(), json!(listed)));
+    // The same memory in both worlds (ids differ between them).
+    let own = written
+        .owner
+        .iter()
+        .find(|(id, (t, p, private))| {
+            t == &b.tenant
+                && p == &b.principal
+                && *private
+                && written.content[id.as_str()].contains("likes green tea")
+        })
+        .map(|(id, _)| id.clone())
+        .expect("b's own memory");
+    let (status, revoked) = send(
+        &w.router,
+        "POST",
+        &format!("/v1/memories/{own}/revoke"),
+        key,
+        Some(json!({"authority_ref": "ticket-b"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    assert_eq!(revoked["stage"], "finalized", "{revoked}");
+    let receipt = &revoked["deletion_receipt"]["body"];
+    seen.push((
+        "revocation".to_owned(),
+        json!([
+            revoked["revocation_generation"],
+            receipt["revocation_generation"],
+            receipt["stores"]
+                .as_array()
+                .expect("stores")
+                .iter()
+                .map(|s| s["acknowledged_generation"].clone())
+                .collect::<Vec<_>>(),
+        ]),
+    ));
+    let (_, r) = send(&w.router, "POST", "/v1/recall", key, Some(recall)).await;
+    seen.push((
+        "recall after".to_owned(),
+        json!([
+            r["snapshot"]["revocation_generation"],
+            by_content(written, &r["selected_record_ids"])
+        ]),
+    ));
+    seen
+}
+
+/// Tenant A's revocations leave no trace in what tenant B reads: the
+/// same reads give the same answers (each field that is not a time or a
+/// fresh id) with and without A's revocation. Layers: the service's
+/// tenant revocation generation (`Store::tenant_revocation_generation`:
+/// recall snapshots, revocation answers and deletion receipts carry the
+/// tenant's generation, not the store's), and `/health`, which anyone may
+/// read and which tells nothing that moves with a tenant's memory.
+#[tokio::test]
+async fn another_tenants_revocation_leaves_no_trace_in_what_a_tenant_reads() {
+    let mut answers = Vec::new();
+    for a_revokes in [false, true] {
+        let w = world();
+        let written = write_everything(&w).await;
+        let a = &w.principals[0];
+        if a_revokes {
+            for (id, (t, p, _)) in &written.owner {
+                if t == &a.tenant && p == &a.principal {
+                    let (status, revoked) = send(
+                        &w.router,
+                        "POST",
+                        &format!("/v1/memories/{id}/revoke"),
+                        Some(&a.key),
+                        Some(json!({"authority_ref": "ticket-a"})),
+                    )
+                    .await;
+                    assert_eq!(status, StatusCode::OK, "{revoked}");
+                }
+            }
+            // A sees its own revocations move its generation.
+            let (_, r) = send(
+                &w.router,
+                "POST",
+                "/v1/recall",
+                Some(&a.key),
+                Some(json!({"query": "green tea"})),
+            )
+            .await;
+            assert!(
+                r["snapshot"]["revocation_generation"].as_u64() >= Some(1),
+                "{r}"
+            );
+        }
+        answers.push(what_tenant_b_reads(&w, &written).await);
+    }
+    let (without, with) = (&answers[0], &answers[1]);
+    for ((what, before), (_, after)) in without.iter().zip(with) {
+        assert_eq!(
+            before, after,
+            "{what} moved with another tenant's revocation"
+        );
+    }
+    // B's own revocation is its tenant's first.
+    assert_eq!(with[3].1[0], json!(1), "{:?}", with[3]);
+}

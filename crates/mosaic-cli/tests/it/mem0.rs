@@ -755,6 +755,89 @@ async fn a_batch_update_the_update_would_refuse_part_of_writes_nothing() {
     }
 }
 
+/// A batch update whose later memory the write gate refuses (its new text
+/// duplicates another memory: the server's text guard) writes nothing:
+/// every update of the batch is decided in one store transaction, which
+/// rolls back on the refusal (the store's all-or-nothing batch). The
+/// earlier memory keeps its text, through mem0's routes and Mosaic's own.
+#[tokio::test]
+async fn a_batch_update_the_gate_refuses_part_of_writes_nothing() {
+    let w = world();
+    let r = &w.router;
+    let alice = &w.principals[0];
+    let key = Some(alice.key.as_str());
+    let mut ids = Vec::new();
+    for text in [
+        "The codename is Heron.",
+        "The launch is in March.",
+        "The budget is twelve thousand euros for the whole quarter.",
+    ] {
+        let (status, added) = send(
+            r,
+            "POST",
+            "/v3/memories/add/",
+            key,
+            Some(json!({"messages": text, "user_id": "alice"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{added}");
+        ids.push(ids_of(&added).remove(0));
+    }
+    let duplicate = "user: The budget is twelve thousand euros for the whole quarter.";
+    // The gate refuses the second update alone.
+    let (status, alone) = send(
+        r,
+        "PUT",
+        &format!("/v1/memories/{}/", ids[1]),
+        key,
+        Some(json!({"text": duplicate})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{alone}");
+    assert!(alone["previous_id"].is_null(), "not refused alone: {alone}");
+    let (_, before) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    let (status, answer) = send(
+        r,
+        "PUT",
+        "/v1/batch/",
+        key,
+        Some(json!({"memories": [
+            {"memory_id": ids[0], "text": "The codename is Egret."},
+            {"memory_id": ids[1], "text": duplicate},
+        ]})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&answer).as_str()),
+        (StatusCode::CONFLICT, "write_refused"),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("memories[1]")),
+        "{answer}"
+    );
+    let (_, kept) = send(r, "GET", &format!("/v1/memories/{}/", ids[0]), key, None).await;
+    assert_eq!(kept["memory"], "user: The codename is Heron.", "{kept}");
+    let (status, own) = send(r, "GET", &format!("/v1/memories/{}", ids[0]), key, None).await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    assert_eq!(own["state"], "active", "{own}");
+    let (_, after) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    assert_eq!(after["results"], before["results"], "a memory was written");
+    // Without the refused memory the same update goes through.
+    let (status, alone) = send(
+        r,
+        "PUT",
+        "/v1/batch/",
+        key,
+        Some(json!({"memories": [{"memory_id": ids[0], "text": "The codename is Egret."}]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{alone}");
+    assert_eq!(alone["results"][0]["previous_id"], json!(ids[0]), "{alone}");
+}
+
 /// What the platform routes refuse, each at the compat layer, before any
 /// memory is read or written.
 #[tokio::test]
@@ -1866,4 +1949,55 @@ async fn run_id_narrows_the_search_before_ranking() {
     )
     .await;
     assert_eq!(found_ids(&listed), vec![rare], "{listed}");
+}
+
+/// A batch update cannot slip a duplicate past the text guard by giving
+/// two of its memories the same new text: the later one is related to the
+/// earlier one of the batch (the service's text guard within the call)
+/// and the gate refuses it in the batch's transaction, so neither memory
+/// is updated.
+#[tokio::test]
+async fn a_batch_update_giving_two_memories_one_text_is_refused_whole() {
+    let w = world();
+    let r = &w.router;
+    let key = Some(w.principals[0].key.as_str());
+    let mut ids = Vec::new();
+    for text in ["The codename is Heron.", "The launch is in March."] {
+        let (status, added) = send(
+            r,
+            "POST",
+            "/v3/memories/add/",
+            key,
+            Some(json!({"messages": text, "user_id": "alice"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{added}");
+        ids.push(ids_of(&added).remove(0));
+    }
+    let (_, before) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    let same = "The budget is twelve thousand euros for the whole quarter.";
+    let (status, answer) = send(
+        r,
+        "PUT",
+        "/v1/batch/",
+        key,
+        Some(json!({"memories": [
+            {"memory_id": ids[0], "text": same},
+            {"memory_id": ids[1], "text": same},
+        ]})),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&answer).as_str()),
+        (StatusCode::CONFLICT, "write_refused"),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("memories[1]") && m.contains("duplicate_memory")),
+        "{answer}"
+    );
+    let (_, after) = send(r, "GET", "/memories?user_id=alice", key, None).await;
+    assert_eq!(after["results"], before["results"], "a memory was written");
 }

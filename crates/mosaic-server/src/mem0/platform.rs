@@ -403,7 +403,9 @@ pub struct BatchUpdateResponse {
 /// `PUT /v1/batch/`: every memory is checked first (it exists for the
 /// caller, is its line's current memory, and has new text that is not
 /// blank), so a batch naming a missing, superseded or blank one changes
-/// nothing; then each is updated as `PUT /memories/{memory_id}` does.
+/// nothing; then every memory is updated as `PUT /memories/{memory_id}`
+/// does, all in one store transaction: when the gate refuses one, none is
+/// updated (409 `write_refused`, naming it and the gate's violations).
 fn batch_update(
     service: &Service,
     key: &KeyAuth,
@@ -442,11 +444,59 @@ fn batch_update(
         }
         requests.push((id, request));
     }
-    let mut results = Vec::new();
+    let mut updates = Vec::with_capacity(requests.len());
     for (id, request) in requests {
-        results.push(update(service, &credential, &id, request)?);
+        let Some(text) = request.text.or(request.data).or(request.memory) else {
+            return Err(ServiceError::bad_request(
+                "invalid_field",
+                "send the new text as `text`",
+            ));
+        };
+        updates.push((id, text));
     }
-    let updated = results.iter().filter(|r| r.previous_id.is_some()).count();
+    // One store transaction: when the gate refuses a later memory, the
+    // earlier ones are not updated either.
+    let responses = match service.update_texts(&credential, &updates)? {
+        Ok(responses) => responses,
+        Err((index, refused)) => {
+            let codes: Vec<String> = refused
+                .violations
+                .iter()
+                .map(|v| {
+                    serde_json::to_value(v)
+                        .ok()
+                        .and_then(|v| {
+                            v.get("violation")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        })
+                        .unwrap_or_else(|| "refused".to_owned())
+                })
+                .collect();
+            return Err(ServiceError::Conflict {
+                code: "write_refused",
+                message: format!(
+                    "the write gate refused memories[{index}] ({}): no memory of the batch \
+                     was updated",
+                    codes.join(", ")
+                ),
+            });
+        }
+    };
+    let results: Vec<UpdateResponse> = updates
+        .iter()
+        .zip(responses)
+        .map(|((id, _), response)| UpdateResponse {
+            message: "Memory updated successfully!".to_owned(),
+            id: response.record_id,
+            previous_id: Some(id.clone()),
+            violations: Vec::new(),
+            review_case_ids: Vec::new(),
+            expires_at: response.expires_at,
+            ignored: Vec::new(),
+        })
+        .collect();
+    let updated = results.len();
     Ok(BatchUpdateResponse {
         message: format!("Successfully updated {updated} memories"),
         results,

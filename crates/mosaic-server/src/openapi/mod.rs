@@ -88,7 +88,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("the document serializes: {e}"));
         assert_eq!(
             mosaic_harness::canonical::sha256_hex(&bytes),
-            "fd746f86242fbb152d4a92c49447b80b71a2a4df1a2e54d3906af25a7ad0ed33",
+            "624cbc086c6597c186982cc8552a6384ca4105cdb5c8fcf2288dca5e59554e26",
             "the served OpenAPI document changed"
         );
     }

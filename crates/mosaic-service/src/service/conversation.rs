@@ -595,6 +595,37 @@ impl ServiceCore {
         record_id: &str,
         text: &str,
     ) -> ServiceResult<ProposeResponse> {
+        let proposal = self.update_proposal(credential, record_id, text)?;
+        self.propose(credential, &proposal)
+    }
+
+    /// Replaces several of the principal's memories at once (the
+    /// mem0-compatible batch update), all or nothing: each update is the
+    /// proposal [`Self::update_text`] makes, and all are committed in one
+    /// store transaction that rolls back when the gate refuses any of them.
+    /// `Ok(Err((i, refusal)))` says the gate refused update `i`: nothing
+    /// of the batch was written (not even the refusal, so it names no
+    /// review case).
+    #[allow(clippy::type_complexity)]
+    pub fn update_texts(
+        &self,
+        credential: &Credential,
+        updates: &[(String, String)],
+    ) -> ServiceResult<Result<Vec<ProposeResponse>, (usize, ProposeResponse)>> {
+        let proposals = updates
+            .iter()
+            .map(|(record_id, text)| self.update_proposal(credential, record_id, text))
+            .collect::<ServiceResult<Vec<_>>>()?;
+        self.propose_all_or_nothing(credential, &proposals)
+    }
+
+    /// The proposal replacing `record_id` with `text` ([`Self::update_text`]).
+    fn update_proposal(
+        &self,
+        credential: &Credential,
+        record_id: &str,
+        text: &str,
+    ) -> ServiceResult<ProposeRequest> {
         let (tenant, principal) = credential.principal()?;
         let text = text.trim();
         if text.is_empty() {
@@ -623,7 +654,7 @@ impl ServiceCore {
                 old.record.subject.clone(),
             )?
         };
-        self.propose(credential, &proposal)
+        Ok(proposal)
     }
 
     /// The principal's active memories, newest first (MCP `list` and the

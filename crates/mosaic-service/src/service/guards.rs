@@ -596,6 +596,51 @@ impl ServiceCore {
     }
 }
 
+/// The text guard within one all-or-nothing call: an observation for
+/// `request` (whose record is `record_id`) against each earlier proposal
+/// of the call (`earlier`: its record id and request) of the same kind
+/// and subject whose text it duplicates (or contradicts, when the tenant
+/// guards prose contradictions), as [`ServiceCore::text_scan`] relates a
+/// stored text. The earlier records are not stored when the call is
+/// prepared; the gate decides in the call's one transaction, where they
+/// are. Addressed proposals are left out, as by the text scan.
+pub(super) fn call_text_observations(
+    guards: &WriteGuards,
+    record_id: &str,
+    request: &ProposeRequest,
+    earlier: &[(String, &ProposeRequest)],
+) -> ServiceResult<Vec<ConflictObservation>> {
+    let addressed = |r: &ProposeRequest| r.key.is_some() || r.namespace.is_some();
+    if addressed(request) {
+        return Ok(Vec::new());
+    }
+    let new = normalized_words(&request.content);
+    let guarded = GuardedText::new(&new);
+    let mut out = Vec::new();
+    for (existing_id, other) in earlier {
+        if addressed(other) || other.kind != request.kind || other.subject != request.subject {
+            continue;
+        }
+        let Some(relation) = guarded.relation(
+            &StoredText::of(&other.content),
+            guards.near_duplicate_permille,
+        ) else {
+            continue;
+        };
+        if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
+            continue;
+        }
+        out.push(guard_observation(
+            "mosaic.text-guard.observation.v1",
+            TEXT_GUARD_RELEASE,
+            record_id,
+            existing_id.clone(),
+            relation,
+        )?);
+    }
+    Ok(out)
+}
+
 /// A guard's observation that the proposal's record relates to
 /// `existing_id`, its id a digest under `domain` of the three.
 fn guard_observation(

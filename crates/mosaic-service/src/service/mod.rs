@@ -33,9 +33,10 @@ use mosaic_pgsearch::{PgLexicalIndex, PgVectorIndex, SearchTarget, VectorSearchC
 use mosaic_store::read::eligibility_query;
 use mosaic_store::revocation::RevocationState;
 use mosaic_store::{
-    Authorization, DeletionReceipt, IndexAck, ListedRecord, ListedState, MAX_LIST_LIMIT, OutboxOp,
-    OutboxTask, RecordFilter, RecordState, RecordVisibility, ReviewAction, RevocationReason,
-    SqliteStore, Store, StoreConfig, StoreError, WriteDecision, WriteOutcome, WriteRequest,
+    AllOrNothing, Authorization, DeletionReceipt, IndexAck, ListedRecord, ListedState,
+    MAX_LIST_LIMIT, OutboxOp, OutboxTask, RecordFilter, RecordState, RecordVisibility,
+    ReviewAction, RevocationReason, SqliteStore, Store, StoreConfig, StoreError, WriteDecision,
+    WriteOutcome, WriteRequest,
 };
 
 use crate::api::*;
@@ -213,6 +214,10 @@ const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 /// each, no memory content).
 const ACCESS_READS_KEPT: u64 = 10_000;
 
+/// Most tenant revocation generations kept (one per tenant and store-wide
+/// generation asked about; a few dozen bytes each).
+const TENANT_GENERATIONS_KEPT: u64 = 10_000;
+
 /// Past this many keys' rate state, the state of keys whose bucket is full
 /// again (indistinguishable from a fresh one) is dropped.
 const RATE_KEYS_KEPT: usize = 10_000;
@@ -354,6 +359,10 @@ pub struct ServiceCore {
     /// Checked record bodies by id, for recall.
     read_model: read_model::ReadModel,
     scope_cache: read_model::ScopeCache,
+    /// Each tenant's revocation generation at a store-wide one
+    /// ([`ServiceCore::tenant_generation`]): a pure function of the two,
+    /// so a kept value never goes stale.
+    tenant_generations: moka::sync::Cache<(String, u64), u64>,
     /// Stored texts the text guard split into words, by text, shared by
     /// every call (guards.rs); emptied by an erasure.
     parsed_texts: guards::ParsedTexts,
@@ -458,17 +467,13 @@ fn receipt_view(
 
 /// Whether a credential's grant lets it see memories about `subject`.
 fn subject_visible(principal_id: &str, grant: &MemoryWriteGrant, subject: &MemorySubject) -> bool {
-    let workspace_ok = |w: &str| grant.allowed_workspace_ids.iter().any(|g| g == w);
-    match subject {
-        MemorySubject::Principal { principal_id: p } => p == principal_id,
-        MemorySubject::PrincipalInWorkspace {
-            workspace_id,
-            principal_id: p,
-        } => p == principal_id && workspace_ok(workspace_id),
-        MemorySubject::Workspace { workspace_id }
-        | MemorySubject::Procedure { workspace_id, .. } => workspace_ok(workspace_id),
-        MemorySubject::Run { run_id } => grant.allowed_run_ids.iter().any(|r| r == run_id),
-    }
+    // The store's rule, which its visibility walk follows in SQL.
+    mosaic_store::subject_visible_to(
+        principal_id,
+        &grant.allowed_workspace_ids,
+        &grant.allowed_run_ids,
+        subject,
+    )
 }
 
 /// The digest a policy document is named by (its canonical form with the
@@ -672,6 +677,9 @@ impl Service {
             last_decision: std::sync::atomic::AtomicU64::new(latest_decision),
             read_model: read_model::ReadModel::new(read_model::READ_MODEL_CAPACITY),
             scope_cache: read_model::ScopeCache::new(read_model::SCOPE_CACHE_CAPACITY),
+            tenant_generations: moka::sync::Cache::builder()
+                .max_capacity(TENANT_GENERATIONS_KEPT)
+                .build(),
             parsed_texts: guards::ParsedTexts::default(),
             access_reads: moka::sync::Cache::builder()
                 .max_capacity(ACCESS_READS_KEPT)

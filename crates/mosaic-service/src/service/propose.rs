@@ -146,6 +146,86 @@ impl ServiceCore {
         Ok(response)
     }
 
+    /// Commits `requests` in one store transaction under the writer lock,
+    /// all or nothing: each is prepared (the server's evidence and
+    /// conflict scan) and decided by the gate after the ones before it,
+    /// and when the gate refuses one, nothing is written and the answer is
+    /// `Err((its place, its refusal))` (the refusal's review cases were
+    /// not stored, so it names none).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn propose_all_or_nothing(
+        &self,
+        credential: &Credential,
+        requests: &[ProposeRequest],
+    ) -> ServiceResult<Result<Vec<ProposeResponse>, (usize, ProposeResponse)>> {
+        let (tenant, principal) = credential.principal()?;
+        let contents: Vec<&str> = requests.iter().map(|r| r.content.as_str()).collect();
+        let vectors = self.guard_embed(&contents);
+        let mut responses = {
+            let mut writer = self.timed_writer("locked")?;
+            let write_guards = super::directory::write_guards(writer.store.as_mut(), tenant)?;
+            let mut prepared: Vec<PreparedWrite> = Vec::with_capacity(requests.len());
+            let mut writes = Vec::with_capacity(requests.len());
+            for (i, request) in requests.iter().enumerate() {
+                let mut one = self.prepare_write(
+                    &mut writer,
+                    tenant,
+                    principal,
+                    request,
+                    InCall::alone(&mut CallReads::default()),
+                    vectors.get(i).and_then(|v| v.as_deref()),
+                )?;
+                // The text guard against the call's earlier proposals,
+                // which the store holds only inside the call's transaction
+                // (the gate decides there, after them).
+                let earlier: Vec<(String, &ProposeRequest)> = prepared
+                    .iter()
+                    .zip(requests)
+                    .map(|(p, r)| (p.record_id.clone(), r))
+                    .collect();
+                for o in guards::call_text_observations(
+                    &write_guards,
+                    &one.record_id,
+                    request,
+                    &earlier,
+                )? {
+                    if !one
+                        .server_conflicts
+                        .iter()
+                        .any(|c| c.existing_record_id == o.existing_record_id)
+                    {
+                        one.write.conflicts.push(o.clone());
+                        one.server_conflicts.push(o);
+                    }
+                }
+                let mut write = one.write.clone();
+                write.kept = kept_with_record(request, &one, None)?;
+                writes.push(write);
+                prepared.push(one);
+            }
+            match writer.store.write_all_or_nothing(&writes)? {
+                AllOrNothing::Committed(outcomes) => prepared
+                    .into_iter()
+                    .zip(outcomes)
+                    .map(|(p, o)| self.response_of(p, o))
+                    .collect::<Vec<_>>(),
+                AllOrNothing::Refused { index, outcome } => {
+                    let Some(refused) = prepared.into_iter().nth(index) else {
+                        return Err(ServiceError::Internal(
+                            "the store refused a request the batch does not hold".into(),
+                        ));
+                    };
+                    let mut response = self.response_of(refused, *outcome);
+                    response.review_case_ids.clear();
+                    response.receipt_signature = None;
+                    return Ok(Err((index, response)));
+                }
+            }
+        };
+        self.await_readable(tenant, &mut responses, None)?;
+        Ok(Ok(responses))
+    }
+
     /// Commits claim-less proposals together (one group commit for all of
     /// them and whatever else waits for the writer), each with the sources
     /// the server captured for it; then waits once for their publication.

@@ -116,15 +116,22 @@ impl ScopeRead {
                 .is_none_or(|until| now_unix_ms < until)
     }
 
+    /// The store-wide revocation generation this read was made at.
+    pub(super) fn store_generation(&self) -> u64 {
+        self.stamp.revocation_generation
+    }
+
     /// The snapshot identity of this answer under `query` (the read's own
-    /// instant is in it).
-    pub(super) fn snapshot(&self, query: &EligibilityQuery) -> ServiceResult<SnapshotIdentity> {
-        SnapshotIdentity::of_records_digest(
-            query,
-            self.stamp.revocation_generation,
-            &self.scopes_sha256,
-        )
-        .map_err(|e| ServiceError::Internal(e.to_string()))
+    /// instant is in it) at `revocation_generation`, the reader's tenant's
+    /// generation at [`ScopeRead::store_generation`] (the store-wide one
+    /// would show the reader every other tenant's revocations).
+    pub(super) fn snapshot(
+        &self,
+        query: &EligibilityQuery,
+        revocation_generation: u64,
+    ) -> ServiceResult<SnapshotIdentity> {
+        SnapshotIdentity::of_records_digest(query, revocation_generation, &self.scopes_sha256)
+            .map_err(|e| ServiceError::Internal(e.to_string()))
     }
 
     /// The selector's eligibility pass over this read's records under

@@ -113,7 +113,9 @@ impl ServiceCore {
         };
         let scope_query = eligibility_query(&ctx);
         let scope = self.scope_read(&mut inner, &scope_query, stamp)?;
-        let snapshot = scope.snapshot(&scope_query)?;
+        let tenant_generation =
+            self.tenant_generation(inner.store.as_mut(), tenant, scope.store_generation())?;
+        let snapshot = scope.snapshot(&scope_query, tenant_generation)?;
         let duplicates = scope.duplicates;
         // Records of an earlier policy are never candidates; they are
         // counted (and, with `explain`, listed) as `policy_mismatch`.
@@ -137,7 +139,8 @@ impl ServiceCore {
                     policy_sha256: &ctx.policy_sha256,
                     selector_release: SELECTOR_RELEASE,
                     read_subject: &read_subject,
-                    revocation_generation: snapshot.revocation_generation,
+                    // The result cache's key: the store-wide generation.
+                    revocation_generation: scope.store_generation(),
                     text,
                     claim_keys: &request.claim_keys,
                     eligible: &set,

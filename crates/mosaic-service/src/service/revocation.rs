@@ -3,6 +3,26 @@
 use super::*;
 
 impl ServiceCore {
+    /// The revocation generation `tenant`'s callers see at the store-wide
+    /// generation `store_generation` (`Store::tenant_revocation_generation`):
+    /// recall snapshots and revocation answers carry it, so that no tenant
+    /// can watch another's revocations through it. Kept, as it never
+    /// changes for the same two arguments.
+    pub(super) fn tenant_generation(
+        &self,
+        store: &mut dyn Store,
+        tenant: &str,
+        store_generation: u64,
+    ) -> ServiceResult<u64> {
+        let key = (tenant.to_owned(), store_generation);
+        if let Some(kept) = self.tenant_generations.get(&key) {
+            return Ok(kept);
+        }
+        let generation = store.tenant_revocation_generation(tenant, store_generation)?;
+        self.tenant_generations.insert(key, generation);
+        Ok(generation)
+    }
+
     // ------------------------------------------------------------ revocation
 
     /// Revokes a record (ineligible in the same transaction) and drives its
@@ -70,12 +90,19 @@ impl ServiceCore {
         mut state: RevocationState,
         committed: Option<Instant>,
     ) -> ServiceResult<RevocationResponse> {
-        let generation = |s: &RevocationState| match s {
-            RevocationState::Ineligible(t) => t.revocation_generation(),
-            RevocationState::DeletionRequested(t) => t.revocation_generation(),
-            RevocationState::IndexesAcknowledged(t) => t.revocation_generation(),
-            RevocationState::Erased(t) => t.revocation_generation(),
-            RevocationState::Finalized(r) => r.body.revocation_generation,
+        // What the caller sees is the tenant's generation: a token holds
+        // the store-wide one, a receipt the tenant's already.
+        let generation = |store: &mut dyn Store, s: &RevocationState| {
+            let (tenant, store_generation) = match s {
+                RevocationState::Ineligible(t) => (t.tenant_id(), t.revocation_generation()),
+                RevocationState::DeletionRequested(t) => (t.tenant_id(), t.revocation_generation()),
+                RevocationState::IndexesAcknowledged(t) => {
+                    (t.tenant_id(), t.revocation_generation())
+                }
+                RevocationState::Erased(t) => (t.tenant_id(), t.revocation_generation()),
+                RevocationState::Finalized(r) => return Ok(r.body.revocation_generation),
+            };
+            self.tenant_generation(store, tenant, store_generation)
         };
         // Another worker (another server's reconcile on a shared database)
         // may advance the same deletion between two of these steps; the
@@ -109,10 +136,14 @@ impl ServiceCore {
                         Err(StoreError::RevocationNotReady { .. }) => {
                             let current = inner.store.resume_revocation(record_id)?;
                             let stage = current.as_ref().map_or("deletion_requested", stage_name);
+                            let revocation_generation = match &current {
+                                Some(current) => generation(inner.store.as_mut(), current)?,
+                                None => 0,
+                            };
                             return Ok(RevocationResponse {
                                 record_id: record_id.to_owned(),
                                 stage: stage.to_owned(),
-                                revocation_generation: current.as_ref().map_or(0, generation),
+                                revocation_generation,
                                 tombstone: inner.store.tombstone(record_id)?,
                                 deletion_receipt: None,
                                 audit_proof: None,
@@ -147,10 +178,15 @@ impl ServiceCore {
                                 "erased bytes not purged yet; the receipt waits"
                             );
                             let mut inner = self.reader()?;
+                            let revocation_generation = self.tenant_generation(
+                                inner.store.as_mut(),
+                                token.tenant_id(),
+                                token.revocation_generation(),
+                            )?;
                             return Ok(RevocationResponse {
                                 record_id: record_id.to_owned(),
                                 stage: "erased".to_owned(),
-                                revocation_generation: token.revocation_generation(),
+                                revocation_generation,
                                 tombstone: inner.store.tombstone(record_id)?,
                                 deletion_receipt: None,
                                 audit_proof: None,
@@ -287,6 +323,11 @@ impl ServiceCore {
             authorization,
             self.now(),
         )?;
+        let revocation_generation = self.tenant_generation(
+            self.reader()?.store.as_mut(),
+            tenant,
+            withdrawal.revocation_generation,
+        )?;
         let mut revocations = Vec::new();
         for token in withdrawal.revoked {
             let record_id = token.record_id().to_owned();
@@ -294,7 +335,7 @@ impl ServiceCore {
         }
         Ok(WithdrawResponse {
             consent_sha256: withdrawal.consent_sha256,
-            revocation_generation: withdrawal.revocation_generation,
+            revocation_generation,
             revocations,
             quarantined: withdrawal.quarantined,
         })

@@ -463,6 +463,51 @@ pub fn batch_write_is_one_transaction<F: StoreFactory>(factory: &F) -> StoreResu
     Ok(())
 }
 
+/// An all-or-nothing batch whose later request the gate refuses writes
+/// nothing, not even the refusal (the store's transaction rolls back); the
+/// same batch without it commits every request.
+pub fn all_or_nothing_batch_writes_nothing_when_one_is_refused<F: StoreFactory>(
+    factory: &F,
+) -> StoreResult<()> {
+    let config = test_config();
+    let (_db, mut store) = setup(factory, &config)?;
+    let first = Spec::workspace(fixtures::TENANT_A, "alice", "whole-0").build();
+    // Principal semantic memory without consent: the gate rejects.
+    let mut refused = Spec::principal(fixtures::TENANT_A, "alice", "whole-1");
+    refused.with_consent = false;
+    let refused = refused.build();
+    let events_before = audit_events(&mut store)?;
+    match store.write_all_or_nothing(&[first.clone(), refused.clone()])? {
+        AllOrNothing::Refused { index, outcome } => {
+            assert_eq!(index, 1);
+            assert!(!outcome.is_accepted());
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(
+        store.get_record("whole-0")?.is_none(),
+        "batch must roll back"
+    );
+    assert!(store.get_record("whole-1")?.is_none());
+    assert!(store.pending_outbox("lexical", 10)?.is_empty());
+    assert_eq!(audit_events(&mut store)?, events_before);
+    // The refusal was not stored either: the refused request alone is
+    // decided afresh, not replayed.
+    let alone = store.write(&refused)?;
+    assert!(!alone.replayed && !alone.is_accepted());
+    let second = Spec::workspace(fixtures::TENANT_A, "alice", "whole-2").build();
+    match store.write_all_or_nothing(&[first, second])? {
+        AllOrNothing::Committed(outcomes) => {
+            assert_eq!(outcomes.len(), 2);
+            assert!(outcomes.iter().all(WriteOutcome::is_accepted));
+        }
+        other => panic!("expected a commit, got {other:?}"),
+    }
+    assert!(store.get_record("whole-0")?.is_some());
+    assert!(store.get_record("whole-2")?.is_some());
+    Ok(())
+}
+
 /// Point 10/11: everything committed survives dropping every connection.
 pub fn state_survives_reopen<F: StoreFactory>(factory: &F) -> StoreResult<()> {
     let config = test_config();

@@ -668,14 +668,55 @@ pub(crate) fn erase<C: Tx>(c: &C, record_id: &str, at: u64) -> StoreResult<Erase
     Ok(Erased::new(record_id.to_owned(), tenant, generation))
 }
 
+/// [`tenant_generation`]'s statement: `?1` the tenant, `?2` the store-wide
+/// generation; read from `idx_revocations_tenant_generation` alone.
+pub(crate) const TENANT_GENERATION_SQL: &str =
+    "SELECT COUNT(DISTINCT revocation_generation) FROM revocations
+     WHERE tenant_id = ?1 AND revocation_generation <= ?2";
+
+/// The revocation generation `tenant` sees at the store-wide generation
+/// `store_generation`: how many of the store's revocation generations up
+/// to it revoked a record of the tenant. It moves only with the tenant's
+/// own revocations (the store-wide one counts every tenant's, which no
+/// other tenant may watch), never goes back (a revocation row is never
+/// deleted, and generations commit in order), and is the same whenever it
+/// is read. Caller has entered `tenant`.
+pub(crate) fn tenant_generation<C: Tx>(
+    c: &C,
+    tenant: &str,
+    store_generation: u64,
+) -> StoreResult<u64> {
+    let count: i64 = c
+        .row(
+            TENANT_GENERATION_SQL,
+            params![tenant, i(store_generation)?],
+            |r| r.get(0),
+        )?
+        .unwrap_or(0);
+    u(count)
+}
+
 pub(crate) fn finalize_deletion<C: Tx>(
     c: &C,
     record_id: &str,
     at: u64,
     purged: &[&str],
 ) -> StoreResult<DeletionReceipt> {
-    let (tenant, generation) =
+    let (tenant, store_generation) =
         expect_stage(c, record_id, RevocationStage::Erased, "finalize deletion")?;
+    // The receipt goes to the tenant: it carries the tenant's generations
+    // (each counted once: the targets acknowledge the revocation's own
+    // generation, as a rule).
+    let mut counted: Vec<(u64, u64)> = Vec::new();
+    let mut tenant_at = |store_generation: u64| -> StoreResult<u64> {
+        if let Some((_, kept)) = counted.iter().find(|(g, _)| *g == store_generation) {
+            return Ok(*kept);
+        }
+        let generation = tenant_generation(c, &tenant, store_generation)?;
+        counted.push((store_generation, generation));
+        Ok(generation)
+    };
+    let generation = tenant_at(store_generation)?;
     let tombstone = tombstone(c, record_id)?.ok_or_else(|| not_found("tombstone", record_id))?;
     let erased_at = tombstone
         .erased_at_unix_ms
@@ -699,7 +740,7 @@ pub(crate) fn finalize_deletion<C: Tx>(
         };
         stores.push(StoreAcknowledgement {
             store: target,
-            acknowledged_generation: u(ack_generation)?,
+            acknowledged_generation: tenant_at(u(ack_generation)?)?,
             acknowledged_at_unix_ms: u(ack_at)?,
         });
     }

@@ -68,10 +68,11 @@ macro_rules! impl_store {
             use $crate::sqlite::MAX_BATCH;
             use $crate::store::Store;
             use $crate::types::{
-                AckOutcome, Authorization, ConsentWithdrawal, DeletionReceipt, Durability,
-                EligibilityQuery, EligibleIds, EligibleSet, IndexAck, IntegrityReport, OutboxTask,
-                PendingDeletion, RecordFilter, RecordPage, ReviewAction, ReviewCase, ReviewReceipt,
-                RevocationReason, StoredRecord, Tombstone, WriteOutcome, WriteRequest,
+                AckOutcome, AllOrNothing, Authorization, ConsentWithdrawal, DeletionReceipt,
+                Durability, EligibilityQuery, EligibleIds, EligibleSet, IndexAck, IntegrityReport,
+                OutboxTask, PendingDeletion, RecordFilter, RecordPage, ReviewAction, ReviewCase,
+                ReviewReceipt, RevocationReason, StoredRecord, Tombstone, WriteOutcome,
+                WriteRequest,
             };
 
             impl Store for $backend {
@@ -81,6 +82,17 @@ macro_rules! impl_store {
 
                 fn revocation_generation(&mut self) -> StoreResult<u64> {
                     self.read_tx(|c| $crate::ops::revocation_generation(c))
+                }
+
+                fn tenant_revocation_generation(
+                    &mut self,
+                    tenant_id: &str,
+                    store_generation: u64,
+                ) -> StoreResult<u64> {
+                    self.read_tx(|c| {
+                        c.enter_tenant(tenant_id)?;
+                        revocation::tenant_generation(c, tenant_id, store_generation)
+                    })
                 }
 
                 fn put_policy(
@@ -140,6 +152,44 @@ macro_rules! impl_store {
                         )));
                     }
                     self.write_tx(|c| requests.iter().map(|r| write::write_one(c, r)).collect())
+                }
+
+                fn write_all_or_nothing(
+                    &mut self,
+                    requests: &[WriteRequest],
+                ) -> StoreResult<AllOrNothing> {
+                    if requests.is_empty() || requests.len() > MAX_BATCH {
+                        return Err(StoreError::InvalidBatch(format!(
+                            "{} requests (1..={MAX_BATCH} allowed)",
+                            requests.len()
+                        )));
+                    }
+                    // A refusal leaves the transaction by an error, so it
+                    // rolls back; the refused outcome is kept here.
+                    let refused = ::std::cell::RefCell::new(None);
+                    let written = self.write_tx(|c| {
+                        refused.replace(None);
+                        let mut outcomes = Vec::with_capacity(requests.len());
+                        for (index, request) in requests.iter().enumerate() {
+                            let outcome = write::write_one(c, request)?;
+                            if !outcome.is_accepted() {
+                                refused.replace(Some((index, outcome)));
+                                return Err(StoreError::BatchRefused { index });
+                            }
+                            outcomes.push(outcome);
+                        }
+                        Ok(outcomes)
+                    });
+                    match (written, refused.into_inner()) {
+                        (Ok(outcomes), _) => Ok(AllOrNothing::Committed(outcomes)),
+                        (Err(StoreError::BatchRefused { .. }), Some((index, outcome))) => {
+                            Ok(AllOrNothing::Refused {
+                                index,
+                                outcome: Box::new(outcome),
+                            })
+                        }
+                        (Err(e), _) => Err(e),
+                    }
                 }
 
                 fn pending_outbox(

@@ -486,6 +486,21 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// `EXPLAIN QUERY PLAN` detail lines of the statement that counts a
+    /// tenant's revocation generation
+    /// ([`crate::Store::tenant_revocation_generation`]).
+    pub fn explain_tenant_generation(&mut self) -> StoreResult<Vec<String>> {
+        let sql = format!(
+            "EXPLAIN QUERY PLAN {}",
+            crate::ops::revocation::TENANT_GENERATION_SQL
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map(rusqlite::params!["tenant-a", 1_i64], |row| {
+            row.get::<_, String>(3)
+        })?;
+        rows.map(|r| r.map_err(Into::into)).collect()
+    }
+
     /// `EXPLAIN QUERY PLAN` detail lines of the statements
     /// [`crate::Store::eligible_changes`] runs after the scope heads: the
     /// changed entries of each scope of `since`, then the eligibility

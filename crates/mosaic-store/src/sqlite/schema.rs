@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -393,7 +393,18 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ACCESS_GENERATION_MIGRATION,
     // 14 -> 15
     SCOPE_PAGES_MIGRATION,
+    // 15 -> 16
+    TENANT_GENERATION_MIGRATION,
 ];
+
+/// The index a tenant's revocation generation is counted from
+/// (`crate::ops::revocation::tenant_generation`: the distinct revocation
+/// generations of the tenant's revocation rows up to one): the count reads
+/// the tenant's own index entries, not every tenant's revocation rows.
+const TENANT_GENERATION_MIGRATION: &str = r#"
+CREATE INDEX IF NOT EXISTS idx_revocations_tenant_generation
+    ON revocations (tenant_id, revocation_generation);
+"#;
 
 /// The migration that stores each read scope's tree in pages of five
 /// levels, one row each, rather than one row per node (see

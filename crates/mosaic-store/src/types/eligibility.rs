@@ -100,7 +100,11 @@ pub struct EligibilityQuery {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotIdentity {
-    /// Store-wide revocation generation the read ran at.
+    /// The revocation generation the read ran at. A recall's answer
+    /// carries the reader's tenant's (`Store::tenant_revocation_generation`),
+    /// which no other tenant's revocation moves; the store's own reads
+    /// (`Store::eligible_records`, `Store::eligible_unknown`) name the
+    /// store-wide one.
     pub revocation_generation: u64,
     /// `SHA-256(SNAPSHOT_DOMAIN || 0x0A || canonical_json({query, revocation_generation, records_sha256}))`,
     /// `records_sha256` being `SHA-256(SNAPSHOT_RECORDS_DOMAIN || 0x0A || canonical_json(sorted [(record_id, line_generation)]))`

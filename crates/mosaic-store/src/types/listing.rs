@@ -132,6 +132,43 @@ pub struct RecordVisibility {
     pub run_ids: Vec<String>,
 }
 
+impl RecordVisibility {
+    /// Whether the principal may read memories about `subject`: the one
+    /// rule [`RecordFilter::visible_to`]'s walk follows in SQL (a
+    /// conformance check holds the two to each other) and the service
+    /// applies to every record it answers.
+    pub fn admits(&self, subject: &mosaic_harness::MemorySubject) -> bool {
+        subject_visible_to(
+            &self.principal_id,
+            &self.workspace_ids,
+            &self.run_ids,
+            subject,
+        )
+    }
+}
+
+/// [`RecordVisibility::admits`] for a principal whose grant names
+/// `workspace_ids` and `run_ids`, without building the visibility.
+pub fn subject_visible_to(
+    principal_id: &str,
+    workspace_ids: &[String],
+    run_ids: &[String],
+    subject: &mosaic_harness::MemorySubject,
+) -> bool {
+    use mosaic_harness::MemorySubject;
+    let workspace_ok = |w: &str| workspace_ids.iter().any(|g| g == w);
+    match subject {
+        MemorySubject::Principal { principal_id: p } => p == principal_id,
+        MemorySubject::PrincipalInWorkspace {
+            workspace_id,
+            principal_id: p,
+        } => p == principal_id && workspace_ok(workspace_id),
+        MemorySubject::Workspace { workspace_id }
+        | MemorySubject::Procedure { workspace_id, .. } => workspace_ok(workspace_id),
+        MemorySubject::Run { run_id } => run_ids.iter().any(|r| r == run_id),
+    }
+}
+
 impl RecordFilter {
     /// Every record of `tenant_id`, first page of `limit`, without content.
     pub fn tenant(tenant_id: &str, limit: usize) -> Self {

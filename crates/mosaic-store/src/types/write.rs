@@ -145,6 +145,20 @@ pub struct WriteOutcome {
     pub replayed: bool,
 }
 
+/// What [`Store::write_all_or_nothing`](crate::Store::write_all_or_nothing) did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AllOrNothing {
+    /// Every request was accepted and committed together.
+    Committed(Vec<WriteOutcome>),
+    /// The gate refused the request at `index`: nothing was written.
+    Refused {
+        /// Its place in the batch.
+        index: usize,
+        /// The gate's refusal (not stored).
+        outcome: Box<WriteOutcome>,
+    },
+}
+
 impl WriteOutcome {
     /// True when accepted.
     pub fn is_accepted(&self) -> bool {

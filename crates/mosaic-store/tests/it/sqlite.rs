@@ -484,6 +484,42 @@ fn foreign_database_is_not_a_store() {
     ));
 }
 
+/// A tenant's revocation generation is counted from its own entries of
+/// `idx_revocations_tenant_generation` (store schema 16), never by reading
+/// every tenant's revocation rows.
+#[test]
+fn tenant_generation_count_reads_the_tenants_index_entries() {
+    let (_dir, _path, mut store) = seeded();
+    let plan = store.explain_tenant_generation().expect("plan");
+    assert!(
+        plan.iter()
+            .any(|line| line.contains("COVERING INDEX idx_revocations_tenant_generation")),
+        "{plan:?}"
+    );
+    assert!(
+        !plan.iter().any(|line| line.starts_with("SCAN")),
+        "{plan:?}"
+    );
+}
+
+/// A version 15 file gains the index in place.
+#[test]
+fn version_15_files_gain_the_tenant_generation_index() {
+    let (_dir, path, store) = seeded();
+    drop(store);
+    raw(&path)
+        .execute_batch("DROP INDEX idx_revocations_tenant_generation; PRAGMA user_version = 15;")
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let plan = store.explain_tenant_generation().expect("plan");
+    assert!(
+        plan.iter()
+            .any(|line| line.contains("idx_revocations_tenant_generation")),
+        "{plan:?}"
+    );
+}
+
 #[test]
 fn eligibility_query_uses_the_index() {
     let (_dir, _path, mut store) = seeded();

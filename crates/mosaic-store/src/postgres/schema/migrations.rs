@@ -572,7 +572,17 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ACCESS_GENERATION_MIGRATION,
     // 14 -> 15
     SCOPE_PAGES_MIGRATION,
+    // 15 -> 16
+    TENANT_GENERATION_MIGRATION,
 ];
+
+/// The index a tenant's revocation generation is counted from (see the
+/// SQLite migration): the tenant's own entries, under the table's row
+/// security.
+const TENANT_GENERATION_MIGRATION: &str = r#"
+CREATE INDEX IF NOT EXISTS idx_revocations_tenant_generation
+    ON revocations (tenant_id, revocation_generation);
+"#;
 
 /// The migration that stores each read scope's tree in pages of five
 /// levels, one row each (see the SQLite migration and
