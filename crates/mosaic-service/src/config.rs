@@ -408,4 +408,24 @@ mod tests {
         assert_eq!(short.pg_read_wait().as_millis(), 100);
         Ok(())
     }
+
+    /// `/metrics` needs the admin key unless the configuration file or the
+    /// environment opens it; a value that is not a boolean is an error,
+    /// never a silent default.
+    #[test]
+    fn metrics_need_a_key_unless_opened_explicitly() -> crate::error::ServiceResult<()> {
+        assert!(!ServerConfig::default().metrics_without_key);
+        assert!(ServerConfig::from_toml_str("metrics_without_key = true\n")?.metrics_without_key);
+        let mut config = ServerConfig::default();
+        config.apply_env([("MOSAIC_METRICS_WITHOUT_KEY".to_owned(), "true".to_owned())])?;
+        assert!(config.metrics_without_key);
+        let mut config = ServerConfig::default();
+        assert!(
+            config
+                .apply_env([("MOSAIC_METRICS_WITHOUT_KEY".to_owned(), "yes".to_owned())])
+                .is_err()
+        );
+        assert!(!config.metrics_without_key);
+        Ok(())
+    }
 }
