@@ -128,8 +128,8 @@ class MosaicServer:
                          {"tenant_id": tenant, "principal_id": principal})["key"]
 
     def metrics(self):
-        """The text of the server's `GET /metrics`."""
-        status, text, _ = self.request("GET", "/metrics")
+        """The text of the server's `GET /metrics` (it needs the admin key)."""
+        status, text, _ = self.request("GET", "/metrics", self.admin)
         if status != 200:
             sys.exit(f"GET /metrics: HTTP {status}")
         return text

@@ -197,7 +197,16 @@ impl EmbedderFlags {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the service.
-    Serve(ServeFlags),
+    Serve {
+        #[command(flatten)]
+        flags: ServeFlags,
+        /// Answer `GET /metrics` without a key (by default it needs the
+        /// admin key: its counters move with every tenant's activity), for
+        /// a scraper that cannot send a bearer token. Logs a warning at
+        /// start. Env MOSAIC_METRICS_WITHOUT_KEY.
+        #[arg(long)]
+        metrics_without_key: bool,
+    },
     /// Check configuration, data directory, schema, audit chain and indexes,
     /// and print the audit chain's head (publish it to an external witness).
     Doctor {
@@ -513,7 +522,10 @@ pub enum Command {
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
-        Command::Serve(flags) => serve(&flags),
+        Command::Serve {
+            flags,
+            metrics_without_key,
+        } => serve(&flags, metrics_without_key),
         Command::Doctor {
             flags,
             audit_witness,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -81,12 +81,20 @@ async fn health(State(s): State<AppState>) -> Reply<HealthResponse> {
     s.health().map(axum::Json).map_err(ApiError)
 }
 
-async fn metrics(State(s): State<AppState>) -> Response {
-    (
+/// The Prometheus text: the admin key only (its counters move with every
+/// tenant's writes, recalls and deletions), checked as every admin route
+/// checks it, unless the server was started to answer it without a key.
+async fn metrics(State(s): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    if !s.config().metrics_without_key {
+        let (mut parts, _) = request.into_parts();
+        let Auth(c) = Auth::from_request_parts(&mut parts, &s).await?;
+        c.require_admin()?;
+    }
+    Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.render_metrics(),
     )
-        .into_response()
+        .into_response())
 }
 
 async fn openapi() -> axum::Json<serde_json::Value> {

@@ -13,8 +13,9 @@
 //!   HTTP status. A body naming another tenant or principal than the key's
 //!   gets 403.
 //! * **Limits**: body size, per-key token-bucket rate, request timeout.
-//! * **Metrics** in Prometheus text at `/metrics`, an OpenAPI 3 document at
-//!   `/openapi.json`.
+//! * **Metrics** in Prometheus text at `/metrics` (the admin key only,
+//!   unless the server is configured with `metrics_without_key`), an
+//!   OpenAPI 3 document at `/openapi.json`.
 //!
 //! I/O: the listening socket (and, through the service, the data
 //! directory). Nothing is logged that carries memory content or secrets.

@@ -22,6 +22,12 @@ pub fn serve_http(
     listen: SocketAddr,
     ready: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
+    if service.config().metrics_without_key {
+        tracing::warn!(
+            "GET /metrics answers without a key: anyone who reaches {listen} sees every \
+             tenant's request, write, recall and deletion counts"
+        );
+    }
     let state = Arc::new(service);
     // The last reference is dropped here, after the runtime: closing the
     // service closes its PostgreSQL clients, which must not happen inside

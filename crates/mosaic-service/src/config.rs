@@ -115,6 +115,10 @@ pub struct ServerConfig {
     pub extraction_retry_ms: u64,
     /// Timeout of one extractor or verifier call, in milliseconds.
     pub extraction_timeout_ms: u64,
+    /// `GET /metrics` answers without a key (off by default: it needs the
+    /// admin key, since its counters move with every tenant's activity),
+    /// for a scraper that cannot send a bearer token.
+    pub metrics_without_key: bool,
 }
 
 impl Default for ServerConfig {
@@ -150,6 +154,7 @@ impl Default for ServerConfig {
             fact_verifier_api_key: None,
             extraction_retry_ms: 5_000,
             extraction_timeout_ms: 60_000,
+            metrics_without_key: false,
         }
     }
 }
@@ -209,6 +214,9 @@ impl ServerConfig {
                     self.vector_index_optional = parse(&name, &value)?
                 }
                 "MOSAIC_WHOLE_TEXTS" => self.whole_texts = parse(&name, &value)?,
+                "MOSAIC_METRICS_WITHOUT_KEY" => {
+                    self.metrics_without_key = parse(&name, &value)?;
+                }
                 "MOSAIC_READ_CONNECTIONS" => self.read_connections = parse(&name, &value)?,
                 "MOSAIC_PG_READ_CONNECTIONS" => self.pg_read_connections = parse(&name, &value)?,
                 "MOSAIC_PG_READ_WAIT_MS" => self.pg_read_wait_ms = parse(&name, &value)?,
@@ -398,6 +406,26 @@ mod tests {
         assert_eq!(short.pg_read_wait().as_millis(), 500);
         short.pg_read_wait_ms = 100;
         assert_eq!(short.pg_read_wait().as_millis(), 100);
+        Ok(())
+    }
+
+    /// `/metrics` needs the admin key unless the configuration file or the
+    /// environment opens it; a value that is not a boolean is an error,
+    /// never a silent default.
+    #[test]
+    fn metrics_need_a_key_unless_opened_explicitly() -> crate::error::ServiceResult<()> {
+        assert!(!ServerConfig::default().metrics_without_key);
+        assert!(ServerConfig::from_toml_str("metrics_without_key = true\n")?.metrics_without_key);
+        let mut config = ServerConfig::default();
+        config.apply_env([("MOSAIC_METRICS_WITHOUT_KEY".to_owned(), "true".to_owned())])?;
+        assert!(config.metrics_without_key);
+        let mut config = ServerConfig::default();
+        assert!(
+            config
+                .apply_env([("MOSAIC_METRICS_WITHOUT_KEY".to_owned(), "yes".to_owned())])
+                .is_err()
+        );
+        assert!(!config.metrics_without_key);
         Ok(())
     }
 }

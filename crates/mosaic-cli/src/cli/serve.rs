@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::client::agent;
 use super::{EmbedderFlags, ServeFlags, load_config};
 
-pub(super) fn serve(flags: &ServeFlags) -> Result<ExitCode> {
+pub(super) fn serve(flags: &ServeFlags, metrics_without_key: bool) -> Result<ExitCode> {
     // `RUST_LOG` picks the levels and targets (for example
     // `mosaic_service=debug`); `info` when unset or not understood. The
     // MCP transport's own events are kept at `warn` and above whatever it
@@ -35,7 +35,8 @@ pub(super) fn serve(flags: &ServeFlags) -> Result<ExitCode> {
                 .with_filter(no_transport_payloads),
         )
         .init();
-    let config = load_config(flags)?;
+    let mut config = load_config(flags)?;
+    config.metrics_without_key |= metrics_without_key;
     if config.postgres.is_none() {
         refuse_if_held(
             &config.data_dir,

@@ -159,7 +159,7 @@ async fn claim_keys_on_recall_find_the_claimed_record_through_the_server() {
     // The claimed fact was prepared and committed under the writer lock
     // (its conflict scan sees every earlier record), the plain one in a
     // group commit: each is timed as such at /metrics.
-    let (status, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
+    let (status, raw, _) = send_raw(&w.router, "GET", "/metrics", Some(&w.admin_key), None).await;
     assert_eq!(status, StatusCode::OK);
     let metrics = String::from_utf8(raw).expect("utf8");
     // [prepare, commit, index_wait, locked]

@@ -430,7 +430,7 @@ async fn metrics_count_requests_without_ids_or_content() {
         )
         .await;
     }
-    let (status, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
+    let (status, raw, _) = send_raw(&w.router, "GET", "/metrics", Some(&w.admin_key), None).await;
     assert_eq!(status, StatusCode::OK);
     let text = String::from_utf8(raw).expect("utf8");
     assert!(text.contains("mosaic_http_requests_total"), "{text}");

@@ -34,6 +34,7 @@ mod load;
 mod mcp;
 mod mcp_relay;
 mod mem0;
+mod metrics_access;
 mod numbers;
 mod openapi;
 mod oracles;

@@ -528,14 +528,16 @@ fn two_servers_on_one_database_recall_what_either_wrote() {
     }
 }
 
-/// The value of a counter in a server's `/metrics` (0 when absent).
-fn counter(server: &Server, series: &str) -> u64 {
+/// The value of a counter in a server's `/metrics`, read with the admin
+/// key (0 when absent).
+fn counter(server: &Server, admin_key: &str, series: &str) -> u64 {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
     let text = agent
         .get(&format!("{}/metrics", server.url))
+        .header("Authorization", &format!("Bearer {admin_key}"))
         .call()
         .and_then(|mut r| r.body_mut().read_to_string())
         .unwrap_or_else(|e| panic!("metrics: {e}"));
@@ -610,7 +612,7 @@ fn a_grant_or_policy_changed_through_one_server_binds_the_others_next_recall() {
         let context = recalled(&two, &key, "when is the staging database restored");
         assert!(context.contains("restored every Sunday"), "{context}");
     }
-    let kept_before = counter(&two, kept);
+    let kept_before = counter(&two, &admin_key, kept);
     assert!(kept_before >= 1, "server two kept its access read");
 
     // A memory written through server one moves the store's change stamp
@@ -636,7 +638,7 @@ fn a_grant_or_policy_changed_through_one_server_binds_the_others_next_recall() {
     let context = recalled(&two, &key, "how long is the staging database backup kept");
     assert!(context.contains("kept for thirty days"), "{context}");
     assert_eq!(
-        counter(&two, kept),
+        counter(&two, &admin_key, kept),
         kept_before + 1,
         "a memory's write keeps the access read"
     );

@@ -279,9 +279,19 @@ fn postgres_ranked_recall_answers_busy_when_the_read_pool_stays_in_use() {
     assert_eq!(answer(&after), answer(&before));
 }
 
-/// A gauge's value in the server's `/metrics` text, if it is there.
-pub(crate) fn gauge(server_url: &str, name: &str) -> Option<f64> {
+/// The admin key the server of `dir` wrote at its first start.
+fn admin_key(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("admin.key"))
+        .expect("the server writes the admin key")
+        .trim()
+        .to_owned()
+}
+
+/// A gauge's value in the server's `/metrics` text (read with the admin
+/// key), if it is there.
+pub(crate) fn gauge(server_url: &str, admin_key: &str, name: &str) -> Option<f64> {
     let mut response = ureq::get(&format!("{server_url}/metrics"))
+        .header("Authorization", &format!("Bearer {admin_key}"))
         .call()
         .expect("the metrics answer");
     let text = response.body_mut().read_to_string().expect("body");
@@ -310,10 +320,11 @@ fn postgres_kept_read_gauges_rise_with_a_recall_and_drop_with_an_erasure() {
         dir.path(),
         &[("MOSAIC_EMBEDDER", "hash")],
     );
+    let admin = admin_key(dir.path());
     let tenants = "mosaic_pg_kept_read_tenants";
     let bytes = "mosaic_pg_kept_read_bytes";
-    assert_eq!(gauge(&server.url, tenants), Some(0.0));
-    assert_eq!(gauge(&server.url, bytes), Some(0.0));
+    assert_eq!(gauge(&server.url, &admin, tenants), Some(0.0));
+    assert_eq!(gauge(&server.url, &admin, bytes), Some(0.0));
     let (status, body, _) = recall(&server.url, &key, "staging database Sunday", "hybrid");
     assert_eq!(status, 200, "{body}");
     assert!(
@@ -323,9 +334,10 @@ fn postgres_kept_read_gauges_rise_with_a_recall_and_drop_with_an_erasure() {
             .is_empty(),
         "{body}"
     );
-    assert_eq!(gauge(&server.url, tenants), Some(1.0));
-    assert!(gauge(&server.url, bytes).is_some_and(|b| b > 0.0));
+    assert_eq!(gauge(&server.url, &admin, tenants), Some(1.0));
+    assert!(gauge(&server.url, &admin, bytes).is_some_and(|b| b > 0.0));
     let mut response = ureq::get(&format!("{}/metrics", server.url))
+        .header("Authorization", &format!("Bearer {admin}"))
         .call()
         .expect("metrics");
     let text = response.body_mut().read_to_string().expect("body");
@@ -334,8 +346,8 @@ fn postgres_kept_read_gauges_rise_with_a_recall_and_drop_with_an_erasure() {
     let (status, erased) = call(&server, &key, "POST", "/v1/erasure", Some(json!({})));
     assert_eq!(status, 200, "{erased}");
     assert_eq!(erased["complete"], true, "{erased}");
-    assert_eq!(gauge(&server.url, tenants), Some(0.0));
-    assert_eq!(gauge(&server.url, bytes), Some(0.0));
+    assert_eq!(gauge(&server.url, &admin, tenants), Some(0.0));
+    assert_eq!(gauge(&server.url, &admin, bytes), Some(0.0));
 }
 
 /// A kept read no read uses is dropped after `pg_kept_read_idle_ms`, by
@@ -361,13 +373,14 @@ fn postgres_a_kept_read_left_idle_is_dropped() {
             ("MOSAIC_RECONCILE_INTERVAL_MS", "200"),
         ],
     );
+    let admin = admin_key(dir.path());
     let tenants = "mosaic_pg_kept_read_tenants";
     let (status, body, _) = recall(&server.url, &key, "staging database Sunday", "hybrid");
     assert_eq!(status, 200, "{body}");
     let kept_at = Instant::now();
-    assert_eq!(gauge(&server.url, tenants), Some(1.0));
+    assert_eq!(gauge(&server.url, &admin, tenants), Some(1.0));
     let dropped = loop {
-        let value = gauge(&server.url, tenants);
+        let value = gauge(&server.url, &admin, tenants);
         if value == Some(0.0) {
             break kept_at.elapsed();
         }
@@ -383,5 +396,5 @@ fn postgres_a_kept_read_left_idle_is_dropped() {
     let (status, again, _) = recall(&server.url, &key, "staging database Sunday", "hybrid");
     assert_eq!(status, 200, "{again}");
     assert_eq!(answer(&again), answer(&body));
-    assert_eq!(gauge(&server.url, tenants), Some(1.0));
+    assert_eq!(gauge(&server.url, &admin, tenants), Some(1.0));
 }

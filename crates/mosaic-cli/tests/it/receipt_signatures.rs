@@ -121,7 +121,8 @@ async fn every_receipt_is_signed_verifies_offline_and_fails_once_changed() {
             .expect("secret");
         let (_, body) = send(&w.router, "GET", "/v1/keys", None, None).await;
         assert!(!body.to_string().contains(secret));
-        let (_, metrics, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
+        let (_, metrics, _) =
+            send_raw(&w.router, "GET", "/metrics", Some(&w.admin_key), None).await;
         assert!(!String::from_utf8_lossy(&metrics).contains(secret));
     }
 

@@ -68,7 +68,7 @@ async fn scope_reads(w: &World) -> (u64, u64) {
 
 /// [`scope_reads`] with the reads made by applying changes.
 async fn scope_reads_changed(w: &World) -> (u64, u64, u64) {
-    let (_, raw, _) = send_raw(&w.router, "GET", "/metrics", None, None).await;
+    let (_, raw, _) = send_raw(&w.router, "GET", "/metrics", Some(&w.admin_key), None).await;
     let text = String::from_utf8(raw).expect("utf8");
     (
         counter(&text, "mosaic_scope_reads_total{outcome=\"read\"}"),

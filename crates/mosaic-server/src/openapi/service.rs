@@ -1,5 +1,5 @@
-//! The service's own routes: health, metrics, this document, the receipt
-//! keys and `whoami`.
+//! The service's own routes: health, metrics (admin key), this document,
+//! the receipt keys and `whoami`.
 
 use mosaic_service::api as a;
 
@@ -18,8 +18,8 @@ pub(super) const OPERATIONS: &[Operation] = &[
     op(
         "GET",
         "/metrics",
-        "Prometheus metrics (no content, no principal ids)",
-        "none",
+        "Prometheus metrics (no content, no principal ids); the admin key, as every admin route (a server started with --metrics-without-key answers without one)",
+        "admin",
         None,
     ),
     op("GET", "/openapi.json", "This document", "none", None),
