@@ -450,10 +450,11 @@ macro_rules! impl_store {
                     ids: &[String],
                     kind: ::mosaic_harness::MemoryKind,
                     subject: &::mosaic_harness::MemorySubject,
-                ) -> StoreResult<Vec<(String, String)>> {
+                    held: &dyn Fn(&str) -> bool,
+                ) -> StoreResult<Vec<(String, Option<String>)>> {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, tenant_id)?;
-                        read::live_contents(c, tenant_id, ids, kind, subject)
+                        read::live_contents(c, tenant_id, ids, kind, subject, held)
                     })
                 }
 
