@@ -60,28 +60,20 @@ pub(super) struct GuardTexts {
 }
 
 /// Most bytes of stored text the [`ParsedTexts`] hold (their lower-case
-/// copies, and the ids of the records they are kept by), and the longest
-/// text they take: what a subject's candidates share between calls fits
-/// many times over.
+/// copies), and the longest text they take: what a subject's candidates
+/// share between calls fits many times over.
 pub const PARSED_TEXTS_BYTES: usize = 8 << 20;
 const PARSED_TEXT_MAX_BYTES: usize = 64 << 10;
 
-/// Stored texts split into words, by the text itself and by the record
-/// that holds it, shared by every call: single proposals of one subject
-/// are compared with largely the same stored records, one call after
-/// another, and each call read their contents from the store (a row each,
-/// in a table that grows with the subject) only to split the same texts
-/// into words again. Keyed by the content, an entry is [`StoredText::of`]
-/// that content whatever record holds it; keyed by record id, it is that
-/// record's content, which never changes under its id (a record's row is
-/// written once, then only its state changes, and the store refuses an id
-/// it held before, an erased record's included: `RecordIdInUse`), so
-/// neither is ever stale. Which records are live is still read from the store on every
-/// call (`Store::live_contents`), so a record revoked, superseded or
-/// erased since its text was kept is not compared. Emptied whole when
-/// full, and by an erasure (`purge_erased_bytes`, docs/ERASURE.md), so an
-/// erased text is not kept: texts read from the store before an emptying
-/// are not kept after it.
+/// Stored texts split into words, by the text itself, shared by every
+/// call: single proposals of one subject are compared with largely the
+/// same stored records, one call after another, and each call read them
+/// from the store only to split the same texts into words again. Keyed by
+/// the content, so an entry is [`StoredText::of`] that content whatever
+/// record holds it, never stale; which records are live is still read from
+/// the store on every call. Emptied whole when full, and by an erasure
+/// (`purge_erased_bytes`, docs/ERASURE.md), so an erased text is not kept:
+/// texts read from the store before an emptying are not kept after it.
 #[derive(Default)]
 pub(super) struct ParsedTexts {
     held: Mutex<ParsedHeld>,
@@ -90,9 +82,6 @@ pub(super) struct ParsedTexts {
 #[derive(Default)]
 struct ParsedHeld {
     texts: HashMap<String, Arc<StoredText>, foldhash::fast::RandomState>,
-    /// The records whose text is among `texts`, by record id.
-    by_record: HashMap<String, Arc<StoredText>, foldhash::fast::RandomState>,
-    /// The bytes of `texts`' contents and of `by_record`'s ids.
     bytes: usize,
     /// How many times an erasure emptied them.
     emptied: u64,
@@ -132,7 +121,6 @@ impl ParsedTexts {
                 for (content, text) in new {
                     if held.bytes + content.len() > PARSED_TEXTS_BYTES {
                         held.texts.clear();
-                        held.by_record.clear();
                         held.bytes = 0;
                     }
                     let len = content.len();
@@ -145,52 +133,12 @@ impl ParsedTexts {
         out.into_iter().flatten().collect()
     }
 
-    /// The texts held of the records among `ids`, by record id.
-    fn of_held_records(&self, ids: &[String]) -> HashMap<String, Arc<StoredText>> {
-        let held = lock_parsed(&self.held);
-        ids.iter()
-            .filter_map(|id| Some((id.clone(), Arc::clone(held.by_record.get(id.as_str())?))))
-            .collect()
-    }
-
-    /// [`ParsedTexts::of`] the contents of `records` (`(record_id,
-    /// content)`, read from the store after `read_at`), in order, each
-    /// kept by its record's id too under the same conditions.
-    fn of_records(&self, records: Vec<(String, String)>, read_at: u64) -> Vec<Arc<StoredText>> {
-        let (ids, contents): (Vec<String>, Vec<String>) = records.into_iter().unzip();
-        let lengths: Vec<usize> = contents.iter().map(String::len).collect();
-        let texts = self.of(contents, read_at);
-        let mut held = lock_parsed(&self.held);
-        if held.emptied == read_at {
-            for ((id, len), text) in ids.into_iter().zip(lengths).zip(&texts) {
-                if len > PARSED_TEXT_MAX_BYTES || held.by_record.contains_key(id.as_str()) {
-                    continue;
-                }
-                if held.bytes + id.len() > PARSED_TEXTS_BYTES {
-                    held.texts.clear();
-                    held.by_record.clear();
-                    held.bytes = 0;
-                }
-                held.bytes += id.len();
-                held.by_record.insert(id, Arc::clone(text));
-            }
-        }
-        texts
-    }
-
     /// Forgets every text held, and those read before and not yet kept.
     pub(super) fn clear(&self) {
         let mut held = lock_parsed(&self.held);
         held.texts.clear();
-        held.by_record.clear();
         held.bytes = 0;
         held.emptied += 1;
-    }
-
-    /// How many records' texts are held by record id.
-    #[cfg(test)]
-    fn records_held(&self) -> usize {
-        lock_parsed(&self.held).by_record.len()
     }
 
     /// How many texts are held.
@@ -208,19 +156,14 @@ fn lock_parsed(held: &Mutex<ParsedHeld>) -> MutexGuard<'_, ParsedHeld> {
 
 impl GuardTexts {
     /// The texts of `ids` live for `kind` and `subject`, in the order of
-    /// `ids`; those not read yet are read with `read` (which of the ids it
-    /// is given are live, each with its content unless the second
-    /// argument says `parsed` holds its record's text; see
-    /// `Store::live_contents`), once per call.
+    /// `ids`; those not read yet are read with `read` (the live ones'
+    /// contents among the ids it is given), once per call.
     fn live<'a>(
         &'a mut self,
         (kind, subject): (MemoryKind, &MemorySubject),
         ids: &'a [String],
         parsed: &ParsedTexts,
-        read: impl FnOnce(
-            &[String],
-            &dyn Fn(&str) -> bool,
-        ) -> ServiceResult<Vec<(String, Option<String>)>>,
+        read: impl FnOnce(&[String]) -> ServiceResult<Vec<(String, String)>>,
     ) -> ServiceResult<Vec<(&'a str, &'a StoredText)>> {
         let scope = (kind, subject.key());
         if self.scope.as_ref() != Some(&scope) {
@@ -234,29 +177,11 @@ impl GuardTexts {
             .collect();
         if !missing.is_empty() {
             let read_at = parsed.read_at();
-            // Taken before the read: what it then answers live is
-            // compared, its text held or read.
-            let mut held = parsed.of_held_records(&missing);
-            let live = read(&missing, &|id| held.contains_key(id))?;
-            let mut found: HashMap<String, Arc<StoredText>> = HashMap::with_capacity(live.len());
-            let mut read_texts = Vec::new();
-            for (id, content) in live {
-                match content {
-                    Some(content) => read_texts.push((id, content)),
-                    None => {
-                        let text = held.remove(&id).ok_or_else(|| {
-                            ServiceError::Internal("the store left out a text not held".into())
-                        })?;
-                        found.insert(id, text);
-                    }
-                }
-            }
-            let read_ids: Vec<String> = read_texts.iter().map(|(id, _)| id.clone()).collect();
-            found.extend(
-                read_ids
-                    .into_iter()
-                    .zip(parsed.of_records(read_texts, read_at)),
-            );
+            let (found, contents): (Vec<String>, Vec<String>) = read(&missing)?.into_iter().unzip();
+            let mut found: HashMap<String, Arc<StoredText>> = found
+                .into_iter()
+                .zip(parsed.of(contents, read_at))
+                .collect();
             for id in missing {
                 let text = found.remove(&id);
                 self.texts.insert(id, text);
@@ -332,14 +257,13 @@ impl ServiceCore {
                     (request.kind, &request.subject),
                     &candidates,
                     &self.parsed_texts,
-                    |ids, held| {
-                        Ok(inner.store.live_contents(
-                            tenant,
-                            ids,
-                            request.kind,
-                            &request.subject,
-                            held,
-                        )?)
+                    |ids| {
+                        Ok(inner
+                            .store
+                            .live_contents(tenant, ids, request.kind, &request.subject, &|_| false)?
+                            .into_iter()
+                            .filter_map(|(id, content)| Some((id, content?)))
+                            .collect())
                     },
                 )?
             }
@@ -758,16 +682,11 @@ mod tests {
         };
         let store: BTreeMap<&str, &str> = [("m-1", "one"), ("m-2", "two"), ("m-3", "three")].into();
         let reads = std::cell::RefCell::new(Vec::<Vec<String>>::new());
-        let read = |ids: &[String],
-                    held: &dyn Fn(&str) -> bool|
-         -> ServiceResult<Vec<(String, Option<String>)>> {
+        let read = |ids: &[String]| -> ServiceResult<Vec<(String, String)>> {
             reads.borrow_mut().push(ids.to_vec());
             Ok(ids
                 .iter()
-                .filter_map(|id| {
-                    let content = store.get(id.as_str())?;
-                    Some((id.clone(), (!held(id)).then(|| content.to_string())))
-                })
+                .filter_map(|id| Some((id.clone(), store.get(id.as_str())?.to_string())))
                 .collect())
         };
         let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -802,83 +721,6 @@ mod tests {
                 second.clone(),
                 second.clone(),
             ]
-        );
-        Ok(())
-    }
-
-    /// A text held by its record's id is compared only while the store
-    /// reads the record live: against a real store, a second call reads
-    /// no text it holds, and after one record is superseded, one revoked
-    /// and one erased (their texts still held: only the erasure's purge
-    /// empties them), a call compares the live ones alone, the held texts
-    /// of the others left out.
-    #[test]
-    fn a_held_text_is_compared_only_while_its_record_is_live()
-    -> Result<(), Box<dyn std::error::Error>> {
-        use mosaic_store::conformance::fixtures::{self, Spec, T0, TENANT_A};
-        use mosaic_store::conformance::{erase_as_alice, publish_all, test_config};
-        use mosaic_store::{RevocationReason, Store};
-
-        let dir = tempfile::tempdir()?;
-        let config = test_config();
-        let targets = config.required_index_targets.clone();
-        let mut store = mosaic_store::SqliteStore::open(dir.path().join("store.sqlite"), config)?;
-        fixtures::seed(&mut store, TENANT_A, &["alice"])?;
-        let ids: Vec<String> = (1..=4).map(|n| format!("held-{n}")).collect();
-        let batch: Vec<_> = ids
-            .iter()
-            .map(|id| Spec::principal(TENANT_A, "alice", id).build())
-            .collect();
-        for outcome in store.write_batch(&batch)? {
-            assert!(outcome.is_accepted(), "{outcome:?}");
-        }
-        publish_all(&mut store, &targets, T0)?;
-        let first = store.get_record("held-1")?.ok_or("no record")?;
-        let (kind, subject) = (first.record.kind, first.record.subject.clone());
-        let parsed = ParsedTexts::default();
-        // One call of the guard over `candidates`: the ids compared, and
-        // how many contents the store read.
-        let call = |store: &mut mosaic_store::SqliteStore,
-                    candidates: &[String]|
-         -> ServiceResult<(Vec<String>, usize)> {
-            let read = std::cell::Cell::new(0);
-            let mut texts = GuardTexts::default();
-            let found = texts.live((kind, &subject), candidates, &parsed, |ids, held| {
-                let live = store.live_contents(TENANT_A, ids, kind, &subject, held)?;
-                read.set(live.iter().filter(|(_, c)| c.is_some()).count());
-                Ok(live)
-            })?;
-            let compared = found.into_iter().map(|(id, _)| id.to_owned()).collect();
-            Ok((compared, read.get()))
-        };
-        assert_eq!(call(&mut store, &ids)?, (ids.clone(), 4));
-        assert_eq!(parsed.records_held(), 4);
-        assert_eq!(call(&mut store, &ids)?, (ids.clone(), 0), "held, not read");
-
-        let mut successor = Spec::principal(TENANT_A, "alice", "held-5");
-        successor.supersedes = Some(("held-1".into(), 1));
-        assert!(store.write(&successor.build())?.is_accepted());
-        store.revoke(
-            "held-2",
-            &RevocationReason::Requested,
-            &fixtures::authorization("alice"),
-            T0 + 1,
-        )?;
-        erase_as_alice(&mut store, "held-3", &targets, T0 + 2)?;
-        assert_eq!(parsed.records_held(), 4, "the texts are still held");
-        let mut candidates = ids.clone();
-        candidates.push("held-5".into());
-        assert_eq!(
-            call(&mut store, &candidates)?,
-            (vec!["held-4".to_owned(), "held-5".to_owned()], 1),
-            "the superseded, revoked and erased records' held texts are not compared"
-        );
-        // The erasure's purge empties them all.
-        parsed.clear();
-        assert_eq!(parsed.records_held(), 0);
-        assert_eq!(
-            call(&mut store, &candidates)?,
-            (vec!["held-4".to_owned(), "held-5".to_owned()], 2)
         );
         Ok(())
     }
