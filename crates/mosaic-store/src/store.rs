@@ -299,22 +299,17 @@ pub trait Store: Send {
 
     /// The contents of the live (active or publishing) records among
     /// `ids` that are the tenant's and of `kind` and `subject`, as
-    /// `(record_id, content)` sorted by record id, in one read transaction
-    /// that decodes no record: the texts the write guards compare a
-    /// proposal with. Every other id (unknown, foreign, erased, of another
-    /// state, kind or subject) is absent. The content is `None` for the
-    /// ids `held` says the caller already holds the text of (asked once
-    /// per live id; a record's content never changes under its id, and an
-    /// id is never used again once its record is erased), and is then not
-    /// read: which records are live is read without their rows.
+    /// `(record_id, content)` sorted by record id, in one read that decodes
+    /// no record: the texts the write guards compare a proposal with.
+    /// Every other id (unknown, foreign, erased, of another state, kind or
+    /// subject) is absent.
     fn live_contents(
         &mut self,
         tenant_id: &str,
         ids: &[String],
         kind: MemoryKind,
         subject: &MemorySubject,
-        held: &dyn Fn(&str) -> bool,
-    ) -> StoreResult<Vec<(String, Option<String>)>>;
+    ) -> StoreResult<Vec<(String, String)>>;
 
     /// The structured claims of a record, sorted by claim id: committed in
     /// the record's own write transaction (so they exist exactly when the

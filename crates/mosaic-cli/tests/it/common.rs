@@ -467,7 +467,6 @@ pub fn as_released_v10(data: &std::path::Path) {
              DROP TABLE captured_messages; DROP TABLE extraction_jobs; DROP TABLE export_requests;
              ALTER TABLE proposals DROP COLUMN principal_id;
              DELETE FROM meta WHERE key = 'intake_imported';
-             DROP INDEX idx_records_live;
              DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;
              UPDATE meta SET int_value = 10 WHERE key = 'schema_version';
              PRAGMA user_version = 10;",

@@ -60,7 +60,6 @@ END $$;
 DROP TABLE captured_messages; DROP TABLE extraction_jobs; DROP TABLE export_requests;
 ALTER TABLE proposals DROP COLUMN principal_id;
 DELETE FROM meta WHERE key = 'intake_imported';
-DROP INDEX idx_records_live;
 DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;
 DELETE FROM schema_migrations WHERE version >= 11;
 ";

@@ -258,12 +258,12 @@ impl ServiceCore {
                     &candidates,
                     &self.parsed_texts,
                     |ids| {
-                        Ok(inner
-                            .store
-                            .live_contents(tenant, ids, request.kind, &request.subject, &|_| false)?
-                            .into_iter()
-                            .filter_map(|(id, content)| Some((id, content?)))
-                            .collect())
+                        Ok(inner.store.live_contents(
+                            tenant,
+                            ids,
+                            request.kind,
+                            &request.subject,
+                        )?)
                     },
                 )?
             }
@@ -352,7 +352,7 @@ impl ServiceCore {
         }
         let live: BTreeSet<String> = inner
             .store
-            .live_contents(tenant, &near, request.kind, &request.subject, &|_| true)?
+            .live_contents(tenant, &near, request.kind, &request.subject)?
             .into_iter()
             .map(|(id, _)| id)
             .collect();

@@ -42,7 +42,6 @@ pub fn supersession_is_generation_fenced<F: StoreFactory>(factory: &F) -> StoreR
             &["v1".to_owned(), "v2".to_owned()],
             old.record.kind,
             &old.record.subject,
-            &|_| false,
         )?
         .into_iter()
         .map(|(id, _)| id)

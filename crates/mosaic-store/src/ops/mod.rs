@@ -344,14 +344,6 @@ pub(crate) trait Tx {
     where
         Self: Sized;
 
-    /// `table` (with its alias) read through `index` only: the planner of
-    /// a backend that keeps no statistics is told which index answers
-    /// the statement (SQLite's `INDEXED BY`, refused if the index cannot);
-    /// one that keeps them chooses for itself.
-    fn through_index(table: &str, index: &str) -> String
-    where
-        Self: Sized;
-
     /// What the backend finds wrong with its storage inside the
     /// transaction (empty when nothing is).
     fn storage_problems(&self) -> StoreResult<Vec<String>>;

@@ -450,11 +450,10 @@ macro_rules! impl_store {
                     ids: &[String],
                     kind: ::mosaic_harness::MemoryKind,
                     subject: &::mosaic_harness::MemorySubject,
-                    held: &dyn Fn(&str) -> bool,
-                ) -> StoreResult<Vec<(String, Option<String>)>> {
+                ) -> StoreResult<Vec<(String, String)>> {
                     self.read_tx(|c| {
                         Tx::enter_tenant(c, tenant_id)?;
-                        read::live_contents(c, tenant_id, ids, kind, subject, held)
+                        read::live_contents(c, tenant_id, ids, kind, subject)
                     })
                 }
 

@@ -431,10 +431,6 @@ impl Tx for Ctx<'_> {
         format!("{expr} = ANY({placeholder})")
     }
 
-    fn through_index(table: &str, _index: &str) -> String {
-        table.to_owned()
-    }
-
     fn joined_to_set(table: &str, key: &str, placeholder: &str) -> String {
         format!("unnest({placeholder}::text[]) AS keys(value) JOIN {table} ON {key} = keys.value")
     }

@@ -242,10 +242,6 @@ impl Tx for Ctx<'_> {
         format!("{expr} IN (SELECT value FROM json_each({placeholder}))")
     }
 
-    fn through_index(table: &str, index: &str) -> String {
-        format!("{table} INDEXED BY {index}")
-    }
-
     fn joined_to_set(table: &str, key: &str, placeholder: &str) -> String {
         // CROSS JOIN keeps the texts the outer loop: each is one lookup of
         // the table by `key`.
@@ -500,15 +496,6 @@ impl SqliteStore {
             .collect();
         args.extend((0..buckets).map(|b| Arg::Int(b as i64)));
         self.explain(&crate::ops::scope::buckets_entries_sql(buckets), &args)
-    }
-
-    /// `EXPLAIN QUERY PLAN` detail lines of the statement the write guards
-    /// learn which of `ids` are live with (see
-    /// [`crate::Store::live_contents`]; for tests that it reads no
-    /// record's row).
-    pub fn explain_live_records(&mut self, ids: &[String]) -> StoreResult<Vec<String>> {
-        let sql = crate::ops::read::live_records_sql::<Ctx<'_>>();
-        self.explain(&sql, &[Arg::TextSet(ids.to_vec())])
     }
 
     fn explain(&self, sql: &str, args: &[Arg]) -> StoreResult<Vec<String>> {

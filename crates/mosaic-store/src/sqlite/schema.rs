@@ -397,31 +397,17 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     COVERING_READS_MIGRATION,
 ];
 
-/// The migration that makes two reads of a proposal's write covering, so
-/// that neither visits the rows of a table that grows with the tenant's
-/// memory:
-///
-/// * `idx_scope_entries_bucket` holds each entry's record id and entry
-///   hash after its bucket: the rehash of a changed bucket reads its
-///   entries from the index alone (it replaces the index on the bucket
-///   only, which looked each entry's row up in the table);
-/// * `idx_records_live`, of the live (active or publishing) records only,
-///   a record's tenant, kind, subject and state after its id: the write
-///   guards learn which of their candidates are live for the proposal's
-///   kind and subject without reading the records' rows (their bodies
-///   and contents), and read the contents of only those whose text they
-///   do not hold. Partial, so no other statement can plan with it: a
-///   full index led by the record id drew the planner away from the
-///   primary key for the eligibility read of changed records (a range of
-///   the scope's eligibility index per id instead of one lookup). The
-///   guards' read names it (`INDEXED BY`).
+/// The migration that makes the rehash of a changed scope bucket read
+/// the index alone: `idx_scope_entries_bucket` holds each entry's record
+/// id and entry hash after its bucket (it replaces the index on the
+/// bucket only, which looked each entry's row up in `scope_entries`, a
+/// table that grows with the scope: about a hundred rows a bucket at
+/// 100k records, read twice for each proposal, by its write and by the
+/// outbox's acknowledgement).
 const COVERING_READS_MIGRATION: &str = r#"
 DROP INDEX idx_scope_entries_bucket;
 CREATE INDEX idx_scope_entries_bucket ON scope_entries
     (tenant_id, scope_type, scope_a, scope_b, bucket, record_id, entry_sha256);
-CREATE INDEX idx_records_live ON records
-    (record_id, tenant_id, kind, subject_type, subject_a, subject_b, state)
-    WHERE state IN ('active', 'publishing');
 "#;
 
 /// The migration that stores each read scope's tree in pages of five

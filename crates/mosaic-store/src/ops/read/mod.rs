@@ -177,89 +177,52 @@ fn column_of<C: Tx, T>(
     Ok(out)
 }
 
-/// The statement [`live_contents`] learns which of the records bound at
-/// `?1` (an [`Arg::TextSet`]) are live with: their ids, tenants, kinds
-/// and subjects, from `idx_records_live` alone (its rows are the live
-/// records', its condition this statement's), so no record's row is
-/// read. A record is live when active or publishing.
-pub(crate) fn live_records_sql<C: Tx>() -> String {
-    format!(
-        "SELECT r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b
-         FROM {} WHERE r.state IN ('active', 'publishing') AND {}",
-        C::through_index("records r", "idx_records_live"),
-        C::in_set("r.record_id", "?1")
-    )
-}
-
-/// The columns [`live_records_sql`] reads.
-type LiveRow = (String, String, String, String, String, String);
+/// The columns [`live_contents`] reads, of `records r`.
+type LiveRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+);
 
 /// `(record_id, content)` of the live records among `ids` that are the
-/// tenant's and of `kind` and `subject`, sorted by record id, the content
-/// `None` for those `held` says the caller holds the text of (a record's
-/// content never changes under its id). Which are live is read from
-/// `idx_records_live` alone (see [`live_records_sql`]); the contents of
-/// the others by primary key; no record body is read or decoded.
+/// tenant's and of `kind` and `subject`, sorted by record id. Read by
+/// primary key only, as [`get_records`] is, the other columns compared on
+/// each row; no record body is decoded.
 pub(crate) fn live_contents<C: Tx>(
     c: &C,
     tenant_id: &str,
     ids: &[String],
     kind: MemoryKind,
     subject: &MemorySubject,
-    held: &dyn Fn(&str) -> bool,
-) -> StoreResult<Vec<(String, Option<String>)>> {
+) -> StoreResult<Vec<(String, String)>> {
     let wanted = subject_columns(subject);
-    let sql = live_records_sql::<C>();
-    let mut live = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(RECORDS_PER_READ) {
-        let args = [Arg::TextSet(chunk.to_vec())];
-        for (id, tenant, row_kind, subject_type, a, b) in
-            c.rows(&sql, &vals(&args), |r| r.cols::<LiveRow>())?
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, tenant, row_kind, subject_type, a, b, state, content) in records_by_id(
+        c,
+        "r.record_id, r.tenant_id, r.kind, r.subject_type, r.subject_a, r.subject_b,
+         r.state, r.content",
+        ids,
+        |r| r.cols::<LiveRow>(),
+    )? {
+        let live = matches!(
+            parse_state(&state)?,
+            RecordState::Active | RecordState::Publishing
+        );
+        if live
+            && tenant == tenant_id
+            && row_kind == kind.as_str()
+            && (subject_type.as_str(), a.as_str(), b.as_str()) == wanted
         {
-            if tenant == tenant_id
-                && row_kind == kind.as_str()
-                && (subject_type.as_str(), a.as_str(), b.as_str()) == wanted
-            {
-                live.push(id);
-            }
+            out.push((id, content));
         }
     }
-    live.sort();
-    // Asked once per id: what it answers decides both reads.
-    let live: Vec<(String, bool)> = live
-        .into_iter()
-        .map(|id| {
-            let is_held = held(&id);
-            (id, is_held)
-        })
-        .collect();
-    let unheld: Vec<String> = live
-        .iter()
-        .filter(|(_, is_held)| !is_held)
-        .map(|(id, _)| id.clone())
-        .collect();
-    let contents: std::collections::HashMap<String, String> = if unheld.is_empty() {
-        Default::default()
-    } else {
-        records_by_id(c, "r.record_id, r.content", &unheld, |r| {
-            r.cols::<(String, String)>()
-        })?
-        .into_iter()
-        .collect()
-    };
-    live.into_iter()
-        .map(|(id, is_held)| {
-            if is_held {
-                return Ok((id, None));
-            }
-            // Read in this same transaction as its liveness.
-            let content = contents
-                .get(&id)
-                .cloned()
-                .ok_or_else(|| StoreError::Corrupt(format!("live record {id} has no row")))?;
-            Ok((id, Some(content)))
-        })
-        .collect()
+    out.sort();
+    Ok(out)
 }
 
 /// Most ids bound to one statement of [`get_records`].

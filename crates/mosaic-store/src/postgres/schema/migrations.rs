@@ -576,21 +576,16 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     COVERING_READS_MIGRATION,
 ];
 
-/// The migration that makes the rehash of a changed scope bucket and the
-/// write guards' liveness read index-only, as on SQLite (see that
-/// backend's `COVERING_READS_MIGRATION`; the liveness index is partial
-/// there too, its rows the live records'). The columns only read are
-/// `INCLUDE`d rather than keys: both reads are equalities on the key
-/// columns (the bucket's entries are sorted by record id in the process,
-/// a record is found by its id), so the inner pages of the tree hold the
-/// keys alone and stay as narrow as before.
+/// The migration that makes the rehash of a changed scope bucket read
+/// the index alone, as on SQLite (see that backend's
+/// `COVERING_READS_MIGRATION`). The record id and entry hash are
+/// `INCLUDE`d rather than keys: the read is an equality on the bucket
+/// (its entries are sorted by record id in the process), so the inner
+/// pages of the tree hold the keys alone and stay as narrow as before.
 const COVERING_READS_MIGRATION: &str = r#"
 DROP INDEX idx_scope_entries_bucket;
 CREATE INDEX idx_scope_entries_bucket ON scope_entries
     (tenant_id, scope_type, scope_a, scope_b, bucket) INCLUDE (record_id, entry_sha256);
-CREATE INDEX idx_records_live ON records (record_id)
-    INCLUDE (tenant_id, kind, subject_type, subject_a, subject_b, state)
-    WHERE state IN ('active', 'publishing');
 "#;
 
 /// The migration that stores each read scope's tree in pages of five

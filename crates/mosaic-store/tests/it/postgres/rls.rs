@@ -573,8 +573,8 @@ const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs
 const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;";
 
 /// What version 16 changed: the bucket index holds the entries' record
-/// ids and hashes, and the records' liveness index.
-const UNDO_V16: &str = "DROP INDEX idx_records_live; DROP INDEX idx_scope_entries_bucket;
+/// ids and hashes.
+const UNDO_V16: &str = "DROP INDEX idx_scope_entries_bucket;
     CREATE INDEX idx_scope_entries_bucket ON scope_entries
         (tenant_id, scope_type, scope_a, scope_b, bucket);";
 
