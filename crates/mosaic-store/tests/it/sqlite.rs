@@ -1734,3 +1734,27 @@ fn a_rehash_reads_its_buckets_entries_from_the_index_alone() {
         );
     }
 }
+
+/// A version 15 file gains the covering bucket index in place: every
+/// scope's root and every record's inclusion proof read the same, the
+/// file checks clean, and the rehash's read of a bucket plans from the
+/// index alone.
+#[test]
+fn version_15_files_gain_the_covering_bucket_index_in_place() {
+    let (_dir, path, mut store) = seeded();
+    let ids = crate::common::fill_scopes(&mut store);
+    let before = crate::common::scope_proofs(&mut store, &ids);
+    drop(store);
+    raw(&path)
+        .execute_batch(&format!("{UNDO_V16} PRAGMA user_version = 15;"))
+        .expect("downgrade");
+    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    assert_eq!(crate::common::scope_proofs(&mut store, &ids), before);
+    assert!(store.integrity_check().expect("check").is_ok());
+    let plan = store.explain_scope_buckets(1).expect("plan");
+    assert!(
+        plan[0].starts_with("SEARCH scope_entries USING COVERING INDEX idx_scope_entries_bucket"),
+        "{plan:?}"
+    );
+}
