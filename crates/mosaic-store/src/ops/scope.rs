@@ -244,25 +244,9 @@ fn bucket_entries<C: Tx>(
     )
 }
 
-/// The statement [`buckets_entries`] reads `count` buckets' entries with:
-/// the tenant, the scope's columns and the buckets bound at `?1` to
-/// `?4` and `?5` on. A range read of `idx_scope_entries_bucket` per
-/// bucket, from the index alone (it holds the record id and entry hash).
-pub(crate) fn buckets_entries_sql(count: usize) -> String {
-    let list = (0..count)
-        .map(|at| format!("?{}", 5 + at))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "SELECT bucket, record_id, entry_sha256 FROM scope_entries
-         WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
-           AND bucket IN ({list})"
-    )
-}
-
 /// [`bucket_entries`] of each of `buckets` (an empty bucket is absent),
-/// in one statement (one per [`BUCKETS_PER_STATEMENT`] buckets): see
-/// [`buckets_entries_sql`].
+/// in one statement (one per [`BUCKETS_PER_STATEMENT`] buckets): a range
+/// read of `idx_scope_entries_bucket` per bucket.
 fn buckets_entries<C: Tx>(
     c: &C,
     tenant: &str,
@@ -276,8 +260,19 @@ fn buckets_entries<C: Tx>(
         let mut args: Vec<Val<'_>> =
             vec![Val::Text(tenant), Val::Text(st), Val::Text(a), Val::Text(b)];
         args.extend(chunk.iter().map(|bucket| Val::Int(*bucket)));
-        let rows: Vec<(i64, String, String)> =
-            c.rows(&buckets_entries_sql(chunk.len()), &args, |r| r.cols())?;
+        let list = (0..chunk.len())
+            .map(|at| format!("?{}", 5 + at))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows: Vec<(i64, String, String)> = c.rows(
+            &format!(
+                "SELECT bucket, record_id, entry_sha256 FROM scope_entries
+                 WHERE tenant_id = ?1 AND scope_type = ?2 AND scope_a = ?3 AND scope_b = ?4
+                   AND bucket IN ({list})"
+            ),
+            &args,
+            |r| r.cols(),
+        )?;
         for (bucket, id, hash) in rows {
             let bucket = u32::try_from(bucket).map_err(|_| corrupt("bucket out of range"))?;
             out.entry(bucket).or_default().push((id, hash_of(&hash)?));

@@ -486,24 +486,6 @@ impl SqliteStore {
         Ok(out)
     }
 
-    /// `EXPLAIN QUERY PLAN` detail lines of the statement a scope
-    /// commitment's rehash reads `buckets` changed buckets' entries with
-    /// (for tests that it reads the index alone).
-    pub fn explain_scope_buckets(&mut self, buckets: usize) -> StoreResult<Vec<String>> {
-        let mut args: Vec<Arg> = ["tenant", "principal", "alice", ""]
-            .into_iter()
-            .map(|text| Arg::Text(text.to_owned()))
-            .collect();
-        args.extend((0..buckets).map(|b| Arg::Int(b as i64)));
-        self.explain(&crate::ops::scope::buckets_entries_sql(buckets), &args)
-    }
-
-    fn explain(&self, sql: &str, args: &[Arg]) -> StoreResult<Vec<String>> {
-        let mut stmt = self.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-        let rows = stmt.query_map(params_from_iter(vals(args)), |row| row.get::<_, String>(3))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
     /// `EXPLAIN QUERY PLAN` detail lines of the statements
     /// [`crate::Store::eligible_changes`] runs after the scope heads: the
     /// changed entries of each scope of `since`, then the eligibility

@@ -12,7 +12,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ops::schema::migration_from;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 15;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1
@@ -393,22 +393,7 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ACCESS_GENERATION_MIGRATION,
     // 14 -> 15
     SCOPE_PAGES_MIGRATION,
-    // 15 -> 16
-    COVERING_READS_MIGRATION,
 ];
-
-/// The migration that makes the rehash of a changed scope bucket read
-/// the index alone: `idx_scope_entries_bucket` holds each entry's record
-/// id and entry hash after its bucket (it replaces the index on the
-/// bucket only, which looked each entry's row up in `scope_entries`, a
-/// table that grows with the scope: about a hundred rows a bucket at
-/// 100k records, read twice for each proposal, by its write and by the
-/// outbox's acknowledgement).
-const COVERING_READS_MIGRATION: &str = r#"
-DROP INDEX idx_scope_entries_bucket;
-CREATE INDEX idx_scope_entries_bucket ON scope_entries
-    (tenant_id, scope_type, scope_a, scope_b, bucket, record_id, entry_sha256);
-"#;
 
 /// The migration that stores each read scope's tree in pages of five
 /// levels, one row each, rather than one row per node (see

@@ -100,7 +100,7 @@ fn version_1_files_gain_a_record_catalog_with_their_proposers() {
     // What a version 1 file looked like: no catalog, no audit-trail index.
     let conn = raw(&path);
     conn.execute_batch(&format!(
-        "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+        "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DROP TABLE record_catalog; DROP INDEX idx_audit_ref;
          DELETE FROM meta WHERE key = 'latest_created_at';
@@ -176,7 +176,7 @@ fn version_3_files_gain_the_claims_of_their_records() {
     // gate inputs.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 3;"
@@ -208,7 +208,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
     // keyed by the record id.
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              CREATE INDEX idx_records_line ON records (line_id, line_generation);
              CREATE TABLE c5 (
@@ -293,7 +293,7 @@ fn version_5_files_lose_the_unused_line_index_and_the_catalog_id_key() {
 fn as_version_6(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
              ALTER TABLE records DROP COLUMN address_namespace;
              DELETE FROM meta WHERE key = 'latest_created_at';
              PRAGMA user_version = 6;"
@@ -334,7 +334,7 @@ fn version_6_files_gain_the_latest_creation_instant_of_their_records() {
 fn as_version_7(path: &std::path::Path) {
     raw(path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} {UNDO_V8} PRAGMA user_version = 7;"
         ))
         .expect("downgrade");
 }
@@ -342,12 +342,6 @@ fn as_version_7(path: &std::path::Path) {
 /// What version 12 added: the read scopes' commitments (their trees in
 /// pages since version 15).
 const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;";
-
-/// What version 16 changed: the bucket index holds the entries' record
-/// ids and hashes.
-const UNDO_V16: &str = "DROP INDEX idx_scope_entries_bucket;
-    CREATE INDEX idx_scope_entries_bucket ON scope_entries
-        (tenant_id, scope_type, scope_a, scope_b, bucket);";
 
 /// What version 11 added: the server's front-door tables.
 const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs;
@@ -375,7 +369,7 @@ fn version_8_files_gain_the_directory_in_place() {
     drop(store);
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1049,7 +1043,7 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     drop(store);
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1081,7 +1075,7 @@ fn version_8_files_gain_the_audit_tree_in_place() {
     drop(SqliteStore::open(&path, test_config()).expect("open"));
     raw(&path)
         .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} PRAGMA user_version = 8;"
         ))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
@@ -1173,9 +1167,7 @@ fn version_10_files_gain_proposal_owners_in_place() {
     erase_as_alice(&mut store, "r-gone", &config.required_index_targets, T0 + 1).expect("erase");
     drop(store);
     raw(&path)
-        .execute_batch(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} PRAGMA user_version = 10;"
-        ))
+        .execute_batch(&format!("{UNDO_V12} {UNDO_V11} PRAGMA user_version = 10;"))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1237,7 +1229,7 @@ fn version_11_files_gain_scope_commitments_in_place() {
         .expect("roots");
     drop(store);
     raw(&path)
-        .execute_batch(&format!("{UNDO_V16} {UNDO_V12} PRAGMA user_version = 11;"))
+        .execute_batch(&format!("{UNDO_V12} PRAGMA user_version = 11;"))
         .expect("downgrade");
     let mut store = SqliteStore::open(&path, config.clone()).expect("migrate");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
@@ -1312,7 +1304,6 @@ fn version_12_files_gain_scope_change_markers_in_place() {
     assert_eq!(before.ids.len(), 3);
     drop(store);
     let conn = raw(&path);
-    conn.execute_batch(UNDO_V16).expect("undo v16");
     undo_v15(&conn);
     conn.execute_batch(&format!("{UNDO_V13} PRAGMA user_version = 12;"))
         .expect("downgrade");
@@ -1361,7 +1352,6 @@ fn version_13_files_gain_the_access_generation_in_place() {
     let (_dir, path, store) = seeded();
     drop(store);
     let conn = raw(&path);
-    conn.execute_batch(UNDO_V16).expect("undo v16");
     undo_v15(&conn);
     conn.execute_batch(&format!("{UNDO_V14} PRAGMA user_version = 13;"))
         .expect("downgrade");
@@ -1447,7 +1437,6 @@ fn version_14_files_gain_the_scope_pages_in_place() {
     assert!(before.1[0].is_none() && before.1[1..].iter().all(Option::is_some));
     drop(store);
     let conn = raw(&path);
-    conn.execute_batch(UNDO_V16).expect("undo v16");
     undo_v15(&conn);
     conn.execute_batch("PRAGMA user_version = 14;")
         .expect("downgrade");
@@ -1704,57 +1693,6 @@ fn eligible_changes_read_the_change_index_and_the_changed_records_only() {
         !plan
             .iter()
             .any(|l| l.starts_with("SCAN") && !l.starts_with("SCAN keys VIRTUAL TABLE")),
-        "{plan:?}"
-    );
-}
-
-/// The rehash of a scope's changed buckets reads their entries (record
-/// ids and hashes) by a range of `idx_scope_entries_bucket` per bucket
-/// and from the index alone, never an entry's row: the statement planned
-/// is the one the store runs, for one bucket and for a statement's most.
-#[test]
-fn a_rehash_reads_its_buckets_entries_from_the_index_alone() {
-    let (_dir, _path, mut store) = seeded();
-    let batch: Vec<_> = (0..100)
-        .map(|n| Spec::principal(fixtures::TENANT_A, "alice", &format!("entry-{n:03}")).build())
-        .collect();
-    for outcome in store.write_batch(&batch).expect("batch") {
-        assert!(outcome.is_accepted());
-    }
-    publish_all(&mut store, &test_config().required_index_targets, T0).expect("publish");
-    for buckets in [1, 7, 256] {
-        let plan = store.explain_scope_buckets(buckets).expect("plan");
-        assert_eq!(
-            plan,
-            [
-                "SEARCH scope_entries USING COVERING INDEX idx_scope_entries_bucket \
-                 (tenant_id=? AND scope_type=? AND scope_a=? AND scope_b=? AND bucket=?)"
-            ],
-            "{buckets} buckets"
-        );
-    }
-}
-
-/// A version 15 file gains the covering bucket index in place: every
-/// scope's root and every record's inclusion proof read the same, the
-/// file checks clean, and the rehash's read of a bucket plans from the
-/// index alone.
-#[test]
-fn version_15_files_gain_the_covering_bucket_index_in_place() {
-    let (_dir, path, mut store) = seeded();
-    let ids = crate::common::fill_scopes(&mut store);
-    let before = crate::common::scope_proofs(&mut store, &ids);
-    drop(store);
-    raw(&path)
-        .execute_batch(&format!("{UNDO_V16} PRAGMA user_version = 15;"))
-        .expect("downgrade");
-    let mut store = SqliteStore::open(&path, test_config()).expect("migrate");
-    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
-    assert_eq!(crate::common::scope_proofs(&mut store, &ids), before);
-    assert!(store.integrity_check().expect("check").is_ok());
-    let plan = store.explain_scope_buckets(1).expect("plan");
-    assert!(
-        plan[0].starts_with("SEARCH scope_entries USING COVERING INDEX idx_scope_entries_bucket"),
         "{plan:?}"
     );
 }

@@ -572,21 +572,7 @@ INSERT INTO meta (key, int_value, text_value) VALUES ('audit_tree', 0, '')
     ACCESS_GENERATION_MIGRATION,
     // 14 -> 15
     SCOPE_PAGES_MIGRATION,
-    // 15 -> 16
-    COVERING_READS_MIGRATION,
 ];
-
-/// The migration that makes the rehash of a changed scope bucket read
-/// the index alone, as on SQLite (see that backend's
-/// `COVERING_READS_MIGRATION`). The record id and entry hash are
-/// `INCLUDE`d rather than keys: the read is an equality on the bucket
-/// (its entries are sorted by record id in the process), so the inner
-/// pages of the tree hold the keys alone and stay as narrow as before.
-const COVERING_READS_MIGRATION: &str = r#"
-DROP INDEX idx_scope_entries_bucket;
-CREATE INDEX idx_scope_entries_bucket ON scope_entries
-    (tenant_id, scope_type, scope_a, scope_b, bucket) INCLUDE (record_id, entry_sha256);
-"#;
 
 /// The migration that stores each read scope's tree in pages of five
 /// levels, one row each (see the SQLite migration and

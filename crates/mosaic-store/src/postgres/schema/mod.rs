@@ -116,7 +116,7 @@ pub use grants::grant_application_role;
 use migrations::MIGRATIONS;
 
 /// The newest schema version this release reads and writes.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// The custom setting row-level security reads the current tenant from.
 pub const TENANT_SETTING: &str = "mosaic.tenant_id";

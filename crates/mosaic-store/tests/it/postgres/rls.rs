@@ -533,7 +533,7 @@ fn version_3_schemas_gain_the_claims_of_their_records() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
+            "{UNDO_V12} {UNDO_V11} {UNDO_V9} DROP TABLE record_claims; DELETE FROM meta WHERE key = 'latest_created_at';
                  DELETE FROM schema_migrations WHERE version >= 4;"
         ))
         .expect("downgrade");
@@ -571,12 +571,6 @@ const UNDO_V11: &str = "DROP TABLE captured_messages; DROP TABLE extraction_jobs
 /// What version 12 added: the read scopes' commitments (their trees in
 /// pages since version 15).
 const UNDO_V12: &str = "DROP TABLE scope_entries; DROP TABLE scope_pages; DROP TABLE scope_heads;";
-
-/// What version 16 changed: the bucket index holds the entries' record
-/// ids and hashes.
-const UNDO_V16: &str = "DROP INDEX idx_scope_entries_bucket;
-    CREATE INDEX idx_scope_entries_bucket ON scope_entries
-        (tenant_id, scope_type, scope_a, scope_b, bucket);";
 
 /// What version 10 added: the audit log's leaf hashes and tree.
 const UNDO_V10: &str = "ALTER TABLE audit_events DROP COLUMN leaf_sha256;
@@ -641,7 +635,7 @@ fn version_8_schemas_take_in_the_servers_own_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9; {RELEASED_SERVER_TABLES}"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -726,7 +720,7 @@ fn version_7_schemas_gain_addresses_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
+            "{UNDO_V12} {UNDO_V11} {UNDO_V9} DROP INDEX idx_records_address; ALTER TABLE records DROP COLUMN address_key;
                  ALTER TABLE records DROP COLUMN address_namespace;
                  DELETE FROM schema_migrations WHERE version >= 8;"
         ))
@@ -787,7 +781,7 @@ fn version_8_schemas_gain_the_audit_tree_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
+            "{UNDO_V12} {UNDO_V11} {UNDO_V10} {UNDO_V9} DELETE FROM schema_migrations WHERE version >= 9;"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -1005,7 +999,7 @@ fn version_10_schemas_take_in_the_servers_front_door_tables() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} {UNDO_V11} DELETE FROM schema_migrations WHERE version >= 11; {RELEASED_INTAKE_TABLES}"
+            "{UNDO_V12} {UNDO_V11} DELETE FROM schema_migrations WHERE version >= 11; {RELEASED_INTAKE_TABLES}"
         ))
         .expect("downgrade");
     let proposal_a1: String = admin
@@ -1113,7 +1107,7 @@ fn version_11_schemas_gain_scope_commitments_in_place() {
     let mut admin = factory.admin(&db).expect("admin");
     admin
         .batch_execute(&format!(
-            "{UNDO_V16} {UNDO_V12} DELETE FROM schema_migrations WHERE version >= 12;"
+            "{UNDO_V12} DELETE FROM schema_migrations WHERE version >= 12;"
         ))
         .expect("downgrade");
     assert_eq!(
@@ -1179,7 +1173,6 @@ fn version_12_schemas_gain_scope_change_markers_in_place() {
     assert!(!before.ids.is_empty());
     drop(store);
     let mut admin = factory.admin(&db).expect("admin");
-    admin.batch_execute(UNDO_V16).expect("undo v16");
     undo_v15(&mut admin);
     admin
         .batch_execute(&format!(
@@ -1292,7 +1285,6 @@ fn version_14_schemas_gain_the_scope_pages_in_place() {
     assert!(before.1[0].is_none() && before.1[1..].iter().all(Option::is_some));
     drop(store);
     let mut admin = factory.admin(&db).expect("admin");
-    admin.batch_execute(UNDO_V16).expect("undo v16");
     undo_v15(&mut admin);
     admin
         .batch_execute("DELETE FROM schema_migrations WHERE version >= 15;")
