@@ -287,18 +287,12 @@ impl ServiceCore {
             if existing_id == record_id || supersedes == Some(existing_id) {
                 continue;
             }
-            let Some(relation) = guarded.relation(old, guards.near_duplicate_permille) else {
-                continue;
-            };
-            if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
-                continue;
-            }
-            out.push(guard_observation(
-                "mosaic.text-guard.observation.v1",
-                TEXT_GUARD_RELEASE,
+            out.extend(text_observation(
+                guards,
+                &guarded,
                 record_id,
-                existing_id.to_owned(),
-                relation,
+                existing_id,
+                old,
             )?);
         }
         if let Some(vector) = vector
@@ -621,24 +615,43 @@ pub(super) fn call_text_observations(
         if addressed(other) || other.kind != request.kind || other.subject != request.subject {
             continue;
         }
-        let Some(relation) = guarded.relation(
-            &StoredText::of(&other.content),
-            guards.near_duplicate_permille,
-        ) else {
-            continue;
-        };
-        if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
-            continue;
-        }
-        out.push(guard_observation(
-            "mosaic.text-guard.observation.v1",
-            TEXT_GUARD_RELEASE,
+        let other = StoredText::of(&other.content);
+        out.extend(text_observation(
+            guards,
+            &guarded,
             record_id,
-            existing_id.clone(),
-            relation,
+            existing_id,
+            &other,
         )?);
     }
     Ok(out)
+}
+
+/// The text guard's observation that `record_id` (the proposal's text,
+/// `guarded`) relates to `existing_id`'s text `old`: none when the texts
+/// are unrelated, or contradict while the tenant does not guard prose
+/// contradictions.
+fn text_observation(
+    guards: &WriteGuards,
+    guarded: &GuardedText<'_>,
+    record_id: &str,
+    existing_id: &str,
+    old: &StoredText,
+) -> ServiceResult<Option<ConflictObservation>> {
+    let Some(relation) = guarded.relation(old, guards.near_duplicate_permille) else {
+        return Ok(None);
+    };
+    if relation == ConflictRelation::Contradicts && !guards.prose_contradictions {
+        return Ok(None);
+    }
+    guard_observation(
+        "mosaic.text-guard.observation.v1",
+        TEXT_GUARD_RELEASE,
+        record_id,
+        existing_id.to_owned(),
+        relation,
+    )
+    .map(Some)
 }
 
 /// A guard's observation that the proposal's record relates to
