@@ -180,19 +180,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
     let mut accepted_proposal = String::new();
     for (what, request) in &attempts {
         let r = service.propose(&vinay, request).map_err(e)?;
-        let reasons: Vec<String> = r
-            .violations
-            .iter()
-            .map(|v| {
-                serde_json::to_value(v)
-                    .ok()
-                    .and_then(|v| {
-                        v.get("violation")
-                            .and_then(|c| c.as_str().map(str::to_owned))
-                    })
-                    .unwrap_or_else(|| format!("{v:?}"))
-            })
-            .collect();
+        let reasons: Vec<String> = r.violations.iter().map(|v| v.code()).collect();
         let human = if r.decision == "accepted" {
             accepted_id.clone_from(&r.record_id);
             accepted_proposal.clone_from(&r.proposal_id);

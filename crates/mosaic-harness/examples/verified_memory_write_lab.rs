@@ -205,18 +205,6 @@ fn run() -> Result<Lab, Error> {
     Ok(Lab { report, artifact })
 }
 
-/// The snake_case wire name of a violation.
-fn violation_name(violation: &MemoryWriteViolation) -> String {
-    serde_json::to_value(violation)
-        .ok()
-        .and_then(|v| {
-            v.get("violation")
-                .and_then(|n| n.as_str())
-                .map(str::to_owned)
-        })
-        .unwrap_or_default()
-}
-
 /// `3482` → `3,482`.
 fn thousands(n: usize) -> String {
     let digits = n.to_string();
@@ -245,7 +233,7 @@ fn main() {
             .decision
             .violations()
             .iter()
-            .map(violation_name)
+            .map(MemoryWriteViolation::code)
             .collect();
         println!(
             "  {:<24} {:<27} {} ({})",
@@ -310,7 +298,7 @@ mod tests {
             .iter()
             .map(|c| {
                 assert_eq!(c.decision.violations().len(), 1, "{}", c.name);
-                violation_name(&c.decision.violations()[0])
+                c.decision.violations()[0].code()
             })
             .collect();
         assert_eq!(

@@ -263,6 +263,18 @@ pub enum MemoryWriteViolation {
     },
 }
 
+impl MemoryWriteViolation {
+    /// The name it is written under (its `violation` tag, such as
+    /// `missing_consent`), what error messages, reports and counters name
+    /// it by.
+    pub fn code(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| Some(v.get("violation")?.as_str()?.to_owned()))
+            .unwrap_or_else(|| "violation".to_owned())
+    }
+}
+
 /// An execution error: the gate could not decide because the input is
 /// malformed or cannot be hashed. No decision and no receipt exist.
 ///
@@ -328,4 +340,21 @@ pub enum ReceiptVerifyError {
         /// Every differing receipt field, in declaration order.
         fields: Vec<&'static str>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemoryWriteViolation;
+
+    #[test]
+    fn a_violations_code_is_its_wire_tag() {
+        assert_eq!(
+            MemoryWriteViolation::MissingConsent {}.code(),
+            "missing_consent"
+        );
+        let mismatch = MemoryWriteViolation::GrantTenantMismatch {
+            grant_tenant_id: "t".into(),
+        };
+        assert_eq!(mismatch.code(), "grant_tenant_mismatch");
+    }
 }

@@ -283,15 +283,6 @@ fn violation_sentence(violation: &MemoryWriteViolation) -> ServiceResult<String>
     })
 }
 
-/// A violation's wire name (`missing_consent`, `contradiction`, ...).
-fn violation_code(violation: &MemoryWriteViolation) -> ServiceResult<String> {
-    Ok(to_json(violation)?
-        .get("violation")
-        .and_then(Value::as_str)
-        .unwrap_or("refused")
-        .to_owned())
-}
-
 /// `remember`'s answer in words: what became of the statement, when it
 /// expires, or why it was refused and what to do next.
 fn remember_text(response: &ProposeResponse, supersedes: Option<&str>) -> ServiceResult<String> {
@@ -313,7 +304,7 @@ fn remember_text(response: &ProposeResponse, supersedes: Option<&str>) -> Servic
     for violation in &response.violations {
         text.push_str(&format!(
             "\nreason ({}): {}",
-            violation_code(violation)?,
+            violation.code(),
             violation_sentence(violation)?
         ));
     }

@@ -459,20 +459,7 @@ fn batch_update(
     let responses = match service.update_texts(&credential, &updates)? {
         Ok(responses) => responses,
         Err((index, refused)) => {
-            let codes: Vec<String> = refused
-                .violations
-                .iter()
-                .map(|v| {
-                    serde_json::to_value(v)
-                        .ok()
-                        .and_then(|v| {
-                            v.get("violation")
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                        })
-                        .unwrap_or_else(|| "refused".to_owned())
-                })
-                .collect();
+            let codes: Vec<String> = refused.violations.iter().map(|v| v.code()).collect();
             return Err(ServiceError::Conflict {
                 code: "write_refused",
                 message: format!(

@@ -1117,15 +1117,7 @@ impl LineDecision {
             record_id: response.record_id.clone(),
             accepted: response.decision == "accepted",
             replayed,
-            violations: response
-                .violations
-                .iter()
-                .filter_map(|v| {
-                    serde_json::to_value(v)
-                        .ok()
-                        .and_then(|v| v.get("violation")?.as_str().map(str::to_owned))
-                })
-                .collect(),
+            violations: response.violations.iter().map(|v| v.code()).collect(),
         }
     }
 }

@@ -4,8 +4,7 @@
 
 use mosaic_harness::MemoryStatus;
 use mosaic_harness::memory_scope::{DecisionOutcome, MemoryDecision, eligibility};
-use mosaic_harness::memory_write::{MemoryPurpose, MemoryWriteViolation};
-use serde_json::Value;
+use mosaic_harness::memory_write::MemoryPurpose;
 
 use super::*;
 
@@ -206,10 +205,7 @@ impl ServiceCore {
                 Ok(response) => {
                     report.refused += 1;
                     for violation in &response.violations {
-                        *report
-                            .refused_reasons
-                            .entry(violation_code(violation))
-                            .or_default() += 1;
+                        *report.refused_reasons.entry(violation.code()).or_default() += 1;
                     }
                 }
                 Err(e) => {
@@ -220,18 +216,6 @@ impl ServiceCore {
         self.outbox_pass()?;
         Ok(report)
     }
-}
-
-/// The name a violation serializes under (its `violation` tag).
-fn violation_code(violation: &MemoryWriteViolation) -> String {
-    serde_json::to_value(violation)
-        .ok()
-        .and_then(|v| {
-            v.get("violation")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "violation".to_owned())
 }
 
 /// A purpose as the API names it (`personalization`, ...).

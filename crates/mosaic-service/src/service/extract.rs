@@ -459,11 +459,7 @@ impl ServiceCore {
                 Ok(response) => {
                     rejected += 1;
                     for v in &response.violations {
-                        let name = serde_json::to_value(v)
-                            .ok()
-                            .and_then(|v| v["violation"].as_str().map(str::to_owned))
-                            .unwrap_or_else(|| "unknown".to_owned());
-                        *reasons.entry(name).or_insert(0) += 1;
+                        *reasons.entry(v.code()).or_insert(0) += 1;
                     }
                 }
                 Err(e) => {
