@@ -13,8 +13,12 @@ export interface MosaicOptions {
   timeoutMs?: number;
   /** Retries of a rate-limited (429) request before RateLimitedError (default 3). */
   maxRetries?: number;
-  /** Lines `importMemories` sends per request (default 100; at most 512 KiB each). */
+  /** Lines `importMemories` sends per request (default 100). */
   importChunkLines?: number;
+  /** Most bytes of lines `importMemories` sends per request (default 512 KiB,
+   * under the server's default 1 MiB body limit; lower it for a server
+   * started with a smaller `--body-limit-bytes`). */
+  importChunkBytes?: number;
   fetch?: typeof fetch;
 }
 

@@ -88,6 +88,7 @@ export class Mosaic {
     this.timeoutMs = options.timeoutMs ?? 30000;
     this.maxRetries = options.maxRetries ?? 3;
     this.importChunkLines = options.importChunkLines ?? 100;
+    this.importChunkBytes = options.importChunkBytes ?? IMPORT_CHUNK_BYTES;
     this.fetch = options.fetch ?? globalThis.fetch;
     if (typeof this.fetch !== "function") throw new TypeError("no fetch: pass options.fetch or use Node 18+");
   }
@@ -206,12 +207,12 @@ export class Mosaic {
    * message captured again, each memory proposed again, the gate deciding
    * each afresh; a line the server already holds replays. `lines` is an
    * export's text or its lines. They go `importChunkLines` (100) a request,
-   * at most 512 KiB, numbered in the answer as given; a request that fails
+   * at most `importChunkBytes` (512 KiB), numbered in the answer as given; a request that fails
    * throws, and the lines before it stay imported (importing them again
    * replays them). */
   async importMemories(lines, { userId } = {}) {
     const answers = [];
-    for (const [offset, body] of importChunks(lines, this.importChunkLines)) {
+    for (const [offset, body] of importChunks(lines, this.importChunkLines, this.importChunkBytes)) {
       answers.push(shifted(await this.request("POST", "/v1/import", { lines: body, userId }), offset));
     }
     return answers.length === 1 ? answers[0] : merged(answers);
@@ -272,7 +273,7 @@ export class Mosaic {
  * may hold other line separators); an iterable's items are lines (a
  * trailing newline optional). Each body holds at least one non-blank line
  * (all of them when none is). */
-function importChunks(lines, perRequest) {
+function importChunks(lines, perRequest, maxBytes) {
   const text = typeof lines === "string" ? lines : Array.from(lines, (l) => (l.endsWith("\n") ? l : `${l}\n`)).join("");
   const split = text.split("\n");
   if (split.length > 0 && split[split.length - 1] === "") split.pop();
@@ -284,7 +285,7 @@ function importChunks(lines, perRequest) {
   split.forEach((line, i) => {
     const blank = line.replace(/[ \t\r\v\f]/g, "") === "";
     const bytes = encoder.encode(line).length;
-    if (!blank && filled > 0 && (filled >= perRequest || size + bytes > IMPORT_CHUNK_BYTES)) {
+    if (!blank && filled > 0 && (filled >= perRequest || size + bytes > maxBytes)) {
       chunks.push([start, split.slice(start, i).join("\n")]);
       start = i;
       filled = 0;

@@ -10,25 +10,25 @@ import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { Mosaic, AuthenticationError, NotFoundError, ConflictError, BadRequestError, ConnectionFailed, MosaicError } from "../index.js";
+import { Mosaic, AuthenticationError, NotFoundError, ConflictError, BadRequestError, ConnectionFailed, MosaicError, PayloadTooLargeError } from "../index.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../../..");
 const bin = process.env.MOSAIC_BIN || join(repo, "target/debug/mosaic");
 
-let server;
+let started;
 let url;
-let dir;
 let adminKey;
 
-before(async () => {
-  assert.ok(existsSync(bin), `no mosaic binary at ${bin} (set MOSAIC_BIN)`);
-  dir = mkdtempSync(join(tmpdir(), "mosaic-js-"));
-  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), "--embedder", "hash", "--rate-limit-per-second", "100000", "--rate-limit-burst", "100000"], {
+/** Starts `mosaic serve` on a fresh data directory with `args` added;
+ * resolves to `{ server, url, dir, adminKey }`. */
+async function startServer(args = []) {
+  const dir = mkdtempSync(join(tmpdir(), "mosaic-js-"));
+  const server = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), "--embedder", "hash", "--rate-limit-per-second", "100000", "--rate-limit-burst", "100000", ...args], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   server.stderr.resume();
-  url = await new Promise((resolveUrl, reject) => {
+  const url = await new Promise((resolveUrl, reject) => {
     const timer = setTimeout(() => reject(new Error("mosaic serve did not report its address in 60 s")), 60_000);
     let seen = "";
     server.stdout.on("data", (chunk) => {
@@ -42,20 +42,33 @@ before(async () => {
     server.on("exit", (code) => reject(new Error(`mosaic serve exited with ${code}`)));
   });
   server.stdout.resume();
-  adminKey = readFileSync(join(dir, "data", "admin.key"), "utf8").trim();
-});
+  const adminKey = readFileSync(join(dir, "data", "admin.key"), "utf8").trim();
+  return { server, url, dir, adminKey };
+}
 
-after(async () => {
+/** Stops a server `startServer` started and removes its data directory. */
+async function stopServer({ server, dir }) {
   if (server && server.exitCode === null) {
     const exited = new Promise((r) => server.once("exit", r));
     server.kill("SIGTERM");
     await exited;
   }
   if (dir) rmSync(dir, { recursive: true, force: true });
+}
+
+before(async () => {
+  assert.ok(existsSync(bin), `no mosaic binary at ${bin} (set MOSAIC_BIN)`);
+  started = await startServer();
+  ({ url, adminKey } = started);
+});
+
+after(async () => {
+  if (started) await stopServer(started);
 });
 
 let tenants = 0;
-async function principalKey({ consent = true } = {}) {
+async function principalKey({ consent = true, at = { url, adminKey } } = {}) {
+  const { url, adminKey } = at;
   tenants += 1;
   const tenant = `js-${tenants}`;
   const admin = async (path, body) => {
@@ -179,4 +192,30 @@ test("export then import: replays on the same tenant, restores on a new one, kee
   assert.deepEqual(again.results.map((r) => [r.line, r.outcome]), [[2, "replayed"], [3, "replayed"], [4, "error"], [5, "replayed"]]);
   assert.deepEqual([again.lines, again.accepted, again.replayed], [4, 0, 3]);
   await assert.rejects(there.importMemories("{not json}\n"), (e) => e instanceof BadRequestError && e.code === "malformed_body");
+});
+
+test("an export larger than the server's body limit imports in several requests, numbered as given", async () => {
+  const small = await startServer(["--body-limit-bytes", "16384"]);
+  try {
+    const m = await principalKey({ at: small });
+    // Words of their own per note, so that the write guards find no
+    // near-duplicates among them.
+    const note = (i) => `Note ${i}: ${Array.from({ length: 120 }, (_, j) => `w${i}x${j}`).join(" ")}`;
+    for (let start = 0; start < 24; start += 6) {
+      const notes = Array.from({ length: 6 }, (_, k) => ({ id: `n${start + k}`, content: note(start + k) }));
+      const added = await m.addMessages("notes", notes);
+      assert.equal(added.kept, 6, JSON.stringify(added.messages.map((r) => r.violations)));
+    }
+    const text = await m.export();
+    assert.ok(new TextEncoder().encode(text).length > 16384);
+    // The default budget (512 KiB) sends it in one request, which this
+    // server refuses whole.
+    await assert.rejects(m.importMemories(text), (e) => e instanceof PayloadTooLargeError);
+    const budgeted = new Mosaic({ apiKey: m.apiKey, baseUrl: small.url, importChunkBytes: 8192 });
+    const report = await budgeted.importMemories(text);
+    assert.deepEqual([report.lines, report.replayed, report.errors], [24, 24, {}]);
+    assert.deepEqual(report.results.map((r) => r.line), Array.from({ length: 24 }, (_, i) => i + 1));
+  } finally {
+    await stopServer(small);
+  }
 });

@@ -3,7 +3,7 @@
 import { Mosaic, MosaicError, NotFoundError, type RecallResponse, type WriteResponse } from "../index.js";
 
 async function usage(): Promise<void> {
-  const m = new Mosaic({ apiKey: "mk_x", baseUrl: "http://127.0.0.1:7070" });
+  const m = new Mosaic({ apiKey: "mk_x", baseUrl: "http://127.0.0.1:7070", importChunkLines: 50, importChunkBytes: 8192 });
   const ingest = await m.addMessages("chat-1", [{ id: "m1", role: "user", content: "I moved to Berlin." }, "plain text"]);
   const recordId: string = ingest.messages[0].record_id;
   const fact: WriteResponse = await m.addFact("I moved to Berlin", [["chat-1", "m1"]], { ttlMs: 60_000 });
