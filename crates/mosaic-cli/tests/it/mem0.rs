@@ -349,6 +349,25 @@ fn ids_of(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Adds each of `texts` as a memory of user `alice` (`POST /v3/memories/add/`),
+/// asserting each is added; their ids in order.
+async fn add_for_alice(r: &axum::Router, key: Option<&str>, texts: &[&str]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for text in texts {
+        let (status, added) = send(
+            r,
+            "POST",
+            "/v3/memories/add/",
+            key,
+            Some(json!({"messages": text, "user_id": "alice"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{added}");
+        ids.push(ids_of(&added).remove(0));
+    }
+    ids
+}
+
 /// The routes mem0's platform client (`MemoryClient`, mem0ai 2.2.1) calls,
 /// with its trailing slashes and bodies: each answers as the open-source
 /// route it maps onto, and names every body field it does not read.
@@ -672,19 +691,12 @@ async fn a_batch_update_the_update_would_refuse_part_of_writes_nothing() {
     let r = &w.router;
     let alice = &w.principals[0];
     let key = Some(alice.key.as_str());
-    let mut ids = Vec::new();
-    for text in ["The codename is Heron.", "The launch is in March."] {
-        let (status, added) = send(
-            r,
-            "POST",
-            "/v3/memories/add/",
-            key,
-            Some(json!({"messages": text, "user_id": "alice"})),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{added}");
-        ids.push(ids_of(&added).remove(0));
-    }
+    let ids = add_for_alice(
+        r,
+        key,
+        &["The codename is Heron.", "The launch is in March."],
+    )
+    .await;
     let (first, second) = (ids[0].clone(), ids[1].clone());
     // The second memory is updated once: its first version is superseded.
     let (status, updated) = send(
@@ -766,23 +778,16 @@ async fn a_batch_update_the_gate_refuses_part_of_writes_nothing() {
     let r = &w.router;
     let alice = &w.principals[0];
     let key = Some(alice.key.as_str());
-    let mut ids = Vec::new();
-    for text in [
-        "The codename is Heron.",
-        "The launch is in March.",
-        "The budget is twelve thousand euros for the whole quarter.",
-    ] {
-        let (status, added) = send(
-            r,
-            "POST",
-            "/v3/memories/add/",
-            key,
-            Some(json!({"messages": text, "user_id": "alice"})),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{added}");
-        ids.push(ids_of(&added).remove(0));
-    }
+    let ids = add_for_alice(
+        r,
+        key,
+        &[
+            "The codename is Heron.",
+            "The launch is in March.",
+            "The budget is twelve thousand euros for the whole quarter.",
+        ],
+    )
+    .await;
     let duplicate = "user: The budget is twelve thousand euros for the whole quarter.";
     // The gate refuses the second update alone.
     let (status, alone) = send(
@@ -1961,19 +1966,12 @@ async fn a_batch_update_giving_two_memories_one_text_is_refused_whole() {
     let w = world();
     let r = &w.router;
     let key = Some(w.principals[0].key.as_str());
-    let mut ids = Vec::new();
-    for text in ["The codename is Heron.", "The launch is in March."] {
-        let (status, added) = send(
-            r,
-            "POST",
-            "/v3/memories/add/",
-            key,
-            Some(json!({"messages": text, "user_id": "alice"})),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{added}");
-        ids.push(ids_of(&added).remove(0));
-    }
+    let ids = add_for_alice(
+        r,
+        key,
+        &["The codename is Heron.", "The launch is in March."],
+    )
+    .await;
     let (_, before) = send(r, "GET", "/memories?user_id=alice", key, None).await;
     let same = "The budget is twelve thousand euros for the whole quarter.";
     let (status, answer) = send(
